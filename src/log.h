@@ -1,0 +1,39 @@
+/* log.h - one-line diagnostics, and fatal errors that end the whole job.
+ *
+ * Every message names the rank and host once MPI is up ("trainbench[rank 3
+ * node07]: ..."). tb_die() is for user errors (bad flag, missing file): one
+ * line that says what is wrong and what to do. TB_FATAL() is for internal or
+ * library errors and adds file:line. Both end through the abort hook, which
+ * comm/ sets to MPI_Abort so one failing rank takes the whole job down. */
+#ifndef TB_LOG_H
+#define TB_LOG_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+/* Identity printed in every message; rank < 0 means "not distributed". */
+void tb_log_set_identity(int rank, int world, const char *host);
+int tb_log_rank(void);
+const char *tb_log_host(void);
+
+/* Called instead of exit() by tb_die/TB_FATAL; must not return. */
+typedef void (*tb_abort_hook)(int exit_code);
+void tb_set_abort_hook(tb_abort_hook hook);
+
+/* Ends the job through the abort hook (exit code 1 by default). */
+_Noreturn void tb_abort(int exit_code);
+
+_Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational line, printed by rank 0 only (or when not distributed). */
+void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define TB_FATAL(...) tb_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define TB_ASSERT(cond)                                                       \
+    do {                                                                      \
+        if (!(cond)) TB_FATAL("internal check failed: %s", #cond);            \
+    } while (0)
+
+#endif
