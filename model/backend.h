@@ -13,8 +13,8 @@
  *    backend does not support (see caps) with a clear error.
  *  - "accumulate" arguments: 0 overwrites the output, 1 adds to it. This is
  *    how gradients of a tensor with several consumers are summed.
- *  - Parameters that BatchNorm, the loss and SGD touch are always float32
- *    (master weights, running statistics); conv and linear weights handed to
+ *  - Parameters that BatchNorm, the loss and SGD touch are tb_real (float32:
+ *    master weights, running statistics); conv and linear weights handed to
  *    an op have the activation dtype and layout (the model converts).
  */
 #ifndef TB_BACKEND_H
@@ -23,8 +23,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { TB_F32 = 0, TB_BF16 = 1, TB_F16 = 2 } tb_dtype;
+typedef enum { TB_F32 = 0, TB_BF16 = 1, TB_F16 = 2, TB_F64 = 3 } tb_dtype;
 typedef enum { TB_NCHW = 0, TB_NHWC = 1 } tb_layout;
+
+/* tb_real: the scalar of parameters, gradients, statistics and the loss.
+ * float in every normal build. The fp64 verification build (-DTB_REAL_DOUBLE,
+ * target trainbench_fp64, tests only) compiles the same model and CPU
+ * sources with double, so the golden tests can prove the semantics against
+ * PyTorch float64 without float32 rounding in the way (llm.c's floatX idea). */
+#ifdef TB_REAL_DOUBLE
+typedef double tb_real;
+#define TB_REAL_DTYPE TB_F64
+#else
+typedef float tb_real;
+#define TB_REAL_DTYPE TB_F32
+#endif
 
 /* A dense 4-D tensor in device memory. Activations are [N,C,H,W] in the
  * order `layout` says; conv weights are [Cout,Cin,KH,KW] (n=Cout, c=Cin),
@@ -40,9 +53,9 @@ typedef struct {
 static inline size_t tb_tensor_numel(const tb_tensor *t) {
     return (size_t)t->n * (size_t)t->c * (size_t)t->h * (size_t)t->w;
 }
-static inline size_t tb_dtype_size(tb_dtype d) { return d == TB_F32 ? 4 : 2; }
+static inline size_t tb_dtype_size(tb_dtype d) { return d == TB_F64 ? 8 : d == TB_F32 ? 4 : 2; }
 static inline const char *tb_dtype_name(tb_dtype d) {
-    return d == TB_F32 ? "float32" : d == TB_BF16 ? "bfloat16" : "float16";
+    return d == TB_F64 ? "float64" : d == TB_F32 ? "float32" : d == TB_BF16 ? "bfloat16" : "float16";
 }
 static inline const char *tb_layout_name(tb_layout l) { return l == TB_NCHW ? "NCHW" : "NHWC"; }
 
@@ -67,12 +80,12 @@ typedef struct {
     const tb_tensor *z;        /* [N,C,H,W] residual added before act; NULL: none */
     const tb_tensor *y;        /* [N,C,H,W] output */
     int relu;                  /* 1: y = max(0, ...) */
-    const float *gamma;        /* [C] scale */
-    const float *beta;         /* [C] shift */
-    float *running_mean;       /* [C] updated in training */
-    float *running_var;        /* [C] updated in training */
-    float *save_mean;          /* [C] training: batch mean, kept for backward */
-    float *save_invstd;        /* [C] training: 1/sqrt(batch var + eps) */
+    const tb_real *gamma;        /* [C] scale */
+    const tb_real *beta;         /* [C] shift */
+    tb_real *running_mean;       /* [C] updated in training */
+    tb_real *running_var;        /* [C] updated in training */
+    tb_real *save_mean;          /* [C] training: batch mean, kept for backward */
+    tb_real *save_invstd;        /* [C] training: 1/sqrt(batch var + eps) */
     double momentum;           /* 0.1 as torch.nn.BatchNorm2d */
     double eps;                /* 1e-5 */
 } tb_bn_args;
@@ -83,8 +96,8 @@ typedef struct {
     const tb_tensor *dx;       /* [N,C,H,W] gradient of x (written or added) */
     const tb_tensor *dz;       /* [N,C,H,W] gradient of z; NULL when z was NULL */
     int accumulate_dx, accumulate_dz;
-    float *dgamma;             /* [C] written */
-    float *dbeta;              /* [C] written */
+    tb_real *dgamma;             /* [C] written */
+    tb_real *dbeta;              /* [C] written */
 } tb_bn_grads;
 
 /* One stretch of the flat parameter buffer sharing a weight decay. */
@@ -110,6 +123,7 @@ enum {
     TB_CAP_F32 = 1u << 2,
     TB_CAP_BF16 = 1u << 3,
     TB_CAP_F16 = 1u << 4,
+    TB_CAP_F64 = 1u << 5,
 };
 
 typedef struct tb_backend tb_backend;
@@ -179,26 +193,26 @@ struct tb_backend {
                              int accumulate);
 
     /* ---- fully connected -----------------------------------------------------
-     * x viewed as [N,K] (K = c*h*w), w [M,K], b [M] float32, y [N,M] */
+     * x viewed as [N,K] (K = c*h*w), w [M,K], b [M] tb_real, y [N,M] */
     void (*linear_forward)(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
-                           const float *b, const tb_tensor *y);
+                           const tb_real *b, const tb_tensor *y);
     /* dx (+)= dy w; dw = dy^T x; db = sum_n dy. dx may be NULL. */
     void (*linear_backward)(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
                             const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
-                            const tb_tensor *dw, float *db);
+                            const tb_tensor *dw, tb_real *db);
 
     /* ---- loss ----------------------------------------------------------------
      * Mean softmax cross-entropy with label smoothing eps (PyTorch's
      * definition): loss[0] = mean_n [(1-eps) * -log p[n,y_n] + eps * mean_c
      * -log p[n,c]]; dlogits = (p - q) / N * grad_scale. labels: int32 [N]. */
     void (*softmax_xent)(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                         float smoothing, float grad_scale, float *loss,
+                         float smoothing, float grad_scale, tb_real *loss,
                          const tb_tensor *dlogits);
 
     /* ---- optimiser -----------------------------------------------------------
      * One fused update over the segments of the flat float32 buffers. */
     void (*sgd_update)(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
-                       int nseg, float *params, const float *grads, float *momentum);
+                       int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
 
     void (*destroy)(tb_backend *be);
 };

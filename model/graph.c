@@ -1,0 +1,320 @@
+/* graph.c - building, planning and running the node list (see graph.h). */
+#include "model/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/log.h"
+
+#define TB_ARENA_ALIGN 256
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+int tb_graph_add_act(tb_graph *g, int c, int h, int w) {
+    if (g->nacts == g->acts_cap) {
+        g->acts_cap = g->acts_cap ? 2 * g->acts_cap : 256;
+        g->acts = realloc(g->acts, (size_t)g->acts_cap * sizeof *g->acts);
+        if (!g->acts) TB_FATAL("out of host memory for the graph");
+    }
+    tb_act *a = &g->acts[g->nacts];
+    memset(a, 0, sizeof *a);
+    a->c = c;
+    a->h = h;
+    a->w = w;
+    a->producer = -1;
+    a->need_grad = 1;
+    return g->nacts++;
+}
+
+int tb_graph_add_node(tb_graph *g, const tb_node *n) {
+    if (g->nnodes == g->nodes_cap) {
+        g->nodes_cap = g->nodes_cap ? 2 * g->nodes_cap : 256;
+        g->nodes = realloc(g->nodes, (size_t)g->nodes_cap * sizeof *g->nodes);
+        if (!g->nodes) TB_FATAL("out of host memory for the graph");
+    }
+    int id = g->nnodes++;
+    g->nodes[id] = *n;
+    TB_ASSERT(n->out >= 0 && n->out < g->nacts && g->acts[n->out].producer == -1);
+    g->acts[n->out].producer = id;
+    return id;
+}
+
+tb_tensor tb_graph_act(const tb_graph *g, int id, int n) {
+    const tb_act *a = &g->acts[id];
+    tb_tensor t = {a->data, n, a->c, a->h, a->w, g->dtype, g->layout};
+    return t;
+}
+
+tb_tensor tb_graph_grad(const tb_graph *g, int id, int n) {
+    const tb_act *a = &g->acts[id];
+    TB_ASSERT(a->grad != NULL);
+    tb_tensor t = {a->grad, n, a->c, a->h, a->w, g->dtype, g->layout};
+    return t;
+}
+
+/* ---- gradient arena planning ---------------------------------------------------
+ * Backward visits nodes last to first; step s = nnodes-1-i runs node i. The
+ * gradient of activation a is first written by the earliest-running of its
+ * consumers (the logits' gradient by the loss, before step 0) and last read
+ * by its producer. Buffers whose [first write, last read] intervals overlap
+ * must not share bytes; the rest may. Greedy first-fit, largest first. */
+typedef struct {
+    int act;
+    int first, last;
+    size_t bytes, offset;
+} grad_slot;
+
+static int cmp_slot_size(const void *a, const void *b) {
+    const grad_slot *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return x->act - y->act;
+}
+
+static size_t plan_grad_arena(tb_graph *g) {
+    int last_step = g->nnodes - 1;
+    grad_slot *slots = calloc((size_t)g->nacts, sizeof *slots);
+    int ns = 0;
+    g->grad_bytes_unplanned = 0;
+    for (int a = 0; a < g->nacts; a++) {
+        tb_act *act = &g->acts[a];
+        if (!act->need_grad) continue;
+        grad_slot s = {a, a == g->output ? -1 : g->nnodes, last_step - act->producer,
+                       align_up(act->bytes_per_sample * (size_t)g->max_batch, TB_ARENA_ALIGN), 0};
+        for (int i = 0; i < g->nnodes; i++) {
+            const tb_node *nd = &g->nodes[i];
+            if (nd->in == a || nd->in2 == a) {
+                int step = last_step - i;
+                if (step < s.first) s.first = step;
+            }
+        }
+        TB_ASSERT(s.first <= s.last);
+        g->grad_bytes_unplanned += s.bytes;
+        slots[ns++] = s;
+    }
+    qsort(slots, (size_t)ns, sizeof *slots, cmp_slot_size);
+    size_t total = 0;
+    for (int i = 0; i < ns; i++) {
+        size_t off = 0;
+        int moved = 1;
+        while (moved) { /* bump past every placed, time-overlapping slot we hit */
+            moved = 0;
+            for (int j = 0; j < i; j++) {
+                if (slots[j].last < slots[i].first || slots[i].last < slots[j].first) continue;
+                if (off < slots[j].offset + slots[j].bytes && slots[j].offset < off + slots[i].bytes) {
+                    off = slots[j].offset + slots[j].bytes;
+                    moved = 1;
+                }
+            }
+        }
+        slots[i].offset = off;
+        if (off + slots[i].bytes > total) total = off + slots[i].bytes;
+        g->acts[slots[i].act].grad_offset = off;
+    }
+    free(slots);
+    return total;
+}
+
+void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_param_table *pt) {
+    size_t es = tb_dtype_size(g->dtype);
+    g->act_arena_bytes = 0;
+    size_t *act_off = malloc((size_t)g->nacts * sizeof *act_off);
+    for (int a = 0; a < g->nacts; a++) {
+        tb_act *act = &g->acts[a];
+        act->bytes_per_sample = (size_t)act->c * act->h * act->w * es;
+        act_off[a] = g->act_arena_bytes;
+        g->act_arena_bytes += align_up(act->bytes_per_sample * (size_t)g->max_batch, TB_ARENA_ALIGN);
+    }
+    g->acts[g->input].need_grad = 0;
+    g->grad_arena_bytes = plan_grad_arena(g);
+    g->act_arena = be->alloc(be, g->act_arena_bytes);
+    g->grad_arena = be->alloc(be, g->grad_arena_bytes);
+    for (int a = 0; a < g->nacts; a++) {
+        tb_act *act = &g->acts[a];
+        act->data = (char *)g->act_arena + act_off[a];
+        act->grad = act->need_grad ? (char *)g->grad_arena + act->grad_offset : NULL;
+    }
+    free(act_off);
+    g->grad_written = calloc((size_t)g->nacts, 1);
+
+    for (int i = 0; i < g->nnodes; i++) {
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind == TB_NODE_CONV) {
+            tb_tensor x = tb_graph_act(g, nd->in, g->max_batch);
+            tb_tensor y = tb_graph_act(g, nd->out, g->max_batch);
+            nd->plan = be->conv_plan(be, &nd->conv, &x, &y);
+        } else if (nd->kind == TB_NODE_BN) {
+            size_t c = (size_t)pt->items[nd->param].numel;
+            nd->save_mean = be->alloc(be, 2 * c * sizeof(tb_real));
+            nd->save_invstd = nd->save_mean + c;
+            be->zero(be, nd->save_mean, 2 * c * sizeof(tb_real));
+        }
+    }
+}
+
+void tb_graph_free(tb_graph *g, tb_backend *be) {
+    for (int i = 0; i < g->nnodes; i++) {
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind == TB_NODE_CONV && nd->plan) be->conv_plan_free(be, nd->plan);
+        if (nd->kind == TB_NODE_BN && nd->save_mean) be->release(be, nd->save_mean);
+    }
+    if (g->act_arena) be->release(be, g->act_arena);
+    if (g->grad_arena) be->release(be, g->grad_arena);
+    free(g->grad_written);
+    free(g->nodes);
+    free(g->acts);
+    memset(g, 0, sizeof *g);
+}
+
+/* ---- execution ------------------------------------------------------------------ */
+
+/* A weight [rows, cols, k, k] viewed as a tensor of the op dtype/layout. */
+static tb_tensor weight_view(const tb_graph *g, tb_real *base, const tb_param *p) {
+    tb_tensor t = {base + p->offset, (int)p->shape[0], (int)p->shape[1],
+                   p->ndim == 4 ? (int)p->shape[2] : 1, p->ndim == 4 ? (int)p->shape[3] : 1,
+                   g->dtype, g->layout};
+    return t;
+}
+
+static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
+                    tb_tensor *x, tb_tensor *z, tb_tensor *y, tb_bn_args *a) {
+    const tb_param *it = p->table->items;
+    *x = tb_graph_act(g, nd->in, n);
+    *y = tb_graph_act(g, nd->out, n);
+    if (nd->in2 >= 0) *z = tb_graph_act(g, nd->in2, n);
+    memset(a, 0, sizeof *a);
+    a->x = x;
+    a->z = nd->in2 >= 0 ? z : NULL;
+    a->y = y;
+    a->relu = nd->relu;
+    a->gamma = p->params + it[nd->param].offset;
+    a->beta = p->params + it[nd->param + 1].offset;
+    a->running_mean = p->state + it[nd->param + 2].offset;
+    a->running_var = p->state + it[nd->param + 3].offset;
+    a->save_mean = nd->save_mean;
+    a->save_invstd = nd->save_invstd;
+    a->momentum = 0.1;
+    a->eps = 1e-5;
+}
+
+void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train) {
+    TB_ASSERT(n >= 1 && n <= g->max_batch);
+    const tb_param *it = p->table->items;
+    for (int i = 0; i < g->nnodes; i++) {
+        const tb_node *nd = &g->nodes[i];
+        tb_tensor x = tb_graph_act(g, nd->in, n);
+        tb_tensor y = tb_graph_act(g, nd->out, n);
+        switch (nd->kind) {
+        case TB_NODE_CONV: {
+            tb_tensor w = weight_view(g, p->params, &it[nd->param]);
+            be->conv_forward(be, nd->plan, &nd->conv, &x, &w, &y);
+            break;
+        }
+        case TB_NODE_BN: {
+            tb_tensor z;
+            tb_bn_args a;
+            bn_args(g, nd, p, n, &x, &z, &y, &a);
+            if (train) {
+                be->bn_forward_train(be, &a);
+                p->counters[it[nd->param + 4].offset] += 1;
+            } else {
+                be->bn_forward_infer(be, &a);
+            }
+            break;
+        }
+        case TB_NODE_RELU: be->relu_forward(be, &x, &y); break;
+        case TB_NODE_ADD: {
+            tb_tensor x2 = tb_graph_act(g, nd->in2, n);
+            be->add_forward(be, &x, &x2, &y);
+            break;
+        }
+        case TB_NODE_MAXPOOL: be->maxpool_forward(be, &nd->pool, &x, &y); break;
+        case TB_NODE_AVGPOOL: be->avgpool_forward(be, &x, &y); break;
+        case TB_NODE_LINEAR: {
+            tb_tensor w = weight_view(g, p->params, &it[nd->param]);
+            be->linear_forward(be, &x, &w, p->params + it[nd->param + 1].offset, &y);
+            break;
+        }
+        }
+    }
+}
+
+/* Gradient target for input `id`: NULL when none is needed; *acc tells
+ * whether an earlier node already wrote it (then we add). */
+static int grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
+    if (id < 0 || !g->acts[id].need_grad) return 0;
+    *t = tb_graph_grad(g, id, n);
+    *acc = g->grad_written[id];
+    g->grad_written[id] = 1;
+    return 1;
+}
+
+void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n,
+                       tb_grad_ready_fn ready, void *ready_ctx) {
+    TB_ASSERT(n >= 1 && n <= g->max_batch);
+    const tb_param *it = p->table->items;
+    memset(g->grad_written, 0, (size_t)g->nacts);
+    g->grad_written[g->output] = 1; /* written by the loss */
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        const tb_node *nd = &g->nodes[i];
+        TB_ASSERT(g->grad_written[nd->out]);
+        tb_tensor dy = tb_graph_grad(g, nd->out, n);
+        tb_tensor dx, dx2;
+        int acc = 0, acc2 = 0;
+        int has_dx = grad_target(g, nd->in, n, &dx, &acc);
+        switch (nd->kind) {
+        case TB_NODE_CONV: {
+            const tb_param *pw = &it[nd->param];
+            tb_tensor x = tb_graph_act(g, nd->in, n);
+            tb_tensor w = weight_view(g, p->params, pw);
+            tb_tensor dw = weight_view(g, p->grads, pw);
+            be->conv_backward_filter(be, nd->plan, &nd->conv, &x, &dy, &dw, 0);
+            if (has_dx) be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
+            if (ready) ready(ready_ctx, pw->offset, pw->numel);
+            break;
+        }
+        case TB_NODE_BN: {
+            tb_tensor x, z, y;
+            tb_bn_args a;
+            bn_args(g, nd, p, n, &x, &z, &y, &a);
+            int has_dz = grad_target(g, nd->in2, n, &dx2, &acc2);
+            TB_ASSERT(has_dx);
+            tb_bn_grads gr = {&dy, &dx, has_dz ? &dx2 : NULL, acc, acc2,
+                              p->grads + it[nd->param].offset,
+                              p->grads + it[nd->param + 1].offset};
+            be->bn_backward(be, &a, &gr);
+            if (ready) ready(ready_ctx, it[nd->param].offset, 2 * it[nd->param].numel);
+            break;
+        }
+        case TB_NODE_RELU: {
+            tb_tensor y = tb_graph_act(g, nd->out, n);
+            if (has_dx) be->relu_backward(be, &y, &dy, &dx, acc);
+            break;
+        }
+        case TB_NODE_ADD: {
+            int has_dx2 = grad_target(g, nd->in2, n, &dx2, &acc2);
+            TB_ASSERT(has_dx && has_dx2);
+            be->add_backward(be, &dy, &dx, acc, &dx2, acc2);
+            break;
+        }
+        case TB_NODE_MAXPOOL: {
+            tb_tensor x = tb_graph_act(g, nd->in, n);
+            tb_tensor y = tb_graph_act(g, nd->out, n);
+            if (has_dx) be->maxpool_backward(be, &nd->pool, &x, &y, &dy, &dx, acc);
+            break;
+        }
+        case TB_NODE_AVGPOOL:
+            if (has_dx) be->avgpool_backward(be, &dy, &dx, acc);
+            break;
+        case TB_NODE_LINEAR: {
+            const tb_param *pw = &it[nd->param];
+            tb_tensor x = tb_graph_act(g, nd->in, n);
+            tb_tensor w = weight_view(g, p->params, pw);
+            tb_tensor dw = weight_view(g, p->grads, pw);
+            be->linear_backward(be, &x, &w, &dy, has_dx ? &dx : NULL, acc, &dw,
+                                p->grads + it[nd->param + 1].offset);
+            if (ready) ready(ready_ctx, pw->offset, pw->numel + it[nd->param + 1].numel);
+            break;
+        }
+        }
+    }
+}
