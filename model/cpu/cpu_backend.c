@@ -1,0 +1,160 @@
+/* cpu_backend.c - the CPU backend's table: memory, ordering, threads.
+ *
+ * float32 NCHW only. Memory is ordinary host memory, 64-byte aligned; every
+ * op runs to completion before it returns, so sync is a no-op. The ops live
+ * in one file per family (cpu_conv.c, cpu_bn.c, ...), declared in
+ * cpu_internal.h.
+ */
+#include "model/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cpu/cpu_internal.h"
+#include "src/log.h"
+
+/* Scratch for im2col and friends, all threads together (a target: convs
+ * are split finer until their pieces fit). */
+#define CPU_WS_CAP_BYTES ((size_t)256 << 20)
+/* Convs with small images batch several images into one GEMM until it has
+ * about this many columns (OpenBLAS is near peak from a few hundred). */
+#define CPU_CONV_MIN_COLS 1024
+
+/* ---- helpers shared by the op files ---------------------------------------- */
+
+void cpu_check(const tb_tensor *t, const char *op, const char *name) {
+    if (!t) TB_FATAL("cpu %s: tensor %s is NULL", op, name);
+    if (t->dtype != TB_F32 || t->layout != TB_NCHW)
+        tb_die("cpu backend: %s: tensor %s is %s %s, but the CPU backend supports float32 "
+               "NCHW only (use --precision fp32 with the CPU backend)",
+               op, name, tb_dtype_name(t->dtype), tb_layout_name(t->layout));
+    if (t->n < 0 || t->c < 0 || t->h < 0 || t->w < 0)
+        TB_FATAL("cpu %s: tensor %s has a negative dimension [%d,%d,%d,%d]", op, name, t->n,
+                 t->c, t->h, t->w);
+    if (!t->data && tb_tensor_numel(t) > 0) TB_FATAL("cpu %s: tensor %s has no data", op, name);
+}
+
+void cpu_check_same_shape(const tb_tensor *a, const tb_tensor *b, const char *op,
+                          const char *na, const char *nb) {
+    if (a->n != b->n || a->c != b->c || a->h != b->h || a->w != b->w)
+        TB_FATAL("cpu %s: %s is [%d,%d,%d,%d] but %s is [%d,%d,%d,%d]", op, na, a->n, a->c,
+                 a->h, a->w, nb, b->n, b->c, b->h, b->w);
+}
+
+void *cpu_aligned_alloc(size_t bytes, const char *what) {
+    size_t rounded = (bytes + 63) / 64 * 64; /* aligned_alloc wants a multiple */
+    if (rounded == 0) rounded = 64;
+    if (rounded < bytes) tb_die("cpu backend: cannot allocate %zu bytes for %s", bytes, what);
+    void *p = aligned_alloc(64, rounded);
+    if (!p)
+        tb_die("cpu backend: out of host memory allocating %zu bytes (%.1f MiB) for %s", bytes,
+               (double)bytes / (1 << 20), what);
+    return p;
+}
+
+float *cpu_workspace(cpu_state *st, size_t floats_per_thread) {
+    if (floats_per_thread > st->ws_stride) {
+        size_t stride = (floats_per_thread + 15) / 16 * 16;
+        free(st->ws);
+        st->ws = cpu_aligned_alloc(stride * (size_t)st->threads * sizeof(float),
+                                   "the convolution workspace");
+        st->ws_stride = stride;
+    }
+    return st->ws;
+}
+
+/* ---- memory and ordering --------------------------------------------------- */
+
+static void *cpu_alloc(tb_backend *be, size_t bytes) {
+    (void)be;
+    return cpu_aligned_alloc(bytes, "a tensor");
+}
+
+static void cpu_release(tb_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static void cpu_zero(tb_backend *be, void *p, size_t bytes) {
+    (void)be;
+    if (bytes) memset(p, 0, bytes);
+}
+
+static void cpu_copy(tb_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memmove(dst, src, bytes);
+}
+
+static void cpu_sync(tb_backend *be) { (void)be; /* every op has finished on return */ }
+
+static void cpu_destroy(tb_backend *be) {
+    if (!be) return;
+    cpu_state *st = cpu_state_of(be);
+    if (st) free(st->ws);
+    free(st);
+    free(be);
+}
+
+/* ---- constructor ------------------------------------------------------------- */
+
+tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
+    int threads = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
+    if (threads < 1) threads = 1;
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    /* One thread pool: each OpenMP thread makes its own single-threaded BLAS
+     * call on its share of a GEMM (see cpu_internal.h). */
+    openblas_set_num_threads(1);
+#endif
+
+    cpu_state *st = cpu_aligned_alloc(sizeof *st, "the CPU backend state");
+    memset(st, 0, sizeof *st);
+    st->threads = threads;
+    st->ws_cap_bytes = CPU_WS_CAP_BYTES;
+    st->conv_min_cols = CPU_CONV_MIN_COLS;
+
+    tb_backend *be = cpu_aligned_alloc(sizeof *be, "the CPU backend");
+    memset(be, 0, sizeof *be);
+    be->name = "cpu";
+    be->caps = TB_CAP_NCHW | TB_CAP_F32;
+    be->priv = st;
+    be->compute_stream = NULL;
+
+    be->alloc = cpu_alloc;
+    be->release = cpu_release;
+    be->zero = cpu_zero;
+    be->copy_h2d = cpu_copy;
+    be->copy_d2h = cpu_copy;
+    be->copy_d2d = cpu_copy;
+    be->sync = cpu_sync;
+
+    be->conv_plan = cpu_conv_plan;
+    be->conv_plan_free = cpu_conv_plan_free;
+    be->conv_forward = cpu_conv_forward;
+    be->conv_backward_data = cpu_conv_backward_data;
+    be->conv_backward_filter = cpu_conv_backward_filter;
+
+    be->bn_forward_train = cpu_bn_forward_train;
+    be->bn_forward_infer = cpu_bn_forward_infer;
+    be->bn_backward = cpu_bn_backward;
+
+    be->relu_forward = cpu_relu_forward;
+    be->relu_backward = cpu_relu_backward;
+    be->add_forward = cpu_add_forward;
+    be->add_backward = cpu_add_backward;
+
+    be->maxpool_forward = cpu_maxpool_forward;
+    be->maxpool_backward = cpu_maxpool_backward;
+    be->avgpool_forward = cpu_avgpool_forward;
+    be->avgpool_backward = cpu_avgpool_backward;
+
+    be->linear_forward = cpu_linear_forward;
+    be->linear_backward = cpu_linear_backward;
+
+    be->softmax_xent = cpu_softmax_xent;
+    be->sgd_update = cpu_sgd_update;
+
+    be->destroy = cpu_destroy;
+    return be;
+}

@@ -1,0 +1,184 @@
+/* cpu_bn.c - batch normalisation (+ residual add + ReLU) on the CPU.
+ *
+ *   y = act(gamma * (x - mean) * invstd + beta + z)
+ *
+ * NCHW keeps each channel as N contiguous planes of H*W, so one thread owns
+ * a channel and makes both of its passes (statistics, then normalise) while
+ * the channel's data is still in cache. Statistics accumulate in double.
+ */
+#include <math.h>
+#include <omp.h>
+
+#include "model/cpu/cpu_internal.h"
+#include "src/log.h"
+
+static void bn_check(const char *op, const tb_bn_args *a) {
+    cpu_check(a->x, op, "x");
+    cpu_check(a->y, op, "y");
+    cpu_check_same_shape(a->x, a->y, op, "x", "y");
+    if (a->z) {
+        cpu_check(a->z, op, "z");
+        cpu_check_same_shape(a->x, a->z, op, "x", "z");
+    }
+    if (!a->gamma || !a->beta) TB_FATAL("cpu %s: gamma or beta is NULL", op);
+}
+
+void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
+    const char *op = "bn_forward_train";
+    bn_check(op, a);
+    if (!a->running_mean || !a->running_var || !a->save_mean || !a->save_invstd)
+        TB_FATAL("cpu %s: running or saved statistics are NULL", op);
+    const int N = a->x->n, C = a->x->c;
+    const size_t HW = (size_t)a->x->h * a->x->w;
+    const size_t M = (size_t)N * HW; /* values per channel */
+    if (M < 2)
+        TB_FATAL("cpu %s: training batch norm needs more than 1 value per channel (got "
+                 "[%d,%d,%d,%d])", op, N, C, a->x->h, a->x->w);
+    const float *x = a->x->data;  /* [N,C,H,W] */
+    const float *z = a->z ? (const float *)a->z->data : NULL; /* [N,C,H,W] or NULL */
+    float *y = a->y->data;        /* [N,C,H,W] */
+    const double mom = a->momentum, eps = a->eps;
+    const int relu = a->relu;
+
+#pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
+    for (int c = 0; c < C; c++) {
+        /* pass 1: mean and biased variance, shifted by the channel's first
+         * value so that large means do not cancel */
+        const double shift = x[(size_t)c * HW];
+        double s = 0.0, ss = 0.0;
+        for (int n = 0; n < N; n++) {
+            const float *xp = x + ((size_t)n * C + c) * HW;
+#pragma omp simd reduction(+ : s, ss)
+            for (size_t i = 0; i < HW; i++) {
+                double v = (double)xp[i] - shift;
+                s += v;
+                ss += v * v;
+            }
+        }
+        double dmean = s / (double)M;
+        double mean = shift + dmean;
+        double var = ss / (double)M - dmean * dmean;
+        if (var < 0.0) var = 0.0;
+        double invstd = 1.0 / sqrt(var + eps);
+        a->save_mean[c] = (float)mean;
+        a->save_invstd[c] = (float)invstd;
+        a->running_mean[c] = (float)((1.0 - mom) * a->running_mean[c] + mom * mean);
+        a->running_var[c] =
+            (float)((1.0 - mom) * a->running_var[c] + mom * var * (double)M / (double)(M - 1));
+
+        /* pass 2: normalise, add, activate */
+        const float fmean = (float)mean;
+        const float scale = (float)(a->gamma[c] * invstd);
+        const float beta = a->beta[c];
+        for (int n = 0; n < N; n++) {
+            size_t o = ((size_t)n * C + c) * HW;
+            const float *xp = x + o;
+            const float *zp = z ? z + o : NULL;
+            float *yp = y + o;
+#pragma omp simd
+            for (size_t i = 0; i < HW; i++) {
+                float v = (xp[i] - fmean) * scale + beta;
+                if (zp) v += zp[i];
+                if (relu) v = v < 0.0f ? 0.0f : v; /* keeps NaN, as torch.relu */
+                yp[i] = v;
+            }
+        }
+    }
+}
+
+void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
+    const char *op = "bn_forward_infer";
+    bn_check(op, a);
+    if (!a->running_mean || !a->running_var)
+        TB_FATAL("cpu %s: running statistics are NULL", op);
+    const int N = a->x->n, C = a->x->c;
+    const size_t HW = (size_t)a->x->h * a->x->w;
+    const float *x = a->x->data;  /* [N,C,H,W] */
+    const float *z = a->z ? (const float *)a->z->data : NULL; /* [N,C,H,W] or NULL */
+    float *y = a->y->data;        /* [N,C,H,W] */
+    const int relu = a->relu;
+
+#pragma omp parallel for collapse(2) schedule(static) num_threads(cpu_state_of(be)->threads)
+    for (int n = 0; n < N; n++) {
+        for (int c = 0; c < C; c++) {
+            const float mean = a->running_mean[c];
+            const float scale = (float)(a->gamma[c] / sqrt((double)a->running_var[c] + a->eps));
+            const float beta = a->beta[c];
+            size_t o = ((size_t)n * C + c) * HW;
+            const float *xp = x + o;
+            const float *zp = z ? z + o : NULL;
+            float *yp = y + o;
+#pragma omp simd
+            for (size_t i = 0; i < HW; i++) {
+                float v = (xp[i] - mean) * scale + beta;
+                if (zp) v += zp[i];
+                if (relu) v = v < 0.0f ? 0.0f : v;
+                yp[i] = v;
+            }
+        }
+    }
+}
+
+void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
+    const char *op = "bn_backward";
+    bn_check(op, a);
+    cpu_check(g->dy, op, "dy");
+    cpu_check(g->dx, op, "dx");
+    cpu_check_same_shape(a->x, g->dy, op, "x", "dy");
+    cpu_check_same_shape(a->x, g->dx, op, "x", "dx");
+    if (g->dz) {
+        cpu_check(g->dz, op, "dz");
+        cpu_check_same_shape(a->x, g->dz, op, "x", "dz");
+    }
+    if (!a->save_mean || !a->save_invstd || !g->dgamma || !g->dbeta)
+        TB_FATAL("cpu %s: saved statistics, dgamma or dbeta is NULL", op);
+    const int N = a->x->n, C = a->x->c;
+    const size_t HW = (size_t)a->x->h * a->x->w;
+    const double M = (double)N * (double)HW;
+    const float *x = a->x->data;    /* [N,C,H,W] forward input */
+    const float *y = a->y->data;    /* [N,C,H,W] forward output (ReLU mask) */
+    const float *dy = g->dy->data;  /* [N,C,H,W] */
+    float *dx = g->dx->data;        /* [N,C,H,W] */
+    float *dz = g->dz ? (float *)g->dz->data : NULL; /* [N,C,H,W] or NULL */
+    const int relu = a->relu, acc_dx = g->accumulate_dx, acc_dz = g->accumulate_dz;
+
+#pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
+    for (int c = 0; c < C; c++) {
+        const float mean = a->save_mean[c];
+        const double invstd = a->save_invstd[c];
+        /* pass 1: dbeta = sum g, sum g * (x - mean), g = dy masked by the ReLU */
+        double sg = 0.0, sgx = 0.0;
+        for (int n = 0; n < N; n++) {
+            size_t o = ((size_t)n * C + c) * HW;
+            const float *xp = x + o, *yp = y + o, *dyp = dy + o;
+#pragma omp simd reduction(+ : sg, sgx)
+            for (size_t i = 0; i < HW; i++) {
+                float gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
+                sg += gi;
+                sgx += (double)gi * ((double)xp[i] - (double)mean);
+            }
+        }
+        double dbeta = sg, dgamma = sgx * invstd;
+        g->dbeta[c] = (float)dbeta;
+        g->dgamma[c] = (float)dgamma;
+
+        /* pass 2: dx = gamma*invstd * (g - dbeta/M - (x-mean)*invstd * dgamma/M) */
+        const float k = (float)(a->gamma[c] * invstd);
+        const float gmean = (float)(dbeta / M);
+        const float q = (float)(dgamma * invstd / M);
+        for (int n = 0; n < N; n++) {
+            size_t o = ((size_t)n * C + c) * HW;
+            const float *xp = x + o, *yp = y + o, *dyp = dy + o;
+            float *dxp = dx + o;
+            float *dzp = dz ? dz + o : NULL;
+#pragma omp simd
+            for (size_t i = 0; i < HW; i++) {
+                /* read everything before writing: dx or dz may alias dy */
+                float gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
+                float v = (gi - gmean - (xp[i] - mean) * q) * k;
+                if (dzp) dzp[i] = acc_dz ? dzp[i] + gi : gi;
+                dxp[i] = acc_dx ? dxp[i] + v : v;
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+/* cpu_eltwise.c - ReLU and the residual add on the CPU: flat loops over
+ * all elements, split across threads in contiguous blocks. */
+#include <omp.h>
+
+#include "model/cpu/cpu_internal.h"
+#include "src/log.h"
+
+/* Each element loop below is `for i in [0, n)`, parallel and vectorised. */
+#define CPU_FOR_EACH(be, n, i)                                                        \
+    _Pragma("omp parallel for simd schedule(static) num_threads(cpu_state_of(be)->threads)") \
+    for (size_t i = 0; i < (n); i++)
+
+void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y) {
+    cpu_check(x, "relu_forward", "x");
+    cpu_check(y, "relu_forward", "y");
+    cpu_check_same_shape(x, y, "relu_forward", "x", "y");
+    const size_t n = tb_tensor_numel(x);
+    const float *xd = x->data; /* [N,C,H,W] */
+    float *yd = y->data;       /* [N,C,H,W] */
+    CPU_FOR_EACH(be, n, i) yd[i] = xd[i] < 0.0f ? 0.0f : xd[i]; /* NaN stays NaN */
+}
+
+void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
+                       const tb_tensor *dx, int accumulate) {
+    const char *op = "relu_backward";
+    cpu_check(y, op, "y");
+    cpu_check(dy, op, "dy");
+    cpu_check(dx, op, "dx");
+    cpu_check_same_shape(y, dy, op, "y", "dy");
+    cpu_check_same_shape(y, dx, op, "y", "dx");
+    const size_t n = tb_tensor_numel(y);
+    const float *yd = y->data;   /* [N,C,H,W] forward output */
+    const float *dyd = dy->data; /* [N,C,H,W] */
+    float *dxd = dx->data;       /* [N,C,H,W] */
+    /* torch threshold_backward: y <= 0 ? 0 : dy */
+    if (accumulate) {
+        CPU_FOR_EACH(be, n, i) dxd[i] += yd[i] <= 0.0f ? 0.0f : dyd[i];
+    } else {
+        CPU_FOR_EACH(be, n, i) dxd[i] = yd[i] <= 0.0f ? 0.0f : dyd[i];
+    }
+}
+
+void cpu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b,
+                     const tb_tensor *y) {
+    const char *op = "add_forward";
+    cpu_check(a, op, "a");
+    cpu_check(b, op, "b");
+    cpu_check(y, op, "y");
+    cpu_check_same_shape(a, b, op, "a", "b");
+    cpu_check_same_shape(a, y, op, "a", "y");
+    const size_t n = tb_tensor_numel(a);
+    const float *ad = a->data, *bd = b->data; /* [N,C,H,W] */
+    float *yd = y->data;                      /* [N,C,H,W] */
+    CPU_FOR_EACH(be, n, i) yd[i] = ad[i] + bd[i];
+}
+
+/* d (+)= dy for one of the two inputs of the add. */
+static void pass_gradient(tb_backend *be, const tb_tensor *dy, const tb_tensor *d, int accumulate,
+                          const char *name) {
+    cpu_check(d, "add_backward", name);
+    cpu_check_same_shape(dy, d, "add_backward", "dy", name);
+    const size_t n = tb_tensor_numel(dy);
+    const float *dyd = dy->data; /* [N,C,H,W] */
+    float *dd = d->data;         /* [N,C,H,W] */
+    if (accumulate) {
+        CPU_FOR_EACH(be, n, i) dd[i] += dyd[i];
+    } else if (dd != dyd) {
+        CPU_FOR_EACH(be, n, i) dd[i] = dyd[i];
+    }
+}
+
+void cpu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da,
+                      int accumulate_a, const tb_tensor *db, int accumulate_b) {
+    cpu_check(dy, "add_backward", "dy");
+    if (da) pass_gradient(be, dy, da, accumulate_a, "da");
+    if (db) pass_gradient(be, dy, db, accumulate_b, "db");
+}

@@ -1,0 +1,100 @@
+/* cpu_internal.h - state and helpers shared by the CPU backend's files.
+ *
+ * The CPU backend keeps one cpu_state in be->priv: the worker thread count
+ * and the convolution scratch buffer (one slice per thread). Every op checks
+ * its tensors with cpu_check() first, so a bfloat16 or NHWC tensor dies with
+ * a message that names the op, the tensor, its dtype and its layout.
+ *
+ * Threading: all parallelism is OpenMP with st->threads threads. BLAS is
+ * called from inside those parallel regions, one single-threaded call per
+ * thread on its own slice of the work, so there is exactly one thread pool
+ * (two pools spinning on two cores cost more than they gain).
+ */
+#ifndef TB_CPU_INTERNAL_H
+#define TB_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/backend.h"
+
+typedef struct {
+    int threads;            /* OpenMP threads used by every op */
+    float *ws;              /* conv scratch: threads slices of ws_stride floats */
+    size_t ws_stride;       /* floats per thread slice (multiple of 16) */
+    size_t ws_cap_bytes;    /* upper bound on the whole scratch (all threads) */
+    int conv_min_cols;      /* aim for GEMMs at least this many columns wide */
+} cpu_state;
+
+static inline cpu_state *cpu_state_of(tb_backend *be) { return (cpu_state *)be->priv; }
+
+/* ---- helpers (cpu_backend.c) --------------------------------------------- */
+
+/* Dies unless t is a float32 NCHW tensor with data; op/name go in the message. */
+void cpu_check(const tb_tensor *t, const char *op, const char *name);
+/* Dies unless a and b have the same n, c, h, w. */
+void cpu_check_same_shape(const tb_tensor *a, const tb_tensor *b, const char *op,
+                          const char *na, const char *nb);
+/* 64-byte aligned allocation; dies naming `what` when out of memory. */
+void *cpu_aligned_alloc(size_t bytes, const char *what);
+/* Makes the scratch hold at least floats_per_thread floats per thread and
+ * returns its base; thread t uses base + t * st->ws_stride. Never call from
+ * inside a parallel region. */
+float *cpu_workspace(cpu_state *st, size_t floats_per_thread);
+
+/* ---- ops, in the order of backend.h ---------------------------------------- */
+
+/* cpu_conv.c */
+void *cpu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
+                    const tb_tensor *y);
+void cpu_conv_plan_free(tb_backend *be, void *plan);
+void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
+                      const tb_tensor *w, const tb_tensor *y);
+void cpu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
+                            const tb_tensor *dy, const tb_tensor *w, const tb_tensor *dx,
+                            int accumulate);
+void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
+                              const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
+                              int accumulate);
+
+/* cpu_bn.c */
+void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
+void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
+void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+
+/* cpu_eltwise.c */
+void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
+                       const tb_tensor *dx, int accumulate);
+void cpu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b,
+                     const tb_tensor *y);
+void cpu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da,
+                      int accumulate_a, const tb_tensor *db, int accumulate_b);
+
+/* cpu_pool.c */
+void cpu_maxpool_forward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                         const tb_tensor *y);
+void cpu_maxpool_backward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                          const tb_tensor *y, const tb_tensor *dy, const tb_tensor *dx,
+                          int accumulate);
+void cpu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cpu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *dx,
+                          int accumulate);
+
+/* cpu_linear.c */
+void cpu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
+                        const float *b, const tb_tensor *y);
+void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
+                         const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
+                         const tb_tensor *dw, float *db);
+
+/* cpu_loss.c */
+void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
+                      float smoothing, float grad_scale, float *loss,
+                      const tb_tensor *dlogits);
+
+/* cpu_sgd.c */
+void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
+                    int nseg, float *params, const float *grads, float *momentum);
+
+#endif
