@@ -1,0 +1,73 @@
+/* synthetic.c - class-patterned random images (see synthetic.h). */
+#include "data/synthetic.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/log.h"
+#include "src/rng.h"
+
+/* A smooth pattern: a sum of 4 random plane waves per channel. */
+static void class_pattern(float *dst, int h, int w, uint64_t seed, int cls) {
+    tb_rng r;
+    tb_rng_seed(&r, seed, 0x5e7000000ULL + (uint64_t)cls);
+    for (int c = 0; c < 3; c++) {
+        float *p = dst + (size_t)c * h * w;
+        memset(p, 0, (size_t)h * w * sizeof *p);
+        for (int k = 0; k < 4; k++) {
+            double fy = (tb_rng_uniform(&r) * 4.0 - 2.0) * 6.283185307179586 / h;
+            double fx = (tb_rng_uniform(&r) * 4.0 - 2.0) * 6.283185307179586 / w;
+            double ph = tb_rng_uniform(&r) * 6.283185307179586;
+            for (int y = 0; y < h; y++)
+                for (int x = 0; x < w; x++) p[y * w + x] += (float)(0.5 * cos(fy * y + fx * x + ph));
+        }
+    }
+}
+
+void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uint64_t seed) {
+    memset(s, 0, sizeof *s);
+    s->classes = classes;
+    s->h = h;
+    s->w = w;
+    s->pool = pool;
+    s->seed = seed;
+    size_t plane = (size_t)3 * h * w;
+    s->images = malloc((size_t)pool * plane * sizeof *s->images);
+    s->labels = malloc((size_t)pool * sizeof *s->labels);
+    float *proto = malloc((size_t)classes * plane * sizeof *proto);
+    if (!s->images || !s->labels || !proto)
+        tb_die("cannot allocate %zu MB for synthetic data; lower --batch-size or --image-size",
+               (size_t)pool * plane * 4 >> 20);
+    for (int c = 0; c < classes; c++) class_pattern(proto + (size_t)c * plane, h, w, seed, c);
+    for (int i = 0; i < pool; i++) {
+        tb_rng r;
+        tb_rng_seed(&r, seed, 0x5a3000000ULL + (uint64_t)i);
+        int cls = (int)tb_rng_below(&r, (uint64_t)classes);
+        float contrast = (float)(0.5 + tb_rng_uniform(&r));
+        float *dst = s->images + (size_t)i * plane;
+        const float *src = proto + (size_t)cls * plane;
+        for (size_t j = 0; j < plane; j++)
+            dst[j] = contrast * src[j] + (float)(0.7 * tb_rng_normal(&r));
+        s->labels[i] = cls;
+    }
+    free(proto);
+}
+
+void tb_synthetic_batch(const tb_synthetic *s, int64_t index, int rank, int world, int n,
+                        float *images, int32_t *labels) {
+    size_t plane = (size_t)3 * s->h * s->w;
+    for (int i = 0; i < n; i++) {
+        /* global sample number, interleaved across shards, scrambled over the pool */
+        uint64_t g = ((uint64_t)index * (uint64_t)world + (uint64_t)rank) * (uint64_t)n + (uint64_t)i;
+        uint64_t k = tb_hash2(s->seed, g) % (uint64_t)s->pool;
+        memcpy(images + (size_t)i * plane, s->images + k * plane, plane * sizeof *images);
+        labels[i] = s->labels[k];
+    }
+}
+
+void tb_synthetic_free(tb_synthetic *s) {
+    free(s->images);
+    free(s->labels);
+    memset(s, 0, sizeof *s);
+}

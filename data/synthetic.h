@@ -1,0 +1,27 @@
+/* synthetic.h - learnable synthetic batches for --synthetic runs: no files,
+ * no decoding, so compute can be measured apart from input.
+ *
+ * Each class has a fixed smooth random pattern; a sample is its class's
+ * pattern at a random contrast plus Gaussian noise, so a network can learn
+ * the classes and the loss visibly falls. A pool of samples is made once
+ * from the seed; batches walk the pool in a seeded order. */
+#ifndef TB_SYNTHETIC_H
+#define TB_SYNTHETIC_H
+
+#include <stdint.h>
+
+typedef struct {
+    int classes, h, w, pool;
+    uint64_t seed;
+    float *images;     /* [pool,3,h,w] normalised (mean ~0, std ~1) */
+    int32_t *labels;   /* [pool] */
+} tb_synthetic;
+
+void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uint64_t seed);
+/* Copies batch number `index` of n samples, for shard `rank` of `world`
+ * (disjoint samples per shard), into images [n,3,h,w] and labels [n]. */
+void tb_synthetic_batch(const tb_synthetic *s, int64_t index, int rank, int world, int n,
+                        float *images, int32_t *labels);
+void tb_synthetic_free(tb_synthetic *s);
+
+#endif

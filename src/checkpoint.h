@@ -1,0 +1,45 @@
+/* checkpoint.h - trainbench checkpoint files (DESIGN.md contract):
+ *   /params/<torchvision name>    float32 (num_batches_tracked: int64 scalar)
+ *   /momentum/<trainable name>    float32 SGD buffers (absent: zeros)
+ *   root attributes: model, classes, image_size, step, epoch, seed,
+ *                    trainbench_version, git_revision
+ * Written under a temporary name and renamed (see h5io.h). */
+#ifndef TB_CHECKPOINT_H
+#define TB_CHECKPOINT_H
+
+#include <hdf5.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef struct {
+    char model[TB_MODEL_NAME_MAX];
+    int64_t classes, image_size, step, epoch, seed;
+    char version[64];
+    char git_revision[64];
+} tb_ckpt_meta;
+
+/* Reads the root attributes; dies with one line if the file is missing, not
+ * HDF5, or not a trainbench checkpoint. */
+void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta);
+
+/* Dies unless meta describes cfg (model name and class count). */
+void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
+                           const tb_resnet_config *cfg);
+
+/* Loads every tensor of /params and /momentum into m. The set of names must
+ * equal the model's (a missing or extra name is an error) and each shape
+ * must match. Without /momentum the buffers are zeroed. */
+void tb_ckpt_load(const char *path, tb_model *m);
+
+/* Writes attributes, /params and /momentum of m into an open file. */
+void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta);
+
+/* Atomic save of a whole checkpoint. */
+void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta);
+
+/* meta for m with the given counters, this build's version. */
+void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,
+                      int64_t epoch, int64_t seed);
+
+#endif

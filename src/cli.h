@@ -1,0 +1,38 @@
+/* cli.h - a small table-driven parser for each subcommand's flags.
+ *
+ * Accepts --name VALUE and --name=VALUE; every value is checked against its
+ * type and range, and anything wrong ends the run with one line that names
+ * the flag and says what is expected. --help prints the table. */
+#ifndef TB_CLI_H
+#define TB_CLI_H
+
+#include <stddef.h>
+
+typedef enum {
+    TB_OPT_FLAG,    /* int set to 1 when present */
+    TB_OPT_INT,     /* int within [min, max] */
+    TB_OPT_DOUBLE,  /* double within [min, max] */
+    TB_OPT_STRING,  /* char[TB_OPT_STR_MAX] */
+    TB_OPT_CHOICE,  /* string, one of `choices` ("a|b|c") */
+} tb_opt_kind;
+
+#define TB_OPT_STR_MAX 4096
+
+typedef struct {
+    const char *name;     /* without the dashes: "batch-size" */
+    tb_opt_kind kind;
+    void *dst;
+    double min, max;      /* INT/DOUBLE: allowed range */
+    const char *choices;  /* CHOICE: "cpu|cuda|auto" */
+    const char *help;     /* one line; the default is printed from dst */
+} tb_opt;
+
+/* Parses argv[0..argc) (argv[0] is the first flag, not the program) into
+ * the table, which ends with an entry whose name is NULL. `cmd` is the
+ * subcommand name for messages; `usage` the synopsis printed by --help. */
+void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts);
+
+/* Dies naming the flag when a required string flag was left empty. */
+void tb_cli_require(const char *cmd, const char *flag, const char *value);
+
+#endif

@@ -1,0 +1,137 @@
+/* cmd_step.c - `trainbench step`: exactly one training step, for checking
+ * trainbench against an independent implementation (DESIGN.md "Golden step").
+ *
+ *   IN.h5 (checkpoint) + B.h5 (/images, /labels)
+ *     -> forward (train mode) -> mean cross-entropy -> backward -> SGD
+ *     -> OUT.h5: a checkpoint of the updated state (step + 1) plus /loss,
+ *        /logits [N,classes] and /grads/<name> (raw gradients). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "src/batchfile.h"
+#include "src/checkpoint.h"
+#include "src/cli.h"
+#include "src/commands.h"
+#include "src/h5io.h"
+#include "src/log.h"
+
+typedef struct {
+    char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];
+    char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
+    double lr, momentum, weight_decay, label_smoothing;
+    int nesterov, no_fuse, threads;
+} step_flags;
+
+static void write_step_outputs(hid_t f, tb_model *m) {
+    const tb_param_table *pt = &m->pt;
+    float loss = tb_model_read_loss(m);
+    tb_h5_write_f32(f, "loss", 0, NULL, &loss);
+
+    int64_t ld[2] = {m->batch, m->cfg.classes};
+    float *logits = malloc((size_t)ld[0] * (size_t)ld[1] * sizeof *logits);
+    size_t maxn = 1;
+    for (int i = 0; i < pt->count; i++)
+        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
+    float *buf = malloc(maxn * sizeof *buf);
+    if (!logits || !buf) TB_FATAL("out of host memory");
+    tb_model_read_logits(m, logits);
+    tb_h5_write_f32(f, "logits", 2, ld, logits);
+
+    hid_t g = H5_CHECK(H5Gcreate2(f, "grads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    for (int i = 0; i < pt->count; i++) {
+        const tb_param *p = &pt->items[i];
+        if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
+        tb_model_get_grad(m, i, buf);
+        tb_h5_write_f32(g, p->name, p->ndim, p->shape, buf);
+    }
+    H5_CHECK(H5Gclose(g));
+    free(buf);
+    free(logits);
+}
+
+int tb_cmd_step(int argc, char **argv) {
+    step_flags fl;
+    memset(&fl, 0, sizeof fl);
+    snprintf(fl.backend, sizeof fl.backend, "cpu");
+    snprintf(fl.precision, sizeof fl.precision, "fp32");
+    fl.lr = 0.1;
+    fl.momentum = 0.9;
+    fl.weight_decay = 1e-4;
+    const tb_opt opts[] = {
+        {"ckpt", TB_OPT_STRING, fl.ckpt, 0, 0, NULL, "checkpoint to start from (HDF5)"},
+        {"batch", TB_OPT_STRING, fl.batch, 0, 0, NULL, "batch file: /images [N,3,H,W], /labels [N]"},
+        {"out", TB_OPT_STRING, fl.out, 0, 0, NULL, "output: updated checkpoint + loss, logits, grads"},
+        {"lr", TB_OPT_DOUBLE, &fl.lr, 0, 1e6, NULL, "learning rate"},
+        {"momentum", TB_OPT_DOUBLE, &fl.momentum, 0, 1, NULL, "SGD momentum"},
+        {"weight-decay", TB_OPT_DOUBLE, &fl.weight_decay, 0, 1, NULL, "L2 weight decay (on every parameter)"},
+        {"nesterov", TB_OPT_FLAG, &fl.nesterov, 0, 0, NULL, "Nesterov momentum"},
+        {"label-smoothing", TB_OPT_DOUBLE, &fl.label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
+        {"backend", TB_OPT_CHOICE, fl.backend, 0, 0, "cpu|cuda|auto", "compute backend"},
+        {"model", TB_OPT_STRING, fl.model, 0, 0, NULL, "require the checkpoint to hold this model"},
+        {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, "fp32|tf32|bf16|fp16", "compute precision"},
+        {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU threads (0: all cores)"},
+        {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
+        {NULL, 0, NULL, 0, 0, NULL, NULL},
+    };
+    tb_cli_parse("step", "trainbench step --ckpt IN.h5 --batch B.h5 --out OUT.h5 [options]", argc,
+                 argv, opts);
+    tb_cli_require("step", "ckpt", fl.ckpt);
+    tb_cli_require("step", "batch", fl.batch);
+    tb_cli_require("step", "out", fl.out);
+    if (fl.nesterov && fl.momentum <= 0)
+        tb_die("step: --nesterov needs --momentum > 0 (as torch.optim.SGD)");
+    if (strcmp(fl.precision, "fp32") != 0)
+        tb_die("step: --precision %s is not available on this build; use fp32",
+               fl.precision);
+
+    tb_ckpt_meta meta;
+    tb_ckpt_read_meta(fl.ckpt, &meta);
+    tb_resnet_config cfg;
+    if (tb_resnet_config_init(&cfg, meta.model, (int)meta.classes) != 0)
+        tb_die("checkpoint '%s' names model '%s'; known models: %s", fl.ckpt, meta.model,
+               tb_resnet_known_names());
+    if (fl.model[0] && strcmp(fl.model, meta.model) != 0)
+        tb_die("checkpoint '%s' holds %s, not the --model %s asked for", fl.ckpt, meta.model,
+               fl.model);
+
+    tb_batchfile b;
+    tb_batchfile_read(fl.batch, cfg.classes, TB_RESNET_MIN_IMAGE, &b);
+
+    tb_backend_opts bo = {fl.threads, 0, 0};
+    char err[256];
+    tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
+    if (!be) tb_die("step: %s", err);
+    tb_model_opts mo = tb_model_default_opts();
+    mo.fuse = !fl.no_fuse;
+    tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
+    const char *bad = tb_model_degenerate_bn(m, b.n);
+    if (bad)
+        tb_die("batch file '%s': a batch of %d at %dx%d leaves one value per channel in %s; "
+               "BatchNorm in training needs more (use a larger batch or image)",
+               fl.batch, b.n, b.h, b.w, bad);
+    tb_ckpt_load(fl.ckpt, m);
+
+    tb_model_set_batch(m, b.images, b.labels, b.n);
+    tb_model_forward(m, 1);
+    tb_model_loss(m, (float)fl.label_smoothing);
+    tb_model_backward(m, NULL, NULL);
+    tb_sgd_args sgd = {(float)fl.lr, (float)fl.momentum, fl.nesterov, 1.0f};
+    tb_model_sgd_step(m, &sgd, (float)fl.weight_decay, 0);
+
+    tb_ckpt_meta out = meta;
+    out.step = meta.step + 1;
+    tb_h5_writer w;
+    tb_h5_create_atomic(&w, fl.out, "step output");
+    tb_ckpt_write(w.file, m, &out);
+    write_step_outputs(w.file, m);
+    tb_h5_commit_atomic(&w);
+
+    printf("step %lld: %s, batch [%d,3,%d,%d], loss %.6f -> %s\n", (long long)out.step, cfg.name,
+           b.n, b.h, b.w, tb_model_read_loss(m), fl.out);
+    tb_model_destroy(m);
+    be->destroy(be);
+    tb_batchfile_free(&b);
+    return 0;
+}

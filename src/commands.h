@@ -1,0 +1,9 @@
+/* commands.h - the subcommands main() dispatches to. Each takes the flags
+ * after the subcommand name and returns the process exit status. */
+#ifndef TB_COMMANDS_H
+#define TB_COMMANDS_H
+
+int tb_cmd_train(int argc, char **argv);
+int tb_cmd_step(int argc, char **argv);
+
+#endif

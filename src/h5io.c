@@ -1,0 +1,288 @@
+/* h5io.c - HDF5 helpers: checked calls, typed reads/writes, atomic files. */
+#include "src/h5io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/log.h"
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    size_t len;
+} err_walk;
+
+/* Keeps the last (innermost when walking downward) record: "func: message". */
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    (void)n;
+    err_walk *w = data;
+    char minor[160] = "";
+    H5Eget_msg(e->min_num, NULL, minor, sizeof minor);
+    snprintf(w->buf, w->len, "%s: %s%s%s", e->func_name ? e->func_name : "?",
+             e->desc && *e->desc ? e->desc : "", e->desc && *e->desc && *minor ? " - " : "",
+             minor);
+    return 0;
+}
+
+void tb_h5_last_error(char *buf, size_t len) {
+    err_walk w = {buf, len};
+    buf[0] = '\0';
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, &w);
+}
+
+hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
+    if (value >= 0) return value;
+    char msg[512];
+    tb_h5_last_error(msg, sizeof msg);
+    tb_fatal_at(file, line, "HDF5 call failed: %s: %s", expr, msg[0] ? msg : "no HDF5 message");
+}
+
+void tb_h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+
+void tb_h5_library_version(char *buf, size_t len) {
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    snprintf(buf, len, "%u.%u.%u", maj, min, rel);
+}
+
+/* ---- files -------------------------------------------------------------------------- */
+
+hid_t tb_h5_open_read(const char *path, const char *what, const char *hint) {
+    tb_h5_quiet();
+    if (access(path, R_OK) != 0)
+        tb_die("cannot read %s '%s': %s; %s", what, path, strerror(errno), hint);
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) tb_die("%s '%s' is not an HDF5 file; %s", what, path, hint);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        char msg[512];
+        tb_h5_last_error(msg, sizeof msg);
+        tb_die("cannot open %s '%s' (%s); %s", what, path, msg, hint);
+    }
+    return f;
+}
+
+void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
+    tb_h5_quiet();
+    if (strlen(path) >= sizeof w->path) tb_die("%s path is too long: '%s'", what, path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
+    errno = 0;
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        int err = errno;
+        tb_die("cannot write %s '%s': %s; check that its directory exists and is writable",
+               what, path, err ? strerror(err) : "HDF5 could not create it");
+    }
+}
+
+static void fsync_path(const char *path, int directory) {
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return;
+    fsync(fd);
+    close(fd);
+}
+
+void tb_h5_commit_atomic(tb_h5_writer *w) {
+    H5_CHECK(H5Fflush(w->file, H5F_SCOPE_GLOBAL));
+    H5_CHECK(H5Fclose(w->file));
+    w->file = -1;
+    fsync_path(w->tmp, 0);
+    if (rename(w->tmp, w->path) != 0) {
+        int err = errno;
+        unlink(w->tmp);
+        tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(err));
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", w->path);
+    fsync_path(dirname(dir), 1);
+}
+
+void tb_h5_abandon_atomic(tb_h5_writer *w) {
+    if (w->file >= 0) H5Fclose(w->file);
+    w->file = -1;
+    unlink(w->tmp);
+}
+
+/* ---- datasets ------------------------------------------------------------------------ */
+
+static void write_ds(hid_t loc, const char *name, hid_t type, int ndim, const int64_t *dims,
+                     const void *data) {
+    hsize_t hd[8];
+    for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
+    hid_t space = ndim == 0 ? H5_CHECK(H5Screate(H5S_SCALAR))
+                            : H5_CHECK(H5Screate_simple(ndim, hd, NULL));
+    hid_t ds = H5_CHECK(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    H5_CHECK(H5Dclose(ds));
+    H5_CHECK(H5Sclose(space));
+}
+
+void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims, const float *data) {
+    write_ds(loc, name, H5T_NATIVE_FLOAT, ndim, dims, data);
+}
+
+void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims,
+                     const int64_t *data) {
+    write_ds(loc, name, H5T_NATIVE_INT64, ndim, dims, data);
+}
+
+int tb_h5_exists(hid_t loc, const char *path) {
+    /* check every prefix: H5Lexists fails on a missing intermediate group */
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *s = buf + 1; ; s++) {
+        char c = *s;
+        if (c == '/' || c == '\0') {
+            *s = '\0';
+            if (H5Lexists(loc, buf, H5P_DEFAULT) <= 0) return 0;
+            *s = c;
+            if (c == '\0') return 1;
+        }
+    }
+}
+
+int tb_h5_shape(hid_t loc, const char *name, int64_t *dims) {
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    hid_t space = H5_CHECK(H5Dget_space(ds));
+    int nd = (int)H5_CHECK(H5Sget_simple_extent_ndims(space));
+    if (nd > 8) tb_die("dataset '%s' has %d dimensions; at most 8 are expected", name, nd);
+    hsize_t hd[8];
+    H5_CHECK(H5Sget_simple_extent_dims(space, hd, NULL));
+    for (int i = 0; i < nd; i++) dims[i] = (int64_t)hd[i];
+    H5_CHECK(H5Sclose(space));
+    H5_CHECK(H5Dclose(ds));
+    return nd;
+}
+
+int tb_h5_is_float(hid_t loc, const char *name) {
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    hid_t t = H5_CHECK(H5Dget_type(ds));
+    H5T_class_t c = H5Tget_class(t);
+    H5_CHECK(H5Tclose(t));
+    H5_CHECK(H5Dclose(ds));
+    return c == H5T_FLOAT ? 1 : c == H5T_INTEGER ? 0 : -1;
+}
+
+static void read_ds(hid_t loc, const char *name, hid_t memtype, void *dst) {
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    H5_CHECK(H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst));
+    H5_CHECK(H5Dclose(ds));
+}
+
+void tb_h5_read_f32(hid_t loc, const char *name, float *dst) {
+    read_ds(loc, name, H5T_NATIVE_FLOAT, dst);
+}
+
+void tb_h5_read_i64(hid_t loc, const char *name, int64_t *dst) {
+    read_ds(loc, name, H5T_NATIVE_INT64, dst);
+}
+
+typedef struct {
+    char **names;
+    int count, cap;
+} name_list;
+
+static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+    (void)g;
+    (void)info;
+    name_list *l = data;
+    if (l->count == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->names = realloc(l->names, (size_t)l->cap * sizeof *l->names);
+        if (!l->names) TB_FATAL("out of host memory");
+    }
+    l->names[l->count++] = strdup(name);
+    return 0;
+}
+
+char **tb_h5_list(hid_t group, int *count) {
+    name_list l = {NULL, 0, 0};
+    H5_CHECK(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l));
+    *count = l.count;
+    return l.names;
+}
+
+void tb_h5_free_names(char **names, int count) {
+    for (int i = 0; i < count; i++) free(names[i]);
+    free(names);
+}
+
+/* ---- attributes ----------------------------------------------------------------------- */
+
+static void write_attr(hid_t loc, const char *name, hid_t type, const void *value) {
+    hid_t space = H5_CHECK(H5Screate(H5S_SCALAR));
+    if (H5Aexists(loc, name) > 0) H5_CHECK(H5Adelete(loc, name));
+    hid_t a = H5_CHECK(H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(H5Awrite(a, type, value));
+    H5_CHECK(H5Aclose(a));
+    H5_CHECK(H5Sclose(space));
+}
+
+void tb_h5_attr_write_str(hid_t loc, const char *name, const char *value) {
+    /* variable-length UTF-8: h5py reads it as str */
+    hid_t t = H5_CHECK(H5Tcopy(H5T_C_S1));
+    H5_CHECK(H5Tset_size(t, H5T_VARIABLE));
+    H5_CHECK(H5Tset_cset(t, H5T_CSET_UTF8));
+    write_attr(loc, name, t, &value);
+    H5_CHECK(H5Tclose(t));
+}
+
+void tb_h5_attr_write_i64(hid_t loc, const char *name, int64_t value) {
+    write_attr(loc, name, H5T_NATIVE_INT64, &value);
+}
+
+void tb_h5_attr_write_f64(hid_t loc, const char *name, double value) {
+    write_attr(loc, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
+    hid_t ft = H5_CHECK(H5Aget_type(a));
+    int rc = -1;
+    if (H5Tget_class(ft) == H5T_STRING) {
+        if (H5Tis_variable_str(ft) > 0) {
+            hid_t mt = H5_CHECK(H5Tcopy(H5T_C_S1));
+            H5_CHECK(H5Tset_size(mt, H5T_VARIABLE));
+            H5_CHECK(H5Tset_cset(mt, H5Tget_cset(ft)));
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                snprintf(buf, len, "%s", s);
+                H5free_memory(s);
+                rc = 0;
+            }
+            H5_CHECK(H5Tclose(mt));
+        } else {
+            size_t n = H5Tget_size(ft);
+            char *tmp = calloc(n + 1, 1);
+            hid_t mt = H5_CHECK(H5Tcopy(ft));
+            if (tmp && H5Aread(a, mt, tmp) >= 0) {
+                snprintf(buf, len, "%s", tmp);
+                rc = 0;
+            }
+            free(tmp);
+            H5_CHECK(H5Tclose(mt));
+        }
+    }
+    H5_CHECK(H5Tclose(ft));
+    H5_CHECK(H5Aclose(a));
+    return rc;
+}
+
+int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value) {
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
+    hid_t ft = H5_CHECK(H5Aget_type(a));
+    int rc = -1;
+    if (H5Tget_class(ft) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, value) >= 0) rc = 0;
+    H5_CHECK(H5Tclose(ft));
+    H5_CHECK(H5Aclose(a));
+    return rc;
+}

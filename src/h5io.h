@@ -1,0 +1,69 @@
+/* h5io.h - HDF5 access for trainbench files: the H5_CHECK macro, typed
+ * dataset and attribute helpers, and atomic file creation (write under a
+ * temporary name, flush, fsync, rename), so that a crash never leaves a
+ * half-written checkpoint or results file behind. */
+#ifndef TB_H5IO_H
+#define TB_H5IO_H
+
+#include <hdf5.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Evaluates an HDF5 call; on a negative result prints file:line, the rank
+ * and HDF5's own error message, then ends the job. Yields the call's value. */
+#define H5_CHECK(expr) ((hid_t)tb_h5_check((hid_t)(expr), #expr, __FILE__, __LINE__))
+hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line);
+
+/* Turns off HDF5's own stack printing (we print one line instead). */
+void tb_h5_quiet(void);
+/* The innermost message of HDF5's current error stack ("" when none). */
+void tb_h5_last_error(char *buf, size_t len);
+/* "1.10.8" */
+void tb_h5_library_version(char *buf, size_t len);
+
+/* Opens an existing file read-only; on failure dies with one line naming
+ * `what` (e.g. "checkpoint"), the path, the reason and `hint`. */
+hid_t tb_h5_open_read(const char *path, const char *what, const char *hint);
+
+/* A file being written atomically. */
+typedef struct {
+    char path[4096];  /* final name */
+    char tmp[4200];   /* temporary name in the same directory */
+    hid_t file;
+} tb_h5_writer;
+
+/* Creates the temporary file; dies naming path if it cannot be written. */
+void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what);
+/* Flushes, closes, fsyncs and renames to the final name. */
+void tb_h5_commit_atomic(tb_h5_writer *w);
+/* Closes and removes the temporary file (error paths). */
+void tb_h5_abandon_atomic(tb_h5_writer *w);
+
+/* ---- datasets ------------------------------------------------------------------ */
+/* rank 0 (scalar) when ndim == 0 */
+void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims, const float *data);
+void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims, const int64_t *data);
+
+int tb_h5_exists(hid_t loc, const char *path);
+/* Shape of a dataset: returns rank, fills dims (up to 8); dies on failure. */
+int tb_h5_shape(hid_t loc, const char *name, int64_t *dims);
+/* 1 if the dataset's type is floating point, 0 if integer, -1 otherwise. */
+int tb_h5_is_float(hid_t loc, const char *name);
+/* Reads (with HDF5's numeric conversion) into native float / int64. */
+void tb_h5_read_f32(hid_t loc, const char *name, float *dst);
+void tb_h5_read_i64(hid_t loc, const char *name, int64_t *dst);
+
+/* Names of the links in a group, in creation/name order; free with
+ * tb_h5_free_names. */
+char **tb_h5_list(hid_t group, int *count);
+void tb_h5_free_names(char **names, int count);
+
+/* ---- attributes ----------------------------------------------------------------- */
+void tb_h5_attr_write_str(hid_t loc, const char *name, const char *value);
+void tb_h5_attr_write_i64(hid_t loc, const char *name, int64_t value);
+void tb_h5_attr_write_f64(hid_t loc, const char *name, double value);
+/* Return 0 on success, -1 when the attribute is missing or of another kind. */
+int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len);
+int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value);
+
+#endif

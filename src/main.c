@@ -1,0 +1,44 @@
+/* main.c - trainbench's entry point: picks the subcommand (train when none
+ * is named) and hands it the remaining flags. */
+#include <stdio.h>
+#include <string.h>
+
+#include "src/commands.h"
+#include "src/log.h"
+#include "src/version.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} subcommand;
+
+static const subcommand k_commands[] = {
+    {"train", tb_cmd_train, "train the ResNet and time it (the default)"},
+    {"step", tb_cmd_step, "one training step from a checkpoint and a batch file (golden checks)"},
+};
+static const int k_ncommands = (int)(sizeof k_commands / sizeof k_commands[0]);
+
+static void usage(void) {
+    printf("trainbench %s (%s): trains a ResNet on CPU or GPU and measures it\n\n", tb_version_string,
+           tb_git_revision);
+    printf("usage: trainbench [SUBCOMMAND] [options]    ('trainbench SUBCOMMAND --help')\n\n");
+    for (int i = 0; i < k_ncommands; i++)
+        printf("  %-8s %s\n", k_commands[i].name, k_commands[i].what);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
+        usage();
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("trainbench %s (%s)\n", tb_version_string, tb_git_revision);
+        return 0;
+    }
+    if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
+    for (int i = 0; i < k_ncommands; i++)
+        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);
+    tb_die("unknown subcommand '%s'; run 'trainbench --help' for the list", argv[1]);
+}
