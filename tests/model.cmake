@@ -1,0 +1,14 @@
+# Model tests without PyTorch: tables vs torchvision counts, init statistics,
+# gradient-arena plan, fused vs unfused graph, checkpoint round trip, and
+# one-line errors for bad input.
+add_executable(test_model test_model.c)
+target_link_libraries(test_model PRIVATE tb_app)
+add_test(NAME model_unit COMMAND test_model)
+
+add_executable(tb_ckpt_copy tb_ckpt_copy.c)
+target_link_libraries(tb_ckpt_copy PRIVATE tb_app)
+
+add_executable(test_cli_errors test_cli_errors.c)
+target_link_libraries(test_cli_errors PRIVATE tb_app)
+add_test(NAME cli_bad_input COMMAND test_cli_errors $<TARGET_FILE:trainbench>)
+set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)

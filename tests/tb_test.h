@@ -1,0 +1,35 @@
+/* tb_test.h - minimal test bookkeeping for trainbench's C tests: every check
+ * prints one line and counts failures; main returns tb_test_exit(). */
+#ifndef TB_TEST_H
+#define TB_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+
+static int tb_test_failures = 0;
+static int tb_test_checks = 0;
+
+#define TB_CHECK(cond, ...)                                                   \
+    do {                                                                      \
+        tb_test_checks++;                                                     \
+        if (!(cond)) {                                                        \
+            tb_test_failures++;                                               \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);                       \
+            printf(__VA_ARGS__);                                              \
+            printf("\n");                                                     \
+        }                                                                     \
+    } while (0)
+
+/* |got - want| <= atol + rtol * |want| */
+#define TB_CHECK_CLOSE(got, want, atol, rtol, what)                           \
+    TB_CHECK(fabs((double)(got) - (double)(want)) <=                          \
+                 (atol) + (rtol) * fabs((double)(want)),                      \
+             "%s: got %.9g, want %.9g (atol %g, rtol %g)", what, (double)(got), \
+             (double)(want), (double)(atol), (double)(rtol))
+
+static inline int tb_test_exit(const char *name) {
+    printf("# %s: %d checks, %d failed\n", name, tb_test_checks, tb_test_failures);
+    return tb_test_failures ? 1 : 0;
+}
+
+#endif

@@ -1,0 +1,226 @@
+/* test_cli_errors.c - bad input gets one clear line and a non-zero exit.
+ *
+ * Builds a valid checkpoint and batch file, derives broken variants (missing
+ * or extra parameter, another model or class count, wrong shapes and types,
+ * bad labels, files that are not HDF5), runs the real trainbench binary on
+ * each, and checks: exit status non-zero, stderr exactly one line, and that
+ * line names the problem. A valid run must still succeed and leave no
+ * temporary file. Usage: test_cli_errors /path/to/trainbench */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "src/checkpoint.h"
+#include "src/h5io.h"
+#include "src/log.h"
+#include "tests/tb_test.h"
+
+static char g_dir[64] = "/tmp/tb_cli_XXXXXX";
+static const char *g_bin;
+
+static char *path(const char *name) {
+    static char buf[8][256];
+    static int k = 0;
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+static char *slurp(const char *p) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return strdup("");
+    char *s = calloc(1 << 16, 1);
+    size_t n = fread(s, 1, (1 << 16) - 1, f);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
+
+/* Runs trainbench with args; expects failure with one stderr line that
+ * contains `want`. */
+static void expect_error(const char *args, const char *want) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", g_bin, args, path("stdout"), path("stderr"));
+    int st = system(cmd);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    char *err = slurp(path("stderr"));
+    int lines = 0;
+    for (char *c = err; *c; c++) lines += *c == '\n';
+    TB_CHECK(code != 0, "'%s' exited 0, expected an error", args);
+    TB_CHECK(lines == 1, "'%s': %d stderr lines, expected 1:\n%s", args, lines, err);
+    TB_CHECK(strstr(err, want) != NULL, "'%s': stderr lacks \"%s\":\n%s", args, want, err);
+    if (code != 0 && lines == 1 && strstr(err, want)) printf("ok   %-60.60s -> %s", args, err);
+    free(err);
+}
+
+static void copy_file(const char *from, const char *to) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
+    TB_ASSERT(system(cmd) == 0);
+}
+
+static hid_t open_rw(const char *p) { return H5_CHECK(H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT)); }
+
+static void write_batch(const char *p, int n, int c, int h, int w, int nlabels, int64_t label) {
+    tb_h5_writer wr;
+    tb_h5_create_atomic(&wr, p, "batch");
+    size_t count = (size_t)n * c * h * w;
+    float *x = calloc(count, sizeof *x);
+    for (size_t i = 0; i < count; i++) x[i] = (float)((i * 7919) % 13) / 13.0f - 0.5f;
+    int64_t *y = calloc((size_t)nlabels, sizeof *y);
+    for (int i = 0; i < nlabels; i++) y[i] = i == nlabels - 1 ? label : i % 10;
+    int64_t d[4] = {n, c, h, w}, ld[1] = {nlabels};
+    tb_h5_write_f32(wr.file, "images", 4, d, x);
+    tb_h5_write_i64(wr.file, "labels", 1, ld, y);
+    tb_h5_commit_atomic(&wr);
+    free(x);
+    free(y);
+}
+
+static void make_fixtures(void) {
+    tb_backend_opts bo = {1, 0, 0};
+    tb_backend *be = tb_cpu_backend_create(&bo);
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet18", 10);
+    tb_model *m = tb_model_create(&cfg, be, 1, 32, 32, NULL);
+    tb_model_init(m, 1);
+    tb_ckpt_meta meta;
+    tb_ckpt_meta_for(&meta, m, 32, 0, 0, 1);
+    tb_ckpt_save(path("ok.h5"), m, &meta);
+    tb_model_destroy(m);
+    be->destroy(be);
+
+    write_batch(path("batch.h5"), 2, 3, 32, 32, 2, 3);
+    write_batch(path("b_channels.h5"), 2, 1, 32, 32, 2, 3);
+    write_batch(path("b_labels.h5"), 2, 3, 32, 32, 3, 3);
+    write_batch(path("b_range.h5"), 2, 3, 32, 32, 2, 10);
+    write_batch(path("b_small.h5"), 2, 3, 16, 16, 2, 3);
+    write_batch(path("b_one.h5"), 1, 3, 32, 32, 1, 3);
+
+    hid_t f;
+    copy_file(path("ok.h5"), path("missing.h5"));
+    f = open_rw(path("missing.h5"));
+    H5_CHECK(H5Ldelete(f, "/params/layer1.0.conv1.weight", H5P_DEFAULT));
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("extra.h5"));
+    f = open_rw(path("extra.h5"));
+    float v[4] = {0};
+    int64_t d1[1] = {4};
+    tb_h5_write_f32(f, "/params/extra.weight", 1, d1, v);
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("model34.h5"));
+    f = open_rw(path("model34.h5"));
+    tb_h5_attr_write_str(f, "model", "resnet34");
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("model99.h5"));
+    f = open_rw(path("model99.h5"));
+    tb_h5_attr_write_str(f, "model", "resnet99");
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("classes7.h5"));
+    f = open_rw(path("classes7.h5"));
+    tb_h5_attr_write_i64(f, "classes", 7);
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("inttype.h5"));
+    f = open_rw(path("inttype.h5"));
+    H5_CHECK(H5Ldelete(f, "/params/fc.bias", H5P_DEFAULT));
+    int64_t ib[10] = {0}, d10[1] = {10};
+    tb_h5_write_i64(f, "/params/fc.bias", 1, d10, ib);
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("momshape.h5"));
+    f = open_rw(path("momshape.h5"));
+    H5_CHECK(H5Ldelete(f, "/momentum/fc.bias", H5P_DEFAULT));
+    float fb[9] = {0};
+    int64_t d9[1] = {9};
+    tb_h5_write_f32(f, "/momentum/fc.bias", 1, d9, fb);
+    H5_CHECK(H5Fclose(f));
+
+    copy_file(path("ok.h5"), path("noattr.h5"));
+    f = open_rw(path("noattr.h5"));
+    H5_CHECK(H5Adelete(f, "model"));
+    H5_CHECK(H5Fclose(f));
+
+    FILE *t = fopen(path("text.h5"), "w");
+    fputs("this is not HDF5\n", t);
+    fclose(t);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_cli_errors TRAINBENCH\n");
+        return 2;
+    }
+    g_bin = argv[1];
+    TB_ASSERT(mkdtemp(g_dir) != NULL);
+    tb_h5_quiet();
+    make_fixtures();
+    char a[2048];
+#define STEP(ck, bt, extra) \
+    (snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s' --out '%s' %s", ck, bt, path("out.h5"), extra), a)
+
+    /* the valid case first: it must work, and chain */
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s' %s > /dev/null", g_bin, STEP(path("ok.h5"), path("batch.h5"), "--threads 1"));
+    TB_CHECK(system(cmd) == 0, "valid step failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, "'%s' step --ckpt '%s' --batch '%s' --out '%s' > /dev/null", g_bin,
+             path("out.h5"), path("batch.h5"), path("out2.h5"));
+    TB_CHECK(system(cmd) == 0, "chained step from a step output failed: %s", cmd);
+
+    /* files */
+    expect_error(STEP("/nonexistent/ckpt.h5", path("batch.h5"), ""), "cannot read checkpoint '/nonexistent/ckpt.h5'");
+    expect_error(STEP(g_dir, path("batch.h5"), ""), "is not an HDF5 file");
+    expect_error(STEP(path("text.h5"), path("batch.h5"), ""), "is not an HDF5 file");
+    expect_error(STEP(path("noattr.h5"), path("batch.h5"), ""), "is not a trainbench checkpoint");
+    expect_error(STEP(path("ok.h5"), "/nonexistent/b.h5", ""), "cannot read batch file");
+    /* checkpoint contents */
+    expect_error(STEP(path("missing.h5"), path("batch.h5"), ""), "lacks /params/layer1.0.conv1.weight");
+    expect_error(STEP(path("extra.h5"), path("batch.h5"), ""), "has /params/extra.weight, which resnet18");
+    expect_error(STEP(path("model34.h5"), path("batch.h5"), ""), "lacks /params/layer1.2.conv1.weight");
+    expect_error(STEP(path("model99.h5"), path("batch.h5"), ""), "names model 'resnet99'; known models");
+    expect_error(STEP(path("classes7.h5"), path("batch.h5"), ""), "/params/fc.weight has shape [10, 512] but resnet18 with 7 classes expects [7, 512]");
+    expect_error(STEP(path("inttype.h5"), path("batch.h5"), ""), "/params/fc.bias should be floating point");
+    expect_error(STEP(path("momshape.h5"), path("batch.h5"), ""), "/momentum/fc.bias has shape [9]");
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--model resnet50"), "holds resnet18, not the --model resnet50");
+    /* batch contents */
+    expect_error(STEP(path("ok.h5"), path("b_channels.h5"), ""), "/images must be [N,3,H,W]");
+    expect_error(STEP(path("ok.h5"), path("b_labels.h5"), ""), "/labels must be [N] with N = 2");
+    expect_error(STEP(path("ok.h5"), path("b_range.h5"), ""), "label 10 of sample 1");
+    expect_error(STEP(path("ok.h5"), path("b_small.h5"), ""), "too small for a ResNet");
+    expect_error(STEP(path("ok.h5"), path("b_one.h5"), ""), "one value per channel in layer4");
+    /* flags */
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--foo 1"), "unknown option '--foo'");
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--lr abc"), "--lr expects a number");
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--backend tpu"), "--backend expects one of cpu|cuda|auto");
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--lr"), "--lr needs a value");
+    snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s'", path("ok.h5"), path("batch.h5"));
+    expect_error(a, "--out is required");
+    snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s' --out /nonexistent/dir/out.h5", path("ok.h5"), path("batch.h5"));
+    expect_error(a, "cannot write step output '/nonexistent/dir/out.h5'");
+    expect_error("frobnicate", "unknown subcommand 'frobnicate'");
+    expect_error("train --model resnet99", "unknown --model 'resnet99'");
+    expect_error("train --batch-size 0", "--batch-size expects an integer in [1,");
+    expect_error("train --image-size 16", "--image-size expects an integer in [32,");
+    expect_error("train --steps 5 --warmup-steps 5", "leaves no timed step");
+
+    /* no temporary files left next to the outputs */
+    char ls[512];
+    snprintf(ls, sizeof ls, "ls '%s' | grep -c '\\.tmp\\.' > '%s'", g_dir, path("tmpcount"));
+    (void)system(ls);
+    char *cnt = slurp(path("tmpcount"));
+    TB_CHECK(atoi(cnt) == 0, "%d temporary files left in %s", atoi(cnt), g_dir);
+    free(cnt);
+
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (tb_test_failures == 0) (void)system(cmd);
+    return tb_test_exit("test_cli_errors");
+}

@@ -1,0 +1,294 @@
+/* test_model.c - the model without PyTorch in the loop: parameter tables
+ * against torchvision's counts and names, graph shapes and FLOPs, the
+ * initialisation's statistics, the gradient-arena plan, fused vs unfused
+ * execution, and an exact checkpoint round trip. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/cpu/cpu_backend.h"
+#include "model/model.h"
+#include "src/checkpoint.h"
+#include "src/rng.h"
+#include "src/log.h"
+#include "tests/tb_test.h"
+
+static tb_backend *g_be;
+
+static tb_model *make(const char *name, int classes, int n, int h, int w, int fuse) {
+    tb_resnet_config cfg;
+    TB_ASSERT(tb_resnet_config_init(&cfg, name, classes) == 0);
+    tb_model_opts o = tb_model_default_opts();
+    o.fuse = fuse;
+    return tb_model_create(&cfg, g_be, n, h, w, &o);
+}
+
+/* Counts from torchvision 0.14 (num_classes=1000): state_dict keys,
+ * trainable elements, running-statistic elements, forward MACs at 224. */
+static void test_tables(void) {
+    static const struct {
+        const char *name;
+        int keys;
+        size_t train, state;
+        double macs;
+        const char *last_bn;
+    } ref[] = {
+        {"resnet18", 122, 11689512, 9600, 1814073344.0, "layer4.1.bn2.num_batches_tracked"},
+        {"resnet34", 218, 21797672, 17024, 3663761408.0, "layer4.2.bn2.num_batches_tracked"},
+        {"resnet50", 320, 25557032, 53120, 4089184256.0, "layer4.2.bn3.num_batches_tracked"},
+        {"resnet101", 626, 44549160, 105344, 7801405440.0, "layer4.2.bn3.num_batches_tracked"},
+        {"resnet152", 932, 60192808, 151424, 11513626624.0, "layer4.2.bn3.num_batches_tracked"},
+    };
+    for (size_t i = 0; i < sizeof ref / sizeof ref[0]; i++) {
+        tb_resnet_config cfg;
+        tb_resnet_config_init(&cfg, ref[i].name, 1000);
+        tb_param_table pt = {0};
+        tb_graph g = {0};
+        tb_resnet_build(&cfg, 224, 224, 1, &pt, &g);
+        TB_CHECK(pt.count == ref[i].keys, "%s: %d keys, torchvision has %d", ref[i].name, pt.count,
+                 ref[i].keys);
+        TB_CHECK(pt.n_train == ref[i].train, "%s: %zu trainable, torchvision %zu", ref[i].name,
+                 pt.n_train, ref[i].train);
+        TB_CHECK(pt.n_state == ref[i].state, "%s: %zu running stats, torchvision %zu", ref[i].name,
+                 pt.n_state, ref[i].state);
+        TB_CHECK(tb_resnet_forward_macs(&g, &pt) == ref[i].macs, "%s: %.0f MACs, torchvision %.0f",
+                 ref[i].name, tb_resnet_forward_macs(&g, &pt), ref[i].macs);
+        TB_CHECK(strcmp(pt.items[0].name, "conv1.weight") == 0, "%s first key %s", ref[i].name,
+                 pt.items[0].name);
+        TB_CHECK(strcmp(pt.items[pt.count - 1].name, "fc.bias") == 0 &&
+                     strcmp(pt.items[pt.count - 3].name, ref[i].last_bn) == 0,
+                 "%s: last keys %s, %s", ref[i].name, pt.items[pt.count - 3].name,
+                 pt.items[pt.count - 1].name);
+        const tb_act *pooled = &g.acts[g.nodes[g.nnodes - 1].in];
+        const tb_act *l4 = &g.acts[g.nodes[g.nnodes - 2].in];
+        TB_CHECK(l4->h == 7 && l4->w == 7 && pooled->c == (cfg.bottleneck ? 2048 : 512),
+                 "%s: layer4 output %dx%dx%d", ref[i].name, l4->c, l4->h, l4->w);
+        tb_params_free(&pt);
+        free(g.nodes);
+        free(g.acts);
+    }
+    /* torchvision's ordering inside a Bottleneck: bn3 before downsample */
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet50", 10);
+    tb_param_table pt = {0};
+    tb_graph g = {0};
+    tb_resnet_build(&cfg, 64, 64, 1, &pt, &g);
+    int bn3 = tb_params_find(&pt, "layer2.0.bn3.num_batches_tracked");
+    int ds = tb_params_find(&pt, "layer2.0.downsample.0.weight");
+    TB_CHECK(bn3 >= 0 && ds == bn3 + 1, "layer2.0.downsample.0.weight follows bn3 (%d, %d)", bn3, ds);
+    int dsb = tb_params_find(&pt, "layer3.0.downsample.1.running_var");
+    TB_CHECK(dsb >= 0 && pt.items[dsb].role == TB_ROLE_BN_RUNNING_VAR, "downsample BN present");
+    tb_params_free(&pt);
+    free(g.nodes);
+    free(g.acts);
+}
+
+/* Init: conv std sqrt(2/fan_out), fc within 1/sqrt(fan_in), BN 1/0,
+ * zero_init_residual, reproducible per seed. */
+static void test_init(void) {
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet50", 100);
+    cfg.zero_init_residual = 1;
+    tb_param_table pt = {0};
+    tb_graph g = {0};
+    tb_resnet_build(&cfg, 224, 224, 1, &pt, &g);
+    tb_real *p = malloc(pt.n_train * sizeof *p), *p2 = malloc(pt.n_train * sizeof *p2);
+    tb_real *s = malloc(pt.n_state * sizeof *s);
+    int64_t *c = malloc((size_t)pt.n_counters * sizeof *c);
+    tb_resnet_init(&cfg, &pt, 7, p, s, c);
+    int checked = 0;
+    for (int i = 0; i < pt.count; i++) {
+        const tb_param *q = &pt.items[i];
+        const tb_real *v = q->role == TB_ROLE_BN_RUNNING_MEAN || q->role == TB_ROLE_BN_RUNNING_VAR
+                             ? s + q->offset
+                             : p + q->offset;
+        if (q->role == TB_ROLE_CONV_WEIGHT && q->numel >= 20000) {
+            double sum = 0, sq = 0;
+            for (size_t j = 0; j < q->numel; j++) {
+                sum += v[j];
+                sq += (double)v[j] * v[j];
+            }
+            double mean = sum / q->numel, sd = sqrt(sq / q->numel - mean * mean);
+            double want = sqrt(2.0 / (double)(q->shape[0] * q->shape[2] * q->shape[3]));
+            TB_CHECK(fabs(sd / want - 1) < 0.05 && fabs(mean) < 0.05 * want,
+                     "%s: std %.5g mean %.3g, want std %.5g", q->name, sd, mean, want);
+            checked++;
+        }
+        if (q->role == TB_ROLE_FC_WEIGHT || q->role == TB_ROLE_FC_BIAS) {
+            double bound = 1.0 / sqrt((double)pt.items[q->role == TB_ROLE_FC_WEIGHT ? i : i - 1].shape[1]);
+            tb_real lo = 1, hi = -1;
+            for (size_t j = 0; j < q->numel; j++) {
+                lo = v[j] < lo ? v[j] : lo;
+                hi = v[j] > hi ? v[j] : hi;
+            }
+            TB_CHECK(lo >= -bound && hi <= bound && hi - lo > 1.8 * bound * (q->numel > 50 ? 1 : 0.5),
+                     "%s: range [%g, %g], bound %g", q->name, lo, hi, bound);
+        }
+        if (q->role == TB_ROLE_BN_WEIGHT) {
+            int last = strstr(q->name, ".bn3.") != NULL;
+            TB_CHECK(v[0] == (last ? 0.f : 1.f) && v[q->numel - 1] == v[0], "%s = %g", q->name, v[0]);
+        }
+        if (q->role == TB_ROLE_BN_BIAS || q->role == TB_ROLE_BN_RUNNING_MEAN)
+            TB_CHECK(v[0] == 0.f, "%s = %g", q->name, v[0]);
+        if (q->role == TB_ROLE_BN_RUNNING_VAR) TB_CHECK(v[0] == 1.f, "%s = %g", q->name, v[0]);
+    }
+    TB_CHECK(checked >= 20, "checked %d conv tensors", checked);
+    tb_resnet_init(&cfg, &pt, 7, p2, s, c);
+    TB_CHECK(memcmp(p, p2, pt.n_train * sizeof *p) == 0, "same seed, same weights");
+    tb_resnet_init(&cfg, &pt, 8, p2, s, c);
+    TB_CHECK(memcmp(p, p2, 1000 * sizeof *p) != 0, "another seed, other weights");
+    free(p);
+    free(p2);
+    free(s);
+    free(c);
+    tb_params_free(&pt);
+    free(g.nodes);
+    free(g.acts);
+}
+
+/* The planned gradient arena: buffers alive at the same backward step never
+ * share bytes, and the plan saves memory. */
+static void test_grad_plan(void) {
+    tb_model *m = make("resnet50", 10, 2, 64, 64, 1);
+    const tb_graph *g = &m->g;
+    int last = g->nnodes - 1, bad = 0;
+    int *first = malloc((size_t)g->nacts * sizeof *first), *lastr = malloc((size_t)g->nacts * sizeof *lastr);
+    for (int a = 0; a < g->nacts; a++) {
+        first[a] = a == g->output ? -1 : g->nnodes;
+        lastr[a] = last - g->acts[a].producer;
+        for (int i = 0; i < g->nnodes; i++)
+            if ((g->nodes[i].in == a || g->nodes[i].in2 == a) && last - i < first[a]) first[a] = last - i;
+    }
+    for (int a = 0; a < g->nacts; a++) {
+        if (!g->acts[a].need_grad) continue;
+        size_t a0 = g->acts[a].grad_offset, a1 = a0 + g->acts[a].bytes_per_sample * 2;
+        for (int b = a + 1; b < g->nacts; b++) {
+            if (!g->acts[b].need_grad) continue;
+            if (lastr[a] < first[b] || lastr[b] < first[a]) continue;
+            size_t b0 = g->acts[b].grad_offset, b1 = b0 + g->acts[b].bytes_per_sample * 2;
+            if (a0 < b1 && b0 < a1) bad++;
+        }
+    }
+    TB_CHECK(bad == 0, "%d pairs of live gradient buffers overlap", bad);
+    TB_CHECK(g->grad_arena_bytes * 2 < g->grad_bytes_unplanned,
+             "gradient arena %zu bytes vs %zu unplanned: plan should save over half",
+             g->grad_arena_bytes, g->grad_bytes_unplanned);
+    printf("# resnet50 gradient arena: %.1f MB planned, %.1f MB one-per-tensor\n",
+           g->grad_arena_bytes / 1048576.0, g->grad_bytes_unplanned / 1048576.0);
+    free(first);
+    free(lastr);
+    tb_model_destroy(m);
+}
+
+static void random_batch(int n, int h, int w, int classes, uint64_t seed, float *x, int32_t *y) {
+    tb_rng r;
+    tb_rng_seed(&r, seed, 99);
+    for (size_t i = 0; i < (size_t)n * 3 * h * w; i++) x[i] = (float)tb_rng_normal(&r);
+    for (int i = 0; i < n; i++) y[i] = (int32_t)tb_rng_below(&r, (uint64_t)classes);
+}
+
+/* Fused BN+add+ReLU nodes and separate ADD/RELU nodes give the same step. */
+static void test_fused_matches_unfused(void) {
+    int n = 3, h = 40, w = 36, classes = 5;
+    tb_model *a = make("resnet18", classes, n, h, w, 1);
+    tb_model *b = make("resnet18", classes, n, h, w, 0);
+    TB_CHECK(b->g.nnodes > a->g.nnodes, "unfused graph has more nodes (%d vs %d)", b->g.nnodes,
+             a->g.nnodes);
+    tb_model_init(a, 3);
+    tb_model_init(b, 3);
+    float *x = malloc((size_t)n * 3 * h * w * sizeof *x);
+    int32_t y[3];
+    random_batch(n, h, w, classes, 5, x, y);
+    tb_model *ms[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+        tb_model_set_batch(ms[k], x, y, n);
+        tb_model_forward(ms[k], 1);
+        tb_model_loss(ms[k], 0.1f);
+        tb_model_backward(ms[k], NULL, NULL);
+    }
+    TB_CHECK_CLOSE(tb_model_read_loss(b), tb_model_read_loss(a), 1e-6, 1e-5, "loss fused vs unfused");
+    size_t nt = a->pt.n_train;
+    tb_real *ga = malloc(nt * sizeof *ga), *gb = malloc(nt * sizeof *gb);
+    a->be->copy_d2h(a->be, ga, a->grads, nt * sizeof *ga);
+    b->be->copy_d2h(b->be, gb, b->grads, nt * sizeof *gb);
+    double maxref = 0, maxerr = 0;
+    for (size_t i = 0; i < nt; i++) {
+        maxref = fmax(maxref, fabs(ga[i]));
+        maxerr = fmax(maxerr, fabs(ga[i] - gb[i]));
+    }
+    TB_CHECK(maxerr <= 1e-5 * maxref, "grads fused vs unfused: max err %g of max %g", maxerr, maxref);
+    free(ga);
+    free(gb);
+    free(x);
+    tb_model_destroy(a);
+    tb_model_destroy(b);
+}
+
+/* Save -> load -> save gives bit-identical tensors, counters and momentum. */
+static void test_checkpoint_roundtrip(void) {
+    tb_model *a = make("resnet18", 7, 1, 32, 32, 1);
+    tb_model *b = make("resnet18", 7, 1, 32, 32, 1);
+    tb_model_init(a, 11);
+    size_t nt = a->pt.n_train, ns = a->pt.n_state;
+    tb_real *h = malloc((nt > ns ? nt : ns) * sizeof *h);
+    tb_rng r;
+    tb_rng_seed(&r, 1, 2);
+    for (size_t i = 0; i < nt; i++) h[i] = (tb_real)tb_rng_normal(&r);
+    a->be->copy_h2d(a->be, a->momentum, h, nt * sizeof *h);
+    for (size_t i = 0; i < ns; i++) h[i] = (tb_real)tb_rng_uniform(&r) + 0.5f;
+    a->be->copy_h2d(a->be, a->state, h, ns * sizeof *h);
+    for (int i = 0; i < a->pt.n_counters; i++) a->counters[i] = 1000 + i;
+
+    char path[] = "/tmp/tb_test_ckpt_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    tb_ckpt_meta meta;
+    tb_ckpt_meta_for(&meta, a, 32, 123, 4, 11);
+    tb_ckpt_save(path, a, &meta);
+    tb_ckpt_meta back;
+    tb_ckpt_read_meta(path, &back);
+    TB_CHECK(strcmp(back.model, "resnet18") == 0 && back.classes == 7 && back.step == 123 &&
+                 back.epoch == 4 && back.seed == 11 && back.image_size == 32,
+             "meta round trip: %s %lld %lld", back.model, (long long)back.classes, (long long)back.step);
+    tb_ckpt_load(path, b);
+    tb_real *h2 = malloc((nt > ns ? nt : ns) * sizeof *h2);
+    a->be->copy_d2h(a->be, h, a->params, nt * sizeof *h);
+    b->be->copy_d2h(b->be, h2, b->params, nt * sizeof *h2);
+    TB_CHECK(memcmp(h, h2, nt * sizeof *h) == 0, "params bit-identical after round trip");
+    a->be->copy_d2h(a->be, h, a->momentum, nt * sizeof *h);
+    b->be->copy_d2h(b->be, h2, b->momentum, nt * sizeof *h2);
+    TB_CHECK(memcmp(h, h2, nt * sizeof *h) == 0, "momentum bit-identical after round trip");
+    a->be->copy_d2h(a->be, h, a->state, ns * sizeof *h);
+    b->be->copy_d2h(b->be, h2, b->state, ns * sizeof *h2);
+    TB_CHECK(memcmp(h, h2, ns * sizeof *h) == 0, "running stats bit-identical after round trip");
+    TB_CHECK(memcmp(a->counters, b->counters, (size_t)a->pt.n_counters * sizeof(int64_t)) == 0,
+             "num_batches_tracked identical after round trip");
+    unlink(path);
+    free(h);
+    free(h2);
+    tb_model_destroy(a);
+    tb_model_destroy(b);
+}
+
+/* A batch that leaves one value per channel in a BatchNorm is refused. */
+static void test_degenerate_bn(void) {
+    tb_model *m = make("resnet18", 3, 1, 32, 32, 1);
+    const char *bad = tb_model_degenerate_bn(m, 1);
+    TB_CHECK(bad && strncmp(bad, "layer4", 6) == 0, "batch 1 at 32x32: %s", bad ? bad : "(none)");
+    TB_CHECK(tb_model_degenerate_bn(m, 2) == NULL, "batch 2 at 32x32 is fine");
+    tb_model_destroy(m);
+}
+
+int main(void) {
+    tb_backend_opts bo = {0, 0, 0};
+    g_be = tb_cpu_backend_create(&bo);
+    test_tables();
+    test_init();
+    test_grad_plan();
+    test_fused_matches_unfused();
+    test_checkpoint_roundtrip();
+    test_degenerate_bn();
+    g_be->destroy(g_be);
+    return tb_test_exit("test_model");
+}
