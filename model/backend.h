@@ -102,8 +102,8 @@ typedef struct {
 
 /* One stretch of the flat parameter buffer sharing a weight decay. */
 typedef struct {
-    size_t offset, count;      /* in elements of the flat float32 buffers */
-    float weight_decay;
+    size_t offset, count;      /* in elements of the flat tb_real buffers */
+    double weight_decay;
 } tb_sgd_segment;
 
 /* torch.optim.SGD semantics (dampening 0):
@@ -112,9 +112,9 @@ typedef struct {
  *   step = nesterov ? g + momentum * buf : buf
  *   p -= lr * step                                                     */
 typedef struct {
-    float lr, momentum;
+    double lr, momentum;       /* host scalars; a backend rounds them to its type */
     int nesterov;
-    float grad_scale;          /* 1, or 1/loss_scale under fp16 scaling */
+    double grad_scale;         /* 1, or 1/loss_scale under fp16 scaling */
 } tb_sgd_args;
 
 enum {
@@ -206,7 +206,7 @@ struct tb_backend {
      * definition): loss[0] = mean_n [(1-eps) * -log p[n,y_n] + eps * mean_c
      * -log p[n,c]]; dlogits = (p - q) / N * grad_scale. labels: int32 [N]. */
     void (*softmax_xent)(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                         float smoothing, float grad_scale, tb_real *loss,
+                         double smoothing, double grad_scale, tb_real *loss,
                          const tb_tensor *dlogits);
 
     /* ---- optimiser -----------------------------------------------------------

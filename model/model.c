@@ -138,10 +138,10 @@ void tb_model_forward(tb_model *m, int train) {
     tb_graph_forward(&m->g, m->be, &p, m->batch, train);
 }
 
-void tb_model_loss(tb_model *m, float label_smoothing) {
+void tb_model_loss(tb_model *m, double label_smoothing) {
     tb_tensor logits = tb_graph_act(&m->g, m->g.output, m->batch);
     tb_tensor dlogits = tb_graph_grad(&m->g, m->g.output, m->batch);
-    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, 1.0f, m->loss, &dlogits);
+    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, 1.0, m->loss, &dlogits);
 }
 
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {
@@ -149,13 +149,13 @@ void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {
     tb_graph_backward(&m->g, m->be, &p, m->batch, ready, ready_ctx);
 }
 
-void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, float wd, int no_decay_bn_bias) {
+void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_decay_bn_bias) {
     /* Consecutive tensors with the same decay form one segment. */
     int nseg = 0;
     for (int i = 0; i < m->pt.count; i++) {
         const tb_param *p = &m->pt.items[i];
         if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
-        float d = (no_decay_bn_bias && tb_param_is_bn_or_bias(p->role)) ? 0.f : wd;
+        double d = (no_decay_bn_bias && tb_param_is_bn_or_bias(p->role)) ? 0.0 : wd;
         if (nseg > 0 && m->segs[nseg - 1].weight_decay == d &&
             m->segs[nseg - 1].offset + m->segs[nseg - 1].count == p->offset) {
             m->segs[nseg - 1].count += p->numel;

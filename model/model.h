@@ -59,11 +59,11 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n);
 /* Uploads a batch: images [n,3,H,W] float32, labels [n] in [0, classes). */
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n);
 void tb_model_forward(tb_model *m, int train);
-void tb_model_loss(tb_model *m, float label_smoothing);
+void tb_model_loss(tb_model *m, double label_smoothing);
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx);
 /* SGD over all trainable parameters; weight decay wd everywhere, or only on
  * conv and fc weights when no_decay_bn_bias. */
-void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, float wd, int no_decay_bn_bias);
+void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_decay_bn_bias);
 
 /* Host side: float32 (the file precision) whatever tb_real is; reads wait
  * for queued work. */

@@ -109,7 +109,7 @@ int tb_cmd_train(int argc, char **argv) {
            m->pt.n_train, gflop_per_img, m->g.act_arena_bytes / 1048576.0,
            m->g.grad_arena_bytes / 1048576.0, m->g.grad_bytes_unplanned / 1048576.0);
 
-    tb_sgd_args sgd = {(float)fl.lr, (float)fl.momentum, fl.nesterov, 1.0f};
+    tb_sgd_args sgd = {fl.lr, fl.momentum, fl.nesterov, 1.0};
     double phase[PH_COUNT] = {0}, timed_start = 0, t_begin = tb_now();
     float loss = NAN, first_loss = NAN;
     for (int step = 0; step < fl.steps; step++) {
@@ -124,13 +124,13 @@ int tb_cmd_train(int argc, char **argv) {
         be->sync(be);
         double t2 = tb_now();
         tb_model_forward(m, 1);
-        tb_model_loss(m, (float)fl.label_smoothing);
+        tb_model_loss(m, fl.label_smoothing);
         be->sync(be);
         double t3 = tb_now();
         tb_model_backward(m, NULL, NULL);
         be->sync(be);
         double t4 = tb_now();
-        tb_model_sgd_step(m, &sgd, (float)fl.weight_decay, 0);
+        tb_model_sgd_step(m, &sgd, fl.weight_decay, 0);
         be->sync(be);
         double t5 = tb_now();
         phase[PH_DATA] += t1 - t0;

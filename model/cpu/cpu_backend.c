@@ -26,10 +26,11 @@
 
 void cpu_check(const tb_tensor *t, const char *op, const char *name) {
     if (!t) TB_FATAL("cpu %s: tensor %s is NULL", op, name);
-    if (t->dtype != TB_F32 || t->layout != TB_NCHW)
-        tb_die("cpu backend: %s: tensor %s is %s %s, but the CPU backend supports float32 "
+    if (t->dtype != TB_REAL_DTYPE || t->layout != TB_NCHW)
+        tb_die("cpu backend: %s: tensor %s is %s %s, but the CPU backend supports %s "
                "NCHW only (use --precision fp32 with the CPU backend)",
-               op, name, tb_dtype_name(t->dtype), tb_layout_name(t->layout));
+               op, name, tb_dtype_name(t->dtype), tb_layout_name(t->layout),
+               tb_dtype_name(TB_REAL_DTYPE));
     if (t->n < 0 || t->c < 0 || t->h < 0 || t->w < 0)
         TB_FATAL("cpu %s: tensor %s has a negative dimension [%d,%d,%d,%d]", op, name, t->n,
                  t->c, t->h, t->w);
@@ -54,11 +55,11 @@ void *cpu_aligned_alloc(size_t bytes, const char *what) {
     return p;
 }
 
-float *cpu_workspace(cpu_state *st, size_t floats_per_thread) {
+tb_real *cpu_workspace(cpu_state *st, size_t floats_per_thread) {
     if (floats_per_thread > st->ws_stride) {
         size_t stride = (floats_per_thread + 15) / 16 * 16;
         free(st->ws);
-        st->ws = cpu_aligned_alloc(stride * (size_t)st->threads * sizeof(float),
+        st->ws = cpu_aligned_alloc(stride * (size_t)st->threads * sizeof(tb_real),
                                    "the convolution workspace");
         st->ws_stride = stride;
     }
@@ -117,7 +118,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     tb_backend *be = cpu_aligned_alloc(sizeof *be, "the CPU backend");
     memset(be, 0, sizeof *be);
     be->name = "cpu";
-    be->caps = TB_CAP_NCHW | TB_CAP_F32;
+    be->caps = TB_CAP_NCHW | TB_CAP_REAL;
     be->priv = st;
     be->compute_stream = NULL;
 

@@ -34,9 +34,9 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
     if (M < 2)
         TB_FATAL("cpu %s: training batch norm needs more than 1 value per channel (got "
                  "[%d,%d,%d,%d])", op, N, C, a->x->h, a->x->w);
-    const float *x = a->x->data;  /* [N,C,H,W] */
-    const float *z = a->z ? (const float *)a->z->data : NULL; /* [N,C,H,W] or NULL */
-    float *y = a->y->data;        /* [N,C,H,W] */
+    const tb_real *x = a->x->data;  /* [N,C,H,W] */
+    const tb_real *z = a->z ? (const tb_real *)a->z->data : NULL; /* [N,C,H,W] or NULL */
+    tb_real *y = a->y->data;        /* [N,C,H,W] */
     const double mom = a->momentum, eps = a->eps;
     const int relu = a->relu;
 
@@ -47,7 +47,7 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
         const double shift = x[(size_t)c * HW];
         double s = 0.0, ss = 0.0;
         for (int n = 0; n < N; n++) {
-            const float *xp = x + ((size_t)n * C + c) * HW;
+            const tb_real *xp = x + ((size_t)n * C + c) * HW;
 #pragma omp simd reduction(+ : s, ss)
             for (size_t i = 0; i < HW; i++) {
                 double v = (double)xp[i] - shift;
@@ -60,24 +60,24 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
         double var = ss / (double)M - dmean * dmean;
         if (var < 0.0) var = 0.0;
         double invstd = 1.0 / sqrt(var + eps);
-        a->save_mean[c] = (float)mean;
-        a->save_invstd[c] = (float)invstd;
-        a->running_mean[c] = (float)((1.0 - mom) * a->running_mean[c] + mom * mean);
+        a->save_mean[c] = (tb_real)mean;
+        a->save_invstd[c] = (tb_real)invstd;
+        a->running_mean[c] = (tb_real)((1.0 - mom) * a->running_mean[c] + mom * mean);
         a->running_var[c] =
-            (float)((1.0 - mom) * a->running_var[c] + mom * var * (double)M / (double)(M - 1));
+            (tb_real)((1.0 - mom) * a->running_var[c] + mom * var * (double)M / (double)(M - 1));
 
         /* pass 2: normalise, add, activate */
-        const float fmean = (float)mean;
-        const float scale = (float)(a->gamma[c] * invstd);
-        const float beta = a->beta[c];
+        const tb_real fmean = (tb_real)mean;
+        const tb_real scale = (tb_real)(a->gamma[c] * invstd);
+        const tb_real beta = a->beta[c];
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const float *xp = x + o;
-            const float *zp = z ? z + o : NULL;
-            float *yp = y + o;
+            const tb_real *xp = x + o;
+            const tb_real *zp = z ? z + o : NULL;
+            tb_real *yp = y + o;
 #pragma omp simd
             for (size_t i = 0; i < HW; i++) {
-                float v = (xp[i] - fmean) * scale + beta;
+                tb_real v = (xp[i] - fmean) * scale + beta;
                 if (zp) v += zp[i];
                 if (relu) v = v < 0.0f ? 0.0f : v; /* keeps NaN, as torch.relu */
                 yp[i] = v;
@@ -93,24 +93,24 @@ void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
         TB_FATAL("cpu %s: running statistics are NULL", op);
     const int N = a->x->n, C = a->x->c;
     const size_t HW = (size_t)a->x->h * a->x->w;
-    const float *x = a->x->data;  /* [N,C,H,W] */
-    const float *z = a->z ? (const float *)a->z->data : NULL; /* [N,C,H,W] or NULL */
-    float *y = a->y->data;        /* [N,C,H,W] */
+    const tb_real *x = a->x->data;  /* [N,C,H,W] */
+    const tb_real *z = a->z ? (const tb_real *)a->z->data : NULL; /* [N,C,H,W] or NULL */
+    tb_real *y = a->y->data;        /* [N,C,H,W] */
     const int relu = a->relu;
 
 #pragma omp parallel for collapse(2) schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int n = 0; n < N; n++) {
         for (int c = 0; c < C; c++) {
-            const float mean = a->running_mean[c];
-            const float scale = (float)(a->gamma[c] / sqrt((double)a->running_var[c] + a->eps));
-            const float beta = a->beta[c];
+            const tb_real mean = a->running_mean[c];
+            const tb_real scale = (tb_real)(a->gamma[c] / sqrt((double)a->running_var[c] + a->eps));
+            const tb_real beta = a->beta[c];
             size_t o = ((size_t)n * C + c) * HW;
-            const float *xp = x + o;
-            const float *zp = z ? z + o : NULL;
-            float *yp = y + o;
+            const tb_real *xp = x + o;
+            const tb_real *zp = z ? z + o : NULL;
+            tb_real *yp = y + o;
 #pragma omp simd
             for (size_t i = 0; i < HW; i++) {
-                float v = (xp[i] - mean) * scale + beta;
+                tb_real v = (xp[i] - mean) * scale + beta;
                 if (zp) v += zp[i];
                 if (relu) v = v < 0.0f ? 0.0f : v;
                 yp[i] = v;
@@ -135,47 +135,47 @@ void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) 
     const int N = a->x->n, C = a->x->c;
     const size_t HW = (size_t)a->x->h * a->x->w;
     const double M = (double)N * (double)HW;
-    const float *x = a->x->data;    /* [N,C,H,W] forward input */
-    const float *y = a->y->data;    /* [N,C,H,W] forward output (ReLU mask) */
-    const float *dy = g->dy->data;  /* [N,C,H,W] */
-    float *dx = g->dx->data;        /* [N,C,H,W] */
-    float *dz = g->dz ? (float *)g->dz->data : NULL; /* [N,C,H,W] or NULL */
+    const tb_real *x = a->x->data;    /* [N,C,H,W] forward input */
+    const tb_real *y = a->y->data;    /* [N,C,H,W] forward output (ReLU mask) */
+    const tb_real *dy = g->dy->data;  /* [N,C,H,W] */
+    tb_real *dx = g->dx->data;        /* [N,C,H,W] */
+    tb_real *dz = g->dz ? (tb_real *)g->dz->data : NULL; /* [N,C,H,W] or NULL */
     const int relu = a->relu, acc_dx = g->accumulate_dx, acc_dz = g->accumulate_dz;
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int c = 0; c < C; c++) {
-        const float mean = a->save_mean[c];
+        const tb_real mean = a->save_mean[c];
         const double invstd = a->save_invstd[c];
         /* pass 1: dbeta = sum g, sum g * (x - mean), g = dy masked by the ReLU */
         double sg = 0.0, sgx = 0.0;
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const float *xp = x + o, *yp = y + o, *dyp = dy + o;
+            const tb_real *xp = x + o, *yp = y + o, *dyp = dy + o;
 #pragma omp simd reduction(+ : sg, sgx)
             for (size_t i = 0; i < HW; i++) {
-                float gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
+                tb_real gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
                 sg += gi;
                 sgx += (double)gi * ((double)xp[i] - (double)mean);
             }
         }
         double dbeta = sg, dgamma = sgx * invstd;
-        g->dbeta[c] = (float)dbeta;
-        g->dgamma[c] = (float)dgamma;
+        g->dbeta[c] = (tb_real)dbeta;
+        g->dgamma[c] = (tb_real)dgamma;
 
         /* pass 2: dx = gamma*invstd * (g - dbeta/M - (x-mean)*invstd * dgamma/M) */
-        const float k = (float)(a->gamma[c] * invstd);
-        const float gmean = (float)(dbeta / M);
-        const float q = (float)(dgamma * invstd / M);
+        const tb_real k = (tb_real)(a->gamma[c] * invstd);
+        const tb_real gmean = (tb_real)(dbeta / M);
+        const tb_real q = (tb_real)(dgamma * invstd / M);
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const float *xp = x + o, *yp = y + o, *dyp = dy + o;
-            float *dxp = dx + o;
-            float *dzp = dz ? dz + o : NULL;
+            const tb_real *xp = x + o, *yp = y + o, *dyp = dy + o;
+            tb_real *dxp = dx + o;
+            tb_real *dzp = dz ? dz + o : NULL;
 #pragma omp simd
             for (size_t i = 0; i < HW; i++) {
                 /* read everything before writing: dx or dz may alias dy */
-                float gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
-                float v = (gi - gmean - (xp[i] - mean) * q) * k;
+                tb_real gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
+                tb_real v = (gi - gmean - (xp[i] - mean) * q) * k;
                 if (dzp) dzp[i] = acc_dz ? dzp[i] + gi : gi;
                 dxp[i] = acc_dx ? dxp[i] + v : v;
             }

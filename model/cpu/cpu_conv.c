@@ -111,27 +111,27 @@ static void valid_cols(const conv_dims *d, int kw, int *lo, int *hi) {
 /* col[(c-c0)*KK + kh*K + kw][(oh-oh0)*Wo + ow] = x[c][oh*s-pad+kh][ow*s-pad+kw]
  * (zero outside), for channels [c0,c1) and output rows [oh0,oh1); rows of
  * col are ld floats apart. x: one image [Cin,H,W]. */
-static void im2col(const conv_dims *d, const float *x, int c0, int c1, int oh0, int oh1,
-                   float *col, size_t ld) {
+static void im2col(const conv_dims *d, const tb_real *x, int c0, int c1, int oh0, int oh1,
+                   tb_real *col, size_t ld) {
     const int wo = d->wo;
-    float *row = col;
+    tb_real *row = col;
     for (int c = c0; c < c1; c++) {
         for (int kh = 0; kh < d->k; kh++) {
             for (int kw = 0; kw < d->k; kw++, row += ld) {
                 int lo, hi;
                 valid_cols(d, kw, &lo, &hi);
                 const int off = kw - d->pad;
-                float *dst = row;
+                tb_real *dst = row;
                 for (int oh = oh0; oh < oh1; oh++, dst += wo) {
                     int ih = oh * d->s - d->pad + kh;
                     if (ih < 0 || ih >= d->h) {
-                        memset(dst, 0, (size_t)wo * sizeof(float));
+                        memset(dst, 0, (size_t)wo * sizeof(tb_real));
                         continue;
                     }
-                    const float *src = x + ((size_t)c * d->h + ih) * d->w;
+                    const tb_real *src = x + ((size_t)c * d->h + ih) * d->w;
                     for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
                     if (d->s == 1) {
-                        memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(float));
+                        memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(tb_real));
                     } else {
                         for (int ow = lo; ow < hi; ow++) dst[ow] = src[ow * d->s + off];
                     }
@@ -144,23 +144,23 @@ static void im2col(const conv_dims *d, const float *x, int c0, int c1, int oh0, 
 
 /* The adjoint of im2col over all output rows: x[c][ih][iw] += col[...] for
  * channels [c0,c1). x: one image [Cin,H,W]. */
-static void col2im_add(const conv_dims *d, const float *col, size_t ld, int c0, int c1,
-                       float *x) {
+static void col2im_add(const conv_dims *d, const tb_real *col, size_t ld, int c0, int c1,
+                       tb_real *x) {
     const int wo = d->wo;
-    const float *row = col;
+    const tb_real *row = col;
     for (int c = c0; c < c1; c++) {
         for (int kh = 0; kh < d->k; kh++) {
             for (int kw = 0; kw < d->k; kw++, row += ld) {
                 int lo, hi;
                 valid_cols(d, kw, &lo, &hi);
                 const int off = kw - d->pad;
-                const float *src = row;
+                const tb_real *src = row;
                 for (int oh = 0; oh < d->ho; oh++, src += wo) {
                     int ih = oh * d->s - d->pad + kh;
                     if (ih < 0 || ih >= d->h) continue;
-                    float *dst = x + ((size_t)c * d->h + ih) * d->w;
+                    tb_real *dst = x + ((size_t)c * d->h + ih) * d->w;
                     if (d->s == 1) {
-                        float *dp = dst + off;
+                        tb_real *dp = dst + off;
 #pragma omp simd
                         for (int ow = lo; ow < hi; ow++) dp[ow] += src[ow];
                     } else {
@@ -174,13 +174,13 @@ static void col2im_add(const conv_dims *d, const float *col, size_t ld, int c0, 
 
 /* buf[r][i*P + p] = t[n0+i][r0+r][p]: rows [r0,r0+nr) of gn images side by
  * side (t has C channels of P pixels). */
-static void gather_images(const float *t, int C, size_t P, int n0, int gn, int r0, int nr,
-                          float *buf) {
+static void gather_images(const tb_real *t, int C, size_t P, int n0, int gn, int r0, int nr,
+                          tb_real *buf) {
     size_t ld = (size_t)gn * P;
     for (int r = 0; r < nr; r++)
         for (int i = 0; i < gn; i++)
             memcpy(buf + r * ld + i * P, t + ((size_t)(n0 + i) * C + r0 + r) * P,
-                   P * sizeof(float));
+                   P * sizeof(tb_real));
 }
 
 /* ---- how to cut a call into items ---------------------------------------------- */
@@ -197,7 +197,7 @@ static int group_size(const cpu_state *st, const conv_dims *d) {
 }
 
 static size_t cap_floats(const cpu_state *st) {
-    return st->ws_cap_bytes / sizeof(float) / (size_t)st->threads;
+    return st->ws_cap_bytes / sizeof(tb_real) / (size_t)st->threads;
 }
 
 /* Scratch per thread: im2col of `rows` output rows of G images, plus the
@@ -323,15 +323,15 @@ void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const t
     cpu_state *st = cpu_state_of(be);
     conv_dims d = conv_dims_of("conv_forward", g, x, w, y);
     conv_split p = split_forward(st, &d);
-    float *ws = cpu_workspace(st, p.ws);
-    const float *xd = x->data;   /* [N,Cin,H,W] */
-    const float *wd = w->data;   /* [Cout,Cin,K,K] = [Cout,CKK] */
-    float *yd = y->data;         /* [N,Cout,Ho,Wo] */
+    tb_real *ws = cpu_workspace(st, p.ws);
+    const tb_real *xd = x->data;   /* [N,Cin,H,W] */
+    const tb_real *wd = w->data;   /* [Cout,Cin,K,K] = [Cout,CKK] */
+    tb_real *yd = y->data;         /* [N,Cout,Ho,Wo] */
     const int items = p.ngroups * p.bands;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(st->threads)
     for (int it = 0; it < items; it++) {
-        float *col = ws + (size_t)omp_get_thread_num() * st->ws_stride;
+        tb_real *col = ws + (size_t)omp_get_thread_num() * st->ws_stride;
         int grp = it / p.bands, band = it % p.bands;
         int n0 = grp * p.G, gn = d.n - n0 < p.G ? d.n - n0 : p.G;
         int oh0 = band * p.per_band, oh1 = oh0 + p.per_band < d.ho ? oh0 + p.per_band : d.ho;
@@ -339,7 +339,7 @@ void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const t
         size_t ld = (size_t)gn * cols;
 
         /* B = col [CKK, gn*cols] */
-        const float *B;
+        const tb_real *B;
         size_t ldb;
         if (d.direct && p.G == 1) {
             B = xd + (size_t)n0 * d.cin * d.P + (size_t)oh0 * d.wo;
@@ -352,17 +352,17 @@ void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const t
             ldb = ld;
         }
         if (p.G == 1) { /* straight into y[n0] rows [oh0,oh1) */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.cout, (int)cols, d.ckk,
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.cout, (int)cols, d.ckk,
                         1.0f, wd, d.ckk, B, (int)ldb, 0.0f,
                         yd + (size_t)n0 * d.cout * d.P + (size_t)oh0 * d.wo, (int)d.P);
         } else {        /* out [Cout, gn*P], then to NCHW */
-            float *out = col + (size_t)d.ckk * p.G * d.P;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.cout, (int)ld, d.ckk, 1.0f,
+            tb_real *out = col + (size_t)d.ckk * p.G * d.P;
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, d.cout, (int)ld, d.ckk, 1.0f,
                         wd, d.ckk, B, (int)ldb, 0.0f, out, (int)ld);
             for (int i = 0; i < gn; i++)
                 for (int co = 0; co < d.cout; co++)
                     memcpy(yd + ((size_t)(n0 + i) * d.cout + co) * d.P, out + co * ld + i * d.P,
-                           d.P * sizeof(float));
+                           d.P * sizeof(tb_real));
         }
     }
 }
@@ -374,16 +374,16 @@ void cpu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
     cpu_state *st = cpu_state_of(be);
     conv_dims d = conv_dims_of("conv_backward_data", g, dx, w, dy);
     conv_split p = split_backward_data(st, &d);
-    float *ws = cpu_workspace(st, p.ws);
-    const float *dyd = dy->data; /* [N,Cout,Ho,Wo] */
-    const float *wd = w->data;   /* [Cout,CKK] */
-    float *dxd = dx->data;       /* [N,Cin,H,W] */
+    tb_real *ws = cpu_workspace(st, p.ws);
+    const tb_real *dyd = dy->data; /* [N,Cout,Ho,Wo] */
+    const tb_real *wd = w->data;   /* [Cout,CKK] */
+    tb_real *dxd = dx->data;       /* [N,Cin,H,W] */
     const size_t hw = (size_t)d.h * d.w;
     const int items = p.ngroups * p.bands;
 
 #pragma omp parallel for schedule(dynamic, 1) num_threads(st->threads)
     for (int it = 0; it < items; it++) {
-        float *buf = ws + (size_t)omp_get_thread_num() * st->ws_stride;
+        tb_real *buf = ws + (size_t)omp_get_thread_num() * st->ws_stride;
         int grp = it / p.bands, band = it % p.bands;
         int n0 = grp * p.G, gn = d.n - n0 < p.G ? d.n - n0 : p.G;
         int c0 = band * p.per_band, c1 = c0 + p.per_band < d.cin ? c0 + p.per_band : d.cin;
@@ -391,26 +391,26 @@ void cpu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
         size_t ld = (size_t)gn * d.P;
 
         /* B = dy of the group [Cout, gn*P] */
-        const float *B = dyd + (size_t)n0 * d.cout * d.P;
-        float *dcol = buf;
+        const tb_real *B = dyd + (size_t)n0 * d.cout * d.P;
+        tb_real *dcol = buf;
         if (p.G > 1) {
-            float *dyg = buf + (size_t)p.per_band * d.kk * p.G * d.P;
+            tb_real *dyg = buf + (size_t)p.per_band * d.kk * p.G * d.P;
             gather_images(dyd, d.cout, d.P, n0, gn, 0, d.cout, dyg);
             B = dyg;
         }
         /* A = w^T rows [c0*KK, c1*KK): w's columns from c0*KK, lda = CKK */
-        const float *A = wd + (size_t)c0 * d.kk;
+        const tb_real *A = wd + (size_t)c0 * d.kk;
         if (d.direct && p.G == 1) { /* dx[n0] channels [c0,c1) directly */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)d.P, d.cout, 1.0f, A,
+            cpu_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)d.P, d.cout, 1.0f, A,
                         d.ckk, B, (int)d.P, accumulate ? 1.0f : 0.0f,
                         dxd + ((size_t)n0 * d.cin + c0) * hw, (int)hw);
             continue;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)ld, d.cout, 1.0f, A,
+        cpu_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, rows, (int)ld, d.cout, 1.0f, A,
                     d.ckk, B, (int)ld, 0.0f, dcol, (int)ld);
         for (int i = 0; i < gn; i++) {
-            float *dxi = dxd + (size_t)(n0 + i) * d.cin * hw;
-            if (!accumulate) memset(dxi + (size_t)c0 * hw, 0, (size_t)(c1 - c0) * hw * sizeof(float));
+            tb_real *dxi = dxd + (size_t)(n0 + i) * d.cin * hw;
+            if (!accumulate) memset(dxi + (size_t)c0 * hw, 0, (size_t)(c1 - c0) * hw * sizeof(tb_real));
             col2im_add(&d, dcol + i * d.P, ld, c0, c1, dxi);
         }
     }
@@ -420,39 +420,39 @@ void cpu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
  * its groups into its own dw copy [Cout,CKK] (static schedule, so the sums
  * do not depend on timing), then the copies are added into dw. */
 static void filter_by_images(const cpu_state *st, const conv_dims *d, const conv_split *p,
-                             float *ws, const float *xd, const float *dyd, float *dwd,
+                             tb_real *ws, const tb_real *xd, const tb_real *dyd, tb_real *dwd,
                              int accumulate) {
     const size_t nw = (size_t)d->cout * d->ckk;
 #pragma omp parallel num_threads(st->threads)
     {
         const int nt = omp_get_num_threads();
-        float *mine = ws + (size_t)omp_get_thread_num() * st->ws_stride; /* [Cout,CKK] */
-        float *col = mine + nw;                                           /* [CKK, G*P] */
-        float *dyg = col + (d->direct && p->G == 1 ? 0 : (size_t)d->ckk * p->G * d->P);
-        memset(mine, 0, nw * sizeof(float));
+        tb_real *mine = ws + (size_t)omp_get_thread_num() * st->ws_stride; /* [Cout,CKK] */
+        tb_real *col = mine + nw;                                           /* [CKK, G*P] */
+        tb_real *dyg = col + (d->direct && p->G == 1 ? 0 : (size_t)d->ckk * p->G * d->P);
+        memset(mine, 0, nw * sizeof(tb_real));
 #pragma omp for schedule(static)
         for (int grp = 0; grp < p->ngroups; grp++) {
             int n0 = grp * p->G, gn = d->n - n0 < p->G ? d->n - n0 : p->G;
             size_t ld = (size_t)gn * d->P;
-            const float *A = dyd + (size_t)n0 * d->cout * d->P; /* dy [Cout, gn*P] */
+            const tb_real *A = dyd + (size_t)n0 * d->cout * d->P; /* dy [Cout, gn*P] */
             if (p->G > 1) {
                 gather_images(dyd, d->cout, d->P, n0, gn, 0, d->cout, dyg);
                 A = dyg;
             }
-            const float *B = xd + (size_t)n0 * d->cin * d->P; /* col [CKK, gn*P] */
+            const tb_real *B = xd + (size_t)n0 * d->cin * d->P; /* col [CKK, gn*P] */
             if (!(d->direct && p->G == 1)) {
                 for (int i = 0; i < gn; i++)
                     im2col(d, xd + (size_t)(n0 + i) * d->cin * d->h * d->w, 0, d->cin, 0, d->ho,
                            col + i * d->P, ld);
                 B = col;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->cout, d->ckk, (int)ld, 1.0f,
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, d->cout, d->ckk, (int)ld, 1.0f,
                         A, (int)ld, B, (int)ld, 1.0f, mine, d->ckk);
         }
         /* (implicit barrier) dw (+)= sum of the copies, in thread order */
 #pragma omp for schedule(static)
         for (size_t i = 0; i < nw; i++) {
-            float s = accumulate ? dwd[i] : 0.0f;
+            tb_real s = accumulate ? dwd[i] : 0.0f;
             for (int t = 0; t < nt; t++) s += ws[(size_t)t * st->ws_stride + i];
             dwd[i] = s;
         }
@@ -466,10 +466,10 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
     cpu_state *st = cpu_state_of(be);
     conv_dims d = conv_dims_of("conv_backward_filter", g, x, dw, dy);
     conv_split p = split_backward_filter(st, &d);
-    float *ws = cpu_workspace(st, p.ws);
-    const float *xd = x->data;   /* [N,Cin,H,W] */
-    const float *dyd = dy->data; /* [N,Cout,Ho,Wo] */
-    float *dwd = dw->data;       /* [Cout,CKK] */
+    tb_real *ws = cpu_workspace(st, p.ws);
+    const tb_real *xd = x->data;   /* [N,Cin,H,W] */
+    const tb_real *dyd = dy->data; /* [N,Cout,Ho,Wo] */
+    tb_real *dwd = dw->data;       /* [Cout,CKK] */
     if (p.by_images) {
         filter_by_images(st, &d, &p, ws, xd, dyd, dwd, accumulate);
         return;
@@ -479,26 +479,26 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
 
 #pragma omp parallel for schedule(static) num_threads(st->threads)
     for (int band = 0; band < p.bands; band++) {
-        float *buf = ws + (size_t)omp_get_thread_num() * st->ws_stride;
+        tb_real *buf = ws + (size_t)omp_get_thread_num() * st->ws_stride;
         int b0 = band * p.per_band, b1 = b0 + p.per_band < dim ? b0 + p.per_band : dim;
         /* this band computes dw[co0:co1, c0*KK : c1*KK] */
         int co0 = by_cout ? b0 : 0, co1 = by_cout ? b1 : d.cout;
         int c0 = by_cout ? 0 : b0, c1 = by_cout ? d.cin : b1;
         int cols = (c1 - c0) * d.kk;
-        float *col = buf;
-        float *dyg = buf + (d.direct && p.G == 1 ? 0 : (size_t)cols * p.G * d.P);
+        tb_real *col = buf;
+        tb_real *dyg = buf + (d.direct && p.G == 1 ? 0 : (size_t)cols * p.G * d.P);
 
         for (int grp = 0; grp < p.ngroups; grp++) {
             int n0 = grp * p.G, gn = d.n - n0 < p.G ? d.n - n0 : p.G;
             size_t ld = (size_t)gn * d.P;
             /* A = dy rows [co0,co1) of the group [co1-co0, gn*P] */
-            const float *A = dyd + ((size_t)n0 * d.cout + co0) * d.P;
+            const tb_real *A = dyd + ((size_t)n0 * d.cout + co0) * d.P;
             if (p.G > 1) {
                 gather_images(dyd, d.cout, d.P, n0, gn, co0, co1 - co0, dyg);
                 A = dyg;
             }
             /* B = col rows [c0*KK, c1*KK) of the group [cols, gn*P] */
-            const float *B;
+            const tb_real *B;
             if (d.direct && p.G == 1) {
                 B = xd + ((size_t)n0 * d.cin + c0) * d.P;
             } else {
@@ -507,8 +507,8 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                            col + i * d.P, ld);
                 B = col;
             }
-            float beta = grp == 0 && !accumulate ? 0.0f : 1.0f;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, co1 - co0, cols, (int)ld, 1.0f,
+            tb_real beta = grp == 0 && !accumulate ? 0.0f : 1.0f;
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, co1 - co0, cols, (int)ld, 1.0f,
                         A, (int)ld, B, (int)ld, beta, dwd + (size_t)co0 * d.ckk + (size_t)c0 * d.kk,
                         d.ckk);
         }

@@ -15,8 +15,8 @@ void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y) {
     cpu_check(y, "relu_forward", "y");
     cpu_check_same_shape(x, y, "relu_forward", "x", "y");
     const size_t n = tb_tensor_numel(x);
-    const float *xd = x->data; /* [N,C,H,W] */
-    float *yd = y->data;       /* [N,C,H,W] */
+    const tb_real *xd = x->data; /* [N,C,H,W] */
+    tb_real *yd = y->data;       /* [N,C,H,W] */
     CPU_FOR_EACH(be, n, i) yd[i] = xd[i] < 0.0f ? 0.0f : xd[i]; /* NaN stays NaN */
 }
 
@@ -29,9 +29,9 @@ void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
     cpu_check_same_shape(y, dy, op, "y", "dy");
     cpu_check_same_shape(y, dx, op, "y", "dx");
     const size_t n = tb_tensor_numel(y);
-    const float *yd = y->data;   /* [N,C,H,W] forward output */
-    const float *dyd = dy->data; /* [N,C,H,W] */
-    float *dxd = dx->data;       /* [N,C,H,W] */
+    const tb_real *yd = y->data;   /* [N,C,H,W] forward output */
+    const tb_real *dyd = dy->data; /* [N,C,H,W] */
+    tb_real *dxd = dx->data;       /* [N,C,H,W] */
     /* torch threshold_backward: y <= 0 ? 0 : dy */
     if (accumulate) {
         CPU_FOR_EACH(be, n, i) dxd[i] += yd[i] <= 0.0f ? 0.0f : dyd[i];
@@ -49,8 +49,8 @@ void cpu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b,
     cpu_check_same_shape(a, b, op, "a", "b");
     cpu_check_same_shape(a, y, op, "a", "y");
     const size_t n = tb_tensor_numel(a);
-    const float *ad = a->data, *bd = b->data; /* [N,C,H,W] */
-    float *yd = y->data;                      /* [N,C,H,W] */
+    const tb_real *ad = a->data, *bd = b->data; /* [N,C,H,W] */
+    tb_real *yd = y->data;                      /* [N,C,H,W] */
     CPU_FOR_EACH(be, n, i) yd[i] = ad[i] + bd[i];
 }
 
@@ -60,8 +60,8 @@ static void pass_gradient(tb_backend *be, const tb_tensor *dy, const tb_tensor *
     cpu_check(d, "add_backward", name);
     cpu_check_same_shape(dy, d, "add_backward", "dy", name);
     const size_t n = tb_tensor_numel(dy);
-    const float *dyd = dy->data; /* [N,C,H,W] */
-    float *dd = d->data;         /* [N,C,H,W] */
+    const tb_real *dyd = dy->data; /* [N,C,H,W] */
+    tb_real *dd = d->data;         /* [N,C,H,W] */
     if (accumulate) {
         CPU_FOR_EACH(be, n, i) dd[i] += dyd[i];
     } else if (dd != dyd) {

@@ -18,9 +18,18 @@
 
 #include "model/backend.h"
 
+/* GEMM on tb_real: SGEMM, or DGEMM in the fp64 verification build. */
+#ifdef TB_REAL_DOUBLE
+#define cpu_gemm cblas_dgemm
+#define TB_CAP_REAL TB_CAP_F64
+#else
+#define cpu_gemm cblas_sgemm
+#define TB_CAP_REAL TB_CAP_F32
+#endif
+
 typedef struct {
     int threads;            /* OpenMP threads used by every op */
-    float *ws;              /* conv scratch: threads slices of ws_stride floats */
+    tb_real *ws;              /* conv scratch: threads slices of ws_stride floats */
     size_t ws_stride;       /* floats per thread slice (multiple of 16) */
     size_t ws_cap_bytes;    /* upper bound on the whole scratch (all threads) */
     int conv_min_cols;      /* aim for GEMMs at least this many columns wide */
@@ -40,7 +49,7 @@ void *cpu_aligned_alloc(size_t bytes, const char *what);
 /* Makes the scratch hold at least floats_per_thread floats per thread and
  * returns its base; thread t uses base + t * st->ws_stride. Never call from
  * inside a parallel region. */
-float *cpu_workspace(cpu_state *st, size_t floats_per_thread);
+tb_real *cpu_workspace(cpu_state *st, size_t floats_per_thread);
 
 /* ---- ops, in the order of backend.h ---------------------------------------- */
 
@@ -83,18 +92,18 @@ void cpu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *
 
 /* cpu_linear.c */
 void cpu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
-                        const float *b, const tb_tensor *y);
+                        const tb_real *b, const tb_tensor *y);
 void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
                          const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
-                         const tb_tensor *dw, float *db);
+                         const tb_tensor *dw, tb_real *db);
 
 /* cpu_loss.c */
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                      float smoothing, float grad_scale, float *loss,
+                      double smoothing, double grad_scale, tb_real *loss,
                       const tb_tensor *dlogits);
 
 /* cpu_sgd.c */
 void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
-                    int nseg, float *params, const float *grads, float *momentum);
+                    int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
 
 #endif

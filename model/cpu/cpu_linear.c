@@ -35,20 +35,20 @@ static void band(int total, int t, int nt, int *lo, int *hi) {
 }
 
 void cpu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
-                        const float *b, const tb_tensor *y) {
+                        const tb_real *b, const tb_tensor *y) {
     int N, K, M;
     linear_dims("linear_forward", x, w, y, &N, &K, &M);
     if (!b) TB_FATAL("cpu linear_forward: bias is NULL");
-    const float *xd = x->data; /* [N,K] */
-    const float *wd = w->data; /* [M,K] */
-    float *yd = y->data;       /* [N,M] */
+    const tb_real *xd = x->data; /* [N,K] */
+    const tb_real *wd = w->data; /* [M,K] */
+    tb_real *yd = y->data;       /* [N,M] */
 
 #pragma omp parallel num_threads(cpu_state_of(be)->threads)
     {
         int m0, m1;
         band(M, omp_get_thread_num(), omp_get_num_threads(), &m0, &m1);
         if (m1 > m0) {
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, m1 - m0, K, 1.0f, xd, K,
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, m1 - m0, K, 1.0f, xd, K,
                         wd + (size_t)m0 * K, K, 0.0f, yd + m0, M);
             for (int n = 0; n < N; n++)
                 for (int m = m0; m < m1; m++) yd[(size_t)n * M + m] += b[m];
@@ -58,7 +58,7 @@ void cpu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
 
 void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
                          const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
-                         const tb_tensor *dw, float *db) {
+                         const tb_tensor *dw, tb_real *db) {
     const char *op = "linear_backward";
     int N, K, M;
     linear_dims(op, x, w, dy, &N, &K, &M);
@@ -69,11 +69,11 @@ void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
         cpu_check_same_shape(x, dx, op, "x", "dx");
     }
     if (!db) TB_FATAL("cpu %s: db is NULL", op);
-    const float *xd = x->data;   /* [N,K] */
-    const float *wd = w->data;   /* [M,K] */
-    const float *dyd = dy->data; /* [N,M] */
-    float *dwd = dw->data;       /* [M,K] */
-    float *dxd = dx ? (float *)dx->data : NULL; /* [N,K] */
+    const tb_real *xd = x->data;   /* [N,K] */
+    const tb_real *wd = w->data;   /* [M,K] */
+    const tb_real *dyd = dy->data; /* [N,M] */
+    tb_real *dwd = dw->data;       /* [M,K] */
+    tb_real *dxd = dx ? (tb_real *)dx->data : NULL; /* [N,K] */
 
 #pragma omp parallel num_threads(cpu_state_of(be)->threads)
     {
@@ -82,17 +82,17 @@ void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
         /* dx[:, k0:k1] (+)= dy w[:, k0:k1] */
         band(K, t, nt, &lo, &hi);
         if (dxd && hi > lo)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, M, 1.0f, dyd, M,
+            cpu_gemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, hi - lo, M, 1.0f, dyd, M,
                         wd + lo, K, accumulate_dx ? 1.0f : 0.0f, dxd + lo, K);
         /* dw[m0:m1, :] = dy[:, m0:m1]^T x;  db[m0:m1] = column sums of dy */
         band(M, t, nt, &lo, &hi);
         if (hi > lo) {
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, K, N, 1.0f, dyd + lo, M,
+            cpu_gemm(CblasRowMajor, CblasTrans, CblasNoTrans, hi - lo, K, N, 1.0f, dyd + lo, M,
                         xd, K, 0.0f, dwd + (size_t)lo * K, K);
             for (int m = lo; m < hi; m++) {
                 double s = 0.0;
                 for (int n = 0; n < N; n++) s += dyd[(size_t)n * M + m];
-                db[m] = (float)s;
+                db[m] = (tb_real)s;
             }
         }
     }

@@ -14,7 +14,7 @@
 #include "src/log.h"
 
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                      float smoothing, float grad_scale, float *loss,
+                      double smoothing, double grad_scale, tb_real *loss,
                       const tb_tensor *dlogits) {
     const char *op = "softmax_xent";
     cpu_check(logits, op, "logits");
@@ -29,14 +29,14 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
         if (labels[n] < 0 || labels[n] >= M)
             TB_FATAL("cpu %s: label %d of row %d is outside [0, %d)", op, (int)labels[n], n, M);
 
-    const float *l = logits->data;                              /* [N,M] */
-    float *dl = dlogits ? (float *)dlogits->data : NULL;        /* [N,M] or NULL */
+    const tb_real *l = logits->data;                              /* [N,M] */
+    tb_real *dl = dlogits ? (tb_real *)dlogits->data : NULL;        /* [N,M] or NULL */
     double *row_loss = cpu_aligned_alloc((size_t)N * sizeof(double), "softmax_xent rows");
     const double eps = smoothing, gs = grad_scale;
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int n = 0; n < N; n++) {
-        const float *ln = l + (size_t)n * M;
+        const tb_real *ln = l + (size_t)n * M;
         double mx = ln[0];
         for (int c = 1; c < M; c++)
             if (ln[c] > mx) mx = ln[c];
@@ -49,15 +49,15 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
         const int y = labels[n];
         row_loss[n] = (1.0 - eps) * (lse - ln[y]) + eps * (lse - sl / M);
         if (dl) {
-            float *dn = dl + (size_t)n * M;
+            tb_real *dn = dl + (size_t)n * M;
             for (int c = 0; c < M; c++) {
                 double q = eps / M + (c == y ? 1.0 - eps : 0.0);
-                dn[c] = (float)((exp((double)ln[c] - lse) - q) / N * gs);
+                dn[c] = (tb_real)((exp((double)ln[c] - lse) - q) / N * gs);
             }
         }
     }
     double total = 0.0;
     for (int n = 0; n < N; n++) total += row_loss[n];
-    loss[0] = (float)(total / N);
+    loss[0] = (tb_real)(total / N);
     free(row_loss);
 }

@@ -35,8 +35,8 @@ static void pool_check(const char *op, const tb_pool_geom *g, const tb_tensor *x
  * Every output still sees its window in kh-outer, kw-inner order; looping
  * over the outputs innermost lets the compiler overlap them. */
 #define POOL_CHUNK 256
-static void pool_row(const float *plane, int H, int W, int Wo, const tb_pool_geom *g, int oh,
-                     int ow0, int nw, float *m, int *idx) {
+static void pool_row(const tb_real *plane, int H, int W, int Wo, const tb_pool_geom *g, int oh,
+                     int ow0, int nw, tb_real *m, int *idx) {
     int h0 = oh * g->stride - g->pad;
     int h1 = h0 + g->k < H ? h0 + g->k : H;
     if (h0 < 0) h0 = 0;
@@ -46,7 +46,7 @@ static void pool_row(const float *plane, int H, int W, int Wo, const tb_pool_geo
         if (idx) idx[j] = h0 * W + (w0 < 0 ? 0 : w0); /* first in-bounds element */
     }
     for (int ih = h0; ih < h1; ih++) {
-        const float *row = plane + (size_t)ih * W;
+        const tb_real *row = plane + (size_t)ih * W;
         for (int kw = 0; kw < g->k; kw++) {
             /* outputs whose column ow*s - pad + kw lies inside [0, W) */
             int off = kw - g->pad;
@@ -57,7 +57,7 @@ static void pool_row(const float *plane, int H, int W, int Wo, const tb_pool_geo
             if (hi > ow0 + nw) hi = ow0 + nw;
             for (int ow = lo; ow < hi; ow++) {
                 int iw = ow * g->stride + off;
-                float v = row[iw];
+                tb_real v = row[iw];
                 int better = v > m[ow - ow0] || v != v; /* strict '>', NaN wins */
                 m[ow - ow0] = better ? v : m[ow - ow0];
                 if (idx) idx[ow - ow0] = better ? ih * W + iw : idx[ow - ow0];
@@ -71,19 +71,19 @@ void cpu_maxpool_forward(tb_backend *be, const tb_pool_geom *g, const tb_tensor 
     pool_check("maxpool_forward", g, x, y);
     const int H = x->h, W = x->w, Ho = y->h, Wo = y->w;
     const int planes = x->n * x->c;
-    const float *xd = x->data; /* [N,C,H,W] */
-    float *yd = y->data;       /* [N,C,Ho,Wo] */
+    const tb_real *xd = x->data; /* [N,C,H,W] */
+    tb_real *yd = y->data;       /* [N,C,Ho,Wo] */
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int pl = 0; pl < planes; pl++) {
-        const float *xp = xd + (size_t)pl * H * W;
-        float *yp = yd + (size_t)pl * Ho * Wo;
-        float m[POOL_CHUNK];
+        const tb_real *xp = xd + (size_t)pl * H * W;
+        tb_real *yp = yd + (size_t)pl * Ho * Wo;
+        tb_real m[POOL_CHUNK];
         for (int oh = 0; oh < Ho; oh++) {
             for (int ow0 = 0; ow0 < Wo; ow0 += POOL_CHUNK) {
                 int nw = Wo - ow0 < POOL_CHUNK ? Wo - ow0 : POOL_CHUNK;
                 pool_row(xp, H, W, Wo, g, oh, ow0, nw, m, NULL);
-                memcpy(yp + (size_t)oh * Wo + ow0, m, (size_t)nw * sizeof(float));
+                memcpy(yp + (size_t)oh * Wo + ow0, m, (size_t)nw * sizeof(tb_real));
             }
         }
     }
@@ -100,18 +100,18 @@ void cpu_maxpool_backward(tb_backend *be, const tb_pool_geom *g, const tb_tensor
     cpu_check_same_shape(x, dx, op, "x", "dx");
     const int H = x->h, W = x->w, Ho = y->h, Wo = y->w;
     const int planes = x->n * x->c;
-    const float *xd = x->data;   /* [N,C,H,W] */
-    const float *dyd = dy->data; /* [N,C,Ho,Wo] */
-    float *dxd = dx->data;       /* [N,C,H,W] */
+    const tb_real *xd = x->data;   /* [N,C,H,W] */
+    const tb_real *dyd = dy->data; /* [N,C,Ho,Wo] */
+    tb_real *dxd = dx->data;       /* [N,C,H,W] */
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int pl = 0; pl < planes; pl++) {
-        const float *xp = xd + (size_t)pl * H * W;
-        const float *dyp = dyd + (size_t)pl * Ho * Wo;
-        float *dxp = dxd + (size_t)pl * H * W;
-        float m[POOL_CHUNK];
+        const tb_real *xp = xd + (size_t)pl * H * W;
+        const tb_real *dyp = dyd + (size_t)pl * Ho * Wo;
+        tb_real *dxp = dxd + (size_t)pl * H * W;
+        tb_real m[POOL_CHUNK];
         int idx[POOL_CHUNK];
-        if (!accumulate) memset(dxp, 0, (size_t)H * W * sizeof(float));
+        if (!accumulate) memset(dxp, 0, (size_t)H * W * sizeof(tb_real));
         for (int oh = 0; oh < Ho; oh++) {
             for (int ow0 = 0; ow0 < Wo; ow0 += POOL_CHUNK) {
                 int nw = Wo - ow0 < POOL_CHUNK ? Wo - ow0 : POOL_CHUNK;
@@ -131,16 +131,16 @@ void cpu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y)
                  x->c, x->h, x->w, x->n, x->c, y->n, y->c, y->h, y->w);
     const size_t HW = (size_t)x->h * x->w;
     const int planes = x->n * x->c;
-    const float *xd = x->data; /* [N,C,H,W] */
-    float *yd = y->data;       /* [N,C,1,1] */
+    const tb_real *xd = x->data; /* [N,C,H,W] */
+    tb_real *yd = y->data;       /* [N,C,1,1] */
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int pl = 0; pl < planes; pl++) {
-        const float *xp = xd + (size_t)pl * HW;
+        const tb_real *xp = xd + (size_t)pl * HW;
         double s = 0.0;
 #pragma omp simd reduction(+ : s)
         for (size_t i = 0; i < HW; i++) s += xp[i];
-        yd[pl] = (float)(s / (double)HW);
+        yd[pl] = (tb_real)(s / (double)HW);
     }
 }
 
@@ -154,13 +154,13 @@ void cpu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *
                  dx->c, dx->h, dx->w, dx->n, dx->c, dy->n, dy->c, dy->h, dy->w);
     const size_t HW = (size_t)dx->h * dx->w;
     const int planes = dx->n * dx->c;
-    const float *dyd = dy->data; /* [N,C,1,1] */
-    float *dxd = dx->data;       /* [N,C,H,W] */
+    const tb_real *dyd = dy->data; /* [N,C,1,1] */
+    tb_real *dxd = dx->data;       /* [N,C,H,W] */
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int pl = 0; pl < planes; pl++) {
-        const float v = dyd[pl] / (float)HW;
-        float *dxp = dxd + (size_t)pl * HW;
+        const tb_real v = dyd[pl] / (tb_real)HW;
+        tb_real *dxp = dxd + (size_t)pl * HW;
         if (accumulate) {
 #pragma omp simd
             for (size_t i = 0; i < HW; i++) dxp[i] += v;

@@ -12,29 +12,29 @@
 #include "src/log.h"
 
 void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
-                    int nseg, float *params, const float *grads, float *momentum) {
+                    int nseg, tb_real *params, const tb_real *grads, tb_real *momentum) {
     if (nseg < 0 || (nseg > 0 && (!segs || !params || !grads)))
         TB_FATAL("cpu sgd_update: NULL buffers or segments (nseg %d)", nseg);
     if (a->momentum != 0.0f && !momentum)
         TB_FATAL("cpu sgd_update: momentum %g needs a momentum buffer", (double)a->momentum);
-    const float lr = a->lr, mom = a->momentum, gs = a->grad_scale;
+    const tb_real lr = a->lr, mom = a->momentum, gs = a->grad_scale;
     const int nesterov = a->nesterov;
     const int threads = cpu_state_of(be)->threads;
 
     for (int s = 0; s < nseg; s++) {
-        float *p = params + segs[s].offset;      /* [count] */
-        const float *g = grads + segs[s].offset; /* [count] */
-        float *buf = momentum ? momentum + segs[s].offset : NULL; /* [count] */
+        tb_real *p = params + segs[s].offset;      /* [count] */
+        const tb_real *g = grads + segs[s].offset; /* [count] */
+        tb_real *buf = momentum ? momentum + segs[s].offset : NULL; /* [count] */
         const size_t count = segs[s].count;
-        const float wd = segs[s].weight_decay;
+        const tb_real wd = segs[s].weight_decay;
         if (mom == 0.0f) {
 #pragma omp parallel for simd schedule(static) num_threads(threads)
             for (size_t i = 0; i < count; i++) p[i] -= lr * (g[i] * gs + wd * p[i]);
         } else {
 #pragma omp parallel for simd schedule(static) num_threads(threads)
             for (size_t i = 0; i < count; i++) {
-                float gi = g[i] * gs + wd * p[i];
-                float bi = mom * buf[i] + gi;
+                tb_real gi = g[i] * gs + wd * p[i];
+                tb_real bi = mom * buf[i] + gi;
                 buf[i] = bi;
                 p[i] -= lr * (nesterov ? gi + mom * bi : bi);
             }
