@@ -21,6 +21,31 @@ add_library(tb_turbojpeg INTERFACE)
 target_include_directories(tb_turbojpeg INTERFACE ${TB_TURBOJPEG_INCLUDE})
 target_link_libraries(tb_turbojpeg INTERFACE ${TB_TURBOJPEG_LIB})
 
+# ---- libjpeg API of the same libjpeg-turbo (required; partial decode) ------
+# The loader's crop-aware decode needs jpeg_crop_scanline / jpeg_skip_scanlines
+# and DCT scaling, which only the libjpeg API offers.
+find_path(TB_LIBJPEG_INCLUDE jpeglib.h)
+find_library(TB_LIBJPEG_LIB jpeg)
+if(NOT TB_LIBJPEG_INCLUDE OR NOT TB_LIBJPEG_LIB)
+  message(FATAL_ERROR "libjpeg-turbo's libjpeg API (jpeglib.h, libjpeg) not found: install "
+                      "libjpeg62-turbo-dev (Debian) or set CMAKE_PREFIX_PATH to your "
+                      "libjpeg-turbo install")
+endif()
+include(CheckSymbolExists)
+include(CMakePushCheckState)
+cmake_push_check_state()
+set(CMAKE_REQUIRED_INCLUDES ${TB_LIBJPEG_INCLUDE})
+set(CMAKE_REQUIRED_LIBRARIES ${TB_LIBJPEG_LIB})
+check_symbol_exists(jpeg_crop_scanline "stdio.h;jpeglib.h" TB_HAVE_JPEG_CROP_SCANLINE)
+cmake_pop_check_state()
+if(NOT TB_HAVE_JPEG_CROP_SCANLINE)
+  message(FATAL_ERROR "${TB_LIBJPEG_LIB} lacks jpeg_crop_scanline: it is not libjpeg-turbo "
+                      ">= 1.5; install libjpeg62-turbo-dev (Debian)")
+endif()
+add_library(tb_libjpeg INTERFACE)
+target_include_directories(tb_libjpeg INTERFACE ${TB_LIBJPEG_INCLUDE})
+target_link_libraries(tb_libjpeg INTERFACE ${TB_LIBJPEG_LIB})
+
 # ---- CBLAS (required): OpenBLAS preferred, any CBLAS accepted -------------
 include(CheckSymbolExists)
 include(CMakePushCheckState)

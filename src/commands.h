@@ -5,5 +5,7 @@
 
 int tb_cmd_train(int argc, char **argv);
 int tb_cmd_step(int argc, char **argv);
+int tb_cmd_mkdata(int argc, char **argv);
+int tb_cmd_loader_bench(int argc, char **argv);
 
 #endif

@@ -16,6 +16,8 @@ typedef struct {
 static const subcommand k_commands[] = {
     {"train", tb_cmd_train, "train the ResNet and time it (the default)"},
     {"step", tb_cmd_step, "one training step from a checkpoint and a batch file (golden checks)"},
+    {"mkdata", tb_cmd_mkdata, "write an ImageNet-like synthetic JPEG data set"},
+    {"loader-bench", tb_cmd_loader_bench, "measure the JPEG loader: img/s per thread count"},
 };
 static const int k_ncommands = (int)(sizeof k_commands / sizeof k_commands[0]);
 
@@ -24,7 +26,7 @@ static void usage(void) {
            tb_git_revision);
     printf("usage: trainbench [SUBCOMMAND] [options]    ('trainbench SUBCOMMAND --help')\n\n");
     for (int i = 0; i < k_ncommands; i++)
-        printf("  %-8s %s\n", k_commands[i].name, k_commands[i].what);
+        printf("  %-16s %s\n", k_commands[i].name, k_commands[i].what);
 }
 
 int main(int argc, char **argv) {

@@ -1,0 +1,496 @@
+/* dataset.c - the sample index (see dataset.h): ImageFolder directories
+ * scanned by several threads with readdir's d_type, or a `PATH LABEL` list. */
+#define _DEFAULT_SOURCE /* DT_* constants of readdir's d_type */
+#include "data/dataset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "src/log.h"
+#include "src/timer.h"
+
+#define MAX_DEPTH 64 /* nested directories below a class (symlink loops end here) */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static void *xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) TB_FATAL("out of host memory (%zu bytes) while indexing the data set", n);
+    return p;
+}
+
+static void *xrealloc(void *p, size_t n) {
+    p = realloc(p, n ? n : 1);
+    if (!p) TB_FATAL("out of host memory (%zu bytes) while indexing the data set", n);
+    return p;
+}
+
+static int is_jpeg_name(const char *name) {
+    size_t n = strlen(name);
+    const char *ext[2] = {".jpg", ".jpeg"};
+    for (int e = 0; e < 2; e++) {
+        size_t k = strlen(ext[e]);
+        if (n < k) continue;
+        int same = 1;
+        for (size_t i = 0; i < k && same; i++) {
+            char c = name[n - k + i];
+            if (c >= 'A' && c <= 'Z') c = (char)(c - 'A' + 'a');
+            same = c == ext[e][i];
+        }
+        if (same) return 1;
+    }
+    return 0;
+}
+
+/* ---- one class directory, walked by one thread ------------------------------ */
+
+typedef struct {
+    int64_t off;  /* relative path "class/sub/name" in the class arena */
+    int dlen;     /* length of its directory part "class/sub" */
+} entry;
+
+typedef struct {
+    const char *name;            /* class directory name */
+    char *arena;                 /* relative paths */
+    size_t arena_len, arena_cap;
+    entry *ents;
+    int64_t n, cap;
+    int64_t skipped_ext, skipped_other;
+    char first_skipped[3][512];
+    int nfirst;
+} class_scan;
+
+static void note_skip(class_scan *c, const char *rel, const char *name, const char *why) {
+    if (c->nfirst < 3)
+        snprintf(c->first_skipped[c->nfirst++], sizeof c->first_skipped[0], "%s/%s: %s", rel, name, why);
+}
+
+static void add_sample(class_scan *c, const char *rel, size_t rlen, const char *name) {
+    size_t nlen = strlen(name), need = rlen + 1 + nlen + 1;
+    if (c->arena_len + need > c->arena_cap) {
+        c->arena_cap = (c->arena_len + need) * 2 + 4096;
+        c->arena = xrealloc(c->arena, c->arena_cap);
+    }
+    if (c->n == c->cap) {
+        c->cap = c->cap ? c->cap * 2 : 256;
+        c->ents = xrealloc(c->ents, (size_t)c->cap * sizeof *c->ents);
+    }
+    char *p = c->arena + c->arena_len;
+    memcpy(p, rel, rlen);
+    p[rlen] = '/';
+    memcpy(p + rlen + 1, name, nlen + 1);
+    c->ents[c->n].off = (int64_t)c->arena_len;
+    c->ents[c->n].dlen = (int)rlen;
+    c->n++;
+    c->arena_len += need;
+}
+
+/* Walks directory `fd` (relative path rel, rlen bytes) like os.walk with
+ * followlinks=True: entries that are directories (after following links)
+ * are descended into, every other entry is a file judged by its name. */
+static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        c->skipped_other++;
+        note_skip(c, rel, ".", "cannot read directory");
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        int is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+            struct stat st;
+            is_dir = fstatat(dirfd(d), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        }
+        if (!is_dir) {
+            if (is_jpeg_name(name)) {
+                add_sample(c, rel, rlen, name);
+            } else {
+                c->skipped_ext++;
+                note_skip(c, rel, name, "not a .jpg/.jpeg name");
+            }
+            continue;
+        }
+        size_t nlen = strlen(name);
+        if (depth >= MAX_DEPTH || rlen + 1 + nlen >= 4096) {
+            c->skipped_other++;
+            note_skip(c, rel, name, "directory nested too deep (a symlink loop?)");
+            continue;
+        }
+        int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY);
+        rel[rlen] = '/';
+        memcpy(rel + rlen + 1, name, nlen + 1);
+        if (sub < 0) {
+            c->skipped_other++;
+            rel[rlen] = '\0';
+            note_skip(c, rel, name, "cannot open directory");
+        } else {
+            walk(c, sub, rel, rlen + 1 + nlen, depth + 1);
+        }
+        rel[rlen] = '\0';
+    }
+    closedir(d);
+}
+
+/* Python's sorted(os.walk()): by directory path, then by file name. */
+static _Thread_local const char *t_sort_arena; /* C11 qsort has no context argument */
+
+static int cmp_entry(const void *pa, const void *pb) {
+    const entry *a = pa, *b = pb;
+    const char *s = t_sort_arena;
+    int m = a->dlen < b->dlen ? a->dlen : b->dlen;
+    int c = memcmp(s + a->off, s + b->off, (size_t)m);
+    if (c) return c;
+    if (a->dlen != b->dlen) {
+        /* one directory path is a prefix of the other: compare the next byte
+         * of the longer one with the shorter one's terminator, as strcmp */
+        return a->dlen < b->dlen ? -1 : 1;
+    }
+    return strcmp(s + a->off + a->dlen + 1, s + b->off + b->dlen + 1);
+}
+
+typedef struct {
+    int rootfd;
+    class_scan *cls;
+    int ncls;
+    int next; /* next class to scan, under mu */
+    pthread_mutex_t mu;
+} scan_job;
+
+static void *scan_worker(void *arg) {
+    scan_job *job = arg;
+    char *rel = xmalloc(4096 + 256);
+    for (;;) {
+        pthread_mutex_lock(&job->mu);
+        int k = job->next++;
+        pthread_mutex_unlock(&job->mu);
+        if (k >= job->ncls) break;
+        class_scan *c = &job->cls[k];
+        int fd = openat(job->rootfd, c->name, O_RDONLY | O_DIRECTORY);
+        snprintf(rel, 4096, "%s", c->name);
+        if (fd < 0) {
+            c->skipped_other++;
+            note_skip(c, rel, ".", "cannot open class directory");
+            continue;
+        }
+        walk(c, fd, rel, strlen(rel), 0);
+        t_sort_arena = c->arena;
+        qsort(c->ents, (size_t)c->n, sizeof *c->ents, cmp_entry);
+    }
+    free(rel);
+    return NULL;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int auto_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    n *= 2; /* directory reads wait on the file system; overlap them */
+    return n > 16 ? 16 : (int)n;
+}
+
+static int open_directory(const char *root, int threads, tb_dataset *ds, char *err, size_t errlen) {
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY);
+    DIR *d = rootfd >= 0 ? fdopendir(rootfd) : NULL;
+    if (!d) {
+        set_err(err, errlen, "cannot read data directory %s: %s", root, strerror(errno));
+        if (rootfd >= 0) close(rootfd);
+        return -1;
+    }
+    char **names = NULL;
+    int nnames = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *name = e->d_name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        int is_dir = e->d_type == DT_DIR;
+        if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
+            struct stat st;
+            is_dir = fstatat(dirfd(d), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+        }
+        if (!is_dir) {
+            if (ds->skipped_loose < 3)
+                snprintf(ds->first_skipped[ds->skipped_loose], sizeof ds->first_skipped[0],
+                         "%.400s: a file outside any class directory", name);
+            ds->skipped_loose++;
+            continue;
+        }
+        if (nnames == cap) {
+            cap = cap ? cap * 2 : 64;
+            names = xrealloc(names, (size_t)cap * sizeof *names);
+        }
+        names[nnames++] = strdup(name);
+        if (!names[nnames - 1]) TB_FATAL("out of host memory while indexing the data set");
+    }
+    if (nnames == 0) {
+        closedir(d);
+        free(names);
+        set_err(err, errlen,
+                "no class directories in %s: expected ROOT/<class>/<image>.jpg (ImageFolder layout)",
+                root);
+        return -1;
+    }
+    qsort(names, (size_t)nnames, sizeof *names, cmp_str);
+
+    scan_job job;
+    memset(&job, 0, sizeof job);
+    job.rootfd = dirfd(d);
+    job.ncls = nnames;
+    job.cls = xmalloc((size_t)nnames * sizeof *job.cls);
+    memset(job.cls, 0, (size_t)nnames * sizeof *job.cls);
+    for (int i = 0; i < nnames; i++) job.cls[i].name = names[i];
+    pthread_mutex_init(&job.mu, NULL);
+    if (threads <= 0) threads = auto_threads();
+    if (threads > nnames) threads = nnames;
+    pthread_t *tid = xmalloc((size_t)threads * sizeof *tid);
+    int started = 0;
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&tid[t], NULL, scan_worker, &job) != 0) break;
+        started = t;
+    }
+    scan_worker(&job); /* this thread scans too */
+    for (int t = 1; t <= started; t++) pthread_join(tid[t], NULL);
+    free(tid);
+    pthread_mutex_destroy(&job.mu);
+    closedir(d);
+
+    /* concatenate in class order */
+    int64_t n = 0;
+    size_t bytes = 0;
+    for (int i = 0; i < nnames; i++) {
+        n += job.cls[i].n;
+        bytes += job.cls[i].arena_len;
+    }
+    ds->classes = nnames;
+    ds->class_names = names;
+    ds->class_count = xmalloc((size_t)nnames * sizeof *ds->class_count);
+    ds->n = n;
+    ds->labels = xmalloc((size_t)n * sizeof *ds->labels);
+    ds->path_off = xmalloc((size_t)n * sizeof *ds->path_off);
+    ds->paths = xmalloc(bytes);
+    int64_t k = 0;
+    size_t at = 0;
+    for (int i = 0; i < nnames; i++) {
+        class_scan *c = &job.cls[i];
+        ds->class_count[i] = c->n;
+        for (int64_t j = 0; j < c->n; j++, k++) {
+            const char *p = c->arena + c->ents[j].off;
+            size_t len = strlen(p) + 1;
+            memcpy(ds->paths + at, p, len);
+            ds->path_off[k] = (int64_t)at;
+            ds->labels[k] = i;
+            at += len;
+        }
+        ds->skipped_ext += c->skipped_ext;
+        ds->skipped_other += c->skipped_other;
+        for (int f = 0; f < c->nfirst; f++) {
+            int slot = 0;
+            while (slot < 3 && ds->first_skipped[slot][0]) slot++;
+            if (slot < 3) memcpy(ds->first_skipped[slot], c->first_skipped[f], sizeof ds->first_skipped[0]);
+        }
+        free(c->arena);
+        free(c->ents);
+    }
+    free(job.cls);
+    if (n == 0) {
+        set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s", nnames, root);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- list file ----------------------------------------------------------------- */
+
+static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        set_err(err, errlen, "cannot open list file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int64_t cap = 1024, n = 0;
+    size_t acap = 1 << 16, alen = 0;
+    ds->labels = xmalloc((size_t)cap * sizeof *ds->labels);
+    ds->path_off = xmalloc((size_t)cap * sizeof *ds->path_off);
+    ds->paths = xmalloc(acap);
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    int64_t lineno = 0;
+    int32_t maxlabel = -1;
+    while ((len = getline(&line, &lcap, f)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
+                           line[len - 1] == '\t'))
+            line[--len] = '\0';
+        char *s = line;
+        while (*s == ' ' || *s == '\t') s++;
+        if (*s == '\0' || *s == '#') continue;
+        char *sp = strrchr(s, ' '), *tab = strrchr(s, '\t');
+        if (!sp || (tab && tab > sp)) sp = tab;
+        char *end = NULL;
+        long label = sp ? strtol(sp + 1, &end, 10) : -1;
+        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0 || label > 0x7fffffffL) {
+            set_err(err, errlen, "%s:%lld: expected 'PATH LABEL' with LABEL a non-negative integer",
+                    path, (long long)lineno);
+            free(line);
+            fclose(f);
+            return -1;
+        }
+        while (sp > s && (sp[-1] == ' ' || sp[-1] == '\t')) sp--;
+        *sp = '\0';
+        if (*s == '\0') {
+            set_err(err, errlen, "%s:%lld: empty PATH", path, (long long)lineno);
+            free(line);
+            fclose(f);
+            return -1;
+        }
+        size_t plen = strlen(s) + 1;
+        if (alen + plen > acap) {
+            acap = (alen + plen) * 2;
+            ds->paths = xrealloc(ds->paths, acap);
+        }
+        if (n == cap) {
+            cap *= 2;
+            ds->labels = xrealloc(ds->labels, (size_t)cap * sizeof *ds->labels);
+            ds->path_off = xrealloc(ds->path_off, (size_t)cap * sizeof *ds->path_off);
+        }
+        memcpy(ds->paths + alen, s, plen);
+        ds->path_off[n] = (int64_t)alen;
+        ds->labels[n] = (int32_t)label;
+        if (label > maxlabel) maxlabel = (int32_t)label;
+        alen += plen;
+        n++;
+    }
+    free(line);
+    fclose(f);
+    if (n == 0) {
+        set_err(err, errlen, "list file %s has no 'PATH LABEL' lines", path);
+        return -1;
+    }
+    ds->n = n;
+    ds->classes = maxlabel + 1;
+    ds->class_names = xmalloc((size_t)ds->classes * sizeof *ds->class_names);
+    ds->class_count = xmalloc((size_t)ds->classes * sizeof *ds->class_count);
+    for (int c = 0; c < ds->classes; c++) {
+        char buf[16];
+        snprintf(buf, sizeof buf, "%d", c);
+        ds->class_names[c] = strdup(buf);
+        if (!ds->class_names[c]) TB_FATAL("out of host memory while indexing the data set");
+        ds->class_count[c] = 0;
+    }
+    for (int64_t i = 0; i < n; i++) ds->class_count[ds->labels[i]]++;
+    return 0;
+}
+
+/* ---- public --------------------------------------------------------------------- */
+
+int tb_dataset_open_threads(const char *path, int threads, tb_dataset *ds, char *err, size_t errlen) {
+    memset(ds, 0, sizeof *ds);
+    double t0 = tb_now();
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        set_err(err, errlen,
+                "data path %s: %s; pass an ImageFolder directory or a list file (or make one "
+                "with trainbench mkdata)",
+                path, strerror(errno));
+        return -1;
+    }
+    int rc;
+    if (S_ISDIR(st.st_mode)) {
+        ds->root = strdup(path);
+        size_t l = strlen(ds->root);
+        while (l > 1 && ds->root[l - 1] == '/') ds->root[--l] = '\0';
+        rc = open_directory(ds->root, threads, ds, err, errlen);
+    } else {
+        ds->is_list = 1;
+        const char *slash = strrchr(path, '/');
+        ds->root = slash ? strndup(path, (size_t)(slash == path ? 1 : slash - path)) : strdup(".");
+        rc = open_list(path, ds, err, errlen);
+    }
+    if (rc != 0) {
+        tb_dataset_close(ds);
+        return -1;
+    }
+    ds->index_s = tb_now() - t0;
+    return 0;
+}
+
+int tb_dataset_open(const char *path, tb_dataset *ds, char *err, size_t errlen) {
+    return tb_dataset_open_threads(path, 0, ds, err, errlen);
+}
+
+void tb_dataset_close(tb_dataset *ds) {
+    if (ds->class_names)
+        for (int c = 0; c < ds->classes; c++) free(ds->class_names[c]);
+    free(ds->class_names);
+    free(ds->class_count);
+    free(ds->labels);
+    free(ds->path_off);
+    free(ds->paths);
+    free(ds->root);
+    memset(ds, 0, sizeof *ds);
+}
+
+const char *tb_dataset_path(const tb_dataset *ds, int64_t i, char *buf, size_t len) {
+    const char *rel = tb_dataset_relpath(ds, i);
+    if (rel[0] == '/')
+        snprintf(buf, len, "%s", rel);
+    else
+        snprintf(buf, len, "%s/%s", ds->root, rel);
+    return buf;
+}
+
+int64_t tb_dataset_skipped(const tb_dataset *ds) {
+    return ds->skipped_ext + ds->skipped_loose + ds->skipped_other;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+void tb_dataset_describe(const tb_dataset *ds, FILE *f, int max_classes_listed) {
+    fprintf(f, "# dataset %s (%s): %lld samples in %d classes, indexed in %.3f s\n", ds->root,
+            ds->is_list ? "list file" : "directory", (long long)ds->n, ds->classes, ds->index_s);
+    if (ds->classes <= max_classes_listed) {
+        fprintf(f, "# per class:");
+        for (int c = 0; c < ds->classes; c++)
+            fprintf(f, " %s=%lld", ds->class_names[c], (long long)ds->class_count[c]);
+        fprintf(f, "\n");
+    } else {
+        int64_t *s = xmalloc((size_t)ds->classes * sizeof *s);
+        memcpy(s, ds->class_count, (size_t)ds->classes * sizeof *s);
+        qsort(s, (size_t)ds->classes, sizeof *s, cmp_i64);
+        fprintf(f, "# per class: min %lld, median %lld, max %lld\n", (long long)s[0],
+                (long long)s[ds->classes / 2], (long long)s[ds->classes - 1]);
+        free(s);
+    }
+    int empty = 0;
+    for (int c = 0; c < ds->classes; c++) empty += ds->class_count[c] == 0;
+    if (empty) fprintf(f, "# %d classes have no sample (they keep their label)\n", empty);
+    int64_t sk = tb_dataset_skipped(ds);
+    if (sk) {
+        fprintf(f, "# skipped %lld entries: %lld not .jpg/.jpeg, %lld outside a class directory, %lld other\n",
+                (long long)sk, (long long)ds->skipped_ext, (long long)ds->skipped_loose,
+                (long long)ds->skipped_other);
+        for (int k = 0; k < 3 && ds->first_skipped[k][0]; k++) fprintf(f, "#   %s\n", ds->first_skipped[k]);
+    }
+}

@@ -1,0 +1,435 @@
+/* loader.c - persistent decode workers filling a ring of batch slots (see
+ * loader.h).
+ *
+ * Step k of the epoch lives in slot k % prefetch. Workers take one sample at
+ * a time, in step order, from the first step whose slot is free: so the
+ * samples of one slot are spread over all workers and a slot is complete as
+ * soon as possible. The consumer takes slots strictly in step order. One
+ * mutex guards the bookkeeping; workers sleep on `work` (no task: the ring
+ * is full or the epoch is done), the consumer on `ready`, start_epoch on
+ * `idle` (waiting for in-flight samples to finish). Nobody spins. */
+#include "data/loader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/shard.h"
+#include "data/transform.h"
+#include "src/log.h"
+#include "src/rng.h"
+#include "src/timer.h"
+
+typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+
+typedef struct {
+    tb_batch b;          /* what the consumer sees; images/labels point into this slot */
+    slot_state state;
+    int64_t start;       /* global position of sample 0 of this step (in the epoch order) */
+    int done;            /* samples finished */
+} slot;
+
+typedef struct {
+    int64_t gen;         /* epoch generation the task belongs to */
+    slot *s;
+    int j;               /* sample within the batch */
+} task;
+
+struct tb_loader {
+    tb_loader_opts o;
+    int64_t n;                 /* samples in the data set */
+    int64_t steps;             /* steps per epoch */
+    size_t sample_bytes;
+    slot *slots;               /* [prefetch] */
+    int nslots;
+    int64_t *order;            /* [n] the epoch's global order */
+    atomic_uchar *known_bad;   /* [n] 1: unreadable whatever the crop */
+    int64_t epoch;
+    int64_t next_out;          /* step tb_loader_next hands out next */
+    int64_t fill_step;         /* step whose samples are being handed to workers */
+    int fill_j;                /* next sample of fill_step */
+    int64_t gen;
+    int epoch_started, stop, inflight;
+    pthread_mutex_t mu;
+    pthread_cond_t work, ready, idle;
+    pthread_t *threads;
+    int nthreads;
+    tb_loader_stats stats;
+};
+
+/* ---- sharding (loader.h, data/shard.h) --------------------------------------------- */
+
+/* This rank's share of step s: global positions [*start, *start + *count). */
+static void shard(const tb_loader *ld, int64_t s, int64_t *start, int *count) {
+    tb_shard_range(ld->n, ld->o.world, ld->o.batch, s, ld->o.rank, start, count);
+}
+
+/* The epoch's order: a Fisher-Yates shuffle from (seed, epoch). */
+static void make_order(tb_loader *ld, int64_t epoch) {
+    tb_rng r;
+    tb_rng_seed(&r, ld->o.seed, tb_hash2(0x0eb0c000ULL, (uint64_t)epoch));
+    for (int64_t i = 0; i < ld->n; i++) ld->order[i] = i;
+    for (int64_t i = ld->n - 1; i > 0; i--) {
+        int64_t k = (int64_t)tb_rng_below(&r, (uint64_t)i + 1);
+        int64_t t = ld->order[i];
+        ld->order[i] = ld->order[k];
+        ld->order[k] = t;
+    }
+}
+
+/* ---- one sample ------------------------------------------------------------------- */
+
+typedef struct {
+    tb_loader *ld;
+    tb_sampler *sp;
+    uint8_t *file;
+    size_t file_cap;
+    uint8_t *rgbx;             /* [S][S][4] */
+    tb_loader_stats acc;       /* merged into ld->stats after each sample */
+} worker;
+
+static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
+
+/* Reads a whole file into w->file; 0, or -1 with the reason in err. */
+static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "not a regular file");
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    if (size + 1 > w->file_cap) {
+        free(w->file);
+        w->file_cap = size + size / 4 + 1;
+        w->file = malloc(w->file_cap);
+        if (!w->file) TB_FATAL("out of host memory (%zu bytes) reading %s", w->file_cap, path);
+    }
+    size_t got = 0;
+    while (got < size) {
+        ssize_t k = read(fd, w->file + got, size - got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            snprintf(err, errlen, "read error: %s", k < 0 ? strerror(errno) : "file shrank");
+            close(fd);
+            return -1;
+        }
+        got += (size_t)k;
+    }
+    close(fd);
+    *len = size;
+    return 0;
+}
+
+static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
+    for (int k = 0; k < 3; k++)
+        if (st->first_bad[k][0] == '\0') {
+            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.380s: %.120s", path, why);
+            break;
+        }
+}
+
+/* Produces sample j of a step that starts at global position `start`:
+ * decodes order[start + j], or the next samples of the order until one
+ * decodes. Writes the image and label into the slot. A replaced sample
+ * counts once in `skipped`, however many bad candidates follow it. */
+static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
+    tb_loader *ld = w->ld;
+    const tb_dataset *ds = ld->o.ds;
+    const int S = ld->o.image_size;
+    char path[4096], err[600];
+    for (int64_t k = 0; k < ld->n; k++) {
+        int64_t sample = ld->order[(s->start + j + k) % ld->n];
+        if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed)) { /* named when first found */
+            w->acc.skipped += k == 0;
+            continue;
+        }
+        tb_dataset_path(ds, sample, path, sizeof path);
+        double t0 = tb_now();
+        size_t len = 0;
+        int rc = TB_RENDER_BAD_FILE;
+        tb_render_info info;
+        memset(&info, 0, sizeof info);
+        if (read_file(w, path, &len, err, sizeof err) == 0) {
+            tb_rng r;
+            tb_rng_seed(&r, ld->o.seed, tb_hash2((uint64_t)epoch, (uint64_t)sample));
+            rc = tb_sample_render(w->sp, w->file, len, ld->o.decode, ld->o.train, S, rng_uniform, &r, NULL,
+                                  w->rgbx, &info, err, sizeof err);
+        }
+        if (rc != 0) {
+            if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
+            if (rc == TB_RENDER_BAD_FILE) atomic_store_explicit(&ld->known_bad[sample], 1, memory_order_relaxed);
+            w->acc.skipped += k == 0;
+            note_bad(&w->acc, path, err);
+            continue;
+        }
+        double t1 = tb_now();
+        tb_sample_store(w->rgbx, S, ld->o.format, s->b.images, j);
+        s->b.labels[j] = ds->labels[sample];
+        w->acc.images++;
+        w->acc.bytes_read += (int64_t)len;
+        w->acc.decode_s += (t1 - t0) - info.resize_s;
+        w->acc.resize_s += info.resize_s + (tb_now() - t1);
+        return;
+    }
+    tb_die("no sample of %s decodes (%lld bad files); first: %s", ds->root, (long long)w->acc.skipped,
+           w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
+}
+
+static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
+    into->images += from->images;
+    into->bytes_read += from->bytes_read;
+    into->skipped += from->skipped;
+    into->decode_s += from->decode_s;
+    into->resize_s += from->resize_s;
+    for (int k = 0; k < 3 && from->first_bad[k][0]; k++)
+        for (int m = 0; m < 3; m++)
+            if (into->first_bad[m][0] == '\0') {
+                memcpy(into->first_bad[m], from->first_bad[k], sizeof into->first_bad[m]);
+                break;
+            }
+    memset(from, 0, sizeof *from);
+}
+
+/* ---- scheduling (called with ld->mu held) ------------------------------------------- */
+
+static int take_task(tb_loader *ld, task *t) {
+    while (ld->fill_step < ld->steps) {
+        slot *s = &ld->slots[ld->fill_step % ld->nslots];
+        if (ld->fill_j == 0) { /* the step has no slot yet */
+            if (s->state != SLOT_FREE) return 0; /* the ring is full */
+            int count;
+            shard(ld, ld->fill_step, &s->start, &count);
+            s->b.step = ld->fill_step;
+            s->b.n = count;
+            s->b.wait_s = 0;
+            s->done = 0;
+            s->state = SLOT_FILLING;
+            if (count == 0) { /* this rank has nothing in the last step */
+                s->state = SLOT_READY;
+                pthread_cond_broadcast(&ld->ready);
+                ld->fill_step++;
+                continue;
+            }
+        }
+        t->gen = ld->gen;
+        t->s = s;
+        t->j = ld->fill_j;
+        if (++ld->fill_j == s->b.n) {
+            ld->fill_step++;
+            ld->fill_j = 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    tb_loader *ld = w->ld;
+    pthread_mutex_lock(&ld->mu);
+    for (;;) {
+        if (ld->stop) break;
+        task t;
+        if (!take_task(ld, &t)) {
+            pthread_cond_wait(&ld->work, &ld->mu);
+            continue;
+        }
+        ld->inflight++;
+        int64_t epoch = ld->epoch;
+        pthread_mutex_unlock(&ld->mu);
+
+        make_sample(w, epoch, t.s, t.j);
+
+        pthread_mutex_lock(&ld->mu);
+        merge_stats(&ld->stats, &w->acc);
+        ld->inflight--;
+        if (t.gen == ld->gen && ++t.s->done == t.s->b.n) {
+            t.s->state = SLOT_READY;
+            pthread_cond_broadcast(&ld->ready);
+        }
+        if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    tb_sampler_destroy(w->sp);
+    free(w->file);
+    free(w->rgbx);
+    free(w);
+    return NULL;
+}
+
+/* ---- public --------------------------------------------------------------------------- */
+
+tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen) {
+    const tb_loader_opts *o = opts;
+    const char *bad = NULL;
+    if (!o->ds || o->ds->n <= 0) bad = "the data set has no samples";
+    else if (o->batch < 1) bad = "batch must be >= 1";
+    else if (o->image_size < 1 || o->image_size > 8192) bad = "image size must be in [1, 8192]";
+    else if (o->threads < 0 || o->threads > 1024) bad = "threads must be in [0, 1024]";
+    else if (o->prefetch < 2 || o->prefetch > 1024) bad = "prefetch must be in [2, 1024]";
+    else if (o->world < 1 || o->rank < 0 || o->rank >= o->world) bad = "rank must be in [0, world)";
+    else if (o->format != TB_OUT_F32_NCHW && o->format != TB_OUT_F32_NHWC && o->format != TB_OUT_U8_NHWC)
+        bad = "unknown output format";
+    else if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
+             o->decode != TB_DECODE_FAST_ALL)
+        bad = "unknown decode mode";
+    if (bad) {
+        snprintf(err, errlen, "loader: %s", bad);
+        return NULL;
+    }
+    tb_loader *ld = calloc(1, sizeof *ld);
+    if (!ld) TB_FATAL("out of host memory");
+    ld->o = *o;
+    if (!ld->o.host_alloc || !ld->o.host_free) {
+        ld->o.host_alloc = malloc;
+        ld->o.host_free = free;
+    }
+    if (ld->o.threads == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        ld->o.threads = c < 1 ? 1 : (int)c;
+    }
+    ld->n = o->ds->n;
+    ld->steps = tb_shard_steps(ld->n, o->world, o->batch);
+    ld->sample_bytes = tb_sample_bytes(o->format, o->image_size);
+    ld->nslots = o->prefetch;
+    ld->slots = calloc((size_t)ld->nslots, sizeof *ld->slots);
+    ld->order = malloc((size_t)ld->n * sizeof *ld->order);
+    ld->known_bad = calloc((size_t)ld->n, sizeof *ld->known_bad);
+    if (!ld->slots || !ld->order || !ld->known_bad) TB_FATAL("out of host memory");
+    for (int i = 0; i < ld->nslots; i++) {
+        size_t bytes = ld->sample_bytes * (size_t)o->batch;
+        ld->slots[i].b.images = ld->o.host_alloc(bytes);
+        ld->slots[i].b.labels = ld->o.host_alloc((size_t)o->batch * sizeof(int32_t));
+        if (!ld->slots[i].b.images || !ld->slots[i].b.labels) {
+            snprintf(err, errlen, "loader: cannot allocate %d batch slots of %.1f MB; lower --prefetch or --batch-size",
+                     ld->nslots, (double)bytes / 1048576.0);
+            tb_loader_destroy(ld);
+            return NULL;
+        }
+    }
+    pthread_mutex_init(&ld->mu, NULL);
+    pthread_cond_init(&ld->work, NULL);
+    pthread_cond_init(&ld->ready, NULL);
+    pthread_cond_init(&ld->idle, NULL);
+    ld->fill_step = ld->steps; /* nothing to do before the first epoch */
+    ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
+    if (!ld->threads) TB_FATAL("out of host memory");
+    for (int t = 0; t < ld->o.threads; t++) {
+        worker *w = calloc(1, sizeof *w);
+        if (!w) TB_FATAL("out of host memory");
+        w->ld = ld;
+        w->sp = tb_sampler_create();
+        w->rgbx = malloc((size_t)4 * o->image_size * o->image_size);
+        if (!w->rgbx) TB_FATAL("out of host memory");
+        int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
+        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+        ld->nthreads++;
+    }
+    return ld;
+}
+
+int64_t tb_loader_steps_per_epoch(const tb_loader *ld) { return ld->steps; }
+
+void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
+    if (first_step < 0 || first_step > ld->steps)
+        TB_FATAL("tb_loader_start_epoch: first step %lld outside [0, %lld]", (long long)first_step,
+                 (long long)ld->steps);
+    pthread_mutex_lock(&ld->mu);
+    ld->gen++;
+    ld->fill_step = ld->steps; /* hand out nothing more of the old epoch */
+    ld->fill_j = 0;
+    while (ld->inflight > 0) pthread_cond_wait(&ld->idle, &ld->mu);
+    for (int i = 0; i < ld->nslots; i++) {
+        if (ld->slots[i].state == SLOT_HELD)
+            TB_FATAL("tb_loader_start_epoch: batch of step %lld is still held; release it first",
+                     (long long)ld->slots[i].b.step);
+        ld->slots[i].state = SLOT_FREE;
+    }
+    make_order(ld, epoch);
+    ld->epoch = epoch;
+    ld->next_out = first_step;
+    ld->fill_step = first_step;
+    ld->epoch_started = 1;
+    pthread_cond_broadcast(&ld->work);
+    pthread_mutex_unlock(&ld->mu);
+}
+
+const tb_batch *tb_loader_next(tb_loader *ld) {
+    pthread_mutex_lock(&ld->mu);
+    if (!ld->epoch_started) TB_FATAL("tb_loader_next before tb_loader_start_epoch");
+    if (ld->next_out >= ld->steps) {
+        pthread_mutex_unlock(&ld->mu);
+        return NULL;
+    }
+    slot *s = &ld->slots[ld->next_out % ld->nslots];
+    if (s->state == SLOT_HELD)
+        TB_FATAL("tb_loader_next: all %d batch slots are held; release a batch first", ld->nslots);
+    double t0 = tb_now();
+    while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) pthread_cond_wait(&ld->ready, &ld->mu);
+    s->state = SLOT_HELD;
+    s->b.wait_s = tb_now() - t0;
+    ld->next_out++;
+    pthread_mutex_unlock(&ld->mu);
+    return &s->b;
+}
+
+void tb_loader_release(tb_loader *ld, const tb_batch *b) {
+    pthread_mutex_lock(&ld->mu);
+    slot *s = NULL;
+    for (int i = 0; i < ld->nslots; i++)
+        if (&ld->slots[i].b == b) s = &ld->slots[i];
+    if (!s || s->state != SLOT_HELD) TB_FATAL("tb_loader_release: not a batch handed out by this loader");
+    s->state = SLOT_FREE;
+    pthread_cond_broadcast(&ld->work);
+    pthread_mutex_unlock(&ld->mu);
+}
+
+void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
+    tb_loader *l = (tb_loader *)ld; /* the mutex, not the state, changes */
+    pthread_mutex_lock(&l->mu);
+    *st = ld->stats;
+    pthread_mutex_unlock(&l->mu);
+}
+
+void tb_loader_destroy(tb_loader *ld) {
+    if (!ld) return;
+    if (ld->nthreads) {
+        pthread_mutex_lock(&ld->mu);
+        ld->stop = 1;
+        pthread_cond_broadcast(&ld->work);
+        pthread_mutex_unlock(&ld->mu);
+    }
+    for (int t = 0; t < ld->nthreads; t++) {
+        void *ret;
+        pthread_join(ld->threads[t], &ret);
+        (void)ret;
+    }
+    free(ld->threads);
+    for (int i = 0; i < ld->nslots; i++) {
+        if (ld->slots[i].b.images) ld->o.host_free(ld->slots[i].b.images);
+        if (ld->slots[i].b.labels) ld->o.host_free(ld->slots[i].b.labels);
+    }
+    if (ld->nthreads) {
+        pthread_mutex_destroy(&ld->mu);
+        pthread_cond_destroy(&ld->work);
+        pthread_cond_destroy(&ld->ready);
+        pthread_cond_destroy(&ld->idle);
+    }
+    free(ld->slots);
+    free(ld->order);
+    free(ld->known_bad);
+    free(ld);
+}

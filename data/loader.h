@@ -1,0 +1,111 @@
+/* loader.h - the data path's one interface to the rest of trainbench:
+ * persistent worker threads decode, crop, resize and normalise samples into a
+ * ring of batch slots in (pinned) host memory; the training loop takes the
+ * next full slot, hands its pointers to the model, and gives it back.
+ *
+ *   tb_loader *ld = tb_loader_create(&opts, &err);
+ *   tb_loader_start_epoch(ld, epoch);           seeded shuffle, this rank's shard
+ *   while ((b = tb_loader_next(ld)) != NULL) {  blocks until the slot is full
+ *       ... use b->images [b->n,3,S,S], b->labels [b->n] ...
+ *       tb_loader_release(ld, b);
+ *   }
+ *
+ * The batch for a given (seed, epoch, step, rank, world) is identical
+ * whatever the thread count: every sample's random draws come from its own
+ * stream keyed by (seed, epoch, sample index).
+ *
+ * Sharding and the remainder (the rule is data/shard.h, shared with the
+ * synthetic source): each epoch the global order is a seeded permutation of
+ * all N samples (the same on every rank). An epoch has
+ * steps_per_epoch = ceil(N / (world*batch)) steps on every rank. Step s
+ * takes the global slice [s*world*batch, min(N, (s+1)*world*batch)) of the
+ * order and rank r gets a contiguous share of it: in a full step every rank
+ * gets exactly `batch` samples; in the last, short step the remainder R is
+ * split as evenly as possible (the first R % world ranks get one more), so a
+ * rank may get n = 0 there. tb_loader_next still returns that batch (n = 0)
+ * so that every rank takes part in every step; the training loop weights
+ * gradients by sample count. Every sample is seen exactly once per epoch
+ * across the ranks.
+ *
+ * Bad files (empty, truncated, corrupt, not a JPEG) never end a run: the
+ * sample is replaced by the next sample of the epoch order that decodes
+ * (deterministic, so still independent of the thread count), counted in
+ * stats.skipped and, for the first three, named in stats.first_bad. With
+ * `strict` (--strict-data) a bad file ends the job with one line naming it.
+ * A file is bad when it cannot be read, has no JPEG header or no
+ * end-of-image marker, or libjpeg reports an error or a warning while
+ * decoding the part that the sample needs. */
+#ifndef TB_LOADER_H
+#define TB_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data/dataset.h"
+
+typedef enum { TB_OUT_F32_NCHW, TB_OUT_F32_NHWC, TB_OUT_U8_NHWC } tb_out_format;
+
+/* How much of each JPEG is decoded (data/transform.h): FAST (the default)
+ * DCT-scales by 1/8, 1/4 or 1/2 and decodes only the crop; FAST_ALL the same
+ * with every libjpeg-turbo factor k/8 (slower: 3..7/8 have no SIMD IDCT);
+ * PARTIAL only the crop, at full scale; FULL the whole image (TurboJPEG),
+ * the reference for comparisons. */
+typedef enum {
+    TB_DECODE_FAST = 0,
+    TB_DECODE_PARTIAL = 1,
+    TB_DECODE_FULL = 2,
+    TB_DECODE_FAST_ALL = 3,
+} tb_decode_mode;
+
+typedef struct {
+    const tb_dataset *ds;
+    int batch;                 /* samples per step on this rank */
+    int image_size;            /* output side S (the model's input) */
+    int train;                 /* 1: RandomResizedCrop + flip; 0: resize + centre crop */
+    int threads;               /* decode worker threads (0: one per online CPU) */
+    int prefetch;              /* batch slots in the ring (>= 2) */
+    int rank, world;           /* shard of the global sample order */
+    uint64_t seed;
+    int strict;                /* 1: a bad file is fatal (--strict-data) */
+    tb_out_format format;
+    tb_decode_mode decode;     /* 0 (FAST) unless comparing decode paths */
+    /* Host memory for the batch slots; NULL: malloc/free. src/ passes
+     * cudaHostAlloc/cudaFreeHost when the CUDA backend runs. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+} tb_loader_opts;
+
+typedef struct {
+    void *images;              /* [n,3,S,S] float32, [n,S,S,3] float32 or uint8, by format */
+    int32_t *labels;           /* [n] */
+    int n;                     /* samples in this batch (the last may be short) */
+    int64_t step;              /* step within the epoch */
+    double wait_s;             /* how long tb_loader_next blocked for this batch */
+} tb_batch;
+
+/* Counters since the loader was created. */
+typedef struct {
+    int64_t images, bytes_read;          /* decoded samples, compressed bytes */
+    int64_t skipped;                     /* samples replaced because their file is bad */
+    double decode_s, resize_s;           /* summed over worker threads; decode_s
+                                            includes reading the file */
+    char first_bad[3][512];              /* the first few bad files, "path: reason" */
+} tb_loader_stats;
+
+typedef struct tb_loader tb_loader;
+
+/* NULL and a one-line message in err on failure (bad options, no samples). */
+tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen);
+/* Steps this rank runs in one epoch (the same on every rank). */
+int64_t tb_loader_steps_per_epoch(const tb_loader *ld);
+/* Begins an epoch at step `first_step` (0, or a resumed position). Work
+ * left from an unfinished epoch is dropped; every batch must have been
+ * released. */
+void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step);
+/* Next batch of this epoch, or NULL when the epoch is over. */
+const tb_batch *tb_loader_next(tb_loader *ld);
+void tb_loader_release(tb_loader *ld, const tb_batch *b);
+void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
+void tb_loader_destroy(tb_loader *ld);
+
+#endif

@@ -1,0 +1,53 @@
+# tests/data.cmake: the data path (dataset index, JPEG loader, transforms,
+# mkdata). Included by tests/CMakeLists.txt (TB_TEST_DIR, TB_BIN).
+#   data_unit              test_data.c: crop geometry, resampling invariants,
+#                          partial == whole-image decode, sharding over 1/2/3
+#                          ranks with a remainder, 1 vs 4 threads bitwise,
+#                          resume, output layouts, bad files and
+#                          --strict-data, ImageFolder order, list files
+#   data_mkdata            test_mkdata.c: counts, sizes, 4:2:0, determinism
+#   data_ref_boxes         data_ref.py: crop boxes == torchvision's get_params
+#                          on the same draws (fallback path included)
+#   data_ref_pixels        data_ref.py: eval/train pixels vs torchvision +
+#                          Pillow (full/partial exact, fast within tolerance)
+#   data_ref_corpus        data_ref.py: odd and bad files made with Pillow and
+#                          cjpeg, decoded or skipped, --strict-data
+#   data_ref_imagefolder   data_ref.py: labels and order == ImageFolder
+# The data_ref_* tests need /usr/bin/python3 (or TB_PYTHON) with torch,
+# torchvision and Pillow; without them they print why and exit 77 (skipped).
+
+add_executable(tb_data_probe tb_data_probe.c)
+target_link_libraries(tb_data_probe PRIVATE tb_data)
+
+add_executable(test_data test_data.c)
+target_link_libraries(test_data PRIVATE tb_data)
+add_test(NAME data_unit COMMAND test_data ${TB_BIN})
+set_tests_properties(data_unit PROPERTIES TIMEOUT 300 LABELS "data")
+
+add_executable(test_mkdata test_mkdata.c)
+target_link_libraries(test_mkdata PRIVATE tb_data)
+add_test(NAME data_mkdata COMMAND test_mkdata ${TB_BIN})
+set_tests_properties(data_mkdata PROPERTIES TIMEOUT 300 LABELS "data")
+
+# Python references: TB_PYTHON if configured, else /usr/bin/python3; the
+# script exits 77 (skipped) when torch, torchvision or Pillow is missing.
+set(_tb_data_py "${TB_PYTHON}")
+if(NOT _tb_data_py)
+  find_program(_tb_data_py_found NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(NOT _tb_data_py_found)
+    find_program(_tb_data_py_found NAMES python3)
+  endif()
+  set(_tb_data_py "${_tb_data_py_found}")
+endif()
+foreach(what boxes pixels corpus imagefolder)
+  if(_tb_data_py)
+    add_test(NAME data_ref_${what} COMMAND ${_tb_data_py} ${TB_TEST_DIR}/data_ref.py ${what}
+             --probe $<TARGET_FILE:tb_data_probe> --trainbench ${TB_BIN})
+  else()
+    add_test(NAME data_ref_${what} COMMAND sh -c
+      "echo 'SKIP: data_ref_${what}: no python3 found at configure time (set -DTB_PYTHON=/path/to/python3)'; exit 77")
+  endif()
+  set_tests_properties(data_ref_${what} PROPERTIES
+    SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "data;python"
+    ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")
+endforeach()

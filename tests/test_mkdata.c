@@ -1,0 +1,154 @@
+/* test_mkdata.c - `trainbench mkdata` makes what it promises: the right
+ * number of class directories and files, sides within --min-side..--max-side,
+ * 4:2:0 JPEGs, the same bytes for the same seed whatever the thread count,
+ * other bytes for another seed, no temporary directory left, a refusal to
+ * overwrite, and classes that a trivial classifier already tells apart on
+ * random crops (so a network can learn them).
+ * Usage: test_mkdata /path/to/trainbench */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <turbojpeg.h>
+
+#include "src/rng.h"
+#include "tests/tb_test.h"
+
+enum { CLASSES = 6, PER = 8, MIN_SIDE = 96, MAX_SIDE = 160 };
+
+static char g_dir[64] = "/tmp/tb_mkdata_XXXXXX";
+
+static unsigned char *slurp(const char *p, size_t *n) {
+    FILE *f = fopen(p, "rb");
+    if (!f) return NULL;
+    unsigned char *b = malloc(1 << 20);
+    *n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+static int run(const char *bin, const char *args, const char *errfile) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' mkdata %s >/dev/null 2>'%s/%s'", bin, args, g_dir, errfile);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void file_path(char *buf, size_t len, const char *set, int c, int i) {
+    snprintf(buf, len, "%s/%s/class_%03d/img_%06d.jpg", g_dir, set, c, i);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) return 2;
+    const char *bin = argv[1];
+    if (!mkdtemp(g_dir)) return 1;
+    char args[1024];
+    const char *common = "--classes 6 --per-class 8 --min-side 96 --max-side 160";
+    snprintf(args, sizeof args, "--out '%s/a' %s --seed 7 --threads 2", g_dir, common);
+    TB_CHECK(run(bin, args, "a.err") == 0, "mkdata a failed");
+    snprintf(args, sizeof args, "--out '%s/b' %s --seed 7 --threads 1", g_dir, common);
+    TB_CHECK(run(bin, args, "b.err") == 0, "mkdata b failed");
+    snprintf(args, sizeof args, "--out '%s/c' %s --seed 8 --threads 2", g_dir, common);
+    TB_CHECK(run(bin, args, "c.err") == 0, "mkdata c failed");
+
+    tjhandle tj = tjInitDecompress();
+    int files = 0, in_range = 0, sub420 = 0, same_ab = 0, diff_ac = 0;
+    double feat[CLASSES][PER][6]; /* mean and std of R, G, B over the crop */
+    tb_rng r;
+    tb_rng_seed(&r, 1, 1);
+    for (int c = 0; c < CLASSES; c++)
+        for (int i = 0; i < PER; i++) {
+            char pa[512], pb[512], pc[512];
+            file_path(pa, sizeof pa, "a", c, i);
+            file_path(pb, sizeof pb, "b", c, i);
+            file_path(pc, sizeof pc, "c", c, i);
+            size_t na = 0, nb = 0, nc = 0;
+            unsigned char *a = slurp(pa, &na), *b = slurp(pb, &nb), *cc = slurp(pc, &nc);
+            if (!a || !b || !cc) {
+                TB_CHECK(0, "missing %s or its twin", pa);
+                free(a), free(b), free(cc);
+                continue;
+            }
+            files++;
+            same_ab += na == nb && memcmp(a, b, na) == 0;
+            diff_ac += na != nc || memcmp(a, cc, na) != 0;
+            int w, h, ss, cs;
+            if (tjDecompressHeader3(tj, a, na, &w, &h, &ss, &cs) == 0) {
+                in_range += w >= MIN_SIDE && w <= MAX_SIDE && h >= MIN_SIDE && h <= MAX_SIDE;
+                sub420 += ss == TJSAMP_420;
+                /* mean colour of a random crop of a quarter of the area */
+                unsigned char *px = malloc((size_t)w * h * 3);
+                if (tjDecompress2(tj, a, na, px, w, 0, h, TJPF_RGB, 0) == 0) {
+                    int cw = w / 2, ch = h / 2, x0 = (int)tb_rng_below(&r, (uint64_t)(w - cw + 1)),
+                        y0 = (int)tb_rng_below(&r, (uint64_t)(h - ch + 1));
+                    double s[3] = {0, 0, 0}, s2[3] = {0, 0, 0}, m = (double)cw * ch;
+                    for (int y = y0; y < y0 + ch; y++)
+                        for (int x = x0; x < x0 + cw; x++)
+                            for (int k = 0; k < 3; k++) {
+                                double v = px[((size_t)y * w + x) * 3 + k];
+                                s[k] += v;
+                                s2[k] += v * v;
+                            }
+                    for (int k = 0; k < 3; k++) {
+                        feat[c][i][k] = s[k] / m;
+                        feat[c][i][3 + k] = sqrt(s2[k] / m - (s[k] / m) * (s[k] / m));
+                    }
+                }
+                free(px);
+            }
+            free(a), free(b), free(cc);
+        }
+    tjDestroy(tj);
+    TB_CHECK(files == CLASSES * PER, "%d files, want %d", files, CLASSES * PER);
+    TB_CHECK(in_range == files, "%d of %d images have a side outside [%d, %d]", files - in_range, files, MIN_SIDE,
+             MAX_SIDE);
+    TB_CHECK(sub420 == files, "%d of %d images are not 4:2:0", files - sub420, files);
+    TB_CHECK(same_ab == files, "seed 7 with 2 and 1 threads: %d of %d files identical", same_ab, files);
+    TB_CHECK(diff_ac == files, "seeds 7 and 8: %d of %d files differ", diff_ac, files);
+
+    /* leave-one-out nearest class mean on the crops' colour statistics */
+    int right = 0;
+    for (int c = 0; c < CLASSES; c++)
+        for (int i = 0; i < PER; i++) {
+            int best = -1;
+            double bd = 1e30;
+            for (int k = 0; k < CLASSES; k++) {
+                double cm[6] = {0, 0, 0, 0, 0, 0};
+                int n = 0;
+                for (int j = 0; j < PER; j++) {
+                    if (k == c && j == i) continue;
+                    for (int q = 0; q < 6; q++) cm[q] += feat[k][j][q];
+                    n++;
+                }
+                double d = 0;
+                for (int q = 0; q < 6; q++) d += (cm[q] / n - feat[c][i][q]) * (cm[q] / n - feat[c][i][q]);
+                if (d < bd) bd = d, best = k;
+            }
+            right += best == c;
+        }
+    double acc = (double)right / (CLASSES * PER);
+    printf("mkdata: %d files, nearest-class-mean accuracy on random crops %.2f (chance %.2f)\n", files, acc,
+           1.0 / CLASSES);
+    TB_CHECK(acc >= 0.6, "classes barely separable: nearest-mean accuracy %.2f on random crops", acc);
+
+    /* atomic: no temporary left; an existing directory is refused in one line */
+    char p[512];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/a.tmp", g_dir);
+    TB_CHECK(stat(p, &st) != 0, "%s left behind", p);
+    snprintf(args, sizeof args, "--out '%s/a' %s", g_dir, common);
+    int code = run(bin, args, "again.err");
+    snprintf(p, sizeof p, "%s/again.err", g_dir);
+    size_t n = 0;
+    unsigned char *e = slurp(p, &n);
+    int lines = 0;
+    for (size_t k = 0; k < n; k++) lines += e[k] == '\n';
+    TB_CHECK(code != 0 && lines == 1 && e && strstr((char *)e, "already exists"),
+             "mkdata over an existing directory: exit %d, %d lines", code, lines);
+    free(e);
+    snprintf(args, sizeof args, "rm -rf '%s'", g_dir);
+    if (system(args) != 0) printf("warning: could not remove %s\n", g_dir);
+    return tb_test_exit("test_mkdata");
+}
