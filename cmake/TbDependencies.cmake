@@ -156,4 +156,8 @@ endif()
 
 # What this build contains (printed at the end of configuration).
 set(TB_BACKENDS "cpu")
-set(TB_COMM_PATHS "single-process")
+if(TB_HAVE_MPI)
+  set(TB_COMM_PATHS "mpi (all-reduce on host buffers)")
+else()
+  set(TB_COMM_PATHS "single-process (no MPI)")
+endif()

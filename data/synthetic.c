@@ -8,10 +8,15 @@
 #include "src/log.h"
 #include "src/rng.h"
 
-/* A smooth pattern: a sum of 4 random plane waves per channel. */
+/* A smooth pattern: a sum of 4 random plane waves per channel,
+ * cos(fy*y + ph + fx*x) = cos(a)cos(b) - sin(a)sin(b) with a = fy*y + ph and
+ * b = fx*x, so each wave costs O(h + w) trigonometry, not O(h * w). */
 static void class_pattern(float *dst, int h, int w, uint64_t seed, int cls) {
     tb_rng r;
     tb_rng_seed(&r, seed, 0x5e7000000ULL + (uint64_t)cls);
+    double *ca = malloc((size_t)(h + w) * 2 * sizeof *ca);
+    if (!ca) TB_FATAL("out of host memory");
+    double *sa = ca + h, *cb = sa + h, *sb = cb + w;
     for (int c = 0; c < 3; c++) {
         float *p = dst + (size_t)c * h * w;
         memset(p, 0, (size_t)h * w * sizeof *p);
@@ -19,10 +24,19 @@ static void class_pattern(float *dst, int h, int w, uint64_t seed, int cls) {
             double fy = (tb_rng_uniform(&r) * 4.0 - 2.0) * 6.283185307179586 / h;
             double fx = (tb_rng_uniform(&r) * 4.0 - 2.0) * 6.283185307179586 / w;
             double ph = tb_rng_uniform(&r) * 6.283185307179586;
+            for (int y = 0; y < h; y++) {
+                ca[y] = 0.5 * cos(fy * y + ph);
+                sa[y] = 0.5 * sin(fy * y + ph);
+            }
+            for (int x = 0; x < w; x++) {
+                cb[x] = cos(fx * x);
+                sb[x] = sin(fx * x);
+            }
             for (int y = 0; y < h; y++)
-                for (int x = 0; x < w; x++) p[y * w + x] += (float)(0.5 * cos(fy * y + fx * x + ph));
+                for (int x = 0; x < w; x++) p[y * w + x] += (float)(ca[y] * cb[x] - sa[y] * sb[x]);
         }
     }
+    free(ca);
 }
 
 void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uint64_t seed) {
@@ -54,13 +68,12 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
     free(proto);
 }
 
-void tb_synthetic_batch(const tb_synthetic *s, int64_t index, int rank, int world, int n,
-                        float *images, int32_t *labels) {
+void tb_synthetic_samples(const tb_synthetic *s, int64_t epoch, int64_t start, int n,
+                          float *images, int32_t *labels) {
     size_t plane = (size_t)3 * s->h * s->w;
+    uint64_t key = tb_hash2(s->seed, (uint64_t)epoch);
     for (int i = 0; i < n; i++) {
-        /* global sample number, interleaved across shards, scrambled over the pool */
-        uint64_t g = ((uint64_t)index * (uint64_t)world + (uint64_t)rank) * (uint64_t)n + (uint64_t)i;
-        uint64_t k = tb_hash2(s->seed, g) % (uint64_t)s->pool;
+        uint64_t k = tb_hash2(key, (uint64_t)(start + i)) % (uint64_t)s->pool;
         memcpy(images + (size_t)i * plane, s->images + k * plane, plane * sizeof *images);
         labels[i] = s->labels[k];
     }

@@ -18,10 +18,11 @@ typedef struct {
 } tb_synthetic;
 
 void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uint64_t seed);
-/* Copies batch number `index` of n samples, for shard `rank` of `world`
- * (disjoint samples per shard), into images [n,3,h,w] and labels [n]. */
-void tb_synthetic_batch(const tb_synthetic *s, int64_t index, int rank, int world, int n,
-                        float *images, int32_t *labels);
+/* Copies the samples at positions [start, start+n) of epoch `epoch` into
+ * images [n,3,h,w] and labels [n]. Position p of an epoch is pool element
+ * hash(seed, epoch, p) mod pool. */
+void tb_synthetic_samples(const tb_synthetic *s, int64_t epoch, int64_t start, int n,
+                          float *images, int32_t *labels);
 void tb_synthetic_free(tb_synthetic *s);
 
 #endif

@@ -131,6 +131,8 @@ typedef struct tb_backend tb_backend;
 struct tb_backend {
     const char *name;          /* "cpu", "cuda" */
     unsigned caps;             /* TB_CAP_* */
+    char device[128];          /* "AMD EPYC 7B13, 2 threads" / "NVIDIA H100 80GB HBM3" */
+    char versions[256];        /* libraries behind the ops: "OpenBLAS 0.3.21 ..." */
     void *priv;                /* backend state: handles, streams, workspace */
     void *compute_stream;      /* cudaStream_t for CUDA, NULL for CPU */
 

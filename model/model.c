@@ -138,10 +138,11 @@ void tb_model_forward(tb_model *m, int train) {
     tb_graph_forward(&m->g, m->be, &p, m->batch, train);
 }
 
-void tb_model_loss(tb_model *m, double label_smoothing) {
+void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale) {
     tb_tensor logits = tb_graph_act(&m->g, m->g.output, m->batch);
     tb_tensor dlogits = tb_graph_grad(&m->g, m->g.output, m->batch);
-    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, 1.0, m->loss, &dlogits);
+    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, grad_scale, m->loss,
+                         &dlogits);
 }
 
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {

@@ -5,7 +5,7 @@
  * A training step:
  *   tb_model_set_batch(m, images, labels, n);   images [n,3,H,W] float32 host
  *   tb_model_forward(m, 1);                     train mode
- *   tb_model_loss(m, smoothing);                loss and d(loss)/d(logits)
+ *   tb_model_loss(m, smoothing, 1.0);           loss and d(loss)/d(logits)
  *   tb_model_backward(m, NULL, NULL);           grads (hook: bucket all-reduce)
  *   tb_model_sgd_step(m, &sgd, wd, 0);
  */
@@ -59,7 +59,10 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n);
 /* Uploads a batch: images [n,3,H,W] float32, labels [n] in [0, classes). */
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n);
 void tb_model_forward(tb_model *m, int train);
-void tb_model_loss(tb_model *m, double label_smoothing);
+/* Mean loss of the batch; the logits' gradient is scaled by grad_scale
+ * (data parallel: local samples / global samples, so summing gradients over
+ * ranks gives the global mean). */
+void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale);
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx);
 /* SGD over all trainable parameters; weight decay wd everywhere, or only on
  * conv and fc weights when no_decay_bn_bias. */

@@ -9,19 +9,39 @@
 
 #include "src/log.h"
 
-static void print_help(const char *cmd, const char *usage, const tb_opt *opts) {
+/* The one-letter alias of option `name` in "b=minbytes,e=maxbytes", or 0. */
+static char alias_of(const char *aliases, const char *name) {
+    if (!aliases) return 0;
+    size_t n = strlen(name);
+    for (const char *p = aliases; *p; ) {
+        if (p[1] == '=' && strncmp(p + 2, name, n) == 0 && (p[2 + n] == ',' || p[2 + n] == '\0'))
+            return p[0];
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static void print_help(const char *usage, const tb_opt *opts, const char *aliases) {
     printf("usage: %s\n\noptions:\n", usage);
     for (const tb_opt *o = opts; o->name; o++) {
         char lhs[64], def[96] = "";
         const char *arg = o->kind == TB_OPT_FLAG     ? ""
+                          : o->kind == TB_OPT_SIZE   ? " BYTES"
                           : o->kind == TB_OPT_INT    ? " N"
                           : o->kind == TB_OPT_DOUBLE ? " X"
                           : o->kind == TB_OPT_CHOICE ? " WHICH"
                                                      : " VALUE";
-        snprintf(lhs, sizeof lhs, "--%s%s", o->name, arg);
+        char al = alias_of(aliases, o->name);
+        if (al)
+            snprintf(lhs, sizeof lhs, "-%c, --%s%s", al, o->name, arg);
+        else
+            snprintf(lhs, sizeof lhs, "--%s%s", o->name, arg);
         switch (o->kind) {
         case TB_OPT_INT: snprintf(def, sizeof def, " (default %d)", *(int *)o->dst); break;
         case TB_OPT_DOUBLE: snprintf(def, sizeof def, " (default %g)", *(double *)o->dst); break;
+        case TB_OPT_SIZE: snprintf(def, sizeof def, " (default %zu)", *(size_t *)o->dst); break;
         case TB_OPT_STRING:
         case TB_OPT_CHOICE:
             if (*(char *)o->dst) snprintf(def, sizeof def, " (default %s)", (char *)o->dst);
@@ -32,7 +52,6 @@ static void print_help(const char *cmd, const char *usage, const tb_opt *opts) {
         if (o->kind == TB_OPT_CHOICE) printf("  %-26s one of: %s\n", "", o->choices);
     }
     printf("  %-26s %s\n", "--help", "this text");
-    (void)cmd;
 }
 
 static int in_choices(const char *v, const char *choices) {
@@ -68,6 +87,25 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v) {
         *(double *)o->dst = x;
         break;
     }
+    case TB_OPT_SIZE: {
+        double x = strtod(v, &end);
+        double mult = 1;
+        if (end && *end) {
+            switch (*end) {
+            case 'K': case 'k': mult = 1024.0; break;
+            case 'M': case 'm': mult = 1024.0 * 1024; break;
+            case 'G': case 'g': mult = 1024.0 * 1024 * 1024; break;
+            default: mult = -1;
+            }
+            if (end[1] != '\0' && !(end[1] == 'B' && end[2] == '\0')) mult = -1;
+        }
+        x *= mult;
+        if (*v == '\0' || errno || mult < 0 || !(x >= o->min) || x > o->max || x != (double)(size_t)x)
+            tb_die("%s: --%s expects a byte count like 4096, 64K or 128M in [%.0f, %.0f], got '%s'",
+                   cmd, o->name, o->min, o->max, v);
+        *(size_t *)o->dst = (size_t)x;
+        break;
+    }
     case TB_OPT_CHOICE:
         if (!in_choices(v, o->choices))
             tb_die("%s: --%s expects one of %s, got '%s'", cmd, o->name, o->choices, v);
@@ -82,25 +120,38 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v) {
 }
 
 void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts) {
+    tb_cli_parse_aliased(cmd, usage, argc, argv, opts, NULL);
+}
+
+void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
+                          const tb_opt *opts, const char *aliases) {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            print_help(cmd, usage, opts);
+            print_help(usage, opts, aliases);
             exit(0);
         }
-        if (strncmp(a, "--", 2) != 0)
+        const tb_opt *o = opts;
+        const char *eq = NULL;
+        size_t len = 0;
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] == '\0') { /* -x */
+            for (; o->name; o++)
+                if (alias_of(aliases, o->name) == a[1]) break;
+            len = 1;
+        } else if (strncmp(a, "--", 2) == 0) {
+            const char *name = a + 2;
+            eq = strchr(name, '=');
+            len = eq ? (size_t)(eq - name) : strlen(name);
+            for (; o->name; o++)
+                if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
+        } else {
             tb_die("%s: unexpected argument '%s'; flags start with --, see "
                    "'trainbench %s --help'",
                    cmd, a, cmd);
-        const char *name = a + 2;
-        const char *eq = strchr(name, '=');
-        size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        const tb_opt *o = opts;
-        for (; o->name; o++)
-            if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
+        }
         if (!o->name)
             tb_die("%s: unknown option '%.*s'; see 'trainbench %s --help'", cmd,
-                   (int)len + 2, a, cmd);
+                   (int)len + (a[1] == '-' ? 2 : 1), a, cmd);
         if (o->kind == TB_OPT_FLAG) {
             if (eq) tb_die("%s: --%s takes no value", cmd, o->name);
             *(int *)o->dst = 1;

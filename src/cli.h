@@ -1,6 +1,7 @@
 /* cli.h - a small table-driven parser for each subcommand's flags.
  *
- * Accepts --name VALUE and --name=VALUE; every value is checked against its
+ * Accepts --name VALUE, --name=VALUE and -x VALUE for options with a
+ * one-letter alias; every value is checked against its
  * type and range, and anything wrong ends the run with one line that names
  * the flag and says what is expected. --help prints the table. */
 #ifndef TB_CLI_H
@@ -14,6 +15,7 @@ typedef enum {
     TB_OPT_DOUBLE,  /* double within [min, max] */
     TB_OPT_STRING,  /* char[TB_OPT_STR_MAX] */
     TB_OPT_CHOICE,  /* string, one of `choices` ("a|b|c") */
+    TB_OPT_SIZE,    /* size_t byte count: 4096, 64K, 128M, 2G (powers of 1024) */
 } tb_opt_kind;
 
 #define TB_OPT_STR_MAX 4096
@@ -31,6 +33,9 @@ typedef struct {
  * the table, which ends with an entry whose name is NULL. `cmd` is the
  * subcommand name for messages; `usage` the synopsis printed by --help. */
 void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts);
+/* The same, with one-letter aliases "b=minbytes,e=maxbytes" (-b VALUE). */
+void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
+                          const tb_opt *opts, const char *aliases);
 
 /* Dies naming the flag when a required string flag was left empty. */
 void tb_cli_require(const char *cmd, const char *flag, const char *value);

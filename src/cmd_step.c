@@ -115,7 +115,7 @@ int tb_cmd_step(int argc, char **argv) {
 
     tb_model_set_batch(m, b.images, b.labels, b.n);
     tb_model_forward(m, 1);
-    tb_model_loss(m, fl.label_smoothing);
+    tb_model_loss(m, fl.label_smoothing, 1.0);
     tb_model_backward(m, NULL, NULL);
     tb_sgd_args sgd = {fl.lr, fl.momentum, fl.nesterov, 1.0};
     tb_model_sgd_step(m, &sgd, fl.weight_decay, 0);

@@ -210,7 +210,12 @@ int main(int argc, char **argv) {
     expect_error("train --model resnet99", "unknown --model 'resnet99'");
     expect_error("train --batch-size 0", "--batch-size expects an integer in [1,");
     expect_error("train --image-size 16", "--image-size expects an integer in [32,");
-    expect_error("train --steps 5 --warmup-steps 5", "leaves no timed step");
+    expect_error("train --steps 0", "give --steps or --epochs");
+    expect_error("train --lr-schedule linear", "--lr-schedule 'linear' is not cosine, constant or step");
+    expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
+    expect_error("train --val /tmp", "--val needs --data");
+    expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
+    expect_error("train --batch-size 1 --image-size 32 --steps 1", "one value per channel");
 
     /* no temporary files left next to the outputs */
     char ls[512];

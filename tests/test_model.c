@@ -204,7 +204,7 @@ static void test_fused_matches_unfused(void) {
     for (int k = 0; k < 2; k++) {
         tb_model_set_batch(ms[k], x, y, n);
         tb_model_forward(ms[k], 1);
-        tb_model_loss(ms[k], 0.1f);
+        tb_model_loss(ms[k], 0.1, 1.0);
         tb_model_backward(ms[k], NULL, NULL);
     }
     TB_CHECK_CLOSE(tb_model_read_loss(b), tb_model_read_loss(a), 1e-6, 1e-5, "loss fused vs unfused");

@@ -9,6 +9,7 @@
 
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,6 +101,26 @@ static void cpu_destroy(tb_backend *be) {
 
 /* ---- constructor ------------------------------------------------------------- */
 
+/* "AMD EPYC 7B13" from /proc/cpuinfo, or "unknown CPU". */
+static void cpu_model_name(char *buf, size_t len) {
+    snprintf(buf, len, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v += 1 + strspn(v + 1, " \t");
+                v[strcspn(v, "\n")] = '\0';
+                snprintf(buf, len, "%s", v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
 tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     int threads = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
     if (threads < 1) threads = 1;
@@ -121,6 +142,14 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->caps = TB_CAP_NCHW | TB_CAP_REAL;
     be->priv = st;
     be->compute_stream = NULL;
+    char model[96];
+    cpu_model_name(model, sizeof model);
+    snprintf(be->device, sizeof be->device, "%s, %d threads", model, threads);
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    snprintf(be->versions, sizeof be->versions, "%s; OpenMP %d", openblas_get_config(), _OPENMP);
+#else
+    snprintf(be->versions, sizeof be->versions, "CBLAS (not OpenBLAS); OpenMP %d", _OPENMP);
+#endif
 
     be->alloc = cpu_alloc;
     be->release = cpu_release;

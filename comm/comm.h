@@ -1,0 +1,55 @@
+/* comm.h - process bootstrap and collectives over flat buffers.
+ *
+ * Built on MPI when trainbench is configured with it (comm_mpi.c), or as a
+ * single-process path otherwise (comm_single.c): same interface, so src/
+ * never needs an #ifdef. comm/ sees only buffers, counts and communicators;
+ * it knows nothing of models or loaders.
+ *
+ * Every MPI call goes through MPI_CHECK (comm_mpi.c): file:line, the rank and
+ * MPI's own error string, then MPI_Abort, so one failing rank ends the job. */
+#ifndef TB_COMM_H
+#define TB_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    int rank, world;           /* in the whole job */
+    int local_rank, local_size;/* among ranks on this host (shared-memory split) */
+    char host[64];
+    int distributed;           /* 1 when MPI is initialised */
+    int thread_level;          /* MPI thread support provided (0 single-process) */
+} tb_comm_info;
+
+/* Starts MPI (MPI_Init_thread) or the single-process path, names this rank
+ * in every later message and routes fatal errors to MPI_Abort. */
+void tb_comm_init(int *argc, char ***argv, tb_comm_info *info);
+void tb_comm_finalize(void);
+/* "Open MPI v4.1.4" or "single-process (built without MPI)" */
+void tb_comm_library_version(char *buf, size_t len);
+
+typedef struct tb_comm tb_comm;
+
+/* The whole job. */
+tb_comm *tb_comm_world(void);
+/* The ranks of `parent` with rank < n, ordered as in parent; NULL on the
+ * others. Collective over parent. */
+tb_comm *tb_comm_first_n(tb_comm *parent, int n);
+void tb_comm_free(tb_comm *c);
+int tb_comm_rank(const tb_comm *c);
+int tb_comm_size(const tb_comm *c);
+
+typedef enum { TB_FLOAT32, TB_FLOAT64, TB_INT64 } tb_comm_type;
+
+/* Blocking collectives, in place on host memory. */
+void tb_comm_barrier(tb_comm *c);
+void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root);
+void tb_comm_allreduce_sum(tb_comm *c, void *buf, size_t count, tb_comm_type t);
+void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t);
+void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t);
+/* recv holds size * bytes; every rank contributes `bytes` from send. */
+void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes);
+/* Like allgather, but only root's recv is filled. */
+void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int root);
+
+#endif

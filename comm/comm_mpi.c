@@ -1,0 +1,163 @@
+/* comm_mpi.c - the MPI implementation of comm.h: bootstrap (thread level,
+ * local rank from the shared-memory split, host names), the job-wide abort
+ * hook, sub-communicators and blocking collectives on host buffers. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "comm/comm_mpi.h"
+#include "src/log.h"
+
+struct tb_comm {
+    MPI_Comm comm;
+    int rank, size;
+    int owned;                 /* created by us: free it */
+};
+
+static tb_comm g_world = {MPI_COMM_NULL, 0, 1, 0};
+static int g_initialised = 0;
+
+void tb_mpi_check(int rc, const char *expr, const char *file, int line) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    tb_fatal_at(file, line, "MPI call failed: %s: %s", expr, msg);
+}
+
+/* A failing rank takes the whole job down (MPI_Abort). Alone, there is no
+ * one to take down: exit quietly instead of through Open MPI's banner. */
+static void abort_job(int code) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (g_initialised && !fin && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
+void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
+    memset(info, 0, sizeof *info);
+    int provided = 0;
+    MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    g_initialised = 1;
+    tb_set_abort_hook(abort_job);
+    /* errors come back to us (MPI_CHECK) instead of MPI's default abort */
+    MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    g_world.comm = MPI_COMM_WORLD;
+    MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &g_world.rank));
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &g_world.size));
+
+    MPI_Comm node;
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, g_world.rank,
+                                  MPI_INFO_NULL, &node));
+    MPI_CHECK(MPI_Comm_rank(node, &info->local_rank));
+    MPI_CHECK(MPI_Comm_size(node, &info->local_size));
+    MPI_CHECK(MPI_Comm_free(&node));
+
+    char name[MPI_MAX_PROCESSOR_NAME] = "";
+    int len = 0;
+    MPI_CHECK(MPI_Get_processor_name(name, &len));
+    snprintf(info->host, sizeof info->host, "%s", name);
+    info->rank = g_world.rank;
+    info->world = g_world.size;
+    info->distributed = 1;
+    info->thread_level = provided;
+    tb_log_set_identity(info->rank, info->world, info->host);
+    if (provided < MPI_THREAD_SERIALIZED)
+        tb_die("the MPI library provides thread level %d, but trainbench's gradient thread needs "
+               "at least MPI_THREAD_SERIALIZED; use an MPI built with thread support",
+               provided);
+}
+
+void tb_comm_finalize(void) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (g_initialised && !fin) MPI_Finalize();
+}
+
+void tb_comm_library_version(char *buf, size_t len) {
+    char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+    int n = 0;
+    MPI_Get_library_version(v, &n);
+    char *nl = strpbrk(v, ",\n");
+    if (nl) *nl = '\0';
+    snprintf(buf, len, "%s", v);
+}
+
+tb_comm *tb_comm_world(void) { return &g_world; }
+
+tb_comm *tb_comm_first_n(tb_comm *parent, int n) {
+    int member = parent->rank < n;
+    MPI_Comm sub;
+    MPI_CHECK(MPI_Comm_split(parent->comm, member ? 0 : MPI_UNDEFINED, parent->rank, &sub));
+    if (!member) return NULL;
+    tb_comm *c = calloc(1, sizeof *c);
+    if (!c) TB_FATAL("out of host memory");
+    c->comm = sub;
+    c->owned = 1;
+    MPI_CHECK(MPI_Comm_set_errhandler(sub, MPI_ERRORS_RETURN));
+    MPI_CHECK(MPI_Comm_rank(sub, &c->rank));
+    MPI_CHECK(MPI_Comm_size(sub, &c->size));
+    return c;
+}
+
+void tb_comm_free(tb_comm *c) {
+    if (!c || !c->owned) return;
+    MPI_CHECK(MPI_Comm_free(&c->comm));
+    free(c);
+}
+
+int tb_comm_rank(const tb_comm *c) { return c->rank; }
+int tb_comm_size(const tb_comm *c) { return c->size; }
+
+MPI_Datatype tb_mpi_type(tb_comm_type t) {
+    switch (t) {
+    case TB_FLOAT32: return MPI_FLOAT;
+    case TB_FLOAT64: return MPI_DOUBLE;
+    default: return MPI_INT64_T;
+    }
+}
+
+MPI_Comm tb_mpi_comm(const tb_comm *c) { return c->comm; }
+
+/* MPI counts are int: large buffers go in chunks. */
+#define CHUNK ((size_t)1 << 30)
+
+static size_t type_size(tb_comm_type t) { return t == TB_FLOAT32 ? 4 : 8; }
+
+void tb_comm_barrier(tb_comm *c) { MPI_CHECK(MPI_Barrier(c->comm)); }
+
+void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root) {
+    for (size_t off = 0; off < count; off += CHUNK) {
+        size_t n = count - off < CHUNK ? count - off : CHUNK;
+        MPI_CHECK(MPI_Bcast((char *)buf + off * type_size(t), (int)n, tb_mpi_type(t), root, c->comm));
+    }
+}
+
+static void allreduce(tb_comm *c, void *buf, size_t count, tb_comm_type t, MPI_Op op) {
+    for (size_t off = 0; off < count; off += CHUNK) {
+        size_t n = count - off < CHUNK ? count - off : CHUNK;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * type_size(t), (int)n,
+                                tb_mpi_type(t), op, c->comm));
+    }
+}
+
+void tb_comm_allreduce_sum(tb_comm *c, void *buf, size_t count, tb_comm_type t) {
+    allreduce(c, buf, count, t, MPI_SUM);
+}
+void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t) {
+    allreduce(c, buf, count, t, MPI_MAX);
+}
+void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t) {
+    allreduce(c, buf, count, t, MPI_MIN);
+}
+
+void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes) {
+    TB_ASSERT(bytes < CHUNK);
+    MPI_CHECK(MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm));
+}
+
+void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int root) {
+    TB_ASSERT(bytes < CHUNK);
+    MPI_CHECK(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, c->comm));
+}

@@ -1,0 +1,46 @@
+/* grad_sync.h - gradient all-reduce in buckets, overlapped with backward.
+ *
+ * The flat gradient buffer is cut into buckets of whole tensors (about
+ * bucket_bytes each), starting from its end, because backward produces the
+ * last layers' gradients first. The graph reports each finished gradient
+ * range (tb_grad_sync_ready, the model's grad-ready hook); a bucket whose
+ * every element has been reported is handed to a communication thread that
+ * sums it across ranks while backward goes on. tb_grad_sync_finish waits for
+ * the rest: the time it waits is the exposed (non-overlapped) all-reduce.
+ * With overlap off, all buckets start at finish (for measuring the gain).
+ *
+ * Buckets are summed, not averaged: the caller scales the loss gradient by
+ * (local samples / global samples) so the sum is the global mean. */
+#ifndef TB_GRAD_SYNC_H
+#define TB_GRAD_SYNC_H
+
+#include <stddef.h>
+
+#include "comm/comm.h"
+
+typedef struct tb_grad_sync tb_grad_sync;
+
+typedef struct {
+    int buckets;
+    double exposed_s;      /* time finish() waited */
+    double busy_s;         /* time the thread spent inside all-reduce calls */
+    double first_start_s;  /* from begin() to the first bucket's start */
+    double bytes;          /* bytes reduced */
+} tb_grad_sync_step;
+
+/* grads: the flat buffer (count elements of type t); tensor_offsets[0..n]
+ * are the tensor boundaries in it (ascending, last = count). */
+tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_comm_type t,
+                                  const size_t *tensor_offsets, int ntensors,
+                                  size_t bucket_bytes, int overlap);
+void tb_grad_sync_destroy(tb_grad_sync *gs);
+int tb_grad_sync_bucket_count(const tb_grad_sync *gs);
+/* Bucket i covers [*offset, *offset + *count) of the flat buffer. */
+void tb_grad_sync_bucket(const tb_grad_sync *gs, int i, size_t *offset, size_t *count);
+
+void tb_grad_sync_begin(tb_grad_sync *gs);
+/* The model's tb_grad_ready_fn: [offset, offset+count) is final. */
+void tb_grad_sync_ready(void *gs, size_t offset, size_t count);
+void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st);
+
+#endif

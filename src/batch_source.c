@@ -1,0 +1,162 @@
+/* batch_source.c - synthetic, loader and batch-file sources (batch_source.h). */
+#include "src/batch_source.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard.h"
+#include "data/synthetic.h"
+#include "src/batchfile.h"
+#include "src/log.h"
+#include "src/timer.h"
+
+typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
+
+struct tb_source {
+    src_kind kind;
+    int batch, rank, world, image;
+    int64_t n;                 /* samples per epoch (all ranks) */
+    int64_t epoch, step;       /* position */
+    /* synthetic */
+    tb_synthetic syn;
+    /* batch file */
+    tb_batchfile bf;
+    /* synthetic + batch file: this rank's current batch */
+    float *images;             /* [batch,3,S,S] */
+    int32_t *labels;           /* [batch] */
+    /* loader */
+    tb_loader *ld;
+    const tb_batch *held;
+};
+
+static tb_source *alloc_source(src_kind kind, int batch, int rank, int world) {
+    tb_source *s = calloc(1, sizeof *s);
+    if (!s) TB_FATAL("out of host memory");
+    s->kind = kind;
+    s->batch = batch;
+    s->rank = rank;
+    s->world = world;
+    return s;
+}
+
+static void alloc_batch(tb_source *s) {
+    size_t per = (size_t)3 * s->image * s->image;
+    s->images = malloc((size_t)s->batch * per * sizeof *s->images);
+    s->labels = malloc((size_t)s->batch * sizeof *s->labels);
+    if (!s->images || !s->labels)
+        tb_die("cannot allocate a batch of %d images of %dx%d; lower --batch-size", s->batch,
+               s->image, s->image);
+}
+
+tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size,
+                               uint64_t seed, int rank, int world) {
+    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world);
+    s->image = image;
+    s->n = epoch_size;
+    /* a pool of distinct samples, about 1 GB at most */
+    size_t sample_bytes = (size_t)3 * image * image * sizeof(float);
+    int64_t pool = (int64_t)batch * 16 < 256 ? 256 : (int64_t)batch * 16;
+    if (pool > epoch_size) pool = epoch_size;
+    if ((size_t)pool * sample_bytes > ((size_t)1 << 30)) pool = (int64_t)(((size_t)1 << 30) / sample_bytes);
+    if (pool < 1) pool = 1;
+    tb_synthetic_init(&s->syn, classes, image, image, (int)pool, seed);
+    alloc_batch(s);
+    return s;
+}
+
+tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank,
+                               int world) {
+    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world);
+    tb_batchfile_read(path, classes, min_side, &s->bf);
+    if (s->bf.h != s->bf.w)
+        tb_die("batch file '%s' holds %dx%d images; training needs square ones", path, s->bf.h,
+               s->bf.w);
+    s->image = s->bf.h;
+    s->n = s->bf.n;
+    alloc_batch(s);
+    return s;
+}
+
+tb_source *tb_source_loader(const tb_loader_opts *o) {
+    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world);
+    TB_ASSERT(o->format == TB_OUT_F32_NCHW);
+    char err[512];
+    s->ld = tb_loader_create(o, err, sizeof err);
+    if (!s->ld) tb_die("%s", err);
+    s->image = o->image_size;
+    s->n = o->ds->n;
+    return s;
+}
+
+int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
+int64_t tb_source_steps(const tb_source *s) {
+    return s->kind == SRC_LOADER ? tb_loader_steps_per_epoch(s->ld)
+                                 : tb_shard_steps(s->n, s->world, s->batch);
+}
+int tb_source_image_size(const tb_source *s) { return s->image; }
+
+void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
+    s->epoch = epoch;
+    s->step = first_step;
+    if (s->kind == SRC_LOADER) tb_loader_start_epoch(s->ld, epoch, first_step);
+}
+
+int tb_source_next(tb_source *s, tb_source_batch *b) {
+    memset(b, 0, sizeof *b);
+    if (s->step >= tb_source_steps(s)) return 0;
+    b->step = s->step;
+    b->global_n = tb_shard_global_count(s->n, s->world, s->batch, s->step);
+    if (s->kind == SRC_LOADER) {
+        const tb_batch *lb = tb_loader_next(s->ld);
+        if (!lb) return 0;
+        s->held = lb;
+        b->images = lb->images;
+        b->labels = lb->labels;
+        b->n = lb->n;
+        b->wait_s = lb->wait_s;
+        s->step++;
+        return 1;
+    }
+    double t0 = tb_now();
+    int64_t start;
+    int count;
+    tb_shard_range(s->n, s->world, s->batch, s->step, s->rank, &start, &count);
+    if (s->kind == SRC_SYNTHETIC) {
+        tb_synthetic_samples(&s->syn, s->epoch, start, count, s->images, s->labels);
+    } else {
+        size_t per = (size_t)3 * s->image * s->image;
+        memcpy(s->images, s->bf.images + (size_t)start * per, (size_t)count * per * sizeof(float));
+        memcpy(s->labels, s->bf.labels + start, (size_t)count * sizeof(int32_t));
+    }
+    b->images = s->images;
+    b->labels = s->labels;
+    b->n = count;
+    b->wait_s = tb_now() - t0;
+    s->step++;
+    return 1;
+}
+
+void tb_source_release(tb_source *s) {
+    if (s->kind == SRC_LOADER && s->held) {
+        tb_loader_release(s->ld, s->held);
+        s->held = NULL;
+    }
+}
+
+void tb_source_stats(const tb_source *s, tb_loader_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (s->kind == SRC_LOADER) tb_loader_get_stats(s->ld, st);
+}
+
+void tb_source_destroy(tb_source *s) {
+    if (!s) return;
+    if (s->kind == SRC_LOADER) {
+        tb_source_release(s);
+        tb_loader_destroy(s->ld);
+    }
+    if (s->kind == SRC_SYNTHETIC) tb_synthetic_free(&s->syn);
+    if (s->kind == SRC_BATCHFILE) tb_batchfile_free(&s->bf);
+    free(s->images);
+    free(s->labels);
+    free(s);
+}

@@ -1,0 +1,126 @@
+/* cmd_allreduce_bench.c - `trainbench allreduce-bench`: nccl-tests style
+ * all-reduce sweep on the path training uses (MPI on host buffers here):
+ *
+ *   #       size         count    type   redop     time   algbw   busbw  #wrong
+ *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
+ *
+ * time: mean per all-reduce over --iters after --warmup, the slowest rank's;
+ * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
+ * #wrong: elements that differ from the exact sum after a checked reduce
+ * (inputs are small integers, so float sums are exact). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "src/cli.h"
+#include "src/commands.h"
+#include "src/log.h"
+#include "src/timer.h"
+
+static double input_value(int rank, size_t i) { return (double)((i + 3 * (size_t)rank) % 64); }
+
+static void fill(void *buf, size_t count, tb_comm_type t, int rank) {
+    for (size_t i = 0; i < count; i++) {
+        if (t == TB_FLOAT32) ((float *)buf)[i] = (float)input_value(rank, i);
+        else ((double *)buf)[i] = input_value(rank, i);
+    }
+}
+
+static long long count_wrong(const void *buf, size_t count, tb_comm_type t, int world) {
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int r = 0; r < world; r++) want += input_value(r, i);
+        double got = t == TB_FLOAT32 ? ((const float *)buf)[i] : ((const double *)buf)[i];
+        wrong += got != want;
+    }
+    return wrong;
+}
+
+int tb_cmd_allreduce_bench(int argc, char **argv) {
+    size_t minb = 8, maxb = (size_t)128 << 20, factor_sz = 2;
+    int iters = 20, warmup = 5, check = 1;
+    char dtype[TB_OPT_STR_MAX] = "float";
+    const tb_opt opts[] = {
+        {"minbytes", TB_OPT_SIZE, &minb, 1, 1e12, NULL, "smallest message"},
+        {"maxbytes", TB_OPT_SIZE, &maxb, 1, 1e12, NULL, "largest message"},
+        {"stepfactor", TB_OPT_SIZE, &factor_sz, 2, 1024, NULL, "multiply the size by this"},
+        {"iters", TB_OPT_INT, &iters, 1, 1000000, NULL, "timed all-reduces per size"},
+        {"warmup", TB_OPT_INT, &warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
+        {"check", TB_OPT_INT, &check, 0, 1, NULL, "verify every result (1) or not (0)"},
+        {"dtype", TB_OPT_CHOICE, dtype, 0, 0, "float|double", "element type"},
+        {NULL, 0, NULL, 0, 0, NULL, NULL},
+    };
+    tb_cli_parse_aliased("allreduce-bench",
+                         "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype");
+    if (minb > maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", minb, maxb);
+
+    tb_comm_info info;
+    tb_comm_init(&argc, &argv, &info);
+    tb_comm *w = tb_comm_world();
+    tb_comm_type t = strcmp(dtype, "double") == 0 ? TB_FLOAT64 : TB_FLOAT32;
+    size_t es = t == TB_FLOAT32 ? 4 : 8;
+    char lib[256];
+    tb_comm_library_version(lib, sizeof lib);
+
+    char *hosts = calloc((size_t)info.world, 64);
+    tb_comm_gather(w, info.host, hosts, 64, 0);
+    if (info.rank == 0) {
+        printf("# trainbench allreduce-bench: %d ranks, path mpi-host (%s), in place, %s sum\n",
+               info.world, lib, dtype);
+        for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
+        printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
+               "algbw", "busbw", "#wrong");
+        printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+    }
+    free(hosts);
+
+    void *buf = malloc(maxb + es);
+    if (!buf) tb_die("allreduce-bench: cannot allocate %zu bytes; lower -e", maxb);
+    double sum_bus = 0;
+    int nsizes = 0;
+    long long total_wrong = 0;
+    for (size_t bytes = minb; bytes <= maxb; bytes *= factor_sz) {
+        size_t count = bytes / es;
+        if (count == 0) count = 1;
+        fill(buf, count, t, info.rank);
+        for (int i = 0; i < warmup; i++) tb_comm_allreduce_sum(w, buf, count, t);
+        tb_comm_barrier(w);
+        double t0 = tb_now();
+        for (int i = 0; i < iters; i++) tb_comm_allreduce_sum(w, buf, count, t);
+        double dt = (tb_now() - t0) / iters;
+        tb_comm_allreduce_max(w, &dt, 1, TB_FLOAT64);
+
+        long long wrong = 0;
+        if (check) {
+            fill(buf, count, t, info.rank);
+            tb_comm_allreduce_sum(w, buf, count, t);
+            wrong = count_wrong(buf, count, t, info.world);
+            int64_t wsum = wrong;
+            tb_comm_allreduce_sum(w, &wsum, 1, TB_INT64);
+            wrong = wsum;
+        }
+        total_wrong += wrong;
+        double algbw = (double)(count * es) / dt * 1e-9;
+        double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
+        sum_bus += busbw;
+        nsizes++;
+        if (info.rank == 0) {
+            char wrong_s[24] = "N/A";
+            if (check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
+            printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
+                   t == TB_FLOAT32 ? "float" : "double", "sum", dt * 1e6, algbw, busbw, wrong_s);
+        }
+        if (bytes > maxb / factor_sz) break;
+    }
+    if (info.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %.3f GB/s\n", nsizes ? sum_bus / nsizes : 0.0);
+    }
+    free(buf);
+    tb_comm_finalize();
+    return total_wrong ? 1 : 0;
+}

@@ -1,0 +1,17 @@
+/* provenance.h - what a results file must record about the run's software
+ * and machines (SEEDS.md section 5): versions of trainbench and of every
+ * library on the path, the command line, hosts, backend and devices. */
+#ifndef TB_PROVENANCE_H
+#define TB_PROVENANCE_H
+
+#include "model/backend.h"
+#include "src/results.h"
+
+/* Adds version, git revision, command line ("trainbench <sub> args..."),
+ * world size, host names (hosts: world x 64 chars), backend, device and
+ * library versions (CUDA runtime/driver, cuDNN, NCCL, MPI, HDF5,
+ * libjpeg-turbo, BLAS) to a. */
+void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
+                        const tb_backend *be, int world, const char *hosts);
+
+#endif

@@ -1,0 +1,146 @@
+/* results.c - tables and provenance into the results HDF5 file. */
+#include "src/results.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/h5io.h"
+#include "src/log.h"
+
+void tb_table_init(tb_table *t, const char *group, const char *names) {
+    memset(t, 0, sizeof *t);
+    snprintf(t->group, sizeof t->group, "%s", group);
+    const char *p = names;
+    while (*p) {
+        TB_ASSERT(t->ncols < TB_TABLE_MAX_COLS);
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char name[40];
+        TB_ASSERT(len < sizeof name);
+        memcpy(name, p, len);
+        name[len] = '\0';
+        char *mark = strstr(name, ":i");
+        if (mark) *mark = '\0';
+        snprintf(t->names[t->ncols], sizeof t->names[0], "%s", name);
+        t->is_int[t->ncols] = mark != NULL;
+        t->ncols++;
+        if (!comma) break;
+        p = comma + 1;
+    }
+}
+
+void tb_table_add_string_column(tb_table *t, const char *name) {
+    snprintf(t->strname, sizeof t->strname, "%s", name);
+}
+
+void tb_table_row(tb_table *t, const double *values, const char *s) {
+    if (t->rows == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        for (int c = 0; c < t->ncols; c++) {
+            t->cols[c] = realloc(t->cols[c], t->cap * sizeof(double));
+            if (!t->cols[c]) TB_FATAL("out of host memory for results");
+        }
+        t->strs = realloc(t->strs, t->cap * sizeof *t->strs);
+        if (!t->strs) TB_FATAL("out of host memory for results");
+    }
+    for (int c = 0; c < t->ncols; c++) t->cols[c][t->rows] = values[c];
+    t->strs[t->rows] = t->strname[0] ? strdup(s ? s : "") : NULL;
+    t->rows++;
+}
+
+void tb_table_free(tb_table *t) {
+    for (int c = 0; c < t->ncols; c++) free(t->cols[c]);
+    for (size_t r = 0; r < t->rows; r++) free(t->strs[r]);
+    free(t->strs);
+    memset(t, 0, sizeof *t);
+}
+
+static int attr_slot(tb_attrs *a, const char *key) {
+    for (int i = 0; i < a->nattrs; i++)
+        if (strcmp(a->key[i], key) == 0) {
+            free(a->sval[i]);
+            a->sval[i] = NULL;
+            return i;
+        }
+    TB_ASSERT(a->nattrs < TB_MAX_ATTRS);
+    snprintf(a->key[a->nattrs], sizeof a->key[0], "%s", key);
+    return a->nattrs++;
+}
+
+void tb_attrs_str(tb_attrs *a, const char *key, const char *value) {
+    int i = attr_slot(a, key);
+    a->sval[i] = strdup(value ? value : "");
+}
+
+void tb_attrs_int(tb_attrs *a, const char *key, int64_t value) {
+    int i = attr_slot(a, key);
+    a->nval[i] = (double)value;
+    a->is_int[i] = 1;
+}
+
+void tb_attrs_num(tb_attrs *a, const char *key, double value) {
+    int i = attr_slot(a, key);
+    a->nval[i] = value;
+    a->is_int[i] = 0;
+}
+
+void tb_attrs_free(tb_attrs *a) {
+    for (int i = 0; i < a->nattrs; i++) free(a->sval[i]);
+    memset(a, 0, sizeof *a);
+}
+
+static void write_table(hid_t file, const tb_table *t) {
+    hid_t g = H5_CHECK(H5Gcreate2(file, t->group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    int64_t dims[1] = {(int64_t)t->rows};
+    size_t n = t->rows ? t->rows : 1;
+    int64_t *iv = malloc(n * sizeof *iv);
+    for (int c = 0; c < t->ncols; c++) {
+        if (t->is_int[c]) {
+            for (size_t r = 0; r < t->rows; r++) iv[r] = (int64_t)t->cols[c][r];
+            tb_h5_write_i64(g, t->names[c], 1, dims, iv);
+        } else {
+            hsize_t hd[1] = {t->rows};
+            hid_t sp = H5_CHECK(H5Screate_simple(1, hd, NULL));
+            hid_t ds = H5_CHECK(H5Dcreate2(g, t->names[c], H5T_NATIVE_DOUBLE, sp, H5P_DEFAULT,
+                                           H5P_DEFAULT, H5P_DEFAULT));
+            if (t->rows) H5_CHECK(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->cols[c]));
+            H5_CHECK(H5Dclose(ds));
+            H5_CHECK(H5Sclose(sp));
+        }
+    }
+    free(iv);
+    if (t->strname[0]) {
+        hid_t st = H5_CHECK(H5Tcopy(H5T_C_S1));
+        H5_CHECK(H5Tset_size(st, H5T_VARIABLE));
+        H5_CHECK(H5Tset_cset(st, H5T_CSET_UTF8));
+        hsize_t hd[1] = {t->rows};
+        hid_t sp = H5_CHECK(H5Screate_simple(1, hd, NULL));
+        hid_t ds = H5_CHECK(H5Dcreate2(g, t->strname, st, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        if (t->rows) H5_CHECK(H5Dwrite(ds, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->strs));
+        H5_CHECK(H5Dclose(ds));
+        H5_CHECK(H5Sclose(sp));
+        H5_CHECK(H5Tclose(st));
+    }
+    H5_CHECK(H5Gclose(g));
+}
+
+void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables) {
+    tb_h5_writer w;
+    tb_h5_create_atomic(&w, path, "results file");
+    for (int i = 0; i < a->nattrs; i++) {
+        if (a->sval[i]) tb_h5_attr_write_str(w.file, a->key[i], a->sval[i]);
+        else if (a->is_int[i]) tb_h5_attr_write_i64(w.file, a->key[i], (int64_t)a->nval[i]);
+        else tb_h5_attr_write_f64(w.file, a->key[i], a->nval[i]);
+    }
+    for (int i = 0; i < ntables; i++) write_table(w.file, tables[i]);
+    tb_h5_commit_atomic(&w);
+}
+
+void tb_utc_now(char *buf, size_t len) {
+    time_t t = time(NULL);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

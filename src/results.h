@@ -1,0 +1,55 @@
+/* results.h - the results file (DESIGN.md contract), written by rank 0:
+ * provenance as root attributes, and tables as groups of equal-length 1-D
+ * datasets, one per column (/steps, /ranks, /scaling), so h5py, h5dump and
+ * C read them alike. Written atomically at the end of a run, with status
+ * "complete", or "aborted" on a failure path. */
+#ifndef TB_RESULTS_H
+#define TB_RESULTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TB_TABLE_MAX_COLS 24
+
+/* A table of numeric columns (and at most one string column) grown row by
+ * row. */
+typedef struct {
+    char group[32];
+    int ncols;
+    char names[TB_TABLE_MAX_COLS][40];
+    int is_int[TB_TABLE_MAX_COLS];
+    double *cols[TB_TABLE_MAX_COLS];   /* [rows] each (integers held exactly) */
+    char strname[40];                  /* optional string column ("" none) */
+    char **strs;                       /* [rows] */
+    size_t rows, cap;
+} tb_table;
+
+/* names: "step:i,loss,lr" (":i" marks an int64 column). */
+void tb_table_init(tb_table *t, const char *group, const char *names);
+void tb_table_add_string_column(tb_table *t, const char *name);
+/* values: one per numeric column, in order; s: the string column's value. */
+void tb_table_row(tb_table *t, const double *values, const char *s);
+void tb_table_free(tb_table *t);
+
+#define TB_MAX_ATTRS 64
+
+typedef struct {
+    int nattrs;
+    char key[TB_MAX_ATTRS][40];
+    char *sval[TB_MAX_ATTRS];          /* string value or NULL */
+    double nval[TB_MAX_ATTRS];
+    int is_int[TB_MAX_ATTRS];
+} tb_attrs;
+
+void tb_attrs_str(tb_attrs *a, const char *key, const char *value);
+void tb_attrs_int(tb_attrs *a, const char *key, int64_t value);
+void tb_attrs_num(tb_attrs *a, const char *key, double value);
+void tb_attrs_free(tb_attrs *a);
+
+/* Writes path atomically: attributes, then every table. */
+void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables);
+
+/* "2026-11-21T07:40:12Z" */
+void tb_utc_now(char *buf, size_t len);
+
+#endif

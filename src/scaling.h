@@ -1,0 +1,57 @@
+/* scaling.h - per-rank step summaries, and the 1-vs-N scaling table built
+ * from them (the headline of ../shared/SEEDS.md section 1).
+ *
+ * Every row comes from the same procedure: the first k ranks train with the
+ * same per-rank batch for warm-up + timed steps while the others wait
+ * (weak scaling). For a row of k ranks:
+ *   img/s        = samples of all k ranks / slowest rank's wall time
+ *   speedup      = img/s(k) / img/s(1)
+ *   efficiency   = T(1) / (k * T(k)), T = epoch time = dataset / img/s
+ *   device util  = median over ranks of compute (fwd+bwd+opt) / step time
+ *                  (CPU backend); NVML utilisation on GPUs
+ *   busbw        = all-reduce bytes * 2(k-1)/k / time inside all-reduce
+ *   comm share   = median over ranks of exposed all-reduce / step time */
+#ifndef TB_SCALING_H
+#define TB_SCALING_H
+
+#include <stdio.h>
+
+#include "src/trainer.h"
+
+/* One rank's timed steps. */
+typedef struct {
+    int steps;
+    double samples;                 /* this rank's samples */
+    double phase_s[TB_PH_COUNT];    /* summed */
+    double step_s;                  /* summed step times */
+    double elapsed_s;               /* wall time of the timed stretch */
+    double comm_busy_s, comm_bytes; /* inside all-reduce calls */
+} tb_rank_summary;
+
+void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r);
+
+typedef struct {
+    double min, median, max;
+} tb_spread;
+
+typedef struct {
+    int ranks, global_batch;
+    double img_per_s, img_per_s_per_rank, speedup, efficiency;
+    double epoch_time_s, device_util_pct, allreduce_busbw_GBps, comm_share_pct;
+    tb_spread step_ms;
+    tb_spread phase_ms[TB_PH_COUNT];
+} tb_scaling_row;
+
+/* Fills a row from the k summaries of its ranks (rank 0 only). */
+void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, int k,
+                         int batch_per_rank, double dataset_size, double util_pct_or_neg);
+/* Speedup and efficiency against rows[0] (which must be the 1-rank row). */
+void tb_scaling_finish(tb_scaling_row *rows, int nrows);
+
+/* The seed's shape: metric x 1 rank x N ranks, with the formula's inputs. */
+void tb_scaling_print_seed(FILE *f, const tb_scaling_row *rows, int nrows, double dataset_size,
+                           const char *util_label);
+/* Every row, every column; then the per-phase breakdown (min/median/max). */
+void tb_scaling_print_full(FILE *f, const tb_scaling_row *rows, int nrows);
+
+#endif

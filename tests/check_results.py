@@ -1,0 +1,82 @@
+#!/usr/bin/python3
+"""check_results.py - a results file meets DESIGN.md's contract: provenance
+attributes, status, and the /scaling, /steps and /ranks tables as groups of
+equal-length 1-D columns. Optional checks on the run's numbers.
+
+  check_results.py RUN.h5 [--ranks 1,2] [--loss-falls 0.8] [--status complete]
+Exit 0 when every check holds, 1 otherwise, 77 without h5py."""
+import argparse
+import sys
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    print(f"SKIP: {e} (install python3-h5py)")
+    sys.exit(77)
+
+ATTRS = ["trainbench_version", "git_revision", "command_line", "start_time", "end_time", "status",
+         "world_size", "hostnames", "backend", "device_names", "cuda_runtime_version",
+         "cuda_driver_version", "cudnn_version", "nccl_version", "mpi_version", "hdf5_version",
+         "libjpeg_turbo_version", "model", "precision", "batch_size", "image_size", "seed"]
+SCALING = ["ranks", "global_batch", "img_per_s", "img_per_s_per_rank", "speedup", "efficiency",
+           "epoch_time_s", "device_util_pct", "allreduce_busbw_GBps", "comm_share_pct"]
+STEPS = ["step", "loss", "lr", "img_per_s", "data_ms", "h2d_ms", "forward_ms", "backward_ms",
+         "allreduce_ms", "optimizer_ms"]
+RANKS = ["rank", "host", "step_ms", "img_per_s"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--ranks", help="expected /scaling/ranks, e.g. 1,2")
+    ap.add_argument("--loss-falls", type=float, help="last loss < this x first loss")
+    ap.add_argument("--status", default="complete")
+    a = ap.parse_args()
+    bad = []
+    with h5py.File(a.path, "r") as f:
+        for k in ATTRS:
+            if k not in f.attrs:
+                bad.append(f"missing root attribute {k}")
+        if f.attrs.get("status") != a.status:
+            bad.append(f"status is {f.attrs.get('status')!r}, expected {a.status!r}")
+        for grp, cols in (("scaling", SCALING), ("steps", STEPS), ("ranks", RANKS)):
+            if grp not in f:
+                bad.append(f"missing group /{grp}")
+                continue
+            lengths = {name: f[grp][name].shape for name in f[grp]}
+            for c in cols:
+                if c not in lengths:
+                    bad.append(f"/{grp} lacks column {c}")
+            if any(len(s) != 1 for s in lengths.values()) or len({s for s in lengths.values()}) > 1:
+                bad.append(f"/{grp} columns are not equal-length 1-D: {lengths}")
+        if a.ranks is not None and "scaling" in f:
+            want = [int(x) for x in a.ranks.split(",")]
+            got = f["scaling/ranks"][()].tolist()
+            if got != want:
+                bad.append(f"/scaling/ranks is {got}, expected {want}")
+            eff = f["scaling/efficiency"][()]
+            spd = f["scaling/speedup"][()]
+            if len(eff) and (abs(eff[0] - 1) > 1e-12 or abs(spd[0] - 1) > 1e-12):
+                bad.append("the 1-rank row must have speedup and efficiency 1")
+            # efficiency = T1 / (N * TN) from the epoch times, as printed
+            t = f["scaling/epoch_time_s"][()]
+            n = f["scaling/ranks"][()]
+            if len(t) and not np.allclose(eff, t[0] / (n * t), rtol=1e-9):
+                bad.append("efficiency is not T1 / (N * TN)")
+            if np.any(f["scaling/img_per_s"][()] <= 0):
+                bad.append("a scaling row has no throughput")
+        if a.loss_falls is not None:
+            loss = f["steps/loss"][()]
+            first, last = float(np.mean(loss[:3])), float(np.mean(loss[-3:]))
+            print(f"# loss: first steps {first:.4f}, last steps {last:.4f}")
+            if not last < a.loss_falls * first:
+                bad.append(f"loss did not fall: {first:.4f} -> {last:.4f} (need < {a.loss_falls} x)")
+    for b in bad:
+        print("FAIL " + b)
+    print(f"# check_results {a.path}: {len(bad)} problem(s)")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+/* test_grad_sync.c - the bucketed all-reduce under mpirun (np 1, 2, 3):
+ * buffers of odd sizes, tensor boundaries that straddle bucket edges, ready
+ * ranges reported out of order and in pieces, overlap on and off, float32
+ * and float64. Each rank fills its buffer with values that depend on rank
+ * and index; after finish every element must equal the exact sum over ranks
+ * (integers below 2^24, so float sums are exact). Also checks the blocking
+ * collectives and sub-communicators of the first n ranks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/comm.h"
+#include "comm/grad_sync.h"
+#include "src/log.h"
+#include "src/rng.h"
+#include "tests/tb_test.h"
+
+static double value(int rank, size_t i) { return (double)((i * 7 + (size_t)rank * 13) % 1000); }
+
+static void run_case(tb_comm *c, size_t count, int ntensors, size_t bucket_bytes, int overlap,
+                     tb_comm_type t, uint64_t seed) {
+    int rank = tb_comm_rank(c), size = tb_comm_size(c);
+    size_t es = t == TB_FLOAT32 ? 4 : 8;
+    /* random tensor boundaries, identical on every rank */
+    tb_rng r;
+    tb_rng_seed(&r, seed, 1);
+    size_t *off = malloc((size_t)(ntensors + 1) * sizeof *off);
+    off[0] = 0;
+    for (int i = 1; i < ntensors; i++) off[i] = tb_rng_below(&r, count);
+    off[ntensors] = count;
+    for (int i = 1; i < ntensors; i++) /* sort */
+        for (int j = i; j > 1 && off[j] < off[j - 1]; j--) {
+            size_t tmp = off[j];
+            off[j] = off[j - 1];
+            off[j - 1] = tmp;
+        }
+    char *buf = malloc(count * es);
+    tb_grad_sync *gs = tb_grad_sync_create(c, buf, count, t, off, ntensors, bucket_bytes, overlap);
+    for (int step = 0; step < 3; step++) {
+        for (size_t i = 0; i < count; i++) {
+            double v = value(rank, i + (size_t)step);
+            if (t == TB_FLOAT32) ((float *)buf)[i] = (float)v;
+            else ((double *)buf)[i] = v;
+        }
+        tb_grad_sync_begin(gs);
+        /* report tensors last to first (as backward does), each in two pieces,
+         * the second piece first */
+        for (int k = ntensors - 1; k >= 0; k--) {
+            size_t a = off[k], z = off[k + 1], mid = a + (z - a) / 3;
+            if (z > mid) tb_grad_sync_ready(gs, mid, z - mid);
+            if (mid > a) tb_grad_sync_ready(gs, a, mid - a);
+        }
+        tb_grad_sync_step st;
+        tb_grad_sync_finish(gs, &st);
+        size_t wrong = 0;
+        for (size_t i = 0; i < count; i++) {
+            double want = 0;
+            for (int q = 0; q < size; q++) want += value(q, i + (size_t)step);
+            double got = t == TB_FLOAT32 ? ((float *)buf)[i] : ((double *)buf)[i];
+            wrong += got != want;
+        }
+        TB_CHECK(wrong == 0, "count %zu tensors %d bucket %zu overlap %d %s step %d: %zu wrong", count,
+                 ntensors, bucket_bytes, overlap, t == TB_FLOAT32 ? "f32" : "f64", step, wrong);
+        TB_CHECK(st.buckets == tb_grad_sync_bucket_count(gs), "bucket count reported");
+    }
+    /* buckets tile the buffer and hold whole tensors */
+    size_t next = 0;
+    for (int i = 0; i < tb_grad_sync_bucket_count(gs); i++) {
+        size_t o, n;
+        tb_grad_sync_bucket(gs, i, &o, &n);
+        int on_boundary = 0;
+        for (int k = 0; k <= ntensors; k++) on_boundary |= off[k] == o;
+        TB_CHECK(o == next && on_boundary, "bucket %d starts at %zu (expected %zu, tensor start)", i, o, next);
+        next = o + n;
+    }
+    TB_CHECK(next == count, "buckets cover %zu of %zu", next, count);
+    tb_grad_sync_destroy(gs);
+    free(buf);
+    free(off);
+}
+
+int main(int argc, char **argv) {
+    tb_comm_info info;
+    tb_comm_init(&argc, &argv, &info);
+    tb_comm *w = tb_comm_world();
+    printf("# rank %d of %d on %s\n", info.rank, info.world, info.host);
+
+    static const size_t counts[] = {1, 7, 1023, 100003};
+    static const int ntens[] = {1, 3, 17, 161};
+    static const size_t bbytes[] = {4, 100, 4096, 1 << 20};
+    for (int ci = 0; ci < 4; ci++)
+        for (int bi = 0; bi < 4; bi++)
+            for (int ov = 0; ov < 2; ov++) {
+                int nt = ntens[ci] > (int)counts[ci] ? (int)counts[ci] : ntens[ci];
+                run_case(w, counts[ci], nt, bbytes[bi], ov, ov ? TB_FLOAT32 : TB_FLOAT64,
+                         (uint64_t)(ci * 10 + bi));
+            }
+
+    /* blocking collectives */
+    int64_t v[3] = {info.rank, -info.rank, 5};
+    tb_comm_allreduce_sum(w, v, 3, TB_INT64);
+    int64_t s = (int64_t)info.world * (info.world - 1) / 2;
+    TB_CHECK(v[0] == s && v[1] == -s && v[2] == 5 * info.world, "allreduce int64 %lld", (long long)v[0]);
+    double mx = info.rank;
+    tb_comm_allreduce_max(w, &mx, 1, TB_FLOAT64);
+    TB_CHECK(mx == info.world - 1, "allreduce max %g", mx);
+    float b[4] = {0};
+    if (info.rank == 0) b[0] = 1.5f, b[3] = -2;
+    tb_comm_bcast(w, b, 4, TB_FLOAT32, 0);
+    TB_CHECK(b[0] == 1.5f && b[3] == -2, "bcast");
+    int *all = malloc((size_t)info.world * sizeof *all);
+    int me = 100 + info.rank;
+    tb_comm_allgather(w, &me, all, sizeof me);
+    for (int q = 0; q < info.world; q++) TB_CHECK(all[q] == 100 + q, "allgather[%d] = %d", q, all[q]);
+    free(all);
+    /* sub-communicators of the first n ranks */
+    for (int n = 1; n <= info.world; n++) {
+        tb_comm *sub = tb_comm_first_n(w, n);
+        TB_CHECK((sub != NULL) == (info.rank < n), "membership of first %d", n);
+        if (sub) {
+            TB_CHECK(tb_comm_size(sub) == n && tb_comm_rank(sub) == info.rank, "sub %d: size %d rank %d",
+                     n, tb_comm_size(sub), tb_comm_rank(sub));
+            run_case(sub, 1023, 17, 100, 1, TB_FLOAT32, 99);
+            tb_comm_free(sub);
+        }
+        tb_comm_barrier(w);
+    }
+
+    /* every rank's verdict decides every rank's exit status */
+    int64_t failed = tb_test_failures;
+    tb_comm_allreduce_sum(w, &failed, 1, TB_INT64);
+    int rc = tb_test_exit("test_grad_sync");
+    tb_comm_finalize();
+    return failed ? 1 : rc;
+}

@@ -1,0 +1,68 @@
+# Distributed training tests: data-parallel exactness against per-shard
+# `trainbench step`, replica consistency (and its detection of a drifting
+# rank), the results file's contract with a scaling table, loss falling on
+# an mkdata set, and allreduce-bench. Multi-rank under mpirun.
+set(TB_MPIRUN "")
+if(TB_HAVE_MPI)
+  set(TB_MPIRUN ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG})
+endif()
+if(TB_PYTHON)
+  set(TB_PY ${TB_PYTHON})
+else()
+  set(TB_PY sh -c "echo 'SKIP: no python3 with h5py'; exit 77" --)
+endif()
+
+foreach(cfg "1;" "2;" "3;--short")
+  list(GET cfg 0 np)
+  list(GET cfg 1 extra)
+  set(name dp_exact_np${np})
+  if(extra)
+    set(name dp_exact_np${np}_short)
+  endif()
+  add_test(NAME ${name}
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                   --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks ${np} --batch 4 ${extra})
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS ${np}
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endforeach()
+
+if(TB_HAVE_MPI)
+  # three ranks train and end with bit-identical replicas (checked by train)
+  add_test(NAME train_np3_replicas
+           COMMAND ${TB_MPIRUN} 3 ${TB_BIN} --model resnet18 --image-size 32 --batch-size 4
+                   --steps 6 --warmup-steps 2 --scaling-steps 2 --scaling-warmup 1 --threads 1
+                   --results train_np3.h5)
+  set_tests_properties(train_np3_replicas PROPERTIES TIMEOUT 600 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP np3_results
+                       PASS_REGULAR_EXPRESSION "replicas: 3 ranks hold bit-identical")
+  add_test(NAME results_contract_np3
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_np3.h5 --ranks 1,2,3)
+  set_tests_properties(results_contract_np3 PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED np3_results)
+  # a rank whose weights drift is caught, and the job fails
+  add_test(NAME train_np3_detects_drift
+           COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 1's weights differ"
+                   ${TB_MPIRUN} 3 -x TB_TEST_PERTURB_RANK=1 ${TB_BIN} --image-size 32 --batch-size 4
+                   --steps 2 --scaling-steps 0 --threads 1 --results "")
+  set_tests_properties(train_np3_detects_drift PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  add_test(NAME allreduce_bench_np3
+           COMMAND ${TB_MPIRUN} 3 ${TB_BIN} allreduce-bench -b 4 -e 4M -f 4 -n 3 -w 1)
+  set_tests_properties(allreduce_bench_np3 PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}"
+                       PASS_REGULAR_EXPRESSION "Out of bounds values : 0 OK")
+  # training on a (learnable) mkdata set: the loss falls
+  add_test(NAME mkdata_for_training
+           COMMAND sh -c "rm -rf mkdata_train && \"$0\" mkdata --out mkdata_train --classes 4 --per-class 24 --seed 3 --min-side 96 --max-side 160"
+                   ${TB_BIN})
+  set_tests_properties(mkdata_for_training PROPERTIES TIMEOUT 300 FIXTURES_SETUP mkdata_train)
+  add_test(NAME train_np2_mkdata_loss_falls
+           COMMAND ${TB_MPIRUN} 2 ${TB_BIN} --data mkdata_train --image-size 64 --batch-size 16
+                   --steps 40 --lr 0.4 --lr-warmup-steps 5 --warmup-steps 2 --scaling-steps 0
+                   --threads 1 --loader-threads 1 --results train_mkdata.h5)
+  set_tests_properties(train_np2_mkdata_loss_falls PROPERTIES TIMEOUT 900 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_train
+                       FIXTURES_SETUP mkdata_results)
+  add_test(NAME mkdata_loss_fell
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8)
+  set_tests_properties(mkdata_loss_fell PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mkdata_results)
+endif()
