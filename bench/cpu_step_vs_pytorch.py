@@ -14,6 +14,7 @@ both alike, and each side's best round is reported with the median.
 import argparse
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -44,14 +45,15 @@ def trainbench_rate(binary, model, batch, size, threads, classes, warmup, steps)
     cmd = [binary, "train", "--backend", "cpu", "--model", model, "--batch-size", str(batch),
            "--image-size", str(size), "--threads", str(threads), "--classes", str(classes),
            "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
-           "--lr", "0.01", "--print-every", "1000000"]
+           "--lr", "0.01", "--lr-base-batch", str(batch), "--lr-schedule", "constant",
+           "--momentum", "0.9", "--weight-decay", "1e-4",
+           "--print-every", "1000000", "--scaling-steps", "0", "--results", ""]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    # summary row after the "#  steps  img/s ..." header
-    lines = out.splitlines()
-    for i, line in enumerate(lines):
-        if line.startswith("#") and "img/s" in line and "ms/step" in line:
-            return float(lines[i + 1].split()[1]), " ".join(cmd)
-    raise RuntimeError("no summary in trainbench output:\n" + out)
+    # "# training: 7 steps, loss a -> b, 5.61 img/s (137.9 GFLOP/s) over 5 timed steps"
+    m = re.search(r"^# training: .* ([0-9.]+) img/s", out, re.M)
+    if not m:
+        raise RuntimeError("no summary in trainbench output:\n" + out)
+    return float(m.group(1)), " ".join(cmd)
 
 
 def cpu_name():
