@@ -103,8 +103,8 @@ static tb_source *make_source(const train_flags *f, datasets *d, int classes, in
 /* ---- evaluation ---------------------------------------------------------------------- */
 
 /* Top-1 and top-5 accuracy over the whole validation set, every sample
- * counted once across ranks. */
-static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, double *top1, double *top5) {
+ * counted once across ranks; returns how many samples were counted. */
+static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, double *top1, double *top5) {
     int classes = m->cfg.classes;
     float *logits = malloc((size_t)m->max_batch * (size_t)classes * sizeof *logits);
     double counts[3] = {0, 0, 0}; /* top1, top5, samples */
@@ -131,6 +131,7 @@ static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, double *top1, d
     *top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
     *top5 = counts[2] > 0 ? counts[1] / counts[2] : NAN;
     free(logits);
+    return (int64_t)counts[2];
 }
 
 /* ---- per-rank summaries to rank 0 ------------------------------------------------------ */
@@ -372,6 +373,7 @@ int tb_cmd_train(int argc, char **argv) {
     tb_rank_summary mine;
     memset(&mine, 0, sizeof mine);
     double t_timed = 0, t_begin = tb_now(), loss = NAN, first_loss = NAN, top1 = NAN, top5 = NAN;
+    int64_t val_images = 0;
     int64_t step = 0;
     for (int64_t epoch = 0; step < total; epoch++) {
         tb_source_start_epoch(src, epoch, 0);
@@ -416,11 +418,15 @@ int tb_cmd_train(int argc, char **argv) {
         }
         if (d.have_val_ds) {
             tb_source *val = make_source(&fl, &d, classes, info.rank, info.world, 0);
-            evaluate(m, val, world, &top1, &top5);
+            val_images = evaluate(m, val, world, &top1, &top5);
             tb_source_destroy(val);
+            if (val_images != d.val_ds.n)
+                TB_FATAL("evaluation counted %lld images of %lld: the validation shards overlap or "
+                         "leave samples out",
+                         (long long)val_images, (long long)d.val_ds.n);
             if (info.rank == 0) {
                 printf("eval   epoch %lld  top-1 %.2f %%  top-5 %.2f %%  (%lld images)\n",
-                       (long long)epoch, 100 * top1, 100 * top5, (long long)d.val_ds.n);
+                       (long long)epoch, 100 * top1, 100 * top5, (long long)val_images);
                 fflush(stdout);
             }
         }
@@ -540,6 +546,7 @@ int tb_cmd_train(int argc, char **argv) {
         if (d.have_val_ds) {
             tb_attrs_num(&a, "top1", top1);
             tb_attrs_num(&a, "top5", top5);
+            tb_attrs_int(&a, "val_images", val_images);
         }
         const tb_table *tabs[3] = {&steps_tab, &ranks_tab, &scaling_tab};
         tb_results_write(fl.results, &a, tabs, 3);

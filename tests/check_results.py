@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--ranks", help="expected /scaling/ranks, e.g. 1,2")
     ap.add_argument("--loss-falls", type=float, help="last loss < this x first loss")
     ap.add_argument("--status", default="complete")
+    ap.add_argument("--val-images", type=int, help="top1/top5 present, counted over this many images")
     a = ap.parse_args()
     bad = []
     with h5py.File(a.path, "r") as f:
@@ -66,6 +67,14 @@ def main():
                 bad.append("efficiency is not T1 / (N * TN)")
             if np.any(f["scaling/img_per_s"][()] <= 0):
                 bad.append("a scaling row has no throughput")
+        if a.val_images is not None:
+            t1, t5 = f.attrs.get("top1"), f.attrs.get("top5")
+            n = f.attrs.get("val_images")
+            print(f"# eval: top-1 {t1}, top-5 {t5} over {n} images")
+            if t1 is None or t5 is None or not (0 <= t1 <= t5 <= 1):
+                bad.append(f"top1/top5 missing or inconsistent: {t1}, {t5}")
+            if n != a.val_images:
+                bad.append(f"evaluation counted {n} images, the validation set has {a.val_images}")
         if a.loss_falls is not None:
             loss = f["steps/loss"][()]
             first, last = float(np.mean(loss[:3])), float(np.mean(loss[-3:]))

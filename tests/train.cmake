@@ -65,4 +65,20 @@ if(TB_HAVE_MPI)
   add_test(NAME mkdata_loss_fell
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8)
   set_tests_properties(mkdata_loss_fell PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mkdata_results)
+  # distributed top-1/top-5 over 3 ranks: 4 classes x 7 images = 28, not a multiple of
+  # 3 x 4, so the last step is uneven; every image must be counted once
+  add_test(NAME mkdata_for_eval
+           COMMAND sh -c "rm -rf mkdata_val && \"$0\" mkdata --out mkdata_val --classes 4 --per-class 7 --seed 9 --min-side 96 --max-side 160"
+                   ${TB_BIN})
+  set_tests_properties(mkdata_for_eval PROPERTIES TIMEOUT 300 FIXTURES_SETUP mkdata_val)
+  add_test(NAME train_np3_eval
+           COMMAND ${TB_MPIRUN} 3 ${TB_BIN} --data mkdata_train --val mkdata_val --image-size 64
+                   --batch-size 4 --epochs 1 --warmup-steps 1 --scaling-steps 0 --threads 1
+                   --loader-threads 1 --results train_eval.h5)
+  set_tests_properties(train_np3_eval PROPERTIES TIMEOUT 900 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED "mkdata_train;mkdata_val"
+                       FIXTURES_SETUP eval_results)
+  add_test(NAME eval_counts_every_image
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_eval.h5 --val-images 28)
+  set_tests_properties(eval_counts_every_image PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED eval_results)
 endif()
