@@ -39,7 +39,7 @@ void tb_comm_free(tb_comm *c);
 int tb_comm_rank(const tb_comm *c);
 int tb_comm_size(const tb_comm *c);
 
-typedef enum { TB_FLOAT32, TB_FLOAT64, TB_INT64 } tb_comm_type;
+typedef enum { TB_FLOAT32, TB_FLOAT64, TB_INT64, TB_BYTES } tb_comm_type;
 
 /* Blocking collectives, in place on host memory. */
 void tb_comm_barrier(tb_comm *c);
@@ -51,5 +51,22 @@ void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes);
 /* Like allgather, but only root's recv is filled. */
 void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int root);
+
+/* Every rank calls this together after a verdict they all reached (a launch
+ * mistake): a clean collective exit with `code`, no MPI_Abort banner. */
+_Noreturn void tb_comm_exit_all(tb_comm *c, int code);
+
+/* Rank 0 collects `bytes` from every rank point to point, waiting at most
+ * timeout_s: rows (size x bytes, rank 0 only) and arrived[r] (rank 0 only)
+ * say who answered. Returns the number of ranks that did not (0 elsewhere).
+ * Uses no collective, so a silent rank cannot hang it. */
+int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, double timeout_s,
+                      int *arrived);
+
+/* In-place sum with a deadline: 0 when done (seconds taken in *elapsed),
+ * -1 when it did not finish within timeout_s (the collective is abandoned:
+ * the caller must end the job). */
+int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_type t,
+                                  double timeout_s, double *elapsed);
 
 #endif

@@ -3,12 +3,14 @@
  * hook, sub-communicators and blocking collectives on host buffers. */
 #include <mpi.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
 #include "comm/comm_mpi.h"
 #include "src/log.h"
+#include "src/timer.h"
 
 struct tb_comm {
     MPI_Comm comm;
@@ -114,6 +116,7 @@ MPI_Datatype tb_mpi_type(tb_comm_type t) {
     switch (t) {
     case TB_FLOAT32: return MPI_FLOAT;
     case TB_FLOAT64: return MPI_DOUBLE;
+    case TB_BYTES: return MPI_BYTE;
     default: return MPI_INT64_T;
     }
 }
@@ -123,7 +126,7 @@ MPI_Comm tb_mpi_comm(const tb_comm *c) { return c->comm; }
 /* MPI counts are int: large buffers go in chunks. */
 #define CHUNK ((size_t)1 << 30)
 
-static size_t type_size(tb_comm_type t) { return t == TB_FLOAT32 ? 4 : 8; }
+static size_t type_size(tb_comm_type t) { return t == TB_BYTES ? 1 : t == TB_FLOAT32 ? 4 : 8; }
 
 void tb_comm_barrier(tb_comm *c) { MPI_CHECK(MPI_Barrier(c->comm)); }
 
@@ -160,4 +163,69 @@ void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes) {
 void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int root) {
     TB_ASSERT(bytes < CHUNK);
     MPI_CHECK(MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, root, c->comm));
+}
+
+_Noreturn void tb_comm_exit_all(tb_comm *c, int code) {
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Barrier(c->comm);
+    MPI_Finalize();
+    exit(code);
+}
+
+int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, double timeout_s,
+                      int *arrived) {
+    const int tag = 0x7b01;
+    TB_ASSERT(bytes < CHUNK);
+    if (c->rank != 0) {
+        MPI_Request rq;
+        MPI_CHECK(MPI_Isend(row, (int)bytes, MPI_BYTE, 0, tag, c->comm, &rq));
+        /* rank 0 may give up on someone and abort: wait without a deadline */
+        MPI_CHECK(MPI_Wait(&rq, MPI_STATUS_IGNORE));
+        return 0;
+    }
+    memcpy(rows, row, bytes);
+    arrived[0] = 1;
+    MPI_Request *rq = calloc((size_t)c->size, sizeof *rq);
+    for (int r = 1; r < c->size; r++) {
+        arrived[r] = 0;
+        MPI_CHECK(MPI_Irecv((char *)rows + (size_t)r * bytes, (int)bytes, MPI_BYTE, r, tag, c->comm,
+                            &rq[r]));
+    }
+    double deadline = tb_now() + timeout_s;
+    int missing = c->size - 1;
+    while (missing > 0 && tb_now() < deadline) {
+        for (int r = 1; r < c->size; r++) {
+            if (arrived[r]) continue;
+            int done = 0;
+            MPI_CHECK(MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE));
+            if (done) {
+                arrived[r] = 1;
+                missing--;
+            }
+        }
+        if (missing > 0) {
+            struct timespec ts = {0, 1000000}; /* 1 ms */
+            nanosleep(&ts, NULL);
+        }
+    }
+    for (int r = 1; r < c->size; r++)
+        if (!arrived[r]) MPI_Cancel(&rq[r]);
+    free(rq);
+    return missing;
+}
+
+int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_type t,
+                                  double timeout_s, double *elapsed) {
+    TB_ASSERT(count < CHUNK);
+    MPI_Request rq;
+    double t0 = tb_now();
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, (int)count, tb_mpi_type(t), MPI_SUM, c->comm, &rq));
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+        if (!done && tb_now() - t0 > timeout_s) return -1;
+    }
+    *elapsed = tb_now() - t0;
+    return 0;
 }

@@ -72,3 +72,25 @@ void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int 
     TB_ASSERT(root == 0);
     memmove(recv, send, bytes);
 }
+
+_Noreturn void tb_comm_exit_all(tb_comm *c, int code) {
+    (void)c;
+    fflush(stdout);
+    fflush(stderr);
+    exit(code);
+}
+
+int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, double timeout_s,
+                      int *arrived) {
+    (void)c, (void)timeout_s;
+    memmove(rows, row, bytes);
+    arrived[0] = 1;
+    return 0;
+}
+
+int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_type t,
+                                  double timeout_s, double *elapsed) {
+    (void)c, (void)buf, (void)count, (void)t, (void)timeout_s;
+    *elapsed = 0;
+    return 0;
+}

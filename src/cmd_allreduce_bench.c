@@ -15,6 +15,7 @@
 #include "comm/comm.h"
 #include "src/cli.h"
 #include "src/commands.h"
+#include "src/launch_check.h"
 #include "src/log.h"
 #include "src/timer.h"
 
@@ -59,6 +60,8 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
 
     tb_comm_info info;
     tb_comm_init(&argc, &argv, &info);
+    tb_launch_check_singleton(&info);
+    tb_launch_check_ranks(&info, NULL, "allreduce-bench", argc, argv);
     tb_comm *w = tb_comm_world();
     tb_comm_type t = strcmp(dtype, "double") == 0 ? TB_FLOAT64 : TB_FLOAT32;
     size_t es = t == TB_FLOAT32 ? 4 : 8;

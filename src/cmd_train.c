@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "model/model.h"
 #include "src/checkpoint.h"
+#include "src/launch_check.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/log.h"
@@ -284,6 +285,7 @@ int tb_cmd_train(int argc, char **argv) {
     /* ---- 1. bootstrap ---------------------------------------------------------------------- */
     tb_comm_info info;
     tb_comm_init(&argc, &argv, &info);
+    tb_launch_check_singleton(&info);
     tb_comm *world = tb_comm_world();
     char t_start[32];
     tb_utc_now(t_start, sizeof t_start);
@@ -318,6 +320,7 @@ int tb_cmd_train(int argc, char **argv) {
     char err[256];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("train: %s", err);
+    tb_launch_check_ranks(&info, be, "train", argc, argv);
 
     tb_source *src = make_source(&fl, &d, classes, info.rank, info.world, 1);
     int image = tb_source_image_size(src);

@@ -5,13 +5,17 @@
  * in one file per family (cpu_conv.c, cpu_bn.c, ...), declared in
  * cpu_internal.h.
  */
+/* sched_getaffinity and the CPU_* macros */
+#define _GNU_SOURCE
 #include "model/cpu/cpu_backend.h"
 
 #include <cblas.h>
 #include <omp.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/cpu/cpu_internal.h"
 #include "src/log.h"
@@ -101,6 +105,25 @@ static void cpu_destroy(tb_backend *be) {
 
 /* ---- constructor ------------------------------------------------------------- */
 
+/* "cpus:0-3,8" when this process may run on only some of the online CPUs
+ * (bound by the launcher or taskset), "" when it may use them all. */
+static void cpu_binding_key(char *buf, size_t len) {
+    buf[0] = '\0';
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (CPU_COUNT(&set) >= online) return;
+    size_t used = (size_t)snprintf(buf, len, "cpus:");
+    for (int c = 0; c < CPU_SETSIZE && used < len; c++) {
+        if (!CPU_ISSET(c, &set)) continue;
+        int e = c;
+        while (e + 1 < CPU_SETSIZE && CPU_ISSET(e + 1, &set)) e++;
+        used += (size_t)snprintf(buf + used, len - used, used > 5 ? ",%d" : "%d", c);
+        if (e > c && used < len) used += (size_t)snprintf(buf + used, len - used, "-%d", e);
+        c = e;
+    }
+}
+
 /* "AMD EPYC 7B13" from /proc/cpuinfo, or "unknown CPU". */
 static void cpu_model_name(char *buf, size_t len) {
     snprintf(buf, len, "unknown CPU");
@@ -145,6 +168,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     char model[96];
     cpu_model_name(model, sizeof model);
     snprintf(be->device, sizeof be->device, "%s, %d threads", model, threads);
+    cpu_binding_key(be->device_key, sizeof be->device_key);
 #ifdef TB_HAVE_OPENBLAS_THREADS
     snprintf(be->versions, sizeof be->versions, "%s; OpenMP %d", openblas_get_config(), _OPENMP);
 #else

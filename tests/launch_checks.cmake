@@ -1,0 +1,35 @@
+# Launch mistakes (src/launch_check.c), each provoked for real: the run must
+# end with its message on every rank and a non-zero exit. Plus preflight on
+# a healthy launch and with a silent rank or a stuck all-reduce (test-only
+# fault injection: TB_TEST_HANG=rollcall:R | allreduce:R).
+add_test(NAME launch_singleton_trap COMMAND ${TB_TEST_DIR}/singleton_trap.sh ${TB_BIN})
+set_tests_properties(launch_singleton_trap PROPERTIES TIMEOUT 120)
+if(TB_HAVE_MPI)
+  set(TB_EXPECT_ALL ${TB_TEST_DIR}/expect_all_ranks.sh)
+  set(TB_PF preflight --bytes 4K --timeout 30)
+  add_test(NAME launch_shared_device
+           COMMAND ${TB_EXPECT_ALL} 2 "ranks 0 and 1 on .* share one device \\(cpus:0\\)"
+                   ${MPIEXEC_EXECUTABLE} -n 2 --bind-to none taskset -c 0 ${TB_BIN} ${TB_PF})
+  add_test(NAME launch_other_binary
+           COMMAND sh -c "cp \"$0\" tb_other_binary && printf x >> tb_other_binary && exec \"$1\" 2 \"another trainbench binary\" \"$2\" -n 1 \"$0\" preflight --bytes 4K : -n 1 ./tb_other_binary preflight --bytes 4K"
+                   ${TB_BIN} ${TB_EXPECT_ALL} ${MPIEXEC_EXECUTABLE})
+  add_test(NAME launch_other_arguments
+           COMMAND ${TB_EXPECT_ALL} 2 "was started as 'preflight --bytes 8K' but rank 0 as 'preflight --bytes 4K'"
+                   ${MPIEXEC_EXECUTABLE} -n 1 ${TB_BIN} preflight --bytes 4K : -n 1 ${TB_BIN} preflight --bytes 8K)
+  add_test(NAME launch_nccl_env_on_rank0_only
+           COMMAND ${TB_EXPECT_ALL} 3 "NCCL_IB_HCA is set on rank 0 \\(mlx5_0\\) but not on rank 1"
+                   ${MPIEXEC_EXECUTABLE} -n 1 env NCCL_IB_HCA=mlx5_0 ${TB_BIN} ${TB_PF} : -n 2 ${TB_BIN} ${TB_PF})
+  add_test(NAME preflight_np3
+           COMMAND ${MPIEXEC_EXECUTABLE} -n 3 ${TB_BIN} preflight --bytes 1M --timeout 30)
+  set_tests_properties(preflight_np3 PROPERTIES PASS_REGULAR_EXPRESSION "#wrong 0.*preflight: OK")
+  add_test(NAME preflight_names_silent_rank
+           COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 2 did not answer within 3 s"
+                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_HANG=rollcall:2 ${TB_BIN} preflight --bytes 4K --timeout 3)
+  add_test(NAME preflight_stuck_allreduce
+           COMMAND ${TB_TEST_DIR}/expect_fail.sh "all-reduce of 4096 bytes did not finish within 3 s"
+                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_HANG=allreduce:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
+  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
+                       launch_nccl_env_on_rank0_only preflight_np3 preflight_names_silent_rank
+                       preflight_stuck_allreduce
+                       PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
