@@ -219,6 +219,10 @@ struct tb_backend {
     void (*sgd_update)(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
                        int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
 
+    /* ---- checks ---------------------------------------------------------------
+     * Number of NaN or infinite values in x[n]; waits for the result. */
+    size_t (*count_nonfinite)(tb_backend *be, const tb_real *x, size_t n);
+
     void (*destroy)(tb_backend *be);
 };
 

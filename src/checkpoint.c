@@ -1,10 +1,12 @@
 /* checkpoint.c - saving and loading model state in HDF5 (see checkpoint.h). */
 #include "src/checkpoint.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/faults.h"
 #include "src/h5io.h"
 #include "src/log.h"
 #include "src/version.h"
@@ -26,6 +28,7 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "step", &meta->step);
     tb_h5_attr_read_i64(f, "epoch", &meta->epoch);
     tb_h5_attr_read_i64(f, "seed", &meta->seed);
+    tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
     H5_CHECK(H5Fclose(f));
@@ -143,6 +146,7 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
     tb_h5_attr_write_i64(file, "step", meta->step);
     tb_h5_attr_write_i64(file, "epoch", meta->epoch);
     tb_h5_attr_write_i64(file, "seed", meta->seed);
+    tb_h5_attr_write_i64(file, "epoch_step", meta->epoch_step);
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
 
@@ -155,6 +159,9 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
     if (!buf) TB_FATAL("out of host memory");
     for (int i = 0; i < pt->count; i++) {
         const tb_param *p = &pt->items[i];
+        /* test only: die half-way through writing this checkpoint */
+        if (i == pt->count / 2 && tb_fault("kill-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step))
+            raise(SIGKILL);
         if (p->role == TB_ROLE_BN_COUNTER) {
             int64_t v;
             tb_model_get_tensor(m, i, &v);

@@ -2,7 +2,8 @@
  *   /params/<torchvision name>    float32 (num_batches_tracked: int64 scalar)
  *   /momentum/<trainable name>    float32 SGD buffers (absent: zeros)
  *   root attributes: model, classes, image_size, step, epoch, seed,
- *                    trainbench_version, git_revision
+ *                    trainbench_version, git_revision; and epoch_step (steps
+ *                    done in the current epoch: where --resume continues)
  * Written under a temporary name and renamed (see h5io.h). */
 #ifndef TB_CHECKPOINT_H
 #define TB_CHECKPOINT_H
@@ -15,6 +16,7 @@
 typedef struct {
     char model[TB_MODEL_NAME_MAX];
     int64_t classes, image_size, step, epoch, seed;
+    int64_t epoch_step;     /* steps already done in `epoch` */
     char version[64];
     char git_revision[64];
 } tb_ckpt_meta;

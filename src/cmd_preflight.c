@@ -20,6 +20,7 @@
 #include "model/backend.h"
 #include "src/cli.h"
 #include "src/commands.h"
+#include "src/faults.h"
 #include "src/h5io.h"
 #include "src/launch_check.h"
 #include "src/log.h"
@@ -34,12 +35,12 @@ typedef struct {
     char env[1024];
 } pf_row;
 
-/* Test-only fault injection: TB_TEST_HANG=rollcall:R or allreduce:R makes
- * rank R stop answering at that point (it sleeps far past any timeout). */
+/* Test-only fault injection (faults.h): TB_TEST_FAULT=hang-rollcall:R or
+ * hang-allreduce:R makes rank R stop answering at that point. */
 static void maybe_hang(const char *where, int rank) {
-    const char *v = getenv("TB_TEST_HANG");
-    size_t n = strlen(where);
-    if (!v || strncmp(v, where, n) != 0 || v[n] != ':' || atoi(v + n + 1) != rank) return;
+    char kind[32];
+    snprintf(kind, sizeof kind, "hang-%s", where);
+    if (!tb_fault(kind, rank, -1)) return;
     struct timespec ts = {3600, 0};
     nanosleep(&ts, NULL);
 }

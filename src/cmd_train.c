@@ -2,49 +2,35 @@
  *
  *   mpirun -np N trainbench [train] [options]
  *
- * 1. bootstrap (comm/), backend, data source (synthetic, image folder, or a
- *    batch file), model (seeded init or --init checkpoint), rank 0's state
- *    broadcast so every rank starts identical;
+ * 1. bootstrap: comm/, launch checks, backend, data source, model (seeded,
+ *    --init, or --resume from the newest checkpoint), the watchdog, rank 0's
+ *    state broadcast so every rank starts identical;
  * 2. the training run on all ranks: LR schedule, a progress line every
  *    --print-every steps, checkpoints, top-1/top-5 on --val after each epoch,
- *    per-step records (warm-up steps marked, left out of the timing);
- * 3. the scaling measurement: the same per-rank workload on the first
- *    1, 2, 4, ... N ranks for --scaling-steps timed steps each;
- * 4. the tables (training phases per rank; scaling in the seed's shape and in
- *    full) on stdout and, from rank 0, the results file. */
+ *    per-step records (warm-up steps marked and left out of the timing), a
+ *    stop with the step and tensor name on NaN/Inf;
+ * 3. the scaling measurement (train_scaling.c);
+ * 4. the tables on stdout and, from rank 0, the results file — also written,
+ *    marked "aborted", when the run fails (run_report.h). */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "comm/comm.h"
-#include "model/model.h"
 #include "src/checkpoint.h"
-#include "src/launch_check.h"
-#include "src/cli.h"
 #include "src/commands.h"
+#include "src/faults.h"
+#include "src/launch_check.h"
 #include "src/log.h"
 #include "src/lr_schedule.h"
 #include "src/provenance.h"
-#include "src/results.h"
-#include "src/scaling.h"
+#include "src/run_report.h"
 #include "src/timer.h"
-#include "src/trainer.h"
+#include "src/train_setup.h"
 
-typedef struct {
-    char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
-    char data[TB_OPT_STR_MAX], val[TB_OPT_STR_MAX], batch_file[TB_OPT_STR_MAX];
-    char results[TB_OPT_STR_MAX], save[TB_OPT_STR_MAX], init[TB_OPT_STR_MAX];
-    char ckpt[TB_OPT_STR_MAX], lr_schedule[TB_OPT_STR_MAX];
-    int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
-    int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
-    int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;
-    int synthetic_size, strict_data;
-    double lr, momentum, weight_decay, label_smoothing, bucket_mb;
-} train_flags;
-
-static void defaults(train_flags *f) {
+static void defaults(tb_train_flags *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->backend, sizeof f->backend, "auto");
     snprintf(f->model, sizeof f->model, "resnet18");
@@ -69,17 +55,13 @@ static void defaults(train_flags *f) {
     f->weight_decay = 5e-5;
     f->bucket_mb = 25;
     f->synthetic_size = 50000;
+    f->timeout = 600;
 }
 
 /* ---- data ---------------------------------------------------------------------------- */
 
-typedef struct {
-    tb_dataset train_ds, val_ds;
-    int have_train_ds, have_val_ds;
-} datasets;
-
-static tb_source *make_source(const train_flags *f, datasets *d, int classes, int rank, int world,
-                              int train) {
+tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
+                           int train) {
     if (f->batch_file[0])
         return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world);
     if (!f->data[0])
@@ -101,15 +83,71 @@ static tb_source *make_source(const train_flags *f, datasets *d, int classes, in
     return tb_source_loader(&o);
 }
 
+/* ---- failures ---------------------------------------------------------------------------- */
+
+typedef struct {
+    tb_run_report *report;   /* rank 0 */
+    int rank;
+    const char *host;
+} abort_ctx;
+
+/* The watchdog found a dead, silent or stuck rank (monitor thread). */
+static void on_watchdog(const char *why, void *p) {
+    abort_ctx *a = p;
+    fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
+    fflush(stderr);
+    if (a->rank == 0 && a->report) tb_run_report_write(a->report, "aborted", why, 0.5);
+}
+
+/* A failure every rank reached together (NaN/Inf after the all-reduce):
+ * rank 0 keeps what was measured, every rank says why, all exit 1. */
+static _Noreturn void stop_together(tb_comm *world, tb_monitor *mon, tb_run_report *report,
+                                    const tb_comm_info *info, const char *why) {
+    tb_monitor_stop(mon);
+    if (info->rank == 0) tb_run_report_write(report, "aborted", why, 0);
+    tb_say_error("train: %s", why);
+    tb_comm_exit_all(world, 1);
+}
+
+/* A bad setting every rank finds the same way: one line each, exit 1
+ * together (no MPI_Abort, no teardown noise). */
+static _Noreturn __attribute__((format(printf, 3, 4))) void die_together(tb_comm *world, tb_monitor *mon,
+                                                                         const char *fmt, ...) {
+    char why[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    tb_monitor_stop(mon);
+    tb_say_error("train: %s", why);
+    tb_comm_exit_all(world, 1);
+}
+
+/* Dies now, not after hours of training, if `path`'s directory is not
+ * writable. */
+static void require_writable(const char *path, const char *what) {
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "w");
+    if (!f)
+        tb_die("train: cannot write %s '%s' (its directory is missing or read-only); choose another "
+               "path",
+               what, path);
+    fclose(f);
+    unlink(probe);
+}
+
 /* ---- evaluation ---------------------------------------------------------------------- */
 
 /* Top-1 and top-5 accuracy over the whole validation set, every sample
  * counted once across ranks; returns how many samples were counted. */
-static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, double *top1, double *top5) {
+static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon, int64_t step,
+                        double *top1, double *top5) {
     int classes = m->cfg.classes;
     float *logits = malloc((size_t)m->max_batch * (size_t)classes * sizeof *logits);
     double counts[3] = {0, 0, 0}; /* top1, top5, samples */
     tb_source_batch b;
+    tb_monitor_progress(mon, step, "evaluation", 0);
     tb_source_start_epoch(val, 0, 0);
     while (tb_source_next(val, &b)) {
         if (b.n > 0) {
@@ -128,19 +166,12 @@ static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, double *top1
         }
         tb_source_release(val);
     }
+    tb_monitor_progress(mon, step, "evaluation all-reduce", 1);
     tb_comm_allreduce_sum(comm, counts, 3, TB_FLOAT64);
     *top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
     *top5 = counts[2] > 0 ? counts[1] / counts[2] : NAN;
     free(logits);
     return (int64_t)counts[2];
-}
-
-/* ---- per-rank summaries to rank 0 ------------------------------------------------------ */
-
-/* Gathers every world rank's summary to rank 0 (members of the measured
- * communicator send theirs; the others send zeros). */
-static void gather_summaries(tb_comm *world, const tb_rank_summary *mine, tb_rank_summary *all) {
-    tb_comm_gather(world, mine, all, sizeof *mine, 0);
 }
 
 static void print_phase_table(const tb_rank_summary *all, int n) {
@@ -156,72 +187,22 @@ static void print_phase_table(const tb_rank_summary *all, int n) {
     }
 }
 
-/* ---- the scaling measurement ------------------------------------------------------------ */
-
-static int scaling_sizes(int world, int *sizes) {
-    int n = 0;
-    for (int k = 1; k < world; k *= 2) sizes[n++] = k;
-    sizes[n++] = world;
-    return n;
-}
-
-static void measure_scaling(const train_flags *f, datasets *d, tb_model *m, tb_comm *world,
-                            const tb_train_hparams *hp, double lr, int classes, double dataset_size,
-                            tb_scaling_row *rows, int *nrows) {
-    int wrank = tb_comm_rank(world), wsize = tb_comm_size(world);
-    int sizes[40];
-    int ns = scaling_sizes(wsize, sizes);
-    tb_rank_summary *all = calloc((size_t)wsize, sizeof *all);
-    for (int i = 0; i < ns; i++) {
-        int k = sizes[i];
-        tb_rank_summary mine;
-        memset(&mine, 0, sizeof mine);
-        tb_comm *sub = tb_comm_first_n(world, k);
-        if (sub) {
-            tb_trainer *t = tb_trainer_create(m, sub, hp);
-            tb_trainer_sync_state(t);
-            tb_source *src = make_source(f, d, classes, tb_comm_rank(sub), k, 1);
-            int64_t epoch = 0, steps_here = tb_source_steps(src);
-            tb_source_start_epoch(src, epoch, 0);
-            double t_start = 0;
-            for (int s = 0; s < f->scaling_warmup + f->scaling_steps; s++) {
-                if (s == f->scaling_warmup) {
-                    tb_comm_barrier(sub);
-                    t_start = tb_now();
-                }
-                tb_source_batch b;
-                if (!tb_source_next(src, &b)) { /* wrap into the next epoch */
-                    tb_source_start_epoch(src, ++epoch, 0);
-                    if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
-                }
-                tb_step_record rec;
-                tb_trainer_step(t, &b, lr, &rec);
-                tb_source_release(src);
-                if (s >= f->scaling_warmup) tb_rank_summary_add(&mine, &rec);
-            }
-            mine.elapsed_s = tb_now() - t_start;
-            (void)steps_here;
-            tb_source_destroy(src);
-            tb_trainer_destroy(t);
-            tb_comm_free(sub);
-        }
-        gather_summaries(world, &mine, all);
-        if (wrank == 0) {
-            tb_scaling_row_from(&rows[i], all, k, f->batch, dataset_size, -1);
-            printf("# scaling: %d rank%s measured, %.2f img/s\n", k, k > 1 ? "s" : "", rows[i].img_per_s);
-            fflush(stdout);
-        }
-        tb_comm_barrier(world);
-    }
-    *nrows = ns;
-    if (wrank == 0) tb_scaling_finish(rows, ns);
-    free(all);
+/* Checkpoint of the state after `step` steps (rank 0; under the report lock
+ * so the watchdog never writes HDF5 at the same time). */
+static void save_checkpoint(tb_run_report *report, const char *path, tb_model *m, int image, int64_t step,
+                            int64_t epoch, int64_t epoch_step, int seed) {
+    tb_ckpt_meta meta;
+    tb_ckpt_meta_for(&meta, m, image, step, epoch, seed);
+    meta.epoch_step = epoch_step;
+    tb_run_report_lock(report);
+    tb_ckpt_save(path, m, &meta);
+    tb_run_report_unlock(report);
 }
 
 /* ---- the subcommand ------------------------------------------------------------------------ */
 
 int tb_cmd_train(int argc, char **argv) {
-    train_flags fl;
+    tb_train_flags fl;
     defaults(&fl);
     const tb_opt opts[] = {
         {"backend", TB_OPT_CHOICE, fl.backend, 0, 0, "cpu|cuda|auto", "compute backend"},
@@ -259,9 +240,11 @@ int tb_cmd_train(int argc, char **argv) {
         {"print-every", TB_OPT_INT, &fl.print_every, 1, 1 << 30, NULL, "progress line every N steps"},
         {"ckpt", TB_OPT_STRING, fl.ckpt, 0, 0, NULL, "checkpoint file, rewritten every --ckpt-every steps"},
         {"ckpt-every", TB_OPT_INT, &fl.ckpt_every, 0, 1 << 30, NULL, "steps between checkpoints (0: none)"},
+        {"resume", TB_OPT_FLAG, &fl.resume, 0, 0, NULL, "continue exactly from --ckpt when it exists"},
         {"save", TB_OPT_STRING, fl.save, 0, 0, NULL, "checkpoint written at the end of training"},
         {"init", TB_OPT_STRING, fl.init, 0, 0, NULL, "start from this checkpoint's weights"},
         {"results", TB_OPT_STRING, fl.results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
+        {"timeout", TB_OPT_DOUBLE, &fl.timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog)"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
         {"zero-init-residual", TB_OPT_FLAG, &fl.zero_init_residual, 0, 0, NULL, "each block's last BN gamma starts at 0"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -273,10 +256,11 @@ int tb_cmd_train(int argc, char **argv) {
     if (fl.data[0] && fl.batch_file[0]) tb_die("train: give --data or --batch-file, not both");
     if (fl.val[0] && !fl.data[0]) tb_die("train: --val needs --data (top-1/top-5 on real images)");
     if (fl.ckpt_every > 0 && !fl.ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
+    if (fl.resume && !fl.ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
+    if (fl.resume && fl.init[0]) tb_die("train: give --resume or --init, not both");
     tb_lr_schedule probe;
     if (tb_lr_schedule_init(&probe, fl.lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
         tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", fl.lr_schedule);
-
     tb_resnet_config cfg;
     if (tb_resnet_config_init(&cfg, fl.model, fl.classes) != 0)
         tb_die("train: unknown --model '%s'; known models: %s", fl.model, tb_resnet_known_names());
@@ -287,10 +271,23 @@ int tb_cmd_train(int argc, char **argv) {
     tb_comm_init(&argc, &argv, &info);
     tb_launch_check_singleton(&info);
     tb_comm *world = tb_comm_world();
+    tb_run_report report;
+    tb_run_report_init(&report, info.rank == 0 ? fl.results : "");
     char t_start[32];
     tb_utc_now(t_start, sizeof t_start);
+    if (info.rank == 0) {
+        if (fl.results[0]) require_writable(fl.results, "results file");
+        if (fl.ckpt[0]) require_writable(fl.ckpt, "checkpoint");
+        if (fl.save[0]) require_writable(fl.save, "checkpoint");
+    }
+    /* the watchdog guards every collective from here on */
+    char *hosts = calloc((size_t)info.world, 64);
+    tb_comm_allgather(world, info.host, hosts, 64);
+    abort_ctx actx = {&report, info.rank, info.host};
+    tb_monitor *mon = fl.timeout > 0 ? tb_monitor_start(world, hosts, fl.timeout, on_watchdog, &actx) : NULL;
+    tb_monitor_progress(mon, 0, "start-up", 0);
 
-    datasets d;
+    tb_train_data d;
     memset(&d, 0, sizeof d);
     int classes = fl.classes;
     if (fl.data[0]) {
@@ -298,16 +295,20 @@ int tb_cmd_train(int argc, char **argv) {
         if (tb_dataset_open(fl.data, &d.train_ds, err, sizeof err) != 0) tb_die("train: %s", err);
         d.have_train_ds = 1;
         classes = d.train_ds.classes;
+        if (d.train_ds.n < (int64_t)info.world * fl.batch)
+            die_together(world, mon,
+                         "--data has %lld images, fewer than ranks x batch = %d x %d; use a smaller "
+                         "--batch-size or more data",
+                         (long long)d.train_ds.n, info.world, fl.batch);
         if (fl.val[0]) {
             if (tb_dataset_open(fl.val, &d.val_ds, err, sizeof err) != 0) tb_die("train: %s", err);
             d.have_val_ds = 1;
             if (d.val_ds.classes != classes)
-                tb_die("train: --val has %d classes but --data has %d; they must match",
-                       d.val_ds.classes, classes);
+                die_together(world, mon, "--val has %d classes but --data has %d; they must match",
+                             d.val_ds.classes, classes);
         }
         if (info.rank == 0) tb_dataset_describe(&d.train_ds, stdout, 20);
     }
-
     cfg.classes = classes;
 
     int threads = fl.threads;
@@ -317,30 +318,57 @@ int tb_cmd_train(int argc, char **argv) {
         if (threads < 1) threads = 1;
     }
     tb_backend_opts bo = {threads, info.local_rank, 0};
-    char err[256];
+    char err[512];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("train: %s", err);
     tb_launch_check_ranks(&info, be, "train", argc, argv);
 
-    tb_source *src = make_source(&fl, &d, classes, info.rank, info.world, 1);
+    tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, 1);
+    if (tb_source_epoch_size(src) < (int64_t)info.world * fl.batch && !fl.data[0])
+        die_together(world, mon,
+                     "the data has %lld samples, fewer than ranks x batch = %d x %d; use a smaller "
+                     "--batch-size",
+                     (long long)tb_source_epoch_size(src), info.world, fl.batch);
     int image = tb_source_image_size(src);
     tb_model_opts mo = tb_model_default_opts();
     mo.fuse = !fl.no_fuse;
     tb_model *m = tb_model_create(&cfg, be, fl.batch, image, image, &mo);
     const char *bad = tb_model_degenerate_bn(m, fl.batch);
     if (bad)
-        tb_die("train: --batch-size %d at %dx%d leaves one value per channel in %s; raise either",
-               fl.batch, image, image, bad);
+        die_together(world, mon, "--batch-size %d at %dx%d leaves one value per channel in %s; raise either",
+                     fl.batch, image, image, bad);
     tb_model_init(m, (uint64_t)fl.seed);
-    if (fl.init[0]) {
+    /* where training starts: [step, epoch, step within the epoch] */
+    int64_t start[3] = {0, 0, 0};
+    const char *from = fl.init[0] ? fl.init : (fl.resume && access(fl.ckpt, F_OK) == 0) ? fl.ckpt : NULL;
+    if (from && info.rank == 0) { /* rank 0 reads; the broadcast below gives everyone the state */
         tb_ckpt_meta meta;
-        tb_ckpt_read_meta(fl.init, &meta);
-        tb_ckpt_require_match(fl.init, &meta, &cfg);
-        tb_ckpt_load(fl.init, m);
+        tb_ckpt_read_meta(from, &meta);
+        tb_ckpt_require_match(from, &meta, &cfg);
+        if (fl.resume && meta.seed != fl.seed)
+            tb_die("train: '%s' was written with --seed %lld; resume with the same seed (the data "
+                   "order and augmentation follow it)",
+                   from, (long long)meta.seed);
+        tb_ckpt_load(from, m);
+        if (fl.resume) {
+            start[0] = meta.step;
+            start[1] = meta.epoch;
+            start[2] = meta.epoch_step;
+        }
+    }
+    tb_comm_bcast(world, start, 3, TB_INT64, 0);
+    if (fl.resume && info.rank == 0) {
+        if (from)
+            printf("# resuming from %s at step %lld (epoch %lld, %lld steps into it)\n", from,
+                   (long long)start[0], (long long)start[1], (long long)start[2]);
+        else
+            printf("# --resume: no checkpoint at %s yet; starting at step 0\n", fl.ckpt);
     }
     tb_train_hparams hp = {fl.momentum, fl.weight_decay, fl.label_smoothing, fl.nesterov,
                            fl.no_bn_decay, (size_t)(fl.bucket_mb * 1048576.0), !fl.no_overlap};
     tb_trainer *tr = tb_trainer_create(m, world, &hp);
+    tr->mon = mon;
+    tb_monitor_progress(mon, start[0], "start-up broadcast", 1);
     tb_trainer_sync_state(tr);
 
     int64_t steps_per_epoch = tb_source_steps(src);
@@ -352,76 +380,104 @@ int tb_cmd_train(int argc, char **argv) {
     double dataset_size = (double)tb_source_epoch_size(src);
     double gflop = 3.0 * 2.0 * tb_resnet_forward_macs(&m->g, &m->pt) * 1e-9;
     if (info.rank == 0) {
+        tb_provenance_fill(&report.attrs, "train", argc, argv, be, info.world, hosts);
+        tb_attrs *a = &report.attrs;
+        tb_attrs_str(a, "start_time", t_start);
+        tb_attrs_str(a, "status", "running");
+        tb_attrs_str(a, "model", cfg.name);
+        tb_attrs_int(a, "classes", classes);
+        tb_attrs_str(a, "precision", fl.precision);
+        tb_attrs_int(a, "batch_size", fl.batch);
+        tb_attrs_int(a, "global_batch", global_batch);
+        tb_attrs_int(a, "image_size", image);
+        tb_attrs_int(a, "seed", fl.seed);
+        tb_attrs_str(a, "data", fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic");
+        tb_attrs_num(a, "dataset_size", dataset_size);
+        tb_attrs_int(a, "warmup_steps", fl.warmup);
+        tb_attrs_int(a, "threads_per_rank", threads);
+        tb_attrs_int(a, "resumed_from_step", start[0]);
+        tb_attrs_num(a, "timeout_s", fl.timeout);
         printf("# trainbench train: %s, %d classes, %d rank%s, backend %s (%d threads/rank), %s\n",
                cfg.name, classes, info.world, info.world > 1 ? "s" : "", be->name, threads, fl.precision);
         printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
                fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic", dataset_size,
                (long long)steps_per_epoch, fl.batch, global_batch, image, image);
         printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
-               "smoothing %g; buckets %.0f MiB, overlap %s\n",
+               "smoothing %g; buckets %.0f MiB, overlap %s; watchdog %s\n",
                fl.lr_schedule, sched.peak, fl.lr, global_batch, fl.lr_base_batch, fl.lr_warmup_steps,
                fl.momentum, fl.nesterov ? " (Nesterov)" : "", fl.weight_decay,
                fl.no_bn_decay ? " (not on BN/bias)" : "", fl.label_smoothing, fl.bucket_mb,
-               fl.no_overlap ? "off" : "on");
+               fl.no_overlap ? "off" : "on", mon ? "on" : "off");
         printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MB/rank\n",
                m->pt.n_train, gflop, m->g.act_arena_bytes / 1048576.0);
         fflush(stdout);
     }
 
     /* ---- 2. the training run ------------------------------------------------------------------ */
-    tb_table steps_tab, ranks_tab, scaling_tab;
-    tb_table_init(&steps_tab, "steps",
-                  "step:i,epoch:i,timed:i,loss,lr,img_per_s,samples:i,step_ms,data_ms,h2d_ms,"
-                  "forward_ms,backward_ms,allreduce_ms,optimizer_ms");
     tb_rank_summary mine;
     memset(&mine, 0, sizeof mine);
     double t_timed = 0, t_begin = tb_now(), loss = NAN, first_loss = NAN, top1 = NAN, top5 = NAN;
-    int64_t val_images = 0;
-    int64_t step = 0;
-    for (int64_t epoch = 0; step < total; epoch++) {
-        tb_source_start_epoch(src, epoch, 0);
+    int64_t val_images = 0, step = start[0], warm_end = start[0] + fl.warmup;
+    for (int64_t epoch = start[1]; step < total; epoch++) {
+        int64_t epoch_step = epoch == start[1] ? start[2] : 0;
+        tb_source_start_epoch(src, epoch, epoch_step);
         tb_source_batch b;
-        while (step < total && tb_source_next(src, &b)) {
-            if (step == fl.warmup) {
+        for (;;) {
+            if (step >= total) break;
+            tb_monitor_progress(mon, step, "data", 0);
+            if (!tb_source_next(src, &b)) break;
+            if (step == warm_end) {
+                tb_monitor_progress(mon, step, "timing barrier", 1);
                 tb_comm_barrier(world);
                 t_timed = tb_now();
             }
             tb_step_record rec;
             double lr = tb_lr_at(&sched, step);
-            tb_trainer_step(tr, &b, lr, &rec);
+            if (tb_trainer_step(tr, &b, step, lr, &rec, err, sizeof err) != 0)
+                stop_together(world, mon, &report, &info, err);
             tb_source_release(src);
-            if (step >= fl.warmup) tb_rank_summary_add(&mine, &rec);
+            if (step >= warm_end) tb_rank_summary_add(&mine, &rec);
+            tb_monitor_progress(mon, step, "loss all-reduce", 1);
             loss = tb_trainer_global_loss(tr, &rec);
-            if (!isfinite(loss))
-                tb_die("train: loss is %g at step %lld: training diverged; lower --lr", loss,
-                       (long long)step + 1);
-            if (step == 0) first_loss = loss;
+            if (!isfinite(loss)) {
+                size_t n = 0;
+                const char *p = tb_trainer_first_nonfinite(tr, m->params, &n);
+                snprintf(err, sizeof err, "step %lld: the loss is %g; %s%s%s", (long long)step, loss,
+                         p ? "the first non-finite tensor is " : "every parameter is finite (an "
+                                                                 "activation overflowed: lower --lr)",
+                         p ? p : "", p ? " (lower --lr)" : "");
+                stop_together(world, mon, &report, &info, err);
+            }
+            if (step == start[0]) first_loss = loss;
             double slowest = rec.total;
+            tb_monitor_progress(mon, step, "step-time all-reduce", 1);
             tb_comm_allreduce_max(world, &slowest, 1, TB_FLOAT64);
             if (info.rank == 0) {
-                double row[14] = {(double)step, (double)epoch, step >= fl.warmup, loss, lr,
+                double row[14] = {(double)step, (double)epoch, step >= warm_end, loss, lr,
                                   rec.global_n / slowest, (double)rec.global_n, 1e3 * rec.total};
                 for (int p = 0; p < TB_PH_COUNT; p++) row[8 + p] = 1e3 * rec.phase[p];
-                tb_table_row(&steps_tab, row, NULL);
+                tb_run_report_lock(&report);
+                tb_table_row(&report.steps, row, NULL);
+                tb_run_report_unlock(&report);
             }
             step++;
-            if (info.rank == 0 && (step == 1 || step % fl.print_every == 0 || step == total)) {
+            epoch_step++;
+            if (info.rank == 0 && (step == start[0] + 1 || step % fl.print_every == 0 || step == total)) {
                 double el = tb_now() - t_begin;
-                double rate = (double)step * global_batch / el;
+                double rate = (double)(step - start[0]) * global_batch / el;
                 printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n",
                        (long long)step, (long long)total, (long long)epoch, loss, lr, rate,
                        (double)(total - step) * global_batch / rate);
                 fflush(stdout);
             }
             if (fl.ckpt_every > 0 && step % fl.ckpt_every == 0 && info.rank == 0) {
-                tb_ckpt_meta meta;
-                tb_ckpt_meta_for(&meta, m, image, step, epoch, fl.seed);
-                tb_ckpt_save(fl.ckpt, m, &meta);
+                tb_monitor_progress(mon, step, "checkpoint", 0);
+                save_checkpoint(&report, fl.ckpt, m, image, step, epoch, epoch_step, fl.seed);
             }
         }
-        if (d.have_val_ds) {
-            tb_source *val = make_source(&fl, &d, classes, info.rank, info.world, 0);
-            val_images = evaluate(m, val, world, &top1, &top5);
+        if (d.have_val_ds && epoch_step == steps_per_epoch) {
+            tb_source *val = tb_train_source(&fl, &d, classes, info.rank, info.world, 0);
+            val_images = evaluate(m, val, world, mon, step, &top1, &top5);
             tb_source_destroy(val);
             if (val_images != d.val_ds.n)
                 TB_FATAL("evaluation counted %lld images of %lld: the validation shards overlap or "
@@ -434,24 +490,28 @@ int tb_cmd_train(int argc, char **argv) {
             }
         }
     }
-    mine.elapsed_s = step > fl.warmup ? tb_now() - t_timed : 0;
+    mine.elapsed_s = step > warm_end ? tb_now() - t_timed : 0;
     tb_rank_summary *all = calloc((size_t)info.world, sizeof *all);
-    gather_summaries(world, &mine, all);
-    char *hosts = calloc((size_t)info.world, 64);
-    tb_comm_gather(world, info.host, hosts, 64, 0);
-    tb_table_init(&ranks_tab, "ranks",
-                  "rank:i,steps:i,samples:i,img_per_s,step_ms,data_ms,h2d_ms,forward_ms,backward_ms,"
-                  "allreduce_ms,optimizer_ms");
-    tb_table_add_string_column(&ranks_tab, "host");
+    tb_monitor_progress(mon, step, "summary gather", 1);
+    tb_comm_gather(world, &mine, all, sizeof mine, 0);
     if (info.rank == 0) {
+        tb_run_report_lock(&report);
         for (int r = 0; r < info.world; r++) {
             const tb_rank_summary *s = &all[r];
             double ns = s->steps > 0 ? s->steps : 1;
             double row[11] = {r, s->steps, s->samples, s->elapsed_s > 0 ? s->samples / s->elapsed_s : 0,
                               1e3 * s->step_s / ns};
             for (int p = 0; p < TB_PH_COUNT; p++) row[5 + p] = 1e3 * s->phase_s[p] / ns;
-            tb_table_row(&ranks_tab, row, hosts + 64 * r);
+            tb_table_row(&report.ranks, row, hosts + 64 * r);
         }
+        tb_attrs_int(&report.attrs, "steps", step);
+        tb_attrs_num(&report.attrs, "final_loss", loss);
+        if (d.have_val_ds) {
+            tb_attrs_num(&report.attrs, "top1", top1);
+            tb_attrs_num(&report.attrs, "top5", top5);
+            tb_attrs_int(&report.attrs, "val_images", val_images);
+        }
+        tb_run_report_unlock(&report);
         print_phase_table(all, info.world);
         double ips = 0, slow = 0;
         for (int r = 0; r < info.world; r++) {
@@ -470,26 +530,26 @@ int tb_cmd_train(int argc, char **argv) {
         fflush(stdout);
     }
     if (fl.save[0] && info.rank == 0) {
-        tb_ckpt_meta meta;
-        tb_ckpt_meta_for(&meta, m, image, step, step / (steps_per_epoch > 0 ? steps_per_epoch : 1), fl.seed);
-        tb_ckpt_save(fl.save, m, &meta);
+        tb_monitor_progress(mon, step, "checkpoint", 0);
+        int64_t ep = step / (steps_per_epoch > 0 ? steps_per_epoch : 1);
+        save_checkpoint(&report, fl.save, m, image, step, ep, step - ep * steps_per_epoch, fl.seed);
         printf("# checkpoint written to %s\n", fl.save);
     }
     if (info.world > 1) {
-        /* test-only fault injection: one rank's weights drift */
-        const char *perturb = getenv("TB_TEST_PERTURB_RANK");
-        if (perturb && atoi(perturb) == info.rank) {
+        if (tb_fault("perturb", info.rank, -1)) { /* test only: one rank's weights drift */
             tb_real one = 1;
             be->copy_h2d(be, m->params, &one, sizeof one);
             be->sync(be);
         }
         uint64_t hash;
-        int same = tb_trainer_check_replicas(tr, &hash);
-        if (!same)
-            tb_die("train: the ranks' weights differ after %lld steps: the gradient all-reduce "
-                   "did not give every rank the same sum; check the interconnect with "
-                   "'trainbench allreduce-bench'",
-                   (long long)step);
+        tb_monitor_progress(mon, step, "replica check", 1);
+        if (!tb_trainer_check_replicas(tr, &hash)) {
+            snprintf(err, sizeof err,
+                     "the ranks' weights differ after %lld steps: the gradient all-reduce did not give "
+                     "every rank the same sum; check the interconnect with 'trainbench allreduce-bench'",
+                     (long long)step);
+            stop_together(world, mon, &report, &info, err);
+        }
         if (info.rank == 0)
             printf("# replicas: %d ranks hold bit-identical weights, momentum and BN statistics "
                    "(hash %016llx)\n",
@@ -499,66 +559,37 @@ int tb_cmd_train(int argc, char **argv) {
     tb_source_destroy(src);
 
     /* ---- 3. the scaling measurement ----------------------------------------------------------- */
-    tb_scaling_row rows[40];
-    int nrows = 0;
-    tb_table_init(&scaling_tab, "scaling",
-                  "ranks:i,global_batch:i,img_per_s,img_per_s_per_rank,speedup,efficiency,epoch_time_s,"
-                  "device_util_pct,allreduce_busbw_GBps,comm_share_pct,step_ms_min,step_ms_median,"
-                  "step_ms_max");
     if (fl.scaling_steps > 0) {
-        measure_scaling(&fl, &d, m, world, &hp, tb_lr_at(&sched, total > 0 ? total - 1 : 0), classes,
-                        dataset_size, rows, &nrows);
+        tb_scaling_row rows[40];
+        int nrows = tb_train_measure_scaling(&fl, &d, m, world, mon, &hp,
+                                             tb_lr_at(&sched, total > 0 ? total - 1 : 0), classes,
+                                             dataset_size, rows);
         if (info.rank == 0) {
             tb_scaling_print_seed(stdout, rows, nrows, dataset_size,
                                   "CPU: compute share of the step (forward+backward+optimizer)");
             tb_scaling_print_full(stdout, rows, nrows);
+            tb_run_report_lock(&report);
             for (int i = 0; i < nrows; i++) {
                 const tb_scaling_row *r = &rows[i];
                 double row[13] = {r->ranks, r->global_batch, r->img_per_s, r->img_per_s_per_rank,
                                   r->speedup, r->efficiency, r->epoch_time_s, r->device_util_pct,
                                   r->allreduce_busbw_GBps, r->comm_share_pct, r->step_ms.min,
                                   r->step_ms.median, r->step_ms.max};
-                tb_table_row(&scaling_tab, row, NULL);
+                tb_table_row(&report.scaling, row, NULL);
             }
+            tb_run_report_unlock(&report);
         }
     }
 
-    /* ---- 4. the results file ------------------------------------------------------------------------- */
+    /* ---- 4. the results file ------------------------------------------------------------------- */
+    tb_monitor_progress(mon, step, "final barrier", 1);
+    tb_comm_barrier(world);
+    tb_monitor_stop(mon);
     if (info.rank == 0 && fl.results[0]) {
-        tb_attrs a;
-        memset(&a, 0, sizeof a);
-        tb_provenance_fill(&a, "train", argc, argv, be, info.world, hosts);
-        char t_end[32];
-        tb_utc_now(t_end, sizeof t_end);
-        tb_attrs_str(&a, "start_time", t_start);
-        tb_attrs_str(&a, "end_time", t_end);
-        tb_attrs_str(&a, "status", "complete");
-        tb_attrs_str(&a, "model", cfg.name);
-        tb_attrs_int(&a, "classes", classes);
-        tb_attrs_str(&a, "precision", fl.precision);
-        tb_attrs_int(&a, "batch_size", fl.batch);
-        tb_attrs_int(&a, "global_batch", global_batch);
-        tb_attrs_int(&a, "image_size", image);
-        tb_attrs_int(&a, "seed", fl.seed);
-        tb_attrs_str(&a, "data", fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic");
-        tb_attrs_num(&a, "dataset_size", dataset_size);
-        tb_attrs_int(&a, "steps", step);
-        tb_attrs_int(&a, "warmup_steps", fl.warmup);
-        tb_attrs_int(&a, "threads_per_rank", threads);
-        tb_attrs_num(&a, "final_loss", loss);
-        if (d.have_val_ds) {
-            tb_attrs_num(&a, "top1", top1);
-            tb_attrs_num(&a, "top5", top5);
-            tb_attrs_int(&a, "val_images", val_images);
-        }
-        const tb_table *tabs[3] = {&steps_tab, &ranks_tab, &scaling_tab};
-        tb_results_write(fl.results, &a, tabs, 3);
-        tb_attrs_free(&a);
+        tb_run_report_write(&report, "complete", NULL, 0);
         printf("# results written to %s\n", fl.results);
     }
-    tb_table_free(&steps_tab);
-    tb_table_free(&ranks_tab);
-    tb_table_free(&scaling_tab);
+    tb_run_report_free(&report);
     free(all);
     free(hosts);
     tb_model_destroy(m);

@@ -27,45 +27,55 @@ _Noreturn void tb_abort(int exit_code) {
     exit(exit_code);
 }
 
-static void prefix(FILE *f) {
+/* Formats "trainbench[rank R host]: <kind>fmt\n" and writes it with one
+ * call, so lines from many ranks on one terminal never interleave. */
+static void emit(const char *kind, const char *fmt, va_list ap) {
+    char line[4096];
+    size_t n;
     if (g_rank >= 0 && g_world > 1)
-        fprintf(f, "trainbench[rank %d %s]: ", g_rank, g_host);
+        n = (size_t)snprintf(line, sizeof line, "trainbench[rank %d %s]: %s", g_rank, g_host, kind);
     else
-        fputs("trainbench: ", f);
+        n = (size_t)snprintf(line, sizeof line, "trainbench: %s", kind);
+    if (n < sizeof line) n += (size_t)vsnprintf(line + n, sizeof line - n, fmt, ap);
+    if (n > sizeof line - 2) n = sizeof line - 2;
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
+    fflush(stderr);
 }
 
 _Noreturn void tb_die(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
-    prefix(stderr);
-    fputs("error: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    emit("error: ", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     tb_abort(1);
 }
 
-_Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
+void tb_say_error(const char *fmt, ...) {
     va_list ap;
     fflush(stdout);
-    prefix(stderr);
-    fprintf(stderr, "%s:%d: fatal: ", file, line);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    emit("error: ", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+_Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char kind[512];
+    va_list ap;
+    fflush(stdout);
+    snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
+    va_start(ap, fmt);
+    emit(kind, fmt, ap);
+    va_end(ap);
     tb_abort(1);
 }
 
 void tb_warn(const char *fmt, ...) {
     va_list ap;
-    prefix(stderr);
-    fputs("warning: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    emit("warning: ", fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 void tb_info(const char *fmt, ...) {

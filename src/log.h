@@ -27,6 +27,9 @@ _Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2))
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The error line of tb_die without ending anything: for verdicts every rank
+ * reaches together, which then leave through a collective exit. */
+void tb_say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational line, printed by rank 0 only (or when not distributed). */
 void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/faults.h"
 #include "src/log.h"
 #include "src/timer.h"
 
@@ -66,9 +67,26 @@ void tb_trainer_sync_state(tb_trainer *t) {
     tb_comm_bcast(t->comm, m->counters, (size_t)m->pt.n_counters, TB_INT64, 0);
 }
 
-void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step_record *rec) {
+const char *tb_trainer_first_nonfinite(tb_trainer *t, const tb_real *buf, size_t *count) {
+    tb_model *m = t->m;
+    if (m->be->count_nonfinite(m->be, buf, m->pt.n_train) == 0) return NULL;
+    for (int i = 0; i < m->pt.count; i++) {
+        const tb_param *p = &m->pt.items[i];
+        if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
+        size_t n = m->be->count_nonfinite(m->be, buf + p->offset, p->numel);
+        if (n) {
+            *count = n;
+            return p->name;
+        }
+    }
+    return NULL;
+}
+
+int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr,
+                    tb_step_record *rec, char *err, size_t errlen) {
     tb_model *m = t->m;
     tb_backend *be = m->be;
+    tb_fault_process(t->rank, step);
     memset(rec, 0, sizeof *rec);
     rec->n = b->n;
     rec->global_n = b->global_n;
@@ -77,11 +95,13 @@ void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step
     TB_ASSERT(b->global_n >= b->n && b->global_n > 0);
 
     double tb = tb_now();
+    tb_monitor_progress(t->mon, step, "BatchNorm statistics broadcast", 1);
     if (t->world > 1) bcast_device(t, m->state, m->pt.n_state);
     if (t->gs) tb_grad_sync_begin(t->gs);
     double t0 = tb_now();
     double t1 = t0, t2 = t0, t3 = t0;
     if (b->n > 0) {
+        tb_monitor_progress(t->mon, step, "forward", 0);
         tb_model_set_batch(m, b->images, b->labels, b->n);
         be->sync(be);
         t1 = tb_now();
@@ -89,6 +109,7 @@ void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step
         tb_model_loss(m, t->hp.label_smoothing, (double)b->n / (double)b->global_n);
         be->sync(be);
         t2 = tb_now();
+        tb_monitor_progress(t->mon, step, "backward", 0);
         tb_model_backward(m, t->gs ? tb_grad_sync_ready : NULL, t->gs);
         be->sync(be);
         t3 = tb_now();
@@ -99,8 +120,25 @@ void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step
         if (t->gs) tb_grad_sync_ready(t->gs, 0, m->pt.n_train);
         t1 = t2 = t3 = tb_now();
     }
+    if (tb_fault("nan", t->rank, step)) { /* test only: a NaN in the first tensor's gradient */
+        tb_real nan = (tb_real)NAN;
+        be->copy_h2d(be, m->grads, &nan, sizeof nan);
+        be->sync(be);
+    }
+    tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
     if (t->gs) tb_grad_sync_finish(t->gs, &rec->sync);
     double t4 = tb_now();
+    size_t bad = 0;
+    const char *name = tb_trainer_first_nonfinite(t, m->grads, &bad);
+    if (name) {
+        snprintf(err, errlen,
+                 "step %lld: the gradient of %s holds %zu NaN/Inf value%s%s; the run stops before "
+                 "the update (lower --lr, or check the data)",
+                 (long long)step, name, bad, bad > 1 ? "s" : "",
+                 t->world > 1 ? " after the all-reduce" : "");
+        return -1;
+    }
+    tb_monitor_progress(t->mon, step, "optimizer", 0);
     tb_sgd_args sgd = {lr, t->hp.momentum, t->hp.nesterov, 1.0};
     tb_model_sgd_step(m, &sgd, t->hp.weight_decay, t->hp.no_bn_decay);
     be->sync(be);
@@ -111,6 +149,7 @@ void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step
     rec->phase[TB_PH_COMM] = (t0 - tb) + (t4 - t3); /* BN broadcast + exposed buckets */
     rec->phase[TB_PH_OPT] = t5 - t4;
     rec->total = rec->phase[TB_PH_DATA] + (t5 - tb);
+    return 0;
 }
 
 /* FNV-1a over bytes, continuing from h. */

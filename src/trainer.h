@@ -16,6 +16,7 @@
 
 #include "comm/comm.h"
 #include "comm/grad_sync.h"
+#include "comm/monitor.h"
 #include "model/model.h"
 #include "src/batch_source.h"
 
@@ -45,6 +46,7 @@ typedef struct {
     tb_grad_sync *gs;            /* NULL on a single rank */
     tb_train_hparams hp;
     float *stage;                /* host staging for broadcasts [max(n_train, n_state)] */
+    tb_monitor *mon;             /* watchdog to tell what this rank does (may be NULL) */
 } tb_trainer;
 
 tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, const tb_train_hparams *hp);
@@ -52,7 +54,14 @@ void tb_trainer_destroy(tb_trainer *t);
 /* Makes every rank's parameters, momentum, statistics and counters equal to
  * rank 0's (start of training, after a resume). */
 void tb_trainer_sync_state(tb_trainer *t);
-void tb_trainer_step(tb_trainer *t, const tb_source_batch *b, double lr, tb_step_record *rec);
+/* One step (number `step`, for messages and the watchdog). Returns 0, or -1
+ * with a one-line message in err when the summed gradients hold NaN or Inf
+ * (every rank sees the same sum, so every rank returns -1 together). */
+int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr,
+                    tb_step_record *rec, char *err, size_t errlen);
+/* Name of the first tensor of the flat buffer `buf` (params or grads) that
+ * holds a NaN or Inf, and how many it holds; NULL when all are finite. */
+const char *tb_trainer_first_nonfinite(tb_trainer *t, const tb_real *buf, size_t *count);
 /* Takes rank 0's BN running statistics (each rank updated its own in the
  * last forward, as under DDP), then hashes parameters, momentum, statistics
  * and counters on every rank and compares them: returns 1 when all replicas are bit-identical; else

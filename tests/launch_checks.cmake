@@ -1,7 +1,7 @@
 # Launch mistakes (src/launch_check.c), each provoked for real: the run must
 # end with its message on every rank and a non-zero exit. Plus preflight on
 # a healthy launch and with a silent rank or a stuck all-reduce (test-only
-# fault injection: TB_TEST_HANG=rollcall:R | allreduce:R).
+# fault injection: TB_TEST_FAULT=hang-rollcall:R | hang-allreduce:R).
 add_test(NAME launch_singleton_trap COMMAND ${TB_TEST_DIR}/singleton_trap.sh ${TB_BIN})
 set_tests_properties(launch_singleton_trap PROPERTIES TIMEOUT 120)
 if(TB_HAVE_MPI)
@@ -24,10 +24,10 @@ if(TB_HAVE_MPI)
   set_tests_properties(preflight_np3 PROPERTIES PASS_REGULAR_EXPRESSION "#wrong 0.*preflight: OK")
   add_test(NAME preflight_names_silent_rank
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 2 did not answer within 3 s"
-                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_HANG=rollcall:2 ${TB_BIN} preflight --bytes 4K --timeout 3)
+                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-rollcall:2 ${TB_BIN} preflight --bytes 4K --timeout 3)
   add_test(NAME preflight_stuck_allreduce
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "all-reduce of 4096 bytes did not finish within 3 s"
-                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_HANG=allreduce:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
+                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-allreduce:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
   set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
                        launch_nccl_env_on_rank0_only preflight_np3 preflight_names_silent_rank
                        preflight_stuck_allreduce

@@ -41,7 +41,7 @@ if(TB_HAVE_MPI)
   # a rank whose weights drift is caught, and the job fails
   add_test(NAME train_np3_detects_drift
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 1's weights differ"
-                   ${TB_MPIRUN} 3 -x TB_TEST_PERTURB_RANK=1 ${TB_BIN} --image-size 32 --batch-size 4
+                   ${TB_MPIRUN} 3 -x TB_TEST_FAULT=perturb:1 ${TB_BIN} --image-size 32 --batch-size 4
                    --steps 2 --scaling-steps 0 --threads 1 --results "")
   set_tests_properties(train_np3_detects_drift PROPERTIES TIMEOUT 300 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")

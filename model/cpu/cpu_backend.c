@@ -208,6 +208,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
 
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_update = cpu_sgd_update;
+    be->count_nonfinite = cpu_count_nonfinite;
 
     be->destroy = cpu_destroy;
     return be;

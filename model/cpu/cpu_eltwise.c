@@ -1,5 +1,6 @@
 /* cpu_eltwise.c - ReLU and the residual add on the CPU: flat loops over
  * all elements, split across threads in contiguous blocks. */
+#include <math.h>
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
@@ -74,4 +75,13 @@ void cpu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da,
     cpu_check(dy, "add_backward", "dy");
     if (da) pass_gradient(be, dy, da, accumulate_a, "da");
     if (db) pass_gradient(be, dy, db, accumulate_b, "db");
+}
+
+/* NaN or +-Inf values in x[n] (training stops on the first step that has any). */
+size_t cpu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n) {
+    const int threads = cpu_state_of(be)->threads;
+    size_t bad = 0;
+#pragma omp parallel for reduction(+ : bad) schedule(static) num_threads(threads)
+    for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
+    return bad;
 }

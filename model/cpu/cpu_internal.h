@@ -102,6 +102,9 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
                       double smoothing, double grad_scale, tb_real *loss,
                       const tb_tensor *dlogits);
 
+/* cpu_eltwise.c: checks */
+size_t cpu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n);
+
 /* cpu_sgd.c */
 void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
                     int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);

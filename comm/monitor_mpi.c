@@ -1,0 +1,421 @@
+/* monitor_mpi.c - the watchdog over MPI point-to-point messages on a
+ * duplicate communicator (see monitor.h). Needs MPI_THREAD_MULTIPLE: the
+ * monitor thread talks while the main and gradient threads are inside
+ * collectives. */
+#include "comm/monitor.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/comm_mpi.h"
+#include "src/log.h"
+#include "src/timer.h"
+
+enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG };
+
+#define WHAT_MAX 48
+#define WHY_MAX 512
+
+typedef struct {
+    int64_t step;
+    double in_for;           /* seconds the sender had been in `what` when it sent */
+    int collective;
+    char what[WHAT_MAX];
+} progress_msg;
+
+typedef struct {             /* rank 0 -> every rank */
+    progress_msg root;       /* rank 0's own progress */
+    int quiet_rank;          /* the rank heard from longest ago (-1: none) */
+    double quiet_for;
+    progress_msg quiet;      /* its last progress */
+} tick_msg;
+
+struct tb_monitor {
+    MPI_Comm comm;
+    int rank, size;
+    char *hosts;
+    double timeout, period;
+    tb_monitor_abort_fn fn;
+    void *ctx;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int stop;
+    /* this rank's progress, written by the main thread under mu */
+    int64_t step;
+    char what[WHAT_MAX];
+    int collective;
+    double since;
+    /* rank 0: what each rank said last, and when (local clock) */
+    double *heard;
+    progress_msg *last;
+    MPI_Request status_rq;
+    progress_msg status_in;
+    MPI_Request *tick_rq;    /* [size] */
+    tick_msg tick_out;
+    /* the others: rank 0's last tick */
+    double tick_heard;
+    tick_msg tick;
+    MPI_Request status_out_rq;
+    progress_msg status_out;
+    int64_t sent_step;       /* step of the last status sent */
+};
+
+static volatile sig_atomic_t g_sigterm = 0;
+static void on_sigterm(int s) {
+    (void)s;
+    g_sigterm = 1;
+}
+
+static void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static const char *host(const tb_monitor *m, int r) { return m->hosts + 64 * (size_t)r; }
+
+static progress_msg own_progress(tb_monitor *m) {
+    progress_msg p;
+    pthread_mutex_lock(&m->mu);
+    p.step = m->step;
+    p.in_for = tb_now() - m->since;
+    p.collective = m->collective;
+    memcpy(p.what, m->what, WHAT_MAX);
+    pthread_mutex_unlock(&m->mu);
+    return p;
+}
+
+/* Answers pings while we wait for something else. */
+static void answer_pings(tb_monitor *m) {
+    int flag = 1;
+    while (flag) {
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, m->comm, &flag, &st);
+        if (!flag) break;
+        char b;
+        MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PING, m->comm, MPI_STATUS_IGNORE);
+        MPI_Request rq;
+        MPI_Isend(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq);
+        MPI_Request_free(&rq);
+    }
+}
+
+/* Ends the job after telling the others why (rank 0, or anyone when rank 0
+ * is silent). Does not return. */
+static _Noreturn void abort_all(tb_monitor *m, const char *why) {
+    static char msg[WHY_MAX];
+    snprintf(msg, sizeof msg, "%s", why);
+    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
+    int n = 0;
+    for (int r = 0; r < m->size; r++)
+        if (r != m->rank) MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n++]);
+    m->fn(msg, m->ctx);
+    double deadline = tb_now() + 0.5; /* let the others print their line */
+    for (int done = 0; !done && tb_now() < deadline;) {
+        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+        sleep_s(0.01);
+    }
+    sleep_s(0.2);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+static void describe(char *buf, size_t len, const progress_msg *p) {
+    snprintf(buf, len, "step %lld, %s%s", (long long)p->step, p->collective ? "in the " : "in ", p->what);
+}
+
+/* The launcher is tearing the job down (a rank died or left): name the
+ * ranks that no longer answer a ping. */
+static _Noreturn void on_teardown(tb_monitor *m) {
+    int *pong = calloc((size_t)m->size, sizeof *pong);
+    char b = 1;
+    char *in = calloc((size_t)m->size, 1);
+    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
+    for (int r = 0; r < m->size; r++) {
+        if (r == m->rank) {
+            pong[r] = 1;
+            rq[r] = MPI_REQUEST_NULL;
+            continue;
+        }
+        MPI_Request s;
+        MPI_Isend(&b, 1, MPI_CHAR, r, TAG_PING, m->comm, &s);
+        MPI_Request_free(&s);
+        MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_PONG, m->comm, &rq[r]);
+    }
+    double deadline = tb_now() + 0.3;
+    while (tb_now() < deadline) {
+        answer_pings(m);
+        int all = 1;
+        for (int r = 0; r < m->size; r++) {
+            if (pong[r]) continue;
+            int done = 0;
+            MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE);
+            pong[r] = done;
+            all &= done;
+        }
+        if (all) break;
+        sleep_s(0.005);
+    }
+    progress_msg me = own_progress(m);
+    char where[96], why[WHY_MAX], gone[256] = "";
+    describe(where, sizeof where, &me);
+    size_t used = 0;
+    int ngone = 0;
+    for (int r = 0; r < m->size && used < sizeof gone; r++)
+        if (!pong[r]) {
+            used += (size_t)snprintf(gone + used, sizeof gone - used, "%s%d (%s)", ngone ? ", " : "", r,
+                                     host(m, r));
+            ngone++;
+        }
+    if (ngone)
+        snprintf(why, sizeof why,
+                 "rank%s %s %s gone: the launcher is ending the job (this rank was at %s)",
+                 ngone > 1 ? "s" : "", gone, ngone > 1 ? "are" : "is", where);
+    else
+        snprintf(why, sizeof why,
+                 "the launcher is ending the job (SIGTERM) at %s; every other rank still answers", where);
+    m->fn(why, m->ctx);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+/* Rank 0: is anyone silent, or is a collective overdue? Fills why. A rank
+ * whose last report is older than a few periods is judged only by silence:
+ * its stale picture must not make someone else look late. */
+static int verdict(tb_monitor *m, char *why, size_t len) {
+    double now = tb_now(), fresh = 3 * m->period;
+    for (int r = 1; r < m->size; r++)
+        if (now - m->heard[r] > m->timeout) {
+            char where[96];
+            describe(where, sizeof where, &m->last[r]);
+            snprintf(why, len,
+                     "rank %d (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
+                     "%g); it was last at %s",
+                     r, host(m, r), now - m->heard[r], m->timeout, where);
+            return 1;
+        }
+    m->last[0] = own_progress(m);
+    m->heard[0] = now;
+    for (int r = 0; r < m->size; r++)
+        if (now - m->heard[r] > fresh) return 0; /* wait: silence decides */
+    for (int r = 0; r < m->size; r++) {
+        const progress_msg *p = &m->last[r];
+        double in_for = p->in_for + (now - m->heard[r]);
+        if (!p->collective || in_for <= m->timeout) continue;
+        for (int q = 0; q < m->size; q++) {
+            const progress_msg *o = &m->last[q];
+            if (o->collective && o->step == p->step && strcmp(o->what, p->what) == 0) continue;
+            char where[96];
+            describe(where, sizeof where, o);
+            snprintf(why, len,
+                     "rank %d (%s) has not joined the %s of step %lld after %.1f s (--timeout %g): it "
+                     "is at %s",
+                     q, host(m, q), p->what, (long long)p->step, in_for, m->timeout, where);
+            return 1;
+        }
+        snprintf(why, len,
+                 "the %s of step %lld has not completed on any rank after %.1f s (--timeout %g): the "
+                 "interconnect or the MPI library is stuck (trainbench preflight tests it)",
+                 p->what, (long long)p->step, in_for, m->timeout);
+        return 1;
+    }
+    return 0;
+}
+
+static void root_poll(tb_monitor *m) {
+    for (;;) {
+        int done = 0;
+        MPI_Status st;
+        MPI_Test(&m->status_rq, &done, &st);
+        if (!done) break;
+        m->heard[st.MPI_SOURCE] = tb_now();
+        m->last[st.MPI_SOURCE] = m->status_in;
+        MPI_Irecv(&m->status_in, sizeof m->status_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_STATUS, m->comm,
+                  &m->status_rq);
+    }
+}
+
+static void root_tick(tb_monitor *m) {
+    double now = tb_now();
+    tick_msg t;
+    memset(&t, 0, sizeof t);
+    t.root = own_progress(m);
+    t.quiet_rank = -1;
+    for (int r = 1; r < m->size; r++)
+        if (t.quiet_rank < 0 || now - m->heard[r] > t.quiet_for) {
+            t.quiet_rank = r;
+            t.quiet_for = now - m->heard[r];
+            t.quiet = m->last[r];
+        }
+    for (int r = 1; r < m->size; r++) {
+        int done = 1;
+        if (m->tick_rq[r] != MPI_REQUEST_NULL) MPI_Test(&m->tick_rq[r], &done, MPI_STATUS_IGNORE);
+        if (!done) continue; /* that rank is not draining: the verdict will say */
+        m->tick_out = t;
+        MPI_Isend(&m->tick_out, sizeof m->tick_out, MPI_BYTE, r, TAG_TICK, m->comm, &m->tick_rq[r]);
+    }
+}
+
+static void other_poll(tb_monitor *m) {
+    int flag = 1;
+    while (flag) {
+        MPI_Iprobe(0, TAG_TICK, m->comm, &flag, MPI_STATUS_IGNORE);
+        if (!flag) break;
+        MPI_Recv(&m->tick, sizeof m->tick, MPI_BYTE, 0, TAG_TICK, m->comm, MPI_STATUS_IGNORE);
+        m->tick_heard = tb_now();
+    }
+    MPI_Iprobe(0, TAG_ABORT, m->comm, &flag, MPI_STATUS_IGNORE);
+    if (flag) {
+        char why[WHY_MAX];
+        MPI_Recv(why, WHY_MAX, MPI_CHAR, 0, TAG_ABORT, m->comm, MPI_STATUS_IGNORE);
+        m->fn(why, m->ctx);
+        fflush(stdout);
+        fflush(stderr);
+        sleep_s(2.0); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
+        _exit(1);
+    }
+}
+
+/* Sends this rank's progress to rank 0 (if the last send has gone). */
+static void other_status(tb_monitor *m) {
+    int done = 1;
+    if (m->status_out_rq != MPI_REQUEST_NULL) MPI_Test(&m->status_out_rq, &done, MPI_STATUS_IGNORE);
+    if (!done) return;
+    m->status_out = own_progress(m);
+    m->sent_step = m->status_out.step;
+    MPI_Isend(&m->status_out, sizeof m->status_out, MPI_BYTE, 0, TAG_STATUS, m->comm, &m->status_out_rq);
+}
+
+static void *monitor_thread(void *arg) {
+    tb_monitor *m = arg;
+    double next = 0;
+    for (;;) {
+        pthread_mutex_lock(&m->mu);
+        int stop = m->stop;
+        pthread_mutex_unlock(&m->mu);
+        if (stop) break;
+        if (g_sigterm) on_teardown(m);
+        answer_pings(m);
+        char why[WHY_MAX];
+        if (m->rank == 0) {
+            root_poll(m);
+            if (tb_now() >= next) {
+                root_tick(m);
+                next = tb_now() + m->period;
+            }
+            if (verdict(m, why, sizeof why)) abort_all(m, why);
+        } else {
+            other_poll(m);
+            pthread_mutex_lock(&m->mu);
+            int moved = m->step != m->sent_step;
+            pthread_mutex_unlock(&m->mu);
+            if (tb_now() >= next || moved) { /* periodically, and at every new step */
+                other_status(m);
+                next = tb_now() + m->period;
+            }
+            if (tb_now() - m->tick_heard > m->timeout) {
+                char where[96];
+                describe(where, sizeof where, &m->tick.root);
+                snprintf(why, sizeof why,
+                         "rank 0 (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
+                         "%g); it was last at %s",
+                         host(m, 0), tb_now() - m->tick_heard, m->timeout, where);
+                abort_all(m, why);
+            }
+        }
+        sleep_s(m->period / 8 < 0.01 ? m->period / 8 : 0.01);
+    }
+    return NULL;
+}
+
+tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s,
+                             tb_monitor_abort_fn fn, void *ctx) {
+    int size = tb_comm_size(world);
+    int level = 0;
+    MPI_Query_thread(&level);
+    if (size < 2) return NULL;
+    if (level < MPI_THREAD_MULTIPLE) {
+        tb_warn("the MPI library lacks MPI_THREAD_MULTIPLE: the watchdog is off, a dead rank may "
+                "hang the job");
+        return NULL;
+    }
+    tb_monitor *m = calloc(1, sizeof *m);
+    if (!m) TB_FATAL("out of host memory");
+    MPI_CHECK(MPI_Comm_dup(tb_mpi_comm(world), &m->comm));
+    m->rank = tb_comm_rank(world);
+    m->size = size;
+    m->hosts = malloc((size_t)size * 64);
+    memcpy(m->hosts, hosts, (size_t)size * 64);
+    m->timeout = timeout_s;
+    m->period = timeout_s / 10 < 0.5 ? timeout_s / 10 : 0.5;
+    m->fn = fn;
+    m->ctx = ctx;
+    pthread_mutex_init(&m->mu, NULL);
+    snprintf(m->what, sizeof m->what, "start-up");
+    m->since = tb_now();
+    double now = tb_now();
+    m->tick_heard = now;
+    m->status_out_rq = MPI_REQUEST_NULL;
+    if (m->rank == 0) {
+        m->heard = calloc((size_t)size, sizeof *m->heard);
+        m->last = calloc((size_t)size, sizeof *m->last);
+        m->tick_rq = calloc((size_t)size, sizeof *m->tick_rq);
+        for (int r = 0; r < size; r++) {
+            m->heard[r] = now;
+            m->tick_rq[r] = MPI_REQUEST_NULL;
+            snprintf(m->last[r].what, WHAT_MAX, "start-up");
+        }
+        MPI_CHECK(MPI_Irecv(&m->status_in, sizeof m->status_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_STATUS,
+                            m->comm, &m->status_rq));
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    if (pthread_create(&m->thread, NULL, monitor_thread, m) != 0)
+        TB_FATAL("cannot start the watchdog thread");
+    return m;
+}
+
+void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_collective) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    if (m->step != step || m->collective != in_collective || strcmp(m->what, what) != 0) {
+        m->step = step;
+        m->collective = in_collective;
+        snprintf(m->what, sizeof m->what, "%s", what);
+        m->since = tb_now();
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+void tb_monitor_stop(tb_monitor *m) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    m->stop = 1;
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    if (m->rank == 0) {
+        MPI_Cancel(&m->status_rq);
+        MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE);
+        /* sends complete on their own (small, eager); just let them go */
+        for (int r = 1; r < m->size; r++)
+            if (m->tick_rq[r] != MPI_REQUEST_NULL) MPI_Request_free(&m->tick_rq[r]);
+    } else if (m->status_out_rq != MPI_REQUEST_NULL) {
+        MPI_Request_free(&m->status_out_rq);
+    }
+    signal(SIGTERM, SIG_DFL);
+    free(m->heard);
+    free(m->last);
+    free(m->tick_rq);
+    free(m->hosts);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}

@@ -1,0 +1,28 @@
+/* faults.h - test-only fault injection, so the failure paths can be tested
+ * for real. One environment variable, never set in production:
+ *
+ *   TB_TEST_FAULT=KIND:RANK[:STEP]
+ *
+ *   kill          SIGKILL this rank at the start of STEP
+ *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
+ *   exit0         exit(0) at the start of STEP, without a word (a rank that
+ *                 leaves early)
+ *   nan           a NaN in this rank's gradients in STEP
+ *   perturb       this rank's weights drift at the end (replica check)
+ *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
+ *   hang-rollcall, hang-allreduce   stop answering in preflight
+ *
+ * RANK -1 matches every rank; STEP may be omitted for the kinds without a
+ * step. */
+#ifndef TB_FAULTS_H
+#define TB_FAULTS_H
+
+#include <stdint.h>
+
+/* 1 when fault `kind` is set for this rank and step (step < 0: any). */
+int tb_fault(const char *kind, int rank, int64_t step);
+
+/* Carries out kill / freeze / exit0 if one is set for (rank, step). */
+void tb_fault_process(int rank, int64_t step);
+
+#endif

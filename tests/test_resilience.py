@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""test_resilience.py - failures end the job in bounded time with a message,
+and no work is lost beyond the last checkpoint (issue 7).
+
+Modes (one ctest each):
+  killed   mpirun -np 3, rank 1 SIGKILLed at step 5
+  frozen   mpirun -np 3, rank 2 stops answering (SIGSTOP) at step 5
+  early    mpirun -np 3, rank 1 exits 0 at step 5 without a word
+    -> every other rank prints one line naming the failed rank, its host and
+       the step; the job exits non-zero within --timeout + GRACE seconds;
+       rank 0's results file says status "aborted" and keeps the steps run.
+  nan      mpirun -np 2, a NaN in the gradients at step 3: every rank stops
+           with the step and the tensor's name; results "aborted".
+  resume   mpirun -np 2 over an mkdata set: run A trains 16 steps straight
+           (crossing an epoch); run B is killed at step 14 and resumed from
+           its step-12 checkpoint; B's losses for steps 12-15 and its final
+           weights, momentum and BN statistics equal A's bit for bit.
+  ckptkill one rank, SIGKILL half-way through writing the step-8
+           checkpoint: the step-4 checkpoint is still there and loads.
+Fault injection: TB_TEST_FAULT (src/faults.h), test only.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import h5py
+    import numpy as np
+except ImportError as e:
+    print(f"SKIP: {e} (install python3-h5py)")
+    sys.exit(77)
+
+TIMEOUT = 5        # --timeout given to trainbench
+GRACE = 15         # start-up, the abort and mpirun's teardown on a loaded 2-core machine
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+SMALL = ["--image-size", "32", "--batch-size", "4", "--threads", "1", "--scaling-steps", "0",
+         "--timeout", str(TIMEOUT)]
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(cmd, env=None, expect_rc=0):
+    print("+ " + " ".join(cmd), flush=True)
+    t0 = time.time()
+    r = subprocess.run(cmd, env=env or ENV, capture_output=True, text=True)
+    dt = time.time() - t0
+    out = r.stdout + r.stderr
+    if expect_rc is not None and r.returncode != expect_rc:
+        print(out[-4000:])
+        check(False, f"exit status {r.returncode}, expected {expect_rc}")
+    return r.returncode, out, dt
+
+
+def status_of(path):
+    with h5py.File(path) as f:
+        return f.attrs["status"], f.attrs.get("abort_reason", ""), len(f["steps/step"])
+
+
+def failure_mode(a, fault, culprit, survivors, words):
+    with tempfile.TemporaryDirectory() as d:
+        res = os.path.join(d, "run.h5")
+        env = dict(ENV, TB_TEST_FAULT=fault)
+        rc, out, dt = run([a.mpiexec, "-n", "3", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "40",
+                           *SMALL, "--results", res], env=env, expect_rc=None)
+        print("\n".join(l for l in out.splitlines() if "error" in l))
+        check(rc != 0, f"the job exits non-zero (exit {rc})")
+        check(dt < TIMEOUT + GRACE, f"it ends within --timeout + {GRACE} s ({dt:.1f} s)")
+        for r in survivors:
+            pat = rf"trainbench\[rank {r} [^]]*\]: error: watchdog: .*rank {culprit} \([^)]+\) {words}.*step"
+            check(re.search(pat, out) is not None, f"rank {r} names rank {culprit}, its host and the step")
+        st, why, n = status_of(res)
+        check(st == "aborted" and f"rank {culprit}" in why, f"results say aborted, with the reason ({st})")
+        check(n >= 4, f"results keep the {n} steps measured before the failure")
+
+
+def mode_nan(a):
+    with tempfile.TemporaryDirectory() as d:
+        res = os.path.join(d, "run.h5")
+        env = dict(ENV, TB_TEST_FAULT="nan:0:3")
+        rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "10",
+                          *SMALL, "--results", res], env=env, expect_rc=None)
+        check(rc != 0, f"the job exits non-zero (exit {rc})")
+        for r in (0, 1):
+            pat = rf"trainbench\[rank {r} [^]]*\]: error: train: step 3: the gradient of conv1.weight holds 1 NaN/Inf"
+            check(re.search(pat, out) is not None, f"rank {r} names step 3 and conv1.weight")
+        st, why, n = status_of(res)
+        check(st == "aborted" and "conv1.weight" in why and n == 3, f"results aborted after 3 steps ({st}, {n})")
+
+
+def weights(path):
+    with h5py.File(path) as f:
+        return {f"{g}/{k}": f[g][k][()] for g in ("params", "momentum") for k in f[g]}
+
+
+def mode_resume(a):
+    with tempfile.TemporaryDirectory() as d:
+        p = lambda n: os.path.join(d, n)
+        run([a.trainbench, "mkdata", "--out", p("data"), "--classes", "4", "--per-class", "24",
+             "--seed", "5", "--min-side", "64", "--max-side", "96"])
+        common = [a.mpiexec, "-n", "2", a.trainbench, "--data", p("data"), "--steps", "16",
+                  *SMALL, "--loader-threads", "2", "--ckpt-every", "6", "--warmup-steps", "0"]
+        run(common + ["--ckpt", p("a.ckpt"), "--save", p("a.h5"), "--results", p("a_res.h5")])
+        env = dict(ENV, TB_TEST_FAULT="kill:0:14")
+        rc, out, _ = run(common[:3] + ["-x", "TB_TEST_FAULT"] + common[3:] +
+                         ["--ckpt", p("b.ckpt"), "--results", p("b_dead.h5")], env=env, expect_rc=None)
+        check(rc != 0, f"run B was killed at step 14 (exit {rc})")
+        with h5py.File(p("b.ckpt")) as f:
+            check(int(f.attrs["step"]) == 12, f"its newest checkpoint is step {int(f.attrs['step'])} (12)")
+        rc, out, _ = run(common + ["--ckpt", p("b.ckpt"), "--resume", "--save", p("b.h5"),
+                                   "--results", p("b_res.h5")])
+        check("resuming from" in out and "at step 12" in out, "run B resumed at step 12")
+        with h5py.File(p("a_res.h5")) as fa, h5py.File(p("b_res.h5")) as fb:
+            la = dict(zip(fa["steps/step"][()].tolist(), fa["steps/loss"][()].tolist()))
+            lb = dict(zip(fb["steps/step"][()].tolist(), fb["steps/loss"][()].tolist()))
+            check(sorted(lb) == list(range(12, 16)), f"the resumed run did steps {sorted(lb)}")
+            check(all(la[s] == lb[s] for s in lb), "its losses equal the uninterrupted run's exactly: "
+                  + ", ".join(f"{s}: {la[s]:.6f}/{lb[s]:.6f}" for s in sorted(lb)))
+        wa, wb = weights(p("a.h5")), weights(p("b.h5"))
+        same = [k for k in wa if np.array_equal(wa[k], wb[k])]
+        check(len(same) == len(wa) == len(wb), f"final params and momentum bit-identical ({len(same)}/{len(wa)})")
+        with h5py.File(p("a.h5")) as fa, h5py.File(p("b.h5")) as fb:
+            bn = [k for k in fa["params"] if "running" in k or "num_batches" in k]
+            check(all(np.array_equal(fa["params"][k][()], fb["params"][k][()]) for k in bn),
+                  f"BN statistics and counters bit-identical ({len(bn)} tensors)")
+
+
+def mode_ckptkill(a):
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "run.ckpt")
+        env = dict(ENV, TB_TEST_FAULT="kill-in-ckpt:0:8")
+        rc, out, _ = run([a.trainbench, "--steps", "12", *SMALL, "--ckpt", ck, "--ckpt-every", "4",
+                          "--results", ""], env=env, expect_rc=None)
+        check(rc != 0, f"killed while writing the step-8 checkpoint (exit {rc})")
+        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
+        check(len(leftovers) == 1, f"the half-written file is a temporary ({leftovers})")
+        with h5py.File(ck) as f:
+            check(int(f.attrs["step"]) == 4, f"the checkpoint is still step 4 ({int(f.attrs['step'])})")
+        rc, out, _ = run([a.ckpt_copy, ck, os.path.join(d, "copy.h5")])
+        check(rc == 0, "it loads with every validation (tb_ckpt_copy)")
+        rc, out, _ = run([a.trainbench, "--steps", "6", *SMALL, "--ckpt", ck, "--resume", "--results", ""])
+        check(rc == 0 and "at step 4" in out, "and training resumes from it")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill"])
+    ap.add_argument("--trainbench", required=True)
+    ap.add_argument("--mpiexec", default="")
+    ap.add_argument("--ckpt-copy", default="")
+    a = ap.parse_args()
+    if a.mode not in ("ckptkill",) and not a.mpiexec:
+        print("SKIP: needs mpiexec (trainbench built without MPI)")
+        sys.exit(77)
+    if a.mode == "killed":
+        failure_mode(a, "kill:1:5", 1, (0, 2), "is gone")
+    elif a.mode == "frozen":
+        failure_mode(a, "freeze:2:5", 2, (0, 1), "stopped answering")
+    elif a.mode == "early":
+        failure_mode(a, "exit0:1:5", 1, (0, 2), "is gone")
+    elif a.mode == "nan":
+        mode_nan(a)
+    elif a.mode == "resume":
+        mode_resume(a)
+    else:
+        mode_ckptkill(a)
+    print(f"# {a.mode}: {len(failures)} failed check(s)")
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
