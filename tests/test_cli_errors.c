@@ -216,6 +216,15 @@ int main(int argc, char **argv) {
     expect_error("train --val /tmp", "--val needs --data");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
     expect_error("train --batch-size 1 --image-size 32 --steps 1", "one value per channel");
+    expect_error("train --steps 1 --results /nonexistent/dir/run.h5", "cannot write results file '/nonexistent/dir/run.h5'");
+    expect_error("train --steps 1 --ckpt /nonexistent/dir/c.h5 --ckpt-every 1", "cannot write checkpoint '/nonexistent/dir/c.h5'");
+    expect_error("train --steps 1 --resume", "--resume needs --ckpt FILE");
+    expect_error("train --steps 1 --timeout -1", "--timeout expects a number in [0,");
+    snprintf(cmd, sizeof cmd, "'%s' mkdata --out '%s' --classes 2 --per-class 1 --min-side 64 --max-side 80 > /dev/null",
+             g_bin, path("tiny"));
+    TB_CHECK(system(cmd) == 0, "mkdata for the tiny data set: %s", cmd);
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 4 --image-size 32", path("tiny"));
+    expect_error(a, "--data has 2 images, fewer than ranks x batch = 1 x 4");
 
     /* no temporary files left next to the outputs */
     char ls[512];
