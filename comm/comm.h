@@ -52,6 +52,11 @@ void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes);
 /* Like allgather, but only root's recv is filled. */
 void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int root);
 
+/* Gathers a different number of bytes from every rank to root: returns a
+ * malloc'd buffer of all ranks' bytes in rank order (root; NULL elsewhere)
+ * and their sizes in counts[world] (root). */
+char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root, size_t *counts);
+
 /* Every rank calls this together after a verdict they all reached (a launch
  * mistake): a clean collective exit with `code`, no MPI_Abort banner. */
 _Noreturn void tb_comm_exit_all(tb_comm *c, int code);

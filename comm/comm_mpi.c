@@ -229,3 +229,28 @@ int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_t
     *elapsed = tb_now() - t0;
     return 0;
 }
+
+char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root, size_t *counts) {
+    TB_ASSERT(bytes < CHUNK);
+    int mine = (int)bytes;
+    int *n = c->rank == root ? calloc((size_t)c->size, sizeof *n) : NULL;
+    MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, n, 1, MPI_INT, root, c->comm));
+    int *displ = NULL;
+    char *all = NULL;
+    if (c->rank == root) {
+        displ = calloc((size_t)c->size, sizeof *displ);
+        size_t total = 0;
+        for (int r = 0; r < c->size; r++) {
+            if (total + (size_t)n[r] >= CHUNK) TB_FATAL("gathered data exceeds 1 GiB");
+            displ[r] = (int)total;
+            counts[r] = (size_t)n[r];
+            total += (size_t)n[r];
+        }
+        all = malloc(total + 1);
+        if (!all) TB_FATAL("out of host memory");
+    }
+    MPI_CHECK(MPI_Gatherv(send, mine, MPI_BYTE, all, n, displ, MPI_BYTE, root, c->comm));
+    free(n);
+    free(displ);
+    return all;
+}

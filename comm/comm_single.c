@@ -94,3 +94,13 @@ int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_t
     *elapsed = 0;
     return 0;
 }
+
+char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root, size_t *counts) {
+    (void)c;
+    TB_ASSERT(root == 0);
+    char *all = malloc(bytes + 1);
+    if (!all) TB_FATAL("out of host memory");
+    memcpy(all, send, bytes);
+    counts[0] = bytes;
+    return all;
+}

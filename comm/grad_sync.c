@@ -37,6 +37,7 @@ struct tb_grad_sync {
     int stop;
 
     double t_begin, first_start, busy;
+    double *t_start, *t_end;   /* [nb] this step's all-reduce of each bucket */
 };
 
 static void *comm_thread(void *arg) {
@@ -54,6 +55,8 @@ static void *comm_thread(void *arg) {
         double t1 = tb_now();
 
         pthread_mutex_lock(&gs->mu);
+        gs->t_start[i] = t0;
+        gs->t_end[i] = t1;
         if (gs->first_start == 0) gs->first_start = t0;
         gs->busy += t1 - t0;
         gs->done++;
@@ -81,7 +84,9 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     /* whole tensors, accumulated from the end of the buffer */
     gs->b = calloc((size_t)ntensors, sizeof *gs->b);
     gs->queue = calloc((size_t)ntensors, sizeof *gs->queue);
-    if (!gs->b || !gs->queue) TB_FATAL("out of host memory");
+    gs->t_start = calloc((size_t)ntensors, sizeof *gs->t_start);
+    gs->t_end = calloc((size_t)ntensors, sizeof *gs->t_end);
+    if (!gs->b || !gs->queue || !gs->t_start || !gs->t_end) TB_FATAL("out of host memory");
     size_t end = count;
     for (int i = ntensors - 1; i >= 0; i--) {
         size_t start = tensor_offsets[i];
@@ -115,6 +120,8 @@ void tb_grad_sync_destroy(tb_grad_sync *gs) {
     pthread_cond_destroy(&gs->cv);
     free(gs->b);
     free(gs->queue);
+    free(gs->t_start);
+    free(gs->t_end);
     free(gs);
 }
 
@@ -123,6 +130,11 @@ int tb_grad_sync_bucket_count(const tb_grad_sync *gs) { return gs->nb; }
 void tb_grad_sync_bucket(const tb_grad_sync *gs, int i, size_t *offset, size_t *count) {
     *offset = gs->b[i].offset;
     *count = gs->b[i].count;
+}
+
+void tb_grad_sync_bucket_times(const tb_grad_sync *gs, const double **start, const double **end) {
+    *start = gs->t_start;
+    *end = gs->t_end;
 }
 
 void tb_grad_sync_begin(tb_grad_sync *gs) {

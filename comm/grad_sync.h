@@ -42,5 +42,8 @@ void tb_grad_sync_begin(tb_grad_sync *gs);
 /* The model's tb_grad_ready_fn: [offset, offset+count) is final. */
 void tb_grad_sync_ready(void *gs, size_t offset, size_t count);
 void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st);
+/* After finish: when bucket i's all-reduce ran in this step (tb_now()
+ * clock): start[i], end[i]. */
+void tb_grad_sync_bucket_times(const tb_grad_sync *gs, const double **start, const double **end);
 
 #endif

@@ -28,6 +28,7 @@
 #include "src/provenance.h"
 #include "src/run_report.h"
 #include "src/timer.h"
+#include "src/trace.h"
 #include "src/train_setup.h"
 
 static void defaults(tb_train_flags *f) {
@@ -244,6 +245,7 @@ int tb_cmd_train(int argc, char **argv) {
         {"save", TB_OPT_STRING, fl.save, 0, 0, NULL, "checkpoint written at the end of training"},
         {"init", TB_OPT_STRING, fl.init, 0, 0, NULL, "start from this checkpoint's weights"},
         {"results", TB_OPT_STRING, fl.results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
+        {"trace", TB_OPT_STRING, fl.trace, 0, 0, NULL, "per-rank timeline of the training steps (Chrome trace JSON)"},
         {"timeout", TB_OPT_DOUBLE, &fl.timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog)"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
         {"zero-init-residual", TB_OPT_FLAG, &fl.zero_init_residual, 0, 0, NULL, "each block's last BN gamma starts at 0"},
@@ -279,6 +281,7 @@ int tb_cmd_train(int argc, char **argv) {
         if (fl.results[0]) require_writable(fl.results, "results file");
         if (fl.ckpt[0]) require_writable(fl.ckpt, "checkpoint");
         if (fl.save[0]) require_writable(fl.save, "checkpoint");
+        if (fl.trace[0]) require_writable(fl.trace, "trace file");
     }
     /* the watchdog guards every collective from here on */
     char *hosts = calloc((size_t)info.world, 64);
@@ -418,6 +421,11 @@ int tb_cmd_train(int argc, char **argv) {
     memset(&mine, 0, sizeof mine);
     double t_timed = 0, t_begin = tb_now(), loss = NAN, first_loss = NAN, top1 = NAN, top5 = NAN;
     int64_t val_images = 0, step = start[0], warm_end = start[0] + fl.warmup;
+    if (fl.trace[0]) { /* one time origin for every rank */
+        tb_monitor_progress(mon, step, "trace barrier", 1);
+        tb_comm_barrier(world);
+        tb_trace_start(info.rank, (size_t)2000000);
+    }
     for (int64_t epoch = start[1]; step < total; epoch++) {
         int64_t epoch_step = epoch == start[1] ? start[2] : 0;
         tb_source_start_epoch(src, epoch, epoch_step);
@@ -491,6 +499,11 @@ int tb_cmd_train(int argc, char **argv) {
         }
     }
     mine.elapsed_s = step > warm_end ? tb_now() - t_timed : 0;
+    if (fl.trace[0]) {
+        tb_monitor_progress(mon, step, "trace gather", 1);
+        tb_trace_write(world, fl.trace, hosts);
+        if (info.rank == 0) printf("# trace written to %s (open it in ui.perfetto.dev)\n", fl.trace);
+    }
     tb_rank_summary *all = calloc((size_t)info.world, sizeof *all);
     tb_monitor_progress(mon, step, "summary gather", 1);
     tb_comm_gather(world, &mine, all, sizeof mine, 0);

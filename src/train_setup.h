@@ -15,7 +15,7 @@ typedef struct {
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
     char data[TB_OPT_STR_MAX], val[TB_OPT_STR_MAX], batch_file[TB_OPT_STR_MAX];
     char results[TB_OPT_STR_MAX], save[TB_OPT_STR_MAX], init[TB_OPT_STR_MAX];
-    char ckpt[TB_OPT_STR_MAX], lr_schedule[TB_OPT_STR_MAX];
+    char ckpt[TB_OPT_STR_MAX], lr_schedule[TB_OPT_STR_MAX], trace[TB_OPT_STR_MAX];
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;

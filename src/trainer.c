@@ -8,6 +8,7 @@
 #include "src/faults.h"
 #include "src/log.h"
 #include "src/timer.h"
+#include "src/trace.h"
 
 const char *const tb_phase_name[TB_PH_COUNT] = {"data", "h2d", "forward", "backward", "allreduce",
                                                 "optimizer"};
@@ -149,6 +150,24 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
     rec->phase[TB_PH_COMM] = (t0 - tb) + (t4 - t3); /* BN broadcast + exposed buckets */
     rec->phase[TB_PH_OPT] = t5 - t4;
     rec->total = rec->phase[TB_PH_DATA] + (t5 - tb);
+    if (tb_trace_on()) {
+        const double edges[TB_PH_COUNT + 1] = {tb - b->wait_s, tb, t1, t2, t3, t4, t5};
+        tb_trace_event(tb_phase_name[TB_PH_DATA], TB_TRACE_COMPUTE, edges[0], tb, step, -1, 0);
+        tb_trace_event("BN broadcast", TB_TRACE_COMPUTE, tb, t0, step, -1, 0);
+        tb_trace_event(tb_phase_name[TB_PH_H2D], TB_TRACE_COMPUTE, t0, t1, step, -1, 0);
+        for (int p = TB_PH_FWD; p < TB_PH_COUNT; p++)
+            tb_trace_event(tb_phase_name[p], TB_TRACE_COMPUTE, edges[p], edges[p + 1], step, -1, 0);
+        if (t->gs) {
+            const double *bs, *be_;
+            tb_grad_sync_bucket_times(t->gs, &bs, &be_);
+            for (int i = 0; i < tb_grad_sync_bucket_count(t->gs); i++) {
+                size_t off, cnt;
+                tb_grad_sync_bucket(t->gs, i, &off, &cnt);
+                tb_trace_event("all-reduce bucket", TB_TRACE_COMM, bs[i], be_[i], step, i,
+                               (double)cnt * sizeof(tb_real));
+            }
+        }
+    }
     return 0;
 }
 

@@ -82,3 +82,20 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_eval.h5 --val-images 28)
   set_tests_properties(eval_counts_every_image PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED eval_results)
 endif()
+
+# --trace: a Chrome trace with one track per rank and every phase present
+add_test(NAME trace_np1
+         COMMAND ${TB_BIN} --image-size 32 --batch-size 4 --steps 4 --scaling-steps 0 --threads 1
+                 --results "" --trace trace_np1.json)
+set_tests_properties(trace_np1 PROPERTIES TIMEOUT 300 FIXTURES_SETUP trace1)
+add_test(NAME trace_np1_valid COMMAND ${TB_PY} ${TB_TEST_DIR}/check_trace.py trace_np1.json --ranks 1 --steps 4)
+set_tests_properties(trace_np1_valid PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED trace1)
+if(TB_HAVE_MPI)
+  add_test(NAME trace_np3
+           COMMAND ${TB_MPIRUN} 3 ${TB_BIN} --image-size 32 --batch-size 4 --steps 4 --scaling-steps 0
+                   --threads 1 --bucket-mb 4 --results "" --trace trace_np3.json)
+  set_tests_properties(trace_np3 PROPERTIES TIMEOUT 300 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}"
+                       FIXTURES_SETUP trace3)
+  add_test(NAME trace_np3_valid COMMAND ${TB_PY} ${TB_TEST_DIR}/check_trace.py trace_np3.json --ranks 3 --steps 4)
+  set_tests_properties(trace_np3_valid PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED trace3)
+endif()
