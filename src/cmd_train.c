@@ -175,17 +175,15 @@ static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *
     return (int64_t)counts[2];
 }
 
-static void print_phase_table(const tb_rank_summary *all, int n) {
-    printf("#\n# training run, ms per step by rank (timed steps only)\n# %5s %9s", "rank", "step");
-    for (int p = 0; p < TB_PH_COUNT; p++) printf(" %9s", tb_phase_name[p]);
-    printf(" %9s\n", "img/s");
-    for (int r = 0; r < n; r++) {
-        const tb_rank_summary *s = &all[r];
-        if (s->steps == 0) continue;
-        printf("  %5d %9.2f", r, 1e3 * s->step_s / s->steps);
-        for (int p = 0; p < TB_PH_COUNT; p++) printf(" %9.2f", 1e3 * s->phase_s[p] / s->steps);
-        printf(" %9.2f\n", s->elapsed_s > 0 ? s->samples / s->elapsed_s : 0);
-    }
+/* The per-rank phase table of the training run (the same code prints it
+ * from a results file in `trainbench report`). */
+static void print_phase_table(const tb_rank_summary *all, int n, const char *hosts) {
+    tb_rank_row *rows = calloc((size_t)n, sizeof *rows);
+    int k = 0;
+    for (int r = 0; r < n; r++)
+        if (all[r].steps > 0) tb_rank_row_from(&rows[k++], &all[r], r, hosts + 64 * (size_t)r);
+    tb_rank_rows_write(stdout, TB_FMT_TEXT, rows, k);
+    free(rows);
 }
 
 /* Checkpoint of the state after `step` steps (rank 0; under the report lock
@@ -400,6 +398,7 @@ int tb_cmd_train(int argc, char **argv) {
         tb_attrs_int(a, "threads_per_rank", threads);
         tb_attrs_int(a, "resumed_from_step", start[0]);
         tb_attrs_num(a, "timeout_s", fl.timeout);
+        tb_attrs_str(a, "device_util_source", tb_scaling_util_label(be->name));
         printf("# trainbench train: %s, %d classes, %d rank%s, backend %s (%d threads/rank), %s\n",
                cfg.name, classes, info.world, info.world > 1 ? "s" : "", be->name, threads, fl.precision);
         printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
@@ -525,7 +524,7 @@ int tb_cmd_train(int argc, char **argv) {
             tb_attrs_int(&report.attrs, "val_images", val_images);
         }
         tb_run_report_unlock(&report);
-        print_phase_table(all, info.world);
+        print_phase_table(all, info.world, hosts);
         double ips = 0, slow = 0;
         for (int r = 0; r < info.world; r++) {
             ips += all[r].samples;
@@ -578,16 +577,20 @@ int tb_cmd_train(int argc, char **argv) {
                                              tb_lr_at(&sched, total > 0 ? total - 1 : 0), classes,
                                              dataset_size, rows);
         if (info.rank == 0) {
-            tb_scaling_print_seed(stdout, rows, nrows, dataset_size,
-                                  "CPU: compute share of the step (forward+backward+optimizer)");
+            tb_scaling_print_seed(stdout, rows, nrows, dataset_size, tb_scaling_util_label(be->name));
             tb_scaling_print_full(stdout, rows, nrows);
             tb_run_report_lock(&report);
             for (int i = 0; i < nrows; i++) {
                 const tb_scaling_row *r = &rows[i];
-                double row[13] = {r->ranks, r->global_batch, r->img_per_s, r->img_per_s_per_rank,
-                                  r->speedup, r->efficiency, r->epoch_time_s, r->device_util_pct,
-                                  r->allreduce_busbw_GBps, r->comm_share_pct, r->step_ms.min,
-                                  r->step_ms.median, r->step_ms.max};
+                double row[13 + 3 * TB_PH_COUNT] = {
+                    r->ranks, r->global_batch, r->img_per_s, r->img_per_s_per_rank, r->speedup,
+                    r->efficiency, r->epoch_time_s, r->device_util_pct, r->allreduce_busbw_GBps,
+                    r->comm_share_pct, r->step_ms.min, r->step_ms.median, r->step_ms.max};
+                for (int p = 0; p < TB_PH_COUNT; p++) {
+                    row[13 + 3 * p] = r->phase_ms[p].min;
+                    row[14 + 3 * p] = r->phase_ms[p].median;
+                    row[15 + 3 * p] = r->phase_ms[p].max;
+                }
                 tb_table_row(&report.scaling, row, NULL);
             }
             tb_run_report_unlock(&report);

@@ -111,6 +111,13 @@ static void write_table(hid_t file, const tb_table *t) {
         }
     }
     free(iv);
+    /* the writer's column order, for readers that print tables (report) */
+    char order[TB_TABLE_MAX_COLS * 41 + 48] = "";
+    size_t used = 0;
+    for (int c = 0; c < t->ncols; c++)
+        used += (size_t)snprintf(order + used, sizeof order - used, "%s%s", c ? "," : "", t->names[c]);
+    if (t->strname[0]) snprintf(order + used, sizeof order - used, ",%s", t->strname);
+    tb_h5_attr_write_str(g, "columns", order);
     if (t->strname[0]) {
         hid_t st = H5_CHECK(H5Tcopy(H5T_C_S1));
         H5_CHECK(H5Tset_size(st, H5T_VARIABLE));

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TB_TABLE_MAX_COLS 24
+#define TB_TABLE_MAX_COLS 48
 
 /* A table of numeric columns (and at most one string column) grown row by
  * row. */

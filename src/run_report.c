@@ -21,7 +21,10 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     tb_table_init(&r->scaling, "scaling",
                   "ranks:i,global_batch:i,img_per_s,img_per_s_per_rank,speedup,efficiency,epoch_time_s,"
                   "device_util_pct,allreduce_busbw_GBps,comm_share_pct,step_ms_min,step_ms_median,"
-                  "step_ms_max");
+                  "step_ms_max,data_ms_min,data_ms_median,data_ms_max,h2d_ms_min,h2d_ms_median,h2d_ms_max,"
+                  "forward_ms_min,forward_ms_median,forward_ms_max,backward_ms_min,backward_ms_median,"
+                  "backward_ms_max,allreduce_ms_min,allreduce_ms_median,allreduce_ms_max,"
+                  "optimizer_ms_min,optimizer_ms_median,optimizer_ms_max");
 }
 
 void tb_run_report_lock(tb_run_report *r) { pthread_mutex_lock(&r->mu); }

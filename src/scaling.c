@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/table_print.h"
+
 void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r) {
     s->steps++;
     s->samples += r->n;
@@ -72,47 +74,143 @@ void tb_scaling_finish(tb_scaling_row *rows, int nrows) {
     }
 }
 
+const char *tb_scaling_util_label(const char *backend) {
+    if (backend && strcmp(backend, "cpu") == 0)
+        return "CPU: compute share of the step (forward+backward+optimizer)";
+    return "device utilisation (median over ranks)";
+}
+
+void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows,
+                           double dataset_size, const char *util_label) {
+    if (nrows < 1) return;
+    const tb_scaling_row *one = &rows[0], *n = &rows[nrows - 1];
+    char title[160], head_1[32], head_n[32];
+    snprintf(title, sizeof title, "scaling (weak: %d samples per rank and step; epoch = %.0f samples)",
+             one->global_batch, dataset_size);
+    snprintf(head_1, sizeof head_1, "%d rank%s", one->ranks, one->ranks > 1 ? "s" : "");
+    snprintf(head_n, sizeof head_n, "%d rank%s", n->ranks, n->ranks > 1 ? "s" : "");
+    const tb_col cols[] = {
+        {.head = "metric", .key = "metric", .width = 28, .left = 1},
+        {.head = head_1, .key = "first_row", .width = 12},
+        {.head = head_n, .key = "last_row", .width = 18},
+        {.head = "note", .key = "note", .left = 1, .gap = 2},
+    };
+    tb_tab *t = tb_tab_new(fmt, title, cols, 4);
+    tb_tab_str(t, "epoch time");
+    tb_tab_strf(t, "%.1f s", one->epoch_time_s);
+    tb_tab_strf(t, "%.1f s", n->epoch_time_s);
+    tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)", 100.0 * n->efficiency,
+                one->epoch_time_s, n->ranks, n->epoch_time_s);
+    tb_tab_str(t, "mean device utilisation");
+    tb_tab_strf(t, "%.0f %%", one->device_util_pct);
+    tb_tab_strf(t, "%.0f %% (median)", n->device_util_pct);
+    tb_tab_str(t, util_label);
+    tb_tab_str(t, "interconnect bandwidth");
+    tb_tab_str(t, "-");
+    if (n->ranks > 1) tb_tab_strf(t, "%.2f GB/s", n->allreduce_busbw_GBps);
+    else tb_tab_str(t, "-");
+    tb_tab_str(t, "all-reduce bus bandwidth in training");
+    tb_tab_print(t, f);
+}
+
+void tb_scaling_write_full(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows) {
+    const tb_col cols[] = {
+        {.head = "ranks", .key = "ranks", .width = 5},
+        {.head = "gbatch", .key = "global_batch", .width = 7},
+        {.head = "img/s", .key = "img_per_s", .width = 9},
+        {.head = "img/s/rk", .key = "img_per_s_per_rank", .width = 9},
+        {.head = "speedup", .key = "speedup", .width = 7},
+        {.head = "eff %", .key = "efficiency_pct", .width = 7},
+        {.head = "epoch s", .key = "epoch_time_s", .width = 10},
+        {.head = "util %", .key = "device_util_pct", .width = 7},
+        {.head = "busbw", .unit = "GB/s", .key = "allreduce_busbw_GBps", .width = 9},
+        {.head = "comm %", .key = "comm_share_pct", .width = 7},
+    };
+    tb_tab *t = tb_tab_new(fmt, "scaling, every row (efficiency = T1 / (N x TN), T = epoch time)", cols,
+                           (int)(sizeof cols / sizeof cols[0]));
+    for (int i = 0; i < nrows; i++) {
+        const tb_scaling_row *r = &rows[i];
+        tb_tab_int(t, r->ranks);
+        tb_tab_int(t, r->global_batch);
+        tb_tab_num(t, r->img_per_s, 2);
+        tb_tab_num(t, r->img_per_s_per_rank, 2);
+        tb_tab_num(t, r->speedup, 2);
+        tb_tab_num(t, 100.0 * r->efficiency, 1);
+        tb_tab_num(t, r->epoch_time_s, 1);
+        tb_tab_num(t, r->device_util_pct, 1);
+        tb_tab_num(t, r->allreduce_busbw_GBps, 3);
+        tb_tab_num(t, r->comm_share_pct, 1);
+    }
+    tb_tab_print(t, f);
+
+    /* a phase no row has a value for (a results file without the per-phase
+     * columns) is left out */
+    tb_col pcols[1 + 1 + TB_PH_COUNT];
+    int np = 0, shown[TB_PH_COUNT];
+    pcols[np++] = (tb_col){.head = "ranks", .key = "ranks", .width = 5};
+    pcols[np++] = (tb_col){.head = "step", .key = "step_ms", .width = 22, .spread = 1};
+    char keys[TB_PH_COUNT][48];
+    for (int p = 0; p < TB_PH_COUNT; p++) {
+        shown[p] = 0;
+        for (int i = 0; i < nrows; i++) shown[p] |= !isnan(rows[i].phase_ms[p].median);
+        snprintf(keys[p], sizeof keys[p], "%s_ms", tb_phase_name[p]);
+        if (shown[p]) pcols[np++] = (tb_col){.head = tb_phase_name[p], .key = keys[p], .width = 22, .spread = 1};
+    }
+    t = tb_tab_new(fmt, "step time by phase, ms per step: min / median / max over ranks", pcols, np);
+    for (int i = 0; i < nrows; i++) {
+        const tb_scaling_row *r = &rows[i];
+        tb_tab_int(t, r->ranks);
+        tb_tab_spread(t, r->step_ms.min, r->step_ms.median, r->step_ms.max, 1);
+        for (int p = 0; p < TB_PH_COUNT; p++)
+            if (shown[p]) tb_tab_spread(t, r->phase_ms[p].min, r->phase_ms[p].median, r->phase_ms[p].max, 1);
+    }
+    tb_tab_print(t, f);
+}
+
 void tb_scaling_print_seed(FILE *f, const tb_scaling_row *rows, int nrows, double dataset_size,
                            const char *util_label) {
-    const tb_scaling_row *one = &rows[0], *n = &rows[nrows - 1];
-    char head_n[32], t_n[32], u_n[48], bw_n[32];
-    snprintf(head_n, sizeof head_n, "%d ranks", n->ranks);
-    snprintf(t_n, sizeof t_n, "%.1f s", n->epoch_time_s);
-    snprintf(u_n, sizeof u_n, "%.0f %% (median)", n->device_util_pct);
-    if (n->ranks > 1) snprintf(bw_n, sizeof bw_n, "%.2f GB/s", n->allreduce_busbw_GBps);
-    else snprintf(bw_n, sizeof bw_n, "-");
-    fprintf(f, "#\n# scaling (weak: %d samples per rank and step; epoch = %.0f samples)\n",
-            one->global_batch, dataset_size);
-    fprintf(f, "# %-28s %12s %18s  %s\n", "metric", "1 rank", head_n, "note");
-    fprintf(f, "  %-28s %10.1f s %18s  scaling efficiency %.1f %% = %.1f / (%d x %.1f)\n",
-            "epoch time", one->epoch_time_s, t_n, 100.0 * n->efficiency, one->epoch_time_s, n->ranks,
-            n->epoch_time_s);
-    fprintf(f, "  %-28s %10.0f %% %18s  %s\n", "mean device utilisation", one->device_util_pct, u_n,
-            util_label);
-    fprintf(f, "  %-28s %12s %18s  all-reduce bus bandwidth in training\n", "interconnect bandwidth", "-",
-            bw_n);
+    tb_scaling_write_seed(f, TB_FMT_TEXT, rows, nrows, dataset_size, util_label);
 }
 
 void tb_scaling_print_full(FILE *f, const tb_scaling_row *rows, int nrows) {
-    fprintf(f, "#\n# %5s %7s %9s %9s %7s %7s %10s %7s %9s %7s\n", "ranks", "gbatch", "img/s", "img/s/rk",
-            "speedup", "eff %", "epoch s", "util %", "busbw", "comm %");
-    fprintf(f, "# %5s %7s %9s %9s %7s %7s %10s %7s %9s %7s\n", "", "", "", "", "", "", "", "", "(GB/s)", "");
-    for (int i = 0; i < nrows; i++) {
-        const tb_scaling_row *r = &rows[i];
-        fprintf(f, "  %5d %7d %9.2f %9.2f %7.2f %7.1f %10.1f %7.1f %9.3f %7.1f\n", r->ranks,
-                r->global_batch, r->img_per_s, r->img_per_s_per_rank, r->speedup, 100.0 * r->efficiency,
-                r->epoch_time_s, r->device_util_pct, r->allreduce_busbw_GBps, r->comm_share_pct);
+    tb_scaling_write_full(f, TB_FMT_TEXT, rows, nrows);
+}
+
+void tb_rank_row_from(tb_rank_row *row, const tb_rank_summary *s, int rank, const char *host) {
+    memset(row, 0, sizeof *row);
+    double ns = s->steps > 0 ? s->steps : 1;
+    row->rank = rank;
+    row->steps = s->steps;
+    row->samples = s->samples;
+    row->img_per_s = s->elapsed_s > 0 ? s->samples / s->elapsed_s : 0;
+    row->step_ms = 1e3 * s->step_s / ns;
+    for (int p = 0; p < TB_PH_COUNT; p++) row->phase_ms[p] = 1e3 * s->phase_s[p] / ns;
+    snprintf(row->host, sizeof row->host, "%s", host ? host : "");
+}
+
+void tb_rank_rows_write(FILE *f, tb_format fmt, const tb_rank_row *rows, int n) {
+    int with_host = 0;
+    for (int r = 0; r < n; r++) with_host |= rows[r].host[0] != '\0';
+    tb_col cols[4 + TB_PH_COUNT];
+    int nc = 0;
+    char keys[TB_PH_COUNT][48];
+    cols[nc++] = (tb_col){.head = "rank", .key = "rank", .width = 5};
+    cols[nc++] = (tb_col){.head = "step", .key = "step_ms", .width = 9};
+    for (int p = 0; p < TB_PH_COUNT; p++) {
+        snprintf(keys[p], sizeof keys[p], "%s_ms", tb_phase_name[p]);
+        cols[nc++] = (tb_col){.head = tb_phase_name[p], .key = keys[p], .width = 9};
     }
-    fprintf(f, "#\n# step time by phase, ms per step: min / median / max over ranks\n");
-    fprintf(f, "# %5s %22s", "ranks", "step");
-    for (int p = 0; p < TB_PH_COUNT; p++) fprintf(f, " %22s", tb_phase_name[p]);
-    fprintf(f, "\n");
-    for (int i = 0; i < nrows; i++) {
-        const tb_scaling_row *r = &rows[i];
-        fprintf(f, "  %5d %7.1f/%6.1f/%7.1f", r->ranks, r->step_ms.min, r->step_ms.median, r->step_ms.max);
-        for (int p = 0; p < TB_PH_COUNT; p++)
-            fprintf(f, " %7.1f/%6.1f/%7.1f", r->phase_ms[p].min, r->phase_ms[p].median,
-                    r->phase_ms[p].max);
-        fprintf(f, "\n");
+    cols[nc++] = (tb_col){.head = "img/s", .key = "img_per_s", .width = 9};
+    if (with_host) cols[nc++] = (tb_col){.head = "host", .key = "host", .left = 1, .gap = 2};
+    tb_tab *t = tb_tab_new(fmt, "training run, ms per step by rank (timed steps only)", cols, nc);
+    for (int r = 0; r < n; r++) {
+        const tb_rank_row *s = &rows[r];
+        if (s->steps == 0) continue;
+        tb_tab_int(t, s->rank);
+        tb_tab_num(t, s->step_ms, 2);
+        for (int p = 0; p < TB_PH_COUNT; p++) tb_tab_num(t, s->phase_ms[p], 2);
+        tb_tab_num(t, s->img_per_s, 2);
+        if (with_host) tb_tab_str(t, s->host);
     }
+    tb_tab_print(t, f);
 }

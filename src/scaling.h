@@ -10,12 +10,18 @@
  *   device util  = median over ranks of compute (fwd+bwd+opt) / step time
  *                  (CPU backend); NVML utilisation on GPUs
  *   busbw        = all-reduce bytes * 2(k-1)/k / time inside all-reduce
- *   comm share   = median over ranks of exposed all-reduce / step time */
+ *   comm share   = median over ranks of exposed all-reduce / step time
+ *
+ * The tables are printed by the functions below from rows that the live run
+ * (tb_scaling_row_from, tb_rank_row_from) and `trainbench report` (from the
+ * results file, results_read.h) fill alike, so both print the same table in
+ * text, markdown or CSV (table_print.h). A NaN in a row prints as "-". */
 #ifndef TB_SCALING_H
 #define TB_SCALING_H
 
 #include <stdio.h>
 
+#include "src/table_print.h"
 #include "src/trainer.h"
 
 /* One rank's timed steps. */
@@ -48,10 +54,32 @@ void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, i
 /* Speedup and efficiency against rows[0] (which must be the 1-rank row). */
 void tb_scaling_finish(tb_scaling_row *rows, int nrows);
 
-/* The seed's shape: metric x 1 rank x N ranks, with the formula's inputs. */
+/* The seed's shape: metric x 1 rank x N ranks, with the formula's inputs.
+ * util_label: what "device utilisation" measures (tb_scaling_util_label). */
+void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows,
+                           double dataset_size, const char *util_label);
+/* Every row, every column; then the per-phase breakdown (min/median/max). */
+void tb_scaling_write_full(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows);
+/* The text renderings of the two (the live run's console output). */
 void tb_scaling_print_seed(FILE *f, const tb_scaling_row *rows, int nrows, double dataset_size,
                            const char *util_label);
-/* Every row, every column; then the per-phase breakdown (min/median/max). */
 void tb_scaling_print_full(FILE *f, const tb_scaling_row *rows, int nrows);
+/* What the utilisation column measures on a backend ("cpu": the compute
+ * share of the step). */
+const char *tb_scaling_util_label(const char *backend);
+
+/* One rank of the training run: ms per timed step by phase (the /ranks
+ * table of the results file). */
+typedef struct {
+    int rank, steps;
+    double samples, img_per_s, step_ms;
+    double phase_ms[TB_PH_COUNT];
+    char host[64];
+} tb_rank_row;
+
+void tb_rank_row_from(tb_rank_row *row, const tb_rank_summary *s, int rank, const char *host);
+/* "training run, ms per step by rank": ranks without timed steps are left
+ * out; a host column when any row names one. */
+void tb_rank_rows_write(FILE *f, tb_format fmt, const tb_rank_row *rows, int n);
 
 #endif

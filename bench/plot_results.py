@@ -1,0 +1,309 @@
+#!/usr/bin/python3
+"""plot_results.py - trainbench results files (DESIGN.md "Results file") as PNGs.
+
+  plot_results.py RUN.h5 [RUN2.h5 ...] --out DIR [--prefix NAME] [--label LABEL ...]
+
+Writes, into DIR (PREFIX: the file's stem for one file, "compare" for several):
+
+  PREFIX_throughput.png  img/s against ranks from /scaling, one series per
+                         file, with the ideal line (img/s of the smallest
+                         row x ranks / its ranks)
+  PREFIX_efficiency.png  weak-scaling efficiency T1 / (N x TN) against ranks,
+                         with the ideal 100 % line
+  STEM_breakdown.png     per file: ms per step stacked by phase; per rank
+                         count when /scaling has <phase>_ms_median columns,
+                         else per rank of the training run (/ranks)
+  PREFIX_loss.png        training loss against step (/steps)
+  PREFIX_loader.png      loader img/s against threads, with the ideal line,
+                         for the files that have a /loader table (columns
+                         threads, img_per_s; `trainbench loader-bench` does
+                         not write one yet)
+
+A plot whose data no file has (e.g. /scaling of an aborted run) is left out
+with a line saying so. Needs Debian's python3-matplotlib and python3-h5py;
+exits 77 without them, 1 when nothing could be plotted or a file is
+unreadable."""
+import argparse
+import os
+import sys
+
+try:
+    import h5py
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+except ImportError as e:
+    print(f"SKIP: {e} (install python3-matplotlib python3-h5py)")
+    sys.exit(77)
+
+PHASES = ["data", "h2d", "forward", "backward", "allreduce", "optimizer"]
+PHASE_LABEL = {"allreduce": "allreduce (exposed)"}
+PHASE_COLOR = {"data": "#8c564b", "h2d": "#e377c2", "forward": "#1f77b4", "backward": "#ff7f0e",
+               "allreduce": "#d62728", "optimizer": "#2ca02c"}
+
+
+def attr(f, key, default="?"):
+    v = f.attrs.get(key, default)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def table(f, group):
+    """{column: numpy array} of a results table, or None when absent or empty."""
+    if group not in f or not isinstance(f[group], h5py.Group):
+        return None
+    cols = {k: f[group][k][()] for k in f[group] if isinstance(f[group][k], h5py.Dataset)}
+    if not cols or min(len(np.atleast_1d(v)) for v in cols.values()) == 0:
+        return None
+    return cols
+
+
+class Run:
+    def __init__(self, path, label):
+        self.path = path
+        self.stem = os.path.splitext(os.path.basename(path))[0]
+        with h5py.File(path, "r") as f:
+            if "status" not in f.attrs and not any(g in f for g in ("steps", "ranks", "scaling")):
+                raise ValueError(f"{path} is not a trainbench results file (no status attribute, "
+                                 f"no /steps, /ranks or /scaling)")
+            self.model = attr(f, "model")
+            self.image = attr(f, "image_size")
+            self.batch = attr(f, "batch_size")
+            self.precision = attr(f, "precision")
+            self.world = attr(f, "world_size")
+            self.backend = attr(f, "backend")
+            self.device = attr(f, "device_names")
+            self.status = attr(f, "status")
+            self.hosts = attr(f, "hostnames")
+            self.data = attr(f, "data")
+            self.scaling = table(f, "scaling")
+            self.ranks = table(f, "ranks")
+            self.steps = table(f, "steps")
+            self.loader = table(f, "loader")
+        self.label = label or self.stem
+
+    def describe(self):
+        """Which run: model, input, precision, batch, ranks, device."""
+        return (f"{self.model}, {self.image} px, {self.precision}, batch {self.batch}/rank; "
+                f"{self.world} rank{'s' if self.world != 1 else ''}, {self.backend}: {self.device}")
+
+    def describe_loader(self):
+        """Which loader run: output size, batch, data, host."""
+        return f"{self.image} px output, batch {self.batch}, data {self.data}; {self.hosts}"
+
+    def short(self):
+        return f"{self.model} {self.image} px {self.precision}, {self.backend}: {self.device}"
+
+
+def subtitle(runs):
+    """Second title line: the run's description, or the shared part of several."""
+    if len(runs) == 1:
+        return runs[0].describe()
+    shorts = {r.short() for r in runs}
+    return shorts.pop() if len(shorts) == 1 else f"{len(runs)} runs, see the legend"
+
+
+def series_label(r, runs):
+    if len(runs) == 1:
+        return f"measured ({r.label})"
+    if len({x.short() for x in runs}) == 1:
+        return r.label
+    return f"{r.label} ({r.short()})"
+
+
+def save(fig, out, name, written):
+    path = os.path.join(out, name)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    written.append(path)
+    print(f"wrote {path}")
+
+
+def rank_ticks(ax, values):
+    vals = sorted({int(v) for v in values})
+    ax.set_xticks(vals)
+    ax.set_xlim(0, max(vals) * 1.15 + 0.1)
+
+
+def plot_throughput(runs, out, prefix, written):
+    have = [r for r in runs if r.scaling is not None]
+    if not have:
+        print("no /scaling rows in any file: no throughput or efficiency plot")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    allx = []
+    for i, r in enumerate(have):
+        n = r.scaling["ranks"].astype(float)
+        ips = r.scaling["img_per_s"]
+        c = f"C{i}"
+        ideal = ips[0] / n[0] * np.array([0] + list(n))
+        ax.plot([0] + list(n), ideal, "--", color=c, alpha=0.6)
+        ax.plot(n, ips, "o-", color=c, label=f"{series_label(r, have)}")
+        for x, y in zip(n, ips):
+            ax.annotate(f"{y:.1f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8, color=c)
+        allx += list(n)
+    if len(have) == 1:
+        n, ips = have[0].scaling["ranks"], have[0].scaling["img_per_s"]
+        ideal = (f"ideal: {ips[0] / n[0]:.1f} img/s per rank x ranks "
+                 f"({ips[0] / n[0] * n[-1]:.1f} at {int(n[-1])})")
+    else:
+        ideal = "ideal: img/s of each series' first row x ranks / its ranks"
+    ax.plot([], [], "--", color="C0" if len(have) == 1 else "gray", alpha=0.6, label=ideal)
+    rank_ticks(ax, allx)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("ranks (one per device)")
+    ax.set_ylabel("throughput (images/s, all ranks)")
+    ax.set_title(f"Training throughput against ranks (weak scaling)\n{subtitle(have)}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    save(fig, out, f"{prefix}_throughput.png", written)
+
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    ax.axhline(100, color="gray", ls="--", label="ideal (100 %)")
+    top = 110
+    for i, r in enumerate(have):
+        n = r.scaling["ranks"].astype(float)
+        eff = 100 * r.scaling["efficiency"]
+        ax.plot(n, eff, "o-", color=f"C{i}", label=series_label(r, have))
+        for x, y in zip(n, eff):
+            ax.annotate(f"{y:.1f} %", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8,
+                        color=f"C{i}")
+        top = max(top, float(np.max(eff)) + 10)
+    rank_ticks(ax, allx)
+    ax.set_ylim(0, top)
+    ax.set_xlabel("ranks (one per device)")
+    ax.set_ylabel("scaling efficiency T1 / (N x TN) (%)")
+    ax.set_title(f"Weak-scaling efficiency against ranks\n{subtitle(have)}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower left")
+    save(fig, out, f"{prefix}_efficiency.png", written)
+
+
+def plot_breakdown(r, out, written):
+    s = r.scaling
+    per_count = s is not None and all(f"{p}_ms_median" in s for p in PHASES)
+    if per_count:
+        xs = [str(int(n)) for n in s["ranks"]]
+        parts = {p: s[f"{p}_ms_median"] for p in PHASES}
+        step = s.get("step_ms_median")
+        xlabel = "ranks in the scaling row"
+        what = "per rank count (scaling rows; median over ranks)"
+    elif r.ranks is not None:
+        keep = r.ranks["steps"] > 0 if "steps" in r.ranks else np.ones(len(r.ranks["rank"]), bool)
+        xs = [str(int(n)) for n in r.ranks["rank"][keep]]
+        parts = {p: r.ranks[f"{p}_ms"][keep] for p in PHASES if f"{p}_ms" in r.ranks}
+        step = r.ranks["step_ms"][keep] if "step_ms" in r.ranks else None
+        xlabel = f"rank (training run with {r.world} rank{'s' if r.world != 1 else ''})"
+        what = "per rank of the training run (/scaling has no per-phase columns)"
+    else:
+        print(f"{r.path}: no /ranks rows and no per-phase /scaling columns: no breakdown plot")
+        return
+    fig, ax = plt.subplots(figsize=(9, 4.6))
+    bottom = np.zeros(len(xs))
+    for p, v in parts.items():
+        ax.bar(xs, v, bottom=bottom, color=PHASE_COLOR[p], label=PHASE_LABEL.get(p, p), width=0.6)
+        bottom += v
+    if step is not None:
+        ax.scatter(xs, step, marker="_", s=900, color="black", zorder=3, label="whole step (measured)")
+        for x, y in zip(xs, step):
+            ax.annotate(f"{y:.0f} ms", (x, y), textcoords="offset points", xytext=(0, 6), ha="center",
+                        fontsize=8)
+        top = max(float(np.max(step)), float(np.max(bottom)))
+    else:
+        top = float(np.max(bottom))
+    ax.set_ylim(0, top * 1.12)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("time per step (ms)")
+    ax.set_title(f"Step time by phase, {what}\n{r.describe()}", fontsize=10)
+    handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as drawn
+    ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.grid(axis="y", alpha=0.3)
+    save(fig, out, f"{r.stem}_breakdown.png", written)
+
+
+def plot_loss(runs, out, prefix, written):
+    have = [r for r in runs if r.steps is not None and "loss" in r.steps]
+    if not have:
+        print("no /steps rows in any file: no loss plot")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    lo, hi = np.inf, 0
+    for i, r in enumerate(have):
+        loss = r.steps["loss"]
+        ok = np.isfinite(loss)
+        ax.plot(r.steps["step"][ok], loss[ok], "-", color=f"C{i}", lw=1.2, label=series_label(r, have))
+        if ok.any():
+            lo, hi = min(lo, float(np.min(loss[ok]))), max(hi, float(np.max(loss[ok])))
+    if lo > 0 and hi / lo > 50:
+        ax.set_yscale("log")
+        ax.set_ylabel("training loss, cross-entropy (log scale)")
+    else:
+        ax.set_ylabel("training loss, cross-entropy")
+    ax.set_xlabel("training step")
+    ax.set_title(f"Training loss against step\n{subtitle(have)}", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    save(fig, out, f"{prefix}_loss.png", written)
+
+
+def plot_loader(runs, out, prefix, written):
+    have = [r for r in runs if r.loader is not None and "threads" in r.loader and "img_per_s" in r.loader]
+    if not have:
+        return
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    allx = []
+    for i, r in enumerate(have):
+        t = r.loader["threads"].astype(float)
+        ips = r.loader["img_per_s"]
+        order = np.argsort(t)
+        t, ips = t[order], ips[order]
+        ax.plot([0] + list(t), ips[0] / t[0] * np.array([0] + list(t)), "--", color=f"C{i}", alpha=0.6)
+        ax.plot(t, ips, "o-", color=f"C{i}", label=series_label(r, have))
+        for x, y in zip(t, ips):
+            ax.annotate(f"{y:.0f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8,
+                        color=f"C{i}")
+        allx += list(t)
+    ax.plot([], [], "--", color="gray", label="ideal: img/s of the fewest threads x threads / their count")
+    rank_ticks(ax, allx)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("loader threads")
+    ax.set_ylabel("loader throughput (images/s)")
+    sub = have[0].describe_loader() if len({r.describe_loader() for r in have}) == 1 else "see the legend"
+    ax.set_title(f"JPEG loader throughput against threads\n{sub}", fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    save(fig, out, f"{prefix}_loader.png", written)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("files", nargs="+", metavar="RUN.h5")
+    ap.add_argument("--out", required=True, help="directory for the PNGs (created)")
+    ap.add_argument("--prefix", help="name of the combined plots (default: the stem of a single file, "
+                                     "'compare' for several)")
+    ap.add_argument("--label", action="append", default=[], help="legend label per file, in order")
+    a = ap.parse_args()
+    runs = []
+    for i, p in enumerate(a.files):
+        try:
+            runs.append(Run(p, a.label[i] if i < len(a.label) else None))
+        except (OSError, ValueError) as e:
+            print(f"plot_results.py: {p}: {e}", file=sys.stderr)
+            sys.exit(1)
+    os.makedirs(a.out, exist_ok=True)
+    prefix = a.prefix or (runs[0].stem if len(runs) == 1 else "compare")
+    written = []
+    plot_throughput(runs, a.out, prefix, written)
+    for r in runs:
+        plot_breakdown(r, a.out, written)
+    plot_loss(runs, a.out, prefix, written)
+    plot_loader(runs, a.out, prefix, written)
+    if not written:
+        print("plot_results.py: nothing to plot", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+# `trainbench report` and bench/plot_results.py (issue 8), on results files
+# that trainbench writes here with tiny settings: one rank, two ranks under
+# mpirun (when MPI is built in; else a second one-rank run with another
+# batch size to compare against), and a run stopped by an injected NaN
+# (TB_TEST_FAULT, src/faults.h). tests/test_report.py reads the same files
+# with h5py and checks the printed numbers against them.
+set(TB_REPORT_RUN --model resnet18 --image-size 32 --batch-size 4 --steps 6 --warmup-steps 2
+    --scaling-steps 2 --scaling-warmup 1 --threads 1)
+if(TB_PYTHON)
+  set(TB_REPORT_PY ${TB_PYTHON} ${TB_TEST_DIR}/test_report.py)
+else()
+  set(TB_REPORT_PY sh -c "echo 'SKIP: no python3 with h5py found at configure time (set -DTB_PYTHON)'; exit 77" --)
+endif()
+
+# the results files (stale ones removed first, so a failed run cannot leave
+# an old file for the checks); stdout kept: the live run's tables
+add_test(NAME report_run_np1
+         COMMAND sh -c "rm -f report_np1.h5 report_np1.log && \"$0\" \"$@\" > report_np1.log"
+                 ${TB_BIN} ${TB_REPORT_RUN} --results report_np1.h5)
+set_tests_properties(report_run_np1 PROPERTIES TIMEOUT 300 FIXTURES_SETUP report_np1)
+if(TB_HAVE_MPI)
+  set(TB_REPORT_B report_np2)
+  set(TB_REPORT_BN np2)
+  set(TB_REPORT_DIFF world_size)
+  add_test(NAME report_run_np2
+           COMMAND sh -c "rm -f report_np2.h5 report_np2.log && \"$0\" \"$@\" > report_np2.log"
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${TB_BIN} ${TB_REPORT_RUN}
+                   --results report_np2.h5)
+  set_tests_properties(report_run_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}"
+                       FIXTURES_SETUP report_b)
+else()
+  set(TB_REPORT_B report_b2)
+  set(TB_REPORT_BN b2)
+  set(TB_REPORT_DIFF batch_size)
+  add_test(NAME report_run_b2
+           COMMAND sh -c "rm -f report_b2.h5 report_b2.log && \"$0\" \"$@\" --batch-size 2 > report_b2.log"
+                   ${TB_BIN} ${TB_REPORT_RUN} --results report_b2.h5)
+  set_tests_properties(report_run_b2 PROPERTIES TIMEOUT 300 FIXTURES_SETUP report_b)
+endif()
+add_test(NAME report_run_aborted
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "NaN/Inf"
+                 sh -c "rm -f report_aborted.h5 && exec \"$0\" \"$@\""
+                 ${TB_BIN} ${TB_REPORT_RUN} --results report_aborted.h5)
+set_tests_properties(report_run_aborted PROPERTIES TIMEOUT 300 ENVIRONMENT "TB_TEST_FAULT=nan:0:3"
+                     FIXTURES_SETUP report_aborted)
+
+# the checks
+function(tb_report_test name fixtures)
+  add_test(NAME ${name} COMMAND ${TB_REPORT_PY} ${ARGN} --trainbench ${TB_BIN}
+                                --plot ${PROJECT_SOURCE_DIR}/bench/plot_results.py)
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 FIXTURES_REQUIRED "${fixtures}")
+endfunction()
+tb_report_test(report_md_np1 report_np1 md report_np1.h5)
+tb_report_test(report_md_${TB_REPORT_BN} report_b md ${TB_REPORT_B}.h5)
+tb_report_test(report_csv report_b csv ${TB_REPORT_B}.h5)
+tb_report_test(report_text_np1 report_np1 text report_np1.h5 report_np1.log)
+tb_report_test(report_text_${TB_REPORT_BN} report_b text ${TB_REPORT_B}.h5 ${TB_REPORT_B}.log)
+tb_report_test(report_compare "report_np1;report_b" compare report_np1.h5 ${TB_REPORT_B}.h5 ${TB_REPORT_DIFF})
+tb_report_test(report_aborted report_aborted aborted report_aborted.h5)
+tb_report_test(report_errors report_np1 errors report_np1.h5)
+tb_report_test(report_generic_groups report_b generic ${TB_REPORT_B}.h5)
+tb_report_test(plot_results "report_np1;report_b" plot report_np1.h5 ${TB_REPORT_B}.h5)
