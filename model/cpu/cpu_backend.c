@@ -167,7 +167,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->compute_stream = NULL;
     char model[96];
     cpu_model_name(model, sizeof model);
-    snprintf(be->device, sizeof be->device, "%s, %d threads", model, threads);
+    snprintf(be->device, sizeof be->device, "%s, %d thread%s", model, threads, threads > 1 ? "s" : "");
     cpu_binding_key(be->device_key, sizeof be->device_key);
 #ifdef TB_HAVE_OPENBLAS_THREADS
     snprintf(be->versions, sizeof be->versions, "%s; OpenMP %d", openblas_get_config(), _OPENMP);
