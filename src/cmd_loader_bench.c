@@ -6,14 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "data/dataset.h"
 #include "data/jpeg.h"
 #include "data/loader.h"
 #include "src/cli.h"
 #include "src/commands.h"
+#include "src/h5io.h"
 #include "src/log.h"
+#include "src/results.h"
 #include "src/timer.h"
+#include "src/version.h"
 
 typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;
@@ -88,6 +92,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
     char decode[TB_OPT_STR_MAX] = "fast";
     int batch = 64, size = 224, batches = 40, warmup = 3, train = 0, eval = 0, prefetch = 4, seed = 1;
     int strict = 0, repeat = 1, index_only = 0, index_threads = 0, rank = 0, world = 1;
+    char results[TB_OPT_STR_MAX] = "";
     const tb_opt opts[] = {
         {.name = "data", .kind = TB_OPT_STRING, .dst = data,
          .help = "ImageFolder directory or 'PATH LABEL' list file"},
@@ -123,6 +128,8 @@ int tb_cmd_loader_bench(int argc, char **argv) {
          .help = "index the data set, report, exit"},
         {.name = "index-threads", .kind = TB_OPT_INT, .dst = &index_threads, .max = 1024,
          .help = "directory scanner threads (0: auto)"},
+        {.name = "results", .kind = TB_OPT_STRING, .dst = results,
+         .help = "also write the table and provenance to this HDF5 file (trainbench report reads it)"},
         {.name = NULL},
     };
     tb_cli_parse("loader-bench", "trainbench loader-bench --data DIR [--threads 1,2,4] [options]", argc, argv,
@@ -168,6 +175,12 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
            tb_jpeg_version());
+    char t_start[32];
+    tb_utc_now(t_start, sizeof t_start);
+    tb_table tab;
+    tb_table_init(&tab, "loader",
+                  "threads:i,img_per_s,img_per_s_per_thread,mb_per_s,ms_per_batch,decode_ms_per_img,"
+                  "resize_ms_per_img,wait_ms_per_batch,skipped:i");
     printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s\n", "threads", "img/s", "img/s/thr", "MB/s", "ms/batch",
            "decode_ms", "resize_ms", "wait_ms", "skipped");
     for (int i = 0; i < nt; i++) {
@@ -183,7 +196,46 @@ int tb_cmd_loader_bench(int argc, char **argv) {
                (long long)best.skipped);
         for (int k = 0; k < 3 && best.st.first_bad[k][0]; k++) printf("#   skipped %s\n", best.st.first_bad[k]);
         fflush(stdout);
+        double row[9] = {tlist[i], best.img_s, best.img_s / tlist[i], best.mb_s, best.ms_batch,
+                         best.decode_ms, best.resize_ms, best.wait_ms, (double)best.skipped};
+        tb_table_row(&tab, row, NULL);
     }
+    if (results[0]) {
+        tb_attrs a;
+        memset(&a, 0, sizeof a);
+        char buf[4096], host[64] = "localhost", t_end[32];
+        gethostname(host, sizeof host - 1);
+        size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench loader-bench");
+        for (int i = 0; i < argc && used < sizeof buf; i++)
+            used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
+        tb_utc_now(t_end, sizeof t_end);
+        tb_attrs_str(&a, "kind", "loader-bench");
+        tb_attrs_str(&a, "trainbench_version", tb_version_string);
+        tb_attrs_str(&a, "git_revision", tb_git_revision);
+        tb_attrs_str(&a, "command_line", buf);
+        tb_attrs_str(&a, "start_time", t_start);
+        tb_attrs_str(&a, "end_time", t_end);
+        tb_attrs_str(&a, "status", "complete");
+        tb_attrs_str(&a, "hostnames", host);
+        tb_h5_library_version(buf, sizeof buf);
+        tb_attrs_str(&a, "hdf5_version", buf);
+        tb_attrs_str(&a, "libjpeg_turbo_version", tb_jpeg_version());
+        tb_attrs_str(&a, "data", data);
+        tb_attrs_int(&a, "samples", ds.n);
+        tb_attrs_str(&a, "transform", lo.train ? "train" : "eval");
+        tb_attrs_int(&a, "image_size", size);
+        tb_attrs_int(&a, "batch_size", batch);
+        tb_attrs_str(&a, "format", format);
+        tb_attrs_str(&a, "decode", decode);
+        tb_attrs_int(&a, "prefetch", prefetch);
+        tb_attrs_int(&a, "batches", batches);
+        tb_attrs_int(&a, "repeat", repeat);
+        const tb_table *tabs[1] = {&tab};
+        tb_results_write(results, &a, tabs, 1);
+        tb_attrs_free(&a);
+        printf("# results written to %s\n", results);
+    }
+    tb_table_free(&tab);
     tb_dataset_close(&ds);
     return 0;
 }

@@ -385,6 +385,7 @@ int tb_cmd_train(int argc, char **argv) {
         tb_attrs *a = &report.attrs;
         tb_attrs_str(a, "start_time", t_start);
         tb_attrs_str(a, "status", "running");
+        tb_attrs_str(a, "kind", "train");
         tb_attrs_str(a, "model", cfg.name);
         tb_attrs_int(a, "classes", classes);
         tb_attrs_str(a, "precision", fl.precision);

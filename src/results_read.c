@@ -25,6 +25,12 @@ static const char *const k_scaling_cols[] = {"ranks", "global_batch", "img_per_s
                                              "allreduce_busbw_GBps", "comm_share_pct", NULL};
 static const char *const k_steps_cols[] = {"step", "loss", "lr", "img_per_s", NULL};
 static const char *const k_ranks_cols[] = {"rank", "host", "step_ms", "img_per_s", NULL};
+/* A loader-bench file (root attribute kind = "loader-bench"): provenance and
+ * the /loader table. */
+static const char *const k_loader_attrs[] = {"trainbench_version", "git_revision", "command_line",
+                                             "start_time", "end_time", "status", "hostnames",
+                                             "hdf5_version", "libjpeg_turbo_version", NULL};
+static const char *const k_loader_cols[] = {"threads", "img_per_s", "mb_per_s", "ms_per_batch", NULL};
 
 static char *xstrdup(const char *s) {
     char *d = strdup(s ? s : "");
@@ -244,9 +250,10 @@ static void read_table(tb_results *r, hid_t file, const char *name, tb_rtable *t
 }
 
 static void check_contract(tb_results *r) {
-    for (int i = 0; tb_results_required_attrs[i]; i++)
-        if (!tb_results_attr(r, tb_results_required_attrs[i]))
-            problem(r, "root attribute '%s' is missing", tb_results_required_attrs[i]);
+    int loader = strcmp(tb_results_str(r, "kind", "train"), "loader-bench") == 0;
+    const char *const *attrs = loader ? k_loader_attrs : tb_results_required_attrs;
+    for (int i = 0; attrs[i]; i++)
+        if (!tb_results_attr(r, attrs[i])) problem(r, "root attribute '%s' is missing", attrs[i]);
     const char *status = tb_results_str(r, "status", NULL);
     if (status && strcmp(status, "complete") != 0) {
         const char *why = tb_results_str(r, "abort_reason", NULL);
@@ -260,8 +267,9 @@ static void check_contract(tb_results *r) {
         {"steps", k_steps_cols, "no training step was recorded"},
         {"ranks", k_ranks_cols, "the run stopped before its per-rank summary"},
         {"scaling", k_scaling_cols, "no scaling measurement: --scaling-steps 0, or the run stopped before it"},
+        {"loader", k_loader_cols, "no thread count was measured"},
     };
-    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
+    for (size_t i = loader ? 3 : 0; i < (loader ? 4 : 3); i++) {
         const tb_rtable *t = tb_results_table(r, need[i].group);
         if (!t) {
             problem(r, "group /%s is missing", need[i].group);
@@ -307,10 +315,10 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     tb_h5_free_names(names, n);
     H5_CHECK(H5Fclose(f));
     if (!tb_results_attr(r, "status") && !tb_results_table(r, "steps") && !tb_results_table(r, "ranks") &&
-        !tb_results_table(r, "scaling")) {
+        !tb_results_table(r, "scaling") && !tb_results_table(r, "loader")) {
         snprintf(err, errlen,
                  "'%s' is not a trainbench results file: it has no root attribute 'status' and none of "
-                 "the groups /steps, /ranks, /scaling",
+                 "the groups /steps, /ranks, /scaling, /loader",
                  path);
         tb_results_free(r);
         return -1;

@@ -60,3 +60,12 @@ tb_report_test(report_aborted report_aborted aborted report_aborted.h5)
 tb_report_test(report_errors report_np1 errors report_np1.h5)
 tb_report_test(report_generic_groups report_b generic ${TB_REPORT_B}.h5)
 tb_report_test(plot_results "report_np1;report_b" plot report_np1.h5 ${TB_REPORT_B}.h5)
+
+# loader-bench --results: a kind=loader-bench file that report prints whole
+# (exit 0) and the plot script turns into loader throughput against threads
+if(TB_PYTHON)  # the plot half needs matplotlib's interpreter
+  add_test(NAME loader_bench_results
+           COMMAND sh -c "rm -rf lb_data lb.h5 lb_plots && \"$0\" mkdata --out lb_data --classes 3 --per-class 8 --min-side 96 --max-side 128 >/dev/null && \"$0\" loader-bench --data lb_data --threads 1,2 --batch-size 4 --batches 4 --warmup 1 --image-size 64 --results lb.h5 >/dev/null && \"$0\" report lb.h5 | tee lb_report.txt | grep -q '/loader (2 rows)' && grep -q 'kind *loader-bench' lb_report.txt && \"$1\" \"$2\" lb.h5 --out lb_plots && test -s lb_plots/lb_loader.png"
+                   ${TB_BIN} ${TB_PYTHON} ${PROJECT_SOURCE_DIR}/bench/plot_results.py)
+  set_tests_properties(loader_bench_results PROPERTIES TIMEOUT 300)
+endif()
