@@ -1,0 +1,288 @@
+# launch/common.sh - shared by the launch scripts (sourced, POSIX sh): shell
+# quoting for --dry-run, the command being built, the variables that travel
+# to every rank, and the fabric settings (InfiniBand, RoCE v2, TCP) that
+# hostfile.sh, slurm.sbatch and slurm_mpirun.sbatch apply alike.
+#
+# The knobs read here are documented in the header of each script that uses
+# them. A variable that is already set in the environment always wins over
+# the value a knob would give it, and is passed on as it is.
+
+# tb_quote WORD: WORD quoted for sh only when it needs to be
+tb_quote() {
+    case $1 in
+        '') printf "''" ;;
+        *[!A-Za-z0-9_./:=,+@%-]*) printf "'%s'" "$(printf '%s' "$1" | sed "s/'/'\\\\''/g")" ;;
+        *) printf '%s' "$1" ;;
+    esac
+}
+
+# tb_add WORD...: append words to the command ($TB_CMD), quoted
+TB_CMD=""
+tb_add() {
+    for tb_w in "$@"; do
+        TB_CMD="$TB_CMD${TB_CMD:+ }$(tb_quote "$tb_w")"
+    done
+}
+
+# tb_add_split STRING: append STRING's whitespace-separated words (for
+# TB_MPIRUN_ARGS and TB_SRUN_ARGS; no quoting inside them)
+tb_add_split() {
+    # shellcheck disable=SC2086  # splitting is the point
+    [ -z "$1" ] || tb_add $1
+}
+
+tb_die() {
+    echo "$TB_SCRIPT: error: $*" >&2
+    exit 2
+}
+
+tb_is_set() {
+    eval "[ \"\${$1+x}\" = x ]"
+}
+
+tb_is_uint() {
+    case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac
+}
+
+# tb_need_count WHAT VALUE: VALUE must be a whole number >= 1
+tb_need_count() {
+    if ! tb_is_uint "$2" || [ "$2" -lt 1 ]; then
+        tb_die "$1 must be a positive number, got '$2'"
+    fi
+}
+
+# Variables passed on by name when set: NCCL_*, UCX_*, OMP_*, the CUDA
+# device selection, BLAS threads, plus the names in TB_EXPORT (and, for
+# remote hosts, PATH and LD_LIBRARY_PATH: tb_passthrough_names remote).
+tb_passthrough_names() {
+    {
+        env | sed -n -e 's/^\(NCCL_[A-Za-z0-9_]*\)=.*/\1/p' \
+                     -e 's/^\(UCX_[A-Za-z0-9_]*\)=.*/\1/p' \
+                     -e 's/^\(OMP_[A-Za-z0-9_]*\)=.*/\1/p'
+        for tb_n in CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
+                    OPENBLAS_NUM_THREADS ${TB_EXPORT:-}; do
+            if tb_is_set "$tb_n"; then echo "$tb_n"; fi
+        done
+        if [ "${1:-}" = remote ]; then
+            for tb_n in PATH LD_LIBRARY_PATH; do
+                if tb_is_set "$tb_n"; then echo "$tb_n"; fi
+            done
+        fi
+    } | sort -u
+}
+
+# Fabric settings, collected as two lists of NAME=VALUE lines:
+#   TB_SET_ENV  environment variables for every rank (NCCL_*, UCX_*)
+#   TB_SET_MCA  Open MPI MCA parameters (mpirun --mca NAME VALUE, or
+#               OMPI_MCA_NAME=VALUE in the environment under srun)
+TB_SET_ENV=""
+TB_SET_MCA=""
+# tb_env NAME VALUE: give NAME this value unless it is set already
+tb_env() {
+    if ! tb_is_set "$1"; then
+        TB_SET_ENV="$TB_SET_ENV$1=$2
+"
+    fi
+}
+tb_mca() {
+    if ! tb_is_set "OMPI_MCA_$1"; then
+        TB_SET_MCA="$TB_SET_MCA$1=$2
+"
+    fi
+}
+
+# tb_fabric auto|ib|roce|tcp: fill TB_SET_ENV and TB_SET_MCA from the knobs
+#   auto: no transport settings (Open MPI and NCCL pick UCX/InfiniBand
+#         themselves when present); only the interface and GDR knobs apply
+#   TB_IB_HCA       HCA ports, e.g. mlx5_0:1 or mlx5_0:1,mlx5_1:1 (ib, roce)
+#   TB_GID_INDEX    RoCE v2 GID index (roce; default NCCL_IB_GID_INDEX or
+#                   UCX_IB_GID_INDEX when one is set, else 3)
+#   TB_IB_TC        IB traffic class, e.g. 106 for a lossless RoCE queue
+#   TB_IFACE        TCP interface or subnet (eth0, ib0, 10.1.0.0/16)
+#   TB_NCCL_SOCKET_IFNAME  NCCL bootstrap interface (default: TB_IFACE when
+#                   it names interfaces; NCCL takes no subnets)
+#   TB_GDR_LEVEL    NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS)
+#   TB_BTL          Open MPI BTLs for tcp (default tcp,self,vader)
+tb_fabric() {
+    tb_ifname=${TB_NCCL_SOCKET_IFNAME:-}
+    if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
+        case $TB_IFACE in
+            */*) ;;  # a subnet: MPI takes it, NCCL does not
+            *) tb_ifname=$TB_IFACE ;;
+        esac
+    fi
+    case $1 in
+        auto)
+            if [ -n "${TB_IFACE:-}" ]; then
+                tb_mca btl_tcp_if_include "$TB_IFACE"
+            fi
+            ;;
+        ib)
+            tb_hca=${TB_IB_HCA:-mlx5_0:1}
+            tb_mca pml ucx
+            tb_mca osc ucx
+            tb_mca btl ^openib
+            tb_env UCX_NET_DEVICES "$tb_hca"
+            tb_env NCCL_IB_HCA "$tb_hca"
+            if [ -n "${TB_IB_TC:-}" ]; then
+                tb_env NCCL_IB_TC "$TB_IB_TC"
+                tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
+            fi
+            ;;
+        roce)
+            tb_hca=${TB_IB_HCA:-mlx5_0:1}
+            # one GID index for both: a value already given to NCCL or UCX
+            # is taken for the other too
+            tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-3}}}
+            tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
+            [ -n "$tb_ifname" ] ||
+                tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
+            tb_mca pml ucx
+            tb_mca osc ucx
+            tb_mca btl ^openib
+            tb_env UCX_NET_DEVICES "$tb_hca"
+            tb_env UCX_IB_GID_INDEX "$tb_gid"
+            tb_env NCCL_IB_HCA "$tb_hca"
+            tb_env NCCL_IB_GID_INDEX "$tb_gid"
+            if [ -n "${TB_IB_TC:-}" ]; then
+                tb_env NCCL_IB_TC "$TB_IB_TC"
+                tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
+            fi
+            ;;
+        tcp)
+            tb_mca pml ob1
+            tb_mca btl "${TB_BTL:-tcp,self,vader}"
+            if [ -n "${TB_IFACE:-}" ]; then
+                tb_mca btl_tcp_if_include "$TB_IFACE"
+            fi
+            tb_env NCCL_IB_DISABLE 1
+            ;;
+        *) tb_die "unknown fabric '$1' (auto, ib, roce or tcp)" ;;
+    esac
+    # MPI's own out-of-band channel (mpirun <-> orted) and NCCL's bootstrap
+    if [ -n "${TB_IFACE:-}" ]; then
+        tb_mca oob_tcp_if_include "$TB_IFACE"
+    fi
+    if [ -n "$tb_ifname" ]; then
+        tb_env NCCL_SOCKET_IFNAME "$tb_ifname"
+    fi
+    if [ -n "${TB_GDR_LEVEL:-}" ]; then
+        tb_env NCCL_NET_GDR_LEVEL "$TB_GDR_LEVEL"
+    fi
+}
+
+# tb_add_mpirun_fabric: the fabric as mpirun arguments (--mca, -x NAME=VALUE)
+tb_add_mpirun_fabric() {
+    tb_lines=$TB_SET_MCA
+    while [ -n "$tb_lines" ]; do
+        tb_l=${tb_lines%%
+*}
+        tb_lines=${tb_lines#*
+}
+        tb_add --mca "${tb_l%%=*}" "${tb_l#*=}"
+    done
+    tb_lines=$TB_SET_ENV
+    while [ -n "$tb_lines" ]; do
+        tb_l=${tb_lines%%
+*}
+        tb_lines=${tb_lines#*
+}
+        tb_add -x "$tb_l"
+    done
+}
+
+# tb_add_env_fabric: the fabric as NAME=VALUE words for `env` (srun)
+tb_add_env_fabric() {
+    tb_lines=$TB_SET_MCA
+    while [ -n "$tb_lines" ]; do
+        tb_l=${tb_lines%%
+*}
+        tb_lines=${tb_lines#*
+}
+        tb_add "OMPI_MCA_$tb_l"
+    done
+    tb_lines=$TB_SET_ENV
+    while [ -n "$tb_lines" ]; do
+        tb_l=${tb_lines%%
+*}
+        tb_lines=${tb_lines#*
+}
+        tb_add "$tb_l"
+    done
+}
+
+# tb_physical_cores: cores of this machine (not hardware threads)
+tb_physical_cores() {
+    tb_c=$(lscpu -p=CORE,SOCKET 2>/dev/null | grep -v '^#' | sort -u | wc -l) || tb_c=0
+    if [ "${tb_c:-0}" -gt 0 ] 2>/dev/null; then
+        echo "$tb_c"
+    else
+        nproc 2>/dev/null || echo 1
+    fi
+}
+
+# tb_help FILE: print FILE's header comment (from line 2 to `set -eu`)
+tb_help() {
+    sed -n '2,/^set -eu/p' "$1" | sed -e '/^set -eu/d' -e 's/^# //' -e 's/^#$//'
+}
+
+# tb_finish: print the command (--dry-run) or run it in place of the shell
+tb_finish() {
+    if [ "${TB_DRY_RUN:-0}" = 1 ]; then
+        printf '%s\n' "$TB_CMD"
+        exit 0
+    fi
+    echo "$TB_SCRIPT: $TB_CMD" >&2
+    eval "exec $TB_CMD"
+}
+
+# tb_slurm_nodes: the job's nodes, one a line, from SLURM_JOB_NODELIST
+# (scontrol show hostnames when there is scontrol; otherwise this expander,
+# which knows lists like "gpu[01-04,07],login1" with one bracket per name)
+tb_slurm_nodes() {
+    if command -v scontrol >/dev/null 2>&1; then
+        scontrol show hostnames "$SLURM_JOB_NODELIST"
+        return
+    fi
+    printf '%s\n' "$SLURM_JOB_NODELIST" | awk '
+    function expand(term,    pre, post, body, n, parts, i, lo, hi, w, k) {
+        if (term !~ /\[/) { print term; return }
+        pre = substr(term, 1, index(term, "[") - 1)
+        body = substr(term, index(term, "[") + 1)
+        post = substr(body, index(body, "]") + 1)
+        body = substr(body, 1, index(body, "]") - 1)
+        n = split(body, parts, ",")
+        for (i = 1; i <= n; i++) {
+            if (parts[i] ~ /-/) {
+                lo = substr(parts[i], 1, index(parts[i], "-") - 1)
+                hi = substr(parts[i], index(parts[i], "-") + 1)
+            } else { lo = parts[i]; hi = parts[i] }
+            w = length(lo)
+            for (k = lo + 0; k <= hi + 0; k++) print pre sprintf("%0" w "d", k) post
+        }
+    }
+    {   depth = 0; term = ""
+        for (c = 1; c <= length($0); c++) {
+            ch = substr($0, c, 1)
+            if (ch == "[") depth++
+            if (ch == "]") depth--
+            if (ch == "," && depth == 0) { expand(term); term = "" } else term = term ch
+        }
+        if (term != "") expand(term)
+    }'
+}
+
+# tb_slurm_tasks_per_node: one count a line, in node order, from
+# SLURM_TASKS_PER_NODE ("8(x2),4") or SLURM_NTASKS_PER_NODE
+tb_slurm_tasks_per_node() {
+    tb_tpn=${SLURM_TASKS_PER_NODE:-}
+    if [ -z "$tb_tpn" ] && [ -n "${SLURM_NTASKS_PER_NODE:-}" ]; then
+        tb_tpn="$SLURM_NTASKS_PER_NODE(x${SLURM_JOB_NUM_NODES:-${SLURM_NNODES:-1}})"
+    fi
+    [ -n "$tb_tpn" ] || tb_die "neither SLURM_TASKS_PER_NODE nor SLURM_NTASKS_PER_NODE is set (sbatch --ntasks-per-node=GPUS)"
+    printf '%s\n' "$tb_tpn" | tr ',' '\n' | awk '
+        /^[0-9]+\(x[0-9]+\)$/ { split($0, a, /\(x|\)/); for (i = 0; i < a[2]; i++) print a[1]; next }
+        /^[0-9]+$/ { print; next }
+        { print "bad " $0; exit }'
+}
+

@@ -1,0 +1,141 @@
+#!/bin/sh
+# launch/hostfile.sh - run trainbench across the nodes of an Open MPI
+# hostfile, one rank per GPU, over InfiniBand, RoCE v2 or TCP.
+#
+#   launch/hostfile.sh --hostfile FILE [--fabric auto|ib|roce|tcp] [-n N]
+#                      [--dry-run] [--help] -- trainbench [ARGS...]
+#
+# FILE lists one node per line with its GPU count as slots ("gpu01 slots=8");
+# ranks fill each node's slots in order, so a node's local ranks 0..slots-1
+# take its GPUs 0..slots-1. -n N (or TB_NP) defaults to the sum of the slots.
+# --dry-run prints the mpirun command on one line and exits 0.
+#
+# Fabrics (--fabric or TB_FABRIC; default auto):
+#   auto  no transport settings: Open MPI and NCCL choose (UCX / InfiniBand
+#         when they find it); TB_IFACE, TB_NCCL_SOCKET_IFNAME, TB_GDR_LEVEL
+#         still apply.
+#   ib    MPI over UCX (pml ucx, osc ucx) on TB_IB_HCA; NCCL_IB_HCA the same
+#         ports; NCCL_SOCKET_IFNAME (bootstrap) from TB_IFACE (e.g. ib0).
+#   roce  as ib, plus the RoCE v2 GID index for UCX and NCCL
+#         (UCX_IB_GID_INDEX, NCCL_IB_GID_INDEX = TB_GID_INDEX) and the
+#         traffic class (TB_IB_TC); TB_IFACE (the RoCE port's netdev) is
+#         required: NCCL's bootstrap and MPI's out-of-band channel use it.
+#   tcp   MPI over TCP (pml ob1, btl TB_BTL) limited to TB_IFACE
+#         (btl_tcp_if_include, oob_tcp_if_include); NCCL_IB_DISABLE=1 so NCCL
+#         uses sockets too, on NCCL_SOCKET_IFNAME.
+# Values derived from knobs travel as -x NAME=VALUE and --mca NAME VALUE; a
+# variable already set in the environment wins and is exported by name.
+#
+# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*,
+# CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
+# CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS, PATH, LD_LIBRARY_PATH and the
+# names in TB_EXPORT. Running as root adds --allow-run-as-root.
+#
+# Environment (knobs, with defaults):
+#   TB_HOSTFILE=           the hostfile, as --hostfile
+#   TB_FABRIC=auto         auto | ib | roce | tcp, as --fabric
+#   TB_NP=                 ranks, as -n (default: sum of the hostfile's slots)
+#   TB_IB_HCA=mlx5_0:1     HCA ports for UCX_NET_DEVICES and NCCL_IB_HCA,
+#                          comma-separated (mlx5_0:1,mlx5_1:1) (ib, roce)
+#   TB_GID_INDEX=3         RoCE v2 GID index (roce): the row of `show_gids`
+#                          with VER v2 and the port's IPv4 address (when
+#                          unset, NCCL_IB_GID_INDEX or UCX_IB_GID_INDEX if
+#                          one is set, so that both use the same index)
+#   TB_IB_TC=              traffic class for NCCL_IB_TC and
+#                          UCX_IB_TRAFFIC_CLASS (e.g. 106: the switch's
+#                          lossless queue); unset: the fabric's default
+#   TB_IFACE=              interface or subnet for MPI's TCP traffic and
+#                          out-of-band channel (eth0, ib0, 10.1.0.0/16)
+#   TB_NCCL_SOCKET_IFNAME= NCCL_SOCKET_IFNAME (default: TB_IFACE when it is a
+#                          name; NCCL takes interface names, not subnets)
+#   TB_GDR_LEVEL=          NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS);
+#                          unset: NCCL decides (GPUDirect RDMA needs
+#                          nvidia-peermem)
+#   TB_BTL=tcp,self,vader  Open MPI BTLs for --fabric tcp
+#   TB_PE=                 cores per rank: --map-by slot:PE=K --bind-to core;
+#                          unset: --map-by slot --bind-to socket (each rank
+#                          on the cores of one socket; safe when the nodes'
+#                          core counts are not known here)
+#   TB_MPI_PREFIX=         Open MPI's install prefix on the nodes (--prefix),
+#                          when orted is not on the remote PATH
+#   TB_MPIRUN=mpirun       the launcher
+#   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace (e.g.
+#                          "--mca plm_rsh_agent ssh --mca plm_rsh_args -p2222")
+#   TB_EXPORT=             more variable names to export, space-separated
+#   TB_DRY_RUN=0           1: as --dry-run
+set -eu
+
+TB_SCRIPT=hostfile.sh
+# shellcheck source=launch/common.sh
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+
+np=${TB_NP:-}
+hostfile=${TB_HOSTFILE:-}
+fabric=${TB_FABRIC:-auto}
+while [ $# -gt 0 ]; do
+    case $1 in
+        --hostfile | -hostfile | --machinefile)
+            [ $# -ge 2 ] || tb_die "$1 needs a file"
+            hostfile=$2
+            shift 2 ;;
+        --fabric)
+            [ $# -ge 2 ] || tb_die "--fabric needs auto, ib, roce or tcp"
+            fabric=$2
+            shift 2 ;;
+        -n | -np | --np)
+            [ $# -ge 2 ] || tb_die "$1 needs a number of ranks"
+            np=$2
+            shift 2 ;;
+        --dry-run) TB_DRY_RUN=1; shift ;;
+        -h | --help) tb_help "$0"; exit 0 ;;
+        --) shift; break ;;
+        -*) tb_die "unknown option '$1' (see --help)" ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || tb_die "no command: launch/hostfile.sh --hostfile FILE -- trainbench ARGS..."
+[ -n "$hostfile" ] || tb_die "--hostfile FILE (or TB_HOSTFILE) is required"
+[ -r "$hostfile" ] || tb_die "cannot read hostfile '$hostfile'"
+
+# slots per node: "host slots=N" (N >= 1) or a bare "host" (1 slot)
+slots=$(awk '
+    { sub(/#.*/, "") }
+    NF == 0 { next }
+    { n = 1
+      for (i = 2; i <= NF; i++)
+          if ($i ~ /^slots=/) { n = substr($i, 7) }
+      if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; exit }
+      hosts++; total += n }
+    END { if (hosts) print total " " hosts }' "$hostfile")
+case $slots in
+    bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
+    '') tb_die "hostfile $hostfile names no host" ;;
+esac
+[ -n "$np" ] || np=${slots%% *}
+tb_need_count "-n (ranks)" "$np"
+if [ "$np" -gt "${slots%% *}" ]; then
+    tb_die "$np ranks but $hostfile has ${slots%% *} slots on ${slots#* } nodes (one rank per GPU: raise slots= or lower -n)"
+fi
+
+tb_fabric "$fabric"
+
+tb_add "${TB_MPIRUN:-mpirun}" -np "$np" --hostfile "$hostfile"
+if [ -n "${TB_MPI_PREFIX:-}" ]; then
+    tb_add --prefix "$TB_MPI_PREFIX"
+fi
+if [ "$(id -u)" = 0 ]; then
+    tb_add --allow-run-as-root
+fi
+if [ -n "${TB_PE:-}" ]; then
+    tb_need_count TB_PE "$TB_PE"
+    tb_add --map-by "slot:PE=$TB_PE" --bind-to core
+else
+    tb_add --map-by slot --bind-to socket
+fi
+tb_add_mpirun_fabric
+for name in $(tb_passthrough_names remote); do
+    tb_add -x "$name"
+done
+tb_add_split "${TB_MPIRUN_ARGS:-}"
+tb_add "$@"
+tb_finish

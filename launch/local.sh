@@ -1,0 +1,102 @@
+#!/bin/sh
+# launch/local.sh - run trainbench on this machine, one rank per GPU, each
+# rank bound to cores of its own.
+#
+#   launch/local.sh [-n N] [--dry-run] [--help] -- trainbench [ARGS...]
+#
+# Runs `mpirun -np N --map-by slot:PE=K --bind-to core ... -x NAME ... CMD`
+# with K = cores / N, so rank r owns cores r*K .. r*K+K-1 (its compute and
+# loader threads stay there), and with every variable below that is set
+# exported to the ranks by name. --dry-run prints that command on one line
+# and exits 0.
+#
+# -n N (or TB_NP): ranks. Default: the GPUs this job may use (the entries of
+#   CUDA_VISIBLE_DEVICES when it is set, else the GPUs `nvidia-smi -L`
+#   lists); without GPUs 1, since one CPU rank already uses every core
+#   through its threads (give -n to measure CPU data-parallel scaling).
+#
+# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*,
+# CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
+# CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS and the names in TB_EXPORT.
+# Running as root adds --allow-run-as-root.
+#
+# Environment (knobs, with defaults):
+#   TB_NP=                 ranks, as -n (default above)
+#   TB_MPIRUN=mpirun       the launcher
+#   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace
+#                          (e.g. "--mca btl self,vader")
+#   TB_CORES=              cores to share out (default: physical cores from
+#                          lscpu -p=CORE,SOCKET, else nproc)
+#   TB_PE=                 cores per rank (default: TB_CORES / N, at least 1)
+#   TB_BIND=core           core: each rank bound to its TB_PE cores;
+#                          none: no binding and no PE mapping. When N >
+#                          TB_CORES the ranks cannot have cores of their own:
+#                          --oversubscribe --bind-to none, with a note.
+#   TB_MAP_BY=slot:PE=K    mapping when TB_BIND=core, e.g. ppr:4:socket:PE=8
+#                          to spread ranks evenly over the sockets
+#   TB_REPORT_BINDINGS=0   1: add --report-bindings (mpirun prints each
+#                          rank's cores)
+#   TB_EXPORT=             more variable names to export, space-separated
+#   TB_DRY_RUN=0           1: as --dry-run
+set -eu
+
+TB_SCRIPT=local.sh
+# shellcheck source=launch/common.sh
+. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+
+np=${TB_NP:-}
+while [ $# -gt 0 ]; do
+    case $1 in
+        -n | -np | --np)
+            [ $# -ge 2 ] || tb_die "$1 needs a number of ranks"
+            np=$2
+            shift 2 ;;
+        --dry-run) TB_DRY_RUN=1; shift ;;
+        -h | --help) tb_help "$0"; exit 0 ;;
+        --) shift; break ;;
+        -*) tb_die "unknown option '$1' (see --help)" ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || tb_die "no command: launch/local.sh [-n N] -- trainbench ARGS..."
+
+if [ -z "$np" ]; then
+    np=0
+    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+        np=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .) || np=0
+    elif command -v nvidia-smi >/dev/null 2>&1; then
+        np=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') || np=0
+    fi
+    [ "$np" -gt 0 ] || np=1
+fi
+tb_need_count "-n (ranks)" "$np"
+
+cores=${TB_CORES:-$(tb_physical_cores)}
+tb_need_count TB_CORES "$cores"
+
+tb_add "${TB_MPIRUN:-mpirun}" -np "$np"
+if [ "$(id -u)" = 0 ]; then
+    tb_add --allow-run-as-root
+fi
+case ${TB_BIND:-core} in
+    core)
+        if [ "$np" -gt "$cores" ]; then
+            echo "$TB_SCRIPT: note: $np ranks on $cores cores: ranks share cores (--oversubscribe, no binding)" >&2
+            tb_add --oversubscribe --bind-to none
+        else
+            pe=${TB_PE:-$((cores / np))}
+            tb_need_count TB_PE "$pe"
+            tb_add --map-by "${TB_MAP_BY:-slot:PE=$pe}" --bind-to core
+        fi ;;
+    none) tb_add --bind-to none ;;
+    *) tb_die "TB_BIND must be core or none, got '$TB_BIND'" ;;
+esac
+if [ "${TB_REPORT_BINDINGS:-0}" = 1 ]; then
+    tb_add --report-bindings
+fi
+for name in $(tb_passthrough_names local); do
+    tb_add -x "$name"
+done
+tb_add_split "${TB_MPIRUN_ARGS:-}"
+tb_add "$@"
+tb_finish

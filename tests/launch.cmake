@@ -1,0 +1,37 @@
+# Launch scripts (launch/): the commands they build, their shell syntax, and
+# a real run through launch/local.sh. The scripts' tests live in
+# tests/multihost/ next to the emulated multi-host test.
+set(TB_LAUNCH_DIR ${CMAKE_SOURCE_DIR}/launch)
+
+# every --dry-run against its expected mpirun / srun line, -x exports of set
+# (and only set) variables, printed line == what runs, refused input; sh -n
+add_test(NAME launch_scripts_dry_run
+         COMMAND sh ${TB_TEST_DIR}/multihost/test_launch_scripts.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(launch_scripts_dry_run PROPERTIES TIMEOUT 120)
+
+# shellcheck as POSIX sh, when installed
+add_test(NAME launch_scripts_shellcheck
+         COMMAND sh ${TB_TEST_DIR}/multihost/lint.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(launch_scripts_shellcheck PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
+if(TB_HAVE_MPI)
+  # a real run through launch/local.sh: 2 ranks train and exit 0 (train
+  # itself fails when the replicas differ), and the results file meets the
+  # contract with the 1- and 2-rank scaling rows
+  add_test(NAME launch_local_np2_train
+           COMMAND sh ${TB_LAUNCH_DIR}/local.sh -n 2 -- ${TB_BIN} train --model resnet18 --image-size 32
+                   --batch-size 4 --steps 2 --warmup-steps 1 --scaling-steps 2 --scaling-warmup 1
+                   --threads 1 --loader-threads 1 --results launch_local_np2.h5)
+  set_tests_properties(launch_local_np2_train PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP launch_local_results)
+  add_test(NAME launch_local_np2_results
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py launch_local_np2.h5 --ranks 1,2)
+  set_tests_properties(launch_local_np2_results PROPERTIES SKIP_RETURN_CODE 77
+                       FIXTURES_REQUIRED launch_local_results)
+  # local.sh gives each rank cores of its own: preflight's cpus column shows
+  # two different, bound sets (skipped on a 1-core machine, where it cannot)
+  add_test(NAME launch_local_np2_binding
+           COMMAND sh ${TB_TEST_DIR}/multihost/test_local_binding.sh ${TB_BIN})
+  set_tests_properties(launch_local_np2_binding PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()

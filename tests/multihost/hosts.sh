@@ -1,0 +1,157 @@
+#!/bin/sh
+# hosts.sh - emulated hosts on one machine: network namespaces joined by veth
+# pairs and a bridge, optionally with a shaped link, for the multi-host test
+# (tests/multihost/run_test.sh) and the shaped-link scaling results.
+#
+#   hosts.sh up N [--rate RATE] [--delay DELAY]   create hosts 1..N (root only)
+#   hosts.sh down                                 remove every host and the bridge
+#   hosts.sh status                               addresses, links and qdiscs
+#
+# Host i is network namespace ${TB_MH_PREFIX}i with interface eth0 at
+# ${TB_MH_NET}.(10+i)/24 and lo up; its veth peer ${TB_MH_PREFIX}i-br sits on
+# bridge ${TB_MH_BRIDGE}, which holds ${TB_MH_NET}.1 for this (the launching)
+# machine. Give each host its own hostname by running commands with
+# `ip netns exec ${TB_MH_PREFIX}i unshare --uts sh -c 'hostname ...'`
+# (rsh_agent.sh does), since namespaces share the UTS namespace otherwise.
+#
+# Shaping (tc, both directions of each host's link):
+#   --rate RATE    token bucket (tbf) at RATE on the host's eth0 egress
+#                  (upload) and on its bridge port egress (download), e.g.
+#                  100mbit, 1gbit: each host gets a full-duplex RATE link.
+#   --delay DELAY  netem delay added to the host's eth0 egress, e.g. 1ms, so a
+#                  packet from host a to host b waits DELAY once (on a's uplink)
+#                  and a round trip between two hosts gains 2 x DELAY. Needs
+#                  sch_netem in the kernel; without it `up` fails and says so.
+# Without either, the links are plain veth (several GB/s, ~20 us).
+#
+# Environment (knobs, with defaults):
+#   TB_MH_PREFIX=tbh        namespace / host name prefix (hosts tbh1..tbhN)
+#   TB_MH_BRIDGE=tbbr0      bridge name
+#   TB_MH_NET=10.212.0      first three octets of the private /24
+#   TB_MH_BURST=128kb       tbf bucket size (must exceed one segment; veth
+#                           GSO packets larger than it are split by tbf)
+#   TB_MH_TBF_LATENCY=100ms longest a packet may wait in the tbf queue
+#   TB_MH_NETEM_LIMIT=10000 netem queue length in packets
+#
+# `up` first removes what a previous run left; `down` kills any process still
+# running inside a host (by pid, from `ip netns pids`) and is safe to repeat.
+set -eu
+
+: "${TB_MH_PREFIX:=tbh}"
+: "${TB_MH_BRIDGE:=tbbr0}"
+: "${TB_MH_NET:=10.212.0}"
+: "${TB_MH_BURST:=128kb}"
+: "${TB_MH_TBF_LATENCY:=100ms}"
+: "${TB_MH_NETEM_LIMIT:=10000}"
+
+die() { echo "hosts.sh: error: $*" >&2; exit 1; }
+
+usage() {
+    sed -n '2,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# //' -e 's/^#$//'
+}
+
+# namespaces of ours, by prefix: tbh1, tbh2, ... (not tbhx or others)
+our_namespaces() {
+    ip netns list 2>/dev/null | awk '{print $1}' | grep -E "^${TB_MH_PREFIX}[0-9]+\$" || true
+}
+
+hosts_down() {
+    for ns in $(our_namespaces); do
+        pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ' || true)
+        if [ -n "$pids" ]; then
+            echo "hosts.sh: killing processes left in $ns: $pids" >&2
+            for p in $pids; do kill "$p" 2>/dev/null || true; done
+            sleep 1
+            for p in $(ip netns pids "$ns" 2>/dev/null || true); do kill -9 "$p" 2>/dev/null || true; done
+        fi
+        ip link del "${ns}-br" 2>/dev/null || true
+        ip netns del "$ns"
+    done
+    # veth peers whose namespace went away already
+    for l in $(ip -o link show 2>/dev/null | sed -n "s/^[0-9]*: \(${TB_MH_PREFIX}[0-9]*-br\)[@:].*/\1/p"); do
+        ip link del "$l" 2>/dev/null || true
+    done
+    if ip link show "$TB_MH_BRIDGE" >/dev/null 2>&1; then
+        ip link del "$TB_MH_BRIDGE"
+    fi
+}
+
+# shape DEV IN_NS(or "") : tbf RATE at the root, netem DELAY under it
+shape() {
+    dev=$1 ns=$2 with_delay=$3
+    run() { if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi; }
+    if [ -n "$rate" ]; then
+        run tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$TB_MH_BURST" latency "$TB_MH_TBF_LATENCY"
+        if [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
+            run tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit "$TB_MH_NETEM_LIMIT" ||
+                die "tc netem failed (a kernel without sch_netem cannot add --delay; --rate alone works)"
+        fi
+    elif [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
+        run tc qdisc add dev "$dev" root handle 10: netem delay "$delay" limit "$TB_MH_NETEM_LIMIT" ||
+            die "tc netem failed (a kernel without sch_netem cannot add --delay; --rate alone works)"
+    fi
+}
+
+hosts_up() {
+    n=$1
+    shift
+    rate="" delay=""
+    while [ $# -gt 0 ]; do
+        case $1 in
+            --rate) [ $# -ge 2 ] || die "--rate needs a value (e.g. 100mbit)"; rate=$2; shift 2 ;;
+            --delay) [ $# -ge 2 ] || die "--delay needs a value (e.g. 1ms)"; delay=$2; shift 2 ;;
+            *) die "unknown option '$1' (see --help)" ;;
+        esac
+    done
+    case $n in ''|*[!0-9]*) die "N must be a number of hosts, got '$n'" ;; esac
+    if [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then die "N must be 1..200, got $n"; fi
+    [ "$(id -u)" = 0 ] || die "needs root (ip netns, veth, bridge, tc)"
+
+    hosts_down
+    # a failure half-way leaves nothing behind
+    trap 'hosts_down' EXIT
+    ip link add "$TB_MH_BRIDGE" type bridge
+    ip addr add "${TB_MH_NET}.1/24" dev "$TB_MH_BRIDGE"
+    ip link set "$TB_MH_BRIDGE" up
+    i=1
+    while [ "$i" -le "$n" ]; do
+        ns="${TB_MH_PREFIX}$i"
+        ip netns add "$ns"
+        ip link add "${ns}-br" type veth peer name "${ns}-eth"
+        ip link set "${ns}-br" master "$TB_MH_BRIDGE"
+        ip link set "${ns}-br" up
+        ip link set "${ns}-eth" netns "$ns"
+        ip -n "$ns" link set "${ns}-eth" name eth0
+        ip -n "$ns" addr add "${TB_MH_NET}.$((10 + i))/24" dev eth0
+        ip -n "$ns" link set lo up
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" route add default via "${TB_MH_NET}.1"
+        shape eth0 "$ns" 1
+        shape "${ns}-br" "" 0
+        i=$((i + 1))
+    done
+    trap - EXIT
+    echo "hosts.sh: $n hosts ${TB_MH_PREFIX}1..${TB_MH_PREFIX}$n at ${TB_MH_NET}.11..${TB_MH_NET}.$((10 + n)) on $TB_MH_BRIDGE (${TB_MH_NET}.1);" \
+         "link: ${rate:-unshaped}${delay:+, +$delay one way}"
+}
+
+hosts_status() {
+    ip -br addr show dev "$TB_MH_BRIDGE" 2>/dev/null || echo "no bridge $TB_MH_BRIDGE"
+    for ns in $(our_namespaces); do
+        echo "== $ns"
+        ip -n "$ns" -br addr
+        ip netns exec "$ns" tc qdisc show dev eth0
+        tc qdisc show dev "${ns}-br"
+    done
+}
+
+[ $# -ge 1 ] || { usage >&2; exit 2; }
+cmd=$1
+shift
+case $cmd in
+    up) [ $# -ge 1 ] || die "up needs N"; hosts_up "$@" ;;
+    down) [ "$(id -u)" = 0 ] || die "needs root"; hosts_down ;;
+    status) hosts_status ;;
+    -h|--help|help) usage ;;
+    *) die "unknown command '$cmd' (up N | down | status)" ;;
+esac

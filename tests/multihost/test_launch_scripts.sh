@@ -1,0 +1,283 @@
+#!/bin/sh
+# test_launch_scripts.sh - the launch scripts build the commands they should:
+# each --dry-run (TB_DRY_RUN=1 for the .sbatch scripts, with a faked Slurm
+# job) is compared with the exact expected line or checked for the flags it
+# must and must not hold; the printed line, run by sh, hands the launcher
+# the same arguments as the script itself does when it runs (so --dry-run
+# prints the exact command, quoting included); wrong input is refused.
+#
+#   test_launch_scripts.sh [REPO_ROOT]
+#
+# Every case runs under `env -i` with only the variables it names, so the
+# caller's NCCL_* or SLURM_* cannot change the outcome. Exit 0 when every
+# check holds, 1 otherwise (each failure printed as FAIL).
+set -eu
+
+root=$(cd "${1:-$(dirname "$0")/../..}" && pwd)
+L=$root/launch
+work=$(mktemp -d "${TMPDIR:-/tmp}/tb_launch_test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+failures=0
+checks=0
+fail() {
+    echo "FAIL $*"
+    failures=$((failures + 1))
+}
+
+# a fake launcher (mpirun, srun): prints its arguments one per line
+cat >"$work/fake_launcher" <<'EOF'
+#!/bin/sh
+for a in "$@"; do printf '<%s>\n' "$a"; done
+EOF
+chmod +x "$work/fake_launcher"
+# a fake nvidia-smi with 4 GPUs
+mkdir -p "$work/gpubin"
+cat >"$work/gpubin/nvidia-smi" <<'EOF'
+#!/bin/sh
+[ "$1" = -L ] || exit 1
+for i in 0 1 2 3; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-0000000$i)"; done
+EOF
+chmod +x "$work/gpubin/nvidia-smi"
+printf '# two nodes, eight GPUs each\nnodeA slots=8\nnodeB slots=8   # comment\n\n' >"$work/hosts16"
+
+base_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+if [ "$(id -u)" = 0 ]; then root_flag=" --allow-run-as-root"; else root_flag=""; fi
+
+# out VAR=VALUE... -- CMD...: stdout of CMD in a clean environment
+run_clean() {
+    env -i PATH="$base_path" HOME=/nonexistent "$@"
+}
+
+# expect_line NAME EXPECTED VAR=VALUE... -- CMD...
+expect_line() {
+    name=$1 want=$2
+    shift 2
+    checks=$((checks + 1))
+    if ! got=$(run_clean "$@" 2>"$work/err"); then
+        fail "$name: exit status $?, stderr: $(cat "$work/err")"
+        return
+    fi
+    [ "$got" = "$want" ] || fail "$name:
+  expected: $want
+  got:      $got"
+}
+
+# expect_words NAME 'A|B|...' 'X|Y|...' VAR=VALUE... CMD...: the output holds
+# each of A, B, ... as whole words (they may contain spaces) and none of the
+# strings X, Y, ...
+expect_words() {
+    name=$1 present=$2 absent=$3
+    shift 3
+    checks=$((checks + 1))
+    if ! got=$(run_clean "$@" 2>"$work/err"); then
+        fail "$name: exit status, stderr: $(cat "$work/err")"
+        return
+    fi
+    padded=" $got "
+    old_ifs=$IFS
+    IFS='|'
+    for w in $present; do
+        case $padded in *" $w "*) ;; *) fail "$name: lacks '$w' in: $got" ;; esac
+    done
+    for w in $absent; do
+        case $padded in *"$w"*) fail "$name: must not hold '$w': $got" ;; esac
+    done
+    IFS=$old_ifs
+}
+
+# expect_error NAME MESSAGE VAR=VALUE... CMD...: non-zero exit, MESSAGE on stderr
+expect_error() {
+    name=$1 msg=$2
+    shift 2
+    checks=$((checks + 1))
+    if run_clean "$@" >"$work/out" 2>"$work/err"; then
+        fail "$name: exited 0 (output: $(cat "$work/out"))"
+        return
+    fi
+    grep -qF -- "$msg" "$work/err" || fail "$name: stderr lacks '$msg': $(cat "$work/err")"
+}
+
+# expect_same_args NAME VAR=VALUE... CMD...: the printed dry-run line run by
+# sh gives the fake launcher the same arguments as the script's own run
+expect_same_args() {
+    name=$1
+    shift
+    checks=$((checks + 1))
+    line=$(run_clean TB_DRY_RUN=1 "$@" 2>/dev/null) || { fail "$name: dry run failed"; return; }
+    run_clean sh -c "$line" >"$work/from_line" 2>&1 || { fail "$name: the printed line does not run: $line"; return; }
+    run_clean "$@" >"$work/from_run" 2>/dev/null || { fail "$name: the script's run failed"; return; }
+    if ! cmp -s "$work/from_line" "$work/from_run"; then
+        fail "$name: printed line and actual run differ:
+$(diff "$work/from_line" "$work/from_run")"
+    fi
+    for w in "<x y.h5>" "<it's>" "<--results>"; do
+        grep -qxF -- "$w" "$work/from_run" || fail "$name: argument $w did not reach the launcher intact"
+    done
+}
+
+echo "== sh -n"
+for f in "$L"/local.sh "$L"/hostfile.sh "$L"/common.sh "$L"/slurm.sbatch "$L"/slurm_mpirun.sbatch \
+         "$root"/tests/multihost/*.sh; do
+    checks=$((checks + 1))
+    sh -n "$f" || fail "sh -n $f"
+done
+
+echo "== --help lists the knobs"
+for s in local.sh hostfile.sh slurm.sbatch slurm_mpirun.sbatch; do
+    checks=$((checks + 1))
+    help=$(run_clean sh "$L/$s" --help) || fail "$s --help failed"
+    # every TB_ knob the script reads is in its help, with those of the
+    # fabric settings when it applies them
+    knobs=$(grep -o 'TB_[A-Z_]*' "$L/$s")
+    if grep -q '^tb_fabric ' "$L/$s"; then
+        knobs="$knobs $(sed -n '/^tb_fabric() {/,/^}/p' "$L/common.sh" | grep -o 'TB_[A-Z_]*')"
+    fi
+    # shellcheck disable=SC2086  # one knob a word
+    for k in $(printf '%s\n' $knobs | sort -u); do
+        case $k in TB_SCRIPT | TB_CMD | TB_SET_ENV | TB_SET_MCA) continue ;; esac
+        case $help in *"$k"*) ;; *) fail "$s --help does not document $k" ;; esac
+    done
+done
+
+echo "== local.sh"
+expect_line "local -n 2, 8 cores" \
+    "mpirun -np 2$root_flag --map-by slot:PE=4 --bind-to core trainbench train --steps 2" \
+    TB_CORES=8 "$L/local.sh" -n 2 --dry-run -- trainbench train --steps 2
+expect_line "local: no GPU -> 1 rank with every core" \
+    "mpirun -np 1$root_flag --map-by slot:PE=8 --bind-to core trainbench" \
+    TB_CORES=8 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: nvidia-smi lists 4 GPUs -> 4 ranks" \
+    "mpirun -np 4$root_flag --map-by slot:PE=4 --bind-to core trainbench" \
+    PATH="$work/gpubin:$base_path" TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: CUDA_VISIBLE_DEVICES=2,3 -> 2 ranks, exported" \
+    "mpirun -np 2$root_flag --map-by slot:PE=8 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
+    PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=2,3 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_words "local: set NCCL/UCX/OMP variables are exported, unset ones not" \
+    "-x NCCL_DEBUG|-x NCCL_ALGO|-x UCX_TLS|-x OMP_NUM_THREADS|-x OPENBLAS_NUM_THREADS|-x MY_VAR" \
+    "NCCL_IB_HCA|NCCL_SOCKET_IFNAME|CUDA_VISIBLE_DEVICES|UNSET_VAR|-x PATH|NCCL_DEBUG=" \
+    NCCL_DEBUG=INFO NCCL_ALGO=Ring UCX_TLS=rc OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=1 \
+    TB_EXPORT="MY_VAR UNSET_VAR" MY_VAR=1 TB_CORES=4 "$L/local.sh" -n 2 --dry-run -- trainbench
+expect_words "local: more ranks than cores -> oversubscribe, no binding" \
+    "-np 6|--oversubscribe|--bind-to none" "PE=|--bind-to core" \
+    TB_CORES=4 "$L/local.sh" -n 6 --dry-run -- trainbench
+expect_words "local: TB_BIND=none, TB_MPIRUN_ARGS, TB_REPORT_BINDINGS" \
+    "--bind-to none|--report-bindings|--mca btl self,vader" "PE=" \
+    TB_BIND=none TB_REPORT_BINDINGS=1 TB_MPIRUN_ARGS="--mca btl self,vader" TB_CORES=4 \
+    "$L/local.sh" -n 2 --dry-run -- trainbench
+expect_words "local: TB_MAP_BY, TB_PE" \
+    "--map-by ppr:2:socket:PE=3|--bind-to core" "" \
+    TB_MAP_BY=ppr:2:socket:PE=3 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
+expect_words "local: TB_PE" "--map-by slot:PE=2" "" TB_PE=2 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
+expect_same_args "local: printed line = what runs" \
+    TB_MPIRUN="$work/fake_launcher" TB_CORES=4 NCCL_DEBUG=WARN \
+    "$L/local.sh" -n 2 -- trainbench --results "x y.h5" "it's"
+expect_error "local: -n 0" "-n (ranks) must be a positive number" "$L/local.sh" -n 0 -- trainbench
+expect_error "local: no command" "no command" "$L/local.sh" -n 2
+expect_error "local: bad option" "unknown option '--bogus'" "$L/local.sh" --bogus -- trainbench
+expect_error "local: bad TB_BIND" "TB_BIND must be core or none" TB_BIND=socket "$L/local.sh" -- trainbench
+
+echo "== hostfile.sh"
+H=$work/hosts16
+expect_line "hostfile: auto fabric, slots summed" \
+    "mpirun -np 16 --hostfile $H$root_flag --map-by slot --bind-to socket -x PATH trainbench train" \
+    "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench train
+expect_line "hostfile: tcp on eth1, 8 cores per rank" \
+    "mpirun -np 16 --hostfile $H$root_flag --map-by slot:PE=8 --bind-to core --mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=eth1 -x PATH trainbench" \
+    TB_IFACE=eth1 TB_PE=8 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
+expect_words "hostfile: tcp on a subnet: MPI takes it, NCCL_SOCKET_IFNAME does not" \
+    "--mca btl_tcp_if_include 10.1.0.0/16|--mca oob_tcp_if_include 10.1.0.0/16|--mca btl tcp,self" \
+    "NCCL_SOCKET_IFNAME" \
+    TB_IFACE=10.1.0.0/16 TB_BTL=tcp,self "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
+expect_words "hostfile: ib" \
+    "-np 16|--mca pml ucx|--mca osc ucx|--mca btl '^openib'|-x UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1|-x NCCL_IB_HCA=mlx5_0:1,mlx5_1:1|-x NCCL_SOCKET_IFNAME=ib0|--mca oob_tcp_if_include ib0|-x NCCL_NET_GDR_LEVEL=PHB" \
+    "GID_INDEX|NCCL_IB_DISABLE|NCCL_IB_TC" \
+    TB_IB_HCA=mlx5_0:1,mlx5_1:1 TB_IFACE=ib0 TB_GDR_LEVEL=PHB "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
+expect_words "hostfile: roce, GID index 3 by default" \
+    "--mca pml ucx|-x UCX_NET_DEVICES=mlx5_0:1|-x NCCL_IB_HCA=mlx5_0:1|-x NCCL_IB_GID_INDEX=3|-x UCX_IB_GID_INDEX=3|-x NCCL_SOCKET_IFNAME=ens1f0np0|--mca oob_tcp_if_include ens1f0np0|-x NCCL_IB_TC=106|-x UCX_IB_TRAFFIC_CLASS=106" \
+    "NCCL_NET_GDR_LEVEL|NCCL_IB_DISABLE" \
+    TB_IFACE=ens1f0np0 TB_IB_TC=106 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: roce, TB_GID_INDEX=5" "-x NCCL_IB_GID_INDEX=5|-x UCX_IB_GID_INDEX=5" "=3" \
+    TB_GID_INDEX=5 TB_IFACE=eth2 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: roce, NCCL_IB_GID_INDEX set: exported by name, UCX follows it" \
+    "-x NCCL_IB_GID_INDEX|-x UCX_IB_GID_INDEX=7|-x NCCL_IB_HCA" "NCCL_IB_GID_INDEX=|=3|NCCL_IB_HCA=" \
+    NCCL_IB_GID_INDEX=7 NCCL_IB_HCA="=mlx5_2:1" TB_IFACE=eth2 TB_FABRIC=roce \
+    "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_words "hostfile: PATH, LD_LIBRARY_PATH, NCCL_DEBUG exported; -n, prefix, extra args" \
+    "-np 9|-x PATH|-x LD_LIBRARY_PATH|-x NCCL_DEBUG|--prefix /opt/ompi|--mca plm_rsh_agent /x/agent.sh" \
+    "NCCL_IB_HCA|UCX_" \
+    LD_LIBRARY_PATH=/opt/lib NCCL_DEBUG=INFO TB_MPI_PREFIX=/opt/ompi TB_MPIRUN_ARGS="--mca plm_rsh_agent /x/agent.sh" \
+    "$L/hostfile.sh" --hostfile "$H" -n 9 --dry-run -- trainbench
+expect_same_args "hostfile: printed line = what runs" \
+    TB_MPIRUN="$work/fake_launcher" TB_IFACE=ib0 TB_IB_HCA="mlx5_0:1,mlx5_1:1" \
+    "$L/hostfile.sh" --hostfile "$H" --fabric ib -- trainbench --results "x y.h5" "it's"
+expect_error "hostfile: roce needs TB_IFACE" "--fabric roce needs TB_IFACE" \
+    "$L/hostfile.sh" --hostfile "$H" --fabric roce -- trainbench
+expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
+expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
+expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
+printf 'nodeA slots=0\n' >"$work/bad_hosts"
+expect_error "hostfile: slots=0" "slots must be a positive number" "$L/hostfile.sh" --hostfile "$work/bad_hosts" -- trainbench
+expect_error "hostfile: bad GID index" "TB_GID_INDEX must be a number" \
+    TB_GID_INDEX=x TB_IFACE=e "$L/hostfile.sh" --hostfile "$H" --fabric roce -- trainbench
+
+echo "== slurm.sbatch (faked job: 2 nodes x 8 tasks, 12 CPUs each)"
+job="SLURM_JOB_ID=42 SLURM_JOB_NODELIST=gpu[07-08] SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=16 SLURM_TASKS_PER_NODE=8(x2) SLURM_CPUS_PER_TASK=12"
+# shellcheck disable=SC2086  # $job is a list of assignments
+expect_line "slurm: srun line" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 trainbench train --model resnet50" \
+    $job TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench train --model resnet50
+# shellcheck disable=SC2086
+expect_words "slurm: roce knobs become the ranks' environment" \
+    "OMPI_MCA_pml=ucx|UCX_NET_DEVICES=mlx5_0:1|NCCL_IB_HCA=mlx5_0:1|NCCL_IB_GID_INDEX=3|UCX_IB_GID_INDEX=3|NCCL_SOCKET_IFNAME=ens1f0|NCCL_NET_GDR_LEVEL=PIX|srun --mpi=pmix_v4 --cpu-bind=sockets|--gpus-per-task=1" \
+    "OMP_NUM_THREADS|-x " \
+    $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
+    TB_SRUN_ARGS=--gpus-per-task=1 TB_DRY_RUN=1 sh "$L/slurm.sbatch" -- trainbench
+# shellcheck disable=SC2086
+expect_same_args "slurm: printed line = what runs" \
+    $job TB_SRUN="$work/fake_launcher" TB_FABRIC=ib sh "$L/slurm.sbatch" trainbench --results "x y.h5" "it's"
+expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+checks=$((checks + 1))
+for d in "--nodes=" "--ntasks-per-node=" "--gpus-per-node=" "--cpus-per-task="; do
+    grep -q "^#SBATCH $d" "$L/slurm.sbatch" || fail "slurm.sbatch has no #SBATCH $d"
+    grep -q "^#SBATCH $d" "$L/slurm_mpirun.sbatch" || fail "slurm_mpirun.sbatch has no #SBATCH $d"
+done
+# Slurm reads #SBATCH only before the first command
+checks=$((checks + 1))
+for s in slurm.sbatch slurm_mpirun.sbatch; do
+    first_cmd=$(grep -n -v -e '^#' -e '^$' "$L/$s" | head -1 | cut -d: -f1)
+    last_sbatch=$(grep -n '^#SBATCH' "$L/$s" | tail -1 | cut -d: -f1)
+    [ "$last_sbatch" -lt "$first_cmd" ] || fail "$s: an #SBATCH line comes after a command (line $last_sbatch)"
+done
+
+echo "== slurm_mpirun.sbatch"
+# shellcheck disable=SC2086
+expect_line "slurm_mpirun: mpirun reads the allocation" \
+    "mpirun -np 16$root_flag --map-by slot:PE=12 --bind-to core -x OMP_NUM_THREADS=12 -x PATH trainbench train" \
+    $job TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench train
+# shellcheck disable=SC2086
+expect_line "slurm_mpirun: TB_SLURM_HOSTFILE=1 writes the allocation" \
+    "mpirun -np 16 --hostfile $work/job.hosts$root_flag --map-by slot:PE=12 --bind-to core --mca pml ucx --mca osc ucx --mca btl '^openib' -x UCX_NET_DEVICES=mlx5_0:1 -x NCCL_IB_HCA=mlx5_0:1 -x OMP_NUM_THREADS=12 -x NCCL_DEBUG -x PATH trainbench" \
+    $job NCCL_DEBUG=INFO TB_FABRIC=ib TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/job.hosts" TB_DRY_RUN=1 \
+    sh "$L/slurm_mpirun.sbatch" trainbench
+checks=$((checks + 1))
+[ "$(cat "$work/job.hosts" 2>/dev/null)" = "gpu07 slots=8
+gpu08 slots=8" ] || fail "slurm_mpirun: hostfile is '$(cat "$work/job.hosts" 2>/dev/null)'"
+expect_line "slurm_mpirun: uneven tasks per node, no CPUs per task" \
+    "mpirun -np 10 --hostfile $work/uneven.hosts$root_flag --map-by slot --bind-to socket -x PATH trainbench" \
+    SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-2],login3" SLURM_TASKS_PER_NODE="4(x2),2" \
+    TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/uneven.hosts" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+checks=$((checks + 1))
+[ "$(cat "$work/uneven.hosts" 2>/dev/null)" = "n1 slots=4
+n2 slots=4
+login3 slots=2" ] || fail "slurm_mpirun: uneven hostfile is '$(cat "$work/uneven.hosts" 2>/dev/null)'"
+# shellcheck disable=SC2086
+expect_same_args "slurm_mpirun: printed line = what runs" \
+    $job TB_MPIRUN="$work/fake_launcher" sh "$L/slurm_mpirun.sbatch" trainbench --results "x y.h5" "it's"
+expect_error "slurm_mpirun: node list and tasks disagree" "disagree" \
+    SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-3]" SLURM_TASKS_PER_NODE="4(x2)" TB_DRY_RUN=1 \
+    sh "$L/slurm_mpirun.sbatch" trainbench
+expect_error "slurm_mpirun: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+
+echo "# test_launch_scripts: $checks checks, $failures failed"
+[ "$failures" -eq 0 ]

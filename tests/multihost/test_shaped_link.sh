@@ -1,0 +1,87 @@
+#!/bin/sh
+# test_shaped_link.sh - hosts.sh's link shaping is real and its state is
+# clean: two emulated hosts run `trainbench allreduce-bench` (4 MiB, nccl-tests
+# style table) unshaped, then with `hosts.sh up 2 --rate 40mbit` (brought up
+# over the running hosts: `up` must replace them), and the shaped bus
+# bandwidth must be at most the link rate (+15 % for the token bucket's
+# burst) while the unshaped one is at least 3x the rate; after `down`
+# (twice) no namespace, veth or bridge of ours is left.
+#
+#   test_shaped_link.sh TRAINBENCH
+#
+# Exit 0 pass, 1 fail, 77 skipped (not root, no ip netns / unshare / mpirun).
+# Environment: TB_MH_TIMEOUT=120 (seconds per mpirun); TB_MH_LOCK (as in
+# run_test.sh: one emulated-host run at a time); TB_MH_PREFIX, TB_MH_NET,
+# TB_MH_BRIDGE as in hosts.sh.
+set -eu
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+[ $# -ge 1 ] || { echo "usage: test_shaped_link.sh TRAINBENCH" >&2; exit 2; }
+tb=$1
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+: "${TB_MH_TIMEOUT:=120}"
+: "${TB_MH_PREFIX:=tbh}"
+: "${TB_MH_NET:=10.212.0}"
+: "${TB_MH_BRIDGE:=tbbr0}"
+export TB_MH_PREFIX TB_MH_NET TB_MH_BRIDGE
+
+[ "$(id -u)" = 0 ] || skip "emulated hosts need root (ip netns, veth, bridge, tc)"
+command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
+ip netns list >/dev/null 2>&1 || skip "ip netns is not available here"
+command -v tc >/dev/null 2>&1 || skip "no tc (iproute2)"
+command -v unshare >/dev/null 2>&1 || skip "no unshare (util-linux)"
+unshare --uts true 2>/dev/null || skip "unshare --uts is not permitted here"
+command -v mpirun >/dev/null 2>&1 || skip "no mpirun"
+[ -x "$tb" ] || fail "no trainbench at $tb"
+case $tb in /*) ;; *) tb=$(pwd)/$tb ;; esac
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# one emulated-host run at a time on this machine, across ctest invocations
+# and build trees: the hosts, bridge and subnet have fixed names (fd 9 is
+# closed for mpirun, so a stray rank cannot keep the lock)
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock}"
+    flock -w 240 9 || fail "another emulated-host run held ${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock} for 4 min"
+fi
+trap '"$here/hosts.sh" down' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+printf '%s1 slots=1\n%s2 slots=1\n' "$TB_MH_PREFIX" "$TB_MH_PREFIX" >"$(pwd)/shaped_hosts"
+export TB_IFACE="$TB_MH_NET.0/24" TB_BTL=tcp,self
+export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1"
+
+# busbw (GB/s) of one 4 MiB all-reduce between the two hosts, from the time
+# column (us) for more digits than the table prints: size / time, x 2(n-1)/n = 1
+busbw() {
+    timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$(pwd)/shaped_hosts" --fabric tcp -n 2 -- \
+        "$tb" allreduce-bench -b 4M -e 4M -n 3 -w 1 >"$1" 2>&1 9>&- || { cat "$1"; fail "allreduce-bench across 2 hosts failed"; }
+    grep -q "Out of bounds values : 0 OK" "$1" || { cat "$1"; fail "allreduce-bench reported wrong values"; }
+    awk '$1 == 4194304 { printf "%.6f\n", $1 / ($5 * 1e-6) / 1e9 }' "$1"
+}
+
+"$here/hosts.sh" up 2
+plain=$(busbw shaped_plain.txt)
+"$here/hosts.sh" up 2 --rate 40mbit
+"$here/hosts.sh" status
+shaped=$(busbw shaped_40mbit.txt)
+echo "# 4 MiB all-reduce, 2 hosts: unshaped busbw $plain GB/s, 40 Mbit/s link busbw $shaped GB/s (link: 0.005 GB/s)"
+awk -v p="$plain" -v s="$shaped" 'BEGIN {
+    rate = 40e6 / 8 / 1e9
+    bad = 0
+    if (s == "" || s <= 0 || s > 1.15 * rate) { print "FAIL shaped busbw " s " GB/s is not within the 40 Mbit/s link (" rate " GB/s)"; bad = 1 }
+    if (p == "" || p < 3 * rate) { print "FAIL unshaped busbw " p " GB/s is not well above 40 Mbit/s"; bad = 1 }
+    exit bad }' || fail "the link shaping did not take effect"
+
+trap - EXIT
+"$here/hosts.sh" down
+"$here/hosts.sh" down
+left=$(ip netns list | awk '{print $1}' | grep -E "^${TB_MH_PREFIX}[0-9]+\$" || true)
+[ -z "$left" ] || fail "namespaces left after down: $left"
+if ip -o link show | grep -E ": (${TB_MH_PREFIX}[0-9]+-br|$TB_MH_BRIDGE)[@:]" >/dev/null; then
+    fail "links left after down: $(ip -o link show | grep -E ": (${TB_MH_PREFIX}[0-9]+-br|$TB_MH_BRIDGE)[@:]")"
+fi
+echo "PASS: the shaped link holds the all-reduce to 40 Mbit/s and down leaves nothing behind"
