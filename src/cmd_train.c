@@ -400,8 +400,9 @@ int tb_cmd_train(int argc, char **argv) {
         tb_attrs_int(a, "resumed_from_step", start[0]);
         tb_attrs_num(a, "timeout_s", fl.timeout);
         tb_attrs_str(a, "device_util_source", tb_scaling_util_label(be->name));
-        printf("# trainbench train: %s, %d classes, %d rank%s, backend %s (%d threads/rank), %s\n",
-               cfg.name, classes, info.world, info.world > 1 ? "s" : "", be->name, threads, fl.precision);
+        printf("# trainbench train: %s, %d classes, %d rank%s, backend %s (%d thread%s/rank), %s\n",
+               cfg.name, classes, info.world, info.world > 1 ? "s" : "", be->name, threads,
+               threads > 1 ? "s" : "", fl.precision);
         printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
                fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic", dataset_size,
                (long long)steps_per_epoch, fl.batch, global_batch, image, image);
