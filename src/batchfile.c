@@ -7,6 +7,40 @@
 #include "src/h5io.h"
 #include "src/log.h"
 
+/* 1 when every element of the dataset was written: one created but never
+ * written (or only in part) reads as fill values, so a 2 KB file could
+ * declare gigabytes of zero images that reading would allocate and fill.
+ * Chunked: every chunk is stored (H5Dget_space_status says "part" for any
+ * compressed dataset); contiguous and compact: the storage is allocated. */
+static int fully_written(hid_t f, const char *name) {
+    hid_t ds = H5_CHECK(H5Dopen2(f, name, H5P_DEFAULT));
+    hid_t dcpl = H5_CHECK(H5Dget_create_plist(ds));
+    int ok;
+    if (H5Pget_layout(dcpl) == H5D_CHUNKED) {
+        hid_t space = H5_CHECK(H5Dget_space(ds));
+        hsize_t dims[32], chunk[32], want = 1, have = 0;
+        int nd = (int)H5_CHECK(H5Sget_simple_extent_dims(space, dims, NULL));
+        ok = H5Pget_chunk(dcpl, nd, chunk) == nd;
+        for (int i = 0; ok && i < nd; i++) {
+            ok = chunk[i] > 0;
+            if (ok) want *= (dims[i] + chunk[i] - 1) / chunk[i];
+        }
+#if H5_VERSION_GE(1, 10, 5)
+        ok = ok && H5Dget_num_chunks(ds, space, &have) >= 0 && have == want;
+#else
+        (void)have; /* no chunk count before HDF5 1.10.5: not checked */
+#endif
+        H5_CHECK(H5Sclose(space));
+    } else {
+        H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+        H5_CHECK(H5Dget_space_status(ds, &status));
+        ok = status == H5D_SPACE_STATUS_ALLOCATED;
+    }
+    H5_CHECK(H5Pclose(dcpl));
+    H5_CHECK(H5Dclose(ds));
+    return ok;
+}
+
 void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile *b) {
     memset(b, 0, sizeof *b);
     hid_t f = tb_h5_open_read(path, "batch file", "check the --batch path");
@@ -18,6 +52,8 @@ void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile
         tb_die("batch file '%s': /images must be [N,3,H,W] with N >= 1 (float32, NCHW)", path);
     if (tb_h5_is_float(f, "/images") != 1)
         tb_die("batch file '%s': /images must be floating point (float32)", path);
+    /* an empty image is never valid (and the labels are read through the images buffer) */
+    if (min_side < 1) min_side = 1;
     if (d[2] < min_side || d[3] < min_side)
         tb_die("batch file '%s': images of %lldx%lld are too small for a ResNet; each side needs "
                "at least %d pixels",
@@ -31,24 +67,32 @@ void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile
                (long long)d[0]);
     if (tb_h5_is_float(f, "/labels") != 0)
         tb_die("batch file '%s': /labels must be integers (int64)", path);
+    if (!fully_written(f, "/images") || !fully_written(f, "/labels"))
+        tb_die("batch file '%s': /images or /labels holds no data (created but never written, "
+               "or only in part)",
+               path);
     b->n = (int)d[0];
     b->h = (int)d[2];
     b->w = (int)d[3];
     size_t count = (size_t)b->n * 3 * (size_t)b->h * (size_t)b->w;
     b->images = malloc(count * sizeof *b->images);
-    int64_t *l64 = malloc((size_t)b->n * sizeof *l64);
     b->labels = malloc((size_t)b->n * sizeof *b->labels);
-    if (!b->images || !l64 || !b->labels) TB_FATAL("out of host memory for batch '%s'", path);
-    tb_h5_read_f32(f, "/images", b->images);
-    tb_h5_read_i64(f, "/labels", l64);
+    if (!b->images || !b->labels) TB_FATAL("out of host memory for batch '%s'", path);
+    /* The int64 labels are read into the images buffer (n * 8 bytes <= its
+     * n * 3 * H * W * 4) before the images: no buffer of this function's own
+     * is left allocated when a read or a check ends the job (under a fuzzer
+     * the abort hook returns to the caller, which frees b). */
+    tb_h5_read_i64(f, "/labels", (int64_t *)(void *)b->images);
     for (int i = 0; i < b->n; i++) {
-        if (l64[i] < 0 || l64[i] >= classes)
+        int64_t l;
+        memcpy(&l, (const char *)b->images + (size_t)i * sizeof l, sizeof l);
+        if (l < 0 || l >= classes)
             tb_die("batch file '%s': label %lld of sample %d is outside [0, %d), the model's "
                    "classes",
-                   path, (long long)l64[i], i, classes);
-        b->labels[i] = (int32_t)l64[i];
+                   path, (long long)l, i, classes);
+        b->labels[i] = (int32_t)l;
     }
-    free(l64);
+    tb_h5_read_f32(f, "/images", b->images);
     H5_CHECK(H5Fclose(f));
 }
 

@@ -50,14 +50,19 @@ static void check_names(const char *path, hid_t f, const char *grp, const tb_mod
     hid_t g = H5_CHECK(H5Gopen2(f, grp, H5P_DEFAULT));
     int count = 0;
     char **names = tb_h5_list(g, &count);
-    for (int i = 0; i < count; i++) {
+    char extra[128] = "";
+    for (int i = 0; i < count && !extra[0]; i++) {
         int idx = tb_params_find(pt, names[i]);
         if (idx < 0 || (trainable_only &&
                         tb_param_store_of(pt->items[idx].role) != TB_STORE_TRAIN))
-            tb_die("checkpoint '%s' has %s/%s, which %s with %d classes does not have; the file "
-                   "is for another model",
-                   path, grp, names[i], m->cfg.name, m->cfg.classes);
+            snprintf(extra, sizeof extra, "%s", names[i]);
     }
+    /* freed before any message: under the fuzz targets tb_die returns to the caller */
+    tb_h5_free_names(names, count);
+    if (extra[0])
+        tb_die("checkpoint '%s' has %s/%s, which %s with %d classes does not have; the file "
+               "is for another model",
+               path, grp, extra, m->cfg.name, m->cfg.classes);
     for (int i = 0; i < pt->count; i++) {
         const tb_param *p = &pt->items[i];
         if (trainable_only && tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
@@ -86,7 +91,6 @@ static void check_names(const char *path, hid_t f, const char *grp, const tb_mod
             tb_die("checkpoint '%s': %s should be %s", path, full,
                    want_float ? "floating point (float32)" : "an integer (int64)");
     }
-    tb_h5_free_names(names, count);
     H5_CHECK(H5Gclose(g));
 }
 

@@ -151,6 +151,10 @@ int tb_h5_exists(hid_t loc, const char *path) {
 int tb_h5_shape(hid_t loc, const char *name, int64_t *dims) {
     hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
     hid_t space = H5_CHECK(H5Dget_space(ds));
+    /* a null dataspace has rank 0 like a scalar, but no value: reading it
+     * would leave the caller's buffer as it was */
+    if (H5Sget_simple_extent_type(space) == H5S_NULL)
+        tb_die("dataset '%s' holds no value (HDF5 null dataspace)", name);
     int nd = (int)H5_CHECK(H5Sget_simple_extent_ndims(space));
     if (nd > 8) tb_die("dataset '%s' has %d dimensions; at most 8 are expected", name, nd);
     hsize_t hd[8];
@@ -242,12 +246,21 @@ void tb_h5_attr_write_f64(hid_t loc, const char *name, double value) {
     write_attr(loc, name, H5T_NATIVE_DOUBLE, &value);
 }
 
+/* 1 when attribute a holds exactly one value (scalar, or any shape of one
+ * element): H5Aread writes every element, and the callers read one. */
+static int attr_is_single(hid_t a) {
+    hid_t space = H5_CHECK(H5Aget_space(a));
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    H5_CHECK(H5Sclose(space));
+    return n == 1;
+}
+
 int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
     if (H5Aexists(loc, name) <= 0) return -1;
     hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
     hid_t ft = H5_CHECK(H5Aget_type(a));
     int rc = -1;
-    if (H5Tget_class(ft) == H5T_STRING) {
+    if (H5Tget_class(ft) == H5T_STRING && attr_is_single(a)) {
         if (H5Tis_variable_str(ft) > 0) {
             hid_t mt = H5_CHECK(H5Tcopy(H5T_C_S1));
             H5_CHECK(H5Tset_size(mt, H5T_VARIABLE));
@@ -281,7 +294,8 @@ int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value) {
     hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
     hid_t ft = H5_CHECK(H5Aget_type(a));
     int rc = -1;
-    if (H5Tget_class(ft) == H5T_INTEGER && H5Aread(a, H5T_NATIVE_INT64, value) >= 0) rc = 0;
+    if (H5Tget_class(ft) == H5T_INTEGER && attr_is_single(a) && H5Aread(a, H5T_NATIVE_INT64, value) >= 0)
+        rc = 0;
     H5_CHECK(H5Tclose(ft));
     H5_CHECK(H5Aclose(a));
     return rc;
