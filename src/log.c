@@ -1,8 +1,10 @@
 /* log.c - rank-aware one-line messages and the job-wide abort path. */
 #include "src/log.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int g_rank = -1;
 static int g_world = 1;
@@ -20,7 +22,24 @@ const char *tb_log_host(void) { return g_host; }
 
 void tb_set_abort_hook(tb_abort_hook hook) { g_abort_hook = hook; }
 
+/* One thread ends the process: the first to reach tb_die / TB_FATAL /
+ * tb_abort prints and exits; any other thread that gets there meanwhile
+ * (two loader threads meeting two bad files under --strict-data) waits for
+ * the exit, so the job prints one error line, not several. The same thread
+ * may come back (a fuzz target's abort hook longjmps out and reads on). */
+static atomic_int g_ending = 0;
+static _Thread_local int t_ending = 0;
+
+static void claim_the_end(void) {
+    if (t_ending) return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_ending, &expected, 1))
+        for (;;) pause(); /* another thread is ending the process */
+    t_ending = 1;
+}
+
 _Noreturn void tb_abort(int exit_code) {
+    claim_the_end();
     fflush(stdout);
     fflush(stderr);
     if (g_abort_hook) g_abort_hook(exit_code);
@@ -45,6 +64,7 @@ static void emit(const char *kind, const char *fmt, va_list ap) {
 
 _Noreturn void tb_die(const char *fmt, ...) {
     va_list ap;
+    claim_the_end();
     fflush(stdout);
     va_start(ap, fmt);
     emit("error: ", fmt, ap);
@@ -63,6 +83,7 @@ void tb_say_error(const char *fmt, ...) {
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
     char kind[512];
     va_list ap;
+    claim_the_end();
     fflush(stdout);
     snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
     va_start(ap, fmt);

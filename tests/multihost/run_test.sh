@@ -81,6 +81,9 @@ trap 'exit 143' TERM
 # launch/hostfile.sh over TCP on the hosts' subnet, remote start through the agent
 export TB_IFACE="$TB_MH_NET.0/24" TB_BTL=tcp,self TB_NCCL_SOCKET_IFNAME=eth0
 export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1"
+# the agent starts ranks with a clean environment, as ssh does: a sanitizer
+# build's settings (.ci/run: leak suppressions, slow unwinder) must be exported
+export TB_EXPORT="${TB_EXPORT:-} ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS"
 export TB_MH_AGENT_LOG="$work/agent.log"
 launch() {
     timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$here/hostfile" --fabric tcp -n 3 -- "$@" 9>&-

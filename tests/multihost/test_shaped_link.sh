@@ -53,6 +53,9 @@ trap 'exit 143' TERM
 printf '%s1 slots=1\n%s2 slots=1\n' "$TB_MH_PREFIX" "$TB_MH_PREFIX" >"$(pwd)/shaped_hosts"
 export TB_IFACE="$TB_MH_NET.0/24" TB_BTL=tcp,self
 export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1"
+# the agent starts ranks with a clean environment, as ssh does: a sanitizer
+# build's settings (.ci/run: leak suppressions, slow unwinder) must be exported
+export TB_EXPORT="${TB_EXPORT:-} ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS"
 
 # busbw (GB/s) of one 4 MiB all-reduce between the two hosts, from the time
 # column (us) for more digits than the table prints: size / time, x 2(n-1)/n = 1
