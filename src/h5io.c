@@ -202,13 +202,20 @@ static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
         l->names = realloc(l->names, (size_t)l->cap * sizeof *l->names);
         if (!l->names) TB_FATAL("out of host memory");
     }
-    l->names[l->count++] = strdup(name);
+    if (!(l->names[l->count] = strdup(name))) TB_FATAL("out of host memory");
+    l->count++;
     return 0;
 }
 
 char **tb_h5_list(hid_t group, int *count) {
     name_list l = {NULL, 0, 0};
-    H5_CHECK(H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l));
+    herr_t rc = H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l);
+    if (rc < 0) {
+        /* a damaged link table fails part-way: free the names read so far,
+         * then report (the fuzz targets' abort hook returns to the caller) */
+        tb_h5_free_names(l.names, l.count);
+        H5_CHECK(rc);
+    }
     *count = l.count;
     return l.names;
 }
