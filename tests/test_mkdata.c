@@ -23,8 +23,13 @@ static char g_dir[64] = "/tmp/tb_mkdata_XXXXXX";
 static unsigned char *slurp(const char *p, size_t *n) {
     FILE *f = fopen(p, "rb");
     if (!f) return NULL;
-    unsigned char *b = malloc(1 << 20);
+    unsigned char *b = malloc((1 << 20) + 1);
+    if (!b) {
+        fclose(f);
+        return NULL;
+    }
     *n = fread(b, 1, 1 << 20, f);
+    b[*n] = 0; /* the callers search it as a string */
     fclose(f);
     return b;
 }
@@ -146,7 +151,8 @@ int main(int argc, char **argv) {
     int lines = 0;
     for (size_t k = 0; k < n; k++) lines += e[k] == '\n';
     TB_CHECK(code != 0 && lines == 1 && e && strstr((char *)e, "already exists"),
-             "mkdata over an existing directory: exit %d, %d lines", code, lines);
+             "mkdata over an existing directory: exit %d, %d lines:\n%.3000s", code, lines,
+             e ? (char *)e : "(no output file)");
     free(e);
     snprintf(args, sizeof args, "rm -rf '%s'", g_dir);
     if (system(args) != 0) printf("warning: could not remove %s\n", g_dir);
