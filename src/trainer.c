@@ -83,6 +83,22 @@ const char *tb_trainer_first_nonfinite(tb_trainer *t, const tb_real *buf, size_t
     return NULL;
 }
 
+/* Test only (TB_TEST_FAULT=nan): a NaN in the first tensor's gradient. */
+static void inject_nan(tb_trainer *t) {
+    tb_real nan = (tb_real)NAN;
+    t->m->be->copy_h2d(t->m->be, t->m->grads, &nan, sizeof nan);
+    t->m->be->sync(t->m->be);
+}
+
+/* The gradient-ready callback with the NaN fault: the NaN is written before
+ * the range holding the first tensor goes to the all-reduce, so every rank
+ * sums it (written after backward, it could miss a bucket already sent). */
+static void ready_with_nan(void *ctx, size_t offset, size_t count) {
+    tb_trainer *t = ctx;
+    if (offset == 0) inject_nan(t);
+    tb_grad_sync_ready(t->gs, offset, count);
+}
+
 int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr,
                     tb_step_record *rec, char *err, size_t errlen) {
     tb_model *m = t->m;
@@ -111,7 +127,11 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
         be->sync(be);
         t2 = tb_now();
         tb_monitor_progress(t->mon, step, "backward", 0);
-        tb_model_backward(m, t->gs ? tb_grad_sync_ready : NULL, t->gs);
+        t->fault_nan = tb_fault("nan", t->rank, step);
+        if (t->fault_nan && t->gs)
+            tb_model_backward(m, ready_with_nan, t);
+        else
+            tb_model_backward(m, t->gs ? tb_grad_sync_ready : NULL, t->gs);
         be->sync(be);
         t3 = tb_now();
     } else {
@@ -121,10 +141,9 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
         if (t->gs) tb_grad_sync_ready(t->gs, 0, m->pt.n_train);
         t1 = t2 = t3 = tb_now();
     }
-    if (tb_fault("nan", t->rank, step)) { /* test only: a NaN in the first tensor's gradient */
-        tb_real nan = (tb_real)NAN;
-        be->copy_h2d(be, m->grads, &nan, sizeof nan);
-        be->sync(be);
+    if (t->fault_nan) { /* test only, no all-reduce to hand it to (see ready_with_nan) */
+        if (!t->gs) inject_nan(t);
+        t->fault_nan = 0;
     }
     tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
     if (t->gs) tb_grad_sync_finish(t->gs, &rec->sync);

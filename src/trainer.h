@@ -47,6 +47,7 @@ typedef struct {
     tb_train_hparams hp;
     float *stage;                /* host staging for broadcasts [max(n_train, n_state)] */
     tb_monitor *mon;             /* watchdog to tell what this rank does (may be NULL) */
+    int fault_nan;               /* test only (TB_TEST_FAULT=nan): this step's gradient gets a NaN */
 } tb_trainer;
 
 tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, const tb_train_hparams *hp);
