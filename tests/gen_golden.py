@@ -46,7 +46,6 @@ import argparse
 import copy
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -56,20 +55,11 @@ import torch
 import torch.nn.functional as F
 import torchvision
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
+from convert_torchvision import git_revision  # noqa: E402  (the checkpoints' provenance, one definition)
+
 MODELS = ("resnet18", "resnet34", "resnet50", "resnet101", "resnet152")
 BN_BUFFERS = ("running_mean", "running_var", "num_batches_tracked")
-
-
-def git_revision():
-    here = os.path.dirname(os.path.abspath(__file__))
-    try:
-        r = subprocess.run(["git", "-C", here, "describe", "--always", "--dirty", "--abbrev=12"],
-                           capture_output=True, text=True, timeout=10)
-        if r.returncode == 0 and r.stdout.strip():
-            return r.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
 
 
 def build_model(name, classes, seed):

@@ -53,21 +53,10 @@ def convert(*args):
 
 
 def random_model(name, classes, seed):
-    """torchvision ResNet, BN weights/biases/buffers and fc.bias randomised."""
-    import torch
-    import torchvision
-    torch.manual_seed(seed)
-    m = getattr(torchvision.models, name)(weights=None, num_classes=classes)
-    with torch.no_grad():
-        for mod in m.modules():
-            if isinstance(mod, torch.nn.BatchNorm2d):
-                mod.weight.uniform_(0.5, 1.5)
-                mod.bias.normal_(0.0, 0.1)
-                mod.running_mean.normal_(0.0, 0.1)
-                mod.running_var.uniform_(0.5, 2.0)
-                mod.num_batches_tracked.fill_(int(torch.randint(0, 1001, ()).item()))
-        m.fc.bias.normal_(0.0, 0.1)
-    return m
+    """torchvision ResNet, BN weights/biases/buffers and fc.bias randomised:
+    the golden tests' model (gen_golden.build_model)."""
+    from gen_golden import build_model  # torch is imported only once the test runs
+    return build_model(name, classes, seed)
 
 
 def same_state(a, b, what):
