@@ -97,6 +97,19 @@ static void add_sample(class_scan *c, const char *rel, size_t rlen, const char *
     c->arena_len += need;
 }
 
+/* "." or "..". */
+static int is_dot_entry(const char *name) {
+    return name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'));
+}
+
+/* Whether entry e of directory d is a directory, following links (d_type
+ * when the file system fills it in, else one fstatat). */
+static int entry_is_dir(DIR *d, const struct dirent *e) {
+    if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) return e->d_type == DT_DIR;
+    struct stat st;
+    return fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Walks directory `fd` (relative path rel, rlen bytes) like os.walk with
  * followlinks=True: entries that are directories (after following links)
  * are descended into, every other entry is a file judged by its name. */
@@ -111,12 +124,8 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *name = e->d_name;
-        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
-        int is_dir = e->d_type == DT_DIR;
-        if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
-            struct stat st;
-            is_dir = fstatat(dirfd(d), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
-        }
+        if (is_dot_entry(name)) continue;
+        int is_dir = entry_is_dir(d, e);
         if (!is_dir) {
             if (is_jpeg_name(name)) {
                 add_sample(c, rel, rlen, name);
@@ -220,12 +229,8 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *name = e->d_name;
-        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
-        int is_dir = e->d_type == DT_DIR;
-        if (e->d_type == DT_LNK || e->d_type == DT_UNKNOWN) {
-            struct stat st;
-            is_dir = fstatat(dirfd(d), name, &st, 0) == 0 && S_ISDIR(st.st_mode);
-        }
+        if (is_dot_entry(name)) continue;
+        int is_dir = entry_is_dir(d, e);
         if (!is_dir) {
             if (ds->skipped_loose < 3)
                 snprintf(ds->first_skipped[ds->skipped_loose], sizeof ds->first_skipped[0],
