@@ -5,6 +5,8 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static int tb_test_failures = 0;
 static int tb_test_checks = 0;
@@ -26,6 +28,19 @@ static int tb_test_checks = 0;
                  (atol) + (rtol) * fabs((double)(want)),                      \
              "%s: got %.9g, want %.9g (atol %g, rtol %g)", what, (double)(got), \
              (double)(want), (double)(atol), (double)(rtol))
+
+/* The first 64 KiB of a text file (a captured stderr, say) as a string the
+ * caller frees; "" when the file is missing. */
+static inline char *tb_test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    char *s = calloc(1 << 16, 1);
+    if (!s) abort();
+    size_t n = fread(s, 1, (1 << 16) - 1, f);
+    s[n] = '\0';
+    fclose(f);
+    return s;
+}
 
 static inline int tb_test_exit(const char *name) {
     printf("# %s: %d checks, %d failed\n", name, tb_test_checks, tb_test_failures);

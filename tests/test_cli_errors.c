@@ -31,16 +31,6 @@ static char *path(const char *name) {
     return buf[k];
 }
 
-static char *slurp(const char *p) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return strdup("");
-    char *s = calloc(1 << 16, 1);
-    size_t n = fread(s, 1, (1 << 16) - 1, f);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* Runs trainbench with args; expects failure with one stderr line that
  * contains `want`. */
 static void expect_error(const char *args, const char *want) {
@@ -48,7 +38,7 @@ static void expect_error(const char *args, const char *want) {
     snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", g_bin, args, path("stdout"), path("stderr"));
     int st = system(cmd);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    char *err = slurp(path("stderr"));
+    char *err = tb_test_read_text(path("stderr"));
     int lines = 0;
     for (char *c = err; *c; c++) lines += *c == '\n';
     TB_CHECK(code != 0, "'%s' exited 0, expected an error", args);
@@ -230,7 +220,7 @@ int main(int argc, char **argv) {
     char ls[512];
     snprintf(ls, sizeof ls, "ls '%s' | grep -c '\\.tmp\\.' > '%s'", g_dir, path("tmpcount"));
     (void)system(ls);
-    char *cnt = slurp(path("tmpcount"));
+    char *cnt = tb_test_read_text(path("tmpcount"));
     TB_CHECK(atoi(cnt) == 0, "%d temporary files left in %s", atoi(cnt), g_dir);
     free(cnt);
 

@@ -482,16 +482,6 @@ static void test_threads_and_formats(void) {
 
 /* ---- bad files ------------------------------------------------------------------------------ */
 
-static char *slurp(const char *p) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return strdup("");
-    char *s = calloc(1 << 16, 1);
-    size_t n = fread(s, 1, (1 << 16) - 1, f);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 static void test_bad_files(void) {
     mkdir(path("bad"), 0777);
     mkdir(path("bad/a"), 0777);
@@ -615,7 +605,7 @@ static void test_bad_files(void) {
              g_bin, path("bad"), path("strict.out"), path("strict.err"));
     int rc = system(cmd);
     int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
-    char *e = slurp(path("strict.err"));
+    char *e = tb_test_read_text(path("strict.err"));
     int lines = 0;
     for (char *c = e; *c; c++) lines += *c == '\n';
     int names = 0;
@@ -631,7 +621,7 @@ static void test_bad_files(void) {
              "--image-size 32 >'%s' 2>'%s'",
              g_bin, path("bad"), path("lenient.out"), path("lenient.err"));
     rc = system(cmd);
-    char *out = slurp(path("lenient.out"));
+    char *out = tb_test_read_text(path("lenient.out"));
     TB_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && strstr(out, "#   skipped "),
              "loader-bench without --strict-data failed or did not report skips:\n%s", out);
     free(out);
