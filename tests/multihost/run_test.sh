@@ -27,15 +27,6 @@
 #   TB_MH_PREFIX, TB_MH_NET, TB_MH_BRIDGE: as in hosts.sh (tbh, 10.212.0, tbbr0)
 set -eu
 
-skip() {
-    echo "SKIP: $*"
-    exit 77
-}
-fail() {
-    echo "FAIL: $*"
-    exit 1
-}
-
 [ $# -ge 2 ] || { echo "usage: run_test.sh TRAINBENCH PYTHON [CHECK_RESULTS]" >&2; exit 2; }
 tb=$1
 py=$2
@@ -43,28 +34,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 check=${3:-$root/tests/check_results.py}
 : "${TB_MH_TIMEOUT:=240}"
-: "${TB_MH_PREFIX:=tbh}"
-: "${TB_MH_NET:=10.212.0}"
-export TB_MH_PREFIX TB_MH_NET
+# shellcheck source=tests/multihost/common.sh
+. "$here/common.sh"
 
-[ "$(id -u)" = 0 ] || skip "emulated hosts need root (ip netns, veth, bridge)"
-command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
-ip netns list >/dev/null 2>&1 || skip "ip netns is not available here"
-command -v unshare >/dev/null 2>&1 || skip "no unshare (util-linux)"
-unshare --uts true 2>/dev/null || skip "unshare --uts is not permitted here"
-command -v mpirun >/dev/null 2>&1 || skip "no mpirun"
+mh_require_hosts
 "$py" -c "import h5py" 2>/dev/null || skip "$py has no h5py"
 [ -x "$tb" ] || fail "no trainbench at $tb"
 case $tb in /*) ;; *) tb=$(pwd)/$tb ;; esac
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# one emulated-host run at a time on this machine, across ctest invocations
-# and build trees: the hosts, bridge and subnet have fixed names (fd 9 is
-# closed for mpirun, so a stray rank cannot keep the lock)
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock}"
-    flock -w 240 9 || fail "another emulated-host run held ${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock} for 4 min"
-fi
+mh_lock 240
 work=$(pwd)/multihost_work
 rm -rf "$work"
 mkdir -p "$work"
@@ -79,11 +57,8 @@ trap 'exit 143' TERM
 "$here/hosts.sh" up 3
 
 # launch/hostfile.sh over TCP on the hosts' subnet, remote start through the agent
-export TB_IFACE="$TB_MH_NET.0/24" TB_BTL=tcp,self TB_NCCL_SOCKET_IFNAME=eth0
-export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1"
-# the agent starts ranks with a clean environment, as ssh does: a sanitizer
-# build's settings (.ci/run: leak suppressions, slow unwinder) must be exported
-export TB_EXPORT="${TB_EXPORT:-} ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS"
+mh_launch_env
+export TB_NCCL_SOCKET_IFNAME=eth0
 export TB_MH_AGENT_LOG="$work/agent.log"
 launch() {
     timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$here/hostfile" --fabric tcp -n 3 -- "$@" 9>&-

@@ -37,13 +37,10 @@ root=$(cd "$here/../.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export TB_IFACE=10.212.0.0/24 TB_BTL=tcp,self
-export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1 ${TB_MH_EXTRA_ARGS:-}"
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock}"
-    flock -w 900 9 || { echo "scaling_links.sh: another emulated-host run holds the lock" >&2; exit 1; }
-fi
+# shellcheck source=tests/multihost/common.sh
+. "$here/common.sh"
+mh_launch_env "${TB_MH_EXTRA_ARGS:-}"
+mh_lock 900
 trap '"$here/hosts.sh" down' EXIT
 
 # train across the 3 hosts; hostfile.sh prints the mpirun line it runs

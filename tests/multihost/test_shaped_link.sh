@@ -15,47 +15,25 @@
 # TB_MH_BRIDGE as in hosts.sh.
 set -eu
 
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
 [ $# -ge 1 ] || { echo "usage: test_shaped_link.sh TRAINBENCH" >&2; exit 2; }
 tb=$1
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 : "${TB_MH_TIMEOUT:=120}"
-: "${TB_MH_PREFIX:=tbh}"
-: "${TB_MH_NET:=10.212.0}"
-: "${TB_MH_BRIDGE:=tbbr0}"
-export TB_MH_PREFIX TB_MH_NET TB_MH_BRIDGE
+# shellcheck source=tests/multihost/common.sh
+. "$here/common.sh"
 
-[ "$(id -u)" = 0 ] || skip "emulated hosts need root (ip netns, veth, bridge, tc)"
-command -v ip >/dev/null 2>&1 || skip "no ip (iproute2)"
-ip netns list >/dev/null 2>&1 || skip "ip netns is not available here"
-command -v tc >/dev/null 2>&1 || skip "no tc (iproute2)"
-command -v unshare >/dev/null 2>&1 || skip "no unshare (util-linux)"
-unshare --uts true 2>/dev/null || skip "unshare --uts is not permitted here"
-command -v mpirun >/dev/null 2>&1 || skip "no mpirun"
+mh_require_hosts tc
 [ -x "$tb" ] || fail "no trainbench at $tb"
 case $tb in /*) ;; *) tb=$(pwd)/$tb ;; esac
 
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# one emulated-host run at a time on this machine, across ctest invocations
-# and build trees: the hosts, bridge and subnet have fixed names (fd 9 is
-# closed for mpirun, so a stray rank cannot keep the lock)
-if command -v flock >/dev/null 2>&1; then
-    exec 9>"${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock}"
-    flock -w 240 9 || fail "another emulated-host run held ${TB_MH_LOCK:-/run/lock/trainbench-multihost.lock} for 4 min"
-fi
+mh_lock 240
 trap '"$here/hosts.sh" down' EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
 printf '%s1 slots=1\n%s2 slots=1\n' "$TB_MH_PREFIX" "$TB_MH_PREFIX" >"$(pwd)/shaped_hosts"
-export TB_IFACE="$TB_MH_NET.0/24" TB_BTL=tcp,self
-export TB_MPIRUN_ARGS="--mca plm_rsh_agent $here/rsh_agent.sh --mca plm_rsh_no_tree_spawn 1"
-# the agent starts ranks with a clean environment, as ssh does: a sanitizer
-# build's settings (.ci/run: leak suppressions, slow unwinder) must be exported
-export TB_EXPORT="${TB_EXPORT:-} ASAN_OPTIONS LSAN_OPTIONS UBSAN_OPTIONS"
+mh_launch_env
 
 # busbw (GB/s) of one 4 MiB all-reduce between the two hosts, from the time
 # column (us) for more digits than the table prints: size / time, x 2(n-1)/n = 1
