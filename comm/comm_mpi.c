@@ -9,8 +9,8 @@
 
 #include "comm/comm.h"
 #include "comm/comm_mpi.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 struct tb_comm {
     MPI_Comm comm;

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 typedef struct {
     size_t offset, count;      /* slice of the flat buffer */

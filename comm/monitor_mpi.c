@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "comm/comm_mpi.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG };
 

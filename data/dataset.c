@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 #define MAX_DEPTH 64 /* nested directories below a class (symlink loops end here) */
 

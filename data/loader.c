@@ -22,9 +22,9 @@
 
 #include "data/shard.h"
 #include "data/transform.h"
-#include "src/log.h"
-#include "src/rng.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/rng.h"
+#include "src/core/timer.h"
 
 typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
 

@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "data/jpeg.h"
-#include "src/log.h"
-#include "src/rng.h"
+#include "src/core/log.h"
+#include "src/core/rng.h"
 
 #define TWO_PI 6.283185307179586
 

@@ -11,7 +11,7 @@
 #include <smmintrin.h>
 #endif
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 static double bilinear_filter(double x) {
     if (x < 0.0) x = -x;

@@ -11,8 +11,8 @@
 
 #include "data/jpeg.h"
 #include "data/resample.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 /* ---- geometry ------------------------------------------------------------------ */
 

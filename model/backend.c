@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_backend.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, char *err,
                               size_t errlen) {

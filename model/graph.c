@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 #define TB_ARENA_ALIGN 256
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 tb_model_opts tb_model_default_opts(void) {
     tb_model_opts o = {TB_REAL_DTYPE, TB_NCHW, 1};

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 static const struct {
     const char *name;

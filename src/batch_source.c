@@ -7,8 +7,8 @@
 #include "data/shard.h"
 #include "data/synthetic.h"
 #include "src/batchfile.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
 

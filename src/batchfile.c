@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 /* 1 when every element of the dataset was written: one created but never
  * written (or only in part) reads as fill values, so a 2 KB file could

@@ -8,8 +8,8 @@
 
 #include "src/faults.h"
 #include "src/h5io.h"
-#include "src/log.h"
-#include "src/version.h"
+#include "src/core/log.h"
+#include "src/core/version.h"
 
 static const char *k_hint = "pass a trainbench checkpoint (convert torchvision weights with "
                             "model/convert_torchvision.py)";

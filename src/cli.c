@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 /* The one-letter alias of option `name` in "b=minbytes,e=maxbytes", or 0. */
 static char alias_of(const char *aliases, const char *name) {

@@ -16,8 +16,8 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/launch_check.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 static double input_value(int rank, size_t i) { return (double)((i + 3 * (size_t)rank) % 64); }
 

@@ -14,10 +14,10 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 #include "src/results.h"
-#include "src/timer.h"
-#include "src/version.h"
+#include "src/core/timer.h"
+#include "src/core/version.h"
 
 typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;

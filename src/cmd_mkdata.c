@@ -6,8 +6,8 @@
 #include "data/mkdata.h"
 #include "src/cli.h"
 #include "src/commands.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 int tb_cmd_mkdata(int argc, char **argv) {
     char out[TB_OPT_STR_MAX] = "";

@@ -23,8 +23,8 @@
 #include "src/faults.h"
 #include "src/h5io.h"
 #include "src/launch_check.h"
-#include "src/log.h"
-#include "src/version.h"
+#include "src/core/log.h"
+#include "src/core/version.h"
 
 typedef struct {
     char host[64];

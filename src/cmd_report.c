@@ -15,7 +15,7 @@
 
 #include "src/cli.h"
 #include "src/commands.h"
-#include "src/log.h"
+#include "src/core/log.h"
 #include "src/results_read.h"
 #include "src/table_print.h"
 

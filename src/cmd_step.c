@@ -15,7 +15,7 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];

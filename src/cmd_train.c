@@ -23,11 +23,11 @@
 #include "src/commands.h"
 #include "src/faults.h"
 #include "src/launch_check.h"
-#include "src/log.h"
+#include "src/core/log.h"
 #include "src/lr_schedule.h"
 #include "src/provenance.h"
 #include "src/run_report.h"
-#include "src/timer.h"
+#include "src/core/timer.h"
 #include "src/trace.h"
 #include "src/train_setup.h"
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 /* ---- errors ---------------------------------------------------------------------- */
 

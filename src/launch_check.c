@@ -9,8 +9,8 @@
 #include "comm/comm.h"
 #include "data/jpeg.h"
 #include "src/h5io.h"
-#include "src/log.h"
-#include "src/version.h"
+#include "src/core/log.h"
+#include "src/core/version.h"
 
 extern char **environ;
 

@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "src/commands.h"
-#include "src/log.h"
-#include "src/version.h"
+#include "src/core/log.h"
+#include "src/core/version.h"
 
 typedef struct {
     const char *name;

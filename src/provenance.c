@@ -7,7 +7,7 @@
 #include "comm/comm.h"
 #include "data/jpeg.h"
 #include "src/h5io.h"
-#include "src/version.h"
+#include "src/core/version.h"
 
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts) {

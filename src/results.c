@@ -7,7 +7,7 @@
 #include <time.h>
 
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 void tb_table_init(tb_table *t, const char *group, const char *names) {
     memset(t, 0, sizeof *t);

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 const char *const tb_results_required_attrs[] = {
     "trainbench_version", "git_revision", "command_line", "start_time", "end_time", "status",

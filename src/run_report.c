@@ -5,7 +5,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 void tb_run_report_init(tb_run_report *r, const char *path) {
     memset(r, 0, sizeof *r);

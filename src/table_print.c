@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
+#include "src/core/log.h"
 
 struct tb_tab {
     tb_format fmt;

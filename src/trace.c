@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 
 typedef struct {
     const char *name;

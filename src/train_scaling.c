@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 #include "src/train_setup.h"
 
 static int scaling_sizes(int world, int *sizes) {

@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "src/faults.h"
-#include "src/log.h"
-#include "src/timer.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
 #include "src/trace.h"
 
 const char *const tb_phase_name[TB_PH_COUNT] = {"data", "h2d", "forward", "backward", "allreduce",

@@ -6,7 +6,7 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/checkpoint.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {

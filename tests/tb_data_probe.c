@@ -22,7 +22,7 @@
 #include "data/dataset.h"
 #include "data/loader.h"
 #include "data/transform.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 typedef struct {
     const double *u;

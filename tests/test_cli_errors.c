@@ -17,7 +17,7 @@
 #include "model/model.h"
 #include "src/checkpoint.h"
 #include "src/h5io.h"
-#include "src/log.h"
+#include "src/core/log.h"
 #include "tests/tb_test.h"
 
 static char g_dir[64] = "/tmp/tb_cli_XXXXXX";

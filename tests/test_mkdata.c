@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <turbojpeg.h>
 
-#include "src/rng.h"
+#include "src/core/rng.h"
 #include "tests/tb_test.h"
 
 enum { CLASSES = 6, PER = 8, MIN_SIDE = 96, MAX_SIDE = 160 };

@@ -10,8 +10,8 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/checkpoint.h"
-#include "src/rng.h"
-#include "src/log.h"
+#include "src/core/rng.h"
+#include "src/core/log.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_be;

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 /* Scratch for im2col and friends, all threads together (a target: convs
  * are split finer until their pieces fit). */

@@ -10,7 +10,7 @@
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 static void bn_check(const char *op, const tb_bn_args *a) {
     cpu_check(a->x, op, "x");

@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 typedef struct {
     int n, cin, h, w;   /* x [N,Cin,H,W] */

@@ -4,7 +4,7 @@
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 /* Each element loop below is `for i in [0, n)`, parallel and vectorised. */
 #define CPU_FOR_EACH(be, n, i)                                                        \

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
                       double smoothing, double grad_scale, tb_real *loss,

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 static void pool_check(const char *op, const tb_pool_geom *g, const tb_tensor *x,
                        const tb_tensor *y) {

@@ -9,7 +9,7 @@
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/log.h"
+#include "src/core/log.h"
 
 void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
                     int nseg, tb_real *params, const tb_real *grads, tb_real *momentum) {

@@ -1,5 +1,5 @@
 /* log.c - rank-aware one-line messages and the job-wide abort path. */
-#include "src/log.h"
+#include "src/core/log.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
