@@ -85,33 +85,76 @@ find_package(OpenMP REQUIRED COMPONENTS C)
 
 find_library(TB_LIBM m)
 
-# ---- CUDA toolkit, cuDNN, NCCL (detected) ----------------------------------
+# ---- CUDA toolkit, cuDNN, cuBLAS(Lt), NCCL (detected) -----------------------
+# TB_CUDA=AUTO builds the CUDA backend when nvcc, cuBLAS(Lt) and cuDNN are all
+# found; TB_CUDA=ON fails configuration unless it is really built. NCCL is
+# separate (TB_HAVE_NCCL): the CUDA backend works without it (MPI moves the
+# gradients through host staging), the NCCL path needs it.
 set(TB_CUDA_DESC "not searched (TB_CUDA=OFF)")
 set(TB_CUDNN_DESC "-")
 set(TB_NCCL_DESC "-")
 set(TB_HAVE_CUDA OFF)
+set(TB_HAVE_NCCL OFF)
 if(NOT TB_CUDA STREQUAL "OFF")
+  set(_tb_cuda_missing "")
+  include(CheckLanguage)
+  check_language(CUDA)
   find_package(CUDAToolkit QUIET)
-  if(CUDAToolkit_FOUND)
-    set(TB_CUDA_DESC "${CUDAToolkit_VERSION} (${CUDAToolkit_BIN_DIR})")
-    find_path(TB_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-    find_library(TB_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
-    find_path(TB_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
-    find_library(TB_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
-    set(TB_CUDNN_DESC "not found")
-    set(TB_NCCL_DESC "not found")
-    if(TB_CUDNN_INCLUDE AND TB_CUDNN_LIB)
-      set(TB_CUDNN_DESC "${TB_CUDNN_LIB}")
-    endif()
-    if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
-      set(TB_NCCL_DESC "${TB_NCCL_LIB}")
-    endif()
-    set(TB_HAVE_CUDA ON)
+  if(NOT CMAKE_CUDA_COMPILER)
+    list(APPEND _tb_cuda_missing "nvcc (put it on PATH or set CMAKE_CUDA_COMPILER)")
+  endif()
+  if(NOT CUDAToolkit_FOUND)
+    list(APPEND _tb_cuda_missing "the CUDA toolkit (set CUDAToolkit_ROOT)")
   else()
-    set(TB_CUDA_DESC "not found")
+    if(NOT TARGET CUDA::cublas OR NOT TARGET CUDA::cublasLt)
+      list(APPEND _tb_cuda_missing "cuBLAS / cuBLASLt")
+    endif()
+    find_path(TB_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT
+              PATH_SUFFIXES include)
+    find_library(TB_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT
+                 PATH_SUFFIXES lib lib64)
+    if(NOT TB_CUDNN_INCLUDE OR NOT TB_CUDNN_LIB)
+      list(APPEND _tb_cuda_missing "cuDNN 9 (cudnn.h, libcudnn; set CUDNN_ROOT)")
+    else()
+      file(STRINGS ${TB_CUDNN_INCLUDE}/cudnn_version.h _tb_cudnn_v REGEX "define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ")
+      string(REGEX REPLACE ".*CUDNN_MAJOR ([0-9]+).*CUDNN_MINOR ([0-9]+).*CUDNN_PATCHLEVEL ([0-9]+).*" "\\1.\\2.\\3"
+             TB_CUDNN_VERSION "${_tb_cudnn_v}")
+      if(TB_CUDNN_VERSION VERSION_LESS 9.0)
+        list(APPEND _tb_cuda_missing "cuDNN >= 9 (found ${TB_CUDNN_VERSION})")
+      endif()
+      set(TB_CUDNN_DESC "${TB_CUDNN_VERSION} (${TB_CUDNN_LIB})")
+    endif()
+    find_path(TB_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_ROOT
+              PATH_SUFFIXES include)
+    find_library(TB_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_ROOT
+                 PATH_SUFFIXES lib lib64)
+    if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
+      file(STRINGS ${TB_NCCL_INCLUDE}/nccl.h _tb_nccl_v REGEX "define NCCL_(MAJOR|MINOR|PATCH) ")
+      string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
+             TB_NCCL_VERSION "${_tb_nccl_v}")
+      set(TB_NCCL_DESC "${TB_NCCL_VERSION} (${TB_NCCL_LIB})")
+    else()
+      set(TB_NCCL_DESC "not found (set NCCL_ROOT): gradients move over MPI only")
+    endif()
+  endif()
+  if(_tb_cuda_missing STREQUAL "")
+    if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+      # A100 (sm_80), H100/H200 (sm_90) as machine code, plus sm_90 PTX that
+      # the driver compiles for anything newer.
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual" CACHE STRING "CUDA targets")
+    endif()
+    enable_language(CUDA)
+    set(TB_HAVE_CUDA ON)
+    if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
+      set(TB_HAVE_NCCL ON)
+    endif()
+    set(TB_CUDA_DESC "${CUDAToolkit_VERSION}, nvcc ${CMAKE_CUDA_COMPILER_VERSION}, targets ${CMAKE_CUDA_ARCHITECTURES}")
+  else()
+    string(REPLACE ";" ", " _tb_cuda_missing_s "${_tb_cuda_missing}")
+    set(TB_CUDA_DESC "not built: missing ${_tb_cuda_missing_s}")
     if(TB_CUDA STREQUAL "ON")
-      message(FATAL_ERROR "TB_CUDA=ON but no CUDA toolkit was found: put nvcc on PATH "
-                          "or set CUDAToolkit_ROOT")
+      message(FATAL_ERROR "TB_CUDA=ON but the CUDA backend cannot be built: missing "
+                          "${_tb_cuda_missing_s}")
     endif()
   endif()
 endif()
@@ -155,7 +198,7 @@ else()
 endif()
 
 # What this build contains (printed at the end of configuration).
-set(TB_BACKENDS "cpu")
+set(TB_BACKENDS "cpu")  # the top level adds cuda once model/cuda's target exists
 if(TB_HAVE_MPI)
   set(TB_COMM_PATHS "mpi (all-reduce on host buffers)")
 else()
