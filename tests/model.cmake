@@ -12,3 +12,8 @@ add_executable(test_cli_errors test_cli_errors.c)
 target_link_libraries(test_cli_errors PRIVATE tb_app)
 add_test(NAME cli_bad_input COMMAND test_cli_errors $<TARGET_FILE:trainbench>)
 set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)
+
+# src/core/: abort cleanups (ncclCommAbort's slot) run before the job ends
+add_executable(test_core test_core.c)
+target_link_libraries(test_core PRIVATE tb_core)
+add_test(NAME core_abort_cleanups COMMAND test_core)

@@ -38,10 +38,34 @@ static void claim_the_end(void) {
     t_ending = 1;
 }
 
+/* Cleanups that must run before the job is torn down (ncclCommAbort on a
+ * live communicator, so no rank is left inside a collective). */
+#define TB_MAX_ABORT_CLEANUPS 8
+static struct {
+    tb_abort_cleanup fn;
+    void *ctx;
+} g_cleanups[TB_MAX_ABORT_CLEANUPS];
+static atomic_int g_ncleanups = 0;
+
+int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx) {
+    int i = atomic_fetch_add(&g_ncleanups, 1);
+    if (i >= TB_MAX_ABORT_CLEANUPS) TB_FATAL("more than %d abort cleanups", TB_MAX_ABORT_CLEANUPS);
+    g_cleanups[i].ctx = ctx;
+    g_cleanups[i].fn = fn;
+    return i;
+}
+
+void tb_remove_abort_cleanup(int id) {
+    if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
+}
+
 _Noreturn void tb_abort(int exit_code) {
     claim_the_end();
     fflush(stdout);
     fflush(stderr);
+    int n = atomic_load(&g_ncleanups);
+    for (int i = n - 1; i >= 0; i--) /* last registered first */
+        if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
     if (g_abort_hook) g_abort_hook(exit_code);
     exit(exit_code);
 }

@@ -20,7 +20,15 @@ const char *tb_log_host(void);
 typedef void (*tb_abort_hook)(int exit_code);
 void tb_set_abort_hook(tb_abort_hook hook);
 
-/* Ends the job through the abort hook (exit code 1 by default). */
+/* Work that must happen before the job is torn down, run by tb_abort (last
+ * registered first) before the abort hook: ncclCommAbort on a live NCCL
+ * communicator, so MPI_Abort never leaves a rank inside a collective. A
+ * cleanup must not call tb_die/TB_FATAL. Returns an id for removal. */
+typedef void (*tb_abort_cleanup)(void *ctx);
+int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx);
+void tb_remove_abort_cleanup(int id);
+
+/* Ends the job: cleanups, then the abort hook (exit code 1 by default). */
 _Noreturn void tb_abort(int exit_code);
 
 _Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
