@@ -20,6 +20,7 @@ static const subcommand k_commands[] = {
     {"loader-bench", tb_cmd_loader_bench, "measure the JPEG loader: img/s per thread count"},
     {"allreduce-bench", tb_cmd_allreduce_bench, "all-reduce sweep (nccl-tests style) on the training path"},
     {"preflight", tb_cmd_preflight, "per-rank check of hosts, devices, versions, environment; one timed all-reduce"},
+    {"probe", tb_cmd_probe, "is the GPU stack assembled right: versions built for vs loaded, device, copy and GEMM ceilings"},
     {"report", tb_cmd_report, "a results file's provenance and tables; two files side by side (--format md|csv)"},
 };
 static const int k_ncommands = (int)(sizeof k_commands / sizeof k_commands[0]);

@@ -6,8 +6,9 @@
 # data/ and comm/ never see tb_real (batches are float32 host memory,
 # collectives take a type tag), so their normal libraries are linked.
 add_executable(trainbench_fp64
-  ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES} ${TB_APP_SOURCES} ${PROJECT_SOURCE_DIR}/src/main.c)
+  ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES} ${TB_APP_SOURCES} ${TB_PROBE_NONE_SOURCE}
+  ${PROJECT_SOURCE_DIR}/src/main.c)
 target_compile_definitions(trainbench_fp64 PRIVATE TB_REAL_DOUBLE=1)
 target_include_directories(trainbench_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(trainbench_fp64 PRIVATE tb_data tb_comm tb_core tb_hdf5 tb_blas
-                      OpenMP::OpenMP_C ${TB_LIBM})
+                      OpenMP::OpenMP_C ${TB_LIBM} ${CMAKE_DL_LIBS})

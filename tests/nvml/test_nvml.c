@@ -1,0 +1,75 @@
+/* test_nvml.c - src/nvml.c against tests/nvml/fake_nvml.c (loaded as
+ * libnvidia-ml.so.1 through LD_LIBRARY_PATH): symbol loading, device
+ * lookup by PCI bus id and its error, static facts, one reading, the
+ * sampler's window (mean GPU-Util of alternating 20/80 readings = 50, GPM
+ * SM activity between successive samples = 42.5), reset. */
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/nvml.h"
+#include "tests/tb_test.h"
+
+static void sleep_s(double s) {
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
+
+int main(void) {
+    char err[512];
+    tb_nvml *nv = tb_nvml_open(err, sizeof err);
+    TB_CHECK(nv != NULL, "tb_nvml_open: %s", err);
+    if (!nv) return tb_test_exit("nvml");
+    char drv[64];
+    int cuda = 0;
+    tb_nvml_driver_version(nv, drv, sizeof drv, &cuda);
+    TB_CHECK(strcmp(drv, "580.159.04") == 0 && cuda == 13000, "driver '%s' cuda %d", drv, cuda);
+
+    TB_CHECK(tb_nvml_device(nv, "0000:02:00.0", err, sizeof err) == NULL && strstr(err, "0000:02:00.0"),
+             "unknown bus id must fail naming it: '%s'", err);
+    tb_nvml_dev *d = tb_nvml_device(nv, "0000:01:00.0", err, sizeof err);
+    TB_CHECK(d != NULL, "device: %s", err);
+    if (!d) return tb_test_exit("nvml");
+    TB_CHECK(tb_nvml_device(nv, "0000:01:00.0", err, sizeof err) == d, "same device twice: same handle");
+
+    tb_nvml_static st;
+    tb_nvml_static_info(d, &st);
+    TB_CHECK(strcmp(st.name, "Fake H100") == 0, "name %s", st.name);
+    TB_CHECK(st.pcie_gen == 5 && st.pcie_width == 16 && st.nvlinks_active == 2 && st.gpm_supported == 1,
+             "pcie gen %d x%d, nvlinks %d, gpm %d", st.pcie_gen, st.pcie_width, st.nvlinks_active,
+             st.gpm_supported);
+    TB_CHECK(st.sm_clock_max_mhz == 1980 && st.mem_total_bytes > 8e10, "clock %d mem %g", st.sm_clock_max_mhz,
+             st.mem_total_bytes);
+
+    tb_nvml_now now;
+    tb_nvml_read(d, &now);
+    TB_CHECK(now.sm_clock_mhz == 1980 && now.power_w == 350 && now.temp_c == 41, "clock %g power %g temp %g",
+             now.sm_clock_mhz, now.power_w, now.temp_c);
+
+    int nvlink = -1, p2p = -1, level = -1;
+    TB_CHECK(tb_nvml_peer(d, d, &nvlink, &p2p, &level) == 0 && nvlink == 1 && level == 0, "peer %d %d %d",
+             nvlink, p2p, level);
+
+    tb_nvml_sampler *s = tb_nvml_sampler_start(d, 0.01);
+    sleep_s(0.25);
+    tb_nvml_stats a;
+    tb_nvml_sampler_stats(s, &a);
+    TB_CHECK(a.samples >= 6, "samples %d after 0.25 s at 10 ms", a.samples);
+    /* alternating 20/80: the mean of n readings is 50 for even n, within 60/n otherwise */
+    TB_CHECK(fabs(a.util_pct_mean - 50) <= 60.0 / a.samples + 1e-9, "util mean %g over %d", a.util_pct_mean,
+             a.samples);
+    TB_CHECK(fabs(a.sm_active_pct_mean - 42.5) < 1e-9, "SM activity %g", a.sm_active_pct_mean);
+    TB_CHECK(a.sm_clock_mhz_mean == 1980 && a.sm_clock_mhz_min == 1980 && a.temp_c_max == 41, "clock %g/%g temp %g",
+             a.sm_clock_mhz_mean, a.sm_clock_mhz_min, a.temp_c_max);
+    tb_nvml_sampler_reset(s);
+    tb_nvml_stats b;
+    tb_nvml_sampler_stats(s, &b);
+    TB_CHECK(b.samples <= 1, "after reset %d samples", b.samples);
+    sleep_s(0.1);
+    tb_nvml_sampler_stats(s, &b);
+    TB_CHECK(b.samples >= 2 && fabs(b.sm_active_pct_mean - 42.5) < 1e-9, "after reset: %d samples, SM %g",
+             b.samples, b.sm_active_pct_mean);
+    tb_nvml_sampler_stop(s);
+    tb_nvml_close(nv);
+    return tb_test_exit("nvml");
+}

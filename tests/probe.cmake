@@ -1,0 +1,28 @@
+# trainbench probe, NVML and the version checks. Host tests run everywhere;
+# probe_gpu (label gpu) measures a real GPU and skips visibly without one.
+add_executable(test_gpu_versions test_gpu_versions.c)
+target_link_libraries(test_gpu_versions PRIVATE tb_app)
+add_test(NAME probe_versions_unit COMMAND test_gpu_versions)
+
+# NVML against a stand-in libnvidia-ml.so.1 (tests/nvml/fake_nvml.c), found
+# through LD_LIBRARY_PATH: dlopen, GPM, the sampler thread, without a driver
+add_library(fake_nvml SHARED nvml/fake_nvml.c)
+set_target_properties(fake_nvml PROPERTIES OUTPUT_NAME nvidia-ml SOVERSION 1
+                      LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR}/fake_nvml)
+target_compile_options(fake_nvml PRIVATE -Wno-unused-parameter)
+add_executable(test_nvml nvml/test_nvml.c)
+target_link_libraries(test_nvml PRIVATE tb_app)
+add_dependencies(test_nvml fake_nvml)
+add_test(NAME nvml_fake_library COMMAND test_nvml)
+set_tests_properties(nvml_fake_library PROPERTIES
+                     ENVIRONMENT "LD_LIBRARY_PATH=${CMAKE_CURRENT_BINARY_DIR}/fake_nvml")
+
+if(TB_PYTHON)
+  set(TB_PROBE_PY ${TB_PYTHON} ${TB_TEST_DIR}/test_probe.py ${TB_BIN})
+else()
+  set(TB_PROBE_PY sh -c "echo 'SKIP: no python3 with h5py found at configure time'; exit 77" --)
+endif()
+add_test(NAME probe_command COMMAND ${TB_PROBE_PY})
+add_test(NAME probe_gpu COMMAND ${TB_PROBE_PY} --gpu)
+set_tests_properties(probe_command PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+set_tests_properties(probe_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
