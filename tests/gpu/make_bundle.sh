@@ -1,0 +1,137 @@
+#!/bin/sh
+# make_bundle.sh [OUT.tar.xz]: build trainbench with CUDA here and pack what
+# the GPU machine lacks into one relocatable archive (default
+# gpu-bundle.tar.xz at the repository root, ignored by git).
+#
+# The lent GPU machine has nvcc, cmake, PyTorch and the CUDA libraries (cuDNN,
+# cuBLAS, NCCL under python's site-packages nvidia/), but no MPI, HDF5,
+# libjpeg-turbo or OpenBLAS and no network. So this script, on a Debian 12
+# development machine:
+#   1. configures build-gpu/ (Release, TB_CUDA=ON, TB_MPI=ON, sm_90 machine
+#      code + PTX; TB_BUNDLE_ARCH overrides) and builds everything;
+#   2. copies every ELF program of build-gpu/ and every CTestTestfile.cmake;
+#   3. copies the shared-library closure of those programs and of Open MPI's
+#      and PMIx's plugins, except the C library (the GPU machine's is newer)
+#      and the CUDA libraries (the GPU machine's own are used: they must
+#      match its driver);
+#   4. copies Open MPI's runtime (orterun, orted, plugins, help files) and
+#      PMIx's plugins under root/usr, relocated on the GPU machine through
+#      OPAL_PREFIX and PMIX_PREFIX (env.sh);
+#   5. packs it with xz (identical CUDA code in many test programs compresses
+#      away), within the device tool's 64 MiB for everything carried.
+# tests/gpu/run_suite.sh unpacks and uses it.
+set -eu
+cd "$(dirname "$0")/../.."
+root=$PWD
+out=${1:-$root/gpu-bundle.tar.xz}
+arch=${TB_BUNDLE_ARCH:-90-real;90-virtual}
+# TB_BUNDLE_CUDA=AUTO: a bundle even before the CUDA backend builds (tests
+# of the bundle itself)
+bdir=$root/build-gpu
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+B=$stage/gpu-bundle
+
+echo "== configure $bdir (CUDA targets $arch)"
+cmake -S "$root" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "-DTB_CUDA=${TB_BUNDLE_CUDA:-ON}" -DTB_MPI=ON -DTB_WERROR=ON \
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DTB_PYTHON=/usr/bin/python3 >"$stage/configure.log" 2>&1 ||
+  { cat "$stage/configure.log"; exit 1; }
+grep -E 'backends built|comm paths|CUDA toolkit|cuDNN|NCCL' "$stage/configure.log"
+echo "== build"
+cmake --build "$bdir" -j "$(nproc)" >"$stage/build.log" 2>&1 || { tail -40 "$stage/build.log"; exit 1; }
+
+echo "== programs and test files"
+mkdir -p "$B/build" "$B/lib" "$B/root"
+(cd "$bdir" && find . -type f \( -name CTestTestfile.cmake -o -perm -u+x \) ! -path './CMakeFiles/*' \
+   ! -path '*/CMakeFiles/*' ! -name '*.cmake.in' -print) | while read -r f; do
+  case "$f" in
+    *CTestTestfile.cmake) ;;
+    *) head -c 4 "$bdir/$f" | grep -q 'ELF' || continue ;;
+  esac
+  mkdir -p "$B/build/$(dirname "$f")"
+  cp -P "$bdir/$f" "$B/build/$f"
+done
+# shared libraries the tests build (the stand-in NVML), kept with their links
+(cd "$bdir" && find . -name '*.so*' ! -path '*/CMakeFiles/*' -print) | while read -r f; do
+  mkdir -p "$B/build/$(dirname "$f")"
+  cp -P "$bdir/$f" "$B/build/$f"
+done
+echo "$bdir" >"$B/build_dir_here"
+echo "$root" >"$B/source_dir_here"
+git -C "$root" describe --always --dirty --abbrev=12 >"$B/git_revision" 2>/dev/null || echo unknown >"$B/git_revision"
+
+echo "== Open MPI and PMIx runtime"
+ML=/usr/lib/x86_64-linux-gnu
+for p in usr/bin/orterun usr/bin/orted usr/bin/ompi_info; do
+  mkdir -p "$B/root/$(dirname "$p")"
+  cp "/$p" "$B/root/$p"
+done
+ln -sf orterun "$B/root/usr/bin/mpirun"
+ln -sf orterun "$B/root/usr/bin/mpiexec"
+mkdir -p "$B/root$ML/openmpi" "$B/root$ML/pmix2" "$B/root/usr/share"
+cp -a "$ML/openmpi/lib" "$B/root$ML/openmpi/"
+rm -rf "$B/root$ML/openmpi/lib/pkgconfig" "$B/root$ML/openmpi/lib/"*.a
+# Java, Fortran and C++ bindings are not used
+rm -f "$B/root$ML/openmpi/lib/"libmpi_java* "$B/root$ML/openmpi/lib/"libmpi_mpifh* \
+  "$B/root$ML/openmpi/lib/"libmpi_usempi* "$B/root$ML/openmpi/lib/"libmpi_cxx* \
+  "$B/root$ML/openmpi/lib/"libompitrace*
+cp -a "$ML/pmix2/lib" "$B/root$ML/pmix2/"
+cp -a /usr/share/openmpi "$B/root/usr/share/"
+[ -d /usr/share/pmix ] && cp -a /usr/share/pmix "$B/root/usr/share/"
+[ -d "$ML/pmix2/share" ] && cp -a "$ML/pmix2/share" "$B/root$ML/pmix2/"
+
+echo "== shared-library closure"
+# never bundled: the C library (the GPU machine's is newer and must be used
+# with its own loader), the CUDA stack (must match the GPU machine's driver)
+skip='^(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux-x86-64|libcuda|libcudnn.*|libcublas.*|libcudart|libnccl|libnvidia-ml|libstdc\+\+|libgcc_s)\.so'
+list=$stage/elfs
+find "$B/build" "$B/root" -type f | while read -r f; do
+  head -c 4 "$f" | grep -q ELF && echo "$f"
+done >"$list"
+: >"$stage/libs"
+while read -r f; do
+  ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}' >>"$stage/libs" || true
+done <"$list"
+sort -u "$stage/libs" | while read -r name path; do
+  echo "$name" | grep -Eq "$skip" && continue
+  case "$path" in "$B"/*) continue ;; esac
+  # Open MPI's and PMIx's own libraries are already under root/ at their paths
+  case "$path" in "$ML/openmpi/"* | "$ML/pmix2/"*) continue ;; esac
+  cp -L "$path" "$B/lib/$name"
+done
+missing=$(while read -r f; do LD_LIBRARY_PATH="$B/lib:$B/root$ML/openmpi/lib" ldd "$f" 2>/dev/null | grep 'not found' || true; done <"$list" | sort -u)
+if [ -n "$missing" ]; then
+  echo "unresolved libraries in the bundle:"
+  echo "$missing"
+  exit 1
+fi
+
+cat >"$B/env.sh" <<'EOF'
+# TB_BUNDLE=/abs/gpu-bundle; . "$TB_BUNDLE/env.sh": put the bundle's programs and libraries first, and
+# relocate Open MPI and PMIx to where the bundle was unpacked.
+: "${TB_BUNDLE:=$PWD/gpu-bundle}"
+export TB_BUNDLE
+export OPAL_PREFIX=$TB_BUNDLE/root/usr
+export PMIX_PREFIX=$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2
+# PMIx derives neither its help files nor its plugin path from PMIX_PREFIX
+export PMIX_DATADIR=$PMIX_PREFIX/share PMIX_PKGDATADIR=$PMIX_PREFIX/share/pmix
+export PMIX_MCA_mca_base_component_path=$PMIX_PREFIX/lib/pmix
+export PATH=$TB_BUNDLE/root/usr/bin:$TB_BUNDLE/build:$PATH
+export LD_LIBRARY_PATH=$TB_BUNDLE/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# no InfiniBand or UCX on the lent machine: shared memory and TCP only
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=^ucx
+# one node: the rsh agent is never started, but Open MPI wants one to exist
+export OMPI_MCA_plm_rsh_agent=false
+EOF
+
+echo "== pack $out"
+du -sh "$B" | sed 's/^/   unpacked: /'
+(cd "$stage" && tar -cf - gpu-bundle | xz -9e -T "$(nproc)" --lzma2=dict=192MiB >"$out.tmp")
+mv "$out.tmp" "$out"
+size=$(stat -c %s "$out")
+echo "   packed: $(( size / 1048576 )) MiB ($size bytes) -> $out"
+if [ "$size" -gt $((48 * 1048576)) ]; then
+  echo "the bundle is over 48 MiB: with the repository it may not fit the device tool's 64 MiB"
+  exit 1
+fi
