@@ -29,7 +29,7 @@
 # $OUT gets at most 8 files back: suite.log (everything), summary.txt (one
 # line per stage and test), results.tar.gz (results files, ctest logs).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT" "$OUT/keep"
@@ -97,7 +97,8 @@ say "# trainbench GPU suite, bundle $(cat gpu-bundle/git_revision), checkout $(g
 
 # ---- stages ------------------------------------------------------------------------------
 run_env() {
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   nvidia-smi || true
   nvidia-smi --query-gpu=name,pci.bus_id,driver_version,memory.total,clocks.max.sm,pcie.link.gen.current,pcie.link.width.current --format=csv || true
   "$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version(), "torchvision", torchvision.__version__)' || true
@@ -111,13 +112,15 @@ run_env() {
 }
 
 run_probe() {
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   if "$TB" probe --expect-gpu --results "$OUT/keep/probe.h5"; then stage_result probe ok "$t"
   else stage_result probe FAIL "$t"; fi
 }
 
 run_tests() {
-  local t=$(date +%s) sel=("-L" "gpu") what="-L gpu"
+  local t sel=("-L" "gpu") what="-L gpu"
+  t=$(date +%s)
   if [ -n "${1:-}" ]; then sel=("-R" "$1"); what="-R $1"; fi
   ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 \
     --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
@@ -131,7 +134,8 @@ run_tests() {
 }
 
 run_script() { # name script
-  local t=$(date +%s)
+  local t
+  t=$(date +%s)
   if [ ! -f "$2" ]; then stage_result "$1" FAIL "$t" "$2 does not exist yet"; return; fi
   if bash "$2"; then stage_result "$1" ok "$t"; else stage_result "$1" FAIL "$t" "$2 failed (see suite.log)"; fi
 }
