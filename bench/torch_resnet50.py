@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""torch_resnet50.py: the PyTorch baseline trainbench's GPU benchmark stands
+beside. torchvision's resnet50 trained with SGD (momentum 0.9, weight decay
+5e-5, trainbench's defaults) on a fixed random batch resident on the device,
+timed the way trainbench times (warm-up steps left out, then img/s over
+timed steps, the device synchronised at both ends), for each configuration:
+
+  precision  fp32 (TF32 off everywhere), tf32 (cuDNN and matmul TF32 on),
+             bf16 (autocast), fp16 (autocast + GradScaler)
+  layout     nchw, nhwc (channels_last memory format, model and input)
+  mode       eager, or compile (torch.compile, default mode)
+
+cudnn.benchmark is on (trainbench also picks algorithms by measurement).
+Prints one `#` table and, with --json FILE, one JSON object per row
+(img/s, ms/step, peak allocated and reserved memory).
+
+  python3 bench/torch_resnet50.py --batch 256 --precision bf16 --layout nhwc
+  python3 bench/torch_resnet50.py --device cpu --batch 2 --image 64 --steps 2 --warmup 1   # a smoke run
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torchvision
+
+
+def one(args, batch, precision, layout, mode):
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
+    tf32 = precision == "tf32"
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.cuda.reset_peak_memory_stats()
+        torch.cuda.empty_cache()
+    torch.manual_seed(1)
+    model = torchvision.models.resnet50(num_classes=args.classes).to(dev)
+    fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
+    model = model.to(memory_format=fmt)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    x = torch.randn(batch, 3, args.image, args.image, device=dev).to(memory_format=fmt)
+    y = torch.randint(0, args.classes, (batch,), device=dev)
+    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and cuda else None
+    lossf = torch.nn.CrossEntropyLoss()
+    step_model = model
+    if mode == "compile":
+        if not hasattr(torch, "compile"):
+            return {"error": f"torch {torch.__version__} has no torch.compile"}
+        step_model = torch.compile(model)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        if amp_dtype is not None:
+            with torch.autocast(device_type=dev.type, dtype=amp_dtype):
+                loss = lossf(step_model(x), y)
+        else:
+            loss = lossf(step_model(x), y)
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        return loss
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
+    t_warm = time.perf_counter()
+    for _ in range(args.warmup):
+        loss = step()
+    sync()
+    warm_s = time.perf_counter() - t_warm
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        loss = step()
+    sync()
+    dt = time.perf_counter() - t0
+    row = {
+        "framework": "pytorch", "torch": torch.__version__, "mode": mode, "precision": precision,
+        "layout": layout, "batch": batch, "image": args.image, "steps": args.steps,
+        "img_per_s": batch * args.steps / dt, "ms_per_step": 1e3 * dt / args.steps,
+        "warmup_s": warm_s, "final_loss": float(loss),
+        "peak_alloc_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan"),
+        "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else float("nan"),
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+    }
+    del model, opt, step_model
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--batch", default="256", help="comma list")
+    ap.add_argument("--precision", default="bf16", help="comma list of fp32,tf32,bf16,fp16")
+    ap.add_argument("--layout", default="nhwc", help="comma list of nchw,nhwc")
+    ap.add_argument("--mode", default="eager", help="comma list of eager,compile")
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json", help="append one JSON object per row")
+    args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: no CUDA device for PyTorch")
+        sys.exit(77)
+    rows = []
+    print(f"# PyTorch {torch.__version__} torchvision {torchvision.__version__}, ResNet-50 {args.image}px, "
+          f"{args.warmup} warm-up + {args.steps} timed steps, data resident on the device")
+    print(f"# {'mode':>8} {'precision':>9} {'layout':>6} {'batch':>5} {'img/s':>9} {'ms/step':>8} "
+          f"{'peak GiB':>8} {'warm-up s':>9}")
+    for mode in args.mode.split(","):
+        for precision in args.precision.split(","):
+            for layout in args.layout.split(","):
+                for batch in (int(b) for b in args.batch.split(",")):
+                    try:
+                        r = one(args, batch, precision, layout, mode)
+                    except RuntimeError as e:  # out of memory and the like: a row that says so
+                        r = {"error": str(e).splitlines()[0]}
+                        if args.device == "cuda":
+                            torch.cuda.empty_cache()
+                    r.update({"mode": mode, "precision": precision, "layout": layout, "batch": batch})
+                    rows.append(r)
+                    if "error" in r:
+                        print(f"  {mode:>8} {precision:>9} {layout:>6} {batch:>5}  error: {r['error'][:90]}")
+                    else:
+                        print(f"  {mode:>8} {precision:>9} {layout:>6} {batch:>5} {r['img_per_s']:9.1f} "
+                              f"{r['ms_per_step']:8.2f} {r['peak_alloc_gib']:8.2f} {r['warmup_s']:9.1f}")
+                    sys.stdout.flush()
+                    if args.json:
+                        with open(args.json, "a") as f:
+                            f.write(json.dumps(r) + "\n")
+    sys.exit(0 if all("error" not in r for r in rows) else 1)
+
+
+if __name__ == "__main__":
+    main()
