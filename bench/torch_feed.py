@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""torch_feed.py DATA: the PyTorch side of the data-loading table (SEEDS.md
+section 2): torchvision ImageFolder + Pillow + DataLoader feeding ResNet-50
+training on the GPU, by loader configuration. DATA is an ImageFolder tree
+(`trainbench mkdata` writes one).
+
+For each configuration (workers, pin_memory, prefetch_factor, persistent
+workers) it trains --steps timed steps after --warmup, with the standard
+training transform (RandomResizedCrop 224, horizontal flip, ToTensor,
+Normalize), bf16 autocast and channels_last, and reports:
+  img/s         images trained per second
+  ms/batch      wall time per step
+  wait %        share of the step the main thread spent waiting for the
+                loader (time in next(iterator)), the loader-bound share
+  GPU-Util %    NVML's GPU-Util sampled during the timed steps (pynvml), when
+                available; "GPU idle" = 100 - GPU-Util
+
+  python3 bench/torch_feed.py /data/mk --workers 0,8,16 --json feed_torch.jsonl
+"""
+import argparse
+import json
+import sys
+import threading
+import time
+
+import torch
+import torchvision
+from torchvision import transforms
+
+
+class UtilSampler:
+    """GPU-Util from NVML every 100 ms, on a thread; mean over the window."""
+
+    def __init__(self, index):
+        self.vals, self.stop, self.t = [], threading.Event(), None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            self.nv, self.h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:
+            self.nv = None
+
+    def __enter__(self):
+        if self.nv:
+            def run():
+                while not self.stop.wait(0.1):
+                    self.vals.append(self.nv.nvmlDeviceGetUtilizationRates(self.h).gpu)
+            self.t = threading.Thread(target=run, daemon=True)
+            self.t.start()
+        return self
+
+    def __exit__(self, *a):
+        self.stop.set()
+        if self.t:
+            self.t.join()
+
+    def mean(self):
+        return sum(self.vals) / len(self.vals) if self.vals else float("nan")
+
+
+def run(args, workers, pin, prefetch, persistent):
+    dev = torch.device(args.device)
+    cuda = dev.type == "cuda"
+    tf = transforms.Compose([
+        transforms.RandomResizedCrop(args.image),
+        transforms.RandomHorizontalFlip(),
+        transforms.ToTensor(),
+        transforms.Normalize([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]),
+    ])
+    ds = torchvision.datasets.ImageFolder(args.data, tf)
+    kw = {}
+    if workers > 0:
+        kw = {"prefetch_factor": prefetch, "persistent_workers": persistent}
+    dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=True, num_workers=workers,
+                                     pin_memory=pin and cuda, drop_last=True, **kw)
+    torch.manual_seed(1)
+    model = torchvision.models.resnet50(num_classes=len(ds.classes)).to(dev).to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    lossf = torch.nn.CrossEntropyLoss()
+    if cuda:
+        torch.backends.cudnn.benchmark = True
+
+    def batches():
+        while True:
+            for b in dl:
+                yield b
+
+    it = batches()
+    wait = 0.0
+    n = 0
+
+    def step(x, y):
+        x = x.to(dev, non_blocking=True).to(memory_format=torch.channels_last)
+        y = y.to(dev, non_blocking=True)
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16):
+            loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(args.warmup):
+        step(*next(it))
+    if cuda:
+        torch.cuda.synchronize()
+    with UtilSampler(dev.index or 0 if cuda else 0) as u:
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            tw = time.perf_counter()
+            x, y = next(it)
+            wait += time.perf_counter() - tw
+            step(x, y)
+            n += x.shape[0]
+        if cuda:
+            torch.cuda.synchronize()
+        dt = time.perf_counter() - t0
+    return {
+        "framework": "pytorch", "loader": "torchvision ImageFolder + Pillow + DataLoader",
+        "workers": workers, "pin_memory": pin, "prefetch": prefetch if workers else 0,
+        "persistent": persistent if workers else False, "batch": args.batch, "steps": args.steps,
+        "img_per_s": n / dt, "ms_per_batch": 1e3 * dt / args.steps, "wait_pct": 100 * wait / dt,
+        "gpu_util_pct": u.mean(), "gpu_idle_pct": 100 - u.mean(),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("data")
+    ap.add_argument("--workers", default="0,8,16")
+    ap.add_argument("--pin", default="0,1", help="comma list of 0/1 (pin_memory)")
+    ap.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (PyTorch's default 2)")
+    ap.add_argument("--persistent", type=int, default=1)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--image", type=int, default=224)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("SKIP: no CUDA device for PyTorch")
+        sys.exit(77)
+    print(f"# PyTorch {torch.__version__}: DataLoader feeding ResNet-50 (bf16, channels_last), batch {args.batch}")
+    print(f"# {'workers':>7} {'pin':>3} {'prefetch':>8} {'img/s':>8} {'ms/batch':>8} {'wait %':>6} "
+          f"{'GPU-Util %':>10} {'GPU idle %':>10}")
+    for w in (int(v) for v in args.workers.split(",")):
+        for pin in (bool(int(v)) for v in args.pin.split(",")):
+            r = run(args, w, pin, args.prefetch, bool(args.persistent))
+            print(f"  {w:>7} {int(pin):>3} {r['prefetch']:>8} {r['img_per_s']:8.1f} {r['ms_per_batch']:8.1f} "
+                  f"{r['wait_pct']:6.1f} {r['gpu_util_pct']:10.1f} {r['gpu_idle_pct']:10.1f}")
+            sys.stdout.flush()
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
