@@ -318,7 +318,7 @@ int tb_cmd_train(int argc, char **argv) {
         threads = (int)(cores / (info.local_size > 0 ? info.local_size : 1));
         if (threads < 1) threads = 1;
     }
-    tb_backend_opts bo = {threads, info.local_rank, 0};
+    tb_backend_opts bo = {.threads = threads, .device = info.local_rank};
     char err[512];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("train: %s", err);

@@ -281,7 +281,7 @@ static void test_degenerate_bn(void) {
 }
 
 int main(void) {
-    tb_backend_opts bo = {0, 0, 0};
+    tb_backend_opts bo = {.threads = 0};
     g_be = tb_cpu_backend_create(&bo);
     test_tables();
     test_init();
