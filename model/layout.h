@@ -22,7 +22,7 @@
 #include "model/backend.h"
 
 #ifdef __CUDACC__
-#define TB_HD __host__ __device__ __forceinline__
+#define TB_HD __host__ __device__
 #else
 #define TB_HD
 #endif

@@ -119,31 +119,19 @@ typedef struct {
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
 
-/* ---- helpers (cuda_backend.c) ------------------------------------------------- */
+/* ---- host-only helpers (cuda_backend.c) ---------------------------------------- */
 
-/* Dies unless t is a float32/bfloat16/float16 tensor in NCHW or NHWC with
- * data; op/name go in the message. */
-void cu_check(const tb_tensor *t, const char *op, const char *name);
-void cu_check_same(const tb_tensor *a, const tb_tensor *b, const char *op, const char *na,
-                   const char *nb); /* shape, dtype and layout */
 /* Device memory outside be->alloc (workspaces), counted in the same totals. */
 void *cu_malloc(cu_state *st, size_t bytes, const char *what);
 void cu_free(cu_state *st, void *p);
 /* The shared workspace holds at least `bytes` (grown outside a capture). */
 void *cu_workspace(cu_state *st, size_t bytes);
-/* The scratch holds at least `bytes`. */
-void *cu_scratch(cu_state *st, size_t bytes);
 /* A workspace for cudnnFind*Ex: the limit, or what the device has free. */
 void *cu_find_workspace(cu_state *st, size_t *bytes);
-/* Planning is over: frees the Find workspace (called by the ops). */
+/* Planning is over: frees the Find workspace (called by the conv ops). */
 void cu_end_planning(cu_state *st);
-/* Dies when the compute stream is being captured (a step that needs to
- * allocate or measure cannot be recorded into a CUDA graph). */
-void cu_not_capturing(cu_state *st, const char *what);
 cudnnDataType_t cu_cudnn_dtype(tb_dtype d);
 cudaDataType_t cu_cuda_dtype(tb_dtype d);
-
-/* ---- ops, in the order of backend.h ------------------------------------------- */
 
 /* cuda_conv.c */
 void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
@@ -159,6 +147,13 @@ void cu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
 void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                              const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
                              int accumulate);
+/* The cuDNN descriptor shapes of a conv node: x [n,cin,h,w] and y in the
+ * activation layout, the filter [cout,cin,k,k] in the matching format
+ * (NCHW = KCRS, NHWC = KRSC), the conv descriptor (pad, stride, float
+ * compute). Only sets descriptors: needs no device (tests/test_cuda_host.c). */
+void cu_conv_set_descs(const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
+                       cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+                       cudnnFilterDescriptor_t f, cudnnConvolutionDescriptor_t conv);
 
 /* cuda_bn.c */
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
@@ -166,24 +161,6 @@ void cu_bn_plan_free(tb_backend *be, void *plan);
 void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
-
-/* cuda_eltwise.cu through cuda_backend.c's table wrappers */
-void cu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
-void cu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
-                      const tb_tensor *dx, int accumulate);
-void cu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b, const tb_tensor *y);
-void cu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da, int accumulate_a,
-                     const tb_tensor *db, int accumulate_b);
-
-/* cuda_pool.cu through the table wrappers */
-void cu_maxpool_forward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
-                        const tb_tensor *y);
-void cu_maxpool_backward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
-                         const tb_tensor *y, const tb_tensor *dy, const tb_tensor *dx,
-                         int accumulate);
-void cu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
-void cu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *dx,
-                         int accumulate);
 
 /* cuda_linear.c */
 void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,
@@ -193,49 +170,88 @@ void cu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
                         const tb_tensor *dw, tb_real *db);
 void cu_linear_free(cu_state *st);
 
-/* cuda_loss.cu through the table wrappers */
+#endif /* !__CUDACC__ */
+
+/* ---- shared by the .c and .cu files (cuda_backend.c) ---------------------------- */
+
+static inline cudaStream_t cu_stream(tb_backend *be) { return (cudaStream_t)be->compute_stream; }
+/* Dies unless t is a float32/bfloat16/float16 tensor in NCHW or NHWC with
+ * data; op/name go in the message. */
+void cu_check(const tb_tensor *t, const char *op, const char *name);
+/* Dies unless a and b have the same shape, dtype and layout. */
+void cu_check_same(const tb_tensor *a, const tb_tensor *b, const char *op, const char *na,
+                   const char *nb);
+/* The scratch for own kernels' partial sums holds at least `bytes`. */
+void *cu_scratch(tb_backend *be, size_t bytes);
+/* The loss's scratch for N rows: per-row values and a counter that is zero
+ * between calls. */
+void *cu_loss_scratch(tb_backend *be, int N);
+/* Dies when the compute stream is being captured (a call that must
+ * allocate or measure cannot be recorded into a CUDA graph). */
+void cu_not_capturing(tb_backend *be, const char *what);
+
+/* The table's kernel ops, one .cu file per family, in the order of backend.h. */
+
+/* cuda_eltwise.cu */
+void cu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
+                      const tb_tensor *dx, int accumulate);
+void cu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b, const tb_tensor *y);
+void cu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da, int accumulate_a,
+                     const tb_tensor *db, int accumulate_b);
+size_t cu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n);
+void cu_check_nonfinite(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc);
+/* cuda_linear.c's fallbacks when cuBLASLt has no epilogue for a problem:
+ * y[N,M] += b[M];  db[m] = sum_n dy[n,m] */
+void cu_bias_add(cudaStream_t st, tb_dtype dt, void *y, const float *b, int N, int M);
+void cu_bias_grad(cudaStream_t st, tb_dtype dt, const void *dy, float *db, int N, int M);
+
+/* cuda_pool.cu */
+void cu_maxpool_forward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                        const tb_tensor *y);
+void cu_maxpool_backward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                         const tb_tensor *y, const tb_tensor *dy, const tb_tensor *dx,
+                         int accumulate);
+void cu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *dx,
+                         int accumulate);
+
+/* cuda_loss.cu */
 void cu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
                      double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits);
 
-/* cuda_sgd.cu through the table wrappers */
+/* cuda_sgd.cu */
 void cu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs, int nseg,
                    tb_real *params, const tb_real *grads, tb_real *momentum);
 void cu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_interval);
+/* The segment table as the kernel reads it: segment s covers flat elements
+ * [offset, offset + count), which are elements [start, start + count) of
+ * the concatenation the kernel walks. */
+typedef struct {
+    size_t offset, start, count;
+    float weight_decay;
+} cu_sgd_seg;
+/* cuda_backend.c: the device copy of a segment list (re-uploaded only when
+ * it changes); *total = the segments' summed count. */
+const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, int nseg,
+                                  size_t *total);
 
-/* cuda_convert.cu through the table wrappers */
+/* cuda_convert.cu */
 void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
 void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                  const tb_input_norm *norm, const tb_tensor *dst);
 
-/* checks */
-size_t cu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n);
-void cu_check_nonfinite(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc);
-
-/* ---- host-only pieces the host tests reach (tests/test_cuda_host.c) ------------ */
-
-/* The cuDNN descriptor shapes of a conv node: x [n,cin,h,w] and y in the
- * activation layout, the filter [cout,cin,k,k] in the matching format
- * (NCHW = KCRS, NHWC = KRSC), the conv descriptor (pad, stride, float
- * compute). Sets existing descriptors; needs no device. */
-void cu_conv_set_descs(const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
-                       cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
-                       cudnnFilterDescriptor_t f, cudnnConvolutionDescriptor_t conv);
-#endif /* !__CUDACC__ */
-
-/* ---- kernel launchers (the .cu files), plain C ----------------------------------
- * Every pointer is device memory; every kernel runs on stream s. */
-
-/* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels.
- * Partial sums: S slices per channel, part[s*C + c] = {sum, sum of squares}
- * (double) of the shifted values, combined by one thread per channel in
- * slice order (deterministic). */
+/* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
+ * cuDNN's fused path does not take. Partial sums: S slices per channel,
+ * {sum, sum of squares} in double of values shifted by the channel's first
+ * value, combined by one thread per channel in slice order (deterministic,
+ * like the CPU's shifted double sums). */
 typedef struct {
     tb_dtype dtype;
     tb_layout layout;
     int N, C, H, W;
 } cu_bn_shape;
-/* Slices per channel for a shape, and the scratch bytes the kernels need. */
-int cu_bn_slices(const cu_bn_shape *s);
+/* Scratch bytes the kernels need for a shape (cu_scratch). */
 size_t cu_bn_scratch_bytes(const cu_bn_shape *s);
 void cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
                          void *y, int relu, const float *gamma, const float *beta,
@@ -250,67 +266,6 @@ void cu_bn_backward_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x
                             int acc_dx, int acc_dz, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dgamma, float *dbeta,
                             void *scratch);
-
-/* cuda_eltwise.cu */
-void cu_relu_forward_kernel(cudaStream_t st, tb_dtype dt, const void *x, void *y, size_t n);
-void cu_relu_backward_kernel(cudaStream_t st, tb_dtype dt, const void *y, const void *dy,
-                             void *dx, size_t n, int accumulate);
-void cu_add_forward_kernel(cudaStream_t st, tb_dtype dt, const void *a, const void *b, void *y,
-                           size_t n);
-/* d (+)= dy */
-void cu_pass_gradient_kernel(cudaStream_t st, tb_dtype dt, const void *dy, void *d, size_t n,
-                             int accumulate);
-/* *count (unsigned long long, zeroed by the caller) += NaN/Inf in x[n] */
-void cu_count_nonfinite_kernel(cudaStream_t st, const float *x, size_t n,
-                               unsigned long long *count);
-void cu_check_nonfinite_kernel(cudaStream_t st, const float *x, size_t n, int32_t *found_inf);
-
-/* cuda_pool.cu */
-typedef struct {
-    tb_dtype dtype;
-    tb_layout layout;
-    int N, C, H, W, Ho, Wo;
-    int k, stride, pad;
-} cu_pool_shape;
-void cu_maxpool_forward_kernel(cudaStream_t st, const cu_pool_shape *s, const void *x, void *y);
-void cu_maxpool_backward_kernel(cudaStream_t st, const cu_pool_shape *s, const void *x,
-                                const void *dy, void *dx, int accumulate);
-void cu_avgpool_forward_kernel(cudaStream_t st, const cu_pool_shape *s, const void *x, void *y);
-void cu_avgpool_backward_kernel(cudaStream_t st, const cu_pool_shape *s, const void *dy,
-                                void *dx, int accumulate);
-
-/* cuda_linear.c's fallbacks when cuBLASLt has no epilogue for a problem
- * (cuda_eltwise.cu): y[N,M] += b[M]; db[m] = sum_n dy[n,m] */
-void cu_bias_add_kernel(cudaStream_t st, tb_dtype dt, void *y, const float *b, int N, int M);
-void cu_bias_grad_kernel(cudaStream_t st, tb_dtype dt, const void *dy, float *db, int N, int M);
-
-/* cuda_loss.cu: rows [N, 1 + ...] scratch: see cu_loss_scratch_bytes */
-size_t cu_loss_scratch_bytes(int N);
-void cu_softmax_xent_kernel(cudaStream_t st, tb_dtype dt, const void *logits,
-                            const int32_t *labels, int N, int M, double smoothing,
-                            tb_step_scalars *sc, void *dlogits, void *scratch);
-
-/* cuda_sgd.cu: the segment table as the kernel reads it */
-typedef struct {
-    size_t offset;   /* in the flat buffers */
-    size_t start;    /* first index of this segment in the concatenation */
-    size_t count;
-    float weight_decay;
-} cu_sgd_seg;
-void cu_sgd_kernel(cudaStream_t st, const cu_sgd_seg *segs, int nseg, size_t total,
-                   float momentum, int nesterov, int skip_nonfinite, const tb_step_scalars *sc,
-                   float *params, const float *grads, float *momentum_buf);
-void cu_loss_scale_update_kernel(cudaStream_t st, tb_step_scalars *sc, int growth_interval);
-
-/* cuda_convert.cu */
-typedef struct {
-    tb_dtype dtype;
-    tb_layout layout;
-} cu_kind;
-void cu_convert_kernel(cudaStream_t st, int N, int C, int H, int W, cu_kind src_kind,
-                       const void *src, cu_kind dst_kind, void *dst, int accumulate);
-void cu_input_u8_kernel(cudaStream_t st, int N, int H, int W, const uint8_t *src,
-                        const uint8_t *flip, tb_input_norm norm, cu_kind dst_kind, void *dst);
 
 #ifdef __cplusplus
 }
