@@ -138,7 +138,7 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     be->zero(be, m->grads, nt);
     be->zero(be, m->momentum, nt);
     be->zero(be, m->state, m->pt.n_state * sizeof(tb_real));
-    if (opts->dtype != TB_REAL_DTYPE || opts->layout != TB_NCHW) {
+    if (opts->dtype != TB_REAL_DTYPE || opts->layout != TB_NCHW || opts->op_copies) {
         size_t ob = m->pt.n_train * tb_dtype_size(opts->dtype);
         m->op_params = be->alloc(be, ob);
         m->op_grads = be->alloc(be, ob);

@@ -47,6 +47,8 @@ typedef struct {
     tb_layout layout;   /* TB_NCHW */
     int fuse;           /* fold residual add + ReLU into BN nodes (1 = default) */
     tb_loss_scaling loss_scaling; /* init_scale 0: no loss scaling */
+    int op_copies;      /* 1: op weight copies even for tb_real NCHW (where they equal the
+                           master weights): runs the mixed-precision plumbing on the CPU */
 } tb_model_opts;
 
 typedef struct {
