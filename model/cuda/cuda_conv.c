@@ -83,9 +83,12 @@ static cudnnMathType_t search_math(const cu_state *st, tb_dtype dt) {
     return st->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; /* DEFAULT allows TF32 on Ampere+ */
 }
 
-static int math_ok(const cu_state *st, tb_dtype dt, cudnnMathType_t m) {
+/* relaxed: for IEEE float32, also accept a result cuDNN reports as
+ * DEFAULT_MATH (the second pass of pick, with a warning) */
+static int math_ok(const cu_state *st, tb_dtype dt, cudnnMathType_t m, int relaxed) {
     if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt != TB_F32; /* fp32 -> fp16: never */
-    if (dt == TB_F32 && !st->tf32) return m == CUDNN_FMA_MATH;
+    if (dt == TB_F32 && !st->tf32)
+        return m == CUDNN_FMA_MATH || (relaxed && m == CUDNN_DEFAULT_MATH);
     return 1;
 }
 
@@ -118,18 +121,25 @@ static const char *dir_name[3] = {"forward", "backward data", "backward filter"}
 /* The first acceptable row (rows come sorted best first). */
 static void pick(const cu_state *st, const conv_plan *p, int dir, const perf_row *r, int n,
                  int measured, conv_choice *c) {
-    for (int i = 0; i < n; i++) {
-        if (r[i].status != CUDNN_STATUS_SUCCESS) continue;
-        if (r[i].memory > st->ws_limit) continue;
-        if (st->deterministic && r[i].det != CUDNN_DETERMINISTIC) continue;
-        if (!math_ok(st, p->dtype, r[i].math)) continue;
-        c->algo = r[i].algo;
-        c->math = r[i].math;
-        c->ws = r[i].memory;
-        c->ms = measured ? r[i].time : -1.0f;
-        TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
-        return;
-    }
+    static int warned;
+    for (int relaxed = 0; relaxed < 2; relaxed++)
+        for (int i = 0; i < n; i++) {
+            if (r[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (r[i].memory > st->ws_limit) continue;
+            if (st->deterministic && r[i].det != CUDNN_DETERMINISTIC) continue;
+            if (!math_ok(st, p->dtype, r[i].math, relaxed)) continue;
+            if (relaxed && !warned++)
+                tb_warn("cuda conv: cuDNN reports no FMA-only %s algorithm for a float32 conv "
+                        "(%d->%d k%d); taking one marked DEFAULT_MATH, which may use TF32 on this "
+                        "GPU (NVIDIA_TF32_OVERRIDE=0 forbids it)",
+                        dir_name[dir], p->g.cin, p->g.cout, p->g.k);
+            c->algo = r[i].algo;
+            c->math = r[i].math;
+            c->ws = r[i].memory;
+            c->ms = measured ? r[i].time : -1.0f;
+            TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
+            return;
+        }
     tb_die("cuda conv %d->%d k%d s%d (%s %s): cuDNN offers no %s algorithm that is %s%s and fits "
            "the workspace limit of %.0f MiB; raise the limit or drop --deterministic",
            p->g.cin, p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype),
