@@ -25,7 +25,7 @@ typedef struct {
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
     char layout[TB_OPT_STR_MAX];
     double lr, momentum, weight_decay, label_smoothing;
-    int nesterov, no_fuse, threads, deterministic, no_autotune;
+    int nesterov, no_fuse, threads, deterministic, no_autotune, workspace_mb;
 } step_flags;
 
 static void write_step_outputs(hid_t f, tb_model *m) {
@@ -76,10 +76,11 @@ int tb_cmd_step(int argc, char **argv) {
         {"backend", TB_OPT_CHOICE, fl.backend, 0, 0, "cpu|cuda|auto", "compute backend"},
         {"model", TB_OPT_STRING, fl.model, 0, 0, NULL, "require the checkpoint to hold this model"},
         {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, TB_REAL_DTYPE == TB_F64 ? "fp32|fp64" : "fp32|tf32|bf16|fp16",
-         "compute precision (default fp32: the golden contract; tf32, bf16, fp16 need --backend cuda)"},
+         "compute precision: the golden contract is fp32; tf32, bf16, fp16 need --backend cuda"},
         {"layout", TB_OPT_CHOICE, fl.layout, 0, 0, "auto|nchw|nhwc", "activation layout (auto: NHWC for bf16/fp16, else NCHW)"},
         {"deterministic", TB_OPT_FLAG, &fl.deterministic, 0, 0, NULL, "CUDA: deterministic algorithms only"},
         {"no-autotune", TB_OPT_FLAG, &fl.no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
+        {"workspace-mb", TB_OPT_INT, &fl.workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
         {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU threads (0: all cores)"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -109,7 +110,8 @@ int tb_cmd_step(int argc, char **argv) {
     tb_batchfile_read(fl.batch, cfg.classes, TB_RESNET_MIN_IMAGE, &b);
 
     tb_backend_opts bo = {.threads = fl.threads, .deterministic = fl.deterministic,
-                          .no_autotune = fl.no_autotune};
+                          .no_autotune = fl.no_autotune,
+                          .workspace_limit = (size_t)fl.workspace_mb << 20};
     tb_precision_backend_opts(prec, &bo);
     char err[256];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
