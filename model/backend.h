@@ -209,10 +209,11 @@ struct tb_backend {
     void *(*alloc)(tb_backend *be, size_t bytes);   /* aborts when out of memory */
     void (*release)(tb_backend *be, void *p);
     void (*zero)(tb_backend *be, void *p, size_t bytes);
+    /* returns when src may be reused (queued before later ops either way) */
     void (*copy_h2d)(tb_backend *be, void *dst, const void *src, size_t bytes);
     void (*copy_d2h)(tb_backend *be, void *dst, const void *src, size_t bytes); /* waits */
     void (*copy_d2d)(tb_backend *be, void *dst, const void *src, size_t bytes);
-    void (*sync)(tb_backend *be);   /* waits for everything queued */
+    void (*sync)(tb_backend *be);   /* waits for everything queued on the compute stream */
     void (*memory)(tb_backend *be, tb_mem_info *out);
 
     /* Pinned (page-locked) host memory, and an asynchronous upload from it
