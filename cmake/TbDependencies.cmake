@@ -144,6 +144,10 @@ if(NOT TB_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES "80-real;90-real;90-virtual" CACHE STRING "CUDA targets")
     endif()
     enable_language(CUDA)
+    # Executables stay linked by the C compiler (as without CUDA, so link
+    # options such as -fsanitize keep working): the .cu objects need no
+    # device link, and cudart comes in as a static library.
+    set(CMAKE_CUDA_LINKER_PREFERENCE_PROPAGATES OFF)
     set(TB_HAVE_CUDA ON)
     if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
       set(TB_HAVE_NCCL ON)

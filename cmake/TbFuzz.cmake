@@ -35,7 +35,7 @@ if(TB_FUZZ)
       "-fsanitize=fuzzer,${TB_SANITIZE}: the fuzzer and sanitizer runtimes are missing "
       "(Debian: apt-get install libclang-rt-14-dev, the version of your clang).")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link)
+  add_compile_options($<$<COMPILE_LANGUAGE:C>:-fsanitize=fuzzer-no-link>)
   set(TB_FUZZ_DESC "libFuzzer targets fuzz_jpeg, fuzz_ckpt, fuzz_batchfile (ctest -L fuzz)")
 endif()
 if(TB_SANITIZE)

@@ -1,4 +1,8 @@
-/* backend.c - choosing a backend by name, and capability checks. */
+/* backend.c - choosing a backend by name, and capability checks.
+ *
+ * --backend auto (the default of train) takes CUDA when this build has it
+ * and the runtime sees a device, else the CPU, and says which and why in
+ * one line; --backend cuda without a usable device fails with one line. */
 #include "model/backend.h"
 
 #include <stdio.h>
@@ -6,19 +10,49 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "src/core/log.h"
+#ifdef TB_HAVE_CUDA
+#include "model/cuda/cuda_backend.h"
+#endif
 
 tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, char *err,
                               size_t errlen) {
-    if (strcmp(name, "cpu") == 0 || strcmp(name, "auto") == 0)
-        return tb_cpu_backend_create(opts);
+    int is_auto = strcmp(name, "auto") == 0;
+    if (!is_auto && strcmp(name, "cpu") != 0 && strcmp(name, "cuda") != 0) {
+        snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", name);
+        return NULL;
+    }
+    char why[192] = "";
+#ifdef TB_HAVE_CUDA
+    if (strcmp(name, "cuda") == 0 || is_auto) {
+        char reason[160] = "";
+        int n = is_auto ? tb_cuda_device_count(reason, sizeof reason) : 1;
+        if (n > 0) {
+            tb_backend *be = tb_cuda_backend_create(opts, err, errlen);
+            if (!be) return NULL;
+            if (is_auto)
+                snprintf(be->choice, sizeof be->choice,
+                         "--backend auto: cuda (%d device%s visible; this rank uses %.100s)", n,
+                         n > 1 ? "s" : "", be->device);
+            else
+                snprintf(be->choice, sizeof be->choice, "--backend cuda: %.120s", be->device);
+            if (is_auto) tb_info("%s", be->choice);
+            return be;
+        }
+        snprintf(why, sizeof why, "--backend auto: cpu (CUDA is built, but %.140s)", reason);
+    }
+#else
     if (strcmp(name, "cuda") == 0) {
         snprintf(err, errlen,
                  "--backend cuda: this trainbench was built without the CUDA backend; "
                  "use --backend cpu");
         return NULL;
     }
-    snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", name);
-    return NULL;
+    snprintf(why, sizeof why, "--backend auto: cpu (this build has no CUDA backend)");
+#endif
+    tb_backend *be = tb_cpu_backend_create(opts);
+    snprintf(be->choice, sizeof be->choice, "%s", is_auto ? why : "--backend cpu");
+    if (is_auto) tb_info("%s", be->choice);
+    return be;
 }
 
 void tb_backend_require(const tb_backend *be, tb_dtype dtype, tb_layout layout) {

@@ -8,7 +8,12 @@
  *  - Every pointer handed to an op is device memory from be->alloc (on the
  *    CPU backend that is ordinary host memory).
  *  - Ops are asynchronous: they are queued on the backend's compute stream
- *    and may return before they finish. Only copy_d2h and sync wait.
+ *    and may return before they finish. Only copy_d2h, sync, event_wait and
+ *    the counting check wait. Ordering between streams is by events.
+ *  - Values that change from step to step (learning rate, loss-gradient
+ *    scale, fp16 loss scale, the overflow flag, the loss) live in device
+ *    memory (tb_step_scalars) and ops read them through a pointer, so a step
+ *    has no host value baked into it and can be captured and replayed.
  *  - Tensors carry their dtype and layout; an op rejects a combination the
  *    backend does not support (see caps) with a clear error.
  *  - "accumulate" arguments: 0 overwrites the output, 1 adds to it. This is
@@ -16,6 +21,8 @@
  *  - Parameters that BatchNorm, the loss and SGD touch are tb_real (float32:
  *    master weights, running statistics); conv and linear weights handed to
  *    an op have the activation dtype and layout (the model converts).
+ *
+ * This header is also read by nvcc (the .cu files of model/cuda): plain C only.
  */
 #ifndef TB_BACKEND_H
 #define TB_BACKEND_H
@@ -42,7 +49,7 @@ typedef float tb_real;
 /* A dense 4-D tensor in device memory. Activations are [N,C,H,W] in the
  * order `layout` says; conv weights are [Cout,Cin,KH,KW] (n=Cout, c=Cin),
  * stored OIHW for TB_NCHW and OHWI for TB_NHWC; a matrix [R,K] is n=R, c=K,
- * h=w=1. */
+ * h=w=1 (the same bytes in either layout). */
 typedef struct {
     void *data;
     int n, c, h, w;
@@ -70,6 +77,31 @@ typedef struct {
     int k, stride, pad;
 } tb_pool_geom;
 
+/* ---- per-step scalars (device memory) ------------------------------------------
+ * One block per model, written and read by ops through a device pointer.
+ * "host-set" fields are uploaded by the model before the ops that read them
+ * (an asynchronous copy queued on the compute stream); the others are only
+ * ever written by ops on the device. Field order is part of the contract
+ * (host-set first, so one copy covers them). */
+typedef struct {
+    tb_real lr;              /* host-set: learning rate of this step's update */
+    tb_real grad_scale;      /* host-set: local samples / global samples of this step */
+    tb_real loss_scale;      /* device: fp16 dynamic loss scale; 1 when not scaling */
+    tb_real loss;            /* device: mean loss of the last softmax_xent (unscaled) */
+    int32_t found_inf;       /* device: 1 when check_nonfinite saw NaN/Inf this step */
+    int32_t good_steps;      /* device: steps since the last overflow or growth */
+    int32_t skipped_steps;   /* device: updates skipped for overflow, cumulative */
+    int32_t pad_;
+} tb_step_scalars;
+
+/* Dynamic loss scaling as torch.cuda.amp.GradScaler: on overflow the step
+ * is skipped and the scale halved; after growth_interval overflow-free
+ * steps it doubles. */
+typedef struct {
+    double init_scale;       /* 65536 (2^16) as GradScaler */
+    int growth_interval;     /* 2000 as GradScaler */
+} tb_loss_scaling;
+
 /* BatchNorm, optionally followed by a residual add and a ReLU:
  *   y = act(gamma * (x - mean) * invstd + beta + z)
  * Training uses batch statistics (biased variance) and updates the running
@@ -88,6 +120,9 @@ typedef struct {
     tb_real *save_invstd;        /* [C] training: 1/sqrt(batch var + eps) */
     double momentum;           /* 0.1 as torch.nn.BatchNorm2d */
     double eps;                /* 1e-5 */
+    void *plan;                /* the node's bn_plan (NULL on the CPU) */
+    void *reserve;             /* bytes the plan asked for, kept from forward to backward */
+    size_t reserve_bytes;
 } tb_bn_args;
 
 /* Gradients of the op above, from the saved batch statistics. */
@@ -106,16 +141,41 @@ typedef struct {
     double weight_decay;
 } tb_sgd_segment;
 
-/* torch.optim.SGD semantics (dampening 0):
- *   g = grad * grad_scale + wd * p
+/* tb_model_sgd_step's arguments (host values; the model puts lr into the
+ * step scalars). grad_scale must be 1: unscaling is the loss scaler's job. */
+typedef struct {
+    double lr, momentum;
+    int nesterov;
+    double grad_scale;
+} tb_sgd_args;
+
+/* The sgd_update op, torch.optim.SGD semantics (dampening 0):
+ *   g = grad / sc->loss_scale + wd * p
  *   buf = momentum * buf + g          (buf starts at zero: same as torch)
  *   step = nesterov ? g + momentum * buf : buf
- *   p -= lr * step                                                     */
+ *   p -= sc->lr * step
+ * and nothing at all when skip_nonfinite and sc->found_inf. momentum and
+ * nesterov are fixed for a run, so they are plain values. */
 typedef struct {
-    double lr, momentum;       /* host scalars; a backend rounds them to its type */
+    double momentum;
     int nesterov;
-    double grad_scale;         /* 1, or 1/loss_scale under fp16 scaling */
-} tb_sgd_args;
+    int skip_nonfinite;
+    tb_step_scalars *sc;       /* device */
+} tb_sgd_op;
+
+/* Input normalisation: v in [0,255] -> ((float)v / 255 - mean[c]) / std[c]
+ * in float32, as torchvision's ToTensor + Normalize (data/transform.c). */
+typedef struct {
+    float mean[3], std[3];
+} tb_input_norm;
+
+/* Device memory accounting (bytes). */
+typedef struct {
+    size_t in_use, peak;       /* through be->alloc, now and at most */
+    size_t device_total;       /* the device's memory (0 on the CPU) */
+    size_t device_free_start;  /* free when the backend started (cudaMemGetInfo) */
+    size_t device_free_now;
+} tb_mem_info;
 
 enum {
     TB_CAP_NCHW = 1u << 0,
@@ -125,6 +185,11 @@ enum {
     TB_CAP_F16 = 1u << 4,
     TB_CAP_F64 = 1u << 5,
 };
+
+/* Opaque ordering objects: cudaStream_t / cudaEvent_t on CUDA, an
+ * emulation on the CPU. A NULL tb_stream means the compute stream. */
+typedef struct tb_stream tb_stream;
+typedef struct tb_event tb_event;
 
 typedef struct tb_backend tb_backend;
 
@@ -136,6 +201,7 @@ struct tb_backend {
     char device_key[64];       /* what no other rank on this host may share: the GPU's
                                   PCI bus id, or the CPU set this rank is bound to
                                   ("" when not bound to a part of the machine) */
+    char choice[192];          /* why this backend: "--backend auto: cuda (1 device visible)" */
     void *priv;                /* backend state: handles, streams, workspace */
     void *compute_stream;      /* cudaStream_t for CUDA, NULL for CPU */
 
@@ -143,18 +209,56 @@ struct tb_backend {
     void *(*alloc)(tb_backend *be, size_t bytes);   /* aborts when out of memory */
     void (*release)(tb_backend *be, void *p);
     void (*zero)(tb_backend *be, void *p, size_t bytes);
+    /* returns when src may be reused (queued before later ops either way) */
     void (*copy_h2d)(tb_backend *be, void *dst, const void *src, size_t bytes);
     void (*copy_d2h)(tb_backend *be, void *dst, const void *src, size_t bytes); /* waits */
     void (*copy_d2d)(tb_backend *be, void *dst, const void *src, size_t bytes);
-    void (*sync)(tb_backend *be);   /* waits for everything queued */
+    void (*sync)(tb_backend *be);   /* waits for everything queued on the compute stream */
+    void (*memory)(tb_backend *be, tb_mem_info *out);
+
+    /* Pinned (page-locked) host memory, and an asynchronous upload from it
+     * queued on stream s (NULL: compute). src must stay untouched until an
+     * event recorded on s after the copy has completed. */
+    void *(*host_alloc)(tb_backend *be, size_t bytes);
+    void (*host_free)(tb_backend *be, void *p);
+    void (*copy_h2d_async)(tb_backend *be, void *dst, const void *src, size_t bytes,
+                           tb_stream *s);
+
+    /* Streams and events. record: the event completes when everything queued
+     * on s before it has. stream_wait: work queued on s after this waits for
+     * e (no host wait). event_wait: the host waits. event_done: 1 when
+     * complete, 0 when pending (never waits). elapsed: milliseconds between
+     * two completed events made with timing = 1. The CPU runs every op to
+     * completion, so its events complete when recorded and carry a host
+     * timestamp (tb_cpu_event_hold can keep them pending in tests). */
+    tb_stream *(*stream_create)(tb_backend *be);
+    void (*stream_destroy)(tb_backend *be, tb_stream *s);
+    tb_event *(*event_create)(tb_backend *be, int timing);
+    void (*event_destroy)(tb_backend *be, tb_event *e);
+    void (*event_record)(tb_backend *be, tb_event *e, tb_stream *s);
+    void (*stream_wait)(tb_backend *be, tb_stream *s, tb_event *e);
+    void (*event_wait)(tb_backend *be, tb_event *e);
+    int (*event_done)(tb_backend *be, tb_event *e);
+    double (*event_elapsed_ms)(tb_backend *be, tb_event *start, tb_event *end);
+    /* The raw cudaStream_t / cudaEvent_t, for comm/ (NCCL) which must not
+     * include model/: NULL on the CPU. */
+    void *(*native_stream)(tb_backend *be, tb_stream *s);
+    void *(*native_event)(tb_backend *be, tb_event *e);
 
     /* ---- convolution ------------------------------------------------------
-     * conv_plan is called once per conv node when the graph is built, with
-     * the largest shapes it will see, and returns the backend's per-node
-     * state (chosen algorithms, descriptors); NULL is a valid plan. */
+     * conv_plan is called once per conv node after every buffer the node
+     * touches exists (so a backend may measure algorithms on the real
+     * buffers), with the largest batch it will run: x, w, y and dy are real;
+     * dx is NULL when no input gradient is needed; dw is the weight-gradient
+     * buffer. The plan serves every batch size up to that one (a backend may
+     * prepare other sizes lazily, on the first forward at that size, when
+     * overwriting y, dy, dx and dw is harmless). NULL is a valid plan. */
     void *(*conv_plan)(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
-                       const tb_tensor *y);
+                       const tb_tensor *w, const tb_tensor *y, const tb_tensor *dx,
+                       const tb_tensor *dw, const tb_tensor *dy);
     void (*conv_plan_free)(tb_backend *be, void *plan);
+    /* One line per batch size prepared: the algorithms chosen and why. */
+    void (*conv_plan_describe)(tb_backend *be, void *plan, char *buf, size_t len);
     /* y[N,Cout,Ho,Wo] = conv(x[N,Cin,H,W], w[Cout,Cin,K,K]) */
     void (*conv_forward)(tb_backend *be, void *plan, const tb_conv_geom *g,
                          const tb_tensor *x, const tb_tensor *w, const tb_tensor *y);
@@ -167,7 +271,13 @@ struct tb_backend {
                                  const tb_tensor *x, const tb_tensor *dy,
                                  const tb_tensor *dw, int accumulate);
 
-    /* ---- batch normalisation (+ residual add + ReLU) ---------------------- */
+    /* ---- batch normalisation (+ residual add + ReLU) ----------------------
+     * bn_plan: per-node state (descriptors), from the args of the largest
+     * batch (data pointers may be NULL); *reserve_bytes: memory the node
+     * needs kept from forward to backward (the graph allocates it and passes
+     * it in tb_bn_args.reserve). NULL with 0 bytes is a valid plan. */
+    void *(*bn_plan)(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
+    void (*bn_plan_free)(tb_backend *be, void *plan);
     void (*bn_forward_train)(tb_backend *be, const tb_bn_args *a);
     void (*bn_forward_infer)(tb_backend *be, const tb_bn_args *a);
     void (*bn_backward)(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
@@ -208,34 +318,57 @@ struct tb_backend {
 
     /* ---- loss ----------------------------------------------------------------
      * Mean softmax cross-entropy with label smoothing eps (PyTorch's
-     * definition): loss[0] = mean_n [(1-eps) * -log p[n,y_n] + eps * mean_c
-     * -log p[n,c]]; dlogits = (p - q) / N * grad_scale. labels: int32 [N]. */
+     * definition): sc->loss = mean_n [(1-eps) * -log p[n,y_n] + eps * mean_c
+     * -log p[n,c]]; dlogits = (p - q) / N * sc->grad_scale * sc->loss_scale.
+     * labels: int32 [N] (device). */
     void (*softmax_xent)(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                         double smoothing, double grad_scale, tb_real *loss,
-                         const tb_tensor *dlogits);
+                         double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits);
 
     /* ---- optimiser -----------------------------------------------------------
      * One fused update over the segments of the flat float32 buffers. */
-    void (*sgd_update)(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
+    void (*sgd_update)(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs,
                        int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
+    /* Loss-scale bookkeeping after the update, on the device: found_inf ->
+     * scale / 2, good_steps 0, skipped_steps + 1; else good_steps + 1 and,
+     * at growth_interval, scale * 2 and good_steps 0. Clears found_inf. */
+    void (*loss_scale_update)(tb_backend *be, tb_step_scalars *sc, int growth_interval);
+
+    /* ---- conversions ---------------------------------------------------------
+     * dst (+)= src, element (n,c,h,w) to element (n,c,h,w), across dtypes
+     * (round to nearest even) and layouts: fp32 OIHW master weights to
+     * bf16/fp16 OHWI op copies, their gradients back. */
+    void (*convert)(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
+    /* The batch as the loader gives it, uint8 [N,H,W,3] (RGB) and flip[N]
+     * (1: mirror left-right; NULL: none), to the input activation dst
+     * [N,3,H,W] in its dtype and layout, normalised (tb_input_norm). */
+    void (*input_u8)(tb_backend *be, const uint8_t *src, const uint8_t *flip,
+                     const tb_input_norm *norm, const tb_tensor *dst);
 
     /* ---- checks ---------------------------------------------------------------
      * Number of NaN or infinite values in x[n]; waits for the result. */
     size_t (*count_nonfinite)(tb_backend *be, const tb_real *x, size_t n);
+    /* Sets sc->found_inf to 1 when x[n] holds a NaN or Inf; never clears it;
+     * does not wait. */
+    void (*check_nonfinite)(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc);
 
     void (*destroy)(tb_backend *be);
 };
 
-/* Options shared by all backends. */
+/* Options shared by all backends. Zero is the default for every field. */
 typedef struct {
-    int threads;        /* CPU worker threads (0: all available cores) */
-    int device;         /* GPU ordinal for CUDA */
-    int deterministic;  /* restrict to deterministic algorithms */
+    int threads;            /* CPU worker threads (0: all available cores) */
+    int device;             /* GPU ordinal for CUDA */
+    int deterministic;      /* restrict to deterministic algorithms */
+    int tf32;               /* CUDA: TF32 tensor-core math for float32 convs and GEMMs */
+    int no_autotune;        /* CUDA: cuDNN's heuristic choice instead of measuring */
+    size_t workspace_limit; /* CUDA: most bytes a conv algorithm may use (0: 1 GiB,
+                               at most 1/8 of the device) */
 } tb_backend_opts;
 
 /* "cpu", "cuda" or "auto" (CUDA when built and a device is visible, else
- * CPU). Returns NULL with a message in err (one line) when the backend is not
- * available in this build or on this machine. */
+ * CPU; be->choice says which and why, printed for "auto"). Returns NULL
+ * with a message in err (one line) when the backend is not available in
+ * this build or on this machine. */
 tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, char *err,
                               size_t errlen);
 

@@ -114,39 +114,88 @@ static size_t plan_grad_arena(tb_graph *g) {
     return total;
 }
 
-void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_param_table *pt) {
+/* ---- the activation side ------------------------------------------------------
+ * One arena: every activation at the largest batch (all of them live from
+ * forward to backward in training), then per BN node its saved mean and
+ * 1/std (tb_real [C] each) and the reserve space its plan asked for. */
+static size_t plan_act_arena(tb_graph *g, const tb_param_table *pt) {
+    size_t off = 0;
+    for (int a = 0; a < g->nacts; a++) {
+        g->acts[a].data_offset = off;
+        off += align_up(g->acts[a].bytes_per_sample * (size_t)g->max_batch, TB_ARENA_ALIGN);
+    }
+    g->act_bytes = off;
+    g->bn_state_bytes = g->bn_reserve_bytes = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind != TB_NODE_BN) continue;
+        size_t state = align_up(2 * pt->items[nd->param].numel * sizeof(tb_real), TB_ARENA_ALIGN);
+        size_t reserve = align_up(nd->reserve_bytes, TB_ARENA_ALIGN);
+        nd->state_offset = off;
+        off += state + reserve;
+        g->bn_state_bytes += state;
+        g->bn_reserve_bytes += reserve;
+    }
+    return off;
+}
+
+void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt) {
     size_t es = tb_dtype_size(g->dtype);
-    g->act_arena_bytes = 0;
-    size_t *act_off = malloc((size_t)g->nacts * sizeof *act_off);
     for (int a = 0; a < g->nacts; a++) {
         tb_act *act = &g->acts[a];
         act->bytes_per_sample = (size_t)act->c * act->h * act->w * es;
-        act_off[a] = g->act_arena_bytes;
-        g->act_arena_bytes += align_up(act->bytes_per_sample * (size_t)g->max_batch, TB_ARENA_ALIGN);
     }
     g->acts[g->input].need_grad = 0;
+    g->act_arena_bytes = plan_act_arena(g, pt);
     g->grad_arena_bytes = plan_grad_arena(g);
+}
+
+static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
+                    tb_tensor *x, tb_tensor *z, tb_tensor *y, tb_bn_args *a);
+
+void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
+    const tb_param_table *pt = p->table;
+    for (int i = 0; i < g->nnodes; i++) { /* reserve sizes first: they are in the plan */
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind != TB_NODE_BN) continue;
+        tb_tensor x, z, y;
+        tb_bn_args a;
+        bn_args(g, nd, p, g->max_batch, &x, &z, &y, &a); /* data pointers still NULL */
+        nd->reserve_bytes = 0;
+        nd->plan = be->bn_plan(be, &a, &nd->reserve_bytes);
+    }
+    tb_graph_plan_memory(g, pt);
     g->act_arena = be->alloc(be, g->act_arena_bytes);
     g->grad_arena = be->alloc(be, g->grad_arena_bytes);
     for (int a = 0; a < g->nacts; a++) {
         tb_act *act = &g->acts[a];
-        act->data = (char *)g->act_arena + act_off[a];
+        act->data = (char *)g->act_arena + act->data_offset;
         act->grad = act->need_grad ? (char *)g->grad_arena + act->grad_offset : NULL;
     }
-    free(act_off);
     g->grad_written = calloc((size_t)g->nacts, 1);
+    if (!g->grad_written) TB_FATAL("out of host memory for the graph");
 
     for (int i = 0; i < g->nnodes; i++) {
         tb_node *nd = &g->nodes[i];
-        if (nd->kind == TB_NODE_CONV) {
+        if (nd->kind == TB_NODE_BN) {
+            size_t c = (size_t)pt->items[nd->param].numel;
+            char *base = (char *)g->act_arena + nd->state_offset;
+            nd->save_mean = (tb_real *)base;
+            nd->save_invstd = nd->save_mean + c;
+            nd->reserve = nd->reserve_bytes
+                              ? base + align_up(2 * c * sizeof(tb_real), TB_ARENA_ALIGN)
+                              : NULL;
+            be->zero(be, nd->save_mean, 2 * c * sizeof(tb_real));
+        } else if (nd->kind == TB_NODE_CONV) {
+            /* on the real buffers: a backend may time algorithms on them */
+            int need_dx = g->acts[nd->in].need_grad;
             tb_tensor x = tb_graph_act(g, nd->in, g->max_batch);
             tb_tensor y = tb_graph_act(g, nd->out, g->max_batch);
-            nd->plan = be->conv_plan(be, &nd->conv, &x, &y);
-        } else if (nd->kind == TB_NODE_BN) {
-            size_t c = (size_t)pt->items[nd->param].numel;
-            nd->save_mean = be->alloc(be, 2 * c * sizeof(tb_real));
-            nd->save_invstd = nd->save_mean + c;
-            be->zero(be, nd->save_mean, 2 * c * sizeof(tb_real));
+            tb_tensor dy = tb_graph_grad(g, nd->out, g->max_batch);
+            tb_tensor dx = need_dx ? tb_graph_grad(g, nd->in, g->max_batch) : x;
+            tb_tensor w = tb_graph_weight(g, p, nd->param);
+            tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
+            nd->plan = be->conv_plan(be, &nd->conv, &x, &w, &y, need_dx ? &dx : NULL, &dw, &dy);
         }
     }
 }
@@ -155,7 +204,7 @@ void tb_graph_free(tb_graph *g, tb_backend *be) {
     for (int i = 0; i < g->nnodes; i++) {
         tb_node *nd = &g->nodes[i];
         if (nd->kind == TB_NODE_CONV && nd->plan) be->conv_plan_free(be, nd->plan);
-        if (nd->kind == TB_NODE_BN && nd->save_mean) be->release(be, nd->save_mean);
+        if (nd->kind == TB_NODE_BN && nd->plan) be->bn_plan_free(be, nd->plan);
     }
     if (g->act_arena) be->release(be, g->act_arena);
     if (g->grad_arena) be->release(be, g->grad_arena);
@@ -167,12 +216,45 @@ void tb_graph_free(tb_graph *g, tb_backend *be) {
 
 /* ---- execution ------------------------------------------------------------------ */
 
-/* A weight [rows, cols, k, k] viewed as a tensor of the op dtype/layout. */
-static tb_tensor weight_view(const tb_graph *g, tb_real *base, const tb_param *p) {
-    tb_tensor t = {base + p->offset, (int)p->shape[0], (int)p->shape[1],
+/* A weight [rows, cols, k, k] (or [rows, cols]) as the ops see it: in the op
+ * buffer (op dtype and layout) when there is one, else a view of the flat
+ * tb_real buffer (the graph then runs tb_real NCHW). */
+static tb_tensor weight_in(const tb_graph *g, tb_real *flat, void *op, const tb_param *p) {
+    tb_tensor t = {NULL, (int)p->shape[0], (int)p->shape[1],
                    p->ndim == 4 ? (int)p->shape[2] : 1, p->ndim == 4 ? (int)p->shape[3] : 1,
                    g->dtype, g->layout};
+    if (op) {
+        t.data = (char *)op + p->offset * tb_dtype_size(g->dtype);
+    } else {
+        TB_ASSERT(g->dtype == TB_REAL_DTYPE && g->layout == TB_NCHW);
+        t.data = flat + p->offset;
+    }
     return t;
+}
+
+/* The same weight as a tb_real NCHW view of a flat buffer (master copy). */
+static tb_tensor weight_flat(tb_real *flat, const tb_param *p) {
+    tb_tensor t = {flat + p->offset, (int)p->shape[0], (int)p->shape[1],
+                   p->ndim == 4 ? (int)p->shape[2] : 1, p->ndim == 4 ? (int)p->shape[3] : 1,
+                   TB_REAL_DTYPE, TB_NCHW};
+    return t;
+}
+
+tb_tensor tb_graph_weight(const tb_graph *g, const tb_graph_params *p, int i) {
+    return weight_in(g, p->params, p->op_params, &p->table->items[i]);
+}
+
+tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int i) {
+    return weight_in(g, p->grads, p->op_grads, &p->table->items[i]);
+}
+
+/* After backward wrote a weight gradient into the op buffer: into the flat
+ * tb_real gradient buffer (overwriting, as the op did). */
+static void weight_grad_to_flat(tb_backend *be, const tb_graph_params *p, const tb_param *pw,
+                                const tb_tensor *dw) {
+    if (!p->op_grads) return;
+    tb_tensor flat = weight_flat(p->grads, pw);
+    be->convert(be, dw, &flat, 0);
 }
 
 static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
@@ -194,6 +276,9 @@ static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params 
     a->save_invstd = nd->save_invstd;
     a->momentum = 0.1;
     a->eps = 1e-5;
+    a->plan = nd->plan;
+    a->reserve = nd->reserve;
+    a->reserve_bytes = nd->reserve_bytes;
 }
 
 void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train) {
@@ -205,7 +290,7 @@ void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
         tb_tensor y = tb_graph_act(g, nd->out, n);
         switch (nd->kind) {
         case TB_NODE_CONV: {
-            tb_tensor w = weight_view(g, p->params, &it[nd->param]);
+            tb_tensor w = tb_graph_weight(g, p, nd->param);
             be->conv_forward(be, nd->plan, &nd->conv, &x, &w, &y);
             break;
         }
@@ -230,7 +315,7 @@ void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
         case TB_NODE_MAXPOOL: be->maxpool_forward(be, &nd->pool, &x, &y); break;
         case TB_NODE_AVGPOOL: be->avgpool_forward(be, &x, &y); break;
         case TB_NODE_LINEAR: {
-            tb_tensor w = weight_view(g, p->params, &it[nd->param]);
+            tb_tensor w = tb_graph_weight(g, p, nd->param);
             be->linear_forward(be, &x, &w, p->params + it[nd->param + 1].offset, &y);
             break;
         }
@@ -265,11 +350,13 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
         case TB_NODE_CONV: {
             const tb_param *pw = &it[nd->param];
             tb_tensor x = tb_graph_act(g, nd->in, n);
-            tb_tensor w = weight_view(g, p->params, pw);
-            tb_tensor dw = weight_view(g, p->grads, pw);
+            tb_tensor w = tb_graph_weight(g, p, nd->param);
+            tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
             be->conv_backward_filter(be, nd->plan, &nd->conv, &x, &dy, &dw, 0);
-            if (has_dx) be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
+            weight_grad_to_flat(be, p, pw, &dw);
+            /* the weight gradient is final: hand it over before dx is computed */
             if (ready) ready(ready_ctx, pw->offset, pw->numel);
+            if (has_dx) be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
             break;
         }
         case TB_NODE_BN: {
@@ -308,10 +395,11 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
         case TB_NODE_LINEAR: {
             const tb_param *pw = &it[nd->param];
             tb_tensor x = tb_graph_act(g, nd->in, n);
-            tb_tensor w = weight_view(g, p->params, pw);
-            tb_tensor dw = weight_view(g, p->grads, pw);
+            tb_tensor w = tb_graph_weight(g, p, nd->param);
+            tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
             be->linear_backward(be, &x, &w, &dy, has_dx ? &dx : NULL, acc, &dw,
                                 p->grads + it[nd->param + 1].offset);
+            weight_grad_to_flat(be, p, pw, &dw);
             if (ready) ready(ready_ctx, pw->offset, pw->numel + it[nd->param + 1].numel);
             break;
         }

@@ -4,8 +4,14 @@
  * The forward pass is one loop over nodes; the backward pass is the same loop
  * reversed. Gradients of a tensor read by several nodes (a residual block's
  * input) are summed by the accumulate flag: the first node to write a
- * gradient overwrites it, later ones add. Gradient buffers share one arena
- * whose offsets are planned from their lifetimes in the backward pass. */
+ * gradient overwrites it, later ones add.
+ *
+ * Memory is planned on the host before anything is allocated
+ * (tb_graph_plan_memory): the activation side is ONE allocation (every
+ * activation at the largest batch, each BatchNorm's saved statistics and
+ * the reserve space its backend plan asked for), and the gradients share a
+ * second arena whose offsets come from their lifetimes in the backward
+ * pass. */
 #ifndef TB_GRAPH_H
 #define TB_GRAPH_H
 
@@ -33,15 +39,20 @@ typedef struct {
                                      num_batches_tracked +4. LINEAR: bias = +1 */
     tb_conv_geom conv;
     tb_pool_geom pool;
-    void *plan;                   /* backend's conv plan */
+    void *plan;                   /* backend's conv or BN plan */
     tb_real *save_mean;           /* BN [C] batch mean (device) */
     tb_real *save_invstd;         /* BN [C] batch 1/std (device) */
+    void *reserve;                /* BN: what the plan keeps from forward to backward */
+    size_t reserve_bytes;         /* BN: asked for by bn_plan (0: none) */
+    size_t state_offset;          /* BN: planned offset of save_mean (then save_invstd,
+                                     then reserve) in the activation arena */
 } tb_node;
 
 typedef struct {
     int c, h, w;                  /* per-sample shape; N is the batch of the call */
     size_t bytes_per_sample;
-    void *data;                   /* device [Nmax,c,h,w] */
+    void *data;                   /* device [Nmax,c,h,w] in the activation arena */
+    size_t data_offset;           /* planned offset in the activation arena */
     void *grad;                   /* device [Nmax,c,h,w] in the gradient arena; NULL
                                      when no gradient is needed (the input image) */
     int producer;                 /* node index; -1 for the graph input */
@@ -60,7 +71,10 @@ typedef struct {
     tb_layout layout;
     /* device memory owned by the graph */
     void *act_arena;
-    size_t act_arena_bytes;
+    size_t act_arena_bytes;       /* planned: activations + BN state + BN reserves */
+    size_t act_bytes;             /* of which activations */
+    size_t bn_state_bytes;        /* of which saved BN statistics */
+    size_t bn_reserve_bytes;      /* of which BN reserve space */
     void *grad_arena;
     size_t grad_arena_bytes;      /* planned */
     size_t grad_bytes_unplanned;  /* what one buffer per tensor would take */
@@ -74,10 +88,23 @@ typedef struct {
     tb_real *grads;               /* [n_train] */
     tb_real *state;               /* [n_state] BN running statistics */
     int64_t *counters;            /* [n_counters] host: num_batches_tracked */
+    /* Conv and fc weights in the op dtype and layout, at the flat offsets
+     * (element i of the flat buffer is element i here, in the op dtype);
+     * NULL when the ops read the flat tb_real NCHW buffers directly. The
+     * model refreshes op_params from params; backward writes the weight
+     * gradients into op_grads and converts them into grads. */
+    void *op_params;
+    void *op_grads;
 } tb_graph_params;
 
-/* Called after backward has written the gradients of one node's parameters:
- * [offset, offset + count) of the flat gradient buffer is final. */
+/* Called by backward once the gradients of one node's parameters have been
+ * QUEUED: [offset, offset + count) of the flat gradient buffer is final in
+ * stream order, not necessarily yet on the device. The hook runs on the
+ * host in stream order, so a caller that hands the range to communication
+ * records an event on the compute stream inside the hook and lets the
+ * communication stream wait for it (or polls it); only when that event has
+ * completed are the gradients in memory. (On the CPU backend the op has
+ * finished when the hook runs.) */
 typedef void (*tb_grad_ready_fn)(void *ctx, size_t offset, size_t count);
 
 /* ---- building (model/resnet.c) --------------------------------------------- */
@@ -85,9 +112,14 @@ int tb_graph_add_act(tb_graph *g, int c, int h, int w);
 int tb_graph_add_node(tb_graph *g, const tb_node *n);
 
 /* ---- memory and execution ----------------------------------------------------- */
-/* Allocates activations and the planned gradient arena for batch max_batch,
- * asks the backend for conv plans. */
-void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_param_table *pt);
+/* The memory plan, on the host only: activation offsets, BN state and
+ * reserve offsets (each node's reserve_bytes must be set), the gradient
+ * arena's offsets, and every *_bytes total of the graph. */
+void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt);
+/* Asks the backend for BN plans (their reserve sizes), plans the memory,
+ * allocates the two arenas, then asks for conv plans on the real buffers:
+ * p's parameter and gradient buffers must exist already. */
+void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p);
 void tb_graph_free(tb_graph *g, tb_backend *be);
 
 /* Device view of activation `id` (or its gradient) for a batch of n. */
@@ -95,6 +127,10 @@ tb_tensor tb_graph_act(const tb_graph *g, int id, int n);
 tb_tensor tb_graph_grad(const tb_graph *g, int id, int n);
 
 void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train);
+/* The conv/fc weight of param index i as the ops see it (op buffers when
+ * p has them), or its gradient. */
+tb_tensor tb_graph_weight(const tb_graph *g, const tb_graph_params *p, int i);
+tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int i);
 /* Expects the gradient of the output (logits) to be written already. */
 void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n,
                        tb_grad_ready_fn ready, void *ready_ctx);

@@ -2,14 +2,79 @@
  * transfers around the graph (see model.h). */
 #include "model/model.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "src/core/log.h"
 
+/* Host-set step scalars go up through a small ring of pinned slots, each
+ * reused only once the copy that last read it has completed. */
+#define TB_SCALAR_RING 8
+
+static const struct {
+    const char *name;
+    tb_precision p;
+} k_precisions[] = {
+    {"fp32", TB_PREC_FP32}, {"tf32", TB_PREC_TF32}, {"bf16", TB_PREC_BF16}, {"fp16", TB_PREC_FP16},
+};
+
+int tb_precision_parse(const char *s, tb_precision *p) {
+    for (size_t i = 0; i < sizeof k_precisions / sizeof k_precisions[0]; i++)
+        if (strcmp(s, k_precisions[i].name) == 0) {
+            *p = k_precisions[i].p;
+            return 0;
+        }
+    if (TB_REAL_DTYPE == TB_F64 && strcmp(s, "fp64") == 0) {
+        *p = TB_PREC_FP32; /* the fp64 build's tb_real path */
+        return 0;
+    }
+    return -1;
+}
+
+const char *tb_precision_name(tb_precision p) {
+    for (size_t i = 0; i < sizeof k_precisions / sizeof k_precisions[0]; i++)
+        if (k_precisions[i].p == p) return k_precisions[i].name;
+    return "?";
+}
+
+tb_precision tb_precision_default(const tb_backend *be) {
+    return (be->caps & TB_CAP_BF16) && (be->caps & TB_CAP_NHWC) ? TB_PREC_BF16 : TB_PREC_FP32;
+}
+
+void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo) { bo->tf32 = p == TB_PREC_TF32; }
+
 tb_model_opts tb_model_default_opts(void) {
-    tb_model_opts o = {TB_REAL_DTYPE, TB_NCHW, 1};
+    tb_model_opts o;
+    memset(&o, 0, sizeof o);
+    o.dtype = TB_REAL_DTYPE;
+    o.layout = TB_NCHW;
+    o.fuse = 1;
     return o;
+}
+
+tb_model_opts tb_model_opts_for(tb_precision p) {
+    tb_model_opts o = tb_model_default_opts();
+    if (p == TB_PREC_BF16 || p == TB_PREC_FP16) {
+        o.dtype = p == TB_PREC_BF16 ? TB_BF16 : TB_F16;
+        o.layout = TB_NHWC;
+    }
+    if (p == TB_PREC_FP16) {
+        o.loss_scaling.init_scale = 65536.0;
+        o.loss_scaling.growth_interval = 2000;
+    }
+    return o;
+}
+
+/* v into a device scalar, queued on the compute stream. */
+static void upload_scalar(tb_model *m, tb_real *dst, double v) {
+    tb_backend *be = m->be;
+    int k = m->sc_next;
+    m->sc_next = (k + 1) % TB_SCALAR_RING;
+    be->event_wait(be, m->sc_events[k]); /* the last copy out of slot k is done */
+    m->sc_stage[k] = (tb_real)v;
+    be->copy_h2d_async(be, dst, &m->sc_stage[k], sizeof(tb_real), NULL);
+    be->event_record(be, m->sc_events[k], NULL);
 }
 
 /* float32 host values -> tb_real device memory (a plain copy unless tb_real
@@ -47,6 +112,9 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     tb_backend_require(be, opts->dtype, opts->layout);
     TB_ASSERT(max_batch >= 1 && height >= 1 && width >= 1 && cfg->classes >= 1);
 
+    if (opts->loss_scaling.init_scale > 0 && opts->loss_scaling.growth_interval < 1)
+        TB_FATAL("loss scaling needs a growth interval >= 1");
+
     tb_model *m = calloc(1, sizeof *m);
     if (!m) TB_FATAL("out of host memory");
     m->cfg = *cfg;
@@ -58,35 +126,72 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->g.dtype = opts->dtype;
     m->g.layout = opts->layout;
     tb_resnet_build(cfg, height, width, opts->fuse, &m->pt, &m->g);
-    tb_graph_allocate(&m->g, be, &m->pt);
 
+    /* parameters first: the graph's conv plans may run on the real buffers */
     size_t nt = m->pt.n_train * sizeof(tb_real);
     m->params = be->alloc(be, nt);
     m->grads = be->alloc(be, nt);
     m->momentum = be->alloc(be, nt);
     m->state = be->alloc(be, m->pt.n_state * sizeof(tb_real) + 1);
-    m->loss = be->alloc(be, sizeof(tb_real));
     m->labels = be->alloc(be, (size_t)max_batch * sizeof(int32_t));
     be->zero(be, m->params, nt);
     be->zero(be, m->grads, nt);
     be->zero(be, m->momentum, nt);
     be->zero(be, m->state, m->pt.n_state * sizeof(tb_real));
+    if (opts->dtype != TB_REAL_DTYPE || opts->layout != TB_NCHW || opts->op_copies) {
+        size_t ob = m->pt.n_train * tb_dtype_size(opts->dtype);
+        m->op_params = be->alloc(be, ob);
+        m->op_grads = be->alloc(be, ob);
+        be->zero(be, m->op_params, ob);
+        be->zero(be, m->op_grads, ob);
+        m->in_f32 = be->alloc(be, (size_t)max_batch * 3 * height * width * sizeof(float));
+    }
+
+    /* the step scalars: lr 0, grad scale 1, loss scale 1 or the initial scale */
+    m->loss_scaling = opts->loss_scaling.init_scale > 0;
+    m->growth_interval = opts->loss_scaling.growth_interval;
+    tb_step_scalars sc0;
+    memset(&sc0, 0, sizeof sc0);
+    sc0.grad_scale = 1;
+    sc0.loss_scale = m->loss_scaling ? (tb_real)opts->loss_scaling.init_scale : 1;
+    m->sc = be->alloc(be, sizeof *m->sc);
+    be->copy_h2d(be, m->sc, &sc0, sizeof sc0);
+    m->loss = &m->sc->loss;
+    m->sc_stage = be->host_alloc(be, TB_SCALAR_RING * sizeof *m->sc_stage);
+    m->sc_events = calloc(TB_SCALAR_RING, sizeof *m->sc_events);
+    if (!m->sc_events) TB_FATAL("out of host memory");
+    for (int k = 0; k < TB_SCALAR_RING; k++) m->sc_events[k] = be->event_create(be, 0);
+
     m->counters = calloc((size_t)m->pt.n_counters + 1, sizeof *m->counters);
     m->segs = calloc((size_t)m->pt.count + 1, sizeof *m->segs);
     if (!m->counters || !m->segs) TB_FATAL("out of host memory");
+
+    tb_graph_params gp = {&m->pt, m->params, m->grads, m->state, m->counters, m->op_params,
+                          m->op_grads};
+    tb_graph_allocate(&m->g, be, &gp);
+    m->op_stale = m->op_params != NULL;
+    be->sync(be);
     return m;
 }
 
 void tb_model_destroy(tb_model *m) {
     if (!m) return;
     tb_backend *be = m->be;
+    be->sync(be);
     tb_graph_free(&m->g, be);
     be->release(be, m->params);
     be->release(be, m->grads);
     be->release(be, m->momentum);
     be->release(be, m->state);
-    be->release(be, m->loss);
     be->release(be, m->labels);
+    be->release(be, m->sc);
+    if (m->op_params) be->release(be, m->op_params);
+    if (m->op_grads) be->release(be, m->op_grads);
+    if (m->in_f32) be->release(be, m->in_f32);
+    if (m->in_u8) be->release(be, m->in_u8);
+    for (int k = 0; k < TB_SCALAR_RING; k++) be->event_destroy(be, m->sc_events[k]);
+    free(m->sc_events);
+    be->host_free(be, m->sc_stage);
     free(m->counters);
     free(m->segs);
     tb_params_free(&m->pt);
@@ -102,6 +207,7 @@ void tb_model_init(tb_model *m, uint64_t seed) {
     m->be->copy_h2d(m->be, m->state, hs, ns * sizeof *hs);
     m->be->zero(m->be, m->momentum, nt * sizeof(tb_real));
     m->be->sync(m->be);
+    m->op_stale = m->op_params != NULL;
     free(hp);
     free(hs);
 }
@@ -115,25 +221,79 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n) {
     return NULL;
 }
 
-void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n) {
+void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) {
     TB_ASSERT(n >= 1 && n <= m->max_batch);
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= m->cfg.classes)
             tb_die("label %d of sample %d is outside [0, %d): the data's classes do not match "
                    "the model's --classes",
                    labels[i], i, m->cfg.classes);
-    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
-    upload_f32(m, x.data, images, tb_tensor_numel(&x));
     m->be->copy_h2d(m->be, m->labels, labels, (size_t)n * sizeof *labels);
     m->batch = n;
 }
 
+void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n) {
+    tb_model_set_labels(m, labels, n);
+    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
+    if (!m->in_f32) { /* the input activation is tb_real NCHW: straight in */
+        upload_f32(m, x.data, images, tb_tensor_numel(&x));
+        return;
+    }
+    tb_tensor src = {m->in_f32, n, 3, m->height, m->width, TB_F32, TB_NCHW};
+    m->be->copy_h2d(m->be, m->in_f32, images, tb_tensor_numel(&src) * sizeof(float));
+    m->be->convert(m->be, &src, &x, 0);
+}
+
+uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip) {
+    if (!m->in_u8) {
+        size_t bytes = (size_t)m->max_batch * m->height * m->width * 3;
+        m->in_u8 = m->be->alloc(m->be, bytes + (size_t)m->max_batch);
+        m->in_flip = m->in_u8 + bytes;
+    }
+    if (flip) *flip = m->in_flip;
+    return m->in_u8;
+}
+
+void tb_model_input_from_u8(tb_model *m, int n, int use_flip, const tb_input_norm *norm) {
+    TB_ASSERT(m->in_u8 && n >= 1 && n <= m->max_batch);
+    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
+    m->be->input_u8(m->be, m->in_u8, use_flip ? m->in_flip : NULL, norm, &x);
+}
+
+void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *flip,
+                           const int32_t *labels, int n, const tb_input_norm *norm) {
+    tb_model_set_labels(m, labels, n);
+    uint8_t *dflip;
+    uint8_t *dimg = tb_model_u8_staging(m, &dflip);
+    m->be->copy_h2d(m->be, dimg, images, (size_t)n * m->height * m->width * 3);
+    if (flip) m->be->copy_h2d(m->be, dflip, flip, (size_t)n);
+    tb_model_input_from_u8(m, n, flip != NULL, norm);
+}
+
 static tb_graph_params graph_params(tb_model *m) {
-    tb_graph_params p = {&m->pt, m->params, m->grads, m->state, m->counters};
+    tb_graph_params p = {&m->pt, m->params, m->grads, m->state, m->counters, m->op_params,
+                         m->op_grads};
     return p;
 }
 
+/* The op copies of the conv and fc weights from the master weights. */
+static void refresh_op_weights(tb_model *m) {
+    tb_graph_params p = graph_params(m);
+    for (int i = 0; i < m->pt.count; i++) {
+        const tb_param *q = &m->pt.items[i];
+        if (q->role != TB_ROLE_CONV_WEIGHT && q->role != TB_ROLE_FC_WEIGHT) continue;
+        tb_tensor dst = tb_graph_weight(&m->g, &p, i);
+        tb_tensor src = dst;
+        src.data = m->params + q->offset;
+        src.dtype = TB_REAL_DTYPE;
+        src.layout = TB_NCHW;
+        m->be->convert(m->be, &src, &dst, 0);
+    }
+    m->op_stale = 0;
+}
+
 void tb_model_forward(tb_model *m, int train) {
+    if (m->op_stale) refresh_op_weights(m);
     tb_graph_params p = graph_params(m);
     tb_graph_forward(&m->g, m->be, &p, m->batch, train);
 }
@@ -141,8 +301,8 @@ void tb_model_forward(tb_model *m, int train) {
 void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale) {
     tb_tensor logits = tb_graph_act(&m->g, m->g.output, m->batch);
     tb_tensor dlogits = tb_graph_grad(&m->g, m->g.output, m->batch);
-    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, grad_scale, m->loss,
-                         &dlogits);
+    upload_scalar(m, &m->sc->grad_scale, grad_scale);
+    m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, m->sc, &dlogits);
 }
 
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {
@@ -151,6 +311,9 @@ void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {
 }
 
 void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_decay_bn_bias) {
+    if (a->grad_scale != 1.0)
+        TB_FATAL("tb_model_sgd_step: grad_scale %g; gradients are unscaled by the loss scaler, "
+                 "pass 1", a->grad_scale);
     /* Consecutive tensors with the same decay form one segment. */
     int nseg = 0;
     for (int i = 0; i < m->pt.count; i++) {
@@ -165,7 +328,32 @@ void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_deca
             m->segs[nseg++] = s;
         }
     }
-    m->be->sgd_update(m->be, a, m->segs, nseg, m->params, m->grads, m->momentum);
+    tb_backend *be = m->be;
+    upload_scalar(m, &m->sc->lr, a->lr);
+    if (m->loss_scaling) be->check_nonfinite(be, m->grads, m->pt.n_train, m->sc);
+    tb_sgd_op op = {a->momentum, a->nesterov, m->loss_scaling, m->sc};
+    be->sgd_update(be, &op, m->segs, nseg, m->params, m->grads, m->momentum);
+    if (m->loss_scaling) be->loss_scale_update(be, m->sc, m->growth_interval);
+    if (m->op_params) refresh_op_weights(m);
+}
+
+void tb_model_read_scalars(tb_model *m, tb_step_scalars *out) {
+    m->be->copy_d2h(m->be, out, m->sc, sizeof *out);
+}
+
+size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    char line[1024];
+    for (int i = 0; i < m->g.nnodes && used + 1 < len; i++) {
+        const tb_node *nd = &m->g.nodes[i];
+        if (nd->kind != TB_NODE_CONV) continue;
+        m->be->conv_plan_describe(m->be, nd->plan, line, sizeof line);
+        int k = snprintf(buf + used, len - used, "%s: %s\n", nd->name, line);
+        if (k < 0) break;
+        used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+    }
+    return used;
 }
 
 float tb_model_read_loss(tb_model *m) {
@@ -206,6 +394,7 @@ void tb_model_set_tensor(tb_model *m, int i, const void *src) {
     }
     upload_f32(m, tensor_addr(m, i, m->params), src, p->numel);
     m->be->sync(m->be);
+    if (p->role == TB_ROLE_CONV_WEIGHT || p->role == TB_ROLE_FC_WEIGHT) m->op_stale = m->op_params != NULL;
 }
 
 void tb_model_get_grad(tb_model *m, int i, float *dst) {

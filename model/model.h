@@ -8,6 +8,14 @@
  *   tb_model_loss(m, smoothing, 1.0);           loss and d(loss)/d(logits)
  *   tb_model_backward(m, NULL, NULL);           grads (hook: bucket all-reduce)
  *   tb_model_sgd_step(m, &sgd, wd, 0);
+ *
+ * Precision: the flat params / grads / momentum / state buffers are always
+ * tb_real (float32 master weights). With a 16-bit dtype or NHWC the model
+ * keeps op copies of the conv and fc weights (op_params) in the op dtype and
+ * layout, refreshed after every update, and an op gradient buffer (op_grads)
+ * that backward converts into grads. fp16 adds dynamic loss scaling: the
+ * loss gradient is multiplied by the loss scale, SGD divides it out, and a
+ * step whose gradients overflow is skipped on the device.
  */
 #ifndef TB_MODEL_H
 #define TB_MODEL_H
@@ -17,10 +25,30 @@
 #include "model/params.h"
 #include "model/resnet.h"
 
+/* --precision. fp32: IEEE float32 everywhere. tf32: float32 tensors, convs
+ * and GEMMs on TF32 tensor cores (CUDA only). bf16 / fp16: 16-bit
+ * activations and op weights in NHWC, float32 master weights, fp16 with
+ * dynamic loss scaling. */
+typedef enum { TB_PREC_FP32, TB_PREC_TF32, TB_PREC_BF16, TB_PREC_FP16 } tb_precision;
+
+/* "fp32", "tf32", "bf16", "fp16" (and "fp64", the fp32 path of the fp64
+ * build); -1 for anything else. */
+int tb_precision_parse(const char *s, tb_precision *p);
+const char *tb_precision_name(tb_precision p);
+/* The precision --precision auto picks on a backend: bf16 on CUDA (tensor
+ * cores at full rate, half the memory traffic, no loss scaling needed),
+ * fp32 on the CPU (its only one). */
+tb_precision tb_precision_default(const tb_backend *be);
+/* What the precision sets in the backend options (TF32 math). */
+void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo);
+
 typedef struct {
     tb_dtype dtype;     /* activation/compute type (TB_F32) */
     tb_layout layout;   /* TB_NCHW */
     int fuse;           /* fold residual add + ReLU into BN nodes (1 = default) */
+    tb_loss_scaling loss_scaling; /* init_scale 0: no loss scaling */
+    int op_copies;      /* 1: op weight copies even for tb_real NCHW (where they equal the
+                           master weights): runs the mixed-precision plumbing on the CPU */
 } tb_model_opts;
 
 typedef struct {
@@ -35,16 +63,34 @@ typedef struct {
     tb_real *grads;            /* [n_train] their gradients */
     tb_real *momentum;         /* [n_train] SGD momentum buffers */
     tb_real *state;            /* [n_state] BN running mean / var */
-    tb_real *loss;             /* [1] mean loss of the last tb_model_loss */
+    tb_real *loss;             /* [1] mean loss of the last tb_model_loss (in sc) */
     int32_t *labels;           /* [max_batch] */
+    tb_step_scalars *sc;       /* the per-step scalars the ops read */
+    void *op_params;           /* [n_train] op dtype/layout weight copies, or NULL */
+    void *op_grads;            /* [n_train] their gradients, or NULL */
+    float *in_f32;             /* [max_batch,3,H,W] float32 staging when the input
+                                  activation is not float32 NCHW, else NULL */
+    uint8_t *in_u8;            /* [max_batch,H,W,3] uint8 staging (tb_model_u8_staging) */
+    uint8_t *in_flip;          /* [max_batch] flip flags, after in_u8 */
     /* host memory */
     int64_t *counters;         /* [n_counters] num_batches_tracked */
     tb_sgd_segment *segs;      /* scratch for tb_model_sgd_step */
+    tb_real *sc_stage;         /* pinned ring of host-set scalar values */
+    tb_event **sc_events;      /* one per ring slot: its upload has completed */
+    int sc_next;
+    int loss_scaling;          /* 1: fp16 dynamic loss scaling */
+    int growth_interval;
+    int op_stale;              /* op_params must be refreshed before the next forward */
 } tb_model;
 
 tb_model_opts tb_model_default_opts(void);
+/* Options for a precision: fp32/tf32 float32 NCHW, bf16 NHWC, fp16 NHWC
+ * with loss scaling (2^16, growth every 2000 steps, as GradScaler). */
+tb_model_opts tb_model_opts_for(tb_precision p);
 /* Builds the graph for inputs [<=max_batch, 3, height, width] and allocates
- * every buffer; parameters are zero until tb_model_init or a checkpoint. */
+ * every buffer (parameters first, then the graph, whose conv plans may be
+ * measured on the real buffers); parameters are zero until tb_model_init or
+ * a checkpoint. */
 tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_batch,
                           int height, int width, const tb_model_opts *opts);
 void tb_model_destroy(tb_model *m);
@@ -58,20 +104,36 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n);
 
 /* Uploads a batch: images [n,3,H,W] float32, labels [n] in [0, classes). */
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n);
+/* The same from the loader's uint8 form: images [n,H,W,3] RGB, flip [n]
+ * (1: mirror; NULL: none), normalised on the device (4x less to upload). */
+void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *flip,
+                           const int32_t *labels, int n, const tb_input_norm *norm);
+/* For uploads the caller orders itself (copy_h2d_async from pinned memory
+ * and an event): the device staging [max_batch,H,W,3] and flip [max_batch]
+ * buffers, and the op that turns their first n samples into the input. */
+uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip);
+void tb_model_input_from_u8(tb_model *m, int n, int use_flip, const tb_input_norm *norm);
+/* Labels [n] for the next loss (already on the device: no check). */
+void tb_model_set_labels(tb_model *m, const int32_t *labels, int n);
+
 void tb_model_forward(tb_model *m, int train);
 /* Mean loss of the batch; the logits' gradient is scaled by grad_scale
  * (data parallel: local samples / global samples, so summing gradients over
- * ranks gives the global mean). */
+ * ranks gives the global mean), and by the loss scale under fp16. */
 void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale);
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx);
 /* SGD over all trainable parameters; weight decay wd everywhere, or only on
- * conv and fc weights when no_decay_bn_bias. */
+ * conv and fc weights when no_decay_bn_bias. Under loss scaling: the
+ * overflow check, the update (skipped on overflow) and the scale update, all
+ * on the device. Then the op weight copies are refreshed. */
 void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_decay_bn_bias);
 
 /* Host side: float32 (the file precision) whatever tb_real is; reads wait
  * for queued work. */
 float tb_model_read_loss(tb_model *m);
 void tb_model_read_logits(tb_model *m, float *dst);           /* [batch, classes] */
+/* The step scalars as they are now (waits). */
+void tb_model_read_scalars(tb_model *m, tb_step_scalars *out);
 
 /* Host <-> device for one named tensor of the table (index i): float32 host
  * values for trainable and running-statistics tensors, int64 for counters. */
@@ -80,5 +142,9 @@ void tb_model_set_tensor(tb_model *m, int i, const void *src);
 void tb_model_get_grad(tb_model *m, int i, float *dst);       /* trainable only */
 void tb_model_get_momentum(tb_model *m, int i, float *dst);   /* trainable only */
 void tb_model_set_momentum(tb_model *m, int i, const float *src);
+
+/* The conv algorithms chosen, one line per conv node ("name: ..."), for
+ * logs and the results file; returns the length written (truncated to len). */
+size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len);
 
 #endif

@@ -64,7 +64,7 @@ int tb_cmd_preflight(int argc, char **argv) {
     tb_launch_check_singleton(&info);
     tb_comm *w = tb_comm_world();
 
-    tb_backend_opts bo = {threads, info.local_rank, 0};
+    tb_backend_opts bo = {.threads = threads, .device = info.local_rank};
     char err[256];
     tb_backend *be = tb_backend_create(backend, &bo, err, sizeof err);
     if (!be) tb_die("preflight: %s", err);

@@ -4,7 +4,10 @@
  *   IN.h5 (checkpoint) + B.h5 (/images, /labels)
  *     -> forward (train mode) -> mean cross-entropy -> backward -> SGD
  *     -> OUT.h5: a checkpoint of the updated state (step + 1) plus /loss,
- *        /logits [N,classes] and /grads/<name> (raw gradients). */
+ *        /logits [N,classes] and /grads/<name> (raw gradients).
+ * On any backend and precision: --backend cuda --precision tf32 runs the
+ * same step on the GPU (the golden tests' GPU cases). The files are float32
+ * whatever the compute precision. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +23,9 @@
 typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
+    char layout[TB_OPT_STR_MAX];
     double lr, momentum, weight_decay, label_smoothing;
-    int nesterov, no_fuse, threads;
+    int nesterov, no_fuse, threads, deterministic, no_autotune, workspace_mb;
 } step_flags;
 
 static void write_step_outputs(hid_t f, tb_model *m) {
@@ -56,6 +60,7 @@ int tb_cmd_step(int argc, char **argv) {
     memset(&fl, 0, sizeof fl);
     snprintf(fl.backend, sizeof fl.backend, "cpu");
     snprintf(fl.precision, sizeof fl.precision, "fp32");
+    snprintf(fl.layout, sizeof fl.layout, "auto");
     fl.lr = 0.1;
     fl.momentum = 0.9;
     fl.weight_decay = 1e-4;
@@ -70,7 +75,12 @@ int tb_cmd_step(int argc, char **argv) {
         {"label-smoothing", TB_OPT_DOUBLE, &fl.label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
         {"backend", TB_OPT_CHOICE, fl.backend, 0, 0, "cpu|cuda|auto", "compute backend"},
         {"model", TB_OPT_STRING, fl.model, 0, 0, NULL, "require the checkpoint to hold this model"},
-        {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, "fp32|tf32|bf16|fp16", "compute precision"},
+        {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, TB_REAL_DTYPE == TB_F64 ? "fp32|fp64" : "fp32|tf32|bf16|fp16",
+         "compute precision: the golden contract is fp32; tf32, bf16, fp16 need --backend cuda"},
+        {"layout", TB_OPT_CHOICE, fl.layout, 0, 0, "auto|nchw|nhwc", "activation layout (auto: NHWC for bf16/fp16, else NCHW)"},
+        {"deterministic", TB_OPT_FLAG, &fl.deterministic, 0, 0, NULL, "CUDA: deterministic algorithms only"},
+        {"no-autotune", TB_OPT_FLAG, &fl.no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
+        {"workspace-mb", TB_OPT_INT, &fl.workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
         {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU threads (0: all cores)"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -82,9 +92,9 @@ int tb_cmd_step(int argc, char **argv) {
     tb_cli_require("step", "out", fl.out);
     if (fl.nesterov && fl.momentum <= 0)
         tb_die("step: --nesterov needs --momentum > 0 (as torch.optim.SGD)");
-    if (strcmp(fl.precision, "fp32") != 0)
-        tb_die("step: --precision %s is not available on this build; use fp32",
-               fl.precision);
+    tb_precision prec;
+    if (tb_precision_parse(fl.precision, &prec) != 0)
+        tb_die("step: --precision %s is not available on this build; use fp32", fl.precision);
 
     tb_ckpt_meta meta;
     tb_ckpt_read_meta(fl.ckpt, &meta);
@@ -99,12 +109,19 @@ int tb_cmd_step(int argc, char **argv) {
     tb_batchfile b;
     tb_batchfile_read(fl.batch, cfg.classes, TB_RESNET_MIN_IMAGE, &b);
 
-    tb_backend_opts bo = {fl.threads, 0, 0};
+    tb_backend_opts bo = {.threads = fl.threads, .deterministic = fl.deterministic,
+                          .no_autotune = fl.no_autotune,
+                          .workspace_limit = (size_t)fl.workspace_mb << 20};
+    tb_precision_backend_opts(prec, &bo);
     char err[256];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("step: %s", err);
-    tb_model_opts mo = tb_model_default_opts();
+    if (prec == TB_PREC_TF32 && strcmp(be->name, "cuda") != 0)
+        tb_die("step: --precision tf32 needs the CUDA backend (TF32 is a tensor-core format); "
+               "use fp32 on %s", be->name);
+    tb_model_opts mo = tb_model_opts_for(prec);
     mo.fuse = !fl.no_fuse;
+    if (strcmp(fl.layout, "auto") != 0) mo.layout = strcmp(fl.layout, "nhwc") == 0 ? TB_NHWC : TB_NCHW;
     tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
     const char *bad = tb_model_degenerate_bn(m, b.n);
     if (bad)

@@ -35,7 +35,7 @@ static void defaults(tb_train_flags *f) {
     memset(f, 0, sizeof *f);
     snprintf(f->backend, sizeof f->backend, "auto");
     snprintf(f->model, sizeof f->model, "resnet18");
-    snprintf(f->precision, sizeof f->precision, "fp32");
+    snprintf(f->precision, sizeof f->precision, "auto");
     snprintf(f->results, sizeof f->results, "trainbench_results.h5");
     snprintf(f->lr_schedule, sizeof f->lr_schedule, "cosine");
     f->batch = 32;
@@ -222,7 +222,9 @@ int tb_cmd_train(int argc, char **argv) {
         {"loader-threads", TB_OPT_INT, &fl.loader_threads, 1, 256, NULL, "JPEG decode threads per rank"},
         {"prefetch", TB_OPT_INT, &fl.prefetch, 2, 64, NULL, "batches the loader prepares ahead"},
         {"seed", TB_OPT_INT, &fl.seed, 0, 2147483647, NULL, "seed for weights, data order and augmentation"},
-        {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, "fp32|tf32|bf16|fp16", "compute precision"},
+        {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, "auto|fp32|tf32|bf16|fp16",
+         "compute precision; auto: bf16 (NHWC, fp32 master weights) on CUDA -- tensor cores at "
+         "full rate, half the memory traffic, no loss scaling -- and fp32 on the CPU"},
         {"lr", TB_OPT_DOUBLE, &fl.lr, 0, 1e6, NULL, "learning rate for a global batch of --lr-base-batch"},
         {"lr-base-batch", TB_OPT_INT, &fl.lr_base_batch, 1, 1 << 30, NULL, "lr scales linearly: lr * global batch / this"},
         {"lr-schedule", TB_OPT_STRING, fl.lr_schedule, 0, 0, NULL, "cosine | constant | step:E1,E2,... (x0.1 at each epoch)"},
@@ -251,7 +253,9 @@ int tb_cmd_train(int argc, char **argv) {
     };
     tb_cli_parse("train", "[mpirun -np N] trainbench [train] [options]", argc, argv, opts);
     if (fl.steps == 0 && fl.epochs == 0) tb_die("train: give --steps or --epochs");
-    if (strcmp(fl.precision, "fp32") != 0 && strcmp(fl.precision, TB_REAL_DTYPE == TB_F64 ? "fp64" : "fp32") != 0)
+    tb_precision prec = TB_PREC_FP32;
+    int prec_auto = strcmp(fl.precision, "auto") == 0;
+    if (!prec_auto && tb_precision_parse(fl.precision, &prec) != 0)
         tb_die("train: --precision %s is not available on this build; use fp32", fl.precision);
     if (fl.data[0] && fl.batch_file[0]) tb_die("train: give --data or --batch-file, not both");
     if (fl.val[0] && !fl.data[0]) tb_die("train: --val needs --data (top-1/top-5 on real images)");
@@ -318,10 +322,16 @@ int tb_cmd_train(int argc, char **argv) {
         threads = (int)(cores / (info.local_size > 0 ? info.local_size : 1));
         if (threads < 1) threads = 1;
     }
-    tb_backend_opts bo = {threads, info.local_rank, 0};
+    tb_backend_opts bo = {.threads = threads, .device = info.local_rank};
+    tb_precision_backend_opts(prec, &bo);
     char err[512];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("train: %s", err);
+    if (prec_auto) prec = tb_precision_default(be);
+    if (prec == TB_PREC_TF32 && strcmp(be->name, "cuda") != 0)
+        tb_die("train: --precision tf32 needs the CUDA backend (TF32 is a tensor-core format); "
+               "use fp32 on %s", be->name);
+    snprintf(fl.precision, sizeof fl.precision, "%s", tb_precision_name(prec));
     tb_launch_check_ranks(&info, be, "train", argc, argv);
 
     tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, 1);
@@ -331,7 +341,7 @@ int tb_cmd_train(int argc, char **argv) {
                      "--batch-size",
                      (long long)tb_source_epoch_size(src), info.world, fl.batch);
     int image = tb_source_image_size(src);
-    tb_model_opts mo = tb_model_default_opts();
+    tb_model_opts mo = tb_model_opts_for(prec);
     mo.fuse = !fl.no_fuse;
     tb_model *m = tb_model_create(&cfg, be, fl.batch, image, image, &mo);
     const char *bad = tb_model_degenerate_bn(m, fl.batch);

@@ -17,3 +17,14 @@ set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)
 add_executable(test_core test_core.c)
 target_link_libraries(test_core PRIVATE tb_core)
 add_test(NAME core_abort_cleanups COMMAND test_core)
+
+# The GPU work's host side, on every machine: layout math and 16-bit formats,
+# the CPU convert / input ops, step scalars, CPU events, the arena plan, and
+# in a CUDA build the cuDNN descriptor shapes and device discovery.
+add_executable(test_cuda_host test_cuda_host.c)
+target_link_libraries(test_cuda_host PRIVATE tb_app)
+if(TARGET tb_cuda)
+  target_compile_definitions(test_cuda_host PRIVATE TB_HAVE_CUDA=1)
+endif()
+add_test(NAME cuda_host COMMAND test_cuda_host)
+set_tests_properties(cuda_host PROPERTIES TIMEOUT 300)

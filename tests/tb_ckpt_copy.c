@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     tb_resnet_config cfg;
     if (tb_resnet_config_init(&cfg, meta.model, (int)meta.classes) != 0)
         tb_die("unknown model '%s' in '%s'", meta.model, argv[1]);
-    tb_backend_opts bo = {1, 0, 0};
+    tb_backend_opts bo = {.threads = 1};
     tb_backend *be = tb_cpu_backend_create(&bo);
     tb_model *m = tb_model_create(&cfg, be, 1, 32, 32, NULL);
     tb_ckpt_load(argv[1], m);

@@ -73,7 +73,7 @@ static void write_batch(const char *p, int n, int c, int h, int w, int nlabels, 
 }
 
 static void make_fixtures(void) {
-    tb_backend_opts bo = {1, 0, 0};
+    tb_backend_opts bo = {.threads = 1};
     tb_backend *be = tb_cpu_backend_create(&bo);
     tb_resnet_config cfg;
     tb_resnet_config_init(&cfg, "resnet18", 10);

@@ -230,7 +230,7 @@ static void test_conv(const conv_case *c, const conv_mode *modes, int nmodes) {
     fd(conv_loss, &ctx, wd, iw, sw, gw);
 
     for (int m = 0; m < nmodes; m++) {
-        tb_backend_opts opts = {modes[m].threads, 0, 0};
+        tb_backend_opts opts = {.threads = modes[m].threads};
         tb_backend *be = tb_cpu_backend_create(&opts);
         cpu_state *st = cpu_state_of(be);
         if (modes[m].min_cols) st->conv_min_cols = modes[m].min_cols;
@@ -247,7 +247,7 @@ static void test_conv(const conv_case *c, const conv_mode *modes, int nmodes) {
         tb_tensor tdx = tensor(dx, c->n, c->cin, c->h, c->w);
         tb_tensor tdw = tensor(dw, c->cout, c->cin, c->k, c->k);
         tb_conv_geom g = {c->cin, c->cout, c->k, c->s, c->p};
-        void *plan = be->conv_plan(be, &g, &tx, &ty);
+        void *plan = be->conv_plan(be, &g, &tx, &tw, &ty, &tdx, &tdw, &tdy);
 
         fill_nan(y, ny);
         be->conv_forward(be, plan, &g, &tx, &tw, &ty);
@@ -383,7 +383,7 @@ static void test_bn(tb_backend *be, const bn_case *b) {
     tb_tensor ty = tensor(y, b->n, C, b->h, b->w), tdy = tensor(dy, b->n, C, b->h, b->w);
     tb_tensor tdx = tensor(dx, b->n, C, b->h, b->w), tdz = tensor(dz, b->n, C, b->h, b->w);
     tb_bn_args a = {&tx, b->has_z ? &tz : NULL, &ty, b->relu, gamma, beta, rm, rv, smean, sinv,
-                    0.1, 1e-5};
+                    0.1, 1e-5, NULL, NULL, 0};
 
     /* forward, training: output, saved statistics, running statistics */
     fill_nan(y, n);
@@ -829,7 +829,14 @@ static void test_xent(tb_backend *be, double eps, double gscale, double spread) 
     const size_t n = (size_t)N * M;
     char what[160];
     double *ld = dalloc(n), *g = dalloc(n);
-    float *l = be->alloc(be, n * 4), *dl = be->alloc(be, n * 4), *loss = be->alloc(be, 4);
+    float *l = be->alloc(be, n * 4), *dl = be->alloc(be, n * 4);
+    /* the loss-gradient scale as data parallelism (grad_scale) and fp16
+     * loss scaling (loss_scale) make it: their product scales dlogits */
+    tb_step_scalars *sc = be->alloc(be, sizeof *sc);
+    memset(sc, 0, sizeof *sc);
+    sc->grad_scale = (float)(gscale * 4);
+    sc->loss_scale = 0.25f;
+    float *loss = &sc->loss;
     int32_t labels[5];
     fill_uniform(l, ld, n, -spread, spread);
     for (int i = 0; i < N; i++) labels[i] = (int32_t)tb_rng_below(&g_rng, M);
@@ -838,7 +845,7 @@ static void test_xent(tb_backend *be, double eps, double gscale, double spread) 
     tb_tensor tl = tensor(l, N, M, 1, 1), tdl = tensor(dl, N, M, 1, 1);
 
     fill_nan(dl, n);
-    be->softmax_xent(be, &tl, labels, (float)eps, (float)gscale, loss, &tdl);
+    be->softmax_xent(be, &tl, labels, (float)eps, sc, &tdl);
     xent_ctx ctx = {ld, labels, N, M, eps};
     double ref = xent_loss(&ctx);
     snprintf(what, sizeof what, "softmax_xent loss eps %.2f logits +-%g", eps, spread);
@@ -854,12 +861,12 @@ static void test_xent(tb_backend *be, double eps, double gscale, double spread) 
 
     labels[3] = M; /* out of range must be fatal */
     snprintf(what, sizeof what, "softmax_xent label %d of %d classes is fatal", M, M);
-    EXPECT_FATAL(what, be->softmax_xent(be, &tl, labels, (float)eps, (float)gscale, loss, &tdl));
+    EXPECT_FATAL(what, be->softmax_xent(be, &tl, labels, (float)eps, sc, &tdl));
     labels[3] = -1;
     EXPECT_FATAL("softmax_xent label -1 is fatal",
-                 be->softmax_xent(be, &tl, labels, (float)eps, (float)gscale, loss, &tdl));
+                 be->softmax_xent(be, &tl, labels, (float)eps, sc, &tdl));
     free(ld), free(g), free(idx);
-    be->release(be, l), be->release(be, dl), be->release(be, loss);
+    be->release(be, l), be->release(be, dl), be->release(be, sc);
 }
 
 /* ==== SGD ================================================================================ */
@@ -869,7 +876,15 @@ static void test_sgd(tb_backend *be, float momentum, int nesterov) {
     /* three segments with their own decay; [10,12) and [50,53) belong to
      * none and must not move */
     const tb_sgd_segment segs[3] = {{0, 10, 0.1f}, {12, 18, 0.0f}, {30, 20, 5e-4f}};
-    const tb_sgd_args a = {0.1f, momentum, nesterov, 0.5f};
+    const struct {
+        double lr, grad_scale;
+    } a = {0.1f, 0.5f};
+    /* lr and the unscale 1/loss_scale come from the device scalars */
+    tb_step_scalars *sc = be->alloc(be, sizeof *sc);
+    memset(sc, 0, sizeof *sc);
+    sc->lr = (float)a.lr;
+    sc->loss_scale = (float)(1.0 / a.grad_scale);
+    const tb_sgd_op op = {momentum, nesterov, 1, sc};
     char what[160];
     float *p = be->alloc(be, P * 4), *gr = be->alloc(be, P * 4), *buf = be->alloc(be, P * 4);
     double *pd = dalloc(P), *bd = dalloc(P), *gd = dalloc(P);
@@ -877,7 +892,7 @@ static void test_sgd(tb_backend *be, float momentum, int nesterov) {
     be->zero(be, buf, P * 4);
     for (int step = 0; step < STEPS; step++) {
         fill_uniform(gr, gd, P, -1, 1);
-        be->sgd_update(be, &a, segs, 3, p, gr, momentum != 0.0f ? buf : NULL);
+        be->sgd_update(be, &op, segs, 3, p, gr, momentum != 0.0f ? buf : NULL);
         for (int s = 0; s < 3; s++) /* the scalar reference */
             for (size_t i = segs[s].offset; i < segs[s].offset + segs[s].count; i++) {
                 double g = gd[i] * a.grad_scale + (double)segs[s].weight_decay * pd[i];
@@ -894,8 +909,18 @@ static void test_sgd(tb_backend *be, float momentum, int nesterov) {
             check_all(what, buf, bd, 50, FWD_ATOL, FWD_RTOL);
         }
     }
+    /* an overflowed step (found_inf set) changes nothing */
+    float *p0 = malloc(P * 4), *b0 = malloc(P * 4);
+    memcpy(p0, p, P * 4), memcpy(b0, buf, P * 4);
+    fill_uniform(gr, gd, P, -1, 1);
+    sc->found_inf = 1;
+    be->sgd_update(be, &op, segs, 3, p, gr, momentum != 0.0f ? buf : NULL);
+    snprintf(what, sizeof what, "sgd skips the update on found_inf, momentum %.1f nesterov %d",
+             (double)momentum, nesterov);
+    report(what, 0.0, 0.0, !memcmp(p, p0, P * 4) && !memcmp(buf, b0, P * 4));
+    free(p0), free(b0);
     free(pd), free(bd), free(gd);
-    be->release(be, p), be->release(be, gr), be->release(be, buf);
+    be->release(be, p), be->release(be, gr), be->release(be, buf), be->release(be, sc);
 }
 
 /* ==== the contract around the ops ====================================================== */
@@ -933,7 +958,7 @@ int main(void) {
            "finite differences (h %g) atol %g rtol %g\n",
            FWD_ATOL, FWD_RTOL, FD_H, FD_ATOL, FD_RTOL);
 
-    tb_backend_opts opts = {2, 0, 0};
+    tb_backend_opts opts = {.threads = 2};
     tb_backend *be = tb_cpu_backend_create(&opts);
     test_backend_contract(be);
     test_convs();

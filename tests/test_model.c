@@ -1,7 +1,10 @@
 /* test_model.c - the model without PyTorch in the loop: parameter tables
  * against torchvision's counts and names, graph shapes and FLOPs, the
  * initialisation's statistics, the gradient-arena plan, fused vs unfused
- * execution, and an exact checkpoint round trip. */
+ * execution, an exact checkpoint round trip, and the GPU's model plumbing
+ * run on the CPU: op weight copies (refresh, gradient conversion, the ready
+ * hook after it), the uint8 batch path, the per-step scalars, and a step
+ * skipped on an overflow under loss scaling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +228,198 @@ static void test_fused_matches_unfused(void) {
     tb_model_destroy(b);
 }
 
+/* One training step; *nready counts the ready hook's calls and checks that
+ * every range it reports is already final in the flat gradient buffer. */
+typedef struct {
+    tb_model *m;
+    int calls, bad;
+    tb_real *expect; /* NULL: only count */
+} ready_ctx;
+
+static void on_ready(void *ctx, size_t off, size_t count) {
+    ready_ctx *r = ctx;
+    r->calls++;
+    if (!r->expect) return;
+    tb_real *now = malloc(count * sizeof *now);
+    r->m->be->copy_d2h(r->m->be, now, r->m->grads + off, count * sizeof *now);
+    if (memcmp(now, r->expect + off, count * sizeof *now) != 0) r->bad++;
+    free(now);
+}
+
+static void step(tb_model *m, const float *x, const int32_t *y, int n, double lr, ready_ctx *r) {
+    tb_model_set_batch(m, x, y, n);
+    tb_model_forward(m, 1);
+    tb_model_loss(m, 0.1, 1.0);
+    tb_model_backward(m, r ? on_ready : NULL, r);
+    tb_sgd_args a = {lr, 0.9, 0, 1.0};
+    tb_model_sgd_step(m, &a, 1e-4, 0);
+}
+
+static int same_buffer(tb_model *a, tb_model *b, tb_real *pa, tb_real *pb, size_t n) {
+    tb_real *ha = malloc(n * sizeof *ha), *hb = malloc(n * sizeof *hb);
+    a->be->copy_d2h(a->be, ha, pa, n * sizeof *ha);
+    b->be->copy_d2h(b->be, hb, pb, n * sizeof *hb);
+    int same = memcmp(ha, hb, n * sizeof *ha) == 0;
+    free(ha);
+    free(hb);
+    return same;
+}
+
+/* The mixed-precision plumbing (op weight copies refreshed after each
+ * update, weight gradients converted into the flat buffer before the ready
+ * hook) gives bit-identical training when the copies are float32 NCHW. */
+static void test_op_copies(void) {
+    int n = 3, h = 32, w = 40, classes = 5;
+    tb_model *a = make("resnet18", classes, n, h, w, 1);
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet18", classes);
+    tb_model_opts o = tb_model_default_opts();
+    o.op_copies = 1;
+    tb_model *b = tb_model_create(&cfg, g_be, n, h, w, &o);
+    TB_CHECK(b->op_params && b->op_grads && !a->op_params, "op copies exist only when asked");
+    tb_model_init(a, 5);
+    tb_model_init(b, 5);
+    float *x = malloc((size_t)n * 3 * h * w * sizeof *x);
+    int32_t y[3];
+    for (int k = 0; k < 3; k++) {
+        random_batch(n, h, w, classes, 40 + (uint64_t)k, x, y);
+        step(a, x, y, n, 0.05, NULL);
+        ready_ctx r = {b, 0, 0, NULL};
+        step(b, x, y, n, 0.05, &r);
+        TB_CHECK(r.calls > 20, "ready hook called %d times", r.calls);
+        TB_CHECK(tb_model_read_loss(a) == tb_model_read_loss(b), "step %d loss: direct %.9g, op copies %.9g",
+                 k + 1, tb_model_read_loss(a), tb_model_read_loss(b));
+    }
+    TB_CHECK(same_buffer(a, b, a->params, b->params, a->pt.n_train) &&
+                 same_buffer(a, b, a->momentum, b->momentum, a->pt.n_train) &&
+                 same_buffer(a, b, a->grads, b->grads, a->pt.n_train),
+             "3 steps with op weight copies: params, momentum and grads bit-identical");
+    /* every range the hook reports is final when reported: a backward pass
+     * gives the final gradients, and a second, identical one (the loss
+     * rewritten first: the gradient arena reuses its slot) is checked
+     * against them at every hook call */
+    size_t nt = b->pt.n_train;
+    tb_real *final = malloc(nt * sizeof *final);
+    tb_model_forward(b, 1);
+    tb_model_loss(b, 0.1, 1.0);
+    tb_model_backward(b, NULL, NULL);
+    b->be->copy_d2h(b->be, final, b->grads, nt * sizeof *final);
+    tb_model_loss(b, 0.1, 1.0);
+    b->be->zero(b->be, b->grads, nt * sizeof(tb_real));
+    ready_ctx r = {b, 0, 0, final};
+    tb_model_backward(b, on_ready, &r);
+    TB_CHECK(r.bad == 0 && r.calls > 20, "ready hook: %d of %d ranges not final when reported", r.bad,
+             r.calls);
+    free(final);
+    free(x);
+    tb_model_destroy(a);
+    tb_model_destroy(b);
+}
+
+/* The uint8 batch (normalised and flipped by the input op) equals the
+ * loader's float batch of the same pixels. */
+static void test_u8_batch(void) {
+    int n = 2, S = 32, classes = 4;
+    tb_model *a = make("resnet18", classes, n, S, S, 1), *b = make("resnet18", classes, n, S, S, 1);
+    tb_model_init(a, 1);
+    tb_model_init(b, 1);
+    size_t px = (size_t)S * S;
+    uint8_t *u8 = malloc((size_t)n * px * 3), flip[2] = {0, 1};
+    float *f = malloc((size_t)n * 3 * px * sizeof *f);
+    tb_input_norm norm = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
+    tb_rng r;
+    tb_rng_seed(&r, 3, 4);
+    for (size_t i = 0; i < (size_t)n * px * 3; i++) u8[i] = (uint8_t)tb_rng_below(&r, 256);
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < 3; c++)
+            for (int yy = 0; yy < S; yy++)
+                for (int xx = 0; xx < S; xx++) {
+                    int xs = flip[j] ? S - 1 - xx : xx;
+                    float v = (float)u8[(((size_t)j * S + yy) * S + xs) * 3 + c] / 255.0f;
+                    f[(((size_t)j * 3 + c) * S + yy) * S + xx] = (v - norm.mean[c]) / norm.std[c];
+                }
+    int32_t y[2] = {1, 3};
+    tb_model_set_batch(a, f, y, n);
+    tb_model_set_batch_u8(b, u8, flip, y, n, &norm);
+    tb_model_forward(a, 1);
+    tb_model_forward(b, 1);
+    float la[8], lb[8];
+    tb_model_read_logits(a, la);
+    tb_model_read_logits(b, lb);
+    TB_CHECK(memcmp(la, lb, sizeof la) == 0, "uint8 batch + input op == float batch (logits bit-identical)");
+    free(u8);
+    free(f);
+    tb_model_destroy(a);
+    tb_model_destroy(b);
+}
+
+/* Loss scaling on the device's terms, run on the CPU: the loss gradient is
+ * scaled, SGD unscales, an overflowed step changes nothing but the scaler
+ * (scale halved, one skipped step), and the next step trains again. */
+static void test_loss_scaling_skip(void) {
+    int n = 2, S = 32, classes = 3;
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet18", classes);
+    tb_model_opts o = tb_model_default_opts();
+    o.loss_scaling.init_scale = 1024;
+    o.loss_scaling.growth_interval = 2;
+    tb_model *m = tb_model_create(&cfg, g_be, n, S, S, &o);
+    tb_model *ref = make("resnet18", classes, n, S, S, 1);
+    tb_model_init(m, 9);
+    tb_model_init(ref, 9);
+    float *x = malloc((size_t)n * 3 * S * S * sizeof *x);
+    int32_t y[2];
+    random_batch(n, S, S, classes, 77, x, y);
+    step(m, x, y, n, 0.01, NULL);
+    step(ref, x, y, n, 0.01, NULL);
+    size_t nt = m->pt.n_train;
+    tb_real *pm = malloc(nt * sizeof *pm), *pr = malloc(nt * sizeof *pr);
+    m->be->copy_d2h(m->be, pm, m->params, nt * sizeof *pm);
+    ref->be->copy_d2h(ref->be, pr, ref->params, nt * sizeof *pr);
+    double maxd = 0, maxp = 0;
+    for (size_t i = 0; i < nt; i++) {
+        maxd = fmax(maxd, fabs(pm[i] - pr[i]));
+        maxp = fmax(maxp, fabs(pr[i]));
+    }
+    TB_CHECK(maxd <= 1e-6 * maxp, "scaled step (x1024, then / 1024) == unscaled step: max diff %g", maxd);
+    tb_step_scalars sc;
+    tb_model_read_scalars(m, &sc);
+    TB_CHECK(sc.loss_scale == 1024 && sc.good_steps == 1 && sc.skipped_steps == 0,
+             "after a clean step: scale %g, good %d", (double)sc.loss_scale, sc.good_steps);
+    /* the overflow: an Inf in a gradient after backward (a test-only fault) */
+    tb_model_set_batch(m, x, y, n);
+    tb_model_forward(m, 1);
+    tb_model_loss(m, 0.0, 1.0);
+    tb_model_backward(m, NULL, NULL);
+    tb_real inf = (tb_real)INFINITY;
+    m->be->copy_h2d(m->be, m->grads + nt / 2, &inf, sizeof inf);
+    tb_real *mom0 = malloc(nt * sizeof *mom0);
+    m->be->copy_d2h(m->be, pm, m->params, nt * sizeof *pm);
+    m->be->copy_d2h(m->be, mom0, m->momentum, nt * sizeof *mom0);
+    tb_sgd_args a = {0.01, 0.9, 0, 1.0};
+    tb_model_sgd_step(m, &a, 1e-4, 0);
+    TB_CHECK(same_buffer(m, m, m->params, m->params, nt), "(self-check)");
+    tb_real *p1 = malloc(nt * sizeof *p1);
+    m->be->copy_d2h(m->be, p1, m->params, nt * sizeof *p1);
+    TB_CHECK(memcmp(p1, pm, nt * sizeof *p1) == 0, "the overflowed step left the weights untouched");
+    m->be->copy_d2h(m->be, p1, m->momentum, nt * sizeof *p1);
+    TB_CHECK(memcmp(p1, mom0, nt * sizeof *p1) == 0, "... and the momentum buffers");
+    tb_model_read_scalars(m, &sc);
+    TB_CHECK(sc.loss_scale == 512 && sc.skipped_steps == 1 && sc.good_steps == 0 && sc.found_inf == 0,
+             "after the overflow: scale %g (512), skipped %d (1), flag %d", (double)sc.loss_scale,
+             sc.skipped_steps, sc.found_inf);
+    step(m, x, y, n, 0.01, NULL);
+    m->be->copy_d2h(m->be, p1, m->params, nt * sizeof *p1);
+    TB_CHECK(memcmp(p1, pm, nt * sizeof *p1) != 0, "the next step trains again");
+    step(m, x, y, n, 0.01, NULL);
+    tb_model_read_scalars(m, &sc);
+    TB_CHECK(sc.loss_scale == 1024 && sc.skipped_steps == 1,
+             "two clean steps at growth interval 2: scale back to %g", (double)sc.loss_scale);
+    free(x), free(pm), free(pr), free(p1), free(mom0);
+    tb_model_destroy(m);
+    tb_model_destroy(ref);
+}
+
 /* Save -> load -> save gives bit-identical tensors, counters and momentum. */
 static void test_checkpoint_roundtrip(void) {
     tb_model *a = make("resnet18", 7, 1, 32, 32, 1);
@@ -281,7 +476,7 @@ static void test_degenerate_bn(void) {
 }
 
 int main(void) {
-    tb_backend_opts bo = {0, 0, 0};
+    tb_backend_opts bo = {.threads = 0};
     g_be = tb_cpu_backend_create(&bo);
     test_tables();
     test_init();
@@ -289,6 +484,9 @@ int main(void) {
     test_fused_matches_unfused();
     test_checkpoint_roundtrip();
     test_degenerate_bn();
+    test_op_copies();
+    test_u8_batch();
+    test_loss_scaling_skip();
     g_be->destroy(g_be);
     return tb_test_exit("test_model");
 }

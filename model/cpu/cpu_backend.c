@@ -1,9 +1,11 @@
 /* cpu_backend.c - the CPU backend's table: memory, ordering, threads.
  *
  * float32 NCHW only. Memory is ordinary host memory, 64-byte aligned; every
- * op runs to completion before it returns, so sync is a no-op. The ops live
- * in one file per family (cpu_conv.c, cpu_bn.c, ...), declared in
- * cpu_internal.h.
+ * op runs to completion before it returns, so sync is a no-op, streams are
+ * tokens, and an event completes when it is recorded (holding a host
+ * timestamp, so elapsed times work; tb_cpu_event_hold keeps them pending for
+ * tests). The ops live in one file per family (cpu_conv.c, cpu_bn.c, ...),
+ * declared in cpu_internal.h.
  */
 /* sched_getaffinity and the CPU_* macros */
 #define _GNU_SOURCE
@@ -19,6 +21,7 @@
 
 #include "model/cpu/cpu_internal.h"
 #include "src/core/log.h"
+#include "src/core/timer.h"
 
 /* Scratch for im2col and friends, all threads together (a target: convs
  * are split finer until their pieces fit). */
@@ -73,14 +76,32 @@ tb_real *cpu_workspace(cpu_state *st, size_t floats_per_thread) {
 
 /* ---- memory and ordering --------------------------------------------------- */
 
+/* be->alloc blocks carry their size in a 64-byte header, for the accounting. */
+#define CPU_ALLOC_HEADER 64
+
 static void *cpu_alloc(tb_backend *be, size_t bytes) {
-    (void)be;
-    return cpu_aligned_alloc(bytes, "a tensor");
+    cpu_state *st = cpu_state_of(be);
+    if (bytes > (size_t)-1 - CPU_ALLOC_HEADER)
+        tb_die("cpu backend: cannot allocate %zu bytes for a tensor", bytes);
+    char *p = cpu_aligned_alloc(bytes + CPU_ALLOC_HEADER, "a tensor");
+    memcpy(p, &bytes, sizeof bytes);
+    pthread_mutex_lock(&st->lock);
+    st->mem_in_use += bytes;
+    if (st->mem_in_use > st->mem_peak) st->mem_peak = st->mem_in_use;
+    pthread_mutex_unlock(&st->lock);
+    return p + CPU_ALLOC_HEADER;
 }
 
 static void cpu_release(tb_backend *be, void *p) {
-    (void)be;
-    free(p);
+    if (!p) return;
+    cpu_state *st = cpu_state_of(be);
+    char *base = (char *)p - CPU_ALLOC_HEADER;
+    size_t bytes;
+    memcpy(&bytes, base, sizeof bytes);
+    pthread_mutex_lock(&st->lock);
+    st->mem_in_use -= bytes;
+    pthread_mutex_unlock(&st->lock);
+    free(base);
 }
 
 static void cpu_zero(tb_backend *be, void *p, size_t bytes) {
@@ -95,10 +116,161 @@ static void cpu_copy(tb_backend *be, void *dst, const void *src, size_t bytes) {
 
 static void cpu_sync(tb_backend *be) { (void)be; /* every op has finished on return */ }
 
+static void cpu_memory(tb_backend *be, tb_mem_info *out) {
+    cpu_state *st = cpu_state_of(be);
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&st->lock);
+    out->in_use = st->mem_in_use;
+    out->peak = st->mem_peak;
+    pthread_mutex_unlock(&st->lock);
+}
+
+/* "Pinned" memory is plain host memory here; the copy is done on return. */
+static void *cpu_host_alloc(tb_backend *be, size_t bytes) {
+    (void)be;
+    return cpu_aligned_alloc(bytes, "host staging memory");
+}
+
+static void cpu_host_free(tb_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+
+static void cpu_copy_h2d_async(tb_backend *be, void *dst, const void *src, size_t bytes,
+                               tb_stream *s) {
+    (void)s;
+    cpu_copy(be, dst, src, bytes);
+}
+
+/* ---- streams and events (an emulation) --------------------------------------- */
+
+struct tb_event {
+    double t;                 /* host time it completed (tb_now) */
+    int done;                 /* 1: complete */
+    struct tb_event *prev, *next; /* cpu_state.events */
+};
+
+/* A stream is a token: distinct from NULL (the compute stream), nothing else. */
+static tb_stream *cpu_stream_create(tb_backend *be) {
+    (void)be;
+    return cpu_aligned_alloc(64, "a stream token");
+}
+
+static void cpu_stream_destroy(tb_backend *be, tb_stream *s) {
+    (void)be;
+    free(s);
+}
+
+static tb_event *cpu_event_create(tb_backend *be, int timing) {
+    (void)timing;
+    cpu_state *st = cpu_state_of(be);
+    tb_event *e = cpu_aligned_alloc(sizeof *e, "an event");
+    memset(e, 0, sizeof *e);
+    e->done = 1; /* like a fresh cudaEvent: querying it says complete */
+    e->t = tb_now();
+    pthread_mutex_lock(&st->lock);
+    e->next = st->events;
+    if (st->events) st->events->prev = e;
+    st->events = e;
+    pthread_mutex_unlock(&st->lock);
+    return e;
+}
+
+static void cpu_event_destroy(tb_backend *be, tb_event *e) {
+    if (!e) return;
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    if (e->prev) e->prev->next = e->next;
+    else st->events = e->next;
+    if (e->next) e->next->prev = e->prev;
+    pthread_mutex_unlock(&st->lock);
+    free(e);
+}
+
+static void cpu_event_record(tb_backend *be, tb_event *e, tb_stream *s) {
+    (void)s;
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    e->done = !st->ev_hold;
+    e->t = tb_now();
+    pthread_mutex_unlock(&st->lock);
+}
+
+static void cpu_stream_wait(tb_backend *be, tb_stream *s, tb_event *e) {
+    (void)be, (void)s, (void)e; /* the work e stands for has already run */
+}
+
+static void cpu_event_wait(tb_backend *be, tb_event *e) {
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    if (!e->done) { /* held by the test switch: the wait is what completes it */
+        e->done = 1;
+        e->t = tb_now();
+        st->ev_forced_waits++;
+    }
+    pthread_mutex_unlock(&st->lock);
+}
+
+static int cpu_event_done(tb_backend *be, tb_event *e) {
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    int d = e->done;
+    pthread_mutex_unlock(&st->lock);
+    return d;
+}
+
+static double cpu_event_elapsed_ms(tb_backend *be, tb_event *a, tb_event *b) {
+    if (!cpu_event_done(be, a) || !cpu_event_done(be, b))
+        TB_FATAL("cpu event_elapsed_ms: an event is still pending");
+    return (b->t - a->t) * 1e3;
+}
+
+static void *cpu_native(tb_backend *be, void *obj) {
+    (void)be, (void)obj;
+    return NULL;
+}
+static void *cpu_native_stream(tb_backend *be, tb_stream *s) { return cpu_native(be, s); }
+static void *cpu_native_event(tb_backend *be, tb_event *e) { return cpu_native(be, e); }
+
+static void release_locked(cpu_state *st) {
+    double now = tb_now();
+    for (tb_event *e = st->events; e; e = e->next)
+        if (!e->done) {
+            e->done = 1;
+            e->t = now;
+        }
+}
+
+void tb_cpu_event_hold(tb_backend *be, int on) {
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    st->ev_hold = on;
+    if (!on) release_locked(st);
+    pthread_mutex_unlock(&st->lock);
+}
+
+void tb_cpu_event_release(tb_backend *be) {
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    release_locked(st);
+    pthread_mutex_unlock(&st->lock);
+}
+
+long tb_cpu_event_forced_waits(tb_backend *be) {
+    cpu_state *st = cpu_state_of(be);
+    pthread_mutex_lock(&st->lock);
+    long n = st->ev_forced_waits;
+    pthread_mutex_unlock(&st->lock);
+    return n;
+}
+
 static void cpu_destroy(tb_backend *be) {
     if (!be) return;
     cpu_state *st = cpu_state_of(be);
-    if (st) free(st->ws);
+    if (st) {
+        free(st->ws);
+        pthread_mutex_destroy(&st->lock);
+    }
     free(st);
     free(be);
 }
@@ -158,6 +330,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     st->threads = threads;
     st->ws_cap_bytes = CPU_WS_CAP_BYTES;
     st->conv_min_cols = CPU_CONV_MIN_COLS;
+    pthread_mutex_init(&st->lock, NULL);
 
     tb_backend *be = cpu_aligned_alloc(sizeof *be, "the CPU backend");
     memset(be, 0, sizeof *be);
@@ -182,13 +355,31 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->copy_d2h = cpu_copy;
     be->copy_d2d = cpu_copy;
     be->sync = cpu_sync;
+    be->memory = cpu_memory;
+    be->host_alloc = cpu_host_alloc;
+    be->host_free = cpu_host_free;
+    be->copy_h2d_async = cpu_copy_h2d_async;
+    be->stream_create = cpu_stream_create;
+    be->stream_destroy = cpu_stream_destroy;
+    be->event_create = cpu_event_create;
+    be->event_destroy = cpu_event_destroy;
+    be->event_record = cpu_event_record;
+    be->stream_wait = cpu_stream_wait;
+    be->event_wait = cpu_event_wait;
+    be->event_done = cpu_event_done;
+    be->event_elapsed_ms = cpu_event_elapsed_ms;
+    be->native_stream = cpu_native_stream;
+    be->native_event = cpu_native_event;
 
     be->conv_plan = cpu_conv_plan;
     be->conv_plan_free = cpu_conv_plan_free;
+    be->conv_plan_describe = cpu_conv_plan_describe;
     be->conv_forward = cpu_conv_forward;
     be->conv_backward_data = cpu_conv_backward_data;
     be->conv_backward_filter = cpu_conv_backward_filter;
 
+    be->bn_plan = cpu_bn_plan;
+    be->bn_plan_free = cpu_bn_plan_free;
     be->bn_forward_train = cpu_bn_forward_train;
     be->bn_forward_infer = cpu_bn_forward_infer;
     be->bn_backward = cpu_bn_backward;
@@ -208,7 +399,11 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
 
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_update = cpu_sgd_update;
+    be->loss_scale_update = cpu_loss_scale_update;
+    be->convert = cpu_convert;
+    be->input_u8 = cpu_input_u8;
     be->count_nonfinite = cpu_count_nonfinite;
+    be->check_nonfinite = cpu_check_nonfinite;
 
     be->destroy = cpu_destroy;
     return be;

@@ -23,6 +23,18 @@ static void bn_check(const char *op, const tb_bn_args *a) {
     if (!a->gamma || !a->beta) TB_FATAL("cpu %s: gamma or beta is NULL", op);
 }
 
+/* No per-node state and nothing kept between forward and backward but the
+ * saved statistics the graph owns. */
+void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
+    (void)be, (void)a;
+    *reserve_bytes = 0;
+    return NULL;
+}
+
+void cpu_bn_plan_free(tb_backend *be, void *plan) {
+    (void)be, (void)plan;
+}
+
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
     const char *op = "bn_forward_train";
     bn_check(op, a);

@@ -23,6 +23,7 @@
  */
 #include <cblas.h>
 #include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
@@ -298,9 +299,12 @@ static conv_split split_backward_filter(const cpu_state *st, const conv_dims *d)
 /* ---- the table's entries ---------------------------------------------------------- */
 
 void *cpu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
-                    const tb_tensor *y) {
+                    const tb_tensor *w, const tb_tensor *y, const tb_tensor *dx,
+                    const tb_tensor *dw, const tb_tensor *dy) {
     /* No per-node state: size the shared scratch for the largest shapes now,
-     * so no step allocates. */
+     * so no step allocates. (One algorithm for every shape: nothing to
+     * measure on the buffers.) */
+    (void)w, (void)dx, (void)dw, (void)dy;
     cpu_state *st = cpu_state_of(be);
     conv_dims d = conv_dims_of("conv_plan", g, x, NULL, y);
     size_t ws = split_forward(st, &d).ws;
@@ -315,6 +319,11 @@ void *cpu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
 void cpu_conv_plan_free(tb_backend *be, void *plan) {
     (void)be;
     (void)plan; /* cpu_conv_plan returns NULL */
+}
+
+void cpu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
+    (void)be, (void)plan;
+    snprintf(buf, len, "im2col + GEMM (every batch size)");
 }
 
 void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,

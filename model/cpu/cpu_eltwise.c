@@ -85,3 +85,8 @@ size_t cpu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n) {
     for (size_t i = 0; i < n; i++) bad += !isfinite(x[i]);
     return bad;
 }
+
+/* found_inf = 1 when x[n] holds a NaN or Inf (the fp16 overflow check). */
+void cpu_check_nonfinite(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc) {
+    if (cpu_count_nonfinite(be, x, n)) sc->found_inf = 1;
+}

@@ -13,6 +13,7 @@
 #ifndef TB_CPU_INTERNAL_H
 #define TB_CPU_INTERNAL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,12 @@ typedef struct {
     size_t ws_stride;       /* floats per thread slice (multiple of 16) */
     size_t ws_cap_bytes;    /* upper bound on the whole scratch (all threads) */
     int conv_min_cols;      /* aim for GEMMs at least this many columns wide */
+    /* memory accounting and the event emulation (cpu_backend.c) */
+    pthread_mutex_t lock;   /* guards the fields below */
+    size_t mem_in_use, mem_peak;
+    struct tb_event *events; /* every live event (a list), for tb_cpu_event_hold */
+    int ev_hold;            /* test switch: recorded events stay pending */
+    long ev_forced_waits;   /* event_wait calls that found their event pending */
 } cpu_state;
 
 static inline cpu_state *cpu_state_of(tb_backend *be) { return (cpu_state *)be->priv; }
@@ -55,8 +62,10 @@ tb_real *cpu_workspace(cpu_state *st, size_t floats_per_thread);
 
 /* cpu_conv.c */
 void *cpu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
-                    const tb_tensor *y);
+                    const tb_tensor *w, const tb_tensor *y, const tb_tensor *dx,
+                    const tb_tensor *dw, const tb_tensor *dy);
 void cpu_conv_plan_free(tb_backend *be, void *plan);
+void cpu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
 void cpu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
                       const tb_tensor *w, const tb_tensor *y);
 void cpu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
@@ -67,6 +76,8 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                               int accumulate);
 
 /* cpu_bn.c */
+void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
+void cpu_bn_plan_free(tb_backend *be, void *plan);
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
@@ -99,14 +110,20 @@ void cpu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
 
 /* cpu_loss.c */
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                      double smoothing, double grad_scale, tb_real *loss,
-                      const tb_tensor *dlogits);
+                      double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits);
+
+/* cpu_sgd.c */
+void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs,
+                    int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
+void cpu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_interval);
+
+/* cpu_convert.c */
+void cpu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
+void cpu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
+                  const tb_input_norm *norm, const tb_tensor *dst);
 
 /* cpu_eltwise.c: checks */
 size_t cpu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n);
-
-/* cpu_sgd.c */
-void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
-                    int nseg, tb_real *params, const tb_real *grads, tb_real *momentum);
+void cpu_check_nonfinite(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc);
 
 #endif

@@ -3,8 +3,9 @@
  * Per row n of logits l [N,M], in double: lse = log sum_c exp(l[c]) (shifted
  * by the row maximum), -log p[c] = lse - l[c],
  *   loss_n   = (1-eps) * (lse - l[y_n]) + eps * mean_c (lse - l[c])
- *   dl[n,c]  = (p[c] - q[c]) / N * grad_scale,  q = (1-eps) onehot(y_n) + eps/M
- * and loss[0] = mean_n loss_n, summed in row order (independent of threads).
+ *   dl[n,c]  = (p[c] - q[c]) / N * gs,  q = (1-eps) onehot(y_n) + eps/M
+ * with gs = sc->grad_scale * sc->loss_scale (in double), and sc->loss =
+ * mean_n loss_n, summed in row order (independent of threads).
  */
 #include <math.h>
 #include <omp.h>
@@ -14,8 +15,7 @@
 #include "src/core/log.h"
 
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                      double smoothing, double grad_scale, tb_real *loss,
-                      const tb_tensor *dlogits) {
+                      double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits) {
     const char *op = "softmax_xent";
     cpu_check(logits, op, "logits");
     const int N = logits->n, M = logits->c * logits->h * logits->w;
@@ -24,7 +24,7 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
         cpu_check(dlogits, op, "dlogits");
         cpu_check_same_shape(logits, dlogits, op, "logits", "dlogits");
     }
-    if (!labels || !loss) TB_FATAL("cpu %s: labels or loss is NULL", op);
+    if (!labels || !sc) TB_FATAL("cpu %s: labels or step scalars are NULL", op);
     for (int n = 0; n < N; n++)
         if (labels[n] < 0 || labels[n] >= M)
             TB_FATAL("cpu %s: label %d of row %d is outside [0, %d)", op, (int)labels[n], n, M);
@@ -32,7 +32,7 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
     const tb_real *l = logits->data;                              /* [N,M] */
     tb_real *dl = dlogits ? (tb_real *)dlogits->data : NULL;        /* [N,M] or NULL */
     double *row_loss = cpu_aligned_alloc((size_t)N * sizeof(double), "softmax_xent rows");
-    const double eps = smoothing, gs = grad_scale;
+    const double eps = smoothing, gs = (double)sc->grad_scale * (double)sc->loss_scale;
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int n = 0; n < N; n++) {
@@ -58,6 +58,6 @@ void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *la
     }
     double total = 0.0;
     for (int n = 0; n < N; n++) total += row_loss[n];
-    loss[0] = (tb_real)(total / N);
+    sc->loss = (tb_real)(total / N);
     free(row_loss);
 }

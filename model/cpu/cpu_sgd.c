@@ -2,22 +2,26 @@
  *
  * torch.optim.SGD with dampening 0, applied per segment of the flat float32
  * buffers (each segment has its own weight decay):
- *   g = grad * grad_scale + wd * p;  buf = momentum * buf + g
+ *   g = grad * (1 / loss_scale) + wd * p;  buf = momentum * buf + g
  *   step = nesterov ? g + momentum * buf : buf;  p -= lr * step
- * With momentum 0 the buffer is not touched (torch keeps none).
+ * lr and loss_scale come from the step scalars; with skip_nonfinite and
+ * found_inf set, nothing changes. With momentum 0 the buffer is not touched
+ * (torch keeps none). Then the loss scaler's bookkeeping
+ * (loss_scale_update), as torch.cuda.amp.GradScaler.update.
  */
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
 #include "src/core/log.h"
 
-void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *segs,
+void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs,
                     int nseg, tb_real *params, const tb_real *grads, tb_real *momentum) {
-    if (nseg < 0 || (nseg > 0 && (!segs || !params || !grads)))
-        TB_FATAL("cpu sgd_update: NULL buffers or segments (nseg %d)", nseg);
+    if (nseg < 0 || (nseg > 0 && (!segs || !params || !grads)) || !a->sc)
+        TB_FATAL("cpu sgd_update: NULL buffers, segments or step scalars (nseg %d)", nseg);
     if (a->momentum != 0.0f && !momentum)
         TB_FATAL("cpu sgd_update: momentum %g needs a momentum buffer", (double)a->momentum);
-    const tb_real lr = a->lr, mom = a->momentum, gs = a->grad_scale;
+    if (a->skip_nonfinite && a->sc->found_inf) return; /* overflow: the step is skipped */
+    const tb_real lr = a->sc->lr, mom = (tb_real)a->momentum, gs = 1 / a->sc->loss_scale;
     const int nesterov = a->nesterov;
     const int threads = cpu_state_of(be)->threads;
 
@@ -40,4 +44,17 @@ void cpu_sgd_update(tb_backend *be, const tb_sgd_args *a, const tb_sgd_segment *
             }
         }
     }
+}
+
+void cpu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_interval) {
+    (void)be;
+    if (sc->found_inf) {
+        sc->loss_scale *= (tb_real)0.5;
+        sc->good_steps = 0;
+        sc->skipped_steps++;
+    } else if (++sc->good_steps >= growth_interval) {
+        sc->loss_scale *= 2;
+        sc->good_steps = 0;
+    }
+    sc->found_inf = 0;
 }

@@ -79,7 +79,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argv;
     fz_init(1);
     if (tb_resnet_config_init(&g_cfg, "resnet18", 2) != 0) abort();
-    tb_backend_opts bo = {1, 0, 0};
+    tb_backend_opts bo = {.threads = 1};
     tb_backend *be = tb_cpu_backend_create(&bo);
     g_model = tb_model_create(&g_cfg, be, 1, 32, 32, NULL);
 #ifdef FZ_STRUCTURED

@@ -1,0 +1,24 @@
+/* cuda_backend.h - constructor of the CUDA backend (cuDNN, cuBLASLt, own
+ * kernels; float32 / bfloat16 / float16, NCHW and NHWC), device discovery,
+ * and its test switches. */
+#ifndef TB_CUDA_BACKEND_H
+#define TB_CUDA_BACKEND_H
+
+#include <stddef.h>
+
+#include "model/backend.h"
+
+/* Devices visible to this process (cudaGetDeviceCount); -1 with the
+ * runtime's reason in why when it cannot tell (no driver, a driver older
+ * than the runtime, ...). Never aborts. */
+int tb_cuda_device_count(char *why, size_t len);
+
+/* The backend on device opts->device; NULL with one line in err when there
+ * is no such device. */
+tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_t errlen);
+
+/* Test switch: BatchNorm on cuDNN's fused kernels where they apply (NHWC,
+ * 16-bit, C % 4 == 0: the default) or always on the own kernels (0). */
+void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
+
+#endif

@@ -1,0 +1,208 @@
+/* cuda_bn.c - batch normalisation (+ residual add + ReLU) on the GPU (the
+ * counterpart of cpu/cpu_bn.c).
+ *
+ *   y = act(gamma * (x - mean) * invstd + beta + z)
+ *
+ * Two paths, chosen per node by bn_plan:
+ *  - cuDNN's fused kernels, cudnnBatchNormalizationForwardTrainingEx /
+ *    BackwardEx in CUDNN_BATCHNORM_SPATIAL_PERSISTENT mode with
+ *    CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION (or BN_ACTIVATION, or BN), where
+ *    cuDNN takes them: NHWC, 16-bit activations, C % 4 == 0, and a ReLU
+ *    whenever there is a residual. The ReLU mask lives in the node's reserve
+ *    space (sized by cudnnGetBatchNormalizationTrainingExReserveSpaceSize at
+ *    the largest batch). Backward uses it only when both gradient outputs
+ *    are overwritten (ResNet's case): BackwardEx has one data blend factor.
+ *  - own kernels (cuda_bn_kernels.cu) for everything else: shifted double
+ *    partial sums per channel, combined in a fixed order.
+ * Both keep the semantics of backend.h: biased variance to normalise,
+ * unbiased into running_var, momentum 0.1, eps 1e-5, save_invstd =
+ * 1/sqrt(var + eps). A cuDNN call that answers NOT_SUPPORTED at run time
+ * moves the node to the own kernels for good (forward) or for that call
+ * (backward: the own backward needs only x, y and the saved statistics,
+ * which both paths keep alike).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cuda/cuda_internal.h"
+#include "src/core/log.h"
+
+typedef struct {
+    cu_bn_shape shape;          /* at the largest batch */
+    int relu, has_z;
+    int cudnn;                  /* 1: the fused cuDNN path */
+    cudnnBatchNormOps_t ops;
+    cudnnTensorDescriptor_t xd; /* x, y, z, dy, dx, dz: one descriptor, set per batch */
+    int xd_n;
+    cudnnTensorDescriptor_t pd; /* [1,C,1,1] float: gamma, beta, statistics */
+    cudnnActivationDescriptor_t act;
+    size_t reserve;             /* bytes at the largest batch */
+} bn_plan;
+
+static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
+    const tb_tensor *x = a->x;
+    if (!st->bn_cudnn) return 0;
+    if (x->dtype == TB_F32 || x->layout != TB_NHWC || x->c % 4 != 0) return 0;
+    if (a->z && !a->relu) return 0; /* no "BN + add" op without the activation */
+    return 1;
+}
+
+static void set_x_desc(bn_plan *p, int n) {
+    if (p->xd_n == n) return;
+    TB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->xd, CUDNN_TENSOR_NHWC,
+                                              cu_cudnn_dtype(p->shape.dtype), n, p->shape.C,
+                                              p->shape.H, p->shape.W));
+    p->xd_n = n;
+}
+
+void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
+    cu_state *st = cu_state_of(be);
+    const tb_tensor *x = a->x;
+    *reserve_bytes = 0;
+    bn_plan *p = calloc(1, sizeof *p);
+    if (!p) TB_FATAL("out of host memory");
+    cu_bn_shape s = {x->dtype, x->layout, x->n, x->c, x->h, x->w};
+    p->shape = s;
+    p->relu = a->relu;
+    p->has_z = a->z != NULL;
+    /* the own kernels' scratch, at the largest batch: sized now, not in a step */
+    cu_scratch(be, cu_bn_scratch_bytes(&s));
+    if (!cudnn_eligible(st, a)) return p;
+
+    p->ops = a->z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
+             : a->relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION
+                       : CUDNN_BATCHNORM_OPS_BN;
+    TB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->xd));
+    TB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->pd));
+    TB_CUDNN_CHECK(cudnnCreateActivationDescriptor(&p->act));
+    TB_CUDNN_CHECK(cudnnSetActivationDescriptor(p->act, CUDNN_ACTIVATION_RELU,
+                                                CUDNN_PROPAGATE_NAN, 0.0));
+    set_x_desc(p, x->n);
+    TB_CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(p->pd, p->xd, CUDNN_BATCHNORM_SPATIAL_PERSISTENT));
+    cudnnActivationDescriptor_t act = p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act;
+    cudnnTensorDescriptor_t zd = a->z ? p->xd : NULL;
+    size_t fws = 0, bws = 0, res = 0;
+    cudnnStatus_t s1 = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+        st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, p->xd, zd, p->xd, p->pd, act, &fws);
+    cudnnStatus_t s2 = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+        st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, p->xd, p->xd, p->xd, zd, p->xd,
+        p->pd, act, &bws);
+    cudnnStatus_t s3 = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
+        st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, act, p->xd, &res);
+    if (s1 != CUDNN_STATUS_SUCCESS || s2 != CUDNN_STATUS_SUCCESS || s3 != CUDNN_STATUS_SUCCESS)
+        return p; /* cuDNN declines this shape: the own kernels */
+    p->cudnn = 1;
+    p->reserve = res;
+    *reserve_bytes = res;
+    cu_workspace(st, fws > bws ? fws : bws);
+    return p;
+}
+
+void cu_bn_plan_free(tb_backend *be, void *plan) {
+    (void)be;
+    bn_plan *p = plan;
+    if (!p) return;
+    if (p->xd) TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->xd));
+    if (p->pd) TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->pd));
+    if (p->act) TB_CUDNN_CHECK(cudnnDestroyActivationDescriptor(p->act));
+    free(p);
+}
+
+static void bn_check(const char *op, const tb_bn_args *a, const bn_plan *p) {
+    cu_check(a->x, op, "x");
+    cu_check(a->y, op, "y");
+    cu_check_same(a->x, a->y, op, "x", "y");
+    if (a->z) {
+        cu_check(a->z, op, "z");
+        cu_check_same(a->x, a->z, op, "x", "z");
+    }
+    if (!a->gamma || !a->beta) TB_FATAL("cuda %s: gamma or beta is NULL", op);
+    if (!p) TB_FATAL("cuda %s: no plan (bn_plan was not called for this node)", op);
+    if (a->x->c != p->shape.C || a->x->h != p->shape.H || a->x->w != p->shape.W ||
+        a->x->n > p->shape.N || a->x->dtype != p->shape.dtype || a->x->layout != p->shape.layout ||
+        a->relu != p->relu || (a->z != NULL) != p->has_z)
+        TB_FATAL("cuda %s: the call [%d,%d,%d,%d] does not fit the plan [<=%d,%d,%d,%d]", op,
+                 a->x->n, a->x->c, a->x->h, a->x->w, p->shape.N, p->shape.C, p->shape.H,
+                 p->shape.W);
+}
+
+static cu_bn_shape shape_of(const tb_tensor *x) {
+    cu_bn_shape s = {x->dtype, x->layout, x->n, x->c, x->h, x->w};
+    return s;
+}
+
+void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
+    const char *op = "bn_forward_train";
+    bn_plan *p = a->plan;
+    bn_check(op, a, p);
+    if (!a->running_mean || !a->running_var || !a->save_mean || !a->save_invstd)
+        TB_FATAL("cuda %s: running or saved statistics are NULL", op);
+    if ((size_t)a->x->n * a->x->h * a->x->w < 2)
+        TB_FATAL("cuda %s: training batch norm needs more than 1 value per channel", op);
+    cu_state *st = cu_state_of(be);
+    if (p->cudnn) {
+        if (!a->reserve && p->reserve) TB_FATAL("cuda %s: the node's reserve space is missing", op);
+        set_x_desc(p, a->x->n);
+        const float one = 1.0f, zero = 0.0f;
+        cudnnStatus_t r = cudnnBatchNormalizationForwardTrainingEx(
+            st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, &one, &zero, p->xd, a->x->data,
+            a->z ? p->xd : NULL, a->z ? a->z->data : NULL, p->xd, a->y->data, p->pd, a->gamma,
+            a->beta, a->momentum, a->running_mean, a->running_var, a->eps, a->save_mean,
+            a->save_invstd, p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes,
+            a->reserve, a->reserve_bytes);
+        if (r == CUDNN_STATUS_SUCCESS) return;
+        if (r != CUDNN_STATUS_NOT_SUPPORTED) TB_CUDNN_CHECK(r);
+        p->cudnn = 0; /* declined at run time: the own kernels from now on */
+    }
+    cu_bn_shape s = shape_of(a->x);
+    cu_bn_train_kernels(cu_stream(be), &s, a->x->data, a->z ? a->z->data : NULL, a->y->data,
+                        a->relu, a->gamma, a->beta, a->running_mean, a->running_var, a->save_mean,
+                        a->save_invstd, a->momentum, a->eps,
+                        cu_scratch(be, cu_bn_scratch_bytes(&s)));
+}
+
+void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
+    const char *op = "bn_forward_infer";
+    bn_check(op, a, a->plan);
+    if (!a->running_mean || !a->running_var) TB_FATAL("cuda %s: running statistics are NULL", op);
+    cu_bn_shape s = shape_of(a->x);
+    cu_bn_infer_kernels(cu_stream(be), &s, a->x->data, a->z ? a->z->data : NULL, a->y->data,
+                        a->relu, a->gamma, a->beta, a->running_mean, a->running_var, a->eps,
+                        cu_scratch(be, cu_bn_scratch_bytes(&s)));
+}
+
+void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
+    const char *op = "bn_backward";
+    bn_plan *p = a->plan;
+    bn_check(op, a, p);
+    cu_check(g->dy, op, "dy");
+    cu_check(g->dx, op, "dx");
+    cu_check_same(a->x, g->dy, op, "x", "dy");
+    cu_check_same(a->x, g->dx, op, "x", "dx");
+    if (g->dz) {
+        cu_check(g->dz, op, "dz");
+        cu_check_same(a->x, g->dz, op, "x", "dz");
+    }
+    if ((g->dz != NULL) != (a->z != NULL)) TB_FATAL("cuda %s: dz must be given exactly with z", op);
+    if (!a->save_mean || !a->save_invstd || !g->dgamma || !g->dbeta)
+        TB_FATAL("cuda %s: saved statistics, dgamma or dbeta is NULL", op);
+    cu_state *st = cu_state_of(be);
+    if (p->cudnn && !g->accumulate_dx && !(g->dz && g->accumulate_dz)) {
+        set_x_desc(p, a->x->n);
+        const float one = 1.0f, zero = 0.0f;
+        cudnnStatus_t r = cudnnBatchNormalizationBackwardEx(
+            st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, &one, &zero, &one, &zero, p->xd,
+            a->x->data, p->xd, a->y->data, p->xd, g->dy->data, g->dz ? p->xd : NULL,
+            g->dz ? g->dz->data : NULL, p->xd, g->dx->data, p->pd, a->gamma, a->beta, g->dgamma,
+            g->dbeta, a->eps, a->save_mean, a->save_invstd,
+            p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes, a->reserve,
+            a->reserve_bytes);
+        if (r == CUDNN_STATUS_SUCCESS) return;
+        if (r != CUDNN_STATUS_NOT_SUPPORTED) TB_CUDNN_CHECK(r);
+    }
+    cu_bn_shape s = shape_of(a->x);
+    cu_bn_backward_kernels(cu_stream(be), &s, a->x->data, a->y->data, g->dy->data, g->dx->data,
+                           g->dz ? g->dz->data : NULL, a->relu, g->accumulate_dx,
+                           g->accumulate_dz, a->gamma, a->save_mean, a->save_invstd, g->dgamma,
+                           g->dbeta, cu_scratch(be, cu_bn_scratch_bytes(&s)));
+}

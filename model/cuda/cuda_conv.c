@@ -1,0 +1,393 @@
+/* cuda_conv.c - convolution on cuDNN (the counterpart of cpu/cpu_conv.c).
+ *
+ *   forward          cudnnConvolutionForward         y  = conv(x, w)
+ *   backward data    cudnnConvolutionBackwardData    dx (+)= convT(dy, w)   (beta 0 or 1)
+ *   backward filter  cudnnConvolutionBackwardFilter  dw (+)= corr(x, dy)
+ *
+ * A plan per conv node holds the filter and convolution descriptors and one
+ * entry per batch size it has run: the x/y descriptors and, per direction,
+ * the algorithm chosen, its math type and workspace. The entry for the
+ * largest batch is made by conv_plan, on the real buffers the graph gave it
+ * (cudnnFind*AlgorithmEx times every algorithm there); an entry for a
+ * smaller batch (an epoch's last step) is made on its first forward, on the
+ * same buffers, when overwriting y, dy, dx and dw is harmless. Choosing:
+ * the fastest measured algorithm (or cuDNN's first heuristic pick with
+ * --no-autotune) that ran, fits the workspace limit, is deterministic under
+ * --deterministic, and keeps the precision asked for: float32 takes only
+ * FMA kernels (no TF32), tf32 allows tensor-op TF32 but never the fp16
+ * down-conversion, 16-bit takes tensor-op kernels. The shared workspace
+ * grows to the largest choice while planning.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cuda/cuda_internal.h"
+#include "src/core/log.h"
+
+#define CONV_ALGOS 16 /* more than any direction's algorithm count */
+
+typedef struct {
+    int algo;                 /* cudnnConvolution*Algo_t */
+    cudnnMathType_t math;
+    size_t ws;                /* workspace bytes */
+    float ms;                 /* measured time, or -1 (heuristic choice) */
+    cudnnConvolutionDescriptor_t conv; /* this direction's math type */
+} conv_choice;
+
+typedef struct {
+    int n;
+    cudnnTensorDescriptor_t x, y;
+    conv_choice fwd, data, filter;
+    int has_data;
+} conv_entry;
+
+typedef struct {
+    tb_conv_geom g;
+    tb_dtype dtype;
+    tb_layout layout;
+    int h, w, max_n;
+    cudnnFilterDescriptor_t f;
+    /* the buffers of the largest batch, for measuring other batch sizes */
+    const void *xb, *wb;
+    void *yb, *dxb, *dwb, *dyb;
+    conv_entry *e;
+    int ne, cap;
+} conv_plan;
+
+/* ---- descriptors --------------------------------------------------------------- */
+
+static cudnnTensorFormat_t fmt(tb_layout l) {
+    return l == TB_NCHW ? CUDNN_TENSOR_NCHW : CUDNN_TENSOR_NHWC;
+}
+
+void cu_conv_set_descs(const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
+                       cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+                       cudnnFilterDescriptor_t f, cudnnConvolutionDescriptor_t conv) {
+    int ho = (h + 2 * g->pad - g->k) / g->stride + 1, wo = (w + 2 * g->pad - g->k) / g->stride + 1;
+    cudnnDataType_t d = cu_cudnn_dtype(dt);
+    if (x) TB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, fmt(l), d, n, g->cin, h, w));
+    if (y) TB_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, fmt(l), d, n, g->cout, ho, wo));
+    /* NCHW filters are KCRS (OIHW), NHWC filters KRSC (OHWI): backend.h's weight layouts */
+    if (f) TB_CUDNN_CHECK(cudnnSetFilter4dDescriptor(f, d, fmt(l), g->cout, g->cin, g->k, g->k));
+    if (conv)
+        TB_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, g->pad, g->pad, g->stride, g->stride,
+                                                       1, 1, CUDNN_CROSS_CORRELATION,
+                                                       CUDNN_DATA_FLOAT));
+}
+
+/* The math type the search starts from, and whether a result's math type
+ * keeps the precision asked for. */
+static cudnnMathType_t search_math(const cu_state *st, tb_dtype dt) {
+    if (dt != TB_F32) return CUDNN_TENSOR_OP_MATH;
+    return st->tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; /* DEFAULT allows TF32 on Ampere+ */
+}
+
+/* relaxed: for IEEE float32, also accept a result cuDNN reports as
+ * DEFAULT_MATH (the second pass of pick, with a warning) */
+static int math_ok(const cu_state *st, tb_dtype dt, cudnnMathType_t m, int relaxed) {
+    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt != TB_F32; /* fp32 -> fp16: never */
+    if (dt == TB_F32 && !st->tf32)
+        return m == CUDNN_FMA_MATH || (relaxed && m == CUDNN_DEFAULT_MATH);
+    return 1;
+}
+
+/* ---- choosing algorithms ---------------------------------------------------------------
+ * The three directions differ only in their types; each perf array is
+ * reduced to {algo, status, time, memory, determinism, mathType}. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    float time;
+    size_t memory;
+    cudnnDeterminism_t det;
+    cudnnMathType_t math;
+} perf_row;
+
+#define PERF_ROWS(dst, src, n)                                                                  \
+    do {                                                                                        \
+        for (int i_ = 0; i_ < (n); i_++) {                                                      \
+            (dst)[i_].algo = (int)(src)[i_].algo;                                               \
+            (dst)[i_].status = (src)[i_].status;                                                \
+            (dst)[i_].time = (src)[i_].time;                                                    \
+            (dst)[i_].memory = (src)[i_].memory;                                                \
+            (dst)[i_].det = (src)[i_].determinism;                                              \
+            (dst)[i_].math = (src)[i_].mathType;                                                \
+        }                                                                                       \
+    } while (0)
+
+static const char *dir_name[3] = {"forward", "backward data", "backward filter"};
+
+/* The first acceptable row (rows come sorted best first). */
+static void pick(const cu_state *st, const conv_plan *p, int dir, const perf_row *r, int n,
+                 int measured, conv_choice *c) {
+    static int warned;
+    for (int relaxed = 0; relaxed < 2; relaxed++)
+        for (int i = 0; i < n; i++) {
+            if (r[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (r[i].memory > st->ws_limit) continue;
+            if (st->deterministic && r[i].det != CUDNN_DETERMINISTIC) continue;
+            if (!math_ok(st, p->dtype, r[i].math, relaxed)) continue;
+            if (relaxed && !warned++)
+                tb_warn("cuda conv: cuDNN reports no FMA-only %s algorithm for a float32 conv "
+                        "(%d->%d k%d); taking one marked DEFAULT_MATH, which may use TF32 on this "
+                        "GPU (NVIDIA_TF32_OVERRIDE=0 forbids it)",
+                        dir_name[dir], p->g.cin, p->g.cout, p->g.k);
+            c->algo = r[i].algo;
+            c->math = r[i].math;
+            c->ws = r[i].memory;
+            c->ms = measured ? r[i].time : -1.0f;
+            TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
+            return;
+        }
+    tb_die("cuda conv %d->%d k%d s%d (%s %s): cuDNN offers no %s algorithm that is %s%s and fits "
+           "the workspace limit of %.0f MiB; raise the limit or drop --deterministic",
+           p->g.cin, p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype),
+           tb_layout_name(p->layout), dir_name[dir],
+           p->dtype == TB_F32 && !st->tf32 ? "IEEE float32" : "usable",
+           st->deterministic ? " and deterministic" : "", (double)st->ws_limit / 1048576.0);
+}
+
+/* Chooses the algorithms of entry e. measure: time them on the plan's
+ * buffers (cudnnFind*Ex writes y, dx and dw), else cuDNN's heuristics. */
+static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
+    cu_state *st = cu_state_of(be);
+    cudnnHandle_t h = st->cudnn;
+    perf_row rows[CONV_ALGOS];
+    int n = 0;
+    size_t fws = 0;
+    void *ws = measure ? cu_find_workspace(st, &fws) : NULL;
+    cudnnMathType_t m0 = search_math(st, p->dtype);
+    conv_choice *cs[3] = {&e->fwd, &e->data, &e->filter};
+    for (int d = 0; d < 3; d++) TB_CUDNN_CHECK(cudnnSetConvolutionMathType(cs[d]->conv, m0));
+
+    {
+        cudnnConvolutionFwdAlgoPerf_t pr[CONV_ALGOS];
+        if (measure)
+            TB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+                h, e->x, p->xb, p->f, p->wb, e->fwd.conv, e->y, p->yb, CONV_ALGOS, &n, pr, ws, fws));
+        else
+            TB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, p->f, e->fwd.conv, e->y,
+                                                                  CONV_ALGOS, &n, pr));
+        PERF_ROWS(rows, pr, n);
+        pick(st, p, 0, rows, n, measure, &e->fwd);
+    }
+    if (e->has_data) {
+        cudnnConvolutionBwdDataAlgoPerf_t pr[CONV_ALGOS];
+        if (measure)
+            TB_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                h, p->f, p->wb, e->y, p->dyb, e->data.conv, e->x, p->dxb, CONV_ALGOS, &n, pr, ws, fws));
+        else
+            TB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                h, p->f, e->y, e->data.conv, e->x, CONV_ALGOS, &n, pr));
+        PERF_ROWS(rows, pr, n);
+        pick(st, p, 1, rows, n, measure, &e->data);
+    }
+    {
+        cudnnConvolutionBwdFilterAlgoPerf_t pr[CONV_ALGOS];
+        if (measure)
+            TB_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                h, e->x, p->xb, e->y, p->dyb, e->filter.conv, p->f, p->dwb, CONV_ALGOS, &n, pr, ws,
+                fws));
+        else
+            TB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                h, e->x, e->y, e->filter.conv, p->f, CONV_ALGOS, &n, pr));
+        PERF_ROWS(rows, pr, n);
+        pick(st, p, 2, rows, n, measure, &e->filter);
+    }
+    size_t need = e->fwd.ws;
+    if (e->has_data && e->data.ws > need) need = e->data.ws;
+    if (e->filter.ws > need) need = e->filter.ws;
+    cu_workspace(st, need);
+}
+
+static conv_entry *new_entry(tb_backend *be, conv_plan *p, int n, int measure) {
+    cu_not_capturing(be, "preparing a convolution for a new batch size");
+    if (p->ne == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 4;
+        p->e = realloc(p->e, (size_t)p->cap * sizeof *p->e);
+        if (!p->e) TB_FATAL("out of host memory");
+    }
+    conv_entry *e = &p->e[p->ne++];
+    memset(e, 0, sizeof *e);
+    e->n = n;
+    e->has_data = p->dxb != NULL;
+    TB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
+    TB_CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
+    conv_choice *cs[3] = {&e->fwd, &e->data, &e->filter};
+    for (int d = 0; d < 3; d++) {
+        TB_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&cs[d]->conv));
+        cu_conv_set_descs(&p->g, p->dtype, p->layout, n, p->h, p->w, NULL, NULL, NULL, cs[d]->conv);
+    }
+    cu_conv_set_descs(&p->g, p->dtype, p->layout, n, p->h, p->w, e->x, e->y, NULL, NULL);
+    choose(be, p, e, measure);
+    return e;
+}
+
+/* The entry for batch n: made now when missing and measure_ok (in forward),
+ * from heuristics otherwise (a backward pass at a batch size that never ran
+ * forward must not overwrite gradients it is accumulating into). */
+static conv_entry *entry_for(tb_backend *be, conv_plan *p, int n, int measure_ok) {
+    for (int i = 0; i < p->ne; i++)
+        if (p->e[i].n == n) return &p->e[i];
+    if (n > p->max_n)
+        TB_FATAL("cuda conv: batch %d is larger than the %d this plan was made for", n, p->max_n);
+    return new_entry(be, p, n, measure_ok && cu_state_of(be)->autotune);
+}
+
+/* ---- the table's entries ----------------------------------------------------------------- */
+
+void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
+                   const tb_tensor *w, const tb_tensor *y, const tb_tensor *dx,
+                   const tb_tensor *dw, const tb_tensor *dy) {
+    const char *op = "conv_plan";
+    cu_check(x, op, "x");
+    cu_check(w, op, "w");
+    cu_check(y, op, "y");
+    cu_check(dw, op, "dw");
+    cu_check(dy, op, "dy");
+    if (dx) cu_check_same(x, dx, op, "x", "dx");
+    cu_check_same(y, dy, op, "y", "dy");
+    if (w->dtype != x->dtype || w->layout != x->layout || dw->dtype != x->dtype ||
+        dw->layout != x->layout || y->dtype != x->dtype || y->layout != x->layout)
+        TB_FATAL("cuda %s: x, w, dw and y must share dtype and layout", op);
+    conv_plan *p = calloc(1, sizeof *p);
+    if (!p) TB_FATAL("out of host memory");
+    p->g = *g;
+    p->dtype = x->dtype;
+    p->layout = x->layout;
+    p->h = x->h;
+    p->w = x->w;
+    p->max_n = x->n;
+    p->xb = x->data;
+    p->wb = w->data;
+    p->yb = y->data;
+    p->dxb = dx ? dx->data : NULL;
+    p->dwb = dw->data;
+    p->dyb = dy->data;
+    TB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->f));
+    cu_conv_set_descs(g, p->dtype, p->layout, x->n, x->h, x->w, NULL, NULL, p->f, NULL);
+    new_entry(be, p, x->n, cu_state_of(be)->autotune);
+    return p;
+}
+
+void cu_conv_plan_free(tb_backend *be, void *plan) {
+    (void)be;
+    conv_plan *p = plan;
+    if (!p) return;
+    for (int i = 0; i < p->ne; i++) {
+        TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->e[i].x));
+        TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->e[i].y));
+        TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].fwd.conv));
+        TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].data.conv));
+        TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].filter.conv));
+    }
+    TB_CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->f));
+    free(p->e);
+    free(p);
+}
+
+static const char *fwd_names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                  "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+static const char *data_names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                   "WINOGRAD_NONFUSED"};
+static const char *filter_names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                     "WINOGRAD_NONFUSED", "FFT_TILING"};
+
+static const char *math_name(cudnnMathType_t m) {
+    return m == CUDNN_FMA_MATH ? "fma" : m == CUDNN_TENSOR_OP_MATH ? "tensor-op"
+           : m == CUDNN_DEFAULT_MATH                              ? "default"
+                                                                  : "tensor-op+conversion";
+}
+
+static int describe_choice(char *buf, size_t len, const char *dir, const char *const *names,
+                           int nnames, const conv_choice *c) {
+    const char *nm = c->algo >= 0 && c->algo < nnames ? names[c->algo] : "?";
+    if (c->ms >= 0)
+        return snprintf(buf, len, " %s %s (%s, %.1f MiB, %.3f ms)", dir, nm, math_name(c->math),
+                        (double)c->ws / 1048576.0, (double)c->ms);
+    return snprintf(buf, len, " %s %s (%s, %.1f MiB, heuristic)", dir, nm, math_name(c->math),
+                    (double)c->ws / 1048576.0);
+}
+
+void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
+    (void)be;
+    conv_plan *p = plan;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->ne && used + 1 < len; i++) {
+        const conv_entry *e = &p->e[i];
+        int k = snprintf(buf + used, len - used, "%sn=%d:", i ? "; " : "", e->n);
+        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+        k = describe_choice(buf + used, len - used, "fwd", fwd_names, 8, &e->fwd);
+        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+        if (e->has_data) {
+            k = describe_choice(buf + used, len - used, "data", data_names, 6, &e->data);
+            if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+        }
+        k = describe_choice(buf + used, len - used, "filter", filter_names, 7, &e->filter);
+        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+    }
+}
+
+/* Checks a call's tensors against the plan and returns the entry for its batch. */
+static conv_entry *call_entry(tb_backend *be, conv_plan *p, const char *op, const tb_conv_geom *g,
+                              const tb_tensor *x, const tb_tensor *w, const tb_tensor *y,
+                              int measure_ok) {
+    cu_check(x, op, "x");
+    cu_check(w, op, "w");
+    cu_check(y, op, "y");
+    if (!p) TB_FATAL("cuda %s: no plan (conv_plan was not called for this node)", op);
+    int ho = (p->h + 2 * g->pad - g->k) / g->stride + 1, wo = (p->w + 2 * g->pad - g->k) / g->stride + 1;
+    if (memcmp(g, &p->g, sizeof *g) != 0 || x->c != g->cin || x->h != p->h || x->w != p->w ||
+        y->c != g->cout || y->h != ho || y->w != wo || y->n != x->n || w->n != g->cout ||
+        w->c != g->cin || w->h != g->k || w->w != g->k)
+        TB_FATAL("cuda %s: x [%d,%d,%d,%d], w [%d,%d,%d,%d], y [%d,%d,%d,%d] do not fit the plan "
+                 "(conv %d->%d k=%d stride=%d pad=%d at %dx%d)",
+                 op, x->n, x->c, x->h, x->w, w->n, w->c, w->h, w->w, y->n, y->c, y->h, y->w,
+                 p->g.cin, p->g.cout, p->g.k, p->g.stride, p->g.pad, p->h, p->w);
+    if (x->dtype != p->dtype || x->layout != p->layout || w->dtype != p->dtype ||
+        w->layout != p->layout || y->dtype != p->dtype || y->layout != p->layout)
+        TB_FATAL("cuda %s: tensors are not %s %s as planned", op, tb_dtype_name(p->dtype),
+                 tb_layout_name(p->layout));
+    cu_end_planning(cu_state_of(be));
+    return entry_for(be, p, x->n, measure_ok);
+}
+
+void cu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
+                     const tb_tensor *w, const tb_tensor *y) {
+    conv_plan *p = plan;
+    conv_entry *e = call_entry(be, p, "conv_forward", g, x, w, y, 1);
+    cu_state *st = cu_state_of(be);
+    const float one = 1.0f, zero = 0.0f;
+    TB_CUDNN_CHECK(cudnnConvolutionForward(st->cudnn, &one, e->x, x->data, p->f, w->data,
+                                           e->fwd.conv, (cudnnConvolutionFwdAlgo_t)e->fwd.algo,
+                                           st->ws, st->ws_bytes, &zero, e->y, y->data));
+}
+
+void cu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
+                           const tb_tensor *dy, const tb_tensor *w, const tb_tensor *dx,
+                           int accumulate) {
+    conv_plan *p = plan;
+    conv_entry *e = call_entry(be, p, "conv_backward_data", g, dx, w, dy, 0);
+    if (!e->has_data)
+        TB_FATAL("cuda conv_backward_data: the plan was made without an input gradient");
+    cu_state *st = cu_state_of(be);
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    TB_CUDNN_CHECK(cudnnConvolutionBackwardData(
+        st->cudnn, &one, p->f, w->data, e->y, dy->data, e->data.conv,
+        (cudnnConvolutionBwdDataAlgo_t)e->data.algo, st->ws, st->ws_bytes, &beta, e->x, dx->data));
+}
+
+void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
+                             const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
+                             int accumulate) {
+    conv_plan *p = plan;
+    conv_entry *e = call_entry(be, p, "conv_backward_filter", g, x, dw, dy, 0);
+    cu_state *st = cu_state_of(be);
+    const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+    TB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+        st->cudnn, &one, e->x, x->data, e->y, dy->data, e->filter.conv,
+        (cudnnConvolutionBwdFilterAlgo_t)e->filter.algo, st->ws, st->ws_bytes, &beta, p->f,
+        dw->data));
+}

@@ -1,0 +1,89 @@
+/* cuda_convert.cu - dtype / layout conversion and the uint8 input op on the
+ * GPU (the counterpart of cpu/cpu_convert.c), with the same index math
+ * (model/layout.h) and arithmetic:
+ *   convert    dst[n,c,h,w] (+)= src[n,c,h,w]: float32 sum, one rounding
+ *   input_u8   dst[n,c,h,w] = ((float)src[n,h,w',c] / 255 - mean[c]) / std[c]
+ *              with w' = flip[n] ? W-1-w : w, IEEE division (__fdiv_rn), so
+ *              a float32 input is bit-identical to the loader's float path.
+ * One thread per destination element, in the destination's order (the
+ * writes coalesce; a layout change reads with a stride).
+ */
+#include "model/cuda/cuda_kernels.cuh"
+
+template <typename S, typename D>
+__global__ void convert_k(int N, int C, int H, int W, tb_layout sl, const S *src, tb_layout dl,
+                          D *dst, int acc) {
+    size_t n_el = (size_t)N * C * H * W;
+    CU_FOR(i, n_el) {
+        int n, c, h, w;
+        tb_layout_coords(dl, C, H, W, i, &n, &c, &h, &w);
+        float v = cu_ld(src, tb_layout_offset(sl, C, H, W, n, c, h, w));
+        if (acc) v = __fadd_rn(v, cu_ld(dst, i));
+        cu_st(dst, i, v);
+    }
+}
+
+template <typename D>
+__global__ void input_k(int N, int H, int W, const uint8_t *src, const uint8_t *flip,
+                        tb_input_norm norm, tb_layout dl, D *dst) {
+    size_t n_el = (size_t)N * 3 * H * W;
+    CU_FOR(i, n_el) {
+        int n, c, h, w;
+        tb_layout_coords(dl, 3, H, W, i, &n, &c, &h, &w);
+        int ws = flip && flip[n] ? W - 1 - w : w;
+        float v = (float)src[(((size_t)n * H + h) * W + ws) * 3 + c];
+        float x = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), norm.mean[c]), norm.std[c]);
+        cu_st(dst, i, x);
+    }
+}
+
+template <typename S, typename D>
+static void convert_launch2(cudaStream_t st, int N, int C, int H, int W, tb_layout sl,
+                            const void *src, tb_layout dl, void *dst, int acc) {
+    size_t n = (size_t)N * C * H * W;
+    convert_k<S, D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, sl, (const S *)src, dl,
+                                                         (D *)dst, acc);
+}
+
+template <typename S>
+static void convert_launch(cudaStream_t st, tb_dtype dt, int N, int C, int H, int W, tb_layout sl,
+                           const void *src, tb_layout dl, void *dst, int acc) {
+    switch (dt) {
+    case TB_F32: convert_launch2<S, float>(st, N, C, H, W, sl, src, dl, dst, acc); break;
+    case TB_BF16: convert_launch2<S, __nv_bfloat16>(st, N, C, H, W, sl, src, dl, dst, acc); break;
+    case TB_F16: convert_launch2<S, __half>(st, N, C, H, W, sl, src, dl, dst, acc); break;
+    default: TB_FATAL("cuda convert: no kernel for %s", tb_dtype_name(dt));
+    }
+}
+
+template <typename D>
+static void input_launch(cudaStream_t st, int N, int H, int W, const uint8_t *src,
+                         const uint8_t *flip, tb_input_norm norm, tb_layout dl, void *dst) {
+    size_t n = (size_t)N * 3 * H * W;
+    input_k<D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, H, W, src, flip, norm, dl, (D *)dst);
+}
+
+extern "C" void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
+                           int accumulate) {
+    const char *op = "convert";
+    cu_check(src, op, "src");
+    cu_check(dst, op, "dst");
+    if (src->n != dst->n || src->c != dst->c || src->h != dst->h || src->w != dst->w)
+        TB_FATAL("cuda convert: src [%d,%d,%d,%d] and dst [%d,%d,%d,%d] differ", src->n, src->c,
+                 src->h, src->w, dst->n, dst->c, dst->h, dst->w);
+    if (!tb_tensor_numel(src)) return;
+    CU_DISPATCH(src->dtype, convert_launch, cu_stream(be), dst->dtype, src->n, src->c, src->h,
+                src->w, src->layout, src->data, dst->layout, dst->data, accumulate);
+    TB_CUDA_CHECK_LAUNCH(op);
+}
+
+extern "C" void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
+                            const tb_input_norm *norm, const tb_tensor *dst) {
+    cu_check(dst, "input_u8", "dst");
+    if (!src || !norm) TB_FATAL("cuda input_u8: NULL argument");
+    if (dst->c != 3) TB_FATAL("cuda input_u8: the input has %d channels, not 3", dst->c);
+    if (!tb_tensor_numel(dst)) return;
+    CU_DISPATCH(dst->dtype, input_launch, cu_stream(be), dst->n, dst->h, dst->w, src, flip, *norm,
+                dst->layout, dst->data);
+    TB_CUDA_CHECK_LAUNCH("input_u8");
+}

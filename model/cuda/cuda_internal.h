@@ -1,0 +1,274 @@
+/* cuda_internal.h - state, check macros and kernel entry points shared by the
+ * CUDA backend's files (the counterpart of model/cpu/cpu_internal.h).
+ *
+ * The backend keeps one cu_state in be->priv: the device, the compute
+ * stream, the cuDNN and cuBLASLt handles, the options, the shared workspace
+ * (cuDNN convolutions and BatchNorm, sized at plan time for the largest
+ * choice under the limit) and a small scratch for the own kernels' partial
+ * sums, plus the allocation table behind the memory accounting.
+ *
+ * The .c files (cuDNN, cuBLASLt, the runtime) are C11 compiled by the host
+ * compiler; the .cu files hold the own kernels, compiled by nvcc, and export
+ * plain C launchers declared at the bottom of this file. Every launcher
+ * queues its kernel on the stream it is given and checks the launch.
+ *
+ * cuDNN's legacy API (cudnnConvolution*, cudnnFind*AlgorithmEx,
+ * cudnnBatchNormalization*Ex) is deprecated in cuDNN 9 but shipped and the
+ * dependable path. cudnn_graph.h marks it deprecated only when
+ * CUDNN_WARN_DEPRECATED is defined: it must stay undefined here, because CI
+ * builds with -Werror.
+ */
+#ifndef TB_CUDA_INTERNAL_H
+#define TB_CUDA_INTERNAL_H
+
+#ifdef TB_REAL_DOUBLE
+#error "the CUDA backend computes with float32 master weights (tb_real = float)"
+#endif
+#ifdef CUDNN_WARN_DEPRECATED
+#error "CUDNN_WARN_DEPRECATED turns cuDNN's legacy API into -Werror failures; leave it undefined"
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+/* nvcc reads the C headers of src/core and model/ as C++: C linkage, and
+ * C11's _Noreturn spelled the C++ way. */
+#if defined(__cplusplus) && !defined(_Noreturn)
+#define _Noreturn [[noreturn]]
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#include "model/backend.h"
+#include "src/core/cuda_check.h"
+
+/* ---- the parts only the host-compiled files see ------------------------------- */
+#ifndef __CUDACC__
+#include <cublasLt.h>
+#include <cudnn.h>
+#include <pthread.h>
+
+#define TB_CUDNN_CHECK(call)                                                                 \
+    do {                                                                                     \
+        cudnnStatus_t tb_cudnn_st_ = (call);                                                 \
+        if (tb_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                            \
+            tb_fatal_at(__FILE__, __LINE__, "cuDNN: %s failed: %s (%d)", #call,              \
+                        cudnnGetErrorString(tb_cudnn_st_), (int)tb_cudnn_st_);               \
+    } while (0)
+
+#define TB_CUBLAS_CHECK(call)                                                                \
+    do {                                                                                     \
+        cublasStatus_t tb_cublas_st_ = (call);                                               \
+        if (tb_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                          \
+            tb_fatal_at(__FILE__, __LINE__, "cuBLAS: %s failed: %s (%d)", #call,             \
+                        cublasGetStatusString(tb_cublas_st_), (int)tb_cublas_st_);           \
+    } while (0)
+
+/* One cuBLASLt problem the linear layer has seen (cuda_linear.c). */
+typedef struct cu_gemm cu_gemm;
+
+typedef struct {
+    void *p;
+    size_t bytes;
+} cu_alloc_slot;
+
+typedef struct {
+    int device;
+    cudaStream_t stream;        /* the compute stream */
+    cudnnHandle_t cudnn;
+    cublasLtHandle_t lt;
+    /* options */
+    int tf32, deterministic, autotune;
+    size_t ws_limit;            /* most workspace one conv algorithm may take */
+    /* the shared workspace: convolutions, cuDNN BatchNorm */
+    void *ws;
+    size_t ws_bytes;
+    /* cudnnFind*Ex's workspace while planning (freed by the first op) */
+    void *find_ws;
+    size_t find_ws_bytes;
+    /* cuBLASLt's own workspace */
+    void *lt_ws;
+    size_t lt_ws_bytes;
+    /* own kernels' partial sums (BatchNorm statistics, count_nonfinite) */
+    void *scratch;
+    size_t scratch_bytes;
+    /* the loss's per-row values and its last-block counter (zeroed once) */
+    void *loss_scratch;
+    size_t loss_rows;
+    /* sgd_update's segment table on the device, and the host copy it holds */
+    tb_sgd_segment *seg_host;
+    int seg_n, seg_cap;
+    void *seg_dev;
+    /* cuBLASLt problems seen so far */
+    cu_gemm *gemms;
+    int ngemms, gemms_cap;
+    /* memory accounting: an open-addressing table of live allocations */
+    pthread_mutex_t lock;
+    cu_alloc_slot *slots;
+    size_t nslots, used_slots;
+    size_t in_use, peak;
+    size_t free_start, total;
+    /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
+    int bn_cudnn;
+    int sm_count;
+} cu_state;
+
+static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
+
+/* ---- host-only helpers (cuda_backend.c) ---------------------------------------- */
+
+/* Device memory outside be->alloc (workspaces), counted in the same totals. */
+void *cu_malloc(cu_state *st, size_t bytes, const char *what);
+void cu_free(cu_state *st, void *p);
+/* The shared workspace holds at least `bytes` (grown outside a capture). */
+void *cu_workspace(cu_state *st, size_t bytes);
+/* A workspace for cudnnFind*Ex: the limit, or what the device has free. */
+void *cu_find_workspace(cu_state *st, size_t *bytes);
+/* Planning is over: frees the Find workspace (called by the conv ops). */
+void cu_end_planning(cu_state *st);
+cudnnDataType_t cu_cudnn_dtype(tb_dtype d);
+cudaDataType_t cu_cuda_dtype(tb_dtype d);
+
+/* cuda_conv.c */
+void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
+                   const tb_tensor *w, const tb_tensor *y, const tb_tensor *dx,
+                   const tb_tensor *dw, const tb_tensor *dy);
+void cu_conv_plan_free(tb_backend *be, void *plan);
+void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
+void cu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
+                     const tb_tensor *w, const tb_tensor *y);
+void cu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
+                           const tb_tensor *dy, const tb_tensor *w, const tb_tensor *dx,
+                           int accumulate);
+void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
+                             const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
+                             int accumulate);
+/* The cuDNN descriptor shapes of a conv node: x [n,cin,h,w] and y in the
+ * activation layout, the filter [cout,cin,k,k] in the matching format
+ * (NCHW = KCRS, NHWC = KRSC), the conv descriptor (pad, stride, float
+ * compute). Only sets descriptors: needs no device (tests/test_cuda_host.c). */
+void cu_conv_set_descs(const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
+                       cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
+                       cudnnFilterDescriptor_t f, cudnnConvolutionDescriptor_t conv);
+
+/* cuda_bn.c */
+void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
+void cu_bn_plan_free(tb_backend *be, void *plan);
+void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
+void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
+void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+
+/* cuda_linear.c */
+void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,
+                       const tb_tensor *y);
+void cu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
+                        const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
+                        const tb_tensor *dw, tb_real *db);
+void cu_linear_free(cu_state *st);
+
+#endif /* !__CUDACC__ */
+
+/* ---- shared by the .c and .cu files (cuda_backend.c) ---------------------------- */
+
+static inline cudaStream_t cu_stream(tb_backend *be) { return (cudaStream_t)be->compute_stream; }
+/* Dies unless t is a float32/bfloat16/float16 tensor in NCHW or NHWC with
+ * data; op/name go in the message. */
+void cu_check(const tb_tensor *t, const char *op, const char *name);
+/* Dies unless a and b have the same shape, dtype and layout. */
+void cu_check_same(const tb_tensor *a, const tb_tensor *b, const char *op, const char *na,
+                   const char *nb);
+/* The scratch for own kernels' partial sums holds at least `bytes`. */
+void *cu_scratch(tb_backend *be, size_t bytes);
+/* The loss's scratch for N rows: per-row values and a counter that is zero
+ * between calls. */
+void *cu_loss_scratch(tb_backend *be, int N);
+/* Dies when the compute stream is being captured (a call that must
+ * allocate or measure cannot be recorded into a CUDA graph). */
+void cu_not_capturing(tb_backend *be, const char *what);
+
+/* The table's kernel ops, one .cu file per family, in the order of backend.h. */
+
+/* cuda_eltwise.cu */
+void cu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
+                      const tb_tensor *dx, int accumulate);
+void cu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b, const tb_tensor *y);
+void cu_add_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *da, int accumulate_a,
+                     const tb_tensor *db, int accumulate_b);
+size_t cu_count_nonfinite(tb_backend *be, const tb_real *x, size_t n);
+void cu_check_nonfinite(tb_backend *be, const tb_real *x, size_t n, tb_step_scalars *sc);
+/* cuda_linear.c's fallbacks when cuBLASLt has no epilogue for a problem:
+ * y[N,M] += b[M];  db[m] = sum_n dy[n,m] */
+void cu_bias_add(cudaStream_t st, tb_dtype dt, void *y, const float *b, int N, int M);
+void cu_bias_grad(cudaStream_t st, tb_dtype dt, const void *dy, float *db, int N, int M);
+
+/* cuda_pool.cu */
+void cu_maxpool_forward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                        const tb_tensor *y);
+void cu_maxpool_backward(tb_backend *be, const tb_pool_geom *g, const tb_tensor *x,
+                         const tb_tensor *y, const tb_tensor *dy, const tb_tensor *dx,
+                         int accumulate);
+void cu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
+void cu_avgpool_backward(tb_backend *be, const tb_tensor *dy, const tb_tensor *dx,
+                         int accumulate);
+
+/* cuda_loss.cu */
+void cu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
+                     double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits);
+
+/* cuda_sgd.cu */
+void cu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs, int nseg,
+                   tb_real *params, const tb_real *grads, tb_real *momentum);
+void cu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_interval);
+/* The segment table as the kernel reads it: segment s covers flat elements
+ * [offset, offset + count), which are elements [start, start + count) of
+ * the concatenation the kernel walks. */
+typedef struct {
+    size_t offset, start, count;
+    float weight_decay;
+} cu_sgd_seg;
+/* cuda_backend.c: the device copy of a segment list (re-uploaded only when
+ * it changes); *total = the segments' summed count. */
+const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, int nseg,
+                                  size_t *total);
+
+/* cuda_convert.cu */
+void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
+void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
+                 const tb_input_norm *norm, const tb_tensor *dst);
+
+/* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
+ * cuDNN's fused path does not take. Partial sums: S slices per channel,
+ * {sum, sum of squares} in double of values shifted by the channel's first
+ * value, combined by one thread per channel in slice order (deterministic,
+ * like the CPU's shifted double sums). */
+typedef struct {
+    tb_dtype dtype;
+    tb_layout layout;
+    int N, C, H, W;
+} cu_bn_shape;
+/* Scratch bytes the kernels need for a shape (cu_scratch). */
+size_t cu_bn_scratch_bytes(const cu_bn_shape *s);
+void cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
+                         void *y, int relu, const float *gamma, const float *beta,
+                         float *running_mean, float *running_var, float *save_mean,
+                         float *save_invstd, double momentum, double eps, void *scratch);
+void cu_bn_infer_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
+                         void *y, int relu, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, double eps,
+                         void *scratch);
+void cu_bn_backward_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x,
+                            const void *y, const void *dy, void *dx, void *dz, int relu,
+                            int acc_dx, int acc_dz, const float *gamma, const float *save_mean,
+                            const float *save_invstd, float *dgamma, float *dbeta,
+                            void *scratch);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

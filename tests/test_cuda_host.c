@@ -1,0 +1,456 @@
+/* test_cuda_host.c - every host-side part of the GPU work, on any machine
+ * (CI has no GPU): the layout index math and 16-bit formats the kernels
+ * share with the host (model/layout.h), the CPU's convert and uint8 input
+ * ops (the references of the GPU's), the per-step scalar block and the loss
+ * scaler's bookkeeping, the CPU event emulation and memory accounting, the
+ * activation / gradient arena plan, and, in a CUDA build, the cuDNN
+ * descriptor shapes of every conv node (descriptor calls need no device)
+ * and device discovery without a device. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/loader.h"
+#include "data/transform.h"
+#include "model/cpu/cpu_backend.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "src/core/rng.h"
+#include "tests/tb_test.h"
+#ifdef TB_HAVE_CUDA
+#include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_internal.h"
+#endif
+
+static tb_rng g_rng;
+
+/* ---- layout index math --------------------------------------------------------------- */
+
+static void test_layout_math(void) {
+    int bad = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        int N = 1 + (int)tb_rng_below(&g_rng, 4), C = 1 + (int)tb_rng_below(&g_rng, 9);
+        int H = 1 + (int)tb_rng_below(&g_rng, 7), W = 1 + (int)tb_rng_below(&g_rng, 7);
+        size_t n = (size_t)N * C * H * W;
+        char *seen = calloc(n, 1);
+        for (int l = 0; l < 2; l++) {
+            memset(seen, 0, n);
+            for (int a = 0; a < N; a++)
+                for (int c = 0; c < C; c++)
+                    for (int h = 0; h < H; h++)
+                        for (int w = 0; w < W; w++) {
+                            size_t o = tb_layout_offset((tb_layout)l, C, H, W, a, c, h, w);
+                            size_t want = l == TB_NCHW ? (((size_t)a * C + c) * H + h) * W + w
+                                                       : (((size_t)a * H + h) * W + w) * C + c;
+                            int a2, c2, h2, w2;
+                            tb_layout_coords((tb_layout)l, C, H, W, o, &a2, &c2, &h2, &w2);
+                            if (o != want || o >= n || seen[o] || a2 != a || c2 != c || h2 != h ||
+                                w2 != w || tb_layout_channel((tb_layout)l, C, (size_t)H * W, o) != c)
+                                bad++;
+                            if (o < n) seen[o] = 1;
+                        }
+        }
+        free(seen);
+    }
+    TB_CHECK(bad == 0, "layout offset / coords / channel: %d mismatches", bad);
+    /* a conv weight [Cout=2,Cin=3,3,3] OHWI: element (o1,i2,h0,w1) at ((1*3+0)*3+1)*3+2 = 32 */
+    TB_CHECK(tb_layout_offset(TB_NHWC, 3, 3, 3, 1, 2, 0, 1) == 32, "OHWI offset of (1,2,0,1)");
+    printf("# layout math: 40 random shapes, both layouts, every element\n");
+}
+
+/* ---- 16-bit formats ------------------------------------------------------------------------ */
+
+static void test_half_formats(void) {
+    /* fixed points: values, ties to even, range ends */
+    TB_CHECK(tb_f32_to_f16(1.0f) == 0x3c00 && tb_f32_to_f16(-2.0f) == 0xc000, "f16 of 1, -2");
+    TB_CHECK(tb_f32_to_f16(65504.0f) == 0x7bff, "f16 max 65504");
+    TB_CHECK(tb_f32_to_f16(65519.0f) == 0x7bff && tb_f32_to_f16(65520.0f) == 0x7c00,
+             "f16: 65519 rounds down, 65520 (the tie above max) to Inf");
+    TB_CHECK(tb_f32_to_f16(ldexpf(1, -24)) == 0x0001 && tb_f32_to_f16(ldexpf(1, -25)) == 0x0000 &&
+                 tb_f32_to_f16(ldexpf(3, -26)) == 0x0001 && tb_f32_to_f16(ldexpf(3, -25)) == 0x0002,
+             "f16 subnormals: 2^-24, the tie 2^-25 to 0, 3*2^-26 up, 3*2^-25 tie to even 2");
+    TB_CHECK(tb_f32_to_f16(ldexpf(1, -14)) == 0x0400, "f16 smallest normal");
+    TB_CHECK(tb_f32_to_f16(1.0f + ldexpf(1, -11)) == 0x3c00 &&
+                 tb_f32_to_f16(1.0f + ldexpf(3, -11)) == 0x3c02,
+             "f16 ties to even at 1 + 2^-11 and 1 + 3*2^-11");
+    TB_CHECK((tb_f32_to_f16(NAN) & 0x7fff) > 0x7c00 && tb_f32_to_f16(-INFINITY) == 0xfc00 &&
+                 tb_f32_to_f16(-0.0f) == 0x8000,
+             "f16 NaN, -Inf, -0");
+    TB_CHECK(tb_f32_to_bf16(1.0f + ldexpf(1, -8)) == 0x3f80 &&
+                 tb_f32_to_bf16(1.0f + ldexpf(3, -8)) == 0x3f82,
+             "bf16 ties to even at 1 + 2^-8 and 1 + 3*2^-8");
+    TB_CHECK(tb_f32_to_bf16(3.0e38f) == 0x7f62 && tb_f32_to_bf16(3.4e38f) == 0x7f80,
+             "bf16 near max: 3e38 finite, 3.4e38 rounds to Inf (got %04x, %04x)",
+             tb_f32_to_bf16(3.0e38f), tb_f32_to_bf16(3.4e38f));
+    TB_CHECK(isnan(tb_bf16_to_f32(tb_f32_to_bf16(NAN))), "bf16 NaN stays NaN");
+    /* every 16-bit pattern survives to float and back */
+    int bad16 = 0, badbf = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = tb_f16_to_f32((uint16_t)h), b = tb_bf16_to_f32((uint16_t)h);
+        if (!isnan(f) && tb_f32_to_f16(f) != h) bad16++;
+        if (!isnan(b) && tb_f32_to_bf16(b) != h) badbf++;
+    }
+    TB_CHECK(bad16 == 0 && badbf == 0, "16-bit round trips: %d f16, %d bf16 patterns differ", bad16,
+             badbf);
+#ifdef __FLT16_MAX__
+    /* against the compiler's own float -> _Float16 conversion (round to nearest even) */
+    int badc = 0;
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t u = (uint32_t)tb_rng_u64(&g_rng);
+        float f;
+        memcpy(&f, &u, 4);
+        if (isnan(f)) continue;
+        _Float16 r = (_Float16)f;
+        uint16_t rb;
+        memcpy(&rb, &r, 2);
+        if (tb_f32_to_f16(f) != rb) badc++;
+    }
+    TB_CHECK(badc == 0, "f16 of 1e6 random floats vs _Float16: %d differ", badc);
+    printf("# f16 rounding checked against _Float16 on 1e6 random bit patterns\n");
+#endif
+}
+
+/* ---- the CPU's convert and input ops (the GPU kernels' references) -------------------------- */
+
+static void test_cpu_convert(tb_backend *be) {
+    const int N = 2, C = 5, H = 3, W = 4;
+    const size_t n = (size_t)N * C * H * W;
+    float *a = be->alloc(be, n * 4), *back = be->alloc(be, n * 4);
+    uint16_t *h = be->alloc(be, n * 2);
+    for (size_t i = 0; i < n; i++) a[i] = (float)(tb_rng_normal(&g_rng) * 100.0);
+    tb_tensor ta = {a, N, C, H, W, TB_F32, TB_NCHW}, th = {h, N, C, H, W, TB_BF16, TB_NHWC};
+    tb_tensor tback = {back, N, C, H, W, TB_F32, TB_NCHW};
+    be->convert(be, &ta, &th, 0);
+    int bad = 0;
+    for (int x = 0; x < N; x++)
+        for (int c = 0; c < C; c++)
+            for (int y = 0; y < H; y++)
+                for (int w = 0; w < W; w++) {
+                    float src = a[tb_layout_offset(TB_NCHW, C, H, W, x, c, y, w)];
+                    uint16_t got = h[tb_layout_offset(TB_NHWC, C, H, W, x, c, y, w)];
+                    if (got != tb_f32_to_bf16(src)) bad++;
+                }
+    TB_CHECK(bad == 0, "convert f32 NCHW -> bf16 NHWC: %d elements differ", bad);
+    be->convert(be, &th, &tback, 0);
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != tb_bf16_to_f32(tb_f32_to_bf16(a[i]))) bad++;
+    TB_CHECK(bad == 0, "convert bf16 NHWC -> f32 NCHW: %d elements differ", bad);
+    /* accumulate: float sum, one rounding to the destination */
+    be->convert(be, &th, &tback, 1);
+    bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float r = tb_bf16_to_f32(tb_f32_to_bf16(a[i]));
+        if (back[i] != r + r) bad++;
+    }
+    TB_CHECK(bad == 0, "convert accumulate: %d elements differ", bad);
+    tb_tensor t16 = th;
+    t16.dtype = TB_F16;
+    t16.layout = TB_NCHW;
+    be->convert(be, &ta, &t16, 0);
+    bad = 0;
+    for (size_t i = 0; i < n; i++)
+        if (h[i] != tb_f32_to_f16(a[i])) bad++;
+    TB_CHECK(bad == 0, "convert f32 -> f16 (same layout): %d elements differ", bad);
+    be->release(be, a), be->release(be, back), be->release(be, h);
+}
+
+/* input_u8 gives exactly what the loader's float path stores (data/transform.c). */
+static void test_cpu_input(tb_backend *be) {
+    const int N = 3, S = 7;
+    size_t px = (size_t)S * S;
+    uint8_t *u8 = be->alloc(be, (size_t)N * px * 3);
+    uint8_t *rgbx = malloc(px * 4), flip[3] = {0, 1, 0};
+    float *want = malloc((size_t)N * 3 * px * 4);
+    float *got = be->alloc(be, (size_t)N * 3 * px * 4);
+    for (int j = 0; j < N; j++) {
+        for (size_t i = 0; i < px; i++) /* a flipped sample's reference is rendered mirrored */
+            for (int c = 0; c < 4; c++) rgbx[4 * i + c] = (uint8_t)tb_rng_below(&g_rng, 256);
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++)
+                for (int c = 0; c < 3; c++) {
+                    int xs = flip[j] ? S - 1 - x : x;
+                    u8[(((size_t)j * S + y) * S + xs) * 3 + c] = rgbx[4 * ((size_t)y * S + x) + c];
+                }
+        tb_sample_store(rgbx, S, TB_OUT_F32_NCHW, want, j);
+    }
+    tb_input_norm norm;
+    memcpy(norm.mean, tb_imagenet_mean, sizeof norm.mean);
+    memcpy(norm.std, tb_imagenet_std, sizeof norm.std);
+    tb_tensor t = {got, N, 3, S, S, TB_F32, TB_NCHW};
+    be->input_u8(be, u8, flip, &norm, &t);
+    TB_CHECK(memcmp(got, want, (size_t)N * 3 * px * 4) == 0,
+             "input_u8 (normalise + flip) is bit-identical to the loader's float path");
+    be->release(be, u8), be->release(be, got);
+    free(rgbx), free(want);
+}
+
+/* ---- step scalars and the loss scaler ------------------------------------------------------------ */
+
+static void test_scalars(tb_backend *be) {
+    TB_CHECK(offsetof(tb_step_scalars, lr) == 0 &&
+                 offsetof(tb_step_scalars, grad_scale) == sizeof(tb_real),
+             "host-set scalars come first (one copy covers them)");
+    TB_CHECK(sizeof(tb_step_scalars) == 4 * sizeof(tb_real) + 16, "scalar block is %zu bytes",
+             sizeof(tb_step_scalars));
+    tb_step_scalars *sc = be->alloc(be, sizeof *sc);
+    memset(sc, 0, sizeof *sc);
+    sc->loss_scale = 1024;
+    /* growth interval 3: three clean steps double the scale */
+    for (int i = 0; i < 3; i++) be->loss_scale_update(be, sc, 3);
+    TB_CHECK(sc->loss_scale == 2048 && sc->good_steps == 0 && sc->skipped_steps == 0,
+             "3 clean steps at interval 3: scale %g good %d", (double)sc->loss_scale, sc->good_steps);
+    be->loss_scale_update(be, sc, 3);
+    float x[4] = {1, 2, INFINITY, 3};
+    be->check_nonfinite(be, x, 2, sc);
+    TB_CHECK(sc->found_inf == 0, "finite values leave found_inf alone");
+    be->check_nonfinite(be, x, 4, sc);
+    TB_CHECK(sc->found_inf == 1, "an Inf sets found_inf");
+    be->check_nonfinite(be, x, 2, sc);
+    TB_CHECK(sc->found_inf == 1, "check_nonfinite never clears found_inf");
+    be->loss_scale_update(be, sc, 3);
+    TB_CHECK(sc->loss_scale == 1024 && sc->good_steps == 0 && sc->skipped_steps == 1 &&
+                 sc->found_inf == 0,
+             "overflow: scale halves (%g), skipped %d, flag cleared", (double)sc->loss_scale,
+             sc->skipped_steps);
+    be->release(be, sc);
+}
+
+/* ---- the CPU event emulation, pinned memory, accounting ---------------------------------------- */
+
+static void test_cpu_events(tb_backend *be) {
+    tb_stream *s = be->stream_create(be);
+    TB_CHECK(s != NULL, "a second stream is distinct from the compute stream (NULL)");
+    TB_CHECK(be->native_stream(be, s) == NULL && be->native_stream(be, NULL) == NULL,
+             "no native stream on the CPU");
+    tb_event *a = be->event_create(be, 1), *b = be->event_create(be, 1);
+    TB_CHECK(be->native_event(be, a) == NULL, "no native event on the CPU");
+    be->event_record(be, a, NULL);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    be->event_record(be, b, s);
+    TB_CHECK(be->event_done(be, a) && be->event_done(be, b), "CPU events complete when recorded");
+    double ms = be->event_elapsed_ms(be, a, b);
+    TB_CHECK(ms >= 19.0 && ms < 2000.0, "elapsed between events: %.2f ms (slept 20)", ms);
+    be->stream_wait(be, s, a);
+
+    /* the test switch: a held event stays pending until waited for or released */
+    tb_cpu_event_hold(be, 1);
+    be->event_record(be, a, s);
+    be->event_record(be, b, NULL);
+    TB_CHECK(!be->event_done(be, a) && !be->event_done(be, b), "held events are pending");
+    long forced = tb_cpu_event_forced_waits(be);
+    be->event_wait(be, a);
+    TB_CHECK(be->event_done(be, a) && !be->event_done(be, b) &&
+                 tb_cpu_event_forced_waits(be) == forced + 1,
+             "event_wait completes the event it waits for, and counts it");
+    be->event_wait(be, a);
+    TB_CHECK(tb_cpu_event_forced_waits(be) == forced + 1, "waiting on a complete event is free");
+    tb_cpu_event_release(be);
+    TB_CHECK(be->event_done(be, b), "release completes the rest");
+    be->event_record(be, a, NULL);
+    tb_cpu_event_hold(be, 0);
+    TB_CHECK(be->event_done(be, a), "hold off releases pending events");
+    be->event_record(be, b, NULL);
+    TB_CHECK(be->event_done(be, b), "after hold off, events complete when recorded again");
+
+    /* pinned host memory and the asynchronous upload */
+    float *pin = be->host_alloc(be, 64 * 4), *dev = be->alloc(be, 64 * 4);
+    for (int i = 0; i < 64; i++) pin[i] = (float)i;
+    be->copy_h2d_async(be, dev, pin, 64 * 4, s);
+    be->event_record(be, a, s);
+    be->event_wait(be, a);
+    TB_CHECK(memcmp(dev, pin, 64 * 4) == 0, "async upload from pinned memory");
+    be->host_free(be, pin);
+    be->release(be, dev);
+    be->event_destroy(be, a);
+    be->event_destroy(be, b);
+    be->stream_destroy(be, s);
+
+    tb_mem_info m0, m1, m2;
+    be->memory(be, &m0);
+    void *p = be->alloc(be, 3 << 20);
+    be->memory(be, &m1);
+    be->release(be, p);
+    be->memory(be, &m2);
+    TB_CHECK(m1.in_use == m0.in_use + (3u << 20) && m1.peak >= m1.in_use && m2.in_use == m0.in_use &&
+                 m2.peak == m1.peak,
+             "accounting: in use %zu -> %zu -> %zu, peak %zu", m0.in_use, m1.in_use, m2.in_use,
+             m2.peak);
+}
+
+/* ---- the memory plan --------------------------------------------------------------------------- */
+
+static size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+static void test_plan(void) {
+    tb_resnet_config cfg;
+    tb_resnet_config_init(&cfg, "resnet50", 1000);
+    size_t act[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        tb_param_table pt = {0};
+        tb_graph g = {0};
+        g.max_batch = 32;
+        g.dtype = k ? TB_BF16 : TB_F32;
+        g.layout = k ? TB_NHWC : TB_NCHW;
+        tb_resnet_build(&cfg, 224, 224, 1, &pt, &g);
+        size_t want_res = 0, nbn = 0;
+        for (int i = 0; i < g.nnodes; i++)
+            if (g.nodes[i].kind == TB_NODE_BN) { /* what a cuDNN plan might ask: a ReLU bitmask */
+                const tb_act *x = &g.acts[g.nodes[i].in];
+                g.nodes[i].reserve_bytes = g.nodes[i].relu ? (size_t)32 * x->c * x->h * x->w / 8 + 3 : 0;
+                want_res += align256(g.nodes[i].reserve_bytes);
+                nbn++;
+            }
+        tb_graph_plan_memory(&g, &pt);
+        size_t es = k ? 2 : 4, want_act = 0, want_state = 0;
+        for (int a = 0; a < g.nacts; a++)
+            want_act += align256((size_t)g.acts[a].c * g.acts[a].h * g.acts[a].w * es * 32);
+        for (int i = 0; i < g.nnodes; i++)
+            if (g.nodes[i].kind == TB_NODE_BN)
+                want_state += align256(2 * pt.items[g.nodes[i].param].numel * sizeof(tb_real));
+        TB_CHECK(g.act_bytes == want_act && g.bn_state_bytes == want_state &&
+                     g.bn_reserve_bytes == want_res &&
+                     g.act_arena_bytes == want_act + want_state + want_res,
+                 "%s plan: activations %zu (want %zu), BN state %zu (%zu), reserve %zu (%zu)",
+                 k ? "bf16" : "fp32", g.act_bytes, want_act, g.bn_state_bytes, want_state,
+                 g.bn_reserve_bytes, want_res);
+        /* nothing in the activation arena overlaps */
+        int overlap = 0;
+        size_t prev_end = 0;
+        for (int a = 0; a < g.nacts; a++) {
+            if (g.acts[a].data_offset < prev_end || g.acts[a].data_offset % 256) overlap++;
+            prev_end = g.acts[a].data_offset + g.acts[a].bytes_per_sample * 32;
+        }
+        for (int i = 0; i < g.nnodes; i++) {
+            if (g.nodes[i].kind != TB_NODE_BN) continue;
+            size_t st = g.nodes[i].state_offset;
+            if (st < prev_end || st % 256) overlap++;
+            prev_end = st + align256(2 * pt.items[g.nodes[i].param].numel * sizeof(tb_real)) +
+                       g.nodes[i].reserve_bytes;
+        }
+        TB_CHECK(overlap == 0 && prev_end <= g.act_arena_bytes,
+                 "activation arena: %d overlaps or misalignments", overlap);
+        TB_CHECK(g.grad_arena_bytes * 2 < g.grad_bytes_unplanned, "gradient plan saves over half");
+        printf("# resnet50 224px batch 32 %s %s: activation arena %.1f MiB (%zu BN nodes, %.1f MiB "
+               "state+reserve), gradient arena %.1f MiB (one per tensor: %.1f MiB)\n",
+               tb_dtype_name(g.dtype), tb_layout_name(g.layout), g.act_arena_bytes / 1048576.0,
+               nbn, (g.bn_state_bytes + g.bn_reserve_bytes) / 1048576.0,
+               g.grad_arena_bytes / 1048576.0, g.grad_bytes_unplanned / 1048576.0);
+        act[k] = g.act_bytes;
+        tb_params_free(&pt);
+        free(g.nodes);
+        free(g.acts);
+    }
+    TB_CHECK(act[1] * 2 <= act[0] + 256 * 400 && act[1] * 2 >= act[0] - 256 * 400,
+             "bf16 activations are half of fp32's (%zu vs %zu)", act[1], act[0]);
+}
+
+/* ---- CUDA host parts: descriptor shapes, discovery ------------------------------------------------ */
+
+#ifdef TB_HAVE_CUDA
+static void test_cudnn_descs(void) {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t f;
+    cudnnConvolutionDescriptor_t conv;
+    if (cudnnCreateTensorDescriptor(&x) != CUDNN_STATUS_SUCCESS) {
+        printf("# cuDNN descriptors unavailable on this host: shape checks skipped\n");
+        return;
+    }
+    cudnnCreateTensorDescriptor(&y);
+    cudnnCreateFilterDescriptor(&f);
+    cudnnCreateConvolutionDescriptor(&conv);
+    int bad = 0, checked = 0;
+    const int sizes[2][2] = {{224, 224}, {64, 48}};
+    for (int sz = 0; sz < 2; sz++) {
+        tb_resnet_config cfg;
+        tb_resnet_config_init(&cfg, "resnet50", 10);
+        tb_param_table pt = {0};
+        tb_graph g = {0};
+        tb_resnet_build(&cfg, sizes[sz][0], sizes[sz][1], 1, &pt, &g);
+        for (int i = 0; i < g.nnodes; i++) {
+            const tb_node *nd = &g.nodes[i];
+            if (nd->kind != TB_NODE_CONV) continue;
+            const tb_act *in = &g.acts[nd->in], *out = &g.acts[nd->out];
+            for (int l = 0; l < 2; l++) {
+                tb_dtype dt = l ? TB_BF16 : TB_F32;
+                cu_conv_set_descs(&nd->conv, dt, (tb_layout)l, 5, in->h, in->w, x, y, f, conv);
+                int n, c, h, w;
+                cudnnGetConvolution2dForwardOutputDim(conv, x, f, &n, &c, &h, &w);
+                cudnnDataType_t d;
+                int yn, yc, yh, yw, ns, cs, hs, ws;
+                cudnnGetTensor4dDescriptor(y, &d, &yn, &yc, &yh, &yw, &ns, &cs, &hs, &ws);
+                int want_cs = l ? 1 : out->h * out->w, want_ws = l ? out->c : 1;
+                int want_hs = l ? out->w * out->c : out->w;
+                cudnnDataType_t fd;
+                cudnnTensorFormat_t ff;
+                int k, fc, fh, fw;
+                cudnnGetFilter4dDescriptor(f, &fd, &ff, &k, &fc, &fh, &fw);
+                if (n != 5 || c != out->c || h != out->h || w != out->w || yn != 5 ||
+                    yc != out->c || yh != out->h || yw != out->w || ns != out->c * out->h * out->w ||
+                    cs != want_cs || hs != want_hs || ws != want_ws ||
+                    d != (l ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) ||
+                    ff != (l ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW) || k != nd->conv.cout ||
+                    fc != nd->conv.cin || fh != nd->conv.k || fw != nd->conv.k) {
+                    bad++;
+                    printf("  %s %s: cuDNN out [%d,%d,%d,%d], graph [5,%d,%d,%d]\n", nd->name,
+                           tb_layout_name((tb_layout)l), n, c, h, w, out->c, out->h, out->w);
+                }
+                checked++;
+            }
+        }
+        tb_params_free(&pt);
+        free(g.nodes);
+        free(g.acts);
+    }
+    TB_CHECK(bad == 0 && checked > 200,
+             "cuDNN descriptors of %d resnet50 conv nodes (224x224, 64x48; NCHW f32 and NHWC bf16) "
+             "match the graph's shapes and strides: %d differ",
+             checked, bad);
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyFilterDescriptor(f);
+    cudnnDestroyConvolutionDescriptor(conv);
+}
+
+static void test_cuda_discovery(void) {
+    char why[160] = "";
+    int n = tb_cuda_device_count(why, sizeof why);
+    printf("# CUDA devices visible: %d%s%s\n", n, n <= 0 ? ": " : "", n <= 0 ? why : "");
+    if (n > 0) return; /* a GPU machine: nothing to check about its absence */
+    TB_CHECK(why[0] != '\0', "no device: the reason is given");
+    char err[256] = "";
+    tb_backend_opts bo = {.threads = 1};
+    tb_backend *be = tb_backend_create("cuda", &bo, err, sizeof err);
+    TB_CHECK(be == NULL && strstr(err, "--backend cuda") && !strchr(err, '\n'),
+             "--backend cuda without a device: one line: %s", err);
+    be = tb_backend_create("auto", &bo, err, sizeof err);
+    TB_CHECK(be && strcmp(be->name, "cpu") == 0 && strstr(be->choice, "auto: cpu"),
+             "--backend auto without a device picks the CPU and says why: %s", be ? be->choice : "");
+    if (be) be->destroy(be);
+}
+#endif
+
+int main(void) {
+    tb_rng_seed(&g_rng, 20250101, 7);
+    tb_backend_opts bo = {.threads = 2};
+    tb_backend *be = tb_cpu_backend_create(&bo);
+    test_layout_math();
+    test_half_formats();
+    test_cpu_convert(be);
+    test_cpu_input(be);
+    test_scalars(be);
+    test_cpu_events(be);
+    test_plan();
+#ifdef TB_HAVE_CUDA
+    test_cudnn_descs();
+    test_cuda_discovery();
+#else
+    printf("# this build has no CUDA backend: descriptor and discovery checks not built\n");
+#endif
+    be->destroy(be);
+    return tb_test_exit("test_cuda_host");
+}
