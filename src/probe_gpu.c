@@ -17,17 +17,10 @@
 #include <nccl.h>
 #endif
 
+#include "src/core/cublas_check.h"
 #include "src/core/cuda_check.h"
 #include "src/core/log.h"
 #include "src/core/rng.h"
-
-#define TB_CUBLAS_CHECK(call)                                                                 \
-    do {                                                                                      \
-        cublasStatus_t tb_cublas_st_ = (call);                                                \
-        if (tb_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                           \
-            tb_fatal_at(__FILE__, __LINE__, "cuBLAS: %s failed: %s", #call,                   \
-                        cublasGetStatusString(tb_cublas_st_));                                \
-    } while (0)
 
 void tb_probe_gpu_versions(tb_probe_gpu *p) {
     p->built_with_cuda = 1;

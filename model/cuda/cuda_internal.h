@@ -52,20 +52,14 @@ extern "C" {
 #include <cudnn.h>
 #include <pthread.h>
 
+#include "src/core/cublas_check.h"
+
 #define TB_CUDNN_CHECK(call)                                                                 \
     do {                                                                                     \
         cudnnStatus_t tb_cudnn_st_ = (call);                                                 \
         if (tb_cudnn_st_ != CUDNN_STATUS_SUCCESS)                                            \
             tb_fatal_at(__FILE__, __LINE__, "cuDNN: %s failed: %s (%d)", #call,              \
                         cudnnGetErrorString(tb_cudnn_st_), (int)tb_cudnn_st_);               \
-    } while (0)
-
-#define TB_CUBLAS_CHECK(call)                                                                \
-    do {                                                                                     \
-        cublasStatus_t tb_cublas_st_ = (call);                                               \
-        if (tb_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                          \
-            tb_fatal_at(__FILE__, __LINE__, "cuBLAS: %s failed: %s (%d)", #call,             \
-                        cublasGetStatusString(tb_cublas_st_), (int)tb_cublas_st_);           \
     } while (0)
 
 /* One cuBLASLt problem the linear layer has seen (cuda_linear.c). */
