@@ -305,8 +305,9 @@ def plot_projection(runs, out, prefix, written):
             m = 100 * p["measured_efficiency"][order]
             ok = np.isfinite(m)
             if ok.any():
+                what = "measured" if r.model != "?" else "published"
                 ax.plot(n[ok], m[ok], "o", color=c, ms=7, mfc="none", mew=1.8,
-                        label="measured" + ("" if len(have) == 1 else f" ({r.label})"))
+                        label=what + ("" if len(have) == 1 else f" ({r.label})"))
                 for x, y in zip(n[ok], m[ok]):
                     ax.annotate(f"{y:.1f} %", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8,
                                 color=c)
@@ -320,14 +321,19 @@ def plot_projection(runs, out, prefix, written):
         allx += list(n)
     ax.set_xscale("log", base=2)
     lo, hi = min(allx), max(allx)
-    ax.set_xlim(max(0.8, lo * 0.8), max(hi * 1.25, 4096))
-    ticks = [2 ** k for k in range(0, 16) if lo * 0.8 <= 2 ** k <= max(hi * 1.25, 4096)]
+    ax.set_xlim(max(0.7, lo * 0.7), max(hi * 1.25, 4096))
+    ticks = [2 ** k for k in range(0, 16) if lo * 0.7 <= 2 ** k <= max(hi * 1.25, 4096)]
     ax.set_xticks(ticks)
     ax.set_xticklabels([str(t) for t in ticks], fontsize=8)
     ax.set_ylim(0, 110)
     ax.set_xlabel("ranks (log scale)")
     ax.set_ylabel("weak-scaling efficiency T1 / (N x TN) (%)")
-    sub = have[0].fabric if len(have) == 1 and have[0].fabric else subtitle(have)
+    if len(have) == 1:
+        sub = have[0].fabric or have[0].describe()
+    elif all(r.model != "?" for r in have):
+        sub = subtitle(have)
+    else:  # published profiles: no run attributes, the legend names them
+        sub = f"{len(have)} projections, see the legend"
     ax.set_title(f"Projected and measured efficiency against ranks\n{sub[:110]}", fontsize=9)
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="lower left")

@@ -61,6 +61,12 @@ const tb_fabric_preset tb_fabric_presets[] = {
      {"ndr400x8", "IBTA NDR 400 Gb/s per port; NVIDIA DGX H100 User Guide: 8 x ConnectX-7 NDR = "
                   "400 GB/s per node and direction; latency: NCCL tuning.cc network ring 9.6 us",
       8, 0, 0, 400.0, 9.6}},
+    /* InfiniBand HDR: 200 Gb/s per port (IBTA); DGX A100 user guide: eight
+     * single-port ConnectX-6 HDR adapters for the compute fabric. */
+    {"hdr200x8", "InfiniBand HDR 200 Gb/s x 8 NICs per node (DGX A100 compute fabric)",
+     {"hdr200x8", "IBTA HDR 200 Gb/s per port; NVIDIA DGX A100 User Guide: 8 x ConnectX-6 HDR = "
+                  "200 GB/s per node and direction; latency: NCCL tuning.cc network ring 9.6 us",
+      8, 0, 0, 200.0, 9.6}},
     /* RoCE v2 on two 200 Gb/s Ethernet ports (IEEE 802.3bs/cd 200GbE),
      * e.g. one dual-port ConnectX-6 Dx / ConnectX-7 per node. */
     {"roce200x2", "RoCE v2, 200 Gb/s Ethernet x 2 ports per node",

@@ -37,4 +37,4 @@ else()
   set_tests_properties(project_fit_np2 PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # a published profile (no results file): the reference inputs of results/projection_reference.md
-tb_project_test(project_profile "" profile ${PROJECT_SOURCE_DIR}/results/projection_reference/seeds_h800.txt)
+tb_project_test(project_profile "" profile ${PROJECT_SOURCE_DIR}/results/projection_reference/seeds_h800_nvlink.txt)
