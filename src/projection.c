@@ -146,11 +146,6 @@ static int by_offset_desc(const void *a, const void *b) {
     return x > y ? -1 : x < y;
 }
 
-static int by_launch(const void *a, const void *b) {
-    const tb_proj_bucket *x = a, *y = b;
-    if (x->ready_s != y->ready_s) return x->ready_s < y->ready_s ? -1 : 1;
-    return x->offset > y->offset ? -1 : x->offset < y->offset;
-}
 
 int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bucket **out) {
     *out = NULL;
@@ -177,8 +172,7 @@ int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bu
             ready = 0;
         }
     }
-    free(r);
-    qsort(b, (size_t)nb, sizeof *b, by_launch);
+    free(r); /* cut from the end: already in launch order, last layers first */
     *out = b;
     return nb;
 }

@@ -23,11 +23,13 @@
  *
  * Overlap: buckets are cut from the gradient ranges as comm/grad_sync.c
  * cuts them (whole ranges accumulated from the end of the flat buffer until
- * a bucket reaches the cap), become ready when backward has finished their
- * last range, and are launched in the order they become ready, each when it
- * is ready and the one before it has finished (one communication stream or
- * thread: serial). With overlap off they all start when backward ends.
- * exposed = how long the last one ends after backward.
+ * a bucket reaches the cap) and become ready when backward has finished
+ * their last range. They are launched in one fixed order, last layers first
+ * (every rank must issue the collectives in the same order), each when it
+ * is ready and the one before it has been launched; one communication
+ * stream or thread runs them one after the other, so bucket i starts at
+ * max(ready_i, end_{i-1}). With overlap off they all start when backward
+ * ends. exposed = how long the last one ends after backward.
  *
  * Step: the 1-rank step (data + h2d + forward + backward + optimizer + the
  * loop's own overhead, compute scaled by batch_scale except the optimizer)
@@ -106,8 +108,8 @@ typedef struct {
     double cost_s;             /* of the algorithm used */
 } tb_proj_bucket;
 
-/* The buckets of the profile under the knobs, in launch order (ready
- * time, then descending offset), with ready times; costs and times zero.
+/* The buckets of the profile under the knobs, in launch order (descending
+ * offset: last layers first), with ready times; costs and times zero.
  * Returns the count; *out malloc'd. */
 int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bucket **out);
 /* Launches the buckets in order (cost_s and ready_s set): fills start_s

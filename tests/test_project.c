@@ -139,6 +139,26 @@ static void test_buckets(void) {
         TB_CHECK(tb_proj_schedule(b, 2, 0.040, 1) == 0, "all hidden");
     }
     free(b);
+    /* one fixed launch order, last layers first: a bucket of earlier layers
+     * that is ready first still waits for the one above it (ranges [300,400)
+     * ready last, at 50 ms): [200,400) ready at 50 launches first, then
+     * [0,200) ready at 40; costs 10: 50-60, 60-70; backward ends at 50 */
+    tb_grad_range late[4];
+    memcpy(late, r, sizeof late);
+    late[0].ready_s = 0.050;
+    tb_proj_profile pl = p;
+    pl.ranges = late;
+    pl.backward_s = 0.050;
+    n = tb_proj_buckets(&pl, &k, &b);
+    TB_CHECK(n == 2 && b[0].offset == 200 && fabs(b[0].ready_s - 0.050) < 1e-15 && b[1].offset == 0,
+             "fixed order: the last layers' bucket first even when it is ready last");
+    if (n == 2) {
+        b[0].cost_s = b[1].cost_s = 0.010;
+        double e = tb_proj_schedule(b, 2, 0.050, 1);
+        TB_CHECK_CLOSE(b[1].start_s, 0.060, 1e-15, 0, "the earlier-ready bucket waits for its turn");
+        TB_CHECK_CLOSE(e, 0.020, 1e-15, 0, "exposed with a late top bucket");
+    }
+    free(b);
     /* grad_sync's cut: whole ranges from the end until the bucket reaches the cap */
     k.bucket_bytes = 250;
     n = tb_proj_buckets(&p, &k, &b);

@@ -168,7 +168,7 @@ def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes)
         if acc >= cap or i == len(rs) - 1:
             buckets.append((ready, off, acc))
             acc, ready = 0.0, 0.0
-    buckets.sort(key=lambda b: (b[0], -b[1]))
+    buckets.sort(key=lambda b: -b[1])  # one fixed order: last layers first
     free, comm = 0.0, 0.0
     for rd, _, nb in buckets:
         c, _ = ring_tree(n, nb, bw, alpha)
