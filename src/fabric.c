@@ -313,9 +313,10 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
     }
     snprintf(f->source, sizeof f->source,
              "least-squares fit of t = 2(n-1) alpha + 2(n-1)/n S / B to %d all-reduce timing%s of %s "
-             "(%d rank%s on %d host%s): alpha %.2f us, B %.4g GB/s, residual rms %.1f %% max %.1f %%",
+             "(%d rank%s on %d host%s): alpha %.2f us, B %.4g GB/s, residual rms %.1f %% max %.1f %%%s",
              fit->used, fit->used == 1 ? "" : "s", what, ranks, ranks == 1 ? "" : "s", hosts,
-             hosts == 1 ? "" : "s", lat, bw, 100 * fit->rms_rel, 100 * fit->max_rel);
+             hosts == 1 ? "" : "s", lat, bw, 100 * fit->rms_rel, 100 * fit->max_rel,
+             fit->used <= 2 ? " (two timings fix both parameters exactly: nothing is left to judge the fit by)" : "");
 }
 
 /* ---- files and names ---------------------------------------------------------------------- */
