@@ -130,7 +130,9 @@ int tb_ab_fit_samples(const tb_ar_sample *s, int n, tb_ab_fit *out, char *err, s
         alpha = (b1 * a22 - b2 * a12) / det;
         beta = (a11 * b2 - a12 * b1) / det;
     }
-    if (!(alpha > 0) || !(beta > 0)) { /* one message size only, or noise: bandwidth alone */
+    /* one message size only, noise, or two timings (which any alpha/beta pair
+     * fits exactly, however absurd): the bandwidth alone */
+    if (used <= 2 || !(alpha > 0) || !(beta > 0)) {
         alpha = 0;
         beta = b2 / a22;
     }
@@ -316,7 +318,7 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
              "(%d rank%s on %d host%s): alpha %.2f us, B %.4g GB/s, residual rms %.1f %% max %.1f %%%s",
              fit->used, fit->used == 1 ? "" : "s", what, ranks, ranks == 1 ? "" : "s", hosts,
              hosts == 1 ? "" : "s", lat, bw, 100 * fit->rms_rel, 100 * fit->max_rel,
-             fit->used <= 2 ? " (two timings fix both parameters exactly: nothing is left to judge the fit by)" : "");
+             fit->used <= 2 ? " (two timings: bandwidth only, alpha taken as 0)" : "");
 }
 
 /* ---- files and names ---------------------------------------------------------------------- */

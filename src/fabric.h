@@ -58,7 +58,8 @@ typedef struct {
 /* Least squares of the ring model over the samples (ranks >= 2, bytes > 0,
  * seconds > 0; others are skipped). Returns 0, or -1 with a line in err
  * when fewer than 2 usable samples remain. alpha is kept >= 0 (refit with
- * alpha = 0 when the free fit goes negative). */
+ * alpha = 0 when the free fit goes negative, and with only 2 samples,
+ * which any pair would fit exactly). */
 int tb_ab_fit_samples(const tb_ar_sample *s, int n, tb_ab_fit *out, char *err, size_t errlen);
 /* The fitted ring time for n ranks and `bytes` (seconds). */
 double tb_ab_fit_time(const tb_ab_fit *fit, int ranks, double bytes);

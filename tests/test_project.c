@@ -254,6 +254,11 @@ static void test_fit(void) {
     s[1] = (tb_ar_sample){2, 1e6, 1e-3};
     TB_CHECK(tb_ab_fit_samples(s, 2, &fit, err, sizeof err) == 0 && fit.alpha_s == 0, "one size: alpha 0");
     TB_CHECK_CLOSE(fit.bw_GBps, 1.0, 0, 1e-12, "one size: 1 MB in 1 ms on 2 ranks = 1 GB/s busbw");
+    /* two sizes: both would fit exactly; the bandwidth alone is fitted */
+    s[0] = (tb_ar_sample){2, 1e6, 1e-3 + 2e-3};
+    s[1] = (tb_ar_sample){2, 2e6, 2e-3 + 2e-3};
+    TB_CHECK(tb_ab_fit_samples(s, 2, &fit, err, sizeof err) == 0 && fit.alpha_s == 0 && fit.used == 2,
+             "two timings: alpha 0 (got %g)", fit.alpha_s);
     /* too little to fit */
     s[0] = (tb_ar_sample){1, 1e6, 1e-3};
     TB_CHECK(tb_ab_fit_samples(s, 2, &fit, err, sizeof err) == -1 && strstr(err, "at least 2"),

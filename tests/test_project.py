@@ -142,7 +142,7 @@ def ls_fit(samples):
     A = np.array([[np.sum(w * x1 * x1), np.sum(w * x1 * x2)], [np.sum(w * x1 * x2), np.sum(w * x2 * x2)]])
     rhs = np.array([np.sum(w * x1 * t), np.sum(w * x2 * t)])
     a, b = np.linalg.solve(A, rhs)
-    if not (a > 0 and b > 0):
+    if len(samples) <= 2 or not (a > 0 and b > 0):
         a, b = 0.0, np.sum(w * x2 * t) / np.sum(w * x2 * x2)
     return a, b
 
