@@ -18,6 +18,11 @@ Writes, into DIR (PREFIX: the file's stem for one file, "compare" for several):
                          for the files that have a /loader table (columns
                          threads, img_per_s; `trainbench loader-bench` does
                          not write one yet)
+  PREFIX_projection.png  for files with a /projection table (`trainbench
+                         project --out`): projected efficiency against ranks
+                         on a log axis out to thousands, the measured (or
+                         published) efficiencies as points, and each what-if
+                         column (if_<key>_efficiency) dashed for one file
 
 A plot whose data no file has (e.g. /scaling of an aborted run) is left out
 with a line saying so. Needs Debian's python3-matplotlib and python3-h5py;
@@ -81,6 +86,8 @@ class Run:
             self.ranks = table(f, "ranks")
             self.steps = table(f, "steps")
             self.loader = table(f, "loader")
+            self.projection = table(f, "projection")
+            self.fabric = attr(f, "projection_fabric", "")
         self.label = label or self.stem
 
     def describe(self):
@@ -277,6 +284,62 @@ def plot_loader(runs, out, prefix, written):
     save(fig, out, f"{prefix}_loader.png", written)
 
 
+def plot_projection(runs, out, prefix, written):
+    have = [r for r in runs if r.projection is not None and "ranks" in r.projection
+            and "efficiency" in r.projection]
+    if not have:
+        return
+    fig, ax = plt.subplots(figsize=(8, 4.8))
+    ax.axhline(100, color="gray", ls=":", lw=1, label="ideal (100 %)")
+    allx = []
+    for i, r in enumerate(have):
+        p = r.projection
+        n = p["ranks"].astype(float)
+        order = np.argsort(n)
+        n = n[order]
+        c = f"C{i}"
+        fab = r.fabric.split(":")[0] if r.fabric else "?"
+        ax.plot(n, 100 * p["efficiency"][order], "-", color=c, lw=1.8,
+                label=f"projected, {fab}" + ("" if len(have) == 1 else f" ({r.label})"))
+        if "measured_efficiency" in p:
+            m = 100 * p["measured_efficiency"][order]
+            ok = np.isfinite(m)
+            if ok.any():
+                what = "measured" if r.model != "?" else "published"
+                ax.plot(n[ok], m[ok], "o", color=c, ms=7, mfc="none", mew=1.8,
+                        label=what + ("" if len(have) == 1 else f" ({r.label})"))
+                for x, y in zip(n[ok], m[ok]):
+                    ax.annotate(f"{y:.1f} %", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8,
+                                color=c)
+        if len(have) == 1:
+            keys = [k for k in p if k.startswith("if_") and k.endswith("_efficiency")]
+            styles = ["--", "-.", ":", (0, (5, 1, 1, 1)), (0, (3, 3))]
+            for j, k in enumerate(sorted(keys)):
+                what = k[3:-len("_efficiency")].replace("_", " ")
+                ax.plot(n, 100 * p[k][order], ls=styles[j % len(styles)], color=f"C{j + 1}", lw=1.2,
+                        label=f"if {what}")
+        allx += list(n)
+    ax.set_xscale("log", base=2)
+    lo, hi = min(allx), max(allx)
+    ax.set_xlim(max(0.7, lo * 0.7), max(hi * 1.25, 4096))
+    ticks = [2 ** k for k in range(0, 16) if lo * 0.7 <= 2 ** k <= max(hi * 1.25, 4096)]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([str(t) for t in ticks], fontsize=8)
+    ax.set_ylim(0, 110)
+    ax.set_xlabel("ranks (log scale)")
+    ax.set_ylabel("weak-scaling efficiency T1 / (N x TN) (%)")
+    if len(have) == 1:
+        sub = have[0].fabric or have[0].describe()
+    elif all(r.model != "?" for r in have):
+        sub = subtitle(have)
+    else:  # published profiles: no run attributes, the legend names them
+        sub = f"{len(have)} projections, see the legend"
+    ax.set_title(f"Projected and measured efficiency against ranks\n{sub[:110]}", fontsize=9)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower left")
+    save(fig, out, f"{prefix}_projection.png", written)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", metavar="RUN.h5")
@@ -300,6 +363,7 @@ def main():
         plot_breakdown(r, a.out, written)
     plot_loss(runs, a.out, prefix, written)
     plot_loader(runs, a.out, prefix, written)
+    plot_projection(runs, a.out, prefix, written)
     if not written:
         print("plot_results.py: nothing to plot", file=sys.stderr)
         sys.exit(1)

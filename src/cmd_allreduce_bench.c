@@ -7,7 +7,10 @@
  * time: mean per all-reduce over --iters after --warmup, the slowest rank's;
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
  * #wrong: elements that differ from the exact sum after a checked reduce
- * (inputs are small integers, so float sums are exact). */
+ * (inputs are small integers, so float sums are exact).
+ * --results FILE: the table as a results file (kind allreduce-bench,
+ * provenance attributes, /allreduce with bytes, count, time_us, algbw_GBps,
+ * busbw_GBps, wrong), which `trainbench project --fabric fit:FILE` fits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +19,8 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/launch_check.h"
+#include "src/provenance.h"
+#include "src/results.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
 
@@ -42,7 +47,8 @@ static long long count_wrong(const void *buf, size_t count, tb_comm_type t, int 
 int tb_cmd_allreduce_bench(int argc, char **argv) {
     size_t minb = 8, maxb = (size_t)128 << 20, factor_sz = 2;
     int iters = 20, warmup = 5, check = 1;
-    char dtype[TB_OPT_STR_MAX] = "float";
+    char dtype[TB_OPT_STR_MAX] = "float", results[TB_OPT_STR_MAX] = "", t_start[32];
+    tb_utc_now(t_start, sizeof t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &minb, 1, 1e12, NULL, "smallest message"},
         {"maxbytes", TB_OPT_SIZE, &maxb, 1, 1e12, NULL, "largest message"},
@@ -51,6 +57,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         {"warmup", TB_OPT_INT, &warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
         {"check", TB_OPT_INT, &check, 0, 1, NULL, "verify every result (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, dtype, 0, 0, "float|double", "element type"},
+        {"results", TB_OPT_STRING, results, 0, 0, NULL, "also write the table to this HDF5 results file"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse_aliased("allreduce-bench",
@@ -69,17 +76,19 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     tb_comm_library_version(lib, sizeof lib);
 
     char *hosts = calloc((size_t)info.world, 64);
+    tb_table tab;
+    memset(&tab, 0, sizeof tab);
     tb_comm_gather(w, info.host, hosts, 64, 0);
     if (info.rank == 0) {
         printf("# trainbench allreduce-bench: %d ranks, path mpi-host (%s), in place, %s sum\n",
                info.world, lib, dtype);
         for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
+        if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
         printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
                "algbw", "busbw", "#wrong");
         printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
                "(GB/s)", "");
     }
-    free(hosts);
 
     void *buf = malloc(maxb + es);
     if (!buf) tb_die("allreduce-bench: cannot allocate %zu bytes; lower -e", maxb);
@@ -116,13 +125,39 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
             if (check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
             printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
                    t == TB_FLOAT32 ? "float" : "double", "sum", dt * 1e6, algbw, busbw, wrong_s);
+            double row[6] = {(double)(count * es), (double)count, dt * 1e6, algbw, busbw,
+                             check ? (double)wrong : -1};
+            if (results[0]) tb_table_row(&tab, row, NULL);
         }
         if (bytes > maxb / factor_sz) break;
     }
     if (info.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %.3f GB/s\n", nsizes ? sum_bus / nsizes : 0.0);
+        if (results[0]) {
+            tb_attrs a;
+            memset(&a, 0, sizeof a);
+            tb_backend none = {.name = "none"};
+            snprintf(none.device, sizeof none.device, "host buffers (%s sum)", dtype);
+            tb_provenance_fill(&a, "allreduce-bench", argc, argv, &none, info.world, hosts);
+            char t_end[32];
+            tb_utc_now(t_end, sizeof t_end);
+            tb_attrs_str(&a, "kind", "allreduce-bench");
+            tb_attrs_str(&a, "start_time", t_start);
+            tb_attrs_str(&a, "end_time", t_end);
+            tb_attrs_str(&a, "status", total_wrong ? "wrong results" : "complete");
+            tb_attrs_str(&a, "path", "mpi-host");
+            tb_attrs_str(&a, "dtype", dtype);
+            tb_attrs_int(&a, "iters", iters);
+            tb_attrs_int(&a, "warmup", warmup);
+            const tb_table *tabs[1] = {&tab};
+            tb_results_write(results, &a, tabs, 1);
+            tb_attrs_free(&a);
+            tb_table_free(&tab);
+            printf("# results written to %s\n", results);
+        }
     }
+    free(hosts);
     free(buf);
     tb_comm_finalize();
     return total_wrong ? 1 : 0;

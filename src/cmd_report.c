@@ -165,7 +165,8 @@ static void print_steps(FILE *f, tb_format fmt, const tb_results *r) {
 }
 
 static int is_known_table(const char *name) {
-    return strcmp(name, "steps") == 0 || strcmp(name, "ranks") == 0 || strcmp(name, "scaling") == 0;
+    return strcmp(name, "steps") == 0 || strcmp(name, "ranks") == 0 || strcmp(name, "scaling") == 0 ||
+           strcmp(name, "grad_ready") == 0 || strcmp(name, "buckets") == 0;
 }
 
 /* Any other group: every column as stored (integers exactly, numbers with 6
@@ -225,6 +226,11 @@ static int report_one(const char *path, tb_format fmt) {
     if (steps && steps->rows > 0) print_steps(f, fmt, &r);
     for (int i = 0; i < r.ntables; i++)
         if (!is_known_table(r.tables[i].name)) print_generic(f, fmt, &r.tables[i]);
+    const tb_rtable *gr = tb_results_table(&r, "grad_ready"), *bk = tb_results_table(&r, "buckets");
+    if (gr || bk) /* one row per gradient range and rank count: summarised, not printed */
+        tb_note(f, fmt, "/grad_ready (%zu rows) and /buckets (%zu rows): the gradient timeline of the scaling rows, "
+                        "which 'trainbench project %s' reads",
+                gr ? gr->rows : 0, bk ? bk->rows : 0, path);
     fflush(f);
     print_problems(&r);
     int rc = r.nproblems ? 1 : 0;

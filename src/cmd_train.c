@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/bucket_profile.h"
 #include "src/checkpoint.h"
 #include "src/commands.h"
 #include "src/faults.h"
@@ -584,6 +585,7 @@ int tb_cmd_train(int argc, char **argv) {
 
     /* ---- 3. the scaling measurement ----------------------------------------------------------- */
     if (fl.scaling_steps > 0) {
+        if (info.rank == 0) tb_bprof_start(fl.scaling_warmup);
         tb_scaling_row rows[40];
         int nrows = tb_train_measure_scaling(&fl, &d, m, world, mon, &hp,
                                              tb_lr_at(&sched, total > 0 ? total - 1 : 0), classes,
@@ -592,6 +594,7 @@ int tb_cmd_train(int argc, char **argv) {
             tb_scaling_print_seed(stdout, rows, nrows, dataset_size, tb_scaling_util_label(be->name));
             tb_scaling_print_full(stdout, rows, nrows);
             tb_run_report_lock(&report);
+            tb_bprof_tables_fill(&report.grad_ready, &report.buckets);
             for (int i = 0; i < nrows; i++) {
                 const tb_scaling_row *r = &rows[i];
                 double row[13 + 3 * TB_PH_COUNT] = {

@@ -11,5 +11,6 @@ int tb_cmd_allreduce_bench(int argc, char **argv);
 int tb_cmd_preflight(int argc, char **argv);
 int tb_cmd_report(int argc, char **argv);
 int tb_cmd_probe(int argc, char **argv);
+int tb_cmd_project(int argc, char **argv);
 
 #endif

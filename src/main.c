@@ -22,6 +22,7 @@ static const subcommand k_commands[] = {
     {"preflight", tb_cmd_preflight, "per-rank check of hosts, devices, versions, environment; one timed all-reduce"},
     {"probe", tb_cmd_probe, "is the GPU stack assembled right: versions built for vs loaded, device, copy and GEMM ceilings"},
     {"report", tb_cmd_report, "a results file's provenance and tables; two files side by side (--format md|csv)"},
+    {"project", tb_cmd_project, "predict N-rank efficiency from one rank's step and a fabric, beside the measured rows"},
 };
 static const int k_ncommands = (int)(sizeof k_commands / sizeof k_commands[0]);
 

@@ -49,6 +49,12 @@ void tb_attrs_free(tb_attrs *a);
 /* Writes path atomically: attributes, then every table. */
 void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables);
 
+/* Writes dst atomically (temporary name, fsync, rename; dst may be src): a
+ * copy of the results file src with the attributes a (may be NULL) and the
+ * tables added, each replacing any group or attribute of the same name. */
+void tb_results_copy_with_tables(const char *src, const char *dst, const tb_attrs *a,
+                                 const tb_table *const *tables, int ntables);
+
 /* "2026-11-21T07:40:12Z" */
 void tb_utc_now(char *buf, size_t len);
 

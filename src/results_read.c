@@ -31,6 +31,15 @@ static const char *const k_loader_attrs[] = {"trainbench_version", "git_revision
                                              "start_time", "end_time", "status", "hostnames",
                                              "hdf5_version", "libjpeg_turbo_version", NULL};
 static const char *const k_loader_cols[] = {"threads", "img_per_s", "mb_per_s", "ms_per_batch", NULL};
+/* An allreduce-bench file (kind = "allreduce-bench"): provenance and /allreduce. */
+static const char *const k_allreduce_attrs[] = {"trainbench_version", "git_revision", "command_line",
+                                                "start_time", "end_time", "status", "world_size",
+                                                "hostnames", "mpi_version", "hdf5_version", NULL};
+static const char *const k_allreduce_cols[] = {"bytes", "time_us", "algbw_GBps", "busbw_GBps", NULL};
+/* A `trainbench project --profile` file (kind = "projection"): /projection. */
+static const char *const k_projection_attrs[] = {"trainbench_version", "git_revision", "command_line",
+                                                 "status", "projection_fabric", NULL};
+static const char *const k_projection_cols[] = {"ranks", "step_ms", "img_per_s", "efficiency", NULL};
 
 static char *xstrdup(const char *s) {
     char *d = strdup(s ? s : "");
@@ -250,8 +259,13 @@ static void read_table(tb_results *r, hid_t file, const char *name, tb_rtable *t
 }
 
 static void check_contract(tb_results *r) {
-    int loader = strcmp(tb_results_str(r, "kind", "train"), "loader-bench") == 0;
-    const char *const *attrs = loader ? k_loader_attrs : tb_results_required_attrs;
+    const char *kind = tb_results_str(r, "kind", "train");
+    int loader = strcmp(kind, "loader-bench") == 0, allreduce = strcmp(kind, "allreduce-bench") == 0;
+    int projection = strcmp(kind, "projection") == 0;
+    const char *const *attrs = loader       ? k_loader_attrs
+                               : allreduce  ? k_allreduce_attrs
+                               : projection ? k_projection_attrs
+                                            : tb_results_required_attrs;
     for (int i = 0; attrs[i]; i++)
         if (!tb_results_attr(r, attrs[i])) problem(r, "root attribute '%s' is missing", attrs[i]);
     const char *status = tb_results_str(r, "status", NULL);
@@ -268,8 +282,12 @@ static void check_contract(tb_results *r) {
         {"ranks", k_ranks_cols, "the run stopped before its per-rank summary"},
         {"scaling", k_scaling_cols, "no scaling measurement: --scaling-steps 0, or the run stopped before it"},
         {"loader", k_loader_cols, "no thread count was measured"},
+        {"allreduce", k_allreduce_cols, "no message size was measured"},
+        {"projection", k_projection_cols, "no rank count was projected"},
     };
-    for (size_t i = loader ? 3 : 0; i < (loader ? 4 : 3); i++) {
+    size_t first = loader ? 3 : allreduce ? 4 : projection ? 5 : 0;
+    size_t last = first == 0 ? 3 : first + 1;
+    for (size_t i = first; i < last; i++) {
         const tb_rtable *t = tb_results_table(r, need[i].group);
         if (!t) {
             problem(r, "group /%s is missing", need[i].group);
@@ -315,7 +333,8 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     tb_h5_free_names(names, n);
     H5_CHECK(H5Fclose(f));
     if (!tb_results_attr(r, "status") && !tb_results_table(r, "steps") && !tb_results_table(r, "ranks") &&
-        !tb_results_table(r, "scaling") && !tb_results_table(r, "loader")) {
+        !tb_results_table(r, "scaling") && !tb_results_table(r, "loader") && !tb_results_table(r, "allreduce") &&
+        !tb_results_table(r, "projection")) {
         snprintf(err, errlen,
                  "'%s' is not a trainbench results file: it has no root attribute 'status' and none of "
                  "the groups /steps, /ranks, /scaling, /loader",

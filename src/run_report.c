@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "src/bucket_profile.h"
 #include "src/core/log.h"
 
 void tb_run_report_init(tb_run_report *r, const char *path) {
@@ -25,6 +26,7 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
                   "forward_ms_min,forward_ms_median,forward_ms_max,backward_ms_min,backward_ms_median,"
                   "backward_ms_max,allreduce_ms_min,allreduce_ms_median,allreduce_ms_max,"
                   "optimizer_ms_min,optimizer_ms_median,optimizer_ms_max");
+    tb_bprof_tables_init(&r->grad_ready, &r->buckets);
 }
 
 void tb_run_report_lock(tb_run_report *r) { pthread_mutex_lock(&r->mu); }
@@ -53,8 +55,11 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
         tb_attrs_str(&r->attrs, "end_time", t);
         tb_attrs_str(&r->attrs, "status", status);
         if (reason) tb_attrs_str(&r->attrs, "abort_reason", reason);
-        const tb_table *tabs[3] = {&r->steps, &r->ranks, &r->scaling};
-        tb_results_write(r->path, &r->attrs, tabs, 3);
+        const tb_table *tabs[5] = {&r->steps, &r->ranks, &r->scaling};
+        int nt = 3;
+        if (r->grad_ready.rows > 0) tabs[nt++] = &r->grad_ready;
+        if (r->buckets.rows > 0) tabs[nt++] = &r->buckets;
+        tb_results_write(r->path, &r->attrs, tabs, nt);
         r->written = 1;
     }
     pthread_mutex_unlock(&r->mu);
@@ -65,5 +70,7 @@ void tb_run_report_free(tb_run_report *r) {
     tb_table_free(&r->steps);
     tb_table_free(&r->ranks);
     tb_table_free(&r->scaling);
+    tb_table_free(&r->grad_ready);
+    tb_table_free(&r->buckets);
     pthread_mutex_destroy(&r->mu);
 }

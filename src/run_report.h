@@ -15,6 +15,7 @@ typedef struct {
     pthread_mutex_t mu;
     tb_attrs attrs;           /* provenance and run settings, set at start */
     tb_table steps, ranks, scaling;
+    tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
     int written;
 } tb_run_report;
 

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/bucket_profile.h"
 #include "src/faults.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
@@ -128,10 +129,13 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
         t2 = tb_now();
         tb_monitor_progress(t->mon, step, "backward", 0);
         t->fault_nan = tb_fault("nan", t->rank, step);
+        tb_grad_ready_fn ready = t->gs ? tb_grad_sync_ready : NULL;
+        void *ready_ctx = t->gs;
+        tb_bprof_wrap(&ready, &ready_ctx); /* `trainbench project`'s timeline (bucket_profile.h) */
         if (t->fault_nan && t->gs)
             tb_model_backward(m, ready_with_nan, t);
         else
-            tb_model_backward(m, t->gs ? tb_grad_sync_ready : NULL, t->gs);
+            tb_model_backward(m, ready, ready_ctx);
         be->sync(be);
         t3 = tb_now();
     } else {
@@ -148,6 +152,7 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
     tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
     if (t->gs) tb_grad_sync_finish(t->gs, &rec->sync);
     double t4 = tb_now();
+    tb_bprof_step(t->world, t->gs, sizeof(tb_real), t->hp.bucket_bytes, t->hp.overlap, t2, t3, t4);
     size_t bad = 0;
     /* under fp16 loss scaling an overflow is expected: the update skips it on the device */
     const char *name = m->loss_scaling ? NULL : tb_trainer_first_nonfinite(t, m->grads, &bad);

@@ -1,0 +1,214 @@
+/* bucket_profile.c - the gradient-ready and bucket timeline recorder (see
+ * bucket_profile.h). */
+#include "src/bucket_profile.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/core/log.h"
+#include "src/core/timer.h"
+
+/* One rank count's recorded steps. */
+typedef struct {
+    int ranks, steps, cap;
+    int nr, nb;                   /* ranges, buckets per step */
+    size_t *r_off, *r_cnt;        /* [nr] elements, in the order backward finished them */
+    size_t *b_off, *b_cnt;        /* [nb] elements, grad_sync order (ascending offsets) */
+    double *ready;                /* [cap][nr] s from backward start */
+    double *b_ready, *b_start, *b_end; /* [cap][nb] */
+    double *bwd, *exposed;        /* [cap] */
+    size_t elem, bucket_bytes;
+    int overlap;
+} group;
+
+static struct {
+    int on, skip;
+    group *g;
+    int ng;
+    /* this step's ranges, and the callback being wrapped */
+    size_t *off, *cnt;
+    double *t;
+    int n, cap;
+    tb_grad_ready_fn fn;
+    void *ctx;
+} g_rec;
+
+void tb_bprof_start(int skip) {
+    g_rec.on = 1;
+    g_rec.skip = skip > 0 ? skip : 0;
+}
+
+int tb_bprof_on(void) { return g_rec.on; }
+
+static void recorder(void *unused, size_t offset, size_t count) {
+    (void)unused;
+    if (g_rec.n == g_rec.cap) {
+        g_rec.cap = g_rec.cap ? 2 * g_rec.cap : 256;
+        g_rec.off = realloc(g_rec.off, (size_t)g_rec.cap * sizeof *g_rec.off);
+        g_rec.cnt = realloc(g_rec.cnt, (size_t)g_rec.cap * sizeof *g_rec.cnt);
+        g_rec.t = realloc(g_rec.t, (size_t)g_rec.cap * sizeof *g_rec.t);
+        if (!g_rec.off || !g_rec.cnt || !g_rec.t) TB_FATAL("out of host memory");
+    }
+    g_rec.off[g_rec.n] = offset;
+    g_rec.cnt[g_rec.n] = count;
+    g_rec.t[g_rec.n] = tb_now();
+    g_rec.n++;
+    if (g_rec.fn) g_rec.fn(g_rec.ctx, offset, count);
+}
+
+void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx) {
+    if (!g_rec.on) return;
+    g_rec.fn = *fn;
+    g_rec.ctx = *ctx;
+    g_rec.n = 0;
+    *fn = recorder;
+    *ctx = NULL;
+}
+
+static void *grow(void *p, size_t bytes) {
+    void *q = realloc(p, bytes);
+    if (!q) TB_FATAL("out of host memory");
+    return q;
+}
+
+static group *group_for(int ranks, const tb_grad_sync *gs) {
+    for (int i = 0; i < g_rec.ng; i++)
+        if (g_rec.g[i].ranks == ranks) return &g_rec.g[i];
+    g_rec.g = grow(g_rec.g, (size_t)(g_rec.ng + 1) * sizeof *g_rec.g);
+    group *g = &g_rec.g[g_rec.ng++];
+    memset(g, 0, sizeof *g);
+    g->ranks = ranks;
+    g->nr = g_rec.n;
+    g->r_off = grow(NULL, (size_t)g->nr * sizeof *g->r_off);
+    g->r_cnt = grow(NULL, (size_t)g->nr * sizeof *g->r_cnt);
+    memcpy(g->r_off, g_rec.off, (size_t)g->nr * sizeof *g->r_off);
+    memcpy(g->r_cnt, g_rec.cnt, (size_t)g->nr * sizeof *g->r_cnt);
+    g->nb = gs ? tb_grad_sync_bucket_count(gs) : 0;
+    g->b_off = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_off);
+    g->b_cnt = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_cnt);
+    for (int i = 0; i < g->nb; i++) tb_grad_sync_bucket(gs, i, &g->b_off[i], &g->b_cnt[i]);
+    return g;
+}
+
+void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes, int overlap,
+                   double t_bwd0, double t_bwd1, double t_done) {
+    if (!g_rec.on || g_rec.n == 0) return; /* not recording, or no backward in this step */
+    group *g = group_for(ranks, gs);
+    int same = g->nr == g_rec.n && g->nb == (gs ? tb_grad_sync_bucket_count(gs) : 0);
+    for (int i = 0; same && i < g->nr; i++) same = g->r_off[i] == g_rec.off[i] && g->r_cnt[i] == g_rec.cnt[i];
+    g_rec.n = 0;
+    if (!same) return; /* another graph: not this rank count's timeline */
+    if (g->steps == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 32;
+        size_t c = (size_t)g->cap, nb = (size_t)(g->nb ? g->nb : 1);
+        g->ready = grow(g->ready, c * (size_t)g->nr * sizeof *g->ready);
+        g->b_ready = grow(g->b_ready, c * nb * sizeof *g->b_ready);
+        g->b_start = grow(g->b_start, c * nb * sizeof *g->b_start);
+        g->b_end = grow(g->b_end, c * nb * sizeof *g->b_end);
+        g->bwd = grow(g->bwd, c * sizeof *g->bwd);
+        g->exposed = grow(g->exposed, c * sizeof *g->exposed);
+    }
+    size_t s = (size_t)g->steps;
+    double *ready = g->ready + s * (size_t)g->nr;
+    for (int i = 0; i < g->nr; i++) ready[i] = g_rec.t[i] - t_bwd0;
+    if (gs) {
+        const double *st, *en;
+        tb_grad_sync_bucket_times(gs, &st, &en);
+        for (int b = 0; b < g->nb; b++) {
+            double last = 0; /* the bucket is ready when its last range is */
+            for (int i = 0; i < g->nr; i++)
+                if (g->r_off[i] < g->b_off[b] + g->b_cnt[b] && g->r_off[i] + g->r_cnt[i] > g->b_off[b])
+                    last = fmax(last, ready[i]);
+            g->b_ready[s * (size_t)g->nb + (size_t)b] = last;
+            g->b_start[s * (size_t)g->nb + (size_t)b] = st[b] - t_bwd0;
+            g->b_end[s * (size_t)g->nb + (size_t)b] = en[b] - t_bwd0;
+        }
+    }
+    g->bwd[s] = t_bwd1 - t_bwd0;
+    g->exposed[s] = t_done - t_bwd1;
+    g->elem = elem_bytes;
+    g->bucket_bytes = bucket_bytes;
+    g->overlap = overlap;
+    g->steps++;
+}
+
+void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets) {
+    tb_table_init(grad_ready, "grad_ready",
+                  "ranks:i,range:i,offset:i,bytes:i,ready_ms,backward_ms,bucket_bytes:i,overlap:i,steps:i");
+    tb_table_init(buckets, "buckets",
+                  "ranks:i,bucket:i,offset:i,bytes:i,ready_ms,start_ms,end_ms,backward_ms,exposed_ms,steps:i");
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[first*stride + col], v[(first+1)*stride + col], ... up to n rows, in ms. */
+static double median_ms(const double *v, int first, int n, int stride, int col) {
+    int k = n - first;
+    double *x = malloc((size_t)k * sizeof *x);
+    if (!x) TB_FATAL("out of host memory");
+    for (int i = 0; i < k; i++) x[i] = v[(size_t)(first + i) * (size_t)stride + (size_t)col];
+    qsort(x, (size_t)k, sizeof *x, cmp_double);
+    double m = k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
+    free(x);
+    return 1e3 * m;
+}
+
+static int by_start_ms(const void *a, const void *b) {
+    const double *x = a, *y = b; /* {start_ms, index} */
+    return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] > y[1] ? -1 : x[1] < y[1]);
+}
+
+/* The rows of one rank count: medians over its steps after the warm-up. */
+static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
+    int first = g->steps > g_rec.skip ? g_rec.skip : 0, used = g->steps - first;
+    double bwd = median_ms(g->bwd, first, g->steps, 1, 0);
+    double exposed = median_ms(g->exposed, first, g->steps, 1, 0);
+    double e = (double)g->elem;
+    for (int i = 0; i < g->nr; i++) {
+        double row[9] = {g->ranks, i, e * (double)g->r_off[i], e * (double)g->r_cnt[i],
+                         median_ms(g->ready, first, g->steps, g->nr, i), bwd, (double)g->bucket_bytes,
+                         g->overlap, used};
+        tb_table_row(grad_ready, row, NULL);
+    }
+    double (*order)[2] = malloc((size_t)(g->nb ? g->nb : 1) * sizeof *order);
+    if (!order) TB_FATAL("out of host memory");
+    for (int b = 0; b < g->nb; b++) {
+        order[b][0] = median_ms(g->b_start, first, g->steps, g->nb, b);
+        order[b][1] = b;
+    }
+    qsort(order, (size_t)g->nb, sizeof *order, by_start_ms);
+    for (int k = 0; k < g->nb; k++) {
+        int b = (int)order[k][1];
+        double row[10] = {g->ranks, b, e * (double)g->b_off[b], e * (double)g->b_cnt[b],
+                          median_ms(g->b_ready, first, g->steps, g->nb, b), order[k][0],
+                          median_ms(g->b_end, first, g->steps, g->nb, b), bwd, exposed, used};
+        tb_table_row(buckets, row, NULL);
+    }
+    free(order);
+}
+
+void tb_bprof_tables_fill(tb_table *grad_ready, tb_table *buckets) {
+    for (int gi = 0; gi < g_rec.ng; gi++) {
+        group *g = &g_rec.g[gi];
+        if (g->steps > 0) add_rows(g, grad_ready, buckets);
+        free(g->r_off);
+        free(g->r_cnt);
+        free(g->b_off);
+        free(g->b_cnt);
+        free(g->ready);
+        free(g->b_ready);
+        free(g->b_start);
+        free(g->b_end);
+        free(g->bwd);
+        free(g->exposed);
+    }
+    free(g_rec.g);
+    free(g_rec.off);
+    free(g_rec.cnt);
+    free(g_rec.t);
+    memset(&g_rec, 0, sizeof g_rec);
+}

@@ -1,0 +1,51 @@
+/* bucket_profile.h - the gradient timeline of the scaling measurement, for
+ * `trainbench project`: when backward finished each gradient range (on
+ * every rank count, one rank included) and when each bucket's all-reduce
+ * ran. Recorded on rank 0 only, between tb_bprof_start and
+ * tb_bprof_tables_fill, through two hooks in the training step
+ * (src/trainer.c): tb_bprof_wrap around the model's grad-ready callback and
+ * tb_bprof_step after the all-reduce. Two tables of the results file,
+ * times in ms from the start of backward, medians over the steps recorded
+ * for that rank count (its first `skip` steps, the warm-up, left out):
+ *
+ *   /grad_ready  ranks, range (in the order backward finished them),
+ *                offset, bytes (into the flat gradient buffer), ready_ms,
+ *                backward_ms, bucket_bytes (the run's cap), overlap, steps
+ *   /buckets     ranks, bucket (comm/grad_sync.h index), offset, bytes,
+ *                ready_ms (its last range), start_ms, end_ms (its
+ *                all-reduce on the communication thread), backward_ms,
+ *                exposed_ms (what finish waited), steps; in launch order
+ *
+ * On the CPU backend a range is final when the callback runs. (A GPU
+ * backend that calls it when the work is queued would need event times
+ * instead.) Not thread-safe: the training step's thread only. */
+#ifndef TB_BUCKET_PROFILE_H
+#define TB_BUCKET_PROFILE_H
+
+#include <stddef.h>
+
+#include "comm/grad_sync.h"
+#include "model/graph.h"
+#include "src/results.h"
+
+/* Starts recording (rank 0, before the scaling rows); skip: steps left
+ * out at the start of each rank count. */
+void tb_bprof_start(int skip);
+int tb_bprof_on(void);
+
+/* Hook 1, before backward: when recording, *fn / *ctx are replaced by a
+ * recorder that notes the time and calls the original (which may be NULL). */
+void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx);
+/* Hook 2, after the all-reduce: the step of `ranks` ranks is complete
+ * (gs NULL on one rank; elem_bytes the gradient element size);
+ * t_bwd0/t_bwd1 the start and end of backward, t_done the end of the
+ * all-reduce wait (tb_now() clock). Does nothing unless recording. */
+void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes, int overlap,
+                   double t_bwd0, double t_bwd1, double t_done);
+
+/* The two tables' layouts (empty). */
+void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets);
+/* Appends the recorded rows and stops recording (frees what it held). */
+void tb_bprof_tables_fill(tb_table *grad_ready, tb_table *buckets);
+
+#endif

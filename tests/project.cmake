@@ -1,0 +1,40 @@
+# `trainbench project` (issue 16): the model's arithmetic against hand-computed
+# cases (test_project.c), the alpha-beta fit against a real allreduce-bench
+# run under mpirun -np 2 (an independent numpy fit of the same table), and
+# the projection of a results file that trainbench wrote here (report.cmake's
+# report_np2.h5, which records /grad_ready and /buckets): every printed and
+# stored number checked against the file and an independent re-computation
+# in tests/test_project.py, the input left untouched, the plot drawn.
+add_executable(test_project test_project.c)
+target_link_libraries(test_project PRIVATE tb_app)
+add_test(NAME project_unit COMMAND sh -c "rm -rf project_unit.d && mkdir -p project_unit.d && exec \"$0\" project_unit.d"
+                                   $<TARGET_FILE:test_project>)
+set_tests_properties(project_unit PROPERTIES TIMEOUT 120)
+
+if(TB_PYTHON)
+  set(TB_PROJECT_PY ${TB_PYTHON} ${TB_TEST_DIR}/test_project.py)
+else()
+  set(TB_PROJECT_PY sh -c "echo 'SKIP: no python3 with h5py found at configure time (set -DTB_PYTHON)'; exit 77" --)
+endif()
+function(tb_project_test name fixtures)
+  add_test(NAME ${name} COMMAND ${TB_PROJECT_PY} ${ARGN} --trainbench ${TB_BIN}
+                                --plot ${PROJECT_SOURCE_DIR}/bench/plot_results.py)
+  set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 FIXTURES_REQUIRED "${fixtures}")
+endfunction()
+
+if(TB_HAVE_MPI)
+  # a real sweep on 2 ranks: the console table and the --results file
+  add_test(NAME project_allreduce_bench_np2
+           COMMAND sh -c "rm -f project_ar.h5 project_ar.txt && \"$0\" \"$@\" > project_ar.txt"
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${TB_BIN} allreduce-bench -b 1K -e 8M -f 4 -n 5 -w 2
+                   --results project_ar.h5)
+  set_tests_properties(project_allreduce_bench_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP project_ar)
+  tb_project_test(project_fit_np2 project_ar fit project_ar.h5 project_ar.txt)
+  tb_project_test(project_run_np2 "report_b;report_np1" run report_np2.h5 report_np1.h5)
+else()
+  add_test(NAME project_fit_np2 COMMAND sh -c "echo 'SKIP: built without MPI: no allreduce-bench run to fit'; exit 77")
+  set_tests_properties(project_fit_np2 PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+# a published profile (no results file): the reference inputs of results/projection_reference.md
+tb_project_test(project_profile "" profile ${PROJECT_SOURCE_DIR}/results/projection_reference/seeds_h800_nvlink.txt)
