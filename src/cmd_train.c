@@ -92,11 +92,14 @@ typedef struct {
     const char *host;
 } abort_ctx;
 
-/* The watchdog found a dead, silent or stuck rank (monitor thread). */
-static void on_watchdog(const char *why, void *p) {
+/* The watchdog found a dead, silent or stuck rank (monitor thread); not
+ * final: a provisional reason to mark the results file with at once. */
+static void on_watchdog(const char *why, int final, void *p) {
     abort_ctx *a = p;
-    fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
-    fflush(stderr);
+    if (final) {
+        fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
+        fflush(stderr);
+    }
     if (a->rank == 0 && a->report) tb_run_report_write(a->report, "aborted", why, 0.5);
 }
 
