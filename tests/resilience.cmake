@@ -16,3 +16,15 @@ foreach(mode killed frozen early nan resume ckptkill)
   set_tests_properties(resilience_${mode} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endforeach()
+
+# allreduce-bench sums in place: each all-reduce starts from the inputs
+# again, so 200 of them on 3 ranks stay exact (3^200 would be inf) and the
+# check reads the last timed one.
+if(TB_HAVE_MPI)
+  add_test(NAME allreduce_bench_values_stay_exact
+           COMMAND sh -c "out=$(\"$@\" 2>&1); rc=$?; printf '%s\\n' \"$out\" | tail -n 4; [ $rc -eq 0 ] && printf '%s\\n' \"$out\" | grep -q 'Out of bounds values : 0 OK'"
+                   allreduce_bench ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${TB_BIN} allreduce-bench
+                   -b 4 -e 64K -f 16 -n 200 -w 5)
+  set_tests_properties(allreduce_bench_values_stay_exact PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
