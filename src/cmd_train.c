@@ -325,6 +325,7 @@ int tb_cmd_train(int argc, char **argv) {
     char err[512];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("train: %s", err);
+    if (be->threads > 0) threads = be->threads; /* what runs: at most the CPUs this rank may use */
     tb_launch_check_ranks(&info, be, "train", argc, argv);
 
     tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, 1);
