@@ -299,6 +299,8 @@ static void *slow_writer(void *arg) {
     tb_table_row(&t, row, NULL);
     const tb_table *tabs[1] = {&t};
     tb_results_write(path, &a, tabs, 1);
+    tb_table_free(&t); /* before the unlock: exit (and a leak check) follows it at once */
+    tb_attrs_free(&a);
     tb_h5_unlock();
     return NULL;
 }
