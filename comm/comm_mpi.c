@@ -73,14 +73,14 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
 
 void tb_comm_finalize(void) {
     int fin = 0;
-    MPI_Finalized(&fin);
-    if (g_initialised && !fin) MPI_Finalize();
+    MPI_CHECK(MPI_Finalized(&fin));
+    if (g_initialised && !fin) MPI_CHECK(MPI_Finalize());
 }
 
 void tb_comm_library_version(char *buf, size_t len) {
     char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int n = 0;
-    MPI_Get_library_version(v, &n);
+    MPI_CHECK(MPI_Get_library_version(v, &n));
     char *nl = strpbrk(v, ",\n");
     if (nl) *nl = '\0';
     snprintf(buf, len, "%s", v);
@@ -168,8 +168,8 @@ void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int 
 _Noreturn void tb_comm_exit_all(tb_comm *c, int code) {
     fflush(stdout);
     fflush(stderr);
-    MPI_Barrier(c->comm);
-    MPI_Finalize();
+    MPI_CHECK(MPI_Barrier(c->comm));
+    MPI_CHECK(MPI_Finalize());
     exit(code);
 }
 
@@ -209,8 +209,13 @@ int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, dou
             nanosleep(&ts, NULL);
         }
     }
+    /* a cancelled receive completes at once (or with its message, when one
+     * arrived meanwhile): wait for it, so no late message lands in rows */
     for (int r = 1; r < c->size; r++)
-        if (!arrived[r]) MPI_Cancel(&rq[r]);
+        if (!arrived[r]) {
+            MPI_CHECK(MPI_Cancel(&rq[r]));
+            MPI_CHECK(MPI_Wait(&rq[r], MPI_STATUS_IGNORE));
+        }
     free(rq);
     return missing;
 }

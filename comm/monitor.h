@@ -21,9 +21,14 @@
 
 #include "comm/comm.h"
 
-/* Called once per rank, from the monitor thread, with the reason; must be
- * quick (it has well under a second when the launcher is killing the job). */
-typedef void (*tb_monitor_abort_fn)(const char *why, void *ctx);
+/* Called from the monitor thread with the reason; must be quick (it has
+ * well under a second when the launcher is killing the job: Open MPI sends
+ * SIGKILL one second after SIGTERM). final = 1: the one line to print, once
+ * per rank. final = 0: only on rank 0, when the launcher starts tearing the
+ * job down (SIGTERM), before the other ranks are pinged to find which are
+ * gone: a provisional reason to save state with at once; print nothing, the
+ * final call follows if time allows. */
+typedef void (*tb_monitor_abort_fn)(const char *why, int final, void *ctx);
 
 typedef struct tb_monitor tb_monitor;
 

@@ -1,7 +1,21 @@
 /* monitor_mpi.c - the watchdog over MPI point-to-point messages on a
  * duplicate communicator (see monitor.h). Needs MPI_THREAD_MULTIPLE: the
  * monitor thread talks while the main and gradient threads are inside
- * collectives. */
+ * collectives.
+ *
+ * Every MPI return code is checked (MON_CHECK): on the watch path a failed
+ * call ends the job through abort_all with the call, file:line and MPI's own
+ * error string, so rank 0 still marks its results file; on the paths that
+ * are already ending the job (abort_all, teardown) a failure is expected (a
+ * peer is gone) and the path goes on without it.
+ *
+ * Send buffers: a buffer handed to MPI_Isend is not written again until that
+ * send has completed. Ticks have one buffer per destination rank; a rank's
+ * status has one buffer, rewritten only after its send completed; pings,
+ * pongs and the abort reason are sent from constant (or, once written,
+ * never rewritten) storage, so any number of them may be in flight. At stop
+ * the pending sends are waited for (bounded); buffers of a send that never
+ * completes are left allocated rather than freed under MPI. */
 #include "comm/monitor.h"
 
 #include <mpi.h>
@@ -39,6 +53,7 @@ typedef struct {             /* rank 0 -> every rank */
 struct tb_monitor {
     MPI_Comm comm;
     int rank, size;
+    int ending;              /* abort_all or teardown under way: MPI failures are expected */
     char *hosts;
     double timeout, period;
     tb_monitor_abort_fn fn;
@@ -57,7 +72,7 @@ struct tb_monitor {
     MPI_Request status_rq;
     progress_msg status_in;
     MPI_Request *tick_rq;    /* [size] */
-    tick_msg tick_out;
+    tick_msg *tick_out;      /* [size]: rank r's tick stays untouched until tick_rq[r] completes */
     /* the others: rank 0's last tick */
     double tick_heard;
     tick_msg tick;
@@ -65,6 +80,9 @@ struct tb_monitor {
     progress_msg status_out;
     int64_t sent_step;       /* step of the last status sent */
 };
+
+/* Ping and pong carry no data: sent from this constant, any number at once. */
+static const char k_ping = 1;
 
 static volatile sig_atomic_t g_sigterm = 0;
 static void on_sigterm(int s) {
@@ -78,6 +96,20 @@ static void sleep_s(double s) {
 }
 
 static const char *host(const tb_monitor *m, int r) { return m->hosts + 64 * (size_t)r; }
+
+static _Noreturn void abort_all(tb_monitor *m, const char *why);
+
+/* MPI_SUCCESS, or: while watching, ends the job naming the call and MPI's
+ * error string; while already ending it, returns the code to the caller. */
+#define MON_CHECK(m, call) mon_check((m), (call), #call, __FILE__, __LINE__)
+static int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int line) {
+    if (rc == MPI_SUCCESS || m->ending) return rc;
+    char msg[MPI_MAX_ERROR_STRING] = "", why[WHY_MAX];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    snprintf(why, sizeof why, "the watchdog's MPI call failed: %s (%s:%d): %s", expr, file, line, msg);
+    abort_all(m, why);
+}
 
 static progress_msg own_progress(tb_monitor *m) {
     progress_msg p;
@@ -95,29 +127,38 @@ static void answer_pings(tb_monitor *m) {
     int flag = 1;
     while (flag) {
         MPI_Status st;
-        MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, m->comm, &flag, &st);
+        if (MON_CHECK(m, MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, m->comm, &flag, &st)) != MPI_SUCCESS) return;
         if (!flag) break;
         char b;
-        MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PING, m->comm, MPI_STATUS_IGNORE);
+        if (MON_CHECK(m, MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PING, m->comm, MPI_STATUS_IGNORE)) !=
+            MPI_SUCCESS)
+            return;
         MPI_Request rq;
-        MPI_Isend(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq);
-        MPI_Request_free(&rq);
+        /* from the constant k_ping, so freeing the request before it completes is safe */
+        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq)) ==
+            MPI_SUCCESS)
+            MON_CHECK(m, MPI_Request_free(&rq));
     }
 }
 
 /* Ends the job after telling the others why (rank 0, or anyone when rank 0
  * is silent). Does not return. */
 static _Noreturn void abort_all(tb_monitor *m, const char *why) {
+    /* written once, then only read: every send below goes out from it */
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "%s", why);
+    m->ending = 1;
     MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
     int n = 0;
-    for (int r = 0; r < m->size; r++)
-        if (r != m->rank) MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n++]);
-    m->fn(msg, m->ctx);
+    if (rq)
+        for (int r = 0; r < m->size; r++)
+            if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
+                                    MPI_SUCCESS)
+                n++;
+    m->fn(msg, 1, m->ctx);
     double deadline = tb_now() + 0.5; /* let the others print their line */
     for (int done = 0; !done && tb_now() < deadline;) {
-        MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE);
+        if (MON_CHECK(m, MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) break;
         sleep_s(0.01);
     }
     sleep_s(0.2);
@@ -132,29 +173,52 @@ static void describe(char *buf, size_t len, const progress_msg *p) {
 /* The launcher is tearing the job down (a rank died or left): name the
  * ranks that no longer answer a ping. */
 static _Noreturn void on_teardown(tb_monitor *m) {
+    m->ending = 1; /* peers are dying: failed calls below mean "gone" */
+    if (m->rank == 0) {
+        /* SIGKILL follows within a second: mark the results file before the
+         * pings below spend 0.3 s finding out who is gone */
+        progress_msg me = own_progress(m);
+        char where[96], early[WHY_MAX];
+        describe(where, sizeof where, &me);
+        double now = tb_now();
+        int q = -1;
+        for (int r = 1; r < m->size; r++)
+            if (q < 0 || m->heard[r] < m->heard[q]) q = r;
+        snprintf(early, sizeof early,
+                 "the launcher is ending the job (SIGTERM: a rank died or left) while rank 0 was at %s; "
+                 "rank %d (%s) had been silent longest (%.1f s); written before the ranks were pinged",
+                 where, q, host(m, q), now - m->heard[q]);
+        m->fn(early, 0, m->ctx);
+    }
     int *pong = calloc((size_t)m->size, sizeof *pong);
-    char b = 1;
+    int *dead = calloc((size_t)m->size, sizeof *dead); /* a call to it failed */
     char *in = calloc((size_t)m->size, 1);
     MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
+    if (!pong || !dead || !in || !rq) _exit(1);
     for (int r = 0; r < m->size; r++) {
+        rq[r] = MPI_REQUEST_NULL;
         if (r == m->rank) {
             pong[r] = 1;
-            rq[r] = MPI_REQUEST_NULL;
             continue;
         }
         MPI_Request s;
-        MPI_Isend(&b, 1, MPI_CHAR, r, TAG_PING, m->comm, &s);
-        MPI_Request_free(&s);
-        MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_PONG, m->comm, &rq[r]);
+        /* from the constant k_ping: freed before completion safely */
+        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, r, TAG_PING, m->comm, &s)) != MPI_SUCCESS ||
+            MON_CHECK(m, MPI_Request_free(&s)) != MPI_SUCCESS ||
+            MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_PONG, m->comm, &rq[r])) != MPI_SUCCESS)
+            dead[r] = 1;
     }
     double deadline = tb_now() + 0.3;
     while (tb_now() < deadline) {
         answer_pings(m);
         int all = 1;
         for (int r = 0; r < m->size; r++) {
-            if (pong[r]) continue;
+            if (pong[r] || dead[r]) continue;
             int done = 0;
-            MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE);
+            if (MON_CHECK(m, MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) {
+                dead[r] = 1;
+                continue;
+            }
             pong[r] = done;
             all &= done;
         }
@@ -179,7 +243,7 @@ static _Noreturn void on_teardown(tb_monitor *m) {
     else
         snprintf(why, sizeof why,
                  "the launcher is ending the job (SIGTERM) at %s; every other rank still answers", where);
-    m->fn(why, m->ctx);
+    m->fn(why, 1, m->ctx);
     fflush(stdout);
     fflush(stderr);
     _exit(1);
@@ -232,12 +296,12 @@ static void root_poll(tb_monitor *m) {
     for (;;) {
         int done = 0;
         MPI_Status st;
-        MPI_Test(&m->status_rq, &done, &st);
+        MON_CHECK(m, MPI_Test(&m->status_rq, &done, &st));
         if (!done) break;
         m->heard[st.MPI_SOURCE] = tb_now();
         m->last[st.MPI_SOURCE] = m->status_in;
-        MPI_Irecv(&m->status_in, sizeof m->status_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_STATUS, m->comm,
-                  &m->status_rq);
+        MON_CHECK(m, MPI_Irecv(&m->status_in, sizeof m->status_in, MPI_BYTE, MPI_ANY_SOURCE, TAG_STATUS,
+                               m->comm, &m->status_rq));
     }
 }
 
@@ -255,26 +319,32 @@ static void root_tick(tb_monitor *m) {
         }
     for (int r = 1; r < m->size; r++) {
         int done = 1;
-        if (m->tick_rq[r] != MPI_REQUEST_NULL) MPI_Test(&m->tick_rq[r], &done, MPI_STATUS_IGNORE);
+        if (m->tick_rq[r] != MPI_REQUEST_NULL)
+            MON_CHECK(m, MPI_Test(&m->tick_rq[r], &done, MPI_STATUS_IGNORE));
         if (!done) continue; /* that rank is not draining: the verdict will say */
-        m->tick_out = t;
-        MPI_Isend(&m->tick_out, sizeof m->tick_out, MPI_BYTE, r, TAG_TICK, m->comm, &m->tick_rq[r]);
+        m->tick_out[r] = t;  /* its previous send from this buffer has completed */
+        MON_CHECK(m, MPI_Isend(&m->tick_out[r], sizeof m->tick_out[r], MPI_BYTE, r, TAG_TICK, m->comm,
+                               &m->tick_rq[r]));
     }
 }
 
 static void other_poll(tb_monitor *m) {
     int flag = 1;
     while (flag) {
-        MPI_Iprobe(0, TAG_TICK, m->comm, &flag, MPI_STATUS_IGNORE);
+        MON_CHECK(m, MPI_Iprobe(0, TAG_TICK, m->comm, &flag, MPI_STATUS_IGNORE));
         if (!flag) break;
-        MPI_Recv(&m->tick, sizeof m->tick, MPI_BYTE, 0, TAG_TICK, m->comm, MPI_STATUS_IGNORE);
+        MON_CHECK(m, MPI_Recv(&m->tick, sizeof m->tick, MPI_BYTE, 0, TAG_TICK, m->comm, MPI_STATUS_IGNORE));
         m->tick_heard = tb_now();
     }
-    MPI_Iprobe(0, TAG_ABORT, m->comm, &flag, MPI_STATUS_IGNORE);
+    MON_CHECK(m, MPI_Iprobe(0, TAG_ABORT, m->comm, &flag, MPI_STATUS_IGNORE));
     if (flag) {
         char why[WHY_MAX];
-        MPI_Recv(why, WHY_MAX, MPI_CHAR, 0, TAG_ABORT, m->comm, MPI_STATUS_IGNORE);
-        m->fn(why, m->ctx);
+        m->ending = 1;
+        if (MON_CHECK(m, MPI_Recv(why, WHY_MAX, MPI_CHAR, 0, TAG_ABORT, m->comm, MPI_STATUS_IGNORE)) !=
+            MPI_SUCCESS)
+            snprintf(why, sizeof why, "rank 0 (%s) ended the job; its reason could not be received",
+                     host(m, 0));
+        m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
         sleep_s(2.0); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
@@ -285,11 +355,13 @@ static void other_poll(tb_monitor *m) {
 /* Sends this rank's progress to rank 0 (if the last send has gone). */
 static void other_status(tb_monitor *m) {
     int done = 1;
-    if (m->status_out_rq != MPI_REQUEST_NULL) MPI_Test(&m->status_out_rq, &done, MPI_STATUS_IGNORE);
+    if (m->status_out_rq != MPI_REQUEST_NULL)
+        MON_CHECK(m, MPI_Test(&m->status_out_rq, &done, MPI_STATUS_IGNORE));
     if (!done) return;
-    m->status_out = own_progress(m);
+    m->status_out = own_progress(m); /* the previous send from it has completed */
     m->sent_step = m->status_out.step;
-    MPI_Isend(&m->status_out, sizeof m->status_out, MPI_BYTE, 0, TAG_STATUS, m->comm, &m->status_out_rq);
+    MON_CHECK(m, MPI_Isend(&m->status_out, sizeof m->status_out, MPI_BYTE, 0, TAG_STATUS, m->comm,
+                           &m->status_out_rq));
 }
 
 static void *monitor_thread(void *arg) {
@@ -338,7 +410,7 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
                              tb_monitor_abort_fn fn, void *ctx) {
     int size = tb_comm_size(world);
     int level = 0;
-    MPI_Query_thread(&level);
+    MPI_CHECK(MPI_Query_thread(&level));
     if (size < 2) return NULL;
     if (level < MPI_THREAD_MULTIPLE) {
         tb_warn("the MPI library lacks MPI_THREAD_MULTIPLE: the watchdog is off, a dead rank may "
@@ -351,6 +423,7 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     m->rank = tb_comm_rank(world);
     m->size = size;
     m->hosts = malloc((size_t)size * 64);
+    if (!m->hosts) TB_FATAL("out of host memory");
     memcpy(m->hosts, hosts, (size_t)size * 64);
     m->timeout = timeout_s;
     m->period = timeout_s / 10 < 0.5 ? timeout_s / 10 : 0.5;
@@ -366,6 +439,8 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
         m->heard = calloc((size_t)size, sizeof *m->heard);
         m->last = calloc((size_t)size, sizeof *m->last);
         m->tick_rq = calloc((size_t)size, sizeof *m->tick_rq);
+        m->tick_out = calloc((size_t)size, sizeof *m->tick_out);
+        if (!m->heard || !m->last || !m->tick_rq || !m->tick_out) TB_FATAL("out of host memory");
         for (int r = 0; r < size; r++) {
             m->heard[r] = now;
             m->tick_rq[r] = MPI_REQUEST_NULL;
@@ -396,6 +471,21 @@ void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_c
     pthread_mutex_unlock(&m->mu);
 }
 
+/* Waits (at most a few seconds) for this rank's sends still in flight: 1
+ * when every one completed, so that their buffers may be freed. */
+static int drain_sends(tb_monitor *m) {
+    MPI_Request *rq = m->rank == 0 ? m->tick_rq + 1 : &m->status_out_rq;
+    int n = m->rank == 0 ? m->size - 1 : 1;
+    double deadline = tb_now() + 5.0;
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE));
+        if (done) return 1;
+        if (tb_now() > deadline) return 0;
+        sleep_s(0.001);
+    }
+}
+
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
     pthread_mutex_lock(&m->mu);
@@ -403,18 +493,24 @@ void tb_monitor_stop(tb_monitor *m) {
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
     if (m->rank == 0) {
-        MPI_Cancel(&m->status_rq);
-        MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE);
-        /* sends complete on their own (small, eager); just let them go */
-        for (int r = 1; r < m->size; r++)
-            if (m->tick_rq[r] != MPI_REQUEST_NULL) MPI_Request_free(&m->tick_rq[r]);
-    } else if (m->status_out_rq != MPI_REQUEST_NULL) {
-        MPI_Request_free(&m->status_out_rq);
+        MPI_CHECK(MPI_Cancel(&m->status_rq));
+        MPI_CHECK(MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE));
     }
+    /* every rank is here (a collective precedes stop), so every small send
+     * completes; one that does not means its buffer must outlive us */
+    int drained = drain_sends(m);
     signal(SIGTERM, SIG_DFL);
+    if (!drained) {
+        tb_warn("the watchdog's last messages were not delivered within 5 s; their buffers are left "
+                "allocated");
+        return;
+    }
+    /* m->comm is left to MPI_Finalize: freeing it would let its context id
+     * be reused while a last tick may still be in flight to a peer */
     free(m->heard);
     free(m->last);
     free(m->tick_rq);
+    free(m->tick_out);
     free(m->hosts);
     pthread_mutex_destroy(&m->mu);
     free(m);

@@ -198,6 +198,9 @@ struct tb_backend {
     unsigned caps;             /* TB_CAP_* */
     char device[128];          /* "AMD EPYC 7B13, 2 threads" / "NVIDIA H100 80GB HBM3" */
     char versions[256];        /* libraries behind the ops: "OpenBLAS 0.3.21 ..." */
+    int threads;               /* CPU worker threads the ops run on (CPU backend: the
+                                  threads asked for, at most the CPUs this process may
+                                  run on); 0 for a GPU backend */
     char device_key[64];       /* what no other rank on this host may share: the GPU's
                                   PCI bus id, or the CPU set this rank is bound to
                                   ("" when not bound to a part of the machine) */

@@ -93,7 +93,7 @@ void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile
         b->labels[i] = (int32_t)l;
     }
     tb_h5_read_f32(f, "/images", b->images);
-    H5_CHECK(H5Fclose(f));
+    tb_h5_close_read(f);
 }
 
 void tb_batchfile_free(tb_batchfile *b) {

@@ -31,7 +31,7 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
-    H5_CHECK(H5Fclose(f));
+    tb_h5_close_read(f);
 }
 
 void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
@@ -128,7 +128,7 @@ void tb_ckpt_load(const char *path, tb_model *m) {
         tb_model_set_momentum(m, i, buf);
     }
     free(buf);
-    H5_CHECK(H5Fclose(f));
+    tb_h5_close_read(f);
 }
 
 void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,
@@ -144,6 +144,7 @@ void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size,
 
 void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
     const tb_param_table *pt = &m->pt;
+    tb_h5_lock("checkpoint write"); /* held already when `file` came from tb_h5_create_atomic */
     tb_h5_attr_write_str(file, "model", meta->model);
     tb_h5_attr_write_i64(file, "classes", meta->classes);
     tb_h5_attr_write_i64(file, "image_size", meta->image_size);
@@ -182,6 +183,7 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
     free(buf);
     H5_CHECK(H5Gclose(gm));
     H5_CHECK(H5Gclose(gp));
+    tb_h5_unlock();
 }
 
 void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {

@@ -6,8 +6,16 @@
  *
  * time: mean per all-reduce over --iters after --warmup, the slowest rank's;
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
- * #wrong: elements that differ from the exact sum after a checked reduce
- * (inputs are small integers, so float sums are exact).
+ * #wrong: elements of the last timed all-reduce that differ from the exact
+ * sum (inputs are small integers, so float sums are exact).
+ *
+ * The sum is in place, as in training, so every all-reduce (warm-up and
+ * timed) starts from the inputs again: the buffer is restored from a copy
+ * and the ranks meet at a barrier, neither of them timed; each all-reduce is
+ * timed on its own. Repeating an in-place sum without that multiplies the
+ * values by the world size each time (inf after ~80 float iterations on 3
+ * ranks), and would time arithmetic on inf.
+ *
  * --results FILE: the table as a results file (kind allreduce-bench,
  * provenance attributes, /allreduce with bytes, count, time_us, algbw_GBps,
  * busbw_GBps, wrong), which `trainbench project --fabric fit:FILE` fits. */
@@ -90,26 +98,28 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
                "(GB/s)", "");
     }
 
-    void *buf = malloc(maxb + es);
-    if (!buf) tb_die("allreduce-bench: cannot allocate %zu bytes; lower -e", maxb);
+    void *buf = malloc(maxb + es), *inputs = malloc(maxb + es);
+    if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", maxb);
     double sum_bus = 0;
     int nsizes = 0;
     long long total_wrong = 0;
     for (size_t bytes = minb; bytes <= maxb; bytes *= factor_sz) {
         size_t count = bytes / es;
         if (count == 0) count = 1;
-        fill(buf, count, t, info.rank);
-        for (int i = 0; i < warmup; i++) tb_comm_allreduce_sum(w, buf, count, t);
-        tb_comm_barrier(w);
-        double t0 = tb_now();
-        for (int i = 0; i < iters; i++) tb_comm_allreduce_sum(w, buf, count, t);
-        double dt = (tb_now() - t0) / iters;
+        fill(inputs, count, t, info.rank);
+        double dt = 0;
+        for (int i = 0; i < warmup + iters; i++) {
+            memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
+            tb_comm_barrier(w);
+            double t0 = tb_now();
+            tb_comm_allreduce_sum(w, buf, count, t);
+            if (i >= warmup) dt += tb_now() - t0;
+        }
+        dt /= iters;
         tb_comm_allreduce_max(w, &dt, 1, TB_FLOAT64);
 
         long long wrong = 0;
-        if (check) {
-            fill(buf, count, t, info.rank);
-            tb_comm_allreduce_sum(w, buf, count, t);
+        if (check) { /* buf holds the last timed all-reduce */
             wrong = count_wrong(buf, count, t, info.world);
             int64_t wsum = wrong;
             tb_comm_allreduce_sum(w, &wsum, 1, TB_INT64);
@@ -159,6 +169,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     }
     free(hosts);
     free(buf);
+    free(inputs);
     tb_comm_finalize();
     return total_wrong ? 1 : 0;
 }

@@ -93,11 +93,14 @@ typedef struct {
     const char *host;
 } abort_ctx;
 
-/* The watchdog found a dead, silent or stuck rank (monitor thread). */
-static void on_watchdog(const char *why, void *p) {
+/* The watchdog found a dead, silent or stuck rank (monitor thread); not
+ * final: a provisional reason to mark the results file with at once. */
+static void on_watchdog(const char *why, int final, void *p) {
     abort_ctx *a = p;
-    fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
-    fflush(stderr);
+    if (final) {
+        fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
+        fflush(stderr);
+    }
     if (a->rank == 0 && a->report) tb_run_report_write(a->report, "aborted", why, 0.5);
 }
 
@@ -333,6 +336,7 @@ int tb_cmd_train(int argc, char **argv) {
         tb_die("train: --precision tf32 needs the CUDA backend (TF32 is a tensor-core format); "
                "use fp32 on %s", be->name);
     snprintf(fl.precision, sizeof fl.precision, "%s", tb_precision_name(prec));
+    if (be->threads > 0) threads = be->threads; /* what runs: at most the CPUs this rank may use */
     tb_launch_check_ranks(&info, be, "train", argc, argv);
 
     tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, 1);

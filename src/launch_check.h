@@ -1,6 +1,6 @@
 /* launch_check.h - launch mistakes caught at start-up, before any work,
  * each ending the run on every rank with one line that says what is wrong
- * and what to do (the failure modes of SEEDS.md section 3):
+ * and what to do (the failure modes of docs/SEEDS.md section 3):
  *
  *  - the singleton trap: the launcher or scheduler started N tasks but MPI
  *    sees a world of 1 (srun without --mpi=pmix, a foreign mpirun), so every

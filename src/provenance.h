@@ -1,5 +1,5 @@
 /* provenance.h - what a results file must record about the run's software
- * and machines (SEEDS.md section 5): versions of trainbench and of every
+ * and machines (docs/SEEDS.md section 5): versions of trainbench and of every
  * library on the path, the command line, hosts, backend and devices. */
 #ifndef TB_PROVENANCE_H
 #define TB_PROVENANCE_H

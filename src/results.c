@@ -59,6 +59,20 @@ void tb_table_free(tb_table *t) {
     memset(t, 0, sizeof *t);
 }
 
+void tb_table_copy(tb_table *dst, const tb_table *src) {
+    *dst = *src;
+    size_t n = src->cap ? src->cap : 1;
+    for (int c = 0; c < src->ncols; c++) {
+        dst->cols[c] = malloc(n * sizeof(double));
+        if (!dst->cols[c]) TB_FATAL("out of host memory for results");
+        if (src->rows) memcpy(dst->cols[c], src->cols[c], src->rows * sizeof(double));
+    }
+    dst->strs = calloc(n, sizeof *dst->strs);
+    if (!dst->strs) TB_FATAL("out of host memory for results");
+    for (size_t r = 0; r < src->rows; r++)
+        if (src->strs[r] && !(dst->strs[r] = strdup(src->strs[r]))) TB_FATAL("out of host memory for results");
+}
+
 static int attr_slot(tb_attrs *a, const char *key) {
     for (int i = 0; i < a->nattrs; i++)
         if (strcmp(a->key[i], key) == 0) {
@@ -86,6 +100,18 @@ void tb_attrs_num(tb_attrs *a, const char *key, double value) {
     int i = attr_slot(a, key);
     a->nval[i] = value;
     a->is_int[i] = 0;
+}
+
+void tb_attrs_copy(tb_attrs *dst, const tb_attrs *src) {
+    *dst = *src;
+    for (int i = 0; i < src->nattrs; i++)
+        if (src->sval[i] && !(dst->sval[i] = strdup(src->sval[i]))) TB_FATAL("out of host memory for results");
+}
+
+const char *tb_attrs_get_str(const tb_attrs *a, const char *key) {
+    for (int i = 0; i < a->nattrs; i++)
+        if (strcmp(a->key[i], key) == 0) return a->sval[i];
+    return NULL;
 }
 
 void tb_attrs_free(tb_attrs *a) {
@@ -144,12 +170,22 @@ static void write_attrs(hid_t loc, const tb_attrs *a) {
     }
 }
 
-void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables) {
-    tb_h5_writer w;
+static void results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables,
+                          int now) {
+    tb_h5_writer w; /* holds the HDF5 lock from create to commit */
     tb_h5_create_atomic(&w, path, "results file");
     write_attrs(w.file, a);
     for (int i = 0; i < ntables; i++) write_table(w.file, tables[i]);
-    tb_h5_commit_atomic(&w);
+    if (now) tb_h5_commit_atomic_now(&w);
+    else tb_h5_commit_atomic(&w);
+}
+
+void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables) {
+    results_write(path, a, tables, ntables, 0);
+}
+
+void tb_results_write_now(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables) {
+    results_write(path, a, tables, ntables, 1);
 }
 
 void tb_results_copy_with_tables(const char *src, const char *dst, const tb_attrs *a,
@@ -176,9 +212,11 @@ void tb_results_copy_with_tables(const char *src, const char *dst, const tb_attr
         unlink(w.tmp);
         tb_die("copying results file '%s' to '%s' failed; check the disk", src, dst);
     }
+    tb_h5_lock("results copy"); /* held to the rename, as tb_h5_create_atomic's writers do */
     w.file = H5Fopen(w.tmp, H5F_ACC_RDWR, H5P_DEFAULT);
     if (w.file < 0) {
         unlink(w.tmp);
+        tb_h5_unlock();
         tb_die("'%s' is not an HDF5 file that can be rewritten", src);
     }
     if (a) write_attrs(w.file, a);

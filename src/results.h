@@ -30,6 +30,8 @@ void tb_table_add_string_column(tb_table *t, const char *name);
 /* values: one per numeric column, in order; s: the string column's value. */
 void tb_table_row(tb_table *t, const double *values, const char *s);
 void tb_table_free(tb_table *t);
+/* dst becomes an independent copy of src (free both). */
+void tb_table_copy(tb_table *dst, const tb_table *src);
 
 #define TB_MAX_ATTRS 64
 
@@ -45,9 +47,15 @@ void tb_attrs_str(tb_attrs *a, const char *key, const char *value);
 void tb_attrs_int(tb_attrs *a, const char *key, int64_t value);
 void tb_attrs_num(tb_attrs *a, const char *key, double value);
 void tb_attrs_free(tb_attrs *a);
+void tb_attrs_copy(tb_attrs *dst, const tb_attrs *src);
+/* The string value of key, or NULL. */
+const char *tb_attrs_get_str(const tb_attrs *a, const char *key);
 
 /* Writes path atomically: attributes, then every table. */
 void tb_results_write(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables);
+/* The same for a write racing the launcher's SIGKILL (an abort): the file is
+ * renamed into place before it is fsynced (tb_h5_commit_atomic_now). */
+void tb_results_write_now(const char *path, const tb_attrs *a, const tb_table *const *tables, int ntables);
 
 /* Writes dst atomically (temporary name, fsync, rename; dst may be src): a
  * copy of the results file src with the attributes a (may be NULL) and the

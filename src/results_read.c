@@ -269,7 +269,12 @@ static void check_contract(tb_results *r) {
     for (int i = 0; attrs[i]; i++)
         if (!tb_results_attr(r, attrs[i])) problem(r, "root attribute '%s' is missing", attrs[i]);
     const char *status = tb_results_str(r, "status", NULL);
-    if (status && strcmp(status, "complete") != 0) {
+    if (status && strcmp(status, "running") == 0) {
+        /* a snapshot (run_report.h): the run was going when it was written */
+        problem(r, "the run's status is 'running' (snapshot of %s): the run was still going then, or it "
+                "was killed before it could mark the file 'complete' or 'aborted'",
+                tb_results_str(r, "updated_time", "an unknown time"));
+    } else if (status && strcmp(status, "complete") != 0) {
         const char *why = tb_results_str(r, "abort_reason", NULL);
         problem(r, "the run's status is '%s'%s%s", status, why ? ": " : "", why ? why : "");
     }
@@ -303,12 +308,14 @@ static void check_contract(tb_results *r) {
 int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
-    tb_h5_quiet();
     if (access(path, R_OK) != 0) {
         snprintf(err, errlen, "cannot read results file '%s': %s", path, strerror(errno));
         return -1;
     }
+    tb_h5_lock("results read"); /* every HDF5 call below, to the close */
+    tb_h5_quiet();
     if (H5Fis_hdf5(path) <= 0) {
+        tb_h5_unlock();
         snprintf(err, errlen, "'%s' is not a results file: not HDF5 at all", path);
         return -1;
     }
@@ -316,6 +323,7 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     if (f < 0) {
         char msg[512];
         tb_h5_last_error(msg, sizeof msg);
+        tb_h5_unlock();
         snprintf(err, errlen, "cannot open results file '%s': %s", path, msg);
         return -1;
     }
@@ -332,6 +340,7 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     }
     tb_h5_free_names(names, n);
     H5_CHECK(H5Fclose(f));
+    tb_h5_unlock();
     if (!tb_results_attr(r, "status") && !tb_results_table(r, "steps") && !tb_results_table(r, "ranks") &&
         !tb_results_table(r, "scaling") && !tb_results_table(r, "loader") && !tb_results_table(r, "allreduce") &&
         !tb_results_table(r, "projection")) {

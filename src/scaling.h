@@ -1,5 +1,5 @@
 /* scaling.h - per-rank step summaries, and the 1-vs-N scaling table built
- * from them (the headline of ../shared/SEEDS.md section 1).
+ * from them (the headline of docs/SEEDS.md section 1).
  *
  * Every row comes from the same procedure: the first k ranks train with the
  * same per-rank batch for warm-up + timed steps while the others wait

@@ -14,6 +14,13 @@ add_test(NAME launch_scripts_shellcheck
          COMMAND sh ${TB_TEST_DIR}/multihost/lint.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(launch_scripts_shellcheck PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
+# more --threads than the CPUs a rank may use: one warning line, and the
+# results file records the threads that ran (taskset stands in for mpirun's
+# default binding)
+add_test(NAME launch_threads_over_affinity
+         COMMAND sh ${TB_TEST_DIR}/multihost/test_threads_affinity.sh ${TB_BIN})
+set_tests_properties(launch_threads_over_affinity PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
 if(TB_HAVE_MPI)
   # a real run through launch/local.sh: 2 ranks train and exit 0 (train
   # itself fails when the replicas differ), and the results file meets the

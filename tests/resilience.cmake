@@ -2,6 +2,13 @@
 # within --timeout + a grace with a message on every other rank and an
 # "aborted" results file; NaN stops with the step and tensor; --resume is
 # exact; a kill during a checkpoint write leaves the previous one loadable.
+# HDF5 from several threads (issue 12): the process-wide lock, the
+# watchdog's bounded wait, results snapshots, exit waiting for a writer.
+add_executable(test_h5_lock test_h5_lock.c)
+target_link_libraries(test_h5_lock PRIVATE tb_app)
+add_test(NAME h5_lock_threads COMMAND test_h5_lock)
+set_tests_properties(h5_lock_threads PROPERTIES TIMEOUT 120)
+
 foreach(mode killed frozen early nan resume ckptkill)
   add_test(NAME resilience_${mode}
            COMMAND ${TB_PY} ${TB_TEST_DIR}/test_resilience.py ${mode} --trainbench ${TB_BIN}
@@ -9,3 +16,15 @@ foreach(mode killed frozen early nan resume ckptkill)
   set_tests_properties(resilience_${mode} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endforeach()
+
+# allreduce-bench sums in place: each all-reduce starts from the inputs
+# again, so 200 of them on 3 ranks stay exact (3^200 would be inf) and the
+# check reads the last timed one.
+if(TB_HAVE_MPI)
+  add_test(NAME allreduce_bench_values_stay_exact
+           COMMAND sh -c "out=$(\"$@\" 2>&1); rc=$?; printf '%s\\n' \"$out\" | tail -n 4; [ $rc -eq 0 ] && printf '%s\\n' \"$out\" | grep -q 'Out of bounds values : 0 OK'"
+                   allreduce_bench ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 3 ${TB_BIN} allreduce-bench
+                   -b 4 -e 64K -f 16 -n 200 -w 5)
+  set_tests_properties(allreduce_bench_values_stay_exact PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()

@@ -7,8 +7,10 @@ Modes (one ctest each):
   frozen   mpirun -np 3, rank 2 stops answering (SIGSTOP) at step 5
   early    mpirun -np 3, rank 1 exits 0 at step 5 without a word
     -> every other rank prints one line naming the failed rank, its host and
-       the step; the job exits non-zero within --timeout + GRACE seconds;
-       rank 0's results file says status "aborted" and keeps the steps run.
+       the step; the job exits non-zero within --timeout + GRACE seconds of
+       the failure (timed from rank 0's progress line of the step before it,
+       so a slow start-up on a busy machine does not count); rank 0's results
+       file says status "aborted" with the reason and keeps the steps run.
   nan      mpirun -np 2, a NaN in the gradients at step 3: every rank stops
            with the step and the tensor's name; results "aborted".
   resume   mpirun -np 2 over an mkdata set: run A trains 16 steps straight
@@ -18,6 +20,10 @@ Modes (one ctest each):
   ckptkill one rank, SIGKILL half-way through writing the step-8
            checkpoint: the step-4 checkpoint is still there and loads.
 Fault injection: TB_TEST_FAULT (src/faults.h), test only.
+
+Every check prints "ok" or "FAIL" with what it saw; a missing or unreadable
+file is a FAIL line, and any other error of the test itself is reported as
+one FAIL line, never a bare traceback.
 """
 import argparse
 import os
@@ -26,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 try:
     import h5py
@@ -61,25 +68,72 @@ def run(cmd, env=None, expect_rc=0):
     return r.returncode, out, dt
 
 
-def status_of(path):
-    with h5py.File(path) as f:
-        return f.attrs["status"], f.attrs.get("abort_reason", ""), len(f["steps/step"])
+def run_streamed(cmd, env):
+    """Runs cmd, noting when each output line arrives. Returns the exit
+    status, the output, the time it ended and {line: arrival time}."""
+    print("+ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, seen = [], {}
+    for line in p.stdout:
+        seen.setdefault(line.strip(), time.time())
+        lines.append(line)
+    rc = p.wait()
+    return rc, "".join(lines), time.time(), seen
+
+
+def results_of(path):
+    """(status, abort_reason, steps) of a results file, or None after a FAIL
+    line saying why it cannot be read."""
+    if not os.path.exists(path):
+        left = [n for n in os.listdir(os.path.dirname(path)) if ".tmp." in n]
+        check(False, f"rank 0 left a results file ({path} does not exist; "
+              f"{'temporaries ' + str(left) if left else 'not even a temporary'}): rank 0 was killed "
+              "before its first write")
+        return None
+    try:
+        with h5py.File(path, "r") as f:
+            st = f.attrs.get("status", "(no status attribute)")
+            return (st.decode() if isinstance(st, bytes) else str(st), str(f.attrs.get("abort_reason", "")),
+                    len(f["steps/step"]) if "steps/step" in f else 0)
+    except Exception as e:  # an unreadable file is a finding, not a crash of the test
+        check(False, f"the results file {path} reads ({type(e).__name__}: {e})")
+        return None
 
 
 def failure_mode(a, fault, culprit, survivors, words):
+    fail_step = int(fault.split(":")[2])
     with tempfile.TemporaryDirectory() as d:
         res = os.path.join(d, "run.h5")
         env = dict(ENV, TB_TEST_FAULT=fault)
-        rc, out, dt = run([a.mpiexec, "-n", "3", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "40",
-                           *SMALL, "--results", res], env=env, expect_rc=None)
-        print("\n".join(l for l in out.splitlines() if "error" in l))
+        t0 = time.time()
+        rc, out, t_end, seen = run_streamed([a.mpiexec, "-n", "3", "-x", "TB_TEST_FAULT", a.trainbench,
+                                             "--steps", "40", *SMALL, "--print-every", "1",
+                                             "--results", res], env)
+        print("\n".join(l for l in out.splitlines() if "error" in l or "warning" in l))
         check(rc != 0, f"the job exits non-zero (exit {rc})")
-        check(dt < TIMEOUT + GRACE, f"it ends within --timeout + {GRACE} s ({dt:.1f} s)")
+        # rank 0 prints "step N/40" when N steps are done, just before step N
+        # (0-based) starts and the fault fires
+        mark = next((t for l, t in seen.items() if re.match(rf"step +{fail_step}/40 ", l)), None)
+        if mark is None:
+            check(False, f"rank 0 reported step {fail_step} before the failure (no 'step {fail_step}/40' line; "
+                  f"the job ended {t_end - t0:.1f} s after it started)")
+        else:
+            check(t_end - mark < TIMEOUT + GRACE,
+                  f"it ends within --timeout + {GRACE} s of the failure ({t_end - mark:.1f} s after step "
+                  f"{fail_step} began; {t_end - t0:.1f} s in all)")
         for r in survivors:
             pat = rf"trainbench\[rank {r} [^]]*\]: error: watchdog: .*rank {culprit} \([^)]+\) {words}.*step"
             check(re.search(pat, out) is not None, f"rank {r} names rank {culprit}, its host and the step")
-        st, why, n = status_of(res)
-        check(st == "aborted" and f"rank {culprit}" in why, f"results say aborted, with the reason ({st})")
+        got = results_of(res)
+        if got is None:
+            return
+        st, why, n = got
+        if st == "running":
+            check(False, f"results say aborted ('running': rank 0 was killed before it could mark the file; "
+                  f"it holds the snapshot of {n} steps)")
+        else:
+            check(st == "aborted" and f"rank {culprit}" in why,
+                  f"results say aborted, naming rank {culprit} ({st}: {why[:150]})")
         check(n >= 4, f"results keep the {n} steps measured before the failure")
 
 
@@ -93,8 +147,10 @@ def mode_nan(a):
         for r in (0, 1):
             pat = rf"trainbench\[rank {r} [^]]*\]: error: train: step 3: the gradient of conv1.weight holds 1 NaN/Inf"
             check(re.search(pat, out) is not None, f"rank {r} names step 3 and conv1.weight")
-        st, why, n = status_of(res)
-        check(st == "aborted" and "conv1.weight" in why and n == 3, f"results aborted after 3 steps ({st}, {n})")
+        got = results_of(res)
+        if got is not None:
+            st, why, n = got
+            check(st == "aborted" and "conv1.weight" in why and n == 3, f"results aborted after 3 steps ({st}, {n})")
 
 
 def weights(path):
@@ -161,18 +217,22 @@ def main():
     if a.mode not in ("ckptkill",) and not a.mpiexec:
         print("SKIP: needs mpiexec (trainbench built without MPI)")
         sys.exit(77)
-    if a.mode == "killed":
-        failure_mode(a, "kill:1:5", 1, (0, 2), "is gone")
-    elif a.mode == "frozen":
-        failure_mode(a, "freeze:2:5", 2, (0, 1), "stopped answering")
-    elif a.mode == "early":
-        failure_mode(a, "exit0:1:5", 1, (0, 2), "is gone")
-    elif a.mode == "nan":
-        mode_nan(a)
-    elif a.mode == "resume":
-        mode_resume(a)
-    else:
-        mode_ckptkill(a)
+    try:
+        if a.mode == "killed":
+            failure_mode(a, "kill:1:5", 1, (0, 2), "is gone")
+        elif a.mode == "frozen":
+            failure_mode(a, "freeze:2:5", 2, (0, 1), "stopped answering")
+        elif a.mode == "early":
+            failure_mode(a, "exit0:1:5", 1, (0, 2), "is gone")
+        elif a.mode == "nan":
+            mode_nan(a)
+        elif a.mode == "resume":
+            mode_resume(a)
+        else:
+            mode_ckptkill(a)
+    except Exception as e:  # the test's own error: one FAIL line, never a traceback
+        check(False, f"the test ran to its end ({type(e).__name__}: {e}, at "
+              f"{traceback.extract_tb(e.__traceback__)[-1].lineno} of {os.path.basename(__file__)})")
     print(f"# {a.mode}: {len(failures)} failed check(s)")
     sys.exit(1 if failures else 0)
 

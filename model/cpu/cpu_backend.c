@@ -296,6 +296,33 @@ static void cpu_binding_key(char *buf, size_t len) {
     }
 }
 
+/* CPUs this process may run on (its affinity mask: the launcher's binding,
+ * taskset, a cgroup cpuset), 0 when unknown. */
+static int cpu_usable_count(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return 0;
+    return CPU_COUNT(&set);
+}
+
+/* More threads than CPUs would share them (mpirun binds each rank to one
+ * core by default for 1-2 ranks: --threads 2 then runs at half speed): run
+ * as many as there are CPUs, and say in one line how to launch for more. */
+static int cpu_threads_for(int asked, int local_rank, const char *cpus) {
+    int usable = cpu_usable_count();
+    if (usable < 1 || asked <= usable) return asked;
+    if (local_rank > 0) return usable; /* one line per host is enough */
+    if (cpus[0])
+        tb_warn("%d compute threads asked for (--threads, or online CPUs / ranks per host), but this rank "
+                "may run on only %d CPU%s (%s): running %d; to give each rank %d CPUs launch with "
+                "`mpirun --map-by slot:PE=%d --bind-to core` or `mpirun --bind-to none` (Slurm: "
+                "--cpus-per-task=%d; launch/local.sh does this)",
+                asked, usable, usable > 1 ? "s" : "", cpus, usable, asked, asked, asked);
+    else
+        tb_warn("%d compute threads asked for (--threads) on a machine with %d CPU%s: running %d", asked,
+                usable, usable > 1 ? "s" : "", usable);
+    return usable;
+}
+
 /* "AMD EPYC 7B13" from /proc/cpuinfo, or "unknown CPU". */
 static void cpu_model_name(char *buf, size_t len) {
     snprintf(buf, len, "unknown CPU");
@@ -319,6 +346,9 @@ static void cpu_model_name(char *buf, size_t len) {
 tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     int threads = opts && opts->threads > 0 ? opts->threads : omp_get_num_procs();
     if (threads < 1) threads = 1;
+    char cpus[64];
+    cpu_binding_key(cpus, sizeof cpus);
+    threads = cpu_threads_for(threads, opts ? opts->device : 0, cpus);
 #ifdef TB_HAVE_OPENBLAS_THREADS
     /* One thread pool: each OpenMP thread makes its own single-threaded BLAS
      * call on its share of a GEMM (see cpu_internal.h). */
@@ -341,7 +371,8 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     char model[96];
     cpu_model_name(model, sizeof model);
     snprintf(be->device, sizeof be->device, "%s, %d thread%s", model, threads, threads > 1 ? "s" : "");
-    cpu_binding_key(be->device_key, sizeof be->device_key);
+    be->threads = threads;
+    snprintf(be->device_key, sizeof be->device_key, "%s", cpus);
 #ifdef TB_HAVE_OPENBLAS_THREADS
     snprintf(be->versions, sizeof be->versions, "%s; OpenMP %d", openblas_get_config(), _OPENMP);
 #else

@@ -11,8 +11,11 @@
 # ${TB_MH_NET}.(10+i)/24 and lo up; its veth peer ${TB_MH_PREFIX}i-br sits on
 # bridge ${TB_MH_BRIDGE}, which holds ${TB_MH_NET}.1 for this (the launching)
 # machine. Give each host its own hostname by running commands with
-# `ip netns exec ${TB_MH_PREFIX}i unshare --uts sh -c 'hostname ...'`
+# `nsenter --net=/var/run/netns/${TB_MH_PREFIX}i unshare --uts sh -c 'hostname ...'`
 # (rsh_agent.sh does), since namespaces share the UTS namespace otherwise.
+# Commands enter a host with nsenter, not `ip netns exec` or `ip -n`: those
+# first run `mount --make-rslave /`, which fails in a chroot whose / is not a
+# mount point.
 #
 # Shaping (tc, both directions of each host's link):
 #   --rate RATE    token bucket (tbf) at RATE on the host's eth0 egress
@@ -45,6 +48,13 @@ set -eu
 : "${TB_MH_NETEM_LIMIT:=10000}"
 
 die() { echo "hosts.sh: error: $*" >&2; exit 1; }
+
+# in_ns NS CMD...: CMD in namespace NS (see above for why not ip netns exec)
+in_ns() {
+    _ns=$1
+    shift
+    nsenter --net="/var/run/netns/$_ns" "$@"
+}
 
 usage() {
     sed -n '2,/^set -eu/p' "$0" | sed -e '/^set -eu/d' -e 's/^# //' -e 's/^#$//'
@@ -79,7 +89,7 @@ hosts_down() {
 # shape DEV IN_NS(or "") : tbf RATE at the root, netem DELAY under it
 shape() {
     dev=$1 ns=$2 with_delay=$3
-    run() { if [ -n "$ns" ]; then ip netns exec "$ns" "$@"; else "$@"; fi; }
+    run() { if [ -n "$ns" ]; then in_ns "$ns" "$@"; else "$@"; fi; }
     if [ -n "$rate" ]; then
         run tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$TB_MH_BURST" latency "$TB_MH_TBF_LATENCY"
         if [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
@@ -121,11 +131,11 @@ hosts_up() {
         ip link set "${ns}-br" master "$TB_MH_BRIDGE"
         ip link set "${ns}-br" up
         ip link set "${ns}-eth" netns "$ns"
-        ip -n "$ns" link set "${ns}-eth" name eth0
-        ip -n "$ns" addr add "${TB_MH_NET}.$((10 + i))/24" dev eth0
-        ip -n "$ns" link set lo up
-        ip -n "$ns" link set eth0 up
-        ip -n "$ns" route add default via "${TB_MH_NET}.1"
+        in_ns "$ns" ip link set "${ns}-eth" name eth0
+        in_ns "$ns" ip addr add "${TB_MH_NET}.$((10 + i))/24" dev eth0
+        in_ns "$ns" ip link set lo up
+        in_ns "$ns" ip link set eth0 up
+        in_ns "$ns" ip route add default via "${TB_MH_NET}.1"
         shape eth0 "$ns" 1
         shape "${ns}-br" "" 0
         i=$((i + 1))
@@ -139,8 +149,8 @@ hosts_status() {
     ip -br addr show dev "$TB_MH_BRIDGE" 2>/dev/null || echo "no bridge $TB_MH_BRIDGE"
     for ns in $(our_namespaces); do
         echo "== $ns"
-        ip -n "$ns" -br addr
-        ip netns exec "$ns" tc qdisc show dev eth0
+        in_ns "$ns" ip -br addr
+        in_ns "$ns" tc qdisc show dev eth0
         tc qdisc show dev "${ns}-br"
     done
 }

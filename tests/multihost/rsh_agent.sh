@@ -3,8 +3,10 @@
 # hosts.sh: mpirun calls it as ssh would be called,
 #     rsh_agent.sh [SSH-OPTIONS] HOST COMMAND...
 # and it runs COMMAND (joined and parsed by sh, as ssh's remote shell does)
-# inside HOST's network namespace, in a fresh UTS namespace whose hostname is
-# HOST's name, so MPI_Get_processor_name and gethostname differ per host.
+# inside HOST's network namespace (entered with nsenter, which works in a
+# chroot where `ip netns exec` fails), in a fresh UTS namespace whose
+# hostname is HOST's name, so MPI_Get_processor_name and gethostname differ
+# per host.
 # Like ssh, it starts COMMAND with a clean environment (PATH, HOME, USER,
 # LANG, TMPDIR only): variables reach remote ranks only when mpirun exports
 # them (-x), as on a real cluster.
@@ -55,6 +57,6 @@ if [ -n "${TB_MH_AGENT_LOG:-}" ]; then
 fi
 
 # shellcheck disable=SC2016  # $1 and $* belong to the inner sh
-exec ip netns exec "$name" unshare --uts \
+exec nsenter --net="/var/run/netns/$name" unshare --uts \
     env -i PATH="$PATH" HOME="${HOME:-/}" USER="${USER:-$(id -un)}" LANG="${LANG:-C}" TMPDIR="${TMPDIR:-/tmp}" \
     sh -c 'hostname "$1" && shift && exec sh -c "$*"' rsh_agent "$name" "$@"

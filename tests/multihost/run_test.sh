@@ -2,7 +2,8 @@
 # run_test.sh - trainbench across three emulated hosts (network namespaces,
 # veth, a bridge: hosts.sh), started from a hostfile by launch/hostfile.sh
 # --fabric tcp with Open MPI's remote start going through rsh_agent.sh
-# (`ip netns exec` + its own hostname, a clean environment like ssh).
+# (nsenter into the host's network namespace + its own hostname, a clean
+# environment like ssh).
 #
 #   run_test.sh TRAINBENCH PYTHON [CHECK_RESULTS]
 #
@@ -16,8 +17,9 @@
 #      `hostnames` attribute and a /ranks/host column naming 3 distinct
 #      hosts, tbh1..tbh3.
 # The hosts are always torn down (trap), and torn down first, so a run that
-# was killed does not break the next. Exit 77 (skipped) when not root, when
-# `ip netns`, unshare or mpirun are missing, or PYTHON has no h5py.
+# was killed does not break the next. Exit 77 (skipped), with the reason,
+# when this machine cannot host them (common.sh: mh_require_hosts) or PYTHON
+# has no h5py.
 #
 # Environment (knobs, with defaults):
 #   TB_MH_TIMEOUT=240      seconds each mpirun may take before it is killed

@@ -61,10 +61,10 @@ for link in "$@"; do
     log=$out/$name.txt
     {
         echo "# link: $link; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-        ip netns exec tbh2 "$TB_MH_PYTHON" "$here/linkprobe.py" serve 5301 9>&- &
+        mh_in_ns tbh2 "$TB_MH_PYTHON" "$here/linkprobe.py" serve 5301 9>&- &
         mib=64
         case $link in *mbit) mib=8 ;; esac
-        ip netns exec tbh1 "$TB_MH_PYTHON" "$here/linkprobe.py" probe 10.212.0.12 5301 "$mib"
+        mh_in_ns tbh1 "$TB_MH_PYTHON" "$here/linkprobe.py" probe 10.212.0.12 5301 "$mib"
         wait
         train "$out/$name.h5" 2>&1 9>&-
         echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

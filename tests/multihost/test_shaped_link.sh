@@ -9,7 +9,7 @@
 #
 #   test_shaped_link.sh TRAINBENCH
 #
-# Exit 0 pass, 1 fail, 77 skipped (not root, no ip netns / unshare / mpirun).
+# Exit 0 pass, 1 fail, 77 skipped with the reason (common.sh: mh_require_hosts).
 # Environment: TB_MH_TIMEOUT=120 (seconds per mpirun); TB_MH_LOCK (as in
 # run_test.sh: one emulated-host run at a time); TB_MH_PREFIX, TB_MH_NET,
 # TB_MH_BRIDGE as in hosts.sh.
