@@ -541,10 +541,11 @@ static void test_conv_pick(void) {
              i, relaxed, (int)m);
     i = cu_conv_pick(few + 3, 1, TB_F32, 1, 0, lim, &m, &relaxed);
     int j = cu_conv_pick(few + 3, 1, TB_F16, 0, 0, lim, &m, &relaxed);
+    int b = cu_conv_pick(few + 3, 1, TB_BF16, 0, 0, lim, &m, &relaxed);
     int none = cu_conv_pick(few, 2, TB_BF16, 0, 0, lim, &m, &relaxed);
-    TB_CHECK(i == -1 && j == 0 && none == -1,
-             "fp16 down-conversion never for float32 (even tf32), allowed for 16-bit; no usable "
-             "row: -1 (got %d, %d, %d)", i, j, none);
+    TB_CHECK(i == -1 && j == 0 && b == -1 && none == -1,
+             "fp16 down-conversion only for fp16 data (not float32, even tf32, not bf16); no "
+             "usable row: -1 (got %d, %d, %d, %d)", i, j, b, none);
     const cudnnStatus_t declined[] = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
                                       CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
                                       CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE};

@@ -356,7 +356,9 @@ static void cuda_stream_destroy(tb_backend *be, tb_stream *s) {
 }
 
 static tb_event *cuda_event_create(tb_backend *be, int timing) {
-    (void)be;
+    /* an event belongs to the calling thread's current device: make it ours
+     * (comm/ may create events from its own thread) */
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device));
     cudaEvent_t e;
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return (tb_event *)e;

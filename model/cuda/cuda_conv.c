@@ -87,7 +87,8 @@ static cudnnMathType_t search_math(const cu_state *st, tb_dtype dt) {
 /* relaxed: for IEEE float32, also accept a result cuDNN reports as
  * DEFAULT_MATH (the second pass of cu_conv_pick, with a warning) */
 static int math_ok(tb_dtype dt, int tf32, cudnnMathType_t m, int relaxed) {
-    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt != TB_F32; /* fp32 -> fp16: never */
+    /* down-conversion to fp16: a no-op for fp16, range loss for bf16, precision loss for fp32 */
+    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt == TB_F16;
     if (dt == TB_F32 && !tf32) return m == CUDNN_FMA_MATH || (relaxed && m == CUDNN_DEFAULT_MATH);
     return 1;
 }

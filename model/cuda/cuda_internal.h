@@ -166,7 +166,8 @@ typedef struct {
 } cu_conv_perf;
 /* The first usable row of r[n] (rows come best first): status SUCCESS, at
  * most ws_limit bytes, deterministic when asked, and keeping the precision
- * (never TENSOR_OP_MATH_ALLOW_CONVERSION for float32; IEEE float32 without
+ * (TENSOR_OP_MATH_ALLOW_CONVERSION, a down-conversion to fp16, only for
+ * fp16 data; IEEE float32 without
  * tf32 only FMA rows, then in a second, *relaxed = 1 pass DEFAULT ones).
  * *math: what to set on the conv descriptor (FMA for IEEE float32). -1: none.
  * Pure host logic (tests/test_cuda_host.c). */
