@@ -356,7 +356,9 @@ static void cuda_stream_destroy(tb_backend *be, tb_stream *s) {
 }
 
 static tb_event *cuda_event_create(tb_backend *be, int timing) {
-    (void)be;
+    /* an event belongs to the calling thread's current device: make it ours
+     * (comm/ may create events from its own thread) */
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device));
     cudaEvent_t e;
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
     return (tb_event *)e;
@@ -508,6 +510,16 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     TB_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
     TB_CUDNN_CHECK(cudnnCreate(&st->cudnn));
     TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
+    /* cuDNN 9 loads libcudnn_ops / libcudnn_cnn on first use: check them now,
+     * so a missing or mismatched one is one line here, not a failure deep
+     * inside the first convolution's plan */
+    cudnnStatus_t vs = cudnnOpsVersionCheck();
+    if (vs == CUDNN_STATUS_SUCCESS) vs = cudnnCnnVersionCheck();
+    if (vs != CUDNN_STATUS_SUCCESS)
+        tb_die("cuda backend: cuDNN %zu cannot use its sub-libraries (%s); put libcudnn_ops.so.9 "
+               "and libcudnn_cnn.so.9 of the same cuDNN release as libcudnn.so.9 on "
+               "LD_LIBRARY_PATH",
+               cudnnGetVersion(), cudnnGetErrorString(vs));
     TB_CUBLAS_CHECK(cublasLtCreate(&st->lt));
     st->lt_ws = cu_malloc(st, CU_LT_WS_BYTES, "the cuBLASLt workspace");
     st->lt_ws_bytes = CU_LT_WS_BYTES;

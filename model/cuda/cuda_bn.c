@@ -17,6 +17,7 @@
  * Both keep the semantics of backend.h: biased variance to normalise,
  * unbiased into running_var, momentum 0.1, eps 1e-5, save_invstd =
  * 1/sqrt(var + eps). A cuDNN call that answers NOT_SUPPORTED at run time
+ * (cuDNN 9: any status of that category, e.g. NOT_SUPPORTED_SHAPE = 3002)
  * moves the node to the own kernels for good (forward) or for that call
  * (backward: the own backward needs only x, y and the saved statistics,
  * which both paths keep alike).
@@ -151,7 +152,7 @@ void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
             a->save_invstd, p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes,
             a->reserve, a->reserve_bytes);
         if (r == CUDNN_STATUS_SUCCESS) return;
-        if (r != CUDNN_STATUS_NOT_SUPPORTED) TB_CUDNN_CHECK(r);
+        if (!cu_cudnn_declined(r)) TB_CUDNN_CHECK(r);
         p->cudnn = 0; /* declined at run time: the own kernels from now on */
     }
     cu_bn_shape s = shape_of(a->x);
@@ -198,7 +199,7 @@ void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
             p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes, a->reserve,
             a->reserve_bytes);
         if (r == CUDNN_STATUS_SUCCESS) return;
-        if (r != CUDNN_STATUS_NOT_SUPPORTED) TB_CUDNN_CHECK(r);
+        if (!cu_cudnn_declined(r)) TB_CUDNN_CHECK(r);
     }
     cu_bn_shape s = shape_of(a->x);
     cu_bn_backward_kernels(cu_stream(be), &s, a->x->data, a->y->data, g->dy->data, g->dx->data,

@@ -24,18 +24,8 @@
  */
 #include "model/cuda/cuda_kernels.cuh"
 
-#define BN_NCHW_PER_SLICE 4096
-#define BN_NCHW_MAX_SLICES 256
-#define BN_NHWC_PER_SLICE 256
-#define BN_NHWC_MAX_SLICES 512
-
-static int slices(const cu_bn_shape *s) {
-    size_t M = (size_t)s->N * s->H * s->W;
-    size_t per = s->layout == TB_NCHW ? BN_NCHW_PER_SLICE : BN_NHWC_PER_SLICE;
-    size_t cap = s->layout == TB_NCHW ? BN_NCHW_MAX_SLICES : BN_NHWC_MAX_SLICES;
-    size_t n = (M + per - 1) / per;
-    return (int)(n < 1 ? 1 : n > cap ? cap : n);
-}
+/* slice counts: cu_bn_slices (cuda_index.h) */
+static int slices(const cu_bn_shape *s) { return cu_bn_slices((size_t)s->N * s->H * s->W, s->layout); }
 
 /* partials [S*C] double2, then 4 float coefficient arrays [C] */
 extern "C" size_t cu_bn_scratch_bytes(const cu_bn_shape *s) {
@@ -68,8 +58,9 @@ template <typename T, int BWD>
 __global__ void bn_partials_nchw(bn_term<T, BWD> t, int N, int C, int HW, int S, double2 *part) {
     __shared__ double sa[CU_THREADS], sb[CU_THREADS];
     const int c = blockIdx.y, s = blockIdx.x;
-    const size_t M = (size_t)N * HW, per = (M + S - 1) / S;
-    const size_t j0 = (size_t)s * per, j1 = j0 + per < M ? j0 + per : M;
+    const size_t M = (size_t)N * HW;
+    size_t j0, j1;
+    cu_slice_range(M, S, s, &j0, &j1);
     const double shift = BWD ? 0.0 : (double)cu_ld(t.x, (size_t)c * HW);
     double a = 0.0, b = 0.0;
     for (size_t j = j0 + threadIdx.x; j < j1; j += blockDim.x) {
@@ -96,8 +87,8 @@ template <typename T, int BWD>
 __global__ void bn_partials_nhwc(bn_term<T, BWD> t, size_t M, int C, int S, double2 *part) {
     __shared__ double sa[8][33], sb[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x, s = blockIdx.y;
-    const size_t per = (M + S - 1) / S;
-    const size_t r0 = (size_t)s * per, r1 = r0 + per < M ? r0 + per : M;
+    size_t r0, r1;
+    cu_slice_range(M, S, s, &r0, &r1);
     double a = 0.0, b = 0.0;
     if (c < C) {
         const double shift = BWD ? 0.0 : (double)cu_ld(t.x, (size_t)c);

@@ -18,6 +18,7 @@
  * down-conversion, 16-bit takes tensor-op kernels. The shared workspace
  * grows to the largest choice while planning.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,26 +85,36 @@ static cudnnMathType_t search_math(const cu_state *st, tb_dtype dt) {
 }
 
 /* relaxed: for IEEE float32, also accept a result cuDNN reports as
- * DEFAULT_MATH (the second pass of pick, with a warning) */
-static int math_ok(const cu_state *st, tb_dtype dt, cudnnMathType_t m, int relaxed) {
-    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt != TB_F32; /* fp32 -> fp16: never */
-    if (dt == TB_F32 && !st->tf32)
-        return m == CUDNN_FMA_MATH || (relaxed && m == CUDNN_DEFAULT_MATH);
+ * DEFAULT_MATH (the second pass of cu_conv_pick, with a warning) */
+static int math_ok(tb_dtype dt, int tf32, cudnnMathType_t m, int relaxed) {
+    /* down-conversion to fp16: a no-op for fp16, range loss for bf16, precision loss for fp32 */
+    if (m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) return dt == TB_F16;
+    if (dt == TB_F32 && !tf32) return m == CUDNN_FMA_MATH || (relaxed && m == CUDNN_DEFAULT_MATH);
     return 1;
+}
+
+int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic,
+                 size_t ws_limit, cudnnMathType_t *math, int *relaxed_out) {
+    for (int relaxed = 0; relaxed < 2; relaxed++)
+        for (int i = 0; i < n; i++) {
+            /* cuDNN 9 reports refusals as categories with details (3002, ...):
+             * only SUCCESS is a measured, runnable row */
+            if (r[i].status != CUDNN_STATUS_SUCCESS) continue;
+            if (r[i].memory > ws_limit) continue;
+            if (deterministic && r[i].det != CUDNN_DETERMINISTIC) continue;
+            if (!math_ok(dt, tf32, r[i].math, relaxed)) continue;
+            /* IEEE float32 runs with FMA math whatever the row says: that is
+             * the math the search ran under, and DEFAULT would allow TF32 */
+            *math = dt == TB_F32 && !tf32 ? CUDNN_FMA_MATH : r[i].math;
+            *relaxed_out = relaxed;
+            return i;
+        }
+    return -1;
 }
 
 /* ---- choosing algorithms ---------------------------------------------------------------
  * The three directions differ only in their types; each perf array is
- * reduced to {algo, status, time, memory, determinism, mathType}. */
-typedef struct {
-    int algo;
-    cudnnStatus_t status;
-    float time;
-    size_t memory;
-    cudnnDeterminism_t det;
-    cudnnMathType_t math;
-} perf_row;
-
+ * reduced to cu_conv_perf {algo, status, time, memory, determinism, mathType}. */
 #define PERF_ROWS(dst, src, n)                                                                  \
     do {                                                                                        \
         for (int i_ = 0; i_ < (n); i_++) {                                                      \
@@ -119,33 +130,28 @@ typedef struct {
 static const char *dir_name[3] = {"forward", "backward data", "backward filter"};
 
 /* The first acceptable row (rows come sorted best first). */
-static void pick(const cu_state *st, const conv_plan *p, int dir, const perf_row *r, int n,
+static void pick(const cu_state *st, const conv_plan *p, int dir, const cu_conv_perf *r, int n,
                  int measured, conv_choice *c) {
     static int warned;
-    for (int relaxed = 0; relaxed < 2; relaxed++)
-        for (int i = 0; i < n; i++) {
-            if (r[i].status != CUDNN_STATUS_SUCCESS) continue;
-            if (r[i].memory > st->ws_limit) continue;
-            if (st->deterministic && r[i].det != CUDNN_DETERMINISTIC) continue;
-            if (!math_ok(st, p->dtype, r[i].math, relaxed)) continue;
-            if (relaxed && !warned++)
-                tb_warn("cuda conv: cuDNN reports no FMA-only %s algorithm for a float32 conv "
-                        "(%d->%d k%d); taking one marked DEFAULT_MATH, which may use TF32 on this "
-                        "GPU (NVIDIA_TF32_OVERRIDE=0 forbids it)",
-                        dir_name[dir], p->g.cin, p->g.cout, p->g.k);
-            c->algo = r[i].algo;
-            c->math = r[i].math;
-            c->ws = r[i].memory;
-            c->ms = measured ? r[i].time : -1.0f;
-            TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
-            return;
-        }
-    tb_die("cuda conv %d->%d k%d s%d (%s %s): cuDNN offers no %s algorithm that is %s%s and fits "
-           "the workspace limit of %.0f MiB; raise the limit or drop --deterministic",
-           p->g.cin, p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype),
-           tb_layout_name(p->layout), dir_name[dir],
-           p->dtype == TB_F32 && !st->tf32 ? "IEEE float32" : "usable",
-           st->deterministic ? " and deterministic" : "", (double)st->ws_limit / 1048576.0);
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    int relaxed = 0;
+    int i = cu_conv_pick(r, n, p->dtype, st->tf32, st->deterministic, st->ws_limit, &math, &relaxed);
+    if (i < 0)
+        tb_die("cuda conv %d->%d k%d s%d (%s %s): cuDNN offers no %s algorithm that is %s%s and "
+               "fits the workspace limit of %.0f MiB; raise the limit or drop --deterministic",
+               p->g.cin, p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype),
+               tb_layout_name(p->layout), dir_name[dir],
+               p->dtype == TB_F32 && !st->tf32 ? "IEEE float32" : "usable",
+               st->deterministic ? " and deterministic" : "", (double)st->ws_limit / 1048576.0);
+    if (relaxed && !warned++)
+        tb_warn("cuda conv: cuDNN reports no FMA-only %s algorithm for a float32 conv (%d->%d "
+                "k%d); taking one marked DEFAULT_MATH and running it with FMA math",
+                dir_name[dir], p->g.cin, p->g.cout, p->g.k);
+    c->algo = r[i].algo;
+    c->math = math;
+    c->ws = r[i].memory;
+    c->ms = measured ? r[i].time : -1.0f;
+    TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
 }
 
 /* Chooses the algorithms of entry e. measure: time them on the plan's
@@ -153,7 +159,7 @@ static void pick(const cu_state *st, const conv_plan *p, int dir, const perf_row
 static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
     cu_state *st = cu_state_of(be);
     cudnnHandle_t h = st->cudnn;
-    perf_row rows[CONV_ALGOS];
+    cu_conv_perf rows[CONV_ALGOS];
     int n = 0;
     size_t fws = 0;
     void *ws = measure ? cu_find_workspace(st, &fws) : NULL;
@@ -251,6 +257,11 @@ void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
     if (w->dtype != x->dtype || w->layout != x->layout || dw->dtype != x->dtype ||
         dw->layout != x->layout || y->dtype != x->dtype || y->layout != x->layout)
         TB_FATAL("cuda %s: x, w, dw and y must share dtype and layout", op);
+    /* the legacy API indexes tensors with int (PyTorch splits the batch beyond it) */
+    if (tb_tensor_numel(x) > (size_t)INT_MAX || tb_tensor_numel(y) > (size_t)INT_MAX)
+        tb_die("cuda conv %d->%d k%d: batch %d gives tensors of more than 2^31-1 elements, "
+               "beyond cuDNN's 32-bit indexing; use a smaller --batch-size",
+               g->cin, g->cout, g->k, x->n);
     conv_plan *p = calloc(1, sizeof *p);
     if (!p) TB_FATAL("out of host memory");
     p->g = *g;

@@ -62,6 +62,12 @@ extern "C" {
                         cudnnGetErrorString(tb_cudnn_st_), (int)tb_cudnn_st_);               \
     } while (0)
 
+/* cuDNN 9 statuses are category + detail (CUDNN_STATUS_NOT_SUPPORTED_SHAPE =
+ * 3002, ...): "declined" is the whole NOT_SUPPORTED category, not only 3000. */
+static inline int cu_cudnn_declined(cudnnStatus_t s) {
+    return CUDNN_STATUS_CATEGORY((int)s) == (int)CUDNN_STATUS_NOT_SUPPORTED;
+}
+
 /* One cuBLASLt problem the linear layer has seen (cuda_linear.c). */
 typedef struct cu_gemm cu_gemm;
 
@@ -149,6 +155,25 @@ void cu_conv_set_descs(const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, i
                        cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y,
                        cudnnFilterDescriptor_t f, cudnnConvolutionDescriptor_t conv);
 
+/* One row of a cudnnFind*AlgorithmEx / cudnnGet*Algorithm_v7 answer, any direction. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    float time;
+    size_t memory;
+    cudnnDeterminism_t det;
+    cudnnMathType_t math;
+} cu_conv_perf;
+/* The first usable row of r[n] (rows come best first): status SUCCESS, at
+ * most ws_limit bytes, deterministic when asked, and keeping the precision
+ * (TENSOR_OP_MATH_ALLOW_CONVERSION, a down-conversion to fp16, only for
+ * fp16 data; IEEE float32 without
+ * tf32 only FMA rows, then in a second, *relaxed = 1 pass DEFAULT ones).
+ * *math: what to set on the conv descriptor (FMA for IEEE float32). -1: none.
+ * Pure host logic (tests/test_cuda_host.c). */
+int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic,
+                 size_t ws_limit, cudnnMathType_t *math, int *relaxed);
+
 /* cuda_bn.c */
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cu_bn_plan_free(tb_backend *be, void *plan);
@@ -163,6 +188,24 @@ void cu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
                         const tb_tensor *dy, const tb_tensor *dx, int accumulate_dx,
                         const tb_tensor *dw, tb_real *db);
 void cu_linear_free(cu_state *st);
+/* The linear layer's GEMMs as cuBLASLt (column-major) sees them; host-only
+ * arithmetic, tested in tests/test_cuda_host.c against row-major GEMMs.
+ * A row-major [R,C] matrix is a column-major [C,R] one with ld = C:
+ *   CU_GEMM_FWD  y^T [M,N]  = op_T(w as [K,M]) * (x as [K,N])     + bias over D's rows (M)
+ *   CU_GEMM_DX   dx^T [K,N] = (w as [K,M]) * (dy as [M,N])
+ *   CU_GEMM_DW   dw^T [K,M] = (x as [K,N]) * op_T(dy as [M,N])     BGRADB: one value per
+ *                                                                  column of D (M), summed over N
+ * Every leading dimension is the matrix's row count. */
+typedef enum { CU_GEMM_FWD, CU_GEMM_DX, CU_GEMM_DW } cu_gemm_kind;
+typedef struct {
+    int trans_a, trans_b; /* 1: CUBLAS_OP_T */
+    uint64_t a_rows, a_cols, b_rows, b_cols, d_rows, d_cols;
+} cu_gemm_shape;
+cu_gemm_shape cu_linear_gemm_shape(cu_gemm_kind kind, int N, int K, int M);
+/* The largest power of two <= 256 that divides p's address (256 for NULL):
+ * what cuBLASLt's CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES must be told,
+ * since its heuristics otherwise assume 256-byte aligned matrices. */
+uint32_t cu_ptr_align(const void *p);
 
 #endif /* !__CUDACC__ */
 

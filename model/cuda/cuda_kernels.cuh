@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "model/cuda/cuda_index.h"
 #include "model/cuda/cuda_internal.h"
 #include "model/layout.h"
 

@@ -16,10 +16,13 @@
  * Compute: float32 (CUBLAS_COMPUTE_32F, IEEE), or TF32 tensor cores with
  * --precision tf32 (CUBLAS_COMPUTE_32F_FAST_TF32); 16-bit inputs accumulate
  * in float32. When cuBLASLt offers no algorithm for an epilogue, the plain
- * GEMM runs and an own kernel adds the bias or sums its gradient. Under
+ * GEMM runs and an own kernel adds the bias or sums its gradient; the
+ * epilogue is not asked for when the bias is not 16-byte aligned. Under
  * --deterministic only reduction schemes that do not race are allowed.
- * Problems (shape, type, kind) are described and their algorithm chosen
- * once, then reused.
+ * Problems (shape, type, kind, and the alignment of each pointer, which the
+ * heuristics must be told: they assume 256 bytes otherwise) are described
+ * and their algorithm chosen once, then reused. The mapping above is
+ * cu_linear_gemm_shape (cuda_internal.h), tested on the host.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -27,58 +30,85 @@
 #include "model/cuda/cuda_internal.h"
 #include "src/core/log.h"
 
-typedef enum { GEMM_FWD, GEMM_DX, GEMM_DW } gemm_kind;
-
 struct cu_gemm {
-    gemm_kind kind;
+    cu_gemm_kind kind;
     int N, K, M;
     tb_dtype dtype;
-    int beta_one;                   /* dx accumulates */
+    /* the pointer alignments the algorithm was chosen for (cu_ptr_align);
+     * align_bias 0: no epilogue was asked for (no bias, or one that is not
+     * 16-byte aligned) */
+    uint32_t align_a, align_b, align_d, align_bias;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, d;
     cublasLtMatmulAlgo_t algo;
     int epilogue;                   /* 1: bias / bias gradient in the epilogue */
 };
 
-static void make_layouts(cu_gemm *g, cudaDataType_t t, uint64_t ar, uint64_t ac, uint64_t br,
-                         uint64_t bc, uint64_t dr, uint64_t dc) {
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, t, ar, ac, (int64_t)ar));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, t, br, bc, (int64_t)br));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, t, dr, dc, (int64_t)dr));
+uint32_t cu_ptr_align(const void *p) {
+    uintptr_t u = (uintptr_t)p;
+    uint32_t a = 1;
+    while (a < 256 && !(u & a)) a <<= 1;
+    return a;
+}
+
+cu_gemm_shape cu_linear_gemm_shape(cu_gemm_kind kind, int N, int K, int M) {
+    uint64_t n = (uint64_t)N, k = (uint64_t)K, m = (uint64_t)M;
+    cu_gemm_shape s;
+    switch (kind) {
+    case CU_GEMM_FWD: { cu_gemm_shape t = {1, 0, k, m, k, n, m, n}; s = t; break; }
+    case CU_GEMM_DX: { cu_gemm_shape t = {0, 0, k, m, m, n, k, n}; s = t; break; }
+    default: { cu_gemm_shape t = {0, 1, k, n, m, n, k, m}; s = t; break; }
+    }
+    return s;
+}
+
+static void destroy_desc(cu_gemm *g) {
+    TB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
 }
 
 /* Describes the problem and asks the heuristics for an algorithm, with the
- * epilogue when want_epilogue; returns 0 when there is none. */
-static int setup(cu_state *st, cu_gemm *g, int want_epilogue) {
+ * epilogue when want_epilogue (bias: the real bias pointer, whose alignment
+ * the heuristics read); returns 0 when there is none. */
+static int setup(cu_state *st, cu_gemm *g, int want_epilogue, const void *bias) {
+    want_epilogue = want_epilogue && g->kind != CU_GEMM_DX;
     cublasComputeType_t ct =
         g->dtype == TB_F32 && st->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     TB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, ct, CUDA_R_32F));
-    cublasOperation_t ta = g->kind == GEMM_FWD ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasOperation_t tbo = g->kind == GEMM_DW ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cu_gemm_shape sh = cu_linear_gemm_shape(g->kind, g->N, g->K, g->M);
+    cublasOperation_t ta = sh.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tbo = sh.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
     TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
     TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tbo, sizeof tbo));
     cudaDataType_t t = cu_cuda_dtype(g->dtype);
-    uint64_t N = (uint64_t)g->N, K = (uint64_t)g->K, M = (uint64_t)g->M;
-    switch (g->kind) {
-    case GEMM_FWD: make_layouts(g, t, K, M, K, N, M, N); break;
-    case GEMM_DX: make_layouts(g, t, K, M, M, N, K, N); break;
-    case GEMM_DW: make_layouts(g, t, K, N, M, N, K, M); break;
-    }
-    if (want_epilogue && g->kind != GEMM_DX) {
-        cublasLtEpilogue_t ep = g->kind == GEMM_FWD ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
-        cudaDataType_t bt = CUDA_R_32F;
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, t, sh.a_rows, sh.a_cols, (int64_t)sh.a_rows));
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, t, sh.b_rows, sh.b_cols, (int64_t)sh.b_rows));
+    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, t, sh.d_rows, sh.d_cols, (int64_t)sh.d_rows));
+    if (want_epilogue) {
+        cublasLtEpilogue_t ep = g->kind == CU_GEMM_FWD ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
+        int32_t bt = CUDA_R_32F;
         TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
         TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-        /* alignment the heuristics assume: cudaMalloc'd float arrays */
-        const void *aligned = st->lt_ws;
         TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &aligned, sizeof aligned));
+                                                       &bias, sizeof bias));
     }
     cublasLtMatmulPreference_t pref;
     TB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     uint64_t wsb = st->lt_ws_bytes;
     TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &wsb, sizeof wsb));
+    /* the heuristics assume 256-byte aligned matrices unless told: op weight
+     * copies start at param offset * 2 bytes (fc.weight: 128-byte aligned) */
+    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                         &g->align_a, sizeof g->align_a));
+    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                         &g->align_b, sizeof g->align_b));
+    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                         &g->align_d, sizeof g->align_d));
+    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                         &g->align_d, sizeof g->align_d));
     if (st->deterministic) {
         uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
                         CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE; /* not INPLACE: it races */
@@ -86,28 +116,36 @@ static int setup(cu_state *st, cu_gemm *g, int want_epilogue) {
             pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
     }
     cublasLtMatmulHeuristicResult_t res;
+    memset(&res, 0, sizeof res);
     int found = 0;
     cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->a, g->b, g->d, g->d, pref, 1,
                                                       &res, &found);
     TB_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
-    if (s == CUBLAS_STATUS_SUCCESS && found > 0) {
+    /* a result is usable only when its own state says so */
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         g->algo = res.algo;
-        g->epilogue = want_epilogue && g->kind != GEMM_DX;
+        g->epilogue = want_epilogue;
         return 1;
     }
-    if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED) TB_CUBLAS_CHECK(s);
-    TB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
+    /* with an epilogue any refusal (NOT_SUPPORTED, or INVALID_VALUE for a
+     * float32 bias beside 16-bit D) means: try the plain GEMM */
+    if (!want_epilogue && s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
+        TB_CUBLAS_CHECK(s);
+    destroy_desc(g);
     return 0;
 }
 
-static cu_gemm *gemm_for(tb_backend *be, gemm_kind kind, int N, int K, int M, tb_dtype dt) {
+static cu_gemm *gemm_for(tb_backend *be, cu_gemm_kind kind, int N, int K, int M, tb_dtype dt,
+                         const void *A, const void *B, const void *D, const void *bias) {
     cu_state *st = cu_state_of(be);
+    uint32_t aa = cu_ptr_align(A), ab = cu_ptr_align(B), ad = cu_ptr_align(D);
+    /* the epilogue reads or writes the bias with vector accesses: 16 bytes */
+    uint32_t abias = bias && cu_ptr_align(bias) >= 16 ? cu_ptr_align(bias) : 0;
     for (int i = 0; i < st->ngemms; i++) {
         cu_gemm *g = &st->gemms[i];
-        if (g->kind == kind && g->N == N && g->K == K && g->M == M && g->dtype == dt) return g;
+        if (g->kind == kind && g->N == N && g->K == K && g->M == M && g->dtype == dt &&
+            g->align_a == aa && g->align_b == ab && g->align_d == ad && g->align_bias == abias)
+            return g;
     }
     cu_not_capturing(be, "describing a new GEMM");
     if (st->ngemms == st->gemms_cap) {
@@ -122,15 +160,19 @@ static cu_gemm *gemm_for(tb_backend *be, gemm_kind kind, int N, int K, int M, tb
     g->K = K;
     g->M = M;
     g->dtype = dt;
-    if (!setup(st, g, 1) && !setup(st, g, 0))
+    g->align_a = aa;
+    g->align_b = ab;
+    g->align_d = ad;
+    g->align_bias = abias;
+    if (!(abias && setup(st, g, 1, bias)) && !setup(st, g, 0, NULL))
         tb_die("cuda linear: cuBLASLt has no algorithm for a %s GEMM of [%d,%d] x [%d,%d]%s",
                tb_dtype_name(dt), N, K, M, K, st->deterministic ? " under --deterministic" : "");
     st->ngemms++;
     return g;
 }
 
-/* Runs g; returns 0 when cuBLASLt refuses it at run time (then the caller
- * redoes the problem without the epilogue). */
+/* Runs g; returns 0 when cuBLASLt refuses the epilogue at run time (then
+ * the caller redoes the problem without it). */
 static int run(cu_state *st, cu_gemm *g, const void *A, const void *B, void *D, float beta,
                const void *bias) {
     if (g->epilogue)
@@ -139,7 +181,7 @@ static int run(cu_state *st, cu_gemm *g, const void *A, const void *B, void *D, 
     const float one = 1.0f;
     cublasStatus_t s = cublasLtMatmul(st->lt, g->op, &one, A, g->a, B, g->b, &beta, D, g->d, D,
                                       g->d, &g->algo, st->lt_ws, st->lt_ws_bytes, st->stream);
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED && g->epilogue) return 0;
+    if (g->epilogue && (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE)) return 0;
     TB_CUBLAS_CHECK(s);
     return 1;
 }
@@ -147,21 +189,12 @@ static int run(cu_state *st, cu_gemm *g, const void *A, const void *B, void *D, 
 /* Drops g's epilogue for good after a run-time refusal. */
 static void without_epilogue(tb_backend *be, cu_gemm *g) {
     cu_state *st = cu_state_of(be);
-    TB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
-    if (!setup(st, g, 0)) tb_die("cuda linear: cuBLASLt has no algorithm for the plain GEMM either");
+    destroy_desc(g);
+    if (!setup(st, g, 0, NULL)) tb_die("cuda linear: cuBLASLt has no algorithm for the plain GEMM either");
 }
 
 void cu_linear_free(cu_state *st) {
-    for (int i = 0; i < st->ngemms; i++) {
-        cu_gemm *g = &st->gemms[i];
-        TB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
-        TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
-        TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
-        TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
-    }
+    for (int i = 0; i < st->ngemms; i++) destroy_desc(&st->gemms[i]);
     free(st->gemms);
     st->gemms = NULL;
     st->ngemms = st->gemms_cap = 0;
@@ -192,7 +225,7 @@ void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, c
     linear_dims("linear_forward", x, w, y, &N, &K, &M);
     if (!b) TB_FATAL("cuda linear_forward: bias is NULL");
     cu_state *st = cu_state_of(be);
-    cu_gemm *g = gemm_for(be, GEMM_FWD, N, K, M, x->dtype);
+    cu_gemm *g = gemm_for(be, CU_GEMM_FWD, N, K, M, x->dtype, w->data, x->data, y->data, b);
     if (!run(st, g, w->data, x->data, y->data, 0.0f, b)) {
         without_epilogue(be, g);
         run(st, g, w->data, x->data, y->data, 0.0f, NULL);
@@ -215,10 +248,10 @@ void cu_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tensor *w,
     if (!db) TB_FATAL("cuda %s: db is NULL", op);
     cu_state *st = cu_state_of(be);
     if (dx) {
-        cu_gemm *g = gemm_for(be, GEMM_DX, N, K, M, x->dtype);
+        cu_gemm *g = gemm_for(be, CU_GEMM_DX, N, K, M, x->dtype, w->data, dy->data, dx->data, NULL);
         run(st, g, w->data, dy->data, dx->data, accumulate_dx ? 1.0f : 0.0f, NULL);
     }
-    cu_gemm *g = gemm_for(be, GEMM_DW, N, K, M, x->dtype);
+    cu_gemm *g = gemm_for(be, CU_GEMM_DW, N, K, M, x->dtype, x->data, dy->data, dw->data, db);
     if (!run(st, g, x->data, dy->data, dw->data, 0.0f, db)) {
         without_epilogue(be, g);
         run(st, g, x->data, dy->data, dw->data, 0.0f, NULL);

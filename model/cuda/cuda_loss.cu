@@ -46,6 +46,11 @@ __global__ void xent(const T *l, const int32_t *labels, int N, int M, double eps
     __shared__ int last;
     const int n = blockIdx.x;
     const T *ln = l + (size_t)n * M;
+    const int y = labels[n];
+    const int ok = y >= 0 && y < M;
+    /* read before the barriers below, so dl may alias l (one block per row,
+     * every other read of l[n,c] is by the thread that then writes dl[n,c]) */
+    const double ly = ok && threadIdx.x == 0 ? (double)cu_ld(ln, y) : 0.0;
     double mx = -INFINITY;
     for (int c = threadIdx.x; c < M; c += LOSS_THREADS) mx = fmax(mx, (double)cu_ld(ln, c));
     mx = block_max(mx, sh);
@@ -58,10 +63,7 @@ __global__ void xent(const T *l, const int32_t *labels, int N, int M, double eps
     se = block_sum(se, sh);
     sl = block_sum(sl, sh);
     const double lse = mx + log(se);
-    const int y = labels[n];
-    const int ok = y >= 0 && y < M;
-    if (threadIdx.x == 0)
-        rows[n] = ok ? (1.0 - eps) * (lse - (double)cu_ld(ln, y)) + eps * (lse - sl / M) : NAN;
+    if (threadIdx.x == 0) rows[n] = ok ? (1.0 - eps) * (lse - ly) + eps * (lse - sl / M) : NAN;
     if (dl) {
         const double gs = (double)sc->grad_scale * (double)sc->loss_scale;
         T *dn = dl + (size_t)n * M;

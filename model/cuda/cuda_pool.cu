@@ -62,10 +62,9 @@ __global__ void maxpool_bwd(cu_pool_shape s, const T *x, const T *dy, T *dx, int
         int n, c, ih, iw;
         tb_layout_coords(s.layout, s.C, s.H, s.W, i, &n, &c, &ih, &iw);
         /* windows oh with oh*stride - pad <= ih <= oh*stride - pad + k - 1 */
-        int oh0 = ih + s.pad - s.k + 1, ow0 = iw + s.pad - s.k + 1;
-        oh0 = oh0 <= 0 ? 0 : (oh0 + s.stride - 1) / s.stride;
-        ow0 = ow0 <= 0 ? 0 : (ow0 + s.stride - 1) / s.stride;
-        int oh1 = min((ih + s.pad) / s.stride, s.Ho - 1), ow1 = min((iw + s.pad) / s.stride, s.Wo - 1);
+        int oh0, oh1, ow0, ow1;
+        cu_pool_windows(ih, s.k, s.stride, s.pad, s.Ho, &oh0, &oh1);
+        cu_pool_windows(iw, s.k, s.stride, s.pad, s.Wo, &ow0, &ow1);
         const int me = ih * s.W + iw;
         float g = 0.0f;
         for (int oh = oh0; oh <= oh1; oh++)

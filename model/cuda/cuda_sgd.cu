@@ -20,13 +20,7 @@ __global__ void sgd_k(const cu_sgd_seg *segs, int nseg, size_t total, float mom,
     if (skip && sc->found_inf) return;
     const float lr = sc->lr, gs = __fdiv_rn(1.0f, sc->loss_scale);
     CU_FOR(v, total) {
-        int lo = 0, hi = nseg - 1; /* the last segment with start <= v */
-        while (lo < hi) {
-            int mid = (lo + hi + 1) / 2;
-            if (segs[mid].start <= v) lo = mid;
-            else hi = mid - 1;
-        }
-        const cu_sgd_seg s = segs[lo];
+        const cu_sgd_seg s = segs[cu_sgd_find(segs, nseg, v)]; /* the last with start <= v */
         const size_t i = s.offset + (v - s.start);
         const float wd = s.weight_decay;
         float gi = __fadd_rn(__fmul_rn(g[i], gs), __fmul_rn(wd, p[i]));
