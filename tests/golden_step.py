@@ -270,14 +270,16 @@ def floor_step(case, images, labels, out, factor, rel, window, variants, top):
     # the same output against the plain float64 truth, with PyTorch's plain error: for reading only
     raw = [compare_h5.bound_row(n, out[n], base.datasets[n], raw_floor[n], factor, rel) for n in names if n in out]
     raw.sort(key=lambda r: -r.over_floor)
-    print("# for reference, against the plain float64 step (no ReLU matched), worst err/floor: "
+    raw_out = sum(1 for r in raw if not r.ok)
+    print("# for reference, against the plain float64 step and PyTorch's plain error (no ReLU matched): "
+          "%d tensors outside the same bound; worst err/floor: " % raw_out
           + ", ".join("%s %.3g" % (r.name, r.over_floor) for r in raw[:4]))
     worst = max(rows, key=lambda r: r.over_bound)
     worst_f = max((r for r in rows if r.bound > 0), key=lambda r: r.over_floor)
     summary = ("trainbench %d flip(s); worst err/bound %.3g (%s), worst err/floor %.3g (%s); "
-               "plain-truth worst err/floor %.3g (%s); %.0f s"
+               "plain truth: %d outside, worst err/floor %.3g (%s); %.0f s"
                % (count_flips(flips), worst.over_bound, worst.name, worst_f.over_floor, worst_f.name,
-                  raw[0].over_floor, raw[0].name, time.time() - t0))
+                  raw_out, raw[0].over_floor, raw[0].name, time.time() - t0))
     return ok, summary, base
 
 
