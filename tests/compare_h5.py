@@ -30,7 +30,13 @@ Prints a fixed-width table (header and summary lines start with `#`):
 Exit status: 0 when everything passes, 1 otherwise (2 for usage errors).
 
 Other scripts use it as a module:
-  compare_files(out, ref, rtol, atol_scale, floor_path=None, floor_factor=4).
+  compare_files(out, ref, rtol, atol_scale, floor_path=None, floor_factor=4);
+  compare_tensor(...) for one array; and the per-tensor bound rule of the
+  float32 golden tests (golden_step.py --floor), on arrays:
+    bound_row(name, out, ref, floor_err, factor=10, rel=1e-4): passes when
+      max|out - ref| <= factor * floor_err + rel * max|ref| (integers exact)
+    print_bound_table(rows, title): the tensors nearest their bound, worst
+      first, with err/floor and err/bound, and the worst per tensor class.
 """
 import argparse
 import sys
@@ -240,6 +246,84 @@ def compare_files(out_path, ref_path, rtol=DEFAULT_RTOL, atol_scale=DEFAULT_ATOL
         stats.update(datasets=len(rows), failed=len(failed) + len(attr_fail), by_rule=by_rule,
                      by_floor=len(by_floor), floor_outside=floor_out, worst=worst, worst_floor=worst_floor)
     return ok
+
+
+# ---- per-tensor bounds (golden_step.py's float32 rule) -----------------------------
+# A tensor passes when  max|out - ref| <= factor * floor_err + rel * max|ref|,
+# floor_err = PyTorch float32's own max error on that tensor against the same
+# float64 truth (golden_step.py measures it in the test, on this CPU).
+DEFAULT_BOUND_FACTOR = 10.0
+DEFAULT_BOUND_REL = 1e-4
+
+
+class BoundRow:
+    def __init__(self, name, shape, ref_max, err, floor_err, bound, ok, note=""):
+        self.name, self.shape, self.ref_max, self.err = name, shape, ref_max, err
+        self.floor_err, self.bound, self.ok, self.note = floor_err, bound, ok, note
+
+    def ratio(self, num, den):
+        return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
+
+    @property
+    def over_floor(self):
+        return self.ratio(self.err, self.floor_err)
+
+    @property
+    def over_bound(self):
+        return self.ratio(self.err, self.bound)
+
+
+def max_abs_err(out, ref):
+    """max|out - ref| in float64 (inf when out has NaN/Inf; 0 for empty)."""
+    if np.size(ref) == 0:
+        return 0.0
+    d = np.abs(np.asarray(out, np.float64) - np.asarray(ref, np.float64))
+    m = float(np.max(d))
+    return m if m == m else float("inf")
+
+
+def bound_row(name, out, ref, floor_err, factor=DEFAULT_BOUND_FACTOR, rel=DEFAULT_BOUND_REL):
+    """One tensor under the bound rule (integers: exact)."""
+    ref = np.asarray(ref)
+    out = np.asarray(out)
+    shape = "x".join(str(d) for d in ref.shape) or "scalar"
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return BoundRow(name, shape, float("nan"), float("inf"), floor_err, 0.0, False,
+                        "%s %s, expected %s %s" % (out.dtype, out.shape, ref.dtype, ref.shape))
+    ref_max = float(np.max(np.abs(ref.astype(np.float64)))) if ref.size else 0.0
+    err = max_abs_err(out, ref)
+    if ref.dtype.kind in "iub":
+        return BoundRow(name, shape, ref_max, err, 0.0, 0.0, err == 0, "" if err == 0 else "must be exact")
+    bound = factor * floor_err + rel * ref_max
+    return BoundRow(name, shape, ref_max, err, floor_err, bound, err <= bound)
+
+
+def print_bound_table(rows, title, top=12, stream=sys.stdout):
+    """The `top` tensors nearest their bound (and every failing one), worst
+    first, then the worst err/bound and err/floor per tensor class."""
+    def p(s=""):
+        print(s, file=stream)
+    order = sorted(rows, key=lambda r: -r.over_bound)
+    shown = [r for i, r in enumerate(order) if i < top or not r.ok]
+    w = max([len("name")] + [len(r.name) for r in shown])
+    p("# %s" % title)
+    p("# %-*s %14s %11s %11s %11s %11s %9s %9s  result" % (
+        w, "name", "shape", "max|ref|", "max_err", "floor_err", "bound", "err/floor", "err/bnd"))
+    for r in shown:
+        p("  %-*s %14s %11.4e %11.4e %11.4e %11.4e %9.3g %9.3g  %s" % (
+            w, r.name, r.shape, r.ref_max, r.err, r.floor_err, r.bound, r.over_floor, r.over_bound,
+            "ok" if r.ok else "FAIL" + (" (%s)" % r.note if r.note else "")))
+    worst_b, worst_f = {}, {}
+    for r in rows:
+        g = group_of(r.name)
+        worst_b[g] = max(worst_b.get(g, 0.0), r.over_bound)
+        if r.floor_err == r.floor_err and r.bound > 0:
+            worst_f[g] = max(worst_f.get(g, 0.0), r.over_floor)
+    p("# worst err/bound by class: " + ", ".join("%s %.3g" % (g, worst_b[g]) for g in sorted(worst_b)))
+    p("# worst err/floor by class: " + ", ".join("%s %.3g" % (g, worst_f[g]) for g in sorted(worst_f)))
+    failed = [r for r in rows if not r.ok]
+    p("# %d tensors, %d outside their bound" % (len(rows), len(failed)))
+    return not failed
 
 
 def main(argv=None):

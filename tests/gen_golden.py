@@ -26,8 +26,11 @@ then runs K steps of torch.optim.SGD on random batches and writes, in --out:
                  "float32 floor" compare_h5.py --floor uses. One float32 run
                  is one draw: whether a ReLU input within rounding of zero
                  flips sign depends on the summation order, and a flip moves
-                 gradients by up to tens of percent; the worst of several
-                 float32 implementations is the fair yardstick
+                 gradients by up to tens of percent. These floor files hold
+                 the plain errors, flips included, for looking at by hand;
+                 the golden tests (golden_step.py --floor) measure the floor
+                 in-process with each run's ReLU decisions matched in its
+                 float64 reference (golden_torch.py), which is rounding only
 
 The optimizer state is carried across steps, so ref{k} is step k of one run.
 With --compute-dtype float64 PyTorch computes in double and the state is

@@ -1,44 +1,55 @@
 #!/usr/bin/env python3
 """golden_step.py: ctest driver that checks `trainbench step` against PyTorch.
 
-  golden_step.py --trainbench BIN --model resnet18 --classes 10 --batch 4 \\
-      --height 64 --width 64 --steps 3 --lr 0.01 --momentum 0.9 \\
-      --weight-decay 5e-4 --seed 72 --workdir DIR \\
-      [--compute-dtype float64] [--chain own|ref] [--floor] [--threads N]
+  golden_step.py --trainbench BIN --model resnet50 --classes 7 --batch 2 \\
+      --height 64 --width 48 --steps 3 --lr 0.01 --momentum 0.9 \\
+      --weight-decay 1e-4 --nesterov --label-smoothing 0.1 --seed 24 \\
+      --workdir DIR [--chain own|ref] [--floor] [--threads N] [--keep]
 
-1. runs gen_golden.py into DIR (ckpt0.h5, batch{k}.h5, ref{k}.h5, args.json,
-   and floor{k}.h5 with --floor);
-2. runs `BIN step` K times with the step flags of args.json and --backend cpu:
-     --chain own  (default) from trainbench's OWN outputs:
-                  ckpt0.h5 -> out1.h5 -> out2.h5 -> ...; a step that fails
-                  to run ends the chain
-     --chain ref  teacher forcing: step k starts from the REFERENCE state
-                  before it (ckpt0.h5 for step 1, ref{k-1}.h5 after), so each
-                  step is checked on its own and errors do not accumulate;
-                  every step runs
-3. compares out{k}.h5 with ref{k}.h5 after each step (compare_h5.py), with
-   --floor also under the floor rule: a tensor outside the elementwise rule
-   passes when its max abs error is at most --floor-factor times PyTorch
-   float32's own (floor{k}.h5; needs --compute-dtype float64 --chain ref).
+One process, step by step (gen_golden.build_model's random ResNet and
+batches, the same as gen_golden.py writes): for step k it writes the
+checkpoint trainbench starts from and batch k into DIR, computes the
+float64 truth with PyTorch, runs `BIN step --backend cpu`, reads its output
+and compares; then the step's files are deleted and the float64 state
+moves on. The starting checkpoint of step k is
 
-The two uses (tests/golden.cmake):
-  exact semantics:  trainbench_fp64 (double inside, float32 files), float64
-                    references, --chain own, rtol 1e-6 / atol_scale 1e-7
-  float32 path:     trainbench, float64 references, --chain ref --floor,
-                    rtol 1e-4 / atol_scale 1e-4, floor factor 4
+  --chain own  (default) trainbench's own output of step k-1 (its errors
+               accumulate; the reference chain is PyTorch's own)
+  --chain ref  the float64 truth after step k-1, rounded to float32
+               (teacher forcing: every step is checked on its own)
 
-Every command is printed before it runs. Exit 0 only if all K comparisons
-pass, 1 otherwise, 77 (ctest: skipped) when torch/torchvision/h5py/numpy are
-missing from this interpreter or --trainbench is empty (binary target not
-defined in this build). The .h5 files (about 0.45 GB for resnet18 and 0.95 GB
-for resnet50 at 3 steps; about twice that with --floor, plus trainbench's
-outputs) are deleted when everything passes, unless --keep; on failure they
-stay in DIR (a passed step's trainbench output and floor file are removed
-as soon as they are no longer needed).
+Two rules:
+
+  elementwise (default; the fp64 tests: trainbench_fp64 against PyTorch
+      float64): |out - ref| <= atol_scale*max|ref| + rtol*|ref| per element
+      (compare_h5.compare_tensor), integers exact.
+
+  --floor (the float32 tests; needs --chain ref): per tensor,
+      max|out - ref| <= floor_factor * floor_err + floor_rel * max|ref|
+      where floor_err is PyTorch float32's own max error on that tensor,
+      measured here: the step is run in the 8 PyTorch float32
+      configurations of gen_golden.FLOOR_VARIANTS (oneDNN or native
+      convolutions, NCHW or channels-last, 1 or 2 threads) and each is
+      compared with the float64 step that made the SAME ReLU decisions
+      (golden_torch.py: a ReLU input within rounding of zero goes either way
+      in float32, and one such flip moves gradients by percents). Trainbench
+      is compared with the float64 step with ITS ReLU decisions, found from
+      its output (golden_flips.py); a flip is only accepted at a ReLU input
+      within --flip-window times PyTorch float32's own largest error on that
+      tensor. So both sides are held to rounding, on whatever CPU, BLAS and
+      oneDNN kernels this machine picks; the flips are listed, and the
+      comparison against the plain float64 truth is printed beside it.
+
+Every command is printed before it runs. Exit 0 only if every step passes,
+1 otherwise, 77 (ctest: skipped) when torch/torchvision/h5py/numpy are
+missing from this interpreter or --trainbench is empty (the binary target is
+not in this build). Disk: at most one step's files at a time (resnet50: the
+checkpoint ~95 MB, trainbench's output ~285 MB); after a failed step only
+its inputs (checkpoint and batch) stay, for the first failed step only, and
+the summary says where and how to rerun; --keep keeps every file.
 """
 import argparse
 import glob
-import json
 import os
 import shlex
 import subprocess
@@ -57,29 +68,50 @@ def run(cmd):
     return rc
 
 
-def main(argv=None):
+def read_h5(path):
+    """({dataset path: array}, {step, model, classes}) of a `trainbench step` output."""
+    import h5py
+    import compare_h5
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
+        attrs = {key: compare_h5.attr_value(f, key) for key in ("step", "model", "classes")}
+    return out, attrs
+
+
+def remove(paths):
+    for p in paths:
+        if p and os.path.exists(p):
+            os.remove(p)
+
+
+def parse(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trainbench", required=True,
                     help="path of the trainbench binary (empty: skip, the target is not in this build)")
-    ap.add_argument("--workdir", required=True, help="directory for fixtures and outputs (created)")
+    ap.add_argument("--workdir", required=True, help="directory for the step files (created)")
     ap.add_argument("--threads", type=int, default=0, help="pass --threads N to trainbench (0: don't)")
     ap.add_argument("--chain", choices=("own", "ref"), default="own",
-                    help="step k starts from trainbench's out{k-1}.h5 (own, default) or from the "
-                         "reference ref{k-1}.h5 (ref: teacher forcing)")
+                    help="step k starts from trainbench's output of step k-1 (own, default) or from "
+                         "the float64 truth (ref: teacher forcing)")
     ap.add_argument("--floor", action="store_true",
-                    help="gen_golden.py --floor, and compare with the floor rule "
-                         "(needs --compute-dtype float64 and --chain ref)")
+                    help="the float32 rule: per-tensor bound from PyTorch float32's own error, ReLU "
+                         "decisions matched (needs --compute-dtype float64 and --chain ref)")
     ap.add_argument("--floor-factor", type=float, default=None,
-                    help="compare_h5 floor factor (default: compare_h5's)")
-    ap.add_argument("--rtol", type=float, default=None, help="compare_h5 rtol (default: compare_h5's)")
+                    help="bound = floor_factor * floor_err + floor_rel * max|ref| (default 10)")
+    ap.add_argument("--floor-rel", type=float, default=None, help="see --floor-factor (default 1e-4)")
+    ap.add_argument("--flip-window", type=float, default=10.0,
+                    help="a trainbench ReLU flip is accepted only at inputs within this many times "
+                         "PyTorch float32's max error on that tensor of zero (default 10)")
+    ap.add_argument("--rtol", type=float, default=None, help="elementwise rule rtol (default compare_h5's)")
     ap.add_argument("--atol-scale", type=float, default=None,
-                    help="compare_h5 atol_scale (default: compare_h5's)")
-    ap.add_argument("--only-failures", action="store_true", help="print only failing rows of each table")
-    ap.add_argument("--keep", action="store_true", help="keep the .h5 files even when everything passes")
+                    help="elementwise rule atol_scale (default compare_h5's)")
+    ap.add_argument("--top", type=int, default=12, help="--floor: tensors listed per step (default 12)")
+    ap.add_argument("--keep", action="store_true", help="keep every step's files")
     ap.add_argument("--step-arg", action="append", default=[], metavar="ARG",
                     help="extra argument appended to every `trainbench step` command (repeatable; "
                          "e.g. --step-arg=--momentum --step-arg=0.8 to see the test fail)")
-    gen = ap.add_argument_group("generator (passed to gen_golden.py)")
+    gen = ap.add_argument_group("the case (as gen_golden.py)")
     gen.add_argument("--model", required=True)
     for name in ("--classes", "--batch", "--height", "--width", "--steps", "--seed"):
         gen.add_argument(name, type=int, required=True)
@@ -87,15 +119,172 @@ def main(argv=None):
         gen.add_argument(name, type=float, required=True)
     gen.add_argument("--nesterov", action="store_true")
     gen.add_argument("--label-smoothing", type=float, default=0.0)
-    gen.add_argument("--compute-dtype", choices=("float32", "float64"), default="float32")
+    gen.add_argument("--compute-dtype", choices=("float32", "float64"), default="float32",
+                     help="precision of the PyTorch reference")
     gen.add_argument("--torch-threads", type=int, default=0,
-                     help="gen_golden.py --torch-threads (0: torch's default)")
-    gen.add_argument("--floor-variants", default=None, help="gen_golden.py --floor-variants")
+                     help="threads of the reference computation (0: torch's default)")
+    gen.add_argument("--floor-variants", default="all",
+                     help="PyTorch float32 configurations of the floor: 'all' or a comma-separated "
+                          "subset of gen_golden.FLOOR_VARIANTS")
     a = ap.parse_args(argv)
     if a.floor and (a.compute_dtype != "float64" or a.chain != "ref"):
-        ap.error("--floor needs --compute-dtype float64 and --chain ref (the floor is PyTorch float32 "
-                 "started from the reference state)")
+        ap.error("--floor needs --compute-dtype float64 and --chain ref (PyTorch float32 and trainbench "
+                 "start each step from the float64 state)")
+    return a
 
+
+class Case:
+    """The model, its state between steps and the step flags."""
+
+    def __init__(self, a):
+        import torch
+        from gen_golden import build_model, git_revision
+        self.a = a
+        a.git_revision = git_revision()
+        if a.torch_threads > 0:
+            torch.set_num_threads(a.torch_threads)
+        self.template = build_model(a.model, a.classes, a.seed)   # also seeds torch's RNG
+        self.state = {n: t.detach().clone() for n, t in self.template.state_dict().items()}
+        self.momentum = None
+        self.dtype = torch.float64 if a.compute_dtype == "float64" else torch.float32
+        self.step_args = ["--lr", repr(a.lr), "--momentum", repr(a.momentum),
+                          "--weight-decay", repr(a.weight_decay)]
+        if a.nesterov:
+            self.step_args.append("--nesterov")
+        if a.label_smoothing != 0:
+            self.step_args += ["--label-smoothing", repr(a.label_smoothing)]
+
+    def next_batch(self):
+        import torch
+        images = torch.randn(self.a.batch, 3, self.a.height, self.a.width)   # float32
+        labels = torch.randint(0, self.a.classes, (self.a.batch,), dtype=torch.int64)
+        return images, labels
+
+    def state_datasets(self):
+        from gen_golden import as_array
+        d = {"params/" + n: as_array(n, t) for n, t in self.state.items()}
+        if self.momentum is not None:
+            d.update({"momentum/" + n: as_array(n, t) for n, t in self.momentum.items()})
+        return d
+
+    def write_ckpt(self, path, step):
+        from gen_golden import write_file
+        write_file(path, self.a, step, self.state_datasets())
+
+    def write_batch(self, path, images, labels):
+        import h5py
+        with h5py.File(path, "w") as f:
+            f.create_dataset("images", data=images.numpy())
+            f.create_dataset("labels", data=labels.numpy())
+
+    def step(self, images, labels, dtype=None, **kw):
+        from golden_torch import run_step
+        return run_step(self.template, self.state, self.momentum, images, labels, self.a,
+                        dtype or self.dtype, threads=self.a.torch_threads or None, **kw)
+
+
+def check_names_attrs(out, attrs, ref, k, a):
+    """Problems with the dataset names and the step/model/classes attributes."""
+    msgs = []
+    for n in sorted(set(ref) - set(out)):
+        msgs.append("%s missing in trainbench's output" % n)
+    for n in sorted(set(out) - set(ref)):
+        msgs.append("%s in trainbench's output but not in the reference" % n)
+    want = {"step": k, "model": a.model, "classes": a.classes}
+    for key, v in want.items():
+        if attrs.get(key) != v:
+            msgs.append("attribute %s is %r, expected %r" % (key, attrs.get(key), v))
+    return msgs
+
+
+def elementwise_step(out, ref, rtol, atol_scale):
+    """The fp64 rule; prints failing tensors and the worst per class. True when all pass."""
+    import compare_h5
+    rows = [compare_h5.compare_tensor(n, out[n], ref[n], rtol, atol_scale) for n in sorted(ref) if n in out]
+    worst = {}
+    for r in rows:
+        if not r.ok:
+            print("  FAIL %-48s max_abs_err %.4e max_rel_err %.4e #wrong %d %s"
+                  % (r.name, r.abs_err, r.rel_err, r.wrong, r.note))
+        g = compare_h5.group_of(r.name)
+        worst[g] = max(worst.get(g, 0.0), r.rel_err if r.rel_err == r.rel_err else float("inf"))
+    print("# elementwise rule rtol %g, atol %g x max|ref|: worst max_rel_err by class: %s"
+          % (rtol, atol_scale, ", ".join("%s %.3e" % (g, worst[g]) for g in sorted(worst))))
+    bad = [r for r in rows if not r.ok]
+    print("# %d tensors, %d failed" % (len(rows), len(bad)))
+    return not bad
+
+
+def floor_step(case, images, labels, out, factor, rel, window, variants, top):
+    """The float32 rule for one step (see the module doc). Returns (ok, one-line
+    summary, the plain float64 StepResult: its state starts the next step)."""
+    import numpy as np
+    import torch
+    import compare_h5
+    import golden_flips
+    from golden_torch import count_flips, describe_flips, flip_key, flips_between
+
+    t0 = time.time()
+    base = case.step(images, labels, capture=True, grads=True)
+    truth = base.tracker.pre
+    names = sorted(base.datasets)
+    floor = dict.fromkeys(names, 0.0)
+    raw_floor = dict.fromkeys(names, 0.0)
+    noise = [0.0] * len(truth)
+    cache_key, cache_ref = None, None
+    for v in variants:
+        t1 = time.time()
+        rv = case.step(images, labels, dtype=torch.float32, variant=v, capture=True)
+        fl = flips_between(rv.tracker.pre, truth)
+        for k, (x, t) in enumerate(zip(rv.tracker.pre, truth)):
+            noise[k] = max(noise[k], float(np.max(np.abs(x - t))))
+        key = flip_key(fl)
+        if not key:
+            ref = base.datasets
+        elif key == cache_key:
+            ref = cache_ref
+        else:
+            ref = case.step(images, labels, force=fl).datasets
+            cache_key, cache_ref = key, ref
+        for n in names:
+            floor[n] = max(floor[n], compare_h5.max_abs_err(rv.datasets[n], ref[n]))
+            raw_floor[n] = max(raw_floor[n], compare_h5.max_abs_err(rv.datasets[n], base.datasets[n]))
+        print("#   PyTorch float32 %-15s %d ReLU flip(s) (%.1f s)" % (v, count_flips(fl), time.time() - t1),
+              flush=True)
+        del rv
+    cache_ref = None
+    bounds = {n: factor * floor[n] + rel * float(np.max(np.abs(base.datasets[n].astype(np.float64))))
+              for n in names}
+    cands = golden_flips.candidates(truth, noise, window)
+    params_before = {"params/" + n: t.numpy() for n, t in case.state.items()}
+    rerun = lambda force: case.step(images, labels, force=force, capture=True, grads=True)  # noqa: E731
+    flips, ref = golden_flips.explain(out, base, cands, bounds, params_before, rerun)
+    print("# trainbench: %d ReLU flip(s) against the float64 step (%d candidates within %g x PyTorch "
+          "float32's error of zero)" % (count_flips(flips), sum(len(v) for v in cands.values()), window))
+    for line in describe_flips(flips, truth, base.tracker.bn, noise):
+        print("#   " + line)
+    rows = [compare_h5.bound_row(n, out[n], ref.datasets[n], floor[n], factor, rel) for n in names if n in out]
+    ok = compare_h5.print_bound_table(
+        rows, "against the float64 step with trainbench's ReLU decisions; bound = %g x floor_err + %g x "
+        "max|ref|, floor_err = PyTorch float32's max error with its own ReLU decisions" % (factor, rel), top)
+    # the same output against the plain float64 truth, with PyTorch's plain error: for reading only
+    raw = [compare_h5.bound_row(n, out[n], base.datasets[n], raw_floor[n], factor, rel) for n in names if n in out]
+    raw.sort(key=lambda r: -r.over_floor)
+    raw_out = sum(1 for r in raw if not r.ok)
+    print("# for reference, against the plain float64 step and PyTorch's plain error (no ReLU matched): "
+          "%d tensors outside the same bound; worst err/floor: " % raw_out
+          + ", ".join("%s %.3g" % (r.name, r.over_floor) for r in raw[:4]))
+    worst = max(rows, key=lambda r: r.over_bound)
+    worst_f = max((r for r in rows if r.bound > 0), key=lambda r: r.over_floor)
+    summary = ("trainbench %d flip(s); worst err/bound %.3g (%s), worst err/floor %.3g (%s); "
+               "plain truth: %d outside, worst err/floor %.3g (%s); %.0f s"
+               % (count_flips(flips), worst.over_bound, worst.name, worst_f.over_floor, worst_f.name,
+                  raw_out, raw[0].over_floor, raw[0].name, time.time() - t0))
+    return ok, summary, base
+
+
+def main(argv=None):
+    a = parse(argv)
     try:
         import numpy, h5py, torch, torchvision   # noqa: F401  (presence check only)
     except ImportError as e:
@@ -108,101 +297,108 @@ def main(argv=None):
     sys.dont_write_bytecode = True
     sys.path.insert(0, HERE)
     import compare_h5
+    from gen_golden import FLOOR_VARIANTS
 
     if not (os.path.isfile(a.trainbench) and os.access(a.trainbench, os.X_OK)):
         print("golden_step: error: trainbench binary not found or not executable: %r" % a.trainbench)
         return 1
+    variants = list(FLOOR_VARIANTS) if a.floor_variants == "all" else a.floor_variants.split(",")
+    for v in variants:
+        if v not in FLOOR_VARIANTS:
+            print("golden_step: error: unknown --floor-variants entry %r (known: %s)"
+                  % (v, ", ".join(FLOOR_VARIANTS)))
+            return 2
     os.makedirs(a.workdir, exist_ok=True)
     for stale in glob.glob(os.path.join(a.workdir, "*.h5")):
         os.remove(stale)
-
-    gen_cmd = [sys.executable, os.path.join(HERE, "gen_golden.py"), "--model", a.model]
-    for flag in ("classes", "batch", "height", "width", "steps", "lr", "momentum", "weight_decay",
-                 "label_smoothing", "seed", "torch_threads"):
-        gen_cmd += ["--" + flag.replace("_", "-"), repr(getattr(a, flag))]
-    if a.nesterov:
-        gen_cmd.append("--nesterov")
-    gen_cmd += ["--compute-dtype", a.compute_dtype]
-    if a.floor:
-        gen_cmd.append("--floor")
-        if a.floor_variants:
-            gen_cmd += ["--floor-variants", a.floor_variants]
-    gen_cmd += ["--out", a.workdir]
-    if run(gen_cmd) != 0:
-        print("golden_step: error: gen_golden.py failed")
-        return 1
-    with open(os.path.join(a.workdir, "args.json")) as f:
-        info = json.load(f)
-
     rtol = compare_h5.DEFAULT_RTOL if a.rtol is None else a.rtol
     atol_scale = compare_h5.DEFAULT_ATOL_SCALE if a.atol_scale is None else a.atol_scale
-    floor_factor = compare_h5.DEFAULT_FLOOR_FACTOR if a.floor_factor is None else a.floor_factor
-    results, stats = [], []
-    prev = os.path.join(a.workdir, "ckpt0.h5")
+    factor = compare_h5.DEFAULT_BOUND_FACTOR if a.floor_factor is None else a.floor_factor
+    rel = compare_h5.DEFAULT_BOUND_REL if a.floor_rel is None else a.floor_rel
+
+    case = Case(a)
+    results, summaries, kept = [], [], []
+    own_prev = None     # --chain own: trainbench's output of the previous step
     for k in range(1, a.steps + 1):
-        if a.chain == "ref" and k > 1:
-            prev = os.path.join(a.workdir, "ref%d.h5" % (k - 1))
-        out = os.path.join(a.workdir, "out%d.h5" % k)
-        cmd = [a.trainbench, "step", "--ckpt", prev, "--batch", os.path.join(a.workdir, "batch%d.h5" % k),
-               "--out", out] + info["step_args"] + ["--backend", "cpu"]
+        print("# ---- step %d ----" % k, flush=True)
+        images, labels = case.next_batch()
+        batch = os.path.join(a.workdir, "batch%d.h5" % k)
+        case.write_batch(batch, images, labels)
+        if own_prev is None:
+            ckpt = os.path.join(a.workdir, "ckpt%d.h5" % (k - 1))
+            case.write_ckpt(ckpt, k - 1)
+        else:
+            ckpt = own_prev
+        out_path = os.path.join(a.workdir, "out%d.h5" % k)
+        cmd = [a.trainbench, "step", "--ckpt", ckpt, "--batch", batch, "--out", out_path] + \
+            case.step_args + ["--backend", "cpu"]
         if a.threads > 0:
             cmd += ["--threads", str(a.threads)]
         cmd += a.step_arg
         rc = run(cmd)
-        if rc != 0 or not os.path.isfile(out):
-            print("golden_step: FAIL: step %d: trainbench exited %d%s%s"
-                  % (k, rc, "" if os.path.isfile(out) else " and wrote no " + out,
-                     "; the chain stops here" if a.chain == "own" else ""))
-            results.append(False)
-            stats.append(None)
+        ok, base, summary = False, None, ""
+        if rc != 0 or not os.path.isfile(out_path):
+            print("golden_step: FAIL: step %d: trainbench exited %d%s"
+                  % (k, rc, "" if os.path.isfile(out_path) else " and wrote no " + out_path))
+            summary = "trainbench did not run through"
+        else:
+            out, attrs = read_h5(out_path)
+            if a.floor:
+                ok, summary, base = floor_step(case, images, labels, out, factor, rel, a.flip_window,
+                                               variants, a.top)
+                ref = base.datasets
+            else:
+                base = case.step(images, labels)
+                ref = base.datasets
+                ok = elementwise_step(out, ref, rtol, atol_scale)
+            problems = check_names_attrs(out, attrs, ref, k, a)
+            for msg in problems:
+                print("  FAIL " + msg)
+            ok = ok and not problems
+            del out
+        print("# step %d: %s%s" % (k, "ok" if ok else "FAIL", (": " + summary) if summary else ""), flush=True)
+        results.append(ok)
+        summaries.append(summary)
+        # files: inputs of the first failed step stay (unless --keep keeps all)
+        if not a.keep:
+            if ok or kept:
+                remove([batch] + ([ckpt] if ckpt != own_prev else []))
+            else:
+                kept = [ckpt, batch]
+            if own_prev and own_prev not in kept:
+                remove([own_prev])
+        own_prev = out_path if a.chain == "own" and os.path.isfile(out_path) else None
+        if not a.keep and a.chain == "ref":
+            remove([out_path])
+        if base is None:
             if a.chain == "own":
                 break
-            continue
-        st = {}
-        floor = os.path.join(a.workdir, "floor%d.h5" % k) if a.floor else None
-        ok = compare_h5.compare_files(out, os.path.join(a.workdir, "ref%d.h5" % k), rtol, atol_scale,
-                                      a.only_failures, floor_path=floor, floor_factor=floor_factor, stats=st)
-        results.append(ok)
-        stats.append(st)
-        sys.stdout.flush()
-        if ok and not a.keep:   # disk: what a passed step leaves behind is no longer needed
-            done = [floor] if floor else []
-            if a.chain == "own" and k > 1:
-                done.append(prev)                       # out{k-1}.h5: step k has read it
-            elif a.chain == "ref":
-                done.append(out)
-            for path in done:
-                os.remove(path)
-        prev = out
+            base = case.step(images, labels)
+        case.state, case.momentum = base.state, base.momentum
+        del base
+    if not a.keep and own_prev:
+        remove([own_prev])
 
-    # one line per step: worst max_rel_err per class of trainbench (and of the floor)
-    print("# golden_step: %s, chained from %s, %s references%s; rtol %g, atol_scale %g%s"
-          % (a.trainbench, "its own outputs" if a.chain == "own" else "the references (teacher forcing)",
-             a.compute_dtype, "" if not a.floor else " with the PyTorch float32 floor",
-             rtol, atol_scale, "" if not a.floor else ", floor factor %g" % floor_factor))
-    for k, (ok, st) in enumerate(zip(results, stats), 1):
-        if st is None:
-            print("#   step %d: FAIL (trainbench did not run through)" % k)
-            continue
-        line = "#   step %d: %s: %d datasets, %d failed" % (k, "ok" if ok else "FAIL", st["datasets"], st["failed"])
-        if a.floor:
-            line += ", %d by the elementwise rule, %d only by the floor rule; floor outside the rule on %d" % (
-                st["by_rule"], st["by_floor"], st["floor_outside"])
-        print(line)
-        print("#     trainbench worst max_rel_err: " + ", ".join("%s %.2e" % (g, v) for g, v in sorted(st["worst"].items())))
-        if a.floor:
-            print("#     floor      worst max_rel_err: " + ", ".join(
-                "%s %.2e" % (g, v) for g, v in sorted(st["worst_floor"].items())))
     passed = len(results) == a.steps and all(results)
+    print("# golden_step: %s, %s, chained from %s, %s references; %s"
+          % (a.trainbench, a.model, "its own outputs" if a.chain == "own" else "the references (teacher forcing)",
+             a.compute_dtype, ("per-tensor bound %g x PyTorch float32's own error + %g x max|ref|, ReLU "
+                               "decisions matched" % (factor, rel)) if a.floor else
+             "elementwise rtol %g, atol_scale %g" % (rtol, atol_scale)))
+    for k, (r, s) in enumerate(zip(results, summaries), 1):
+        print("#   step %d: %s: %s" % (k, "ok" if r else "FAIL", s))
     print("# golden_step: %s %s: %s (%s)" % (a.model, "x".join(map(str, (a.batch, 3, a.height, a.width))),
           "PASS" if passed else "FAIL",
           ", ".join("step %d %s" % (i + 1, "ok" if r else "FAIL") for i, r in enumerate(results))))
-    if passed and not a.keep:
-        for path in glob.glob(os.path.join(a.workdir, "*.h5")):
-            os.remove(path)
-        print("# golden_step: removed the .h5 files in %s (--keep keeps them)" % a.workdir)
-    elif not passed:
-        print("# golden_step: files kept in %s" % a.workdir)
+    left = sorted(glob.glob(os.path.join(a.workdir, "*.h5")))
+    size = sum(os.path.getsize(p) for p in left)
+    if left:
+        print("# golden_step: %d file(s), %.0f MB, left in %s%s" % (
+            len(left), size / 1e6, a.workdir,
+            " (--keep)" if a.keep else ": the inputs of the first failed step; rerun it with the "
+            "trainbench command above"))
+    else:
+        print("# golden_step: no files left in %s" % a.workdir)
     return 0 if passed else 1
 
 
