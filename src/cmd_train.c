@@ -28,6 +28,7 @@
 #include "src/provenance.h"
 #include "src/run_report.h"
 #include "src/core/timer.h"
+#include "data/shard.h"
 #include "src/trace.h"
 #include "src/train_setup.h"
 
@@ -38,6 +39,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->precision, sizeof f->precision, "fp32");
     snprintf(f->results, sizeof f->results, "trainbench_results.h5");
     snprintf(f->lr_schedule, sizeof f->lr_schedule, "cosine");
+    snprintf(f->last_batch, sizeof f->last_batch, "drop");
     f->batch = 32;
     f->image = 64;
     f->classes = 10;
@@ -62,12 +64,16 @@ static void defaults(tb_train_flags *f) {
 /* ---- data ---------------------------------------------------------------------------- */
 
 tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
-                           int train) {
+                           tb_source_use use) {
+    tb_last_batch last = use == TB_USE_VAL ? TB_LAST_KEEP : TB_LAST_PAD;
+    if (use == TB_USE_TRAIN && tb_last_batch_parse(f->last_batch, &last) != 0)
+        tb_die("train: --last-batch '%s' is not drop, pad or keep", f->last_batch);
+    int train = use != TB_USE_VAL;
     if (f->batch_file[0])
-        return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world);
+        return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world, last);
     if (!f->data[0])
         return tb_source_synthetic(classes, f->image, f->batch, f->synthetic_size, (uint64_t)f->seed,
-                                   rank, world);
+                                   rank, world, last);
     tb_loader_opts o;
     memset(&o, 0, sizeof o);
     o.ds = train ? &d->train_ds : &d->val_ds;
@@ -78,6 +84,7 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.prefetch = f->prefetch;
     o.rank = rank;
     o.world = world;
+    o.last_batch = last;
     o.seed = (uint64_t)f->seed;
     o.strict = f->strict_data;
     o.format = TB_OUT_F32_NCHW;
@@ -122,6 +129,61 @@ static _Noreturn __attribute__((format(printf, 3, 4))) void die_together(tb_comm
     tb_monitor_stop(mon);
     tb_say_error("train: %s", why);
     tb_comm_exit_all(world, 1);
+}
+
+/* --last-batch drop trains full global steps only: refuses, on every rank
+ * alike, data smaller than one (pad and keep train it). */
+static void require_a_step(tb_comm *world, tb_monitor *mon, const tb_train_flags *f, int64_t n, int nranks) {
+    if (strcmp(f->last_batch, "drop") != 0 || n >= (int64_t)nranks * f->batch) return;
+    die_together(world, mon,
+                 "%s has %lld %s, fewer than ranks x batch = %d x %d, so --last-batch drop (the default) "
+                 "leaves no step to train; use a smaller --batch-size, more data, or --last-batch pad "
+                 "(repeats samples to fill the step)",
+                 f->data[0] ? "--data" : "the data", (long long)n, f->data[0] ? "images" : "samples", nranks,
+                 f->batch);
+}
+
+/* --last-batch keep: refuses, on every rank alike (each computes the same
+ * plan), a last step that gives some rank a count of samples with which a
+ * BatchNorm would normalise a single value per channel. */
+static void require_trainable_last_step(tb_comm *world, tb_monitor *mon, const tb_source *src,
+                                        const tb_model *m, int batch, int nranks) {
+    if (tb_source_last_batch(src) != TB_LAST_KEEP) return;
+    int64_t n = tb_source_epoch_size(src), last = tb_source_steps(src) - 1;
+    for (int r = 0; r < nranks; r++) {
+        int64_t first;
+        int count;
+        tb_shard_range(n, nranks, batch, TB_LAST_KEEP, last, r, &first, &count);
+        const char *bn = count > 0 ? tb_model_degenerate_bn(m, count) : NULL;
+        if (bn)
+            die_together(world, mon,
+                         "--last-batch keep: the epoch's last step gives rank %d %d sample%s (%lld samples "
+                         "over %d rank%s x batch %d), so %s would normalise a single value per channel; use "
+                         "--last-batch %s, or another --batch-size",
+                         r, count, count == 1 ? "" : "s", (long long)n, nranks, nranks > 1 ? "s" : "", batch,
+                         bn, n >= (int64_t)nranks * batch ? "drop (the default) or pad" : "pad");
+    }
+}
+
+/* What an epoch really trains under --last-batch (the run header). */
+static void print_epoch_plan(const tb_source *src, int global_batch) {
+    int64_t n = tb_source_epoch_size(src), trained = tb_source_epoch_trained(src);
+    tb_last_batch l = tb_source_last_batch(src);
+    if (n % global_batch == 0)
+        printf("# last batch: %s; nothing to drop or pad: the global batch %d divides the %lld samples\n",
+               tb_last_batch_name(l), global_batch, (long long)n);
+    else if (l == TB_LAST_DROP)
+        printf("# last batch: drop: an epoch trains %lld of its %lld samples, full steps only; %lld left out "
+               "(--last-batch pad or keep to use %s)\n",
+               (long long)trained, (long long)n, (long long)(n - trained), n - trained > 1 ? "them" : "it");
+    else if (l == TB_LAST_PAD)
+        printf("# last batch: pad: an epoch trains %lld samples, its %lld plus %lld repeated from the start of "
+               "its order to fill the last step\n",
+               (long long)trained, (long long)n, (long long)(trained - n));
+    else
+        printf("# last batch: keep: an epoch trains each of its %lld samples once; its last step holds %lld "
+               "of %d (uneven shards: a rank may get none)\n",
+               (long long)n, (long long)(n % global_batch), global_batch);
 }
 
 /* Dies now, not after hours of training, if `path`'s directory is not
@@ -217,6 +279,7 @@ int tb_cmd_train(int argc, char **argv) {
         {"synthetic", TB_OPT_FLAG, &fl.synthetic, 0, 0, NULL, "synthetic input, no decoding (default without --data)"},
         {"synthetic-size", TB_OPT_INT, &fl.synthetic_size, 1, 1 << 30, NULL, "samples in a synthetic epoch"},
         {"batch-file", TB_OPT_STRING, fl.batch_file, 0, 0, NULL, "train on the rows of a batch file (/images, /labels), in order"},
+        {"last-batch", TB_OPT_CHOICE, fl.last_batch, 0, 0, "drop|pad|keep", "an epoch's remainder when ranks x batch does not divide the data: drop it, pad the last step from the epoch's start, or keep a short last step (uneven shards)"},
         {"strict-data", TB_OPT_FLAG, &fl.strict_data, 0, 0, NULL, "a corrupt image ends the run"},
         {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU compute threads per rank (0: cores / ranks on the host)"},
         {"loader-threads", TB_OPT_INT, &fl.loader_threads, 1, 256, NULL, "JPEG decode threads per rank"},
@@ -296,11 +359,7 @@ int tb_cmd_train(int argc, char **argv) {
         if (tb_dataset_open(fl.data, &d.train_ds, err, sizeof err) != 0) tb_die("train: %s", err);
         d.have_train_ds = 1;
         classes = d.train_ds.classes;
-        if (d.train_ds.n < (int64_t)info.world * fl.batch)
-            die_together(world, mon,
-                         "--data has %lld images, fewer than ranks x batch = %d x %d; use a smaller "
-                         "--batch-size or more data",
-                         (long long)d.train_ds.n, info.world, fl.batch);
+        require_a_step(world, mon, &fl, d.train_ds.n, info.world);
         if (fl.val[0]) {
             if (tb_dataset_open(fl.val, &d.val_ds, err, sizeof err) != 0) tb_die("train: %s", err);
             d.have_val_ds = 1;
@@ -324,12 +383,8 @@ int tb_cmd_train(int argc, char **argv) {
     if (!be) tb_die("train: %s", err);
     tb_launch_check_ranks(&info, be, "train", argc, argv);
 
-    tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, 1);
-    if (tb_source_epoch_size(src) < (int64_t)info.world * fl.batch && !fl.data[0])
-        die_together(world, mon,
-                     "the data has %lld samples, fewer than ranks x batch = %d x %d; use a smaller "
-                     "--batch-size",
-                     (long long)tb_source_epoch_size(src), info.world, fl.batch);
+    tb_source *src = tb_train_source(&fl, &d, classes, info.rank, info.world, TB_USE_TRAIN);
+    require_a_step(world, mon, &fl, tb_source_epoch_size(src), info.world);
     int image = tb_source_image_size(src);
     tb_model_opts mo = tb_model_default_opts();
     mo.fuse = !fl.no_fuse;
@@ -338,6 +393,7 @@ int tb_cmd_train(int argc, char **argv) {
     if (bad)
         die_together(world, mon, "--batch-size %d at %dx%d leaves one value per channel in %s; raise either",
                      fl.batch, image, image, bad);
+    require_trainable_last_step(world, mon, src, m, fl.batch, info.world);
     tb_model_init(m, (uint64_t)fl.seed);
     /* where training starts: [step, epoch, step within the epoch] */
     int64_t start[3] = {0, 0, 0};
@@ -373,6 +429,11 @@ int tb_cmd_train(int argc, char **argv) {
     tb_trainer_sync_state(tr);
 
     int64_t steps_per_epoch = tb_source_steps(src);
+    if (start[2] > steps_per_epoch)
+        die_together(world, mon,
+                     "the checkpoint is %lld steps into epoch %lld but an epoch now has %lld steps: resume "
+                     "with the --batch-size, --last-batch, data and rank count of the run that wrote it",
+                     (long long)start[2], (long long)start[1], (long long)steps_per_epoch);
     int64_t total = fl.steps > 0 ? fl.steps : (int64_t)fl.epochs * steps_per_epoch;
     int global_batch = fl.batch * info.world;
     tb_lr_schedule sched;
@@ -395,6 +456,11 @@ int tb_cmd_train(int argc, char **argv) {
         tb_attrs_int(a, "seed", fl.seed);
         tb_attrs_str(a, "data", fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic");
         tb_attrs_num(a, "dataset_size", dataset_size);
+        int64_t trained = tb_source_epoch_trained(src), n_all = tb_source_epoch_size(src);
+        tb_attrs_str(a, "last_batch", tb_last_batch_name(tb_source_last_batch(src)));
+        tb_attrs_int(a, "epoch_samples_trained", trained);
+        tb_attrs_int(a, "epoch_samples_dropped", trained < n_all ? n_all - trained : 0);
+        tb_attrs_int(a, "epoch_samples_padded", trained > n_all ? trained - n_all : 0);
         tb_attrs_int(a, "warmup_steps", fl.warmup);
         tb_attrs_int(a, "threads_per_rank", threads);
         tb_attrs_int(a, "resumed_from_step", start[0]);
@@ -406,6 +472,7 @@ int tb_cmd_train(int argc, char **argv) {
         printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
                fl.batch_file[0] ? fl.batch_file : fl.data[0] ? fl.data : "synthetic", dataset_size,
                (long long)steps_per_epoch, fl.batch, global_batch, image, image);
+        print_epoch_plan(src, global_batch);
         printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
                "smoothing %g; buckets %.0f MiB, overlap %s; watchdog %s\n",
                fl.lr_schedule, sched.peak, fl.lr, global_batch, fl.lr_base_batch, fl.lr_warmup_steps,
@@ -422,6 +489,7 @@ int tb_cmd_train(int argc, char **argv) {
     memset(&mine, 0, sizeof mine);
     double t_timed = 0, t_begin = tb_now(), loss = NAN, first_loss = NAN, top1 = NAN, top5 = NAN;
     int64_t val_images = 0, step = start[0], warm_end = start[0] + fl.warmup;
+    double samples_run = 0; /* since start-up, all ranks (a short last step counts what it holds) */
     if (fl.trace[0]) { /* one time origin for every rank */
         tb_monitor_progress(mon, step, "trace barrier", 1);
         tb_comm_barrier(world);
@@ -458,6 +526,7 @@ int tb_cmd_train(int argc, char **argv) {
                 stop_together(world, mon, &report, &info, err);
             }
             if (step == start[0]) first_loss = loss;
+            samples_run += (double)rec.global_n;
             double slowest = rec.total;
             tb_monitor_progress(mon, step, "step-time all-reduce", 1);
             tb_comm_allreduce_max(world, &slowest, 1, TB_FLOAT64);
@@ -473,10 +542,9 @@ int tb_cmd_train(int argc, char **argv) {
             epoch_step++;
             if (info.rank == 0 && (step == start[0] + 1 || step % fl.print_every == 0 || step == total)) {
                 double el = tb_now() - t_begin;
-                double rate = (double)(step - start[0]) * global_batch / el;
                 printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n",
-                       (long long)step, (long long)total, (long long)epoch, loss, lr, rate,
-                       (double)(total - step) * global_batch / rate);
+                       (long long)step, (long long)total, (long long)epoch, loss, lr, samples_run / el,
+                       (double)(total - step) * el / (double)(step - start[0]));
                 fflush(stdout);
             }
             if (fl.ckpt_every > 0 && step % fl.ckpt_every == 0 && info.rank == 0) {
@@ -485,7 +553,7 @@ int tb_cmd_train(int argc, char **argv) {
             }
         }
         if (d.have_val_ds && epoch_step == steps_per_epoch) {
-            tb_source *val = tb_train_source(&fl, &d, classes, info.rank, info.world, 0);
+            tb_source *val = tb_train_source(&fl, &d, classes, info.rank, info.world, TB_USE_VAL);
             val_images = evaluate(m, val, world, mon, step, &top1, &top5);
             tb_source_destroy(val);
             if (val_images != d.val_ds.n)

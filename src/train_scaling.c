@@ -33,7 +33,7 @@ int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model
             tb_trainer *t = tb_trainer_create(m, sub, hp);
             t->mon = mon;
             tb_trainer_sync_state(t);
-            tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, 1);
+            tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, TB_USE_SCALING);
             int64_t epoch = 0;
             tb_source_start_epoch(src, epoch, 0);
             double t_start = 0;
