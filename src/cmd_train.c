@@ -131,6 +131,56 @@ static _Noreturn __attribute__((format(printf, 3, 4))) void die_together(tb_comm
     tb_comm_exit_all(world, 1);
 }
 
+/* Appends "rank R (host)" to a list of at most 4 ranks, then counts the rest. */
+static void name_rank(char *list, size_t len, int *named, int rank, const char *hosts, const char *extra) {
+    size_t used = strlen(list);
+    if (*named < 4)
+        snprintf(list + used, len - used, "%srank %d (%s)%s", *named ? ", " : "", rank, hosts + 64 * (size_t)rank,
+                 extra);
+    ++*named;
+}
+
+/* Indexes `path` on every rank and makes sure that every rank sees the same
+ * data set: its count, classes and tb_dataset_hash (relative paths and
+ * labels, in order) are compared with rank 0's. A rank that cannot index it,
+ * or indexes another tree, ends the run on every rank together, with one
+ * line naming the ranks and hosts. */
+static void open_same_dataset(tb_comm *world, tb_monitor *mon, const char *hosts, const char *flag,
+                              const char *path, tb_dataset *ds) {
+    char err[512] = "";
+    int ok = tb_dataset_open(path, ds, err, sizeof err) == 0;
+    int nranks = tb_comm_size(world);
+    int64_t mine[4] = {ok, ok ? ds->n : 0, ok ? ds->classes : 0, ok ? (int64_t)tb_dataset_hash(ds) : 0};
+    int64_t *all = malloc((size_t)nranks * sizeof mine);
+    if (!all) TB_FATAL("out of host memory");
+    tb_comm_allgather(world, mine, all, sizeof mine);
+    char list[1024] = "";
+    int named = 0;
+    for (int r = 0; r < nranks; r++)
+        if (!all[4 * r]) name_rank(list, sizeof list, &named, r, hosts, "");
+    if (named) {
+        if (!ok) die_together(world, mon, "%s: %s", flag, err);
+        die_together(world, mon, "%s '%s' cannot be indexed on %s%s (see %s error line); every rank needs the "
+                     "same data set", flag, path, list, named > 4 ? " and more" : "", named > 1 ? "their" : "its");
+    }
+    for (int r = 1; r < nranks; r++) {
+        const int64_t *o = all + 4 * r;
+        if (o[1] == all[1] && o[2] == all[2] && o[3] == all[3]) continue;
+        char extra[160];
+        snprintf(extra, sizeof extra, ": %lld images in %lld classes, hash %016llx", (long long)o[1],
+                 (long long)o[2], (unsigned long long)o[3]);
+        name_rank(list, sizeof list, &named, r, hosts, extra);
+    }
+    if (named)
+        die_together(world, mon,
+                     "%s '%s' is not the same data set on every rank: rank 0 (%s) indexes %lld images in %lld "
+                     "classes (hash %016llx) but %s%s; give every rank the same tree (one path on a shared "
+                     "file system, or identical copies: same files, same class folders)",
+                     flag, path, hosts, (long long)all[1], (long long)all[2], (unsigned long long)all[3], list,
+                     named > 4 ? " and more" : "");
+    free(all);
+}
+
 /* --last-batch drop trains full global steps only: refuses, on every rank
  * alike, data smaller than one (pad and keep train it). */
 static void require_a_step(tb_comm *world, tb_monitor *mon, const tb_train_flags *f, int64_t n, int nranks) {
@@ -355,13 +405,12 @@ int tb_cmd_train(int argc, char **argv) {
     memset(&d, 0, sizeof d);
     int classes = fl.classes;
     if (fl.data[0]) {
-        char err[512];
-        if (tb_dataset_open(fl.data, &d.train_ds, err, sizeof err) != 0) tb_die("train: %s", err);
+        open_same_dataset(world, mon, hosts, "--data", fl.data, &d.train_ds);
         d.have_train_ds = 1;
         classes = d.train_ds.classes;
         require_a_step(world, mon, &fl, d.train_ds.n, info.world);
         if (fl.val[0]) {
-            if (tb_dataset_open(fl.val, &d.val_ds, err, sizeof err) != 0) tb_die("train: %s", err);
+            open_same_dataset(world, mon, hosts, "--val", fl.val, &d.val_ds);
             d.have_val_ds = 1;
             if (d.val_ds.classes != classes)
                 die_together(world, mon, "--val has %d classes but --data has %d; they must match",

@@ -135,6 +135,21 @@ if(TB_HAVE_MPI)
   set_tests_properties(train_np3_eval PROPERTIES TIMEOUT 900 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED "mkdata_train;mkdata_val"
                        FIXTURES_SETUP eval_results)
+  # the JPEG loader under pad and keep: 28 images over 3 ranks x 4 leave 4
+  # for the last step (pad: 8 repeats); over 3 ranks x 3 they leave 1 (keep:
+  # shares 1, 0, 0 at 64 px, so ranks 1 and 2 have no sample)
+  add_test(NAME train_np3_loader_pad
+           COMMAND ${TB_EXPECT_PASS} "pad: an epoch trains 36 samples, its 28 plus 8" "training: 6 steps"
+                   "replicas: 3 ranks hold bit-identical"
+                   -- ${TB_MPIRUN} 3 ${TB_BIN} --data mkdata_val --image-size 64 --batch-size 4 --steps 0 --epochs 2
+                   --last-batch pad --warmup-steps 1 --scaling-steps 0 --threads 1 --loader-threads 1 --results=)
+  add_test(NAME train_np3_loader_keep
+           COMMAND ${TB_EXPECT_PASS} "keep: an epoch trains each of its 28 samples once; its last step holds 1 of 9"
+                   "training: 8 steps" "replicas: 3 ranks hold bit-identical"
+                   -- ${TB_MPIRUN} 3 ${TB_BIN} --data mkdata_val --image-size 64 --batch-size 3 --steps 0 --epochs 2
+                   --last-batch keep --warmup-steps 1 --scaling-steps 0 --threads 1 --loader-threads 1 --results=)
+  set_tests_properties(train_np3_loader_pad train_np3_loader_keep PROPERTIES TIMEOUT 600 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_val)
   add_test(NAME eval_counts_every_image
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_eval.h5 --val-images 28)
   set_tests_properties(eval_counts_every_image PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED eval_results)
