@@ -45,7 +45,7 @@ static void record_ranks(tb_train_run *r, const tb_train_outcome *o, const tb_ra
 }
 
 /* Every rank's summary to rank 0: the table and the training line. */
-static void summarise(tb_train_run *r, const tb_train_outcome *o) {
+static void summarise(tb_train_run *r, tb_train_outcome *o) {
     tb_rank_summary *all = calloc((size_t)r->info.world, sizeof *all);
     tb_monitor_progress(r->mon, o->step, "summary gather", 1);
     tb_comm_gather(r->world, &o->mine, all, sizeof o->mine, 0);
@@ -57,7 +57,7 @@ static void summarise(tb_train_run *r, const tb_train_outcome *o) {
             ips += all[q].samples;
             if (all[q].elapsed_s > slow) slow = all[q].elapsed_s;
         }
-        ips = slow > 0 ? ips / slow : 0;
+        o->img_per_s = ips = slow > 0 ? ips / slow : 0;
         if (all[0].steps > 0)
             printf("#\n# training: %lld steps, loss %.4f -> %.4f, %.2f img/s (%.1f GFLOP/s) over %d timed "
                    "steps\n",
@@ -95,8 +95,36 @@ static void check_replicas(tb_train_run *r, int64_t step) {
                r->info.world, (unsigned long long)hash);
 }
 
+/* What a reader of the scaling tables needs to know: why a row's img/s is
+ * not the training figure, and what an efficiency above 100 % means. */
+static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o, const tb_scaling_row *rows,
+                                int nrows) {
+    const tb_train_flags *f = &r->fl;
+    const tb_scaling_row *last = &rows[nrows - 1];
+    printf("#\n# note: the scaling rows are measured after training, each on its own: %d untimed + %d timed "
+           "steps\n#   (--scaling-warmup, --scaling-steps)%s. So the %d-rank row's %.2f img/s\n",
+           f->scaling_warmup, f->scaling_steps, nrows > 1 ? " while the ranks outside the row sleep" : "",
+           last->ranks, last->img_per_s);
+    if (o->img_per_s > 0)
+        printf("#   measures again what training gave as %.2f img/s over %d timed steps; the two differ by "
+               "run-to-run\n#   noise (other load on the host, few steps).\n",
+               o->img_per_s, o->mine.steps);
+    else
+        printf("#   is the run's only throughput figure (training had no timed step).\n");
+    if (nrows == 1)
+        printf("# note: one rank: speedup and efficiency are 1 by definition; run mpirun -np N to compare 1 "
+               "rank with N.\n");
+    else if (last->efficiency > 1.0)
+        printf("# note: efficiency above 100 %% (super-linear): per rank, the %d-rank row ran faster than the "
+               "1-rank row.\n#   Every rank does the same work in both, so the 1-rank row was slowed by "
+               "something else (other\n#   programs on the host while it ran) or the rows differ by noise "
+               "(%d timed steps each): rerun on an\n#   idle host, or with more --scaling-steps.\n",
+               last->ranks, f->scaling_steps);
+    fflush(stdout);
+}
+
 /* The scaling rows: measured on every rank, printed and recorded on rank 0. */
-static void scaling(tb_train_run *r) {
+static void scaling(tb_train_run *r, const tb_train_outcome *o) {
     if (r->fl.scaling_steps <= 0) return;
     tb_scaling_row rows[40];
     int nrows = tb_train_measure_scaling(&r->fl, &r->d, r->m, r->world, r->mon, &r->hp,
@@ -105,6 +133,7 @@ static void scaling(tb_train_run *r) {
     if (r->info.rank != 0) return;
     tb_scaling_print_seed(stdout, rows, nrows, r->dataset_size, tb_scaling_util_label(r->be->name));
     tb_scaling_print_full(stdout, rows, nrows);
+    print_scaling_notes(r, o, rows, nrows);
     tb_run_report_lock(&r->report);
     for (int i = 0; i < nrows; i++) {
         const tb_scaling_row *s = &rows[i];
@@ -140,7 +169,7 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
     r->tr = NULL;
     tb_source_destroy(r->src);
     r->src = NULL;
-    scaling(r);
+    scaling(r, o);
 
     tb_monitor_progress(r->mon, o->step, "final barrier", 1);
     tb_comm_barrier(r->world);

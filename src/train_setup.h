@@ -84,6 +84,7 @@ typedef struct {
     double loss, first_loss;     /* global mean loss of the last and first step */
     double top1, top5;           /* --val after the last full epoch (NaN: none) */
     int64_t val_images;
+    double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
 } tb_train_outcome;
 
 /* train_flags.c: parses and checks the flags, fills r->fl, r->cfg, argc

@@ -75,6 +75,18 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_EXPECT_PASS} "${TB_REPL}" -- ${TB_MPIRUN} 2 ${TB_BIN} ${TB_ISSUE12_B} --last-batch keep)
   add_test(NAME short_epoch_b_np3_pad
            COMMAND ${TB_EXPECT_PASS} "${TB_REPL}" -- ${TB_MPIRUN} 3 ${TB_BIN} ${TB_ISSUE12_B} --last-batch pad)
+  # --resume stays exact when the checkpoint lies inside an epoch whose last
+  # step is uneven (keep: rank 1 gets no sample) or padded
+  if(TB_PYTHON)
+    add_test(NAME resume_exact_np2_keep
+             COMMAND ${TB_TEST_DIR}/resume_uneven.sh ${TB_BIN} ${TB_PYTHON} ${TB_TEST_DIR}/compare_h5.py keep
+                     ${TB_MPIRUN} 2)
+    add_test(NAME resume_exact_np3_pad
+             COMMAND ${TB_TEST_DIR}/resume_uneven.sh ${TB_BIN} ${TB_PYTHON} ${TB_TEST_DIR}/compare_h5.py pad
+                     ${TB_MPIRUN} 3)
+    set_tests_properties(resume_exact_np2_keep PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+    set_tests_properties(resume_exact_np3_pad PROPERTIES TIMEOUT 300 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
   set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 PROPERTIES PROCESSORS 2)
   set_tests_properties(short_epoch_np3_pad short_epoch_np3_keep_n1 short_epoch_np3_drop_refused
                        short_epoch_b_np3_pad PROPERTIES PROCESSORS 3)
