@@ -59,7 +59,13 @@ if(TB_HAVE_MPI)
   set(TB_REPL "replicas: [23] ranks hold bit-identical")
   add_test(NAME short_epoch_np2
            COMMAND ${TB_EXPECT_PASS} "an epoch trains 4 of its 5 samples" "${TB_REPL}"
-                   -- ${TB_MPIRUN} 2 ${TB_BIN} ${TB_ISSUE12_A})
+                   -- ${TB_MPIRUN} 2 ${TB_BIN} ${TB_ISSUE12_A} --results=short_epoch_np2.h5)
+  set_tests_properties(short_epoch_np2 PROPERTIES FIXTURES_SETUP short_epoch_np2)
+  # the results file says what an epoch trained
+  add_test(NAME short_epoch_np2_attrs
+           COMMAND ${TB_PY} -c "import sys, h5py; a = h5py.File(sys.argv[1]).attrs; got = (a['last_batch'].decode() if isinstance(a['last_batch'], bytes) else str(a['last_batch']), int(a['epoch_samples_trained']), int(a['epoch_samples_dropped']), int(a['epoch_samples_padded'])); print(got); sys.exit(0 if got == ('drop', 4, 1, 0) else 1)"
+                   short_epoch_np2.h5)
+  set_tests_properties(short_epoch_np2_attrs PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED short_epoch_np2)
   add_test(NAME short_epoch_np2_keep_n0
            COMMAND ${TB_EXPECT_PASS} "keep: an epoch trains each of its 5 samples once" "${TB_REPL}"
                    -- ${TB_MPIRUN} 2 ${TB_BIN} ${TB_ISSUE12_A} --last-batch keep)
