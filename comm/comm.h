@@ -43,6 +43,11 @@ typedef enum { TB_FLOAT32, TB_FLOAT64, TB_INT64, TB_BYTES } tb_comm_type;
 
 /* Blocking collectives, in place on host memory. */
 void tb_comm_barrier(tb_comm *c);
+/* A barrier for a rank with nothing to do until the others arrive: it
+ * tests a non-blocking barrier and sleeps poll_s between tests instead of
+ * spinning, so the waiting rank leaves its core to others (the scaling rows
+ * of fewer ranks are measured while the rest wait here). */
+void tb_comm_barrier_idle(tb_comm *c, double poll_s);
 void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root);
 void tb_comm_allreduce_sum(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t);

@@ -130,6 +130,18 @@ static size_t type_size(tb_comm_type t) { return t == TB_BYTES ? 1 : t == TB_FLO
 
 void tb_comm_barrier(tb_comm *c) { MPI_CHECK(MPI_Barrier(c->comm)); }
 
+void tb_comm_barrier_idle(tb_comm *c, double poll_s) {
+    MPI_Request rq;
+    MPI_CHECK(MPI_Ibarrier(c->comm, &rq));
+    struct timespec ts = {(time_t)poll_s, (long)((poll_s - (double)(time_t)poll_s) * 1e9)};
+    for (;;) {
+        int done = 0;
+        MPI_CHECK(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        nanosleep(&ts, NULL);
+    }
+}
+
 void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root) {
     for (size_t off = 0; off < count; off += CHUNK) {
         size_t n = count - off < CHUNK ? count - off : CHUNK;

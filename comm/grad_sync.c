@@ -1,9 +1,19 @@
 /* grad_sync.c - bucketed, overlapped gradient all-reduce (see grad_sync.h).
  *
- * One communication thread per tb_grad_sync takes ready buckets from a FIFO
- * and all-reduces them in place. The main thread only marks buckets ready
- * and, in finish(), waits; it makes no MPI call while buckets are in flight,
- * so MPI_THREAD_SERIALIZED is enough. */
+ * One communication thread per tb_grad_sync takes launched buckets from a
+ * FIFO and all-reduces them in place. The main thread only reports ready
+ * ranges and, in finish(), waits; it makes no MPI call while buckets are in
+ * flight, so MPI_THREAD_SERIALIZED is enough.
+ *
+ * The all-reduces are blocking collectives matched by order, so every rank
+ * must launch the buckets in the same order: always the last bucket of the
+ * flat buffer first, down to bucket 0 (the order backward normally
+ * completes them). A bucket completed early waits, unlaunched, until every
+ * bucket after it in the buffer has been launched. Without this, a rank
+ * whose ranges arrive in another order (a rank with no samples reports the
+ * whole buffer at once) would pair its buckets with different buckets on
+ * the other ranks: MPI_ERR_TRUNCATE, or silently wrong sums when sizes
+ * match. */
 #include "comm/grad_sync.h"
 
 #include <pthread.h>
@@ -16,7 +26,6 @@
 typedef struct {
     size_t offset, count;      /* slice of the flat buffer */
     size_t remaining;          /* elements not yet reported in this backward */
-    int queued;
 } bucket;
 
 struct tb_grad_sync {
@@ -33,6 +42,7 @@ struct tb_grad_sync {
     pthread_cond_t cv;
     int *queue;                /* FIFO of bucket indices */
     int qhead, qtail;          /* qtail - qhead queued, qhead..qtail in flight order */
+    int next_launch;           /* the next bucket to launch (nb-1 down to 0; -1: all) */
     int done;                  /* buckets reduced in this step */
     int stop;
 
@@ -91,7 +101,7 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     for (int i = ntensors - 1; i >= 0; i--) {
         size_t start = tensor_offsets[i];
         if (end - start >= per || i == 0) {
-            bucket bk = {start, end - start, 0, 0};
+            bucket bk = {start, end - start, 0};
             gs->b[gs->nb++] = bk;
             end = start;
         }
@@ -142,9 +152,9 @@ void tb_grad_sync_begin(tb_grad_sync *gs) {
     TB_ASSERT(gs->qhead == gs->qtail);
     for (int i = 0; i < gs->nb; i++) {
         gs->b[i].remaining = gs->b[i].count;
-        gs->b[i].queued = 0;
     }
     gs->qhead = gs->qtail = 0;
+    gs->next_launch = gs->nb - 1;
     gs->done = 0;
     gs->busy = 0;
     gs->first_start = 0;
@@ -152,11 +162,16 @@ void tb_grad_sync_begin(tb_grad_sync *gs) {
     pthread_mutex_unlock(&gs->mu);
 }
 
-/* Caller holds mu. */
-static void enqueue(tb_grad_sync *gs, int i) {
-    gs->b[i].queued = 1;
-    gs->queue[gs->qtail++] = i;
-    pthread_cond_broadcast(&gs->cv);
+/* Launches, in the fixed order (last bucket first), every bucket whose
+ * turn has come and that is complete. Caller holds mu. */
+static void launch_in_order(tb_grad_sync *gs) {
+    int any = 0;
+    while (gs->next_launch >= 0 && gs->b[gs->next_launch].remaining == 0) {
+        int i = gs->next_launch--;
+        gs->queue[gs->qtail++] = i;
+        any = 1;
+    }
+    if (any) pthread_cond_broadcast(&gs->cv);
 }
 
 void tb_grad_sync_ready(void *arg, size_t offset, size_t count) {
@@ -177,20 +192,20 @@ void tb_grad_sync_ready(void *arg, size_t offset, size_t count) {
         size_t z = end < bk->offset + bk->count ? end : bk->offset + bk->count;
         TB_ASSERT(z - a <= bk->remaining);
         bk->remaining -= z - a;
-        if (bk->remaining == 0 && gs->overlap) enqueue(gs, i);
     }
+    if (gs->overlap) launch_in_order(gs);
     pthread_mutex_unlock(&gs->mu);
 }
 
 void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st) {
     double t0 = tb_now();
     pthread_mutex_lock(&gs->mu);
-    for (int i = gs->nb - 1; i >= 0; i--) {
+    for (int i = gs->nb - 1; i >= 0; i--)
         if (gs->b[i].remaining != 0)
             TB_FATAL("gradient bucket %d [%zu, +%zu) was never completed by backward (%zu left)", i,
                      gs->b[i].offset, gs->b[i].count, gs->b[i].remaining);
-        if (!gs->b[i].queued) enqueue(gs, i);
-    }
+    launch_in_order(gs);
+    TB_ASSERT(gs->next_launch == -1);
     while (gs->done < gs->nb) pthread_cond_wait(&gs->cv, &gs->mu);
     double t1 = tb_now();
     if (st) {

@@ -9,6 +9,13 @@
  * the rest: the time it waits is the exposed (non-overlapped) all-reduce.
  * With overlap off, all buckets start at finish (for measuring the gain).
  *
+ * Every rank launches the buckets in one fixed order, the last bucket of the
+ * buffer first, whatever order tb_grad_sync_ready reports ranges in: a
+ * bucket completed early waits for the ones after it. So a rank whose
+ * backward finishes tensors in another order, or a rank with no samples
+ * this step (it zeroes its gradients and reports the whole buffer at once),
+ * still pairs each all-reduce with the same bucket on every other rank.
+ *
  * Buckets are summed, not averaged: the caller scales the loss gradient by
  * (local samples / global samples) so the sum is the global mean. */
 #ifndef TB_GRAD_SYNC_H

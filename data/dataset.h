@@ -57,6 +57,12 @@ static inline const char *tb_dataset_relpath(const tb_dataset *ds, int64_t i) {
 }
 /* Sample i's full path in buf; returns buf. */
 const char *tb_dataset_path(const tb_dataset *ds, int64_t i, char *buf, size_t len);
+/* A fingerprint of the index: FNV-1a (64 bit) over the class count, then
+ * every sample in order, its path as stored (relative to root unless
+ * absolute) and its label. Equal on two hosts exactly when they index the
+ * same relative paths with the same labels in the same order, wherever the
+ * root is; ranks compare it before training. */
+uint64_t tb_dataset_hash(const tb_dataset *ds);
 /* Total skipped entries. */
 int64_t tb_dataset_skipped(const tb_dataset *ds);
 /* A few '#' lines: samples, classes, per-class counts (all of them when

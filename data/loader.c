@@ -67,7 +67,7 @@ struct tb_loader {
 
 /* This rank's share of step s: global positions [*start, *start + *count). */
 static void shard(const tb_loader *ld, int64_t s, int64_t *start, int *count) {
-    tb_shard_range(ld->n, ld->o.world, ld->o.batch, s, ld->o.rank, start, count);
+    tb_shard_range(ld->n, ld->o.world, ld->o.batch, ld->o.last_batch, s, ld->o.rank, start, count);
 }
 
 /* The epoch's order: a Fisher-Yates shuffle from (seed, epoch). */
@@ -142,7 +142,8 @@ static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
 }
 
 /* Produces sample j of a step that starts at global position `start`:
- * decodes order[start + j], or the next samples of the order until one
+ * decodes order[(start + j) mod n] (positions past n are --last-batch pad's
+ * repeats from the start of the order), or the next samples of the order until one
  * decodes. Writes the image and label into the slot. A replaced sample
  * counts once in `skipped`, however many bad candidates follow it. */
 static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
@@ -281,6 +282,10 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     else if (o->threads < 0 || o->threads > 1024) bad = "threads must be in [0, 1024]";
     else if (o->prefetch < 2 || o->prefetch > 1024) bad = "prefetch must be in [2, 1024]";
     else if (o->world < 1 || o->rank < 0 || o->rank >= o->world) bad = "rank must be in [0, world)";
+    else if (o->last_batch != TB_LAST_KEEP && o->last_batch != TB_LAST_DROP && o->last_batch != TB_LAST_PAD)
+        bad = "unknown last-batch rule";
+    else if (tb_shard_steps(o->ds->n, o->world, o->batch, o->last_batch) < 1)
+        bad = "the data set has fewer samples than world x batch, so dropping the remainder leaves no step";
     else if (o->format != TB_OUT_F32_NCHW && o->format != TB_OUT_F32_NHWC && o->format != TB_OUT_U8_NHWC)
         bad = "unknown output format";
     else if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
@@ -302,7 +307,7 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
         ld->o.threads = c < 1 ? 1 : (int)c;
     }
     ld->n = o->ds->n;
-    ld->steps = tb_shard_steps(ld->n, o->world, o->batch);
+    ld->steps = tb_shard_steps(ld->n, o->world, o->batch, o->last_batch);
     ld->sample_bytes = tb_sample_bytes(o->format, o->image_size);
     ld->nslots = o->prefetch;
     ld->slots = calloc((size_t)ld->nslots, sizeof *ld->slots);

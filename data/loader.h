@@ -15,17 +15,16 @@
  * stream keyed by (seed, epoch, sample index).
  *
  * Sharding and the remainder (the rule is data/shard.h, shared with the
- * synthetic source): each epoch the global order is a seeded permutation of
- * all N samples (the same on every rank). An epoch has
- * steps_per_epoch = ceil(N / (world*batch)) steps on every rank. Step s
- * takes the global slice [s*world*batch, min(N, (s+1)*world*batch)) of the
- * order and rank r gets a contiguous share of it: in a full step every rank
- * gets exactly `batch` samples; in the last, short step the remainder R is
- * split as evenly as possible (the first R % world ranks get one more), so a
- * rank may get n = 0 there. tb_loader_next still returns that batch (n = 0)
- * so that every rank takes part in every step; the training loop weights
- * gradients by sample count. Every sample is seen exactly once per epoch
- * across the ranks.
+ * synthetic and batch-file sources): each epoch the global order is a seeded
+ * permutation of all N samples (the same on every rank). Step s takes the
+ * global slice [s*world*batch, (s+1)*world*batch) of the order and rank r
+ * gets a contiguous share of it, `batch` samples in a full step. What the
+ * last step does when world*batch does not divide N is `last_batch`
+ * (shard.h): drop it, pad it by wrapping to the start of the order, or keep
+ * every sample exactly once with an uneven last step in which a rank may
+ * get n = 0; tb_loader_next still returns that batch (n = 0) so that every
+ * rank takes part in every step; the training loop weights gradients by
+ * sample count. Validation uses keep: every image counted once.
  *
  * Bad files (empty, truncated, corrupt, not a JPEG) never end a run: the
  * sample is replaced by the next sample of the epoch order that decodes
@@ -42,6 +41,7 @@
 #include <stdint.h>
 
 #include "data/dataset.h"
+#include "data/shard.h"
 
 typedef enum { TB_OUT_F32_NCHW, TB_OUT_F32_NHWC, TB_OUT_U8_NHWC } tb_out_format;
 
@@ -65,6 +65,7 @@ typedef struct {
     int threads;               /* decode worker threads (0: one per online CPU) */
     int prefetch;              /* batch slots in the ring (>= 2) */
     int rank, world;           /* shard of the global sample order */
+    tb_last_batch last_batch;  /* the epoch's remainder (shard.h); 0 = keep */
     uint64_t seed;
     int strict;                /* 1: a bad file is fatal (--strict-data) */
     tb_out_format format;

@@ -15,7 +15,8 @@ typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
 struct tb_source {
     src_kind kind;
     int batch, rank, world, image;
-    int64_t n;                 /* samples per epoch (all ranks) */
+    tb_last_batch last;        /* the epoch's remainder (data/shard.h) */
+    int64_t n;                 /* samples in an epoch's order (all ranks) */
     int64_t epoch, step;       /* position */
     /* synthetic */
     tb_synthetic syn;
@@ -29,13 +30,14 @@ struct tb_source {
     const tb_batch *held;
 };
 
-static tb_source *alloc_source(src_kind kind, int batch, int rank, int world) {
+static tb_source *alloc_source(src_kind kind, int batch, int rank, int world, tb_last_batch last) {
     tb_source *s = calloc(1, sizeof *s);
     if (!s) TB_FATAL("out of host memory");
     s->kind = kind;
     s->batch = batch;
     s->rank = rank;
     s->world = world;
+    s->last = last;
     return s;
 }
 
@@ -49,8 +51,8 @@ static void alloc_batch(tb_source *s) {
 }
 
 tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size,
-                               uint64_t seed, int rank, int world) {
-    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world);
+                               uint64_t seed, int rank, int world, tb_last_batch last) {
+    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world, last);
     s->image = image;
     s->n = epoch_size;
     /* a pool of distinct samples, about 1 GB at most */
@@ -65,8 +67,8 @@ tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_
 }
 
 tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank,
-                               int world) {
-    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world);
+                               int world, tb_last_batch last) {
+    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world, last);
     tb_batchfile_read(path, classes, min_side, &s->bf);
     if (s->bf.h != s->bf.w)
         tb_die("batch file '%s' holds %dx%d images; training needs square ones", path, s->bf.h,
@@ -78,7 +80,7 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
 }
 
 tb_source *tb_source_loader(const tb_loader_opts *o) {
-    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world);
+    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch);
     TB_ASSERT(o->format == TB_OUT_F32_NCHW);
     char err[512];
     s->ld = tb_loader_create(o, err, sizeof err);
@@ -89,9 +91,13 @@ tb_source *tb_source_loader(const tb_loader_opts *o) {
 }
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
+int64_t tb_source_epoch_trained(const tb_source *s) {
+    return tb_shard_epoch_trained(s->n, s->world, s->batch, s->last);
+}
+tb_last_batch tb_source_last_batch(const tb_source *s) { return s->last; }
 int64_t tb_source_steps(const tb_source *s) {
     return s->kind == SRC_LOADER ? tb_loader_steps_per_epoch(s->ld)
-                                 : tb_shard_steps(s->n, s->world, s->batch);
+                                 : tb_shard_steps(s->n, s->world, s->batch, s->last);
 }
 int tb_source_image_size(const tb_source *s) { return s->image; }
 
@@ -101,11 +107,22 @@ void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
     if (s->kind == SRC_LOADER) tb_loader_start_epoch(s->ld, epoch, first_step);
 }
 
+/* Positions [p, p + run) of the epoch's order into batch rows [at, at + run). */
+static void fetch(tb_source *s, int64_t p, int run, int at) {
+    size_t per = (size_t)3 * s->image * s->image;
+    if (s->kind == SRC_SYNTHETIC) {
+        tb_synthetic_samples(&s->syn, s->epoch, p, run, s->images + (size_t)at * per, s->labels + at);
+    } else {
+        memcpy(s->images + (size_t)at * per, s->bf.images + (size_t)p * per, (size_t)run * per * sizeof(float));
+        memcpy(s->labels + at, s->bf.labels + p, (size_t)run * sizeof(int32_t));
+    }
+}
+
 int tb_source_next(tb_source *s, tb_source_batch *b) {
     memset(b, 0, sizeof *b);
     if (s->step >= tb_source_steps(s)) return 0;
     b->step = s->step;
-    b->global_n = tb_shard_global_count(s->n, s->world, s->batch, s->step);
+    b->global_n = tb_shard_global_count(s->n, s->world, s->batch, s->last, s->step);
     if (s->kind == SRC_LOADER) {
         const tb_batch *lb = tb_loader_next(s->ld);
         if (!lb) return 0;
@@ -120,13 +137,13 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
     double t0 = tb_now();
     int64_t start;
     int count;
-    tb_shard_range(s->n, s->world, s->batch, s->step, s->rank, &start, &count);
-    if (s->kind == SRC_SYNTHETIC) {
-        tb_synthetic_samples(&s->syn, s->epoch, start, count, s->images, s->labels);
-    } else {
-        size_t per = (size_t)3 * s->image * s->image;
-        memcpy(s->images, s->bf.images + (size_t)start * per, (size_t)count * per * sizeof(float));
-        memcpy(s->labels, s->bf.labels + start, (size_t)count * sizeof(int32_t));
+    tb_shard_range(s->n, s->world, s->batch, s->last, s->step, s->rank, &start, &count);
+    /* positions past n (--last-batch pad) wrap to the start of the order */
+    for (int done = 0; done < count;) {
+        int64_t p = (start + done) % s->n;
+        int run = count - done < s->n - p ? count - done : (int)(s->n - p);
+        fetch(s, p, run, done);
+        done += run;
     }
     b->images = s->images;
     b->labels = s->labels;

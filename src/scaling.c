@@ -80,6 +80,27 @@ const char *tb_scaling_util_label(const char *backend) {
     return "device utilisation (median over ranks)";
 }
 
+/* One rank: no efficiency to show, so the table says what would give one. */
+static void write_seed_one_rank(FILE *f, tb_format fmt, const tb_scaling_row *one, const char *title,
+                                const char *util_label) {
+    const tb_col cols[] = {
+        {.head = "metric", .key = "metric", .width = 28, .left = 1},
+        {.head = "1 rank", .key = "first_row", .width = 12},
+        {.head = "note", .key = "note", .left = 1, .gap = 2},
+    };
+    tb_tab *t = tb_tab_new(fmt, title, cols, 3);
+    tb_tab_str(t, "epoch time");
+    tb_tab_strf(t, "%.1f s", one->epoch_time_s);
+    tb_tab_str(t, "scaling efficiency needs 2 or more ranks: mpirun -np N trainbench");
+    tb_tab_str(t, "mean device utilisation");
+    tb_tab_strf(t, "%.0f %%", one->device_util_pct);
+    tb_tab_str(t, util_label);
+    tb_tab_str(t, "interconnect bandwidth");
+    tb_tab_str(t, "-");
+    tb_tab_str(t, "all-reduce bus bandwidth in training (2 or more ranks)");
+    tb_tab_print(t, f);
+}
+
 void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows,
                            double dataset_size, const char *util_label) {
     if (nrows < 1) return;
@@ -87,6 +108,10 @@ void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
     char title[160], head_1[32], head_n[32];
     snprintf(title, sizeof title, "scaling (weak: %d samples per rank and step; epoch = %.0f samples)",
              one->global_batch, dataset_size);
+    if (nrows == 1 && one->ranks == 1) {
+        write_seed_one_rank(f, fmt, one, title, util_label);
+        return;
+    }
     snprintf(head_1, sizeof head_1, "%d rank%s", one->ranks, one->ranks > 1 ? "s" : "");
     snprintf(head_n, sizeof head_n, "%d rank%s", n->ranks, n->ranks > 1 ? "s" : "");
     const tb_col cols[] = {
@@ -99,16 +124,15 @@ void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
     tb_tab_str(t, "epoch time");
     tb_tab_strf(t, "%.1f s", one->epoch_time_s);
     tb_tab_strf(t, "%.1f s", n->epoch_time_s);
-    tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)", 100.0 * n->efficiency,
-                one->epoch_time_s, n->ranks, n->epoch_time_s);
+    tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)%s", 100.0 * n->efficiency,
+                one->epoch_time_s, n->ranks, n->epoch_time_s, n->efficiency > 1.0 ? " (super-linear)" : "");
     tb_tab_str(t, "mean device utilisation");
     tb_tab_strf(t, "%.0f %%", one->device_util_pct);
     tb_tab_strf(t, "%.0f %% (median)", n->device_util_pct);
     tb_tab_str(t, util_label);
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
-    if (n->ranks > 1) tb_tab_strf(t, "%.2f GB/s", n->allreduce_busbw_GBps);
-    else tb_tab_str(t, "-");
+    tb_tab_strf(t, "%.2f GB/s", n->allreduce_busbw_GBps);
     tb_tab_str(t, "all-reduce bus bandwidth in training");
     tb_tab_print(t, f);
 }

@@ -1,7 +1,9 @@
 /* train_scaling.c - the in-launch scaling measurement of `trainbench train`:
  * for k = 1, 2, 4, ... N the first k ranks train with the same per-rank batch
- * for --scaling-warmup + --scaling-steps steps while the others wait; each
- * row comes from the per-rank summaries gathered on rank 0 (scaling.h). */
+ * for --scaling-warmup + --scaling-steps steps (full steps: the source pads)
+ * while the others wait asleep, not spinning on a core the row's ranks may
+ * need; each row comes from the per-rank summaries gathered on rank 0
+ * (scaling.h). Rank 0 prints a line as each row starts and ends. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,41 @@ static int scaling_sizes(int world, int *sizes) {
     return n;
 }
 
+/* One row on the k ranks of `sub`: untimed warm-up steps, then the timed
+ * ones, summarised in *mine. */
+static void measure_row(const tb_train_flags *f, tb_train_data *d, tb_model *m, tb_comm *sub, tb_monitor *mon,
+                        const tb_train_hparams *hp, double lr, int classes, tb_rank_summary *mine) {
+    int k = tb_comm_size(sub);
+    tb_trainer *t = tb_trainer_create(m, sub, hp);
+    t->mon = mon;
+    tb_trainer_sync_state(t);
+    tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, TB_USE_SCALING);
+    int64_t epoch = 0;
+    tb_source_start_epoch(src, epoch, 0);
+    double t_start = 0;
+    for (int s = 0; s < f->scaling_warmup + f->scaling_steps; s++) {
+        if (s == f->scaling_warmup) {
+            tb_monitor_progress(mon, s, "scaling barrier", 1);
+            tb_comm_barrier(sub);
+            t_start = tb_now();
+        }
+        tb_source_batch b;
+        if (!tb_source_next(src, &b)) { /* wrap into the next epoch */
+            tb_source_start_epoch(src, ++epoch, 0);
+            if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
+        }
+        tb_step_record rec;
+        char err[512];
+        if (tb_trainer_step(t, &b, s, lr, &rec, err, sizeof err) != 0)
+            tb_die("scaling measurement with %d ranks: %s", k, err);
+        tb_source_release(src);
+        if (s >= f->scaling_warmup) tb_rank_summary_add(mine, &rec);
+    }
+    mine->elapsed_s = tb_now() - t_start;
+    tb_source_destroy(src);
+    tb_trainer_destroy(t);
+}
+
 int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model *m, tb_comm *world,
                              tb_monitor *mon, const tb_train_hparams *hp, double lr, int classes,
                              double dataset_size, tb_scaling_row *rows) {
@@ -26,51 +63,31 @@ int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model
     tb_rank_summary *all = calloc((size_t)wsize, sizeof *all);
     for (int i = 0; i < ns; i++) {
         int k = sizes[i];
+        double t0 = tb_now();
+        if (wrank == 0) {
+            printf("# scaling row %d of %d: %d rank%s, %d warm-up + %d timed steps of batch %d per rank ...\n",
+                   i + 1, ns, k, k > 1 ? "s" : "", f->scaling_warmup, f->scaling_steps, f->batch);
+            fflush(stdout);
+        }
         tb_rank_summary mine;
         memset(&mine, 0, sizeof mine);
         tb_comm *sub = tb_comm_first_n(world, k);
         if (sub) {
-            tb_trainer *t = tb_trainer_create(m, sub, hp);
-            t->mon = mon;
-            tb_trainer_sync_state(t);
-            tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, 1);
-            int64_t epoch = 0;
-            tb_source_start_epoch(src, epoch, 0);
-            double t_start = 0;
-            for (int s = 0; s < f->scaling_warmup + f->scaling_steps; s++) {
-                if (s == f->scaling_warmup) {
-                    tb_monitor_progress(mon, s, "scaling barrier", 1);
-                    tb_comm_barrier(sub);
-                    t_start = tb_now();
-                }
-                tb_source_batch b;
-                if (!tb_source_next(src, &b)) { /* wrap into the next epoch */
-                    tb_source_start_epoch(src, ++epoch, 0);
-                    if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
-                }
-                tb_step_record rec;
-                char err[512];
-                if (tb_trainer_step(t, &b, s, lr, &rec, err, sizeof err) != 0)
-                    tb_die("scaling measurement with %d ranks: %s", k, err);
-                tb_source_release(src);
-                if (s >= f->scaling_warmup) tb_rank_summary_add(&mine, &rec);
-            }
-            mine.elapsed_s = tb_now() - t_start;
-            tb_source_destroy(src);
-            tb_trainer_destroy(t);
+            measure_row(f, d, m, sub, mon, hp, lr, classes, &mine);
             tb_comm_free(sub);
+            tb_monitor_progress(mon, 0, "scaling barrier", 1);
         } else {
             /* not a collective the watchdog should time: ranks 0..k-1 are busy */
             tb_monitor_progress(mon, 0, "waiting for the scaling rows of fewer ranks", 0);
         }
+        tb_comm_barrier_idle(world, 0.005);
         tb_comm_gather(world, &mine, all, sizeof mine, 0);
         if (wrank == 0) {
             tb_scaling_row_from(&rows[i], all, k, f->batch, dataset_size, -1);
-            printf("# scaling: %d rank%s measured, %.2f img/s\n", k, k > 1 ? "s" : "", rows[i].img_per_s);
+            printf("# scaling row %d of %d: %d rank%s, %.2f img/s (%.1f s)\n", i + 1, ns, k, k > 1 ? "s" : "",
+                   rows[i].img_per_s, tb_now() - t0);
             fflush(stdout);
         }
-        tb_monitor_progress(mon, 0, "scaling barrier", 1);
-        tb_comm_barrier(world);
     }
     if (wrank == 0) tb_scaling_finish(rows, ns);
     free(all);

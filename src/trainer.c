@@ -139,9 +139,17 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
         be->sync(be);
         t3 = tb_now();
     } else {
-        /* no samples here this step: contribute zero gradients */
+        /* No samples here this step (--last-batch keep): contribute zero
+         * gradients to every bucket (grad_sync launches them in the same
+         * order as the other ranks do; the loss pre-scale n/global_n gives
+         * this rank weight 0 anyway), and advance num_batches_tracked as a
+         * training forward would (graph.c: +1 per BatchNorm, one counter
+         * each), so the counters stay equal across ranks. The running
+         * statistics need nothing: rank 0's are broadcast before every
+         * forward. */
         be->zero(be, m->grads, m->pt.n_train * sizeof(tb_real));
         be->sync(be);
+        for (int i = 0; i < m->pt.n_counters; i++) m->counters[i] += 1;
         if (t->gs) tb_grad_sync_ready(t->gs, 0, m->pt.n_train);
         t1 = t2 = t3 = tb_now();
     }

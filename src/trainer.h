@@ -9,8 +9,10 @@
  *
  * Gradients are summed across ranks with the loss gradient pre-scaled by
  * (local samples / global samples), so a rank with a short (or empty) last
- * batch counts exactly as much as its samples. BatchNorm running statistics
- * are broadcast from rank 0 before every forward, as PyTorch DDP does. */
+ * batch counts exactly as much as its samples; a rank with no samples joins
+ * every bucket with zeros and advances num_batches_tracked like the others.
+ * BatchNorm running statistics are broadcast from rank 0 before every
+ * forward, as PyTorch DDP does. */
 #ifndef TB_TRAINER_H
 #define TB_TRAINER_H
 

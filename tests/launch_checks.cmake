@@ -19,9 +19,13 @@ if(TB_HAVE_MPI)
   add_test(NAME launch_nccl_env_on_rank0_only
            COMMAND ${TB_EXPECT_ALL} 3 "NCCL_IB_HCA is set on rank 0 \\(mlx5_0\\) but not on rank 1"
                    ${MPIEXEC_EXECUTABLE} -n 1 env NCCL_IB_HCA=mlx5_0 ${TB_BIN} ${TB_PF} : -n 2 ${TB_BIN} ${TB_PF})
+  # ranks whose --data resolves to different trees stop together, naming them
+  add_test(NAME launch_different_data
+           COMMAND ${TB_TEST_DIR}/different_data.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(launch_different_data PROPERTIES PROCESSORS 2)
   add_test(NAME preflight_np3
-           COMMAND ${MPIEXEC_EXECUTABLE} -n 3 ${TB_BIN} preflight --bytes 1M --timeout 30)
-  set_tests_properties(preflight_np3 PROPERTIES PASS_REGULAR_EXPRESSION "#wrong 0.*preflight: OK")
+           COMMAND ${TB_TEST_DIR}/expect_pass.sh "#wrong 0" "preflight: OK"
+                   -- ${MPIEXEC_EXECUTABLE} -n 3 ${TB_BIN} preflight --bytes 1M --timeout 30)
   add_test(NAME preflight_names_silent_rank
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 2 did not answer within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-rollcall:2 ${TB_BIN} preflight --bytes 4K --timeout 3)
@@ -29,7 +33,8 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "all-reduce of 4096 bytes did not finish within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-allreduce:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
   set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
-                       launch_nccl_env_on_rank0_only preflight_np3 preflight_names_silent_rank
+                       launch_nccl_env_on_rank0_only launch_different_data preflight_np3
+                       preflight_names_silent_rank
                        preflight_stuck_allreduce
                        PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()

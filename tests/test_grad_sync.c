@@ -4,7 +4,14 @@
  * and float64. Each rank fills its buffer with values that depend on rank
  * and index; after finish every element must equal the exact sum over ranks
  * (integers below 2^24, so float sums are exact). Also checks the blocking
- * collectives and sub-communicators of the first n ranks. */
+ * collectives and sub-communicators of the first n ranks.
+ *
+ * Mixed orders: in each step every rank reports its ranges in an order of
+ * its own (descending as backward does, ascending, random, or the whole
+ * buffer at once as a rank without samples does). The buckets must still
+ * be summed pairwise with the same bucket on every rank: a mismatch shows
+ * as wrong sums (values depend on the index) or as MPI_ERR_TRUNCATE, which
+ * aborts the job. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,8 +24,38 @@
 
 static double value(int rank, size_t i) { return (double)((i * 7 + (size_t)rank * 13) % 1000); }
 
+typedef enum { ORDER_DESCENDING, ORDER_ASCENDING, ORDER_RANDOM, ORDER_WHOLE, ORDER_COUNT } report_order;
+static const char *const order_name[ORDER_COUNT] = {"descending", "ascending", "random", "whole"};
+
+/* Reports every tensor of off[0..ntensors] as ready, each in two pieces
+ * (the second piece first), tensors in the given order. */
+static void report_ready(tb_grad_sync *gs, const size_t *off, int ntensors, report_order order,
+                         tb_rng *r) {
+    if (order == ORDER_WHOLE) {
+        tb_grad_sync_ready(gs, 0, off[ntensors]);
+        return;
+    }
+    int *perm = malloc((size_t)ntensors * sizeof *perm);
+    for (int k = 0; k < ntensors; k++) perm[k] = order == ORDER_ASCENDING ? k : ntensors - 1 - k;
+    if (order == ORDER_RANDOM)
+        for (int k = ntensors - 1; k > 0; k--) {
+            int j = (int)tb_rng_below(r, (uint64_t)k + 1), tmp = perm[k];
+            perm[k] = perm[j];
+            perm[j] = tmp;
+        }
+    for (int q = 0; q < ntensors; q++) {
+        int k = perm[q];
+        size_t a = off[k], z = off[k + 1], mid = a + (z - a) / 3;
+        if (z > mid) tb_grad_sync_ready(gs, mid, z - mid);
+        if (mid > a) tb_grad_sync_ready(gs, a, mid - a);
+    }
+    free(perm);
+}
+
+/* mixed: each rank reports in its own order (rank + step picks it);
+ * otherwise every rank reports descending, as backward does. */
 static void run_case(tb_comm *c, size_t count, int ntensors, size_t bucket_bytes, int overlap,
-                     tb_comm_type t, uint64_t seed) {
+                     tb_comm_type t, uint64_t seed, int mixed) {
     int rank = tb_comm_rank(c), size = tb_comm_size(c);
     size_t es = t == TB_FLOAT32 ? 4 : 8;
     /* random tensor boundaries, identical on every rank */
@@ -36,20 +73,18 @@ static void run_case(tb_comm *c, size_t count, int ntensors, size_t bucket_bytes
         }
     char *buf = malloc(count * es);
     tb_grad_sync *gs = tb_grad_sync_create(c, buf, count, t, off, ntensors, bucket_bytes, overlap);
-    for (int step = 0; step < 3; step++) {
+    int nsteps = mixed ? 2 * ORDER_COUNT : 3;
+    tb_rng order_rng;
+    tb_rng_seed(&order_rng, seed, 100 + (uint64_t)rank); /* a different random order per rank */
+    for (int step = 0; step < nsteps; step++) {
         for (size_t i = 0; i < count; i++) {
             double v = value(rank, i + (size_t)step);
             if (t == TB_FLOAT32) ((float *)buf)[i] = (float)v;
             else ((double *)buf)[i] = v;
         }
         tb_grad_sync_begin(gs);
-        /* report tensors last to first (as backward does), each in two pieces,
-         * the second piece first */
-        for (int k = ntensors - 1; k >= 0; k--) {
-            size_t a = off[k], z = off[k + 1], mid = a + (z - a) / 3;
-            if (z > mid) tb_grad_sync_ready(gs, mid, z - mid);
-            if (mid > a) tb_grad_sync_ready(gs, a, mid - a);
-        }
+        report_order order = mixed ? (report_order)((rank + step) % ORDER_COUNT) : ORDER_DESCENDING;
+        report_ready(gs, off, ntensors, order, &order_rng);
         tb_grad_sync_step st;
         tb_grad_sync_finish(gs, &st);
         size_t wrong = 0;
@@ -59,8 +94,9 @@ static void run_case(tb_comm *c, size_t count, int ntensors, size_t bucket_bytes
             double got = t == TB_FLOAT32 ? ((float *)buf)[i] : ((double *)buf)[i];
             wrong += got != want;
         }
-        TB_CHECK(wrong == 0, "count %zu tensors %d bucket %zu overlap %d %s step %d: %zu wrong", count,
-                 ntensors, bucket_bytes, overlap, t == TB_FLOAT32 ? "f32" : "f64", step, wrong);
+        TB_CHECK(wrong == 0, "count %zu tensors %d bucket %zu overlap %d %s step %d, rank %d reporting %s: "
+                 "%zu wrong", count, ntensors, bucket_bytes, overlap, t == TB_FLOAT32 ? "f32" : "f64", step,
+                 rank, order_name[order], wrong);
         TB_CHECK(st.buckets == tb_grad_sync_bucket_count(gs), "bucket count reported");
     }
     /* buckets tile the buffer and hold whole tensors */
@@ -92,8 +128,9 @@ int main(int argc, char **argv) {
         for (int bi = 0; bi < 4; bi++)
             for (int ov = 0; ov < 2; ov++) {
                 int nt = ntens[ci] > (int)counts[ci] ? (int)counts[ci] : ntens[ci];
-                run_case(w, counts[ci], nt, bbytes[bi], ov, ov ? TB_FLOAT32 : TB_FLOAT64,
-                         (uint64_t)(ci * 10 + bi));
+                for (int mixed = 0; mixed < 2; mixed++)
+                    run_case(w, counts[ci], nt, bbytes[bi], ov, ov ? TB_FLOAT32 : TB_FLOAT64,
+                             (uint64_t)(ci * 10 + bi), mixed);
             }
 
     /* blocking collectives */
@@ -120,7 +157,7 @@ int main(int argc, char **argv) {
         if (sub) {
             TB_CHECK(tb_comm_size(sub) == n && tb_comm_rank(sub) == info.rank, "sub %d: size %d rank %d",
                      n, tb_comm_size(sub), tb_comm_rank(sub));
-            run_case(sub, 1023, 17, 100, 1, TB_FLOAT32, 99);
+            run_case(sub, 1023, 17, 100, 1, TB_FLOAT32, 99, 1);
             tb_comm_free(sub);
         }
         tb_comm_barrier(w);

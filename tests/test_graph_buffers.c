@@ -454,15 +454,15 @@ static void w_linear_backward(tb_backend *be, const tb_tensor *x, const tb_tenso
 }
 
 static void w_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
-                           double smoothing, double grad_scale, tb_real *loss,
-                           const tb_tensor *dlogits) {
+                           double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits) {
     /* forward is over: what backward will read is fixed from here on */
     g_params_hash = hash_bytes(g_m->params, g_m->pt.n_train * sizeof(tb_real));
     tb_tensor L = dup_t(logits), DL = out_t(dlogits, 0);
-    tb_real fl = NAN;
-    g_real.softmax_xent(be, logits, labels, smoothing, grad_scale, loss, dlogits);
-    g_real.softmax_xent(g_fresh, &L, labels, smoothing, grad_scale, &fl, &DL);
-    same("softmax_xent", "loss", loss, &fl, 1);
+    tb_step_scalars fsc = *sc; /* the fresh run reads the same scalars (CPU: host memory) */
+    fsc.loss = NAN;
+    g_real.softmax_xent(be, logits, labels, smoothing, sc, dlogits);
+    g_real.softmax_xent(g_fresh, &L, labels, smoothing, &fsc, &DL);
+    same("softmax_xent", "loss", &sc->loss, &fsc.loss, 1);
     same_t("softmax_xent", "dlogits", dlogits, &DL);
     free_t(&L), free_t(&DL);
     g_ops_checked++;
@@ -499,7 +499,7 @@ typedef struct {
 } cut;
 
 static tb_backend *make_backend(const cut *c) {
-    tb_backend_opts bo = {c->threads, 0, 0};
+    tb_backend_opts bo = {.threads = c->threads};
     tb_backend *be = tb_cpu_backend_create(&bo);
     cpu_state *st = cpu_state_of(be);
     if (c->ws_cap_bytes) st->ws_cap_bytes = c->ws_cap_bytes;

@@ -202,12 +202,16 @@ def mode_md(a):
         n = len(sc["ranks"]) - 1
         epoch = dict(zip(head, rows[0]))
         close_to(epoch[head[1]].removesuffix(" s"), float(sc["epoch_time_s"][0]), "seed table epoch time, first row")
-        close_to(epoch[head[2]].removesuffix(" s"), float(sc["epoch_time_s"][n]), "seed table epoch time, last row")
-        m = re.search(r"scaling efficiency ([\d.]+) %", epoch["note"])
-        if not m:
-            fail(f"seed table note lacks the efficiency: {epoch['note']!r}")
+        if n == 0:  # one rank: no efficiency, the note says what gives one
+            if "needs 2 or more ranks" not in epoch["note"]:
+                fail(f"one-rank seed table note does not say efficiency needs 2 ranks: {epoch['note']!r}")
         else:
-            close_to(m.group(1), 100 * float(sc["efficiency"][n]), "seed table efficiency")
+            close_to(epoch[head[2]].removesuffix(" s"), float(sc["epoch_time_s"][n]), "seed table epoch time, last row")
+            m = re.search(r"scaling efficiency ([\d.]+) %", epoch["note"])
+            if not m:
+                fail(f"seed table note lacks the efficiency: {epoch['note']!r}")
+            else:
+                close_to(m.group(1), 100 * float(sc["efficiency"][n]), "seed table efficiency")
         # per-rank phases
         rk = f["ranks"]
         head, rows = find(t, "training run, ms per step by rank")

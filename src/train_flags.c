@@ -1,0 +1,115 @@
+/* train_flags.c - the flags of `trainbench train`: defaults, the option
+ * table (--help), and the checks that need no other rank. */
+#include <string.h>
+
+#include "src/core/log.h"
+#include "src/train_setup.h"
+
+static void defaults(tb_train_flags *f) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->backend, sizeof f->backend, "auto");
+    snprintf(f->model, sizeof f->model, "resnet18");
+    snprintf(f->precision, sizeof f->precision, "auto");
+    snprintf(f->results, sizeof f->results, "trainbench_results.h5");
+    snprintf(f->lr_schedule, sizeof f->lr_schedule, "cosine");
+    snprintf(f->last_batch, sizeof f->last_batch, "drop");
+    f->batch = 32;
+    f->image = 64;
+    f->classes = 10;
+    f->steps = 100;
+    f->warmup = 5;
+    f->loader_threads = 2;
+    f->prefetch = 3;
+    f->print_every = 10;
+    f->scaling_steps = 10;
+    f->scaling_warmup = 3;
+    f->seed = 1;
+    f->lr = 0.1;
+    f->lr_base_batch = 256;
+    f->lr_warmup_steps = 10;
+    f->momentum = 0.9;
+    f->weight_decay = 5e-5;
+    f->bucket_mb = 25;
+    f->synthetic_size = 50000;
+    f->timeout = 600;
+}
+
+/* The flags' combinations, the LR schedule's syntax and the model's name. */
+static void check_flags(tb_train_run *r) {
+    const tb_train_flags *f = &r->fl;
+    if (f->steps == 0 && f->epochs == 0) tb_die("train: give --steps or --epochs");
+    r->prec = TB_PREC_FP32;
+    r->prec_auto = strcmp(f->precision, "auto") == 0;
+    if (!r->prec_auto && tb_precision_parse(f->precision, &r->prec) != 0)
+        tb_die("train: --precision %s is not available on this build; use fp32", f->precision);
+    if (f->data[0] && f->batch_file[0]) tb_die("train: give --data or --batch-file, not both");
+    if (f->val[0] && !f->data[0]) tb_die("train: --val needs --data (top-1/top-5 on real images)");
+    if (f->ckpt_every > 0 && !f->ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
+    if (f->resume && !f->ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
+    if (f->resume && f->init[0]) tb_die("train: give --resume or --init, not both");
+    tb_lr_schedule probe;
+    if (tb_lr_schedule_init(&probe, f->lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
+        tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", f->lr_schedule);
+    tb_resnet_config *cfg = &r->cfg;
+    if (tb_resnet_config_init(cfg, f->model, f->classes) != 0)
+        tb_die("train: unknown --model '%s'; known models: %s", f->model, tb_resnet_known_names());
+    cfg->zero_init_residual = f->zero_init_residual;
+}
+
+void tb_train_parse(tb_train_run *r, int argc, char **argv) {
+    tb_train_flags *f = &r->fl;
+    defaults(f);
+    const tb_opt opts[] = {
+        {"backend", TB_OPT_CHOICE, f->backend, 0, 0, "cpu|cuda|auto", "compute backend"},
+        {"model", TB_OPT_STRING, f->model, 0, 0, NULL, "resnet18|resnet34|resnet50|resnet101|resnet152"},
+        {"batch-size", TB_OPT_INT, &f->batch, 1, 1 << 16, NULL, "samples per step and rank"},
+        {"image-size", TB_OPT_INT, &f->image, TB_RESNET_MIN_IMAGE, 4096, NULL, "input side in pixels"},
+        {"classes", TB_OPT_INT, &f->classes, 2, 1 << 20, NULL, "classes of synthetic data (--data: from the folder)"},
+        {"steps", TB_OPT_INT, &f->steps, 0, 1 << 30, NULL, "training steps (0: use --epochs)"},
+        {"epochs", TB_OPT_INT, &f->epochs, 0, 1 << 20, NULL, "training epochs (when --steps is 0)"},
+        {"warmup-steps", TB_OPT_INT, &f->warmup, 0, 1 << 30, NULL, "first steps left out of the timing"},
+        {"data", TB_OPT_STRING, f->data, 0, 0, NULL, "training images: ImageFolder directory or list file"},
+        {"val", TB_OPT_STRING, f->val, 0, 0, NULL, "validation images: top-1/top-5 after each epoch"},
+        {"synthetic", TB_OPT_FLAG, &f->synthetic, 0, 0, NULL, "synthetic input, no decoding (default without --data)"},
+        {"synthetic-size", TB_OPT_INT, &f->synthetic_size, 1, 1 << 30, NULL, "samples in a synthetic epoch"},
+        {"batch-file", TB_OPT_STRING, f->batch_file, 0, 0, NULL, "train on the rows of a batch file (/images, /labels), in order"},
+        {"last-batch", TB_OPT_CHOICE, f->last_batch, 0, 0, "drop|pad|keep", "an epoch's remainder when ranks x batch does not divide the data: drop it, pad the last step from the epoch's start, or keep a short last step (uneven shards)"},
+        {"strict-data", TB_OPT_FLAG, &f->strict_data, 0, 0, NULL, "a corrupt image ends the run"},
+        {"threads", TB_OPT_INT, &f->threads, 0, 4096, NULL, "CPU compute threads per rank (0: cores / ranks on the host)"},
+        {"loader-threads", TB_OPT_INT, &f->loader_threads, 1, 256, NULL, "JPEG decode threads per rank"},
+        {"prefetch", TB_OPT_INT, &f->prefetch, 2, 64, NULL, "batches the loader prepares ahead"},
+        {"seed", TB_OPT_INT, &f->seed, 0, 2147483647, NULL, "seed for weights, data order and augmentation"},
+        {"precision", TB_OPT_CHOICE, f->precision, 0, 0, "auto|fp32|tf32|bf16|fp16",
+         "compute precision; auto: bf16 (NHWC, fp32 master weights) on CUDA -- tensor cores at "
+         "full rate, half the memory traffic, no loss scaling -- and fp32 on the CPU"},
+        {"lr", TB_OPT_DOUBLE, &f->lr, 0, 1e6, NULL, "learning rate for a global batch of --lr-base-batch"},
+        {"lr-base-batch", TB_OPT_INT, &f->lr_base_batch, 1, 1 << 30, NULL, "lr scales linearly: lr * global batch / this"},
+        {"lr-schedule", TB_OPT_STRING, f->lr_schedule, 0, 0, NULL, "cosine | constant | step:E1,E2,... (x0.1 at each epoch)"},
+        {"lr-warmup-steps", TB_OPT_INT, &f->lr_warmup_steps, 0, 1 << 30, NULL, "linear lr warm-up steps"},
+        {"momentum", TB_OPT_DOUBLE, &f->momentum, 0, 1, NULL, "SGD momentum"},
+        {"weight-decay", TB_OPT_DOUBLE, &f->weight_decay, 0, 1, NULL, "L2 weight decay"},
+        {"no-bn-decay", TB_OPT_FLAG, &f->no_bn_decay, 0, 0, NULL, "no weight decay on BatchNorm and biases"},
+        {"nesterov", TB_OPT_FLAG, &f->nesterov, 0, 0, NULL, "Nesterov momentum"},
+        {"label-smoothing", TB_OPT_DOUBLE, &f->label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
+        {"bucket-mb", TB_OPT_DOUBLE, &f->bucket_mb, 0.001, 1e5, NULL, "gradient all-reduce bucket size (MiB)"},
+        {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
+        {"scaling-steps", TB_OPT_INT, &f->scaling_steps, 0, 1 << 20, NULL, "timed steps per scaling row (0: no scaling table)"},
+        {"scaling-warmup", TB_OPT_INT, &f->scaling_warmup, 0, 1 << 20, NULL, "untimed steps before each scaling row"},
+        {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},
+        {"ckpt", TB_OPT_STRING, f->ckpt, 0, 0, NULL, "checkpoint file, rewritten every --ckpt-every steps"},
+        {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL, "steps between checkpoints (0: none)"},
+        {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL, "continue exactly from --ckpt when it exists"},
+        {"save", TB_OPT_STRING, f->save, 0, 0, NULL, "checkpoint written at the end of training"},
+        {"init", TB_OPT_STRING, f->init, 0, 0, NULL, "start from this checkpoint's weights"},
+        {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
+        {"trace", TB_OPT_STRING, f->trace, 0, 0, NULL, "per-rank timeline of the training steps (Chrome trace JSON)"},
+        {"timeout", TB_OPT_DOUBLE, &f->timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog)"},
+        {"no-fuse", TB_OPT_FLAG, &f->no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
+        {"zero-init-residual", TB_OPT_FLAG, &f->zero_init_residual, 0, 0, NULL, "each block's last BN gamma starts at 0"},
+        {NULL, 0, NULL, 0, 0, NULL, NULL},
+    };
+    tb_cli_parse("train", "[mpirun -np N] trainbench [train] [options]", argc, argv, opts);
+    check_flags(r);
+    r->argc = argc;
+    r->argv = argv;
+}
