@@ -33,6 +33,7 @@ struct tb_grad_sync_dev {
     int ndeferred;
     cudaStream_t compute, comm, up;
     cudaEvent_t *ready, *down, done;
+    cudaEvent_t bc_fork, bc_join;   /* a broadcast's fork from and join into the compute stream */
     cudaEvent_t *start, *end;    /* [slots * nb] */
     uint16_t *wire;              /* [count] device bf16 (bf16 only) */
     void *host;                  /* [count] pinned, float32 or bf16 (MPI path) */
@@ -136,6 +137,8 @@ tb_grad_sync_dev *tb_grad_sync_dev_create(const tb_grad_sync_dev_opts *o) {
         TB_CUDA_CHECK(cudaEventCreate(&g->end[i]));
     }
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&g->bc_fork, cudaEventDisableTiming));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&g->bc_join, cudaEventDisableTiming));
     if (o->bf16) TB_CUDA_CHECK(cudaMalloc((void **)&g->wire, o->count * 2));
     if (!o->nccl) {
         size_t bytes = o->count * wire_elem(g);
@@ -180,6 +183,8 @@ void tb_grad_sync_dev_destroy(tb_grad_sync_dev *g) {
         TB_CUDA_CHECK(cudaEventDestroy(g->end[i]));
     }
     TB_CUDA_CHECK(cudaEventDestroy(g->done));
+    TB_CUDA_CHECK(cudaEventDestroy(g->bc_fork));
+    TB_CUDA_CHECK(cudaEventDestroy(g->bc_join));
     if (g->wire) TB_CUDA_CHECK(cudaFree(g->wire));
     if (g->host) TB_CUDA_CHECK(cudaFreeHost(g->host));
     if (g->up) TB_CUDA_CHECK(cudaStreamDestroy(g->up));
@@ -208,6 +213,15 @@ size_t tb_grad_sync_dev_device_bytes(const tb_grad_sync_dev *g) { return g->wire
 void *tb_grad_sync_dev_stream(const tb_grad_sync_dev *g) { return (void *)g->comm; }
 
 /* ---- a step ------------------------------------------------------------------------- */
+
+void tb_grad_sync_dev_bcast(tb_grad_sync_dev *g, void *buf, size_t count, tb_dev_type t, int root) {
+    TB_ASSERT(g->o.nccl != NULL);
+    TB_CUDA_CHECK(cudaEventRecord(g->bc_fork, g->compute));
+    TB_CUDA_CHECK(cudaStreamWaitEvent(g->comm, g->bc_fork, 0));
+    tb_nccl_bcast(g->o.nccl, buf, count, t, root, g->comm);
+    TB_CUDA_CHECK(cudaEventRecord(g->bc_join, g->comm));
+    TB_CUDA_CHECK(cudaStreamWaitEvent(g->compute, g->bc_join, 0));
+}
 
 void tb_grad_sync_dev_begin(tb_grad_sync_dev *g, int64_t step, int slot) {
     TB_ASSERT(slot >= 0 && slot < g->o.slots);

@@ -75,6 +75,12 @@ size_t tb_grad_sync_dev_device_bytes(const tb_grad_sync_dev *g);
 /* The communication stream (cudaStream_t): NCCL broadcasts of the step go there too. */
 void *tb_grad_sync_dev_stream(const tb_grad_sync_dev *g);
 
+/* NCCL path: broadcasts count elements of buf (device) from root on the
+ * communication stream, ordered after the compute stream's work so far;
+ * the compute stream's later work waits for it (no host wait; capturable).
+ * The BatchNorm statistics of every step and the start-up state. */
+void tb_grad_sync_dev_bcast(tb_grad_sync_dev *g, void *buf, size_t count, tb_dev_type t, int root);
+
 /* A step: its number (messages, the device watch) and its ring slot (< slots). */
 void tb_grad_sync_dev_begin(tb_grad_sync_dev *g, int64_t step, int slot);
 /* The model's tb_grad_ready_fn: [offset, offset + count) is final in the

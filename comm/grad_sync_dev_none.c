@@ -29,6 +29,9 @@ void *tb_grad_sync_dev_stream(const tb_grad_sync_dev *g) {
     (void)g;
     return NULL;
 }
+void tb_grad_sync_dev_bcast(tb_grad_sync_dev *g, void *buf, size_t count, tb_dev_type t, int root) {
+    (void)g, (void)buf, (void)count, (void)t, (void)root;
+}
 void tb_grad_sync_dev_begin(tb_grad_sync_dev *g, int64_t step, int slot) { (void)g, (void)step, (void)slot; }
 void tb_grad_sync_dev_ready(void *g, size_t offset, size_t count) { (void)g, (void)offset, (void)count; }
 void tb_grad_sync_dev_finish(tb_grad_sync_dev *g, double *host_wait_s) {
