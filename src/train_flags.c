@@ -17,6 +17,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->allreduce_dtype, sizeof f->allreduce_dtype, "fp32");
     snprintf(f->cuda_graph, sizeof f->cuda_graph, "auto");
     snprintf(f->step_mode, sizeof f->step_mode, "auto");
+    snprintf(f->layout, sizeof f->layout, "auto");
     f->graph_warmup = 3;
     f->first_bucket_mb = 1;
     f->batch = 32;
@@ -109,6 +110,7 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"cuda-graph", TB_OPT_CHOICE, f->cuda_graph, 0, 0, "auto|on|off", "capture the training step in a CUDA graph after --graph-warmup steps; auto: when it can (one line says why not)"},
         {"graph-warmup", TB_OPT_INT, &f->graph_warmup, 1, 1 << 20, NULL, "eager steps before the step is captured"},
         {"step-mode", TB_OPT_CHOICE, f->step_mode, 0, 0, "auto|sync|async", "auto: asynchronous steps on CUDA (events, no host sync), synchronous on the CPU; async on the CPU tests that path"},
+        {"layout", TB_OPT_CHOICE, f->layout, 0, 0, "auto|nchw|nhwc", "activation layout; auto: NHWC for bf16/fp16, NCHW for fp32/tf32"},
         {"deterministic", TB_OPT_FLAG, &f->deterministic, 0, 0, NULL, "CUDA: deterministic algorithms only"},
         {"no-autotune", TB_OPT_FLAG, &f->no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
         {"workspace-mb", TB_OPT_INT, &f->workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},

@@ -202,6 +202,8 @@ static void make_model(tb_train_run *r) {
     r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
     mo.fuse = !f->no_fuse;
+    if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
+    if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
     tb_train_check_epoch_plan(r);
     tb_model_init(r->m, (uint64_t)f->seed);
@@ -270,6 +272,7 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_str(a, "model", r->cfg.name);
     tb_attrs_int(a, "classes", r->classes);
     tb_attrs_str(a, "precision", f->precision);
+    tb_attrs_str(a, "layout", tb_layout_name(r->m->g.layout));
     tb_attrs_int(a, "batch_size", f->batch);
     tb_attrs_int(a, "global_batch", r->global_batch);
     tb_attrs_int(a, "image_size", r->image);

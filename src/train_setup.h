@@ -33,6 +33,7 @@ typedef struct {
     char allreduce_dtype[TB_OPT_STR_MAX]; /* fp32 | bf16 */
     char cuda_graph[TB_OPT_STR_MAX];  /* auto | on | off */
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
+    char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
     double first_bucket_mb;
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
