@@ -588,7 +588,13 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     if (b->n > 0) upload_batch(t, b);
     rec_ev(t, p->ev[E_H2D]);
 
-    int full = b->n == m->max_batch;
+    /* Graph decisions use only what every rank knows alike (the global
+     * sample count), so every rank replays, captures or runs eagerly the
+     * same steps and issues its NCCL collectives the same way: a step with
+     * a short batch anywhere (--last-batch keep or pad's remainder) runs
+     * eagerly on every rank and makes every rank capture again (the short
+     * batch may have grown the backend's workspaces under the graph). */
+    int full = b->global_n == (int64_t)t->world * m->max_batch;
     if (t->graph && full && !t->recapture) {
         graph_events(t, s);
         tb_gpu_graph_launch(t->graph, t->stream, t->gev);
@@ -601,12 +607,9 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
         if (capture_and_launch(t, b, step, lr, s)) p->rec.graph = 1;
         else step_body(t, b, step, lr, s, 0);
     } else {
-        if (b->n > 0 && !seen_batch(t, b->n)) {
-            /* a batch size the captured graph has not seen: its conv plans
-             * are made now and may regrow the workspace under the graph */
-            if (t->graph) t->recapture = 1;
-            if (t->nseen < (int)(sizeof t->seen / sizeof t->seen[0])) t->seen[t->nseen++] = b->n;
-        }
+        if (b->n > 0 && !seen_batch(t, b->n) && t->nseen < (int)(sizeof t->seen / sizeof t->seen[0]))
+            t->seen[t->nseen++] = b->n; /* its conv plans are made in this step */
+        if (!full && t->graph) t->recapture = 1;
         step_body(t, b, step, lr, s, 0);
         if (full) t->eager_full++;
     }
