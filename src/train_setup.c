@@ -164,6 +164,9 @@ static void choose_comm(tb_train_run *r) {
     };
     if (cuda && strcmp(f->step_mode, "sync") == 0)
         tb_train_die_together(r, "--step-mode sync is the CPU backend's; CUDA steps are asynchronous");
+    if (r->hp.async && f->trace[0] && r->info.rank == 0)
+        tb_warn("--trace records the synchronous step's host-clock phases; the asynchronous step's phases come "
+                "from device events and are in the results file's /steps, not in the trace");
     if (path == TB_PATH_NCCL && (r->info.world > 1 || explicit_path)) {
         if (f->share_gpu && r->info.rank == 0) {
             int c, l;
