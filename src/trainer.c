@@ -529,6 +529,9 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     if (!saved) TB_FATAL("out of host memory");
     memcpy(saved, m->counters, nc * sizeof *saved);
     tb_monitor_progress(t->mon, step, "CUDA graph capture", 0);
+    /* a re-capture replaces a graph that may still run: let it finish
+     * first (rare: after a short batch or an evaluation) */
+    if (t->graph) m->be->sync(m->be);
     tb_gpu_graph *g = NULL;
     if (tb_gpu_capture_begin(t->stream, why, sizeof why) == 0) {
         step_body(t, b, step, lr, s, 1);
