@@ -5,7 +5,11 @@
 # refusals on every rank; the NCCL environment in the results file. The
 # pure parts (bucket plan, device map, bf16 error) are in comm.cmake; the
 # GPU checks in gpu/gpu.cmake.
-set(TB_ASYNC ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN})
+# two runs compared with trainbench's own HDF5 reader (no h5py on the GPU machine)
+add_executable(tb_run_compare tb_run_compare.c)
+target_link_libraries(tb_run_compare PRIVATE tb_app)
+set(TB_ASYNC ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+    --compare $<TARGET_FILE:tb_run_compare>)
 add_test(NAME async_step_np1 COMMAND ${TB_ASYNC})
 add_test(NAME async_step_np1_nesterov_smoothing
          COMMAND ${TB_ASYNC} --extra "--nesterov --label-smoothing 0.1 --no-bn-decay --bucket-mb 0.5")
@@ -67,3 +71,8 @@ add_test(NAME nccl_env_recorded
                  "import subprocess, sys, h5py; subprocess.run([sys.argv[1], '--backend', 'cpu', '--image-size', '32', '--batch-size', '2', '--steps', '1', '--warmup-steps', '0', '--scaling-steps', '0', '--threads', '1', '--results', 'nccl_env.h5'], check=True, capture_output=True); a = h5py.File('nccl_env.h5').attrs; s = lambda k: a[k].decode() if isinstance(a[k], bytes) else str(a[k]); env, unset, path = s('nccl_environment'), s('nccl_environment_unset'), s('comm_path'); print('nccl_environment:', env); print('unset:', unset); print('comm_path:', path); ok = all(x in env.split() for x in ('NCCL_DEBUG=WARN', 'NCCL_IB_HCA=mlx5_0:1', 'NCCL_SOCKET_IFNAME=eth0')) and 'NCCL_IB_HCA' not in unset and 'NCCL_NET_GDR_LEVEL' in unset and path == 'none'; sys.exit(0 if ok else 1)"
                  ${TB_BIN})
 set_tests_properties(nccl_env_recorded PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+# the comparison tool itself fails on runs that differ (one lr apart)
+add_test(NAME run_compare_detects_difference
+         COMMAND sh -c "for lr in 0.1 0.2; do \"$0\" --backend cpu --image-size 32 --batch-size 4 --steps 3 --warmup-steps 1 --scaling-steps 0 --threads 1 --lr $lr --save cmp_$lr.ckpt.h5 --results cmp_$lr.h5 >/dev/null 2>&1 || exit 1; done; exec \"$1\" 'differs: max' \"$2\" cmp_0.1.ckpt.h5 cmp_0.2.ckpt.h5 cmp_0.1.h5 cmp_0.2.h5"
+                 ${TB_BIN} ${TB_TEST_DIR}/expect_fail.sh $<TARGET_FILE:tb_run_compare>)
+set_tests_properties(run_compare_detects_difference PROPERTIES TIMEOUT 120)

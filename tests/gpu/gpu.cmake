@@ -59,23 +59,23 @@ if(TARGET tb_cuda)
   # a 1-rank NCCL run (buckets on the communication stream, ncclBroadcast of
   # the BN statistics) against the same run without communication
   add_test(NAME nccl_train_equals_plain
-           COMMAND ${TB_GPU_NCCL_RUN} ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
                    --mode nccl-plain ${TB_GPU_EXACT})
   # the MPI path's staging (pinned down-copy, MPI, up-copy on its own stream) on one rank
   add_test(NAME staged_train_equals_plain
-           COMMAND ${TB_GPU_RUN} ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC}
                    --mode staged-plain ${TB_GPU_EXACT})
   # the captured step replayed equals the eager step, without and with NCCL inside
   add_test(NAME graph_equals_eager
-           COMMAND ${TB_GPU_RUN} ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC}
                    --mode graph-eager ${TB_GPU_EXACT})
   add_test(NAME graph_equals_eager_nccl
-           COMMAND ${TB_GPU_NCCL_RUN} ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
                    --mode graph-eager --batch 8 --image-size 64 --synthetic-size 64 --steps 7
                    --extra "--precision fp32 --no-autotune --deterministic --comm nccl")
   # what the bf16 hook costs on one rank (the casts only): bounded, printed
   add_test(NAME bf16_allreduce_cost_gpu
-           COMMAND ${TB_GPU_NCCL_RUN} ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
                    --mode bf16-fp32 --tolerance 2e-2 ${TB_GPU_EXACT})
   add_test(NAME allreduce_bench_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "Out of bounds values : 0 OK" "path nccl-device"
