@@ -60,6 +60,7 @@ struct tb_loader {
     pthread_cond_t work, ready, idle;
     pthread_t *threads;
     int nthreads;
+    struct worker *inline_w;   /* inline_decode: the caller's decoding state */
     tb_loader_stats stats;
 };
 
@@ -85,7 +86,7 @@ static void make_order(tb_loader *ld, int64_t epoch) {
 
 /* ---- one sample ------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct worker {
     tb_loader *ld;
     tb_sampler *sp;
     uint8_t *file;
@@ -178,6 +179,7 @@ static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
         }
         double t1 = tb_now();
         tb_sample_store(w->rgbx, S, ld->o.format, s->b.images, j);
+        if (s->b.flip) s->b.flip[j] = (uint8_t)info.flip;
         s->b.labels[j] = ds->labels[sample];
         w->acc.images++;
         w->acc.bytes_read += (int64_t)len;
@@ -237,6 +239,44 @@ static int take_task(tb_loader *ld, task *t) {
     return 0;
 }
 
+/* Runs task t (taken under ld->mu, which is held on entry and on return). */
+static void run_task(worker *w, const task *t) {
+    tb_loader *ld = w->ld;
+    ld->inflight++;
+    int64_t epoch = ld->epoch;
+    pthread_mutex_unlock(&ld->mu);
+
+    make_sample(w, epoch, t->s, t->j);
+
+    pthread_mutex_lock(&ld->mu);
+    merge_stats(&ld->stats, &w->acc);
+    ld->inflight--;
+    if (t->gen == ld->gen && ++t->s->done == t->s->b.n) {
+        t->s->state = SLOT_READY;
+        pthread_cond_broadcast(&ld->ready);
+    }
+    if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
+}
+
+static worker *worker_new(tb_loader *ld) {
+    worker *w = calloc(1, sizeof *w);
+    if (!w) TB_FATAL("out of host memory");
+    w->ld = ld;
+    w->sp = tb_sampler_create();
+    tb_sampler_defer_flip(w->sp, ld->o.gpu_flip);
+    w->rgbx = malloc((size_t)4 * ld->o.image_size * ld->o.image_size);
+    if (!w->rgbx) TB_FATAL("out of host memory");
+    return w;
+}
+
+static void worker_free(worker *w) {
+    if (!w) return;
+    tb_sampler_destroy(w->sp);
+    free(w->file);
+    free(w->rgbx);
+    free(w);
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     tb_loader *ld = w->ld;
@@ -248,30 +288,24 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&ld->work, &ld->mu);
             continue;
         }
-        ld->inflight++;
-        int64_t epoch = ld->epoch;
-        pthread_mutex_unlock(&ld->mu);
-
-        make_sample(w, epoch, t.s, t.j);
-
-        pthread_mutex_lock(&ld->mu);
-        merge_stats(&ld->stats, &w->acc);
-        ld->inflight--;
-        if (t.gen == ld->gen && ++t.s->done == t.s->b.n) {
-            t.s->state = SLOT_READY;
-            pthread_cond_broadcast(&ld->ready);
-        }
-        if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
+        run_task(w, &t);
     }
     pthread_mutex_unlock(&ld->mu);
-    tb_sampler_destroy(w->sp);
-    free(w->file);
-    free(w->rgbx);
-    free(w);
+    worker_free(w);
     return NULL;
 }
 
 /* ---- public --------------------------------------------------------------------------- */
+
+static void *plain_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return malloc(bytes);
+}
+
+static void plain_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
 
 tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen) {
     const tb_loader_opts *o = opts;
@@ -291,6 +325,10 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     else if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
              o->decode != TB_DECODE_FAST_ALL)
         bad = "unknown decode mode";
+    else if (o->gpu_flip && o->format != TB_OUT_U8_NHWC)
+        bad = "deferring the flip to the device needs the uint8 NHWC output";
+    else if ((o->host_alloc == NULL) != (o->host_free == NULL))
+        bad = "host_alloc and host_free go together";
     if (bad) {
         snprintf(err, errlen, "loader: %s", bad);
         return NULL;
@@ -298,9 +336,9 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     tb_loader *ld = calloc(1, sizeof *ld);
     if (!ld) TB_FATAL("out of host memory");
     ld->o = *o;
-    if (!ld->o.host_alloc || !ld->o.host_free) {
-        ld->o.host_alloc = malloc;
-        ld->o.host_free = free;
+    if (!ld->o.host_alloc) {
+        ld->o.host_alloc = plain_alloc;
+        ld->o.host_free = plain_free;
     }
     if (ld->o.threads == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -316,9 +354,12 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     if (!ld->slots || !ld->order || !ld->known_bad) TB_FATAL("out of host memory");
     for (int i = 0; i < ld->nslots; i++) {
         size_t bytes = ld->sample_bytes * (size_t)o->batch;
-        ld->slots[i].b.images = ld->o.host_alloc(bytes);
-        ld->slots[i].b.labels = ld->o.host_alloc((size_t)o->batch * sizeof(int32_t));
-        if (!ld->slots[i].b.images || !ld->slots[i].b.labels) {
+        tb_batch *b = &ld->slots[i].b;
+        b->slot = i;
+        b->images = ld->o.host_alloc(ld->o.host_ctx, bytes);
+        b->labels = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch * sizeof(int32_t));
+        if (o->gpu_flip) b->flip = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch);
+        if (!b->images || !b->labels || (o->gpu_flip && !b->flip)) {
             snprintf(err, errlen, "loader: cannot allocate %d batch slots of %.1f MB; lower --prefetch or --batch-size",
                      ld->nslots, (double)bytes / 1048576.0);
             tb_loader_destroy(ld);
@@ -330,15 +371,14 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     pthread_cond_init(&ld->ready, NULL);
     pthread_cond_init(&ld->idle, NULL);
     ld->fill_step = ld->steps; /* nothing to do before the first epoch */
+    if (o->inline_decode) {
+        ld->inline_w = worker_new(ld);
+        return ld;
+    }
     ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
     if (!ld->threads) TB_FATAL("out of host memory");
     for (int t = 0; t < ld->o.threads; t++) {
-        worker *w = calloc(1, sizeof *w);
-        if (!w) TB_FATAL("out of host memory");
-        w->ld = ld;
-        w->sp = tb_sampler_create();
-        w->rgbx = malloc((size_t)4 * o->image_size * o->image_size);
-        if (!w->rgbx) TB_FATAL("out of host memory");
+        worker *w = worker_new(ld);
         int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
         if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
         ld->nthreads++;
@@ -383,13 +423,41 @@ const tb_batch *tb_loader_next(tb_loader *ld) {
     if (s->state == SLOT_HELD)
         TB_FATAL("tb_loader_next: all %d batch slots are held; release a batch first", ld->nslots);
     double t0 = tb_now();
-    while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) pthread_cond_wait(&ld->ready, &ld->mu);
+    while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) {
+        task t;
+        if (ld->inline_w && take_task(ld, &t)) /* no workers: decode here */
+            run_task(ld->inline_w, &t);
+        else
+            pthread_cond_wait(&ld->ready, &ld->mu);
+    }
     s->state = SLOT_HELD;
     s->b.wait_s = tb_now() - t0;
     ld->next_out++;
     pthread_mutex_unlock(&ld->mu);
     return &s->b;
 }
+
+int tb_loader_try_next(tb_loader *ld, const tb_batch **b) {
+    pthread_mutex_lock(&ld->mu);
+    if (!ld->epoch_started) TB_FATAL("tb_loader_try_next before tb_loader_start_epoch");
+    int rc = 0;
+    if (ld->next_out >= ld->steps) {
+        rc = -1;
+    } else {
+        slot *s = &ld->slots[ld->next_out % ld->nslots];
+        if (s->state == SLOT_READY && s->b.step == ld->next_out) {
+            s->state = SLOT_HELD;
+            s->b.wait_s = 0;
+            ld->next_out++;
+            *b = &s->b;
+            rc = 1;
+        }
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return rc;
+}
+
+int tb_loader_slots(const tb_loader *ld) { return ld->nslots; }
 
 void tb_loader_release(tb_loader *ld, const tb_batch *b) {
     pthread_mutex_lock(&ld->mu);
@@ -423,11 +491,14 @@ void tb_loader_destroy(tb_loader *ld) {
         (void)ret;
     }
     free(ld->threads);
+    worker_free(ld->inline_w);
     for (int i = 0; i < ld->nslots; i++) {
-        if (ld->slots[i].b.images) ld->o.host_free(ld->slots[i].b.images);
-        if (ld->slots[i].b.labels) ld->o.host_free(ld->slots[i].b.labels);
+        tb_batch *b = &ld->slots[i].b;
+        if (b->images) ld->o.host_free(ld->o.host_ctx, b->images);
+        if (b->labels) ld->o.host_free(ld->o.host_ctx, b->labels);
+        if (b->flip) ld->o.host_free(ld->o.host_ctx, b->flip);
     }
-    if (ld->nthreads) {
+    if (ld->nthreads || ld->inline_w) {
         pthread_mutex_destroy(&ld->mu);
         pthread_cond_destroy(&ld->work);
         pthread_cond_destroy(&ld->ready);

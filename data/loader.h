@@ -63,6 +63,10 @@ typedef struct {
     int image_size;            /* output side S (the model's input) */
     int train;                 /* 1: RandomResizedCrop + flip; 0: resize + centre crop */
     int threads;               /* decode worker threads (0: one per online CPU) */
+    int inline_decode;         /* 1: no worker threads: tb_loader_next decodes each batch on
+                                  the caller's thread (PyTorch's num_workers=0); threads is
+                                  then unused, prefetch is the number of slots the caller may
+                                  hold at once */
     int prefetch;              /* batch slots in the ring (>= 2) */
     int rank, world;           /* shard of the global sample order */
     tb_last_batch last_batch;  /* the epoch's remainder (shard.h); 0 = keep */
@@ -70,18 +74,27 @@ typedef struct {
     int strict;                /* 1: a bad file is fatal (--strict-data) */
     tb_out_format format;
     tb_decode_mode decode;     /* 0 (FAST) unless comparing decode paths */
-    /* Host memory for the batch slots; NULL: malloc/free. src/ passes
-     * cudaHostAlloc/cudaFreeHost when the CUDA backend runs. */
-    void *(*host_alloc)(size_t bytes);
-    void (*host_free)(void *p);
+    int gpu_flip;              /* TB_OUT_U8_NHWC only: leave the flip to the consumer: the
+                                  images are rendered unflipped (the same crop boxes and draws)
+                                  and tb_batch.flip[j] says which to mirror (input_u8 op) */
+    /* Host memory for the batch slots (images, labels, flip flags); NULL:
+     * malloc/free. src/ passes the backend's pinned allocation
+     * (cudaHostAlloc) when the CUDA backend runs, so that a slot can be
+     * uploaded asynchronously; ctx is handed back to both. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
+    void *host_ctx;
 } tb_loader_opts;
 
 typedef struct {
     void *images;              /* [n,3,S,S] float32, [n,S,S,3] float32 or uint8, by format */
+    uint8_t *flip;             /* [n] 1: mirror sample j left-right (gpu_flip), else NULL */
     int32_t *labels;           /* [n] */
     int n;                     /* samples in this batch (the last may be short) */
     int64_t step;              /* step within the epoch */
-    double wait_s;             /* how long tb_loader_next blocked for this batch */
+    double wait_s;             /* how long tb_loader_next blocked for this batch (with
+                                  inline_decode: the time spent decoding it) */
+    int slot;                  /* which of the prefetch slots holds it (0..prefetch-1) */
 } tb_batch;
 
 /* Counters since the loader was created. */
@@ -105,6 +118,13 @@ int64_t tb_loader_steps_per_epoch(const tb_loader *ld);
 void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step);
 /* Next batch of this epoch, or NULL when the epoch is over. */
 const tb_batch *tb_loader_next(tb_loader *ld);
+/* The same without blocking: 1 and *b when the next batch is ready, 0 when
+ * it is not yet (always 0 with inline_decode), -1 when the epoch is over.
+ * Several batches may be held at once (at most prefetch); they are handed
+ * out in step order and may be released in any order. */
+int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
+/* Slots in the ring (prefetch). */
+int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
 void tb_loader_destroy(tb_loader *ld);

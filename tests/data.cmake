@@ -51,3 +51,10 @@ foreach(what boxes pixels corpus imagefolder)
     SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "data;python"
     ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")
 endforeach()
+
+# The loader's feed features (issue 15): inline decode (0 workers), the
+# deferred flip with uint8 output, non-blocking try_next, slot allocators.
+add_executable(test_loader_feed test_loader_feed.c)
+target_link_libraries(test_loader_feed PRIVATE tb_data)
+add_test(NAME data_loader_feed COMMAND test_loader_feed)
+set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
