@@ -119,6 +119,7 @@ static void make_model(tb_train_run *r) {
     tb_model_opts mo = tb_model_opts_for(r->prec);
     mo.fuse = !f->no_fuse;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
+    tb_source_feed(r->src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
     tb_train_check_epoch_plan(r);
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);

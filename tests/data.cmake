@@ -58,3 +58,12 @@ add_executable(test_loader_feed test_loader_feed.c)
 target_link_libraries(test_loader_feed PRIVATE tb_data)
 add_test(NAME data_loader_feed COMMAND test_loader_feed)
 set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
+
+# Batches into a model through src/batch_upload (issue 15) on the CPU
+# backend: the uint8 + flip path equals the float transform step for step,
+# pinned and pageable; a slot never goes back while its copy is pending
+# (events held pending, copies deferred until their event is waited for).
+add_executable(test_batch_upload test_batch_upload.c)
+target_link_libraries(test_batch_upload PRIVATE tb_app)
+add_test(NAME feed_upload COMMAND test_batch_upload)
+set_tests_properties(feed_upload PROPERTIES TIMEOUT 300 LABELS "data")
