@@ -67,3 +67,18 @@ add_executable(test_batch_upload test_batch_upload.c)
 target_link_libraries(test_batch_upload PRIVATE tb_app)
 add_test(NAME feed_upload COMMAND test_batch_upload)
 set_tests_properties(feed_upload PROPERTIES TIMEOUT 300 LABELS "data")
+
+# loader-bench --feed on the CPU backend (issue 15): the data-loading table
+# of SEEDS.md section 2 with the device columns marked as not measured; 3
+# thread counts (0 = main thread) x pinned on/off = 6 rows on a small set.
+add_test(NAME feed_cpu_table
+         COMMAND sh -c "rm -rf feed_cpu_data feed_cpu.h5 && \"$0\" mkdata --out feed_cpu_data --classes 4 --per-class 12 --min-side 64 --max-side 96 >/dev/null && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 0,1,2 --prefetch 2 --pinned on,off --steps 2 --warmup 1 --compute-threads 2 --results feed_cpu.h5 | tee feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) ' feed_cpu.txt)\" -eq 6 && grep -q 'GPU columns: not measured' feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +- +- ' feed_cpu.txt)\" -eq 6"
+                 ${TB_BIN})
+set_tests_properties(feed_cpu_table PROPERTIES TIMEOUT 600 LABELS "data" FIXTURES_SETUP feed_cpu)
+if(_tb_data_py)
+  add_test(NAME feed_cpu_results COMMAND ${_tb_data_py} ${TB_TEST_DIR}/check_feed.py feed_cpu.h5 --rows 6)
+else()
+  add_test(NAME feed_cpu_results COMMAND sh -c "echo 'SKIP: feed_cpu_results: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_cpu)
