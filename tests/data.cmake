@@ -82,3 +82,10 @@ else()
 endif()
 set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
                      FIXTURES_REQUIRED feed_cpu)
+
+# --decode gpu's crop + resize: the packed tables and the kernels'
+# arithmetic (run on the host) equal the CPU path's Pillow-exact resize.
+add_executable(test_gpu_resize test_gpu_resize.c)
+target_link_libraries(test_gpu_resize PRIVATE tb_data)
+add_test(NAME feed_gpu_resize_host COMMAND test_gpu_resize)
+set_tests_properties(feed_gpu_resize_host PROPERTIES TIMEOUT 300 LABELS "data")
