@@ -49,12 +49,16 @@ typedef enum { TB_OUT_F32_NCHW, TB_OUT_F32_NHWC, TB_OUT_U8_NHWC } tb_out_format;
  * DCT-scales by 1/8, 1/4 or 1/2 and decodes only the crop; FAST_ALL the same
  * with every libjpeg-turbo factor k/8 (slower: 3..7/8 have no SIMD IDCT);
  * PARTIAL only the crop, at full scale; FULL the whole image (TurboJPEG),
- * the reference for comparisons. */
+ * the reference for comparisons. GPU: nvJPEG on the CUDA device, crop and
+ * resize there too, the CPU path (PARTIAL) for what it does not take
+ * (data/gpu_decode.h); needs TB_OUT_U8_NHWC with gpu_flip, and the batches
+ * are then in device memory (tb_batch.on_device). */
 typedef enum {
     TB_DECODE_FAST = 0,
     TB_DECODE_PARTIAL = 1,
     TB_DECODE_FULL = 2,
     TB_DECODE_FAST_ALL = 3,
+    TB_DECODE_GPU = 4,
 } tb_decode_mode;
 
 typedef struct {
@@ -84,6 +88,11 @@ typedef struct {
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
     void *host_ctx;
+    /* TB_DECODE_GPU: the CUDA device (-1: the creating thread's current
+     * one); tests: the host emulation of the GPU path, and every k-th job
+     * failing in it (data/gpu_decode.h). */
+    int gpu_device;
+    int gpu_emulate, gpu_emulate_fail_every;
 } tb_loader_opts;
 
 typedef struct {
@@ -95,12 +104,17 @@ typedef struct {
     double wait_s;             /* how long tb_loader_next blocked for this batch (with
                                   inline_decode: the time spent decoding it) */
     int slot;                  /* which of the prefetch slots holds it (0..prefetch-1) */
+    int on_device;             /* images is device memory (--decode gpu); flip and labels
+                                  are host memory either way */
 } tb_batch;
 
 /* Counters since the loader was created. */
 typedef struct {
     int64_t images, bytes_read;          /* decoded samples, compressed bytes */
     int64_t skipped;                     /* samples replaced because their file is bad */
+    int64_t gpu_decoded;                 /* --decode gpu: samples decoded and resized on the GPU */
+    int64_t gpu_to_cpu;                  /* --decode gpu: samples the CPU rendered instead (a
+                                            format the GPU path does not take, or nvJPEG failed) */
     double decode_s, resize_s;           /* summed over worker threads; decode_s
                                             includes reading the file */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
@@ -127,6 +141,8 @@ int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
 int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
+/* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
+const char *tb_loader_decoder(const tb_loader *ld);
 void tb_loader_destroy(tb_loader *ld);
 
 #endif

@@ -86,11 +86,12 @@ tb_source *tb_source_loader(const tb_loader_opts *o) {
     tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch);
     TB_ASSERT(o->format == TB_OUT_F32_NCHW);
     s->lo = *o;
+    s->image = o->image_size;
+    s->n = o->ds->n;
+    if (o->decode == TB_DECODE_GPU) return s; /* made by tb_source_feed: uint8 batches on the device */
     char err[512];
     s->ld = tb_loader_create(o, err, sizeof err);
     if (!s->ld) tb_die("%s", err);
-    s->image = o->image_size;
-    s->n = o->ds->n;
     return s;
 }
 
@@ -102,12 +103,15 @@ tb_feed_opts tb_feed_default(const tb_backend *be) {
 
 void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
     tb_feed_opts f = fo ? *fo : tb_feed_default(m->be);
-    if (s->kind != SRC_LOADER || !f.u8) return;
+    if (s->kind != SRC_LOADER) return;
+    if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
+        tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
+    if (!f.u8) return;
     if (s->started || s->up) TB_FATAL("tb_source_feed after the source started");
     if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
         TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the loader makes %dx%d of %d", m->height,
                  m->width, m->max_batch, s->image, s->image, s->batch);
-    tb_loader_destroy(s->ld);
+    tb_loader_destroy(s->ld); /* NULL with --decode gpu */
     s->ld = NULL;
     tb_loader_opts o = s->lo;
     o.format = TB_OUT_U8_NHWC;
@@ -126,7 +130,11 @@ void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
 
 tb_upload *tb_source_upload(tb_source *s) { return s->up; }
 
-static tb_loader *loader_of(const tb_source *s) { return s->up ? tb_upload_loader(s->up) : s->ld; }
+static tb_loader *loader_of(const tb_source *s) {
+    tb_loader *ld = s->up ? tb_upload_loader(s->up) : s->ld;
+    if (!ld) TB_FATAL("a --decode gpu source used before tb_source_feed gave it a device");
+    return ld;
+}
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
 int64_t tb_source_epoch_trained(const tb_source *s) {
@@ -134,8 +142,7 @@ int64_t tb_source_epoch_trained(const tb_source *s) {
 }
 tb_last_batch tb_source_last_batch(const tb_source *s) { return s->last; }
 int64_t tb_source_steps(const tb_source *s) {
-    return s->kind == SRC_LOADER ? tb_loader_steps_per_epoch(loader_of(s))
-                                 : tb_shard_steps(s->n, s->world, s->batch, s->last);
+    return tb_shard_steps(s->n, s->world, s->batch, s->last); /* the loader's rule too (data/shard.h) */
 }
 int tb_source_image_size(const tb_source *s) { return s->image; }
 
@@ -146,7 +153,7 @@ void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
     if (s->up)
         tb_upload_start_epoch(s->up, epoch, first_step);
     else if (s->kind == SRC_LOADER)
-        tb_loader_start_epoch(s->ld, epoch, first_step);
+        tb_loader_start_epoch(loader_of(s), epoch, first_step);
 }
 
 /* Positions [p, p + run) of the epoch's order into batch rows [at, at + run). */
@@ -224,7 +231,7 @@ void tb_source_destroy(tb_source *s) {
         tb_source_release(s);
         if (s->up)
             tb_upload_destroy(s->up); /* waits for its copies, destroys the loader */
-        else
+        else if (s->ld)
             tb_loader_destroy(s->ld);
     }
     if (s->kind == SRC_SYNTHETIC) tb_synthetic_free(&s->syn);

@@ -181,8 +181,9 @@ static tb_loader_opts loader_opts(const tb_dataset *ds, int prefetch) {
 }
 
 /* The float batches of the CPU transform, every step of `epochs` epochs. */
-static float *reference(const tb_dataset *ds, int epochs, int *steps_out, int32_t *labels) {
+static float *reference(const tb_dataset *ds, int epochs, int *steps_out, int32_t *labels, tb_decode_mode mode) {
     tb_loader_opts o = loader_opts(ds, 3);
+    o.decode = mode;
     tb_source *src = tb_source_loader(&o);
     int64_t steps = tb_source_steps(src);
     size_t per = (size_t)BATCH * 3 * S * S;
@@ -215,11 +216,16 @@ typedef struct {
 /* Feeds `epochs` epochs through tb_source_feed and compares each step's
  * input activation and labels with the reference. */
 static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *fo, int prefetch, int hold,
-                        int epochs, const float *ref, const int32_t *ref_labels) {
+                        int epochs, const float *ref, const int32_t *ref_labels, int gpu_emulated) {
     tb_backend *be = m->be;
     feed_result r;
     memset(&r, 0, sizeof r);
     tb_loader_opts o = loader_opts(ds, prefetch);
+    if (gpu_emulated) {
+        o.decode = TB_DECODE_GPU;
+        o.gpu_emulate = 1;
+        o.gpu_emulate_fail_every = 5;
+    }
     tb_source *src = tb_source_loader(&o);
     tb_source_feed(src, m, fo);
     TB_CHECK(tb_source_upload(src) != NULL, "tb_source_feed made no upload");
@@ -279,11 +285,11 @@ int main(void) {
     const int epochs = 2;
     int32_t ref_labels[2 * NFILES + BATCH];
     int steps = 0;
-    float *ref = reference(&ds, epochs, &steps, ref_labels);
+    float *ref = reference(&ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
     TB_CHECK(steps == epochs * ((NFILES + BATCH - 1) / BATCH), "reference: %d steps", steps);
 
     tb_feed_opts pinned = {1, 1}, pageable = {1, 0};
-    feed_result a = feed(m, &ds, &pinned, 3, 0, epochs, ref, ref_labels);
+    feed_result a = feed(m, &ds, &pinned, 3, 0, epochs, ref, ref_labels, 0);
     printf("# pinned, events complete: %d steps, %lld lookahead, %lld slot waits, %lld buffer waits, max held %d\n",
            a.steps, (long long)a.st.lookahead, (long long)a.st.slot_waits, (long long)a.st.buffer_waits,
            a.st.max_held);
@@ -298,14 +304,14 @@ int main(void) {
     TB_CHECK(a.st.buffer_waits > 0, "no copy waited for the input op that read its staging buffer");
     TB_CHECK(a.st.max_held >= 2, "never two slots held (copy of the next batch in flight): max %d", a.st.max_held);
 
-    feed_result b = feed(m, &ds, &pageable, 3, 0, epochs, ref, ref_labels);
+    feed_result b = feed(m, &ds, &pageable, 3, 0, epochs, ref, ref_labels, 0);
     TB_CHECK(b.steps == steps && b.pixel_bad == 0 && b.label_bad == 0 && b.st.lookahead == 0,
              "pageable feed: %d steps, %d values and %d labels differ, lookahead %lld", b.steps, b.pixel_bad,
              b.label_bad, (long long)b.st.lookahead);
 
     long done0 = g_eng.completed;
     for (int prefetch = 2; prefetch <= 4; prefetch++) {
-        feed_result c = feed(m, &ds, &pinned, prefetch, 1, epochs, ref, ref_labels);
+        feed_result c = feed(m, &ds, &pinned, prefetch, 1, epochs, ref, ref_labels, 0);
         printf("# pinned, prefetch %d, events held pending: %lld lookahead, %lld slot waits, %ld forced waits, "
                "%lld released, %lld released pending, %ld copies deferred, %ld read a reused slot\n",
                prefetch, (long long)c.st.lookahead, (long long)c.st.slot_waits, c.forced_waits,
@@ -330,6 +336,25 @@ int main(void) {
              "the deferred copies did not run through the compute stream's waits (%ld completed)",
              g_eng.completed - done0);
 
+    free(ref);
+
+    /* --decode gpu's batches (host emulation of the decoder: "device" memory
+     * is host memory on the CPU backend): no image copy, the input op reads
+     * the loader slot, which goes back only after that op (events held
+     * pending); the input equals the CPU transform with decode partial */
+    ref = reference(&ds, epochs, &steps, ref_labels, TB_DECODE_PARTIAL);
+    for (int hold = 0; hold <= 1; hold++) {
+        feed_result g = feed(m, &ds, &pinned, 3, hold, epochs, ref, ref_labels, 1);
+        printf("# --decode gpu (emulated), events %s: %lld slot waits, %lld released pending\n",
+               hold ? "held pending" : "complete", (long long)g.st.slot_waits, (long long)g.st.released_pending);
+        TB_CHECK(g.steps == steps && g.pixel_bad == 0 && g.label_bad == 0,
+                 "GPU-path feed (hold %d): %d input values and %d labels differ from the CPU transform", hold,
+                 g.pixel_bad, g.label_bad);
+        TB_CHECK(g.st.released_pending == 0 && (!hold || g.st.slot_waits > 0),
+                 "GPU-path feed (hold %d): %lld device slots released before the input op that reads them, %lld "
+                 "waits",
+                 hold, (long long)g.st.released_pending, (long long)g.st.slot_waits);
+    }
     free(ref);
     tb_model_destroy(m);
     be->destroy(be);

@@ -8,7 +8,14 @@
  *   - tb_loader_try_next: never blocks, hands out batches in step order,
  *     several may be held and released in any order;
  *   - the slot allocator callbacks get their context, every allocation is
- *     freed.
+ *     freed;
+ *   - --decode gpu's loader logic on the host emulation of the GPU decoder
+ *     (data/gpu_decode.h): the same batches, bit for bit, as the CPU path
+ *     with decode `partial` (same crop boxes, flips, labels, replacements
+ *     of bad files), with formats the GPU path does not take (progressive)
+ *     rendered by the CPU, and jobs the "GPU" fails going back to the CPU
+ *     path file by file (a corrupt file then replaced as on the CPU path);
+ *   - the routing rule (tb_gpu_decodable) on the fuzz corpus's seeds.
  * Usage: test_loader_feed (JPEGs made here, in a temporary directory). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +23,8 @@
 #include <time.h>
 
 #include "data/dataset.h"
+#include "data/gpu_decode.h"
+#include "data/jpeg.h"
 #include "data/loader.h"
 #include "data/transform.h"
 #include "tests/tb_test.h"
@@ -224,7 +233,118 @@ static void test_allocator(const tb_dataset *ds) {
     TB_CHECK(tb_loader_create(&o, err, sizeof err) == NULL, "host_alloc without host_free accepted");
 }
 
-int main(void) {
+/* The same batches from the emulated GPU path and from the CPU path
+ * (decode partial, flip deferred), workers or inline. */
+static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_decode, int expect_fallback) {
+    tb_loader_opts o = base_opts(ds);
+    o.gpu_flip = 1;
+    o.inline_decode = inline_decode;
+    o.decode = TB_DECODE_PARTIAL;
+    run_out a = run(&o, 2);
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    o.gpu_emulate_fail_every = fail_every;
+    tb_loader *ld = make(&o);
+    TB_CHECK(strstr(tb_loader_decoder(ld), "emulation") != NULL, "decoder: %s", tb_loader_decoder(ld));
+    tb_loader_destroy(ld);
+    run_out b = run(&o, 2);
+    TB_CHECK(a.n == b.n && a.n == 60, "samples: CPU %d, GPU path %d", a.n, b.n);
+    int img_bad = 0;
+    for (int i = 0; i < a.n; i++)
+        if (memcmp(a.img + (size_t)i * S * S * 3, b.img + (size_t)i * S * S * 3, S * S * 3) != 0) {
+            int d = 0, mx = 0;
+            for (int q = 0; q < S * S * 3; q++) {
+                int e = abs(a.img[(size_t)i * S * S * 3 + q] - b.img[(size_t)i * S * S * 3 + q]);
+                d += e != 0;
+                mx = e > mx ? e : mx;
+            }
+            if (img_bad++ < 3) printf("  sample %d (label %d): %d values differ, max %d\n", i, a.labels[i], d, mx);
+        }
+    int lab_bad = memcmp(a.labels, b.labels, 4 * (size_t)a.n) != 0, flip_bad = memcmp(a.flip, b.flip, (size_t)a.n) != 0;
+    TB_CHECK(!img_bad && !lab_bad && !flip_bad,
+             "GPU path (emulated, fail every %d, inline %d) differs from the CPU path: images %d labels %d flips %d",
+             fail_every, inline_decode, img_bad, lab_bad, flip_bad);
+    TB_CHECK(a.skipped == b.skipped, "skipped: CPU %lld, GPU path %lld", (long long)a.skipped, (long long)b.skipped);
+    /* the counters say which way the samples went */
+    o.gpu_emulate_fail_every = fail_every;
+    ld = make(&o);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *bt;
+    int on_device = 1;
+    while ((bt = tb_loader_next(ld)) != NULL) {
+        on_device &= bt->on_device;
+        tb_loader_release(ld, bt);
+    }
+    tb_loader_stats st;
+    tb_loader_get_stats(ld, &st);
+    tb_loader_destroy(ld);
+    printf("# GPU path (emulated, fail every %d, inline %d): %lld decoded by the \"GPU\", %lld by the CPU instead, "
+           "%lld skipped\n",
+           fail_every, inline_decode, (long long)st.gpu_decoded, (long long)st.gpu_to_cpu, (long long)st.skipped);
+    TB_CHECK(on_device, "a GPU-path batch not marked on_device");
+    TB_CHECK(st.gpu_decoded > 10 && st.gpu_to_cpu >= expect_fallback,
+             "GPU decoded %lld, CPU instead %lld (want > 10 and >= %d)", (long long)st.gpu_decoded,
+             (long long)st.gpu_to_cpu, expect_fallback);
+    TB_CHECK(st.images == 30, "images %lld for an epoch of 30 (5 bad files replaced)", (long long)st.images);
+    run_free(&a);
+    run_free(&b);
+}
+
+/* tb_gpu_decodable on the fuzz corpus: baseline 8-bit gray/YCbCr in
+ * 4:4:4, 4:2:2, 4:2:0, 4:4:0 go to the GPU; progressive, arithmetic, CMYK,
+ * YCCK, RGB-coded and 4:1:1 to the CPU; a file that fails the header check
+ * never gets that far. */
+static void test_routing(const char *corpus) {
+    struct {
+        const char *seed;
+        int gpu; /* 1 GPU, 0 CPU, -1 bad header */
+    } want[] = {
+        {"ok-rgb420-fast-eval.bin", 1},       {"ok-rgb422-full-eval.bin", 1},
+        {"ok-rgb444-partial-train.bin", 1},   {"ok-s440-fast-train.bin", 1},
+        {"ok-restart-partial-train.bin", 1},  {"ok-gray-fastall-train.bin", 1},
+        {"ok-s411-partial-eval.bin", 0},      {"ok-progressive-fastall-eval.bin", 0},
+        {"ok-arithmetic-fast-eval.bin", 0},   {"ok-cmyk-fast-train.bin", 0},
+        {"ok-ycck-partial-eval.bin", 0},      {"ok-rgbcolorspace-full-eval.bin", 0},
+        {"ok-progressive-arith-restart.bin", 0}, {"bad-empty.bin", -1},
+        {"bad-not-jpeg.bin", -1},             {"bad-truncated.bin", -1},
+        {"bad-precision12.bin", -1},          {"bad-lossless-sof3.bin", -1},
+    };
+    tb_jpeg *j = tb_jpeg_create();
+    int wrong = 0, seen = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", corpus, want[i].seed);
+        FILE *f = fopen(p, "rb");
+        if (!f) {
+            printf("FAIL: missing corpus seed %s\n", p);
+            wrong++;
+            continue;
+        }
+        static uint8_t buf[1 << 20];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        /* fuzz_jpeg's input: a 32-byte control block, then the file */
+        int w, h, got;
+        if (n < 32 || tb_jpeg_header(j, buf + 32, n - 32, &w, &h) != 0) {
+            got = -1;
+        } else {
+            tb_jpeg_format fm;
+            tb_jpeg_header_format(j, &fm);
+            char why[128] = "";
+            got = tb_gpu_decodable(&fm, why, sizeof why);
+        }
+        seen++;
+        if (got != want[i].gpu) {
+            printf("  %s: routed %d, want %d\n", want[i].seed, got, want[i].gpu);
+            wrong++;
+        }
+    }
+    tb_jpeg_destroy(j);
+    TB_CHECK(wrong == 0 && seen == (int)(sizeof want / sizeof want[0]), "%d of %d corpus seeds routed wrongly", wrong,
+             seen);
+}
+
+int main(int argc, char **argv) {
     tbj_init();
     tbj_make_list("feed.txt", "feed", 30, 7, 5); /* 4 bad files, some progressive */
     tb_dataset ds;
@@ -238,6 +358,25 @@ int main(void) {
     test_try_next(&ds);
     test_allocator(&ds);
     tb_dataset_close(&ds);
+
+    /* the GPU path's set: 4 not-JPEG files, one corrupt inside (its end
+     * marker kept: bad for libjpeg, and so for the emulated GPU decoder),
+     * progressive files the GPU path leaves to the CPU */
+    tbj_make_list("gpu.txt", "gpu", 30, 7, 5);
+    unsigned long len;
+    unsigned char *jp = tbj_make(64, 48, TJSAMP_420, 0, 99, &len);
+    memcpy(jp + len * 6 / 10, "\xff\xd9", 2); /* the scan cut short: corrupt data, then EOI */
+    tbj_write_bytes(tbj_path("gpu/s010.jpg"), jp, len * 6 / 10 + 2);
+    tjFree(jp);
+    if (tb_dataset_open(tbj_path("gpu.txt"), &ds, err, sizeof err) != 0) {
+        printf("FAIL: open list: %s\n", err);
+        return 1;
+    }
+    test_gpu_emulated(&ds, 0, 0, 6);
+    test_gpu_emulated(&ds, 3, 0, 12);
+    test_gpu_emulated(&ds, 4, 1, 10);
+    tb_dataset_close(&ds);
+    if (argc > 1) test_routing(argv[1]);
     tbj_cleanup();
     return tb_test_exit("test_loader_feed");
 }
