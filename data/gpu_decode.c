@@ -70,6 +70,11 @@ static void emu_release(void *impl, void *p) {
 }
 
 /* Grows *p to hold need bytes, keeping what it holds. */
+static void emu_download(void *impl, void *host, const void *dev, size_t bytes) {
+    (void)impl;
+    memcpy(host, dev, bytes);
+}
+
 static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
     if (need > *cap) {
         size_t c = need + need / 2;
@@ -127,7 +132,8 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
     tb_rs_run_host(e->desc, ok, tab, S, e->src, tmp, dev_images);
 }
 
-static const tb_gpu_decoder_ops k_emu_ops = {emu_destroy, emu_describe, emu_alloc, emu_release, emu_decode};
+static const tb_gpu_decoder_ops k_emu_ops = {emu_destroy, emu_describe, emu_alloc, emu_release, emu_download,
+                                             emu_decode};
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
@@ -163,6 +169,9 @@ void tb_gpu_decoder_destroy(tb_gpu_decoder *d) {
 const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d) { return d->ops->describe(d->impl); }
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes) { return d->ops->alloc(d->impl, bytes); }
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p) { d->ops->release(d->impl, p); }
+void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, size_t bytes) {
+    d->ops->download(d->impl, host, dev, bytes);
+}
 
 void tb_gpu_decode_batch(tb_gpu_decoder *d, tb_gpu_job *jobs, int n, uint8_t *dev_images,
                          const uint8_t *host_images, const int *host_rows, int nh) {

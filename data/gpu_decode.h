@@ -71,6 +71,8 @@ const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d);
 /* Device memory (freed with tb_gpu_decoder_free), NULL when out of memory. */
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes);
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p);
+/* Device to host, waiting for it (tools and tests: tests/tb_data_probe). */
+void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, size_t bytes);
 
 /* One batch into dev_images [max_batch][S][S][3] (uint8 RGB): the jobs,
  * decoded and resized into their rows, and the rows host_rows[0..nh) of
@@ -89,6 +91,7 @@ typedef struct {
     const char *(*describe)(const void *impl);
     void *(*alloc)(void *impl, size_t bytes);
     void (*release)(void *impl, void *p);
+    void (*download)(void *impl, void *host, const void *dev, size_t bytes);
     void (*decode)(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
                    const int *host_rows, int nh);
 } tb_gpu_decoder_ops;

@@ -33,12 +33,13 @@ typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;
     int64_t skipped, images;
     tb_loader_stats st;
+    char decoder[256];
 } bench_row;
 
 /* One timed run: `warmup` batches, then `batches` timed ones; epochs roll
  * over as needed. */
 static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int epoch0) {
-    char err[256];
+    char err[768];
     tb_loader *ld = tb_loader_create(lo, err, sizeof err);
     if (!ld) tb_die("loader-bench: %s", err);
     int64_t epoch = epoch0;
@@ -66,9 +67,10 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     }
     double dt = tb_now() - t0;
     tb_loader_get_stats(ld, &s1);
-    tb_loader_destroy(ld);
     bench_row r;
     memset(&r, 0, sizeof r);
+    snprintf(r.decoder, sizeof r.decoder, "%s", tb_loader_decoder(ld));
+    tb_loader_destroy(ld);
     int64_t done = s1.images - s0.images > 0 ? s1.images - s0.images : 1;
     r.images = images;
     r.img_s = (double)images / dt;
@@ -121,6 +123,7 @@ static tb_decode_mode decode_mode(const char *d) {
     return strcmp(d, "partial") == 0    ? TB_DECODE_PARTIAL
            : strcmp(d, "full") == 0     ? TB_DECODE_FULL
            : strcmp(d, "fast-all") == 0 ? TB_DECODE_FAST_ALL
+           : strcmp(d, "gpu") == 0      ? TB_DECODE_GPU
                                         : TB_DECODE_FAST;
 }
 
@@ -161,8 +164,8 @@ static int cmd_feed(int argc, char **argv) {
         {.name = "model", .kind = TB_OPT_STRING, .dst = model, .help = "resnet18 .. resnet152"},
         {.name = "precision", .kind = TB_OPT_CHOICE, .dst = precision, .choices = "auto|fp32|tf32|bf16|fp16",
          .help = "compute precision (auto: bf16 on CUDA, fp32 on the CPU)"},
-        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full",
-         .help = "how much of each JPEG the CPU decodes"},
+        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full|gpu",
+         .help = "how much of each JPEG the CPU decodes; gpu: nvJPEG on the device (CUDA backend)"},
         {.name = "lr", .kind = TB_OPT_DOUBLE, .dst = &lr, .min = 0, .max = 100, .help = "SGD learning rate"},
         {.name = "seed", .kind = TB_OPT_INT, .dst = &seed, .max = 2147483647, .help = "init, shuffle, augmentation"},
         {.name = "compute-threads", .kind = TB_OPT_INT, .dst = &compute_threads, .max = 4096,
@@ -204,6 +207,9 @@ static int cmd_feed(int argc, char **argv) {
     if (prec_auto) prec = tb_precision_default(be);
     if (prec == TB_PREC_TF32 && strcmp(be->name, "cuda") != 0)
         tb_die("loader-bench --feed: --precision tf32 needs the CUDA backend; use fp32 on %s", be->name);
+    if (decode_mode(decode) == TB_DECODE_GPU && strcmp(be->name, "cuda") != 0)
+        tb_die("loader-bench --feed: --decode gpu decodes on the GPU the model trains on: it needs the CUDA backend "
+               "(this run: %s)", be->name);
     tb_resnet_config cfg;
     if (tb_resnet_config_init(&cfg, model, ds.classes) != 0)
         tb_die("loader-bench --feed: unknown --model '%s'; known: %s", model, tb_resnet_known_names());
@@ -240,7 +246,8 @@ static int cmd_feed(int argc, char **argv) {
     tb_table tab;
     tb_table_init(&tab, "feed",
                   "threads:i,prefetch:i,pinned:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
-                  "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i");
+                  "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,"
+                  "gpu_to_cpu:i");
     printf("# %7s %8s %6s %9s %9s %7s %7s %9s %9s %8s %10s %7s %7s\n", "threads", "prefetch", "pinned", "img/s",
            "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "dec_ms/img", "ahead%", "skipped");
     for (int i = 0; i < nt; i++)
@@ -254,11 +261,15 @@ static int cmd_feed(int argc, char **argv) {
                        num_or_dash(u, sizeof u, r.gpu_util_pct, 1), num_or_dash(id, sizeof id, r.gpu_idle_pct, 1),
                        num_or_dash(sa, sizeof sa, r.sm_active_pct, 1), r.decode_ms_per_img, r.lookahead_pct,
                        (long long)r.skipped);
+                if (fs.decode == TB_DECODE_GPU)
+                    printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead\n", r.decoder,
+                           (long long)r.gpu_decoded, (long long)r.gpu_to_cpu);
                 fflush(stdout);
-                double row[15] = {c.threads,       c.prefetch,      c.pinned,          r.img_per_s,
-                                  r.ms_per_batch,  r.wait_pct,      r.h2d_ms,          r.step_ms,
-                                  r.gpu_util_pct,  r.gpu_idle_pct,  r.sm_active_pct,   r.decode_ms_per_img,
-                                  r.lookahead_pct, (double)r.images, (double)r.skipped};
+                double row[17] = {c.threads,       c.prefetch,      c.pinned,           r.img_per_s,
+                                  r.ms_per_batch,  r.wait_pct,      r.h2d_ms,           r.step_ms,
+                                  r.gpu_util_pct,  r.gpu_idle_pct,  r.sm_active_pct,    r.decode_ms_per_img,
+                                  r.lookahead_pct, (double)r.images, (double)r.skipped, (double)r.gpu_decoded,
+                                  (double)r.gpu_to_cpu};
                 tb_table_row(&tab, row, NULL);
             }
     printf("# threads 0: the main thread decodes; wait%%: share of the wall time the step waited for its batch; "
@@ -339,8 +350,8 @@ int tb_cmd_loader_bench(int argc, char **argv) {
          .help = "batch slots in the ring"},
         {.name = "format", .kind = TB_OPT_CHOICE, .dst = format, .choices = "f32-nchw|f32-nhwc|u8-nhwc",
          .help = "output layout"},
-        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full",
-         .help = "fast: crop at DCT scale 1/2..1/8; fast-all: any k/8; partial: crop; full: all"},
+        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full|gpu",
+         .help = "fast: crop at DCT scale 1/2..1/8; fast-all: any k/8; partial: crop; full: all; gpu: nvJPEG"},
         {.name = "seed", .kind = TB_OPT_INT, .dst = &seed, .max = 2147483647,
          .help = "shuffle and augmentation seed"},
         {.name = "strict-data", .kind = TB_OPT_FLAG, .dst = &strict, .help = "a bad file ends the run"},
@@ -396,6 +407,12 @@ int tb_cmd_loader_bench(int argc, char **argv) {
                 : strcmp(format, "u8-nhwc") == 0 ? TB_OUT_U8_NHWC
                                                   : TB_OUT_F32_NCHW;
     lo.decode = decode_mode(decode);
+    lo.gpu_device = -1;
+    if (lo.decode == TB_DECODE_GPU) { /* uint8 rows on the device, the flip left to the consumer */
+        lo.format = TB_OUT_U8_NHWC;
+        lo.gpu_flip = 1;
+        snprintf(format, sizeof format, "u8-nhwc");
+    }
     printf("# loader-bench: %s %d, batch %d, %s, decode %s, prefetch %d, shard %d/%d, %d+%d batches, best of %d, "
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
@@ -420,6 +437,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
                best.img_s / tlist[i], best.mb_s, best.ms_batch, best.decode_ms, best.resize_ms, best.wait_ms,
                (long long)best.skipped);
         for (int k = 0; k < 3 && best.st.first_bad[k][0]; k++) printf("#   skipped %s\n", best.st.first_bad[k]);
+        if (lo.decode == TB_DECODE_GPU)
+            printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started)\n",
+                   best.decoder, (long long)best.st.gpu_decoded, (long long)best.st.gpu_to_cpu);
         fflush(stdout);
         double row[9] = {tlist[i], best.img_s, best.img_s / tlist[i], best.mb_s, best.ms_batch,
                          best.decode_ms, best.resize_ms, best.wait_ms, (double)best.skipped};

@@ -80,6 +80,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     }
     tb_source_stats(src, &s1);
     tb_upload_stats_get(tb_source_upload(src), &u1);
+    snprintf(r.decoder, sizeof r.decoder, "%s", tb_loader_decoder(tb_upload_loader(tb_source_upload(src))));
     tb_source_destroy(src);
     int64_t decoded = s1.images - s0.images;
     r.images = images;
@@ -92,6 +93,8 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     int64_t batches = u1.batches - u0.batches;
     r.lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - u0.lookahead) / (double)batches : 0;
     r.skipped = s1.skipped;
+    r.gpu_decoded = s1.gpu_decoded - s0.gpu_decoded;
+    r.gpu_to_cpu = s1.gpu_to_cpu - s0.gpu_to_cpu;
     r.slot_waits = u1.slot_waits - u0.slot_waits;
     return r;
 }

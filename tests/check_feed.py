@@ -16,7 +16,8 @@ except ImportError as e:
     sys.exit(77)
 
 COLS = ["threads", "prefetch", "pinned", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
-        "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped"]
+        "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
+        "gpu_to_cpu"]
 ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",
          "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps"]
 

@@ -15,8 +15,15 @@
  *      would then hold another batch's pixels. The upload must instead wait
  *      (forced waits counted) and report no release with a pending guard.
  *   3. Each staging buffer's next copy waits for the input op that read it.
+ *   4. --decode gpu's device slots (host emulation of the decoder): the
+ *      input op reads the slot, which goes back only after it.
  *
- * Usage: test_batch_upload (JPEGs made here, in a temporary directory). */
+ * `test_batch_upload cuda` (label gpu, ctest feed_upload_cuda): 1 on the
+ * CUDA backend, real pinned memory, copy stream and events, exact against
+ * the CPU transform; and --decode gpu with nvJPEG when the build has it:
+ * labels exact, pixels within 30 dB PSNR of the CPU path (uncalibrated).
+ *
+ * Usage: test_batch_upload [cuda] (JPEGs made here, in a temporary directory). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +31,7 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
+#include "data/gpu_decode.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/batch_source.h"
@@ -206,8 +214,12 @@ static float *reference(const tb_dataset *ds, int epochs, int *steps_out, int32_
 
 static void sleep_ms(int ms) { nanosleep(&(struct timespec){0, ms * 1000000L}, NULL); }
 
+static int g_cpu = 1; /* the CPU backend with the slow copy engine; 0: CUDA */
+
 typedef struct {
     int steps, pixel_bad, label_bad, n_bad, left;
+    double sq_err_u8;       /* sum of squared differences in 0..255 units */
+    long values;
     long changed;
     tb_upload_stats st;
     long forced_waits;
@@ -221,17 +233,19 @@ static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *f
     feed_result r;
     memset(&r, 0, sizeof r);
     tb_loader_opts o = loader_opts(ds, prefetch);
-    if (gpu_emulated) {
+    if (gpu_emulated) { /* 1: the host emulation of the decoder; 2: nvJPEG */
         o.decode = TB_DECODE_GPU;
-        o.gpu_emulate = 1;
-        o.gpu_emulate_fail_every = 5;
+        o.gpu_device = -1;
+        o.gpu_emulate = gpu_emulated == 1;
+        o.gpu_emulate_fail_every = gpu_emulated == 1 ? 5 : 0;
     }
     tb_source *src = tb_source_loader(&o);
     tb_source_feed(src, m, fo);
     TB_CHECK(tb_source_upload(src) != NULL, "tb_source_feed made no upload");
-    long fw0 = tb_cpu_event_forced_waits(be);
-    tb_cpu_event_hold(be, hold);
+    long fw0 = g_cpu ? tb_cpu_event_forced_waits(be) : 0;
+    if (g_cpu) tb_cpu_event_hold(be, hold);
     g_eng.defer = hold;
+    float *got = malloc((size_t)BATCH * 3 * S * S * sizeof *got);
     size_t per = (size_t)BATCH * 3 * S * S;
     int32_t labels[BATCH];
     for (int e = 0; e < epochs; e++) {
@@ -242,8 +256,14 @@ static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *f
             if (b.n > 0) {
                 tb_batch_upload_apply(m, &b);
                 tb_tensor x = tb_graph_act(&m->g, m->g.input, b.n);
-                const float *got = x.data, *want = ref + (size_t)r.steps * per;
-                for (size_t i = 0; i < (size_t)b.n * 3 * S * S; i++) r.pixel_bad += got[i] != want[i];
+                be->copy_d2h(be, got, x.data, (size_t)b.n * 3 * S * S * sizeof *got);
+                const float *want = ref + (size_t)r.steps * per;
+                for (size_t i = 0; i < (size_t)b.n * 3 * S * S; i++) {
+                    r.pixel_bad += got[i] != want[i];
+                    double d = (double)(got[i] - want[i]) * tb_imagenet_std[(i / ((size_t)S * S)) % 3] * 255.0;
+                    r.sq_err_u8 += d * d;
+                    r.values++;
+                }
                 be->copy_d2h(be, labels, m->labels, (size_t)b.n * sizeof(int32_t));
                 for (int j = 0; j < b.n; j++) r.label_bad += labels[j] != ref_labels[(size_t)r.steps * BATCH + j];
             }
@@ -261,13 +281,70 @@ static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *f
     }
     r.changed = g_eng.changed;
     g_eng.changed = 0;
-    tb_cpu_event_hold(be, 0);
+    if (g_cpu) tb_cpu_event_hold(be, 0);
     g_eng.defer = 0;
-    r.forced_waits = tb_cpu_event_forced_waits(be) - fw0;
+    free(got);
+    r.forced_waits = g_cpu ? tb_cpu_event_forced_waits(be) - fw0 : 0;
     return r;
 }
 
-int main(void) {
+/* The CUDA half (label gpu): real pinned memory, copy stream and events. */
+static int main_cuda(const tb_dataset *ds) {
+    char err[512];
+    tb_backend_opts bo;
+    memset(&bo, 0, sizeof bo);
+    tb_backend *be = tb_backend_create("cuda", &bo, err, sizeof err);
+    if (!be) {
+        printf("SKIP: %s\n", err);
+        return 77;
+    }
+    g_cpu = 0;
+    printf("# %s: %s\n", be->name, be->device);
+    tb_resnet_config cfg;
+    TB_ASSERT(tb_resnet_config_init(&cfg, "resnet18", NFILES) == 0);
+    tb_model_opts mo = tb_model_default_opts(); /* float32 NCHW input: read back exactly */
+    tb_model *m = tb_model_create(&cfg, be, BATCH, S, S, &mo);
+    const int epochs = 2;
+    int32_t ref_labels[2 * NFILES + BATCH];
+    int steps = 0;
+    float *ref = reference(ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
+    tb_feed_opts pinned = {1, 1}, pageable = {1, 0};
+    for (int prefetch = 2; prefetch <= 4; prefetch += 2) {
+        feed_result a = feed(m, ds, &pinned, prefetch, 0, epochs, ref, ref_labels, 0);
+        printf("# cuda pinned, prefetch %d: %lld lookahead, %lld slot waits, %lld released pending\n", prefetch,
+               (long long)a.st.lookahead, (long long)a.st.slot_waits, (long long)a.st.released_pending);
+        TB_CHECK(a.steps == steps && a.pixel_bad == 0 && a.label_bad == 0 && a.st.released_pending == 0,
+                 "cuda pinned feed, prefetch %d: %d input values and %d labels differ, %lld released pending",
+                 prefetch, a.pixel_bad, a.label_bad, (long long)a.st.released_pending);
+    }
+    feed_result b = feed(m, ds, &pageable, 3, 0, epochs, ref, ref_labels, 0);
+    TB_CHECK(b.steps == steps && b.pixel_bad == 0 && b.label_bad == 0, "cuda pageable feed: %d values, %d labels differ",
+             b.pixel_bad, b.label_bad);
+    free(ref);
+    /* --decode gpu with nvJPEG, when this build has it */
+    tb_gpu_decoder_opts go = {-1, BATCH, S, 0, 0};
+    tb_gpu_decoder *d = tb_gpu_decoder_create(&go, err, sizeof err);
+    if (!d) {
+        printf("# --decode gpu not checked: %s\n", err);
+    } else {
+        printf("# %s\n", tb_gpu_decoder_describe(d));
+        tb_gpu_decoder_destroy(d);
+        ref = reference(ds, epochs, &steps, ref_labels, TB_DECODE_PARTIAL);
+        feed_result g = feed(m, ds, &pinned, 3, 0, epochs, ref, ref_labels, 2);
+        double psnr = g.sq_err_u8 > 0 ? 10 * log10(255.0 * 255.0 / (g.sq_err_u8 / (double)g.values)) : 999;
+        printf("# --decode gpu feed: %d steps, %d labels differ, %d of %ld values differ, PSNR %.2f dB\n", g.steps,
+               g.label_bad, g.pixel_bad, g.values, psnr);
+        TB_CHECK(g.steps == steps && g.label_bad == 0 && psnr >= 30.0 && g.st.released_pending == 0,
+                 "--decode gpu feed: %d labels differ, PSNR %.2f dB against the CPU path (want >= 30)", g.label_bad,
+                 psnr);
+        free(ref);
+    }
+    tb_model_destroy(m);
+    be->destroy(be);
+    return -1;
+}
+
+int main(int argc, char **argv) {
     tbj_init();
     tbj_make_list("up.txt", "up", NFILES, 9, 4); /* bad files 8, 17, 26; some progressive */
     tb_dataset ds;
@@ -275,6 +352,12 @@ int main(void) {
     if (tb_dataset_open(tbj_path("up.txt"), &ds, err, sizeof err) != 0) {
         printf("FAIL: open list: %s\n", err);
         return 1;
+    }
+    if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
+        int rc = main_cuda(&ds);
+        tb_dataset_close(&ds);
+        tbj_cleanup();
+        return rc >= 0 ? rc : tb_test_exit("test_batch_upload cuda");
     }
     tb_backend *be = make_backend();
     tb_resnet_config cfg;
