@@ -127,6 +127,33 @@ static tb_decode_mode decode_mode(const char *d) {
                                         : TB_DECODE_FAST;
 }
 
+/* --rows "T:P:on|off[:decode],...": explicit rows instead of the product of
+ * --threads, --prefetch and --pinned; returns how many, -1 when malformed. */
+static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char item[64];
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item || n == max) return -1;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p += len + (p[len] == ',');
+        int t, pf, used = 0;
+        char pin[8] = "", mode[16] = "";
+        int got = sscanf(item, "%d:%d:%7[a-z]%n:%15[a-z-]%n", &t, &pf, pin, &used, mode, &used);
+        if (got < 3 || item[used] != '\0' || t < 0 || t > 1024 || pf < 2 || pf > 1024) return -1;
+        if (strcmp(pin, "on") != 0 && strcmp(pin, "off") != 0) return -1;
+        if (got == 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
+            strcmp(mode, "full") != 0 && strcmp(mode, "gpu") != 0)
+            return -1;
+        rows[n] = (tb_feed_config){t, pf, strcmp(pin, "on") == 0};
+        dec[n] = got == 4 ? decode_mode(mode) : def;
+        n++;
+    }
+    return n;
+}
+
 /* "12.3" or "-" for a value not measured (NaN). */
 static const char *num_or_dash(char *buf, size_t len, double v, int prec) {
     if (isnan(v)) snprintf(buf, len, "-");
@@ -145,6 +172,7 @@ static int cmd_feed(int argc, char **argv) {
     char data[TB_OPT_STR_MAX] = "", threads_s[TB_OPT_STR_MAX] = "0,1,2,4,8,16", prefetch_s[TB_OPT_STR_MAX] = "2,4";
     char pinned_s[TB_OPT_STR_MAX] = "on,off", backend[TB_OPT_STR_MAX] = "auto", model[TB_OPT_STR_MAX] = "resnet50";
     char precision[TB_OPT_STR_MAX] = "auto", decode[TB_OPT_STR_MAX] = "fast", results[TB_OPT_STR_MAX] = "";
+    char rows_s[TB_OPT_STR_MAX] = "";
     int feed = 0, batch = 64, size = 224, steps = 20, warmup = 3, seed = 1, compute_threads = 0, strict = 0;
     double lr = 0.01;
     const tb_opt opts[] = {
@@ -155,6 +183,8 @@ static int cmd_feed(int argc, char **argv) {
         {.name = "prefetch", .kind = TB_OPT_STRING, .dst = prefetch_s, .help = "batch slots per row, a list (each >= 2)"},
         {.name = "pinned", .kind = TB_OPT_STRING, .dst = pinned_s,
          .help = "on,off: slots in pinned memory with asynchronous copies, or pageable"},
+        {.name = "rows", .kind = TB_OPT_STRING, .dst = rows_s,
+         .help = "explicit rows THREADS:PREFETCH:on|off[:DECODE],... instead of the product of the three lists"},
         {.name = "batch-size", .kind = TB_OPT_INT, .dst = &batch, .min = 1, .max = 1 << 16, .help = "samples per step"},
         {.name = "image-size", .kind = TB_OPT_INT, .dst = &size, .min = 32, .max = 8192, .help = "training side S"},
         {.name = "steps", .kind = TB_OPT_INT, .dst = &steps, .min = 1, .max = 1 << 30, .help = "timed steps per row"},
@@ -184,6 +214,25 @@ static int cmd_feed(int argc, char **argv) {
     if (nt <= 0) tb_die("loader-bench --feed: --threads expects a list like 0,1,2,4 (each 0..1024), got '%s'", threads_s);
     if (np <= 0) tb_die("loader-bench --feed: --prefetch expects a list like 2,4 (each 2..1024), got '%s'", prefetch_s);
     if (nn <= 0) tb_die("loader-bench --feed: --pinned expects on, off or on,off, got '%s'", pinned_s);
+    tb_feed_config rowv[256];
+    tb_decode_mode rowd[256];
+    int nrows = 0;
+    if (rows_s[0]) {
+        nrows = parse_rows(rows_s, rowv, rowd, decode_mode(decode), 256);
+        if (nrows <= 0)
+            tb_die("loader-bench --feed: --rows expects THREADS:PREFETCH:on|off[:DECODE],... (prefetch >= 2; decode "
+                   "fast|fast-all|partial|full|gpu), got '%s'",
+                   rows_s);
+    } else {
+        for (int i = 0; i < nt; i++)
+            for (int j = 0; j < np; j++)
+                for (int k = 0; k < nn && nrows < 256; k++) {
+                    rowv[nrows] = (tb_feed_config){tl[i], pl[j], nl[k]};
+                    rowd[nrows++] = decode_mode(decode);
+                }
+    }
+    int any_gpu = 0;
+    for (int i = 0; i < nrows; i++) any_gpu |= rowd[i] == TB_DECODE_GPU;
 
     tb_comm_info info;
     tb_comm_init(&argc, &argv, &info);
@@ -207,7 +256,7 @@ static int cmd_feed(int argc, char **argv) {
     if (prec_auto) prec = tb_precision_default(be);
     if (prec == TB_PREC_TF32 && strcmp(be->name, "cuda") != 0)
         tb_die("loader-bench --feed: --precision tf32 needs the CUDA backend; use fp32 on %s", be->name);
-    if (decode_mode(decode) == TB_DECODE_GPU && strcmp(be->name, "cuda") != 0)
+    if (any_gpu && strcmp(be->name, "cuda") != 0)
         tb_die("loader-bench --feed: --decode gpu decodes on the GPU the model trains on: it needs the CUDA backend "
                "(this run: %s)", be->name);
     tb_resnet_config cfg;
@@ -245,35 +294,36 @@ static int cmd_feed(int argc, char **argv) {
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
     tb_table_init(&tab, "feed",
-                  "threads:i,prefetch:i,pinned:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
+                  "threads:i,prefetch:i,pinned:i,gpu_decode:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
                   "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,"
                   "gpu_to_cpu:i");
-    printf("# %7s %8s %6s %9s %9s %7s %7s %9s %9s %8s %10s %7s %7s\n", "threads", "prefetch", "pinned", "img/s",
-           "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "dec_ms/img", "ahead%", "skipped");
-    for (int i = 0; i < nt; i++)
-        for (int j = 0; j < np; j++)
-            for (int k = 0; k < nn; k++) {
-                tb_feed_config c = {tl[i], pl[j], nl[k]};
-                tb_feed_row r = tb_feed_measure(&fs, &c);
-                char u[32], id[32], sa[32];
-                printf("  %7d %8d %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %10.3f %7.0f %7lld\n", c.threads,
-                       c.prefetch, c.pinned ? "on" : "off", r.img_per_s, r.ms_per_batch, r.wait_pct, r.h2d_ms,
-                       num_or_dash(u, sizeof u, r.gpu_util_pct, 1), num_or_dash(id, sizeof id, r.gpu_idle_pct, 1),
-                       num_or_dash(sa, sizeof sa, r.sm_active_pct, 1), r.decode_ms_per_img, r.lookahead_pct,
-                       (long long)r.skipped);
-                if (fs.decode == TB_DECODE_GPU)
-                    printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead\n", r.decoder,
-                           (long long)r.gpu_decoded, (long long)r.gpu_to_cpu);
-                fflush(stdout);
-                double row[17] = {c.threads,       c.prefetch,      c.pinned,           r.img_per_s,
-                                  r.ms_per_batch,  r.wait_pct,      r.h2d_ms,           r.step_ms,
-                                  r.gpu_util_pct,  r.gpu_idle_pct,  r.sm_active_pct,    r.decode_ms_per_img,
-                                  r.lookahead_pct, (double)r.images, (double)r.skipped, (double)r.gpu_decoded,
-                                  (double)r.gpu_to_cpu};
-                tb_table_row(&tab, row, NULL);
-            }
-    printf("# threads 0: the main thread decodes; wait%%: share of the wall time the step waited for its batch; "
-           "ahead%%: batches whose copy overlapped the step before\n");
+    printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %10s %7s %7s\n", "threads", "prefetch", "pinned", "decode",
+           "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "dec_ms/img", "ahead%",
+           "skipped");
+    for (int i = 0; i < nrows; i++) {
+        tb_feed_config c = rowv[i];
+        fs.decode = rowd[i];
+        tb_feed_row r = tb_feed_measure(&fs, &c);
+        char u[32], id[32], sa[32];
+        printf("  %7d %8d %6s %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %10.3f %7.0f %7lld\n", c.threads, c.prefetch,
+               c.pinned ? "on" : "off", rowd[i] == TB_DECODE_GPU ? "gpu" : "cpu", r.img_per_s, r.ms_per_batch,
+               r.wait_pct, r.h2d_ms, num_or_dash(u, sizeof u, r.gpu_util_pct, 1),
+               num_or_dash(id, sizeof id, r.gpu_idle_pct, 1), num_or_dash(sa, sizeof sa, r.sm_active_pct, 1),
+               r.decode_ms_per_img, r.lookahead_pct, (long long)r.skipped);
+        if (rowd[i] == TB_DECODE_GPU)
+            printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead\n", r.decoder,
+                   (long long)r.gpu_decoded, (long long)r.gpu_to_cpu);
+        fflush(stdout);
+        double row[18] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
+                          r.img_per_s,     r.ms_per_batch,  r.wait_pct,         r.h2d_ms,
+                          r.step_ms,       r.gpu_util_pct,  r.gpu_idle_pct,     r.sm_active_pct,
+                          r.decode_ms_per_img, r.lookahead_pct, (double)r.images, (double)r.skipped,
+                          (double)r.gpu_decoded, (double)r.gpu_to_cpu};
+        tb_table_row(&tab, row, NULL);
+    }
+    printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG; wait%%: share "
+           "of the wall time the step waited for its batch; ahead%%: batches whose copy overlapped the step before\n",
+           decode_mode(decode) == TB_DECODE_GPU ? "fast" : decode);
     if (results[0]) {
         tb_attrs a;
         memset(&a, 0, sizeof a);

@@ -15,7 +15,7 @@ except ImportError as e:
     print(f"SKIP: {e} (install python3-h5py)")
     sys.exit(77)
 
-COLS = ["threads", "prefetch", "pinned", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
+COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
         "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
         "gpu_to_cpu"]
 ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",

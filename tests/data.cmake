@@ -75,7 +75,7 @@ set_tests_properties(feed_upload PROPERTIES TIMEOUT 300 LABELS "data")
 # of SEEDS.md section 2 with the device columns marked as not measured; 3
 # thread counts (0 = main thread) x pinned on/off = 6 rows on a small set.
 add_test(NAME feed_cpu_table
-         COMMAND sh -c "rm -rf feed_cpu_data feed_cpu.h5 && \"$0\" mkdata --out feed_cpu_data --classes 4 --per-class 12 --min-side 64 --max-side 96 >/dev/null && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 0,1,2 --prefetch 2 --pinned on,off --steps 2 --warmup 1 --compute-threads 2 --results feed_cpu.h5 | tee feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) ' feed_cpu.txt)\" -eq 6 && grep -q 'GPU columns: not measured' feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +- +- ' feed_cpu.txt)\" -eq 6"
+         COMMAND sh -c "rm -rf feed_cpu_data feed_cpu.h5 && \"$0\" mkdata --out feed_cpu_data --classes 4 --per-class 12 --min-side 64 --max-side 96 >/dev/null && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 0,1,2 --prefetch 2 --pinned on,off --steps 2 --warmup 1 --compute-threads 2 --results feed_cpu.h5 | tee feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) ' feed_cpu.txt)\" -eq 6 && grep -q 'GPU columns: not measured' feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) +cpu +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +- +- ' feed_cpu.txt)\" -eq 6"
                  ${TB_BIN})
 set_tests_properties(feed_cpu_table PROPERTIES TIMEOUT 600 LABELS "data" FIXTURES_SETUP feed_cpu)
 if(_tb_data_py)
