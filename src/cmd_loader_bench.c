@@ -467,7 +467,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
            tb_jpeg_version());
-    char t_start[32];
+    char t_start[32], decoder[256] = "", gpu_split[64] = "-";
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
     tb_table_init(&tab, "loader",
@@ -490,6 +490,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         if (lo.decode == TB_DECODE_GPU)
             printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started)\n",
                    best.decoder, (long long)best.st.gpu_decoded, (long long)best.st.gpu_to_cpu);
+        snprintf(decoder, sizeof decoder, "%s", best.decoder);
+        snprintf(gpu_split, sizeof gpu_split, "%lld / %lld", (long long)best.st.gpu_decoded,
+                 (long long)best.st.gpu_to_cpu);
         fflush(stdout);
         double row[9] = {tlist[i], best.img_s, best.img_s / tlist[i], best.mb_s, best.ms_batch,
                          best.decode_ms, best.resize_ms, best.wait_ms, (double)best.skipped};
@@ -520,6 +523,8 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         tb_attrs_int(&a, "batch_size", batch);
         tb_attrs_str(&a, "format", format);
         tb_attrs_str(&a, "decode", decode);
+        tb_attrs_str(&a, "decoder", decoder);
+        if (lo.decode == TB_DECODE_GPU) tb_attrs_str(&a, "gpu_split", gpu_split);
         tb_attrs_int(&a, "prefetch", prefetch);
         tb_attrs_int(&a, "batches", batches);
         tb_attrs_int(&a, "repeat", repeat);
