@@ -147,3 +147,14 @@ else()
   endforeach()
 endif()
 set_tests_properties(${TB_FEED_GPU_TESTS} PROPERTIES LABELS "gpu;data" SKIP_RETURN_CODE 77)
+
+# bench/gpu_feed.sh's scripts on the host: loader_psnr.py through the GPU
+# path's host emulation, feed_table.py on the CPU feed table.
+if(_tb_data_py)
+  add_test(NAME feed_scripts COMMAND sh ${TB_TEST_DIR}/feed_scripts.sh ${_tb_data_py} $<TARGET_FILE:tb_data_probe>
+                                     ${PROJECT_SOURCE_DIR})
+else()
+  add_test(NAME feed_scripts COMMAND sh -c "echo 'SKIP: feed_scripts: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_scripts PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_cpu ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")
