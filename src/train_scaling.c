@@ -28,6 +28,7 @@ static void measure_row(const tb_train_flags *f, tb_train_data *d, tb_model *m, 
     t->mon = mon;
     tb_trainer_sync_state(t);
     tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, TB_USE_SCALING);
+    tb_source_feed(src, m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;

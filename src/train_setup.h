@@ -28,6 +28,7 @@ typedef struct {
     char results[TB_OPT_STR_MAX], save[TB_OPT_STR_MAX], init[TB_OPT_STR_MAX];
     char ckpt[TB_OPT_STR_MAX], lr_schedule[TB_OPT_STR_MAX], trace[TB_OPT_STR_MAX];
     char last_batch[TB_OPT_STR_MAX];  /* drop | pad | keep (data/shard.h) */
+    char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;

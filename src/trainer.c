@@ -120,7 +120,7 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
     double t1 = t0, t2 = t0, t3 = t0;
     if (b->n > 0) {
         tb_monitor_progress(t->mon, step, "forward", 0);
-        tb_model_set_batch(m, b->images, b->labels, b->n);
+        tb_batch_upload_apply(m, b); /* the batch into the input activation (src/batch_upload.h) */
         be->sync(be);
         t1 = tb_now();
         tb_model_forward(m, 1);
