@@ -34,7 +34,7 @@ echo "# made in $(echo "$t1 - $t0" | bc) s"
 
 for threads in 1 2 0; do
   best=""
-  for rep in 1 2 3; do
+  for _rep in 1 2 3; do
     line=$("$TB" loader-bench --data "$ROOT" --index-only --index-threads "$threads" | grep '^# index:')
     s=$(echo "$line" | sed 's/.* in \([0-9.]*\) s.*/\1/')
     if [ -z "$best" ] || [ "$(echo "$s < $best" | bc)" -eq 1 ]; then best=$s; fi

@@ -163,6 +163,36 @@ if(NOT TB_CUDA STREQUAL "OFF")
   endif()
 endif()
 
+# ---- nvJPEG (detected; --decode gpu) ------------------------------------------
+# The GPU decode path needs nvjpeg.h and libnvjpeg from the CUDA toolkit, or
+# from NVJPEG_ROOT (cache variable or environment): the PyPI wheel
+# nvidia-nvjpeg unpacks to nvidia/cu13/{include/nvjpeg.h,lib/libnvjpeg.so.13},
+# which .ci/run fetches. Without it the build is complete and --decode gpu
+# says in one line that it is missing.
+set(NVJPEG_ROOT "$ENV{NVJPEG_ROOT}" CACHE PATH "Directory with include/nvjpeg.h and lib/libnvjpeg.so* (--decode gpu)")
+set(TB_NVJPEG_DESC "not searched (no CUDA backend)")
+set(TB_HAVE_NVJPEG OFF)
+if(TB_HAVE_CUDA)
+  find_path(TB_NVJPEG_INCLUDE nvjpeg.h HINTS ${NVJPEG_ROOT} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include
+            NO_CACHE)
+  find_library(TB_NVJPEG_LIB NAMES nvjpeg libnvjpeg.so.${CUDAToolkit_VERSION_MAJOR}
+               HINTS ${NVJPEG_ROOT} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64 NO_CACHE)
+  if(TB_NVJPEG_INCLUDE AND TB_NVJPEG_LIB)
+    file(STRINGS ${TB_NVJPEG_INCLUDE}/nvjpeg.h _tb_nvjpeg_v REGEX "define NVJPEG_VER_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE ".*NVJPEG_VER_MAJOR ([0-9]+).*NVJPEG_VER_MINOR ([0-9]+).*NVJPEG_VER_PATCH ([0-9]+).*"
+           "\\1.\\2.\\3" TB_NVJPEG_VERSION "${_tb_nvjpeg_v}")
+    string(REGEX MATCH "^[0-9]+" _tb_nvjpeg_major "${TB_NVJPEG_VERSION}")
+    if(NOT _tb_nvjpeg_major STREQUAL CUDAToolkit_VERSION_MAJOR)
+      set(TB_NVJPEG_DESC "found ${TB_NVJPEG_VERSION} (${TB_NVJPEG_LIB}) but CUDA is ${CUDAToolkit_VERSION}: not used")
+    else()
+      set(TB_HAVE_NVJPEG ON)
+      set(TB_NVJPEG_DESC "${TB_NVJPEG_VERSION} (${TB_NVJPEG_LIB}): --decode gpu")
+    endif()
+  else()
+    set(TB_NVJPEG_DESC "not found (set NVJPEG_ROOT): --decode gpu not built")
+  endif()
+endif()
+
 # ---- MPI (detected) ---------------------------------------------------------
 set(TB_MPI_DESC "not searched (TB_MPI=OFF)")
 set(TB_HAVE_MPI OFF)

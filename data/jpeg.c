@@ -126,6 +126,23 @@ int tb_jpeg_header(tb_jpeg *j, const uint8_t *buf, size_t len, int *w, int *h) {
     return 0;
 }
 
+void tb_jpeg_header_format(const tb_jpeg *j, tb_jpeg_format *f) {
+    TB_ASSERT(j->header_ok);
+    const struct jpeg_decompress_struct *ci = &j->cinfo;
+    memset(f, 0, sizeof *f);
+    f->progressive = ci->progressive_mode != 0;
+    f->arithmetic = ci->arith_code != 0;
+    /* libjpeg-turbo 2.x rejects lossless (SOF3) at jpeg_read_header; kept for completeness */
+    f->lossless = 0;
+    f->precision = ci->data_precision;
+    f->components = ci->num_components;
+    f->ycbcr = ci->num_components == 3 && ci->jpeg_color_space == JCS_YCbCr;
+    for (int c = 0; c < ci->num_components && c < 4; c++) {
+        f->h_samp[c] = ci->comp_info[c].h_samp_factor;
+        f->v_samp[c] = ci->comp_info[c].v_samp_factor;
+    }
+}
+
 /* Pillow reads 4-component JPEGs as "CMYK;I" (Adobe polarity: inverted)
  * and converts to RGB with cmyk2rgb(); this is both steps in one. */
 static inline uint8_t muldiv255(int a, int b) {

@@ -53,6 +53,21 @@ void tb_jpeg_destroy(tb_jpeg *j);
  * -1: bad file. */
 int tb_jpeg_header(tb_jpeg *j, const uint8_t *buf, size_t len, int *w, int *h);
 
+/* What the header of the last successful tb_jpeg_header says about the
+ * coding, for deciding whether another decoder (nvJPEG) can take the file. */
+typedef struct {
+    int progressive;          /* SOF2/SOF6/SOF10/SOF14 */
+    int arithmetic;           /* arithmetic entropy coding (SOF9..SOF15) */
+    int lossless;             /* SOF3 and the other lossless processes */
+    int precision;            /* bits per sample (8 or 12) */
+    int components;           /* 1, 3 or 4 */
+    int ycbcr;                /* 3 components coded as YCbCr (not RGB, not CMYK/YCCK) */
+    int h_samp[4], v_samp[4]; /* sampling factors per component */
+} tb_jpeg_format;
+/* Fills *f from the header read by the last tb_jpeg_header that returned 0
+ * (before any decode call). */
+void tb_jpeg_header_format(const tb_jpeg *j, tb_jpeg_format *f);
+
 /* After tb_jpeg_header: decodes the image scaled by num/8 (1..8; the scaled
  * size is ceil(w*num/8) x ceil(h*num/8)), columns [x0,x1) and rows [y0,y1)
  * of the scaled image, into *out (which may start left of x0: iMCU

@@ -20,19 +20,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "data/gpu_decode.h"
+#include "data/jpeg.h"
 #include "data/shard.h"
 #include "data/transform.h"
 #include "src/core/log.h"
 #include "src/core/rng.h"
 #include "src/core/timer.h"
 
-typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD } slot_state;
+/* FILLING -> (GPU decode: DECODE -> GPU ->) READY -> HELD -> FREE */
+typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_DECODE, SLOT_GPU, SLOT_READY, SLOT_HELD } slot_state;
+
+enum { KIND_HOST = 0, KIND_GPU = 1 }; /* --decode gpu: how sample j of a slot is made */
 
 typedef struct {
     tb_batch b;          /* what the consumer sees; images/labels point into this slot */
     slot_state state;
     int64_t start;       /* global position of sample 0 of this step (in the epoch order) */
+    int64_t epoch;       /* the epoch it is filled for */
     int done;            /* samples finished */
+    /* --decode gpu */
+    uint8_t *host_images;   /* [batch,S,S,3] rows the CPU rendered, copied up by the GPU stage */
+    tb_gpu_job *jobs;       /* [batch] sample j's GPU job (kind[j] == KIND_GPU) */
+    uint8_t **files;        /* [batch] the job's file bytes */
+    size_t *file_caps;      /* [batch] */
+    uint8_t *kind;          /* [batch] KIND_* */
+    int64_t *cand;          /* [batch] the candidate of the epoch order the job is (0: the sample itself) */
 } slot;
 
 typedef struct {
@@ -60,6 +73,13 @@ struct tb_loader {
     pthread_cond_t work, ready, idle;
     pthread_t *threads;
     int nthreads;
+    struct worker *inline_w;   /* inline_decode: the caller's decoding state */
+    tb_gpu_decoder *gpu;       /* --decode gpu */
+    pthread_t gpu_thread;      /* runs the GPU stage of full slots (worker threads only) */
+    struct worker *gpu_w;      /* its state (CPU fallback renders) */
+    int gpu_started, gpu_busy;
+    pthread_cond_t gpu_cond;   /* a slot reached SLOT_DECODE, or stop */
+    char decoder_desc[256];
     tb_loader_stats stats;
 };
 
@@ -85,13 +105,15 @@ static void make_order(tb_loader *ld, int64_t epoch) {
 
 /* ---- one sample ------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct worker {
     tb_loader *ld;
     tb_sampler *sp;
     uint8_t *file;
     size_t file_cap;
     uint8_t *rgbx;             /* [S][S][4] */
     tb_loader_stats acc;       /* merged into ld->stats after each sample */
+    tb_gpu_job *jobs;          /* GPU stage: [batch] the slot's jobs, compacted */
+    int *rows;                 /* GPU stage: [batch] */
 } worker;
 
 static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
@@ -141,17 +163,34 @@ static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
         }
 }
 
+/* Keeps the file bytes of sample j's GPU job in the slot. */
+static const uint8_t *keep_file(slot *s, int j, const uint8_t *file, size_t len) {
+    if (len > s->file_caps[j]) {
+        free(s->files[j]);
+        s->file_caps[j] = len + len / 4;
+        s->files[j] = malloc(s->file_caps[j]);
+        if (!s->files[j]) TB_FATAL("out of host memory (%zu bytes) keeping a JPEG for the GPU", len);
+    }
+    memcpy(s->files[j], file, len);
+    return s->files[j];
+}
+
 /* Produces sample j of a step that starts at global position `start`:
- * decodes order[(start + j) mod n] (positions past n are --last-batch pad's
- * repeats from the start of the order), or the next samples of the order until one
- * decodes. Writes the image and label into the slot. A replaced sample
- * counts once in `skipped`, however many bad candidates follow it. */
-static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
+ * decodes order[(start + j + k) mod n] for k = k0, k0 + 1, ... until one
+ * decodes (k = 0: the sample itself; positions past n are --last-batch
+ * pad's repeats from the start of the order). Writes the image and label
+ * into the slot. A replaced sample counts once in `skipped` (when k = 0 is
+ * bad), however many bad candidates follow it. With --decode gpu and
+ * allow_gpu, a candidate whose checks pass and whose coding the GPU takes
+ * becomes a GPU job instead of being rendered here (the GPU stage decodes
+ * it, or calls this again with allow_gpu = 0 from that candidate). */
+static void make_sample_from(worker *w, int64_t epoch, slot *s, int j, int64_t k0, int allow_gpu) {
     tb_loader *ld = w->ld;
     const tb_dataset *ds = ld->o.ds;
     const int S = ld->o.image_size;
+    const tb_decode_mode cpu_mode = ld->gpu ? TB_DECODE_PARTIAL : ld->o.decode;
     char path[4096], err[600];
-    for (int64_t k = 0; k < ld->n; k++) {
+    for (int64_t k = k0; k < ld->n; k++) {
         int64_t sample = ld->order[(s->start + j + k) % ld->n];
         if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed)) { /* named when first found */
             w->acc.skipped += k == 0;
@@ -166,8 +205,38 @@ static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
         if (read_file(w, path, &len, err, sizeof err) == 0) {
             tb_rng r;
             tb_rng_seed(&r, ld->o.seed, tb_hash2((uint64_t)epoch, (uint64_t)sample));
-            rc = tb_sample_render(w->sp, w->file, len, ld->o.decode, ld->o.train, S, rng_uniform, &r, NULL,
-                                  w->rgbx, &info, err, sizeof err);
+            if (ld->gpu && allow_gpu) {
+                /* the CPU path's checks and draws; the GPU decodes what it takes */
+                tb_sample_plan_info pi;
+                rc = tb_sample_plan(w->sp, w->file, len, ld->o.train, S, rng_uniform, &r, NULL, &pi, err, sizeof err);
+                if (rc == 0 && tb_gpu_decodable(&pi.fmt, NULL, 0)) {
+                    tb_gpu_job *job = &s->jobs[j];
+                    memset(job, 0, sizeof *job);
+                    job->jpeg = keep_file(s, j, w->file, len);
+                    job->len = len;
+                    job->width = pi.width;
+                    job->height = pi.height;
+                    job->g = pi.g;
+                    job->g.flip = 0;
+                    job->row = j;
+                    s->b.flip[j] = (uint8_t)pi.g.flip;
+                    s->kind[j] = KIND_GPU;
+                    s->cand[j] = k;
+                    s->b.labels[j] = ds->labels[sample];
+                    w->acc.images++;
+                    w->acc.bytes_read += (int64_t)len;
+                    w->acc.decode_s += tb_now() - t0;
+                    return;
+                }
+                if (rc == 0) { /* a coding the GPU path does not take: rendered here, same geometry */
+                    w->acc.gpu_to_cpu++;
+                    rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, NULL, NULL, &pi.g, w->rgbx,
+                                          &info, err, sizeof err);
+                }
+            } else {
+                rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, rng_uniform, &r, NULL, w->rgbx,
+                                      &info, err, sizeof err);
+            }
         }
         if (rc != 0) {
             if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
@@ -177,7 +246,9 @@ static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
             continue;
         }
         double t1 = tb_now();
-        tb_sample_store(w->rgbx, S, ld->o.format, s->b.images, j);
+        tb_sample_store(w->rgbx, S, ld->o.format, s->host_images ? s->host_images : s->b.images, j);
+        if (s->kind) s->kind[j] = KIND_HOST;
+        if (s->b.flip) s->b.flip[j] = (uint8_t)info.flip;
         s->b.labels[j] = ds->labels[sample];
         w->acc.images++;
         w->acc.bytes_read += (int64_t)len;
@@ -189,10 +260,44 @@ static void make_sample(worker *w, int64_t epoch, slot *s, int j) {
            w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
 }
 
+static void make_sample(worker *w, int64_t epoch, slot *s, int j) { make_sample_from(w, epoch, s, j, 0, 1); }
+
+/* --decode gpu, once every sample of the slot is made: the GPU decodes and
+ * resizes the jobs and takes up the rows rendered here; a job it cannot do
+ * goes back to the CPU path from the same candidate (which may replace it,
+ * exactly as without the GPU). Runs without the mutex. */
+static void gpu_stage(worker *w, slot *s) {
+    tb_loader *ld = w->ld;
+    int nj = 0, nh = 0;
+    for (int j = 0; j < s->b.n; j++) {
+        if (s->kind[j] == KIND_GPU) w->jobs[nj++] = s->jobs[j];
+        else w->rows[nh++] = j;
+    }
+    double t0 = tb_now();
+    tb_gpu_decode_batch(ld->gpu, w->jobs, nj, s->b.images, s->host_images, w->rows, nh);
+    w->acc.decode_s += tb_now() - t0;
+    int nf = 0;
+    for (int i = 0; i < nj; i++) {
+        if (w->jobs[i].status == 0) {
+            w->acc.gpu_decoded++;
+            continue;
+        }
+        int j = w->jobs[i].row;
+        w->acc.images--; /* counted again by the CPU path */
+        w->acc.bytes_read -= (int64_t)w->jobs[i].len;
+        w->acc.gpu_to_cpu++;
+        make_sample_from(w, s->epoch, s, j, s->cand[j], 0);
+        w->rows[nf++] = j;
+    }
+    if (nf > 0) tb_gpu_decode_batch(ld->gpu, NULL, 0, s->b.images, s->host_images, w->rows, nf);
+}
+
 static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
     into->images += from->images;
     into->bytes_read += from->bytes_read;
     into->skipped += from->skipped;
+    into->gpu_decoded += from->gpu_decoded;
+    into->gpu_to_cpu += from->gpu_to_cpu;
     into->decode_s += from->decode_s;
     into->resize_s += from->resize_s;
     for (int k = 0; k < 3 && from->first_bad[k][0]; k++)
@@ -213,6 +318,7 @@ static int take_task(tb_loader *ld, task *t) {
             if (s->state != SLOT_FREE) return 0; /* the ring is full */
             int count;
             shard(ld, ld->fill_step, &s->start, &count);
+            s->epoch = ld->epoch;
             s->b.step = ld->fill_step;
             s->b.n = count;
             s->b.wait_s = 0;
@@ -237,6 +343,89 @@ static int take_task(tb_loader *ld, task *t) {
     return 0;
 }
 
+/* Runs task t (taken under ld->mu, which is held on entry and on return). */
+static void run_task(worker *w, const task *t) {
+    tb_loader *ld = w->ld;
+    ld->inflight++;
+    int64_t epoch = ld->epoch;
+    pthread_mutex_unlock(&ld->mu);
+
+    make_sample(w, epoch, t->s, t->j);
+
+    pthread_mutex_lock(&ld->mu);
+    merge_stats(&ld->stats, &w->acc);
+    ld->inflight--;
+    if (t->gen == ld->gen && ++t->s->done == t->s->b.n) {
+        t->s->state = ld->gpu ? SLOT_DECODE : SLOT_READY;
+        pthread_cond_broadcast(ld->gpu ? &ld->gpu_cond : &ld->ready);
+    }
+    if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
+}
+
+static worker *worker_new(tb_loader *ld) {
+    worker *w = calloc(1, sizeof *w);
+    if (!w) TB_FATAL("out of host memory");
+    w->ld = ld;
+    w->sp = tb_sampler_create();
+    tb_sampler_defer_flip(w->sp, ld->o.gpu_flip);
+    w->rgbx = malloc((size_t)4 * ld->o.image_size * ld->o.image_size);
+    w->jobs = calloc((size_t)ld->o.batch, sizeof *w->jobs);
+    w->rows = calloc((size_t)ld->o.batch, sizeof *w->rows);
+    if (!w->rgbx || !w->jobs || !w->rows) TB_FATAL("out of host memory");
+    return w;
+}
+
+static void worker_free(worker *w) {
+    if (!w) return;
+    tb_sampler_destroy(w->sp);
+    free(w->file);
+    free(w->rgbx);
+    free(w->jobs);
+    free(w->rows);
+    free(w);
+}
+
+/* The slot of the lowest step waiting for its GPU stage, or NULL (mutex held). */
+static slot *next_for_gpu(tb_loader *ld) {
+    slot *best = NULL;
+    for (int i = 0; i < ld->nslots; i++)
+        if (ld->slots[i].state == SLOT_DECODE && (!best || ld->slots[i].b.step < best->b.step)) best = &ld->slots[i];
+    return best;
+}
+
+/* Runs slot s's GPU stage with w (mutex held on entry and return). */
+static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
+    int64_t gen = ld->gen;
+    s->state = SLOT_GPU;
+    ld->gpu_busy = 1;
+    pthread_mutex_unlock(&ld->mu);
+    gpu_stage(w, s);
+    pthread_mutex_lock(&ld->mu);
+    merge_stats(&ld->stats, &w->acc);
+    ld->gpu_busy = 0;
+    if (gen == ld->gen && s->state == SLOT_GPU) {
+        s->state = SLOT_READY;
+        pthread_cond_broadcast(&ld->ready);
+    }
+    pthread_cond_broadcast(&ld->idle);
+}
+
+static void *gpu_main(void *arg) {
+    worker *w = arg;
+    tb_loader *ld = w->ld;
+    pthread_mutex_lock(&ld->mu);
+    while (!ld->stop) {
+        slot *s = next_for_gpu(ld);
+        if (!s) {
+            pthread_cond_wait(&ld->gpu_cond, &ld->mu);
+            continue;
+        }
+        run_gpu_stage(ld, w, s);
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return NULL;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     tb_loader *ld = w->ld;
@@ -248,30 +437,24 @@ static void *worker_main(void *arg) {
             pthread_cond_wait(&ld->work, &ld->mu);
             continue;
         }
-        ld->inflight++;
-        int64_t epoch = ld->epoch;
-        pthread_mutex_unlock(&ld->mu);
-
-        make_sample(w, epoch, t.s, t.j);
-
-        pthread_mutex_lock(&ld->mu);
-        merge_stats(&ld->stats, &w->acc);
-        ld->inflight--;
-        if (t.gen == ld->gen && ++t.s->done == t.s->b.n) {
-            t.s->state = SLOT_READY;
-            pthread_cond_broadcast(&ld->ready);
-        }
-        if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
+        run_task(w, &t);
     }
     pthread_mutex_unlock(&ld->mu);
-    tb_sampler_destroy(w->sp);
-    free(w->file);
-    free(w->rgbx);
-    free(w);
+    worker_free(w);
     return NULL;
 }
 
 /* ---- public --------------------------------------------------------------------------- */
+
+static void *plain_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return malloc(bytes);
+}
+
+static void plain_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
 
 tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen) {
     const tb_loader_opts *o = opts;
@@ -289,8 +472,14 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     else if (o->format != TB_OUT_F32_NCHW && o->format != TB_OUT_F32_NHWC && o->format != TB_OUT_U8_NHWC)
         bad = "unknown output format";
     else if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
-             o->decode != TB_DECODE_FAST_ALL)
+             o->decode != TB_DECODE_FAST_ALL && o->decode != TB_DECODE_GPU)
         bad = "unknown decode mode";
+    else if (o->decode == TB_DECODE_GPU && (o->format != TB_OUT_U8_NHWC || !o->gpu_flip))
+        bad = "--decode gpu makes uint8 NHWC batches with the flip left to the device";
+    else if (o->gpu_flip && o->format != TB_OUT_U8_NHWC)
+        bad = "deferring the flip to the device needs the uint8 NHWC output";
+    else if ((o->host_alloc == NULL) != (o->host_free == NULL))
+        bad = "host_alloc and host_free go together";
     if (bad) {
         snprintf(err, errlen, "loader: %s", bad);
         return NULL;
@@ -298,9 +487,9 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     tb_loader *ld = calloc(1, sizeof *ld);
     if (!ld) TB_FATAL("out of host memory");
     ld->o = *o;
-    if (!ld->o.host_alloc || !ld->o.host_free) {
-        ld->o.host_alloc = malloc;
-        ld->o.host_free = free;
+    if (!ld->o.host_alloc) {
+        ld->o.host_alloc = plain_alloc;
+        ld->o.host_free = plain_free;
     }
     if (ld->o.threads == 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
@@ -314,11 +503,41 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     ld->order = malloc((size_t)ld->n * sizeof *ld->order);
     ld->known_bad = calloc((size_t)ld->n, sizeof *ld->known_bad);
     if (!ld->slots || !ld->order || !ld->known_bad) TB_FATAL("out of host memory");
+    if (o->decode == TB_DECODE_GPU) {
+        tb_gpu_decoder_opts go = {o->gpu_device, o->batch, o->image_size, o->gpu_emulate, o->gpu_emulate_fail_every};
+        char why[512];
+        ld->gpu = tb_gpu_decoder_create(&go, why, sizeof why);
+        if (!ld->gpu) {
+            snprintf(err, errlen, "loader: %s", why);
+            tb_loader_destroy(ld);
+            return NULL;
+        }
+        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; CPU fallback %s", tb_gpu_decoder_describe(ld->gpu),
+                 tb_jpeg_version());
+    } else {
+        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s (CPU)", tb_jpeg_version());
+    }
     for (int i = 0; i < ld->nslots; i++) {
         size_t bytes = ld->sample_bytes * (size_t)o->batch;
-        ld->slots[i].b.images = ld->o.host_alloc(bytes);
-        ld->slots[i].b.labels = ld->o.host_alloc((size_t)o->batch * sizeof(int32_t));
-        if (!ld->slots[i].b.images || !ld->slots[i].b.labels) {
+        slot *sl = &ld->slots[i];
+        tb_batch *b = &sl->b;
+        b->slot = i;
+        if (ld->gpu) { /* the batch on the device; rows rendered here go up from host_images */
+            b->images = tb_gpu_decoder_alloc(ld->gpu, bytes);
+            b->on_device = 1;
+            sl->host_images = ld->o.host_alloc(ld->o.host_ctx, bytes);
+            sl->jobs = calloc((size_t)o->batch, sizeof *sl->jobs);
+            sl->files = calloc((size_t)o->batch, sizeof *sl->files);
+            sl->file_caps = calloc((size_t)o->batch, sizeof *sl->file_caps);
+            sl->kind = calloc((size_t)o->batch, 1);
+            sl->cand = calloc((size_t)o->batch, sizeof *sl->cand);
+            if (!sl->jobs || !sl->files || !sl->file_caps || !sl->kind || !sl->cand) TB_FATAL("out of host memory");
+        } else {
+            b->images = ld->o.host_alloc(ld->o.host_ctx, bytes);
+        }
+        b->labels = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch * sizeof(int32_t));
+        if (o->gpu_flip) b->flip = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch);
+        if (!b->images || !b->labels || (o->gpu_flip && !b->flip) || (ld->gpu && !sl->host_images)) {
             snprintf(err, errlen, "loader: cannot allocate %d batch slots of %.1f MB; lower --prefetch or --batch-size",
                      ld->nslots, (double)bytes / 1048576.0);
             tb_loader_destroy(ld);
@@ -329,16 +548,22 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     pthread_cond_init(&ld->work, NULL);
     pthread_cond_init(&ld->ready, NULL);
     pthread_cond_init(&ld->idle, NULL);
+    pthread_cond_init(&ld->gpu_cond, NULL);
     ld->fill_step = ld->steps; /* nothing to do before the first epoch */
+    if (o->inline_decode) {
+        ld->inline_w = worker_new(ld);
+        return ld;
+    }
+    if (ld->gpu) {
+        ld->gpu_w = worker_new(ld);
+        int rc = pthread_create(&ld->gpu_thread, NULL, gpu_main, ld->gpu_w);
+        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+        ld->gpu_started = 1;
+    }
     ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
     if (!ld->threads) TB_FATAL("out of host memory");
     for (int t = 0; t < ld->o.threads; t++) {
-        worker *w = calloc(1, sizeof *w);
-        if (!w) TB_FATAL("out of host memory");
-        w->ld = ld;
-        w->sp = tb_sampler_create();
-        w->rgbx = malloc((size_t)4 * o->image_size * o->image_size);
-        if (!w->rgbx) TB_FATAL("out of host memory");
+        worker *w = worker_new(ld);
         int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
         if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
         ld->nthreads++;
@@ -356,7 +581,7 @@ void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
     ld->gen++;
     ld->fill_step = ld->steps; /* hand out nothing more of the old epoch */
     ld->fill_j = 0;
-    while (ld->inflight > 0) pthread_cond_wait(&ld->idle, &ld->mu);
+    while (ld->inflight > 0 || ld->gpu_busy) pthread_cond_wait(&ld->idle, &ld->mu);
     for (int i = 0; i < ld->nslots; i++) {
         if (ld->slots[i].state == SLOT_HELD)
             TB_FATAL("tb_loader_start_epoch: batch of step %lld is still held; release it first",
@@ -383,13 +608,43 @@ const tb_batch *tb_loader_next(tb_loader *ld) {
     if (s->state == SLOT_HELD)
         TB_FATAL("tb_loader_next: all %d batch slots are held; release a batch first", ld->nslots);
     double t0 = tb_now();
-    while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) pthread_cond_wait(&ld->ready, &ld->mu);
+    while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) {
+        task t;
+        if (ld->inline_w && s->state == SLOT_DECODE) /* no workers: the GPU stage here too */
+            run_gpu_stage(ld, ld->inline_w, s);
+        else if (ld->inline_w && take_task(ld, &t)) /* no workers: decode here */
+            run_task(ld->inline_w, &t);
+        else
+            pthread_cond_wait(&ld->ready, &ld->mu);
+    }
     s->state = SLOT_HELD;
     s->b.wait_s = tb_now() - t0;
     ld->next_out++;
     pthread_mutex_unlock(&ld->mu);
     return &s->b;
 }
+
+int tb_loader_try_next(tb_loader *ld, const tb_batch **b) {
+    pthread_mutex_lock(&ld->mu);
+    if (!ld->epoch_started) TB_FATAL("tb_loader_try_next before tb_loader_start_epoch");
+    int rc = 0;
+    if (ld->next_out >= ld->steps) {
+        rc = -1;
+    } else {
+        slot *s = &ld->slots[ld->next_out % ld->nslots];
+        if (s->state == SLOT_READY && s->b.step == ld->next_out) {
+            s->state = SLOT_HELD;
+            s->b.wait_s = 0;
+            ld->next_out++;
+            *b = &s->b;
+            rc = 1;
+        }
+    }
+    pthread_mutex_unlock(&ld->mu);
+    return rc;
+}
+
+int tb_loader_slots(const tb_loader *ld) { return ld->nslots; }
 
 void tb_loader_release(tb_loader *ld, const tb_batch *b) {
     pthread_mutex_lock(&ld->mu);
@@ -409,12 +664,15 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
     pthread_mutex_unlock(&l->mu);
 }
 
+const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }
+
 void tb_loader_destroy(tb_loader *ld) {
     if (!ld) return;
-    if (ld->nthreads) {
+    if (ld->nthreads || ld->gpu_started) {
         pthread_mutex_lock(&ld->mu);
         ld->stop = 1;
         pthread_cond_broadcast(&ld->work);
+        pthread_cond_broadcast(&ld->gpu_cond);
         pthread_mutex_unlock(&ld->mu);
     }
     for (int t = 0; t < ld->nthreads; t++) {
@@ -422,16 +680,34 @@ void tb_loader_destroy(tb_loader *ld) {
         pthread_join(ld->threads[t], &ret);
         (void)ret;
     }
+    if (ld->gpu_started) pthread_join(ld->gpu_thread, NULL);
     free(ld->threads);
-    for (int i = 0; i < ld->nslots; i++) {
-        if (ld->slots[i].b.images) ld->o.host_free(ld->slots[i].b.images);
-        if (ld->slots[i].b.labels) ld->o.host_free(ld->slots[i].b.labels);
+    worker_free(ld->inline_w);
+    worker_free(ld->gpu_w);
+    for (int i = 0; ld->slots && i < ld->nslots; i++) {
+        slot *sl = &ld->slots[i];
+        tb_batch *b = &sl->b;
+        if (b->images) {
+            if (b->on_device) tb_gpu_decoder_free(ld->gpu, b->images);
+            else ld->o.host_free(ld->o.host_ctx, b->images);
+        }
+        if (b->labels) ld->o.host_free(ld->o.host_ctx, b->labels);
+        if (b->flip) ld->o.host_free(ld->o.host_ctx, b->flip);
+        if (sl->host_images) ld->o.host_free(ld->o.host_ctx, sl->host_images);
+        for (int j = 0; sl->files && j < ld->o.batch; j++) free(sl->files[j]);
+        free(sl->files);
+        free(sl->file_caps);
+        free(sl->jobs);
+        free(sl->kind);
+        free(sl->cand);
     }
-    if (ld->nthreads) {
+    tb_gpu_decoder_destroy(ld->gpu);
+    if (ld->nthreads || ld->inline_w || ld->gpu_started) {
         pthread_mutex_destroy(&ld->mu);
         pthread_cond_destroy(&ld->work);
         pthread_cond_destroy(&ld->ready);
         pthread_cond_destroy(&ld->idle);
+        pthread_cond_destroy(&ld->gpu_cond);
     }
     free(ld->slots);
     free(ld->order);

@@ -49,12 +49,16 @@ typedef enum { TB_OUT_F32_NCHW, TB_OUT_F32_NHWC, TB_OUT_U8_NHWC } tb_out_format;
  * DCT-scales by 1/8, 1/4 or 1/2 and decodes only the crop; FAST_ALL the same
  * with every libjpeg-turbo factor k/8 (slower: 3..7/8 have no SIMD IDCT);
  * PARTIAL only the crop, at full scale; FULL the whole image (TurboJPEG),
- * the reference for comparisons. */
+ * the reference for comparisons. GPU: nvJPEG on the CUDA device, crop and
+ * resize there too, the CPU path (PARTIAL) for what it does not take
+ * (data/gpu_decode.h); needs TB_OUT_U8_NHWC with gpu_flip, and the batches
+ * are then in device memory (tb_batch.on_device). */
 typedef enum {
     TB_DECODE_FAST = 0,
     TB_DECODE_PARTIAL = 1,
     TB_DECODE_FULL = 2,
     TB_DECODE_FAST_ALL = 3,
+    TB_DECODE_GPU = 4,
 } tb_decode_mode;
 
 typedef struct {
@@ -63,6 +67,10 @@ typedef struct {
     int image_size;            /* output side S (the model's input) */
     int train;                 /* 1: RandomResizedCrop + flip; 0: resize + centre crop */
     int threads;               /* decode worker threads (0: one per online CPU) */
+    int inline_decode;         /* 1: no worker threads: tb_loader_next decodes each batch on
+                                  the caller's thread (PyTorch's num_workers=0); threads is
+                                  then unused, prefetch is the number of slots the caller may
+                                  hold at once */
     int prefetch;              /* batch slots in the ring (>= 2) */
     int rank, world;           /* shard of the global sample order */
     tb_last_batch last_batch;  /* the epoch's remainder (shard.h); 0 = keep */
@@ -70,24 +78,43 @@ typedef struct {
     int strict;                /* 1: a bad file is fatal (--strict-data) */
     tb_out_format format;
     tb_decode_mode decode;     /* 0 (FAST) unless comparing decode paths */
-    /* Host memory for the batch slots; NULL: malloc/free. src/ passes
-     * cudaHostAlloc/cudaFreeHost when the CUDA backend runs. */
-    void *(*host_alloc)(size_t bytes);
-    void (*host_free)(void *p);
+    int gpu_flip;              /* TB_OUT_U8_NHWC only: leave the flip to the consumer: the
+                                  images are rendered unflipped (the same crop boxes and draws)
+                                  and tb_batch.flip[j] says which to mirror (input_u8 op) */
+    /* Host memory for the batch slots (images, labels, flip flags); NULL:
+     * malloc/free. src/ passes the backend's pinned allocation
+     * (cudaHostAlloc) when the CUDA backend runs, so that a slot can be
+     * uploaded asynchronously; ctx is handed back to both. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
+    void *host_ctx;
+    /* TB_DECODE_GPU: the CUDA device (-1: the creating thread's current
+     * one); tests: the host emulation of the GPU path, and every k-th job
+     * failing in it (data/gpu_decode.h). */
+    int gpu_device;
+    int gpu_emulate, gpu_emulate_fail_every;
 } tb_loader_opts;
 
 typedef struct {
     void *images;              /* [n,3,S,S] float32, [n,S,S,3] float32 or uint8, by format */
+    uint8_t *flip;             /* [n] 1: mirror sample j left-right (gpu_flip), else NULL */
     int32_t *labels;           /* [n] */
     int n;                     /* samples in this batch (the last may be short) */
     int64_t step;              /* step within the epoch */
-    double wait_s;             /* how long tb_loader_next blocked for this batch */
+    double wait_s;             /* how long tb_loader_next blocked for this batch (with
+                                  inline_decode: the time spent decoding it) */
+    int slot;                  /* which of the prefetch slots holds it (0..prefetch-1) */
+    int on_device;             /* images is device memory (--decode gpu); flip and labels
+                                  are host memory either way */
 } tb_batch;
 
 /* Counters since the loader was created. */
 typedef struct {
     int64_t images, bytes_read;          /* decoded samples, compressed bytes */
     int64_t skipped;                     /* samples replaced because their file is bad */
+    int64_t gpu_decoded;                 /* --decode gpu: samples decoded and resized on the GPU */
+    int64_t gpu_to_cpu;                  /* --decode gpu: samples the CPU rendered instead (a
+                                            format the GPU path does not take, or nvJPEG failed) */
     double decode_s, resize_s;           /* summed over worker threads; decode_s
                                             includes reading the file */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
@@ -105,8 +132,17 @@ int64_t tb_loader_steps_per_epoch(const tb_loader *ld);
 void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step);
 /* Next batch of this epoch, or NULL when the epoch is over. */
 const tb_batch *tb_loader_next(tb_loader *ld);
+/* The same without blocking: 1 and *b when the next batch is ready, 0 when
+ * it is not yet (always 0 with inline_decode), -1 when the epoch is over.
+ * Several batches may be held at once (at most prefetch); they are handed
+ * out in step order and may be released in any order. */
+int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
+/* Slots in the ring (prefetch). */
+int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
+/* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
+const char *tb_loader_decoder(const tb_loader *ld);
 void tb_loader_destroy(tb_loader *ld);
 
 #endif

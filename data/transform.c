@@ -101,6 +101,7 @@ struct tb_sampler {
     size_t tmp_cap;
     int nums[8], nnums;    /* DCT scale factors num/8 <= 1, largest first */
     int pow2[8], npow2;    /* those with SIMD IDCTs: 8, 4, 2, 1 */
+    int defer_flip;        /* tb_sampler_defer_flip */
 };
 
 tb_sampler *tb_sampler_create(void) {
@@ -112,6 +113,8 @@ tb_sampler *tb_sampler_create(void) {
         if ((sp->nums[i] & (sp->nums[i] - 1)) == 0) sp->pow2[sp->npow2++] = sp->nums[i];
     return sp;
 }
+
+void tb_sampler_defer_flip(tb_sampler *sp, int on) { sp->defer_flip = on != 0; }
 
 void tb_sampler_destroy(tb_sampler *sp) {
     if (!sp) return;
@@ -143,10 +146,12 @@ static void scaled_clip(int start, int len, int full, int num, int *c0, int *n, 
     *in1 = b - lo;
 }
 
-int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_mode mode, int train, int S,
-                     tb_uniform_fn uniform, void *ctx, const tb_geometry *geom, uint8_t *rgbx,
-                     tb_render_info *info, char *err, size_t errlen) {
-    double t0 = tb_now();
+/* The file checks and the geometry shared by tb_sample_render and
+ * tb_sample_plan: header (tb_jpeg_header's checks), the crop box from the
+ * draws (or `geom`), the box inside the image. */
+static int header_and_geometry(tb_sampler *sp, const uint8_t *jpeg, size_t len, int train, int S,
+                               tb_uniform_fn uniform, void *ctx, const tb_geometry *geom, int *Wp, int *Hp,
+                               tb_geometry *gp, char *err, size_t errlen) {
     int W, H;
     if (tb_jpeg_header(sp->jpeg, jpeg, len, &W, &H) != 0) {
         snprintf(err, errlen, "%s", tb_jpeg_error(sp->jpeg));
@@ -160,6 +165,29 @@ int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_
                  g.clip.height, g.clip.width, W, H);
         return TB_RENDER_BAD_FILE;
     }
+    *Wp = W;
+    *Hp = H;
+    *gp = g;
+    return 0;
+}
+
+int tb_sample_plan(tb_sampler *sp, const uint8_t *jpeg, size_t len, int train, int S, tb_uniform_fn uniform,
+                   void *ctx, const tb_geometry *geom, tb_sample_plan_info *out, char *err, size_t errlen) {
+    int rc = header_and_geometry(sp, jpeg, len, train, S, uniform, ctx, geom, &out->width, &out->height, &out->g,
+                                 err, errlen);
+    if (rc != 0) return rc;
+    tb_jpeg_header_format(sp->jpeg, &out->fmt);
+    return 0;
+}
+
+int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_mode mode, int train, int S,
+                     tb_uniform_fn uniform, void *ctx, const tb_geometry *geom, uint8_t *rgbx,
+                     tb_render_info *info, char *err, size_t errlen) {
+    double t0 = tb_now();
+    int W, H;
+    tb_geometry g;
+    int rc0 = header_and_geometry(sp, jpeg, len, train, S, uniform, ctx, geom, &W, &H, &g, err, errlen);
+    if (rc0 != 0) return rc0;
     /* DCT scale: the smallest num/8 that keeps the clip >= its resized size */
     int num = 8;
     if (mode == TB_DECODE_FAST || mode == TB_DECODE_FAST_ALL) {
@@ -194,12 +222,14 @@ int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_
         return TB_RENDER_BAD_DATA;
     }
     double t1 = tb_now();
-    tb_resample_rgbx(r.px, r.stride, r.x0 - cx0, r.y0 - cy0, &sp->ax, &sp->ay, g.flip, rgbx, S * 4, &sp->tmp,
-                     &sp->tmp_cap);
+    tb_resample_rgbx(r.px, r.stride, r.x0 - cx0, r.y0 - cy0, &sp->ax, &sp->ay, g.flip && !sp->defer_flip, rgbx,
+                     S * 4, &sp->tmp, &sp->tmp_cap);
     double t2 = tb_now();
     if (info) {
         info->width = W;
         info->height = H;
+        info->box = g.clip;
+        info->flip = g.flip;
         info->scale_num = num;
         info->dec_w = r.w;
         info->dec_h = r.h;

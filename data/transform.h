@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/jpeg.h"
 #include "data/loader.h"
 
 /* A uniform draw in [0, 1). */
@@ -74,10 +75,19 @@ int tb_eval_resize_size(int S);
 typedef struct tb_sampler tb_sampler;
 tb_sampler *tb_sampler_create(void);
 void tb_sampler_destroy(tb_sampler *sp);
+/* 1: tb_sample_render leaves the flip to the consumer: it draws the flip as
+ * always (the same draws, the same crop box), reports it in
+ * tb_render_info.flip and renders the picture unflipped (the loader's
+ * uint8 output with per-sample flip flags, mirrored on the device by the
+ * backend's input_u8 op). Mirroring the rendered S x S picture afterwards
+ * gives exactly the flipped render. 0 (the default): flip applied. */
+void tb_sampler_defer_flip(tb_sampler *sp, int on);
 
 /* Timings and choices of the last tb_sample_render call. */
 typedef struct {
     int width, height;     /* the JPEG's full size */
+    tb_box box;            /* the picture resized (train: the crop box) */
+    int flip;              /* the geometry's flip (applied unless deferred) */
     int scale_num;         /* DCT scale used: num/8 */
     int dec_w, dec_h;      /* pixels decoded (after scaling and iMCU widening) */
     double decode_s, resize_s;
@@ -96,6 +106,20 @@ typedef struct {
 int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_mode mode, int train, int S,
                      tb_uniform_fn uniform, void *ctx, const tb_geometry *geom, uint8_t *rgbx,
                      tb_render_info *info, char *err, size_t errlen);
+
+/* The first half of tb_sample_render, without decoding: the same file
+ * checks (header, end-of-image marker, size limit, box inside the image),
+ * the same geometry from the same draws (or `geom`), and the coding facts
+ * of the header. The GPU decode path plans every sample with it on the
+ * CPU, so a file is bad, and a crop box is drawn, exactly as on the CPU
+ * path. 0, or TB_RENDER_BAD_FILE with the reason in err. */
+typedef struct {
+    int width, height;     /* the JPEG's full size */
+    tb_geometry g;         /* the picture resized and its output */
+    tb_jpeg_format fmt;    /* progressive, precision, components, sampling */
+} tb_sample_plan_info;
+int tb_sample_plan(tb_sampler *sp, const uint8_t *jpeg, size_t len, int train, int S, tb_uniform_fn uniform,
+                   void *ctx, const tb_geometry *geom, tb_sample_plan_info *out, char *err, size_t errlen);
 
 /* ImageNet normalisation of torchvision's Normalize, in float32. */
 extern const float tb_imagenet_mean[3], tb_imagenet_std[3];

@@ -26,8 +26,11 @@ struct tb_source {
     float *images;             /* [batch,3,S,S] */
     int32_t *labels;           /* [batch] */
     /* loader */
-    tb_loader *ld;
+    tb_loader_opts lo;         /* as created (tb_source_feed remakes the loader from it) */
+    tb_loader *ld;             /* NULL once an upload owns it */
+    tb_upload *up;             /* tb_source_feed: uint8 batches through staging buffers */
     const tb_batch *held;
+    int started;               /* an epoch was started */
 };
 
 static tb_source *alloc_source(src_kind kind, int batch, int rank, int world, tb_last_batch last) {
@@ -82,12 +85,55 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
 tb_source *tb_source_loader(const tb_loader_opts *o) {
     tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch);
     TB_ASSERT(o->format == TB_OUT_F32_NCHW);
+    s->lo = *o;
+    s->image = o->image_size;
+    s->n = o->ds->n;
+    if (o->decode == TB_DECODE_GPU) return s; /* made by tb_source_feed: uint8 batches on the device */
     char err[512];
     s->ld = tb_loader_create(o, err, sizeof err);
     if (!s->ld) tb_die("%s", err);
-    s->image = o->image_size;
-    s->n = o->ds->n;
     return s;
+}
+
+tb_feed_opts tb_feed_default(const tb_backend *be) {
+    tb_feed_opts f = {0, 0};
+    if (strcmp(be->name, "cuda") == 0) f.u8 = f.pinned = 1;
+    return f;
+}
+
+void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
+    tb_feed_opts f = fo ? *fo : tb_feed_default(m->be);
+    if (s->kind != SRC_LOADER) return;
+    if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
+        tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
+    if (!f.u8) return;
+    if (s->started || s->up) TB_FATAL("tb_source_feed after the source started");
+    if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
+        TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the loader makes %dx%d of %d", m->height,
+                 m->width, m->max_batch, s->image, s->image, s->batch);
+    tb_loader_destroy(s->ld); /* NULL with --decode gpu */
+    s->ld = NULL;
+    tb_loader_opts o = s->lo;
+    o.format = TB_OUT_U8_NHWC;
+    o.gpu_flip = 1;
+    if (f.pinned) {
+        o.host_alloc = tb_upload_pinned_alloc;
+        o.host_free = tb_upload_pinned_free;
+        o.host_ctx = m->be;
+    }
+    char err[512];
+    tb_loader *ld = tb_loader_create(&o, err, sizeof err);
+    if (!ld) tb_die("%s", err);
+    tb_upload_opts uo = {f.pinned, f.pinned};
+    s->up = tb_upload_create(m, ld, &uo);
+}
+
+tb_upload *tb_source_upload(tb_source *s) { return s->up; }
+
+static tb_loader *loader_of(const tb_source *s) {
+    tb_loader *ld = s->up ? tb_upload_loader(s->up) : s->ld;
+    if (!ld) TB_FATAL("a --decode gpu source used before tb_source_feed gave it a device");
+    return ld;
 }
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
@@ -96,15 +142,18 @@ int64_t tb_source_epoch_trained(const tb_source *s) {
 }
 tb_last_batch tb_source_last_batch(const tb_source *s) { return s->last; }
 int64_t tb_source_steps(const tb_source *s) {
-    return s->kind == SRC_LOADER ? tb_loader_steps_per_epoch(s->ld)
-                                 : tb_shard_steps(s->n, s->world, s->batch, s->last);
+    return tb_shard_steps(s->n, s->world, s->batch, s->last); /* the loader's rule too (data/shard.h) */
 }
 int tb_source_image_size(const tb_source *s) { return s->image; }
 
 void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
     s->epoch = epoch;
     s->step = first_step;
-    if (s->kind == SRC_LOADER) tb_loader_start_epoch(s->ld, epoch, first_step);
+    s->started = 1;
+    if (s->up)
+        tb_upload_start_epoch(s->up, epoch, first_step);
+    else if (s->kind == SRC_LOADER)
+        tb_loader_start_epoch(loader_of(s), epoch, first_step);
 }
 
 /* Positions [p, p + run) of the epoch's order into batch rows [at, at + run). */
@@ -123,6 +172,13 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
     if (s->step >= tb_source_steps(s)) return 0;
     b->step = s->step;
     b->global_n = tb_shard_global_count(s->n, s->world, s->batch, s->last, s->step);
+    if (s->up) {
+        int64_t global_n = b->global_n;
+        if (!tb_upload_next(s->up, b)) return 0;
+        b->global_n = global_n;
+        s->step++;
+        return 1;
+    }
     if (s->kind == SRC_LOADER) {
         const tb_batch *lb = tb_loader_next(s->ld);
         if (!lb) return 0;
@@ -154,6 +210,10 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
 }
 
 void tb_source_release(tb_source *s) {
+    if (s->up) {
+        tb_upload_release(s->up);
+        return;
+    }
     if (s->kind == SRC_LOADER && s->held) {
         tb_loader_release(s->ld, s->held);
         s->held = NULL;
@@ -162,14 +222,17 @@ void tb_source_release(tb_source *s) {
 
 void tb_source_stats(const tb_source *s, tb_loader_stats *st) {
     memset(st, 0, sizeof *st);
-    if (s->kind == SRC_LOADER) tb_loader_get_stats(s->ld, st);
+    if (s->kind == SRC_LOADER) tb_loader_get_stats(loader_of(s), st);
 }
 
 void tb_source_destroy(tb_source *s) {
     if (!s) return;
     if (s->kind == SRC_LOADER) {
         tb_source_release(s);
-        tb_loader_destroy(s->ld);
+        if (s->up)
+            tb_upload_destroy(s->up); /* waits for its copies, destroys the loader */
+        else if (s->ld)
+            tb_loader_destroy(s->ld);
     }
     if (s->kind == SRC_SYNTHETIC) tb_synthetic_free(&s->syn);
     if (s->kind == SRC_BATCHFILE) tb_batchfile_free(&s->bf);

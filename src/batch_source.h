@@ -10,15 +10,8 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
-
-typedef struct {
-    const float *images;     /* [n,3,S,S] float32, normalised (host memory) */
-    const int32_t *labels;   /* [n] */
-    int n;                   /* this rank's samples (0 possible in an epoch's last step) */
-    int64_t global_n;        /* samples in this step across all ranks */
-    int64_t step;            /* step within the epoch */
-    double wait_s;           /* time spent producing or waiting for the batch */
-} tb_source_batch;
+#include "model/model.h"
+#include "src/batch_upload.h" /* tb_source_batch, tb_batch_upload_apply */
 
 typedef struct tb_source tb_source;
 
@@ -31,6 +24,22 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
 /* The JPEG loader (its options carry rank, world, batch, last_batch, transform). */
 tb_source *tb_source_loader(const tb_loader_opts *o);
 
+/* How a loader's batches reach the model (batch_upload.h). */
+typedef struct {
+    int u8;          /* uint8 NHWC crops + flip flags, normalised and flipped on the device */
+    int pinned;      /* loader slots in the backend's pinned memory, copied asynchronously
+                        on a copy stream, the next batch's copy overlapping this step */
+} tb_feed_opts;
+/* CUDA: uint8 and pinned; CPU: float batches straight in (neither). */
+tb_feed_opts tb_feed_default(const tb_backend *be);
+/* Makes a loader source feed model m as fo says (NULL: tb_feed_default of
+ * m's backend): the loader is remade with uint8 output, deferred flip and
+ * (pinned) the backend's host allocation, behind a tb_upload. No-op for
+ * the other sources and for u8 = 0. Before the first start_epoch. */
+void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo);
+/* The upload behind a fed loader source, NULL otherwise. */
+tb_upload *tb_source_upload(tb_source *s);
+
 int64_t tb_source_epoch_size(const tb_source *s);   /* samples in the data (an epoch's order) */
 /* Sample slots one epoch trains across ranks: epoch_size under keep, less
  * (dropped) under drop, more (repeats) under pad. */
@@ -40,7 +49,7 @@ int64_t tb_source_steps(const tb_source *s);        /* steps per epoch */
 int tb_source_image_size(const tb_source *s);       /* S */
 void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step);
 /* 1 and a batch, or 0 at the end of the epoch. The batch stays valid until
- * tb_source_release. */
+ * tb_source_release; tb_batch_upload_apply puts it into the model. */
 int tb_source_next(tb_source *s, tb_source_batch *b);
 void tb_source_release(tb_source *s);
 /* Loader counters (zeros for the other sources). */

@@ -31,6 +31,9 @@ static const char *const k_loader_attrs[] = {"trainbench_version", "git_revision
                                              "start_time", "end_time", "status", "hostnames",
                                              "hdf5_version", "libjpeg_turbo_version", NULL};
 static const char *const k_loader_cols[] = {"threads", "img_per_s", "mb_per_s", "ms_per_batch", NULL};
+/* A loader-bench --feed file (kind = "loader-feed"): provenance and /feed. */
+static const char *const k_feed_cols[] = {"threads", "prefetch", "pinned", "img_per_s", "ms_per_batch", "wait_pct",
+                                          "gpu_idle_pct", NULL};
 /* An allreduce-bench file (kind = "allreduce-bench"): provenance and /allreduce. */
 static const char *const k_allreduce_attrs[] = {"trainbench_version", "git_revision", "command_line",
                                                 "start_time", "end_time", "status", "world_size",
@@ -261,8 +264,8 @@ static void read_table(tb_results *r, hid_t file, const char *name, tb_rtable *t
 static void check_contract(tb_results *r) {
     const char *kind = tb_results_str(r, "kind", "train");
     int loader = strcmp(kind, "loader-bench") == 0, allreduce = strcmp(kind, "allreduce-bench") == 0;
-    int projection = strcmp(kind, "projection") == 0;
-    const char *const *attrs = loader       ? k_loader_attrs
+    int projection = strcmp(kind, "projection") == 0, feed = strcmp(kind, "loader-feed") == 0;
+    const char *const *attrs = loader || feed ? k_loader_attrs
                                : allreduce  ? k_allreduce_attrs
                                : projection ? k_projection_attrs
                                             : tb_results_required_attrs;
@@ -289,8 +292,9 @@ static void check_contract(tb_results *r) {
         {"loader", k_loader_cols, "no thread count was measured"},
         {"allreduce", k_allreduce_cols, "no message size was measured"},
         {"projection", k_projection_cols, "no rank count was projected"},
+        {"feed", k_feed_cols, "no loader configuration was measured"},
     };
-    size_t first = loader ? 3 : allreduce ? 4 : projection ? 5 : 0;
+    size_t first = loader ? 3 : allreduce ? 4 : projection ? 5 : feed ? 6 : 0;
     size_t last = first == 0 ? 3 : first + 1;
     for (size_t i = first; i < last; i++) {
         const tb_rtable *t = tb_results_table(r, need[i].group);

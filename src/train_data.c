@@ -35,6 +35,12 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.seed = (uint64_t)f->seed;
     o.strict = f->strict_data;
     o.format = TB_OUT_F32_NCHW;
+    o.decode = strcmp(f->decode, "partial") == 0    ? TB_DECODE_PARTIAL
+               : strcmp(f->decode, "full") == 0     ? TB_DECODE_FULL
+               : strcmp(f->decode, "fast-all") == 0 ? TB_DECODE_FAST_ALL
+               : strcmp(f->decode, "gpu") == 0 && use != TB_USE_VAL ? TB_DECODE_GPU /* validation: CPU */
+                                                    : TB_DECODE_FAST;
+    o.gpu_device = -1; /* the device the CUDA backend made current */
     return tb_source_loader(&o);
 }
 

@@ -20,6 +20,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->layout, sizeof f->layout, "auto");
     f->graph_warmup = 3;
     f->first_bucket_mb = 1;
+    snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
     f->image = 64;
     f->classes = 10;
@@ -88,6 +89,8 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"threads", TB_OPT_INT, &f->threads, 0, 4096, NULL, "CPU compute threads per rank (0: cores / ranks on the host)"},
         {"loader-threads", TB_OPT_INT, &f->loader_threads, 1, 256, NULL, "JPEG decode threads per rank"},
         {"prefetch", TB_OPT_INT, &f->prefetch, 2, 64, NULL, "batches the loader prepares ahead"},
+        {"decode", TB_OPT_CHOICE, f->decode, 0, 0, "fast|fast-all|partial|full|gpu",
+         "JPEG decode: libjpeg-turbo on the CPU (fast: crop at DCT scale), or gpu: nvJPEG (CUDA backend)"},
         {"seed", TB_OPT_INT, &f->seed, 0, 2147483647, NULL, "seed for weights, data order and augmentation"},
         {"precision", TB_OPT_CHOICE, f->precision, 0, 0, "auto|fp32|tf32|bf16|fp16",
          "compute precision; auto: bf16 (NHWC, fp32 master weights) on CUDA -- tensor cores at "

@@ -208,6 +208,7 @@ static void make_model(tb_train_run *r) {
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
+    tb_source_feed(r->src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
     tb_train_check_epoch_plan(r);
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);
@@ -284,6 +285,7 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_num(a, "dataset_size", r->dataset_size);
     int64_t trained = tb_source_epoch_trained(r->src), n_all = tb_source_epoch_size(r->src);
     tb_attrs_str(a, "last_batch", tb_last_batch_name(tb_source_last_batch(r->src)));
+    tb_attrs_str(a, "decode", f->data[0] ? f->decode : "-"); /* JPEG decode path (--decode) */
     tb_attrs_int(a, "epoch_samples_trained", trained);
     tb_attrs_int(a, "epoch_samples_dropped", trained < n_all ? n_all - trained : 0);
     tb_attrs_int(a, "epoch_samples_padded", trained > n_all ? trained - n_all : 0);

@@ -36,6 +36,7 @@ typedef struct {
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
     double first_bucket_mb;
+    char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;

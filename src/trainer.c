@@ -215,6 +215,8 @@ void tb_trainer_destroy(tb_trainer *t) {
 }
 
 void tb_trainer_set_monitor(tb_trainer *t, tb_monitor *mon) { t->mon = mon; }
+tb_model *tb_trainer_model(const tb_trainer *t) { return t->m; }
+
 tb_comm_path tb_trainer_path(const tb_trainer *t) { return t->path; }
 
 /* ---- broadcasts ------------------------------------------------------------------------ */
@@ -282,8 +284,11 @@ static void ready_with_nan(void *ctx, size_t offset, size_t count) {
 
 /* The one place a batch goes to the device (the loader's upload code may
  * take it over: one call). */
+/* The batch into the input activation: labels through the model's pinned
+ * ring, images from the loader's pinned slots or a plain host batch
+ * (src/batch_upload.h). Queued outside any graph capture. */
 static void upload_batch(tb_trainer *t, const tb_source_batch *b) {
-    tb_model_set_batch(t->m, b->images, b->labels, b->n);
+    tb_batch_upload_apply(t->m, b);
 }
 
 /* The records of finished steps, oldest first. */

@@ -103,6 +103,8 @@ tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, tb_nccl *nccl, const t
 void tb_trainer_destroy(tb_trainer *t);
 /* The watchdog to tell what this rank does (may be NULL). */
 void tb_trainer_set_monitor(tb_trainer *t, tb_monitor *mon);
+/* The model it trains. */
+tb_model *tb_trainer_model(const tb_trainer *t);
 /* The path the trainer took (none on one rank unless explicit). */
 tb_comm_path tb_trainer_path(const tb_trainer *t);
 /* Makes every rank's parameters, momentum, statistics and counters equal to

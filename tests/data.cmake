@@ -51,3 +51,110 @@ foreach(what boxes pixels corpus imagefolder)
     SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "data;python"
     ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")
 endforeach()
+
+# The loader's feed features (issue 15): inline decode (0 workers), the
+# deferred flip with uint8 output, non-blocking try_next, slot allocators,
+# --decode gpu's loader logic on the host emulation of the GPU decoder (the
+# same batches as the CPU path, fallbacks per file), its routing rule on
+# the fuzz corpus.
+add_executable(test_loader_feed test_loader_feed.c)
+target_link_libraries(test_loader_feed PRIVATE tb_data)
+add_test(NAME data_loader_feed COMMAND test_loader_feed ${TB_TEST_DIR}/fuzz/corpus/jpeg)
+set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
+
+# Batches into a model through src/batch_upload (issue 15) on the CPU
+# backend: the uint8 + flip path equals the float transform step for step,
+# pinned and pageable; a slot never goes back while its copy is pending
+# (events held pending, copies deferred until their event is waited for).
+add_executable(test_batch_upload test_batch_upload.c)
+target_link_libraries(test_batch_upload PRIVATE tb_app)
+add_test(NAME feed_upload COMMAND test_batch_upload)
+set_tests_properties(feed_upload PROPERTIES TIMEOUT 300 LABELS "data")
+
+# loader-bench --feed on the CPU backend (issue 15): the data-loading table
+# of SEEDS.md section 2 with the device columns marked as not measured; 3
+# thread counts (0 = main thread) x pinned on/off = 6 rows on a small set.
+add_test(NAME feed_cpu_table
+         COMMAND sh -c "rm -rf feed_cpu_data feed_cpu.h5 && \"$0\" mkdata --out feed_cpu_data --classes 4 --per-class 12 --min-side 64 --max-side 96 >/dev/null && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 0,1,2 --prefetch 2 --pinned on,off --steps 2 --warmup 1 --compute-threads 2 --results feed_cpu.h5 | tee feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) ' feed_cpu.txt)\" -eq 6 && grep -q 'GPU columns: not measured' feed_cpu.txt && test \"$(grep -cE '^ +[0-9]+ +2 +(on|off) +cpu +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +- +- +- ' feed_cpu.txt)\" -eq 6"
+                 ${TB_BIN})
+set_tests_properties(feed_cpu_table PROPERTIES TIMEOUT 600 LABELS "data" FIXTURES_SETUP feed_cpu)
+if(_tb_data_py)
+  add_test(NAME feed_cpu_results COMMAND ${_tb_data_py} ${TB_TEST_DIR}/check_feed.py feed_cpu.h5 --rows 6)
+else()
+  add_test(NAME feed_cpu_results COMMAND sh -c "echo 'SKIP: feed_cpu_results: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_cpu)
+
+# --decode gpu's crop + resize: the packed tables and the kernels'
+# arithmetic (run on the host) equal the CPU path's Pillow-exact resize.
+add_executable(test_gpu_resize test_gpu_resize.c)
+target_link_libraries(test_gpu_resize PRIVATE tb_data)
+add_test(NAME feed_gpu_resize_host COMMAND test_gpu_resize)
+set_tests_properties(feed_gpu_resize_host PROPERTIES TIMEOUT 300 LABELS "data")
+
+# --decode gpu without a GPU or nvJPEG: one clear line and a failing exit,
+# from loader-bench, from loader-bench --feed on the CPU backend, and from
+# train on the CPU backend.
+add_test(NAME feed_decode_gpu_cpu_backend
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--decode gpu decodes on the GPU the model trains on: it needs the CUDA backend"
+                 ${TB_BIN} loader-bench --feed --backend cpu --decode gpu --data feed_cpu_data --model resnet18
+                 --image-size 32 --batch-size 8 --threads 0 --prefetch 2 --pinned on --steps 1 --warmup 0)
+add_test(NAME feed_decode_gpu_train_cpu
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--decode gpu decodes into device memory and needs the CUDA backend"
+                 ${TB_BIN} --backend cpu --decode gpu --data feed_cpu_data --image-size 32 --batch-size 8 --steps 1
+                 --warmup-steps 0 --scaling-steps 0 --results feed_decode_gpu_train_cpu.h5)
+set_tests_properties(feed_decode_gpu_cpu_backend feed_decode_gpu_train_cpu PROPERTIES
+                     TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
+# (on a machine with a GPU and nvJPEG this one is the GPU tests' job: skipped)
+if(TARGET tb_gpu_check)
+  set(_tb_no_gpu sh ${TB_TEST_DIR}/no_gpu_run.sh $<TARGET_FILE:tb_gpu_check>)
+else()
+  set(_tb_no_gpu)
+endif()
+add_test(NAME feed_decode_gpu_refused
+         COMMAND ${_tb_no_gpu} ${TB_TEST_DIR}/expect_fail.sh "loader: --decode gpu: (no CUDA device|this build has no nvJPEG)"
+                 ${TB_BIN} loader-bench --data feed_cpu_data --decode gpu --threads 1 --batch-size 4 --batches 1
+                 --image-size 32)
+set_tests_properties(feed_decode_gpu_refused PROPERTIES TIMEOUT 120 LABELS "data" SKIP_RETURN_CODE 77
+                     FIXTURES_REQUIRED feed_cpu)
+
+# ---- on a GPU (label gpu; skipped here): tests/gpu/README.md ----
+add_executable(test_gpu_decode test_gpu_decode.c)
+target_link_libraries(test_gpu_decode PRIVATE tb_data)
+set(TB_FEED_GPU_TESTS feed_upload_cuda feed_gpu_decode feed_gpu_table feed_gpu_table_check feed_gpu_train_decode)
+if(TARGET tb_cuda)
+  add_test(NAME feed_upload_cuda COMMAND ${TB_GPU_RUN} $<TARGET_FILE:test_batch_upload> cuda)
+  add_test(NAME feed_gpu_decode COMMAND ${TB_GPU_RUN} $<TARGET_FILE:test_gpu_decode> ${TB_TEST_DIR}/fuzz/corpus/jpeg)
+  # the feed table on the GPU: NVML columns measured; CPU and GPU decode rows
+  add_test(NAME feed_gpu_table COMMAND ${TB_GPU_RUN} sh ${TB_TEST_DIR}/feed_gpu.sh table ${TB_BIN})
+  set_tests_properties(feed_gpu_table PROPERTIES FIXTURES_SETUP feed_gpu_results)
+  if(_tb_data_py)
+    add_test(NAME feed_gpu_table_check
+             COMMAND ${TB_GPU_RUN} ${_tb_data_py} ${TB_TEST_DIR}/check_feed.py feed_gpu.h5 --rows 4 --device-measured 1)
+  else()
+    add_test(NAME feed_gpu_table_check COMMAND sh -c "echo 'SKIP: no python3 found at configure time'; exit 77")
+  endif()
+  set_tests_properties(feed_gpu_table_check PROPERTIES FIXTURES_REQUIRED feed_gpu_results)
+  # train with --decode gpu (one rank): runs, and its results file says so
+  add_test(NAME feed_gpu_train_decode COMMAND ${TB_GPU_RUN} sh ${TB_TEST_DIR}/feed_gpu.sh train ${TB_BIN})
+  set_tests_properties(feed_upload_cuda feed_gpu_decode feed_gpu_table feed_gpu_train_decode PROPERTIES
+                       TIMEOUT 600)
+  set_tests_properties(feed_gpu_table feed_gpu_train_decode PROPERTIES FIXTURES_REQUIRED mkdata_gpu)
+else()
+  foreach(t ${TB_FEED_GPU_TESTS})
+    add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build has no CUDA backend (TB_CUDA=OFF or no toolkit)'; exit 77")
+  endforeach()
+endif()
+set_tests_properties(${TB_FEED_GPU_TESTS} PROPERTIES LABELS "gpu;data" SKIP_RETURN_CODE 77)
+
+# bench/gpu_feed.sh's scripts on the host: loader_psnr.py through the GPU
+# path's host emulation, feed_table.py on the CPU feed table.
+if(_tb_data_py)
+  add_test(NAME feed_scripts COMMAND sh ${TB_TEST_DIR}/feed_scripts.sh ${_tb_data_py} $<TARGET_FILE:tb_data_probe>
+                                     ${PROJECT_SOURCE_DIR})
+else()
+  add_test(NAME feed_scripts COMMAND sh -c "echo 'SKIP: feed_scripts: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_scripts PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_cpu ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1;OMP_NUM_THREADS=1")

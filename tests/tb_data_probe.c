@@ -7,8 +7,13 @@
  *   tb_data_probe render S
  *       stdin:  FILE MODE GEOM FMT OUT  with MODE fast|fast-all|partial|full, GEOM
  *               "eval" or "TOP,LEFT,H,W,FLIP", FMT u8 (HWC bytes) or f32
- *               (NCHW float32, normalised)
- *       stdout: "ok SCALE_NUM DEC_W DEC_H" (OUT written) or "bad REASON"
+ *               (NCHW float32, normalised); MODE gpu: the --decode gpu path
+ *               (nvJPEG on CUDA device 0, the crop and resize kernels; what
+ *               it does not take rendered as the loader does, by the CPU
+ *               path with decode partial), gpu-emulated: the same on the host
+ *               emulation of the GPU decoder
+ *       stdout: "ok SCALE_NUM DEC_W DEC_H" (OUT written) or "bad REASON"; for
+ *               the gpu modes "ok 8 W H gpu" or "ok 8 W H cpu REASON"
  *   tb_data_probe index PATH
  *       stdout: LABEL<TAB>RELPATH per sample, then "# classes<TAB>NAME..." and
  *               "# skipped EXT LOOSE OTHER"
@@ -20,6 +25,7 @@
 #include <string.h>
 
 #include "data/dataset.h"
+#include "data/gpu_decode.h"
 #include "data/loader.h"
 #include "data/transform.h"
 #include "src/core/log.h"
@@ -61,12 +67,62 @@ static uint8_t *slurp(const char *path, size_t *len) {
     return b;
 }
 
+/* The --decode gpu path for one sample: "gpu" when the GPU decoded it
+ * (rgbx filled, flip applied here as the device's input op would), else
+ * "cpu" and the reason, and the caller renders it on the CPU. */
+static tb_gpu_decoder *g_gpu;
+static uint8_t *g_dev;
+
+static const char *render_gpu(tb_sampler *sp, int emulate, const uint8_t *buf, size_t len, int train, int S,
+                              const tb_geometry *gp, uint8_t *rgbx, char *why, size_t whylen) {
+    if (!g_gpu) {
+        char err[512];
+        tb_gpu_decoder_opts o = {-1, 1, S, emulate, 0};
+        g_gpu = tb_gpu_decoder_create(&o, err, sizeof err);
+        if (!g_gpu) TB_FATAL("tb_data_probe: %s", err);
+        g_dev = tb_gpu_decoder_alloc(g_gpu, (size_t)3 * S * S);
+        if (!g_dev) TB_FATAL("tb_data_probe: out of device memory");
+        fprintf(stderr, "# tb_data_probe: %s\n", tb_gpu_decoder_describe(g_gpu));
+    }
+    tb_sample_plan_info pi;
+    char err[512];
+    if (tb_sample_plan(sp, buf, len, train, S, NULL, NULL, gp, &pi, err, sizeof err) != 0) {
+        snprintf(why, whylen, "plan: %.200s", err);
+        return "cpu";
+    }
+    if (!tb_gpu_decodable(&pi.fmt, why, whylen)) return "cpu";
+    tb_gpu_job job;
+    memset(&job, 0, sizeof job);
+    job.jpeg = buf;
+    job.len = len;
+    job.width = pi.width;
+    job.height = pi.height;
+    job.g = pi.g;
+    job.g.flip = 0;
+    tb_gpu_decode_batch(g_gpu, &job, 1, g_dev, NULL, NULL, 0);
+    if (job.status != 0) {
+        snprintf(why, whylen, "%s", job.why);
+        return "cpu";
+    }
+    uint8_t *rgb = malloc((size_t)3 * S * S);
+    tb_gpu_decoder_download(g_gpu, rgb, g_dev, (size_t)3 * S * S);
+    for (int y = 0; y < S; y++)
+        for (int x = 0; x < S; x++) {
+            int xs = pi.g.flip ? S - 1 - x : x;
+            memcpy(rgbx + ((size_t)y * S + x) * 4, rgb + ((size_t)y * S + xs) * 3, 3);
+            rgbx[((size_t)y * S + x) * 4 + 3] = 0;
+        }
+    free(rgb);
+    return "gpu";
+}
+
 static int cmd_render(int S) {
     char file[4096], mode[32], geom[128], fmt[16], out[4096];
     tb_sampler *sp = tb_sampler_create();
     uint8_t *rgbx = malloc((size_t)4 * S * S), *rgb = malloc((size_t)3 * S * S);
     float *f32 = malloc((size_t)3 * S * S * sizeof *f32);
     while (scanf("%4095s %31s %127s %15s %4095s", file, mode, geom, fmt, out) == 5) {
+        int gpu = strcmp(mode, "gpu") == 0 || strcmp(mode, "gpu-emulated") == 0;
         tb_decode_mode m = strcmp(mode, "full") == 0       ? TB_DECODE_FULL
                            : strcmp(mode, "partial") == 0  ? TB_DECODE_PARTIAL
                            : strcmp(mode, "fast-all") == 0 ? TB_DECODE_FAST_ALL
@@ -84,9 +140,22 @@ static int cmd_render(int S) {
         }
         size_t len = 0;
         uint8_t *buf = slurp(file, &len);
-        char err[512] = "cannot read file";
+        char err[512] = "cannot read file", why[256] = "";
         tb_render_info info;
-        int rc = buf ? tb_sample_render(sp, buf, len, m, train, S, NULL, NULL, gp, rgbx, &info, err, sizeof err) : -1;
+        memset(&info, 0, sizeof info);
+        const char *path = NULL;
+        int rc = -1;
+        if (buf && gpu) {
+            path = render_gpu(sp, strcmp(mode, "gpu-emulated") == 0, buf, len, train, S, gp, rgbx, why, sizeof why);
+            if (strcmp(path, "gpu") == 0) {
+                rc = 0;
+                info.scale_num = 8;
+            } else { /* as the loader: the CPU path, decode partial */
+                m = TB_DECODE_PARTIAL;
+            }
+        }
+        if (buf && rc != 0)
+            rc = tb_sample_render(sp, buf, len, m, train, S, NULL, NULL, gp, rgbx, &info, err, sizeof err);
         free(buf);
         if (rc != 0) {
             printf("bad %s\n", err);
@@ -103,13 +172,20 @@ static int cmd_render(int S) {
             fwrite(rgb, 1, (size_t)3 * S * S, f);
         }
         fclose(f);
-        printf("ok %d %d %d\n", info.scale_num, info.dec_w, info.dec_h);
+        if (path)
+            printf("ok %d %d %d %s%s%s\n", info.scale_num, info.dec_w, info.dec_h, path, why[0] ? " " : "", why);
+        else
+            printf("ok %d %d %d\n", info.scale_num, info.dec_w, info.dec_h);
         fflush(stdout);
     }
     free(rgbx);
     free(rgb);
     free(f32);
     tb_sampler_destroy(sp);
+    if (g_gpu) {
+        tb_gpu_decoder_free(g_gpu, g_dev);
+        tb_gpu_decoder_destroy(g_gpu);
+    }
     return 0;
 }
 

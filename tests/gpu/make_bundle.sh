@@ -19,6 +19,11 @@
 #      OPAL_PREFIX and PMIX_PREFIX (env.sh);
 #   5. packs it with xz (identical CUDA code in many test programs compresses
 #      away), within the device tool's 64 MiB for everything carried.
+# nvJPEG (--decode gpu): the lent machine's PyTorch wheels ship none and its
+# toolkit may lack it, so the build uses the PyPI wheel nvidia-nvjpeg (as
+# .ci/run, same cache) and the bundle carries its libnvjpeg.so.13 (about
+# 6 MB, 2 MB packed; it holds its own CUDA runtime and needs only the
+# driver). TB_BUNDLE_NVJPEG=0 builds without it.
 # tests/gpu/run_suite.sh unpacks and uses it.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -32,11 +37,25 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 B=$stage/gpu-bundle
 
+nvjpeg_version=13.3.2.43
+nvjpeg_cache=${TB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/trainbench}/nvjpeg-$nvjpeg_version
+nvjpeg_root=""
+if [ "${TB_BUNDLE_NVJPEG:-1}" = 1 ]; then
+  if [ ! -f "$nvjpeg_cache/nvidia/cu13/include/nvjpeg.h" ]; then
+    echo "== fetching nvJPEG $nvjpeg_version from PyPI into $nvjpeg_cache"
+    mkdir -p "$nvjpeg_cache"
+    python3 -m pip download -q --no-deps --only-binary=:all: --dest "$nvjpeg_cache" "nvidia-nvjpeg==$nvjpeg_version"
+    (cd "$nvjpeg_cache" && python3 -m zipfile -e nvidia_nvjpeg-"$nvjpeg_version"-*.whl .)
+  fi
+  nvjpeg_root=$nvjpeg_cache/nvidia/cu13
+fi
+
 echo "== configure $bdir (CUDA targets $arch)"
 cmake -S "$root" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "-DTB_CUDA=${TB_BUNDLE_CUDA:-ON}" -DTB_MPI=ON -DTB_WERROR=ON \
-  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DTB_PYTHON=/usr/bin/python3 >"$stage/configure.log" 2>&1 ||
+  "-DCMAKE_CUDA_ARCHITECTURES=$arch" -DTB_PYTHON=/usr/bin/python3 "-DNVJPEG_ROOT=$nvjpeg_root" \
+  >"$stage/configure.log" 2>&1 ||
   { cat "$stage/configure.log"; exit 1; }
-grep -E 'backends built|comm paths|CUDA toolkit|cuDNN|NCCL' "$stage/configure.log"
+grep -E 'backends built|comm paths|CUDA toolkit|cuDNN|NCCL|nvJPEG' "$stage/configure.log"
 echo "== build"
 cmake --build "$bdir" -j "$(nproc)" >"$stage/build.log" 2>&1 || { tail -40 "$stage/build.log"; exit 1; }
 
@@ -99,6 +118,11 @@ sort -u "$stage/libs" | while read -r name path; do
   case "$path" in "$ML/openmpi/"* | "$ML/pmix2/"*) continue ;; esac
   cp -L "$path" "$B/lib/$name"
 done
+# nvJPEG comes with the bundle (found through the build's RUNPATH above)
+if [ -n "$nvjpeg_root" ]; then
+  if [ -f "$B/lib/libnvjpeg.so.13" ]; then echo "   libnvjpeg.so.13 carried ($(du -h "$B/lib/libnvjpeg.so.13" | cut -f1))"
+  else echo "nvJPEG was built in but libnvjpeg.so.13 is not in the bundle"; exit 1; fi
+fi
 missing=$(while read -r f; do LD_LIBRARY_PATH="$B/lib:$B/root$ML/openmpi/lib" ldd "$f" 2>/dev/null | grep 'not found' || true; done <"$list" | sort -u)
 if [ -n "$missing" ]; then
   echo "unresolved libraries in the bundle:"

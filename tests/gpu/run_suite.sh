@@ -129,6 +129,11 @@ run_tests() {
   fail=$(grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run' "$OUT/keep/ctest.log")
   skip=$(grep -c '\*\*\*Skipped' "$OUT/keep/ctest.log")
   grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | sed 's/^ */           /' >>"$SUM"
+  # on a machine with a GPU, a GPU test that skips hides a broken set-up
+  if [ "$what" = "-L gpu" ] && [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
+    stage_result tests FAIL "$t" "ctest $what: $skip GPU test(s) skipped on a machine with a GPU (see ctest.log)"
+    return
+  fi
   if [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]; then stage_result tests ok "$t" "ctest $what: $pass passed, $skip skipped"
   else stage_result tests FAIL "$t" "ctest $what: $pass passed, $fail failed, $skip skipped"; fi
 }

@@ -1,0 +1,382 @@
+/* gpu_decode_nvjpeg.c - --decode gpu on nvJPEG (see gpu_decode.h).
+ *
+ * The decoder: the hardware JPEG engine (NVJPEG_BACKEND_HARDWARE; A100,
+ * H100, H200 have one) when nvjpegCreateEx accepts it, else the
+ * GPU-assisted hybrid decoder (NVJPEG_BACKEND_GPU_HYBRID), else nvJPEG's
+ * default. Each is first asked for chroma upsampling by interpolation
+ * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, closer to libjpeg's fancy
+ * upsampling, which the CPU path and Pillow use) and strict bitstream
+ * checks (NVJPEG_FLAGS_BITSTREAM_STRICT, so damaged data is reported rather
+ * than decoded), then with less when it refuses.
+ *
+ * A batch: every job's header is parsed by nvJPEG and, on the hardware
+ * engine, checked with nvjpegDecodeBatchedSupported(Ex); what it refuses
+ * goes back to the caller (the CPU path). The rest is decoded in one
+ * batched call into one device buffer as interleaved RGB: on the hardware
+ * engine only the region the resize reads (nvjpegDecodeBatchedEx with an
+ * ROI per image; the crop box's inputs plus 2 pixels), elsewhere, or when
+ * the engine refuses regions, the whole image. A failing batch is decoded
+ * again image by image so that only the failing files go back to the CPU.
+ * Then data/gpu_resize.cu crops and resizes into the slot's rows with the
+ * CPU path's Pillow weights, the CPU-rendered rows are copied up on the same
+ * stream, and the call returns when the stream is idle.
+ *
+ * NOT RUN ON A GPU YET: written against nvjpeg.h 13.3 and compiled; the
+ * planning and resize arithmetic are host-tested (test_gpu_resize), the
+ * loader's job and fallback logic through the host emulation. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <nvjpeg.h>
+
+#include "data/gpu_decode.h"
+#include "data/gpu_resize.h"
+#include "src/core/cuda_check.h"
+#include "src/core/log.h"
+
+/* data/gpu_resize.cu */
+void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src, uint8_t *d_tmp,
+                  uint8_t *d_dst, int max_rows, cudaStream_t stream);
+
+static const char *nvjpeg_status_name(nvjpegStatus_t s) {
+    switch (s) {
+    case NVJPEG_STATUS_SUCCESS: return "NVJPEG_STATUS_SUCCESS";
+    case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
+    case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
+    case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
+    case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
+    case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
+    case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
+    case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
+    case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
+    case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
+    case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
+    }
+    return "unknown nvJPEG status";
+}
+
+/* nvJPEG's check macro, for calls that must not fail (set-up, state,
+ * parameters): file:line, rank and host, the call and nvJPEG's status name,
+ * then the job ends (tb_fatal_at). A file nvJPEG cannot decode is a return
+ * value, never this. */
+#define TB_NVJPEG_CHECK(call)                                                                      \
+    do {                                                                                           \
+        nvjpegStatus_t tb_nvj_st_ = (call);                                                        \
+        if (tb_nvj_st_ != NVJPEG_STATUS_SUCCESS)                                                   \
+            tb_fatal_at(__FILE__, __LINE__, "nvJPEG: %s failed: %s (%d)", #call,                   \
+                        nvjpeg_status_name(tb_nvj_st_), (int)tb_nvj_st_);                          \
+    } while (0)
+
+typedef struct {
+    tb_gpu_decoder_opts o;
+    int device;
+    nvjpegHandle_t h;
+    nvjpegJpegState_t st;
+    nvjpegJpegStream_t js;         /* header parse for the support checks */
+    nvjpegDecodeParams_t *params;  /* [max_batch] per image: RGBI, region */
+    int hw, roi;                   /* hardware engine; region decode in use */
+    cudaStream_t cs;
+    uint8_t *d_dec, *d_tmp;        /* decoded regions; horizontal-pass rows */
+    size_t dec_cap, tmp_cap;
+    int32_t *d_tab, *h_tab;        /* resize tables (device; pinned host) */
+    size_t dtab_cap, htab_cap;     /* int32 values */
+    tb_rs_desc *d_desc, *h_desc;   /* [max_batch] (device; pinned host) */
+    tb_rs_desc *plan;              /* [max_batch] planned, in job order */
+    tb_rs_planner *pl;
+    /* per batch, [max_batch] */
+    const unsigned char **data;
+    size_t *lens;
+    nvjpegImage_t *imgs;
+    nvjpegDecodeParams_t *bparams;
+    int *which;                    /* job index of batch entry k */
+    char desc[320];
+} nvj;
+
+static void nvj_destroy(void *impl) {
+    nvj *v = impl;
+    if (!v) return;
+    cudaSetDevice(v->device);
+    if (v->cs) TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+    for (int i = 0; v->params && i < v->o.max_batch; i++)
+        if (v->params[i]) TB_NVJPEG_CHECK(nvjpegDecodeParamsDestroy(v->params[i]));
+    if (v->js) TB_NVJPEG_CHECK(nvjpegJpegStreamDestroy(v->js));
+    if (v->st) TB_NVJPEG_CHECK(nvjpegJpegStateDestroy(v->st));
+    if (v->h) TB_NVJPEG_CHECK(nvjpegDestroy(v->h));
+    if (v->cs) TB_CUDA_CHECK(cudaStreamDestroy(v->cs));
+    cudaFree(v->d_dec);
+    cudaFree(v->d_tmp);
+    cudaFree(v->d_tab);
+    cudaFree(v->d_desc);
+    cudaFreeHost(v->h_tab);
+    cudaFreeHost(v->h_desc);
+    tb_rs_planner_destroy(v->pl);
+    free(v->params);
+    free(v->plan);
+    free(v->data);
+    free(v->lens);
+    free(v->imgs);
+    free(v->bparams);
+    free(v->which);
+    free(v);
+}
+
+static const char *nvj_describe(const void *impl) { return ((const nvj *)impl)->desc; }
+
+static void *nvj_alloc(void *impl, size_t bytes) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes) != cudaSuccess) {
+        cudaGetLastError(); /* out of memory is the caller's message */
+        return NULL;
+    }
+    return p;
+}
+
+static void nvj_release(void *impl, void *p) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    TB_CUDA_CHECK(cudaFree(p));
+}
+
+static void nvj_download(void *impl, void *host, const void *dev, size_t bytes) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    TB_CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
+}
+
+/* Device buffer of at least `need` bytes (the stream is idle between batches). */
+static void *dev_grow(void *p, size_t *cap, size_t need) {
+    if (need <= *cap) return p;
+    if (p) TB_CUDA_CHECK(cudaFree(p));
+    size_t c = need + need / 2 + 256;
+    TB_CUDA_CHECK(cudaMalloc(&p, c));
+    *cap = c;
+    return p;
+}
+
+/* One batched decode of entries [0, m). */
+static nvjpegStatus_t decode_entries(nvj *v, int m, int use_roi) {
+    nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(v->h, v->st, m, 1, NVJPEG_OUTPUT_RGBI);
+    if (s != NVJPEG_STATUS_SUCCESS) return s;
+    if (use_roi) return nvjpegDecodeBatchedEx(v->h, v->st, v->data, v->lens, v->imgs, v->bparams, v->cs);
+    return nvjpegDecodeBatched(v->h, v->st, v->data, v->lens, v->imgs, v->cs);
+}
+
+/* Plans the accepted jobs (status 0): regions, output buffers, batch
+ * entries. Returns how many entries. */
+static int plan_batch(nvj *v, tb_gpu_job *jobs, int n) {
+    tb_rs_begin(v->pl);
+    size_t off = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        tb_gpu_job *j = &jobs[i];
+        if (j->status != 0) continue;
+        tb_rs_region need;
+        tb_rs_plan(v->pl, &j->g, j->width, j->height, 2, j->row, &v->plan[i], &need);
+        if (!v->roi) need = (tb_rs_region){0, 0, j->width, j->height};
+        int rw = need.x1 - need.x0, rh = need.y1 - need.y0;
+        nvjpegDecodeParams_t p = v->params[m];
+        if (v->hw) {
+            if (v->roi)
+                TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, need.x0, need.y0, rw, rh));
+            else
+                TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, 0, 0, -1, -1));
+        }
+        tb_rs_place(&j->g, need.x0, need.y0, (int64_t)off, rw * 3, &v->plan[i]);
+        v->data[m] = j->jpeg;
+        v->lens[m] = j->len;
+        memset(&v->imgs[m], 0, sizeof v->imgs[m]);
+        v->imgs[m].pitch[0] = (size_t)rw * 3;
+        v->bparams[m] = p;
+        v->which[m] = i;
+        off += ((size_t)rw * rh * 3 + 255) & ~(size_t)255;
+        m++;
+    }
+    v->d_dec = dev_grow(v->d_dec, &v->dec_cap, off + 256);
+    for (int k = 0; k < m; k++) v->imgs[k].channel[0] = v->d_dec + v->plan[v->which[k]].src_off;
+    return m;
+}
+
+static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
+                       const int *host_rows, int nh) {
+    nvj *v = impl;
+    const int S = v->o.S;
+    const size_t row_bytes = (size_t)S * S * 3;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    for (int i = 0; i < nh; i++)
+        TB_CUDA_CHECK(cudaMemcpyAsync(dev_images + (size_t)host_rows[i] * row_bytes,
+                                      host_images + (size_t)host_rows[i] * row_bytes, row_bytes,
+                                      cudaMemcpyHostToDevice, v->cs));
+    /* what nvJPEG (and, on the engine, the hardware) takes */
+    for (int i = 0; i < n; i++) {
+        tb_gpu_job *j = &jobs[i];
+        j->status = 0;
+        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(v->h, j->jpeg, j->len, v->js);
+        if (s != NVJPEG_STATUS_SUCCESS) {
+            j->status = -1;
+            snprintf(j->why, sizeof j->why, "nvJPEG cannot parse the header: %s", nvjpeg_status_name(s));
+            continue;
+        }
+        if (!v->hw) continue;
+        int unsupported = 1;
+        s = nvjpegDecodeBatchedSupported(v->h, v->js, &unsupported);
+        if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {
+            j->status = -1;
+            snprintf(j->why, sizeof j->why, "the hardware decoder does not take it (%s, %d)", nvjpeg_status_name(s),
+                     unsupported);
+        }
+    }
+    int m = plan_batch(v, jobs, n);
+    nvjpegStatus_t s = m > 0 ? decode_entries(v, m, v->hw && v->roi) : NVJPEG_STATUS_SUCCESS;
+    if (s != NVJPEG_STATUS_SUCCESS && v->hw && v->roi &&
+        (s == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED || s == NVJPEG_STATUS_INVALID_PARAMETER ||
+         s == NVJPEG_STATUS_ARCH_MISMATCH)) {
+        /* the engine refuses regions here: whole images from now on */
+        v->roi = 0;
+        size_t used = strlen(v->desc);
+        snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
+                 nvjpeg_status_name(s));
+        TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+        m = plan_batch(v, jobs, n);
+        s = decode_entries(v, m, 0);
+    }
+    if (s != NVJPEG_STATUS_SUCCESS) { /* find the files that fail, one at a time */
+        TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+        nvjpegStatus_t batch_status = s;
+        int keep = m;
+        for (int k = 0; k < keep; k++) {
+            v->data[0] = v->data[k];
+            v->lens[0] = v->lens[k];
+            v->imgs[0] = v->imgs[k];
+            v->bparams[0] = v->bparams[k];
+            int i = v->which[k];
+            nvjpegStatus_t one = decode_entries(v, 1, v->hw && v->roi);
+            TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+            if (one != NVJPEG_STATUS_SUCCESS) {
+                jobs[i].status = -1;
+                snprintf(jobs[i].why, sizeof jobs[i].why, "nvJPEG: %s (the batch: %s)", nvjpeg_status_name(one),
+                         nvjpeg_status_name(batch_status));
+            }
+        }
+    }
+    /* the resize of what decoded */
+    int ok = 0, max_rows = 1;
+    for (int i = 0; i < n; i++)
+        if (jobs[i].status == 0) {
+            v->h_desc[ok++] = v->plan[i];
+            if (v->plan[i].rows > max_rows) max_rows = v->plan[i].rows;
+        }
+    if (ok > 0) {
+        size_t tlen;
+        const int32_t *tab = tb_rs_tables(v->pl, &tlen);
+        if (tlen > v->htab_cap) {
+            if (v->h_tab) TB_CUDA_CHECK(cudaFreeHost(v->h_tab));
+            v->htab_cap = tlen + tlen / 2;
+            TB_CUDA_CHECK(cudaHostAlloc((void **)&v->h_tab, v->htab_cap * sizeof *v->h_tab, cudaHostAllocDefault));
+        }
+        memcpy(v->h_tab, tab, tlen * sizeof *tab);
+        v->d_tab = dev_grow(v->d_tab, &v->dtab_cap, tlen * sizeof *tab);
+        v->d_tmp = dev_grow(v->d_tmp, &v->tmp_cap, tb_rs_scratch_bytes(v->pl) + 1);
+        TB_CUDA_CHECK(cudaMemcpyAsync(v->d_tab, v->h_tab, tlen * sizeof *tab, cudaMemcpyHostToDevice, v->cs));
+        TB_CUDA_CHECK(cudaMemcpyAsync(v->d_desc, v->h_desc, (size_t)ok * sizeof *v->h_desc, cudaMemcpyHostToDevice,
+                                      v->cs));
+        tb_rs_launch(v->d_desc, ok, v->d_tab, S, v->d_dec, v->d_tmp, dev_images, max_rows, v->cs);
+    }
+    TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+}
+
+static const tb_gpu_decoder_ops k_nvj_ops = {nvj_destroy, nvj_describe, nvj_alloc, nvj_release, nvj_download,
+                                             nvj_decode};
+
+void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops, char *err,
+                           size_t errlen) {
+    int count = 0;
+    cudaError_t ce = cudaGetDeviceCount(&count);
+    if (ce != cudaSuccess || count == 0) {
+        snprintf(err, errlen, "--decode gpu: no CUDA device (%s)",
+                 ce != cudaSuccess ? cudaGetErrorString(ce) : "none visible");
+        cudaGetLastError();
+        return NULL;
+    }
+    nvj *v = calloc(1, sizeof *v);
+    if (!v) TB_FATAL("out of host memory");
+    v->o = *o;
+    v->device = o->device;
+    if (v->device < 0) TB_CUDA_CHECK(cudaGetDevice(&v->device));
+    if (v->device >= count) {
+        snprintf(err, errlen, "--decode gpu: CUDA device %d does not exist (%d visible)", v->device, count);
+        free(v);
+        return NULL;
+    }
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    const struct {
+        nvjpegBackend_t b;
+        unsigned flags;
+        const char *name;
+    } tries[] = {
+        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | NVJPEG_FLAGS_BITSTREAM_STRICT,
+         "hardware engine, interpolated upsampling, strict bitstream checks"},
+        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, "hardware engine, interpolated upsampling"},
+        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT, "hardware engine"},
+        {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | NVJPEG_FLAGS_BITSTREAM_STRICT,
+         "GPU hybrid decoder, interpolated upsampling, strict bitstream checks"},
+        {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_DEFAULT, "GPU hybrid decoder"},
+        {NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, "default decoder"},
+    };
+    const char *chosen = NULL;
+    nvjpegStatus_t last = NVJPEG_STATUS_SUCCESS;
+    for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !chosen; t++) {
+        last = nvjpegCreateEx(tries[t].b, NULL, NULL, tries[t].flags, &v->h);
+        if (last == NVJPEG_STATUS_SUCCESS) {
+            chosen = tries[t].name;
+            v->hw = tries[t].b == NVJPEG_BACKEND_HARDWARE;
+        }
+    }
+    if (!chosen) {
+        snprintf(err, errlen, "--decode gpu: nvJPEG could not be initialised on device %d: %s", v->device,
+                 nvjpeg_status_name(last));
+        free(v);
+        return NULL;
+    }
+    v->roi = v->hw; /* region decode: nvjpegDecodeBatchedEx, the hardware backend only */
+    TB_NVJPEG_CHECK(nvjpegJpegStateCreate(v->h, &v->st));
+    TB_NVJPEG_CHECK(nvjpegJpegStreamCreate(v->h, &v->js));
+    const int B = o->max_batch;
+    v->params = calloc((size_t)B, sizeof *v->params);
+    v->plan = calloc((size_t)B, sizeof *v->plan);
+    v->data = calloc((size_t)B, sizeof *v->data);
+    v->lens = calloc((size_t)B, sizeof *v->lens);
+    v->imgs = calloc((size_t)B, sizeof *v->imgs);
+    v->bparams = calloc((size_t)B, sizeof *v->bparams);
+    v->which = calloc((size_t)B, sizeof *v->which);
+    if (!v->params || !v->plan || !v->data || !v->lens || !v->imgs || !v->bparams || !v->which)
+        TB_FATAL("out of host memory");
+    for (int i = 0; i < B; i++) {
+        TB_NVJPEG_CHECK(nvjpegDecodeParamsCreate(v->h, &v->params[i]));
+        TB_NVJPEG_CHECK(nvjpegDecodeParamsSetOutputFormat(v->params[i], NVJPEG_OUTPUT_RGBI));
+    }
+    v->pl = tb_rs_planner_create(o->S);
+    TB_CUDA_CHECK(cudaStreamCreateWithFlags(&v->cs, cudaStreamNonBlocking));
+    TB_CUDA_CHECK(cudaMalloc((void **)&v->d_desc, (size_t)B * sizeof *v->d_desc));
+    TB_CUDA_CHECK(cudaHostAlloc((void **)&v->h_desc, (size_t)B * sizeof *v->h_desc, cudaHostAllocDefault));
+    int major = 0, minor = 0, patch = 0;
+    nvjpegGetProperty(MAJOR_VERSION, &major);
+    nvjpegGetProperty(MINOR_VERSION, &minor);
+    nvjpegGetProperty(PATCH_LEVEL, &patch);
+    snprintf(v->desc, sizeof v->desc, "nvJPEG %d.%d.%d on device %d: %s, batched%s", major, minor, patch, v->device,
+             chosen, v->roi ? ", region decode" : ", whole images");
+    if (v->hw) {
+        unsigned engines = 0, cores = 0;
+        if (nvjpegGetHardwareDecoderInfo(v->h, &engines, &cores) == NVJPEG_STATUS_SUCCESS) {
+            size_t used = strlen(v->desc);
+            snprintf(v->desc + used, sizeof v->desc - used, " (%u engines x %u cores)", engines, cores);
+        }
+        /* a hint for the first allocation; the library grows it when needed */
+        nvjpegDecodeBatchedPreAllocate(v->h, v->st, B, 1024, 1024, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+    }
+    *ops = &k_nvj_ops;
+    return v;
+}

@@ -1,0 +1,64 @@
+/* loader_feed.h - `trainbench loader-bench --feed`: the data-loading table
+ * of SEEDS.md section 2 for trainbench's own loader. A model (ResNet-50 by
+ * default) trains on a JPEG folder through the real training step
+ * (tb_trainer_step, batches through src/batch_upload) while the loader
+ * configuration changes from row to row: worker threads (0 = the main
+ * thread decodes), prefetch depth (slots), pinned slots on or off. Each row
+ * reports what the seeds' table reports:
+ *
+ *   img/s          images trained per second over the timed steps
+ *   ms/batch       wall time per step
+ *   wait %         share of the wall time the step spent waiting for its
+ *                  batch (tb_loader_next blocking, or decoding on the main
+ *                  thread), the loader-bound share, measured on any backend
+ *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps
+ *                  (src/nvml.h), and SM activity where the GPU reports it
+ *
+ * On the CPU backend the same command runs (the loader, the uint8 upload
+ * path and the step are the same code) and the device columns are written
+ * as not measured (NaN in the results file, "-" on the console). */
+#ifndef TB_LOADER_FEED_H
+#define TB_LOADER_FEED_H
+
+#include <stdint.h>
+
+#include "data/dataset.h"
+#include "data/loader.h"
+#include "src/nvml.h"
+#include "src/trainer.h"
+
+/* One row's loader configuration. */
+typedef struct {
+    int threads;      /* 0: the main thread decodes (inline) */
+    int prefetch;     /* batch slots */
+    int pinned;       /* 1: slots in pinned memory, asynchronous copies, lookahead */
+} tb_feed_config;
+
+/* What stays the same across rows. */
+typedef struct {
+    const tb_dataset *ds;
+    tb_trainer *tr;              /* one rank; its model is trained */
+    tb_nvml_sampler *smp;        /* NULL: device columns not measured */
+    int batch, image_size, train;
+    int warmup, steps;           /* untimed, timed steps per row */
+    tb_decode_mode decode;
+    uint64_t seed;
+    double lr;
+} tb_feed_setup;
+
+typedef struct {
+    double img_per_s, ms_per_batch, wait_pct, h2d_ms, step_ms;
+    double gpu_util_pct, gpu_idle_pct, sm_active_pct; /* NaN: not measured */
+    double decode_ms_per_img;    /* loader thread time per image (read + decode) */
+    double lookahead_pct;        /* batches whose copy overlapped the previous step */
+    int64_t images, skipped, slot_waits;
+    int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
+    int nvml_samples;
+    char decoder[256];                 /* what decoded (tb_loader_decoder) */
+} tb_feed_row;
+
+/* Trains setup->warmup + setup->steps steps with configuration c; dies with
+ * one line when a step's gradients hold NaN/Inf. */
+tb_feed_row tb_feed_measure(const tb_feed_setup *setup, const tb_feed_config *c);
+
+#endif

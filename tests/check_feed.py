@@ -1,0 +1,79 @@
+#!/usr/bin/python3
+"""check_feed.py FEED.h5 --rows N [--device-measured 0|1]: the results file of
+`trainbench loader-bench --feed` holds the data-loading table of SEEDS.md
+section 2 as /feed columns, one row per loader configuration, with the
+provenance attributes; on a machine without a GPU the device columns are NaN
+and the file says why. Exit 0 when every check holds, 1 otherwise, 77
+without h5py."""
+import argparse
+import math
+import sys
+
+try:
+    import h5py
+except ImportError as e:
+    print(f"SKIP: {e} (install python3-h5py)")
+    sys.exit(77)
+
+COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
+        "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
+        "gpu_to_cpu"]
+ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",
+         "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("path")
+    ap.add_argument("--rows", type=int, required=True)
+    ap.add_argument("--device-measured", type=int, default=0)
+    a = ap.parse_args()
+    bad = []
+    with h5py.File(a.path, "r") as f:
+        for k in ATTRS:
+            if k not in f.attrs:
+                bad.append(f"attribute {k} missing")
+        if f.attrs.get("kind") not in ("loader-feed", b"loader-feed"):
+            bad.append(f"kind is {f.attrs.get('kind')!r}, not loader-feed")
+        if "feed" not in f:
+            bad.append("no /feed table")
+        else:
+            g = f["feed"]
+            cols = {c: g[c][()] for c in COLS if c in g}
+            bad += [f"/feed/{c} missing" for c in COLS if c not in g]
+            lens = {len(v) for v in cols.values()}
+            if lens != {a.rows}:
+                bad.append(f"/feed columns have lengths {sorted(lens)}, want {a.rows}")
+            elif len(cols) == len(COLS):
+                steps = int(f.attrs["steps"])
+                batch = int(f.attrs["batch_size"])
+                for i in range(a.rows):
+                    if not cols["img_per_s"][i] > 0 or not cols["ms_per_batch"][i] > 0:
+                        bad.append(f"row {i}: img/s {cols['img_per_s'][i]}, ms/batch {cols['ms_per_batch'][i]}")
+                    if not 0 <= cols["wait_pct"][i] <= 100:
+                        bad.append(f"row {i}: wait {cols['wait_pct'][i]} % outside [0, 100]")
+                    if cols["images"][i] != steps * batch:
+                        bad.append(f"row {i}: {cols['images'][i]} images trained, want {steps} x {batch}")
+                    # img/s and ms/batch describe the same wall time
+                    implied = batch * 1e3 / cols["ms_per_batch"][i]
+                    if abs(implied - cols["img_per_s"][i]) > 1e-6 * implied + 1e-9:
+                        bad.append(f"row {i}: img/s {cols['img_per_s'][i]} but batch / ms per batch gives {implied}")
+                    measured = not math.isnan(cols["gpu_util_pct"][i])
+                    if measured != bool(a.device_measured):
+                        bad.append(f"row {i}: GPU-Util {cols['gpu_util_pct'][i]}: device columns "
+                                   f"{'measured' if measured else 'not measured'}")
+                    if measured and abs(cols["gpu_util_pct"][i] + cols["gpu_idle_pct"][i] - 100) > 1e-9:
+                        bad.append(f"row {i}: util + idle != 100")
+                if not a.device_measured:
+                    note = f.attrs["device_columns"]
+                    note = note.decode() if isinstance(note, bytes) else str(note)
+                    if not note.startswith("not measured"):
+                        bad.append(f"device_columns says '{note}' on a run without a GPU")
+    for b in bad:
+        print("FAIL:", b)
+    print(f"# check_feed: {a.path}: {len(bad)} problems")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

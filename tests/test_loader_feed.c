@@ -1,0 +1,382 @@
+/* test_loader_feed.c - the loader's features for feeding a device (issue
+ * 15), on the host:
+ *   - inline decode (0 workers: the caller's thread) gives bit for bit the
+ *     batches of worker threads, bad files replaced alike;
+ *   - uint8 output with the flip deferred (gpu_flip): the same crop boxes
+ *     and draws, images unflipped, flip flags that say which to mirror:
+ *     mirroring them gives exactly the flipped render;
+ *   - tb_loader_try_next: never blocks, hands out batches in step order,
+ *     several may be held and released in any order;
+ *   - the slot allocator callbacks get their context, every allocation is
+ *     freed;
+ *   - --decode gpu's loader logic on the host emulation of the GPU decoder
+ *     (data/gpu_decode.h): the same batches, bit for bit, as the CPU path
+ *     with decode `partial` (same crop boxes, flips, labels, replacements
+ *     of bad files), with formats the GPU path does not take (progressive)
+ *     rendered by the CPU, and jobs the "GPU" fails going back to the CPU
+ *     path file by file (a corrupt file then replaced as on the CPU path);
+ *   - the routing rule (tb_gpu_decodable) on the fuzz corpus's seeds.
+ * Usage: test_loader_feed (JPEGs made here, in a temporary directory). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/dataset.h"
+#include "data/gpu_decode.h"
+#include "data/jpeg.h"
+#include "data/loader.h"
+#include "data/transform.h"
+#include "tests/tb_test.h"
+#include "tests/tb_test_jpeg.h"
+
+#define S 24
+#define BATCH 4
+
+static tb_loader_opts base_opts(const tb_dataset *ds) {
+    tb_loader_opts o;
+    memset(&o, 0, sizeof o);
+    o.ds = ds;
+    o.batch = BATCH;
+    o.image_size = S;
+    o.train = 1;
+    o.threads = 3;
+    o.prefetch = 3;
+    o.world = 1;
+    o.seed = 7;
+    o.format = TB_OUT_U8_NHWC;
+    return o;
+}
+
+static tb_loader *make(const tb_loader_opts *o) {
+    char err[256];
+    tb_loader *ld = tb_loader_create(o, err, sizeof err);
+    TB_CHECK(ld != NULL, "tb_loader_create: %s", err);
+    if (!ld) exit(1);
+    return ld;
+}
+
+/* Every batch of `epochs` epochs: images [total][S][S][3] (or float), labels, flips. */
+typedef struct {
+    uint8_t *img;
+    int32_t *labels;
+    uint8_t *flip;
+    int n, flips_set;
+    int64_t skipped;
+} run_out;
+
+static run_out run(const tb_loader_opts *o, int epochs) {
+    tb_loader *ld = make(o);
+    size_t per = tb_sample_bytes(o->format, S);
+    run_out r;
+    memset(&r, 0, sizeof r);
+    size_t cap = (size_t)epochs * (size_t)o->ds->n + BATCH;
+    r.img = calloc(cap, per);
+    r.labels = calloc(cap, sizeof *r.labels);
+    r.flip = calloc(cap, 1);
+    for (int e = 0; e < epochs; e++) {
+        tb_loader_start_epoch(ld, e, 0);
+        const tb_batch *b;
+        while ((b = tb_loader_next(ld)) != NULL) {
+            memcpy(r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
+            memcpy(r.labels + r.n, b->labels, sizeof(int32_t) * (size_t)b->n);
+            TB_CHECK((b->flip != NULL) == (o->gpu_flip != 0), "flip flags %s without gpu_flip",
+                     b->flip ? "present" : "absent");
+            if (b->flip) memcpy(r.flip + r.n, b->flip, (size_t)b->n);
+            TB_CHECK(b->slot >= 0 && b->slot < o->prefetch, "slot index %d outside the ring", b->slot);
+            r.n += b->n;
+            tb_loader_release(ld, b);
+        }
+    }
+    for (int i = 0; i < r.n; i++) r.flips_set += r.flip[i] != 0;
+    tb_loader_stats st;
+    tb_loader_get_stats(ld, &st);
+    r.skipped = st.skipped;
+    tb_loader_destroy(ld);
+    return r;
+}
+
+static void run_free(run_out *r) {
+    free(r->img);
+    free(r->labels);
+    free(r->flip);
+}
+
+static void test_inline(const tb_dataset *ds) {
+    tb_loader_opts o = base_opts(ds);
+    o.format = TB_OUT_F32_NCHW;
+    run_out a = run(&o, 2);
+    o.inline_decode = 1;
+    run_out b = run(&o, 2);
+    size_t per = tb_sample_bytes(o.format, S);
+    TB_CHECK(a.n == b.n && a.n == 2 * 30, "samples: %d with workers, %d inline; want 60", a.n, b.n);
+    TB_CHECK(memcmp(a.img, b.img, per * (size_t)a.n) == 0 && memcmp(a.labels, b.labels, 4 * (size_t)a.n) == 0,
+             "inline decode gives other batches than 3 worker threads");
+    TB_CHECK(a.skipped == b.skipped && a.skipped == 2 * 4, "skipped %lld (workers) and %lld (inline); want 8",
+             (long long)a.skipped, (long long)b.skipped);
+    run_free(&a);
+    run_free(&b);
+
+    /* inline: wait_s is the decode time of the batch, > 0 */
+    o.inline_decode = 1;
+    tb_loader *ld = make(&o);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *bt = tb_loader_next(ld);
+    TB_CHECK(bt && bt->wait_s > 0, "inline batch wait %.6f s: decoding on the caller's thread is not counted",
+             bt ? bt->wait_s : -1.0);
+    const tb_batch *peek = NULL;
+    TB_CHECK(tb_loader_try_next(ld, &peek) == 0, "inline try_next found a batch nobody decoded");
+    if (bt) tb_loader_release(ld, bt);
+    tb_loader_destroy(ld);
+}
+
+static void test_gpu_flip(const tb_dataset *ds) {
+    tb_loader_opts o = base_opts(ds);
+    run_out a = run(&o, 2); /* flipped on the host */
+    o.gpu_flip = 1;
+    run_out b = run(&o, 2); /* unflipped + flags */
+    TB_CHECK(a.n == b.n && memcmp(a.labels, b.labels, 4 * (size_t)a.n) == 0, "gpu_flip changes the samples");
+    int bad = 0;
+    for (int i = 0; i < b.n; i++) {
+        const uint8_t *pa = a.img + (size_t)i * S * S * 3, *pb = b.img + (size_t)i * S * S * 3;
+        for (int y = 0; y < S; y++)
+            for (int x = 0; x < S; x++) {
+                int xs = b.flip[i] ? S - 1 - x : x;
+                if (memcmp(pa + ((size_t)y * S + x) * 3, pb + ((size_t)y * S + xs) * 3, 3) != 0) bad++;
+            }
+    }
+    TB_CHECK(bad == 0, "%d pixels differ between the host flip and the deferred flip mirrored", bad);
+    TB_CHECK(b.flips_set > b.n / 5 && b.flips_set < b.n * 4 / 5, "%d of %d samples flipped: the flags look wrong",
+             b.flips_set, b.n);
+    /* and the renders are not symmetric: an unflipped copy differs where flip is set */
+    int differ = 0;
+    for (int i = 0; i < b.n; i++)
+        if (b.flip[i] && memcmp(a.img + (size_t)i * S * S * 3, b.img + (size_t)i * S * S * 3, S * S * 3) != 0)
+            differ++;
+    TB_CHECK(differ == b.flips_set, "only %d of %d flipped samples differ from their unflipped render", differ,
+             b.flips_set);
+    run_free(&a);
+    run_free(&b);
+
+    char err[256];
+    o.format = TB_OUT_F32_NCHW;
+    TB_CHECK(tb_loader_create(&o, err, sizeof err) == NULL && strstr(err, "uint8"),
+             "gpu_flip with float output accepted (%s)", err);
+}
+
+static void test_try_next(const tb_dataset *ds) {
+    tb_loader_opts o = base_opts(ds);
+    o.prefetch = 3;
+    tb_loader *ld = make(&o);
+    tb_loader_start_epoch(ld, 3, 0);
+    int64_t steps = tb_loader_steps_per_epoch(ld);
+    const tb_batch *held[3] = {NULL, NULL, NULL};
+    int64_t want = 0, got_all = 0;
+    int order_ok = 1, nheld = 0, max_held = 0;
+    for (int guard = 0; guard < 200000 && got_all < steps; guard++) {
+        const tb_batch *b = NULL;
+        int rc = tb_loader_try_next(ld, &b);
+        if (rc == 1) {
+            order_ok &= b->step == want++;
+            held[nheld++] = b;
+            got_all++;
+            if (nheld > max_held) max_held = nheld;
+        }
+        /* release out of order: the newest first once three are held, or when nothing is ready */
+        if (nheld == 3 || (rc == 0 && nheld > 0)) {
+            tb_loader_release(ld, held[nheld - 1]);
+            nheld--;
+        }
+        if (rc == 0) nanosleep(&(struct timespec){0, 200000}, NULL);
+    }
+    while (nheld > 0) tb_loader_release(ld, held[--nheld]);
+    TB_CHECK(got_all == steps && order_ok, "try_next: %lld of %lld batches, in step order: %d", (long long)got_all,
+             (long long)steps, order_ok);
+    TB_CHECK(max_held >= 2, "never held two batches at once (max %d)", max_held);
+    const tb_batch *b = NULL;
+    TB_CHECK(tb_loader_try_next(ld, &b) == -1, "try_next after the epoch's last batch is not -1");
+    TB_CHECK(tb_loader_slots(ld) == 3, "tb_loader_slots %d, want prefetch 3", tb_loader_slots(ld));
+    tb_loader_destroy(ld);
+}
+
+typedef struct {
+    int magic, allocs, frees;
+} counter;
+
+static void *count_alloc(void *ctx, size_t bytes) {
+    counter *c = ctx;
+    if (c->magic != 1234) return NULL;
+    c->allocs++;
+    return malloc(bytes);
+}
+
+static void count_free(void *ctx, void *p) {
+    counter *c = ctx;
+    c->frees++;
+    free(p);
+}
+
+static void test_allocator(const tb_dataset *ds) {
+    counter c = {1234, 0, 0};
+    tb_loader_opts o = base_opts(ds);
+    o.gpu_flip = 1;
+    o.host_alloc = count_alloc;
+    o.host_free = count_free;
+    o.host_ctx = &c;
+    run_out r = run(&o, 1);
+    run_free(&r);
+    TB_CHECK(c.allocs == 3 * o.prefetch && c.frees == c.allocs,
+             "slot allocator: %d allocations, %d frees; want 3 per slot (images, labels, flip), all freed", c.allocs,
+             c.frees);
+    char err[256];
+    o.host_free = NULL;
+    TB_CHECK(tb_loader_create(&o, err, sizeof err) == NULL, "host_alloc without host_free accepted");
+}
+
+/* The same batches from the emulated GPU path and from the CPU path
+ * (decode partial, flip deferred), workers or inline. */
+static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_decode, int expect_fallback) {
+    tb_loader_opts o = base_opts(ds);
+    o.gpu_flip = 1;
+    o.inline_decode = inline_decode;
+    o.decode = TB_DECODE_PARTIAL;
+    run_out a = run(&o, 2);
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    o.gpu_emulate_fail_every = fail_every;
+    tb_loader *ld = make(&o);
+    TB_CHECK(strstr(tb_loader_decoder(ld), "emulation") != NULL, "decoder: %s", tb_loader_decoder(ld));
+    tb_loader_destroy(ld);
+    run_out b = run(&o, 2);
+    TB_CHECK(a.n == b.n && a.n == 60, "samples: CPU %d, GPU path %d", a.n, b.n);
+    int img_bad = 0;
+    for (int i = 0; i < a.n; i++)
+        if (memcmp(a.img + (size_t)i * S * S * 3, b.img + (size_t)i * S * S * 3, S * S * 3) != 0) {
+            int d = 0, mx = 0;
+            for (int q = 0; q < S * S * 3; q++) {
+                int e = abs(a.img[(size_t)i * S * S * 3 + q] - b.img[(size_t)i * S * S * 3 + q]);
+                d += e != 0;
+                mx = e > mx ? e : mx;
+            }
+            if (img_bad++ < 3) printf("  sample %d (label %d): %d values differ, max %d\n", i, a.labels[i], d, mx);
+        }
+    int lab_bad = memcmp(a.labels, b.labels, 4 * (size_t)a.n) != 0, flip_bad = memcmp(a.flip, b.flip, (size_t)a.n) != 0;
+    TB_CHECK(!img_bad && !lab_bad && !flip_bad,
+             "GPU path (emulated, fail every %d, inline %d) differs from the CPU path: images %d labels %d flips %d",
+             fail_every, inline_decode, img_bad, lab_bad, flip_bad);
+    TB_CHECK(a.skipped == b.skipped, "skipped: CPU %lld, GPU path %lld", (long long)a.skipped, (long long)b.skipped);
+    /* the counters say which way the samples went */
+    o.gpu_emulate_fail_every = fail_every;
+    ld = make(&o);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *bt;
+    int on_device = 1;
+    while ((bt = tb_loader_next(ld)) != NULL) {
+        on_device &= bt->on_device;
+        tb_loader_release(ld, bt);
+    }
+    tb_loader_stats st;
+    tb_loader_get_stats(ld, &st);
+    tb_loader_destroy(ld);
+    printf("# GPU path (emulated, fail every %d, inline %d): %lld decoded by the \"GPU\", %lld by the CPU instead, "
+           "%lld skipped\n",
+           fail_every, inline_decode, (long long)st.gpu_decoded, (long long)st.gpu_to_cpu, (long long)st.skipped);
+    TB_CHECK(on_device, "a GPU-path batch not marked on_device");
+    TB_CHECK(st.gpu_decoded > 10 && st.gpu_to_cpu >= expect_fallback,
+             "GPU decoded %lld, CPU instead %lld (want > 10 and >= %d)", (long long)st.gpu_decoded,
+             (long long)st.gpu_to_cpu, expect_fallback);
+    TB_CHECK(st.images == 30, "images %lld for an epoch of 30 (5 bad files replaced)", (long long)st.images);
+    run_free(&a);
+    run_free(&b);
+}
+
+/* tb_gpu_decodable on the fuzz corpus: baseline 8-bit gray/YCbCr in
+ * 4:4:4, 4:2:2, 4:2:0, 4:4:0 go to the GPU; progressive, arithmetic, CMYK,
+ * YCCK, RGB-coded and 4:1:1 to the CPU; a file that fails the header check
+ * never gets that far. */
+static void test_routing(const char *corpus) {
+    struct {
+        const char *seed;
+        int gpu; /* 1 GPU, 0 CPU, -1 bad header */
+    } want[] = {
+        {"ok-rgb420-fast-eval.bin", 1},       {"ok-rgb422-full-eval.bin", 1},
+        {"ok-rgb444-partial-train.bin", 1},   {"ok-s440-fast-train.bin", 1},
+        {"ok-restart-partial-train.bin", 1},  {"ok-gray-fastall-train.bin", 1},
+        {"ok-s411-partial-eval.bin", 0},      {"ok-progressive-fastall-eval.bin", 0},
+        {"ok-arithmetic-fast-eval.bin", 0},   {"ok-cmyk-fast-train.bin", 0},
+        {"ok-ycck-partial-eval.bin", 0},      {"ok-rgbcolorspace-full-eval.bin", 0},
+        {"ok-progressive-arith-restart.bin", 0}, {"bad-empty.bin", -1},
+        {"bad-not-jpeg.bin", -1},             {"bad-truncated.bin", -1},
+        {"bad-precision12.bin", -1},          {"bad-lossless-sof3.bin", -1},
+    };
+    tb_jpeg *j = tb_jpeg_create();
+    int wrong = 0, seen = 0;
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", corpus, want[i].seed);
+        FILE *f = fopen(p, "rb");
+        if (!f) {
+            printf("FAIL: missing corpus seed %s\n", p);
+            wrong++;
+            continue;
+        }
+        static uint8_t buf[1 << 20];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        /* fuzz_jpeg's input: a 32-byte control block, then the file */
+        int w, h, got;
+        if (n < 32 || tb_jpeg_header(j, buf + 32, n - 32, &w, &h) != 0) {
+            got = -1;
+        } else {
+            tb_jpeg_format fm;
+            tb_jpeg_header_format(j, &fm);
+            char why[128] = "";
+            got = tb_gpu_decodable(&fm, why, sizeof why);
+        }
+        seen++;
+        if (got != want[i].gpu) {
+            printf("  %s: routed %d, want %d\n", want[i].seed, got, want[i].gpu);
+            wrong++;
+        }
+    }
+    tb_jpeg_destroy(j);
+    TB_CHECK(wrong == 0 && seen == (int)(sizeof want / sizeof want[0]), "%d of %d corpus seeds routed wrongly", wrong,
+             seen);
+}
+
+int main(int argc, char **argv) {
+    tbj_init();
+    tbj_make_list("feed.txt", "feed", 30, 7, 5); /* 4 bad files, some progressive */
+    tb_dataset ds;
+    char err[256];
+    if (tb_dataset_open(tbj_path("feed.txt"), &ds, err, sizeof err) != 0) {
+        printf("FAIL: open list: %s\n", err);
+        return 1;
+    }
+    test_inline(&ds);
+    test_gpu_flip(&ds);
+    test_try_next(&ds);
+    test_allocator(&ds);
+    tb_dataset_close(&ds);
+
+    /* the GPU path's set: 4 not-JPEG files, one corrupt inside (its end
+     * marker kept: bad for libjpeg, and so for the emulated GPU decoder),
+     * progressive files the GPU path leaves to the CPU */
+    tbj_make_list("gpu.txt", "gpu", 30, 7, 5);
+    unsigned long len;
+    unsigned char *jp = tbj_make(64, 48, TJSAMP_420, 0, 99, &len);
+    memcpy(jp + len * 6 / 10, "\xff\xd9", 2); /* the scan cut short: corrupt data, then EOI */
+    tbj_write_bytes(tbj_path("gpu/s010.jpg"), jp, len * 6 / 10 + 2);
+    tjFree(jp);
+    if (tb_dataset_open(tbj_path("gpu.txt"), &ds, err, sizeof err) != 0) {
+        printf("FAIL: open list: %s\n", err);
+        return 1;
+    }
+    test_gpu_emulated(&ds, 0, 0, 6);
+    test_gpu_emulated(&ds, 3, 0, 12);
+    test_gpu_emulated(&ds, 4, 1, 10);
+    tb_dataset_close(&ds);
+    if (argc > 1) test_routing(argv[1]);
+    tbj_cleanup();
+    return tb_test_exit("test_loader_feed");
+}
