@@ -52,6 +52,10 @@ void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root
 void tb_comm_allreduce_sum(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t);
+/* In-place sum of bfloat16 values (the device gradient path's bf16
+ * compression over MPI): each pairwise addition in float32, rounded to
+ * bfloat16 to nearest even (comm/bf16.h), as NCCL's bf16 reduction does. */
+void tb_comm_allreduce_sum_bf16(tb_comm *c, uint16_t *buf, size_t count);
 /* recv holds size * bytes; every rank contributes `bytes` from send. */
 void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes);
 /* Like allgather, but only root's recv is filled. */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/bf16.h"
 #include "comm/comm.h"
 #include "comm/comm_mpi.h"
 #include "src/core/log.h"
@@ -165,6 +166,26 @@ void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t) 
 }
 void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t) {
     allreduce(c, buf, count, t, MPI_MIN);
+}
+
+/* MPI has no bfloat16: a user operation over MPI_UINT16_T that adds in
+ * float32 and rounds to nearest even. Commutative: MPI may pair ranks in
+ * any order, so with more than two ranks the roundings (not the result's
+ * accuracy bound) depend on the library's reduction tree. */
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = tb_f32_to_bf16(tb_bf16_to_f32(a[i]) + tb_bf16_to_f32(b[i]));
+}
+
+void tb_comm_allreduce_sum_bf16(tb_comm *c, uint16_t *buf, size_t count) {
+    static MPI_Op op = MPI_OP_NULL; /* made once, on first use; left to MPI_Finalize */
+    if (op == MPI_OP_NULL) MPI_CHECK(MPI_Op_create(bf16_sum, 1, &op));
+    for (size_t off = 0; off < count; off += CHUNK) {
+        size_t n = count - off < CHUNK ? count - off : CHUNK;
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_UINT16_T, op, c->comm));
+    }
 }
 
 void tb_comm_allgather(tb_comm *c, const void *send, void *recv, size_t bytes) {

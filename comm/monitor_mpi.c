@@ -15,7 +15,18 @@
  * pongs and the abort reason are sent from constant (or, once written,
  * never rewritten) storage, so any number of them may be in flight. At stop
  * the pending sends are waited for (bounded); buffers of a send that never
- * completes are left allocated rather than freed under MPI. */
+ * completes are left allocated rather than freed under MPI.
+ *
+ * GPU collectives: the host queues NCCL work and runs on, so a hung
+ * all-reduce shows on the GPU, not in the host's progress. Each rank's
+ * report therefore includes the device watch (comm/nccl.h): when a watched
+ * collective has been pending longer than the host's own state (say the
+ * NCCL all-reduce of bucket 3 of step 812), that is what the rank reports,
+ * so rank 0's verdict names the rank that has not joined it exactly as on
+ * the MPI path; an asynchronous NCCL error (a peer gone, a network error)
+ * ends the job at once with NCCL's words. Every path that ends the job
+ * aborts the live NCCL communicators first (ncclCommAbort), so no rank is
+ * left inside a kernel waiting for a peer. */
 #include "comm/monitor.h"
 
 #include <mpi.h>
@@ -28,6 +39,7 @@
 #include <unistd.h>
 
 #include "comm/comm_mpi.h"
+#include "comm/nccl.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
 
@@ -119,6 +131,22 @@ static progress_msg own_progress(tb_monitor *m) {
     p.collective = m->collective;
     memcpy(p.what, m->what, WHAT_MAX);
     pthread_mutex_unlock(&m->mu);
+    if (m->ending) return p;
+    /* what the GPU is stuck in, when that is older than what the host does */
+    tb_dev_watch_state st;
+    tb_dev_watch_poll(&st);
+    if (st.nccl_error) {
+        char why[WHY_MAX];
+        snprintf(why, sizeof why, "rank %d (%s): %s, at step %lld, %s%s", m->rank, host(m, m->rank), st.error,
+                 (long long)p.step, p.collective ? "in the " : "in ", p.what);
+        abort_all(m, why);
+    }
+    if (st.pending && st.pending_s > 2 * m->period && (!p.collective || st.pending_s > p.in_for)) {
+        p.step = st.step;
+        p.in_for = st.pending_s;
+        p.collective = 1;
+        snprintf(p.what, WHAT_MAX, "%s", st.what);
+    }
     return p;
 }
 
@@ -162,6 +190,7 @@ static _Noreturn void abort_all(tb_monitor *m, const char *why) {
         sleep_s(0.01);
     }
     sleep_s(0.2);
+    tb_nccl_abort_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }
@@ -246,6 +275,7 @@ static _Noreturn void on_teardown(tb_monitor *m) {
     m->fn(why, 1, m->ctx);
     fflush(stdout);
     fflush(stderr);
+    tb_nccl_abort_all();
     _exit(1);
 }
 
@@ -347,6 +377,7 @@ static void other_poll(tb_monitor *m) {
         m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
+        tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
         sleep_s(2.0); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
         _exit(1);
     }

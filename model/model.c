@@ -8,9 +8,9 @@
 
 #include "src/core/log.h"
 
-/* Host-set step scalars go up through a small ring of pinned slots, each
- * reused only once the copy that last read it has completed. */
-#define TB_SCALAR_RING 8
+/* Host-set step scalars and labels go up through small rings of pinned
+ * slots, each reused only once the copy that last read it has completed. */
+#define TB_SCALAR_RING TB_MODEL_RING
 
 static const struct {
     const char *name;
@@ -66,16 +66,19 @@ tb_model_opts tb_model_opts_for(tb_precision p) {
     return o;
 }
 
-/* v into a device scalar, queued on the compute stream. */
-static void upload_scalar(tb_model *m, tb_real *dst, double v) {
+/* n consecutive values into device scalars at dst, queued on the compute
+ * stream from a pinned slot. */
+static void upload_scalars(tb_model *m, tb_real *dst, const double *v, int n) {
     tb_backend *be = m->be;
     int k = m->sc_next;
     m->sc_next = (k + 1) % TB_SCALAR_RING;
-    be->event_wait(be, m->sc_events[k]); /* the last copy out of slot k is done */
-    m->sc_stage[k] = (tb_real)v;
-    be->copy_h2d_async(be, dst, &m->sc_stage[k], sizeof(tb_real), NULL);
+    be->event_wait(be, m->sc_events[k]); /* the last copy out of slot k is done (RING uploads ago) */
+    for (int i = 0; i < n; i++) m->sc_stage[2 * k + i] = (tb_real)v[i];
+    be->copy_h2d_async(be, dst, &m->sc_stage[2 * k], (size_t)n * sizeof(tb_real), NULL);
     be->event_record(be, m->sc_events[k], NULL);
 }
+
+static void upload_scalar(tb_model *m, tb_real *dst, double v) { upload_scalars(m, dst, &v, 1); }
 
 /* float32 host values -> tb_real device memory (a plain copy unless tb_real
  * is double). */
@@ -157,10 +160,13 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->sc = be->alloc(be, sizeof *m->sc);
     be->copy_h2d(be, m->sc, &sc0, sizeof sc0);
     m->loss = &m->sc->loss;
-    m->sc_stage = be->host_alloc(be, TB_SCALAR_RING * sizeof *m->sc_stage);
+    m->sc_stage = be->host_alloc(be, 2 * TB_SCALAR_RING * sizeof *m->sc_stage);
     m->sc_events = calloc(TB_SCALAR_RING, sizeof *m->sc_events);
-    if (!m->sc_events) TB_FATAL("out of host memory");
+    m->label_stage = be->host_alloc(be, (size_t)TB_MODEL_RING * (size_t)max_batch * sizeof *m->label_stage);
+    m->label_events = calloc(TB_MODEL_RING, sizeof *m->label_events);
+    if (!m->sc_events || !m->label_events) TB_FATAL("out of host memory");
     for (int k = 0; k < TB_SCALAR_RING; k++) m->sc_events[k] = be->event_create(be, 0);
+    for (int k = 0; k < TB_MODEL_RING; k++) m->label_events[k] = be->event_create(be, 0);
 
     m->counters = calloc((size_t)m->pt.n_counters + 1, sizeof *m->counters);
     m->segs = calloc((size_t)m->pt.count + 1, sizeof *m->segs);
@@ -190,8 +196,11 @@ void tb_model_destroy(tb_model *m) {
     if (m->in_f32) be->release(be, m->in_f32);
     if (m->in_u8) be->release(be, m->in_u8);
     for (int k = 0; k < TB_SCALAR_RING; k++) be->event_destroy(be, m->sc_events[k]);
+    for (int k = 0; k < TB_MODEL_RING; k++) be->event_destroy(be, m->label_events[k]);
     free(m->sc_events);
+    free(m->label_events);
     be->host_free(be, m->sc_stage);
+    be->host_free(be, m->label_stage);
     free(m->counters);
     free(m->segs);
     tb_params_free(&m->pt);
@@ -228,7 +237,16 @@ void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) {
             tb_die("label %d of sample %d is outside [0, %d): the data's classes do not match "
                    "the model's --classes",
                    labels[i], i, m->cfg.classes);
-    m->be->copy_h2d(m->be, m->labels, labels, (size_t)n * sizeof *labels);
+    /* from a pinned slot, asynchronously: no host wait in the step (a
+     * pageable copy may wait for the stream) */
+    tb_backend *be = m->be;
+    int k = m->label_next;
+    m->label_next = (k + 1) % TB_MODEL_RING;
+    be->event_wait(be, m->label_events[k]); /* the copy out of slot k RING batches ago */
+    int32_t *slot = m->label_stage + (size_t)k * (size_t)m->max_batch;
+    memcpy(slot, labels, (size_t)n * sizeof *labels);
+    be->copy_h2d_async(be, m->labels, slot, (size_t)n * sizeof *labels, NULL);
+    be->event_record(be, m->label_events[k], NULL);
     m->batch = n;
 }
 
@@ -292,6 +310,21 @@ static void refresh_op_weights(tb_model *m) {
     m->op_stale = 0;
 }
 
+void tb_model_preset_scalars(tb_model *m, double lr, double grad_scale) {
+    /* lr and grad_scale are the block's first two fields (backend.h) */
+    double v[2] = {lr, grad_scale};
+    upload_scalars(m, &m->sc->lr, v, 2);
+    m->preset = 1;
+    m->preset_lr = lr;
+    m->preset_grad_scale = grad_scale;
+}
+
+void tb_model_advance_counters(tb_model *m) {
+    for (int i = 0; i < m->pt.n_counters; i++) m->counters[i] += 1;
+}
+
+void tb_model_set_nonfinite_skip(tb_model *m, int on) { m->skip_nonfinite = on; }
+
 void tb_model_forward(tb_model *m, int train) {
     if (m->op_stale) refresh_op_weights(m);
     tb_graph_params p = graph_params(m);
@@ -301,7 +334,13 @@ void tb_model_forward(tb_model *m, int train) {
 void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale) {
     tb_tensor logits = tb_graph_act(&m->g, m->g.output, m->batch);
     tb_tensor dlogits = tb_graph_grad(&m->g, m->g.output, m->batch);
-    upload_scalar(m, &m->sc->grad_scale, grad_scale);
+    if (m->preset) {
+        if (grad_scale != m->preset_grad_scale)
+            TB_FATAL("tb_model_loss: grad scale %g, but %g was preset for this step", grad_scale,
+                     m->preset_grad_scale);
+    } else {
+        upload_scalar(m, &m->sc->grad_scale, grad_scale);
+    }
     m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, m->sc, &dlogits);
 }
 
@@ -329,9 +368,16 @@ void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_deca
         }
     }
     tb_backend *be = m->be;
-    upload_scalar(m, &m->sc->lr, a->lr);
-    if (m->loss_scaling) be->check_nonfinite(be, m->grads, m->pt.n_train, m->sc);
-    tb_sgd_op op = {a->momentum, a->nesterov, m->loss_scaling, m->sc};
+    if (m->preset) {
+        if (a->lr != m->preset_lr)
+            TB_FATAL("tb_model_sgd_step: lr %g, but %g was preset for this step", a->lr, m->preset_lr);
+        m->preset = 0; /* the step's last reader */
+    } else {
+        upload_scalar(m, &m->sc->lr, a->lr);
+    }
+    int check = m->loss_scaling || m->skip_nonfinite;
+    if (check) be->check_nonfinite(be, m->grads, m->pt.n_train, m->sc);
+    tb_sgd_op op = {a->momentum, a->nesterov, check, m->sc};
     be->sgd_update(be, &op, m->segs, nseg, m->params, m->grads, m->momentum);
     if (m->loss_scaling) be->loss_scale_update(be, m->sc, m->growth_interval);
     if (m->op_params) refresh_op_weights(m);

@@ -75,13 +75,25 @@ typedef struct {
     /* host memory */
     int64_t *counters;         /* [n_counters] num_batches_tracked */
     tb_sgd_segment *segs;      /* scratch for tb_model_sgd_step */
-    tb_real *sc_stage;         /* pinned ring of host-set scalar values */
+    tb_real *sc_stage;         /* pinned ring of host-set scalar values (2 per slot) */
     tb_event **sc_events;      /* one per ring slot: its upload has completed */
     int sc_next;
+    int32_t *label_stage;      /* pinned ring of labels [TB_MODEL_RING][max_batch] */
+    tb_event **label_events;   /* one per label slot: its upload has completed */
+    int label_next;
+    int preset;                /* lr and grad scale were uploaded for this step
+                                  (tb_model_preset_scalars): loss and SGD upload nothing */
+    double preset_lr, preset_grad_scale;
+    int skip_nonfinite;        /* SGD checks the gradients on the device and skips the
+                                  update on NaN/Inf, also without loss scaling */
     int loss_scaling;          /* 1: fp16 dynamic loss scaling */
     int growth_interval;
     int op_stale;              /* op_params must be refreshed before the next forward */
 } tb_model;
+
+/* Depth of the pinned upload rings (step scalars, labels): a slot is
+ * reused only after the copy that last read it has completed. */
+#define TB_MODEL_RING 8
 
 tb_model_opts tb_model_default_opts(void);
 /* Options for a precision: fp32/tf32 float32 NCHW, bf16 NHWC, fp16 NHWC
@@ -115,6 +127,26 @@ uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip);
 void tb_model_input_from_u8(tb_model *m, int n, int use_flip, const tb_input_norm *norm);
 /* Labels [n] for the next loss (already on the device: no check). */
 void tb_model_set_labels(tb_model *m, const int32_t *labels, int n);
+
+/* ---- a step that can be captured in a CUDA graph ------------------------------
+ * Capture-safety: nothing between tb_model_forward and the end of
+ * tb_model_sgd_step allocates, waits on the host or reads a host value that
+ * changes from step to step, provided (1) the batch is uploaded before
+ * (set_batch / set_labels: pinned ring, outside the graph), (2) this
+ * step's lr and grad scale are uploaded before, by tb_model_preset_scalars
+ * (one copy from a pinned ring; loss and SGD then upload nothing), and (3)
+ * the batch size was run eagerly before (conv plans for it exist; the
+ * backend refuses to make one inside a capture). num_batches_tracked lives
+ * on the host: a replayed forward does not advance it, the caller does
+ * (tb_model_advance_counters). */
+void tb_model_preset_scalars(tb_model *m, double lr, double grad_scale);
+/* num_batches_tracked += 1 for every BatchNorm, as a training forward does. */
+void tb_model_advance_counters(tb_model *m);
+/* on: SGD checks the summed gradients for NaN/Inf on the device
+ * (check_nonfinite) and skips the update when it finds any, also without
+ * loss scaling; the flag (sc->found_inf) stays set until read and cleared
+ * by the caller (no host wait in the step). */
+void tb_model_set_nonfinite_skip(tb_model *m, int on);
 
 void tb_model_forward(tb_model *m, int train);
 /* Mean loss of the batch; the logits' gradient is scaled by grad_scale

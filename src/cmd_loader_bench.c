@@ -269,8 +269,22 @@ static int cmd_feed(int argc, char **argv) {
         tb_die("loader-bench --feed: a batch of %d at %dx%d leaves one value per channel in %s; raise either", batch,
                size, size, degenerate);
     tb_model_init(m, (uint64_t)seed);
-    tb_train_hparams hp = {0.9, 5e-5, 0.0, 0, 0, (size_t)25 << 20, 1};
-    tb_trainer *tr = tb_trainer_create(m, tb_comm_world(), &hp);
+    /* the step train runs by default: on CUDA asynchronous, captured as a
+     * CUDA graph after its warm-up (src/trainer.h); one rank, no reduction */
+    int cuda = strcmp(be->name, "cuda") == 0;
+    tb_train_hparams hp = {
+        .momentum = 0.9,
+        .weight_decay = 5e-5,
+        .bucket_bytes = (size_t)25 << 20,
+        .overlap = 1,
+        .path = TB_PATH_HOST,
+        .device = -1,
+        .timeout_s = 300,
+        .async = cuda,
+        .cuda_graph = cuda,
+        .graph_warmup = 3,
+    };
+    tb_trainer *tr = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
 
     /* NVML's GPU-Util on the device the backend runs on */
     char dev_note[512] = "";

@@ -8,7 +8,13 @@
  * 3. a per-rank table: host, local rank, device, binding or PCI bus id,
  *    versions, and the NCCL/UCX/MPI/threading environment;
  * 4. one timed all-reduce over all ranks with a deadline, checked element by
- *    element, reported as nccl-tests does (algbw, busbw, #wrong).
+ *    element, reported as nccl-tests does (algbw, busbw, #wrong): over MPI
+ *    on host buffers, or (--comm nccl, the default with a GPU and NCCL) over
+ *    NCCL on device buffers.
+ * With GPUs also: each rank's device is local rank mod the devices it sees,
+ * and its bus id goes into the table (two ranks on one GPU are a launch
+ * mistake); the NCCL library loaded vs the one compiled against, per rank;
+ * the P2P / NVLink topology between the GPUs of each host's ranks (NVML).
  * Exit 0 only when all of it passed. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,14 +22,18 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "comm/nccl.h"
 #include "data/jpeg.h"
 #include "model/backend.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/faults.h"
 #include "src/h5io.h"
+#include "src/gpu_versions.h"
 #include "src/launch_check.h"
+#include "src/nvml.h"
 #include "src/core/log.h"
+#include "src/core/timer.h"
 #include "src/core/version.h"
 
 typedef struct {
@@ -33,6 +43,8 @@ typedef struct {
     char key[64];
     char versions[256];
     char env[1024];
+    char nccl[160];       /* NCCL compiled vs loaded, its verdict ("" without NCCL) */
+    int nccl_bad;         /* the verdict is an error */
 } pf_row;
 
 /* Test-only fault injection (faults.h): TB_TEST_FAULT=hang-rollcall:R or
@@ -45,16 +57,93 @@ static void maybe_hang(const char *where, int rank) {
     nanosleep(&ts, NULL);
 }
 
+/* This rank's GPU against the GPUs of the lower local ranks on its host
+ * (NVML, by PCI bus id): NVLink, P2P reads, common PCIe ancestor; lines
+ * for rank 0 to print, "" when there is nothing to say. Collective. */
+static void gpu_topology(const tb_comm_info *info, const tb_backend *be, char *out, size_t len) {
+    typedef struct {
+        char host[64], bus[64];
+        int local_rank;
+    } who;
+    who me;
+    memset(&me, 0, sizeof me);
+    snprintf(me.host, sizeof me.host, "%s", info->host);
+    snprintf(me.bus, sizeof me.bus, "%s", be->device_key + 4);
+    me.local_rank = info->local_rank;
+    who *all = calloc((size_t)info->world, sizeof *all);
+    if (!all) TB_FATAL("out of host memory");
+    tb_comm_allgather(tb_comm_world(), &me, all, sizeof me);
+    out[0] = '\0';
+    char err[256];
+    tb_nvml *nv = tb_nvml_open(err, sizeof err);
+    tb_nvml_dev *mine = nv ? tb_nvml_device(nv, me.bus, err, sizeof err) : NULL;
+    size_t used = 0;
+    if (!mine && info->local_rank == 0)
+        used += (size_t)snprintf(out + used, len - used, "#   %s: NVML: %s\n", info->host, err);
+    for (int q = 0; mine && q < info->world && used < len; q++) {
+        if (strcmp(all[q].host, me.host) != 0 || all[q].local_rank >= me.local_rank) continue;
+        tb_nvml_dev *other = tb_nvml_device(nv, all[q].bus, err, sizeof err);
+        int nvlink = 0, p2p = 0, level = -1;
+        if (!other || tb_nvml_peer(mine, other, &nvlink, &p2p, &level) != 0) {
+            used += (size_t)snprintf(out + used, len - used, "#   %s: rank %d (%s) - rank %d (%s): NVML cannot say\n",
+                                     me.host, q, all[q].bus, info->rank, me.bus);
+            continue;
+        }
+        used += (size_t)snprintf(out + used, len - used, "#   %s: rank %d (%s) - rank %d (%s): %s%s, P2P read %s\n",
+                                 me.host, q, all[q].bus, info->rank, me.bus, nvlink ? "NVLink, " : "",
+                                 strcmp(all[q].bus, me.bus) == 0 ? "the same GPU" : tb_nvml_level_name(level),
+                                 p2p ? "ok" : "not supported");
+    }
+    tb_nvml_close(nv);
+    free(all);
+}
+
+/* One NCCL all-reduce of buf (host, count floats) on device buffers, timed
+ * with events, under the deadline: a communicator that does not form or an
+ * all-reduce that does not finish ends preflight with a message. */
+static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf, size_t count, double timeout) {
+    tb_nccl *n = tb_nccl_create(w, device, timeout);
+    float *d = be->alloc(be, count * sizeof *d);
+    be->copy_h2d(be, d, buf, count * sizeof *d);
+    be->sync(be);
+    tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
+    tb_comm_barrier(w);
+    be->event_record(be, e0, NULL);
+    tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
+    be->event_record(be, e1, NULL);
+    double t0 = tb_now();
+    while (!be->event_done(be, e1)) {
+        tb_nccl_check_async(n, "preflight's all-reduce");
+        if (tb_now() - t0 > timeout) {
+            tb_nccl_abort_all();
+            tb_die("preflight: the NCCL all-reduce of %zu bytes did not finish within %g s: a rank or the "
+                   "interconnect between them is stuck; run preflight on subsets of the hosts to find it",
+                   count * sizeof *d, timeout);
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    double secs = be->event_elapsed_ms(be, e0, e1) * 1e-3;
+    be->copy_d2h(be, buf, d, count * sizeof *d);
+    be->event_destroy(be, e0);
+    be->event_destroy(be, e1);
+    be->release(be, d);
+    tb_nccl_destroy(n);
+    return secs;
+}
+
 int tb_cmd_preflight(int argc, char **argv) {
     double timeout = 60;
     size_t bytes = (size_t)64 << 20;
-    char backend[TB_OPT_STR_MAX] = "auto";
-    int threads = 0;
+    char backend[TB_OPT_STR_MAX] = "auto", comm[TB_OPT_STR_MAX] = "auto";
+    int threads = 0, share_gpu = 0;
     const tb_opt opts[] = {
         {"timeout", TB_OPT_DOUBLE, &timeout, 0.1, 86400, NULL, "seconds to wait for a rank or the all-reduce"},
         {"bytes", TB_OPT_SIZE, &bytes, 4, 1e11, NULL, "size of the timed all-reduce"},
         {"backend", TB_OPT_CHOICE, backend, 0, 0, "cpu|cuda|auto", "device to report"},
         {"threads", TB_OPT_INT, &threads, 0, 4096, NULL, "CPU threads (0: cores / ranks on the host)"},
+        {"comm", TB_OPT_CHOICE, comm, 0, 0, "auto|nccl|mpi", "the timed all-reduce's path; auto: nccl on a GPU when built, else mpi"},
+        {"share-gpu", TB_OPT_FLAG, &share_gpu, 0, 0, NULL, "ranks may share a GPU (as train --comm mpi --share-gpu)"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("preflight", "[mpirun -np N] trainbench preflight [options]", argc, argv, opts);
@@ -64,10 +153,16 @@ int tb_cmd_preflight(int argc, char **argv) {
     tb_launch_check_singleton(&info);
     tb_comm *w = tb_comm_world();
 
-    tb_backend_opts bo = {.threads = threads, .device = info.local_rank};
+    int ndev = 0, device = tb_launch_pick_device(&info, backend, &ndev);
+    tb_backend_opts bo = {.threads = threads, .device = device >= 0 ? device : 0, .no_autotune = 1};
     char err[256];
     tb_backend *be = tb_backend_create(backend, &bo, err, sizeof err);
     if (!be) tb_die("preflight: %s", err);
+    int gpu = strcmp(be->name, "cuda") == 0;
+    if (!gpu) device = -1, ndev = 0;
+    int use_nccl = strcmp(comm, "nccl") == 0 || (strcmp(comm, "auto") == 0 && gpu && tb_nccl_built() && !share_gpu);
+    if (use_nccl && !gpu) tb_die("preflight --comm nccl: needs a GPU (the %s backend was chosen)", be->name);
+    if (use_nccl && !tb_nccl_built()) tb_die("preflight --comm nccl: this trainbench was built without NCCL");
 
     /* 1. roll call */
     pf_row me;
@@ -83,6 +178,15 @@ int tb_cmd_preflight(int argc, char **argv) {
     snprintf(me.versions, sizeof me.versions, "trainbench %.16s (%.24s), %.40s, HDF5 %.12s, %.24s, %.100s",
              tb_version_string, tb_git_revision, mpi, h5, tb_jpeg_version(), be->versions);
     tb_launch_env(me.env, sizeof me.env, 1);
+    if (tb_nccl_built()) {
+        int c = 0, l = 0;
+        tb_nccl_versions(&c, &l);
+        tb_lib_check chk;
+        tb_version_judge(TB_LIB_NCCL, c, l, &chk);
+        snprintf(me.nccl, sizeof me.nccl, "compiled %s, loaded %s: %s", chk.compiled_s, chk.loaded_s,
+                 tb_verdict_name(chk.verdict));
+        me.nccl_bad = chk.verdict == TB_VER_ERROR || (use_nccl && chk.verdict == TB_VER_ABSENT);
+    }
     maybe_hang("rollcall", info.rank);
     pf_row *rows = calloc((size_t)info.world, sizeof *rows);
     int *arrived = calloc((size_t)info.world, sizeof *arrived);
@@ -99,7 +203,11 @@ int tb_cmd_preflight(int argc, char **argv) {
     }
 
     /* 2. launch mistakes (a collective: everyone answered) */
-    tb_launch_check_ranks(&info, be, "preflight", argc, argv);
+    tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
+    char topo[2048] = "";
+    if (gpu) gpu_topology(&info, be, topo, sizeof topo);
+    size_t *tcounts = info.rank == 0 ? calloc((size_t)info.world, sizeof *tcounts) : NULL;
+    char *topos = tb_comm_gather_bytes(w, topo, strlen(topo) + 1, 0, tcounts);
 
     /* 3. the table */
     if (info.rank == 0) {
@@ -120,8 +228,24 @@ int tb_cmd_preflight(int argc, char **argv) {
         printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");
         for (int r = 0; r < info.world; r++)
             printf("#   rank %d: %s\n", r, rows[r].env[0] ? rows[r].env : "(none set)");
+        if (rows[0].nccl[0]) {
+            printf("#\n# NCCL library, compiled against vs loaded\n");
+            for (int r = 0; r < info.world; r++) printf("#   rank %d: %s\n", r, rows[r].nccl);
+        }
+        if (gpu) {
+            printf("#\n# GPU topology between the ranks of each host (NVML)\n");
+            size_t at = 0;
+            for (int r = 0; r < info.world; r++) {
+                if (tcounts[r] > 1) printf("%s", topos + at);
+                at += tcounts[r];
+            }
+        }
         fflush(stdout);
     }
+    free(topos);
+    free(tcounts);
+    int nccl_bad = 0;
+    for (int r = 0; info.rank == 0 && r < info.world; r++) nccl_bad |= rows[r].nccl_bad;
 
     /* 4. one timed, checked all-reduce */
     size_t count = bytes / sizeof(float);
@@ -130,10 +254,13 @@ int tb_cmd_preflight(int argc, char **argv) {
     for (size_t i = 0; i < count; i++) buf[i] = (float)((i + (size_t)info.rank) % 32);
     maybe_hang("allreduce", info.rank);
     double secs = 0;
-    if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, &secs) != 0)
+    if (use_nccl) {
+        secs = nccl_allreduce(w, be, device, buf, count, timeout);
+    } else if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, &secs) != 0) {
         tb_die("preflight: the all-reduce of %zu bytes did not finish within %g s: a rank or the "
                "interconnect between them is stuck; run preflight on subsets of the hosts to find it",
                bytes, timeout);
+    }
     long long wrong = 0;
     for (size_t i = 0; i < count; i++) {
         double want = 0;
@@ -146,11 +273,14 @@ int tb_cmd_preflight(int argc, char **argv) {
     if (info.rank == 0) {
         double algbw = (double)bytes / secs * 1e-9;
         double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
-        printf("#\n# all-reduce: %zu bytes float32 sum over %d ranks in %.3f ms, algbw %.3f GB/s, "
+        printf("#\n# all-reduce (%s): %zu bytes float32 sum over %d ranks in %.3f ms, algbw %.3f GB/s, "
                "busbw %.3f GB/s, #wrong %lld\n",
-               bytes, info.world, secs * 1e3, algbw, busbw, (long long)totals[0]);
-        printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : "OK");
+               use_nccl ? "NCCL, device buffers" : "MPI, host buffers", bytes, info.world, secs * 1e3, algbw, busbw,
+               (long long)totals[0]);
+        if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
+        printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
     }
+    if (info.rank == 0 && nccl_bad) totals[0] = 1;
     free(buf);
     free(rows);
     free(arrived);

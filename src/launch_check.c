@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/device_map.h"
 #include "data/jpeg.h"
+#include "src/gpu_runtime.h"
 #include "src/h5io.h"
 #include "src/core/log.h"
 #include "src/core/version.h"
@@ -99,9 +101,19 @@ void tb_launch_env(char *buf, size_t len, int all_relevant) {
     free(v);
 }
 
+int tb_launch_pick_device(const tb_comm_info *info, const char *backend, int *devices) {
+    *devices = 0;
+    if (strcmp(backend, "cpu") == 0) return -1;
+    int n = tb_gpu_device_count(NULL, 0);
+    if (n <= 0) return -1;
+    *devices = n;
+    return tb_device_for_local_rank(info->local_rank, n);
+}
+
 typedef struct {
     char host[64];
     char device_key[64];
+    int local_rank, devices, device;
     char version[96];
     char args[256];        /* the start of the command line, for messages */
     uint64_t exe_hash, libs_hash, args_hash, env_hash;
@@ -138,13 +150,16 @@ static int env_difference(const char *mine, const char *root, const char *who, c
     return diff;
 }
 
-void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, const char *subcommand,
-                           int argc, char **argv) {
+void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int devices, int device,
+                           int allow_shared_gpu, const char *subcommand, int argc, char **argv) {
     tb_comm *w = tb_comm_world();
     fingerprint me;
     memset(&me, 0, sizeof me);
     snprintf(me.host, sizeof me.host, "%s", info->host);
     if (be) snprintf(me.device_key, sizeof me.device_key, "%s", be->device_key);
+    me.local_rank = info->local_rank;
+    me.devices = be && strncmp(be->device_key, "gpu:", 4) == 0 ? devices : 0;
+    me.device = me.devices ? device : -1;
     snprintf(me.version, sizeof me.version, "%s (%s)", tb_version_string, tb_git_revision);
     me.exe_hash = hash_file("/proc/self/exe");
 
@@ -194,13 +209,19 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, const
         else if (f->args_hash != z->args_hash)
             snprintf(why, sizeof why, "rank %d on %s was started as '%s' but rank 0 as '%s'", r,
                      f->host, f->args, z->args);
-        for (int q = 0; q < r && !why[0]; q++)
-            if (f->device_key[0] && strcmp(f->host, all[q].host) == 0 &&
-                strcmp(f->device_key, all[q].device_key) == 0)
-                snprintf(why, sizeof why,
-                         "ranks %d and %d on %s share one device (%s); give each rank its own GPU "
-                         "or cores (mpirun --map-by slot:PE=N --bind-to core, or one rank per GPU)",
-                         q, r, f->host, f->device_key);
+    }
+    if (!why[0]) { /* where the devices went (comm/device_map.h) */
+        tb_devmap_row *rows = calloc((size_t)info->world, sizeof *rows);
+        if (!rows) TB_FATAL("out of host memory");
+        for (int r = 0; r < info->world; r++) {
+            snprintf(rows[r].host, sizeof rows[r].host, "%s", all[r].host);
+            snprintf(rows[r].key, sizeof rows[r].key, "%s", all[r].device_key);
+            rows[r].local_rank = all[r].local_rank;
+            rows[r].devices = all[r].devices;
+            rows[r].device = all[r].device;
+        }
+        tb_device_map_check(rows, info->world, allow_shared_gpu, why, sizeof why);
+        free(rows);
     }
     if (!why[0]) {
         int env_differs = 0;

@@ -5,7 +5,9 @@
  *  - the singleton trap: the launcher or scheduler started N tasks but MPI
  *    sees a world of 1 (srun without --mpi=pmix, a foreign mpirun), so every
  *    task would train alone as rank 0;
- *  - two ranks on one device: the same GPU, or the same bound CPU set;
+ *  - two ranks on one device: the same GPU (ranks outnumbering the devices
+ *    they see, or each seeing the same one), or the same bound CPU set
+ *    (comm/device_map.h decides; --share-gpu allows GPUs on purpose);
  *  - ranks running different binaries, versions, libraries or arguments
  *    (an allgather of each rank's fingerprint);
  *  - NCCL_* or UCX_* variables that differ between rank 0 and another rank
@@ -18,10 +20,17 @@
 
 /* Call right after tb_comm_init. */
 void tb_launch_check_singleton(const tb_comm_info *info);
-/* Collective over the world; be may be NULL (no device). subcommand, argc
- * and argv are what this rank was started with. */
-void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, const char *subcommand,
-                           int argc, char **argv);
+/* The CUDA device this rank takes: local rank mod the devices it sees, for
+ * --backend cuda or auto (comm/device_map.h); -1 with *devices 0 on the CPU
+ * or without a device (backend creation then says why, or auto picks the
+ * CPU). */
+int tb_launch_pick_device(const tb_comm_info *info, const char *backend, int *devices);
+/* Collective over the world; be may be NULL (no device). devices: CUDA
+ * devices this rank sees (0 on the CPU backend), device: the ordinal it
+ * uses; allow_shared_gpu: --share-gpu. subcommand, argc and argv are what
+ * this rank was started with. */
+void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int devices, int device,
+                           int allow_shared_gpu, const char *subcommand, int argc, char **argv);
 
 /* The NCCL_/UCX_/OMPI_MCA_/CUDA_VISIBLE_DEVICES/OMP_NUM_THREADS variables
  * of this process, "NAME=value" sorted and joined by spaces. */

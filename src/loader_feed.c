@@ -10,7 +10,7 @@
 #include "src/core/timer.h"
 
 tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
-    tb_model *m = fs->tr->m;
+    tb_model *m = tb_trainer_model(fs->tr);
     tb_backend *be = m->be;
     tb_loader_opts lo;
     memset(&lo, 0, sizeof lo);
@@ -40,8 +40,11 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     double t0 = 0, wait = 0, h2d = 0, stepsum = 0;
     int64_t images = 0;
     char err[512];
+    tb_step_record rec;
     for (int k = 0; k < fs->warmup + fs->steps; k++) {
         if (k == fs->warmup) {
+            while (tb_trainer_collect(fs->tr, &rec, 1)) { /* the warm-up's records, untimed */
+            }
             be->sync(be);
             tb_source_stats(src, &s0);
             tb_upload_stats_get(tb_source_upload(src), &u0);
@@ -55,15 +58,19 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
             tb_source_start_epoch(src, ++epoch, 0);
             if (!tb_source_next(src, &b)) TB_FATAL("loader-bench --feed: the data set yields no batch");
         }
-        tb_step_record rec;
-        if (tb_trainer_step(fs->tr, &b, k, fs->lr, &rec, err, sizeof err) != 0)
-            tb_die("loader-bench --feed: %s", err);
+        if (tb_trainer_step(fs->tr, &b, k, fs->lr, err, sizeof err) != 0) tb_die("loader-bench --feed: %s", err);
         tb_source_release(src);
-        wait += rec.phase[TB_PH_DATA];
-        h2d += rec.phase[TB_PH_H2D];
-        stepsum += rec.total;
-        images += b.n;
+        if (k >= fs->warmup) {
+            wait += b.wait_s; /* the host loop waiting for the loader */
+            images += b.n;
+        }
+        /* finished steps' records (asynchronous steps: the device's phase
+         * times, read once the step is done; none waited for here) */
+        while (tb_trainer_collect(fs->tr, &rec, 0))
+            if (rec.step >= fs->warmup) h2d += rec.phase[TB_PH_H2D], stepsum += rec.total;
     }
+    while (tb_trainer_collect(fs->tr, &rec, 1))
+        if (rec.step >= fs->warmup) h2d += rec.phase[TB_PH_H2D], stepsum += rec.total;
     be->sync(be);
     double dt = tb_now() - t0;
     tb_feed_row r;

@@ -2,12 +2,62 @@
 #include "src/provenance.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/nccl.h"
 #include "data/jpeg.h"
 #include "src/h5io.h"
+#include "src/nvml.h"
+#include "src/probe_gpu.h"
 #include "src/core/version.h"
+
+extern char **environ;
+
+/* The NCCL_* variables this process has, "NAME=value" joined by spaces in
+ * environment order, and the ones that matter most that it lacks (NCCL's
+ * defaults then apply): what the results file must show of NCCL's setup. */
+static void nccl_environment(char *set, size_t set_len, char *unset, size_t unset_len) {
+    static const char *const key[] = {"NCCL_DEBUG", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX",
+                                      "NCCL_IB_TC", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_DISABLE",
+                                      "NCCL_NET", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_ALGO",
+                                      "NCCL_PROTO"};
+    size_t used = 0;
+    set[0] = unset[0] = '\0';
+    for (char **e = environ; *e && used < set_len; e++)
+        if (strncmp(*e, "NCCL_", 5) == 0) used += (size_t)snprintf(set + used, set_len - used, "%s%s", used ? " " : "", *e);
+    used = 0;
+    for (size_t i = 0; i < sizeof key / sizeof key[0] && used < unset_len; i++)
+        if (!getenv(key[i])) used += (size_t)snprintf(unset + used, unset_len - used, "%s%s", used ? " " : "", key[i]);
+}
+
+/* The GPU libraries' versions: what runs, and what trainbench was built
+ * against (probe's version checks, src/gpu_versions.h). */
+static void gpu_versions(tb_attrs *a) {
+    tb_probe_gpu p;
+    memset(&p, 0, sizeof p);
+    tb_probe_gpu_versions(&p);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%d.%d", p.runtime_version / 1000, p.runtime_version % 1000 / 10);
+    tb_attrs_str(a, "cuda_runtime_version", buf);
+    char drv[64] = "";
+    int cuda = 0;
+    char err[256];
+    tb_nvml *nv = tb_nvml_open(err, sizeof err);
+    if (nv) tb_nvml_driver_version(nv, drv, sizeof drv, &cuda);
+    tb_nvml_close(nv);
+    snprintf(buf, sizeof buf, "%d.%d%s%s%s", p.driver_version / 1000, p.driver_version % 1000 / 10,
+             drv[0] ? " (driver " : "", drv, drv[0] ? ")" : "");
+    tb_attrs_str(a, "cuda_driver_version", p.driver_version ? buf : "none (no NVIDIA driver)");
+    const char *keys[] = {NULL, "cudnn_version", NULL, "cublas_version", "nccl_version"};
+    for (int i = 0; i < p.nlibs; i++) {
+        const tb_lib_check *c = &p.libs[i];
+        if (i >= 5 || !keys[i]) continue;
+        snprintf(buf, sizeof buf, "%s (built with %s; %s)", c->loaded_s, c->compiled_s, tb_verdict_name(c->verdict));
+        tb_attrs_str(a, keys[i], buf);
+    }
+}
 
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts) {
@@ -38,10 +88,19 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     tb_attrs_str(a, "backend", be->name);
     tb_attrs_str(a, "device_names", be->device);
     tb_attrs_str(a, "compute_libraries", be->versions);
-    tb_attrs_str(a, "cuda_runtime_version", "none (CPU backend)");
-    tb_attrs_str(a, "cuda_driver_version", "none (CPU backend)");
-    tb_attrs_str(a, "cudnn_version", "none (CPU backend)");
-    tb_attrs_str(a, "nccl_version", "none (MPI all-reduce on host buffers)");
+    if (strcmp(be->name, "cuda") == 0) {
+        gpu_versions(a);
+        if (!tb_nccl_built()) tb_attrs_str(a, "nccl_version", "none (built without NCCL: MPI staged through the host)");
+    } else {
+        tb_attrs_str(a, "cuda_runtime_version", "none (CPU backend)");
+        tb_attrs_str(a, "cuda_driver_version", "none (CPU backend)");
+        tb_attrs_str(a, "cudnn_version", "none (CPU backend)");
+        tb_attrs_str(a, "nccl_version", "none (MPI all-reduce on host buffers)");
+    }
+    char set[2048], unset[512];
+    nccl_environment(set, sizeof set, unset, sizeof unset);
+    tb_attrs_str(a, "nccl_environment", set[0] ? set : "(no NCCL_* variable set)");
+    tb_attrs_str(a, "nccl_environment_unset", unset[0] ? unset : "(all set)");
     tb_comm_library_version(buf, sizeof buf);
     tb_attrs_str(a, "mpi_version", buf);
     tb_h5_library_version(buf, sizeof buf);

@@ -113,7 +113,8 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
                   "forward_ms,backward_ms,allreduce_ms,optimizer_ms");
     tb_table_init(&r->ranks, "ranks",
                   "rank:i,steps:i,samples:i,img_per_s,step_ms,data_ms,h2d_ms,forward_ms,backward_ms,"
-                  "allreduce_ms,optimizer_ms");
+                  "allreduce_ms,optimizer_ms,comm_busy_ms,util_pct,sm_active_pct,peak_mem_mb,skipped_steps:i,"
+                  "graph_steps:i");
     tb_table_add_string_column(&r->ranks, "host");
     tb_table_init(&r->scaling, "scaling",
                   "ranks:i,global_batch:i,img_per_s,img_per_s_per_rank,speedup,efficiency,epoch_time_s,"
@@ -121,7 +122,13 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
                   "step_ms_max,data_ms_min,data_ms_median,data_ms_max,h2d_ms_min,h2d_ms_median,h2d_ms_max,"
                   "forward_ms_min,forward_ms_median,forward_ms_max,backward_ms_min,backward_ms_median,"
                   "backward_ms_max,allreduce_ms_min,allreduce_ms_median,allreduce_ms_max,"
-                  "optimizer_ms_min,optimizer_ms_median,optimizer_ms_max");
+                  "optimizer_ms_min,optimizer_ms_median,optimizer_ms_max,sm_active_pct,comm_busy_ms,"
+                  "exposed_comm_ms,peak_mem_mb");
+    tb_table_init(&r->devices, "devices", "rank:i,device:i,devices_visible:i,peak_mem_mb,in_use_mb,total_mem_mb,"
+                                          "comm_buffers_mb,skipped_steps:i,loss_scale");
+    tb_table_add_string_column(&r->devices, "bus_id");
+    tb_table_init(&r->convs, "conv_algorithms", "rank:i");
+    tb_table_add_string_column(&r->convs, "algorithms");
     tb_bprof_tables_init(&r->grad_ready, &r->buckets);
     if (r->path[0]) {
         if (pthread_create(&r->snap_thread, NULL, snapshot_thread, r) != 0)
@@ -171,10 +178,12 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
         tb_attrs_str(&r->attrs, "end_time", t);
         tb_attrs_str(&r->attrs, "status", status);
         if (reason) tb_attrs_str(&r->attrs, "abort_reason", reason);
-        const tb_table *tabs[5] = {&r->steps, &r->ranks, &r->scaling};
+        const tb_table *tabs[7] = {&r->steps, &r->ranks, &r->scaling};
         int nt = 3;
         if (r->grad_ready.rows > 0) tabs[nt++] = &r->grad_ready;
         if (r->buckets.rows > 0) tabs[nt++] = &r->buckets;
+        if (r->devices.rows > 0) tabs[nt++] = &r->devices;
+        if (r->convs.rows > 0) tabs[nt++] = &r->convs;
         if (wait_s <= 0) {
             tb_results_write(r->path, &r->attrs, tabs, nt);
             r->written = 1;
@@ -208,6 +217,8 @@ void tb_run_report_free(tb_run_report *r) {
     tb_table_free(&r->scaling);
     tb_table_free(&r->grad_ready);
     tb_table_free(&r->buckets);
+    tb_table_free(&r->devices);
+    tb_table_free(&r->convs);
     pthread_cond_destroy(&r->snap_cv);
     pthread_mutex_destroy(&r->mu);
 }

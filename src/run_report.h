@@ -30,6 +30,8 @@ typedef struct {
     tb_attrs attrs;           /* provenance and run settings, set at start */
     tb_table steps, ranks, scaling;
     tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
+    tb_table devices;         /* per rank: device, memory, fp16 skips, CUDA graph steps, bus id */
+    tb_table convs;           /* per rank: the conv algorithms chosen (tb_model_describe_convs) */
     int written;              /* the final file is written (under mu) */
     int replaceable;          /* ... by the watchdog, and it may write once more */
     /* snapshots (thread started by init when path is set) */

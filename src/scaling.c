@@ -14,6 +14,8 @@ void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r) {
     s->step_s += r->total;
     s->comm_busy_s += r->sync.busy_s;
     s->comm_bytes += r->sync.bytes;
+    if (r->skipped_steps > s->skipped_steps) s->skipped_steps = r->skipped_steps;
+    s->graph_steps += r->graph;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -52,7 +54,24 @@ void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, i
         const tb_rank_summary *s = &per_rank[r];
         v[r] = 100.0 * (s->phase_s[TB_PH_FWD] + s->phase_s[TB_PH_BWD] + s->phase_s[TB_PH_OPT]) / s->step_s;
     }
+    int nvml = 1, gpm = 1;
+    for (int r = 0; r < k; r++) {
+        nvml &= per_rank[r].util_samples > 0;
+        gpm &= per_rank[r].util_samples > 0 && !isnan(per_rank[r].sm_active_pct);
+    }
+    if (nvml)
+        for (int r = 0; r < k; r++) v[r] = per_rank[r].util_pct;
     row->device_util_pct = util_pct_or_neg >= 0 ? util_pct_or_neg : spread(v, k).median;
+    row->sm_active_pct = NAN;
+    if (gpm) {
+        for (int r = 0; r < k; r++) v[r] = per_rank[r].sm_active_pct;
+        row->sm_active_pct = spread(v, k).median;
+    }
+    for (int r = 0; r < k; r++) v[r] = 1e3 * per_rank[r].comm_busy_s / per_rank[r].steps;
+    row->comm_busy_ms = spread(v, k).median;
+    row->exposed_comm_ms = row->phase_ms[TB_PH_COMM].median;
+    for (int r = 0; r < k; r++)
+        if (per_rank[r].peak_mem_bytes / 1048576.0 > row->peak_mem_mb) row->peak_mem_mb = per_rank[r].peak_mem_bytes / 1048576.0;
     for (int r = 0; r < k; r++) v[r] = 100.0 * per_rank[r].phase_s[TB_PH_COMM] / per_rank[r].step_s;
     row->comm_share_pct = spread(v, k).median;
     if (k > 1) {
@@ -187,6 +206,35 @@ void tb_scaling_write_full(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
         tb_tab_spread(t, r->step_ms.min, r->step_ms.median, r->step_ms.max, 1);
         for (int p = 0; p < TB_PH_COUNT; p++)
             if (shown[p]) tb_tab_spread(t, r->phase_ms[p].min, r->phase_ms[p].median, r->phase_ms[p].max, 1);
+    }
+    tb_tab_print(t, f);
+}
+
+void tb_scaling_write_device(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows) {
+    const tb_col cols[] = {
+        {.head = "ranks", .key = "ranks", .width = 5},
+        {.head = "util %", .key = "device_util_pct", .width = 7},
+        {.head = "SM act %", .key = "sm_active_pct", .width = 9},
+        {.head = "comm busy", .unit = "ms", .key = "comm_busy_ms", .width = 10},
+        {.head = "exposed", .unit = "ms", .key = "exposed_comm_ms", .width = 10},
+        {.head = "overlap %", .key = "overlap_pct", .width = 9},
+        {.head = "busbw", .unit = "GB/s", .key = "allreduce_busbw_GBps", .width = 9},
+        {.head = "peak mem", .unit = "MiB", .key = "peak_mem_mb", .width = 10},
+    };
+    tb_tab *t = tb_tab_new(fmt,
+                           "device and communication per step (util: NVML GPU-Util; SM act: GPM; busy: all-reduce "
+                           "running, exposed: waited for after backward)",
+                           cols, (int)(sizeof cols / sizeof cols[0]));
+    for (int i = 0; i < nrows; i++) {
+        const tb_scaling_row *r = &rows[i];
+        tb_tab_int(t, r->ranks);
+        tb_tab_num(t, r->device_util_pct, 1);
+        tb_tab_num(t, r->sm_active_pct, 1);
+        tb_tab_num(t, r->comm_busy_ms, 2);
+        tb_tab_num(t, r->exposed_comm_ms, 2);
+        tb_tab_num(t, r->comm_busy_ms > 0 ? 100.0 * (1.0 - r->exposed_comm_ms / r->comm_busy_ms) : NAN, 1);
+        tb_tab_num(t, r->allreduce_busbw_GBps, 3);
+        tb_tab_num(t, r->peak_mem_mb, 0);
     }
     tb_tab_print(t, f);
 }

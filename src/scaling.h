@@ -8,9 +8,12 @@
  *   speedup      = img/s(k) / img/s(1)
  *   efficiency   = T(1) / (k * T(k)), T = epoch time = dataset / img/s
  *   device util  = median over ranks of compute (fwd+bwd+opt) / step time
- *                  (CPU backend); NVML utilisation on GPUs
+ *                  (CPU backend); NVML GPU-Util over the timed steps on GPUs
+ *                  (SM activity beside it, on Hopper: GPM)
  *   busbw        = all-reduce bytes * 2(k-1)/k / time inside all-reduce
  *   comm share   = median over ranks of exposed all-reduce / step time
+ *   comm busy    = median over ranks of the all-reduce's running time per
+ *                  step (overlapped or not); exposed = what the step waited
  *
  * The tables are printed by the functions below from rows that the live run
  * (tb_scaling_row_from, tb_rank_row_from) and `trainbench report` (from the
@@ -32,6 +35,12 @@ typedef struct {
     double step_s;                  /* summed step times */
     double elapsed_s;               /* wall time of the timed stretch */
     double comm_busy_s, comm_bytes; /* inside all-reduce calls */
+    /* the device (zeros on the CPU backend) */
+    int util_samples;               /* NVML samples behind the two below (0: none) */
+    double util_pct, sm_active_pct; /* mean GPU-Util and GPM SM activity (NaN: no GPM) */
+    double peak_mem_bytes;          /* the backend's peak allocation */
+    int skipped_steps;              /* fp16 updates skipped for overflow (device counter) */
+    int graph_steps;                /* steps replayed from a CUDA graph */
 } tb_rank_summary;
 
 void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r);
@@ -44,6 +53,9 @@ typedef struct {
     int ranks, global_batch;
     double img_per_s, img_per_s_per_rank, speedup, efficiency;
     double epoch_time_s, device_util_pct, allreduce_busbw_GBps, comm_share_pct;
+    double sm_active_pct;           /* median GPM SM activity (NaN: none) */
+    double comm_busy_ms, exposed_comm_ms; /* medians per step */
+    double peak_mem_mb;             /* the largest rank's */
     tb_spread step_ms;
     tb_spread phase_ms[TB_PH_COUNT];
 } tb_scaling_row;
@@ -67,6 +79,10 @@ void tb_scaling_print_full(FILE *f, const tb_scaling_row *rows, int nrows);
 /* What the utilisation column measures on a backend ("cpu": the compute
  * share of the step). */
 const char *tb_scaling_util_label(const char *backend);
+/* The device and communication columns of every row (GPU runs print it
+ * after the notes): SM activity, all-reduce busy and exposed ms, peak
+ * memory. */
+void tb_scaling_write_device(FILE *f, tb_format fmt, const tb_scaling_row *rows, int nrows);
 
 /* One rank of the training run: ms per timed step by phase (the /ranks
  * table of the results file). */

@@ -13,6 +13,13 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->results, sizeof f->results, "trainbench_results.h5");
     snprintf(f->lr_schedule, sizeof f->lr_schedule, "cosine");
     snprintf(f->last_batch, sizeof f->last_batch, "drop");
+    snprintf(f->comm, sizeof f->comm, "auto");
+    snprintf(f->allreduce_dtype, sizeof f->allreduce_dtype, "fp32");
+    snprintf(f->cuda_graph, sizeof f->cuda_graph, "auto");
+    snprintf(f->step_mode, sizeof f->step_mode, "auto");
+    snprintf(f->layout, sizeof f->layout, "auto");
+    f->graph_warmup = 3;
+    f->first_bucket_mb = 1;
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
     f->image = 64;
@@ -48,6 +55,9 @@ static void check_flags(tb_train_run *r) {
     if (f->ckpt_every > 0 && !f->ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
     if (f->resume && !f->ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
     if (f->resume && f->init[0]) tb_die("train: give --resume or --init, not both");
+    if (f->share_gpu && strcmp(f->comm, "auto") == 0)
+        tb_die("train: --share-gpu needs --comm mpi (ranks sharing a GPU move gradients over MPI through pinned "
+               "memory; NCCL before 2.30 refuses two ranks on one GPU)");
     tb_lr_schedule probe;
     if (tb_lr_schedule_init(&probe, f->lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
         tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", f->lr_schedule);
@@ -96,6 +106,17 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"label-smoothing", TB_OPT_DOUBLE, &f->label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
         {"bucket-mb", TB_OPT_DOUBLE, &f->bucket_mb, 0.001, 1e5, NULL, "gradient all-reduce bucket size (MiB)"},
         {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
+        {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0.001, 1e5, NULL, "GPU: the first gradient bucket (the last layers'), smaller so communication starts early (MiB)"},
+        {"comm", TB_OPT_CHOICE, f->comm, 0, 0, "auto|nccl|mpi", "gradient transport: nccl (CUDA, one rank per GPU), mpi (host buffers on the CPU, staged through pinned memory on CUDA); auto: nccl on CUDA with 2+ ranks when built, else mpi. Given explicitly, it is used on one rank too"},
+        {"share-gpu", TB_OPT_FLAG, &f->share_gpu, 0, 0, NULL, "let ranks share a GPU (with --comm mpi; a test of the multi-rank paths on one GPU)"},
+        {"allreduce-dtype", TB_OPT_CHOICE, f->allreduce_dtype, 0, 0, "fp32|bf16", "GPU: gradients on the wire in bfloat16 (DDP's bf16 compression hook: half the bytes, ~2^-9 relative error per rank)"},
+        {"cuda-graph", TB_OPT_CHOICE, f->cuda_graph, 0, 0, "auto|on|off", "capture the training step in a CUDA graph after --graph-warmup steps; auto: when it can (one line says why not)"},
+        {"graph-warmup", TB_OPT_INT, &f->graph_warmup, 1, 1 << 20, NULL, "eager steps before the step is captured"},
+        {"step-mode", TB_OPT_CHOICE, f->step_mode, 0, 0, "auto|sync|async", "auto: asynchronous steps on CUDA (events, no host sync), synchronous on the CPU; async on the CPU tests that path"},
+        {"layout", TB_OPT_CHOICE, f->layout, 0, 0, "auto|nchw|nhwc", "activation layout; auto: NHWC for bf16/fp16, NCHW for fp32/tf32"},
+        {"deterministic", TB_OPT_FLAG, &f->deterministic, 0, 0, NULL, "CUDA: deterministic algorithms only"},
+        {"no-autotune", TB_OPT_FLAG, &f->no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
+        {"workspace-mb", TB_OPT_INT, &f->workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
         {"scaling-steps", TB_OPT_INT, &f->scaling_steps, 0, 1 << 20, NULL, "timed steps per scaling row (0: no scaling table)"},
         {"scaling-warmup", TB_OPT_INT, &f->scaling_warmup, 0, 1 << 20, NULL, "untimed steps before each scaling row"},
         {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},

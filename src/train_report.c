@@ -3,6 +3,7 @@
  * the replica check, the scaling measurement (train_scaling.c) and its
  * tables, and from rank 0 the results file (written "aborted" instead by
  * the failure paths, run_report.h). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +31,15 @@ static void record_ranks(tb_train_run *r, const tb_train_outcome *o, const tb_ra
     for (int q = 0; q < r->info.world; q++) {
         const tb_rank_summary *s = &all[q];
         double ns = s->steps > 0 ? s->steps : 1;
-        double row[11] = {q, s->steps, s->samples, s->elapsed_s > 0 ? s->samples / s->elapsed_s : 0,
+        double row[17] = {q, s->steps, s->samples, s->elapsed_s > 0 ? s->samples / s->elapsed_s : 0,
                           1e3 * s->step_s / ns};
         for (int p = 0; p < TB_PH_COUNT; p++) row[5 + p] = 1e3 * s->phase_s[p] / ns;
+        row[11] = 1e3 * s->comm_busy_s / ns;
+        row[12] = s->util_samples ? s->util_pct : NAN;
+        row[13] = s->util_samples ? s->sm_active_pct : NAN;
+        row[14] = s->peak_mem_bytes / 1048576.0;
+        row[15] = s->skipped_steps;
+        row[16] = s->graph_steps;
         tb_table_row(&r->report.ranks, row, r->hosts + 64 * q);
     }
     tb_attrs_int(&r->report.attrs, "steps", o->step);
@@ -129,18 +136,22 @@ static void scaling(tb_train_run *r, const tb_train_outcome *o) {
     if (r->fl.scaling_steps <= 0) return;
     if (r->info.rank == 0) tb_bprof_start(r->fl.scaling_warmup);
     tb_scaling_row rows[40];
-    int nrows = tb_train_measure_scaling(&r->fl, &r->d, r->m, r->world, r->mon, &r->hp,
-                                         tb_lr_at(&r->sched, r->total > 0 ? r->total - 1 : 0), r->classes,
-                                         r->dataset_size, rows);
+    int nrows = tb_train_measure_scaling(r, tb_lr_at(&r->sched, r->total > 0 ? r->total - 1 : 0), rows);
     if (r->info.rank != 0) return;
-    tb_scaling_print_seed(stdout, rows, nrows, r->dataset_size, tb_scaling_util_label(r->be->name));
+    tb_scaling_print_seed(stdout, rows, nrows, r->dataset_size,
+                          r->util ? "NVML GPU-Util, mean over the timed steps (median over ranks)"
+                                  : tb_scaling_util_label(r->be->name));
     tb_scaling_print_full(stdout, rows, nrows);
     print_scaling_notes(r, o, rows, nrows);
+    if (strcmp(r->be->name, "cpu") != 0) {
+        printf("#\n");
+        tb_scaling_write_device(stdout, TB_FMT_TEXT, rows, nrows);
+    }
     tb_run_report_lock(&r->report);
     tb_bprof_tables_fill(&r->report.grad_ready, &r->report.buckets);
     for (int i = 0; i < nrows; i++) {
         const tb_scaling_row *s = &rows[i];
-        double row[13 + 3 * TB_PH_COUNT] = {
+        double row[13 + 3 * TB_PH_COUNT + 4] = {
             s->ranks, s->global_batch, s->img_per_s, s->img_per_s_per_rank, s->speedup,
             s->efficiency, s->epoch_time_s, s->device_util_pct, s->allreduce_busbw_GBps,
             s->comm_share_pct, s->step_ms.min, s->step_ms.median, s->step_ms.max};
@@ -149,9 +160,64 @@ static void scaling(tb_train_run *r, const tb_train_outcome *o) {
             row[14 + 3 * p] = s->phase_ms[p].median;
             row[15 + 3 * p] = s->phase_ms[p].max;
         }
+        row[13 + 3 * TB_PH_COUNT] = s->sm_active_pct;
+        row[14 + 3 * TB_PH_COUNT] = s->comm_busy_ms;
+        row[15 + 3 * TB_PH_COUNT] = s->exposed_comm_ms;
+        row[16 + 3 * TB_PH_COUNT] = s->peak_mem_mb;
         tb_table_row(&r->report.scaling, row, NULL);
     }
     tb_run_report_unlock(&r->report);
+}
+
+/* Every rank's device facts to rank 0: /devices (device, memory, fp16
+ * skips, bus id) and /conv_algorithms (what cuDNN was chosen to run), and
+ * one line per rank on a GPU run. Collective. */
+static void devices(tb_train_run *r) {
+    typedef struct {
+        double v[9];
+        char bus[64];
+    } dev_row;
+    dev_row mine;
+    memset(&mine, 0, sizeof mine);
+    tb_mem_info mi;
+    r->be->memory(r->be, &mi);
+    tb_step_scalars sc;
+    tb_model_read_scalars(r->m, &sc);
+    size_t comm_bytes = 0; /* the bf16 wire buffer lives with the trainer, gone by now: its size */
+    if (r->hp.bf16_allreduce && r->hp.path != TB_PATH_HOST) comm_bytes = r->m->pt.n_train * 2;
+    double row[9] = {r->info.rank, r->device, r->ndev, mi.peak / 1048576.0, mi.in_use / 1048576.0,
+                     mi.device_total / 1048576.0, comm_bytes / 1048576.0, sc.skipped_steps, sc.loss_scale};
+    memcpy(mine.v, row, sizeof row);
+    snprintf(mine.bus, sizeof mine.bus, "%s", r->be->device_key[0] ? r->be->device_key : "-");
+    dev_row *all = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *all) : NULL;
+    tb_monitor_progress(r->mon, 0, "device summary gather", 1);
+    tb_comm_gather(r->world, &mine, all, sizeof mine, 0);
+    size_t cap = 256 * 1024, len;
+    char *convs = malloc(cap);
+    if (!convs) TB_FATAL("out of host memory");
+    len = tb_model_describe_convs(r->m, convs, cap);
+    size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
+    char *every = tb_comm_gather_bytes(r->world, convs, len + 1, 0, counts);
+    if (r->info.rank == 0) {
+        int gpu = strcmp(r->be->name, "cpu") != 0;
+        tb_run_report_lock(&r->report);
+        size_t at = 0;
+        for (int q = 0; q < r->info.world; q++) {
+            tb_table_row(&r->report.devices, all[q].v, all[q].bus);
+            double rq = q;
+            tb_table_row(&r->report.convs, &rq, every + at);
+            at += counts[q];
+        }
+        tb_run_report_unlock(&r->report);
+        if (gpu)
+            for (int q = 0; q < r->info.world; q++)
+                printf("# rank %d: device %d (%s): peak %.0f MiB allocated of %.0f MiB, fp16 steps skipped %.0f\n", q,
+                       (int)all[q].v[1], all[q].bus, all[q].v[3], all[q].v[5], all[q].v[7]);
+    }
+    free(every);
+    free(counts);
+    free(convs);
+    free(all);
 }
 
 void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
@@ -168,11 +234,20 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         printf("# checkpoint written to %s\n", r->fl.save);
     }
     check_replicas(r, o->step);
+    int replays = 0;
+    const char *gwhy = tb_trainer_graph_status(r->tr, &replays);
+    if (r->info.rank == 0 && r->be->native_stream(r->be, NULL)) {
+        printf("# cuda graph: %s%s; %d training steps replayed from it\n", gwhy[0] ? "off: " : "on", gwhy, replays);
+        tb_run_report_lock(&r->report);
+        tb_attrs_int(&r->report.attrs, "cuda_graph_replays", replays);
+        tb_run_report_unlock(&r->report);
+    }
     tb_trainer_destroy(r->tr);
     r->tr = NULL;
     tb_source_destroy(r->src);
     r->src = NULL;
     scaling(r, o);
+    devices(r);
 
     tb_monitor_progress(r->mon, o->step, "final barrier", 1);
     tb_comm_barrier(r->world);

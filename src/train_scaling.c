@@ -19,45 +19,70 @@ static int scaling_sizes(int world, int *sizes) {
     return n;
 }
 
+/* Collects every step of t queued so far (waiting for the device) into
+ * *mine when timed; a step whose summed gradients held NaN/Inf ends the
+ * measurement on every rank alike. */
+static void collect_all(tb_trainer *t, int k, int timed, tb_rank_summary *mine) {
+    tb_step_record rec;
+    while (tb_trainer_collect(t, &rec, 1)) {
+        if (rec.nonfinite)
+            tb_die("scaling measurement with %d ranks: step %lld: the summed gradients hold NaN/Inf (the update "
+                   "was skipped on the device); lower --lr",
+                   k, (long long)rec.step);
+        if (timed) tb_rank_summary_add(mine, &rec);
+    }
+}
+
 /* One row on the k ranks of `sub`: untimed warm-up steps, then the timed
  * ones, summarised in *mine. */
-static void measure_row(const tb_train_flags *f, tb_train_data *d, tb_model *m, tb_comm *sub, tb_monitor *mon,
-                        const tb_train_hparams *hp, double lr, int classes, tb_rank_summary *mine) {
+static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_train_hparams *hp, double lr,
+                        tb_rank_summary *mine) {
+    const tb_train_flags *f = &r->fl;
     int k = tb_comm_size(sub);
-    tb_trainer *t = tb_trainer_create(m, sub, hp);
-    t->mon = mon;
+    tb_trainer *t = tb_trainer_create(r->m, sub, nsub, hp);
+    tb_trainer_set_monitor(t, r->mon);
     tb_trainer_sync_state(t);
-    tb_source *src = tb_train_source(f, d, classes, tb_comm_rank(sub), k, TB_USE_SCALING);
-    tb_source_feed(src, m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
+    tb_source *src = tb_train_source(f, &r->d, r->classes, tb_comm_rank(sub), k, TB_USE_SCALING);
+    tb_source_feed(src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;
     for (int s = 0; s < f->scaling_warmup + f->scaling_steps; s++) {
         if (s == f->scaling_warmup) {
-            tb_monitor_progress(mon, s, "scaling barrier", 1);
+            collect_all(t, k, 0, mine); /* the warm-up ends on the device before the clock starts */
+            tb_monitor_progress(r->mon, s, "scaling barrier", 1);
             tb_comm_barrier(sub);
             t_start = tb_now();
+            if (r->util) tb_nvml_sampler_reset(r->util);
         }
         tb_source_batch b;
         if (!tb_source_next(src, &b)) { /* wrap into the next epoch */
             tb_source_start_epoch(src, ++epoch, 0);
             if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
         }
-        tb_step_record rec;
         char err[512];
-        if (tb_trainer_step(t, &b, s, lr, &rec, err, sizeof err) != 0)
-            tb_die("scaling measurement with %d ranks: %s", k, err);
+        if (tb_trainer_step(t, &b, s, lr, err, sizeof err) != 0) tb_die("scaling measurement with %d ranks: %s", k, err);
         tb_source_release(src);
-        if (s >= f->scaling_warmup) tb_rank_summary_add(mine, &rec);
     }
+    collect_all(t, k, 1, mine);
     mine->elapsed_s = tb_now() - t_start;
+    if (r->util) {
+        tb_nvml_stats st;
+        tb_nvml_sampler_stats(r->util, &st);
+        mine->util_samples = st.samples;
+        mine->util_pct = st.util_pct_mean;
+        mine->sm_active_pct = st.sm_active_pct_mean;
+    }
+    tb_mem_info mi;
+    r->be->memory(r->be, &mi);
+    mine->peak_mem_bytes = (double)mi.peak;
     tb_source_destroy(src);
     tb_trainer_destroy(t);
 }
 
-int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model *m, tb_comm *world,
-                             tb_monitor *mon, const tb_train_hparams *hp, double lr, int classes,
-                             double dataset_size, tb_scaling_row *rows) {
+int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
+    const tb_train_flags *f = &r->fl;
+    tb_comm *world = r->world;
     int wrank = tb_comm_rank(world), wsize = tb_comm_size(world);
     int sizes[40];
     int ns = scaling_sizes(wsize, sizes);
@@ -72,19 +97,29 @@ int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model
         }
         tb_rank_summary mine;
         memset(&mine, 0, sizeof mine);
+        tb_train_hparams hp = r->hp;
+        if (k == 1 && wsize > 1) hp.path_on_one_rank = 0; /* the 1-rank row runs without communication */
+        /* the row's NCCL communicator: split from the world's (collective
+         * over it, so every rank takes part), the world's own for all ranks */
+        tb_nccl *nsub = NULL;
+        if (r->nccl && hp.path == TB_PATH_NCCL && (k > 1 || wsize == 1)) {
+            tb_monitor_progress(r->mon, 0, "NCCL communicator split", 1);
+            nsub = k == wsize ? r->nccl : tb_nccl_first_n(r->nccl, k, f->timeout);
+        }
         tb_comm *sub = tb_comm_first_n(world, k);
         if (sub) {
-            measure_row(f, d, m, sub, mon, hp, lr, classes, &mine);
+            measure_row(r, sub, nsub, &hp, lr, &mine);
             tb_comm_free(sub);
-            tb_monitor_progress(mon, 0, "scaling barrier", 1);
+            tb_monitor_progress(r->mon, 0, "scaling barrier", 1);
         } else {
             /* not a collective the watchdog should time: ranks 0..k-1 are busy */
-            tb_monitor_progress(mon, 0, "waiting for the scaling rows of fewer ranks", 0);
+            tb_monitor_progress(r->mon, 0, "waiting for the scaling rows of fewer ranks", 0);
         }
+        if (nsub && nsub != r->nccl) tb_nccl_destroy(nsub);
         tb_comm_barrier_idle(world, 0.005);
         tb_comm_gather(world, &mine, all, sizeof mine, 0);
         if (wrank == 0) {
-            tb_scaling_row_from(&rows[i], all, k, f->batch, dataset_size, -1);
+            tb_scaling_row_from(&rows[i], all, k, f->batch, r->dataset_size, -1);
             printf("# scaling row %d of %d: %d rank%s, %.2f img/s (%.1f s)\n", i + 1, ns, k, k > 1 ? "s" : "",
                    rows[i].img_per_s, tb_now() - t0);
             fflush(stdout);

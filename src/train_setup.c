@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/nccl.h"
 #include "src/checkpoint.h"
 #include "src/core/log.h"
 #include "src/launch_check.h"
@@ -85,27 +86,113 @@ static void bootstrap(tb_train_run *r) {
     tb_monitor_progress(r->mon, 0, "start-up", 0);
 }
 
-/* The compute backend with this rank's share of the host's cores, then the
- * launch checks that compare every rank's binary, arguments and devices. */
+/* The compute backend with this rank's share of the host's cores, on the
+ * CUDA device local rank mod visible devices, then the launch checks that
+ * compare every rank's binary, arguments and devices. */
 static void make_backend(tb_train_run *r) {
-    r->threads = r->fl.threads;
+    const tb_train_flags *f = &r->fl;
+    r->threads = f->threads;
     if (r->threads == 0) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
         r->threads = (int)(cores / (r->info.local_size > 0 ? r->info.local_size : 1));
         if (r->threads < 1) r->threads = 1;
     }
-    tb_backend_opts bo = {.threads = r->threads, .device = r->info.local_rank};
+    r->device = tb_launch_pick_device(&r->info, f->backend, &r->ndev);
+    tb_backend_opts bo = {.threads = r->threads,
+                          .device = r->device >= 0 ? r->device : 0,
+                          .deterministic = f->deterministic,
+                          .no_autotune = f->no_autotune,
+                          .workspace_limit = (size_t)f->workspace_mb << 20};
     tb_precision_backend_opts(r->prec, &bo);
     char err[512];
-    r->be = tb_backend_create(r->fl.backend, &bo, err, sizeof err);
+    r->be = tb_backend_create(f->backend, &bo, err, sizeof err);
     if (!r->be) tb_die("train: %s", err);
+    if (strcmp(r->be->name, "cuda") != 0) r->device = -1, r->ndev = 0;
     if (r->prec_auto) r->prec = tb_precision_default(r->be);
     if (r->prec == TB_PREC_TF32 && strcmp(r->be->name, "cuda") != 0)
         tb_die("train: --precision tf32 needs the CUDA backend (TF32 is a tensor-core format); "
                "use fp32 on %s", r->be->name);
     snprintf(r->fl.precision, sizeof r->fl.precision, "%s", tb_precision_name(r->prec));
     if (r->be->threads > 0) r->threads = r->be->threads; /* what runs: at most the CPUs this rank may use */
-    tb_launch_check_ranks(&r->info, r->be, "train", r->argc, r->argv);
+    tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
+}
+
+/* The gradient path (trainer.h) from --comm, the backend and the world;
+ * every rank decides alike, so a refusal is one line on every rank. */
+static void choose_comm(tb_train_run *r) {
+    const tb_train_flags *f = &r->fl;
+    int cuda = strcmp(r->be->name, "cuda") == 0, nccl_req = strcmp(f->comm, "nccl") == 0;
+    int mpi_req = strcmp(f->comm, "mpi") == 0, bf16 = strcmp(f->allreduce_dtype, "bf16") == 0;
+    tb_comm_path path;
+    if (!cuda) {
+        if (nccl_req)
+            tb_train_die_together(r, "--comm nccl needs the CUDA backend (NCCL moves device buffers); the %s "
+                                     "backend all-reduces host buffers over MPI: use --comm mpi or auto",
+                                  r->be->name);
+        if (bf16)
+            tb_train_die_together(r, "--allreduce-dtype bf16 is the GPU gradient path's compression hook; the %s "
+                                     "backend all-reduces float32 host buffers",
+                                  r->be->name);
+        if (f->share_gpu) tb_train_die_together(r, "--share-gpu is for the CUDA backend");
+        path = TB_PATH_HOST;
+    } else if (nccl_req || (!mpi_req && tb_nccl_built())) {
+        if (!tb_nccl_built())
+            tb_train_die_together(r, "--comm nccl: this trainbench was built without NCCL (configure with NCCL, "
+                                     "NCCL_ROOT); use --comm mpi");
+        path = TB_PATH_NCCL;
+    } else {
+        path = TB_PATH_STAGED;
+    }
+    int explicit_path = nccl_req || mpi_req;
+    r->hp = (tb_train_hparams){
+        .momentum = f->momentum,
+        .weight_decay = f->weight_decay,
+        .label_smoothing = f->label_smoothing,
+        .nesterov = f->nesterov,
+        .no_bn_decay = f->no_bn_decay,
+        .bucket_bytes = (size_t)(f->bucket_mb * 1048576.0),
+        .overlap = !f->no_overlap,
+        .path = path,
+        .path_on_one_rank = explicit_path,
+        .first_bucket_bytes = (size_t)(f->first_bucket_mb * 1048576.0),
+        .bf16_allreduce = bf16,
+        .device = r->device,
+        .timeout_s = f->timeout,
+        .async = strcmp(f->step_mode, "async") == 0 || (cuda && strcmp(f->step_mode, "sync") != 0),
+        .cuda_graph = strcmp(f->cuda_graph, "off") != 0,
+        .graph_warmup = f->graph_warmup,
+    };
+    if (cuda && strcmp(f->step_mode, "sync") == 0)
+        tb_train_die_together(r, "--step-mode sync is the CPU backend's; CUDA steps are asynchronous");
+    if (r->hp.async && f->trace[0] && r->info.rank == 0)
+        tb_warn("--trace records the synchronous step's host-clock phases; the asynchronous step's phases come "
+                "from device events and are in the results file's /steps, not in the trace");
+    if (path == TB_PATH_NCCL && (r->info.world > 1 || explicit_path)) {
+        if (f->share_gpu && r->info.rank == 0) {
+            int c, l;
+            tb_nccl_versions(&c, &l);
+            tb_warn("--share-gpu with --comm nccl: NCCL %d.%d refuses two ranks on one GPU (\"Duplicate GPU "
+                    "detected\") before 2.30; this run shows what it says",
+                    l / 10000, l % 10000 / 100);
+        }
+        tb_monitor_progress(r->mon, 0, "NCCL communicator set-up", 1);
+        r->nccl = tb_nccl_create(r->world, r->device, f->timeout);
+    }
+}
+
+/* GPU-Util and SM activity of this rank's device, sampled on a thread,
+ * matched to the CUDA device by PCI bus id. Optional: a machine without
+ * NVML gets one warning and no utilisation column. */
+static void start_nvml(tb_train_run *r) {
+    if (strncmp(r->be->device_key, "gpu:", 4) != 0) return;
+    char err[256];
+    r->nvml = tb_nvml_open(err, sizeof err);
+    tb_nvml_dev *d = r->nvml ? tb_nvml_device(r->nvml, r->be->device_key + 4, err, sizeof err) : NULL;
+    if (!d) {
+        if (r->info.rank == 0) tb_warn("NVML: %s; the scaling table has no GPU utilisation", err);
+        return;
+    }
+    r->util = tb_nvml_sampler_start(d, 0.05);
 }
 
 /* The training source and the model, checked against the --last-batch
@@ -118,6 +205,8 @@ static void make_model(tb_train_run *r) {
     r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
     mo.fuse = !f->no_fuse;
+    if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
+    if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
     tb_source_feed(r->src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
     tb_train_check_epoch_plan(r);
@@ -152,12 +241,12 @@ static void make_model(tb_train_run *r) {
 /* The trainer (every rank now holds rank 0's state) and the LR schedule. */
 static void make_trainer(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    r->hp = (tb_train_hparams){f->momentum, f->weight_decay, f->label_smoothing, f->nesterov,
-                               f->no_bn_decay, (size_t)(f->bucket_mb * 1048576.0), !f->no_overlap};
-    r->tr = tb_trainer_create(r->m, r->world, &r->hp);
-    r->tr->mon = r->mon;
+    r->tr = tb_trainer_create(r->m, r->world, r->nccl, &r->hp);
+    tb_trainer_set_monitor(r->tr, r->mon);
     tb_monitor_progress(r->mon, r->start[0], "start-up broadcast", 1);
     tb_trainer_sync_state(r->tr);
+    if (strcmp(f->cuda_graph, "on") == 0 && tb_trainer_graph_status(r->tr, NULL)[0])
+        tb_train_die_together(r, "--cuda-graph on: the step cannot be captured: %s", tb_trainer_graph_status(r->tr, NULL));
 
     r->steps_per_epoch = tb_source_steps(r->src);
     if (r->start[2] > r->steps_per_epoch)
@@ -187,6 +276,7 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_str(a, "model", r->cfg.name);
     tb_attrs_int(a, "classes", r->classes);
     tb_attrs_str(a, "precision", f->precision);
+    tb_attrs_str(a, "layout", tb_layout_name(r->m->g.layout));
     tb_attrs_int(a, "batch_size", f->batch);
     tb_attrs_int(a, "global_batch", r->global_batch);
     tb_attrs_int(a, "image_size", r->image);
@@ -203,7 +293,17 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_int(a, "threads_per_rank", r->threads);
     tb_attrs_int(a, "resumed_from_step", r->start[0]);
     tb_attrs_num(a, "timeout_s", f->timeout);
-    tb_attrs_str(a, "device_util_source", tb_scaling_util_label(r->be->name));
+    tb_attrs_str(a, "device_util_source", r->util ? "NVML GPU-Util (and GPM SM activity where supported), mean over the timed steps" : tb_scaling_util_label(r->be->name));
+    tb_attrs_str(a, "comm_path", tb_comm_path_name(tb_trainer_path(r->tr)));
+    tb_attrs_str(a, "allreduce_dtype", f->allreduce_dtype);
+    tb_attrs_num(a, "bucket_mb", f->bucket_mb);
+    tb_attrs_num(a, "first_bucket_mb", f->first_bucket_mb);
+    tb_attrs_int(a, "overlap", !f->no_overlap);
+    const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
+    char graph[256];
+    snprintf(graph, sizeof graph, "%s%s", gwhy[0] ? "off: " : "on", gwhy);
+    tb_attrs_str(a, "cuda_graph", graph);
+    tb_attrs_str(a, "step_mode", r->hp.async ? "async" : "sync");
     tb_run_report_unlock(&r->report);
 }
 
@@ -222,6 +322,22 @@ static void print_header(const tb_train_run *r) {
            f->lr_schedule, r->sched.peak, f->lr, r->global_batch, f->lr_base_batch, f->lr_warmup_steps,
            f->momentum, f->nesterov ? " (Nesterov)" : "", f->weight_decay, f->no_bn_decay ? " (not on BN/bias)" : "",
            f->label_smoothing, f->bucket_mb, f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
+    tb_comm_path path = tb_trainer_path(r->tr);
+    if (path == TB_PATH_STAGED || path == TB_PATH_NCCL) {
+        int c = 0, l = 0;
+        tb_nccl_versions(&c, &l);
+        char nv[48] = "";
+        if (path == TB_PATH_NCCL) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", l / 10000, l % 10000 / 100, l % 100);
+        const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
+        printf("# gradients: %s%s on device %d, first bucket %.3g MiB, %s on the wire; steps %s; CUDA graph %s%s\n",
+               tb_comm_path_name(path), nv, r->device, f->first_bucket_mb,
+               r->hp.bf16_allreduce ? "bfloat16" : "float32", r->hp.async ? "asynchronous" : "synchronous",
+               gwhy[0] ? "off: " : "on after --graph-warmup steps", gwhy);
+    } else if (r->be->native_stream(r->be, NULL)) {
+        const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
+        printf("# steps asynchronous on device %d; CUDA graph %s%s\n", r->device,
+               gwhy[0] ? "off: " : "on after --graph-warmup steps", gwhy);
+    }
     printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MB/rank\n", r->m->pt.n_train,
            r->gflop, r->m->g.act_arena_bytes / 1048576.0);
     fflush(stdout);
@@ -231,6 +347,8 @@ void tb_train_setup(tb_train_run *r) {
     bootstrap(r);
     tb_train_open_data(r);
     make_backend(r);
+    choose_comm(r);
+    start_nvml(r);
     make_model(r);
     make_trainer(r);
     if (r->info.rank == 0) {
@@ -242,6 +360,9 @@ void tb_train_setup(tb_train_run *r) {
 void tb_train_teardown(tb_train_run *r) {
     tb_run_report_free(&r->report);
     free(r->hosts);
+    tb_nvml_sampler_stop(r->util);
+    tb_nvml_close(r->nvml);
+    tb_nccl_destroy(r->nccl);
     tb_model_destroy(r->m);
     r->be->destroy(r->be);
     if (r->d.have_train_ds) tb_dataset_close(&r->d.train_ds);

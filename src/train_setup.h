@@ -18,6 +18,7 @@
 #include "src/batch_source.h"
 #include "src/cli.h"
 #include "src/lr_schedule.h"
+#include "src/nvml.h"
 #include "src/run_report.h"
 #include "src/scaling.h"
 #include "src/trainer.h"
@@ -28,6 +29,13 @@ typedef struct {
     char results[TB_OPT_STR_MAX], save[TB_OPT_STR_MAX], init[TB_OPT_STR_MAX];
     char ckpt[TB_OPT_STR_MAX], lr_schedule[TB_OPT_STR_MAX], trace[TB_OPT_STR_MAX];
     char last_batch[TB_OPT_STR_MAX];  /* drop | pad | keep (data/shard.h) */
+    char comm[TB_OPT_STR_MAX];        /* auto | nccl | mpi */
+    char allreduce_dtype[TB_OPT_STR_MAX]; /* fp32 | bf16 */
+    char cuda_graph[TB_OPT_STR_MAX];  /* auto | on | off */
+    char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
+    char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
+    int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
+    double first_bucket_mb;
     char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
@@ -68,6 +76,10 @@ typedef struct {
     tb_precision prec;           /* --precision, resolved once the backend is known */
     int prec_auto;               /* --precision auto: the backend's default */
     tb_backend *be;
+    int ndev, device;            /* CUDA devices this rank sees, the one it uses (-1: CPU) */
+    tb_nccl *nccl;               /* the world's NCCL communicator (NULL: not the NCCL path) */
+    tb_nvml *nvml;               /* NVML, when it loads (CUDA) */
+    tb_nvml_sampler *util;       /* GPU-Util / SM activity of this rank's device */
     tb_source *src;              /* the training batches (--last-batch) */
     tb_model *m;
     tb_train_hparams hp;
@@ -141,9 +153,11 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
 void tb_train_report(tb_train_run *r, tb_train_outcome *o);
 
 /* The scaling rows: the first 1, 2, 4, ... N ranks each run the same per-rank
- * workload (train_scaling.c). Rows are filled on rank 0; returns how many. */
-int tb_train_measure_scaling(const tb_train_flags *f, tb_train_data *d, tb_model *m, tb_comm *world,
-                             tb_monitor *mon, const tb_train_hparams *hp, double lr, int classes,
-                             double dataset_size, tb_scaling_row *rows);
+ * workload (train_scaling.c). Rows are filled on rank 0; returns how many.
+ * On the NCCL path each row's ranks get a communicator split from the
+ * world's (ncclCommSplit); the NVML sampler (NULL: none) gives each row's
+ * GPU utilisation. */
+int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows);
+
 
 #endif

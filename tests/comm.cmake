@@ -18,3 +18,25 @@ if(TB_HAVE_MPI)
 else()
   add_test(NAME grad_sync_np1 COMMAND test_grad_sync)
 endif()
+
+# The device gradient path's pure parts (comm/bucket_plan.h, comm/device_map.h)
+# and the bf16 compression hook's rounding and error, on the host.
+add_executable(test_bucket_plan test_bucket_plan.c)
+target_link_libraries(test_bucket_plan PRIVATE tb_comm tb_model)
+add_test(NAME bucket_plan COMMAND test_bucket_plan)
+add_executable(test_device_map test_device_map.c)
+target_link_libraries(test_device_map PRIVATE tb_comm)
+add_test(NAME device_map COMMAND test_device_map)
+add_executable(test_bf16_allreduce test_bf16_allreduce.c)
+target_link_libraries(test_bf16_allreduce PRIVATE tb_comm ${TB_LIBM})
+add_test(NAME bf16_allreduce_error COMMAND test_bf16_allreduce)
+set_tests_properties(bucket_plan device_map bf16_allreduce_error PROPERTIES TIMEOUT 300)
+if(TB_HAVE_MPI)
+  foreach(np 2 3)
+    add_test(NAME bf16_allreduce_mpi_np${np}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:test_bf16_allreduce> ${MPIEXEC_POSTFLAGS})
+    set_tests_properties(bf16_allreduce_mpi_np${np} PROPERTIES TIMEOUT 300 ENVIRONMENT "${TB_MPI_TEST_ENV}"
+                         PROCESSORS ${np})
+  endforeach()
+endif()

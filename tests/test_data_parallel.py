@@ -75,6 +75,12 @@ def main():
     ap.add_argument("--steps", type=int, default=1, help="data-parallel steps to take")
     ap.add_argument("--last-batch", default="drop", choices=["drop", "pad", "keep"])
     ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--train-arg", action="append", default=[],
+                    help="one more flag for the data-parallel train runs (repeatable): the GPU case passes "
+                         "--backend cuda --comm mpi --share-gpu ...")
+    ap.add_argument("--step-arg", action="append", default=[],
+                    help="one more flag for the per-shard `trainbench step` runs (repeatable)")
+    ap.add_argument("--rtol", type=float, default=RTOL)
     a = ap.parse_args()
     if a.ranks > 1 and not a.mpiexec:
         print("SKIP: no mpiexec (trainbench built without MPI)")
@@ -108,7 +114,8 @@ def main():
                                   str(k), "--warmup-steps", "0", "--scaling-steps", "0", "--lr", str(lr),
                                   "--lr-base-batch", str(a.ranks * a.batch), "--lr-schedule", "constant",
                                   "--lr-warmup-steps", "0", "--momentum", str(mom), "--weight-decay", str(wd),
-                                  "--timeout", "60", "--results", "", "--save", p(f"dp{k}.h5")], env=env)
+                                  "--timeout", "60", "--results", "", "--save", p(f"dp{k}.h5"), *a.train_arg],
+                      env=env)
             if a.ranks > 1 and "bit-identical" not in out:
                 print(out[-2000:])
                 print("FAIL: the data-parallel run printed no replica verdict")
@@ -138,7 +145,7 @@ def main():
                     f["labels"] = labels[rows[r]]
                 run([tb, "step", "--ckpt", ckpt, "--batch", p(f"shard{s}_{r}.h5"), "--out",
                      p(f"step{s}_{r}.h5"), "--lr", str(lr), "--momentum", str(mom),
-                     "--weight-decay", str(wd), "--threads", "1"])
+                     "--weight-decay", str(wd), "--threads", "1", *a.step_arg])
                 with h5py.File(p(f"step{s}_{r}.h5")) as f:
                     grads.append({k: f["grads"][k][()] for k in f["grads"]})
             total = sum(counts)
@@ -156,7 +163,7 @@ def main():
                 for what, want, got in (("params", params[name], dp["params"][name][()]),
                                         ("momentum", mom_buf[name], dp["momentum"][name][()])):
                     err = np.abs(got - want)
-                    tol = ATOL_SCALE * np.abs(want).max() + RTOL * np.abs(want)
+                    tol = ATOL_SCALE * np.abs(want).max() + a.rtol * np.abs(want)
                     rel = float(err.max() / max(np.abs(want).max(), 1e-30))
                     worst = max(worst, rel)
                     if (err > tol).any():
@@ -169,7 +176,7 @@ def main():
                         print(f"FAIL params/{name}: rank 0's BN buffer differs from shard 0's step")
         print(f"# data parallel, {a.ranks} ranks x batch {a.batch}, {n} rows, --last-batch {a.last_batch}, "
               f"{a.steps} step(s), last step's shards {counts}: {len(params)} tensors, worst max-relative "
-              f"error {worst:.2e} (rtol {RTOL}, atol {ATOL_SCALE} x max|ref|), {bad} failed")
+              f"error {worst:.2e} (rtol {a.rtol}, atol {ATOL_SCALE} x max|ref|), {bad} failed")
         sys.exit(1 if bad else 0)
 
 

@@ -3,7 +3,10 @@
 # and exits 77, which ctest reports as skipped; in a build without the CUDA
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
-set(TB_GPU_TESTS cuda_ops cuda_model mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell)
+set(TB_GPU_TESTS cuda_ops cuda_model mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
+    nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
+    bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
+    dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced)
 if(TARGET tb_cuda)
   add_executable(tb_gpu_check gpu/tb_gpu_check.c)
   target_link_libraries(tb_gpu_check PRIVATE tb_model)
@@ -41,9 +44,92 @@ if(TARGET tb_cuda)
              COMMAND sh -c "echo 'SKIP: no python3 with h5py'; exit 77")
   endif()
   set_tests_properties(train_cuda_bf16_loss_fell PROPERTIES FIXTURES_REQUIRED cuda_bf16_results)
+
+  # ---- issue 14: NCCL and the GPU gradient paths on one GPU ------------------------------
+  # the NCCL cases skip, saying so, in a CUDA build without NCCL
+  if(TB_HAVE_NCCL)
+    set(TB_GPU_NCCL_RUN ${TB_GPU_RUN})
+  else()
+    set(TB_GPU_NCCL_RUN sh -c "echo 'SKIP: this build has no NCCL (set NCCL_ROOT)'; exit 77" --)
+  endif()
+  # Bit for bit: fp32, heuristic conv algorithms and deterministic ones, so
+  # two processes run the same kernels (tests/test_async_step.py).
+  set(TB_GPU_EXACT --extra "--precision fp32 --no-autotune --deterministic" --batch 8 --image-size 64
+                   --synthetic-size 64 --steps 7)
+  # a 1-rank NCCL run (buckets on the communication stream, ncclBroadcast of
+  # the BN statistics) against the same run without communication
+  add_test(NAME nccl_train_equals_plain
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
+                   --mode nccl-plain ${TB_GPU_EXACT})
+  # the MPI path's staging (pinned down-copy, MPI, up-copy on its own stream) on one rank
+  add_test(NAME staged_train_equals_plain
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC}
+                   --mode staged-plain ${TB_GPU_EXACT})
+  # the captured step replayed equals the eager step, without and with NCCL inside
+  add_test(NAME graph_equals_eager
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC}
+                   --mode graph-eager ${TB_GPU_EXACT})
+  add_test(NAME graph_equals_eager_nccl
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
+                   --mode graph-eager --batch 8 --image-size 64 --synthetic-size 64 --steps 7
+                   --extra "--precision fp32 --no-autotune --deterministic --comm nccl")
+  # what the bf16 hook costs on one rank (the casts only): bounded, printed
+  add_test(NAME bf16_allreduce_cost_gpu
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
+                   --mode bf16-fp32 --tolerance 2e-2 ${TB_GPU_EXACT})
+  add_test(NAME allreduce_bench_nccl
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "Out of bounds values : 0 OK" "path nccl-device"
+                   -- ${TB_BIN} allreduce-bench --comm nccl -b 8 -e 256M -f 4 -n 10 -w 3)
+  add_test(NAME allreduce_bench_nccl_bf16
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "Out of bounds values : 0 OK"
+                   -- ${TB_BIN} allreduce-bench --comm nccl --dtype bf16 -b 8 -e 64M -f 8 -n 5 -w 2)
+  add_test(NAME preflight_gpu
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "all-reduce \(NCCL, device buffers\).*#wrong 0"
+                   "NCCL library, compiled against vs loaded" "preflight: OK"
+                   -- ${TB_BIN} preflight --bytes 64M --timeout 60)
+  set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
+                       bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
+                       PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  if(TB_HAVE_MPI)
+    # 2 ranks sharing the one GPU over MPI (staged through pinned memory):
+    # their weights equal the data-parallel reference built from per-shard
+    # `trainbench step --backend cuda` (BatchNorm normalises each rank's
+    # batch, so a 1-rank run of the doubled batch is not the reference; the
+    # per-shard sum is, as in dp_exact on the CPU)
+    set(TB_DP_GPU --train-arg=--backend --train-arg=cuda --train-arg=--comm --train-arg=mpi
+                  --train-arg=--share-gpu --train-arg=--precision --train-arg=fp32 --train-arg=--no-autotune
+                  --train-arg=--deterministic --step-arg=--backend --step-arg=cuda --step-arg=--precision
+                  --step-arg=fp32 --step-arg=--no-autotune --step-arg=--deterministic)
+    add_test(NAME dp_exact_gpu_shared_mpi_np2
+             COMMAND ${TB_GPU_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                     --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 4 --steps 2 ${TB_DP_GPU})
+    add_test(NAME dp_exact_gpu_shared_mpi_np2_keep
+             COMMAND ${TB_GPU_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                     --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 2 --n 5 --steps 2 --last-batch keep
+                     --image-size 64 ${TB_DP_GPU})
+    # two ranks on the one GPU with NCCL: our launch check first, on every rank
+    add_test(NAME duplicate_gpu_refused
+             COMMAND ${TB_GPU_NCCL_RUN} ${TB_EXPECT_ALL} 2 "ranks outnumber devices: 2 ranks run on"
+                     ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --steps 2 --scaling-steps 0
+                     --results "")
+    # ... and forced past it (--share-gpu): NCCL's own refusal, named, every rank ends
+    add_test(NAME duplicate_gpu_nccl_forced
+             COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_fail.sh "Duplicate GPU detected.*NCCL 2\.[0-9]+ refuses"
+                     ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --steps 2
+                     --scaling-steps 0 --timeout 60 --results "")
+    set_tests_properties(dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused
+                         duplicate_gpu_nccl_forced PROPERTIES TIMEOUT 600 PROCESSORS 2
+                         ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  else()
+    foreach(t dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused
+              duplicate_gpu_nccl_forced)
+      add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build has no MPI'; exit 77")
+    endforeach()
+  endif()
 else()
   foreach(t ${TB_GPU_TESTS})
     add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build has no CUDA backend (TB_CUDA=OFF or no toolkit)'; exit 77")
   endforeach()
 endif()
 set_tests_properties(${TB_GPU_TESTS} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+

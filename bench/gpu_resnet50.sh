@@ -1,0 +1,152 @@
+#!/bin/bash
+# gpu_resnet50.sh - run_suite.sh's `bench` stage: trainbench's ResNet-50 at
+# 224 px on the lent GPU, img/s and peak device memory per precision,
+# layout, batch and CUDA graph on/off, beside PyTorch (bench/torch_resnet50.py:
+# eager channels-last bf16 autocast, and torch.compile when it runs) on the
+# same GPU in the same run. Writes $OUT/keep/resnet50/resnet50.md (the table,
+# the command of every row, what was left out and why) and each run's log
+# and results file.
+#
+# Called by tests/gpu/run_suite.sh with $TB (trainbench), $PY (python3 with
+# torch), $OUT and $ROOT exported. The stage must fit in 9 minutes on an H100
+# including cuDNN's algorithm search (every trainbench run measures each
+# conv's algorithms at start-up): TB_BENCH_BUDGET (s, default 500) bounds
+# it; rows run in priority order and a row whose estimate no longer fits is
+# left out and named. Step counts: 5 warm-up (3 eager, the capture, one
+# replay) + TB_BENCH_STEPS timed (default 20) for trainbench; 5 + 20 for
+# PyTorch. trainbench's synthetic batches come from host memory (uploaded
+# every step, float32: its h2d column); PyTorch's batch stays on the device.
+set -u
+: "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
+KEEP=$OUT/keep/resnet50
+mkdir -p "$KEEP"
+BUDGET=${TB_BENCH_BUDGET:-500}
+STEPS=${TB_BENCH_STEPS:-20}
+WARM=5
+T0=$(date +%s)
+MD=$KEEP/resnet50.md
+ROWS=$KEEP/rows.tsv
+: >"$ROWS"
+LEFT=""
+elapsed() { echo $(( $(date +%s) - T0 )); }
+left() { echo $(( BUDGET - $(elapsed) )); }
+
+# tb NAME EST_S PRECISION LAYOUT BATCH GRAPH(on|off) [more flags]
+tb() {
+  local name=$1 est=$2 prec=$3 layout=$4 batch=$5 graph=$6
+  shift 6
+  if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT trainbench:$name(est ${est}s, $(left)s left)"; return; fi
+  local log=$KEEP/tb_$name.log t
+  t=$(date +%s)
+  local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
+             --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + STEPS))
+             --warmup-steps "$WARM" --scaling-steps 0 --print-every 1000 --results "$KEEP/tb_$name.h5" "$@")
+  echo "== trainbench $name: ${cmd[*]}"
+  timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+  local rc=$? wall=$(( $(date +%s) - t ))
+  local ips peak h2d step replays
+  ips=$(sed -n 's/.*# training: .*, \([0-9.]*\) img\/s .*/\1/p' "$log" | tail -1)
+  peak=$(sed -n 's/^# rank 0: device .* peak \([0-9.]*\) MiB allocated.*/\1/p' "$log" | tail -1)
+  # rank 0's row of "training run, ms per step by rank": rank step data h2d ...
+  step=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $2; exit}' "$log")
+  h2d=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $4; exit}' "$log")
+  replays=$(sed -n 's/^# cuda graph: .*; \([0-9]*\) training steps replayed.*/\1/p' "$log" | tail -1)
+  if [ "$rc" -ne 0 ] || [ -z "$ips" ]; then
+    tail -5 "$log"
+    printf 'trainbench\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\tFAILED (exit %s, see tb_%s.log)\n' \
+      "$prec" "$layout" "$batch" "$graph" "$wall" "$rc" "$name" >>"$ROWS"
+    return
+  fi
+  printf 'trainbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$prec" "$layout" "$batch" \
+    "$graph${replays:+ ($replays replays)}" "$ips" "${step:--}" "${h2d:--}" "${peak:--}" "$wall" "${cmd[*]}" >>"$ROWS"
+  echo "   $ips img/s, $step ms/step (h2d $h2d), peak $peak MiB, $wall s"
+}
+
+# torch NAME EST_S PRECISION LAYOUT BATCH MODE
+torch() {
+  local name=$1 est=$2 prec=$3 layout=$4 batch=$5 mode=$6
+  if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT pytorch:$name(est ${est}s, $(left)s left)"; return; fi
+  local log=$KEEP/torch_$name.log json=$KEEP/torch_$name.jsonl t
+  t=$(date +%s)
+  rm -f "$json"
+  local cmd=("$PY" "$ROOT/bench/torch_resnet50.py" --batch "$batch" --precision "$prec" --layout "$layout"
+             --mode "$mode" --steps "$STEPS" --warmup "$WARM" --json "$json")
+  echo "== pytorch $name: ${cmd[*]}"
+  timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+  local rc=$? wall=$(( $(date +%s) - t ))
+  local line
+  line=$("$PY" - "$json" <<'EOF' 2>/dev/null
+import json, sys
+r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+if "error" in r:
+    print("ERR\t" + r["error"][:80])
+else:
+    print(f"{r['img_per_s']:.1f}\t{r['ms_per_step']:.2f}\t-\t{r['peak_alloc_gib'] * 1024:.0f}\t{r['torch']}")
+EOF
+)
+  if [ "$rc" -ne 0 ] || [ -z "$line" ] || [ "${line%%$'\t'*}" = ERR ]; then
+    tail -3 "$log"
+    printf 'pytorch %s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\tFAILED (exit %s%s)\n' "$mode" "$prec" "$layout" "$batch" \
+      "$wall" "$rc" "${line:+: ${line#*$'\t'}}" >>"$ROWS"
+    return
+  fi
+  local ips ms h2d peak ver
+  IFS=$'\t' read -r ips ms h2d peak ver <<<"$line"
+  printf 'pytorch %s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$prec" "$layout" "$batch" "$ips" "$ms" \
+    "$h2d" "$peak" "$wall" "torch $ver: ${cmd[*]}" >>"$ROWS"
+  echo "   $ips img/s, $ms ms/step, peak $peak MiB, $wall s"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null \
+  | head -1 >"$KEEP/gpu.txt"
+"$TB" --version >>"$KEEP/gpu.txt" 2>&1
+
+# priority order: the headline pair first, then what graphs buy, the other
+# precisions, then the rest (estimates include start-up and the algorithm search)
+torch  eager_bf16_nhwc_256   60 bf16 nhwc 256 eager
+tb     bf16_nhwc_256_graph   60 bf16 nhwc 256 on
+tb     bf16_nhwc_256_eager   55 bf16 nhwc 256 off
+tb     bf16_nhwc_128_graph   45 bf16 nhwc 128 on
+tb     bf16_nhwc_128_eager   40 bf16 nhwc 128 off
+tb     fp16_nhwc_256_graph   60 fp16 nhwc 256 on
+tb     tf32_nchw_256_graph   70 tf32 nchw 256 on
+torch  compile_bf16_nhwc_256 200 bf16 nhwc 256 compile
+tb     fp32_nchw_256_graph   90 fp32 nchw 256 on
+torch  eager_bf16_nhwc_128   40 bf16 nhwc 128 eager
+tb     bf16_nchw_256_graph   60 bf16 nchw 256 on
+tb     tf32_nhwc_256_graph   70 tf32 nhwc 256 on
+tb     fp16_nhwc_128_graph   45 fp16 nhwc 128 on
+tb     tf32_nchw_128_graph   50 tf32 nchw 128 on
+tb     fp32_nchw_128_graph   60 fp32 nchw 128 on
+
+# the table
+base=$(awk -F'\t' '$1=="pytorch eager" && $2=="bf16" && $3=="nhwc" && $4=="256" {print $6}' "$ROWS")
+{
+  echo "# ResNet-50, 224 px, training step img/s on $(head -1 "$KEEP/gpu.txt")"
+  echo
+  echo "$("$TB" --version 2>&1 | head -1); stage budget ${BUDGET} s, ${WARM} warm-up + ${STEPS} timed steps per row;"
+  echo "trainbench uploads each synthetic batch from host memory (float32, its h2d column), PyTorch keeps its batch"
+  echo "on the device. x eager = img/s over PyTorch eager channels-last bf16 at batch 256."
+  echo
+  echo "| framework | precision | layout | batch | CUDA graph | img/s | x eager | ms/step | h2d ms | peak MiB | wall s |"
+  echo "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"
+  while IFS=$'\t' read -r fw prec layout batch graph ips step h2d peak wall cmd; do
+    ratio=-
+    if [ -n "$base" ] && [ "$ips" != - ]; then ratio=$(awk -v a="$ips" -v b="$base" 'BEGIN{printf "%.2f", a/b}'); fi
+    echo "| $fw | $prec | $layout | $batch | $graph | $ips | $ratio | $step | $h2d | $peak | $wall |"
+  done <"$ROWS"
+  echo
+  echo "Commands:"
+  echo
+  while IFS=$'\t' read -r fw prec layout batch graph ips step h2d peak wall cmd; do
+    echo "- $fw $prec $layout $batch $graph: \`$cmd\`"
+  done <"$ROWS"
+  echo
+  echo "Left out by design (to fit the budget): fp16 NCHW, fp32 NHWC, bf16 NCHW at 128, PyTorch fp32/tf32/fp16,"
+  echo "torch.compile at 128. Left out for time in this run:${LEFT:- none}."
+  echo "Stage time: $(elapsed) s."
+} >"$MD"
+cat "$MD"
+# the stage fails only when trainbench's headline row did not run
+awk -F'\t' '$1 == "trainbench" && $2 == "bf16" && $3 == "nhwc" && $4 == "256" && $5 ~ /^on/ && $11 !~ /^FAILED/ {ok = 1}
+             END {exit !ok}' "$ROWS"

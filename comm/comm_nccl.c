@@ -1,0 +1,360 @@
+/* comm_nccl.c - NCCL communicators bootstrapped through MPI (see nccl.h).
+ *
+ * Non-blocking communicators only: ncclCommInitRankConfig, ncclCommSplit,
+ * the collectives and ncclCommFinalize may return ncclInProgress, and
+ * wait_ready() polls ncclCommGetAsyncError until the communicator is out of
+ * it, under the caller's deadline (NCCL issue 1472: after ncclCommSplit the
+ * parent is polled first, then the child). A live-communicator registry
+ * lets the abort cleanup and the watchdog call ncclCommAbort on every one
+ * of them from any thread before MPI_Abort. */
+#include "comm/nccl.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "src/core/cuda_check.h"
+#include "src/core/log.h"
+#include "src/core/timer.h"
+
+struct tb_nccl {
+    ncclComm_t comm;
+    int rank, size, device;
+    double timeout;
+    int slot;                  /* in the registry */
+};
+
+/* ---- the registry of live communicators ------------------------------------------ */
+
+#define MAX_COMMS 64
+static _Atomic(ncclComm_t) g_live[MAX_COMMS];
+static atomic_int g_aborted = 0;
+static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_cleanup_id = -1;
+
+static void abort_cleanup(void *ctx) {
+    (void)ctx;
+    tb_nccl_abort_all();
+}
+
+static int register_comm(ncclComm_t c) {
+    pthread_mutex_lock(&g_reg_mu);
+    if (g_cleanup_id < 0) g_cleanup_id = tb_add_abort_cleanup(abort_cleanup, NULL);
+    int slot = -1;
+    for (int i = 0; i < MAX_COMMS && slot < 0; i++)
+        if (atomic_load(&g_live[i]) == NULL) slot = i;
+    if (slot >= 0) atomic_store(&g_live[slot], c);
+    pthread_mutex_unlock(&g_reg_mu);
+    if (slot < 0) TB_FATAL("more than %d live NCCL communicators", MAX_COMMS);
+    return slot;
+}
+
+/* Returns 1 when the communicator was still registered (not aborted). */
+static int unregister_comm(int slot, ncclComm_t c) {
+    pthread_mutex_lock(&g_reg_mu);
+    ncclComm_t expected = c;
+    int was = atomic_compare_exchange_strong(&g_live[slot], &expected, NULL);
+    pthread_mutex_unlock(&g_reg_mu);
+    return was;
+}
+
+void tb_nccl_abort_all(void) {
+    atomic_store(&g_aborted, 1);
+    /* bounded: an abort path must never wait on a thread that hangs */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    int locked = pthread_mutex_timedlock(&g_reg_mu, &until) == 0;
+    for (int i = 0; i < MAX_COMMS; i++) {
+        ncclComm_t c = atomic_exchange(&g_live[i], NULL);
+        if (c) (void)ncclCommAbort(c); /* the job is ending: its result changes nothing */
+    }
+    if (locked) pthread_mutex_unlock(&g_reg_mu);
+}
+
+/* A thread that finds the job ending waits for the end instead of touching
+ * an aborted communicator. */
+static void park_if_aborted(void) {
+    if (!atomic_load(&g_aborted)) return;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* ---- checks ------------------------------------------------------------------------ */
+
+/* NCCL's own words for the last error: ncclGetLastError, with a hint for the
+ * failures a launch causes. */
+static void last_error(ncclComm_t c, char *buf, size_t len) {
+    const char *last = ncclGetLastError(c);
+    if (!last || !last[0]) {
+        snprintf(buf, len, "(no message)");
+        return;
+    }
+    int v = 0;
+    (void)ncclGetVersion(&v);
+    if (strstr(last, "Duplicate GPU"))
+        snprintf(buf, len,
+                 "%.300s: two ranks on one GPU, which NCCL %d.%d refuses; run one rank per GPU, or share one "
+                 "on purpose with --comm mpi --share-gpu",
+                 last, v / 10000, v % 10000 / 100);
+    else
+        snprintf(buf, len, "%.400s", last);
+}
+
+#define TB_NCCL_CHECK(comm, call) nccl_check((call), (comm), #call, __FILE__, __LINE__)
+/* ncclSuccess and ncclInProgress pass (the caller polls the latter); any
+ * other result ends the job: file:line, rank and host (tb_fatal_at), the
+ * call, ncclGetErrorString and ncclGetLastError. */
+static ncclResult_t nccl_check(ncclResult_t r, ncclComm_t comm, const char *expr, const char *file, int line) {
+    if (r == ncclSuccess || r == ncclInProgress) return r;
+    park_if_aborted();
+    char last[600];
+    last_error(comm, last, sizeof last);
+    tb_fatal_at(file, line, "NCCL: %s failed: %s (ncclResult_t %d); NCCL says: %s", expr, ncclGetErrorString(r),
+                (int)r, last);
+}
+
+static ncclDataType_t nccl_type(tb_dev_type t) {
+    switch (t) {
+    case TB_DEV_F32: return ncclFloat32;
+    case TB_DEV_F64: return ncclFloat64;
+    case TB_DEV_BF16: return ncclBfloat16;
+    default: return ncclInt64;
+    }
+}
+
+size_t tb_dev_type_size(tb_dev_type t) { return t == TB_DEV_BF16 ? 2 : t == TB_DEV_F32 ? 4 : 8; }
+
+static void pause_us(long us) {
+    struct timespec ts = {0, us * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Polls c out of ncclInProgress. An asynchronous error, or t0 + timeout
+ * passing, ends the job with one line saying what was being done. */
+static void wait_ready(ncclComm_t c, const char *what, double t0, double timeout) {
+    for (int spins = 0;; spins++) {
+        park_if_aborted();
+        ncclResult_t st = ncclInProgress;
+        TB_NCCL_CHECK(c, ncclCommGetAsyncError(c, &st));
+        if (st == ncclSuccess) return;
+        if (st != ncclInProgress) {
+            char last[600];
+            last_error(c, last, sizeof last);
+            tb_die("NCCL: %s failed: %s; NCCL says: %s", what, ncclGetErrorString(st), last);
+        }
+        if (timeout > 0 && tb_now() - t0 > timeout)
+            tb_die("NCCL: %s did not complete within %g s (--timeout): a rank has not joined it, or the "
+                   "interconnect is stuck; run trainbench preflight with the same launcher to find which",
+                   what, timeout);
+        if (spins > 200) pause_us(50);
+    }
+}
+
+int tb_nccl_built(void) { return 1; }
+
+void tb_nccl_versions(int *compiled, int *loaded) {
+    *compiled = NCCL_VERSION_CODE;
+    *loaded = 0;
+    if (ncclGetVersion(loaded) != ncclSuccess) *loaded = 0;
+}
+
+/* ---- communicators ------------------------------------------------------------------ */
+
+static ncclConfig_t nonblocking_config(void) {
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.commName = "trainbench";
+    return cfg;
+}
+
+static tb_nccl *wrap(ncclComm_t c, int rank, int size, int device, double timeout) {
+    tb_nccl *n = calloc(1, sizeof *n);
+    if (!n) TB_FATAL("out of host memory");
+    n->comm = c;
+    n->rank = rank;
+    n->size = size;
+    n->device = device;
+    n->timeout = timeout;
+    n->slot = register_comm(c);
+    return n;
+}
+
+tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
+    int rank = tb_comm_rank(c), size = tb_comm_size(c);
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (rank == 0) TB_NCCL_CHECK(NULL, ncclGetUniqueId(&id));
+    tb_comm_bcast(c, &id, sizeof id, TB_BYTES, 0);
+    TB_CUDA_CHECK(cudaSetDevice(device));
+    ncclConfig_t cfg = nonblocking_config();
+    ncclComm_t comm = NULL;
+    double t0 = tb_now();
+    TB_NCCL_CHECK(comm, ncclCommInitRankConfig(&comm, size, id, rank, &cfg));
+    if (!comm) TB_FATAL("ncclCommInitRankConfig returned no communicator");
+    tb_nccl *n = wrap(comm, rank, size, device, timeout_s);
+    char what[96];
+    snprintf(what, sizeof what, "creating the NCCL communicator of %d rank%s", size, size > 1 ? "s" : "");
+    wait_ready(comm, what, t0, timeout_s);
+    return n;
+}
+
+tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s) {
+    int member = parent->rank < n;
+    TB_CUDA_CHECK(cudaSetDevice(parent->device));
+    ncclConfig_t cfg = nonblocking_config();
+    ncclComm_t child = NULL;
+    double t0 = tb_now();
+    char what[96];
+    snprintf(what, sizeof what, "splitting the NCCL communicator of the first %d rank%s", n, n > 1 ? "s" : "");
+    TB_NCCL_CHECK(parent->comm,
+                  ncclCommSplit(parent->comm, member ? 0 : NCCL_SPLIT_NOCOLOR, parent->rank, &child, &cfg));
+    /* the split is an operation of the parent: it is done (and the child
+     * pointer valid) when the parent leaves ncclInProgress */
+    wait_ready(parent->comm, what, t0, timeout_s);
+    if (!member) {
+        if (child) TB_FATAL("ncclCommSplit gave a communicator to a rank without a color");
+        return NULL;
+    }
+    if (!child) TB_FATAL("ncclCommSplit gave no communicator to rank %d of the first %d", parent->rank, n);
+    tb_nccl *s = wrap(child, parent->rank, n, parent->device, timeout_s);
+    wait_ready(child, what, t0, timeout_s);
+    return s;
+}
+
+void tb_nccl_destroy(tb_nccl *n) {
+    if (!n) return;
+    if (unregister_comm(n->slot, n->comm)) {
+        TB_CUDA_CHECK(cudaSetDevice(n->device));
+        double t0 = tb_now();
+        TB_NCCL_CHECK(n->comm, ncclCommFinalize(n->comm));
+        wait_ready(n->comm, "finalizing the NCCL communicator", t0, n->timeout);
+        TB_NCCL_CHECK(n->comm, ncclCommDestroy(n->comm));
+    }
+    free(n);
+}
+
+int tb_nccl_rank(const tb_nccl *n) { return n->rank; }
+int tb_nccl_size(const tb_nccl *n) { return n->size; }
+
+void tb_nccl_allreduce_sum(tb_nccl *n, const void *send, void *recv, size_t count, tb_dev_type t,
+                           void *stream) {
+    double t0 = tb_now();
+    if (TB_NCCL_CHECK(n->comm, ncclAllReduce(send, recv, count, nccl_type(t), ncclSum, n->comm,
+                                             (cudaStream_t)stream)) == ncclInProgress)
+        wait_ready(n->comm, "queueing an NCCL all-reduce", t0, n->timeout);
+}
+
+void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root, void *stream) {
+    double t0 = tb_now();
+    if (TB_NCCL_CHECK(n->comm, ncclBroadcast(buf, buf, count, nccl_type(t), root, n->comm,
+                                             (cudaStream_t)stream)) == ncclInProgress)
+        wait_ready(n->comm, "queueing an NCCL broadcast", t0, n->timeout);
+}
+
+void tb_nccl_check_async(tb_nccl *n, const char *what) {
+    park_if_aborted();
+    ncclResult_t st = ncclSuccess;
+    TB_NCCL_CHECK(n->comm, ncclCommGetAsyncError(n->comm, &st));
+    if (st == ncclSuccess || st == ncclInProgress) return;
+    char last[600];
+    last_error(n->comm, last, sizeof last);
+    tb_die("NCCL: %s failed: %s; NCCL says: %s", what, ncclGetErrorString(st), last);
+}
+
+/* ---- the device watch ---------------------------------------------------------------- */
+
+typedef struct {
+    cudaEvent_t ev;
+    int64_t step;
+    double queued;
+    char what[48];
+} watch_entry;
+
+static pthread_mutex_t g_watch_mu = PTHREAD_MUTEX_INITIALIZER;
+static watch_entry g_watch[TB_DEV_WATCH_MAX];
+static int g_watch_head = 0, g_watch_n = 0;   /* a ring: oldest at head */
+static int g_watch_device = -1;
+
+void tb_dev_watch_push(void *event, int64_t step, const char *what) {
+    int dev = -1;
+    TB_CUDA_CHECK(cudaGetDevice(&dev));
+    pthread_mutex_lock(&g_watch_mu);
+    g_watch_device = dev;
+    /* full: drop the oldest entries that have completed; if none has, the
+     * oldest (the watch then sees the newer ones, which cannot finish first) */
+    while (g_watch_n == TB_DEV_WATCH_MAX) {
+        g_watch_head = (g_watch_head + 1) % TB_DEV_WATCH_MAX;
+        g_watch_n--;
+    }
+    watch_entry *e = &g_watch[(g_watch_head + g_watch_n) % TB_DEV_WATCH_MAX];
+    e->ev = (cudaEvent_t)event;
+    e->step = step;
+    e->queued = tb_now();
+    snprintf(e->what, sizeof e->what, "%s", what);
+    g_watch_n++;
+    pthread_mutex_unlock(&g_watch_mu);
+}
+
+void tb_dev_watch_clear(void) {
+    pthread_mutex_lock(&g_watch_mu);
+    g_watch_head = g_watch_n = 0;
+    pthread_mutex_unlock(&g_watch_mu);
+}
+
+void tb_dev_watch_poll(tb_dev_watch_state *st) {
+    memset(st, 0, sizeof *st);
+    if (atomic_load(&g_aborted)) return;
+    static _Thread_local int t_device = -1;
+    pthread_mutex_lock(&g_watch_mu);
+    if (g_watch_device >= 0 && t_device != g_watch_device) {
+        if (cudaSetDevice(g_watch_device) == cudaSuccess) t_device = g_watch_device;
+        else (void)cudaGetLastError();
+    }
+    /* completed entries leave from the head; the first pending one is the oldest */
+    while (g_watch_n > 0) {
+        watch_entry *e = &g_watch[g_watch_head];
+        cudaError_t r = cudaEventQuery(e->ev);
+        if (r == cudaErrorNotReady) {
+            (void)cudaGetLastError();
+            st->pending = 1;
+            st->step = e->step;
+            st->pending_s = tb_now() - e->queued;
+            snprintf(st->what, sizeof st->what, "%s", e->what);
+            break;
+        }
+        if (r != cudaSuccess) {
+            (void)cudaGetLastError();
+            st->nccl_error = 1;
+            snprintf(st->error, sizeof st->error, "CUDA reports %s (%s) for the %s of step %lld",
+                     cudaGetErrorString(r), cudaGetErrorName(r), e->what, (long long)e->step);
+            break;
+        }
+        g_watch_head = (g_watch_head + 1) % TB_DEV_WATCH_MAX;
+        g_watch_n--;
+    }
+    pthread_mutex_unlock(&g_watch_mu);
+    if (st->nccl_error) return;
+    /* every live communicator's asynchronous error (under the registry lock,
+     * so none is destroyed meanwhile) */
+    pthread_mutex_lock(&g_reg_mu);
+    for (int i = 0; i < MAX_COMMS && !st->nccl_error; i++) {
+        ncclComm_t c = atomic_load(&g_live[i]);
+        if (!c) continue;
+        ncclResult_t as = ncclSuccess;
+        if (ncclCommGetAsyncError(c, &as) != ncclSuccess) continue;
+        if (as == ncclSuccess || as == ncclInProgress) continue;
+        char last[600];
+        last_error(c, last, sizeof last);
+        st->nccl_error = 1;
+        snprintf(st->error, sizeof st->error, "NCCL reports %s: %.200s", ncclGetErrorString(as), last);
+    }
+    pthread_mutex_unlock(&g_reg_mu);
+}

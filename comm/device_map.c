@@ -1,0 +1,51 @@
+/* device_map.c - the device rule and its launch mistakes (see device_map.h). */
+#include "comm/device_map.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int tb_device_for_local_rank(int local_rank, int devices) {
+    if (devices < 1 || local_rank < 0) return -1;
+    return local_rank % devices;
+}
+
+static int is_gpu(const tb_devmap_row *r) { return strncmp(r->key, "gpu:", 4) == 0; }
+
+int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, char *why, size_t len) {
+    why[0] = '\0';
+    for (int r = 0; r < n; r++) {
+        const tb_devmap_row *b = &rows[r];
+        if (!b->key[0]) continue;
+        for (int q = 0; q < r; q++) {
+            const tb_devmap_row *a = &rows[q];
+            if (strcmp(a->host, b->host) != 0 || strcmp(a->key, b->key) != 0) continue;
+            if (is_gpu(b) && allow_shared_gpu) continue;
+            int on_host = 0;
+            for (int k = 0; k < n; k++) on_host += strcmp(rows[k].host, b->host) == 0;
+            if (is_gpu(b) && a->devices == b->devices && b->devices > 0 && on_host > b->devices &&
+                a->device == b->device && a->local_rank % b->devices == b->local_rank % b->devices) {
+                snprintf(why, len,
+                         "ranks outnumber devices: %d ranks run on %s but they see %d CUDA device%s, so "
+                         "device = local rank mod %d puts ranks %d and %d on one GPU (%s); start at most %d "
+                         "rank%s per node (mpirun --map-by ppr:%d:node, srun --ntasks-per-node=%d "
+                         "--gpus-per-task=1), or share a GPU on purpose with --comm mpi --share-gpu",
+                         on_host, b->host, b->devices, b->devices == 1 ? "" : "s", b->devices, q, r,
+                         b->key + 4, b->devices, b->devices == 1 ? "" : "s", b->devices, b->devices);
+            } else if (is_gpu(b)) {
+                snprintf(why, len,
+                         "ranks %d and %d on %s share one device (%s): each rank picked its own device "
+                         "ordinal (%d and %d of the %d and %d it sees), but both are the same GPU; give each "
+                         "rank its own GPU (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1), or "
+                         "share one on purpose with --comm mpi --share-gpu",
+                         q, r, b->host, b->key, a->device, b->device, a->devices, b->devices);
+            } else {
+                snprintf(why, len,
+                         "ranks %d and %d on %s share one device (%s); give each rank its own GPU or cores "
+                         "(mpirun --map-by slot:PE=N --bind-to core, or one rank per GPU)",
+                         q, r, b->host, b->key);
+            }
+            return -1;
+        }
+    }
+    return 0;
+}

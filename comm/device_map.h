@@ -1,0 +1,41 @@
+/* device_map.h - which GPU a rank uses, and the launch mistakes of that
+ * choice, as pure functions of every rank's facts (tested with simulated
+ * device counts and bus ids: tests/test_device_map.c).
+ *
+ * Rule: device = local rank modulo the devices this rank sees. With one
+ * device per task (Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set per
+ * rank) every rank sees one device and takes ordinal 0; with all devices
+ * visible, local rank r takes device r.
+ *
+ * Mistakes, decided alike on every rank from the same allgathered rows:
+ *  - ranks outnumber devices: 3 ranks on a host that shows them 2 GPUs put
+ *    local ranks 0 and 2 on one GPU;
+ *  - two ranks on one GPU by another route: each sees its own single device
+ *    (CUDA_VISIBLE_DEVICES=0 exported to every rank, a scheduler binding two
+ *    tasks to one GPU): the PCI bus ids of the host's ranks must differ;
+ *  - two ranks bound to the same CPU set (CPU backend), as before.
+ * allow_shared_gpu (--share-gpu, only with --comm mpi: NCCL 2.28 refuses
+ * two ranks on one GPU) lets ranks share a GPU on purpose: a test of the
+ * multi-rank code paths on a machine with one GPU. */
+#ifndef TB_DEVICE_MAP_H
+#define TB_DEVICE_MAP_H
+
+#include <stddef.h>
+
+typedef struct {
+    char host[64];
+    int local_rank;
+    int devices;      /* CUDA devices this rank sees (0: CPU backend) */
+    int device;       /* the ordinal it uses (-1: none) */
+    char key[64];     /* "gpu:0000:3B:00.0", "cpus:0-11", or "" (not bound) */
+} tb_devmap_row;
+
+/* local_rank mod devices; -1 when devices < 1. */
+int tb_device_for_local_rank(int local_rank, int devices);
+
+/* 0 when the placement is fine; -1 with one line in why (the first mistake
+ * found, naming the ranks, the host, the device and what to do). rows[r] is
+ * rank r's. */
+int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, char *why, size_t len);
+
+#endif

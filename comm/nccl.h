@@ -1,0 +1,93 @@
+/* nccl.h - NCCL communicators bootstrapped through MPI, collectives on
+ * device buffers and streams, and the watch the watchdog polls.
+ *
+ * comm_nccl.c implements it on NCCL (CUDA builds that found NCCL);
+ * comm_nccl_none.c in other builds, where tb_nccl_built() is 0 and
+ * creating a communicator is an error, so src/ needs no #ifdef. comm/ sees
+ * flat device buffers, counts, and cudaStream_t / cudaEvent_t as void *.
+ *
+ * Every communicator is non-blocking (ncclConfig_t.blocking = 0): each NCCL
+ * call may return ncclInProgress, and the caller polls
+ * ncclCommGetAsyncError under its own deadline (a rank that never arrives
+ * is named after --timeout instead of hanging the job). Only such a
+ * communicator can be aborted safely from another thread: the abort cleanup
+ * (registered with src/core/log.h) and the watchdog call ncclCommAbort on
+ * every live communicator before the job ends through MPI_Abort.
+ *
+ * Every NCCL call goes through TB_NCCL_CHECK (comm_nccl.c): file:line, the
+ * rank and host, ncclGetErrorString and ncclGetLastError, then the job
+ * ends (abort cleanups first). */
+#ifndef TB_NCCL_H
+#define TB_NCCL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm/comm.h"
+
+typedef struct tb_nccl tb_nccl;
+
+/* Element types of device collectives. */
+typedef enum { TB_DEV_F32, TB_DEV_F64, TB_DEV_BF16, TB_DEV_I64 } tb_dev_type;
+size_t tb_dev_type_size(tb_dev_type t);
+
+/* 1 when this build has NCCL. */
+int tb_nccl_built(void);
+/* NCCL version codes (22809 = 2.28.9): compiled against and loaded; 0 / 0
+ * without NCCL. */
+void tb_nccl_versions(int *compiled, int *loaded);
+
+/* Collective over c (every rank of c calls it): rank 0 makes the unique id
+ * (ncclGetUniqueId), MPI broadcasts it, every rank creates its
+ * non-blocking communicator on `device` and polls it ready. A rank that has
+ * not joined after timeout_s, or an NCCL error (two ranks on one GPU:
+ * "Duplicate GPU detected"), ends the job with one line. */
+tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s);
+/* The first n ranks of parent, as tb_comm_first_n (ncclCommSplit);
+ * collective over parent; NULL on the other ranks. */
+tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s);
+/* Finalizes (polled, bounded) and destroys; NULL is fine. */
+void tb_nccl_destroy(tb_nccl *n);
+int tb_nccl_rank(const tb_nccl *n);
+int tb_nccl_size(const tb_nccl *n);
+
+/* In-place or out-of-place sum on `stream` (cudaStream_t); returns once
+ * NCCL has queued it (ncclInProgress polled away under the deadline). */
+void tb_nccl_allreduce_sum(tb_nccl *n, const void *send, void *recv, size_t count, tb_dev_type t,
+                           void *stream);
+void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root, void *stream);
+/* Ends the job with NCCL's message when the communicator holds an
+ * asynchronous error (what: "the gradient all-reduce of step 12"). */
+void tb_nccl_check_async(tb_nccl *n, const char *what);
+
+/* ncclCommAbort on every live communicator, once; safe from any thread
+ * (the watchdog, an abort cleanup). The job must end after it. */
+void tb_nccl_abort_all(void);
+
+/* ---- the device watch -----------------------------------------------------------
+ * The host queues work on a GPU stream and runs on, so a hung collective
+ * shows on the host only much later, if at all. The trainer registers an
+ * event recorded after each collective (per bucket, or per captured step);
+ * the watchdog thread polls them (cudaEventQuery) and every live
+ * communicator's ncclCommGetAsyncError. */
+
+/* event completes when the collective `what` of step `step` did; queued
+ * now (the deadline counts from here). At most TB_DEV_WATCH_MAX pending:
+ * the oldest completed ones are dropped first. */
+#define TB_DEV_WATCH_MAX 256
+void tb_dev_watch_push(void *event, int64_t step, const char *what);
+/* Forgets every pending entry (their events are about to be destroyed). */
+void tb_dev_watch_clear(void);
+
+typedef struct {
+    int pending;           /* 1: some watched collective has not completed */
+    int64_t step;          /* the oldest pending one's */
+    char what[48];
+    double pending_s;      /* since it was queued */
+    int nccl_error;        /* 1: a communicator reports an asynchronous error */
+    char error[256];       /* NCCL's words for it */
+} tb_dev_watch_state;
+/* Polls the watch (any thread; takes no lock NCCL holds). */
+void tb_dev_watch_poll(tb_dev_watch_state *st);
+
+#endif

@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""test_async_step.py - two `trainbench train` runs that must agree, compared
+by tests/tb_run_compare (trainbench's own HDF5 reader: no h5py needed, the
+GPU machine has none):
+
+  sync-async    the asynchronous step (the CUDA backend's: events, records
+                collected later, the device's non-finite flag, lr and grad
+                scale preset before the step, labels through a pinned ring)
+                run on the CPU backend with --step-mode async, against the
+                synchronous step every CPU test uses: bit for bit
+  nccl-plain    CUDA: a 1-rank --comm nccl run against the run without
+                communication: bit for bit
+  staged-plain  CUDA: a 1-rank --comm mpi run (staged through pinned memory)
+                against the plain run: bit for bit
+  graph-eager   CUDA: --cuda-graph on against off: bit for bit
+  bf16-fp32     CUDA, NCCL: --allreduce-dtype bf16 against fp32: within
+                --tolerance (the hook's cost, printed)
+
+  test_async_step.py --trainbench TB --compare TB_RUN_COMPARE [--mpiexec M --ranks N] [--mode ...] ...
+
+The final weights, BatchNorm statistics, counters and momentum (--save) and
+every step's loss (/steps) are compared; B's results file must also have
+sane phases (non-negative, within the step time), a timed summary per rank,
+/devices and /conv_algorithms. Exit 0 on agreement, 1 on a difference, 77
+when mpiexec is needed and missing.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def run(cmd, env=None):
+    print("+ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    print(r.stdout[-2500:])
+    if r.returncode != 0:
+        print(r.stderr[-3000:])
+        print(f"FAIL: exit {r.returncode}")
+        sys.exit(1)
+    return r.stdout
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--trainbench", required=True)
+    ap.add_argument("--compare", required=True, help="tests/tb_run_compare")
+    ap.add_argument("--mpiexec", default="")
+    ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--last-batch", default="drop")
+    ap.add_argument("--synthetic-size", type=int, default=40)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--steps", type=int, default=7)
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--mode", default="sync-async",
+                    choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32"],
+                    help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
+                         "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire")
+    ap.add_argument("--extra", default="", help="more train flags for both runs")
+    ap.add_argument("--tolerance", type=float, default=0.0,
+                    help="largest relative L2 difference of the weights allowed (0: bit-identical)")
+    a = ap.parse_args()
+    if a.ranks > 1 and not a.mpiexec:
+        print("SKIP: no mpiexec (trainbench built without MPI)")
+        sys.exit(77)
+    base = [a.trainbench, "--model", a.model, "--image-size", str(a.image_size), "--batch-size", str(a.batch),
+            "--synthetic-size", str(a.synthetic_size), "--steps", str(a.steps), "--warmup-steps", "2",
+            "--last-batch", a.last_batch, "--scaling-steps", "2", "--scaling-warmup", "1", "--print-every", "3",
+            "--timeout", "120"] + a.extra.split()
+    cpu = a.mode == "sync-async"
+    if cpu:
+        base += ["--backend", "cpu", "--threads", "1"]
+        pair = (("sync", ["--step-mode", "sync"]), ("async", ["--step-mode", "async"]))
+    elif a.mode == "nccl-plain":
+        base += ["--backend", "cuda"]
+        pair = (("plain", ["--cuda-graph", "off"]), ("nccl", ["--comm", "nccl", "--cuda-graph", "off"]))
+    elif a.mode == "staged-plain":
+        base += ["--backend", "cuda"]
+        pair = (("plain", ["--cuda-graph", "off"]), ("staged", ["--comm", "mpi"]))
+    elif a.mode == "bf16-fp32":
+        base += ["--backend", "cuda", "--comm", "nccl"]
+        pair = (("fp32", []), ("bf16", ["--allreduce-dtype", "bf16"]))
+    else:
+        base += ["--backend", "cuda"]
+        pair = (("eager", ["--cuda-graph", "off"]), ("graph", ["--cuda-graph", "on", "--graph-warmup", "2"]))
+    launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
+    tmp = tempfile.mkdtemp(prefix="tb_async_")
+    out = {}
+    for name, flags in pair:
+        ck, res = os.path.join(tmp, f"{name}.ckpt.h5"), os.path.join(tmp, f"{name}.h5")
+        text = run(launch + base + flags + ["--save", ck, "--results", res])
+        out[name] = (ck, res, text)
+    (na, (cka, ra, _)), (nb, (ckb, rb, _)) = [(n, out[n]) for n, _ in pair]
+    print(f"# comparing {na} (A) with {nb} (B)")
+    cmp = [a.compare, cka, ckb, ra, rb, "--tolerance", str(a.tolerance)]
+    if cpu:
+        cmp += ["--attr", "step_mode=async"]
+    if a.mode == "graph-eager":
+        cmp += ["--attr", "cuda_graph=on"]
+    if a.mode == "nccl-plain":
+        cmp += ["--attr", "comm_path=nccl"]
+    if a.mode == "staged-plain":
+        cmp += ["--attr", "comm_path=mpi-staged"]
+    print("+ " + " ".join(cmp), flush=True)
+    rc = subprocess.run(cmp).returncode
+    print(f"# test_async_step {a.mode}: {'ok' if rc == 0 else 'FAILED'}")
+    sys.exit(0 if rc == 0 else 1)
+
+
+if __name__ == "__main__":
+    main()

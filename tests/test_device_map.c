@@ -1,0 +1,112 @@
+/* test_device_map.c - the GPU placement rule and its launch mistakes
+ * (comm/device_map.h) on simulated hosts: device counts and PCI bus ids as
+ * the ranks would report them.
+ *
+ *  - device = local rank mod visible devices: 8 ranks on an 8-GPU node,
+ *    one device per task (Slurm --gpus-per-task=1), 2 nodes;
+ *  - ranks outnumber devices: 3 ranks, 2 GPUs -> ranks 0 and 2 named;
+ *  - the same GPU by another route (CUDA_VISIBLE_DEVICES=0 for every rank):
+ *    bus ids compared across the host's ranks;
+ *  - the same bus id on different hosts is fine; --share-gpu allows GPUs
+ *    (not CPU sets) to be shared;
+ *  - CPU sets as before. */
+#include <stdio.h>
+#include <string.h>
+
+#include "comm/device_map.h"
+#include "tests/tb_test.h"
+
+static const char *const bus[8] = {"0000:18:00.0", "0000:2A:00.0", "0000:3A:00.0", "0000:5D:00.0",
+                                   "0000:9A:00.0", "0000:AB:00.0", "0000:BA:00.0", "0000:DB:00.0"};
+
+/* rank r on host, seeing `devices` GPUs whose ordinal i has bus id ids[i]. */
+static void gpu_row(tb_devmap_row *row, const char *host, int local, int devices, const char *const *ids) {
+    memset(row, 0, sizeof *row);
+    snprintf(row->host, sizeof row->host, "%s", host);
+    row->local_rank = local;
+    row->devices = devices;
+    row->device = tb_device_for_local_rank(local, devices);
+    snprintf(row->key, sizeof row->key, "gpu:%s", ids[row->device]);
+}
+
+static int verdict(const tb_devmap_row *rows, int n, int share, char *why) {
+    int rc = tb_device_map_check(rows, n, share, why, 512);
+    printf("#   %s\n", rc ? why : "ok");
+    return rc;
+}
+
+int main(void) {
+    tb_devmap_row rows[16];
+    char why[512];
+
+    TB_CHECK(tb_device_for_local_rank(5, 8) == 5 && tb_device_for_local_rank(0, 1) == 0 &&
+                 tb_device_for_local_rank(3, 1) == 0 && tb_device_for_local_rank(2, 2) == 0 &&
+                 tb_device_for_local_rank(1, 0) == -1,
+             "local rank mod devices");
+
+    printf("# 2 nodes x 8 ranks, all 8 GPUs visible\n");
+    for (int r = 0; r < 16; r++) gpu_row(&rows[r], r < 8 ? "gpu01" : "gpu02", r % 8, 8, bus);
+    TB_CHECK(verdict(rows, 16, 0, why) == 0, "8 ranks on 8 GPUs per node: fine");
+    TB_CHECK(rows[13].device == 5, "rank 13 (local 5) takes device 5, got %d", rows[13].device);
+
+    printf("# 8 ranks, one GPU each (--gpus-per-task=1: every rank sees 1 device, its own)\n");
+    for (int r = 0; r < 8; r++) {
+        const char *mine[1] = {bus[r]};
+        gpu_row(&rows[r], "gpu01", r, 1, mine);
+    }
+    TB_CHECK(verdict(rows, 8, 0, why) == 0, "one device per task: fine");
+    TB_CHECK(rows[7].device == 0, "each rank uses ordinal 0 of its one device");
+
+    printf("# 3 ranks on a host showing them 2 GPUs\n");
+    for (int r = 0; r < 3; r++) gpu_row(&rows[r], "gpu01", r, 2, bus);
+    TB_CHECK(verdict(rows, 3, 0, why) != 0 && strstr(why, "ranks outnumber devices: 3 ranks run on gpu01") &&
+                 strstr(why, "ranks 0 and 2 on one GPU (0000:18:00.0)") && strstr(why, "at most 2 ranks per node"),
+             "ranks outnumber devices: '%s'", why);
+    TB_CHECK(verdict(rows, 3, 1, why) == 0, "--share-gpu: 3 ranks on 2 GPUs allowed");
+
+    printf("# 2 ranks, one GPU (the lent machine): refused, or shared on purpose\n");
+    for (int r = 0; r < 2; r++) gpu_row(&rows[r], "h100", r, 1, bus);
+    TB_CHECK(verdict(rows, 2, 0, why) != 0 && strstr(why, "ranks outnumber devices: 2 ranks run on h100") &&
+                 strstr(why, "--comm mpi --share-gpu"),
+             "2 ranks on 1 GPU: '%s'", why);
+    TB_CHECK(verdict(rows, 2, 1, why) == 0, "--share-gpu: allowed");
+
+    printf("# CUDA_VISIBLE_DEVICES=0 exported to all 4 ranks of an 8-GPU node\n");
+    for (int r = 0; r < 4; r++) {
+        const char *only0[1] = {bus[0]};
+        gpu_row(&rows[r], "gpu01", r, 1, only0);
+    }
+    /* each sees one device, 4 ranks > 1 device: reported as outnumbering */
+    TB_CHECK(verdict(rows, 4, 0, why) != 0 && strstr(why, "ranks 0 and 1") && strstr(why, "0000:18:00.0"),
+             "same GPU for every rank: '%s'", why);
+
+    printf("# two ranks with different device counts that land on one GPU\n");
+    gpu_row(&rows[0], "gpu01", 0, 2, bus);            /* sees 2, takes ordinal 0 = 18:00 */
+    {
+        const char *only0[1] = {bus[0]};
+        gpu_row(&rows[1], "gpu01", 1, 1, only0);      /* sees only 18:00 */
+    }
+    TB_CHECK(verdict(rows, 2, 0, why) != 0 && strstr(why, "ranks 0 and 1 on gpu01 share one device (gpu:0000:18:00.0)") &&
+                 strstr(why, "both are the same GPU"),
+             "another route to one GPU: '%s'", why);
+
+    printf("# the same bus id on two hosts\n");
+    gpu_row(&rows[0], "gpu01", 0, 1, bus);
+    gpu_row(&rows[1], "gpu02", 0, 1, bus);
+    TB_CHECK(verdict(rows, 2, 0, why) == 0, "the same bus id on different hosts is fine");
+
+    printf("# CPU backend: bound CPU sets\n");
+    memset(rows, 0, 2 * sizeof rows[0]);
+    for (int r = 0; r < 2; r++) {
+        snprintf(rows[r].host, sizeof rows[r].host, "node1");
+        rows[r].local_rank = r;
+        rows[r].device = -1;
+        snprintf(rows[r].key, sizeof rows[r].key, "cpus:0");
+    }
+    TB_CHECK(verdict(rows, 2, 0, why) != 0 && strstr(why, "ranks 0 and 1 on node1 share one device (cpus:0)"),
+             "shared CPU set: '%s'", why);
+    TB_CHECK(verdict(rows, 2, 1, why) != 0, "--share-gpu does not allow shared CPU sets");
+    rows[0].key[0] = rows[1].key[0] = '\0';
+    TB_CHECK(verdict(rows, 2, 0, why) == 0, "unbound ranks: nothing to compare");
+    return tb_test_exit("device_map");
+}
