@@ -288,8 +288,20 @@ void tb_dev_watch_push(void *event, int64_t step, const char *what) {
     TB_CUDA_CHECK(cudaGetDevice(&dev));
     pthread_mutex_lock(&g_watch_mu);
     g_watch_device = dev;
-    /* full: drop the oldest entries that have completed; if none has, the
-     * oldest (the watch then sees the newer ones, which cannot finish first) */
+    /* The callers' events come from rings (a trainer slot's end event, a
+     * bucket's end event per slot) and are recorded again a few steps
+     * later. cudaEventQuery answers for the latest record only, so an
+     * entry of an earlier record would read "pending" while the step it
+     * stands for is long done: the head of the watch would stay stuck on
+     * it, naming an old step as hung for ever longer. The earlier record
+     * is superseded: the new one is on the same stream, after it, so it
+     * cannot complete first, and the new entry watches for both. */
+    for (int i = 0; i < g_watch_n; i++) {
+        watch_entry *o = &g_watch[(g_watch_head + i) % TB_DEV_WATCH_MAX];
+        if (o->ev == (cudaEvent_t)event) o->ev = NULL;
+    }
+    /* full: drop the oldest (the watch then sees the newer ones, which
+     * cannot finish first) */
     while (g_watch_n == TB_DEV_WATCH_MAX) {
         g_watch_head = (g_watch_head + 1) % TB_DEV_WATCH_MAX;
         g_watch_n--;
@@ -321,7 +333,7 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
     /* completed entries leave from the head; the first pending one is the oldest */
     while (g_watch_n > 0) {
         watch_entry *e = &g_watch[g_watch_head];
-        cudaError_t r = cudaEventQuery(e->ev);
+        cudaError_t r = e->ev ? cudaEventQuery(e->ev) : cudaSuccess; /* NULL: superseded (see push) */
         if (r == cudaErrorNotReady) {
             (void)cudaGetLastError();
             st->pending = 1;

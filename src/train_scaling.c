@@ -47,8 +47,13 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;
-    for (int s = 0; s < f->scaling_warmup + f->scaling_steps; s++) {
-        if (s == f->scaling_warmup) {
+    int warm = f->scaling_warmup;
+    for (int s = 0; s < warm + f->scaling_steps; s++) {
+        /* each row's trainer captures its own CUDA graph (after --graph-warmup
+         * eager steps): the capture and instantiation, host time with the
+         * device idle, stay in the warm-up (alike on every rank) */
+        if (s == warm && tb_trainer_graph_pending(t)) warm++;
+        if (s == warm) {
             collect_all(t, k, 0, mine); /* the warm-up ends on the device before the clock starts */
             tb_monitor_progress(r->mon, s, "scaling barrier", 1);
             tb_comm_barrier(sub);

@@ -78,6 +78,7 @@ struct tb_trainer {
     int recapture;
     int seen[16], nseen;         /* batch sizes run eagerly (their conv plans exist) */
     int replays;
+    int pending_steps;           /* steps queued while a capture was due (tb_trainer_graph_pending) */
     void **gev;                  /* [nev] a launch's events */
     int nev;
 };
@@ -628,6 +629,8 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     be->event_record(be, p->rb, NULL);
     if (p->rec.graph && t->path == TB_PATH_NCCL)
         tb_dev_watch_push(be->native_event(be, p->ev[E_END]), step, "CUDA graph step (NCCL inside)");
+    if (t->graph_on && (!t->graph || t->recapture)) t->pending_steps++;
+    else t->pending_steps = 0;
     p->inflight = 1;
     t->queued++;
     t->prev_valid = 1;
@@ -659,6 +662,12 @@ int tb_trainer_pending(const tb_trainer *t) { return (int)(t->queued - t->harves
 void tb_trainer_invalidate_graph(tb_trainer *t) {
     if (t->graph) t->recapture = 1;
     t->prev_valid = 0; /* the device ran something else between the steps */
+}
+
+void tb_trainer_break_idle(tb_trainer *t) { t->prev_valid = 0; }
+
+int tb_trainer_graph_pending(const tb_trainer *t) {
+    return t->graph_on && (!t->graph || t->recapture) && t->pending_steps <= t->hp.graph_warmup + 1;
 }
 
 const char *tb_trainer_graph_status(const tb_trainer *t, int *replays) {

@@ -126,6 +126,18 @@ int tb_trainer_pending(const tb_trainer *t);
  * the trainer ran the model at another batch size (evaluation), which may
  * have regrown the backend's workspaces under the captured graph. */
 void tb_trainer_invalidate_graph(tb_trainer *t);
+/* The device does other work, or waits for something else, before the
+ * next step (a new loader between two feed rows): that step's data phase
+ * does not count the gap (as after tb_trainer_invalidate_graph, but the
+ * graph stays). */
+void tb_trainer_break_idle(tb_trainer *t);
+/* 1 while --cuda-graph is on and the step is still to be captured (or
+ * re-captured) within the next few steps: a caller that times steps keeps
+ * warming up until it returns 0, so that the capture and instantiation
+ * (host time, the device idle) stay out of its timed steps. The same on
+ * every rank (graph decisions use only the global batch); 0 after
+ * graph_warmup + 2 steps without a capture (no full batch comes). */
+int tb_trainer_graph_pending(const tb_trainer *t);
 /* Why --cuda-graph is off ("" when on or not asked for), and the steps
  * replayed so far. */
 const char *tb_trainer_graph_status(const tb_trainer *t, int *replays);

@@ -17,6 +17,12 @@
  *   3. Each staging buffer's next copy waits for the input op that read it.
  *   4. --decode gpu's device slots (host emulation of the decoder): the
  *      input op reads the slot, which goes back only after it.
+ *   5. The seam with the asynchronous step (issue 14): tb_trainer_step
+ *      queues each step (tb_batch_upload_apply inside it) and returns, the
+ *      records come back later through tb_trainer_collect, the slots are
+ *      released while steps are queued, copies deferred as above: losses
+ *      and weights equal a synchronous trainer's on the CPU transform's
+ *      float batches, bit for bit, and every record comes back once.
  *
  * `test_batch_upload cuda` (label gpu, ctest feed_upload_cuda): 1 on the
  * CUDA backend, real pinned memory, copy stream and events, exact against
@@ -36,7 +42,9 @@
 #include "model/model.h"
 #include "src/batch_source.h"
 #include "src/batch_upload.h"
+#include "comm/comm.h"
 #include "src/core/log.h"
+#include "src/trainer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 
@@ -288,6 +296,102 @@ static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *f
     return r;
 }
 
+/* Trains `epochs` epochs of the loader's batches (fo NULL: the float
+ * batches of the CPU transform, else fed through an upload) with a trainer
+ * in sync or async mode; returns the losses in step order, the final
+ * weights in *params, the records collected in *nrec. */
+static double *train_run(tb_backend *be, const tb_dataset *ds, const tb_feed_opts *fo, int async, int epochs,
+                         float **params, int *nrec, tb_upload_stats *st) {
+    tb_resnet_config cfg;
+    TB_ASSERT(tb_resnet_config_init(&cfg, "resnet18", NFILES) == 0);
+    tb_model_opts mo = tb_model_default_opts();
+    tb_model *m = tb_model_create(&cfg, be, BATCH, S, S, &mo);
+    tb_model_init(m, 5);
+    tb_train_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.momentum = 0.9;
+    hp.weight_decay = 5e-5;
+    hp.bucket_bytes = (size_t)25 << 20;
+    hp.overlap = 1;
+    hp.path = TB_PATH_HOST; /* one rank: none */
+    hp.device = -1;
+    hp.timeout_s = 300;
+    hp.async = async;
+    hp.graph_warmup = 1;
+    tb_trainer *t = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
+    tb_loader_opts o = loader_opts(ds, 3);
+    tb_source *src = tb_source_loader(&o);
+    if (fo) tb_source_feed(src, m, fo);
+    double *loss = calloc(256, sizeof *loss);
+    int64_t *seen = calloc(256, sizeof *seen);
+    *nrec = 0;
+    int64_t step = 0;
+    char err[256];
+    tb_step_record rec;
+    for (int e = 0; e < epochs; e++) {
+        tb_source_start_epoch(src, e, 0);
+        tb_source_batch b;
+        while (tb_source_next(src, &b)) {
+            TB_CHECK(tb_trainer_step(t, &b, step, 0.01, err, sizeof err) == 0, "step %lld: %s", (long long)step, err);
+            tb_source_release(src); /* the step may still be queued: its slot waits for its copy */
+            step++;
+            while (tb_trainer_collect(t, &rec, 0) && *nrec < 256) loss[*nrec] = rec.loss, seen[(*nrec)++] = rec.step;
+        }
+    }
+    while (tb_trainer_collect(t, &rec, 1) && *nrec < 256) loss[*nrec] = rec.loss, seen[(*nrec)++] = rec.step;
+    for (int i = 0; i < *nrec; i++)
+        TB_CHECK(seen[i] == i, "record %d is of step %lld (want each step once, in order)", i, (long long)seen[i]);
+    TB_CHECK(*nrec == step && tb_trainer_pending(t) == 0, "%d records for %lld steps, %d pending", *nrec,
+             (long long)step, tb_trainer_pending(t));
+    if (st) tb_upload_stats_get(tb_source_upload(src), st);
+    tb_source_destroy(src);
+    tb_trainer_destroy(t);
+    *params = malloc(m->pt.n_train * sizeof **params);
+    be->copy_d2h(be, *params, m->params, m->pt.n_train * sizeof **params);
+    tb_model_destroy(m);
+    free(seen);
+    return loss;
+}
+
+static void check_async_seam(tb_backend *be, const tb_dataset *ds) {
+    const int epochs = 2;
+    float *p_sync, *p_async;
+    int n_sync, n_async;
+    tb_upload_stats st;
+    double *l_sync = train_run(be, ds, NULL, 0, epochs, &p_sync, &n_sync, NULL);
+    tb_feed_opts pinned = {1, 1};
+    long changed0 = g_eng.changed;
+    g_eng.defer = 1; /* copies read their slot only when waited for */
+    double *l_async = train_run(be, ds, &pinned, 1, epochs, &p_async, &n_async, &st);
+    g_eng.defer = 0;
+    int loss_bad = 0;
+    for (int i = 0; i < n_sync && i < n_async; i++) loss_bad += memcmp(&l_sync[i], &l_async[i], sizeof(double)) != 0;
+    tb_resnet_config cfg;
+    TB_ASSERT(tb_resnet_config_init(&cfg, "resnet18", NFILES) == 0);
+    size_t np = 0;
+    { /* the parameter count, from a model of the same shape */
+        tb_model *m = tb_model_create(&cfg, be, BATCH, S, S, NULL);
+        np = m->pt.n_train;
+        tb_model_destroy(m);
+    }
+    size_t w_bad = 0;
+    for (size_t i = 0; i < np; i++) w_bad += memcmp(&p_sync[i], &p_async[i], sizeof(float)) != 0;
+    printf("# async step through the pinned upload: %d steps (first loss %.6f, last %.6f), %lld lookahead, %d "
+           "losses and %zu of %zu weights differ from the sync step on float batches\n",
+           n_async, n_async ? l_async[0] : NAN, n_async ? l_async[n_async - 1] : NAN, (long long)st.lookahead,
+           loss_bad, w_bad, np);
+    TB_CHECK(n_async == n_sync && n_sync > 0, "async %d records, sync %d", n_async, n_sync);
+    TB_CHECK(loss_bad == 0 && w_bad == 0,
+             "the async step through the upload differs from the sync step: %d losses, %zu weights", loss_bad, w_bad);
+    TB_CHECK(st.lookahead > 0 && st.released_pending == 0 && g_eng.changed == changed0,
+             "async seam: %lld lookahead, %lld released pending, %ld copies read a refilled slot",
+             (long long)st.lookahead, (long long)st.released_pending, g_eng.changed - changed0);
+    free(l_sync);
+    free(l_async);
+    free(p_sync);
+    free(p_async);
+}
+
 /* The CUDA half (label gpu): real pinned memory, copy stream and events. */
 static int main_cuda(const tb_dataset *ds) {
     char err[512];
@@ -360,6 +464,9 @@ int main(int argc, char **argv) {
         return rc >= 0 ? rc : tb_test_exit("test_batch_upload cuda");
     }
     tb_backend *be = make_backend();
+    tb_comm_info info;
+    tb_comm_init(&argc, &argv, &info);
+    check_async_seam(be, &ds);
     tb_resnet_config cfg;
     TB_ASSERT(tb_resnet_config_init(&cfg, "resnet18", NFILES) == 0);
     tb_model_opts mo = tb_model_default_opts();
@@ -443,5 +550,7 @@ int main(int argc, char **argv) {
     be->destroy(be);
     tb_dataset_close(&ds);
     tbj_cleanup();
-    return tb_test_exit("test_batch_upload");
+    int rc = tb_test_exit("test_batch_upload");
+    tb_comm_finalize();
+    return rc;
 }
