@@ -265,9 +265,14 @@ static int cmd_feed(int argc, char **argv) {
     tb_model_opts mo = tb_model_opts_for(prec);
     tb_model *m = tb_model_create(&cfg, be, batch, size, size, &mo);
     const char *degenerate = tb_model_degenerate_bn(m, batch);
-    if (degenerate)
+    if (degenerate) { /* the name outlives the model, which goes before the error ends the process */
+        char layer[128];
+        snprintf(layer, sizeof layer, "%s", degenerate);
+        tb_model_destroy(m);
+        be->destroy(be);
         tb_die("loader-bench --feed: a batch of %d at %dx%d leaves one value per channel in %s; raise either", batch,
-               size, size, degenerate);
+               size, size, layer);
+    }
     tb_model_init(m, (uint64_t)seed);
     /* the step train runs by default: on CUDA asynchronous, captured as a
      * CUDA graph after its warm-up (src/trainer.h); one rank, no reduction */

@@ -124,10 +124,15 @@ int tb_cmd_step(int argc, char **argv) {
     if (strcmp(fl.layout, "auto") != 0) mo.layout = strcmp(fl.layout, "nhwc") == 0 ? TB_NHWC : TB_NCHW;
     tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
     const char *bad = tb_model_degenerate_bn(m, b.n);
-    if (bad)
+    if (bad) { /* the name outlives the model, which goes before the error ends the process */
+        char layer[128];
+        snprintf(layer, sizeof layer, "%s", bad);
+        tb_model_destroy(m);
+        be->destroy(be);
         tb_die("batch file '%s': a batch of %d at %dx%d leaves one value per channel in %s; "
                "BatchNorm in training needs more (use a larger batch or image)",
-               fl.batch, b.n, b.h, b.w, bad);
+               fl.batch, b.n, b.h, b.w, layer);
+    }
     tb_ckpt_load(fl.ckpt, m);
 
     tb_model_set_batch(m, b.images, b.labels, b.n);
