@@ -16,6 +16,12 @@
  * this step (it zeroes its gradients and reports the whole buffer at once),
  * still pairs each all-reduce with the same bucket on every other rank.
  *
+ * The communication thread does not busy-wait: each bucket is a
+ * non-blocking all-reduce tested with short sleeps in between
+ * (tb_comm_allreduce_sum_idle), so on a machine with as many cores as
+ * compute threads it leaves them the CPU instead of spinning in MPI's
+ * progress engine.
+ *
  * Buckets are summed, not averaged: the caller scales the loss gradient by
  * (local samples / global samples) so the sum is the global mean. */
 #ifndef TB_GRAD_SYNC_H
@@ -41,6 +47,10 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
                                   const size_t *tensor_offsets, int ntensors,
                                   size_t bucket_bytes, int overlap);
 void tb_grad_sync_destroy(tb_grad_sync *gs);
+/* The longest sleep between two tests of a bucket's all-reduce, in seconds:
+ * TB_GRAD_SYNC_POLL_US (microseconds) when set, else 200 us; 0 is MPI's
+ * blocking, busy-polling all-reduce. allreduce-bench times the same call. */
+double tb_grad_sync_poll_s(void);
 int tb_grad_sync_bucket_count(const tb_grad_sync *gs);
 /* Bucket i covers [*offset, *offset + *count) of the flat buffer. */
 void tb_grad_sync_bucket(const tb_grad_sync *gs, int i, size_t *offset, size_t *count);

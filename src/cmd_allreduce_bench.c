@@ -1,5 +1,6 @@
 /* cmd_allreduce_bench.c - `trainbench allreduce-bench`: nccl-tests style
- * all-reduce sweep on the path training uses (MPI on host buffers here):
+ * all-reduce sweep on the path training uses (MPI on host buffers here, the
+ * gradient thread's non-blocking call and wait, comm/grad_sync.h):
  *
  *   #       size         count    type   redop     time   algbw   busbw  #wrong
  *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "comm/comm.h"
+#include "comm/grad_sync.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/launch_check.h"
@@ -82,14 +84,19 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     size_t es = t == TB_FLOAT32 ? 4 : 8;
     char lib[256];
     tb_comm_library_version(lib, sizeof lib);
+    double poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */
 
     char *hosts = calloc((size_t)info.world, 64);
     tb_table tab;
     memset(&tab, 0, sizeof tab);
     tb_comm_gather(w, info.host, hosts, 64, 0);
     if (info.rank == 0) {
-        printf("# trainbench allreduce-bench: %d ranks, path mpi-host (%s), in place, %s sum\n",
-               info.world, lib, dtype);
+        printf("# trainbench allreduce-bench: %d ranks, path mpi-host (%s), in place, %s sum, ", info.world,
+               lib, dtype);
+        if (poll_s > 0)
+            printf("MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * poll_s);
+        else
+            printf("blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
         for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
         if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
         printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
@@ -112,7 +119,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
             memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
             tb_comm_barrier(w);
             double t0 = tb_now();
-            tb_comm_allreduce_sum(w, buf, count, t);
+            tb_comm_allreduce_sum_idle(w, buf, count, t, poll_s);
             if (i >= warmup) dt += tb_now() - t0;
         }
         dt /= iters;

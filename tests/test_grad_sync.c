@@ -11,7 +11,12 @@
  * buffer at once as a rank without samples does). The buckets must still
  * be summed pairwise with the same bucket on every rank: a mismatch shows
  * as wrong sums (values depend on the index) or as MPI_ERR_TRUNCATE, which
- * aborts the job. */
+ * aborts the job.
+ *
+ * Every case runs twice: with the gradient thread's default wait (a
+ * non-blocking all-reduce tested with sleeps, TB_GRAD_SYNC_POLL_US unset)
+ * and with MPI's blocking all-reduce (TB_GRAD_SYNC_POLL_US=0); one case
+ * also with long sleeps (5 ms). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -124,14 +129,39 @@ int main(int argc, char **argv) {
     static const size_t counts[] = {1, 7, 1023, 100003};
     static const int ntens[] = {1, 3, 17, 161};
     static const size_t bbytes[] = {4, 100, 4096, 1 << 20};
-    for (int ci = 0; ci < 4; ci++)
-        for (int bi = 0; bi < 4; bi++)
-            for (int ov = 0; ov < 2; ov++) {
-                int nt = ntens[ci] > (int)counts[ci] ? (int)counts[ci] : ntens[ci];
-                for (int mixed = 0; mixed < 2; mixed++)
-                    run_case(w, counts[ci], nt, bbytes[bi], ov, ov ? TB_FLOAT32 : TB_FLOAT64,
-                             (uint64_t)(ci * 10 + bi), mixed);
-            }
+    static const char *const polls[] = {NULL, "0"};
+    for (int pi = 0; pi < 2; pi++) {
+        if (polls[pi]) setenv("TB_GRAD_SYNC_POLL_US", polls[pi], 1);
+        else unsetenv("TB_GRAD_SYNC_POLL_US");
+        double want = polls[pi] ? 0 : 200e-6;
+        TB_CHECK(tb_grad_sync_poll_s() == want, "TB_GRAD_SYNC_POLL_US=%s gives %g s",
+                 polls[pi] ? polls[pi] : "(unset)", tb_grad_sync_poll_s());
+        for (int ci = 0; ci < 4; ci++)
+            for (int bi = 0; bi < 4; bi++)
+                for (int ov = 0; ov < 2; ov++) {
+                    int nt = ntens[ci] > (int)counts[ci] ? (int)counts[ci] : ntens[ci];
+                    for (int mixed = 0; mixed < 2; mixed++)
+                        run_case(w, counts[ci], nt, bbytes[bi], ov, ov ? TB_FLOAT32 : TB_FLOAT64,
+                                 (uint64_t)(ci * 10 + bi), mixed);
+                }
+    }
+    setenv("TB_GRAD_SYNC_POLL_US", "5000", 1);
+    TB_CHECK(tb_grad_sync_poll_s() == 5e-3, "TB_GRAD_SYNC_POLL_US=5000 gives %g s", tb_grad_sync_poll_s());
+    run_case(w, 100003, 161, 4096, 1, TB_FLOAT32, 7, 1);
+    unsetenv("TB_GRAD_SYNC_POLL_US");
+
+    /* the sleeping all-reduce on its own, every type it takes */
+    {
+        double d[5] = {1, 2, 3, 4, info.rank};
+        tb_comm_allreduce_sum_idle(w, d, 5, TB_FLOAT64, 1e-3);
+        double rs = (double)info.world * (info.world - 1) / 2;
+        TB_CHECK(d[0] == info.world && d[3] == 4.0 * info.world && d[4] == rs, "allreduce_sum_idle f64 %g %g",
+                 d[0], d[4]);
+        int64_t q[2] = {info.rank, 1};
+        tb_comm_allreduce_sum_idle(w, q, 2, TB_INT64, 0);
+        TB_CHECK(q[1] == info.world && q[0] == (int64_t)rs, "allreduce_sum_idle int64 blocking %lld",
+                 (long long)q[1]);
+    }
 
     /* blocking collectives */
     int64_t v[3] = {info.rank, -info.rank, 5};
