@@ -114,7 +114,7 @@ static void *comm_thread(void *arg) {
 
 tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_comm_type t,
                                   const size_t *tensor_offsets, int ntensors,
-                                  size_t bucket_bytes, int overlap) {
+                                  size_t bucket_bytes, size_t first_bucket_bytes, int overlap) {
     TB_ASSERT(ntensors >= 1 && tensor_offsets[0] == 0 && tensor_offsets[ntensors] == count);
     tb_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) TB_FATAL("out of host memory");
@@ -126,8 +126,12 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     gs->overlap = overlap;
     size_t per = bucket_bytes / gs->elem;
     if (per < 1) per = 1;
+    size_t first = first_bucket_bytes / gs->elem; /* the first bucket cut (launched first) */
+    if (first_bucket_bytes == 0 || first > per) first = per;
+    if (first < 1) first = 1;
 
-    /* whole tensors, accumulated from the end of the buffer */
+    /* whole tensors, accumulated from the end of the buffer; the first
+     * bucket closes at `first`, the others at `per` */
     gs->b = calloc((size_t)ntensors, sizeof *gs->b);
     gs->queue = calloc((size_t)ntensors, sizeof *gs->queue);
     gs->t_start = calloc((size_t)ntensors, sizeof *gs->t_start);
@@ -136,7 +140,7 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     size_t end = count;
     for (int i = ntensors - 1; i >= 0; i--) {
         size_t start = tensor_offsets[i];
-        if (end - start >= per || i == 0) {
+        if (end - start >= (gs->nb == 0 ? first : per) || i == 0) {
             bucket bk = {start, end - start, 0};
             gs->b[gs->nb++] = bk;
             end = start;

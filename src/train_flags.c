@@ -30,6 +30,7 @@ static void defaults(tb_train_flags *f) {
     f->momentum = 0.9;
     f->weight_decay = 5e-5;
     f->bucket_mb = 25;
+    f->first_bucket_mb = (double)TB_GRAD_SYNC_FIRST_BUCKET_BYTES / 1048576.0;
     f->synthetic_size = 50000;
     f->timeout = 600;
 }
@@ -92,6 +93,8 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"nesterov", TB_OPT_FLAG, &f->nesterov, 0, 0, NULL, "Nesterov momentum"},
         {"label-smoothing", TB_OPT_DOUBLE, &f->label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
         {"bucket-mb", TB_OPT_DOUBLE, &f->bucket_mb, 0.001, 1e5, NULL, "gradient all-reduce bucket size (MiB)"},
+        {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0, 1e5, NULL,
+         "size of the first bucket launched, as PyTorch DDP's (MiB; 0: --bucket-mb)"},
         {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
         {"scaling-steps", TB_OPT_INT, &f->scaling_steps, 0, 1 << 20, NULL, "timed steps per scaling row (0: no scaling table)"},
         {"scaling-warmup", TB_OPT_INT, &f->scaling_warmup, 0, 1 << 20, NULL, "untimed steps before each scaling row"},

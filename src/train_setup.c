@@ -152,7 +152,8 @@ static void make_model(tb_train_run *r) {
 static void make_trainer(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     r->hp = (tb_train_hparams){f->momentum, f->weight_decay, f->label_smoothing, f->nesterov,
-                               f->no_bn_decay, (size_t)(f->bucket_mb * 1048576.0), !f->no_overlap};
+                               f->no_bn_decay, (size_t)(f->bucket_mb * 1048576.0),
+                               (size_t)(f->first_bucket_mb * 1048576.0), !f->no_overlap};
     r->tr = tb_trainer_create(r->m, r->world, &r->hp);
     r->tr->mon = r->mon;
     tb_monitor_progress(r->mon, r->start[0], "start-up broadcast", 1);
@@ -216,10 +217,12 @@ static void print_header(const tb_train_run *r) {
            (long long)r->steps_per_epoch, f->batch, r->global_batch, r->image, r->image);
     tb_train_print_epoch_plan(r);
     printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
-           "smoothing %g; buckets %.0f MiB, overlap %s; watchdog %s\n",
+           "smoothing %g; buckets %g MiB (first %g), overlap %s; watchdog %s\n",
            f->lr_schedule, r->sched.peak, f->lr, r->global_batch, f->lr_base_batch, f->lr_warmup_steps,
            f->momentum, f->nesterov ? " (Nesterov)" : "", f->weight_decay, f->no_bn_decay ? " (not on BN/bias)" : "",
-           f->label_smoothing, f->bucket_mb, f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
+           f->label_smoothing, f->bucket_mb,
+           f->first_bucket_mb > 0 && f->first_bucket_mb < f->bucket_mb ? f->first_bucket_mb : f->bucket_mb,
+           f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
     printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MB/rank\n", r->m->pt.n_train,
            r->gflop, r->m->g.act_arena_bytes / 1048576.0);
     fflush(stdout);

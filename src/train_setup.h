@@ -32,7 +32,7 @@ typedef struct {
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;
     int synthetic_size, strict_data, resume;
-    double lr, momentum, weight_decay, label_smoothing, bucket_mb, timeout;
+    double lr, momentum, weight_decay, label_smoothing, bucket_mb, first_bucket_mb, timeout;
 } tb_train_flags;
 
 typedef struct {

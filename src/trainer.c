@@ -36,7 +36,7 @@ tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, const tb_train_hparams
             if (tb_param_store_of(pt->items[i].role) == TB_STORE_TRAIN) off[nt++] = pt->items[i].offset;
         off[nt] = pt->n_train;
         t->gs = tb_grad_sync_create(comm, m->grads, pt->n_train, real_type(), off, nt,
-                                    hp->bucket_bytes, hp->overlap);
+                                    hp->bucket_bytes, hp->first_bucket_bytes, hp->overlap);
         free(off);
     }
     return t;
@@ -160,7 +160,8 @@ int tb_trainer_step(tb_trainer *t, const tb_source_batch *b, int64_t step, doubl
     tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
     if (t->gs) tb_grad_sync_finish(t->gs, &rec->sync);
     double t4 = tb_now();
-    tb_bprof_step(t->world, t->gs, sizeof(tb_real), t->hp.bucket_bytes, t->hp.overlap, t2, t3, t4);
+    tb_bprof_step(t->world, t->gs, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes, t->hp.overlap,
+                  t2, t3, t4);
     size_t bad = 0;
     /* under fp16 loss scaling an overflow is expected: the update skips it on the device */
     const char *name = m->loss_scaling ? NULL : tb_trainer_first_nonfinite(t, m->grads, &bad);

@@ -38,6 +38,7 @@ typedef struct {
     double momentum, weight_decay, label_smoothing;
     int nesterov, no_bn_decay;
     size_t bucket_bytes;
+    size_t first_bucket_bytes;   /* the first bucket launched (comm/grad_sync.h) */
     int overlap;                 /* start buckets during backward */
 } tb_train_hparams;
 
