@@ -48,6 +48,11 @@
 #                            load average is below LOAD (at most SECONDS); the wait and
 #                            the load reached are logged. E.g. "0.5 900" on a shared machine.
 #   TB_VAL_CONTENTION=1      0: skip the contention runs
+#   TB_VAL_DELAY_CC=cubic    TCP congestion control on delayed links (hosts.sh
+#                            TB_MH_TCP_CC; empty: the kernel's): BBR over the NFQUEUE
+#                            delay collapsed to 25 Mbit/s here
+#   TB_VAL_SUMMARY_ONLY=0    1: run nothing; redo the projections and summary.txt from
+#                            the files a finished run left in OUTDIR
 #   TB_VAL_PYTHON=/usr/bin/python3   for linkprobe.py (and delayq.py)
 #   TB_MH_LOCK, TB_MH_PREFIX, TB_MH_NET, TB_MH_BRIDGE: as in tests/multihost/common.sh
 set -eu
@@ -65,6 +70,8 @@ case $tb in /*) ;; *) tb=$(pwd)/$tb ;; esac
 : "${TB_VAL_TRAIN:=--model resnet18 --image-size 64 --batch-size 32 --steps 2 --warmup-steps 1 --scaling-steps 20 --scaling-warmup 3 --threads 1 --loader-threads 1}"
 : "${TB_VAL_PYTHON:=/usr/bin/python3}"
 : "${TB_VAL_CONTENTION:=1}"
+: "${TB_VAL_SUMMARY_ONLY:=0}"
+: "${TB_VAL_DELAY_CC=cubic}"
 TB_MH_PYTHON=$TB_VAL_PYTHON
 export TB_MH_PYTHON
 mkdir -p "$out"
@@ -72,12 +79,12 @@ out=$(cd "$out" && pwd)
 
 # shellcheck source=tests/multihost/common.sh
 . "$here/common.sh"
-mh_require_hosts tc
+[ "$TB_VAL_SUMMARY_ONLY" = 1 ] || mh_require_hosts tc
 # the gradient thread's statistics reach every rank (launch/common.sh passes TB_GRAD_SYNC_*)
 TB_GRAD_SYNC_STATS=1
 export TB_GRAD_SYNC_STATS
 mh_launch_env
-mh_lock 900
+[ "$TB_VAL_SUMMARY_ONLY" = 1 ] || mh_lock 900
 trap '"$here/hosts.sh" down >/dev/null 2>&1 || true' EXIT
 
 # "load1 load5 load15, cpu pressure avg10 P %"
@@ -100,7 +107,8 @@ quiet() {
 }
 
 summary=$out/summary.txt
-printf '# project_validate.sh %s (trainbench %s)\n' "$*" "$("$tb" --version | cut -d' ' -f2-)" >"$summary"
+printf '# project_validate.sh %s (trainbench %s)%s\n' "$*" "$("$tb" --version | cut -d' ' -f2-)" \
+    "$( [ "$TB_VAL_SUMMARY_ONLY" = 1 ] && echo ", TB_VAL_SUMMARY_ONLY=1: projections and summary redone from the files")" >"$summary"
 
 # Column 1 of the phase table ("# step time by phase") for N ranks: the
 # median over ranks of phase number $3 (1 step, 2 data, 3 h2d, 4 forward, 5 backward).
@@ -154,7 +162,7 @@ contention_ratio() {
                m = n % 2 ? b[(n + 1) / 2] : (b[n / 2] + b[n / 2 + 1]) / 2; printf "%.2f", m / a }' "$1"
 }
 
-if [ "$TB_VAL_CONTENTION" = 1 ]; then
+if [ "$TB_VAL_CONTENTION" = 1 ] && [ "$TB_VAL_SUMMARY_ONLY" != 1 ]; then
     for h in $TB_VAL_HOSTS; do
         echo "== contention, $h processes at once (no network)"
         contention "$h"
@@ -164,11 +172,14 @@ fi
 {
     echo "# proj eff: projected from the 1-rank row and the fabric fitted to the link's allreduce-bench table;"
     echo "# cmp N/1: forward + backward on N ranks over 1 rank, in the run; no-net: the same for N processes at"
-    echo "# once without network (the contention run); proj+cont: projected with forward and backward slowed"
-    echo "# by no-net (project --set batch=no-net: compute and ready times scale, the 1-rank step does not);"
+    echo "# once without network (the contention run). The projection again with forward and backward slowed"
+    echo "# (project --set batch=RATIO: compute and ready times scale, the measured 1-rank step does not):"
+    echo "# proj+cont by no-net; proj@cmp by cmp N/1 (the run's own slowdown, network stack included);"
+    echo "# proj@cmp+bw by cmp N/1 on the bandwidth the run's own bucket all-reduces reached (project --fabric fit)."
     echo "# comm CPU: the communication thread's CPU time over its all-reduces' wall time."
-    printf '# %-9s %5s %5s %9s %9s %8s %8s %7s %9s %8s %8s  %s\n' link hosts ranks "proj eff" "meas eff" "diff pt" \
-        "cmp N/1" "no-net" "proj+cont" "diff pt" "comm CPU" "load average before, cpu pressure"
+    printf '# %-9s %5s %5s %9s %9s %8s %8s %7s %9s %8s %8s %8s %8s %8s  %s\n' link hosts ranks "proj eff" "meas eff" \
+        "diff pt" "cmp N/1" "no-net" "proj+cont" "diff pt" "proj@cmp" "@cmp+bw" "diff pt" "comm CPU" \
+        "load average before, cpu pressure"
 } >>"$summary"
 
 # On a rate-shaped link the sizes start at 1 MiB: smaller all-reduces fit in
@@ -201,11 +212,52 @@ comm_cpu_share() {
         END { if (w > 0) printf "%.0f %%\n", 100 * c / w; else print "-" }' "$1"
 }
 
+# The projections of one run and its summary rows (files only: also what
+# TB_VAL_SUMMARY_ONLY=1 redoes over a finished OUTDIR). NAME LINK HOSTS PRESET
+summarize() {
+    _n=$1 _link=$2 _h=$3 _preset=$4
+    _log=$out/$_n.txt _run=$out/$_n.run.h5 _ar=$out/$_n.ar.h5 _rk=$(seq -s, 1 "$_h")
+    # the projection from the 1-rank row and the fitted fabric, then on the preset
+    "$tb" project "$_run" --fabric "fit:$_ar" --out "$out/$_n.proj.h5" --ranks "$_rk" >"$out/$_n.proj.txt"
+    "$tb" project "$_run" --fabric "$_preset" --ranks "$_rk" >"$out/$_n.proj_preset.txt"
+    "$tb" project "$_run" --fabric "fit:$_ar" --ranks "$_rk" --format csv --what-if "" >"$out/$_n.proj.csv"
+    _load0=$(sed -n 's/^# link .*load average before: //p' "$_log" | head -n 1)
+    _cmp1=$(awk -v f="$(phase_median "$_log" 1 4)" -v b="$(phase_median "$_log" 1 5)" 'BEGIN { print f + b }')
+    _step1=$(efficiencies "$out/$_n.proj.csv" | awk '$1 == 1 { print $4 }')
+    efficiencies "$out/$_n.proj.csv" | while read -r n p m _; do
+        [ "$n" -gt 1 ] || continue
+        d=$(diff_pt "$p" "$m")
+        r=$(awk -v a="$_cmp1" -v f="$(phase_median "$_log" "$n" 4)" -v b="$(phase_median "$_log" "$n" 5)" \
+            'BEGIN { if (a > 0 && f + b > 0) printf "%.2f", (f + b) / a; else print "-" }')
+        nonet=$(contention_ratio "$out/contention_${n}h.txt")
+        pc=$(slowed_eff "$_run" "fit:$_ar" "$n" "$nonet" "$_step1" "$out/${_n}_${n}r.proj_cont.csv")
+        # the run's own compute slowdown, then also the bandwidth its own bucket all-reduces reached
+        pr=$(slowed_eff "$_run" "fit:$_ar" "$n" "$r" "$_step1" "$out/${_n}_${n}r.proj_run.csv")
+        po=$(slowed_eff "$_run" fit "$n" "$r" "$_step1" "$out/${_n}_${n}r.proj_own.csv")
+        printf '  %-9s %5s %5s %9s %9s %8s %8s %7s %9s %8s %8s %8s %8s %8s  %s\n' "$_link" "$_h" "$n" "$p" "${m:--}" "$d" \
+            "$r" "$nonet" "$pc" "$(diff_pt "$pc" "$m")" "$pr" "$po" "$(diff_pt "$po" "$m")" \
+            "$(comm_cpu_share "$_log" "$n")" "$_load0" >>"$summary"
+    done
+}
+
+# "+D.D", measured - projected in points, or "-"
+diff_pt() { awk -v p="$1" -v m="$2" 'BEGIN { if (m == "" || p == "" || p == "-") print "-"; else printf "%+.1f", m - p }'; }
+
+# The efficiency of N ranks projected on FABRIC with forward and backward
+# slowed by RATIO (project --set batch=RATIO: compute and ready times
+# scale; the measured 1-rank step STEP1 does not), its CSV kept in FILE;
+# "-" when RATIO is. RUN FABRIC N RATIO STEP1 FILE
+slowed_eff() {
+    [ "$4" != - ] || { echo -; return; }
+    "$tb" project "$1" --fabric "$2" --ranks "1,$3" --set "batch=$4" --format csv --what-if "" >"$6"
+    efficiencies "$6" | awk -v n="$3" -v s1="$5" '$1 == n { printf "%.1f", 100 * s1 / $4 }'
+}
+
 for link in "$@"; do
     case $link in
-        unshaped) shape="" preset=emu-unshaped ;;
-        delay*) shape="--delay ${link#delay}" preset=emu-delay2ms ;;
-        *) shape="--rate $link" preset=emu-$link ;;
+        unshaped) shape="" preset=emu-unshaped cc="" ;;
+        delay*) shape="--delay ${link#delay}" preset=emu-delay2ms cc=$TB_VAL_DELAY_CC ;;
+        *) shape="--rate $link" preset=emu-$link cc="" ;;
     esac
     for h in $TB_VAL_HOSTS; do
         name=val_${link}_${h}h
@@ -217,8 +269,12 @@ for link in "$@"; do
             i=$((i + 1))
         done
         log=$out/$name.txt
+        if [ "$TB_VAL_SUMMARY_ONLY" = 1 ]; then
+            if [ -f "$out/$name.run.h5" ] && [ -f "$out/$name.ar.h5" ]; then summarize "$name" "$link" "$h" "$preset"; fi
+            continue
+        fi
         # shellcheck disable=SC2086  # shape is a list of options
-        if ! "$here/hosts.sh" up "$h" $shape >"$log" 2>&1; then
+        if ! TB_MH_TCP_CC=$cc "$here/hosts.sh" up "$h" $shape >"$log" 2>&1; then
             echo "project_validate.sh: $name not run: $(tail -n 1 "$log")" >&2
             printf '  %-9s %5s     -  not run: %s\n' "$link" "$h" "$(tail -n 1 "$log")" >>"$summary"
             continue
@@ -243,32 +299,7 @@ for link in "$@"; do
         } >>"$log" 2>&1 || { echo "project_validate.sh: $name failed; see $log" >&2; exit 1; }
         echo "# load average after: $(load_now)" >>"$log"
         "$here/hosts.sh" down >/dev/null
-        # the projection from the 1-rank row and the fitted fabric, then on the preset
-        "$tb" project "$out/$name.run.h5" --fabric "fit:$out/$name.ar.h5" --out "$out/$name.proj.h5" \
-            --ranks "$(seq -s, 1 "$h")" >"$out/$name.proj.txt"
-        "$tb" project "$out/$name.run.h5" --fabric "$preset" --ranks "$(seq -s, 1 "$h")" \
-            >"$out/$name.proj_preset.txt"
-        "$tb" project "$out/$name.run.h5" --fabric "fit:$out/$name.ar.h5" --ranks "$(seq -s, 1 "$h")" \
-            --format csv --what-if "" >"$out/$name.proj.csv"
-        cmp1=$(awk -v f="$(phase_median "$log" 1 4)" -v b="$(phase_median "$log" 1 5)" 'BEGIN { print f + b }')
-        step1=$(efficiencies "$out/$name.proj.csv" | awk '$1 == 1 { print $4 }')
-        efficiencies "$out/$name.proj.csv" | while read -r n p m _; do
-            [ "$n" -gt 1 ] || continue
-            d=$(awk -v p="$p" -v m="$m" 'BEGIN { if (m == "") print "-"; else printf "%+.1f", m - p }')
-            r=$(awk -v a="$cmp1" -v f="$(phase_median "$log" "$n" 4)" -v b="$(phase_median "$log" "$n" 5)" \
-                'BEGIN { if (a > 0 && f + b > 0) printf "%.2f", (f + b) / a; else print "-" }')
-            nonet=$(contention_ratio "$out/contention_${n}h.txt")
-            pc=- d2=-
-            if [ "$nonet" != - ]; then
-                "$tb" project "$out/$name.run.h5" --fabric "fit:$out/$name.ar.h5" --ranks "1,$n" --set "batch=$nonet" \
-                    --format csv --what-if "" >"$out/${name}_${n}r.proj_cont.csv"
-                pc=$(efficiencies "$out/${name}_${n}r.proj_cont.csv" |
-                    awk -v n="$n" -v s1="$step1" '$1 == n { printf "%.1f", 100 * s1 / $4 }')
-                d2=$(awk -v p="$pc" -v m="$m" 'BEGIN { if (m == "" || p == "") print "-"; else printf "%+.1f", m - p }')
-            fi
-            printf '  %-9s %5s %5s %9s %9s %8s %8s %7s %9s %8s %8s  %s\n' "$link" "$h" "$n" "$p" "${m:--}" "$d" "$r" \
-                "$nonet" "$pc" "$d2" "$(comm_cpu_share "$log" "$n")" "$load0" >>"$summary"
-        done
+        summarize "$name" "$link" "$h" "$preset"
         echo "== $name"
         sed -n '/^# projection per rank count/,/^#$/p' "$out/$name.proj.txt"
         grep -E '^# [0-9]+ ranks: measured step' "$out/$name.proj.txt" || true

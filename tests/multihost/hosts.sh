@@ -41,6 +41,11 @@
 #   TB_MH_NETEM_LIMIT=10000 netem queue length in packets
 #   TB_MH_DELAY_WITH=auto   netem | nfqueue | auto (netem when it works)
 #   TB_MH_PYTHON=python3    interpreter for delayq.py
+#   TB_MH_TCP_CC=           TCP congestion control between the hosts (a route
+#                           attribute, e.g. cubic; empty: the kernel default).
+#                           BBR over delayq.py can collapse: in a 2-rank run
+#                           over --delay 2ms it settled at a 25 Mbit/s bandwidth
+#                           estimate (cwnd 30) while the link carries 1 Gbit/s
 #
 # `up` first removes what a previous run left; `down` kills any process still
 # running inside a host (by pid, from `ip netns pids`) and is safe to repeat.
@@ -54,6 +59,7 @@ set -eu
 : "${TB_MH_NETEM_LIMIT:=10000}"
 : "${TB_MH_DELAY_WITH:=auto}"
 : "${TB_MH_PYTHON:=python3}"
+: "${TB_MH_TCP_CC:=}"
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "hosts.sh: error: $*" >&2; exit 1; }
@@ -195,13 +201,18 @@ hosts_up() {
         in_ns "$ns" ip link set lo up
         in_ns "$ns" ip link set eth0 up
         in_ns "$ns" ip route add default via "${TB_MH_NET}.1"
+        if [ -n "$TB_MH_TCP_CC" ]; then
+            in_ns "$ns" ip route replace "${TB_MH_NET}.0/24" dev eth0 proto kernel scope link \
+                src "${TB_MH_NET}.$((10 + i))" congctl "$TB_MH_TCP_CC" ||
+                die "ip route ... congctl $TB_MH_TCP_CC failed in $ns (tcp_available_congestion_control: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+        fi
         shape eth0 "$ns" 1
         shape "${ns}-br" "" 0
         i=$((i + 1))
     done
     trap - EXIT
     echo "hosts.sh: $n hosts ${TB_MH_PREFIX}1..${TB_MH_PREFIX}$n at ${TB_MH_NET}.11..${TB_MH_NET}.$((10 + n)) on $TB_MH_BRIDGE (${TB_MH_NET}.1);" \
-         "link: ${rate:-unshaped}${delay:+, +$delay one way ($how_delay)}"
+         "link: ${rate:-unshaped}${delay:+, +$delay one way ($how_delay)}${TB_MH_TCP_CC:+; TCP $TB_MH_TCP_CC between hosts}"
 }
 
 hosts_status() {
