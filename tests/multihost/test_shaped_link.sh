@@ -5,9 +5,10 @@
 # over the running hosts: `up` must replace them), and the shaped bus
 # bandwidth must be at most the link rate (+15 % for the token bucket's
 # burst) while the unshaped one is at least 3x the rate; then `hosts.sh up 2
-# --delay 5ms` (netem, or delayq.py where the kernel has no sch_netem) must
-# add at least the 2 x 5 ms to linkprobe.py's round trip (a lower bound only:
-# load can only lengthen it); after `down` (twice) no namespace, veth,
+# --delay 5ms` (netem, or delayq.py where the kernel has no sch_netem; with
+# TB_MH_TCP_CC=cubic, which must show on the hosts' route) must add at least
+# the 2 x 5 ms to linkprobe.py's round trip (a lower bound only: load can
+# only lengthen it); after `down` (twice) no namespace, veth,
 # bridge or delayq.py of ours is left.
 #
 #   test_shaped_link.sh TRAINBENCH
@@ -62,9 +63,14 @@ awk -v p="$plain" -v s="$shaped" 'BEGIN {
 
 # --delay: the round trip must carry both one-way delays (2 x 5 ms)
 : "${TB_MH_PYTHON:=python3}"
-if out=$("$here/hosts.sh" up 2 --delay 5ms 2>&1); then
+if out=$(TB_MH_TCP_CC=cubic "$here/hosts.sh" up 2 --delay 5ms 2>&1); then
     echo "$out"
     "$here/hosts.sh" status
+    # TB_MH_TCP_CC: the hosts' subnet route carries the congestion control
+    for ns in "${TB_MH_PREFIX}1" "${TB_MH_PREFIX}2"; do
+        mh_in_ns "$ns" ip route show "$TB_MH_NET.0/24" | grep -q "congctl cubic" ||
+            fail "TB_MH_TCP_CC=cubic: $ns's route is '$(mh_in_ns "$ns" ip route show "$TB_MH_NET.0/24")'"
+    done
     mh_in_ns "${TB_MH_PREFIX}2" "$TB_MH_PYTHON" "$here/linkprobe.py" serve 5302 9>&- &
     probe=$(mh_in_ns "${TB_MH_PREFIX}1" "$TB_MH_PYTHON" "$here/linkprobe.py" probe "$TB_MH_NET.12" 5302 1 9>&-) ||
         fail "linkprobe.py across the delayed link failed"
