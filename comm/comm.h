@@ -50,6 +50,12 @@ void tb_comm_barrier(tb_comm *c);
 void tb_comm_barrier_idle(tb_comm *c, double poll_s);
 void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root);
 void tb_comm_allreduce_sum(tb_comm *c, void *buf, size_t count, tb_comm_type t);
+/* The same sum for a thread that should leave its core to others while the
+ * data moves: a non-blocking all-reduce, tested with sleeps of up to
+ * poll_s in between instead of MPI's busy-polling wait (poll_s <= 0: the
+ * blocking call). MPI progresses only inside the tests, so poll_s bounds
+ * the delay added at each step of the algorithm. */
+void tb_comm_allreduce_sum_idle(tb_comm *c, void *buf, size_t count, tb_comm_type t, double poll_s);
 void tb_comm_allreduce_max(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 void tb_comm_allreduce_min(tb_comm *c, void *buf, size_t count, tb_comm_type t);
 /* In-place sum of bfloat16 values (the device gradient path's bf16

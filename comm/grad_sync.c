@@ -16,9 +16,12 @@
  * match. */
 #include "comm/grad_sync.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "src/core/log.h"
 #include "src/core/timer.h"
@@ -48,7 +51,33 @@ struct tb_grad_sync {
 
     double t_begin, first_start, busy;
     double *t_start, *t_end;   /* [nb] this step's all-reduce of each bucket */
+
+    /* TB_GRAD_SYNC_STATS (see stats_print): per step, each bucket's
+     * all-reduce wall and communication-thread CPU time, and the main
+     * thread's wall, CPU and run-queue wait from begin to finish */
+    double poll_s;             /* longest sleep between tests of a bucket's all-reduce */
+    int stats;
+    int ns, scap;              /* steps recorded */
+    double *s_wall, *s_cpu;    /* [scap][nb] */
+    double *m_wall, *m_cpu, *m_wait; /* [scap] main thread, begin -> finish entry */
+    double m0_cpu, m0_wait;
 };
+
+/* This thread's CPU time (CLOCK_THREAD_CPUTIME_ID) and the time it spent
+ * runnable but waiting for a CPU (/proc/thread-self/schedstat's second
+ * field; NAN where the kernel does not keep it). */
+static void thread_times(double *cpu, double *wait) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    *cpu = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (!wait) return;
+    *wait = NAN;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (!f) return;
+    unsigned long long run = 0, delay = 0;
+    if (fscanf(f, "%llu %llu", &run, &delay) == 2) *wait = 1e-9 * (double)delay;
+    fclose(f);
+}
 
 static void *comm_thread(void *arg) {
     tb_grad_sync *gs = arg;
@@ -59,12 +88,19 @@ static void *comm_thread(void *arg) {
         int i = gs->queue[gs->qhead++];
         pthread_mutex_unlock(&gs->mu);
 
+        double c0 = 0, c1 = 0;
+        if (gs->stats) thread_times(&c0, NULL);
         double t0 = tb_now();
-        tb_comm_allreduce_sum(gs->comm, gs->grads + gs->b[i].offset * gs->elem, gs->b[i].count,
-                              gs->type);
+        tb_comm_allreduce_sum_idle(gs->comm, gs->grads + gs->b[i].offset * gs->elem, gs->b[i].count,
+                                   gs->type, gs->poll_s);
         double t1 = tb_now();
+        if (gs->stats) thread_times(&c1, NULL);
 
         pthread_mutex_lock(&gs->mu);
+        if (gs->stats && gs->ns < gs->scap) {
+            gs->s_wall[(size_t)gs->ns * (size_t)gs->nb + (size_t)i] = t1 - t0;
+            gs->s_cpu[(size_t)gs->ns * (size_t)gs->nb + (size_t)i] = c1 - c0;
+        }
         gs->t_start[i] = t0;
         gs->t_end[i] = t1;
         if (gs->first_start == 0) gs->first_start = t0;
@@ -78,7 +114,7 @@ static void *comm_thread(void *arg) {
 
 tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_comm_type t,
                                   const size_t *tensor_offsets, int ntensors,
-                                  size_t bucket_bytes, int overlap) {
+                                  size_t bucket_bytes, size_t first_bucket_bytes, int overlap) {
     TB_ASSERT(ntensors >= 1 && tensor_offsets[0] == 0 && tensor_offsets[ntensors] == count);
     tb_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) TB_FATAL("out of host memory");
@@ -90,8 +126,12 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     gs->overlap = overlap;
     size_t per = bucket_bytes / gs->elem;
     if (per < 1) per = 1;
+    size_t first = first_bucket_bytes / gs->elem; /* the first bucket cut (launched first) */
+    if (first_bucket_bytes == 0 || first > per) first = per;
+    if (first < 1) first = 1;
 
-    /* whole tensors, accumulated from the end of the buffer */
+    /* whole tensors, accumulated from the end of the buffer; the first
+     * bucket closes at `first`, the others at `per` */
     gs->b = calloc((size_t)ntensors, sizeof *gs->b);
     gs->queue = calloc((size_t)ntensors, sizeof *gs->queue);
     gs->t_start = calloc((size_t)ntensors, sizeof *gs->t_start);
@@ -100,7 +140,7 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     size_t end = count;
     for (int i = ntensors - 1; i >= 0; i--) {
         size_t start = tensor_offsets[i];
-        if (end - start >= per || i == 0) {
+        if (end - start >= (gs->nb == 0 ? first : per) || i == 0) {
             bucket bk = {start, end - start, 0};
             gs->b[gs->nb++] = bk;
             end = start;
@@ -112,11 +152,81 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
         gs->b[i] = gs->b[gs->nb - 1 - i];
         gs->b[gs->nb - 1 - i] = tmp;
     }
+    gs->poll_s = tb_grad_sync_poll_s();
+    const char *st = getenv("TB_GRAD_SYNC_STATS");
+    if (st && *st && strcmp(st, "0") != 0) {
+        gs->stats = 1;
+        gs->scap = 4096;
+        gs->s_wall = calloc((size_t)gs->scap * (size_t)gs->nb, sizeof *gs->s_wall);
+        gs->s_cpu = calloc((size_t)gs->scap * (size_t)gs->nb, sizeof *gs->s_cpu);
+        gs->m_wall = calloc((size_t)gs->scap, sizeof *gs->m_wall);
+        gs->m_cpu = calloc((size_t)gs->scap, sizeof *gs->m_cpu);
+        gs->m_wait = calloc((size_t)gs->scap, sizeof *gs->m_wait);
+        if (!gs->s_wall || !gs->s_cpu || !gs->m_wall || !gs->m_cpu || !gs->m_wait)
+            TB_FATAL("out of host memory");
+    }
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     if (pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
         TB_FATAL("cannot start the gradient communication thread");
     return gs;
+}
+
+double tb_grad_sync_poll_s(void) {
+    const char *e = getenv("TB_GRAD_SYNC_POLL_US");
+    if (!e || !*e) return 200e-6;
+    char *end = NULL;
+    double us = strtod(e, &end);
+    if (*end || !(us >= 0) || us > 1e6)
+        tb_die("TB_GRAD_SYNC_POLL_US='%s' is not a number of microseconds from 0 to 1000000 (0: MPI's blocking "
+               "all-reduce; unset: 200)", e);
+    return 1e-6 * us;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Median of v[k * stride] for k = first .. n-1, in ms. */
+static double median_ms(const double *v, int first, int n, int stride) {
+    int k = n - first;
+    if (k <= 0) return NAN;
+    double *x = malloc((size_t)k * sizeof *x);
+    if (!x) TB_FATAL("out of host memory");
+    for (int i = 0; i < k; i++) x[i] = v[(size_t)(first + i) * (size_t)stride];
+    qsort(x, (size_t)k, sizeof *x, cmp_double);
+    double m = k % 2 ? x[k / 2] : 0.5 * (x[k / 2 - 1] + x[k / 2]);
+    free(x);
+    return 1e3 * m;
+}
+
+/* TB_GRAD_SYNC_STATS=1: one line per bucket and one for the main thread on
+ * stderr when the tb_grad_sync goes away, medians over its steps (the first
+ * left out as warm-up when there are more than two):
+ *   bucket: the all-reduce's wall time and the communication thread's CPU
+ *           time during it (near 100 %: the thread spins in MPI's progress;
+ *           near 0: it sleeps while the data moves);
+ *   main:   from begin (before forward) to finish (after backward) the
+ *           wall time, the main thread's CPU time and its run-queue wait
+ *           (runnable, but no CPU free: contention). */
+static void stats_print(const tb_grad_sync *gs) {
+    if (gs->ns == 0) return;
+    int first = gs->ns > 2 ? 1 : 0, n = gs->ns < gs->scap ? gs->ns : gs->scap;
+    int rank = tb_comm_rank(gs->comm), size = tb_comm_size(gs->comm);
+    for (int b = gs->nb - 1; b >= 0; b--) {
+        double w = median_ms(gs->s_wall + b, first, n, gs->nb), c = median_ms(gs->s_cpu + b, first, n, gs->nb);
+        fprintf(stderr,
+                "# grad_sync stats rank %d/%d bucket %d (%.2f MiB): all-reduce %.1f ms, comm thread CPU %.1f ms "
+                "(%.0f %%), %d steps\n",
+                rank, size, b, (double)gs->b[b].count * (double)gs->elem / 1048576.0, w, c,
+                w > 0 ? 100.0 * c / w : 0.0, n - first);
+    }
+    fprintf(stderr,
+            "# grad_sync stats rank %d/%d main thread begin->finish: wall %.1f ms, CPU %.1f ms, "
+            "run-queue wait %.1f ms, %d steps\n",
+            rank, size, median_ms(gs->m_wall, first, n, 1), median_ms(gs->m_cpu, first, n, 1),
+            median_ms(gs->m_wait, first, n, 1), n - first);
 }
 
 void tb_grad_sync_destroy(tb_grad_sync *gs) {
@@ -126,6 +236,12 @@ void tb_grad_sync_destroy(tb_grad_sync *gs) {
     pthread_cond_broadcast(&gs->cv);
     pthread_mutex_unlock(&gs->mu);
     pthread_join(gs->thread, NULL);
+    if (gs->stats) stats_print(gs);
+    free(gs->s_wall);
+    free(gs->s_cpu);
+    free(gs->m_wall);
+    free(gs->m_cpu);
+    free(gs->m_wait);
     pthread_mutex_destroy(&gs->mu);
     pthread_cond_destroy(&gs->cv);
     free(gs->b);
@@ -159,6 +275,7 @@ void tb_grad_sync_begin(tb_grad_sync *gs) {
     gs->busy = 0;
     gs->first_start = 0;
     gs->t_begin = tb_now();
+    if (gs->stats) thread_times(&gs->m0_cpu, &gs->m0_wait);
     pthread_mutex_unlock(&gs->mu);
 }
 
@@ -200,6 +317,13 @@ void tb_grad_sync_ready(void *arg, size_t offset, size_t count) {
 void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st) {
     double t0 = tb_now();
     pthread_mutex_lock(&gs->mu);
+    if (gs->stats && gs->ns < gs->scap) {
+        double c, w;
+        thread_times(&c, &w);
+        gs->m_wall[gs->ns] = t0 - gs->t_begin;
+        gs->m_cpu[gs->ns] = c - gs->m0_cpu;
+        gs->m_wait[gs->ns] = w - gs->m0_wait;
+    }
     for (int i = gs->nb - 1; i >= 0; i--)
         if (gs->b[i].remaining != 0)
             TB_FATAL("gradient bucket %d [%zu, +%zu) was never completed by backward (%zu left)", i,
@@ -216,5 +340,6 @@ void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st) {
         st->bytes = (double)gs->count * (double)gs->elem;
     }
     gs->qhead = gs->qtail = 0;
+    if (gs->stats) gs->ns++;
     pthread_mutex_unlock(&gs->mu);
 }

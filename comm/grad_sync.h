@@ -2,7 +2,11 @@
  *
  * The flat gradient buffer is cut into buckets of whole tensors (about
  * bucket_bytes each), starting from its end, because backward produces the
- * last layers' gradients first. The graph reports each finished gradient
+ * last layers' gradients first. The first bucket cut (the first launched)
+ * closes at first_bucket_bytes instead, as PyTorch DDP's 1 MiB first
+ * bucket: the all-reduce starts as soon as the last layers are done, and
+ * the later cut points move, so the bucket left for after backward is
+ * smaller. 0 (or >= bucket_bytes): the first bucket is cut like the rest. The graph reports each finished gradient
  * range (tb_grad_sync_ready, the model's grad-ready hook); a bucket whose
  * every element has been reported is handed to a communication thread that
  * sums it across ranks while backward goes on. tb_grad_sync_finish waits for
@@ -15,6 +19,12 @@
  * backward finishes tensors in another order, or a rank with no samples
  * this step (it zeroes its gradients and reports the whole buffer at once),
  * still pairs each all-reduce with the same bucket on every other rank.
+ *
+ * The communication thread does not busy-wait: each bucket is a
+ * non-blocking all-reduce tested with short sleeps in between
+ * (tb_comm_allreduce_sum_idle), so on a machine with as many cores as
+ * compute threads it leaves them the CPU instead of spinning in MPI's
+ * progress engine.
  *
  * Buckets are summed, not averaged: the caller scales the loss gradient by
  * (local samples / global samples) so the sum is the global mean. */
@@ -36,11 +46,18 @@ typedef struct {
 } tb_grad_sync_step;
 
 /* grads: the flat buffer (count elements of type t); tensor_offsets[0..n]
- * are the tensor boundaries in it (ascending, last = count). */
+ * are the tensor boundaries in it (ascending, last = count). Every rank
+ * must pass the same boundaries and sizes (the buckets pair up by order). */
 tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_comm_type t,
                                   const size_t *tensor_offsets, int ntensors,
-                                  size_t bucket_bytes, int overlap);
+                                  size_t bucket_bytes, size_t first_bucket_bytes, int overlap);
+/* The default first_bucket_bytes: PyTorch DDP's (dist._DEFAULT_FIRST_BUCKET_BYTES). */
+#define TB_GRAD_SYNC_FIRST_BUCKET_BYTES ((size_t)1 << 20)
 void tb_grad_sync_destroy(tb_grad_sync *gs);
+/* The longest sleep between two tests of a bucket's all-reduce, in seconds:
+ * TB_GRAD_SYNC_POLL_US (microseconds) when set, else 200 us; 0 is MPI's
+ * blocking, busy-polling all-reduce. allreduce-bench times the same call. */
+double tb_grad_sync_poll_s(void);
 int tb_grad_sync_bucket_count(const tb_grad_sync *gs);
 /* Bucket i covers [*offset, *offset + *count) of the flat buffer. */
 void tb_grad_sync_bucket(const tb_grad_sync *gs, int i, size_t *offset, size_t *count);

@@ -51,14 +51,16 @@ tb_need_count() {
     fi
 }
 
-# Variables passed on by name when set: NCCL_*, UCX_*, OMP_*, the CUDA
+# Variables passed on by name when set: NCCL_*, UCX_*, OMP_*, trainbench's
+# gradient-thread knobs (TB_GRAD_SYNC_*: comm/grad_sync.h), the CUDA
 # device selection, BLAS threads, plus the names in TB_EXPORT (and, for
 # remote hosts, PATH and LD_LIBRARY_PATH: tb_passthrough_names remote).
 tb_passthrough_names() {
     {
         env | sed -n -e 's/^\(NCCL_[A-Za-z0-9_]*\)=.*/\1/p' \
                      -e 's/^\(UCX_[A-Za-z0-9_]*\)=.*/\1/p' \
-                     -e 's/^\(OMP_[A-Za-z0-9_]*\)=.*/\1/p'
+                     -e 's/^\(OMP_[A-Za-z0-9_]*\)=.*/\1/p' \
+                     -e 's/^\(TB_GRAD_SYNC_[A-Z0-9_]*\)=.*/\1/p'
         for tb_n in CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
                     OPENBLAS_NUM_THREADS ${TB_EXPORT:-}; do
             if tb_is_set "$tb_n"; then echo "$tb_n"; fi

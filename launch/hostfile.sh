@@ -26,7 +26,7 @@
 # Values derived from knobs travel as -x NAME=VALUE and --mca NAME VALUE; a
 # variable already set in the environment wins and is exported by name.
 #
-# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*,
+# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*, TB_GRAD_SYNC_*,
 # CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS, PATH, LD_LIBRARY_PATH and the
 # names in TB_EXPORT. Running as root adds --allow-run-as-root.

@@ -15,7 +15,7 @@
 #   lists); without GPUs 1, since one CPU rank already uses every core
 #   through its threads (give -n to measure CPU data-parallel scaling).
 #
-# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*,
+# Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*, TB_GRAD_SYNC_*,
 # CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS and the names in TB_EXPORT.
 # Running as root adds --allow-run-as-root.

@@ -18,7 +18,7 @@ typedef struct {
     double *ready;                /* [cap][nr] s from backward start */
     double *b_ready, *b_start, *b_end; /* [cap][nb] */
     double *bwd, *exposed;        /* [cap] */
-    size_t elem, bucket_bytes;
+    size_t elem, bucket_bytes, first_bucket_bytes;
     int overlap;
 } group;
 
@@ -91,7 +91,8 @@ static group *group_for(int ranks, const tb_grad_sync *gs) {
     return g;
 }
 
-void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes, int overlap,
+void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
+                   size_t first_bucket_bytes, int overlap,
                    double t_bwd0, double t_bwd1, double t_done) {
     if (!g_rec.on || g_rec.n == 0) return; /* not recording, or no backward in this step */
     group *g = group_for(ranks, gs);
@@ -129,13 +130,15 @@ void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t 
     g->exposed[s] = t_done - t_bwd1;
     g->elem = elem_bytes;
     g->bucket_bytes = bucket_bytes;
+    g->first_bucket_bytes = first_bucket_bytes;
     g->overlap = overlap;
     g->steps++;
 }
 
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets) {
     tb_table_init(grad_ready, "grad_ready",
-                  "ranks:i,range:i,offset:i,bytes:i,ready_ms,backward_ms,bucket_bytes:i,overlap:i,steps:i");
+                  "ranks:i,range:i,offset:i,bytes:i,ready_ms,backward_ms,bucket_bytes:i,overlap:i,steps:i,"
+                  "first_bucket_bytes:i");
     tb_table_init(buckets, "buckets",
                   "ranks:i,bucket:i,offset:i,bytes:i,ready_ms,start_ms,end_ms,backward_ms,exposed_ms,steps:i");
 }
@@ -169,9 +172,9 @@ static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
     double exposed = median_ms(g->exposed, first, g->steps, 1, 0);
     double e = (double)g->elem;
     for (int i = 0; i < g->nr; i++) {
-        double row[9] = {g->ranks, i, e * (double)g->r_off[i], e * (double)g->r_cnt[i],
-                         median_ms(g->ready, first, g->steps, g->nr, i), bwd, (double)g->bucket_bytes,
-                         g->overlap, used};
+        double row[10] = {g->ranks, i, e * (double)g->r_off[i], e * (double)g->r_cnt[i],
+                          median_ms(g->ready, first, g->steps, g->nr, i), bwd, (double)g->bucket_bytes,
+                          g->overlap, used, (double)g->first_bucket_bytes};
         tb_table_row(grad_ready, row, NULL);
     }
     double (*order)[2] = malloc((size_t)(g->nb ? g->nb : 1) * sizeof *order);

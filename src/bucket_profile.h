@@ -10,7 +10,9 @@
  *
  *   /grad_ready  ranks, range (in the order backward finished them),
  *                offset, bytes (into the flat gradient buffer), ready_ms,
- *                backward_ms, bucket_bytes (the run's cap), overlap, steps
+ *                backward_ms, bucket_bytes (the run's cap), overlap, steps,
+ *                first_bucket_bytes (the first bucket's cap; 0: bucket_bytes;
+ *                files written before it existed lack the column)
  *   /buckets     ranks, bucket (comm/grad_sync.h index), offset, bytes,
  *                ready_ms (its last range), start_ms, end_ms (its
  *                all-reduce on the communication thread), backward_ms,
@@ -40,8 +42,8 @@ void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx);
  * (gs NULL on one rank; elem_bytes the gradient element size);
  * t_bwd0/t_bwd1 the start and end of backward, t_done the end of the
  * all-reduce wait (tb_now() clock). Does nothing unless recording. */
-void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes, int overlap,
-                   double t_bwd0, double t_bwd1, double t_done);
+void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
+                   size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done);
 
 /* The two tables' layouts (empty). */
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets);

@@ -1,7 +1,9 @@
 /* cmd_allreduce_bench.c - `trainbench allreduce-bench`: nccl-tests style
  * all-reduce sweep on the path training uses, chosen with --comm: mpi (MPI
- * on host buffers, the CPU backend's path) or nccl (NCCL on device buffers
- * of the GPU local rank mod visible devices, the CUDA backend's path):
+ * on host buffers, the CPU backend's path: the gradient thread's
+ * non-blocking call and wait, comm/grad_sync.h) or nccl (NCCL on device
+ * buffers of the GPU local rank mod visible devices, the CUDA backend's
+ * path):
  *
  *   #       size         count    type   redop     time   algbw   busbw  #wrong
  *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
@@ -33,6 +35,7 @@
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
+#include "comm/grad_sync.h"
 #include "comm/nccl.h"
 #include "model/backend.h"
 #include "src/cli.h"
@@ -175,14 +178,21 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         nb.e1 = nb.be->event_create(nb.be, 1);
     }
     const char *path = use_nccl ? "nccl-device" : "mpi-host";
+    double poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */
 
     char *hosts = calloc((size_t)info.world, 64);
     tb_table tab;
     memset(&tab, 0, sizeof tab);
     tb_comm_gather(w, info.host, hosts, 64, 0);
     if (info.rank == 0) {
-        printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum\n", info.world, path, lib,
+        printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum", info.world, path, lib,
                dtype);
+        if (use_nccl)
+            printf("\n");
+        else if (poll_s > 0)
+            printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * poll_s);
+        else
+            printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
         for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
         if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
         printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
@@ -211,7 +221,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
             memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
             tb_comm_barrier(w);
             double t0 = tb_now();
-            tb_comm_allreduce_sum(w, buf, count, t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64);
+            tb_comm_allreduce_sum_idle(w, buf, count, t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, poll_s);
             if (i >= warmup) dt += tb_now() - t0;
         }
         if (use_nccl) nb.be->copy_d2h(nb.be, buf, nb.buf, count * es);

@@ -34,7 +34,8 @@ static const char k_usage[] =
     "a key = value file, 'fit' (alpha and beta fitted to the bucket all-reduces RUN.h5 timed), or\n"
     "fit:BENCH (an allreduce-bench table: its console output, nccl-tests' or --results file).\n"
     "LIST: comma-separated changes, each one what-if column (--what-if) or applied to every column\n"
-    "(--set): bucket=SIZE (5M, 512K), bf16 (half the gradient bytes), fp32, no-overlap, overlap,\n"
+    "(--set): bucket=SIZE (5M, 512K), first-bucket=SIZE (the first bucket launched; 0: as the rest),\n"
+    "bf16 (half the gradient bytes), fp32, no-overlap, overlap,\n"
     "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto.\n"
     "--out FILE: RUN.h5 copied with a /projection table (atomic; FILE may be RUN.h5 itself).";
 
@@ -66,6 +67,11 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
         if (parse_size(val, &k->bucket_bytes) != 0) goto bad;
         snprintf(key, keylen, "bucket_%s", val);
         snprintf(label, lablen, "bucket %s", val);
+    } else if (strcmp(name, "first-bucket") == 0) {
+        if (strcmp(val, "0") == 0) k->first_bucket_bytes = 0;
+        else if (parse_size(val, &k->first_bucket_bytes) != 0) goto bad;
+        snprintf(key, keylen, "first_bucket_%s", val);
+        snprintf(label, lablen, "first %s", val);
     } else if (strcmp(name, "bf16") == 0 || strcmp(name, "fp16") == 0) {
         k->byte_scale = 0.5;
         snprintf(key, keylen, "%.8s", name);
@@ -97,7 +103,7 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
     return 0;
 bad:
     snprintf(err, errlen,
-             "'%s' is not a change: use bucket=SIZE, bf16, fp32, no-overlap, overlap, batch=X or "
+             "'%s' is not a change: use bucket=SIZE, first-bucket=SIZE, bf16, fp32, no-overlap, overlap, batch=X or "
              "algo=ring|tree|hier|auto",
              item);
     return -1;

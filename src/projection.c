@@ -137,7 +137,7 @@ double tb_busbw_GBps(int n, double bytes, double seconds) {
 /* ---- buckets and overlap ------------------------------------------------------------------------ */
 
 tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p) {
-    tb_proj_knobs k = {p->bucket_bytes, 1.0, 1.0, p->overlap, TB_AR_AUTO};
+    tb_proj_knobs k = {p->bucket_bytes, p->first_bucket_bytes, 1.0, 1.0, p->overlap, TB_AR_AUTO};
     return k;
 }
 
@@ -156,6 +156,8 @@ int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bu
     memcpy(r, p->ranges, (size_t)p->nranges * sizeof *r);
     qsort(r, (size_t)p->nranges, sizeof *r, by_offset_desc);
     double cap = k->bucket_bytes > 0 ? k->bucket_bytes : 1;
+    /* the first bucket cut (launched first) closes at its own cap */
+    double first = k->first_bucket_bytes > 0 && k->first_bucket_bytes < cap ? k->first_bucket_bytes : cap;
     int nb = 0;
     double acc = 0, ready = 0, lo = 0;
     for (int i = 0; i < p->nranges; i++) { /* from the end of the buffer, as grad_sync cuts */
@@ -163,7 +165,7 @@ int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bu
         acc += bytes;
         lo = r[i].offset * k->byte_scale;
         ready = fmax(ready, r[i].ready_s * k->batch_scale);
-        if (acc >= cap || i == p->nranges - 1) {
+        if (acc >= (nb == 0 ? first : cap) || i == p->nranges - 1) {
             b[nb].offset = lo;
             b[nb].bytes = acc;
             b[nb].ready_s = ready;

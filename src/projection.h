@@ -23,7 +23,8 @@
  *
  * Overlap: buckets are cut from the gradient ranges as comm/grad_sync.c
  * cuts them (whole ranges accumulated from the end of the flat buffer until
- * a bucket reaches the cap) and become ready when backward has finished
+ * a bucket reaches the cap; the first bucket cut, DDP-style, at the first
+ * bucket's cap) and become ready when backward has finished
  * their last range. They are launched in one fixed order, last layers first
  * (every rank must issue the collectives in the same order), each when it
  * is ready and the one before it has been launched; one communication
@@ -56,6 +57,7 @@ typedef struct {
     double grad_bytes;         /* all-reduced per step */
     double state_bytes;        /* BN statistics broadcast per step (0: none) */
     double bucket_bytes;       /* the run's bucket cap */
+    double first_bucket_bytes; /* the run's first bucket cap (0: bucket_bytes) */
     int overlap;               /* the run overlapped buckets with backward */
     tb_grad_range *ranges;     /* in the order backward finished them */
     int nranges;
@@ -92,6 +94,7 @@ double tb_busbw_GBps(int n, double bytes, double seconds);
 
 typedef struct {
     double bucket_bytes;       /* bucket cap */
+    double first_bucket_bytes; /* the first bucket's cap (0 or >= bucket_bytes: bucket_bytes) */
     double byte_scale;         /* 1; 0.5 for bf16 gradients */
     double batch_scale;        /* per-rank batch x this: compute and ready times scale */
     int overlap;

@@ -155,7 +155,9 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
             g->ready_s = 1e-3 * tb_rtable_num(gr, "ready_ms", i);
             p->grad_bytes += g->bytes;
             double bb = tb_rtable_num(gr, "bucket_bytes", i), ov = tb_rtable_num(gr, "overlap", i);
+            double fb = tb_rtable_num(gr, "first_bucket_bytes", i); /* NAN in files from before it */
             if (bb > 0) p->bucket_bytes = bb;
+            if (fb >= 0) p->first_bucket_bytes = fb;
             if (!isnan(ov)) p->overlap = ov != 0;
         }
         snprintf(p->ready_source, sizeof p->ready_source,
@@ -200,13 +202,14 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
         return -1;
     }
     char model[64] = "", name[256] = "", source[256] = "", line[1024];
-    double classes = 1000, image = 224, bpp = 4, bucket_mb = 25, overlap = 1;
+    double classes = 1000, image = 224, bpp = 4, bucket_mb = 25, first_bucket_mb = 0, overlap = 1;
     double step = NAN, data = 0, h2d = 0, fwd = NAN, bwd = NAN, opt = 0;
     struct {
         const char *key;
         double *dst;
     } nums[] = {{"classes", &classes},   {"image_size", &image},    {"batch_size", &p->batch},
-                {"grad_bytes_per_param", &bpp}, {"bucket_mb", &bucket_mb}, {"overlap", &overlap},
+                {"grad_bytes_per_param", &bpp}, {"bucket_mb", &bucket_mb}, {"first_bucket_mb", &first_bucket_mb},
+                {"overlap", &overlap},
                 {"step_ms", &step},      {"data_ms", &data},        {"h2d_ms", &h2d},
                 {"forward_ms", &fwd},    {"backward_ms", &bwd},     {"optimizer_ms", &opt}};
     int lineno = 0, rc = 0;
@@ -251,7 +254,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
                 snprintf(err, errlen,
                          "%s:%d: unknown key '%s' (known: name, source, model, classes, image_size, "
                          "batch_size, grad_bytes_per_param, step_ms, data_ms, h2d_ms, forward_ms, "
-                         "backward_ms, optimizer_ms, bucket_mb, overlap, measured)",
+                         "backward_ms, optimizer_ms, bucket_mb, first_bucket_mb, overlap, measured)",
                          path, lineno, key);
                 rc = -1;
             } else if (end == val || *trim(end) || errno || !(v >= 0) || !isfinite(v)) {
@@ -284,6 +287,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
     }
     p->state_bytes = n_state * bpp;
     p->bucket_bytes = bucket_mb * 1048576.0;
+    p->first_bucket_bytes = first_bucket_mb * 1048576.0;
     p->overlap = overlap != 0;
     snprintf(p->ready_source, sizeof p->ready_source,
              "estimated from %s's per-layer work over the stated backward", model);

@@ -17,6 +17,8 @@
  *       data_ms, h2d_ms, forward_ms, backward_ms, optimizer_ms
  *                               its phases (what is not in them is overhead)
  *       bucket_mb, overlap      the run's bucket cap (MiB) and 1/0
+ *       first_bucket_mb         the first bucket's cap (MiB; default 0: as
+ *                               bucket_mb; PyTorch DDP's is 1)
  *       measured = N:EFF[:label]  a published efficiency at N ranks (repeatable)
  *
  * Ready times estimated from work: backward visits the layers in reverse;

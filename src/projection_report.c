@@ -68,11 +68,14 @@ static void print_inputs(FILE *f, tb_format fmt, const tb_proj_request *q) {
             ms(p->step_s), ms(p->data_s), ms(p->h2d_s), ms(p->forward_s), ms(p->backward_s),
             ms(p->optimizer_s), ms(p->step_s > phases ? p->step_s - phases : 0));
     tb_note(f, fmt, "gradient ready times: %s", p->ready_source);
+    char first[64] = "";
+    if (k->first_bucket_bytes > 0 && k->first_bucket_bytes < k->bucket_bytes)
+        snprintf(first, sizeof first, " (the first <= %.3g)", k->first_bucket_bytes / 1048576.0);
     tb_note(f, fmt,
-            "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s of <= %.3g MiB, "
+            "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s of <= %.3g MiB%s, "
             "overlap %s, all-reduce %s; BN statistics %.1f kB broadcast per step",
             k->batch_scale, 1e-6 * p->grad_bytes * k->byte_scale, k->byte_scale, nb, nb == 1 ? "" : "s",
-            k->bucket_bytes / 1048576.0, k->overlap ? "on" : "off",
+            k->bucket_bytes / 1048576.0, first, k->overlap ? "on" : "off",
             k->algo == TB_AR_AUTO ? "the fastest of ring, tree, hier" : tb_ar_algo_name(k->algo),
             1e-3 * p->state_bytes);
     tb_note(f, fmt, "fabric %s", fab);

@@ -19,7 +19,6 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->step_mode, sizeof f->step_mode, "auto");
     snprintf(f->layout, sizeof f->layout, "auto");
     f->graph_warmup = 3;
-    f->first_bucket_mb = 1;
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
     f->image = 64;
@@ -38,6 +37,7 @@ static void defaults(tb_train_flags *f) {
     f->momentum = 0.9;
     f->weight_decay = 5e-5;
     f->bucket_mb = 25;
+    f->first_bucket_mb = (double)TB_GRAD_SYNC_FIRST_BUCKET_BYTES / 1048576.0;
     f->synthetic_size = 50000;
     f->timeout = 600;
 }
@@ -105,8 +105,9 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"nesterov", TB_OPT_FLAG, &f->nesterov, 0, 0, NULL, "Nesterov momentum"},
         {"label-smoothing", TB_OPT_DOUBLE, &f->label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
         {"bucket-mb", TB_OPT_DOUBLE, &f->bucket_mb, 0.001, 1e5, NULL, "gradient all-reduce bucket size (MiB)"},
+        {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0, 1e5, NULL,
+         "size of the first bucket launched (the last layers'), smaller so communication starts early, as PyTorch DDP's; host and GPU paths (MiB; 0: --bucket-mb)"},
         {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
-        {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0.001, 1e5, NULL, "GPU: the first gradient bucket (the last layers'), smaller so communication starts early (MiB)"},
         {"comm", TB_OPT_CHOICE, f->comm, 0, 0, "auto|nccl|mpi", "gradient transport: nccl (CUDA, one rank per GPU), mpi (host buffers on the CPU, staged through pinned memory on CUDA); auto: nccl on CUDA with 2+ ranks when built, else mpi. Given explicitly, it is used on one rank too"},
         {"share-gpu", TB_OPT_FLAG, &f->share_gpu, 0, 0, NULL, "let ranks share a GPU (with --comm mpi; a test of the multi-rank paths on one GPU)"},
         {"allreduce-dtype", TB_OPT_CHOICE, f->allreduce_dtype, 0, 0, "fp32|bf16", "GPU: gradients on the wire in bfloat16 (DDP's bf16 compression hook: half the bytes, ~2^-9 relative error per rank)"},

@@ -318,10 +318,12 @@ static void print_header(const tb_train_run *r) {
            (long long)r->steps_per_epoch, f->batch, r->global_batch, r->image, r->image);
     tb_train_print_epoch_plan(r);
     printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
-           "smoothing %g; buckets %.0f MiB, overlap %s; watchdog %s\n",
+           "smoothing %g; buckets %g MiB (first %g), overlap %s; watchdog %s\n",
            f->lr_schedule, r->sched.peak, f->lr, r->global_batch, f->lr_base_batch, f->lr_warmup_steps,
            f->momentum, f->nesterov ? " (Nesterov)" : "", f->weight_decay, f->no_bn_decay ? " (not on BN/bias)" : "",
-           f->label_smoothing, f->bucket_mb, f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
+           f->label_smoothing, f->bucket_mb,
+           f->first_bucket_mb > 0 && f->first_bucket_mb < f->bucket_mb ? f->first_bucket_mb : f->bucket_mb,
+           f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
     tb_comm_path path = tb_trainer_path(r->tr);
     if (path == TB_PATH_STAGED || path == TB_PATH_NCCL) {
         int c = 0, l = 0;
@@ -329,8 +331,8 @@ static void print_header(const tb_train_run *r) {
         char nv[48] = "";
         if (path == TB_PATH_NCCL) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", l / 10000, l % 10000 / 100, l % 100);
         const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
-        printf("# gradients: %s%s on device %d, first bucket %.3g MiB, %s on the wire; steps %s; CUDA graph %s%s\n",
-               tb_comm_path_name(path), nv, r->device, f->first_bucket_mb,
+        printf("# gradients: %s%s on device %d, %s on the wire; steps %s; CUDA graph %s%s\n",
+               tb_comm_path_name(path), nv, r->device,
                r->hp.bf16_allreduce ? "bfloat16" : "float32", r->hp.async ? "asynchronous" : "synchronous",
                gwhy[0] ? "off: " : "on after --graph-warmup steps", gwhy);
     } else if (r->be->native_stream(r->be, NULL)) {

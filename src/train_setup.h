@@ -35,13 +35,12 @@ typedef struct {
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
-    double first_bucket_mb;
     char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;
     int synthetic_size, strict_data, resume;
-    double lr, momentum, weight_decay, label_smoothing, bucket_mb, timeout;
+    double lr, momentum, weight_decay, label_smoothing, bucket_mb, first_bucket_mb, timeout;
 } tb_train_flags;
 
 typedef struct {

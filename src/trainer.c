@@ -153,7 +153,7 @@ tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, tb_nccl *nccl, const t
     tensor_offsets(m, &off, &nt);
     if (t->path == TB_PATH_HOST) {
         t->gs = tb_grad_sync_create(comm, m->grads, m->pt.n_train, real_type(), off, nt, hp->bucket_bytes,
-                                    hp->overlap);
+                                    hp->first_bucket_bytes, hp->overlap);
     } else if (t->path == TB_PATH_STAGED || t->path == TB_PATH_NCCL) {
         tb_grad_sync_dev_opts o = {
             .comm = comm,
@@ -367,7 +367,8 @@ static int step_sync(tb_trainer *t, const tb_source_batch *b, int64_t step, doub
     tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
     if (t->gs) tb_grad_sync_finish(t->gs, &rec->sync);
     double t4 = tb_now();
-    tb_bprof_step(t->world, t->gs, sizeof(tb_real), t->hp.bucket_bytes, t->hp.overlap, t2, t3, t4);
+    tb_bprof_step(t->world, t->gs, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes, t->hp.overlap,
+                  t2, t3, t4);
     size_t bad = 0;
     /* under fp16 loss scaling an overflow is expected: the update skips it on the device */
     const char *name = m->loss_scaling ? NULL : tb_trainer_first_nonfinite(t, m->grads, &bad);

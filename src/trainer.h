@@ -80,11 +80,11 @@ typedef struct {
     double momentum, weight_decay, label_smoothing;
     int nesterov, no_bn_decay;
     size_t bucket_bytes;
+    size_t first_bucket_bytes;   /* the first bucket launched, host and device paths (1 MiB as DDP; 0: cut like the rest) */
     int overlap;                 /* start buckets during backward */
     /* the device paths */
     tb_comm_path path;           /* for more than one rank (and on one rank when explicit) */
     int path_on_one_rank;        /* 1: keep `path` even on a single rank (--comm given) */
-    size_t first_bucket_bytes;   /* the first bucket's cap (1 MiB, as DDP) */
     int bf16_allreduce;          /* --allreduce-dtype bf16 */
     int device;                  /* CUDA ordinal of the backend */
     double timeout_s;            /* NCCL's deadlines (--timeout) */

@@ -24,3 +24,9 @@ else()
   add_test(NAME multihost_3hosts_train COMMAND sh -c "echo 'SKIP: built without MPI'; exit 77")
   set_tests_properties(multihost_3hosts_train PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+# delayq.py (hosts.sh --delay without sch_netem): its DELAY syntax and the
+# packet ids it reads from nfnetlink_queue messages; no root needed
+add_test(NAME multihost_delayq_parse
+         COMMAND sh -c "command -v python3 >/dev/null 2>&1 || { echo 'SKIP: no python3'; exit 77; }; exec python3 \"$0\""
+                 ${TB_TEST_DIR}/multihost/test_delayq.py)
+set_tests_properties(multihost_delayq_parse PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

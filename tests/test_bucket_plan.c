@@ -78,18 +78,21 @@ static void check_plan_shape(const char *model, const size_t *off, int nt, size_
     free(b);
 }
 
-/* With first = cap, the plan is the host path's (grad_sync.c). */
-static void check_same_as_host_path(const size_t *off, int nt, size_t cap_bytes) {
+/* The device plan is the host path's (grad_sync.c) for the same cap and
+ * first bucket (0: cut like the rest). */
+static void check_same_as_host_path(const size_t *off, int nt, size_t cap_bytes, size_t first_bytes) {
     tb_bucket *b;
-    int nb = tb_bucket_plan(off, nt, cap_bytes / 4, 0, &b);
-    tb_grad_sync *gs = tb_grad_sync_create(tb_comm_world(), NULL, off[nt], TB_FLOAT32, off, nt, cap_bytes, 1);
+    int nb = tb_bucket_plan(off, nt, cap_bytes / 4, first_bytes / 4, &b);
+    tb_grad_sync *gs =
+        tb_grad_sync_create(tb_comm_world(), NULL, off[nt], TB_FLOAT32, off, nt, cap_bytes, first_bytes, 1);
     int same = tb_grad_sync_bucket_count(gs) == nb;
     for (int i = 0; same && i < nb; i++) {
         size_t o, c;
         tb_grad_sync_bucket(gs, i, &o, &c);
         same = o == b[i].offset && c == b[i].count;
     }
-    TB_CHECK(same, "cap %zu B: the device plan (%d buckets) differs from grad_sync.c's (%d)", cap_bytes, nb,
+    TB_CHECK(same, "cap %zu B, first %zu B: the device plan (%d buckets) differs from grad_sync.c's (%d)", cap_bytes,
+             first_bytes, nb,
              tb_grad_sync_bucket_count(gs));
     tb_grad_sync_destroy(gs);
     free(b);
@@ -177,8 +180,10 @@ int main(void) {
         check_plan_shape(models[m], off, nt, 25 * MiB, 1 * MiB);
         check_plan_shape(models[m], off, nt, 4 * MiB, 1 * MiB);
         check_plan_shape(models[m], off, nt, 25 * MiB, 25 * MiB);
-        check_same_as_host_path(off, nt, (size_t)25 << 20);
-        check_same_as_host_path(off, nt, (size_t)1 << 20);
+        check_same_as_host_path(off, nt, (size_t)25 << 20, 0);
+        check_same_as_host_path(off, nt, (size_t)1 << 20, 0);
+        check_same_as_host_path(off, nt, (size_t)25 << 20, (size_t)1 << 20); /* the defaults */
+        check_same_as_host_path(off, nt, (size_t)5 << 20, (size_t)2 << 20);
         for (int o = 0; o < ORD_N; o++) {
             check_order(off, nt, 25 * MiB, 1 * MiB, (order)o, &r);
             check_order(off, nt, MiB / 8, MiB / 64, (order)o, &r);

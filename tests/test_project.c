@@ -165,6 +165,28 @@ static void test_buckets(void) {
     TB_CHECK(n == 2 && b[0].offset == 100 && b[0].bytes == 300 && b[1].offset == 0 && b[1].bytes == 100,
              "cap 250: [100,400) then [0,100) (got %d buckets, %g +%g)", n, n ? b[0].offset : -1, n ? b[0].bytes : -1);
     free(b);
+    /* the first bucket's own cap (DDP's 1 MiB first bucket, here 100 bytes):
+     * [300,400) alone, ready at 10 ms, then the cap moves the later cuts:
+     * [100,300) ready at 30, [0,100) at 40; at or above the cap it changes nothing */
+    k.bucket_bytes = 200;
+    k.first_bucket_bytes = 100;
+    n = tb_proj_buckets(&p, &k, &b);
+    TB_CHECK(n == 3 && b[0].offset == 300 && b[0].bytes == 100 && fabs(b[0].ready_s - 0.010) < 1e-15 &&
+                 b[1].offset == 100 && b[1].bytes == 200 && fabs(b[1].ready_s - 0.030) < 1e-15 &&
+                 b[2].offset == 0 && b[2].bytes == 100 && fabs(b[2].ready_s - 0.040) < 1e-15,
+             "first bucket 100 of cap 200: [300,400) @10, [100,300) @30, [0,100) @40 (got %d buckets)", n);
+    if (n == 3) {
+        /* costs 10 ms each: 10-20, 30-40, 40-50; backward ends at 40: exposed 10
+         * (without the first cap: [200,400) @20 20-40, [0,200) @40 40-60: exposed 20) */
+        for (int i = 0; i < 3; i++) b[i].cost_s = 0.010;
+        TB_CHECK_CLOSE(tb_proj_schedule(b, 3, 0.040, 1), 0.010, 1e-15, 0, "exposed with the small first bucket");
+    }
+    free(b);
+    k.first_bucket_bytes = 200;
+    n = tb_proj_buckets(&p, &k, &b);
+    TB_CHECK(n == 2 && b[0].offset == 200 && b[1].offset == 0, "first bucket = cap: the plain cut");
+    free(b);
+    k.first_bucket_bytes = 0;
     /* half the bytes: all four ranges in one 200-byte bucket; twice the batch doubles ready times */
     k.bucket_bytes = 200;
     k.byte_scale = 0.5;

@@ -154,21 +154,31 @@ def ring_tree(n, nbytes, bw, alpha):
     return min(ring, tree), ("ring" if ring <= tree else "tree")
 
 
-def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes):
-    """The projection of n ranks, computed here: ranges (offset, bytes, ready_s)."""
-    compute = step_ms / 1e3
-    bwd = phases["backward"] / 1e3
-    if n == 1:
-        return {"step": compute, "eff": 1.0, "exposed": 0.0, "comm": 0.0}
+def cut_buckets(ranges, cap, first):
+    """The buckets as comm/grad_sync.c cuts them: whole ranges from the end of
+    the buffer until the cap, the first one (launched first) at its own cap
+    (0: the cap), as PyTorch DDP's 1 MiB first bucket. (ready, offset, bytes)
+    in launch order."""
+    first = first if 0 < first < cap else cap
     rs = sorted(ranges, key=lambda r: -r[0])
     buckets, acc, ready = [], 0.0, 0.0
     for i, (off, nb, rd) in enumerate(rs):
         acc += nb
         ready = max(ready, rd)
-        if acc >= cap or i == len(rs) - 1:
+        if acc >= (first if not buckets else cap) or i == len(rs) - 1:
             buckets.append((ready, off, acc))
             acc, ready = 0.0, 0.0
     buckets.sort(key=lambda b: -b[1])  # one fixed order: last layers first
+    return buckets
+
+
+def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes, first=0.0):
+    """The projection of n ranks, computed here: ranges (offset, bytes, ready_s)."""
+    compute = step_ms / 1e3
+    bwd = phases["backward"] / 1e3
+    if n == 1:
+        return {"step": compute, "eff": 1.0, "exposed": 0.0, "comm": 0.0}
+    buckets = cut_buckets(ranges, cap, first)
     free, comm = 0.0, 0.0
     for rd, _, nb in buckets:
         c, _ = ring_tree(n, nb, bw, alpha)
@@ -247,7 +257,7 @@ def mode_fit(a):
 def check_timeline(f):
     gr, bk = f["grad_ready"], f["buckets"]
     for t, cols in ((gr, ["ranks", "range", "offset", "bytes", "ready_ms", "backward_ms", "bucket_bytes",
-                          "overlap", "steps"]),
+                          "overlap", "steps", "first_bucket_bytes"]),
                     (bk, ["ranks", "bucket", "offset", "bytes", "ready_ms", "start_ms", "end_ms", "backward_ms",
                           "exposed_ms", "steps"])):
         for c in cols:
@@ -275,6 +285,15 @@ def check_timeline(f):
         fail(f"/buckets: ends before starts, or not in launch order: {st} {en}")
     if np.any(st < rd - 0.5):  # overlap on: a bucket starts once its last range is ready (medians: 0.5 ms slack)
         fail(f"/buckets: a bucket started before it was ready: start {st}, ready {rd}")
+    # the buckets the run used are the cut computed here from the ranges and the recorded caps
+    sel = ranks == 1
+    ranges = list(zip(gr["offset"][()][sel].astype(float), gr["bytes"][()][sel].astype(float),
+                      gr["ready_ms"][()][sel] / 1e3))
+    want = cut_buckets(ranges, float(gr["bucket_bytes"][()][sel][0]), float(gr["first_bucket_bytes"][()][sel][0]))
+    got = list(zip(bk["offset"][()][bsel].astype(float), bk["bytes"][()][bsel].astype(float)))
+    if got != [(o, b) for _, o, b in want]:
+        fail(f"/buckets (offset, bytes) {got} are not the cut of /grad_ready's ranges at the recorded caps: "
+             f"{[(o, b) for _, o, b in want]}")
     return total
 
 
@@ -295,6 +314,7 @@ def mode_run(a):
         ranges = list(zip(gr["offset"][()][sel].astype(float), gr["bytes"][()][sel].astype(float),
                           gr["ready_ms"][()][sel] / 1e3))
         cap = float(gr["bucket_bytes"][()][sel][0])
+        first = float(gr["first_bucket_bytes"][()][sel][0])
         meas = {int(n): i for i, n in enumerate(sc["ranks"][()])}
         scal = {k: sc[k][()] for k in sc}
     state_bytes = 4 * 2 * (64 + 4 * 64 + 4 * 128 + 128 + 4 * 256 + 256 + 4 * 512 + 512)  # resnet18 BN mean + var
@@ -318,7 +338,7 @@ def mode_run(a):
         if list(pr["ranks"]) != ranks or len(rows) != len(ranks):
             fail(f"/projection ranks {list(pr['ranks'])}, table rows {len(rows)}")
         for i, n in enumerate(ranks):
-            want = project_here(ranges, one, step1, batch, n, bw, alpha, cap, state_bytes)
+            want = project_here(ranges, one, step1, batch, n, bw, alpha, cap, state_bytes, first)
             close(pr["step_ms"][i], 1e3 * want["step"], 1e-9, f"{n} ranks: step_ms vs the model here")
             close(pr["efficiency"][i], want["eff"], 1e-9, f"{n} ranks: efficiency vs the model here")
             close(pr["exposed_ms"][i], 1e3 * want["exposed"], 1e-9, f"{n} ranks: exposed_ms vs the model here",
@@ -347,11 +367,23 @@ def mode_run(a):
             if key not in pr:
                 fail(f"/projection lacks {key}")
         half = [(o / 2, b / 2, r) for o, b, r in ranges]
-        close(pr["if_bf16_efficiency"][1], project_here(half, one, step1, batch, 2, bw, alpha, cap, state_bytes)["eff"],
+        close(pr["if_bf16_efficiency"][1],
+              project_here(half, one, step1, batch, 2, bw, alpha, cap, state_bytes, first)["eff"],
               1e-9, "2 ranks: bf16 what-if vs the model here")
         close(pr["if_bucket_5M_efficiency"][1],
-              project_here(ranges, one, step1, batch, 2, bw, alpha, 5 * 1048576, state_bytes)["eff"], 1e-9,
+              project_here(ranges, one, step1, batch, 2, bw, alpha, 5 * 1048576, state_bytes, first)["eff"], 1e-9,
               "2 ranks: 5 MiB buckets what-if vs the model here")
+        # the first bucket: cut like the rest (first-bucket=0), and at 2 MiB
+        out2 = os.path.join(d, "proj_first.h5")
+        run([a.trainbench, "project", path, "--fabric", "emu-1gbit", "--ranks", "1,2", "--what-if",
+             "first-bucket=0,first-bucket=2M", "--out", out2], expect_rc=0)
+        with h5py.File(out2, "r") as f:
+            p2 = {k: f["projection"][k][()] for k in f["projection"]}
+        for key, fb in (("if_first_bucket_0_efficiency", 0.0), ("if_first_bucket_2M_efficiency", 2 * 1048576.0)):
+            if key not in p2:
+                fail(f"/projection of --what-if first-bucket=... lacks {key}: {sorted(p2)}")
+            close(p2[key][1], project_here(ranges, one, step1, batch, 2, bw, alpha, cap, state_bytes, fb)["eff"],
+                  1e-9, f"2 ranks: {key} vs the model here")
         # differences by phase: measured - predicted, for every phase of the 2-rank row
         head, rows = find(t, "where the measured rows differ")
         got = {r[1]: r for r in rows if r and r[0] == "2"}

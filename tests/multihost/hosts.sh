@@ -21,10 +21,14 @@
 #   --rate RATE    token bucket (tbf) at RATE on the host's eth0 egress
 #                  (upload) and on its bridge port egress (download), e.g.
 #                  100mbit, 1gbit: each host gets a full-duplex RATE link.
-#   --delay DELAY  netem delay added to the host's eth0 egress, e.g. 1ms, so a
-#                  packet from host a to host b waits DELAY once (on a's uplink)
-#                  and a round trip between two hosts gains 2 x DELAY. Needs
-#                  sch_netem in the kernel; without it `up` fails and says so.
+#   --delay DELAY  a delay added to what the host sends on eth0, e.g. 2ms, so
+#                  a packet from host a to host b waits DELAY once (on a's
+#                  uplink) and a round trip between two hosts gains 2 x DELAY:
+#                  netem where the kernel has sch_netem, otherwise delayq.py
+#                  (iptables -j NFQUEUE on the host's OUTPUT to eth0, packets
+#                  held DELAY in user space; needs iptables and python3, and
+#                  adds its own ~0.2-0.5 ms per trip: linkprobe.py measures
+#                  the round trip). Without either, `up` fails and says why.
 # Without either, the links are plain veth (several GB/s, ~20 us).
 #
 # Environment (knobs, with defaults):
@@ -35,6 +39,13 @@
 #                           GSO packets larger than it are split by tbf)
 #   TB_MH_TBF_LATENCY=100ms longest a packet may wait in the tbf queue
 #   TB_MH_NETEM_LIMIT=10000 netem queue length in packets
+#   TB_MH_DELAY_WITH=auto   netem | nfqueue | auto (netem when it works)
+#   TB_MH_PYTHON=python3    interpreter for delayq.py
+#   TB_MH_TCP_CC=           TCP congestion control between the hosts (a route
+#                           attribute, e.g. cubic; empty: the kernel default).
+#                           BBR over delayq.py can collapse: in a 2-rank run
+#                           over --delay 2ms it settled at a 25 Mbit/s bandwidth
+#                           estimate (cwnd 30) while the link carries 1 Gbit/s
 #
 # `up` first removes what a previous run left; `down` kills any process still
 # running inside a host (by pid, from `ip netns pids`) and is safe to repeat.
@@ -46,6 +57,10 @@ set -eu
 : "${TB_MH_BURST:=128kb}"
 : "${TB_MH_TBF_LATENCY:=100ms}"
 : "${TB_MH_NETEM_LIMIT:=10000}"
+: "${TB_MH_DELAY_WITH:=auto}"
+: "${TB_MH_PYTHON:=python3}"
+: "${TB_MH_TCP_CC:=}"
+here=$(cd "$(dirname "$0")" && pwd)
 
 die() { echo "hosts.sh: error: $*" >&2; exit 1; }
 
@@ -84,21 +99,67 @@ hosts_down() {
     if ip link show "$TB_MH_BRIDGE" >/dev/null 2>&1; then
         ip link del "$TB_MH_BRIDGE"
     fi
+    rm -f /run/tb-delayq-"${TB_MH_PREFIX}"[0-9]*.ready /run/tb-delayq-"${TB_MH_PREFIX}"[0-9]*.log
 }
 
-# shape DEV IN_NS(or "") : tbf RATE at the root, netem DELAY under it
+# netem_works: this kernel has sch_netem (tried in a throwaway namespace)
+netem_works() {
+    unshare --net sh -c "ip link set lo up && tc qdisc add dev lo root netem delay 1ms" >/dev/null 2>&1
+}
+
+# delay_with: how --delay is done here: netem or nfqueue (dies when neither can)
+delay_with() {
+    case $TB_MH_DELAY_WITH in
+        netem) echo netem; return ;;
+        nfqueue) ;;
+        auto) if netem_works; then echo netem; return; fi ;;
+        *) die "TB_MH_DELAY_WITH must be netem, nfqueue or auto, got '$TB_MH_DELAY_WITH'" ;;
+    esac
+    command -v iptables >/dev/null 2>&1 ||
+        die "--delay: this kernel has no sch_netem, and the NFQUEUE fallback needs iptables (apt-get install iptables)"
+    command -v "$TB_MH_PYTHON" >/dev/null 2>&1 || die "--delay: the NFQUEUE fallback needs $TB_MH_PYTHON"
+    echo nfqueue
+}
+
+# delay_nfqueue NS: hold what NS sends on eth0 for $delay (delayq.py, bound to
+# queue 0 of NS before the iptables rule sends packets there)
+delay_nfqueue() {
+    _ready="/run/tb-delayq-$1.ready"
+    rm -f "$_ready"
+    # a simple command, not the in_ns function: dash keeps a copy of a
+    # redirected function's stdout open (fd 10+) in the background child,
+    # which would hold `$(hosts.sh up ...)` and the caller's lock (fd 9)
+    # open as long as delayq.py runs
+    nsenter --net="/var/run/netns/$1" "$TB_MH_PYTHON" "$here/delayq.py" 0 "$delay" "$_ready" \
+        </dev/null >/dev/null 2>"/run/tb-delayq-$1.log" 9>&- &
+    _t=0
+    while [ ! -s "$_ready" ]; do
+        [ $_t -lt 50 ] || die "delayq.py did not bind NFQUEUE 0 in $1 within 5 s: $(cat "/run/tb-delayq-$1.log")"
+        sleep 0.1
+        _t=$((_t + 1))
+    done
+    in_ns "$1" iptables -A OUTPUT -o eth0 -j NFQUEUE --queue-num 0 ||
+        die "iptables -j NFQUEUE failed in $1 (the kernel needs nfnetlink_queue and xt_NFQUEUE)"
+}
+
+# shape DEV IN_NS(or "") : tbf RATE at the root, netem DELAY under it (or,
+# without netem, the NFQUEUE delay on the host's own eth0)
 shape() {
     dev=$1 ns=$2 with_delay=$3
     run() { if [ -n "$ns" ]; then in_ns "$ns" "$@"; else "$@"; fi; }
+    netem_delay=""
+    if [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
+        if [ "$how_delay" = netem ]; then netem_delay=$delay; else delay_nfqueue "$ns"; fi
+    fi
     if [ -n "$rate" ]; then
         run tc qdisc add dev "$dev" root handle 1: tbf rate "$rate" burst "$TB_MH_BURST" latency "$TB_MH_TBF_LATENCY"
-        if [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
+        if [ -n "$netem_delay" ]; then
             run tc qdisc add dev "$dev" parent 1:1 handle 10: netem delay "$delay" limit "$TB_MH_NETEM_LIMIT" ||
-                die "tc netem failed (a kernel without sch_netem cannot add --delay; --rate alone works)"
+                die "tc netem failed (TB_MH_DELAY_WITH=nfqueue avoids it)"
         fi
-    elif [ "$with_delay" = 1 ] && [ -n "$delay" ]; then
+    elif [ -n "$netem_delay" ]; then
         run tc qdisc add dev "$dev" root handle 10: netem delay "$delay" limit "$TB_MH_NETEM_LIMIT" ||
-            die "tc netem failed (a kernel without sch_netem cannot add --delay; --rate alone works)"
+            die "tc netem failed (TB_MH_DELAY_WITH=nfqueue avoids it)"
     fi
 }
 
@@ -116,6 +177,10 @@ hosts_up() {
     case $n in ''|*[!0-9]*) die "N must be a number of hosts, got '$n'" ;; esac
     if [ "$n" -lt 1 ] || [ "$n" -gt 200 ]; then die "N must be 1..200, got $n"; fi
     [ "$(id -u)" = 0 ] || die "needs root (ip netns, veth, bridge, tc)"
+    how_delay=""
+    if [ -n "$delay" ]; then
+        how_delay=$(delay_with) || exit 1
+    fi
 
     hosts_down
     # a failure half-way leaves nothing behind
@@ -136,13 +201,18 @@ hosts_up() {
         in_ns "$ns" ip link set lo up
         in_ns "$ns" ip link set eth0 up
         in_ns "$ns" ip route add default via "${TB_MH_NET}.1"
+        if [ -n "$TB_MH_TCP_CC" ]; then
+            in_ns "$ns" ip route replace "${TB_MH_NET}.0/24" dev eth0 proto kernel scope link \
+                src "${TB_MH_NET}.$((10 + i))" congctl "$TB_MH_TCP_CC" ||
+                die "ip route ... congctl $TB_MH_TCP_CC failed in $ns (tcp_available_congestion_control: $(cat /proc/sys/net/ipv4/tcp_available_congestion_control))"
+        fi
         shape eth0 "$ns" 1
         shape "${ns}-br" "" 0
         i=$((i + 1))
     done
     trap - EXIT
     echo "hosts.sh: $n hosts ${TB_MH_PREFIX}1..${TB_MH_PREFIX}$n at ${TB_MH_NET}.11..${TB_MH_NET}.$((10 + n)) on $TB_MH_BRIDGE (${TB_MH_NET}.1);" \
-         "link: ${rate:-unshaped}${delay:+, +$delay one way}"
+         "link: ${rate:-unshaped}${delay:+, +$delay one way ($how_delay)}${TB_MH_TCP_CC:+; TCP $TB_MH_TCP_CC between hosts}"
 }
 
 hosts_status() {
@@ -152,6 +222,7 @@ hosts_status() {
         in_ns "$ns" ip -br addr
         in_ns "$ns" tc qdisc show dev eth0
         tc qdisc show dev "${ns}-br"
+        if command -v iptables >/dev/null 2>&1; then in_ns "$ns" iptables -S OUTPUT | grep NFQUEUE || true; fi
     done
 }
 

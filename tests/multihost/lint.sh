@@ -1,6 +1,6 @@
 #!/bin/sh
 # lint.sh - shellcheck, as POSIX sh, over the launch scripts, the test
-# scripts, the GPU suite scripts and .ci/run. Exit 0 clean, 1 findings, 77 without shellcheck.
+# scripts, the GPU suite scripts, .ci/run and bench/*.sh. Exit 0 clean, 1 findings, 77 without shellcheck.
 #
 #   lint.sh [REPO_ROOT]
 set -eu

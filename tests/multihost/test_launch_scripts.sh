@@ -153,10 +153,10 @@ expect_line "local: nvidia-smi lists 4 GPUs -> 4 ranks" \
 expect_line "local: CUDA_VISIBLE_DEVICES=2,3 -> 2 ranks, exported" \
     "mpirun -np 2$root_flag --map-by slot:PE=8 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
     PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=2,3 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
-expect_words "local: set NCCL/UCX/OMP variables are exported, unset ones not" \
-    "-x NCCL_DEBUG|-x NCCL_ALGO|-x UCX_TLS|-x OMP_NUM_THREADS|-x OPENBLAS_NUM_THREADS|-x MY_VAR" \
-    "NCCL_IB_HCA|NCCL_SOCKET_IFNAME|CUDA_VISIBLE_DEVICES|UNSET_VAR|-x PATH|NCCL_DEBUG=" \
-    NCCL_DEBUG=INFO NCCL_ALGO=Ring UCX_TLS=rc OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=1 \
+expect_words "local: set NCCL/UCX/OMP/TB_GRAD_SYNC variables are exported, unset ones not" \
+    "-x NCCL_DEBUG|-x NCCL_ALGO|-x UCX_TLS|-x OMP_NUM_THREADS|-x OPENBLAS_NUM_THREADS|-x MY_VAR|-x TB_GRAD_SYNC_POLL_US" \
+    "NCCL_IB_HCA|NCCL_SOCKET_IFNAME|CUDA_VISIBLE_DEVICES|UNSET_VAR|-x PATH|NCCL_DEBUG=|TB_GRAD_SYNC_STATS|TB_CORES" \
+    NCCL_DEBUG=INFO NCCL_ALGO=Ring UCX_TLS=rc OMP_NUM_THREADS=3 OPENBLAS_NUM_THREADS=1 TB_GRAD_SYNC_POLL_US=0 \
     TB_EXPORT="MY_VAR UNSET_VAR" MY_VAR=1 TB_CORES=4 "$L/local.sh" -n 2 --dry-run -- trainbench
 expect_words "local: more ranks than cores -> oversubscribe, no binding" \
     "-np 6|--oversubscribe|--bind-to none" "PE=|--bind-to core" \

@@ -4,8 +4,12 @@
 # style table) unshaped, then with `hosts.sh up 2 --rate 40mbit` (brought up
 # over the running hosts: `up` must replace them), and the shaped bus
 # bandwidth must be at most the link rate (+15 % for the token bucket's
-# burst) while the unshaped one is at least 3x the rate; after `down`
-# (twice) no namespace, veth or bridge of ours is left.
+# burst) while the unshaped one is at least 3x the rate; then `hosts.sh up 2
+# --delay 5ms` (netem, or delayq.py where the kernel has no sch_netem; with
+# TB_MH_TCP_CC=cubic, which must show on the hosts' route) must add at least
+# the 2 x 5 ms to linkprobe.py's round trip (a lower bound only: load can
+# only lengthen it); after `down` (twice) no namespace, veth,
+# bridge or delayq.py of ours is left.
 #
 #   test_shaped_link.sh TRAINBENCH
 #
@@ -57,12 +61,39 @@ awk -v p="$plain" -v s="$shaped" 'BEGIN {
     if (p == "" || p < 3 * rate) { print "FAIL unshaped busbw " p " GB/s is not well above 40 Mbit/s"; bad = 1 }
     exit bad }' || fail "the link shaping did not take effect"
 
+# --delay: the round trip must carry both one-way delays (2 x 5 ms)
+: "${TB_MH_PYTHON:=python3}"
+if out=$(TB_MH_TCP_CC=cubic "$here/hosts.sh" up 2 --delay 5ms 2>&1); then
+    echo "$out"
+    "$here/hosts.sh" status
+    # TB_MH_TCP_CC: the hosts' subnet route carries the congestion control
+    for ns in "${TB_MH_PREFIX}1" "${TB_MH_PREFIX}2"; do
+        mh_in_ns "$ns" ip route show "$TB_MH_NET.0/24" | grep -q "congctl cubic" ||
+            fail "TB_MH_TCP_CC=cubic: $ns's route is '$(mh_in_ns "$ns" ip route show "$TB_MH_NET.0/24")'"
+    done
+    mh_in_ns "${TB_MH_PREFIX}2" "$TB_MH_PYTHON" "$here/linkprobe.py" serve 5302 9>&- &
+    probe=$(mh_in_ns "${TB_MH_PREFIX}1" "$TB_MH_PYTHON" "$here/linkprobe.py" probe "$TB_MH_NET.12" 5302 1 9>&-) ||
+        fail "linkprobe.py across the delayed link failed"
+    wait
+    echo "$probe"
+    rtt=$(echo "$probe" | sed -n 's/.*rtt median \([0-9]*\) us.*/\1/p')
+    if [ -z "$rtt" ] || [ "$rtt" -lt 10000 ]; then
+        fail "--delay 5ms: round trip ${rtt:-?} us, expected at least 10000 us"
+    fi
+else
+    case $out in
+        *"needs iptables"* | *"needs python"*) echo "# --delay not checked: $out" ;;
+        *) echo "$out"; fail "hosts.sh up 2 --delay 5ms failed" ;;
+    esac
+fi
+
 trap - EXIT
 "$here/hosts.sh" down
 "$here/hosts.sh" down
+if ls /run/tb-delayq-"${TB_MH_PREFIX}"* >/dev/null 2>&1; then fail "delayq.py files left after down: $(ls /run/tb-delayq-"${TB_MH_PREFIX}"*)"; fi
 left=$(ip netns list | awk '{print $1}' | grep -E "^${TB_MH_PREFIX}[0-9]+\$" || true)
 [ -z "$left" ] || fail "namespaces left after down: $left"
 if ip -o link show | grep -E ": (${TB_MH_PREFIX}[0-9]+-br|$TB_MH_BRIDGE)[@:]" >/dev/null; then
     fail "links left after down: $(ip -o link show | grep -E ": (${TB_MH_PREFIX}[0-9]+-br|$TB_MH_BRIDGE)[@:]")"
 fi
-echo "PASS: the shaped link holds the all-reduce to 40 Mbit/s and down leaves nothing behind"
+echo "PASS: the shaped link holds the all-reduce to 40 Mbit/s, --delay lengthens the round trip, down leaves nothing behind"
