@@ -62,8 +62,12 @@ trap 'exit 143' TERM
 mh_launch_env
 export TB_NCCL_SOCKET_IFNAME=eth0
 export TB_MH_AGENT_LOG="$work/agent.log"
+# the hostfile names the hosts by TB_MH_PREFIX (tests/multihost/hostfile is
+# the default's, tbh1..tbh3)
+hostfile=$work/hostfile
+for i in 1 2 3; do echo "$TB_MH_PREFIX$i slots=1"; done >"$hostfile"
 launch() {
-    timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$here/hostfile" --fabric tcp -n 3 -- "$@" 9>&-
+    timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$hostfile" --fabric tcp -n 3 -- "$@" 9>&-
 }
 
 echo "== 1. one rank per emulated host"
