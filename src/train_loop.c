@@ -175,8 +175,7 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
     free(loss);
 }
 
-/* The timed stretch's device facts: NVML's window, peak memory. */
-static void device_summary(tb_train_run *r, tb_rank_summary *s) {
+void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
     if (r->util) {
         tb_nvml_stats st;
         tb_nvml_sampler_stats(r->util, &st);
@@ -253,7 +252,7 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
     }
     flush(r, o, &c);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed : 0;
-    if (o->step > c.warm_end) device_summary(r, &o->mine);
+    if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);
     free(c.epochs);
     free(c.recs);
 }

@@ -71,16 +71,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     }
     collect_all(t, k, 1, mine);
     mine->elapsed_s = tb_now() - t_start;
-    if (r->util) {
-        tb_nvml_stats st;
-        tb_nvml_sampler_stats(r->util, &st);
-        mine->util_samples = st.samples;
-        mine->util_pct = st.util_pct_mean;
-        mine->sm_active_pct = st.sm_active_pct_mean;
-    }
-    tb_mem_info mi;
-    r->be->memory(r->be, &mi);
-    mine->peak_mem_bytes = (double)mi.peak;
+    tb_train_device_summary(r, mine);
     tb_source_destroy(src);
     tb_trainer_destroy(t);
 }

@@ -142,6 +142,10 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
 
 /* train_loop.c: the training steps on every rank. */
 void tb_train_loop(tb_train_run *r, tb_train_outcome *o);
+/* The timed stretch's device facts into s: NVML's utilisation window
+ * (r->util, when sampling) and the backend's peak memory (train_loop.c;
+ * the scaling rows use it too). */
+void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s);
 /* Checkpoint of the state after `step` steps (rank 0; under the report lock
  * so the watchdog never writes HDF5 at the same time). */
 void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
