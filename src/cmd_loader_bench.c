@@ -25,6 +25,7 @@
 #include "src/core/log.h"
 #include "src/loader_feed.h"
 #include "src/nvml.h"
+#include "src/provenance.h"
 #include "src/results.h"
 #include "src/core/timer.h"
 #include "src/core/version.h"
@@ -346,24 +347,16 @@ static int cmd_feed(int argc, char **argv) {
     if (results[0]) {
         tb_attrs a;
         memset(&a, 0, sizeof a);
-        char buf[4096], host[64] = "localhost", t_end[32];
+        char host[64] = "localhost", t_end[32];
         gethostname(host, sizeof host - 1);
-        command_line(buf, sizeof buf, "loader-bench", argc, argv);
         tb_utc_now(t_end, sizeof t_end);
         tb_attrs_str(&a, "kind", "loader-feed");
-        tb_attrs_str(&a, "trainbench_version", tb_version_string);
-        tb_attrs_str(&a, "git_revision", tb_git_revision);
-        tb_attrs_str(&a, "command_line", buf);
         tb_attrs_str(&a, "start_time", t_start);
         tb_attrs_str(&a, "end_time", t_end);
         tb_attrs_str(&a, "status", "complete");
-        tb_attrs_str(&a, "hostnames", host);
-        tb_attrs_str(&a, "backend", be->name);
-        tb_attrs_str(&a, "device_names", be->device);
-        tb_attrs_str(&a, "library_versions", be->versions);
-        tb_h5_library_version(buf, sizeof buf);
-        tb_attrs_str(&a, "hdf5_version", buf);
-        tb_attrs_str(&a, "libjpeg_turbo_version", tb_jpeg_version());
+        /* versions, command line, host, backend, device, GPU and library
+         * versions: as every results file of train */
+        tb_provenance_fill(&a, "loader-bench", argc, argv, be, 1, host);
         tb_attrs_str(&a, "device_columns", dev_note);
         tb_attrs_str(&a, "model", model);
         tb_attrs_str(&a, "precision", tb_precision_name(prec));
