@@ -555,7 +555,7 @@ static void test_convert_input(void) {
 
 /* ==== streams, events, memory ================================================================= */
 
-static void test_ordering_and_memory(void) {
+static void test_ordering(void) {
     tb_backend *gb = g_gpu;
     tb_stream *s = gb->stream_create(gb);
     tb_event *a = gb->event_create(gb, 1), *b = gb->event_create(gb, 1), *c = gb->event_create(gb, 0);
@@ -586,6 +586,18 @@ static void test_ordering_and_memory(void) {
     snprintf(what, sizeof what, "elapsed ms between events: %.3f (20 relu passes over 256 MiB)", ms);
     report(what, 0, 0, ms > 0.01 && ms < 10000);
 
+    gb->host_free(gb, pin);
+    gb->release(gb, x), gb->release(gb, y);
+    gb->event_destroy(gb, a), gb->event_destroy(gb, b), gb->event_destroy(gb, c);
+    gb->stream_destroy(gb, s);
+}
+
+/* The allocator's accounting against cudaMemGetInfo, which sees the whole
+ * device: run alone (`test_cuda_ops memory`, ctest cuda_ops_memory with
+ * RUN_SERIAL), or another process's allocations land in the difference. */
+static void test_memory_accounting(void) {
+    tb_backend *gb = g_gpu;
+    char what[160];
     tb_mem_info m0, m1;
     gb->memory(gb, &m0);
     void *big = gb->alloc(gb, (size_t)512 << 20);
@@ -597,15 +609,18 @@ static void test_ordering_and_memory(void) {
            m1.in_use - m0.in_use == ((size_t)512 << 20) && dev_delta >= (double)(500u << 20) &&
                dev_delta <= (double)(600u << 20) && m1.peak >= m1.in_use && m1.device_total > 0);
     gb->release(gb, big);
-    gb->host_free(gb, pin);
-    gb->release(gb, x), gb->release(gb, y);
-    gb->event_destroy(gb, a), gb->event_destroy(gb, b), gb->event_destroy(gb, c);
-    gb->stream_destroy(gb, s);
 }
 
 static void abort_hook(int code) { exit(code); }
 
-int main(void) {
+/* test_cuda_ops [memory]: every op (default), or only the memory
+ * accounting, which must run with no other process on the GPU. */
+int main(int argc, char **argv) {
+    int memory_only = argc > 1 && strcmp(argv[1], "memory") == 0;
+    if (argc > 1 && !memory_only) {
+        fprintf(stderr, "usage: test_cuda_ops [memory]\n");
+        return 2;
+    }
     char why[200];
     int ndev = tb_cuda_device_count(why, sizeof why);
     if (ndev <= 0) {
@@ -624,6 +639,10 @@ int main(void) {
         return 1;
     }
     printf("# test_cuda_ops: CUDA backend vs CPU backend on %s\n# %s\n", g_gpu->device, g_gpu->versions);
+    if (memory_only) {
+        test_memory_accounting();
+        goto done;
+    }
 
     static const conv_case convs[] = {
         {2, 3, 16, 33, 31, 7, 2, 3},  /* the stem, odd sizes */
@@ -659,8 +678,9 @@ int main(void) {
     test_sgd(g_gpu, 0.0, 0);
     test_loss_scale_growth(g_gpu);
     test_convert_input();
-    test_ordering_and_memory();
+    test_ordering();
 
+done:
     g_gpu_tf32->destroy(g_gpu_tf32);
     g_gpu->destroy(g_gpu);
     g_cpu->destroy(g_cpu);

@@ -3,7 +3,7 @@
 # and exits 77, which ctest reports as skipped; in a build without the CUDA
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
-set(TB_GPU_TESTS cuda_ops cuda_model mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
+set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced)
@@ -22,6 +22,11 @@ if(TARGET tb_cuda)
   target_link_libraries(test_cuda_model PRIVATE tb_model)
   add_test(NAME cuda_model COMMAND test_cuda_model)
   set_tests_properties(cuda_model PROPERTIES TIMEOUT 900)
+  # the allocator's accounting against cudaMemGetInfo, which counts every
+  # process on the device: alone, while the rest may run in parallel (ctest -j)
+  add_test(NAME cuda_ops_memory COMMAND test_cuda_ops memory)
+  add_test(NAME cuda_model_memory COMMAND test_cuda_model memory)
+  set_tests_properties(cuda_ops_memory cuda_model_memory PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
 
   # bf16 training on a learnable mkdata set (one rank): the loss falls
   add_test(NAME mkdata_gpu

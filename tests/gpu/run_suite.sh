@@ -38,6 +38,8 @@ SUM=$OUT/summary.txt
 : >"$SUM"
 exec > >(tee -a "$LOG") 2>&1
 T0=$(date +%s)
+BUDGET=${TB_SUITE_BUDGET:-540}  # s: the tests stage ends by T0 + BUDGET (the device allows 600 a call)
+JOBS=${TB_SUITE_JOBS:-4}        # ctest -j for the tests stage
 say() { printf '%s\n' "$*" | tee -a "$SUM"; }
 stage_result() { say "$(printf '%-10s %-8s %5ss  %s' "$1" "$2" "$(( $(date +%s) - $3 ))" "${4:-}")"; }
 
@@ -122,7 +124,14 @@ run_tests() {
   local t sel=("-L" "gpu") what="-L gpu"
   t=$(date +%s)
   if [ -n "${1:-}" ]; then sel=("-R" "$1"); what="-R $1"; fi
-  ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 \
+  # In parallel (16 cores, one GPU with room for several small runs; the two
+  # memory-accounting tests are RUN_SERIAL), and ended by the suite's budget:
+  # ctest starts nothing after --stop-time and cuts running tests' timeouts
+  # to it, so the call returns its logs inside the device's 10 minutes.
+  local stop=$(( T0 + BUDGET ))
+  if [ "$(date +%s)" -ge $(( stop - 30 )) ]; then stage_result tests FAIL "$t" "suite budget (${BUDGET} s) spent before the tests"; return; fi
+  ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$JOBS" \
+    --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
     --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
   local pass fail skip
   pass=$(grep -c ' Passed ' "$OUT/keep/ctest.log")
