@@ -42,6 +42,8 @@ WORK=$(mktemp -d /tmp/tb_feed.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 T0=$(date +%s)
 BUDGET=${TB_FEED_BUDGET:-530} # seconds for the whole script
+# run_suite.sh's cap for this stage (what is left of the device call)
+if [ -n "${TB_STAGE_BUDGET:-}" ] && [ "$TB_STAGE_BUDGET" -lt "$BUDGET" ]; then BUDGET=$TB_STAGE_BUDGET; fi
 FAILED=0
 LEFT_OUT=""
 PROBE=$(dirname "$TB")/tests/tb_data_probe

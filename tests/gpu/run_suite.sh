@@ -6,6 +6,12 @@
 #     bash tests/gpu/run_suite.sh                 # env probe tests (default)
 #     bash tests/gpu/run_suite.sh bench           # the ResNet-50 benchmark
 #     bash tests/gpu/run_suite.sh env tests:golden  # a ctest -R subset
+#     bash tests/gpu/run_suite.sh nccl@200 feed     # several stages in one call
+#
+# The suite ends within TB_SUITE_BUDGET seconds (default 540; a device call
+# may last 600): each stage gets what is left of it, or less with STAGE@S.
+# The tests stage runs ctest -j TB_SUITE_JOBS (4) and stops at its deadline
+# (tests not started by then are `Not Run` and count as failures).
 #
 # Stages, in the order given:
 #   env     the machine: nvidia-smi, driver, python/torch and the CUDA
@@ -38,7 +44,7 @@ SUM=$OUT/summary.txt
 : >"$SUM"
 exec > >(tee -a "$LOG") 2>&1
 T0=$(date +%s)
-BUDGET=${TB_SUITE_BUDGET:-540}  # s: the tests stage ends by T0 + BUDGET (the device allows 600 a call)
+BUDGET=${TB_SUITE_BUDGET:-540}  # s: every stage ends by T0 + BUDGET (the device allows 600 a call)
 JOBS=${TB_SUITE_JOBS:-4}        # ctest -j for the tests stage
 say() { printf '%s\n' "$*" | tee -a "$SUM"; }
 stage_result() { say "$(printf '%-10s %-8s %5ss  %s' "$1" "$2" "$(( $(date +%s) - $3 ))" "${4:-}")"; }
@@ -128,8 +134,8 @@ run_tests() {
   # memory-accounting tests are RUN_SERIAL), and ended by the suite's budget:
   # ctest starts nothing after --stop-time and cuts running tests' timeouts
   # to it, so the call returns its logs inside the device's 10 minutes.
-  local stop=$(( T0 + BUDGET ))
-  if [ "$(date +%s)" -ge $(( stop - 30 )) ]; then stage_result tests FAIL "$t" "suite budget (${BUDGET} s) spent before the tests"; return; fi
+  local stop=$(( t + STAGE_LEFT ))
+  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result tests FAIL "$t" "suite budget (${BUDGET} s) spent before the tests"; return; fi
   ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$JOBS" \
     --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
     --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
@@ -151,13 +157,24 @@ run_script() { # name script
   local t
   t=$(date +%s)
   if [ ! -f "$2" ]; then stage_result "$1" FAIL "$t" "$2 does not exist yet"; return; fi
-  if bash "$2"; then stage_result "$1" ok "$t"; else stage_result "$1" FAIL "$t" "$2 failed (see suite.log)"; fi
+  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result "$1" FAIL "$t" "suite budget (${BUDGET} s) spent before this stage"; return; fi
+  # the stage script takes the smaller of its own budget and this cap
+  if TB_STAGE_BUDGET=$STAGE_LEFT bash "$2"; then stage_result "$1" ok "$t"; else stage_result "$1" FAIL "$t" "$2 failed (see suite.log)"; fi
 }
 
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(env probe tests)
-for s in "${stages[@]}"; do
-  echo "=================== $s ($(( $(date +%s) - T0 )) s into the suite)"
+for spec in "${stages[@]}"; do
+  # STAGE[@SECONDS]: the stage gets at most SECONDS, and never more than what
+  # is left of the suite's BUDGET (so several stages fit one device call)
+  s=${spec%@*}
+  STAGE_LEFT=$(( T0 + BUDGET - $(date +%s) ))
+  if [ "$s" != "$spec" ]; then
+    cap=${spec##*@}
+    case "$cap" in ''|*[!0-9]*) say "bad stage '$spec': STAGE@SECONDS"; continue ;; esac
+    [ "$cap" -lt "$STAGE_LEFT" ] && STAGE_LEFT=$cap
+  fi
+  echo "=================== $s ($(( $(date +%s) - T0 )) s into the suite, at most $STAGE_LEFT s for it)"
   case "$s" in
     env) run_env ;;
     probe) run_probe ;;
