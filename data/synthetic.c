@@ -68,13 +68,28 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
     free(proto);
 }
 
+/* Pool element of position p of `epoch`. */
+static uint64_t pool_row(const tb_synthetic *s, uint64_t key, int64_t p) {
+    return tb_hash2(key, (uint64_t)p) % (uint64_t)s->pool;
+}
+
 void tb_synthetic_samples(const tb_synthetic *s, int64_t epoch, int64_t start, int n,
                           float *images, int32_t *labels) {
     size_t plane = (size_t)3 * s->h * s->w;
     uint64_t key = tb_hash2(s->seed, (uint64_t)epoch);
     for (int i = 0; i < n; i++) {
-        uint64_t k = tb_hash2(key, (uint64_t)(start + i)) % (uint64_t)s->pool;
+        uint64_t k = pool_row(s, key, start + i);
         memcpy(images + (size_t)i * plane, s->images + k * plane, plane * sizeof *images);
+        labels[i] = s->labels[k];
+    }
+}
+
+void tb_synthetic_rows(const tb_synthetic *s, int64_t epoch, int64_t start, int n, int32_t *rows,
+                       int32_t *labels) {
+    uint64_t key = tb_hash2(s->seed, (uint64_t)epoch);
+    for (int i = 0; i < n; i++) {
+        uint64_t k = pool_row(s, key, start + i);
+        rows[i] = (int32_t)k;
         labels[i] = s->labels[k];
     }
 }

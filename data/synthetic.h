@@ -23,6 +23,11 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
  * hash(seed, epoch, p) mod pool. */
 void tb_synthetic_samples(const tb_synthetic *s, int64_t epoch, int64_t start, int n,
                           float *images, int32_t *labels);
+/* The same positions as pool rows: rows[i] is the pool element that
+ * tb_synthetic_samples would copy for position start + i (for batches
+ * gathered from a copy of the pool elsewhere, e.g. in device memory). */
+void tb_synthetic_rows(const tb_synthetic *s, int64_t epoch, int64_t start, int n, int32_t *rows,
+                       int32_t *labels);
 void tb_synthetic_free(tb_synthetic *s);
 
 #endif

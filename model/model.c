@@ -262,6 +262,31 @@ void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels,
     m->be->convert(m->be, &src, &x, 0);
 }
 
+void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows, const int32_t *labels,
+                             int n) {
+    TB_ASSERT(pool && rows && n >= 1 && n <= m->max_batch);
+    tb_model_set_labels(m, labels, n);
+    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
+    /* the gather's target: the float staging buffer, or the input itself
+     * where the input activation is float32 NCHW already */
+    if (!m->in_f32 && (x.dtype != TB_F32 || x.layout != TB_NCHW))
+        TB_FATAL("tb_model_set_batch_rows: the input activation is %s %s and there is no float32 staging",
+                 tb_dtype_name(x.dtype), tb_layout_name(x.layout));
+    float *dst = m->in_f32 ? m->in_f32 : x.data; /* [n,3,H,W] float32 */
+    size_t per = (size_t)3 * m->height * m->width;
+    for (int i = 0; i < n;) { /* runs of consecutive rows: one copy each */
+        int j = i + 1;
+        while (j < n && rows[j] == rows[j - 1] + 1) j++;
+        m->be->copy_d2d(m->be, dst + (size_t)i * per, pool + (size_t)rows[i] * per,
+                        (size_t)(j - i) * per * sizeof(float));
+        i = j;
+    }
+    if (m->in_f32) {
+        tb_tensor src = {m->in_f32, n, 3, m->height, m->width, TB_F32, TB_NCHW};
+        m->be->convert(m->be, &src, &x, 0);
+    }
+}
+
 uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip) {
     if (!m->in_u8) {
         size_t bytes = (size_t)m->max_batch * m->height * m->width * 3;

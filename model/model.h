@@ -116,6 +116,13 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n);
 
 /* Uploads a batch: images [n,3,H,W] float32, labels [n] in [0, classes). */
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n);
+/* The same from a pool already in device memory (be->alloc): pool
+ * [rows,3,H,W] float32; sample i of the batch is pool row rows[i] (host
+ * [n]). Copies on the compute stream (runs of consecutive rows in one
+ * copy), then the same conversion as tb_model_set_batch: nothing crosses
+ * the host-device link but the labels. */
+void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows, const int32_t *labels,
+                             int n);
 /* The same from the loader's uint8 form: images [n,H,W,3] RGB, flip [n]
  * (1: mirror; NULL: none), normalised on the device (4x less to upload). */
 void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *flip,

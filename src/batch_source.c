@@ -25,6 +25,12 @@ struct tb_source {
     /* synthetic + batch file: this rank's current batch */
     float *images;             /* [batch,3,S,S] */
     int32_t *labels;           /* [batch] */
+    /* synthetic + batch file, resident (tb_feed_opts.resident): the pool or
+     * the file's rows in device memory, batches named by row */
+    tb_backend *dbe;           /* the backend that holds dpool */
+    float *dpool;              /* [dpool_rows,3,S,S] device */
+    int64_t dpool_rows;
+    int32_t *rows;             /* [batch] host: this batch's rows of dpool */
     /* loader */
     tb_loader_opts lo;         /* as created (tb_source_feed remakes the loader from it) */
     tb_loader *ld;             /* NULL once an upload owns it */
@@ -96,14 +102,40 @@ tb_source *tb_source_loader(const tb_loader_opts *o) {
 }
 
 tb_feed_opts tb_feed_default(const tb_backend *be) {
-    tb_feed_opts f = {0, 0};
-    if (strcmp(be->name, "cuda") == 0) f.u8 = f.pinned = 1;
+    tb_feed_opts f = {0, 0, 0};
+    if (strcmp(be->name, "cuda") == 0) f.u8 = f.pinned = f.resident = 1;
     return f;
+}
+
+/* Synthetic pool or batch-file rows, once, into the model's device memory. */
+static void make_resident(tb_source *s, tb_model *m) {
+    if (s->started || s->dpool) TB_FATAL("tb_source_feed after the source started");
+    if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
+        TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the source makes %dx%d of %d", m->height,
+                 m->width, m->max_batch, s->image, s->image, s->batch);
+    const float *host = s->kind == SRC_SYNTHETIC ? s->syn.images : s->bf.images;
+    int64_t rows = s->kind == SRC_SYNTHETIC ? s->syn.pool : s->bf.n;
+    size_t bytes = (size_t)rows * 3 * s->image * s->image * sizeof(float);
+    s->dbe = m->be;
+    s->dpool = m->be->alloc(m->be, bytes);
+    m->be->copy_h2d(m->be, s->dpool, host, bytes);
+    s->dpool_rows = rows;
+    s->rows = malloc((size_t)s->batch * sizeof *s->rows);
+    if (!s->rows) TB_FATAL("out of host memory");
+    free(s->images); /* batches are rows now */
+    s->images = NULL;
+}
+
+int64_t tb_source_resident_bytes(const tb_source *s) {
+    return s->dpool ? s->dpool_rows * 3 * (int64_t)s->image * s->image * (int64_t)sizeof(float) : 0;
 }
 
 void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
     tb_feed_opts f = fo ? *fo : tb_feed_default(m->be);
-    if (s->kind != SRC_LOADER) return;
+    if (s->kind != SRC_LOADER) {
+        if (f.resident) make_resident(s, m);
+        return;
+    }
     if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
         tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
     if (!f.u8) return;
@@ -159,7 +191,14 @@ void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
 /* Positions [p, p + run) of the epoch's order into batch rows [at, at + run). */
 static void fetch(tb_source *s, int64_t p, int run, int at) {
     size_t per = (size_t)3 * s->image * s->image;
-    if (s->kind == SRC_SYNTHETIC) {
+    if (s->dpool) { /* resident: only which rows */
+        if (s->kind == SRC_SYNTHETIC) {
+            tb_synthetic_rows(&s->syn, s->epoch, p, run, s->rows + at, s->labels + at);
+        } else {
+            for (int i = 0; i < run; i++) s->rows[at + i] = (int32_t)(p + i);
+            memcpy(s->labels + at, s->bf.labels + p, (size_t)run * sizeof(int32_t));
+        }
+    } else if (s->kind == SRC_SYNTHETIC) {
         tb_synthetic_samples(&s->syn, s->epoch, p, run, s->images + (size_t)at * per, s->labels + at);
     } else {
         memcpy(s->images + (size_t)at * per, s->bf.images + (size_t)p * per, (size_t)run * per * sizeof(float));
@@ -201,7 +240,12 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
         fetch(s, p, run, done);
         done += run;
     }
-    b->images = s->images;
+    if (s->dpool) {
+        b->pool = s->dpool;
+        b->rows = s->rows;
+    } else {
+        b->images = s->images;
+    }
     b->labels = s->labels;
     b->n = count;
     b->wait_s = tb_now() - t0;
@@ -234,6 +278,11 @@ void tb_source_destroy(tb_source *s) {
         else if (s->ld)
             tb_loader_destroy(s->ld);
     }
+    if (s->dpool) { /* the last batches' copies read it: let them finish */
+        s->dbe->sync(s->dbe);
+        s->dbe->release(s->dbe, s->dpool);
+    }
+    free(s->rows);
     if (s->kind == SRC_SYNTHETIC) tb_synthetic_free(&s->syn);
     if (s->kind == SRC_BATCHFILE) tb_batchfile_free(&s->bf);
     free(s->images);

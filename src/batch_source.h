@@ -29,14 +29,21 @@ typedef struct {
     int u8;          /* uint8 NHWC crops + flip flags, normalised and flipped on the device */
     int pinned;      /* loader slots in the backend's pinned memory, copied asynchronously
                         on a copy stream, the next batch's copy overlapping this step */
+    int resident;    /* synthetic and batch-file sources: their pool (or rows) uploaded once
+                        into device memory and each batch gathered there (no per-step upload,
+                        as DeepLearningExamples' synthetic data and a benchmark's on-device batch) */
 } tb_feed_opts;
-/* CUDA: uint8 and pinned; CPU: float batches straight in (neither). */
+/* CUDA: uint8, pinned and resident; CPU: float batches straight in (none). */
 tb_feed_opts tb_feed_default(const tb_backend *be);
 /* Makes a loader source feed model m as fo says (NULL: tb_feed_default of
  * m's backend): the loader is remade with uint8 output, deferred flip and
  * (pinned) the backend's host allocation, behind a tb_upload. No-op for
- * the other sources and for u8 = 0. Before the first start_epoch. */
+ * loader sources when u8 = 0; a synthetic or batch-file source with
+ * resident = 1 puts its data in m's device memory. Before the first
+ * start_epoch. */
 void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo);
+/* Device bytes a resident source holds (0: not resident). */
+int64_t tb_source_resident_bytes(const tb_source *s);
 /* The upload behind a fed loader source, NULL otherwise. */
 tb_upload *tb_source_upload(tb_source *s);
 

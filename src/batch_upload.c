@@ -242,7 +242,9 @@ void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
     tb_input_norm nm = imagenet_norm();
     tb_upload *u = b->up;
     if (!u) {
-        if (b->images)
+        if (b->rows)
+            tb_model_set_batch_rows(m, b->pool, b->rows, b->labels, b->n);
+        else if (b->images)
             tb_model_set_batch(m, b->images, b->labels, b->n);
         else
             tb_model_set_batch_u8(m, b->images_u8, b->flip, b->labels, b->n, &nm);

@@ -28,7 +28,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     lo.decode = fs->decode;
     lo.gpu_device = -1; /* --decode gpu: the device the CUDA backend made current */
     tb_source *src = tb_source_loader(&lo);
-    tb_feed_opts fo = {1, c->pinned};
+    tb_feed_opts fo = {.u8 = 1, .pinned = c->pinned};
     tb_source_feed(src, m, &fo);
 
     int64_t epoch = 0;

@@ -44,6 +44,13 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     return tb_source_loader(&o);
 }
 
+tb_feed_opts tb_train_feed_opts(const tb_train_flags *f, const tb_backend *be) {
+    tb_feed_opts fo = tb_feed_default(be);
+    if (strcmp(f->resident, "on") == 0) fo.resident = 1;
+    if (strcmp(f->resident, "off") == 0) fo.resident = 0;
+    return fo;
+}
+
 /* ---- every rank sees the same data set ---------------------------------------------- */
 
 /* Appends "rank R (host)" to a list of at most 4 ranks, then counts the rest. */

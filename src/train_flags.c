@@ -18,6 +18,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->cuda_graph, sizeof f->cuda_graph, "auto");
     snprintf(f->step_mode, sizeof f->step_mode, "auto");
     snprintf(f->layout, sizeof f->layout, "auto");
+    snprintf(f->resident, sizeof f->resident, "auto");
     f->graph_warmup = 3;
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
@@ -83,6 +84,9 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"val", TB_OPT_STRING, f->val, 0, 0, NULL, "validation images: top-1/top-5 after each epoch"},
         {"synthetic", TB_OPT_FLAG, &f->synthetic, 0, 0, NULL, "synthetic input, no decoding (default without --data)"},
         {"synthetic-size", TB_OPT_INT, &f->synthetic_size, 1, 1 << 30, NULL, "samples in a synthetic epoch"},
+        {"resident", TB_OPT_CHOICE, f->resident, 0, 0, "auto|on|off",
+         "synthetic and --batch-file data: the sample pool uploaded once into device memory and each batch "
+         "gathered there, no per-step upload (as a benchmark's on-device batch); auto: on with CUDA"},
         {"batch-file", TB_OPT_STRING, f->batch_file, 0, 0, NULL, "train on the rows of a batch file (/images, /labels), in order"},
         {"last-batch", TB_OPT_CHOICE, f->last_batch, 0, 0, "drop|pad|keep", "an epoch's remainder when ranks x batch does not divide the data: drop it, pad the last step from the epoch's start, or keep a short last step (uneven shards)"},
         {"strict-data", TB_OPT_FLAG, &f->strict_data, 0, 0, NULL, "a corrupt image ends the run"},

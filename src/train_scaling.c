@@ -43,7 +43,8 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     tb_trainer_set_monitor(t, r->mon);
     tb_trainer_sync_state(t);
     tb_source *src = tb_train_source(f, &r->d, r->classes, tb_comm_rank(sub), k, TB_USE_SCALING);
-    tb_source_feed(src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
+    tb_feed_opts fo = tb_train_feed_opts(f, r->be); /* as the training run's source */
+    tb_source_feed(src, r->m, &fo);
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;

@@ -208,7 +208,9 @@ static void make_model(tb_train_run *r) {
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
-    tb_source_feed(r->src, r->m, NULL); /* CUDA: uint8 batches from pinned slots (src/batch_upload.h) */
+    /* CUDA: uint8 batches from pinned slots (src/batch_upload.h), synthetic data resident */
+    tb_feed_opts fo = tb_train_feed_opts(f, r->be);
+    tb_source_feed(r->src, r->m, &fo);
     tb_train_check_epoch_plan(r);
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);
@@ -286,6 +288,8 @@ static void record_settings(tb_train_run *r) {
     int64_t trained = tb_source_epoch_trained(r->src), n_all = tb_source_epoch_size(r->src);
     tb_attrs_str(a, "last_batch", tb_last_batch_name(tb_source_last_batch(r->src)));
     tb_attrs_str(a, "decode", f->data[0] ? f->decode : "-"); /* JPEG decode path (--decode) */
+    /* synthetic / batch-file data in device memory, gathered there (--resident) */
+    tb_attrs_int(a, "resident_data_bytes", tb_source_resident_bytes(r->src));
     tb_attrs_int(a, "epoch_samples_trained", trained);
     tb_attrs_int(a, "epoch_samples_dropped", trained < n_all ? n_all - trained : 0);
     tb_attrs_int(a, "epoch_samples_padded", trained > n_all ? trained - n_all : 0);
@@ -316,6 +320,11 @@ static void print_header(const tb_train_run *r) {
     printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
            f->batch_file[0] ? f->batch_file : f->data[0] ? f->data : "synthetic", r->dataset_size,
            (long long)r->steps_per_epoch, f->batch, r->global_batch, r->image, r->image);
+    int64_t res = tb_source_resident_bytes(r->src);
+    if (res > 0)
+        printf("# data resident on the device (--resident): %.0f MiB uploaded once, each batch gathered there "
+               "(no per-step upload)\n",
+               (double)res / 1048576.0);
     tb_train_print_epoch_plan(r);
     printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
            "smoothing %g; buckets %g MiB (first %g), overlap %s; watchdog %s\n",

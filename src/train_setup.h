@@ -34,6 +34,7 @@ typedef struct {
     char cuda_graph[TB_OPT_STR_MAX];  /* auto | on | off */
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
+    char resident[TB_OPT_STR_MAX];    /* auto | on | off: synthetic / batch-file data in device memory */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
     char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
@@ -139,6 +140,9 @@ typedef enum { TB_USE_TRAIN, TB_USE_VAL, TB_USE_SCALING } tb_source_use;
 /* The batch source of `rank` of `world`. */
 tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
                            tb_source_use use);
+/* How the run's sources feed the model: tb_feed_default of its backend,
+ * with --resident on/off overriding the default for synthetic data. */
+tb_feed_opts tb_train_feed_opts(const tb_train_flags *f, const tb_backend *be);
 
 /* train_loop.c: the training steps on every rank. */
 void tb_train_loop(tb_train_run *r, tb_train_outcome *o);

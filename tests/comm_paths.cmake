@@ -13,7 +13,11 @@ set(TB_ASYNC ${TB_PY} ${TB_TEST_DIR}/test_async_step.py --trainbench ${TB_BIN}
 add_test(NAME async_step_np1 COMMAND ${TB_ASYNC})
 add_test(NAME async_step_np1_nesterov_smoothing
          COMMAND ${TB_ASYNC} --extra "--nesterov --label-smoothing 0.1 --no-bn-decay --bucket-mb 0.5")
-set_tests_properties(async_step_np1 async_step_np1_nesterov_smoothing PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+# --resident on (the synthetic pool in device memory, batches gathered
+# there: the CUDA default) against batches from host memory
+add_test(NAME resident_equals_host_np1 COMMAND ${TB_ASYNC} --mode resident --extra "--step-mode async")
+set_tests_properties(async_step_np1 async_step_np1_nesterov_smoothing resident_equals_host_np1
+                     PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
 if(TB_HAVE_MPI)
   # uneven shards: rank 1 has no sample in the last step (keep), and a padded epoch
   add_test(NAME async_step_np2_keep_n0
@@ -22,9 +26,12 @@ if(TB_HAVE_MPI)
   add_test(NAME async_step_np3_pad
            COMMAND ${TB_ASYNC} --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 3 --last-batch pad --synthetic-size 7
                    --batch 2 --steps 5 --extra "--bucket-mb 1 --no-overlap")
-  set_tests_properties(async_step_np2_keep_n0 PROPERTIES PROCESSORS 2)
+  add_test(NAME resident_equals_host_np2_keep_n0
+           COMMAND ${TB_ASYNC} --mode resident --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --last-batch keep
+                   --synthetic-size 5 --batch 2 --image-size 64 --steps 4)
+  set_tests_properties(async_step_np2_keep_n0 resident_equals_host_np2_keep_n0 PROPERTIES PROCESSORS 2)
   set_tests_properties(async_step_np3_pad PROPERTIES PROCESSORS 3)
-  set_tests_properties(async_step_np2_keep_n0 async_step_np3_pad PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+  set_tests_properties(async_step_np2_keep_n0 async_step_np3_pad resident_equals_host_np2_keep_n0 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # NaN/Inf through the device flag: SGD skips the update, the record says
   # so, every rank stops at the step

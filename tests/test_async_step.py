@@ -15,6 +15,10 @@ GPU machine has none):
   graph-eager   CUDA: --cuda-graph on against off: bit for bit
   bf16-fp32     CUDA, NCCL: --allreduce-dtype bf16 against fp32: within
                 --tolerance (the hook's cost, printed)
+  resident      CPU (resident-cuda: CUDA): the synthetic pool in device
+                memory, batches gathered there (--resident on), against
+                batches copied from the host (off): bit for bit, scaling
+                rows included
 
   test_async_step.py --trainbench TB --compare TB_RUN_COMPARE [--mpiexec M --ranks N] [--mode ...] ...
 
@@ -55,7 +59,8 @@ def main():
     ap.add_argument("--steps", type=int, default=7)
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--mode", default="sync-async",
-                    choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32"],
+                    choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
+                             "resident-cuda"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
                          "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
@@ -73,6 +78,9 @@ def main():
     if cpu:
         base += ["--backend", "cpu", "--threads", "1"]
         pair = (("sync", ["--step-mode", "sync"]), ("async", ["--step-mode", "async"]))
+    elif a.mode in ("resident", "resident-cuda"):
+        base += ["--backend", "cpu", "--threads", "1"] if a.mode == "resident" else ["--backend", "cuda"]
+        pair = (("host", ["--resident", "off"]), ("resident", ["--resident", "on"]))
     elif a.mode == "nccl-plain":
         base += ["--backend", "cuda"]
         pair = (("plain", ["--cuda-graph", "off"]), ("nccl", ["--comm", "nccl", "--cuda-graph", "off"]))
@@ -92,6 +100,11 @@ def main():
         ck, res = os.path.join(tmp, f"{name}.ckpt.h5"), os.path.join(tmp, f"{name}.h5")
         text = run(launch + base + flags + ["--save", ck, "--results", res])
         out[name] = (ck, res, text)
+    if a.mode.startswith("resident"):
+        said = ["data resident on the device" in out[n][2] for n, _ in pair]
+        if said != [False, True]:
+            print(f"FAIL: the header line 'data resident on the device' in (off, on): {said}")
+            sys.exit(1)
     (na, (cka, ra, _)), (nb, (ckb, rb, _)) = [(n, out[n]) for n, _ in pair]
     print(f"# comparing {na} (A) with {nb} (B)")
     cmp = [a.compare, cka, ckb, ra, rb, "--tolerance", str(a.tolerance)]

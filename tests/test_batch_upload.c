@@ -359,7 +359,7 @@ static void check_async_seam(tb_backend *be, const tb_dataset *ds) {
     int n_sync, n_async;
     tb_upload_stats st;
     double *l_sync = train_run(be, ds, NULL, 0, epochs, &p_sync, &n_sync, NULL);
-    tb_feed_opts pinned = {1, 1};
+    tb_feed_opts pinned = {1, 1, 0};
     long changed0 = g_eng.changed;
     g_eng.defer = 1; /* copies read their slot only when waited for */
     double *l_async = train_run(be, ds, &pinned, 1, epochs, &p_async, &n_async, &st);
@@ -412,7 +412,7 @@ static int main_cuda(const tb_dataset *ds) {
     int32_t ref_labels[2 * NFILES + BATCH];
     int steps = 0;
     float *ref = reference(ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
-    tb_feed_opts pinned = {1, 1}, pageable = {1, 0};
+    tb_feed_opts pinned = {1, 1, 0}, pageable = {1, 0, 0};
     for (int prefetch = 2; prefetch <= 4; prefetch += 2) {
         feed_result a = feed(m, ds, &pinned, prefetch, 0, epochs, ref, ref_labels, 0);
         printf("# cuda pinned, prefetch %d: %lld lookahead, %lld slot waits, %lld released pending\n", prefetch,
@@ -478,7 +478,7 @@ int main(int argc, char **argv) {
     float *ref = reference(&ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
     TB_CHECK(steps == epochs * ((NFILES + BATCH - 1) / BATCH), "reference: %d steps", steps);
 
-    tb_feed_opts pinned = {1, 1}, pageable = {1, 0};
+    tb_feed_opts pinned = {1, 1, 0}, pageable = {1, 0, 0};
     feed_result a = feed(m, &ds, &pinned, 3, 0, epochs, ref, ref_labels, 0);
     printf("# pinned, events complete: %d steps, %lld lookahead, %lld slot waits, %lld buffer waits, max held %d\n",
            a.steps, (long long)a.st.lookahead, (long long)a.st.slot_waits, (long long)a.st.buffer_waits,

@@ -25,7 +25,8 @@ set(TB_DP_CASES
     "dp_exact_np3_pad|3|--batch 2 --n 7 --steps 2 --last-batch pad"
     "dp_exact_np3_keep_uneven|3|--batch 4 --n 23 --steps 2 --last-batch keep"
     "dp_exact_np2_keep_n1_n0|2|--batch 2 --n 5 --steps 2 --last-batch keep --image-size 64"
-    "dp_exact_np3_keep_n1_n0|3|--batch 2 --n 8 --steps 2 --last-batch keep --image-size 64")
+    "dp_exact_np3_keep_n1_n0|3|--batch 2 --n 8 --steps 2 --last-batch keep --image-size 64"
+    "dp_exact_np3_pad_resident|3|--batch 2 --n 7 --steps 2 --last-batch pad --train-arg=--resident --train-arg=on")
 foreach(case ${TB_DP_CASES})
   string(REPLACE "|" ";" case "${case}")
   list(GET case 0 name)

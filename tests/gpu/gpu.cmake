@@ -4,7 +4,7 @@
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
 set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
-    nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
+    nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced)
 if(TARGET tb_cuda)
@@ -78,6 +78,10 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
                    --mode graph-eager --batch 8 --image-size 64 --synthetic-size 64 --steps 7
                    --extra "--precision fp32 --no-autotune --deterministic --comm nccl")
+  # the synthetic pool resident in device memory (the CUDA default) against
+  # batches uploaded from the host
+  add_test(NAME resident_equals_host_gpu
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode resident-cuda ${TB_GPU_EXACT})
   # what the bf16 hook costs on one rank (the casts only): bounded, printed
   add_test(NAME bf16_allreduce_cost_gpu
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
@@ -93,7 +97,7 @@ if(TARGET tb_cuda)
                    "NCCL library, compiled against vs loaded" "preflight: OK"
                    -- ${TB_BIN} preflight --bytes 64M --timeout 60)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
-                       bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
+                       resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   if(TB_HAVE_MPI)
     # 2 ranks sharing the one GPU over MPI (staged through pinned memory):
