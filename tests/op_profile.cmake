@@ -32,3 +32,14 @@ add_test(NAME op_profile_bad_word
          COMMAND ${TB_TEST_DIR}/expect_fail.sh "--op-profile expects an integer in \\[0, 100000\\], got 'five'"
                  ${TB_BIN} --backend cpu --op-profile five --steps 1)
 set_tests_properties(op_profile_bad_value op_profile_bad_word PROPERTIES TIMEOUT 60)
+
+# The PyTorch side (bench/torch_resnet50.py --profile, bench/op_kinds.py,
+# bench/op_profile_compare.py): the kernel-name mapping on a fixed list of
+# CUDA kernel names (from memory of H100/A100 traces: see op_kinds.py) and
+# torch 1.13 CPU op names, trainbench's kinds all mapped; the profile and the
+# side-by-side table on the CPU (skips without torch)
+add_test(NAME op_kinds_mapping
+         COMMAND ${TB_PY} ${CMAKE_SOURCE_DIR}/bench/op_kinds.py --self-test --repo ${CMAKE_SOURCE_DIR})
+add_test(NAME torch_profile_cpu
+         COMMAND ${TB_PY} ${TB_TEST_DIR}/test_torch_profile.py --trainbench ${TB_BIN} --repo ${CMAKE_SOURCE_DIR})
+set_tests_properties(op_kinds_mapping torch_profile_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
