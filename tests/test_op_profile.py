@@ -211,6 +211,15 @@ def main():
         print(f"FAIL: exit status {rc}")
         sys.exit(1)
     check(a, out, h5, ckpt, bad)
+    # trainbench report prints the same tables from the file (its exit status
+    # is 1 here: --scaling-steps 0 leaves /scaling empty, which it reports)
+    _, rep = run([a.trainbench, "report", h5])
+    for pat in (r"^# op profile: the \d+ slowest of \d+ ops", r"^  conv_fwd +[0-9.]+ +[0-9.]+ +\d+"):
+        if not re.search(pat, rep, re.M):
+            bad.append(f"trainbench report lacks /{pat}/")
+    cr, cv = COVERED.search(rep), COVERED.search(out)
+    if not cr or not cv or cr.groups() != cv.groups():
+        bad.append(f"report's covered line {cr.group(0) if cr else None} != the run's {cv.group(0) if cv else None}")
     # the same run without --op-profile: the same reporting, no profile anywhere
     h5b = os.path.join(tmp, "plain.h5")
     rc, outb = run(launch + base + ["--results", h5b], env)
