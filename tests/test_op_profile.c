@@ -122,20 +122,37 @@ static void test_profiled_step(void) {
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
         TB_CHECK(calls[expect[i].k] == 2 * expect[i].want, "%s: %lld calls in 2 steps, want %d per step",
                  tb_op_kind_name(expect[i].k), (long long)calls[expect[i].k], expect[i].want);
-    /* every node once per phase it has; a row per (name, phase, kind) */
+    /* every node once per phase it has, with its kind, called once per step */
+    static const struct {
+        tb_op_kind fwd, bwd;
+        tb_op_phase bwd_phase;
+    } node_ops[] = {
+        [TB_NODE_CONV] = {TB_OPK_CONV_FWD, TB_OPK_CONV_WGRAD, TB_OPP_BACKWARD_FILTER},
+        [TB_NODE_BN] = {TB_OPK_BN_FWD, TB_OPK_BN_BWD, TB_OPP_BACKWARD},
+        [TB_NODE_RELU] = {TB_OPK_RELU_FWD, TB_OPK_RELU_BWD, TB_OPP_BACKWARD},
+        [TB_NODE_ADD] = {TB_OPK_ADD_FWD, TB_OPK_ADD_BWD, TB_OPP_BACKWARD},
+        [TB_NODE_MAXPOOL] = {TB_OPK_MAXPOOL_FWD, TB_OPK_MAXPOOL_BWD, TB_OPP_BACKWARD},
+        [TB_NODE_AVGPOOL] = {TB_OPK_AVGPOOL_FWD, TB_OPK_AVGPOOL_BWD, TB_OPP_BACKWARD},
+        [TB_NODE_LINEAR] = {TB_OPK_LINEAR_FWD, TB_OPK_LINEAR_BWD, TB_OPP_BACKWARD},
+    };
     int missing = 0;
     for (int i = 0; i < m->g.nnodes; i++) {
         const tb_node *nd = &m->g.nodes[i];
-        int fwd = 0, bwd = 0;
+        int fwd = 0, bwd = 0, dgrad = 0, other = 0;
         for (int r = 0; r < p->nrows; r++) {
-            if (strcmp(p->rows[r].name, nd->name) != 0) continue;
-            fwd += p->rows[r].phase == TB_OPP_FORWARD && p->rows[r].calls == 2;
-            bwd += p->rows[r].phase != TB_OPP_FORWARD && p->rows[r].calls == 2;
+            const tb_op_row *q = &p->rows[r];
+            if (strcmp(q->name, nd->name) != 0) continue;
+            if (q->calls != 2) other++;
+            else if (q->phase == TB_OPP_FORWARD && q->kind == node_ops[nd->kind].fwd) fwd++;
+            else if (q->phase == node_ops[nd->kind].bwd_phase && q->kind == node_ops[nd->kind].bwd) bwd++;
+            else if (q->phase == TB_OPP_BACKWARD_DATA && q->kind == TB_OPK_CONV_DGRAD) dgrad++;
+            else other++;
         }
-        int want_bwd = nd->kind == TB_NODE_CONV ? (strcmp(nd->name, "conv1") == 0 ? 1 : 2) : 1;
-        if (fwd != 1 || bwd != want_bwd) {
+        int want_dgrad = nd->kind == TB_NODE_CONV && strcmp(nd->name, "conv1") != 0; /* the stem reads the image */
+        if (fwd != 1 || bwd != 1 || dgrad != want_dgrad || other) {
             missing++;
-            printf("  node %s: %d forward rows, %d backward rows (want 1, %d)\n", nd->name, fwd, bwd, want_bwd);
+            printf("  node %s: forward %d, backward %d, backward-data %d (want 1, 1, %d), other rows %d\n", nd->name,
+                   fwd, bwd, dgrad, want_dgrad, other);
         }
     }
     TB_CHECK(missing == 0, "%d of %d nodes without exactly one row per phase", missing, m->g.nnodes);
