@@ -16,6 +16,13 @@
 # replay) + TB_BENCH_STEPS timed (default 20) for trainbench; 5 + 20 for
 # PyTorch. trainbench's synthetic batches come from host memory (uploaded
 # every step, float32: its h2d column); PyTorch's batch stays on the device.
+#
+# Where the time goes: right after the headline pair, one more trainbench
+# row (bf16 NHWC 256, graph on) with --op-profile 5 (5 eager steps after its
+# timed ones, an event pair around every op), and the headline PyTorch row
+# runs --profile 5 (5 steps under torch.profiler after its timed ones); the
+# markdown gets both side by side by op category (bench/op_profile_compare.py,
+# categories in bench/op_kinds.py) and trainbench's own profile tables.
 set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
 KEEP=$OUT/keep/resnet50
@@ -36,7 +43,8 @@ tb() {
   local name=$1 est=$2 prec=$3 layout=$4 batch=$5 graph=$6
   shift 6
   if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT trainbench:$name(est ${est}s, $(left)s left)"; return; fi
-  local log=$KEEP/tb_$name.log t
+  local log=$KEEP/tb_$name.log t note=""
+  case " $* " in *" --op-profile "*) note=", op profile" ;; esac
   t=$(date +%s)
   local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
              --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + STEPS))
@@ -54,23 +62,24 @@ tb() {
   if [ "$rc" -ne 0 ] || [ -z "$ips" ]; then
     tail -5 "$log"
     printf 'trainbench\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\tFAILED (exit %s, see tb_%s.log)\n' \
-      "$prec" "$layout" "$batch" "$graph" "$wall" "$rc" "$name" >>"$ROWS"
+      "$prec" "$layout" "$batch" "$graph$note" "$wall" "$rc" "$name" >>"$ROWS"
     return
   fi
   printf 'trainbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$prec" "$layout" "$batch" \
-    "$graph${replays:+ ($replays replays)}" "$ips" "${step:--}" "${h2d:--}" "${peak:--}" "$wall" "${cmd[*]}" >>"$ROWS"
+    "$graph${replays:+ ($replays replays)}$note" "$ips" "${step:--}" "${h2d:--}" "${peak:--}" "$wall" "${cmd[*]}" >>"$ROWS"
   echo "   $ips img/s, $step ms/step (h2d $h2d), peak $peak MiB, $wall s"
 }
 
-# torch NAME EST_S PRECISION LAYOUT BATCH MODE
+# torch NAME EST_S PRECISION LAYOUT BATCH MODE [more flags]
 torch() {
   local name=$1 est=$2 prec=$3 layout=$4 batch=$5 mode=$6
+  shift 6
   if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT pytorch:$name(est ${est}s, $(left)s left)"; return; fi
   local log=$KEEP/torch_$name.log json=$KEEP/torch_$name.jsonl t
   t=$(date +%s)
   rm -f "$json"
   local cmd=("$PY" "$ROOT/bench/torch_resnet50.py" --batch "$batch" --precision "$prec" --layout "$layout"
-             --mode "$mode" --steps "$STEPS" --warmup "$WARM" --json "$json")
+             --mode "$mode" --steps "$STEPS" --warmup "$WARM" --json "$json" "$@")
   echo "== pytorch $name: ${cmd[*]}"
   timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
   local rc=$? wall=$(( $(date +%s) - t ))
@@ -103,8 +112,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 
 # priority order: the headline pair first, then what graphs buy, the other
 # precisions, then the rest (estimates include start-up and the algorithm search)
-torch  eager_bf16_nhwc_256   60 bf16 nhwc 256 eager
+PROF=$KEEP/torch_profile.jsonl
+rm -f "$PROF"
+torch  eager_bf16_nhwc_256   70 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
 tb     bf16_nhwc_256_graph   60 bf16 nhwc 256 on
+tb     bf16_nhwc_256_profile 70 bf16 nhwc 256 on --op-profile 5
 tb     bf16_nhwc_256_eager   55 bf16 nhwc 256 off
 tb     bf16_nhwc_128_graph   45 bf16 nhwc 128 on
 tb     bf16_nhwc_128_eager   40 bf16 nhwc 128 off
@@ -144,6 +156,17 @@ base=$(awk -F'\t' '$1=="pytorch eager" && $2=="bf16" && $3=="nhwc" && $4=="256" 
   echo
   echo "Left out by design (to fit the budget): fp16 NCHW, fp32 NHWC, bf16 NCHW at 128, PyTorch fp32/tf32/fp16,"
   echo "torch.compile at 128. Left out for time in this run:${LEFT:- none}."
+  echo
+  # where the time goes, both sides (either may be missing: the script says so)
+  "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_profile.log" --torch-json "$PROF" \
+    || true
+  echo
+  echo "trainbench's op profile (tb_bf16_nhwc_256_profile.log):"
+  echo
+  echo '```'
+  awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile.log" 2>/dev/null
+  echo '```'
+  echo
   echo "Stage time: $(elapsed) s."
 } >"$MD"
 cat "$MD"

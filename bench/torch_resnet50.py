@@ -14,16 +14,87 @@ cudnn.benchmark is on (trainbench also picks algorithms by measurement).
 Prints one `#` table and, with --json FILE, one JSON object per row
 (img/s, ms/step, peak allocated and reserved memory).
 
+--profile N: after a row's timed steps (which it leaves alone), N more
+steps under torch.profiler; their CUDA kernel time, per step, summed into
+the op categories of bench/op_kinds.py (the vocabulary trainbench's
+--op-profile uses), with the kernels it could not map and each category's
+top kernels (so the name patterns can be fixed on the GPU), printed as a
+`#` table and, with --profile-json FILE, appended as one JSON object per
+row. With --device cpu the CPU ops' self times are used instead (a smoke
+test of the aggregation: there is no kernel on the CPU).
+
   python3 bench/torch_resnet50.py --batch 256 --precision bf16 --layout nhwc
   python3 bench/torch_resnet50.py --device cpu --batch 2 --image 64 --steps 2 --warmup 1   # a smoke run
+  python3 bench/torch_resnet50.py --batch 256 --profile 5 --profile-json prof.jsonl     # + op categories
 """
 import argparse
 import json
+import os
 import sys
 import time
 
 import torch
 import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import op_kinds  # noqa: E402  (bench/op_kinds.py, beside this file)
+
+
+def profile_steps(args, step, sync, cuda, row):
+    """args.profile more steps under torch.profiler: time per op category."""
+    from torch.profiler import ProfilerActivity, profile
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    n = args.profile
+    sync()
+    t0 = time.perf_counter()
+    with profile(activities=acts) as prof:
+        for _ in range(n):
+            step()
+        sync()
+    wall_ms = 1e3 * (time.perf_counter() - t0) / n
+    items = []
+    if cuda:  # device kernels (and copies, memsets) in launch order: one stream
+        evs = [e for e in prof.events() if "CUDA" in str(getattr(e, "device_type", ""))]
+        evs.sort(key=lambda e: e.time_range.start)
+        items = [(e.name, float(e.time_range.end - e.time_range.start)) for e in evs]
+        source = "CUDA kernel time (torch.profiler device events)"
+    else:  # CPU ops' self time, each with its ancestors (leaf first)
+        for e in prof.events():
+            names, p = [e.name], e.cpu_parent
+            while p is not None:
+                names.append(p.name)
+                p = p.cpu_parent
+            items.append((names, float(e.self_cpu_time_total)))
+        source = "CPU op self time (no kernels on the CPU)"
+    by_cat, unmatched = op_kinds.aggregate(items, n)
+    total = sum(v["ms_per_step"] for v in by_cat.values())
+    return {
+        "framework": "pytorch", "torch": torch.__version__, "device": row["device"], "mode": row["mode"],
+        "precision": row["precision"], "layout": row["layout"], "batch": row["batch"], "image": row["image"],
+        "profile_steps": n, "source": source, "ms_per_step_timed": row["ms_per_step"],
+        "ms_per_step_profiled_wall": wall_ms, "ms_per_step_ops": total,
+        "by_category": by_cat, "unmatched": unmatched[:10],
+    }
+
+
+def print_profile(p):
+    print(f"# PyTorch op profile: {p['profile_steps']} steps, {p['source']}, ms per step; {p['mode']} "
+          f"{p['precision']} {p['layout']} batch {p['batch']}")
+    print(f"# {'category':<12} {'ms/step':>9} {'share':>6} {'calls/step':>10}  top kernel or op")
+    tot = p["ms_per_step_ops"] or float("nan")
+    for cat in op_kinds.CATEGORIES:
+        v = p["by_category"].get(cat)
+        if v:
+            top = v["top"][0][0] if v["top"] else ""
+            print(f"  {cat:<12} {v['ms_per_step']:9.3f} {100 * v['ms_per_step'] / tot:6.1f} "
+                  f"{v['calls_per_step']:10.1f}  {top[:100]}")
+    print(f"# ops: {p['ms_per_step_ops']:.3f} ms per step; wall under the profiler {p['ms_per_step_profiled_wall']:.3f} "
+          f"ms; timed without it {p['ms_per_step_timed']:.3f} ms")
+    if p["unmatched"]:
+        print("# not mapped to a category (in 'other'), largest first:")
+        for name, ms, calls in p["unmatched"]:
+            print(f"#   {ms:9.3f} ms/step {calls:7.1f} calls/step  {name[:160]}")
+    sys.stdout.flush()
 
 
 def one(args, batch, precision, layout, mode):
@@ -91,6 +162,16 @@ def one(args, batch, precision, layout, mode):
         "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else float("nan"),
         "device": torch.cuda.get_device_name() if cuda else "cpu",
     }
+    if args.profile > 0:
+        try:
+            p = profile_steps(args, step, sync, cuda, row)
+            print_profile(p)
+            if args.profile_json:
+                with open(args.profile_json, "a") as f:
+                    f.write(json.dumps(p) + "\n")
+        except Exception as e:  # the profile must not cost the row its timing
+            row["profile_error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            print(f"# profile failed: {row['profile_error']}")
     del model, opt, step_model
     return row
 
@@ -107,6 +188,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json", help="append one JSON object per row")
+    ap.add_argument("--profile", type=int, default=0,
+                    help="after each row's timed steps, N more under torch.profiler: time by op category")
+    ap.add_argument("--profile-json", help="append each row's op profile as one JSON object")
     args = ap.parse_args()
     if args.device == "cuda" and not torch.cuda.is_available():
         print("SKIP: no CUDA device for PyTorch")

@@ -250,11 +250,13 @@ tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int 
 
 /* After backward wrote a weight gradient into the op buffer: into the flat
  * tb_real gradient buffer (overwriting, as the op did). */
-static void weight_grad_to_flat(tb_backend *be, const tb_graph_params *p, const tb_param *pw,
-                                const tb_tensor *dw) {
+static void weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
+                                const tb_param *pw, const tb_tensor *dw, tb_op_phase phase) {
     if (!p->op_grads) return;
     tb_tensor flat = weight_flat(p->grads, pw);
+    tb_op_prof_begin(g->prof, pw->name, phase, TB_OPK_GRAD_CONVERT);
     be->convert(be, dw, &flat, 0);
+    tb_op_prof_end(g->prof);
 }
 
 static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
@@ -284,10 +286,18 @@ static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params 
 void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train) {
     TB_ASSERT(n >= 1 && n <= g->max_batch);
     const tb_param *it = p->table->items;
+    tb_op_prof *prof = g->prof;
     for (int i = 0; i < g->nnodes; i++) {
         const tb_node *nd = &g->nodes[i];
         tb_tensor x = tb_graph_act(g, nd->in, n);
         tb_tensor y = tb_graph_act(g, nd->out, n);
+        static const tb_op_kind fwd_kind[] = {
+            [TB_NODE_CONV] = TB_OPK_CONV_FWD,       [TB_NODE_BN] = TB_OPK_BN_FWD,
+            [TB_NODE_RELU] = TB_OPK_RELU_FWD,       [TB_NODE_ADD] = TB_OPK_ADD_FWD,
+            [TB_NODE_MAXPOOL] = TB_OPK_MAXPOOL_FWD, [TB_NODE_AVGPOOL] = TB_OPK_AVGPOOL_FWD,
+            [TB_NODE_LINEAR] = TB_OPK_LINEAR_FWD,
+        };
+        tb_op_prof_begin(prof, nd->name, TB_OPP_FORWARD, fwd_kind[nd->kind]);
         switch (nd->kind) {
         case TB_NODE_CONV: {
             tb_tensor w = tb_graph_weight(g, p, nd->param);
@@ -320,6 +330,7 @@ void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
             break;
         }
         }
+        tb_op_prof_end(prof);
     }
 }
 
@@ -337,6 +348,7 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
                        tb_grad_ready_fn ready, void *ready_ctx) {
     TB_ASSERT(n >= 1 && n <= g->max_batch);
     const tb_param *it = p->table->items;
+    tb_op_prof *prof = g->prof;
     memset(g->grad_written, 0, (size_t)g->nacts);
     g->grad_written[g->output] = 1; /* written by the loss */
     for (int i = g->nnodes - 1; i >= 0; i--) {
@@ -352,11 +364,17 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
             tb_tensor x = tb_graph_act(g, nd->in, n);
             tb_tensor w = tb_graph_weight(g, p, nd->param);
             tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
+            tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
             be->conv_backward_filter(be, nd->plan, &nd->conv, &x, &dy, &dw, 0);
-            weight_grad_to_flat(be, p, pw, &dw);
+            tb_op_prof_end(prof);
+            weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
             /* the weight gradient is final: hand it over before dx is computed */
             if (ready) ready(ready_ctx, pw->offset, pw->numel);
-            if (has_dx) be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
+            if (has_dx) {
+                tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_DATA, TB_OPK_CONV_DGRAD);
+                be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
+                tb_op_prof_end(prof);
+            }
             break;
         }
         case TB_NODE_BN: {
@@ -368,38 +386,56 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
             tb_bn_grads gr = {&dy, &dx, has_dz ? &dx2 : NULL, acc, acc2,
                               p->grads + it[nd->param].offset,
                               p->grads + it[nd->param + 1].offset};
+            tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_BN_BWD);
             be->bn_backward(be, &a, &gr);
+            tb_op_prof_end(prof);
             if (ready) ready(ready_ctx, it[nd->param].offset, 2 * it[nd->param].numel);
             break;
         }
         case TB_NODE_RELU: {
             tb_tensor y = tb_graph_act(g, nd->out, n);
-            if (has_dx) be->relu_backward(be, &y, &dy, &dx, acc);
+            if (has_dx) {
+                tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_RELU_BWD);
+                be->relu_backward(be, &y, &dy, &dx, acc);
+                tb_op_prof_end(prof);
+            }
             break;
         }
         case TB_NODE_ADD: {
             int has_dx2 = grad_target(g, nd->in2, n, &dx2, &acc2);
             TB_ASSERT(has_dx && has_dx2);
+            tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_ADD_BWD);
             be->add_backward(be, &dy, &dx, acc, &dx2, acc2);
+            tb_op_prof_end(prof);
             break;
         }
         case TB_NODE_MAXPOOL: {
             tb_tensor x = tb_graph_act(g, nd->in, n);
             tb_tensor y = tb_graph_act(g, nd->out, n);
-            if (has_dx) be->maxpool_backward(be, &nd->pool, &x, &y, &dy, &dx, acc);
+            if (has_dx) {
+                tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_MAXPOOL_BWD);
+                be->maxpool_backward(be, &nd->pool, &x, &y, &dy, &dx, acc);
+                tb_op_prof_end(prof);
+            }
             break;
         }
         case TB_NODE_AVGPOOL:
-            if (has_dx) be->avgpool_backward(be, &dy, &dx, acc);
+            if (has_dx) {
+                tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_AVGPOOL_BWD);
+                be->avgpool_backward(be, &dy, &dx, acc);
+                tb_op_prof_end(prof);
+            }
             break;
         case TB_NODE_LINEAR: {
             const tb_param *pw = &it[nd->param];
             tb_tensor x = tb_graph_act(g, nd->in, n);
             tb_tensor w = tb_graph_weight(g, p, nd->param);
             tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
+            tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_LINEAR_BWD);
             be->linear_backward(be, &x, &w, &dy, has_dx ? &dx : NULL, acc, &dw,
                                 p->grads + it[nd->param + 1].offset);
-            weight_grad_to_flat(be, p, pw, &dw);
+            tb_op_prof_end(prof);
+            weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD);
             if (ready) ready(ready_ctx, pw->offset, pw->numel + it[nd->param + 1].numel);
             break;
         }

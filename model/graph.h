@@ -16,6 +16,7 @@
 #define TB_GRAPH_H
 
 #include "model/backend.h"
+#include "model/op_profile.h"
 #include "model/params.h"
 
 typedef enum {
@@ -79,6 +80,8 @@ typedef struct {
     size_t grad_arena_bytes;      /* planned */
     size_t grad_bytes_unplanned;  /* what one buffer per tensor would take */
     unsigned char *grad_written;  /* [nacts] host scratch for backward */
+    tb_op_prof *prof;             /* --op-profile: times every op of forward and backward
+                                     (and the model's own, model.c); NULL: off */
 } tb_graph;
 
 /* Where the parameters live (device pointers) when the graph runs. */

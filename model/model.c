@@ -67,18 +67,22 @@ tb_model_opts tb_model_opts_for(tb_precision p) {
 }
 
 /* n consecutive values into device scalars at dst, queued on the compute
- * stream from a pinned slot. */
-static void upload_scalars(tb_model *m, tb_real *dst, const double *v, int n) {
+ * stream from a pinned slot (phase: for the op profile). */
+static void upload_scalars(tb_model *m, tb_real *dst, const double *v, int n, tb_op_phase phase) {
     tb_backend *be = m->be;
     int k = m->sc_next;
     m->sc_next = (k + 1) % TB_SCALAR_RING;
     be->event_wait(be, m->sc_events[k]); /* the last copy out of slot k is done (RING uploads ago) */
     for (int i = 0; i < n; i++) m->sc_stage[2 * k + i] = (tb_real)v[i];
+    tb_op_prof_begin(m->g.prof, "step_scalars", phase, TB_OPK_UPLOAD);
     be->copy_h2d_async(be, dst, &m->sc_stage[2 * k], (size_t)n * sizeof(tb_real), NULL);
+    tb_op_prof_end(m->g.prof);
     be->event_record(be, m->sc_events[k], NULL);
 }
 
-static void upload_scalar(tb_model *m, tb_real *dst, double v) { upload_scalars(m, dst, &v, 1); }
+static void upload_scalar(tb_model *m, tb_real *dst, double v, tb_op_phase phase) {
+    upload_scalars(m, dst, &v, 1, phase);
+}
 
 /* float32 host values -> tb_real device memory (a plain copy unless tb_real
  * is double). */
@@ -245,7 +249,9 @@ void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) {
     be->event_wait(be, m->label_events[k]); /* the copy out of slot k RING batches ago */
     int32_t *slot = m->label_stage + (size_t)k * (size_t)m->max_batch;
     memcpy(slot, labels, (size_t)n * sizeof *labels);
+    tb_op_prof_begin(m->g.prof, "labels", TB_OPP_INPUT, TB_OPK_UPLOAD);
     be->copy_h2d_async(be, m->labels, slot, (size_t)n * sizeof *labels, NULL);
+    tb_op_prof_end(m->g.prof);
     be->event_record(be, m->label_events[k], NULL);
     m->batch = n;
 }
@@ -253,13 +259,20 @@ void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) {
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n) {
     tb_model_set_labels(m, labels, n);
     tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
+    tb_op_prof *prof = m->g.prof;
     if (!m->in_f32) { /* the input activation is tb_real NCHW: straight in */
+        tb_op_prof_begin(prof, "images", TB_OPP_INPUT, TB_OPK_UPLOAD);
         upload_f32(m, x.data, images, tb_tensor_numel(&x));
+        tb_op_prof_end(prof);
         return;
     }
     tb_tensor src = {m->in_f32, n, 3, m->height, m->width, TB_F32, TB_NCHW};
+    tb_op_prof_begin(prof, "images", TB_OPP_INPUT, TB_OPK_UPLOAD);
     m->be->copy_h2d(m->be, m->in_f32, images, tb_tensor_numel(&src) * sizeof(float));
+    tb_op_prof_end(prof);
+    tb_op_prof_begin(prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
     m->be->convert(m->be, &src, &x, 0);
+    tb_op_prof_end(prof);
 }
 
 void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows, const int32_t *labels,
@@ -274,6 +287,7 @@ void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows
                  tb_dtype_name(x.dtype), tb_layout_name(x.layout));
     float *dst = m->in_f32 ? m->in_f32 : x.data; /* [n,3,H,W] float32 */
     size_t per = (size_t)3 * m->height * m->width;
+    tb_op_prof_begin(m->g.prof, "input (resident rows)", TB_OPP_INPUT, TB_OPK_INPUT);
     for (int i = 0; i < n;) { /* runs of consecutive rows: one copy each */
         int j = i + 1;
         while (j < n && rows[j] == rows[j - 1] + 1) j++;
@@ -285,6 +299,7 @@ void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows
         tb_tensor src = {m->in_f32, n, 3, m->height, m->width, TB_F32, TB_NCHW};
         m->be->convert(m->be, &src, &x, 0);
     }
+    tb_op_prof_end(m->g.prof);
 }
 
 uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip) {
@@ -300,7 +315,9 @@ uint8_t *tb_model_u8_staging(tb_model *m, uint8_t **flip) {
 void tb_model_input_from_u8(tb_model *m, int n, int use_flip, const tb_input_norm *norm) {
     TB_ASSERT(m->in_u8 && n >= 1 && n <= m->max_batch);
     tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
+    tb_op_prof_begin(m->g.prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
     m->be->input_u8(m->be, m->in_u8, use_flip ? m->in_flip : NULL, norm, &x);
+    tb_op_prof_end(m->g.prof);
 }
 
 void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *flip,
@@ -308,8 +325,15 @@ void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *fl
     tb_model_set_labels(m, labels, n);
     uint8_t *dflip;
     uint8_t *dimg = tb_model_u8_staging(m, &dflip);
+    tb_op_prof *prof = m->g.prof;
+    tb_op_prof_begin(prof, "images", TB_OPP_INPUT, TB_OPK_UPLOAD);
     m->be->copy_h2d(m->be, dimg, images, (size_t)n * m->height * m->width * 3);
-    if (flip) m->be->copy_h2d(m->be, dflip, flip, (size_t)n);
+    tb_op_prof_end(prof);
+    if (flip) {
+        tb_op_prof_begin(prof, "flips", TB_OPP_INPUT, TB_OPK_UPLOAD);
+        m->be->copy_h2d(m->be, dflip, flip, (size_t)n);
+        tb_op_prof_end(prof);
+    }
     tb_model_input_from_u8(m, n, flip != NULL, norm);
 }
 
@@ -319,8 +343,9 @@ static tb_graph_params graph_params(tb_model *m) {
     return p;
 }
 
-/* The op copies of the conv and fc weights from the master weights. */
-static void refresh_op_weights(tb_model *m) {
+/* The op copies of the conv and fc weights from the master weights (phase:
+ * for the op profile). */
+static void refresh_op_weights(tb_model *m, tb_op_phase phase) {
     tb_graph_params p = graph_params(m);
     for (int i = 0; i < m->pt.count; i++) {
         const tb_param *q = &m->pt.items[i];
@@ -330,7 +355,9 @@ static void refresh_op_weights(tb_model *m) {
         src.data = m->params + q->offset;
         src.dtype = TB_REAL_DTYPE;
         src.layout = TB_NCHW;
+        tb_op_prof_begin(m->g.prof, q->name, phase, TB_OPK_WEIGHT_CONVERT);
         m->be->convert(m->be, &src, &dst, 0);
+        tb_op_prof_end(m->g.prof);
     }
     m->op_stale = 0;
 }
@@ -338,7 +365,7 @@ static void refresh_op_weights(tb_model *m) {
 void tb_model_preset_scalars(tb_model *m, double lr, double grad_scale) {
     /* lr and grad_scale are the block's first two fields (backend.h) */
     double v[2] = {lr, grad_scale};
-    upload_scalars(m, &m->sc->lr, v, 2);
+    upload_scalars(m, &m->sc->lr, v, 2, TB_OPP_INPUT);
     m->preset = 1;
     m->preset_lr = lr;
     m->preset_grad_scale = grad_scale;
@@ -351,7 +378,7 @@ void tb_model_advance_counters(tb_model *m) {
 void tb_model_set_nonfinite_skip(tb_model *m, int on) { m->skip_nonfinite = on; }
 
 void tb_model_forward(tb_model *m, int train) {
-    if (m->op_stale) refresh_op_weights(m);
+    if (m->op_stale) refresh_op_weights(m, TB_OPP_FORWARD);
     tb_graph_params p = graph_params(m);
     tb_graph_forward(&m->g, m->be, &p, m->batch, train);
 }
@@ -364,9 +391,11 @@ void tb_model_loss(tb_model *m, double label_smoothing, double grad_scale) {
             TB_FATAL("tb_model_loss: grad scale %g, but %g was preset for this step", grad_scale,
                      m->preset_grad_scale);
     } else {
-        upload_scalar(m, &m->sc->grad_scale, grad_scale);
+        upload_scalar(m, &m->sc->grad_scale, grad_scale, TB_OPP_LOSS);
     }
+    tb_op_prof_begin(m->g.prof, "loss", TB_OPP_LOSS, TB_OPK_LOSS);
     m->be->softmax_xent(m->be, &logits, m->labels, label_smoothing, m->sc, &dlogits);
+    tb_op_prof_end(m->g.prof);
 }
 
 void tb_model_backward(tb_model *m, tb_grad_ready_fn ready, void *ready_ctx) {
@@ -398,14 +427,36 @@ void tb_model_sgd_step(tb_model *m, const tb_sgd_args *a, double wd, int no_deca
             TB_FATAL("tb_model_sgd_step: lr %g, but %g was preset for this step", a->lr, m->preset_lr);
         m->preset = 0; /* the step's last reader */
     } else {
-        upload_scalar(m, &m->sc->lr, a->lr);
+        upload_scalar(m, &m->sc->lr, a->lr, TB_OPP_UPDATE);
     }
+    tb_op_prof *prof = m->g.prof;
     int check = m->loss_scaling || m->skip_nonfinite;
-    if (check) be->check_nonfinite(be, m->grads, m->pt.n_train, m->sc);
+    if (check) {
+        tb_op_prof_begin(prof, "gradients", TB_OPP_UPDATE, TB_OPK_NONFINITE_CHECK);
+        be->check_nonfinite(be, m->grads, m->pt.n_train, m->sc);
+        tb_op_prof_end(prof);
+    }
     tb_sgd_op op = {a->momentum, a->nesterov, check, m->sc};
+    tb_op_prof_begin(prof, "sgd", TB_OPP_UPDATE, TB_OPK_SGD);
     be->sgd_update(be, &op, m->segs, nseg, m->params, m->grads, m->momentum);
-    if (m->loss_scaling) be->loss_scale_update(be, m->sc, m->growth_interval);
-    if (m->op_params) refresh_op_weights(m);
+    tb_op_prof_end(prof);
+    if (m->loss_scaling) {
+        tb_op_prof_begin(prof, "loss_scale", TB_OPP_UPDATE, TB_OPK_LOSS_SCALE);
+        be->loss_scale_update(be, m->sc, m->growth_interval);
+        tb_op_prof_end(prof);
+    }
+    if (m->op_params) refresh_op_weights(m, TB_OPP_UPDATE);
+}
+
+void tb_model_set_op_profile(tb_model *m, tb_op_prof *p) { m->g.prof = p; }
+
+int tb_model_op_profile_capacity(const tb_model *m) {
+    /* forward: one op per node; backward: at most three per node (a conv's
+     * weight gradient, its conversion, its input gradient); the op weight
+     * refresh (conv and fc weights, fewer than nodes) in the update and,
+     * when stale, before the forward; uploads, input, loss, check, SGD and
+     * the loss scale: a handful */
+    return 6 * m->g.nnodes + 16;
 }
 
 void tb_model_read_scalars(tb_model *m, tb_step_scalars *out) {

@@ -182,6 +182,15 @@ void tb_model_get_grad(tb_model *m, int i, float *dst);       /* trainable only 
 void tb_model_get_momentum(tb_model *m, int i, float *dst);   /* trainable only */
 void tb_model_set_momentum(tb_model *m, int i, const float *src);
 
+/* --op-profile (model/op_profile.h): p times every backend call of the
+ * steps queued while it is set (graph nodes, uploads, input, loss,
+ * conversions, SGD); NULL turns it off. The caller brackets each step with
+ * tb_op_prof_step_begin / _end and runs it eagerly (no CUDA graph capture).
+ * capacity: the most backend calls one training step makes (the pool size
+ * tb_op_prof_create needs). */
+void tb_model_set_op_profile(tb_model *m, tb_op_prof *p);
+int tb_model_op_profile_capacity(const tb_model *m);
+
 /* The conv algorithms chosen, one line per conv node ("name: ..."), for
  * logs and the results file; returns the length written (truncated to len). */
 size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len);

@@ -255,14 +255,26 @@ void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
     const int k = b->buf;
     tb_model_set_labels(m, b->labels, b->n);
     const uint8_t *src = b->on_device ? b->images_u8 : u->dimg[k];
+    tb_op_prof *prof = m->g.prof; /* --op-profile (NULL: off) */
     if (!u->o.pinned) { /* pageable slots: copied now, in order on the compute stream */
-        if (!b->on_device) be->copy_h2d(be, u->dimg[k], b->images_u8, (size_t)b->n * u->S * u->S * 3);
-        if (b->flip) be->copy_h2d(be, u->dflip[k], b->flip, (size_t)b->n);
+        if (!b->on_device) {
+            tb_op_prof_begin(prof, "images", TB_OPP_INPUT, TB_OPK_UPLOAD);
+            be->copy_h2d(be, u->dimg[k], b->images_u8, (size_t)b->n * u->S * u->S * 3);
+            tb_op_prof_end(prof);
+        }
+        if (b->flip) {
+            tb_op_prof_begin(prof, "flips", TB_OPP_INPUT, TB_OPK_UPLOAD);
+            be->copy_h2d(be, u->dflip[k], b->flip, (size_t)b->n);
+            tb_op_prof_end(prof);
+        }
     } else {
+        /* the copy stream's upload: a wait before the input op, in no op's time */
         be->stream_wait(be, NULL, u->uploaded[k]);
     }
     tb_tensor x = tb_graph_act(&m->g, m->g.input, b->n);
+    tb_op_prof_begin(prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
     be->input_u8(be, src, b->flip ? u->dflip[k] : NULL, &nm, &x);
+    tb_op_prof_end(prof);
     be->event_record(be, u->consumed[k], NULL);
     u->consumed_set[k] = 1;
     if (b->on_device) { /* the loader slot itself was read: it waits for this op */

@@ -16,6 +16,7 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/core/log.h"
+#include "src/op_profile_report.h"
 #include "src/results_read.h"
 #include "src/table_print.h"
 
@@ -166,7 +167,45 @@ static void print_steps(FILE *f, tb_format fmt, const tb_results *r) {
 
 static int is_known_table(const char *name) {
     return strcmp(name, "steps") == 0 || strcmp(name, "ranks") == 0 || strcmp(name, "scaling") == 0 ||
-           strcmp(name, "grad_ready") == 0 || strcmp(name, "buckets") == 0;
+           strcmp(name, "grad_ready") == 0 || strcmp(name, "buckets") == 0 || strcmp(name, "op_profile") == 0 ||
+           strcmp(name, "op_profile_kinds") == 0;
+}
+
+/* /op_profile and /op_profile_kinds (train --op-profile) as the run printed them. */
+static void print_op_profile(FILE *f, tb_format fmt, const tb_results *r) {
+    const tb_rtable *rt = tb_results_table(r, "op_profile"), *kt = tb_results_table(r, "op_profile_kinds");
+    if (!rt || !kt) return;
+    tb_opp_summary s = {
+        .steps = (int)tb_rtable_attr_num(rt, "steps", 0),
+        .ranks = (int)tb_rtable_attr_num(rt, "ranks", 1),
+        .batch = (int)tb_rtable_attr_num(rt, "batch", 0),
+        .precision = tb_rtable_attr_str(rt, "precision", "?"),
+        .layout = tb_rtable_attr_str(rt, "layout", "?"),
+        .backend = tb_rtable_attr_str(rt, "backend", "?"),
+        .step_ms = tb_rtable_attr_num(rt, "step_ms", NAN),
+        .step_ms_max_rank = tb_rtable_attr_num(rt, "step_ms_max_rank", NAN),
+        .ops_ms = tb_rtable_attr_num(rt, "ops_ms", NAN),
+        .span_ms = tb_rtable_attr_num(rt, "span_ms", NAN),
+    };
+    tb_opp_row *rows = calloc(rt->rows + 1, sizeof *rows);
+    tb_opp_kind *kinds = calloc(kt->rows + 1, sizeof *kinds);
+    if (!rows || !kinds) TB_FATAL("out of host memory");
+    double steps = s.steps > 0 ? s.steps : NAN;
+    for (size_t i = 0; i < rt->rows; i++) {
+        const char *name = tb_rtable_str(rt, "name", i), *phase = tb_rtable_str(rt, "phase", i),
+                   *kind = tb_rtable_str(rt, "kind", i);
+        rows[i] = (tb_opp_row){name ? name : "?", phase ? phase : "?", kind ? kind : "?",
+                               tb_rtable_num(rt, "mean_ms", i), tb_rtable_num(rt, "min_ms", i),
+                               tb_rtable_num(rt, "max_rank_mean_ms", i), tb_rtable_num(rt, "calls", i) / steps};
+    }
+    for (size_t i = 0; i < kt->rows; i++) {
+        const char *kind = tb_rtable_str(kt, "kind", i);
+        kinds[i] = (tb_opp_kind){kind ? kind : "?", tb_rtable_num(kt, "mean_ms", i), tb_rtable_num(kt, "max_rank_ms", i),
+                                 tb_rtable_num(kt, "calls_per_step", i)};
+    }
+    tb_opp_print(f, fmt, &s, kinds, (int)kt->rows, rows, (int)rt->rows);
+    free(rows);
+    free(kinds);
 }
 
 /* Any other group: every column as stored (integers exactly, numbers with 6
@@ -224,6 +263,7 @@ static int report_one(const char *path, tb_format fmt) {
     free(ranks);
     const tb_rtable *steps = tb_results_table(&r, "steps");
     if (steps && steps->rows > 0) print_steps(f, fmt, &r);
+    print_op_profile(f, fmt, &r);
     for (int i = 0; i < r.ntables; i++)
         if (!is_known_table(r.tables[i].name)) print_generic(f, fmt, &r.tables[i]);
     const tb_rtable *gr = tb_results_table(&r, "grad_ready"), *bk = tb_results_table(&r, "buckets");

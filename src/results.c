@@ -34,28 +34,39 @@ void tb_table_init(tb_table *t, const char *group, const char *names) {
 }
 
 void tb_table_add_string_column(tb_table *t, const char *name) {
-    snprintf(t->strname, sizeof t->strname, "%s", name);
+    TB_ASSERT(t->nstrs < TB_TABLE_MAX_STRS && t->rows == 0);
+    snprintf(t->strnames[t->nstrs++], sizeof t->strnames[0], "%s", name);
 }
 
-void tb_table_row(tb_table *t, const double *values, const char *s) {
+void tb_table_row_strs(tb_table *t, const double *values, const char *const *s) {
     if (t->rows == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         for (int c = 0; c < t->ncols; c++) {
             t->cols[c] = realloc(t->cols[c], t->cap * sizeof(double));
             if (!t->cols[c]) TB_FATAL("out of host memory for results");
         }
-        t->strs = realloc(t->strs, t->cap * sizeof *t->strs);
+        t->strs = realloc(t->strs, t->cap * TB_TABLE_MAX_STRS * sizeof *t->strs);
         if (!t->strs) TB_FATAL("out of host memory for results");
     }
     for (int c = 0; c < t->ncols; c++) t->cols[c][t->rows] = values[c];
-    t->strs[t->rows] = t->strname[0] ? strdup(s ? s : "") : NULL;
+    char **row = t->strs + t->rows * TB_TABLE_MAX_STRS;
+    for (int j = 0; j < TB_TABLE_MAX_STRS; j++) {
+        row[j] = j < t->nstrs ? strdup(s && s[j] ? s[j] : "") : NULL;
+        if (j < t->nstrs && !row[j]) TB_FATAL("out of host memory for results");
+    }
     t->rows++;
+}
+
+void tb_table_row(tb_table *t, const double *values, const char *s) {
+    const char *v[TB_TABLE_MAX_STRS] = {s};
+    tb_table_row_strs(t, values, v);
 }
 
 void tb_table_free(tb_table *t) {
     for (int c = 0; c < t->ncols; c++) free(t->cols[c]);
-    for (size_t r = 0; r < t->rows; r++) free(t->strs[r]);
+    for (size_t i = 0; i < t->rows * TB_TABLE_MAX_STRS; i++) free(t->strs[i]);
     free(t->strs);
+    tb_attrs_free(&t->attrs);
     memset(t, 0, sizeof *t);
 }
 
@@ -67,10 +78,11 @@ void tb_table_copy(tb_table *dst, const tb_table *src) {
         if (!dst->cols[c]) TB_FATAL("out of host memory for results");
         if (src->rows) memcpy(dst->cols[c], src->cols[c], src->rows * sizeof(double));
     }
-    dst->strs = calloc(n, sizeof *dst->strs);
+    dst->strs = calloc(n * TB_TABLE_MAX_STRS, sizeof *dst->strs);
     if (!dst->strs) TB_FATAL("out of host memory for results");
-    for (size_t r = 0; r < src->rows; r++)
-        if (src->strs[r] && !(dst->strs[r] = strdup(src->strs[r]))) TB_FATAL("out of host memory for results");
+    for (size_t i = 0; i < src->rows * TB_TABLE_MAX_STRS; i++)
+        if (src->strs[i] && !(dst->strs[i] = strdup(src->strs[i]))) TB_FATAL("out of host memory for results");
+    tb_attrs_copy(&dst->attrs, &src->attrs);
 }
 
 static int attr_slot(tb_attrs *a, const char *key) {
@@ -119,6 +131,8 @@ void tb_attrs_free(tb_attrs *a) {
     memset(a, 0, sizeof *a);
 }
 
+static void write_attrs(hid_t loc, const tb_attrs *a);
+
 static void write_table(hid_t file, const tb_table *t) {
     hid_t g = H5_CHECK(H5Gcreate2(file, t->group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     int64_t dims[1] = {(int64_t)t->rows};
@@ -140,24 +154,30 @@ static void write_table(hid_t file, const tb_table *t) {
     }
     free(iv);
     /* the writer's column order, for readers that print tables (report) */
-    char order[TB_TABLE_MAX_COLS * 41 + 48] = "";
+    char order[(TB_TABLE_MAX_COLS + TB_TABLE_MAX_STRS) * 41 + 8] = ""; /* every name fits */
     size_t used = 0;
     for (int c = 0; c < t->ncols; c++)
         used += (size_t)snprintf(order + used, sizeof order - used, "%s%s", c ? "," : "", t->names[c]);
-    if (t->strname[0]) snprintf(order + used, sizeof order - used, ",%s", t->strname);
+    for (int j = 0; j < t->nstrs; j++)
+        used += (size_t)snprintf(order + used, sizeof order - used, ",%s", t->strnames[j]);
     tb_h5_attr_write_str(g, "columns", order);
-    if (t->strname[0]) {
+    const char **col = malloc(n * sizeof *col);
+    if (!col) TB_FATAL("out of host memory for results");
+    for (int j = 0; j < t->nstrs; j++) {
+        for (size_t r = 0; r < t->rows; r++) col[r] = t->strs[r * TB_TABLE_MAX_STRS + j];
         hid_t st = H5_CHECK(H5Tcopy(H5T_C_S1));
         H5_CHECK(H5Tset_size(st, H5T_VARIABLE));
         H5_CHECK(H5Tset_cset(st, H5T_CSET_UTF8));
         hsize_t hd[1] = {t->rows};
         hid_t sp = H5_CHECK(H5Screate_simple(1, hd, NULL));
-        hid_t ds = H5_CHECK(H5Dcreate2(g, t->strname, st, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-        if (t->rows) H5_CHECK(H5Dwrite(ds, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, t->strs));
+        hid_t ds = H5_CHECK(H5Dcreate2(g, t->strnames[j], st, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+        if (t->rows) H5_CHECK(H5Dwrite(ds, st, H5S_ALL, H5S_ALL, H5P_DEFAULT, col));
         H5_CHECK(H5Dclose(ds));
         H5_CHECK(H5Sclose(sp));
         H5_CHECK(H5Tclose(st));
     }
+    free(col);
+    write_attrs(g, &t->attrs);
     H5_CHECK(H5Gclose(g));
 }
 

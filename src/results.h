@@ -10,29 +10,7 @@
 #include <stdint.h>
 
 #define TB_TABLE_MAX_COLS 48
-
-/* A table of numeric columns (and at most one string column) grown row by
- * row. */
-typedef struct {
-    char group[32];
-    int ncols;
-    char names[TB_TABLE_MAX_COLS][40];
-    int is_int[TB_TABLE_MAX_COLS];
-    double *cols[TB_TABLE_MAX_COLS];   /* [rows] each (integers held exactly) */
-    char strname[40];                  /* optional string column ("" none) */
-    char **strs;                       /* [rows] */
-    size_t rows, cap;
-} tb_table;
-
-/* names: "step:i,loss,lr" (":i" marks an int64 column). */
-void tb_table_init(tb_table *t, const char *group, const char *names);
-void tb_table_add_string_column(tb_table *t, const char *name);
-/* values: one per numeric column, in order; s: the string column's value. */
-void tb_table_row(tb_table *t, const double *values, const char *s);
-void tb_table_free(tb_table *t);
-/* dst becomes an independent copy of src (free both). */
-void tb_table_copy(tb_table *dst, const tb_table *src);
-
+#define TB_TABLE_MAX_STRS 4
 #define TB_MAX_ATTRS 64
 
 typedef struct {
@@ -42,6 +20,35 @@ typedef struct {
     double nval[TB_MAX_ATTRS];
     int is_int[TB_MAX_ATTRS];
 } tb_attrs;
+
+/* A table of numeric columns (and up to TB_TABLE_MAX_STRS string columns,
+ * written after them) grown row by row, with optional attributes on its
+ * group. */
+typedef struct {
+    char group[32];
+    int ncols;
+    char names[TB_TABLE_MAX_COLS][40];
+    int is_int[TB_TABLE_MAX_COLS];
+    double *cols[TB_TABLE_MAX_COLS];   /* [rows] each (integers held exactly) */
+    int nstrs;                         /* string columns (0: none) */
+    char strnames[TB_TABLE_MAX_STRS][40];
+    char **strs;                       /* [rows][TB_TABLE_MAX_STRS] */
+    size_t rows, cap;
+    tb_attrs attrs;                    /* the group's attributes (tb_attrs_*) */
+} tb_table;
+
+/* names: "step:i,loss,lr" (":i" marks an int64 column). */
+void tb_table_init(tb_table *t, const char *group, const char *names);
+/* Adds a string column (in the order added, after the numeric ones). */
+void tb_table_add_string_column(tb_table *t, const char *name);
+/* values: one per numeric column, in order; s: the first string column's
+ * value (the others ""). */
+void tb_table_row(tb_table *t, const double *values, const char *s);
+/* The same with every string column's value, in order. */
+void tb_table_row_strs(tb_table *t, const double *values, const char *const *s);
+void tb_table_free(tb_table *t);
+/* dst becomes an independent copy of src (free both). */
+void tb_table_copy(tb_table *dst, const tb_table *src);
 
 void tb_attrs_str(tb_attrs *a, const char *key, const char *value);
 void tb_attrs_int(tb_attrs *a, const char *key, int64_t value);

@@ -238,6 +238,7 @@ static void read_table(tb_results *r, hid_t file, const char *name, tb_rtable *t
     for (int i = 0; i < n; i++)
         if (read_column(r, g, name, names[i], &t->cols[t->ncols]) == 0) t->ncols++;
     tb_h5_free_names(names, n);
+    t->nattrs = read_attrs(g, &t->attrs);
     H5_CHECK(H5Gclose(g));
     /* the writer's order when it recorded one, else integer columns (keys
      * such as threads or rank), strings, then the rest (stable insertion sort) */
@@ -376,6 +377,11 @@ void tb_results_free(tb_results *r) {
         }
         free(t->cols);
         free(t->name);
+        for (int a = 0; a < t->nattrs; a++) {
+            free(t->attrs[a].key);
+            free(t->attrs[a].str);
+        }
+        free(t->attrs);
     }
     free(r->tables);
     for (int i = 0; i < r->nproblems; i++) free(r->problems[i]);
@@ -389,6 +395,22 @@ const tb_rattr *tb_results_attr(const tb_results *r, const char *key) {
     for (int i = 0; i < r->nattrs; i++)
         if (strcmp(r->attrs[i].key, key) == 0) return &r->attrs[i];
     return NULL;
+}
+
+static const tb_rattr *rtable_attr(const tb_rtable *t, const char *key) {
+    for (int i = 0; i < t->nattrs; i++)
+        if (strcmp(t->attrs[i].key, key) == 0) return &t->attrs[i];
+    return NULL;
+}
+
+double tb_rtable_attr_num(const tb_rtable *t, const char *key, double dflt) {
+    const tb_rattr *a = rtable_attr(t, key);
+    return a && (a->kind == TB_VAL_INT || a->kind == TB_VAL_FLOAT) ? a->num : dflt;
+}
+
+const char *tb_rtable_attr_str(const tb_rtable *t, const char *key, const char *dflt) {
+    const tb_rattr *a = rtable_attr(t, key);
+    return a && a->kind == TB_VAL_STR ? a->str : dflt;
 }
 
 const char *tb_results_str(const tb_results *r, const char *key, const char *dflt) {
@@ -434,6 +456,12 @@ double tb_rtable_num(const tb_rtable *t, const char *col, size_t row) {
     const tb_rcol *c = tb_rtable_col(t, col);
     if (!c || !c->num || row >= t->rows) return NAN;
     return c->num[row];
+}
+
+const char *tb_rtable_str(const tb_rtable *t, const char *col, size_t row) {
+    const tb_rcol *c = tb_rtable_col(t, col);
+    if (!c || !c->str || row >= t->rows) return NULL;
+    return c->str[row];
 }
 
 /* ---- the live run's rows ------------------------------------------------------------------- */

@@ -36,6 +36,8 @@ typedef struct {
                         * else integer columns, string columns, the rest, each
                         * in name order */
     size_t rows;       /* the length shared by every column */
+    int nattrs;
+    tb_rattr *attrs;   /* the group's attributes (name order; `columns` among them) */
 } tb_rtable;
 
 typedef struct {
@@ -67,6 +69,11 @@ int tb_rattr_equal(const tb_rattr *a, const tb_rattr *b);
 
 const tb_rtable *tb_results_table(const tb_results *r, const char *name);
 const tb_rcol *tb_rtable_col(const tb_rtable *t, const char *name);
+/* A string column's value at row (NULL when the column is missing or not strings). */
+const char *tb_rtable_str(const tb_rtable *t, const char *col, size_t row);
+/* The group's numeric / string attribute, or dflt. */
+double tb_rtable_attr_num(const tb_rtable *t, const char *key, double dflt);
+const char *tb_rtable_attr_str(const tb_rtable *t, const char *key, const char *dflt);
 /* Value of a numeric column at row, NaN when the column is missing. */
 double tb_rtable_num(const tb_rtable *t, const char *col, size_t row);
 

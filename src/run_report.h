@@ -32,6 +32,8 @@ typedef struct {
     tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
     tb_table devices;         /* per rank: device, memory, fp16 skips, CUDA graph steps, bus id */
     tb_table convs;           /* per rank: the conv algorithms chosen (tb_model_describe_convs) */
+    tb_table op_profile, op_kinds; /* --op-profile: per op row (name, phase, kind) and per op kind,
+                                 ms per step; written when they have rows (src/op_profile_report.h) */
     int written;              /* the final file is written (under mu) */
     int replaceable;          /* ... by the watchdog, and it may write once more */
     /* snapshots (thread started by init when path is set) */

@@ -122,6 +122,10 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"deterministic", TB_OPT_FLAG, &f->deterministic, 0, 0, NULL, "CUDA: deterministic algorithms only"},
         {"no-autotune", TB_OPT_FLAG, &f->no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
         {"workspace-mb", TB_OPT_INT, &f->workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
+        {"op-profile", TB_OPT_INT, &f->op_profile, 0, 100000, NULL,
+         "after the timed steps, N more steps run eagerly (no CUDA graph) with an event around every op: "
+         "ms per step by op kind and node, and the share of the step they cover (# tables, /op_profile in the "
+         "results file). They train on (after --save and the replica check) and change no reported timing"},
         {"scaling-steps", TB_OPT_INT, &f->scaling_steps, 0, 1 << 20, NULL, "timed steps per scaling row (0: no scaling table)"},
         {"scaling-warmup", TB_OPT_INT, &f->scaling_warmup, 0, 1 << 20, NULL, "untimed steps before each scaling row"},
         {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},

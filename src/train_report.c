@@ -242,6 +242,7 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         tb_attrs_int(&r->report.attrs, "cuda_graph_replays", replays);
         tb_run_report_unlock(&r->report);
     }
+    tb_train_op_profile(r, o); /* --op-profile: after everything that reports the training */
     tb_trainer_destroy(r->tr);
     r->tr = NULL;
     tb_source_destroy(r->src);

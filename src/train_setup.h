@@ -41,6 +41,7 @@ typedef struct {
     int print_every, ckpt_every, synthetic, nesterov, no_fuse, zero_init_residual, no_bn_decay;
     int no_overlap, scaling_steps, scaling_warmup, seed, lr_base_batch, lr_warmup_steps;
     int synthetic_size, strict_data, resume;
+    int op_profile;                   /* extra eager steps timed op by op after training (0: none) */
     double lr, momentum, weight_decay, label_smoothing, bucket_mb, first_bucket_mb, timeout;
 } tb_train_flags;
 
@@ -154,6 +155,11 @@ void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s);
  * so the watchdog never writes HDF5 at the same time). */
 void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
                               int64_t epoch_step);
+
+/* train_profile.c: --op-profile's steps (after the timed ones, --save and
+ * the replica check; they train on), their tables on rank 0 and in the
+ * results file. Collective; nothing when --op-profile is 0. */
+void tb_train_op_profile(tb_train_run *r, const tb_train_outcome *o);
 
 /* train_report.c: the per-rank table, --save, the replica check, the
  * scaling measurement and the results file. */

@@ -79,6 +79,7 @@ struct tb_trainer {
     int seen[16], nseen;         /* batch sizes run eagerly (their conv plans exist) */
     int replays;
     int pending_steps;           /* steps queued while a capture was due (tb_trainer_graph_pending) */
+    int force_eager;             /* tb_trainer_force_eager: no replay, no capture */
     void **gev;                  /* [nev] a launch's events */
     int nev;
 };
@@ -605,14 +606,14 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
      * eagerly on every rank and makes every rank capture again (the short
      * batch may have grown the backend's workspaces under the graph). */
     int full = b->global_n == (int64_t)t->world * m->max_batch;
-    if (t->graph && full && !t->recapture) {
+    if (t->graph && full && !t->recapture && !t->force_eager) {
         graph_events(t, s);
         tb_gpu_graph_launch(t->graph, t->stream, t->gev);
         tb_model_advance_counters(m); /* a replayed forward leaves the host counters alone */
         m->preset = 0;                /* the replay read the preset scalars */
         p->rec.graph = 1;
         t->replays++;
-    } else if (t->graph_on && full && seen_batch(t, b->n) &&
+    } else if (t->graph_on && !t->force_eager && full && seen_batch(t, b->n) &&
                (t->recapture || t->eager_full >= t->hp.graph_warmup)) {
         if (capture_and_launch(t, b, step, lr, s)) p->rec.graph = 1;
         else step_body(t, b, step, lr, s, 0);
@@ -666,6 +667,8 @@ void tb_trainer_invalidate_graph(tb_trainer *t) {
 }
 
 void tb_trainer_break_idle(tb_trainer *t) { t->prev_valid = 0; }
+
+void tb_trainer_force_eager(tb_trainer *t, int on) { t->force_eager = on; }
 
 int tb_trainer_graph_pending(const tb_trainer *t) {
     return t->graph_on && (!t->graph || t->recapture) && t->pending_steps <= t->hp.graph_warmup + 1;

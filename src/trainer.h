@@ -131,6 +131,10 @@ void tb_trainer_invalidate_graph(tb_trainer *t);
  * does not count the gap (as after tb_trainer_invalidate_graph, but the
  * graph stays). */
 void tb_trainer_break_idle(tb_trainer *t);
+/* on: the steps queued from now run eagerly whatever --cuda-graph says (no
+ * replay, no capture; the graph is kept): --op-profile's steps, whose
+ * per-op events must be recorded eagerly. off: back to the graph. */
+void tb_trainer_force_eager(tb_trainer *t, int on);
 /* 1 while --cuda-graph is on and the step is still to be captured (or
  * re-captured) within the next few steps: a caller that times steps keeps
  * warming up until it returns 0, so that the capture and instantiation

@@ -6,7 +6,8 @@
 set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
-    dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced)
+    dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
+    op_profile_gpu_graph)
 if(TARGET tb_cuda)
   add_executable(tb_gpu_check gpu/tb_gpu_check.c)
   target_link_libraries(tb_gpu_check PRIVATE tb_model)
@@ -49,6 +50,21 @@ if(TARGET tb_cuda)
              COMMAND sh -c "echo 'SKIP: no python3 with h5py'; exit 77")
   endif()
   set_tests_properties(train_cuda_bf16_loss_fell PROPERTIES FIXTURES_REQUIRED cuda_bf16_results)
+
+  # --op-profile after timed steps replayed from a CUDA graph: the profiled
+  # steps run eagerly (real timing events), every kind of the bf16 step is
+  # timed, the ops cover at least half of the measured step
+  add_test(NAME op_profile_gpu_graph
+           COMMAND ${TB_GPU_RUN} ${TB_TEST_DIR}/expect_pass.sh
+                   "cuda graph: on; [1-9][0-9]* training steps replayed"
+                   "^  conv_fwd +[0-9.]+ +[0-9.]+ +20$" "^  conv_dgrad +[0-9.]+ +[0-9.]+ +19$"
+                   "^  conv_wgrad " "^  bn_bwd " "^  weight_convert +[0-9.]+ +[0-9.]+ +21$"
+                   "^  grad_convert +[0-9.]+ +[0-9.]+ +21$" "^  sgd " "^  nonfinite_check "
+                   "^# covered: [0-9.]+ ms of [0-9.]+ ms step \\(([5-9][0-9]|10[0-5])\\.[0-9] %\\)"
+                   -- ${TB_BIN} --backend cuda --precision bf16 --model resnet18 --image-size 64 --batch-size 32
+                   --steps 8 --warmup-steps 5 --cuda-graph on --graph-warmup 2 --op-profile 2 --scaling-steps 0
+                   --results op_profile_gpu.h5)
+  set_tests_properties(op_profile_gpu_graph PROPERTIES TIMEOUT 300)
 
   # ---- issue 14: NCCL and the GPU gradient paths on one GPU ------------------------------
   # the NCCL cases skip, saying so, in a CUDA build without NCCL
