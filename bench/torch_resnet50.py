@@ -115,7 +115,9 @@ def one(args, batch, precision, layout, mode):
     x = torch.randn(batch, 3, args.image, args.image, device=dev).to(memory_format=fmt)
     y = torch.randint(0, args.classes, (batch,), device=dev)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    scaler = torch.cuda.amp.GradScaler() if precision == "fp16" and cuda else None
+    scaler = None
+    if precision == "fp16" and cuda:  # torch.amp.GradScaler("cuda") since 2.3; torch.cuda.amp's is deprecated
+        scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
     lossf = torch.nn.CrossEntropyLoss()
     step_model = model
     if mode == "compile":
