@@ -541,9 +541,13 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     if (!saved) TB_FATAL("out of host memory");
     memcpy(saved, m->counters, nc * sizeof *saved);
     tb_monitor_progress(t->mon, step, "CUDA graph capture", 0);
-    /* a re-capture replaces a graph that may still run: let it finish
-     * first (rare: after a short batch or an evaluation) */
-    if (t->graph) m->be->sync(m->be);
+    /* The device idle first: a re-capture replaces a graph that may still
+     * run, and every collective the device watch follows has then ended,
+     * so its entries go. Otherwise the watchdog thread would go on polling
+     * events of the eager steps that the graph's launches record again
+     * (stale steps named as pending, PyTorch #104487's crash in a capture). */
+    m->be->sync(m->be);
+    tb_dev_watch_clear();
     tb_gpu_graph *g = NULL;
     static tb_fatal_trap trap; /* static: not clobbered by the longjmp */
     if (setjmp(trap.env) == 0) {
