@@ -210,6 +210,10 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
     int n = 0;
     size_t fws = 0;
     void *ws = measure ? cu_find_workspace(st, &fws) : NULL;
+    /* cudnnFind*Ex overwrites y, dx and dw: whatever queued work still
+     * reads them (the last steps' all-reduce and SGD read dw) ends first,
+     * whichever stream cuDNN measures on */
+    if (measure) TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     cudnnMathType_t m0 = search_math(st, p->dtype);
     conv_choice *cs[3] = {&e->fwd, &e->data, &e->filter};
     for (int d = 0; d < 3; d++) TB_CUDNN_CHECK(cudnnSetConvolutionMathType(cs[d]->conv, m0));
