@@ -190,6 +190,9 @@ void tb_trainer_destroy(tb_trainer *t) {
     tb_backend *be = t->m->be;
     be->sync(be);
     tb_dev_watch_clear();
+    /* before the events its event-record nodes record */
+    tb_gpu_graph_destroy(t->graph);
+    t->graph = NULL;
     if (t->async) {
         for (int s = 0; s < TB_TRAINER_SLOTS; s++) {
             for (int e = 0; e < E_COUNT; e++) be->event_destroy(be, t->slot[s].ev[e]);
@@ -207,7 +210,6 @@ void tb_trainer_destroy(tb_trainer *t) {
             be->sync(be);
         }
     }
-    tb_gpu_graph_destroy(t->graph);
     tb_grad_sync_destroy(t->gs);
     tb_grad_sync_dev_destroy(t->gsd);
     free(t->gev);
