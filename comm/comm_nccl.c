@@ -334,6 +334,13 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
     while (g_watch_n > 0) {
         watch_entry *e = &g_watch[g_watch_head];
         cudaError_t r = e->ev ? cudaEventQuery(e->ev) : cudaSuccess; /* NULL: superseded (see push) */
+        /* last recorded inside a CUDA graph capture: that record superseded
+         * this entry's, as a push would (the trainer clears the watch before
+         * it captures, so this is a guard, not the rule) */
+        if (r == cudaErrorCapturedEvent) {
+            (void)cudaGetLastError();
+            r = cudaSuccess;
+        }
         if (r == cudaErrorNotReady) {
             (void)cudaGetLastError();
             st->pending = 1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/layout.h"
 #include "src/core/log.h"
 
 /* Host-set step scalars and labels go up through small rings of pinned
@@ -486,7 +487,19 @@ float tb_model_read_loss(tb_model *m) {
 
 void tb_model_read_logits(tb_model *m, float *dst) {
     tb_tensor y = tb_graph_act(&m->g, m->g.output, m->batch);
-    download_f32(m, dst, y.data, tb_tensor_numel(&y));
+    size_t n = tb_tensor_numel(&y);
+    if (y.dtype == TB_REAL_DTYPE) {
+        download_f32(m, dst, y.data, n);
+        return;
+    }
+    /* 16-bit activations (CUDA bf16/fp16): [N, classes, 1, 1], the same
+     * bytes in either layout, widened on the host */
+    size_t es = tb_dtype_size(y.dtype);
+    void *tmp = malloc(n * es);
+    if (!tmp) TB_FATAL("out of host memory");
+    m->be->copy_d2h(m->be, tmp, y.data, n * es);
+    for (size_t i = 0; i < n; i++) dst[i] = (float)tb_host_load(tmp, y.dtype, i);
+    free(tmp);
 }
 
 /* Device address of tensor i in its store. */

@@ -112,6 +112,17 @@ tb_gpu_graph *tb_gpu_capture_end(void *stream, void *const *events, int nevents,
     return g;
 }
 
+void tb_gpu_capture_abandon(void *stream) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        /* an invalidated capture returns no graph (and an error): either way it is over */
+        cudaGraph_t graph = NULL;
+        (void)cudaStreamEndCapture((cudaStream_t)stream, &graph);
+        if (graph) (void)cudaGraphDestroy(graph);
+    }
+    (void)cudaGetLastError();
+}
+
 void tb_gpu_graph_launch(tb_gpu_graph *g, void *stream, void *const *events) {
     if (events)
         for (int k = 0; k < g->nevents; k++)

@@ -42,6 +42,12 @@ int tb_gpu_capture_begin(void *stream, char *why, size_t len);
  * reason when the capture or the instantiation failed (the capture is
  * ended either way). */
 tb_gpu_graph *tb_gpu_capture_end(void *stream, void *const *events, int nevents, char *why, size_t len);
+/* Ends a capture that a failure left open on stream (a call inside it that
+ * failed or was refused: the capture may be invalidated) and throws the
+ * graph away, so that the stream, and any stream the capture forked into,
+ * runs eagerly again; clears the runtime's last error. Nothing when the
+ * stream is not capturing. Never ends the job. */
+void tb_gpu_capture_abandon(void *stream);
 /* Launches on stream, event node i recording events[i] (NULL: as captured). */
 void tb_gpu_graph_launch(tb_gpu_graph *g, void *stream, void *const *events);
 /* Nodes in the graph (for the log line). */

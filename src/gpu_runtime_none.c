@@ -35,6 +35,7 @@ tb_gpu_graph *tb_gpu_capture_end(void *stream, void *const *events, int nevents,
     snprintf(why, len, "this build has no CUDA");
     return NULL;
 }
+void tb_gpu_capture_abandon(void *stream) { (void)stream; }
 void tb_gpu_graph_launch(tb_gpu_graph *g, void *stream, void *const *events) {
     (void)g, (void)stream, (void)events;
     TB_FATAL("tb_gpu_graph_launch without CUDA");

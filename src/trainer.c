@@ -13,6 +13,7 @@
 #include "src/trainer.h"
 
 #include <math.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,9 @@ void tb_trainer_destroy(tb_trainer *t) {
     tb_backend *be = t->m->be;
     be->sync(be);
     tb_dev_watch_clear();
+    /* before the events its event-record nodes record */
+    tb_gpu_graph_destroy(t->graph);
+    t->graph = NULL;
     if (t->async) {
         for (int s = 0; s < TB_TRAINER_SLOTS; s++) {
             for (int e = 0; e < E_COUNT; e++) be->event_destroy(be, t->slot[s].ev[e]);
@@ -207,7 +211,6 @@ void tb_trainer_destroy(tb_trainer *t) {
             be->sync(be);
         }
     }
-    tb_gpu_graph_destroy(t->graph);
     tb_grad_sync_destroy(t->gs);
     tb_grad_sync_dev_destroy(t->gsd);
     free(t->gev);
@@ -527,8 +530,12 @@ static void graph_events(tb_trainer *t, int s) {
 }
 
 /* Captures the step body into a graph and launches it for this step.
- * Returns 1, or 0 when the capture failed on a single rank (the body then
- * has to run eagerly; the caller says why). */
+ * Returns 1, or 0 when the capture failed on a single rank without NCCL
+ * (the body then has to run eagerly, exactly once; the caller does). A
+ * failure inside the capture (a call the capture refuses, an allocation,
+ * an invalidated capture: any tb_die / TB_FATAL of this thread meanwhile)
+ * is caught by a fatal trap (src/core/log.h): the capture is abandoned,
+ * the stream runs eagerly again, and the step's host state is restored. */
 static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr, int s) {
     tb_model *m = t->m;
     char why[200];
@@ -537,19 +544,36 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     if (!saved) TB_FATAL("out of host memory");
     memcpy(saved, m->counters, nc * sizeof *saved);
     tb_monitor_progress(t->mon, step, "CUDA graph capture", 0);
-    /* a re-capture replaces a graph that may still run: let it finish
-     * first (rare: after a short batch or an evaluation) */
-    if (t->graph) m->be->sync(m->be);
+    /* The device idle first: a re-capture replaces a graph that may still
+     * run, and every collective the device watch follows has then ended,
+     * so its entries go. Otherwise the watchdog thread would go on polling
+     * events of the eager steps that the graph's launches record again
+     * (stale steps named as pending, PyTorch #104487's crash in a capture). */
+    m->be->sync(m->be);
+    tb_dev_watch_clear();
     tb_gpu_graph *g = NULL;
-    if (tb_gpu_capture_begin(t->stream, why, sizeof why) == 0) {
-        step_body(t, b, step, lr, s, 1);
-        graph_events(t, s);
-        g = tb_gpu_capture_end(t->stream, t->gev, t->nev, why, sizeof why);
+    static tb_fatal_trap trap; /* static: not clobbered by the longjmp */
+    if (setjmp(trap.env) == 0) {
+        tb_fatal_trap_set(&trap);
+        if (tb_gpu_capture_begin(t->stream, why, sizeof why) == 0) {
+            step_body(t, b, step, lr, s, 1);
+            graph_events(t, s);
+            g = tb_gpu_capture_end(t->stream, t->gev, t->nev, why, sizeof why);
+        }
+        tb_fatal_trap_set(NULL);
+    } else { /* sprung (and cleared): a call inside the capture failed */
+        snprintf(why, sizeof why, "inside the capture: %.150s", trap.msg);
+        tb_gpu_capture_abandon(t->stream);
+        g = NULL;
     }
     if (!g) {
         if (t->world > 1)
             tb_die("--cuda-graph: capturing the training step failed on this rank (%s); the other ranks "
                    "may have captured theirs, so the run cannot fall back: rerun with --cuda-graph off",
+                   why);
+        if (t->path == TB_PATH_NCCL)
+            tb_die("--cuda-graph: capturing the training step failed (%s); the NCCL communicator may be left "
+                   "unusable by it, so the run cannot fall back: rerun with --cuda-graph off",
                    why);
         memcpy(m->counters, saved, nc * sizeof *saved); /* the body runs again */
         free(saved);

@@ -15,7 +15,7 @@ set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)
 
 # src/core/: abort cleanups (ncclCommAbort's slot) run before the job ends
 add_executable(test_core test_core.c)
-target_link_libraries(test_core PRIVATE tb_core)
+target_link_libraries(test_core PRIVATE tb_core Threads::Threads)
 add_test(NAME core_abort_cleanups COMMAND test_core)
 
 # The GPU work's host side, on every machine: layout math and 16-bit formats,

@@ -1,7 +1,13 @@
 /* test_core.c - src/core/: the abort path runs every registered cleanup
  * (ncclCommAbort's slot) last-registered first, skips removed ones, and
- * still ends the process with the exit code. Each case runs in a child. */
+ * still ends the process with the exit code; a thread's fatal trap (the
+ * CUDA graph capture's) catches that thread's tb_die / TB_FATAL with their
+ * message and ends nothing, once, and not another thread's. Each case runs
+ * in a child. */
+#include <pthread.h>
+#include <setjmp.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,7 +21,71 @@ static void note(void *ctx) {
     if (write(g_pipe[1], &c, 1) != 1) _exit(99);
 }
 
+static void *die_in_thread(void *arg) {
+    (void)arg;
+    tb_die("test: a thread without a trap ends the process");
+}
+
+/* Reads what a child wrote into the pipe (up to len - 1 bytes) and its exit status. */
+static int child_result(pid_t pid, char *buf, size_t len, int *status) {
+    ssize_t n = 0, r;
+    memset(buf, 0, len);
+    while ((size_t)n < len - 1 && (r = read(g_pipe[0], buf + n, len - 1 - (size_t)n)) > 0) n += r;
+    waitpid(pid, status, 0);
+    return (int)n;
+}
+
+/* The trap: caught with the message, nothing ended, cleared after springing;
+ * then a thread without one ends the process as before. */
+static void test_trap(void) {
+    TB_CHECK(pipe(g_pipe) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(g_pipe[0]);
+        static const char x = 'x';
+        tb_add_abort_cleanup(note, (void *)&x);
+        static tb_fatal_trap trap;
+        int ok = 1;
+        if (setjmp(trap.env) == 0) {
+            tb_fatal_trap_set(&trap);
+            TB_FATAL("fatal-msg %d", 7);
+        }
+        const char *at = strstr(trap.msg, "test_core.c:"); /* __FILE__:__LINE__: the message */
+        ok &= at != NULL && strcmp(trap.msg + strlen(trap.msg) - 13, ": fatal-msg 7") == 0;
+        if (setjmp(trap.env) == 0) { /* sprung traps are cleared: a new one */
+            tb_fatal_trap_set(&trap);
+            tb_die("die-msg %s", "y");
+        }
+        ok &= strcmp(trap.msg, "die-msg y") == 0;
+        char c = ok ? 'T' : 'F';
+        if (write(g_pipe[1], &c, 1) != 1) _exit(99);
+        if (setjmp(trap.env) == 0) {
+            tb_fatal_trap_set(&trap); /* this thread's only */
+            pthread_t th;
+            pthread_create(&th, NULL, die_in_thread, NULL);
+            pthread_join(th, NULL);
+            _exit(4); /* not reached: the thread's tb_die ends the process */
+        }
+        c = 'W'; /* the other thread's tb_die sprang this thread's trap */
+        if (write(g_pipe[1], &c, 1) != 1) _exit(99);
+        _exit(3);
+    }
+    close(g_pipe[1]);
+    char buf[8];
+    int status = 0;
+    int n = child_result(pid, buf, sizeof buf, &status);
+    TB_CHECK(n >= 1 && buf[0] == 'T', "trap: got '%.*s', want 'T' (TB_FATAL and tb_die caught with their messages)",
+             n, buf);
+    TB_CHECK(n == 2 && buf[1] == 'x', "trap: got '%.*s', want 'Tx' (another thread's tb_die not trapped, cleanups run)",
+             n, buf);
+    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "trap: child exit status %d, want exit 1", status);
+    close(g_pipe[0]);
+    fflush(stdout); /* the next child must not print this one's lines again */
+}
+
 int main(void) {
+    test_trap();
     TB_CHECK(pipe(g_pipe) == 0, "pipe");
     pid_t pid = fork();
     if (pid == 0) {

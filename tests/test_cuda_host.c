@@ -558,6 +558,70 @@ static void test_conv_pick(void) {
     TB_CHECK(bad == 0, "cuDNN 9 NOT_SUPPORTED sub-codes count as declined, other errors do not");
 }
 
+/* A fake cudnnGet*WorkspaceSize: per algorithm, a status and bytes; the
+ * math type it was asked under is kept. */
+typedef struct {
+    cudnnStatus_t st[8];
+    size_t bytes[8];
+    cudnnMathType_t asked[8];
+    int calls;
+} fake_ws;
+
+static cudnnStatus_t fake_ws_query(void *ctx, int algo, cudnnMathType_t math, size_t *bytes) {
+    fake_ws *f = ctx;
+    f->calls++;
+    f->asked[algo] = math;
+    *bytes = f->bytes[algo];
+    return f->st[algo];
+}
+
+/* The choice checked against cuDNN's workspace query (cu_conv_pick_checked):
+ * --no-autotune's heuristic rows carry an estimate, the call checks the
+ * workspace it is given against the query for the algorithm. */
+static void test_conv_pick_checked(void) {
+    const size_t lim = 1000;
+    cu_conv_perf r[4] = {
+        {0, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {1, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {2, CUDNN_STATUS_SUCCESS, -1.0f, 100, CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH},
+        {3, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+    };
+    /* algo 0: the query refuses it (NOT_SUPPORTED_SHAPE); algo 1: its real
+     * workspace passes the limit; algo 3: fits, 40 bytes beyond the row's 0 */
+    fake_ws f = {{CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS},
+                 {0, 5000, 100, 40},
+                 {CUDNN_DEFAULT_MATH},
+                 0};
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    int relaxed = -1;
+    int i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == 3 && r[3].memory == 40 && m == CUDNN_FMA_MATH && relaxed == 0 && f.calls == 3,
+             "checked conv choice: a row the workspace query refuses, and one whose queried workspace passes "
+             "the limit, are passed over; the taken row's workspace is the query's (got row %d, %zu bytes, "
+             "math %d, relaxed %d, %d queries)",
+             i, r[3].memory, (int)m, relaxed, f.calls);
+    TB_CHECK(r[0].status == CUDNN_STATUS_NOT_SUPPORTED && r[1].status == CUDNN_STATUS_NOT_SUPPORTED &&
+                 f.asked[1] == CUDNN_FMA_MATH,
+             "checked conv choice: passed-over rows are marked refused; the query is asked under the math "
+             "the call will run with (FMA for IEEE float32)");
+    /* nothing left but the DEFAULT_MATH row: the relaxed pass, queried under FMA */
+    f.st[3] = CUDNN_STATUS_BAD_PARAM;
+    r[3].status = CUDNN_STATUS_SUCCESS;
+    i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == 2 && relaxed == 1 && m == CUDNN_FMA_MATH && f.asked[2] == CUDNN_FMA_MATH && r[2].memory == 100,
+             "checked conv choice: relaxed row taken after the query refused the rest (got %d, relaxed %d)", i,
+             relaxed);
+    f.st[2] = CUDNN_STATUS_NOT_SUPPORTED;
+    r[2].status = CUDNN_STATUS_SUCCESS;
+    i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == -1, "checked conv choice: every row refused by the query: -1 (got %d)", i);
+    /* no query: cu_conv_pick */
+    cu_conv_perf one[1] = {{5, CUDNN_STATUS_SUCCESS, 0.1f, 10, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH}};
+    i = cu_conv_pick_checked(one, 1, TB_BF16, 0, 0, lim, &m, &relaxed, NULL, NULL);
+    TB_CHECK(i == 0 && one[0].memory == 10 && m == CUDNN_TENSOR_OP_MATH,
+             "checked conv choice without a query: the plain choice");
+}
+
 /* The own kernels' index math (cuda_index.h) against brute force. */
 static void test_kernel_index_math(void) {
     int bad = 0, cases = 0;
@@ -675,6 +739,7 @@ int main(void) {
     test_cudnn_descs();
     test_linear_gemm_shapes();
     test_conv_pick();
+    test_conv_pick_checked();
     test_kernel_index_math();
     test_bn_descs();
     test_cuda_discovery();

@@ -102,6 +102,22 @@ static void test_steps(const char *model, tb_backend *gpu, tb_precision p, doubl
              tb_precision_name(p), maxd, maxs);
     TB_CHECK(memcmp(c->counters, g->counters, (size_t)c->pt.n_counters * sizeof(int64_t)) == 0,
              "num_batches_tracked equal");
+    /* evaluation logits, read back as float32 whatever the model's dtype
+     * (16-bit logits used to be read as float32 bytes: garbage top-1) */
+    tb_model_forward(c, 0);
+    tb_model_forward(g, 0);
+    float lgc[3 * 7], lgg[3 * 7];
+    tb_model_read_logits(c, lgc);
+    tb_model_read_logits(g, lgg);
+    double ln = 0, ld = 0;
+    for (int i = 0; i < 3 * classes; i++) {
+        ln += ((double)lgg[i] - lgc[i]) * ((double)lgg[i] - lgc[i]);
+        ld += (double)lgc[i] * lgc[i];
+    }
+    double lrel = sqrt(ln / ld), ltol_logits = p == TB_PREC_FP32 ? 1e-3 : p == TB_PREC_TF32 ? 2e-2 : 0.25;
+    TB_CHECK(lrel <= ltol_logits, "%s %s: eval logits read back differ by %.3g of their norm (tol %g)", model,
+             tb_precision_name(p), lrel, ltol_logits);
+    printf("# %s %s: eval logits difference %.3g of their norm\n", model, tb_precision_name(p), lrel);
     free(sc), free(sg), free(pc), free(pg), free(p0), free(x);
     tb_model_destroy(c);
     tb_model_destroy(g);

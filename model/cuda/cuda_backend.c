@@ -159,8 +159,19 @@ void cu_free(cu_state *st, void *p) {
     TB_CUDA_CHECK(cudaFree(p));
 }
 
+/* 1 while the compute stream is being captured (or its capture was invalidated). */
+static int st_capturing(const cu_state *st) {
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    TB_CUDA_CHECK(cudaStreamIsCapturing(st->stream, &cs));
+    return cs != cudaStreamCaptureStatusNone;
+}
+
 void *cu_workspace(cu_state *st, size_t bytes) {
     if (bytes <= st->ws_bytes) return st->ws;
+    if (st_capturing(st))
+        TB_FATAL("cuda: growing the convolution workspace to %.1f MiB inside a CUDA graph capture: run one "
+                 "step eagerly at this batch size before capturing",
+                 (double)bytes / 1048576.0);
     TB_CUDA_CHECK(cudaStreamSynchronize(st->stream)); /* nothing may still use the old one */
     cu_free(st, st->ws);
     st->ws = cu_malloc(st, bytes, "the convolution workspace");
@@ -183,6 +194,12 @@ void *cu_find_workspace(cu_state *st, size_t *bytes) {
 
 void cu_end_planning(cu_state *st) {
     if (!st->find_ws) return;
+    /* A plan made in a forward pass that ran no conv after it (the last
+     * conv of an evaluation at a new batch size) leaves the Find workspace
+     * for the next conv call, which may be inside the next step's CUDA
+     * graph capture: freeing it there would synchronize the capturing
+     * stream and end the job. It waits for the next eager conv call. */
+    if (st_capturing(st)) return;
     TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     cu_free(st, st->find_ws);
     st->find_ws = NULL;
@@ -295,8 +312,13 @@ static void cuda_copy_d2d(tb_backend *be, void *dst, const void *src, size_t byt
 }
 
 /* Everything queued on the compute stream (other streams order themselves
- * with events). */
-static void cuda_sync(tb_backend *be) { TB_CUDA_CHECK(cudaStreamSynchronize(cu_stream(be))); }
+ * with events). The device being idle, a Find workspace left over from a
+ * plan made in the last forward pass goes now (the trainer syncs before it
+ * captures a CUDA graph: the replays would otherwise keep it for good). */
+static void cuda_sync(tb_backend *be) {
+    TB_CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
+    cu_end_planning(cu_state_of(be));
+}
 
 static void cuda_memory(tb_backend *be, tb_mem_info *out) {
     cu_state *st = cu_state_of(be);

@@ -112,6 +112,20 @@ int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int determ
     return -1;
 }
 
+int cu_conv_pick_checked(cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic, size_t ws_limit,
+                         cudnnMathType_t *math, int *relaxed, cu_conv_ws_fn ws, void *ctx) {
+    for (;;) {
+        int i = cu_conv_pick(r, n, dt, tf32, deterministic, ws_limit, math, relaxed);
+        if (i < 0 || !ws) return i;
+        size_t bytes = 0;
+        if (ws(ctx, r[i].algo, *math, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= ws_limit) {
+            if (bytes > r[i].memory) r[i].memory = bytes;
+            return i;
+        }
+        r[i].status = CUDNN_STATUS_NOT_SUPPORTED; /* cuDNN refuses it as it would run: the next row */
+    }
+}
+
 /* ---- choosing algorithms ---------------------------------------------------------------
  * The three directions differ only in their types; each perf array is
  * reduced to cu_conv_perf {algo, status, time, memory, determinism, mathType}. */
@@ -129,13 +143,46 @@ int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int determ
 
 static const char *dir_name[3] = {"forward", "backward data", "backward filter"};
 
-/* The first acceptable row (rows come sorted best first). */
-static void pick(const cu_state *st, const conv_plan *p, int dir, const cu_conv_perf *r, int n,
+/* What cu_conv_pick_checked asks cuDNN: direction dir's workspace for an
+ * algorithm under a math type (set on that direction's descriptor). */
+typedef struct {
+    cudnnHandle_t h;
+    const conv_plan *p;
+    const conv_entry *e;
+    int dir;
+    cudnnConvolutionDescriptor_t conv;
+} ws_query;
+
+static cudnnStatus_t query_ws(void *ctx, int algo, cudnnMathType_t math, size_t *bytes) {
+    const ws_query *q = ctx;
+    cudnnStatus_t s = cudnnSetConvolutionMathType(q->conv, math);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    switch (q->dir) {
+    case 0:
+        return cudnnGetConvolutionForwardWorkspaceSize(q->h, q->e->x, q->p->f, q->conv, q->e->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    case 1:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(q->h, q->p->f, q->e->y, q->conv, q->e->x,
+                                                            (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    default:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(q->h, q->e->x, q->e->y, q->conv, q->p->f,
+                                                              (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    }
+}
+
+/* The first acceptable row (rows come sorted best first) whose workspace,
+ * asked of cuDNN for the math type it will run with, fits: cudnnGet*_v7's
+ * memory column is the heuristics' estimate, and a Find row's was measured
+ * under the search's math type, while the call checks the workspace it is
+ * given against cudnnGet*WorkspaceSize's answer. */
+static void pick(const cu_state *st, const conv_plan *p, const conv_entry *e, int dir, cu_conv_perf *r, int n,
                  int measured, conv_choice *c) {
     static int warned;
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
     int relaxed = 0;
-    int i = cu_conv_pick(r, n, p->dtype, st->tf32, st->deterministic, st->ws_limit, &math, &relaxed);
+    ws_query q = {st->cudnn, p, e, dir, c->conv};
+    int i = cu_conv_pick_checked(r, n, p->dtype, st->tf32, st->deterministic, st->ws_limit, &math, &relaxed,
+                                 query_ws, &q);
     if (i < 0)
         tb_die("cuda conv %d->%d k%d s%d (%s %s): cuDNN offers no %s algorithm that is %s%s and "
                "fits the workspace limit of %.0f MiB; raise the limit or drop --deterministic",
@@ -163,6 +210,10 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
     int n = 0;
     size_t fws = 0;
     void *ws = measure ? cu_find_workspace(st, &fws) : NULL;
+    /* cudnnFind*Ex overwrites y, dx and dw: whatever queued work still
+     * reads them (the last steps' all-reduce and SGD read dw) ends first,
+     * whichever stream cuDNN measures on */
+    if (measure) TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     cudnnMathType_t m0 = search_math(st, p->dtype);
     conv_choice *cs[3] = {&e->fwd, &e->data, &e->filter};
     for (int d = 0; d < 3; d++) TB_CUDNN_CHECK(cudnnSetConvolutionMathType(cs[d]->conv, m0));
@@ -176,7 +227,7 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
             TB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, p->f, e->fwd.conv, e->y,
                                                                   CONV_ALGOS, &n, pr));
         PERF_ROWS(rows, pr, n);
-        pick(st, p, 0, rows, n, measure, &e->fwd);
+        pick(st, p, e, 0, rows, n, measure, &e->fwd);
     }
     if (e->has_data) {
         cudnnConvolutionBwdDataAlgoPerf_t pr[CONV_ALGOS];
@@ -187,7 +238,7 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
             TB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
                 h, p->f, e->y, e->data.conv, e->x, CONV_ALGOS, &n, pr));
         PERF_ROWS(rows, pr, n);
-        pick(st, p, 1, rows, n, measure, &e->data);
+        pick(st, p, e, 1, rows, n, measure, &e->data);
     }
     {
         cudnnConvolutionBwdFilterAlgoPerf_t pr[CONV_ALGOS];
@@ -199,7 +250,7 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
             TB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                 h, e->x, e->y, e->filter.conv, p->f, CONV_ALGOS, &n, pr));
         PERF_ROWS(rows, pr, n);
-        pick(st, p, 2, rows, n, measure, &e->filter);
+        pick(st, p, e, 2, rows, n, measure, &e->filter);
     }
     size_t need = e->fwd.ws;
     if (e->has_data && e->data.ws > need) need = e->data.ws;

@@ -174,6 +174,16 @@ typedef struct {
 int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic,
                  size_t ws_limit, cudnnMathType_t *math, int *relaxed);
 
+/* cu_conv_pick, then the chosen row's workspace asked of ws (cuDNN's
+ * cudnnGet*WorkspaceSize for that algorithm under *math): a row whose query
+ * fails or whose answer passes ws_limit is marked NOT_SUPPORTED in r and
+ * the next acceptable one is tried; the row taken gets the larger of its
+ * memory and the answer. ws NULL: cu_conv_pick. Host logic with the query
+ * as a callback (tests/test_cuda_host.c). */
+typedef cudnnStatus_t (*cu_conv_ws_fn)(void *ctx, int algo, cudnnMathType_t math, size_t *bytes);
+int cu_conv_pick_checked(cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic, size_t ws_limit,
+                         cudnnMathType_t *math, int *relaxed, cu_conv_ws_fn ws, void *ctx);
+
 /* cuda_bn.c */
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cu_bn_plan_free(tb_backend *be, void *plan);

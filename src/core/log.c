@@ -86,8 +86,27 @@ static void emit(const char *kind, const char *fmt, va_list ap) {
     fflush(stderr);
 }
 
+static _Thread_local tb_fatal_trap *t_trap = NULL;
+
+void tb_fatal_trap_set(tb_fatal_trap *trap) { t_trap = trap; }
+
+/* Takes this thread's trap off (tb_die / tb_fatal_at write its message,
+ * then spring it: longjmp). */
+static tb_fatal_trap *take_trap(void) {
+    tb_fatal_trap *tr = t_trap;
+    t_trap = NULL;
+    return tr;
+}
+
 _Noreturn void tb_die(const char *fmt, ...) {
     va_list ap;
+    tb_fatal_trap *tr = take_trap();
+    if (tr) {
+        va_start(ap, fmt);
+        vsnprintf(tr->msg, sizeof tr->msg, fmt, ap);
+        va_end(ap);
+        longjmp(tr->env, 1);
+    }
     claim_the_end();
     fflush(stdout);
     va_start(ap, fmt);
@@ -107,6 +126,15 @@ void tb_say_error(const char *fmt, ...) {
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
     char kind[512];
     va_list ap;
+    tb_fatal_trap *tr = take_trap();
+    if (tr) {
+        int n = snprintf(tr->msg, sizeof tr->msg, "%s:%d: ", file, line);
+        if (n < 0 || (size_t)n >= sizeof tr->msg) n = 0;
+        va_start(ap, fmt);
+        vsnprintf(tr->msg + n, sizeof tr->msg - (size_t)n, fmt, ap);
+        va_end(ap);
+        longjmp(tr->env, 1);
+    }
     claim_the_end();
     fflush(stdout);
     snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);

@@ -8,6 +8,7 @@
 #ifndef TB_LOG_H
 #define TB_LOG_H
 
+#include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -40,6 +41,21 @@ void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational line, printed by rank 0 only (or when not distributed). */
 void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A trap for the calling thread's next tb_die / TB_FATAL: while one is set,
+ * that call prints nothing and ends nothing; it writes its message into
+ * trap->msg ("file:line: ..." for TB_FATAL), clears the trap and longjmps
+ * to trap->env (setjmp then returns 1). Other threads are not affected.
+ * For a stretch of work that can be undone and redone another way: the
+ * CUDA graph capture of the training step (src/trainer.c), where a call
+ * that fails inside the capture means "capture failed", not "end the
+ * job". The frames it leaves must hold no lock; what they allocated on
+ * the heap leaks. Set NULL to remove it. */
+typedef struct {
+    jmp_buf env;
+    char msg[512];
+} tb_fatal_trap;
+void tb_fatal_trap_set(tb_fatal_trap *trap);
 
 #define TB_FATAL(...) tb_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
 #define TB_ASSERT(cond)                                                       \

@@ -3,7 +3,8 @@
 # and exits 77, which ctest reports as skipped; in a build without the CUDA
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
-set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata train_cuda_bf16_loss_fell
+set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
+    train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
@@ -50,6 +51,17 @@ if(TARGET tb_cuda)
              COMMAND sh -c "echo 'SKIP: no python3 with h5py'; exit 77")
   endif()
   set_tests_properties(train_cuda_bf16_loss_fell PROPERTIES FIXTURES_REQUIRED cuda_bf16_results)
+  # --val with the CUDA graph on: the validation set's short last batch (96
+  # images, batch 20) plans new conv entries and the next step re-captures
+  # at once, after each of two evaluations; the run keeps its graph (no
+  # fallback, no failure inside the capture)
+  add_test(NAME train_cuda_graph_val
+           COMMAND ${TB_GPU_RUN} ${TB_TEST_DIR}/expect_pass.sh "eval +epoch 1 +top-1"
+                   "# cuda graph: on; [0-9]+ training steps replayed"
+                   -- ${TB_BIN} --backend cuda --precision bf16 --data mkdata_gpu --val mkdata_gpu
+                   --image-size 64 --batch-size 20 --last-batch drop --steps 10 --cuda-graph on
+                   --graph-warmup 2 --warmup-steps 2 --scaling-steps 0 --loader-threads 2 --results "")
+  set_tests_properties(train_cuda_graph_val PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED mkdata_gpu)
 
   # --op-profile after timed steps replayed from a CUDA graph: the profiled
   # steps run eagerly (real timing events), every kind of the bf16 step is
