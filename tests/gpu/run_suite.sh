@@ -50,11 +50,16 @@ say() { printf '%s\n' "$*" | tee -a "$SUM"; }
 stage_result() { say "$(printf '%-10s %-8s %5ss  %s' "$1" "$2" "$(( $(date +%s) - $3 ))" "${4:-}")"; }
 
 # ---- unpack the bundle and make its paths valid --------------------------------------
+# A warm device machine keeps ignored files between calls (gpu-bundle/,
+# build-gpu/ of the last call): with the archive carried, unpack it afresh
+# (a rebuilt bundle replaces the old one); without it, reuse what is there.
+if [ -f gpu-bundle.tar.xz ]; then
+  rm -rf gpu-bundle "$ROOT/build-gpu"
+elif [ ! -d gpu-bundle ]; then
+  say "setup      FAIL     no gpu-bundle.tar.xz: run tests/gpu/make_bundle.sh on the development machine and carry it"
+  exit 1
+fi
 if [ ! -d gpu-bundle ]; then
-  if [ ! -f gpu-bundle.tar.xz ]; then
-    say "setup      FAIL     no gpu-bundle.tar.xz: run tests/gpu/make_bundle.sh on the development machine and carry it"
-    exit 1
-  fi
   if command -v xz >/dev/null; then unxz() { xz -dc gpu-bundle.tar.xz; }
   else unxz() { python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open("gpu-bundle.tar.xz"), sys.stdout.buffer)'; }
   fi
@@ -74,9 +79,14 @@ if [ "$source_here" != "$ROOT" ]; then
   mkdir -p "$(dirname "$source_here")"
   ln -sfn "$ROOT" "$source_here"
 fi
-rm -rf "$ROOT/build-gpu"
-mv gpu-bundle/build "$ROOT/build-gpu"
-ln -sfn "$ROOT/build-gpu" gpu-bundle/build
+if [ ! -L gpu-bundle/build ]; then # freshly unpacked: the build goes where it was built
+  rm -rf "$ROOT/build-gpu"
+  mv gpu-bundle/build "$ROOT/build-gpu"
+  ln -sfn "$ROOT/build-gpu" gpu-bundle/build
+elif [ ! -x "$ROOT/build-gpu/trainbench" ]; then
+  say "setup      FAIL     gpu-bundle/ was unpacked by an earlier call but build-gpu/ is gone: carry gpu-bundle.tar.xz"
+  exit 1
+fi
 [ "$build_here" = "$source_here/build-gpu" ] || say "setup      WARN     bundle built in $build_here, not $source_here/build-gpu"
 # shellcheck disable=SC1091
 . gpu-bundle/env.sh
@@ -135,13 +145,14 @@ run_tests() {
   # ctest starts nothing after --stop-time and cuts running tests' timeouts
   # to it, so the call returns its logs inside the device's 10 minutes.
   local stop=$(( t + STAGE_LEFT ))
-  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result tests FAIL "$t" "suite budget (${BUDGET} s) spent before the tests"; return; fi
+  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result tests FAIL "$t" "only ${STAGE_LEFT} s left for it (suite budget ${BUDGET} s): not started"; return; fi
   ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$JOBS" \
     --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
     --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
   local pass fail skip
   pass=$(grep -c ' Passed ' "$OUT/keep/ctest.log")
-  fail=$(grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run' "$OUT/keep/ctest.log")
+  # only the progress lines (ctest lists a failed or not-run test again at the end)
+  fail=$(grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
   skip=$(grep -c '\*\*\*Skipped' "$OUT/keep/ctest.log")
   grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | sed 's/^ */           /' >>"$SUM"
   # on a machine with a GPU, a GPU test that skips hides a broken set-up
@@ -157,7 +168,7 @@ run_script() { # name script
   local t
   t=$(date +%s)
   if [ ! -f "$2" ]; then stage_result "$1" FAIL "$t" "$2 does not exist yet"; return; fi
-  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result "$1" FAIL "$t" "suite budget (${BUDGET} s) spent before this stage"; return; fi
+  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result "$1" FAIL "$t" "only ${STAGE_LEFT} s left for it (suite budget ${BUDGET} s): not started"; return; fi
   # the stage script takes the smaller of its own budget and this cap
   if TB_STAGE_BUDGET=$STAGE_LEFT bash "$2"; then stage_result "$1" ok "$t"; else stage_result "$1" FAIL "$t" "$2 failed (see suite.log)"; fi
 }
