@@ -28,8 +28,8 @@ struct tb_source {
     /* synthetic + batch file, resident (tb_feed_opts.resident): the pool or
      * the file's rows in device memory, batches named by row */
     tb_backend *dbe;           /* the backend that holds dpool */
-    float *dpool;              /* [dpool_rows,3,S,S] device */
-    int64_t dpool_rows;
+    float *dpool;              /* [rows,3,S,S] device */
+    size_t dpool_bytes;
     int32_t *rows;             /* [batch] host: this batch's rows of dpool */
     /* loader */
     tb_loader_opts lo;         /* as created (tb_source_feed remakes the loader from it) */
@@ -107,19 +107,23 @@ tb_feed_opts tb_feed_default(const tb_backend *be) {
     return f;
 }
 
-/* Synthetic pool or batch-file rows, once, into the model's device memory. */
-static void make_resident(tb_source *s, tb_model *m) {
-    if (s->started || s->dpool) TB_FATAL("tb_source_feed after the source started");
+/* tb_source_feed's preconditions, for every kind of source. */
+static void check_feed_target(const tb_source *s, const tb_model *m) {
+    if (s->started || s->up || s->dpool) TB_FATAL("tb_source_feed after the source started");
     if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
         TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the source makes %dx%d of %d", m->height,
                  m->width, m->max_batch, s->image, s->image, s->batch);
+}
+
+/* Synthetic pool or batch-file rows, once, into the model's device memory. */
+static void make_resident(tb_source *s, tb_model *m) {
+    check_feed_target(s, m);
     const float *host = s->kind == SRC_SYNTHETIC ? s->syn.images : s->bf.images;
     int64_t rows = s->kind == SRC_SYNTHETIC ? s->syn.pool : s->bf.n;
-    size_t bytes = (size_t)rows * 3 * s->image * s->image * sizeof(float);
+    s->dpool_bytes = (size_t)rows * 3 * s->image * s->image * sizeof(float);
     s->dbe = m->be;
-    s->dpool = m->be->alloc(m->be, bytes);
-    m->be->copy_h2d(m->be, s->dpool, host, bytes);
-    s->dpool_rows = rows;
+    s->dpool = m->be->alloc(m->be, s->dpool_bytes);
+    m->be->copy_h2d(m->be, s->dpool, host, s->dpool_bytes);
     s->rows = malloc((size_t)s->batch * sizeof *s->rows);
     if (!s->rows) TB_FATAL("out of host memory");
     free(s->images); /* batches are rows now */
@@ -127,7 +131,7 @@ static void make_resident(tb_source *s, tb_model *m) {
 }
 
 int64_t tb_source_resident_bytes(const tb_source *s) {
-    return s->dpool ? s->dpool_rows * 3 * (int64_t)s->image * s->image * (int64_t)sizeof(float) : 0;
+    return (int64_t)s->dpool_bytes;
 }
 
 void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
@@ -139,10 +143,7 @@ void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
     if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
         tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
     if (!f.u8) return;
-    if (s->started || s->up) TB_FATAL("tb_source_feed after the source started");
-    if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
-        TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the loader makes %dx%d of %d", m->height,
-                 m->width, m->max_batch, s->image, s->image, s->batch);
+    check_feed_target(s, m);
     tb_loader_destroy(s->ld); /* NULL with --decode gpu */
     s->ld = NULL;
     tb_loader_opts o = s->lo;
