@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "src/core/hash.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
 
@@ -463,24 +464,18 @@ const char *tb_dataset_path(const tb_dataset *ds, int64_t i, char *buf, size_t l
     return buf;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 uint64_t tb_dataset_hash(const tb_dataset *ds) {
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = TB_FNV1A_INIT;
     unsigned char c[4] = {(unsigned char)ds->classes, (unsigned char)(ds->classes >> 8),
                           (unsigned char)(ds->classes >> 16), (unsigned char)(ds->classes >> 24)};
-    h = fnv1a(h, c, 4);
+    h = tb_fnv1a(h, c, 4);
     for (int64_t i = 0; i < ds->n; i++) {
         const char *rel = tb_dataset_relpath(ds, i);
-        h = fnv1a(h, rel, strlen(rel) + 1); /* with its NUL: "a" + "bc" differs from "ab" + "c" */
+        h = tb_fnv1a(h, rel, strlen(rel) + 1); /* with its NUL: "a" + "bc" differs from "ab" + "c" */
         uint32_t l = (uint32_t)ds->labels[i];
         unsigned char b[4] = {(unsigned char)l, (unsigned char)(l >> 8), (unsigned char)(l >> 16),
                               (unsigned char)(l >> 24)};
-        h = fnv1a(h, b, 4);
+        h = tb_fnv1a(h, b, 4);
     }
     return h;
 }

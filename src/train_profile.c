@@ -21,25 +21,19 @@
 #include <string.h>
 
 #include "model/op_profile.h"
+#include "src/core/hash.h"
 #include "src/core/log.h"
 #include "src/op_profile_report.h"
 #include "src/train_setup.h"
 
-/* FNV-1a over bytes, continuing from h. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 /* The op list's identity: row count and every row's key, in order. */
 static uint64_t rows_hash(const tb_op_prof *p) {
-    uint64_t h = fnv1a(0xcbf29ce484222325ULL, &p->nrows, sizeof p->nrows);
+    uint64_t h = tb_fnv1a(TB_FNV1A_INIT, &p->nrows, sizeof p->nrows);
     for (int i = 0; i < p->nrows; i++) {
         const tb_op_row *r = &p->rows[i];
         int tags[2] = {(int)r->phase, (int)r->kind};
-        h = fnv1a(h, r->name, strlen(r->name) + 1);
-        h = fnv1a(h, tags, sizeof tags);
+        h = tb_fnv1a(h, r->name, strlen(r->name) + 1);
+        h = tb_fnv1a(h, tags, sizeof tags);
     }
     return h;
 }

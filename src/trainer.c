@@ -20,6 +20,7 @@
 
 #include "src/bucket_profile.h"
 #include "src/faults.h"
+#include "src/core/hash.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
 #include "src/trace.h"
@@ -705,26 +706,19 @@ const char *tb_trainer_graph_status(const tb_trainer *t, int *replays) {
 
 /* ---- replicas and losses ------------------------------------------------------------------ */
 
-/* FNV-1a over bytes, continuing from h. */
-static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 int tb_trainer_check_replicas(tb_trainer *t, uint64_t *hash) {
     tb_model *m = t->m;
     tb_backend *be = m->be;
     if (t->world > 1) bcast(t, m->state, m->pt.n_state);
     be->sync(be);
-    uint64_t h = 0xcbf29ce484222325ULL;
+    uint64_t h = TB_FNV1A_INIT;
     be->copy_d2h(be, t->stage, m->params, m->pt.n_train * sizeof(tb_real));
-    h = fnv1a(h, t->stage, m->pt.n_train * sizeof(tb_real));
+    h = tb_fnv1a(h, t->stage, m->pt.n_train * sizeof(tb_real));
     be->copy_d2h(be, t->stage, m->momentum, m->pt.n_train * sizeof(tb_real));
-    h = fnv1a(h, t->stage, m->pt.n_train * sizeof(tb_real));
+    h = tb_fnv1a(h, t->stage, m->pt.n_train * sizeof(tb_real));
     be->copy_d2h(be, t->stage, m->state, m->pt.n_state * sizeof(tb_real));
-    h = fnv1a(h, t->stage, m->pt.n_state * sizeof(tb_real));
-    h = fnv1a(h, m->counters, (size_t)m->pt.n_counters * sizeof(int64_t));
+    h = tb_fnv1a(h, t->stage, m->pt.n_state * sizeof(tb_real));
+    h = tb_fnv1a(h, m->counters, (size_t)m->pt.n_counters * sizeof(int64_t));
     uint64_t *all = malloc((size_t)t->world * sizeof *all);
     tb_comm_allgather(t->comm, &h, all, sizeof h);
     int same = 1;
