@@ -69,12 +69,12 @@ static void emu_release(void *impl, void *p) {
     free(p);
 }
 
-/* Grows *p to hold need bytes, keeping what it holds. */
 static void emu_download(void *impl, void *host, const void *dev, size_t bytes) {
     (void)impl;
     memcpy(host, dev, bytes);
 }
 
+/* Grows *p to hold need bytes, keeping what it holds. */
 static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
     if (need > *cap) {
         size_t c = need + need / 2;
@@ -86,8 +86,10 @@ static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
     return *p;
 }
 
-/* Decodes each job's region with libjpeg (the whole image, then the rows
- * and columns the plan needs: an ROI decode), then runs both passes. */
+/* Decodes each job with libjpeg (the whole image) and lays the pixels out
+ * in the decode buffer as the nvJPEG path does (tb_rs_layout): the plan's
+ * region, as the hardware engine decodes it, for every other job, the
+ * whole image, as the hybrid decoder does, for the rest; then both passes. */
 static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
                        const int *host_rows, int nh) {
     emu *e = impl;
@@ -103,27 +105,27 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         tb_gpu_job *j = &jobs[i];
         e->jobs_seen++;
         if (e->o.emulate_fail_every > 0 && e->jobs_seen % e->o.emulate_fail_every == 0) {
-            j->status = -1;
+            j->status = TB_GPU_JOB_FAILED;
             snprintf(j->why, sizeof j->why, "emulated nvJPEG failure");
             continue;
         }
         tb_rgbx_region r;
         if (tb_jpeg_decode_full(e->jpeg, j->jpeg, j->len, &r) != 0) {
-            j->status = -1;
+            j->status = TB_GPU_JOB_FAILED;
             snprintf(j->why, sizeof j->why, "emulated decode: %.100s", tb_jpeg_error(e->jpeg));
             continue;
         }
         tb_rs_region need;
         tb_rs_plan(e->pl, &j->g, j->width, j->height, 2, j->row, &e->desc[ok], &need);
-        int rw = need.x1 - need.x0, rh = need.y1 - need.y0;
-        uint8_t *src = grow(&e->src, &e->src_cap, used + (size_t)rw * rh * 3);
-        for (int y = 0; y < rh; y++)
-            for (int x = 0; x < rw; x++)
-                memcpy(src + used + ((size_t)y * rw + x) * 3,
-                       r.px + (size_t)(need.y0 + y) * r.stride + (size_t)(need.x0 + x) * 4, 3);
-        tb_rs_place(&j->g, need.x0, need.y0, (int64_t)used, rw * 3, &e->desc[ok]);
-        used += (size_t)rw * rh * 3;
-        j->status = 0;
+        tb_rs_region dec = e->jobs_seen % 2 ? need : (tb_rs_region){0, 0, j->width, j->height};
+        tb_rs_layout(&j->g, dec, &used, &e->desc[ok]);
+        uint8_t *src = grow(&e->src, &e->src_cap, used);
+        const tb_rs_desc *d = &e->desc[ok];
+        for (int y = dec.y0; y < dec.y1; y++)
+            for (int x = dec.x0; x < dec.x1; x++)
+                memcpy(src + d->src_off + (size_t)(y - dec.y0) * d->src_pitch + (size_t)(x - dec.x0) * 3,
+                       r.px + (size_t)y * r.stride + (size_t)x * 4, 3);
+        j->status = TB_GPU_JOB_DONE;
         ok++;
     }
     size_t tlen;
@@ -176,7 +178,7 @@ void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, siz
 void tb_gpu_decode_batch(tb_gpu_decoder *d, tb_gpu_job *jobs, int n, uint8_t *dev_images,
                          const uint8_t *host_images, const int *host_rows, int nh) {
     for (int i = 0; i < n; i++) {
-        jobs[i].status = -1;
+        jobs[i].status = TB_GPU_JOB_REFUSED;
         jobs[i].why[0] = '\0';
     }
     d->ops->decode(d->impl, jobs, n, dev_images, host_images, host_rows, nh);

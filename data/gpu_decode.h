@@ -51,6 +51,13 @@ typedef struct {
     int emulate_fail_every; /* emulation: every k-th job fails as nvJPEG would (0: none) */
 } tb_gpu_decoder_opts;
 
+/* What became of a job (tb_gpu_job.status). The loader treats both
+ * failures alike (the CPU path from the same candidate); the tests tell a
+ * decoder that declines a file apart from one that fails decoding it. */
+#define TB_GPU_JOB_DONE 0     /* decoded and resized into its row */
+#define TB_GPU_JOB_FAILED (-1) /* the decoder took it and failed (damaged data, ...) */
+#define TB_GPU_JOB_REFUSED (-2) /* the decoder does not take it (header, or not for this engine) */
+
 /* A sample for the GPU. */
 typedef struct {
     const uint8_t *jpeg;    /* the file (host memory, valid during the call) */
@@ -58,7 +65,7 @@ typedef struct {
     int width, height;      /* from the CPU's header check */
     tb_geometry g;          /* crop and output (the flip is the consumer's) */
     int row;                /* batch row it fills */
-    int status;             /* out: 0 decoded and resized; -1 the GPU path cannot take it */
+    int status;             /* out: TB_GPU_JOB_* */
     char why[120];          /* out: the reason, when status != 0 */
 } tb_gpu_job;
 
@@ -77,8 +84,8 @@ void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, siz
 /* One batch into dev_images [max_batch][S][S][3] (uint8 RGB): the jobs,
  * decoded and resized into their rows, and the rows host_rows[0..nh) of
  * host_images (same layout, rendered on the CPU) copied up. Returns when
- * all of it is complete. A job that comes back with status -1 leaves its
- * row alone. */
+ * all of it is complete. A job that comes back failed or refused leaves
+ * its row alone. */
 void tb_gpu_decode_batch(tb_gpu_decoder *d, tb_gpu_job *jobs, int n, uint8_t *dev_images,
                          const uint8_t *host_images, const int *host_rows, int nh);
 

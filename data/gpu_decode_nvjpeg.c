@@ -10,16 +10,24 @@
  * than decoded), then with less when it refuses.
  *
  * A batch: every job's header is parsed by nvJPEG and, on the hardware
- * engine, checked with nvjpegDecodeBatchedSupported(Ex); what it refuses
- * goes back to the caller (the CPU path). The rest is decoded in one
- * batched call into one device buffer as interleaved RGB: on the hardware
- * engine only the region the resize reads (nvjpegDecodeBatchedEx with an
- * ROI per image; the crop box's inputs plus 2 pixels), elsewhere, or when
- * the engine refuses regions, the whole image. A failing batch is decoded
- * again image by image so that only the failing files go back to the CPU.
- * Then data/gpu_resize.cu crops and resizes into the slot's rows with the
- * CPU path's Pillow weights, the CPU-rendered rows are copied up on the same
- * stream, and the call returns when the stream is idle.
+ * engine, checked with nvjpegDecodeBatchedSupportedEx on the parameters it
+ * will be decoded with: first its region (the crop box's inputs plus 2
+ * pixels), then, if the engine declines that, the whole image; what it
+ * refuses goes back to the caller (the CPU path). The rest is decoded in
+ * one batched call into one device buffer as interleaved RGB (layout:
+ * tb_rs_layout): on the hardware engine nvjpegDecodeBatchedEx with each
+ * image's region or (0, 0, -1, -1), on the hybrid decoder
+ * nvjpegDecodeBatched, whole images. A batch whose regions fail in the
+ * batched call is decoded again whole (and regions stay off if that
+ * works); a failing batch is decoded again image by image so that only the
+ * failing files go back to the CPU. Then data/gpu_resize.cu crops and
+ * resizes into the slot's rows with the CPU path's Pillow weights, the
+ * CPU-rendered rows are copied up on the same stream, and the call returns
+ * when the stream is idle (the slot is complete when it is handed out).
+ *
+ * One thread at a time calls into a decoder (the loader's GPU stage, or
+ * the consumer's thread with inline decode): the handle, the JPEG state and
+ * stream are not shared between threads (nvJPEG's thread-safety rule).
  *
  * NOT RUN ON A GPU YET: written against nvjpeg.h 13.3 and compiled; the
  * planning and resize arithmetic are host-tested (test_gpu_resize), the
@@ -77,6 +85,7 @@ typedef struct {
     nvjpegJpegStream_t js;         /* header parse for the support checks */
     nvjpegDecodeParams_t *params;  /* [max_batch] per image: RGBI, region */
     int hw, roi;                   /* hardware engine; region decode in use */
+    int64_t roi_declined;          /* images the engine took whole, not as their region */
     cudaStream_t cs;
     uint8_t *d_dec, *d_tmp;        /* decoded regions; horizontal-pass rows */
     size_t dec_cap, tmp_cap;
@@ -157,45 +166,79 @@ static void *dev_grow(void *p, size_t *cap, size_t need) {
     return p;
 }
 
-/* One batched decode of entries [0, m). */
-static nvjpegStatus_t decode_entries(nvj *v, int m, int use_roi) {
+/* One batched decode of entries [0, m); with_roi: nvjpegDecodeBatchedEx
+ * with each entry's parameters (its region, or (0, 0, -1, -1): the whole
+ * image), the hardware engine's call. */
+static nvjpegStatus_t decode_entries(nvj *v, int m, int with_roi) {
     nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(v->h, v->st, m, 1, NVJPEG_OUTPUT_RGBI);
     if (s != NVJPEG_STATUS_SUCCESS) return s;
-    if (use_roi) return nvjpegDecodeBatchedEx(v->h, v->st, v->data, v->lens, v->imgs, v->bparams, v->cs);
+    if (with_roi) return nvjpegDecodeBatchedEx(v->h, v->st, v->data, v->lens, v->imgs, v->bparams, v->cs);
     return nvjpegDecodeBatched(v->h, v->st, v->data, v->lens, v->imgs, v->cs);
 }
 
-/* Plans the accepted jobs (status 0): regions, output buffers, batch
- * entries. Returns how many entries. */
-static int plan_batch(nvj *v, tb_gpu_job *jobs, int n) {
-    tb_rs_begin(v->pl);
-    size_t off = 0;
-    int m = 0;
-    for (int i = 0; i < n; i++) {
-        tb_gpu_job *j = &jobs[i];
-        if (j->status != 0) continue;
-        tb_rs_region need;
-        tb_rs_plan(v->pl, &j->g, j->width, j->height, 2, j->row, &v->plan[i], &need);
-        if (!v->roi) need = (tb_rs_region){0, 0, j->width, j->height};
-        int rw = need.x1 - need.x0, rh = need.y1 - need.y0;
-        nvjpegDecodeParams_t p = v->params[m];
-        if (v->hw) {
-            if (v->roi)
-                TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, need.x0, need.y0, rw, rh));
-            else
-                TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, 0, 0, -1, -1));
-        }
-        tb_rs_place(&j->g, need.x0, need.y0, (int64_t)off, rw * 3, &v->plan[i]);
-        v->data[m] = j->jpeg;
-        v->lens[m] = j->len;
-        memset(&v->imgs[m], 0, sizeof v->imgs[m]);
-        v->imgs[m].pitch[0] = (size_t)rw * 3;
-        v->bparams[m] = p;
-        v->which[m] = i;
-        off += ((size_t)rw * rh * 3 + 255) & ~(size_t)255;
-        m++;
+/* Makes job i entry m of the batch. nvJPEG parses its header; on the
+ * hardware engine the rectangle decoded is the resize's region when
+ * with_roi and the engine takes this file with that region
+ * (nvjpegDecodeBatchedSupportedEx on parameters holding it, the check DALI
+ * and nvImageCodec make before nvjpegDecodeBatchedEx), else the whole
+ * image, which the engine must take (nvjpegDecodeBatchedSupportedEx with
+ * no region); the hybrid decoder decodes whole images. Refused jobs go
+ * back (the CPU path renders them). The rectangle is placed in the decode
+ * buffer at *used (tb_rs_layout: 256-byte aligned, pitch 3 * width).
+ * Returns 1 when the job became entry m. */
+static int plan_entry(nvj *v, tb_gpu_job *j, int i, int m, int with_roi, size_t *used) {
+    nvjpegStatus_t s = nvjpegJpegStreamParseHeader(v->h, j->jpeg, j->len, v->js);
+    if (s != NVJPEG_STATUS_SUCCESS) {
+        j->status = TB_GPU_JOB_REFUSED;
+        snprintf(j->why, sizeof j->why, "nvJPEG cannot parse the header: %s", nvjpeg_status_name(s));
+        return 0;
     }
-    v->d_dec = dev_grow(v->d_dec, &v->dec_cap, off + 256);
+    tb_rs_region need;
+    tb_rs_plan(v->pl, &j->g, j->width, j->height, 2, j->row, &v->plan[i], &need);
+    tb_rs_region dec = {0, 0, j->width, j->height};
+    nvjpegDecodeParams_t p = v->params[m];
+    if (v->hw) {
+        int unsupported = 1;
+        if (with_roi &&
+            nvjpegDecodeParamsSetROI(p, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0) ==
+                NVJPEG_STATUS_SUCCESS &&
+            nvjpegDecodeBatchedSupportedEx(v->h, v->js, p, &unsupported) == NVJPEG_STATUS_SUCCESS && unsupported == 0) {
+            dec = need;
+        } else {
+            if (with_roi && v->roi_declined++ == 0)
+                tb_info("# --decode gpu: the hardware engine declines a region decode (%dx%d image, region %d,%d "
+                        "%dx%d): such files are decoded whole",
+                        j->width, j->height, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0);
+            TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, 0, 0, -1, -1));
+            unsupported = 1;
+            s = nvjpegDecodeBatchedSupportedEx(v->h, v->js, p, &unsupported);
+            if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {
+                j->status = TB_GPU_JOB_REFUSED;
+                snprintf(j->why, sizeof j->why, "the hardware decoder does not take it (%s, %d)",
+                         nvjpeg_status_name(s), unsupported);
+                return 0;
+            }
+        }
+    }
+    tb_rs_layout(&j->g, dec, used, &v->plan[i]);
+    v->data[m] = j->jpeg;
+    v->lens[m] = j->len;
+    memset(&v->imgs[m], 0, sizeof v->imgs[m]);
+    v->imgs[m].pitch[0] = (size_t)v->plan[i].src_pitch;
+    v->bparams[m] = p;
+    v->which[m] = i;
+    return 1;
+}
+
+/* The batch's entries: the jobs still DONE (candidates) that plan_entry
+ * takes, the decode buffer grown to hold them. Returns how many. */
+static int plan_batch(nvj *v, tb_gpu_job *jobs, int n, int with_roi) {
+    tb_rs_begin(v->pl);
+    size_t used = 0;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (jobs[i].status == TB_GPU_JOB_DONE) m += plan_entry(v, &jobs[i], i, m, with_roi, &used);
+    v->d_dec = dev_grow(v->d_dec, &v->dec_cap, used);
     for (int k = 0; k < m; k++) v->imgs[k].channel[0] = v->d_dec + v->plan[v->which[k]].src_off;
     return m;
 }
@@ -210,53 +253,45 @@ static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         TB_CUDA_CHECK(cudaMemcpyAsync(dev_images + (size_t)host_rows[i] * row_bytes,
                                       host_images + (size_t)host_rows[i] * row_bytes, row_bytes,
                                       cudaMemcpyHostToDevice, v->cs));
-    /* what nvJPEG (and, on the engine, the hardware) takes */
-    for (int i = 0; i < n; i++) {
-        tb_gpu_job *j = &jobs[i];
-        j->status = 0;
-        nvjpegStatus_t s = nvjpegJpegStreamParseHeader(v->h, j->jpeg, j->len, v->js);
-        if (s != NVJPEG_STATUS_SUCCESS) {
-            j->status = -1;
-            snprintf(j->why, sizeof j->why, "nvJPEG cannot parse the header: %s", nvjpeg_status_name(s));
-            continue;
-        }
-        if (!v->hw) continue;
-        int unsupported = 1;
-        s = nvjpegDecodeBatchedSupported(v->h, v->js, &unsupported);
-        if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {
-            j->status = -1;
-            snprintf(j->why, sizeof j->why, "the hardware decoder does not take it (%s, %d)", nvjpeg_status_name(s),
-                     unsupported);
-        }
-    }
-    int m = plan_batch(v, jobs, n);
-    nvjpegStatus_t s = m > 0 ? decode_entries(v, m, v->hw && v->roi) : NVJPEG_STATUS_SUCCESS;
-    if (s != NVJPEG_STATUS_SUCCESS && v->hw && v->roi &&
+    for (int i = 0; i < n; i++) jobs[i].status = TB_GPU_JOB_DONE; /* candidates, until planned or failed */
+    int with_roi = v->hw && v->roi;
+    int m = plan_batch(v, jobs, n, with_roi);
+    nvjpegStatus_t s = m > 0 ? decode_entries(v, m, with_roi) : NVJPEG_STATUS_SUCCESS;
+    if (s != NVJPEG_STATUS_SUCCESS && with_roi &&
         (s == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED || s == NVJPEG_STATUS_INVALID_PARAMETER ||
          s == NVJPEG_STATUS_ARCH_MISMATCH)) {
-        /* the engine refuses regions here: whole images from now on */
-        v->roi = 0;
-        size_t used = strlen(v->desc);
-        snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
-                 nvjpeg_status_name(s));
+        /* the batched call with regions failed although the support check
+         * took them: the same batch as whole images; if that decodes, the
+         * regions were the trouble and stay off from now on (a damaged file
+         * fails whole too, and leaves them on) */
         TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
-        m = plan_batch(v, jobs, n);
-        s = decode_entries(v, m, 0);
+        nvjpegStatus_t with = s;
+        with_roi = 0;
+        m = plan_batch(v, jobs, n, 0);
+        s = m > 0 ? decode_entries(v, m, 0) : NVJPEG_STATUS_SUCCESS;
+        if (s == NVJPEG_STATUS_SUCCESS) {
+            v->roi = 0;
+            size_t used = strlen(v->desc);
+            snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
+                     nvjpeg_status_name(with));
+            tb_info("# --decode gpu: nvjpegDecodeBatchedEx with regions failed (%s), whole images decode: whole "
+                    "images from now on",
+                    nvjpeg_status_name(with));
+        }
     }
     if (s != NVJPEG_STATUS_SUCCESS) { /* find the files that fail, one at a time */
         TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
         nvjpegStatus_t batch_status = s;
-        int keep = m;
-        for (int k = 0; k < keep; k++) {
+        for (int k = 0; k < m; k++) {
             v->data[0] = v->data[k];
             v->lens[0] = v->lens[k];
             v->imgs[0] = v->imgs[k];
             v->bparams[0] = v->bparams[k];
             int i = v->which[k];
-            nvjpegStatus_t one = decode_entries(v, 1, v->hw && v->roi);
+            nvjpegStatus_t one = decode_entries(v, 1, with_roi);
             TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
             if (one != NVJPEG_STATUS_SUCCESS) {
-                jobs[i].status = -1;
+                jobs[i].status = TB_GPU_JOB_FAILED;
                 snprintf(jobs[i].why, sizeof jobs[i].why, "nvJPEG: %s (the batch: %s)", nvjpeg_status_name(one),
                          nvjpeg_status_name(batch_status));
             }
@@ -265,7 +300,7 @@ static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
     /* the resize of what decoded */
     int ok = 0, max_rows = 1;
     for (int i = 0; i < n; i++)
-        if (jobs[i].status == 0) {
+        if (jobs[i].status == TB_GPU_JOB_DONE) {
             v->h_desc[ok++] = v->plan[i];
             if (v->plan[i].rows > max_rows) max_rows = v->plan[i].rows;
         }
@@ -283,6 +318,9 @@ static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         TB_CUDA_CHECK(cudaMemcpyAsync(v->d_tab, v->h_tab, tlen * sizeof *tab, cudaMemcpyHostToDevice, v->cs));
         TB_CUDA_CHECK(cudaMemcpyAsync(v->d_desc, v->h_desc, (size_t)ok * sizeof *v->h_desc, cudaMemcpyHostToDevice,
                                       v->cs));
+        /* a failed nvJPEG call may leave the runtime's last error set on this
+         * thread: cleared, so that the launch check reports the launch's own */
+        (void)cudaGetLastError();
         tb_rs_launch(v->d_desc, ok, v->d_tab, S, v->d_dec, v->d_tmp, dev_images, max_rows, v->cs);
     }
     TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
@@ -335,6 +373,9 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
             v->hw = tries[t].b == NVJPEG_BACKEND_HARDWARE;
         }
     }
+    /* a refused nvjpegCreateEx may leave the runtime's last error set on
+     * this thread (the backend's kernel launches check it): cleared */
+    (void)cudaGetLastError();
     if (!chosen) {
         snprintf(err, errlen, "--decode gpu: nvJPEG could not be initialised on device %d: %s", v->device,
                  nvjpeg_status_name(last));

@@ -110,6 +110,16 @@ void tb_rs_plan(tb_rs_planner *p, const tb_geometry *g, int W, int H, int margin
 /* The decoded region of d's image starts at image pixel (rx0, ry0), at
  * src_off in the decode buffer, pitch bytes per row. */
 void tb_rs_place(const tb_geometry *g, int rx0, int ry0, int64_t src_off, int pitch, tb_rs_desc *d);
+
+/* The decode buffer's layout, one for nvJPEG and the host emulation: the
+ * rectangle r of a sample's image that is decoded (its plan's `need` where
+ * the decoder takes a region, else the whole image) goes at the first
+ * TB_RS_ALIGN-byte boundary at or past *used, in rows of 3 * width bytes
+ * (NVJPEG_OUTPUT_RGBI writes channel[0] only, pitch[0] >= 3 * width: no
+ * padding), and *used moves past it. Sets d's src_off, src_pitch, sx, sy
+ * (tb_rs_place); *used is then the buffer's size in bytes. */
+#define TB_RS_ALIGN 256
+void tb_rs_layout(const tb_geometry *g, tb_rs_region r, size_t *used, tb_rs_desc *d);
 /* The packed tables so far and their length (int32 values); the scratch the
  * horizontal rows need (bytes). */
 const int32_t *tb_rs_tables(const tb_rs_planner *p, size_t *len);

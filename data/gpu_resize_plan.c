@@ -91,6 +91,14 @@ void tb_rs_place(const tb_geometry *g, int rx0, int ry0, int64_t src_off, int pi
     d->sy = ry0 - g->clip.top;
 }
 
+void tb_rs_layout(const tb_geometry *g, tb_rs_region r, size_t *used, tb_rs_desc *d) {
+    TB_ASSERT(r.x1 > r.x0 && r.y1 > r.y0);
+    size_t off = (*used + TB_RS_ALIGN - 1) / TB_RS_ALIGN * TB_RS_ALIGN;
+    int pitch = 3 * (r.x1 - r.x0);
+    tb_rs_place(g, r.x0, r.y0, (int64_t)off, pitch, d);
+    *used = off + (size_t)pitch * (size_t)(r.y1 - r.y0);
+}
+
 const int32_t *tb_rs_tables(const tb_rs_planner *p, size_t *len) {
     *len = p->len;
     return p->tab;

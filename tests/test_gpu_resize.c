@@ -5,7 +5,8 @@
  * same pixels, for train crops (RandomResizedCrop boxes, fallback included)
  * and eval geometry (resize + centre crop), whole images and ROI regions
  * (the decoded rectangle smaller than the image, at an offset), many
- * samples packed in one batch. */
+ * samples packed in one batch in the decode buffer's layout (tb_rs_layout:
+ * 256-byte aligned regions, pitch 3 x width, as nvJPEG is given them). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ int main(void) {
     const int sizes[3] = {24, 56, 224};
     tb_rng r;
     tb_rng_seed(&r, 5, 6);
-    int cases = 0, bad_px = 0, bad_cases = 0, rois = 0;
+    int cases = 0, bad_px = 0, bad_cases = 0, rois = 0, layout_bad = 0;
     for (int si = 0; si < 3; si++) {
         const int S = sizes[si];
         tb_rs_planner *p = tb_rs_planner_create(S);
@@ -33,9 +34,10 @@ int main(void) {
             uint8_t *imgs[6];
             tb_geometry gs[6];
             int Ws[6], Hs[6];
-            size_t src_bytes = 0;
+            size_t src_bytes;
             /* first pass: images, geometries, plans */
             tb_rs_region need[6];
+            src_bytes = 5; /* the buffer's first bytes taken: the first region is aligned up */
             for (int j = 0; j < batch; j++) {
                 int W = S / 2 + (int)(tb_rng_uniform(&r) * 3 * S) + 1, H = S / 2 + (int)(tb_rng_uniform(&r) * 3 * S) + 1;
                 if (j == 5) W = 7, H = 5; /* an upscale */
@@ -48,24 +50,27 @@ int main(void) {
                 gs[j].flip = 0;
                 tb_rs_plan(p, &gs[j], W, H, j % 2 ? 2 : 0, j, &d[j], &need[j]);
             }
-            /* second pass: place regions (whole image for even j, the needed rectangle for odd) */
-            int64_t off[6];
+            /* second pass: the decode buffer's layout (tb_rs_layout, as the
+             * nvJPEG path and the emulation lay it out): the whole image for
+             * even j, the needed rectangle for odd j */
+            tb_rs_region dec[6];
             for (int j = 0; j < batch; j++) {
                 int whole = j % 2 == 0;
-                int rw = whole ? Ws[j] : need[j].x1 - need[j].x0, rh = whole ? Hs[j] : need[j].y1 - need[j].y0;
-                off[j] = (int64_t)src_bytes;
-                src_bytes += (size_t)rw * rh * 3 + 5; /* odd gaps between regions */
+                dec[j] = whole ? (tb_rs_region){0, 0, Ws[j], Hs[j]} : need[j];
+                size_t before = src_bytes;
+                tb_rs_layout(&gs[j], dec[j], &src_bytes, &d[j]);
+                int rw = dec[j].x1 - dec[j].x0, rh = dec[j].y1 - dec[j].y0;
+                layout_bad += d[j].src_off % TB_RS_ALIGN != 0 || d[j].src_off < (int64_t)before ||
+                              d[j].src_off >= (int64_t)before + TB_RS_ALIGN || d[j].src_pitch != 3 * rw ||
+                              src_bytes != (size_t)d[j].src_off + (size_t)rw * rh * 3;
                 rois += !whole && (rw < Ws[j] || rh < Hs[j]);
             }
             uint8_t *src = calloc(src_bytes, 1);
             for (int j = 0; j < batch; j++) {
-                int whole = j % 2 == 0;
-                int x0 = whole ? 0 : need[j].x0, y0 = whole ? 0 : need[j].y0;
-                int rw = whole ? Ws[j] : need[j].x1 - need[j].x0, rh = whole ? Hs[j] : need[j].y1 - need[j].y0;
+                int rw = dec[j].x1 - dec[j].x0, rh = dec[j].y1 - dec[j].y0;
                 for (int y = 0; y < rh; y++)
-                    memcpy(src + off[j] + (size_t)y * rw * 3, imgs[j] + ((size_t)(y0 + y) * Ws[j] + x0) * 3,
-                           (size_t)rw * 3);
-                tb_rs_place(&gs[j], x0, y0, off[j], rw * 3, &d[j]);
+                    memcpy(src + d[j].src_off + (size_t)y * d[j].src_pitch,
+                           imgs[j] + ((size_t)(dec[j].y0 + y) * Ws[j] + dec[j].x0) * 3, (size_t)rw * 3);
             }
             size_t tlen;
             const int32_t *tab = tb_rs_tables(p, &tlen);
@@ -114,6 +119,8 @@ int main(void) {
     printf("# %d samples, %d from ROI regions, %d differing values\n", cases, rois, bad_px);
     TB_CHECK(bad_px == 0, "GPU resize arithmetic differs from the CPU path in %d values of %d samples", bad_px,
              bad_cases);
+    TB_CHECK(layout_bad == 0, "decode buffer layout: %d regions not %d-byte aligned right after the previous one, "
+             "with a pitch other than 3 x width or a size other than pitch x rows", layout_bad, TB_RS_ALIGN);
     TB_CHECK(cases == 108 && rois > 20, "%d samples, %d ROI regions: the cases were not exercised", cases, rois);
     return tb_test_exit("test_gpu_resize");
 }
