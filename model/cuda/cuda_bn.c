@@ -21,7 +21,7 @@
  * moves the node to the own kernels for good (forward) or for that call
  * (backward: the own backward needs only x, y and the saved statistics,
  * which both paths keep alike). The first refusal in a process, at plan
- * time or at run time, is said on stderr with cuDNN's status.
+ * time or at run time, is one "# cuda bn:" line (rank 0) with cuDNN's status.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +46,7 @@ typedef struct {
 static void say_refused(const bn_plan *p, int n, const char *where, cudnnStatus_t s) {
     static int said;
     if (said++) return;
-    tb_info("cuda bn: cuDNN's fused BatchNorm refused a %s NHWC [%d,%d,%d,%d]%s%s node %s (%s, %d); such "
+    tb_info("# cuda bn: cuDNN's fused BatchNorm refused a %s NHWC [%d,%d,%d,%d]%s%s node %s (%s, %d); such "
             "nodes run on the own kernels",
             tb_dtype_name(p->shape.dtype), n, p->shape.C, p->shape.H, p->shape.W, p->has_z ? " +add" : "",
             p->relu ? " +relu" : "", where, cudnnGetErrorString(s), (int)s);
