@@ -706,6 +706,25 @@ static void test_bn_descs(void) {
     cudnnDestroyTensorDescriptor(pd);
 }
 
+/* Which answers of cuDNN's fused BatchNorm move a node to the own kernels
+ * (cu_bn_falls_back): refusals of the configuration, NOT_SUPPORTED and
+ * BAD_PARAM with any cuDNN 9 sub-code (bf16 and tiny shapes are outside the
+ * documented fp16 NHWC support); never success or a failure of the run. */
+static void test_bn_fallback_status(void) {
+    const cudnnStatus_t refused[] = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+                                     CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, CUDNN_STATUS_BAD_PARAM,
+                                     CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH, CUDNN_STATUS_BAD_PARAM_OUT_OF_BOUND};
+    const cudnnStatus_t fatal[] = {CUDNN_STATUS_SUCCESS, CUDNN_STATUS_INTERNAL_ERROR,
+                                   CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                   CUDNN_STATUS_EXECUTION_FAILED, CUDNN_STATUS_EXECUTION_FAILED_CUDART,
+                                   CUDNN_STATUS_NOT_INITIALIZED};
+    int bad = 0;
+    for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) bad += !cu_bn_falls_back(refused[k]);
+    for (size_t k = 0; k < sizeof fatal / sizeof fatal[0]; k++) bad += cu_bn_falls_back(fatal[k]);
+    TB_CHECK(bad == 0, "fused BatchNorm: NOT_SUPPORTED and BAD_PARAM (any sub-code) fall back to the own "
+                       "kernels; success, internal and execution errors do not (%d statuses wrong)", bad);
+}
+
 static void test_cuda_discovery(void) {
     char why[160] = "";
     int n = tb_cuda_device_count(why, sizeof why);
@@ -742,6 +761,7 @@ int main(void) {
     test_conv_pick_checked();
     test_kernel_index_math();
     test_bn_descs();
+    test_bn_fallback_status();
     test_cuda_discovery();
 #else
     printf("# this build has no CUDA backend: descriptor and discovery checks not built\n");

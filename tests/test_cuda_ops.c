@@ -264,6 +264,15 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
     snprintf(tag, sizeof tag, "[%d,%d,%d,%d]%s%s %s%s", n, C, h, w, has_z ? " +z" : "",
              relu ? " relu" : "", p->name, cudnn ? "" : " own-kernels");
     for (int dev = 0; dev < 2; dev++) (dev ? gb : g_cpu)->bn_forward_train(dev ? gb : g_cpu, &a[dev]);
+    if (cudnn && p->dt != TB_F32 && p->l == TB_NHWC && C % 4 == 0) {
+        /* which path ran: a refusal falls back quietly, so say it; for fp16
+         * NHWC at a real size (cuDNN's documented fused case) a refusal means
+         * the call is wrong */
+        int on = tb_cuda_bn_plan_on_cudnn(a[1].plan);
+        snprintf(what, sizeof what, "bn path %s: %s", tag, on ? "cuDNN fused" : "own kernels (cuDNN refused)");
+        if (p->dt == TB_F16 && n * h * w >= 1024) report(what, 0, 0, on);
+        else printf("# %s\n", what);
+    }
     snprintf(what, sizeof what, "bn train y %s", tag);
     same(what, &y, p->tol);
     snprintf(what, sizeof what, "bn save_mean %s", tag);

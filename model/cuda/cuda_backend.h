@@ -20,5 +20,9 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
 /* Test switch: BatchNorm on cuDNN's fused kernels where they apply (NHWC,
  * 16-bit, C % 4 == 0: the default) or always on the own kernels (0). */
 void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
+/* Test query: 1 while the node of this bn_plan runs on cuDNN's fused
+ * kernels (0: the own kernels, chosen at plan time or after cuDNN refused
+ * a call). */
+int tb_cuda_bn_plan_on_cudnn(const void *plan);
 
 #endif

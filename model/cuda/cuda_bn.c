@@ -16,15 +16,17 @@
  *    partial sums per channel, combined in a fixed order.
  * Both keep the semantics of backend.h: biased variance to normalise,
  * unbiased into running_var, momentum 0.1, eps 1e-5, save_invstd =
- * 1/sqrt(var + eps). A cuDNN call that answers NOT_SUPPORTED at run time
- * (cuDNN 9: any status of that category, e.g. NOT_SUPPORTED_SHAPE = 3002)
+ * 1/sqrt(var + eps). A cuDNN call that refuses the configuration at run
+ * time (NOT_SUPPORTED or BAD_PARAM, any cuDNN 9 sub-code: cu_bn_falls_back)
  * moves the node to the own kernels for good (forward) or for that call
  * (backward: the own backward needs only x, y and the saved statistics,
- * which both paths keep alike).
+ * which both paths keep alike). The first refusal in a process, at plan
+ * time or at run time, is one "# cuda bn:" line (rank 0) with cuDNN's status.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_internal.h"
 #include "src/core/log.h"
 
@@ -39,6 +41,18 @@ typedef struct {
     cudnnActivationDescriptor_t act;
     size_t reserve;             /* bytes at the largest batch */
 } bn_plan;
+
+/* One line, the first time cuDNN refuses a node (later ones go quietly). */
+static void say_refused(const bn_plan *p, int n, const char *where, cudnnStatus_t s) {
+    static int said;
+    if (said++) return;
+    tb_info("# cuda bn: cuDNN's fused BatchNorm refused a %s NHWC [%d,%d,%d,%d]%s%s node %s (%s, %d); such "
+            "nodes run on the own kernels",
+            tb_dtype_name(p->shape.dtype), n, p->shape.C, p->shape.H, p->shape.W, p->has_z ? " +add" : "",
+            p->relu ? " +relu" : "", where, cudnnGetErrorString(s), (int)s);
+}
+
+int tb_cuda_bn_plan_on_cudnn(const void *plan) { return plan && ((const bn_plan *)plan)->cudnn; }
 
 static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
     const tb_tensor *x = a->x;
@@ -90,8 +104,11 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
         p->pd, act, &bws);
     cudnnStatus_t s3 = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(
         st->cudnn, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, p->ops, act, p->xd, &res);
-    if (s1 != CUDNN_STATUS_SUCCESS || s2 != CUDNN_STATUS_SUCCESS || s3 != CUDNN_STATUS_SUCCESS)
-        return p; /* cuDNN declines this shape: the own kernels */
+    if (s1 != CUDNN_STATUS_SUCCESS || s2 != CUDNN_STATUS_SUCCESS || s3 != CUDNN_STATUS_SUCCESS) {
+        /* cuDNN declines this shape: the own kernels */
+        say_refused(p, x->n, "at plan time", s1 != CUDNN_STATUS_SUCCESS ? s1 : s2 != CUDNN_STATUS_SUCCESS ? s2 : s3);
+        return p;
+    }
     p->cudnn = 1;
     p->reserve = res;
     *reserve_bytes = res;
@@ -152,7 +169,8 @@ void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
             a->save_invstd, p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes,
             a->reserve, a->reserve_bytes);
         if (r == CUDNN_STATUS_SUCCESS) return;
-        if (!cu_cudnn_declined(r)) TB_CUDNN_CHECK(r);
+        if (!cu_bn_falls_back(r)) TB_CUDNN_CHECK(r);
+        say_refused(p, a->x->n, "in forward", r);
         p->cudnn = 0; /* declined at run time: the own kernels from now on */
     }
     cu_bn_shape s = shape_of(a->x);
@@ -199,7 +217,8 @@ void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
             p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes, a->reserve,
             a->reserve_bytes);
         if (r == CUDNN_STATUS_SUCCESS) return;
-        if (!cu_cudnn_declined(r)) TB_CUDNN_CHECK(r);
+        if (!cu_bn_falls_back(r)) TB_CUDNN_CHECK(r);
+        say_refused(p, a->x->n, "in backward", r);
     }
     cu_bn_shape s = shape_of(a->x);
     cu_bn_backward_kernels(cu_stream(be), &s, a->x->data, a->y->data, g->dy->data, g->dx->data,

@@ -67,6 +67,15 @@ extern "C" {
 static inline int cu_cudnn_declined(cudnnStatus_t s) {
     return CUDNN_STATUS_CATEGORY((int)s) == (int)CUDNN_STATUS_NOT_SUPPORTED;
 }
+/* cuDNN's fused BatchNorm (cudnnBatchNormalization*Ex) answered s at run
+ * time: 1 when the node moves to the own kernels, 0 for an error that ends
+ * the job. Its documented support is fp16 NHWC; for other inputs (bf16,
+ * tiny shapes) cuDNN may refuse with NOT_SUPPORTED or with BAD_PARAM (any
+ * sub-code), both before anything runs. Execution, internal and memory
+ * errors are not refusals. Pure host logic (tests/test_cuda_host.c). */
+static inline int cu_bn_falls_back(cudnnStatus_t s) {
+    return cu_cudnn_declined(s) || CUDNN_STATUS_CATEGORY((int)s) == (int)CUDNN_STATUS_BAD_PARAM;
+}
 
 /* One cuBLASLt problem the linear layer has seen (cuda_linear.c). */
 typedef struct cu_gemm cu_gemm;
