@@ -346,6 +346,14 @@ struct tb_backend {
      * [N,3,H,W] in its dtype and layout, normalised (tb_input_norm). */
     void (*input_u8)(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                      const tb_input_norm *norm, const tb_tensor *dst);
+    /* Resident data (--resident): sample i of dst [N,C,H,W] (its dtype and
+     * layout) is row rows[i] of pool [rows,C,H,W] float32 NCHW, already
+     * normalised; rows int32 [N]; pool and rows in device memory. One pass
+     * (gather and convert), the same values as copying the rows into a
+     * float32 NCHW tensor and then `convert` (one rounding). The caller
+     * checks the rows against the pool's size. */
+    void (*input_rows)(tb_backend *be, const float *pool, const int32_t *rows,
+                       const tb_tensor *dst);
 
     /* ---- checks ---------------------------------------------------------------
      * Number of NaN or infinite values in x[n]; waits for the result. */

@@ -141,7 +141,7 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->grads = be->alloc(be, nt);
     m->momentum = be->alloc(be, nt);
     m->state = be->alloc(be, m->pt.n_state * sizeof(tb_real) + 1);
-    m->labels = be->alloc(be, (size_t)max_batch * sizeof(int32_t));
+    m->labels = be->alloc(be, 2 * (size_t)max_batch * sizeof(int32_t)); /* labels, rows */
     be->zero(be, m->params, nt);
     be->zero(be, m->grads, nt);
     be->zero(be, m->momentum, nt);
@@ -167,7 +167,7 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->loss = &m->sc->loss;
     m->sc_stage = be->host_alloc(be, 2 * TB_SCALAR_RING * sizeof *m->sc_stage);
     m->sc_events = calloc(TB_SCALAR_RING, sizeof *m->sc_events);
-    m->label_stage = be->host_alloc(be, (size_t)TB_MODEL_RING * (size_t)max_batch * sizeof *m->label_stage);
+    m->label_stage = be->host_alloc(be, (size_t)TB_MODEL_RING * 2 * (size_t)max_batch * sizeof *m->label_stage);
     m->label_events = calloc(TB_MODEL_RING, sizeof *m->label_events);
     if (!m->sc_events || !m->label_events) TB_FATAL("out of host memory");
     for (int k = 0; k < TB_SCALAR_RING; k++) m->sc_events[k] = be->event_create(be, 0);
@@ -235,27 +235,34 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n) {
     return NULL;
 }
 
-void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) {
+/* Labels [n] (checked against the classes) and, for a resident batch,
+ * pool rows [n] after them, into m->labels [2*max_batch] in one copy from
+ * a pinned slot, asynchronously: no host wait in the step (a pageable copy
+ * may wait for the stream). Returns the rows' device copy (NULL without). */
+static const int32_t *upload_labels(tb_model *m, const int32_t *labels, const int32_t *rows, int n) {
     TB_ASSERT(n >= 1 && n <= m->max_batch);
     for (int i = 0; i < n; i++)
         if (labels[i] < 0 || labels[i] >= m->cfg.classes)
             tb_die("label %d of sample %d is outside [0, %d): the data's classes do not match "
                    "the model's --classes",
                    labels[i], i, m->cfg.classes);
-    /* from a pinned slot, asynchronously: no host wait in the step (a
-     * pageable copy may wait for the stream) */
     tb_backend *be = m->be;
     int k = m->label_next;
     m->label_next = (k + 1) % TB_MODEL_RING;
     be->event_wait(be, m->label_events[k]); /* the copy out of slot k RING batches ago */
-    int32_t *slot = m->label_stage + (size_t)k * (size_t)m->max_batch;
+    int32_t *slot = m->label_stage + (size_t)k * 2 * (size_t)m->max_batch; /* [2*max_batch] */
+    size_t count = rows ? 2 * (size_t)n : (size_t)n;
     memcpy(slot, labels, (size_t)n * sizeof *labels);
-    tb_op_prof_begin(m->g.prof, "labels", TB_OPP_INPUT, TB_OPK_UPLOAD);
-    be->copy_h2d_async(be, m->labels, slot, (size_t)n * sizeof *labels, NULL);
+    if (rows) memcpy(slot + n, rows, (size_t)n * sizeof *rows);
+    tb_op_prof_begin(m->g.prof, "labels", TB_OPP_INPUT, TB_OPK_UPLOAD); /* and the rows */
+    be->copy_h2d_async(be, m->labels, slot, count * sizeof *slot, NULL);
     tb_op_prof_end(m->g.prof);
     be->event_record(be, m->label_events[k], NULL);
     m->batch = n;
+    return rows ? m->labels + n : NULL;
 }
+
+void tb_model_set_labels(tb_model *m, const int32_t *labels, int n) { upload_labels(m, labels, NULL, n); }
 
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n) {
     tb_model_set_labels(m, labels, n);
@@ -276,30 +283,17 @@ void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels,
     tb_op_prof_end(prof);
 }
 
-void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows, const int32_t *labels,
-                             int n) {
+void tb_model_set_batch_rows(tb_model *m, const float *pool, int64_t pool_rows, const int32_t *rows,
+                             const int32_t *labels, int n) {
     TB_ASSERT(pool && rows && n >= 1 && n <= m->max_batch);
-    tb_model_set_labels(m, labels, n);
-    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);
-    /* the gather's target: the float staging buffer, or the input itself
-     * where the input activation is float32 NCHW already */
-    if (!m->in_f32 && (x.dtype != TB_F32 || x.layout != TB_NCHW))
-        TB_FATAL("tb_model_set_batch_rows: the input activation is %s %s and there is no float32 staging",
-                 tb_dtype_name(x.dtype), tb_layout_name(x.layout));
-    float *dst = m->in_f32 ? m->in_f32 : x.data; /* [n,3,H,W] float32 */
-    size_t per = (size_t)3 * m->height * m->width;
-    tb_op_prof_begin(m->g.prof, "input (resident rows)", TB_OPP_INPUT, TB_OPK_INPUT);
-    for (int i = 0; i < n;) { /* runs of consecutive rows: one copy each */
-        int j = i + 1;
-        while (j < n && rows[j] == rows[j - 1] + 1) j++;
-        m->be->copy_d2d(m->be, dst + (size_t)i * per, pool + (size_t)rows[i] * per,
-                        (size_t)(j - i) * per * sizeof(float));
-        i = j;
-    }
-    if (m->in_f32) {
-        tb_tensor src = {m->in_f32, n, 3, m->height, m->width, TB_F32, TB_NCHW};
-        m->be->convert(m->be, &src, &x, 0);
-    }
+    for (int i = 0; i < n; i++) /* the gather on the device reads what it is told */
+        if (rows[i] < 0 || rows[i] >= pool_rows)
+            TB_FATAL("tb_model_set_batch_rows: sample %d names row %d of a pool of %lld rows", i, rows[i],
+                     (long long)pool_rows);
+    const int32_t *drows = upload_labels(m, labels, rows, n); /* [n] device, after the labels */
+    tb_tensor x = tb_graph_act(&m->g, m->g.input, n);        /* [n,3,H,W] its dtype and layout */
+    tb_op_prof_begin(m->g.prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
+    m->be->input_rows(m->be, pool, drows, &x);
     tb_op_prof_end(m->g.prof);
 }
 

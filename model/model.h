@@ -64,7 +64,8 @@ typedef struct {
     tb_real *momentum;         /* [n_train] SGD momentum buffers */
     tb_real *state;            /* [n_state] BN running mean / var */
     tb_real *loss;             /* [1] mean loss of the last tb_model_loss (in sc) */
-    int32_t *labels;           /* [max_batch] */
+    int32_t *labels;           /* [2*max_batch]: the labels [n], then for a resident batch
+                                  its pool rows [n] (one upload; tb_model_set_batch_rows) */
     tb_step_scalars *sc;       /* the per-step scalars the ops read */
     void *op_params;           /* [n_train] op dtype/layout weight copies, or NULL */
     void *op_grads;            /* [n_train] their gradients, or NULL */
@@ -78,7 +79,8 @@ typedef struct {
     tb_real *sc_stage;         /* pinned ring of host-set scalar values (2 per slot) */
     tb_event **sc_events;      /* one per ring slot: its upload has completed */
     int sc_next;
-    int32_t *label_stage;      /* pinned ring of labels [TB_MODEL_RING][max_batch] */
+    int32_t *label_stage;      /* pinned ring [TB_MODEL_RING][2*max_batch]: labels, and
+                                  rows after them (as in `labels`) */
     tb_event **label_events;   /* one per label slot: its upload has completed */
     int label_next;
     int preset;                /* lr and grad scale were uploaded for this step
@@ -117,12 +119,14 @@ const char *tb_model_degenerate_bn(const tb_model *m, int n);
 /* Uploads a batch: images [n,3,H,W] float32, labels [n] in [0, classes). */
 void tb_model_set_batch(tb_model *m, const float *images, const int32_t *labels, int n);
 /* The same from a pool already in device memory (be->alloc): pool
- * [rows,3,H,W] float32; sample i of the batch is pool row rows[i] (host
- * [n]). Copies on the compute stream (runs of consecutive rows in one
- * copy), then the same conversion as tb_model_set_batch: nothing crosses
- * the host-device link but the labels. */
-void tb_model_set_batch_rows(tb_model *m, const float *pool, const int32_t *rows, const int32_t *labels,
-                             int n);
+ * [pool_rows,3,H,W] float32; sample i of the batch is pool row rows[i]
+ * (host [n], each checked in [0, pool_rows)). The labels and the rows go
+ * up in one copy from a pinned slot, then the backend's input_rows op
+ * gathers and converts in one pass on the compute stream: the same input
+ * as tb_model_set_batch of those rows, with nothing but 2n int32 crossing
+ * the host-device link. */
+void tb_model_set_batch_rows(tb_model *m, const float *pool, int64_t pool_rows, const int32_t *rows,
+                             const int32_t *labels, int n);
 /* The same from the loader's uint8 form: images [n,H,W,3] RGB, flip [n]
  * (1: mirror; NULL: none), normalised on the device (4x less to upload). */
 void tb_model_set_batch_u8(tb_model *m, const uint8_t *images, const uint8_t *flip,

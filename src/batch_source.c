@@ -28,7 +28,8 @@ struct tb_source {
     /* synthetic + batch file, resident (tb_feed_opts.resident): the pool or
      * the file's rows in device memory, batches named by row */
     tb_backend *dbe;           /* the backend that holds dpool */
-    float *dpool;              /* [rows,3,S,S] device */
+    float *dpool;              /* [dpool_rows,3,S,S] device */
+    int64_t dpool_rows;
     size_t dpool_bytes;
     int32_t *rows;             /* [batch] host: this batch's rows of dpool */
     /* loader */
@@ -120,6 +121,7 @@ static void make_resident(tb_source *s, tb_model *m) {
     check_feed_target(s, m);
     const float *host = s->kind == SRC_SYNTHETIC ? s->syn.images : s->bf.images;
     int64_t rows = s->kind == SRC_SYNTHETIC ? s->syn.pool : s->bf.n;
+    s->dpool_rows = rows;
     s->dpool_bytes = (size_t)rows * 3 * s->image * s->image * sizeof(float);
     s->dbe = m->be;
     s->dpool = m->be->alloc(m->be, s->dpool_bytes);
@@ -243,6 +245,7 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
     }
     if (s->dpool) {
         b->pool = s->dpool;
+        b->pool_rows = s->dpool_rows;
         b->rows = s->rows;
     } else {
         b->images = s->images;

@@ -243,7 +243,7 @@ void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
     tb_upload *u = b->up;
     if (!u) {
         if (b->rows)
-            tb_model_set_batch_rows(m, b->pool, b->rows, b->labels, b->n);
+            tb_model_set_batch_rows(m, b->pool, b->pool_rows, b->rows, b->labels, b->n);
         else if (b->images)
             tb_model_set_batch(m, b->images, b->labels, b->n);
         else

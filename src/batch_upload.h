@@ -41,7 +41,8 @@ typedef struct tb_upload tb_upload;
 
 typedef struct {
     const float *images;       /* [n,3,S,S] float32 normalised, host; NULL for uint8 and row batches */
-    const float *pool;         /* resident data: [rows,3,S,S] float32 in device memory ... */
+    const float *pool;         /* resident data: [pool_rows,3,S,S] float32 in device memory ... */
+    int64_t pool_rows;
     const int32_t *rows;       /* ... and [n] host: sample i is pool row rows[i]; NULL: not resident */
     const uint8_t *images_u8;  /* [n,S,S,3] uint8, host (pinned or not) or device (on_device) */
     const uint8_t *flip;       /* [n] host: 1 mirrors sample j; NULL: none */

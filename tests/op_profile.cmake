@@ -43,3 +43,11 @@ add_test(NAME op_kinds_mapping
 add_test(NAME torch_profile_cpu
          COMMAND ${TB_PY} ${TB_TEST_DIR}/test_torch_profile.py --trainbench ${TB_BIN} --repo ${CMAKE_SOURCE_DIR})
 set_tests_properties(op_kinds_mapping torch_profile_cpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)
+
+# bench/resnet50_step_cost.py (the roofline model of docs/perf_review_resnet50.md):
+# its layer list against torchvision's resnet50 counts (53 convs, forward
+# MACs, trainable parameters), trainbench's fused step moving fewer bytes
+# than PyTorch eager's, and every lever saving time in the model
+add_test(NAME resnet50_step_cost_model
+         COMMAND ${TB_PY} ${CMAKE_SOURCE_DIR}/bench/resnet50_step_cost.py --check)
+set_tests_properties(resnet50_step_cost_model PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60)

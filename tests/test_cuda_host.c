@@ -1,11 +1,11 @@
 /* test_cuda_host.c - every host-side part of the GPU work, on any machine
  * (CI has no GPU): the layout index math and 16-bit formats the kernels
- * share with the host (model/layout.h), the CPU's convert and uint8 input
- * ops (the references of the GPU's), the per-step scalar block and the loss
- * scaler's bookkeeping, the CPU event emulation and memory accounting, the
- * activation / gradient arena plan, and, in a CUDA build, the cuDNN
- * descriptor shapes of every conv node (descriptor calls need no device)
- * and device discovery without a device. */
+ * share with the host (model/layout.h), the CPU's convert, uint8 input and
+ * resident-rows input ops (the references of the GPU's), the per-step
+ * scalar block and the loss scaler's bookkeeping, the CPU event emulation
+ * and memory accounting, the activation / gradient arena plan, and, in a
+ * CUDA build, the cuDNN descriptor shapes of every conv node (descriptor
+ * calls need no device) and device discovery without a device. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -187,6 +187,48 @@ static void test_cpu_input(tb_backend *be) {
              "input_u8 (normalise + flip) is bit-identical to the loader's float path");
     be->release(be, u8), be->release(be, got);
     free(rgbx), free(want);
+}
+
+/* input_rows (the resident batch in one pass) against the path it
+ * replaced: each row copied into a float32 NCHW staging tensor (copy_d2d),
+ * then convert. Bit-identical in every dtype and layout, rows repeated,
+ * out of order, in a consecutive run; 3 channels and 4 (a padded stem). */
+static void test_cpu_input_rows(tb_backend *be) {
+    static const tb_dtype dts[4] = {TB_F32, TB_BF16, TB_F16, TB_F64};
+    enum { P = 9, N = 6 };
+    const int32_t rows[N] = {4, 4, 0, 8, 1, 2};
+    const int H = 5, W = 6;
+    int bad = 0, combos = 0;
+    for (int C = 3; C <= 4; C++) {
+        size_t per = (size_t)C * H * W, n = (size_t)N * per;
+        float *pool = be->alloc(be, (size_t)P * per * 4), *stage = be->alloc(be, n * 4);
+        int32_t *drows = be->alloc(be, sizeof rows);
+        for (size_t i = 0; i < (size_t)P * per; i++) pool[i] = (float)(tb_rng_normal(&g_rng) * 50.0);
+        be->copy_h2d(be, drows, rows, sizeof rows);
+        for (int d = 0; d < 4; d++)
+            for (int l = 0; l < 2; l++) {
+                size_t es = tb_dtype_size(dts[d]);
+                char *old = be->alloc(be, n * es), *got = be->alloc(be, n * es);
+                memset(old, 0x5a, n * es), memset(got, 0xa5, n * es); /* every element written */
+                for (int i = 0; i < N; i++)
+                    be->copy_d2d(be, stage + (size_t)i * per, pool + (size_t)rows[i] * per, per * 4);
+                tb_tensor ts = {stage, N, C, H, W, TB_F32, TB_NCHW}, to = {old, N, C, H, W, dts[d], (tb_layout)l};
+                be->convert(be, &ts, &to, 0);
+                tb_tensor tg = to;
+                tg.data = got;
+                be->input_rows(be, pool, drows, &tg);
+                if (memcmp(old, got, n * es) != 0) {
+                    bad++;
+                    printf("# input_rows C=%d -> %s %s differs from copy + convert\n", C,
+                           tb_dtype_name(dts[d]), tb_layout_name((tb_layout)l));
+                }
+                combos++;
+                be->release(be, old), be->release(be, got);
+            }
+        be->release(be, pool), be->release(be, stage), be->release(be, drows);
+    }
+    TB_CHECK(bad == 0, "input_rows == per-row copy + convert, bit for bit: %d of %d dtype x layout x C differ",
+             bad, combos);
 }
 
 /* ---- step scalars and the loss scaler ------------------------------------------------------------ */
@@ -751,6 +793,7 @@ int main(void) {
     test_half_formats();
     test_cpu_convert(be);
     test_cpu_input(be);
+    test_cpu_input_rows(be);
     test_scalars(be);
     test_cpu_events(be);
     test_plan();

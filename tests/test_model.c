@@ -3,8 +3,8 @@
  * initialisation's statistics, the gradient-arena plan, fused vs unfused
  * execution, an exact checkpoint round trip, and the GPU's model plumbing
  * run on the CPU: op weight copies (refresh, gradient conversion, the ready
- * hook after it), the uint8 batch path, the per-step scalars, and a step
- * skipped on an overflow under loss scaling. */
+ * hook after it), the uint8 batch path, the resident-rows batch path, the
+ * per-step scalars, and a step skipped on an overflow under loss scaling. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,6 +353,81 @@ static void test_u8_batch(void) {
     tb_model_destroy(b);
 }
 
+/* Resident data: a batch named by rows of a pool in device memory
+ * (tb_model_set_batch_rows: labels and rows in one upload, the backend's
+ * input_rows op) trains exactly as the host batch of those rows
+ * (tb_model_set_batch), with and without the op weight copies (whose
+ * float32 staging the old gather went through). Rows repeat, run out of
+ * order and differ from their labels (labels read as rows, or rows as
+ * labels, change the step); the batch shrinks on some steps (the rows sit
+ * after the labels of this batch, not of the largest one) and fills the
+ * model on the others; without op copies the steps go once round the
+ * pinned label ring and on, so its last slot holds a full 2*max_batch (an
+ * undersized slot is a heap overflow there: the sanitizer build catches
+ * it); with them, 4 steps. */
+static void test_resident_rows(void) {
+    enum { MAXN = 4, P = 7, STEPS = TB_MODEL_RING + 2 };
+    const int S = 32, classes = 5;
+    int ns[STEPS];
+    int32_t rows[STEPS][MAXN];
+    tb_rng r;
+    tb_rng_seed(&r, 17, 2);
+    for (int k = 0; k < STEPS; k++) {
+        ns[k] = k % 4 == 1 ? 2 : k % 4 == 2 ? 3 : MAXN; /* full on the ring's last slot (k = 7) */
+        for (int i = 0; i < MAXN; i++) rows[k][i] = (int32_t)tb_rng_below(&r, P);
+    }
+    rows[0][0] = rows[0][1] = 5, rows[0][2] = 0, rows[0][3] = 6; /* a repeat, out of order */
+    const size_t per = (size_t)3 * S * S;
+    float *host = malloc((size_t)P * per * sizeof *host), *x = malloc((size_t)MAXN * per * sizeof *x);
+    int32_t plabels[P] = {4, 0, 3, 1, 2, 3, 0}; /* pool row r's label; r != plabels[r] for most r */
+    for (size_t i = 0; i < (size_t)P * per; i++) host[i] = (float)tb_rng_normal(&r);
+    float *pool = g_be->alloc(g_be, (size_t)P * per * sizeof *pool);
+    g_be->copy_h2d(g_be, pool, host, (size_t)P * per * sizeof *pool);
+    for (int copies = 0; copies <= 1; copies++) {
+        tb_resnet_config cfg;
+        tb_resnet_config_init(&cfg, "resnet18", classes);
+        tb_model_opts o = tb_model_default_opts();
+        o.op_copies = copies;
+        tb_model *a = tb_model_create(&cfg, g_be, MAXN, S, S, &o), *b = tb_model_create(&cfg, g_be, MAXN, S, S, &o);
+        tb_model_init(a, 8);
+        tb_model_init(b, 8);
+        int same_logits = 1, same_loss = 1, steps = copies ? 4 : STEPS;
+        for (int k = 0; k < steps; k++) {
+            int n = ns[k];
+            int32_t y[MAXN];
+            for (int i = 0; i < n; i++) {
+                memcpy(x + (size_t)i * per, host + (size_t)rows[k][i] * per, per * sizeof *x);
+                y[i] = plabels[rows[k][i]];
+            }
+            tb_model_set_batch(a, x, y, n);
+            tb_model_set_batch_rows(b, pool, P, rows[k], y, n);
+            tb_model *ms[2] = {a, b};
+            float lg[2][MAXN * 5];
+            for (int j = 0; j < 2; j++) {
+                tb_model_forward(ms[j], 1);
+                tb_model_loss(ms[j], 0.1, 1.0);
+                tb_model_read_logits(ms[j], lg[j]);
+                tb_model_backward(ms[j], NULL, NULL);
+                tb_sgd_args sa = {0.05, 0.9, 0, 1.0};
+                tb_model_sgd_step(ms[j], &sa, 1e-4, 0);
+            }
+            if (memcmp(lg[0], lg[1], (size_t)n * classes * sizeof(float)) != 0) same_logits = 0;
+            if (tb_model_read_loss(a) != tb_model_read_loss(b)) same_loss = 0;
+        }
+        TB_CHECK(same_logits && same_loss, "resident rows == host batch (op copies %d): logits %s, loss %s over %d steps",
+                 copies, same_logits ? "equal" : "DIFFER", same_loss ? "equal" : "DIFFER", steps);
+        TB_CHECK(same_buffer(a, b, a->params, b->params, a->pt.n_train) &&
+                     same_buffer(a, b, a->momentum, b->momentum, a->pt.n_train),
+                 "resident rows == host batch (op copies %d): params and momentum bit-identical after %d steps",
+                 copies, steps);
+        tb_model_destroy(a);
+        tb_model_destroy(b);
+    }
+    g_be->release(g_be, pool);
+    free(host);
+    free(x);
+}
+
 /* Loss scaling on the device's terms, run on the CPU: the loss gradient is
  * scaled, SGD unscales, an overflowed step changes nothing but the scaler
  * (scale halved, one skipped step), and the next step trains again. */
@@ -486,6 +561,7 @@ int main(void) {
     test_degenerate_bn();
     test_op_copies();
     test_u8_batch();
+    test_resident_rows();
     test_loss_scaling_skip();
     g_be->destroy(g_be);
     return tb_test_exit("test_model");

@@ -433,6 +433,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->loss_scale_update = cpu_loss_scale_update;
     be->convert = cpu_convert;
     be->input_u8 = cpu_input_u8;
+    be->input_rows = cpu_input_rows;
     be->count_nonfinite = cpu_count_nonfinite;
     be->check_nonfinite = cpu_check_nonfinite;
 

@@ -1,5 +1,5 @@
-/* cpu_convert.c - dtype / layout conversion and the uint8 input op on the
- * CPU, element by element with the index math of model/layout.h (the same
+/* cpu_convert.c - dtype / layout conversion and the input ops (uint8
+ * batches, resident rows) on the CPU, element by element with the index math of model/layout.h (the same
  * functions the CUDA kernels use).
  *
  * The CPU computes in float32 NCHW, but convert handles every dtype and
@@ -67,5 +67,24 @@ void cpu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
         uint8_t v = src[(((size_t)nn * H + h) * W + ws) * 3 + c];
         float x = ((float)v / 255.0f - norm->mean[c]) / norm->std[c];
         tb_host_store(dp, dst->dtype, i, x);
+    }
+}
+
+/* dst[n,c,h,w] = pool[rows[n],c,h,w] (float32 NCHW), rounded once to dst's
+ * dtype: the values of copying the rows into a float32 NCHW tensor and
+ * converting it (cpu_convert, accumulate 0), in one loop. */
+void cpu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst) {
+    if (!pool || !rows || !dst || !dst->data) TB_FATAL("cpu input_rows: NULL argument");
+    const int C = dst->c, H = dst->h, W = dst->w;
+    const size_t per = (size_t)C * H * W; /* one pool row */
+    const size_t n = tb_tensor_numel(dst);
+    void *dp = dst->data;
+
+#pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
+    for (size_t i = 0; i < n; i++) { /* i walks dst in its own order */
+        int nn, c, h, w;
+        tb_layout_coords(dst->layout, C, H, W, i, &nn, &c, &h, &w);
+        const float *row = pool + (size_t)rows[nn] * per;
+        tb_host_store(dp, dst->dtype, i, row[tb_layout_offset(TB_NCHW, C, H, W, 0, c, h, w)]);
     }
 }

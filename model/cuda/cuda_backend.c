@@ -610,6 +610,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->loss_scale_update = cu_loss_scale_update;
     be->convert = cu_convert;
     be->input_u8 = cu_input_u8;
+    be->input_rows = cu_input_rows;
     be->count_nonfinite = cu_count_nonfinite;
     be->check_nonfinite = cu_check_nonfinite;
 

@@ -1,10 +1,13 @@
-/* cuda_convert.cu - dtype / layout conversion and the uint8 input op on the
+/* cuda_convert.cu - dtype / layout conversion and the input ops on the
  * GPU (the counterpart of cpu/cpu_convert.c), with the same index math
  * (model/layout.h) and arithmetic:
  *   convert    dst[n,c,h,w] (+)= src[n,c,h,w]: float32 sum, one rounding
  *   input_u8   dst[n,c,h,w] = ((float)src[n,h,w',c] / 255 - mean[c]) / std[c]
  *              with w' = flip[n] ? W-1-w : w, IEEE division (__fdiv_rn), so
  *              a float32 input is bit-identical to the loader's float path.
+ *   input_rows dst[n,c,h,w] = pool[rows[n],c,h,w] (float32 NCHW), one
+ *              rounding: the resident batch's gather and conversion in one
+ *              kernel (was a device copy per row, then convert).
  * One thread per destination element, in the destination's order (the
  * writes coalesce; a layout change reads with a stride).
  */
@@ -37,6 +40,19 @@ __global__ void input_k(int N, int H, int W, const uint8_t *src, const uint8_t *
     }
 }
 
+template <typename D>
+__global__ void input_rows_k(int N, int C, int H, int W, const float *pool, const int32_t *rows,
+                             tb_layout dl, D *dst) {
+    size_t per = (size_t)C * H * W; /* one pool row */
+    size_t n_el = (size_t)N * per;
+    CU_FOR(i, n_el) {
+        int n, c, h, w;
+        tb_layout_coords(dl, C, H, W, i, &n, &c, &h, &w);
+        const float *row = pool + (size_t)rows[n] * per;
+        cu_st(dst, i, row[tb_layout_offset(TB_NCHW, C, H, W, 0, c, h, w)]);
+    }
+}
+
 template <typename S, typename D>
 static void convert_launch2(cudaStream_t st, int N, int C, int H, int W, tb_layout sl,
                             const void *src, tb_layout dl, void *dst, int acc) {
@@ -63,6 +79,13 @@ static void input_launch(cudaStream_t st, int N, int H, int W, const uint8_t *sr
     input_k<D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, H, W, src, flip, norm, dl, (D *)dst);
 }
 
+template <typename D>
+static void input_rows_launch(cudaStream_t st, int N, int C, int H, int W, const float *pool,
+                              const int32_t *rows, tb_layout dl, void *dst) {
+    size_t n = (size_t)N * C * H * W;
+    input_rows_k<D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, pool, rows, dl, (D *)dst);
+}
+
 extern "C" void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
                            int accumulate) {
     const char *op = "convert";
@@ -86,4 +109,14 @@ extern "C" void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *f
     CU_DISPATCH(dst->dtype, input_launch, cu_stream(be), dst->n, dst->h, dst->w, src, flip, *norm,
                 dst->layout, dst->data);
     TB_CUDA_CHECK_LAUNCH("input_u8");
+}
+
+extern "C" void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows,
+                              const tb_tensor *dst) {
+    cu_check(dst, "input_rows", "dst");
+    if (!pool || !rows) TB_FATAL("cuda input_rows: NULL argument");
+    if (!tb_tensor_numel(dst)) return;
+    CU_DISPATCH(dst->dtype, input_rows_launch, cu_stream(be), dst->n, dst->c, dst->h, dst->w, pool,
+                rows, dst->layout, dst->data);
+    TB_CUDA_CHECK_LAUNCH("input_rows");
 }

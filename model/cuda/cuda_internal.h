@@ -296,6 +296,7 @@ const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, in
 void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
 void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                  const tb_input_norm *norm, const tb_tensor *dst);
+void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst);
 
 /* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
  * cuDNN's fused path does not take. Partial sums: S slices per channel,
