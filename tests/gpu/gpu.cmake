@@ -122,6 +122,7 @@ if(TARGET tb_cuda)
                    -- ${TB_BIN} allreduce-bench --comm nccl --dtype bf16 -b 8 -e 64M -f 8 -n 5 -w 2)
   add_test(NAME preflight_gpu
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "all-reduce \(NCCL, device buffers\).*#wrong 0"
+                   "timed after an untimed warm-up all-reduce .*NCCL's kernels loaded"
                    "NCCL library, compiled against vs loaded" "preflight: OK"
                    -- ${TB_BIN} preflight --bytes 64M --timeout 60)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
