@@ -54,7 +54,7 @@ if [ "${TB_NCCL_CTEST:-0}" != 1 ]; then
   printf '\n## GPU checks\n\nIn the suite'"'"'s tests stage (ctest.log there), not repeated here (TB_NCCL_CTEST=1 repeats them).\n' >>"$MD"
 elif fits 240 "ctest(issue 14)"; then
   ctest --test-dir "$ROOT/build-gpu" --output-on-failure --timeout 300 \
-    -R '^(nccl_train_equals_plain|staged_train_equals_plain|graph_equals_eager|graph_equals_eager_nccl|bf16_allreduce_cost_gpu|allreduce_bench_nccl|allreduce_bench_nccl_bf16|preflight_gpu|dp_exact_gpu_shared_mpi_np2|dp_exact_gpu_shared_mpi_np2_keep|duplicate_gpu_refused|duplicate_gpu_nccl_forced)$' \
+    -R '^(nccl_train_equals_plain|staged_train_equals_plain|graph_equals_eager|graph_equals_eager_nccl|bf16_allreduce_cost_gpu|allreduce_bench_nccl|allreduce_bench_nccl_bf16|preflight_gpu|dp_exact_gpu_shared_mpi_np2|dp_exact_gpu_shared_mpi_np2_keep|duplicate_gpu_refused|duplicate_gpu_nccl_forced|nccl_watch_gpu)$' \
     >"$KEEP/ctest.log" 2>&1
   rc=$?
   {

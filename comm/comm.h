@@ -88,5 +88,10 @@ int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, dou
  * the caller must end the job). */
 int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_type t,
                                   double timeout_s, double *elapsed);
+/* A barrier with a deadline (a non-blocking barrier tested without pause,
+ * so the ranks leave it as close together as MPI allows): 0 when every
+ * rank arrived, -1 when not within timeout_s (abandoned: the caller must
+ * end the job). */
+int tb_comm_barrier_timeout(tb_comm *c, double timeout_s);
 
 #endif

@@ -331,6 +331,18 @@ int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_t
     return 0;
 }
 
+int tb_comm_barrier_timeout(tb_comm *c, double timeout_s) {
+    MPI_Request rq;
+    double t0 = tb_now();
+    MPI_CHECK(MPI_Ibarrier(c->comm, &rq));
+    int done = 0;
+    while (!done) {
+        MPI_CHECK(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+        if (!done && tb_now() - t0 > timeout_s) return -1;
+    }
+    return 0;
+}
+
 char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root, size_t *counts) {
     TB_ASSERT(bytes < CHUNK);
     int mine = (int)bytes;

@@ -6,7 +6,9 @@
  * it, under the caller's deadline (NCCL issue 1472: after ncclCommSplit the
  * parent is polled first, then the child). A live-communicator registry
  * lets the abort cleanup and the watchdog call ncclCommAbort on every one
- * of them from any thread before MPI_Abort. */
+ * of them from any thread before MPI_Abort: on a helper thread, waited for
+ * at most TB_NCCL_ABORT_WAIT_S seconds (tb_nccl_run_bounded), after the
+ * threads inside NCCL calls on them have left. */
 #include "comm/nccl.h"
 
 #include <cuda_runtime_api.h>
@@ -36,6 +38,45 @@ static _Atomic(ncclComm_t) g_live[MAX_COMMS];
 static atomic_int g_aborted = 0;
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static int g_cleanup_id = -1;
+/* TB_NCCL_ABORT_WAIT_S, read by the first tb_nccl_create (before any
+ * communicator is registered, so before any abort can read it) */
+static double g_abort_wait_s = TB_NCCL_ABORT_WAIT_DEFAULT_S;
+
+/* Threads inside a call on a registered communicator (enter .. leave; per
+ * thread nested calls count once). The abort waits for them to leave
+ * before it frees the communicators, and a thread that finds the job
+ * ending parks instead of entering: with both atomics sequentially
+ * consistent, either the entering thread sees g_aborted or the abort sees
+ * it counted. */
+static atomic_int g_users = 0;
+static _Thread_local int t_depth = 0;
+
+static void leave_all(void) {
+    if (t_depth == 0) return;
+    t_depth = 0;
+    atomic_fetch_sub(&g_users, 1);
+}
+
+/* A thread that finds the job ending waits for the end instead of touching
+ * an aborted communicator (uncounted, so the abort does not wait for it). */
+static void park_if_aborted(void) {
+    if (!atomic_load(&g_aborted)) return;
+    leave_all();
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void enter(void) {
+    if (t_depth++ > 0) return;
+    atomic_fetch_add(&g_users, 1);
+    park_if_aborted();
+}
+
+static void leave(void) {
+    if (t_depth > 0 && --t_depth == 0) atomic_fetch_sub(&g_users, 1);
+}
 
 static void abort_cleanup(void *ctx) {
     (void)ctx;
@@ -63,28 +104,49 @@ static int unregister_comm(int slot, ncclComm_t c) {
     return was;
 }
 
-void tb_nccl_abort_all(void) {
-    atomic_store(&g_aborted, 1);
-    /* bounded: an abort path must never wait on a thread that hangs */
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += 1;
-    int locked = pthread_mutex_timedlock(&g_reg_mu, &until) == 0;
+/* The helper thread of tb_nccl_abort_all. Everything it uses is its own:
+ * the communicators it takes out of the registry (no one else can reach
+ * them then: tb_nccl_destroy finds its slot empty and frees only its
+ * wrapper; the watch's poll reads the registry under the same lock), and
+ * the static lock and counter. So it may run on after the caller gave up
+ * waiting and the job is ending. */
+static void abort_registered(void *arg) {
+    (void)arg;
+    ncclComm_t mine[MAX_COMMS];
+    int n = 0;
+    pthread_mutex_lock(&g_reg_mu); /* unbounded here: the caller's wait bounds it */
     for (int i = 0; i < MAX_COMMS; i++) {
         ncclComm_t c = atomic_exchange(&g_live[i], NULL);
-        if (c) (void)ncclCommAbort(c); /* the job is ending: its result changes nothing */
+        if (c) mine[n++] = c;
     }
-    if (locked) pthread_mutex_unlock(&g_reg_mu);
-}
-
-/* A thread that finds the job ending waits for the end instead of touching
- * an aborted communicator. */
-static void park_if_aborted(void) {
-    if (!atomic_load(&g_aborted)) return;
-    for (;;) {
-        struct timespec ts = {1, 0};
+    pthread_mutex_unlock(&g_reg_mu);
+    while (atomic_load(&g_users) > 0) { /* a thread still inside a call on one of them */
+        struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
+    for (int i = 0; i < n; i++) (void)ncclCommAbort(mine[i]); /* the job is ending: the result changes nothing */
+}
+
+int tb_nccl_abort_all(void) {
+    atomic_store(&g_aborted, 1);
+    leave_all(); /* this thread is on the abort path: it makes no further NCCL call */
+    int live = 0;
+    for (int i = 0; i < MAX_COMMS; i++) live += atomic_load(&g_live[i]) != NULL;
+    if (!live) return 0;
+    double wait_s = g_abort_wait_s;
+    int r = tb_nccl_run_bounded(abort_registered, NULL, wait_s);
+    if (r == TB_RUN_DONE) return 0;
+    /* the helper (if any) may still be inside ncclCommAbort: nothing may
+     * tear the CUDA runtime or NCCL down under it; the job ends through
+     * MPI_Abort (or _exit alone) */
+    tb_abort_skip_atexit();
+    if (r == TB_RUN_NO_THREAD)
+        tb_warn("NCCL: no thread could be started for ncclCommAbort; the job ends without it");
+    else
+        tb_warn("NCCL: the abort of the live communicators (ncclCommAbort) did not return within %g s "
+                "(TB_NCCL_ABORT_WAIT_S); the job ends without waiting for it",
+                wait_s);
+    return 1;
 }
 
 /* ---- checks ------------------------------------------------------------------------ */
@@ -117,6 +179,7 @@ static ncclResult_t nccl_check(ncclResult_t r, ncclComm_t comm, const char *expr
     park_if_aborted();
     char last[600];
     last_error(comm, last, sizeof last);
+    leave_all(); /* ending the job (or leaving through a fatal trap): no longer inside NCCL */
     tb_fatal_at(file, line, "NCCL: %s failed: %s (ncclResult_t %d); NCCL says: %s", expr, ncclGetErrorString(r),
                 (int)r, last);
 }
@@ -148,12 +211,15 @@ static void wait_ready(ncclComm_t c, const char *what, double t0, double timeout
         if (st != ncclInProgress) {
             char last[600];
             last_error(c, last, sizeof last);
+            leave_all();
             tb_die("NCCL: %s failed: %s; NCCL says: %s", what, ncclGetErrorString(st), last);
         }
-        if (timeout > 0 && tb_now() - t0 > timeout)
+        if (timeout > 0 && tb_now() - t0 > timeout) {
+            leave_all();
             tb_die("NCCL: %s did not complete within %g s (--timeout): a rank has not joined it, or the "
                    "interconnect is stuck; run trainbench preflight with the same launcher to find which",
                    what, timeout);
+        }
         if (spins > 200) pause_us(50);
     }
 }
@@ -188,6 +254,14 @@ static tb_nccl *wrap(ncclComm_t c, int rank, int size, int device, double timeou
 }
 
 tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
+    static int wait_read = 0; /* the first create, before any communicator is registered */
+    if (!wait_read) {
+        char err[256];
+        double w = tb_nccl_abort_wait_s(err, sizeof err);
+        if (w < 0) tb_die("%s", err);
+        g_abort_wait_s = w;
+        wait_read = 1;
+    }
     int rank = tb_comm_rank(c), size = tb_comm_size(c);
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
@@ -199,14 +273,17 @@ tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
     double t0 = tb_now();
     TB_NCCL_CHECK(comm, ncclCommInitRankConfig(&comm, size, id, rank, &cfg));
     if (!comm) TB_FATAL("ncclCommInitRankConfig returned no communicator");
+    enter(); /* from here it is registered: the abort may take it */
     tb_nccl *n = wrap(comm, rank, size, device, timeout_s);
     char what[96];
     snprintf(what, sizeof what, "creating the NCCL communicator of %d rank%s", size, size > 1 ? "s" : "");
     wait_ready(comm, what, t0, timeout_s);
+    leave();
     return n;
 }
 
 tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s) {
+    enter();
     int member = parent->rank < n;
     TB_CUDA_CHECK(cudaSetDevice(parent->device));
     ncclConfig_t cfg = nonblocking_config();
@@ -221,11 +298,13 @@ tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s) {
     wait_ready(parent->comm, what, t0, timeout_s);
     if (!member) {
         if (child) TB_FATAL("ncclCommSplit gave a communicator to a rank without a color");
+        leave();
         return NULL;
     }
     if (!child) TB_FATAL("ncclCommSplit gave no communicator to rank %d of the first %d", parent->rank, n);
     tb_nccl *s = wrap(child, parent->rank, n, parent->device, timeout_s);
     wait_ready(child, what, t0, timeout_s);
+    leave();
     return s;
 }
 
@@ -246,26 +325,34 @@ int tb_nccl_size(const tb_nccl *n) { return n->size; }
 
 void tb_nccl_allreduce_sum(tb_nccl *n, const void *send, void *recv, size_t count, tb_dev_type t,
                            void *stream) {
+    enter();
     double t0 = tb_now();
     if (TB_NCCL_CHECK(n->comm, ncclAllReduce(send, recv, count, nccl_type(t), ncclSum, n->comm,
                                              (cudaStream_t)stream)) == ncclInProgress)
         wait_ready(n->comm, "queueing an NCCL all-reduce", t0, n->timeout);
+    leave();
 }
 
 void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root, void *stream) {
+    enter();
     double t0 = tb_now();
     if (TB_NCCL_CHECK(n->comm, ncclBroadcast(buf, buf, count, nccl_type(t), root, n->comm,
                                              (cudaStream_t)stream)) == ncclInProgress)
         wait_ready(n->comm, "queueing an NCCL broadcast", t0, n->timeout);
+    leave();
 }
 
 void tb_nccl_check_async(tb_nccl *n, const char *what) {
-    park_if_aborted();
+    enter();
     ncclResult_t st = ncclSuccess;
     TB_NCCL_CHECK(n->comm, ncclCommGetAsyncError(n->comm, &st));
-    if (st == ncclSuccess || st == ncclInProgress) return;
+    if (st == ncclSuccess || st == ncclInProgress) {
+        leave();
+        return;
+    }
     char last[600];
     last_error(n->comm, last, sizeof last);
+    leave_all();
     tb_die("NCCL: %s failed: %s; NCCL says: %s", what, ncclGetErrorString(st), last);
 }
 

@@ -104,6 +104,11 @@ int tb_comm_allreduce_sum_timeout(tb_comm *c, void *buf, size_t count, tb_comm_t
     return 0;
 }
 
+int tb_comm_barrier_timeout(tb_comm *c, double timeout_s) {
+    (void)c, (void)timeout_s;
+    return 0;
+}
+
 char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root, size_t *counts) {
     (void)c;
     TB_ASSERT(root == 0);

@@ -26,7 +26,9 @@
  * the MPI path; an asynchronous NCCL error (a peer gone, a network error)
  * ends the job at once with NCCL's words. Every path that ends the job
  * aborts the live NCCL communicators first (ncclCommAbort), so no rank is
- * left inside a kernel waiting for a peer. */
+ * left inside a kernel waiting for a peer; tb_nccl_abort_all waits for
+ * that at most TB_NCCL_ABORT_WAIT_S seconds (ncclCommAbort can hang too),
+ * then MPI_Abort follows regardless. */
 #include "comm/monitor.h"
 
 #include <mpi.h>

@@ -61,8 +61,34 @@ void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root,
 void tb_nccl_check_async(tb_nccl *n, const char *what);
 
 /* ncclCommAbort on every live communicator, once; safe from any thread
- * (the watchdog, an abort cleanup). The job must end after it. */
-void tb_nccl_abort_all(void);
+ * (the watchdog, an abort cleanup). The job must end after it.
+ *
+ * Bounded: ncclCommAbort can itself block (a hung peer, a wedged GPU:
+ * NVIDIA/nccl issues 863, 992, 1777), so it runs on a helper thread
+ * (tb_nccl_run_bounded) and the caller waits at most TB_NCCL_ABORT_WAIT_S
+ * seconds (default 5). That thread first waits for every thread inside a
+ * call on a live communicator to leave it (threads that find the job
+ * ending park instead of entering), then aborts. When the wait runs out,
+ * one line says so, the helper is left running, and tb_abort ends the
+ * process with _exit (exit's handlers would tear the CUDA runtime down
+ * under it); nothing frees a communicator the helper holds: it took them
+ * out of the registry, and tb_nccl_destroy frees only its wrapper then.
+ * Returns 0 when every abort returned in time (or there was none), 1 when
+ * the wait ran out. */
+int tb_nccl_abort_all(void);
+
+/* ---- the bounded wait (comm/nccl_bounded.c, every build) -------------------------- */
+enum { TB_RUN_DONE = 0, TB_RUN_TIMED_OUT = 1, TB_RUN_NO_THREAD = -1 };
+/* Runs fn(arg) on a new detached thread and waits at most `seconds` for
+ * it to return: TB_RUN_DONE when it did, TB_RUN_TIMED_OUT when not (the
+ * thread runs on: whatever fn uses, arg included, must stay valid until
+ * the process ends), TB_RUN_NO_THREAD when no thread could be started (fn
+ * did not run). */
+int tb_nccl_run_bounded(void (*fn)(void *), void *arg, double seconds);
+#define TB_NCCL_ABORT_WAIT_DEFAULT_S 5.0
+/* TB_NCCL_ABORT_WAIT_S from the environment (unset or empty: the default);
+ * -1 with a one-line message in err for anything but seconds in 0..3600. */
+double tb_nccl_abort_wait_s(char *err, size_t len);
 
 /* ---- the device watch -----------------------------------------------------------
  * The host queues work on a GPU stream and runs on, so a hung collective

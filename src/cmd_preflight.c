@@ -10,7 +10,10 @@
  * 4. one timed all-reduce over all ranks with a deadline, checked element by
  *    element, reported as nccl-tests does (algbw, busbw, #wrong): over MPI
  *    on host buffers, or (--comm nccl, the default with a GPU and NCCL) over
- *    NCCL on device buffers.
+ *    NCCL on device buffers. An untimed warm-up all-reduce of the same size
+ *    goes first (the first one includes connection setup, buffer
+ *    registration and, for NCCL, loading its kernels), then a barrier with
+ *    the deadline, so every rank starts the timed one together.
  * With GPUs also: each rank's device is local rank mod the devices it sees,
  * and its bus id goes into the table (two ranks on one GPU are a launch
  * mistake); the NCCL library loaded vs the one compiled against, per rank;
@@ -47,8 +50,10 @@ typedef struct {
     int nccl_bad;         /* the verdict is an error */
 } pf_row;
 
-/* Test-only fault injection (faults.h): TB_TEST_FAULT=hang-rollcall:R or
- * hang-allreduce:R makes rank R stop answering at that point. */
+/* Test-only fault injection (faults.h): TB_TEST_FAULT=hang-rollcall:R,
+ * hang-allreduce:R (before the warm-up) or hang-barrier:R (after the
+ * warm-up, before the barrier of the timed all-reduce) makes rank R stop
+ * answering at that point. */
 static void maybe_hang(const char *where, int rank) {
     char kind[32];
     snprintf(kind, sizeof kind, "hang-%s", where);
@@ -98,38 +103,90 @@ static void gpu_topology(const tb_comm_info *info, const tb_backend *be, char *o
     free(all);
 }
 
-/* One NCCL all-reduce of buf (host, count floats) on device buffers, timed
- * with events, under the deadline: a communicator that does not form or an
- * all-reduce that does not finish ends preflight with a message. */
-static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf, size_t count, double timeout) {
-    tb_nccl *n = tb_nccl_create(w, device, timeout);
-    float *d = be->alloc(be, count * sizeof *d);
-    be->copy_h2d(be, d, buf, count * sizeof *d);
-    be->sync(be);
-    tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
-    tb_comm_barrier(w);
-    be->event_record(be, e0, NULL);
-    tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
-    be->event_record(be, e1, NULL);
+static _Noreturn void stuck(const char *which, size_t bytes, double timeout) {
+    tb_die("preflight: the %sall-reduce of %zu bytes did not finish within %g s: a rank or the interconnect between "
+           "them is stuck; run preflight on subsets of the hosts to find it",
+           which, bytes, timeout);
+}
+
+/* The barrier right before the timer starts, with the deadline. */
+static void start_together(tb_comm *w, double timeout) {
+    if (tb_comm_barrier_timeout(w, timeout) != 0)
+        tb_die("preflight: the barrier before the timed all-reduce did not complete within %g s: a rank stopped "
+               "after the warm-up all-reduce; run preflight on subsets of the hosts to find it",
+               timeout);
+}
+
+/* Waits for the NCCL all-reduce that e follows, under the deadline. */
+static void nccl_wait(tb_backend *be, tb_nccl *n, tb_event *e, const char *which, size_t bytes, double timeout) {
     double t0 = tb_now();
-    while (!be->event_done(be, e1)) {
+    while (!be->event_done(be, e)) {
         tb_nccl_check_async(n, "preflight's all-reduce");
         if (tb_now() - t0 > timeout) {
             tb_nccl_abort_all();
-            tb_die("preflight: the NCCL all-reduce of %zu bytes did not finish within %g s: a rank or the "
-                   "interconnect between them is stuck; run preflight on subsets of the hosts to find it",
-                   count * sizeof *d, timeout);
+            stuck(which, bytes, timeout);
         }
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* NCCL all-reduces of buf (host, count floats) on device buffers under the
+ * deadline: the untimed warm-up (its host seconds in *warm_s), then, from
+ * the same inputs after a barrier, the one timed with events (returned);
+ * its result back into buf. A communicator that does not form or an
+ * all-reduce that does not finish ends preflight with a message. */
+static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf, size_t count, double timeout,
+                             int rank, double *warm_s) {
+    size_t bytes = count * sizeof *buf;
+    tb_nccl *n = tb_nccl_create(w, device, timeout);
+    float *d = be->alloc(be, bytes);
+    tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
+    /* warm-up: NCCL sets up its connections and loads its kernels in the
+     * first collective of a communicator */
+    be->copy_h2d(be, d, buf, bytes);
+    be->sync(be);
+    double t0 = tb_now();
+    tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
+    be->event_record(be, e1, NULL);
+    nccl_wait(be, n, e1, "warm-up ", bytes, timeout);
+    *warm_s = tb_now() - t0;
+    /* the timed one, from the same inputs (the warm-up summed them) */
+    be->copy_h2d(be, d, buf, bytes);
+    be->sync(be);
+    maybe_hang("barrier", rank);
+    start_together(w, timeout);
+    be->event_record(be, e0, NULL);
+    tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
+    be->event_record(be, e1, NULL);
+    nccl_wait(be, n, e1, "", bytes, timeout);
     double secs = be->event_elapsed_ms(be, e0, e1) * 1e-3;
-    be->copy_d2h(be, buf, d, count * sizeof *d);
+    be->copy_d2h(be, buf, d, bytes);
     be->event_destroy(be, e0);
     be->event_destroy(be, e1);
     be->release(be, d);
     tb_nccl_destroy(n);
     return secs;
+}
+
+/* The same over MPI on host memory: warm-up (host seconds in *warm_s), buf
+ * refilled by fill(), the barrier, the timed all-reduce (returned). */
+static double mpi_allreduce(tb_comm *w, float *buf, size_t count, double timeout, int rank,
+                            void (*fill)(float *, size_t, int), double *warm_s) {
+    size_t bytes = count * sizeof *buf;
+    if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, warm_s) != 0)
+        stuck("warm-up ", bytes, timeout);
+    fill(buf, count, rank); /* the warm-up summed it */
+    maybe_hang("barrier", rank);
+    start_together(w, timeout);
+    double secs = 0;
+    if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, &secs) != 0) stuck("", bytes, timeout);
+    return secs;
+}
+
+/* Rank r's inputs: element i is (i + r) mod 32 (sums stay exact in float). */
+static void fill_inputs(float *buf, size_t count, int rank) {
+    for (size_t i = 0; i < count; i++) buf[i] = (float)((i + (size_t)rank) % 32);
 }
 
 int tb_cmd_preflight(int argc, char **argv) {
@@ -251,16 +308,11 @@ int tb_cmd_preflight(int argc, char **argv) {
     size_t count = bytes / sizeof(float);
     float *buf = malloc(count * sizeof *buf);
     if (!buf) tb_die("preflight: cannot allocate %zu bytes for the all-reduce; lower --bytes", bytes);
-    for (size_t i = 0; i < count; i++) buf[i] = (float)((i + (size_t)info.rank) % 32);
+    fill_inputs(buf, count, info.rank);
     maybe_hang("allreduce", info.rank);
-    double secs = 0;
-    if (use_nccl) {
-        secs = nccl_allreduce(w, be, device, buf, count, timeout);
-    } else if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, &secs) != 0) {
-        tb_die("preflight: the all-reduce of %zu bytes did not finish within %g s: a rank or the "
-               "interconnect between them is stuck; run preflight on subsets of the hosts to find it",
-               bytes, timeout);
-    }
+    double secs = 0, warm = 0;
+    if (use_nccl) secs = nccl_allreduce(w, be, device, buf, count, timeout, info.rank, &warm);
+    else secs = mpi_allreduce(w, buf, count, timeout, info.rank, fill_inputs, &warm);
     long long wrong = 0;
     for (size_t i = 0; i < count; i++) {
         double want = 0;
@@ -269,7 +321,10 @@ int tb_cmd_preflight(int argc, char **argv) {
     }
     int64_t totals[1] = {wrong};
     tb_comm_allreduce_sum(w, totals, 1, TB_INT64);
-    tb_comm_allreduce_max(w, &secs, 1, TB_FLOAT64);
+    double times[2] = {secs, warm};
+    tb_comm_allreduce_max(w, times, 2, TB_FLOAT64);
+    secs = times[0];
+    warm = times[1];
     if (info.rank == 0) {
         double algbw = (double)bytes / secs * 1e-9;
         double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
@@ -277,6 +332,9 @@ int tb_cmd_preflight(int argc, char **argv) {
                "busbw %.3f GB/s, #wrong %lld\n",
                use_nccl ? "NCCL, device buffers" : "MPI, host buffers", bytes, info.world, secs * 1e3, algbw, busbw,
                (long long)totals[0]);
+        printf("#   timed after an untimed warm-up all-reduce of the same size (%.3f ms on the slowest rank: "
+               "connection setup%s) and a barrier\n",
+               warm * 1e3, use_nccl ? ", NCCL's kernels loaded" : "");
         if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
         printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
     }

@@ -10,7 +10,9 @@
  *   nan           a NaN in this rank's gradients in STEP
  *   perturb       this rank's weights drift at the end (replica check)
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
- *   hang-rollcall, hang-allreduce   stop answering in preflight
+ *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight
+ *                 (the roll call; before the warm-up all-reduce; after it,
+ *                 before the barrier of the timed one)
  *
  * RANK -1 matches every rank; STEP may be omitted for the kinds without a
  * step. */

@@ -40,3 +40,11 @@ if(TB_HAVE_MPI)
                          PROCESSORS ${np})
   endforeach()
 endif()
+
+# The abort path's bounded wait for ncclCommAbort (comm/nccl.h,
+# tb_nccl_run_bounded) on the host: a function that blocks for ever comes
+# back after the bound, timed out; a quick one at once, done.
+add_executable(test_nccl_bounded test_nccl_bounded.c)
+target_link_libraries(test_nccl_bounded PRIVATE tb_comm)
+add_test(NAME nccl_abort_bounded COMMAND test_nccl_bounded)
+set_tests_properties(nccl_abort_bounded PROPERTIES TIMEOUT 120)

@@ -1,7 +1,8 @@
 # Launch mistakes (src/launch_check.c), each provoked for real: the run must
 # end with its message on every rank and a non-zero exit. Plus preflight on
 # a healthy launch and with a silent rank or a stuck all-reduce (test-only
-# fault injection: TB_TEST_FAULT=hang-rollcall:R | hang-allreduce:R).
+# fault injection: TB_TEST_FAULT=hang-rollcall:R | hang-allreduce:R |
+# hang-barrier:R).
 add_test(NAME launch_singleton_trap COMMAND ${TB_TEST_DIR}/singleton_trap.sh ${TB_BIN})
 set_tests_properties(launch_singleton_trap PROPERTIES TIMEOUT 120)
 if(TB_HAVE_MPI)
@@ -23,8 +24,11 @@ if(TB_HAVE_MPI)
   add_test(NAME launch_different_data
            COMMAND ${TB_TEST_DIR}/different_data.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
   set_tests_properties(launch_different_data PROPERTIES PROCESSORS 2)
+  # the timed all-reduce follows an untimed warm-up (#wrong 0: its sums
+  # did not leak into the timed one's inputs) and a barrier
   add_test(NAME preflight_np3
            COMMAND ${TB_TEST_DIR}/expect_pass.sh "#wrong 0" "preflight: OK"
+                   "timed after an untimed warm-up all-reduce of the same size \\([0-9.]+ ms on the slowest rank"
                    -- ${MPIEXEC_EXECUTABLE} -n 3 ${TB_BIN} preflight --bytes 1M --timeout 30)
   add_test(NAME preflight_names_silent_rank
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 2 did not answer within 3 s"
@@ -32,9 +36,14 @@ if(TB_HAVE_MPI)
   add_test(NAME preflight_stuck_allreduce
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "all-reduce of 4096 bytes did not finish within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-allreduce:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
+  # a rank that stops between the warm-up and the timed all-reduce: the
+  # barrier before the timer has the deadline too
+  add_test(NAME preflight_stuck_barrier
+           COMMAND ${TB_TEST_DIR}/expect_fail.sh "the barrier before the timed all-reduce did not complete within 3 s"
+                   ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-barrier:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
   set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
                        launch_nccl_env_on_rank0_only launch_different_data preflight_np3
                        preflight_names_silent_rank
-                       preflight_stuck_allreduce
+                       preflight_stuck_allreduce preflight_stuck_barrier
                        PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()

@@ -2,11 +2,13 @@
  * (ncclCommAbort's slot) last-registered first, skips removed ones, and
  * still ends the process with the exit code; a thread's fatal trap (the
  * CUDA graph capture's) catches that thread's tb_die / TB_FATAL with their
- * message and ends nothing, once, and not another thread's. Each case runs
- * in a child. */
+ * message and ends nothing, once, and not another thread's; a cleanup's
+ * tb_abort_skip_atexit ends the process without exit's handlers. Each
+ * case runs in a child. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -84,8 +86,48 @@ static void test_trap(void) {
     fflush(stdout); /* the next child must not print this one's lines again */
 }
 
+static void note_exit_handler(void) {
+    char c = 'E';
+    if (write(g_pipe[1], &c, 1) != 1) _exit(99);
+}
+
+static void note_and_skip_atexit(void *ctx) {
+    note(ctx);
+    tb_abort_skip_atexit();
+}
+
+/* tb_abort_skip_atexit from a cleanup (an ncclCommAbort left running):
+ * the process still ends with tb_abort's code, but exit's handlers do not
+ * run; without it they do (so the check can see the difference). */
+static void test_skip_atexit(int skip) {
+    TB_CHECK(pipe(g_pipe) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(g_pipe[0]);
+        static const char k = 'k';
+        atexit(note_exit_handler);
+        tb_add_abort_cleanup(skip ? note_and_skip_atexit : note, (void *)&k);
+        tb_die("test: ending on purpose");
+    }
+    close(g_pipe[1]);
+    char buf[8];
+    int status = 0;
+    int n = child_result(pid, buf, sizeof buf, &status);
+    const char *want = skip ? "k" : "kE";
+    TB_CHECK(n == (int)strlen(want) && memcmp(buf, want, (size_t)n) == 0,
+             "skip_atexit %d: got '%.*s', want '%s' (cleanup, then exit's handlers %s)", skip, n, buf, want,
+             skip ? "skipped" : "run");
+    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "skip_atexit %d: child exit status %d, want exit 1",
+             skip, status);
+    close(g_pipe[0]);
+    fflush(stdout);
+}
+
 int main(void) {
     test_trap();
+    test_skip_atexit(0);
+    test_skip_atexit(1);
     TB_CHECK(pipe(g_pipe) == 0, "pipe");
     pid_t pid = fork();
     if (pid == 0) {

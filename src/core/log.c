@@ -59,6 +59,10 @@ void tb_remove_abort_cleanup(int id) {
     if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
 }
 
+static atomic_int g_skip_atexit = 0;
+
+void tb_abort_skip_atexit(void) { atomic_store(&g_skip_atexit, 1); }
+
 _Noreturn void tb_abort(int exit_code) {
     claim_the_end();
     fflush(stdout);
@@ -67,6 +71,11 @@ _Noreturn void tb_abort(int exit_code) {
     for (int i = n - 1; i >= 0; i--) /* last registered first */
         if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
     if (g_abort_hook) g_abort_hook(exit_code);
+    if (atomic_load(&g_skip_atexit)) {
+        fflush(stdout);
+        fflush(stderr);
+        _exit(exit_code);
+    }
     exit(exit_code);
 }
 

@@ -31,6 +31,11 @@ void tb_remove_abort_cleanup(int id);
 
 /* Ends the job: cleanups, then the abort hook (exit code 1 by default). */
 _Noreturn void tb_abort(int exit_code);
+/* From now on tb_abort ends the process with _exit, not exit: a cleanup
+ * left a thread running inside a library (an ncclCommAbort that did not
+ * return in time), and exit's handlers (the CUDA runtime's teardown) would
+ * free what that thread still uses. Any thread may call it. */
+void tb_abort_skip_atexit(void);
 
 _Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)

@@ -8,7 +8,7 @@ set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gp
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
-    op_profile_gpu_graph)
+    op_profile_gpu_graph nccl_watch_gpu)
 if(TARGET tb_cuda)
   add_executable(tb_gpu_check gpu/tb_gpu_check.c)
   target_link_libraries(tb_gpu_check PRIVATE tb_model)
@@ -122,9 +122,17 @@ if(TARGET tb_cuda)
                    -- ${TB_BIN} allreduce-bench --comm nccl --dtype bf16 -b 8 -e 64M -f 8 -n 5 -w 2)
   add_test(NAME preflight_gpu
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "all-reduce \(NCCL, device buffers\).*#wrong 0"
+                   "timed after an untimed warm-up all-reduce .*NCCL's kernels loaded"
                    "NCCL library, compiled against vs loaded" "preflight: OK"
                    -- ${TB_BIN} preflight --bytes 64M --timeout 60)
+  # what 1-rank runs never reach: the watchdog's queries around a graph
+  # capture from another thread, ncclCommSplit with NCCL_SPLIT_NOCOLOR,
+  # finalize+destroy and the bounded ncclCommAbort timed (tests/test_nccl_watch.c)
+  add_executable(test_nccl_watch test_nccl_watch.c)
+  target_link_libraries(test_nccl_watch PRIVATE tb_app)
+  add_test(NAME nccl_watch_gpu COMMAND ${TB_GPU_NCCL_RUN} $<TARGET_FILE:test_nccl_watch>)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
+                       nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   if(TB_HAVE_MPI)
