@@ -28,23 +28,37 @@ static void *die_in_thread(void *arg) {
     tb_die("test: a thread without a trap ends the process");
 }
 
-/* Reads what a child wrote into the pipe (up to len - 1 bytes) and its exit status. */
+/* Forks a case's child with a pipe back to this process (g_pipe): 0 in the
+ * child (the read end closed), the child's pid here (the write end
+ * closed). stdout is flushed first, so the child does not print this
+ * process's buffered lines again. */
+static pid_t start_child(void) {
+    TB_CHECK(pipe(g_pipe) == 0, "pipe");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        close(g_pipe[0]);
+    else
+        close(g_pipe[1]);
+    return pid;
+}
+
+/* Reads what the child wrote into the pipe (up to len - 1 bytes) and its
+ * exit status; closes the pipe. */
 static int child_result(pid_t pid, char *buf, size_t len, int *status) {
     ssize_t n = 0, r;
     memset(buf, 0, len);
     while ((size_t)n < len - 1 && (r = read(g_pipe[0], buf + n, len - 1 - (size_t)n)) > 0) n += r;
     waitpid(pid, status, 0);
+    close(g_pipe[0]);
     return (int)n;
 }
 
 /* The trap: caught with the message, nothing ended, cleared after springing;
  * then a thread without one ends the process as before. */
 static void test_trap(void) {
-    TB_CHECK(pipe(g_pipe) == 0, "pipe");
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = start_child();
     if (pid == 0) {
-        close(g_pipe[0]);
         static const char x = 'x';
         tb_add_abort_cleanup(note, (void *)&x);
         static tb_fatal_trap trap;
@@ -73,7 +87,6 @@ static void test_trap(void) {
         if (write(g_pipe[1], &c, 1) != 1) _exit(99);
         _exit(3);
     }
-    close(g_pipe[1]);
     char buf[8];
     int status = 0;
     int n = child_result(pid, buf, sizeof buf, &status);
@@ -82,8 +95,6 @@ static void test_trap(void) {
     TB_CHECK(n == 2 && buf[1] == 'x', "trap: got '%.*s', want 'Tx' (another thread's tb_die not trapped, cleanups run)",
              n, buf);
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "trap: child exit status %d, want exit 1", status);
-    close(g_pipe[0]);
-    fflush(stdout); /* the next child must not print this one's lines again */
 }
 
 static void note_exit_handler(void) {
@@ -100,17 +111,13 @@ static void note_and_skip_atexit(void *ctx) {
  * the process still ends with tb_abort's code, but exit's handlers do not
  * run; without it they do (so the check can see the difference). */
 static void test_skip_atexit(int skip) {
-    TB_CHECK(pipe(g_pipe) == 0, "pipe");
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = start_child();
     if (pid == 0) {
-        close(g_pipe[0]);
         static const char k = 'k';
         atexit(note_exit_handler);
         tb_add_abort_cleanup(skip ? note_and_skip_atexit : note, (void *)&k);
         tb_die("test: ending on purpose");
     }
-    close(g_pipe[1]);
     char buf[8];
     int status = 0;
     int n = child_result(pid, buf, sizeof buf, &status);
@@ -120,18 +127,13 @@ static void test_skip_atexit(int skip) {
              skip ? "skipped" : "run");
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "skip_atexit %d: child exit status %d, want exit 1",
              skip, status);
-    close(g_pipe[0]);
-    fflush(stdout);
 }
 
-int main(void) {
-    test_trap();
-    test_skip_atexit(0);
-    test_skip_atexit(1);
-    TB_CHECK(pipe(g_pipe) == 0, "pipe");
-    pid_t pid = fork();
+/* Cleanups run last registered first, a removed one skipped, and the
+ * process still ends with exit code 1. */
+static void test_cleanup_order(void) {
+    pid_t pid = start_child();
     if (pid == 0) {
-        close(g_pipe[0]);
         static const char a = 'a', b = 'b', c = 'c';
         tb_add_abort_cleanup(note, (void *)&a);
         int idb = tb_add_abort_cleanup(note, (void *)&b);
@@ -139,16 +141,20 @@ int main(void) {
         tb_remove_abort_cleanup(idb);
         tb_die("test: ending on purpose");
     }
-    close(g_pipe[1]);
-    char buf[8] = {0};
-    ssize_t n = 0, r;
-    while (n < 7 && (r = read(g_pipe[0], buf + n, (size_t)(7 - n))) > 0) n += r;
+    char buf[8];
     int status = 0;
-    waitpid(pid, &status, 0);
+    int n = child_result(pid, buf, sizeof buf, &status);
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "child exit status %d, want exit 1",
              status);
     TB_CHECK(n == 2 && buf[0] == 'c' && buf[1] == 'a',
              "cleanups ran as '%.*s', want 'ca' (last registered first, removed one skipped)",
-             (int)n, buf);
+             n, buf);
+}
+
+int main(void) {
+    test_trap();
+    test_skip_atexit(0);
+    test_skip_atexit(1);
+    test_cleanup_order();
     return tb_test_exit("core");
 }
