@@ -169,24 +169,23 @@ static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf,
     return secs;
 }
 
+/* Rank r's inputs: element i is (i + r) mod 32 (sums stay exact in float). */
+static void fill_inputs(float *buf, size_t count, int rank) {
+    for (size_t i = 0; i < count; i++) buf[i] = (float)((i + (size_t)rank) % 32);
+}
+
 /* The same over MPI on host memory: warm-up (host seconds in *warm_s), buf
- * refilled by fill(), the barrier, the timed all-reduce (returned). */
-static double mpi_allreduce(tb_comm *w, float *buf, size_t count, double timeout, int rank,
-                            void (*fill)(float *, size_t, int), double *warm_s) {
+ * refilled with the inputs, the barrier, the timed all-reduce (returned). */
+static double mpi_allreduce(tb_comm *w, float *buf, size_t count, double timeout, int rank, double *warm_s) {
     size_t bytes = count * sizeof *buf;
     if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, warm_s) != 0)
         stuck("warm-up ", bytes, timeout);
-    fill(buf, count, rank); /* the warm-up summed it */
+    fill_inputs(buf, count, rank); /* the warm-up summed it */
     maybe_hang("barrier", rank);
     start_together(w, timeout);
     double secs = 0;
     if (tb_comm_allreduce_sum_timeout(w, buf, count, TB_FLOAT32, timeout, &secs) != 0) stuck("", bytes, timeout);
     return secs;
-}
-
-/* Rank r's inputs: element i is (i + r) mod 32 (sums stay exact in float). */
-static void fill_inputs(float *buf, size_t count, int rank) {
-    for (size_t i = 0; i < count; i++) buf[i] = (float)((i + (size_t)rank) % 32);
 }
 
 int tb_cmd_preflight(int argc, char **argv) {
@@ -312,7 +311,7 @@ int tb_cmd_preflight(int argc, char **argv) {
     maybe_hang("allreduce", info.rank);
     double secs = 0, warm = 0;
     if (use_nccl) secs = nccl_allreduce(w, be, device, buf, count, timeout, info.rank, &warm);
-    else secs = mpi_allreduce(w, buf, count, timeout, info.rank, fill_inputs, &warm);
+    else secs = mpi_allreduce(w, buf, count, timeout, info.rank, &warm);
     long long wrong = 0;
     for (size_t i = 0; i < count; i++) {
         double want = 0;
