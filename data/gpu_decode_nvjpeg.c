@@ -269,7 +269,7 @@ static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         with_roi = 0;
         m = plan_batch(v, jobs, n, 0);
         s = m > 0 ? decode_entries(v, m, 0) : NVJPEG_STATUS_SUCCESS;
-        if (s == NVJPEG_STATUS_SUCCESS) {
+        if (s == NVJPEG_STATUS_SUCCESS && m > 0) { /* proven only when some whole image decoded */
             v->roi = 0;
             size_t used = strlen(v->desc);
             snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
