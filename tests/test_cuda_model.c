@@ -1,17 +1,41 @@
-/* test_cuda_model.c - the whole model on the CUDA backend against the CPU
- * backend: three consecutive training steps (state carried on the device:
+/* test_cuda_model.c - the whole model on the CUDA backend: four
+ * consecutive training steps (three at the full batch, one smaller on the
+ * same plans) with the state carried on the device (master weights,
  * momentum, BN statistics, op weight copies refreshed after each update,
- * the step scalars) in every precision; a smaller last batch on the same
- * plans; the uint8 input path; fp16 loss scaling skipping a step on an
- * injected overflow; the memory accounting against cudaMemGetInfo; and the
- * conv algorithms the plans chose. Exits 77 (skipped) without a device.
+ * the step scalars) in every precision; the uint8 input path; fp16 loss
+ * scaling skipping a step on an injected overflow; the memory accounting
+ * against cudaMemGetInfo; and the conv algorithms the plans chose. Exits
+ * 77 (skipped) without a device.
  *
- * Tolerances: ReLU inputs near zero may flip sign between two correct
- * implementations and move single gradients a lot, so the parameter
- * UPDATES (p_after - p_before over all tensors) are compared as one vector:
- * ||du_gpu - du_cpu|| <= tol * ||du_cpu||, with tol 1e-3 (fp32), 2e-2
- * (tf32), 6e-2 (bf16, fp16); the loss of every step within 1e-4 / 2e-3 /
- * 2e-2 relative. */
+ * What is compared, and why (the first H100 run, 2026-11-27, failed the
+ * earlier design, which compared four steps at lr 0.02 with the CPU in
+ * every precision):
+ * - Precision-independent invariants, on the device's own values: each
+ *   step starts from the master weights and momentum the last update left;
+ *   the update follows torch's SGD rule on the gradients read back (float32
+ *   rounding only); after four steps a fresh model given the carried
+ *   tensors evaluates bit for bit like the carried one (deterministic,
+ *   heuristic conv algorithms, so both models choose alike).
+ * - Against the CPU backend: the first step's loss (the forward alone) in
+ *   every precision: 1e-4 (fp32), 2e-3 (tf32), 3e-2 (bf16, fp16 on
+ *   resnet18; PyTorch's own bf16 autocast vs float32 differs by up to
+ *   1.5e-2 there, 3 seeds x 3 shapes), 0.15 for resnet50 bf16 (PyTorch's
+ *   own: up to 0.12 at this size; a sanity bound). Beyond the first step
+ *   only fp32 resnet18 is compared (every loss 1e-3, the four steps'
+ *   update 5e-3 of its norm, running statistics 1e-3): these tiny-batch
+ *   runs amplify rounding differences. Measured on the CPU backend alone
+ *   (trainbench step, this shape, Nesterov, smoothing 0.1): a 1e-7
+ *   relative perturbation of the weights grew to an update difference of
+ *   0.055 after four steps at lr 0.02, 5.5e-4 at lr 2e-3; with 1e-6 noise
+ *   every step at lr 1e-3 (used here) 1.1e-4 for resnet18 but 0.16 for
+ *   resnet50, whose later losses moved by up to 10 %. Gradients in 16-bit
+ *   are no better: PyTorch's bf16 and float32 gradients of these models at
+ *   initialisation differ by 0.9 (resnet18) and 1.4 (resnet50) of their
+ *   norm (BatchNorm's backward cancels). The precision of tf32/bf16 steps
+ *   against float64 is the golden tests' job, against PyTorch's own error.
+ * - Eval logits read back as float32 against the CPU's: 1e-3 (fp32), 2e-2
+ *   (tf32), 0.25 (bf16, fp16: catches float32 bytes read from a 16-bit
+ *   buffer); not for resnet50 (ill-conditioned at this size, above). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,75 +74,181 @@ static float *params(tb_model *m) {
     return p;
 }
 
-static void train_step(tb_model *m, const float *x, const int32_t *y, int n) {
+static float *flat(tb_model *m, const tb_real *dev) {
+    float *p = malloc(m->pt.n_train * sizeof *p);
+    m->be->copy_d2h(m->be, p, dev, m->pt.n_train * sizeof *p);
+    return p;
+}
+
+#define T_LR 1e-3 /* small: see the header (larger rates make these tiny-batch runs chaotic) */
+#define T_MU 0.9
+#define T_WD 1e-4
+
+static void fwd_bwd(tb_model *m, const float *x, const int32_t *y, int n) {
     tb_model_set_batch(m, x, y, n);
     tb_model_forward(m, 1);
     tb_model_loss(m, 0.1, 1.0);
     tb_model_backward(m, NULL, NULL);
-    tb_sgd_args a = {0.02, 0.9, 1, 1.0};
-    tb_model_sgd_step(m, &a, 1e-4, 1);
 }
 
-/* Three steps at the full batch, then one at a smaller batch. */
-static void test_steps(const char *model, tb_backend *gpu, tb_precision p, double tol, double ltol) {
+static void sgd(tb_model *m) {
+    tb_sgd_args a = {T_LR, T_MU, 1, 1.0};
+    tb_model_sgd_step(m, &a, T_WD, 1);
+}
+
+static void train_step(tb_model *m, const float *x, const int32_t *y, int n) {
+    fwd_bwd(m, x, y, n);
+    sgd(m);
+}
+
+/* ||a - b|| / ||b|| over n values */
+static double rel_l2(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The update the device made, against torch.optim.SGD's rule (Nesterov,
+ * dampening 0, decay only on conv and fc weights) evaluated in double on
+ * the values read back before and after it: buf' = mu buf + g, p' = p -
+ * lr (g + mu buf'), g = grad / loss_scale + wd p. Float32 rounding only. */
+static void check_sgd(tb_model *m, const char *what, const float *p0, const float *m0, const float *g,
+                      double loss_scale, const float *p1, const float *m1) {
+    size_t n = m->pt.n_train;
+    float *mref = malloc(n * sizeof *mref), *pref = malloc(n * sizeof *pref);
+    for (int t = 0; t < m->pt.count; t++) {
+        const tb_param *q = &m->pt.items[t];
+        if (tb_param_store_of(q->role) != TB_STORE_TRAIN) continue;
+        double wd = tb_param_is_bn_or_bias(q->role) ? 0.0 : T_WD;
+        for (size_t i = q->offset; i < q->offset + q->numel; i++) {
+            double gi = (double)g[i] / loss_scale + wd * p0[i];
+            double b = T_MU * m0[i] + gi;
+            mref[i] = (float)b;
+            pref[i] = (float)((double)p0[i] - T_LR * (gi + T_MU * b));
+        }
+    }
+    double em = rel_l2(m1, mref, n);
+    /* the parameter check is on the update, not on p (which hides it) */
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double du = (double)p1[i] - p0[i], dr = (double)pref[i] - p0[i];
+        num += (du - dr) * (du - dr);
+        den += dr * dr;
+    }
+    double ep = sqrt(num / den);
+    TB_CHECK(em <= 1e-5 && ep <= 1e-4, "%s: the device's SGD step vs torch's rule on the read-back values: "
+             "momentum %.3g, update %.3g (tol 1e-5, 1e-4)", what, em, ep);
+    free(mref), free(pref);
+}
+
+/* Four consecutive training steps on the device (three at the full batch,
+ * one smaller on the same plans). Per step: the step starts from exactly
+ * the master weights and momentum the last one left (nothing else wrote
+ * them), and the update follows torch's SGD rule on the gradients read
+ * back. After the four: a fresh model given the carried tensors (weights,
+ * running statistics, counters) evaluates bit for bit like the carried one
+ * (the op weight copies and the statistics the device kept are the ones a
+ * fresh upload makes). Against the CPU backend (float32): the first step's
+ * loss (the forward alone) within ltol1 in every precision; with
+ * cpu_chain, also every later loss, the four steps' update and the
+ * running statistics (fp32, resnet18: the only case where a comparison
+ * across four steps is meaningful here, see the header). */
+static void test_steps(const char *model, tb_backend *gpu, tb_precision p, double ltol1, int cpu_chain,
+                       double logits_tol) {
     const int n = 6, h = 64, w = 48, classes = 7;
+    const char *pn = tb_precision_name(p);
     tb_model *c = make(g_cpu, model, classes, n, h, w, TB_PREC_FP32);
     tb_model *g = make(gpu, model, classes, n, h, w, p);
     tb_model_init(c, 31);
     tb_model_init(g, 31);
     float *x = malloc((size_t)n * 3 * h * w * sizeof *x);
     int32_t y[6];
-    float *p0 = params(c);
+    float *c0 = params(c), *gp0 = params(g), *gm0 = flat(g, g->momentum);
+    TB_CHECK(memcmp(c0, gp0, c->pt.n_train * sizeof *c0) == 0, "%s %s: the same initial weights", model, pn);
     for (int k = 0; k < 4; k++) {
         int nb = k < 3 ? n : 3;
         batch(nb, h, w, classes, 100 + (uint64_t)k, x, y);
         train_step(c, x, y, nb);
-        train_step(g, x, y, nb);
+        fwd_bwd(g, x, y, nb);
+        float *gp = params(g), *gm = flat(g, g->momentum), *gg = flat(g, g->grads);
+        TB_CHECK(memcmp(gp, gp0, g->pt.n_train * sizeof *gp) == 0 && memcmp(gm, gm0, g->pt.n_train * sizeof *gm) == 0,
+                 "%s %s step %d: forward and backward left the master weights and momentum as the last "
+                 "update did", model, pn, k + 1);
+        tb_step_scalars s;
+        tb_model_read_scalars(g, &s);
+        sgd(g);
+        float *gp1 = params(g), *gm1 = flat(g, g->momentum);
+        char what[96];
+        snprintf(what, sizeof what, "%s %s step %d", model, pn, k + 1);
+        check_sgd(g, what, gp, gm, gg, s.loss_scale > 0 ? (double)s.loss_scale : 1.0, gp1, gm1);
+        free(gp), free(gm), free(gg), free(gp0), free(gm0);
+        gp0 = gp1, gm0 = gm1;
         float lc = tb_model_read_loss(c), lg = tb_model_read_loss(g);
-        TB_CHECK(fabs(lg - lc) <= ltol * fabs(lc), "%s %s step %d (batch %d) loss: gpu %.6f cpu %.6f",
-                 model, tb_precision_name(p), k + 1, nb, lg, lc);
+        TB_CHECK(isfinite(lg), "%s %s step %d: loss %g", model, pn, k + 1, (double)lg);
+        double lt = k == 0 ? ltol1 : cpu_chain ? 1e-3 : -1;
+        if (lt > 0)
+            TB_CHECK(fabs(lg - lc) <= lt * fabs(lc), "%s %s step %d (batch %d) loss: gpu %.6f cpu %.6f (tol %g)",
+                     model, pn, k + 1, nb, lg, lc, lt);
+        printf("# %s %s step %d (batch %d): loss gpu %.6f cpu %.6f\n", model, pn, k + 1, nb, lg, lc);
     }
-    float *pc = params(c), *pg = params(g);
-    double num = 0, den = 0;
-    for (size_t i = 0; i < c->pt.n_train; i++) {
-        double uc = (double)pc[i] - p0[i], ug = (double)pg[i] - p0[i];
-        num += (ug - uc) * (ug - uc);
-        den += uc * uc;
-    }
-    double rel = sqrt(num / den);
-    TB_CHECK(rel <= tol, "%s %s: 4 steps' parameter updates differ by %.3g of their norm (tol %g)",
-             model, tb_precision_name(p), rel, tol);
-    printf("# %s %s: update difference %.3g of its norm over 4 steps\n", model, tb_precision_name(p), rel);
-    /* running statistics and counters carried too */
-    float *sc = malloc(c->pt.n_state * sizeof *sc), *sg = malloc(c->pt.n_state * sizeof *sg);
-    c->be->copy_d2h(c->be, sc, c->state, c->pt.n_state * sizeof *sc);
-    g->be->copy_d2h(g->be, sg, g->state, g->pt.n_state * sizeof *sg);
-    double maxd = 0, maxs = 0;
-    for (size_t i = 0; i < c->pt.n_state; i++) {
-        maxd = fmax(maxd, fabs(sc[i] - sg[i]));
-        maxs = fmax(maxs, fabs(sc[i]));
-    }
-    TB_CHECK(maxd <= 2 * tol * maxs, "%s %s: running statistics within %.3g of max %.3g", model,
-             tb_precision_name(p), maxd, maxs);
+    tb_step_scalars s;
+    tb_model_read_scalars(g, &s);
+    TB_CHECK(s.skipped_steps == 0, "%s %s: no step skipped (%d)", model, pn, s.skipped_steps);
     TB_CHECK(memcmp(c->counters, g->counters, (size_t)c->pt.n_counters * sizeof(int64_t)) == 0,
-             "num_batches_tracked equal");
-    /* evaluation logits, read back as float32 whatever the model's dtype
-     * (16-bit logits used to be read as float32 bytes: garbage top-1) */
-    tb_model_forward(c, 0);
-    tb_model_forward(g, 0);
-    float lgc[3 * 7], lgg[3 * 7];
-    tb_model_read_logits(c, lgc);
-    tb_model_read_logits(g, lgg);
-    double ln = 0, ld = 0;
-    for (int i = 0; i < 3 * classes; i++) {
-        ln += ((double)lgg[i] - lgc[i]) * ((double)lgg[i] - lgc[i]);
-        ld += (double)lgc[i] * lgc[i];
+             "%s %s: num_batches_tracked equal", model, pn);
+    float *pc = params(c);
+    if (cpu_chain) {
+        double num = 0, den = 0;
+        for (size_t i = 0; i < c->pt.n_train; i++) {
+            double uc = (double)pc[i] - c0[i], ug = (double)gp0[i] - c0[i];
+            num += (ug - uc) * (ug - uc);
+            den += uc * uc;
+        }
+        double rel = sqrt(num / den);
+        TB_CHECK(rel <= 5e-3, "%s %s: 4 steps' parameter updates differ by %.3g of their norm (tol 5e-3)", model, pn,
+                 rel);
+        printf("# %s %s: update difference %.3g of its norm over 4 steps\n", model, pn, rel);
+        float *sc = malloc(c->pt.n_state * sizeof *sc), *sg = malloc(c->pt.n_state * sizeof *sg);
+        c->be->copy_d2h(c->be, sc, c->state, c->pt.n_state * sizeof *sc);
+        g->be->copy_d2h(g->be, sg, g->state, g->pt.n_state * sizeof *sg);
+        double rs = rel_l2(sg, sc, c->pt.n_state);
+        TB_CHECK(rs <= 1e-3, "%s %s: running statistics differ by %.3g of their norm (tol 1e-3)", model, pn, rs);
+        free(sc), free(sg);
     }
-    double lrel = sqrt(ln / ld), ltol_logits = p == TB_PREC_FP32 ? 1e-3 : p == TB_PREC_TF32 ? 2e-2 : 0.25;
-    TB_CHECK(lrel <= ltol_logits, "%s %s: eval logits read back differ by %.3g of their norm (tol %g)", model,
-             tb_precision_name(p), lrel, ltol_logits);
-    printf("# %s %s: eval logits difference %.3g of their norm\n", model, tb_precision_name(p), lrel);
-    free(sc), free(sg), free(pc), free(pg), free(p0), free(x);
+    /* the carried device state against a fresh model given the same tensors */
+    tb_model *f = make(gpu, model, classes, n, h, w, p);
+    for (int t = 0; t < g->pt.count; t++) {
+        size_t need = (size_t)g->pt.items[t].numel * (tb_param_store_of(g->pt.items[t].role) == TB_STORE_COUNTER
+                                                           ? sizeof(int64_t) : sizeof(float));
+        void *tmp = malloc(need);
+        tb_model_get_tensor(g, t, tmp);
+        tb_model_set_tensor(f, t, tmp);
+        free(tmp);
+    }
+    /* evaluation on the last (3-sample) batch, set on all three models */
+    tb_model *eval[3] = {g, f, c};
+    for (int e = 0; e < 3; e++) {
+        tb_model_set_batch(eval[e], x, y, 3);
+        tb_model_forward(eval[e], 0);
+    }
+    float lgg[3 * 7], lgf[3 * 7], lgc[3 * 7];
+    tb_model_read_logits(g, lgg);
+    tb_model_read_logits(f, lgf);
+    tb_model_read_logits(c, lgc);
+    TB_CHECK(memcmp(lgg, lgf, sizeof lgg) == 0,
+             "%s %s: the carried model evaluates bit for bit like a fresh one given its tensors "
+             "(op weight copies and running statistics kept right on the device)", model, pn);
+    if (logits_tol > 0) {
+        double lrel = rel_l2(lgg, lgc, (size_t)3 * classes);
+        TB_CHECK(lrel <= logits_tol, "%s %s: eval logits read back differ from the CPU's by %.3g of their norm "
+                 "(tol %g)", model, pn, lrel, logits_tol);
+        printf("# %s %s: eval logits difference %.3g of their norm\n", model, pn, lrel);
+    }
+    free(pc), free(c0), free(gp0), free(gm0), free(x);
+    tb_model_destroy(f);
     tb_model_destroy(c);
     tb_model_destroy(g);
 }
@@ -229,9 +359,19 @@ static void test_memory_and_plans(tb_backend *gpu) {
  * device) and so must run with no other process on the GPU. */
 int main(int argc, char **argv) {
     int memory_only = argc > 1 && strcmp(argv[1], "memory") == 0;
-    if (argc > 1 && !memory_only) {
-        fprintf(stderr, "usage: test_cuda_model [memory]\n");
+    int host_only = argc > 1 && strcmp(argv[1], "host") == 0;
+    if (argc > 1 && !memory_only && !host_only) {
+        fprintf(stderr, "usage: test_cuda_model [memory|host]\n");
         return 2;
+    }
+    if (host_only) { /* the checks themselves, on a second CPU backend in the GPU's place (CI) */
+        tb_backend_opts co = {.threads = 2};
+        g_cpu = tb_cpu_backend_create(&co);
+        tb_backend *other = tb_cpu_backend_create(&co);
+        test_steps("resnet18", other, TB_PREC_FP32, 1e-4, 1, 1e-3);
+        other->destroy(other);
+        g_cpu->destroy(g_cpu);
+        return tb_test_exit("test_cuda_model host");
     }
     char why[200];
     if (tb_cuda_device_count(why, sizeof why) <= 0) {
@@ -239,7 +379,10 @@ int main(int argc, char **argv) {
         return 77;
     }
     char err[256];
-    tb_backend_opts co = {.threads = 2}, go = {.device = 0}, gt = {.device = 0, .tf32 = 1};
+    /* deterministic, heuristic conv algorithms: two models of one shape make the same
+     * choices, so the carried-vs-fresh comparison can be bit for bit */
+    tb_backend_opts co = {.threads = 2}, go = {.device = 0, .deterministic = 1, .no_autotune = 1},
+                    gt = {.device = 0, .tf32 = 1, .deterministic = 1, .no_autotune = 1};
     g_cpu = tb_cpu_backend_create(&co);
     tb_backend *gpu = tb_cuda_backend_create(&go, err, sizeof err);
     tb_backend *gpu_tf32 = tb_cuda_backend_create(&gt, err, sizeof err);
@@ -251,12 +394,13 @@ int main(int argc, char **argv) {
     if (memory_only) {
         test_memory_and_plans(gpu);
     } else {
-        test_steps("resnet18", gpu, TB_PREC_FP32, 1e-3, 1e-4);
-        test_steps("resnet18", gpu_tf32, TB_PREC_TF32, 2e-2, 2e-3);
-        test_steps("resnet18", gpu, TB_PREC_BF16, 6e-2, 2e-2);
-        test_steps("resnet18", gpu, TB_PREC_FP16, 6e-2, 2e-2);
-        test_steps("resnet50", gpu, TB_PREC_FP32, 1e-3, 1e-4);
-        test_steps("resnet50", gpu, TB_PREC_BF16, 6e-2, 2e-2);
+        /* first-step loss, CPU chain, eval logits vs the CPU (see the header) */
+        test_steps("resnet18", gpu, TB_PREC_FP32, 1e-4, 1, 1e-3);
+        test_steps("resnet18", gpu_tf32, TB_PREC_TF32, 2e-3, 0, 2e-2);
+        test_steps("resnet18", gpu, TB_PREC_BF16, 3e-2, 0, 0.25);
+        test_steps("resnet18", gpu, TB_PREC_FP16, 3e-2, 0, 0.25);
+        test_steps("resnet50", gpu, TB_PREC_FP32, 1e-4, 0, 0);
+        test_steps("resnet50", gpu, TB_PREC_BF16, 0.15, 0, 0);
         test_fp16_overflow(gpu);
         test_u8(gpu);
     }

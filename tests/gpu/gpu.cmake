@@ -29,6 +29,10 @@ if(TARGET tb_cuda)
   add_test(NAME cuda_ops_memory COMMAND test_cuda_ops memory)
   add_test(NAME cuda_model_memory COMMAND test_cuda_model memory)
   set_tests_properties(cuda_ops_memory cuda_model_memory PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  # the step checks of cuda_model (SGD rule, carried vs fresh state, the CPU
+  # chain) run on a second CPU backend in the GPU's place: their logic in CI
+  add_test(NAME cuda_model_host_logic COMMAND test_cuda_model host)
+  set_tests_properties(cuda_model_host_logic PROPERTIES TIMEOUT 600)
 
   # bf16 training on a learnable mkdata set (one rank): the loss falls
   add_test(NAME mkdata_gpu
