@@ -147,6 +147,13 @@ FLOOR_VARIANTS = {
     "native-nchw-1t": (False, False, 1), "native-nchw-2t": (False, False, 2),
     "native-nhwc-1t": (False, True, 1), "native-nhwc-2t": (False, True, 2),
 }
+# PyTorch on the GPU (needs torch with CUDA): the floor of the GPU tf32 golden
+# tests is PyTorch's own TF32 error, NCHW and channels-last, (channels_last,
+# tf32). Not part of 'all'.
+CUDA_FLOOR_VARIANTS = {
+    "cuda-tf32-nchw": (False, True), "cuda-tf32-nhwc": (True, True),
+    "cuda-fp32-nchw": (False, False),
+}
 
 
 def float32_step(model32, momentum32, images, labels, a, variant):

@@ -124,8 +124,9 @@ def parse(argv):
     gen.add_argument("--torch-threads", type=int, default=0,
                      help="threads of the reference computation (0: torch's default)")
     gen.add_argument("--floor-variants", default="all",
-                     help="PyTorch float32 configurations of the floor: 'all' or a comma-separated "
-                          "subset of gen_golden.FLOOR_VARIANTS")
+                     help="PyTorch float32 configurations of the floor: 'all' (the CPU ones) or a "
+                          "comma-separated subset of gen_golden.FLOOR_VARIANTS and CUDA_FLOOR_VARIANTS "
+                          "(PyTorch on the GPU, e.g. cuda-tf32-nchw: the floor of a tf32 test)")
     a = ap.parse_args(argv)
     if a.floor and (a.compute_dtype != "float64" or a.chain != "ref"):
         ap.error("--floor needs --compute-dtype float64 and --chain ref (PyTorch float32 and trainbench "
@@ -297,16 +298,16 @@ def main(argv=None):
     sys.dont_write_bytecode = True
     sys.path.insert(0, HERE)
     import compare_h5
-    from gen_golden import FLOOR_VARIANTS
+    from gen_golden import CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS
 
     if not (os.path.isfile(a.trainbench) and os.access(a.trainbench, os.X_OK)):
         print("golden_step: error: trainbench binary not found or not executable: %r" % a.trainbench)
         return 1
     variants = list(FLOOR_VARIANTS) if a.floor_variants == "all" else a.floor_variants.split(",")
     for v in variants:
-        if v not in FLOOR_VARIANTS:
+        if v not in FLOOR_VARIANTS and v not in CUDA_FLOOR_VARIANTS:
             print("golden_step: error: unknown --floor-variants entry %r (known: %s)"
-                  % (v, ", ".join(FLOOR_VARIANTS)))
+                  % (v, ", ".join(list(FLOOR_VARIANTS) + list(CUDA_FLOOR_VARIANTS))))
             return 2
     os.makedirs(a.workdir, exist_ok=True)
     for stale in glob.glob(os.path.join(a.workdir, "*.h5")):

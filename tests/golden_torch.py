@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gen_golden import FLOOR_VARIANTS, step_datasets
+from gen_golden import CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS, step_datasets
 
 
 class _MaskedReLU(torch.autograd.Function):
@@ -65,7 +65,7 @@ class ReluTracker:
         k = len(self.bn)
         self.bn.append(bn_name)
         if self.capture:
-            self.pre.append(x.detach().to(torch.float64).contiguous().numpy().copy())
+            self.pre.append(x.detach().cpu().to(torch.float64).contiguous().numpy().copy())
         idx = self.force.get(k)
         if idx is not None and len(idx):
             # forced runs are NCHW (run_step's default configuration)
@@ -84,7 +84,7 @@ class ReluTracker:
     def gout(self, k):
         """dL/d(output of ReLU call k), float64 numpy NCHW (grads=True)."""
         g = self.outs[k].grad
-        return np.zeros(self.pre[k].shape) if g is None else g.to(torch.float64).contiguous().numpy()
+        return np.zeros(self.pre[k].shape) if g is None else g.cpu().to(torch.float64).contiguous().numpy()
 
 
 class _TrackedReLU(torch.nn.Module):
@@ -109,7 +109,7 @@ def install(model, tracker):
     if tracker.grads:   # what golden_flips needs: each BN's input, its conv and the conv's input
         def keep(store, key):
             return lambda m, i, o: store.__setitem__(
-                key, i[0].detach().to(torch.float64).contiguous().numpy().copy())
+                key, i[0].detach().cpu().to(torch.float64).contiguous().numpy().copy())
         for name, mod in model.named_modules():
             if "downsample" in name:
                 continue
@@ -139,20 +139,31 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
     loaded with `state` (state_dict) and `momentum` ({name: tensor}, None: a
     fresh optimizer), on images [N,3,H,W] float32 / labels int64, computed in
     `dtype`. variant: a gen_golden FLOOR_VARIANTS name (oneDNN or native
-    convolutions, NCHW or channels-last, threads); None: oneDNN (unused in
+    convolutions, NCHW or channels-last, threads) or CUDA_FLOOR_VARIANTS name
+    (PyTorch on the GPU, TF32 on or off; results come back to the host);
+    None: oneDNN (unused in
     float64), NCHW, `threads` (default: torch's current). force: ReLU flips
     (module doc). capture: record ReLU inputs; grads: also the gradients at
     ReLU outputs and the BatchNorm outputs."""
-    mkldnn, channels_last, nthreads = FLOOR_VARIANTS[variant] if variant else (True, False, threads)
+    dev, tf32 = "cpu", False
+    if variant in CUDA_FLOOR_VARIANTS:
+        if not torch.cuda.is_available():
+            raise SystemExit("golden: floor variant %s needs PyTorch with a CUDA device" % variant)
+        (channels_last, tf32), mkldnn, nthreads, dev = CUDA_FLOOR_VARIANTS[variant], False, threads, "cuda"
+    else:
+        mkldnn, channels_last, nthreads = FLOOR_VARIANTS[variant] if variant else (True, False, threads)
     saved_threads = torch.get_num_threads()
     if nthreads:
         torch.set_num_threads(nthreads)
+    saved_tf32 = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
         with torch.backends.mkldnn.flags(enabled=mkldnn):
             m = copy.deepcopy(template)
             m.load_state_dict(state)
-            m = m.to(dtype).train()
-            x = images.to(dtype)
+            m = m.to(dtype).to(dev).train()
+            x = images.to(dtype).to(dev)
+            labels = labels.to(dev)
             if channels_last:
                 m = m.to(memory_format=torch.channels_last)
                 x = x.contiguous(memory_format=torch.channels_last)
@@ -163,7 +174,7 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
             names = {p: n for n, p in m.named_parameters()}
             if momentum is not None:
                 for p in m.parameters():
-                    buf = momentum[names[p]].to(dtype).clone()
+                    buf = momentum[names[p]].to(dtype).to(dev).clone()
                     if channels_last and buf.dim() == 4:
                         buf = buf.contiguous(memory_format=torch.channels_last)
                     opt.state[p]["momentum_buffer"] = buf
@@ -177,15 +188,16 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
                 mom = {names[p]: opt.state[p]["momentum_buffer"] for p in m.parameters()}
             d = step_datasets(m, mom, loss, logits, grads_d)
             with torch.no_grad():
-                nstate = {n: (t.detach().float() if t.is_floating_point() else t.detach()).contiguous().clone()
+                nstate = {n: (t.detach().float() if t.is_floating_point() else t.detach()).cpu().contiguous().clone()
                           for n, t in m.state_dict().items()}
-                nmom = None if mom is None else {n: t.detach().float().contiguous().clone()
+                nmom = None if mom is None else {n: t.detach().float().cpu().contiguous().clone()
                                                  for n, t in mom.items()}
             if not grads:
                 tracker.outs = []
             return StepResult(d, nstate, nmom, tracker)
     finally:
         torch.set_num_threads(saved_threads)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_tf32
 
 
 def flips_between(pre, truth):
