@@ -140,6 +140,10 @@ export PMIX_PREFIX=$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2
 # PMIx derives neither its help files nor its plugin path from PMIX_PREFIX
 export PMIX_DATADIR=$PMIX_PREFIX/share PMIX_PKGDATADIR=$PMIX_PREFIX/share/pmix
 export PMIX_MCA_mca_base_component_path=$PMIX_PREFIX/lib/pmix
+# the H100 image has its own pmix2 under /usr/lib; PMIx still tried that
+# copy's zlib plugin (undefined symbol pmix_output_info, 2026-11-27) and then
+# printed a 12-line compression warning into every mpirun's output
+export PMIX_MCA_pcompress_base_silence_warning=1
 export PATH=$TB_BUNDLE/root/usr/bin:$TB_BUNDLE/build:$PATH
 export LD_LIBRARY_PATH=$TB_BUNDLE/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
