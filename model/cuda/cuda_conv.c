@@ -426,11 +426,14 @@ static void describe_choice(char *buf, size_t len, size_t *used, const char *dir
         if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
         if (*used + 1 >= len) return;
         k = cu_cgraph_describe(c->graph[b], buf + *used, len - *used);
+        if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+        if (*used + 1 >= len || c->ms < 0) return;
+        k = snprintf(buf + *used, len - *used, " vs legacy %s %.3f ms", nm, (double)c->ms);
     } else {
+        /* what the graph API measured (not "graph-api": that names what runs) */
         char alt[64] = "";
         if (c->graph_engine[b] >= 0 && c->graph_ms[b] >= 0)
-            snprintf(alt, sizeof alt, "; graph-api engine %lld %.3f ms", c->graph_engine[b],
-                     (double)c->graph_ms[b]);
+            snprintf(alt, sizeof alt, "; graph engine %lld %.3f ms", c->graph_engine[b], (double)c->graph_ms[b]);
         if (c->ms >= 0)
             k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, %.3f ms%s)", dir,
                          b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0, (double)c->ms, alt);
