@@ -767,6 +767,168 @@ static void test_bn_fallback_status(void) {
                        "kernels; success, internal and execution errors do not (%d statuses wrong)", bad);
 }
 
+/* The graph API's tensors (cu_cgraph_tensors) for every resnet50 conv node:
+ * dims N,C,H,W of the graph's activations (filters K,C,R,S), and strides
+ * that address every sampled element where the layout's offset function
+ * puts it (filters: NHWC = KRSC). Then each node's operation descriptors
+ * for every direction and beta finalize on this host (attribute types and
+ * counts, shape consistency), and every descriptor made is destroyed. */
+static int64_t cg_offset(const cu_cg_tensor *t, int64_t a, int64_t b, int64_t c, int64_t d) {
+    return a * t->stride[0] + b * t->stride[1] + c * t->stride[2] + d * t->stride[3];
+}
+
+static int cg_tensor_bad(const cu_cg_tensor *t, tb_layout l, int N, int C, int H, int W) {
+    if (t->dim[0] != N || t->dim[1] != C || t->dim[2] != H || t->dim[3] != W) return 1;
+    int bad = 0;
+    for (int k = 0; k < 24; k++) { /* the 16 corners, then random elements */
+        int a = k < 16 ? (k & 1) * (N - 1) : (int)tb_rng_below(&g_rng, (uint64_t)N);
+        int c = k < 16 ? (k >> 1 & 1) * (C - 1) : (int)tb_rng_below(&g_rng, (uint64_t)C);
+        int h = k < 16 ? (k >> 2 & 1) * (H - 1) : (int)tb_rng_below(&g_rng, (uint64_t)H);
+        int w = k < 16 ? (k >> 3 & 1) * (W - 1) : (int)tb_rng_below(&g_rng, (uint64_t)W);
+        bad += (size_t)cg_offset(t, a, c, h, w) != tb_layout_offset(l, C, H, W, a, c, h, w);
+    }
+    return bad != 0;
+}
+
+static void test_cgraph_tensors(void) {
+    cudnnBackendDescriptor_t probe = NULL;
+    int have_backend = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe) ==
+                       CUDNN_STATUS_SUCCESS;
+    if (have_backend) cudnnBackendDestroyDescriptor(probe);
+    else printf("# cuDNN backend descriptors unavailable on this host: operation checks skipped\n");
+    int bad = 0, checked = 0, ops = 0, op_bad = 0;
+    char why[160] = "";
+    long live0 = cu_cgraph_live();
+    const int sizes[2][2] = {{224, 224}, {64, 48}};
+    static const char align_buf[64] __attribute__((aligned(16))) = {0};
+    for (int sz = 0; sz < 2; sz++) {
+        tb_resnet_config cfg;
+        tb_resnet_config_init(&cfg, "resnet50", 10);
+        tb_param_table pt = {0};
+        tb_graph g = {0};
+        tb_resnet_build(&cfg, sizes[sz][0], sizes[sz][1], 1, &pt, &g);
+        for (int i = 0; i < g.nnodes; i++) {
+            const tb_node *nd = &g.nodes[i];
+            if (nd->kind != TB_NODE_CONV) continue;
+            const tb_act *in = &g.acts[nd->in], *out = &g.acts[nd->out];
+            for (int l = 0; l < 2; l++) {
+                cu_cg_tensor t[3];
+                cu_cgraph_tensors(&nd->conv, (tb_layout)l, 5, in->h, in->w, t);
+                int b = cg_tensor_bad(&t[0], (tb_layout)l, 5, in->c, in->h, in->w) +
+                        cg_tensor_bad(&t[1], (tb_layout)l, nd->conv.cout, nd->conv.cin, nd->conv.k, nd->conv.k) +
+                        cg_tensor_bad(&t[2], (tb_layout)l, 5, out->c, out->h, out->w);
+                if (b) {
+                    bad++;
+                    printf("  %s %s: graph-API tensors wrong\n", nd->name, tb_layout_name((tb_layout)l));
+                }
+                checked++;
+                if (!have_backend || sz) continue;
+                static const tb_dtype dts[2][2] = {{TB_F32, TB_F32}, {TB_BF16, TB_F16}};
+                for (int di = 0; di < 2; di++)
+                    for (int d = 0; d < 3; d++)
+                        for (int beta = 0; beta < (d ? 2 : 1); beta++) {
+                            cu_cgraph_req r = {(cu_conv_dir)d, (float)beta, &nd->conv, dts[l][di], (tb_layout)l,
+                                               5, in->h, in->w, 0, 0, align_buf, align_buf, align_buf, 0, NULL, 0};
+                            if (!cu_cgraph_check_op(&r, why, sizeof why)) {
+                                if (!op_bad) printf("  %s dir %d: %s\n", nd->name, d, why);
+                                op_bad++;
+                            }
+                            ops++;
+                        }
+            }
+        }
+        tb_params_free(&pt);
+        free(g.nodes);
+        free(g.acts);
+    }
+    TB_CHECK(bad == 0 && checked == 4 * 53,
+             "graph-API tensors of %d resnet50 conv nodes x layouts (224x224, 64x48): dims N,C,H,W / K,C,R,S "
+             "and strides that address elements as the layout does: %d wrong", checked, bad);
+    printf("# graph-API tensors: %d node x layout shapes; %d operation descriptors built on this host\n", checked,
+           ops);
+    if (have_backend)
+        TB_CHECK(op_bad == 0 && ops == 53 * 2 * 2 * 5,
+                 "graph-API operation descriptors (fwd, data and filter with beta 0 and 1; f32 NCHW, bf16 and "
+                 "f16 NHWC) finalize for every resnet50 conv: %d of %d refused", op_bad, ops);
+    TB_CHECK(cu_cgraph_live() == live0, "graph-API descriptors: every one created is destroyed (%ld left)",
+             cu_cgraph_live() - live0);
+}
+
+/* The engine-note filter (cu_cgraph_reject) per precision and
+ * --deterministic, on synthetic note lists. */
+static void test_cgraph_notes(void) {
+    enum { F32, TF32, BF16, F16, NP };
+    static const tb_dtype dt[NP] = {TB_F32, TB_F32, TB_BF16, TB_F16};
+    static const int tf[NP] = {0, 1, 0, 0};
+    const int TC = CUDNN_NUMERICAL_NOTE_TENSOR_CORE, DC = CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS,
+              ND = CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC, RP = CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION,
+              FFT = CUDNN_NUMERICAL_NOTE_FFT, WI = CUDNN_NUMERICAL_NOTE_WINOGRAD;
+    const int RTC = CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION,
+              R8 = CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER,
+              G = CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API;
+    struct {
+        int num[3], nnum, beh[2], nbeh, det;
+        int ok[NP]; /* accepted for F32, TF32, BF16, F16 */
+    } cases[] = {
+        {{0}, 0, {0}, 0, 0, {1, 1, 1, 1}},
+        {{0}, 0, {0}, 0, 1, {1, 1, 1, 1}},
+        {{TC}, 1, {0}, 0, 0, {0, 1, 1, 1}},        /* tensor cores on float32 = TF32 */
+        {{FFT, TC}, 2, {0}, 0, 0, {0, 1, 1, 1}},   /* not only the first note */
+        {{DC}, 1, {0}, 0, 0, {0, 0, 0, 1}},        /* down-conversion: fp16 data only */
+        {{TC, DC}, 2, {0}, 0, 0, {0, 0, 0, 1}},
+        {{ND}, 1, {0}, 0, 0, {1, 1, 1, 1}},
+        {{ND}, 1, {0}, 0, 1, {0, 0, 0, 0}},        /* --deterministic */
+        {{TC, WI, ND}, 3, {0}, 0, 1, {0, 0, 0, 0}},
+        {{RP}, 1, {0}, 0, 0, {0, 0, 0, 0}},        /* the compute type is float */
+        {{FFT, WI}, 2, {0}, 0, 1, {1, 1, 1, 1}},   /* FMA algorithms, as the legacy FFT / Winograd */
+        {{0}, 0, {RTC, G}, 2, 0, {1, 1, 1, 1}},
+        {{0}, 0, {G, R8}, 2, 0, {0, 0, 0, 0}},     /* an int8x32 reorder trainbench does not do */
+    };
+    int bad = 0, n = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int pi = 0; pi < NP; pi++) {
+            const char *why = cu_cgraph_reject(cases[c].num, cases[c].nnum, cases[c].beh, cases[c].nbeh, dt[pi],
+                                               tf[pi], cases[c].det);
+            if ((why == NULL) != cases[c].ok[pi]) {
+                bad++;
+                printf("  note case %zu precision %d: %s\n", c, pi, why ? why : "accepted");
+            }
+            n++;
+        }
+    TB_CHECK(bad == 0, "graph-API engine notes: TF32 tensor cores refused for IEEE float32 only, input "
+                       "down-conversion for all but fp16, non-deterministic under --deterministic, reduced-"
+                       "precision reduction and int8x32 reorders always; FFT, Winograd, runtime compilation "
+                       "allowed: %d of %d answers wrong", bad, n);
+}
+
+/* Graph plan or legacy algorithm (cu_conv_take_graph). */
+static void test_take_graph(void) {
+    struct {
+        int api, have;
+        float g, l;
+        int want;
+    } cases[] = {
+        {TB_CUDA_CONV_AUTO, 1, 0.30f, 0.40f, 1},    /* faster */
+        {TB_CUDA_CONV_AUTO, 1, 0.50f, 0.40f, 0},    /* slower: never worse than legacy */
+        {TB_CUDA_CONV_AUTO, 1, 0.40f, 0.40f, 0},    /* a tie keeps the legacy algorithm */
+        {TB_CUDA_CONV_AUTO, 0, 0.10f, 0.40f, 0},    /* no graph plan */
+        {TB_CUDA_CONV_AUTO, 1, -1.0f, -1.0f, 1},    /* --no-autotune: the graph API's heuristics */
+        {TB_CUDA_CONV_GRAPH, 1, 0.90f, 0.40f, 1},   /* forced, even slower */
+        {TB_CUDA_CONV_GRAPH, 0, -1.0f, 0.40f, 0},   /* forced, but none */
+        {TB_CUDA_CONV_LEGACY, 1, 0.10f, 0.40f, 0},  /* forced legacy */
+        {TB_CUDA_CONV_LEGACY, 1, -1.0f, -1.0f, 0},
+    };
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        if (cu_conv_take_graph(cases[c].api, cases[c].have, cases[c].g, cases[c].l) != cases[c].want) {
+            bad++;
+            printf("  take-graph case %zu wrong\n", c);
+        }
+    TB_CHECK(bad == 0, "graph plan vs legacy: auto takes the graph only when measured faster (or unmeasured), "
+                       "graph whenever it has a plan, legacy never: %d of %zu wrong", bad,
+             sizeof cases / sizeof cases[0]);
+}
+
 static void test_cuda_discovery(void) {
     char why[160] = "";
     int n = tb_cuda_device_count(why, sizeof why);
@@ -802,6 +964,9 @@ int main(void) {
     test_linear_gemm_shapes();
     test_conv_pick();
     test_conv_pick_checked();
+    test_cgraph_tensors();
+    test_cgraph_notes();
+    test_take_graph();
     test_kernel_index_math();
     test_bn_descs();
     test_bn_fallback_status();

@@ -185,8 +185,15 @@ typedef struct {
     int n, cin, cout, h, w, k, s, p;
 } conv_case;
 
-static void test_conv(const prec *p, const conv_case *c) {
+/* g_graph_choices: conv choices (batch size x direction x beta) the graph
+ * API took over a precision's cases run with TB_CUDA_CONV_GRAPH. */
+static int g_graph_choices;
+
+/* api: TB_CUDA_CONV_GRAPH (the graph API wherever it has a plan, else the
+ * legacy algorithm) or TB_CUDA_CONV_LEGACY (never the graph API). */
+static void test_conv(const prec *p, const conv_case *c, int api) {
     tb_backend *gb = gpu_for(p);
+    tb_cuda_conv_api(gb, api);
     int ho = (c->h + 2 * c->p - c->k) / c->s + 1, wo = (c->w + 2 * c->p - c->k) / c->s + 1;
     tb_conv_geom g = {c->cin, c->cout, c->k, c->s, c->p};
     pair x = mk(p, c->n, c->cin, c->h, c->w, 0, -1, 1), w = mk(p, c->cout, c->cin, c->k, c->k, 0, -1, 1);
@@ -213,7 +220,8 @@ static void test_conv(const prec *p, const conv_case *c) {
             be->conv_backward_data(be, plan, &g, dev ? &dy.gpu : &dy.cpu, tw, dev ? &dx.gpu : &dx.cpu, 1);
             be->conv_backward_filter(be, plan, &g, tx, dev ? &dy.gpu : &dy.cpu, dev ? &dw.gpu : &dw.cpu, 0);
         }
-        const char *tag = p->name;
+        char tag[64];
+        snprintf(tag, sizeof tag, "%s %s", p->name, api == TB_CUDA_CONV_LEGACY ? "legacy" : "graph");
         snprintf(what, sizeof what, "conv n%d %d->%d %dx%d k%d s%d p%d fwd %s", n, c->cin, c->cout,
                  c->h, c->w, c->k, c->s, c->p, tag);
         same(what, &y, p->tol);
@@ -232,6 +240,16 @@ static void test_conv(const prec *p, const conv_case *c) {
     }
     gb->conv_plan_describe(gb, gplan, desc, sizeof desc);
     printf("#   algorithms: %s\n", desc);
+    int on_graph = tb_cuda_conv_plan_on_graph(gplan);
+    printf("#   path: %d choice%s on the graph API\n", on_graph, on_graph == 1 ? "" : "s");
+    if (api == TB_CUDA_CONV_LEGACY) {
+        snprintf(what, sizeof what, "conv %d->%d k%d s%d %s: TB_CONV_API=legacy runs no graph plan", c->cin,
+                 c->cout, c->k, c->s, p->name);
+        report(what, on_graph, 0, on_graph == 0);
+    } else {
+        g_graph_choices += on_graph;
+    }
+    tb_cuda_conv_api(gb, TB_CUDA_CONV_AUTO);
     gb->conv_plan_free(gb, gplan);
     g_cpu->conv_plan_free(g_cpu, cplan);
     x.n = dx.n = y.n = dy.n = c->n;
@@ -711,7 +729,16 @@ int main(int argc, char **argv) {
     for (size_t pi = 0; pi < sizeof k_precs / sizeof k_precs[0]; pi++) {
         const prec *p = &k_precs[pi];
         printf("# ---- %s ----\n", p->name);
-        for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) test_conv(p, &convs[i]);
+        g_graph_choices = 0;
+        for (size_t i = 0; i < sizeof convs / sizeof convs[0]; i++) {
+            test_conv(p, &convs[i], TB_CUDA_CONV_GRAPH);
+            test_conv(p, &convs[i], TB_CUDA_CONV_LEGACY);
+        }
+        /* every case falling back means the graph path is broken, not refused */
+        char what[160];
+        snprintf(what, sizeof what, "conv %s: the graph API runs some of the cases' directions (%d choices)",
+                 p->name, g_graph_choices);
+        report(what, g_graph_choices, 0, g_graph_choices > 0);
         test_bn(p, 4, 16, 9, 7, 0, 1, 1);
         test_bn(p, 4, 16, 9, 7, 1, 1, 1);
         test_bn(p, 3, 12, 5, 5, 0, 0, 1);

@@ -478,6 +478,17 @@ int tb_cuda_device_count(char *why, size_t len) {
 
 void tb_cuda_bn_use_cudnn(tb_backend *be, int on) { cu_state_of(be)->bn_cudnn = on; }
 
+void tb_cuda_conv_api(tb_backend *be, int api) { cu_state_of(be)->conv_api = api; }
+
+/* TB_CONV_API: auto (unset or empty), graph or legacy. */
+static int conv_api_from_env(void) {
+    const char *v = getenv("TB_CONV_API");
+    if (!v || !*v || strcmp(v, "auto") == 0) return TB_CUDA_CONV_AUTO;
+    if (strcmp(v, "graph") == 0) return TB_CUDA_CONV_GRAPH;
+    if (strcmp(v, "legacy") == 0) return TB_CUDA_CONV_LEGACY;
+    tb_die("TB_CONV_API=%s: expected auto, graph or legacy (which cuDNN API runs the convolutions)", v);
+}
+
 static void version_str(char *buf, size_t len) {
     int rt = 0, drv = 0;
     (void)cudaRuntimeGetVersion(&rt);
@@ -525,6 +536,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->deterministic = opts && opts->deterministic;
     st->autotune = !(opts && opts->no_autotune);
     st->bn_cudnn = 1;
+    st->conv_api = conv_api_from_env();
     st->sm_count = prop.multiProcessorCount;
     TB_CUDA_CHECK(cudaMemGetInfo(&st->free_start, &st->total));
     st->ws_limit = opts && opts->workspace_limit ? opts->workspace_limit : CU_WS_LIMIT_DEFAULT;

@@ -25,4 +25,16 @@ void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
  * a call). */
 int tb_cuda_bn_plan_on_cudnn(const void *plan);
 
+/* Which cuDNN API runs the convolutions (chosen per node, batch size and
+ * direction at plan time): AUTO (the default) the graph (backend) API's
+ * engine when it measured faster than the legacy algorithm, GRAPH its
+ * engine whenever it has one, LEGACY never. The environment variable
+ * TB_CONV_API=auto|graph|legacy sets it when the backend is made; this
+ * test switch sets it for plans made afterwards. */
+enum { TB_CUDA_CONV_AUTO = 0, TB_CUDA_CONV_GRAPH = 1, TB_CUDA_CONV_LEGACY = 2 };
+void tb_cuda_conv_api(tb_backend *be, int api);
+/* Test query: how many (batch size, direction, beta) choices of this
+ * conv_plan run on the graph API. */
+int tb_cuda_conv_plan_on_graph(const void *plan);
+
 #endif

@@ -17,6 +17,15 @@
  * FMA kernels (no TF32), tf32 allows tensor-op TF32 but never the fp16
  * down-conversion, 16-bit takes tensor-op kernels. The shared workspace
  * grows to the largest choice while planning.
+ *
+ * Each direction also gets a plan on cuDNN's graph (backend) API
+ * (cuda_conv_graph.c; backward data and filter one per beta, overwrite and
+ * accumulate), chosen under the same rules and measured on the same
+ * buffers; it runs instead of the legacy algorithm when it measured faster
+ * (TB_CONV_API=auto, the default), whenever it exists (graph), or never
+ * (legacy). The legacy choice is always made: it runs where the graph API
+ * refused the shape, and for a call whose buffers are less aligned than
+ * the graph plan assumed.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -34,6 +43,11 @@ typedef struct {
     size_t ws;                /* workspace bytes */
     float ms;                 /* measured time, or -1 (heuristic choice) */
     cudnnConvolutionDescriptor_t conv; /* this direction's math type */
+    /* the graph API, by beta (forward: [0] only): the plan that runs, or
+     * NULL (legacy); what it offered when the legacy algorithm won */
+    cu_cgraph *graph[2];
+    float graph_ms[2];        /* -1: not measured or none */
+    long long graph_engine[2]; /* -1: none */
 } conv_choice;
 
 typedef struct {
@@ -201,6 +215,34 @@ static void pick(const cu_state *st, const conv_plan *p, const conv_entry *e, in
     TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
 }
 
+/* The graph-API plans of direction d (beta 0, and 1 for data and filter)
+ * on the plan's buffers, kept when cu_conv_take_graph prefers them to the
+ * legacy choice made before. Timing writes y, dx or dw, as Find does. */
+static void choose_graph(cu_state *st, const conv_plan *p, conv_entry *e, int d, int measure, void *tws,
+                         size_t tws_bytes) {
+    conv_choice *c = d == 0 ? &e->fwd : d == 1 ? &e->data : &e->filter;
+    for (int b = 0; b < 2; b++) {
+        c->graph[b] = NULL;
+        c->graph_ms[b] = -1.0f;
+        c->graph_engine[b] = -1;
+    }
+    if (st->conv_api == TB_CUDA_CONV_LEGACY) return;
+    for (int b = 0; b < (d == 0 ? 1 : 2); b++) {
+        cu_cgraph_req r = {(cu_conv_dir)d, (float)b, &p->g, p->dtype, p->layout, e->n, p->h, p->w,
+                           st->tf32, st->deterministic,
+                           d == 1 ? p->dxb : p->xb, d == 2 ? p->dwb : p->wb, d == 0 ? p->yb : p->dyb,
+                           measure && tws, tws, tws_bytes};
+        cu_cgraph *g = cu_cgraph_plan(st, &r);
+        if (!g) continue;
+        c->graph_ms[b] = cu_cgraph_ms(g);
+        c->graph_engine[b] = cu_cgraph_engine(g);
+        if (cu_conv_take_graph(st->conv_api, 1, cu_cgraph_ms(g), c->ms))
+            c->graph[b] = g;
+        else
+            cu_cgraph_free(g);
+    }
+}
+
 /* Chooses the algorithms of entry e. measure: time them on the plan's
  * buffers (cudnnFind*Ex writes y, dx and dw), else cuDNN's heuristics. */
 static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
@@ -252,9 +294,14 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
         PERF_ROWS(rows, pr, n);
         pick(st, p, e, 2, rows, n, measure, &e->filter);
     }
-    size_t need = e->fwd.ws;
-    if (e->has_data && e->data.ws > need) need = e->data.ws;
-    if (e->filter.ws > need) need = e->filter.ws;
+    size_t need = 0;
+    for (int d = 0; d < 3; d++) {
+        if (d == 1 && !e->has_data) continue;
+        choose_graph(st, p, e, d, measure, ws, fws);
+        if (cs[d]->ws > need) need = cs[d]->ws;
+        for (int b = 0; b < 2; b++)
+            if (cs[d]->graph[b] && cu_cgraph_ws(cs[d]->graph[b]) > need) need = cu_cgraph_ws(cs[d]->graph[b]);
+    }
     cu_workspace(st, need);
 }
 
@@ -343,6 +390,9 @@ void cu_conv_plan_free(tb_backend *be, void *plan) {
         TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].fwd.conv));
         TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].data.conv));
         TB_CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(p->e[i].filter.conv));
+        conv_choice *cs[3] = {&p->e[i].fwd, &p->e[i].data, &p->e[i].filter};
+        for (int d = 0; d < 3; d++)
+            for (int b = 0; b < 2; b++) cu_cgraph_free(cs[d]->graph[b]);
     }
     TB_CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->f));
     free(p->e);
@@ -362,14 +412,47 @@ static const char *math_name(cudnnMathType_t m) {
                                                                   : "tensor-op+conversion";
 }
 
-static int describe_choice(char *buf, size_t len, const char *dir, const char *const *names,
-                           int nnames, const conv_choice *c) {
+/* Appends what runs for beta b of direction dir ("data+": accumulate):
+ * the graph API's engine, or the legacy algorithm and what the graph API
+ * offered against it. */
+static void describe_choice(char *buf, size_t len, size_t *used, const char *dir, const char *const *names,
+                            int nnames, const conv_choice *c, int b) {
+    if (*used + 1 >= len) return;
+    if (b == 1 && !c->graph[1] && c->graph_engine[1] < 0) return; /* the same legacy algorithm as beta 0 */
     const char *nm = c->algo >= 0 && c->algo < nnames ? names[c->algo] : "?";
-    if (c->ms >= 0)
-        return snprintf(buf, len, " %s %s (%s, %.1f MiB, %.3f ms)", dir, nm, math_name(c->math),
-                        (double)c->ws / 1048576.0, (double)c->ms);
-    return snprintf(buf, len, " %s %s (%s, %.1f MiB, heuristic)", dir, nm, math_name(c->math),
-                    (double)c->ws / 1048576.0);
+    int k;
+    if (c->graph[b]) {
+        k = snprintf(buf + *used, len - *used, " %s%s ", dir, b ? "+" : "");
+        if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+        if (*used + 1 >= len) return;
+        k = cu_cgraph_describe(c->graph[b], buf + *used, len - *used);
+        if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+        if (*used + 1 >= len || c->ms < 0) return;
+        k = snprintf(buf + *used, len - *used, " vs legacy %s %.3f ms", nm, (double)c->ms);
+    } else {
+        /* what the graph API measured (not "graph-api": that names what runs) */
+        char alt[64] = "";
+        if (c->graph_engine[b] >= 0 && c->graph_ms[b] >= 0)
+            snprintf(alt, sizeof alt, "; graph engine %lld %.3f ms", c->graph_engine[b], (double)c->graph_ms[b]);
+        if (c->ms >= 0)
+            k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, %.3f ms%s)", dir,
+                         b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0, (double)c->ms, alt);
+        else
+            k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, heuristic)", dir,
+                         b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0);
+    }
+    if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+}
+
+int tb_cuda_conv_plan_on_graph(const void *plan) {
+    const conv_plan *p = plan;
+    int n = 0;
+    for (int i = 0; p && i < p->ne; i++) {
+        const conv_choice *cs[3] = {&p->e[i].fwd, &p->e[i].data, &p->e[i].filter};
+        for (int d = 0; d < 3; d++)
+            for (int b = 0; b < 2; b++) n += cs[d]->graph[b] != NULL;
+    }
+    return n;
 }
 
 void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
@@ -381,14 +464,10 @@ void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
         const conv_entry *e = &p->e[i];
         int k = snprintf(buf + used, len - used, "%sn=%d:", i ? "; " : "", e->n);
         if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
-        k = describe_choice(buf + used, len - used, "fwd", fwd_names, 8, &e->fwd);
-        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
-        if (e->has_data) {
-            k = describe_choice(buf + used, len - used, "data", data_names, 6, &e->data);
-            if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
-        }
-        k = describe_choice(buf + used, len - used, "filter", filter_names, 7, &e->filter);
-        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+        describe_choice(buf, len, &used, "fwd", fwd_names, 8, &e->fwd, 0);
+        for (int b = 0; b < 2 && e->has_data; b++)
+            describe_choice(buf, len, &used, "data", data_names, 6, &e->data, b);
+        for (int b = 0; b < 2; b++) describe_choice(buf, len, &used, "filter", filter_names, 7, &e->filter, b);
     }
 }
 
@@ -421,6 +500,7 @@ void cu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb
     conv_plan *p = plan;
     conv_entry *e = call_entry(be, p, "conv_forward", g, x, w, y, 1);
     cu_state *st = cu_state_of(be);
+    if (e->fwd.graph[0] && cu_cgraph_run(st, e->fwd.graph[0], x->data, w->data, y->data)) return;
     const float one = 1.0f, zero = 0.0f;
     TB_CUDNN_CHECK(cudnnConvolutionForward(st->cudnn, &one, e->x, x->data, p->f, w->data,
                                            e->fwd.conv, (cudnnConvolutionFwdAlgo_t)e->fwd.algo,
@@ -435,6 +515,8 @@ void cu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
     if (!e->has_data)
         TB_FATAL("cuda conv_backward_data: the plan was made without an input gradient");
     cu_state *st = cu_state_of(be);
+    cu_cgraph *gp = e->data.graph[accumulate ? 1 : 0];
+    if (gp && cu_cgraph_run(st, gp, dx->data, w->data, dy->data)) return;
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     TB_CUDNN_CHECK(cudnnConvolutionBackwardData(
         st->cudnn, &one, p->f, w->data, e->y, dy->data, e->data.conv,
@@ -447,6 +529,8 @@ void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
     conv_plan *p = plan;
     conv_entry *e = call_entry(be, p, "conv_backward_filter", g, x, dw, dy, 0);
     cu_state *st = cu_state_of(be);
+    cu_cgraph *gp = e->filter.graph[accumulate ? 1 : 0];
+    if (gp && cu_cgraph_run(st, gp, x->data, dw->data, dy->data)) return;
     const float one = 1.0f, beta = accumulate ? 1.0f : 0.0f;
     TB_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
         st->cudnn, &one, e->x, x->data, e->y, dy->data, e->filter.conv,

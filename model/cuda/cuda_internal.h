@@ -44,6 +44,7 @@ extern "C" {
 #endif
 
 #include "model/backend.h"
+#include "model/cuda/cuda_backend.h"
 #include "src/core/cuda_check.h"
 
 /* ---- the parts only the host-compiled files see ------------------------------- */
@@ -124,6 +125,8 @@ typedef struct {
     /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
     int bn_cudnn;
     int sm_count;
+    /* which convolution API (TB_CUDA_CONV_*: TB_CONV_API, tb_cuda_conv_api) */
+    int conv_api;
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -192,6 +195,63 @@ int cu_conv_pick(const cu_conv_perf *r, int n, tb_dtype dt, int tf32, int determ
 typedef cudnnStatus_t (*cu_conv_ws_fn)(void *ctx, int algo, cudnnMathType_t math, size_t *bytes);
 int cu_conv_pick_checked(cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic, size_t ws_limit,
                          cudnnMathType_t *math, int *relaxed, cu_conv_ws_fn ws, void *ctx);
+
+/* cuda_conv_graph.c: one conv direction on cuDNN's graph (backend) API
+ * (design in the file). Directions: */
+typedef enum { CU_CONV_FWD = 0, CU_CONV_DATA = 1, CU_CONV_FILTER = 2 } cu_conv_dir;
+typedef struct cu_cgraph cu_cgraph;
+typedef struct {
+    cu_conv_dir dir;
+    float beta;                 /* 0 overwrite, 1 accumulate (data, filter) */
+    const tb_conv_geom *g;
+    tb_dtype dtype;
+    tb_layout layout;
+    int n, h, w;                /* x is [n, cin, h, w] */
+    int tf32, deterministic;
+    /* the buffers by role: X (x, or dx for DATA), W (w, or dw for FILTER),
+     * Y (y, or dy for DATA and FILTER); their alignment is planned for */
+    const void *bx, *bw, *by;
+    int measure;                /* time the candidates on these buffers */
+    void *tws;                  /* workspace for the timing runs */
+    size_t tws_bytes;
+} cu_cgraph_req;
+/* The plan for r: the fastest measured (or, without measure, the
+ * heuristics' first) engine that keeps the precision and fits the limit;
+ * NULL (after one "# cuda conv:" line per reason) when there is none or
+ * the API refused anything. Not inside a capture. */
+cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r);
+/* Runs c on x, w, y (the roles above) with the shared workspace: 1, or 0
+ * when a pointer is less aligned than planned (run the legacy algorithm).
+ * An execute error is fatal. Capturable. */
+int cu_cgraph_run(cu_state *st, cu_cgraph *c, const void *x, const void *w, const void *y);
+void cu_cgraph_free(cu_cgraph *c);
+float cu_cgraph_ms(const cu_cgraph *c); /* -1: not measured */
+size_t cu_cgraph_ws(const cu_cgraph *c);
+long long cu_cgraph_engine(const cu_cgraph *c);
+int cu_cgraph_describe(const cu_cgraph *c, char *buf, size_t len);
+/* Test hooks (no device needed): the backend descriptors alive (created
+ * minus destroyed); 1 when r's tensors, convolution and operation
+ * descriptors finalize (else why gets the step and status). */
+long cu_cgraph_live(void);
+int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len);
+/* Pure host logic (tests/test_cuda_host.c). The tensors X, W, Y of a conv
+ * at batch n, input h x w: dims in N,C,H,W order (filters K,C,R,S),
+ * strides of the layout (NHWC: filters KRSC). */
+typedef struct {
+    int64_t dim[4], stride[4];
+} cu_cg_tensor;
+void cu_cgraph_tensors(const tb_conv_geom *g, tb_layout l, int n, int h, int w, cu_cg_tensor t[3]);
+/* Why an engine with these numerical / behaviour notes may not run a conv
+ * of dtype dt (NULL: it may): non-deterministic under deterministic,
+ * input down-conversion except for fp16 data, tensor cores on float32
+ * without tf32 (that is TF32), reduced-precision reduction, int8x32
+ * reorders. The legacy chooser's rules (cu_conv_pick). */
+const char *cu_cgraph_reject(const int *num, int nnum, const int *beh, int nbeh, tb_dtype dt, int tf32,
+                             int deterministic);
+/* 1 when the graph plan (have_graph) runs instead of the legacy algorithm:
+ * api LEGACY never, GRAPH always, AUTO when it measured faster, or when
+ * either was not measured (--no-autotune: the graph API's heuristics). */
+int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms);
 
 /* cuda_bn.c */
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);

@@ -1,0 +1,573 @@
+/* cuda_conv_graph.c - one convolution direction on cuDNN's graph (backend)
+ * API: descriptors, engine heuristics, timing, the plan, execution.
+ *
+ * Design. cuda_conv.c keeps, per conv node and batch size, the legacy
+ * algorithm of each direction (always chosen: it is the fallback) and asks
+ * this file for a graph-API plan of the same direction:
+ *   forward          y  = conv(x, w)                 beta 0
+ *   backward data    dx = convT(dy, w) + beta dx     beta 0 and 1
+ *   backward filter  dw = corr(x, dy) + beta dw      beta 0 and 1
+ * beta is an attribute of the operation, so accumulating is its own plan.
+ * Every plan sees the same three tensors by role, with fixed unique ids:
+ * X (x or dx) = 1, W (w or dw) = 2, Y (y or dy) = 3; dimensions in N,C,H,W
+ * order (filters K,C,R,S) and the strides of the layout (NCHW, or NHWC with
+ * KRSC filters), byte alignment = the buffer's, capped at 16.
+ *
+ * Planning (cu_cgraph_plan, never inside a CUDA graph capture): one
+ * operation graph of one CONVOLUTION_* node (compute type float), engine
+ * configs from heuristics mode A then FALLBACK, in that order. A config is
+ * skipped when its engine's notes break the precision asked for
+ * (cu_cgraph_reject: the same rules as the legacy chooser), when its plan
+ * does not finalize, or when its workspace passes the limit. With
+ * measuring (autotune, on buffers it may overwrite) the first
+ * CG_CANDIDATES plans that pass are run once and then timed over CG_REPS
+ * runs with CUDA events on the compute stream; the fastest is kept.
+ * Without, the first that passes is kept. Any error while planning returns
+ * NULL: the direction stays on its legacy algorithm, and the first time
+ * each reason occurs one "# cuda conv:" line says so.
+ *
+ * Execution (cu_cgraph_run): cudnnBackendExecute with a variant pack of the
+ * three pointers and the shared workspace, remade only when a pointer
+ * changes; capturable like the legacy calls (it only queues kernels on the
+ * handle's stream). A pointer less aligned than the plan assumed returns 0
+ * (the caller runs the legacy algorithm); a failing execute is fatal.
+ *
+ * Every descriptor is created and destroyed through create()/destroy(),
+ * which count them: cu_cgraph_live() is the balance (tests).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cuda/cuda_internal.h"
+#include "src/core/log.h"
+
+#define CG_CANDIDATES 8 /* plans finalized and timed per direction */
+#define CG_HEUR_MAX 32  /* engine configs taken from each heuristics mode */
+#define CG_REPS 3       /* timed runs per plan, after one untimed */
+#define CG_KNOBS 16     /* knob choices read for the description */
+
+enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
+
+struct cu_cgraph {
+    cudnnBackendDescriptor_t t[3], conv, op, graph, cfg, plan, pack;
+    const void *pack_ptr[3]; /* the pointers the variant pack holds */
+    void *pack_ws;
+    uint32_t align[3];
+    size_t ws;
+    float ms; /* measured, or -1 */
+    long long engine;
+    char knobs[64];
+};
+
+/* ---- descriptors, counted ----------------------------------------------------------- */
+
+static long g_live;
+
+long cu_cgraph_live(void) { return g_live; }
+
+static cudnnStatus_t create(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *d) {
+    *d = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(type, d);
+    if (s == CUDNN_STATUS_SUCCESS)
+        g_live++;
+    else
+        *d = NULL;
+    return s;
+}
+
+static void destroy(cudnnBackendDescriptor_t *d) {
+    if (!*d) return;
+    TB_CUDNN_CHECK(cudnnBackendDestroyDescriptor(*d));
+    g_live--;
+    *d = NULL;
+}
+
+/* ---- pure parts (tests/test_cuda_host.c) --------------------------------------------- */
+
+static void set_tensor(cu_cg_tensor *t, tb_layout l, int64_t n, int64_t c, int64_t h, int64_t w) {
+    t->dim[0] = n, t->dim[1] = c, t->dim[2] = h, t->dim[3] = w;
+    if (l == TB_NCHW) {
+        t->stride[0] = c * h * w, t->stride[1] = h * w, t->stride[2] = w, t->stride[3] = 1;
+    } else {
+        t->stride[0] = h * w * c, t->stride[1] = 1, t->stride[2] = w * c, t->stride[3] = c;
+    }
+}
+
+void cu_cgraph_tensors(const tb_conv_geom *g, tb_layout l, int n, int h, int w, cu_cg_tensor t[3]) {
+    int ho = (h + 2 * g->pad - g->k) / g->stride + 1, wo = (w + 2 * g->pad - g->k) / g->stride + 1;
+    set_tensor(&t[0], l, n, g->cin, h, w);
+    set_tensor(&t[1], l, g->cout, g->cin, g->k, g->k); /* KCRS; NHWC's strides make it KRSC */
+    set_tensor(&t[2], l, n, g->cout, ho, wo);
+}
+
+const char *cu_cgraph_reject(const int *num, int nnum, const int *beh, int nbeh, tb_dtype dt, int tf32,
+                             int deterministic) {
+    for (int i = 0; i < nnum; i++) {
+        if (num[i] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC && deterministic) return "non-deterministic";
+        /* fp16 inputs: a no-op, as TENSOR_OP_MATH_ALLOW_CONVERSION in the legacy chooser */
+        if (num[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS && dt != TB_F16)
+            return "down-converts its inputs";
+        /* float32 data on tensor cores is TF32 */
+        if (num[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE && dt == TB_F32 && !tf32)
+            return "TF32 tensor cores on IEEE float32";
+        /* the compute type asked for is float */
+        if (num[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) return "reduced-precision reduction";
+    }
+    for (int i = 0; i < nbeh; i++)
+        if (beh[i] == CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER ||
+            beh[i] == CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER)
+            return "needs an int8x32 reorder";
+    return NULL;
+}
+
+int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms) {
+    if (!have_graph || api == TB_CUDA_CONV_LEGACY) return 0;
+    if (api == TB_CUDA_CONV_GRAPH) return 1;
+    if (graph_ms < 0 || legacy_ms < 0) return 1; /* unmeasured: the graph API's heuristics */
+    return graph_ms < legacy_ms;
+}
+
+/* ---- building ------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *why; /* NULL: fine */
+    cudnnStatus_t s;
+} cg_err;
+
+#define TRY(call, reason)                                                                             \
+    do {                                                                                              \
+        cudnnStatus_t s_ = (call);                                                                    \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
+            if (!err->why) err->why = (reason), err->s = s_;                                          \
+            return s_;                                                                                \
+        }                                                                                             \
+    } while (0)
+
+static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *d, const cu_cg_tensor *t, cudnnDataType_t dt,
+                                 int64_t uid, int64_t align, cg_err *err) {
+    TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d), "creating a tensor descriptor");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt),
+        "tensor data type");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t->dim),
+        "tensor dimensions");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t->stride),
+        "tensor strides");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), "tensor id");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align),
+        "tensor alignment");
+    TRY(cudnnBackendFinalize(*d), "a tensor descriptor did not finalize");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static const cudnnBackendDescriptorType_t op_type[3] = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+/* per direction: alpha, beta, conv desc, then the X, W, Y roles */
+static const cudnnBackendAttributeName_t op_attr[3][6] = {
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
+
+/* The tensors, the convolution and the operation of request r into c
+ * (t, conv, op); needs no device. */
+static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cg_err *err) {
+    cu_cg_tensor t[3];
+    cu_cgraph_tensors(r->g, r->layout, r->n, r->h, r->w, t);
+    cudnnDataType_t dt = cu_cudnn_dtype(r->dtype);
+    for (int i = 0; i < 3; i++) {
+        cudnnStatus_t s = make_tensor(&c->t[i], &t[i], dt, UID_X + i, (int64_t)c->align[i], err);
+        if (s != CUDNN_STATUS_SUCCESS) return s;
+    }
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    int64_t nd = 2, one[2] = {1, 1}, stride[2] = {r->g->stride, r->g->stride}, pad[2] = {r->g->pad, r->g->pad};
+    TRY(create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &c->conv), "creating a convolution descriptor");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp),
+        "convolution compute type");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
+                                 &mode),
+        "convolution mode");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &nd),
+        "convolution spatial dims");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one),
+        "convolution dilations");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride),
+        "convolution strides");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
+        "convolution pre-paddings");
+    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
+        "convolution post-paddings");
+    TRY(cudnnBackendFinalize(c->conv), "the convolution descriptor did not finalize");
+
+    int d = (int)r->dir;
+    float alpha = 1.0f, beta = r->beta; /* float: the compute type is float */
+    TRY(create(op_type[d], &c->op), "creating the operation");
+    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][0], CUDNN_TYPE_FLOAT, 1, &alpha), "operation alpha");
+    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][1], CUDNN_TYPE_FLOAT, 1, &beta), "operation beta");
+    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->conv),
+        "operation convolution");
+    for (int i = 0; i < 3; i++)
+        TRY(cudnnBackendSetAttribute(c->op, op_attr[d][3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->t[i]),
+            "operation tensors");
+    TRY(cudnnBackendFinalize(c->op), "the operation did not finalize");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static void free_parts(cu_cgraph *c) {
+    destroy(&c->pack);
+    destroy(&c->plan);
+    destroy(&c->cfg);
+    destroy(&c->graph);
+    destroy(&c->op);
+    destroy(&c->conv);
+    for (int i = 2; i >= 0; i--) destroy(&c->t[i]);
+}
+
+void cu_cgraph_free(cu_cgraph *c) {
+    if (!c) return;
+    free_parts(c);
+    free(c);
+}
+
+static uint32_t align16(const void *p) {
+    uint32_t a = cu_ptr_align(p);
+    return a > 16 ? 16 : a;
+}
+
+int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len) {
+    cu_cgraph c;
+    memset(&c, 0, sizeof c);
+    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    const void *p[3] = {r->bx, r->bw, r->by};
+    for (int i = 0; i < 3; i++) c.align[i] = align16(p[i]);
+    cudnnStatus_t s = make_op(&c, r, &err);
+    if (s != CUDNN_STATUS_SUCCESS && why)
+        snprintf(why, len, "%s: %s (%d)", err.why, cudnnGetErrorString(err.s), (int)err.s);
+    free_parts(&c);
+    return s == CUDNN_STATUS_SUCCESS;
+}
+
+/* ---- heuristics, notes, plans ------------------------------------------------------------ */
+
+/* The engine of cfg: its global index and whether its notes pass. */
+static const char *engine_check(const cu_cgraph_req *r, cudnnBackendDescriptor_t cfg, long long *index,
+                                cg_err *err) {
+    cudnnBackendDescriptor_t eng = NULL;
+    int64_t n = 0, idx = -1;
+    cudnnBackendNumericalNote_t num[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int inum[CUDNN_NUMERICAL_NOTE_TYPE_COUNT], ibeh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT], nn = 0, nb = 0;
+    const char *why = NULL;
+    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                     &eng);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, num);
+        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+            inum[nn++] = (int)num[i];
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, beh);
+        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+            ibeh[nb++] = (int)beh[i];
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (!err->why) err->why = "reading an engine's index and notes", err->s = s;
+        why = "unreadable engine";
+    } else {
+        why = cu_cgraph_reject(inum, nn, ibeh, nb, r->dtype, r->tf32, r->deterministic);
+    }
+    destroy(&eng);
+    *index = (long long)idx;
+    return why;
+}
+
+/* Up to CG_HEUR_MAX engine configs of mode for the finalized graph,
+ * appended to cfgs[*n..cap). */
+static void heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
+                       cudnnBackendDescriptor_t *cfgs, int *n, int cap, cg_err *err) {
+    cudnnBackendDescriptor_t heur = NULL;
+    int64_t count = 0, got = 0;
+    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     1, &graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                     &count, NULL);
+    int want = (int)(count < CG_HEUR_MAX ? count : CG_HEUR_MAX);
+    if (want > cap - *n) want = cap - *n;
+    int made = 0;
+    for (; s == CUDNN_STATUS_SUCCESS && made < want; made++)
+        s = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*n + made]);
+    if (s == CUDNN_STATUS_SUCCESS && want > 0)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, want,
+                                     &got, &cfgs[*n]);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (!err->why)
+            err->why = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A failed" : "heuristics FALLBACK failed",
+            err->s = s;
+        got = 0;
+    }
+    if (got > want) got = want;
+    for (int i = (int)got; i < made; i++) destroy(&cfgs[*n + i]); /* created but not filled */
+    *n += (int)got;
+    destroy(&heur);
+}
+
+static cudnnStatus_t make_plan(cu_state *st, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
+                               size_t *ws) {
+    int64_t n = 0, bytes = 0;
+    cudnnStatus_t s = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &st->cudnn);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
+                                     &bytes);
+    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
+    if (s != CUDNN_STATUS_SUCCESS) destroy(plan);
+    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
+    return s;
+}
+
+static cudnnStatus_t make_pack(cudnnBackendDescriptor_t *pack, const void *const p[3], void *ws) {
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
+    cudnnStatus_t s = create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*pack);
+    if (s != CUDNN_STATUS_SUCCESS) destroy(pack);
+    return s;
+}
+
+/* One untimed run, then CG_REPS timed ones on the compute stream: the mean
+ * in ms, or -1 when an execute failed (its status in *bad). */
+static float time_plan(cu_state *st, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
+                       cudnnStatus_t *bad) {
+    cudaEvent_t a, b;
+    TB_CUDA_CHECK(cudaEventCreate(&a));
+    TB_CUDA_CHECK(cudaEventCreate(&b));
+    float ms = -1.0f;
+    cudnnStatus_t s = cudnnBackendExecute(st->cudnn, plan, pack);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        TB_CUDA_CHECK(cudaEventRecord(a, st->stream));
+        for (int i = 0; i < CG_REPS && s == CUDNN_STATUS_SUCCESS; i++)
+            s = cudnnBackendExecute(st->cudnn, plan, pack);
+        TB_CUDA_CHECK(cudaEventRecord(b, st->stream));
+        TB_CUDA_CHECK(cudaEventSynchronize(b));
+        if (s == CUDNN_STATUS_SUCCESS) {
+            TB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+            ms /= CG_REPS;
+        }
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* a refused launch; a sticky error returns at the next check */
+        *bad = s;
+        ms = -1.0f;
+    }
+    TB_CUDA_CHECK(cudaEventDestroy(a));
+    TB_CUDA_CHECK(cudaEventDestroy(b));
+    return ms;
+}
+
+static void knobs_of(cu_cgraph *c) {
+    cudnnBackendDescriptor_t k[CG_KNOBS] = {NULL};
+    int64_t got = 0;
+    size_t used = 0;
+    c->knobs[0] = '\0';
+    int made = 0;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    for (; made < CG_KNOBS && s == CUDNN_STATUS_SUCCESS; made++)
+        s = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[made]);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(c->cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                     CG_KNOBS, &got, k);
+    for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CG_KNOBS; i++) {
+        cudnnBackendKnobType_t type;
+        int64_t val = 0, n = 0;
+        if (cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                     &type) != CUDNN_STATUS_SUCCESS ||
+            cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &val) !=
+                CUDNN_STATUS_SUCCESS)
+            break;
+        int w = snprintf(c->knobs + used, sizeof c->knobs - used, "%sk%d=%lld", used ? "," : "", (int)type,
+                         (long long)val);
+        if (w < 0 || (size_t)w >= sizeof c->knobs - used) break;
+        used += (size_t)w;
+    }
+    for (int i = 0; i < CG_KNOBS; i++) destroy(&k[i]);
+}
+
+/* The first time a reason occurs: one line. */
+static void say(const cu_cgraph_req *r, const char *why, cudnnStatus_t s) {
+    static const char *said[32];
+    static int nsaid;
+    for (int i = 0; i < nsaid; i++)
+        if (said[i] == why) return;
+    if (nsaid < 32) said[nsaid++] = why;
+    static const char *dir[3] = {"forward", "backward data", "backward filter"};
+    tb_info("# cuda conv: graph API: %s (%s, %d) for conv %d->%d k%d s%d %s %s %s n=%d; such directions run "
+            "the legacy algorithm",
+            why, cudnnGetErrorString(s), (int)s, r->g->cin, r->g->cout, r->g->k, r->g->stride,
+            tb_dtype_name(r->dtype), tb_layout_name(r->layout), dir[r->dir], r->n);
+}
+
+cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
+    cu_cgraph *c = calloc(1, sizeof *c);
+    if (!c) TB_FATAL("out of host memory");
+    c->ms = -1.0f;
+    c->engine = -1;
+    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    const void *p[3] = {r->bx, r->bw, r->by};
+    for (int i = 0; i < 3; i++) c->align[i] = align16(p[i]);
+    cudnnBackendDescriptor_t cfgs[2 * CG_HEUR_MAX];
+    int ncfg = 0, tried = 0;
+    const char *last_skip = NULL;
+    cudnnStatus_t skip_s = CUDNN_STATUS_NOT_SUPPORTED;
+
+    if (make_op(c, r, &err) != CUDNN_STATUS_SUCCESS) goto fail;
+    {
+        cg_err *e = &err;
+        cudnnStatus_t s = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &c->graph);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                         &c->op);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
+                                         &st->cudnn);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(c->graph);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            e->why = "the operation graph did not finalize", e->s = s;
+            goto fail;
+        }
+    }
+    heuristics(c->graph, CUDNN_HEUR_MODE_A, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
+    heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
+    if (ncfg == 0) {
+        if (!err.why) err.why = "the heuristics offer no engine", err.s = CUDNN_STATUS_NOT_SUPPORTED;
+        goto fail;
+    }
+    err.why = NULL; /* one mode answering is enough */
+    for (int i = 0; i < ncfg && tried < CG_CANDIDATES; i++) {
+        long long engine = -1;
+        const char *why = engine_check(r, cfgs[i], &engine, &err);
+        if (why) {
+            last_skip = why;
+            continue;
+        }
+        cudnnBackendDescriptor_t plan = NULL, pack = NULL;
+        size_t ws = 0;
+        cudnnStatus_t s = make_plan(st, cfgs[i], &plan, &ws);
+        if (s != CUDNN_STATUS_SUCCESS) {
+            last_skip = "no engine's plan finalized", skip_s = s;
+            continue;
+        }
+        if (ws > st->ws_limit || (r->measure && ws > r->tws_bytes)) {
+            last_skip = "every engine needs more workspace than the limit", skip_s = CUDNN_STATUS_NOT_SUPPORTED;
+            destroy(&plan);
+            continue;
+        }
+        tried++;
+        float ms = -1.0f;
+        if (r->measure) {
+            s = make_pack(&pack, p, r->tws);
+            if (s == CUDNN_STATUS_SUCCESS) ms = time_plan(st, plan, pack, &s);
+            destroy(&pack);
+            if (s != CUDNN_STATUS_SUCCESS || ms < 0) {
+                last_skip = "no engine ran", skip_s = s;
+                destroy(&plan);
+                continue;
+            }
+        }
+        if (c->plan && !(ms < c->ms)) { /* slower than the one kept */
+            destroy(&plan);
+            continue;
+        }
+        destroy(&c->plan);
+        destroy(&c->cfg);
+        c->plan = plan;
+        c->cfg = cfgs[i];
+        cfgs[i] = NULL;
+        c->ws = ws;
+        c->ms = ms;
+        c->engine = engine;
+        if (!r->measure) break; /* the heuristics' first that passes */
+    }
+    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
+    ncfg = 0;
+    if (!c->plan) {
+        if (err.why) goto fail; /* an engine could not be read: say that */
+        err.why = last_skip ? last_skip : "no engine passed", err.s = skip_s;
+        goto fail;
+    }
+    knobs_of(c);
+    return c;
+fail:
+    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
+    say(r, err.why, err.s);
+    cu_cgraph_free(c);
+    return NULL;
+}
+
+/* ---- execution ------------------------------------------------------------------------------- */
+
+int cu_cgraph_run(cu_state *st, cu_cgraph *c, const void *x, const void *w, const void *y) {
+    const void *p[3] = {x, w, y};
+    for (int i = 0; i < 3; i++)
+        if (cu_ptr_align(p[i]) < c->align[i]) {
+            static int said;
+            if (!said++)
+                tb_info("# cuda conv: graph API: a buffer is less aligned than its plan assumed (%u < %u bytes); "
+                        "such calls run the legacy algorithm",
+                        cu_ptr_align(p[i]), c->align[i]);
+            return 0;
+        }
+    if (c->ws > st->ws_bytes)
+        TB_FATAL("cuda conv: the workspace (%zu bytes) is smaller than a graph-API plan's %zu", st->ws_bytes,
+                 c->ws);
+    if (!c->pack || memcmp(p, c->pack_ptr, sizeof p) != 0 || c->pack_ws != st->ws) {
+        destroy(&c->pack);
+        TB_CUDNN_CHECK(make_pack(&c->pack, p, st->ws));
+        memcpy(c->pack_ptr, p, sizeof p);
+        c->pack_ws = st->ws;
+    }
+    TB_CUDNN_CHECK(cudnnBackendExecute(st->cudnn, c->plan, c->pack));
+    return 1;
+}
+
+float cu_cgraph_ms(const cu_cgraph *c) { return c->ms; }
+size_t cu_cgraph_ws(const cu_cgraph *c) { return c->ws; }
+long long cu_cgraph_engine(const cu_cgraph *c) { return c->engine; }
+
+int cu_cgraph_describe(const cu_cgraph *c, char *buf, size_t len) {
+    if (c->ms >= 0)
+        return snprintf(buf, len, "graph-api engine %lld [%s] (%.1f MiB, %.3f ms)", c->engine, c->knobs,
+                        (double)c->ws / 1048576.0, (double)c->ms);
+    return snprintf(buf, len, "graph-api engine %lld [%s] (%.1f MiB, heuristic)", c->engine, c->knobs,
+                    (double)c->ws / 1048576.0);
+}
