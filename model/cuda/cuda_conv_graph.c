@@ -114,10 +114,15 @@ const char *cu_cgraph_reject(const int *num, int nnum, const int *beh, int nbeh,
         /* the compute type asked for is float */
         if (num[i] == CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION) return "reduced-precision reduction";
     }
-    for (int i = 0; i < nbeh; i++)
+    for (int i = 0; i < nbeh; i++) {
         if (beh[i] == CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER ||
             beh[i] == CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER)
             return "needs an int8x32 reorder";
+        /* compiled by NVRTC when its plan is finalized: seconds per shape at
+         * start-up, for 53 convs x 3 directions x batch sizes; a plain conv
+         * has precompiled engines (PyTorch's sm90 kernels are among them) */
+        if (beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION) return "compiled at run time (start-up cost)";
+    }
     return NULL;
 }
 
