@@ -17,7 +17,8 @@
  * operation graph of one CONVOLUTION_* node (compute type float), engine
  * configs from heuristics mode A then FALLBACK, in that order. A config is
  * skipped when its engine's notes break the precision asked for
- * (cu_cgraph_reject: the same rules as the legacy chooser), when its plan
+ * (cu_cgraph_reject: the same rules as the legacy chooser, and no engine
+ * compiled at run time), when its plan
  * does not finalize, or when its workspace passes the limit. With
  * measuring (autotune, on buffers it may overwrite) the first
  * CG_CANDIDATES plans that pass are run once and then timed over CG_REPS
