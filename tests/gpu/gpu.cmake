@@ -121,7 +121,7 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "Out of bounds values : 0 OK"
                    -- ${TB_BIN} allreduce-bench --comm nccl --dtype bf16 -b 8 -e 64M -f 8 -n 5 -w 2)
   add_test(NAME preflight_gpu
-           COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "all-reduce \(NCCL, device buffers\).*#wrong 0"
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_pass.sh "all-reduce \\(NCCL, device buffers\\).*#wrong 0"
                    "timed after an untimed warm-up all-reduce .*NCCL's kernels loaded"
                    "NCCL library, compiled against vs loaded" "preflight: OK"
                    -- ${TB_BIN} preflight --bytes 64M --timeout 60)
@@ -159,7 +159,7 @@ if(TARGET tb_cuda)
                      --results "")
     # ... and forced past it (--share-gpu): NCCL's own refusal, named, every rank ends
     add_test(NAME duplicate_gpu_nccl_forced
-             COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_fail.sh "Duplicate GPU detected.*NCCL 2\.[0-9]+ refuses"
+             COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_fail.sh "Duplicate GPU detected.*NCCL 2\\.[0-9]+ refuses"
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --steps 2
                      --scaling-steps 0 --timeout 60 --results "")
     set_tests_properties(dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused
