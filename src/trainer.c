@@ -658,7 +658,7 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     else be->copy_d2h(be, p->sc_host, m->sc, sizeof *p->sc_host);
     be->event_record(be, p->rb, NULL);
     if (p->rec.graph && t->path == TB_PATH_NCCL)
-        tb_dev_watch_push(be->native_event(be, p->ev[E_END]), step, "CUDA graph step (NCCL inside)");
+        tb_dev_watch_push(be->native_event(be, p->ev[E_END]), t->stream, step, "CUDA graph step (NCCL inside)");
     if (t->graph_on && (!t->graph || t->recapture)) t->pending_steps++;
     else t->pending_steps = 0;
     p->inflight = 1;
