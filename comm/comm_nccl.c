@@ -370,7 +370,15 @@ static watch_entry g_watch[TB_DEV_WATCH_MAX];
 static int g_watch_head = 0, g_watch_n = 0;   /* a ring: oldest at head */
 static int g_watch_device = -1;
 
-void tb_dev_watch_push(void *event, int64_t step, const char *what) {
+void tb_dev_watch_push(void *event, void *stream, int64_t step, const char *what) {
+    /* before the lock: a trapped TB_FATAL (a capture's fatal trap) leaves it free */
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    TB_CUDA_CHECK(cudaStreamIsCapturing((cudaStream_t)stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+        TB_FATAL("tb_dev_watch_push: the %s of step %lld was recorded on a stream that is capturing a CUDA "
+                 "graph; the watchdog's cudaEventQuery of it from another thread would break the capture "
+                 "(a bug: watch the graph launch's event, pushed after the capture)",
+                 what, (long long)step);
     int dev = -1;
     TB_CUDA_CHECK(cudaGetDevice(&dev));
     pthread_mutex_lock(&g_watch_mu);
@@ -421,13 +429,13 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
     while (g_watch_n > 0) {
         watch_entry *e = &g_watch[g_watch_head];
         cudaError_t r = e->ev ? cudaEventQuery(e->ev) : cudaSuccess; /* NULL: superseded (see push) */
-        /* last recorded inside a CUDA graph capture: that record superseded
-         * this entry's, as a push would (the trainer clears the watch before
-         * it captures, so this is a guard, not the rule) */
-        if (r == cudaErrorCapturedEvent) {
-            (void)cudaGetLastError();
-            r = cudaSuccess;
-        }
+        /* Any other answer is an error naming the entry, cudaErrorCapturedEvent
+         * included: the event was last recorded with a plain record inside an
+         * open capture (a push naming another stream than the capturing one
+         * gets past push's check). CUDA 13 answered the first such query
+         * cudaErrorCapturedEvent, every later one cudaErrorInvalidValue, and
+         * the query invalidated the capture: no answer here that could pass
+         * the entry as done (tests/test_nccl_watch.c, guard). */
         if (r == cudaErrorNotReady) {
             (void)cudaGetLastError();
             st->pending = 1;

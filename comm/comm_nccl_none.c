@@ -49,6 +49,8 @@ void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root,
 void tb_nccl_check_async(tb_nccl *n, const char *what) { (void)n, (void)what; }
 int tb_nccl_abort_all(void) { return 0; }
 
-void tb_dev_watch_push(void *event, int64_t step, const char *what) { (void)event, (void)step, (void)what; }
+void tb_dev_watch_push(void *event, void *stream, int64_t step, const char *what) {
+    (void)event, (void)stream, (void)step, (void)what;
+}
 void tb_dev_watch_clear(void) {}
 void tb_dev_watch_poll(tb_dev_watch_state *st) { memset(st, 0, sizeof *st); }

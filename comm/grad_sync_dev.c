@@ -282,7 +282,7 @@ static void launch(tb_grad_sync_dev *g, int i) {
     if (g->o.watch && !cap) {
         char what[48];
         snprintf(what, sizeof what, "NCCL all-reduce of bucket %d", i);
-        tb_dev_watch_push(g->end[k], g->step, what);
+        tb_dev_watch_push(g->end[k], g->comm, g->step, what);
     }
 }
 

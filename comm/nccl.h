@@ -99,9 +99,18 @@ double tb_nccl_abort_wait_s(char *err, size_t len);
 
 /* event completes when the collective `what` of step `step` did; queued
  * now (the deadline counts from here). At most TB_DEV_WATCH_MAX pending:
- * the oldest completed ones are dropped first. */
+ * the oldest completed ones are dropped first. stream: the one the event
+ * was recorded on. Never push inside an open CUDA graph capture (the
+ * trainer pushes a graph launch's end event after the launch, and the
+ * buckets' only when not capturing): an event recorded there with a plain
+ * record is "captured", and the watchdog thread's cudaEventQuery of it
+ * breaks the capture (CUDA 13, driver 580: cudaErrorCapturedEvent on the
+ * first query, cudaErrorInvalidValue on every later one, and the capture
+ * ends with "operation failed due to a previous error during capture";
+ * tests/test_nccl_watch.c). So a push whose stream is capturing ends the
+ * job (TB_FATAL, a bug) before anything is queued. */
 #define TB_DEV_WATCH_MAX 256
-void tb_dev_watch_push(void *event, int64_t step, const char *what);
+void tb_dev_watch_push(void *event, void *stream, int64_t step, const char *what);
 /* Forgets every pending entry (their events are about to be destroyed). */
 void tb_dev_watch_clear(void);
 

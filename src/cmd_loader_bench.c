@@ -300,7 +300,10 @@ static int cmd_feed(int argc, char **argv) {
         nv = tb_nvml_open(err, sizeof err);
         tb_nvml_dev *d = nv ? tb_nvml_device(nv, be->device_key + 4, err, sizeof err) : NULL;
         if (d) smp = tb_nvml_sampler_start(d, 0.05);
-        if (smp) snprintf(dev_note, sizeof dev_note, "NVML GPU-Util sampled every 50 ms on %s", be->device_key + 4);
+        if (smp)
+            snprintf(dev_note, sizeof dev_note,
+                     "NVML GPU-Util sampled every 50 ms on %s (a row that got no sample: one reading at its end)",
+                     be->device_key + 4);
         else snprintf(dev_note, sizeof dev_note, "not measured: %.400s", err);
     } else {
         snprintf(dev_note, sizeof dev_note, "not measured: the %s backend has no GPU", be->name);

@@ -186,6 +186,9 @@ static void print_op_profile(FILE *f, tb_format fmt, const tb_results *r) {
         .step_ms_max_rank = tb_rtable_attr_num(rt, "step_ms_max_rank", NAN),
         .ops_ms = tb_rtable_attr_num(rt, "ops_ms", NAN),
         .span_ms = tb_rtable_attr_num(rt, "span_ms", NAN),
+        .timed_step_ms = tb_rtable_attr_num(rt, "timed_step_ms", NAN),
+        .timed_steps = (int)tb_rtable_attr_num(rt, "timed_steps", 0),
+        .timed_graph_steps = (int)tb_rtable_attr_num(rt, "timed_graph_steps", 0),
     };
     tb_opp_row *rows = calloc(rt->rows + 1, sizeof *rows);
     tb_opp_kind *kinds = calloc(kt->rows + 1, sizeof *kinds);

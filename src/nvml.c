@@ -313,31 +313,36 @@ static double gpm_sm_active(tb_nvml_sampler *s) {
     return v;
 }
 
+/* One reading into the window (s->mu held). */
+static void take_reading(tb_nvml_sampler *s) {
+    tb_nvml_now now;
+    tb_nvml_read(s->d, &now);
+    double sm = gpm_sm_active(s);
+    if (!isnan(now.util_pct)) {
+        s->util_sum += now.util_pct;
+        s->n++;
+    }
+    if (!isnan(sm)) {
+        s->sm_sum += sm;
+        s->n_sm++;
+    }
+    if (!isnan(now.sm_clock_mhz)) {
+        s->clock_sum += now.sm_clock_mhz;
+        if (now.sm_clock_mhz < s->clock_min) s->clock_min = now.sm_clock_mhz;
+        s->n_clock++;
+    }
+    if (!isnan(now.power_w)) {
+        s->power_sum += now.power_w;
+        s->n_power++;
+    }
+    if (!isnan(now.temp_c) && now.temp_c > s->temp_max) s->temp_max = now.temp_c;
+}
+
 static void *sampler_main(void *arg) {
     tb_nvml_sampler *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        tb_nvml_now now;
-        tb_nvml_read(s->d, &now);
-        double sm = gpm_sm_active(s);
-        if (!isnan(now.util_pct)) {
-            s->util_sum += now.util_pct;
-            s->n++;
-        }
-        if (!isnan(sm)) {
-            s->sm_sum += sm;
-            s->n_sm++;
-        }
-        if (!isnan(now.sm_clock_mhz)) {
-            s->clock_sum += now.sm_clock_mhz;
-            if (now.sm_clock_mhz < s->clock_min) s->clock_min = now.sm_clock_mhz;
-            s->n_clock++;
-        }
-        if (!isnan(now.power_w)) {
-            s->power_sum += now.power_w;
-            s->n_power++;
-        }
-        if (!isnan(now.temp_c) && now.temp_c > s->temp_max) s->temp_max = now.temp_c;
+        take_reading(s);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         double t = until.tv_sec + until.tv_nsec * 1e-9 + s->period_s;
@@ -374,6 +379,7 @@ void tb_nvml_sampler_reset(tb_nvml_sampler *s) {
 
 void tb_nvml_sampler_stats(tb_nvml_sampler *s, tb_nvml_stats *o) {
     pthread_mutex_lock(&s->mu);
+    if (s->n == 0) take_reading(s); /* a window shorter than the period: one reading at its end */
     o->samples = s->n;
     o->util_pct_mean = s->n ? s->util_sum / s->n : NAN;
     o->sm_active_pct_mean = s->n_sm ? s->sm_sum / s->n_sm : NAN;

@@ -63,7 +63,13 @@ const char *tb_nvml_level_name(int level);
 /* ---- sampling during training ------------------------------------------------
  * A thread reads the device every period_s; tb_nvml_sampler_reset starts a
  * new averaging window (a scaling row, say) and tb_nvml_sampler_stats reads
- * the window so far. */
+ * the window so far. A window that got no GPU-Util reading yet (shorter
+ * than the period, or started just after a reading: a feed row of 4 short
+ * steps) gets one from tb_nvml_sampler_stats, at its end, rather than none:
+ * NVML's GPU-Util is itself the busy share of the driver's last sample
+ * period (1/6 s to 1 s), which then holds the window, as it holds each of
+ * the thread's readings. SM activity needs two GPM samples in a window:
+ * NaN after that one reading. */
 typedef struct tb_nvml_sampler tb_nvml_sampler;
 typedef struct {
     int samples;

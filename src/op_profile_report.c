@@ -75,10 +75,16 @@ void tb_opp_print(FILE *f, tb_format fmt, const tb_opp_summary *s, const tb_opp_
             "covered: %.3f ms of %.3f ms step (%.1f %%); ops span %.3f ms from the first op's start to the last's end",
             s->ops_ms, s->step_ms, share_pct(s->ops_ms, s->step_ms), s->span_ms);
     tb_note(f, fmt,
-            "  (step: the trainer's measured step, data wait left out; the rest is in no op: waits for the "
+            "  (step: the profiled steps' own measured time, as the trainer times every step, data wait left out; "
+            "the rest is in no op: waits for the "
             "gradient all-reduce and the BatchNorm broadcast, a synchronous step's host scan for NaN/Inf, copies "
             "queued outside the model, the device idle "
             "while the host queues, the event records themselves)");
+    if (!isnan(s->timed_step_ms))
+        tb_note(f, fmt,
+                "profiled steps (eager, an event pair per op): %.3f ms per step; the timed steps before them: "
+                "%.3f ms per step (%d of %d replayed from a CUDA graph)",
+                s->step_ms, s->timed_step_ms, s->timed_graph_steps, s->timed_steps);
     if (multi && !isnan(s->step_ms_max_rank))
         tb_note(f, fmt, "slowest rank's step: %.3f ms", s->step_ms_max_rank);
 }
@@ -115,4 +121,7 @@ void tb_opp_tables_fill(tb_table *rows, tb_table *kinds, const tb_opp_summary *s
     tb_attrs_num(a, "ops_ms", s->ops_ms);
     tb_attrs_num(a, "span_ms", s->span_ms);
     tb_attrs_num(a, "covered_pct", share_pct(s->ops_ms, s->step_ms));
+    tb_attrs_num(a, "timed_step_ms", s->timed_step_ms);
+    tb_attrs_int(a, "timed_steps", s->timed_steps);
+    tb_attrs_int(a, "timed_graph_steps", s->timed_graph_steps);
 }

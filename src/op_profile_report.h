@@ -7,7 +7,8 @@
  *                      mean over ranks; NaN when the ranks' op lists differ),
  *                      calls (rank 0, over all profiled steps); attributes
  *                      steps, batch, precision, layout, backend, ranks,
- *                      step_ms, step_ms_max_rank, ops_ms, span_ms, covered_pct
+ *                      step_ms, step_ms_max_rank, ops_ms, span_ms, covered_pct,
+ *                      timed_step_ms, timed_steps, timed_graph_steps
  *   /op_profile_kinds  one row per op kind: kind, mean_ms, max_rank_ms,
  *                      calls_per_step, share_pct
  *
@@ -36,10 +37,13 @@ typedef struct {
 typedef struct {
     int steps, ranks, batch;
     const char *precision, *layout, *backend;
-    double step_ms;          /* rank 0's mean measured step (the trainer's record, data wait left out) */
+    double step_ms;          /* rank 0's mean measured step over the profiled steps (the trainer's record
+                                of each, data wait left out): what the ops cover */
     double step_ms_max_rank; /* the slowest rank's */
     double ops_ms;           /* rank 0's mean sum of op times */
     double span_ms;          /* rank 0's mean first op start to last op end */
+    double timed_step_ms;    /* rank 0's mean timed training step, data wait left out (NaN: none) */
+    int timed_steps, timed_graph_steps; /* how many, and how many of them replayed a CUDA graph */
 } tb_opp_summary;
 
 /* The by-kind table, the 15 slowest rows and the covered line. */

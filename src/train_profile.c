@@ -122,6 +122,11 @@ void tb_train_op_profile(tb_train_run *r, const tb_train_outcome *o) {
             .step_ms_max_rank = world > 1 ? kind_max[TB_OPK_COUNT] : NAN,
             .ops_ms = p->ops_ms * inv,
             .span_ms = p->span_ms * inv,
+            .timed_step_ms = o->mine.steps > 0
+                                 ? 1e3 * (o->mine.step_s - o->mine.phase_s[TB_PH_DATA]) / o->mine.steps
+                                 : NAN,
+            .timed_steps = o->mine.steps,
+            .timed_graph_steps = o->mine.graph_steps,
         };
         tb_opp_row *rows = calloc((size_t)nr + 1, sizeof *rows);
         int64_t *calls = calloc((size_t)nr + 1, sizeof *calls);

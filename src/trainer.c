@@ -4,7 +4,7 @@
  * ends with a host sync and is timed on the host clock. The async step
  * (step_async) queues the same work and records events instead:
  *
- *   E_START  upload  E_H2D  [BN broadcast  E_BN  forward+loss  E_FWD
+ *   E_START  step scalars, batch upload  E_H2D  [BN broadcast  E_BN  forward+loss  E_FWD
  *   backward (buckets leave from the grad-ready hook)  E_BWD  join with the
  *   communication stream  E_COMM  SGD  E_END]  readback of the step scalars
  *
@@ -619,8 +619,11 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     p->prev_slot = (s + TB_TRAINER_SLOTS - 1) % TB_TRAINER_SLOTS;
 
     tb_monitor_progress(t->mon, step, "queueing the step", 0);
-    tb_model_preset_scalars(m, lr, b->n > 0 ? (double)b->n / (double)b->global_n : 1.0);
+    /* E_START first: the step's window holds every op it queues, the
+     * scalars' upload included (before, that copy fell between the steps,
+     * outside both: --op-profile's ops then spanned more than the step) */
     rec_ev(t, p->ev[E_START]);
+    tb_model_preset_scalars(m, lr, b->n > 0 ? (double)b->n / (double)b->global_n : 1.0);
     if (b->n > 0) upload_batch(t, b);
     rec_ev(t, p->ev[E_H2D]);
 
@@ -655,7 +658,7 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     else be->copy_d2h(be, p->sc_host, m->sc, sizeof *p->sc_host);
     be->event_record(be, p->rb, NULL);
     if (p->rec.graph && t->path == TB_PATH_NCCL)
-        tb_dev_watch_push(be->native_event(be, p->ev[E_END]), step, "CUDA graph step (NCCL inside)");
+        tb_dev_watch_push(be->native_event(be, p->ev[E_END]), t->stream, step, "CUDA graph step (NCCL inside)");
     if (t->graph_on && (!t->graph || t->recapture)) t->pending_steps++;
     else t->pending_steps = 0;
     p->inflight = 1;

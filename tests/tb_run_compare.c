@@ -2,6 +2,7 @@
  * nothing but trainbench's own libraries (the GPU machine has no h5py):
  *
  *   tb_run_compare A.ckpt.h5 B.ckpt.h5 A.results.h5 B.results.h5 [--tolerance T] [--attr KEY=VALUE]...
+ *   tb_run_compare --self-test      (the phase-sum rule alone: phases_fit)
  *
  * - the checkpoints (--save): every tensor of /params (weights, BatchNorm
  *   statistics, num_batches_tracked) and /momentum, bit for bit (T = 0) or
@@ -9,10 +10,12 @@
  * - the results files: /steps/loss step by step (bit for bit, or within
  *   10 T relative);
  * - B's results file: every --attr holds, the phases of /steps are
- *   non-negative and sum to at most the step time, every rank of /ranks has
- *   timed steps, /devices and /conv_algorithms exist.
+ *   non-negative and sum to at most the step time (within float32 event
+ *   rounding: phases_fit), every rank of /ranks has timed steps, /devices
+ *   and /conv_algorithms exist.
  * Exit 0 when all of it holds, 1 otherwise. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +90,56 @@ static void compare_weights(const char *pa, const char *pb, double tol) {
     be->destroy(be);
 }
 
+/* The phases' sum against the step (ms). On the GPU each phase is one
+ * cudaEventElapsedTime (a float32 of milliseconds) between consecutive
+ * events, and the step is one more from the first event to the last: the
+ * timestamps telescope, so the exact phases add up to the exact step, and
+ * only the 7 float32 roundings (each at most 2^-24 of its value, the phases'
+ * values adding up to the step) separate the two: |sum - step| <= 2^-23
+ * step. The host paths (double seconds) and the results file (float64
+ * columns) add nothing of that size. Allowed: 2^-21 step (4x the bound; 31
+ * ns of a 131 ms step) + 1e-9 ms; a phase counted twice or timed over a
+ * wrong interval is over by microseconds at least (the events' resolution
+ * is about 0.5 us). The first GPU run saw 131.120983 vs 131.120980 (2.3e-8
+ * of the step) where the old margin was 1e-9. */
+#define PHASE_SUM_REL 0x1p-21
+static int phases_fit(double sum, double step) { return sum <= step * (1 + PHASE_SUM_REL) + 1e-9; }
+
+/* --self-test: the rule on the GPU run's pairs, on float32-rounded event
+ * times, and on real overruns. */
+static int self_test(void) {
+    static const double seen[][2] = {{131.120983, 131.120980}, {86.322531, 86.322529},
+                                     {118.084321, 118.084319}, {130.106187, 130.106181}};
+    for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
+        TB_CHECK(phases_fit(seen[i][0], seen[i][1]), "the GPU run's phases %.6f of step %.6f must fit", seen[i][0],
+                 seen[i][1]);
+    /* 7 event timestamps (integer ns from 0 to ~300 ms), each phase and the
+     * step rounded to float32 ms as cudaEventElapsedTime returns them */
+    uint64_t r = 88172645463325252ull;
+    int worst_ok = 1;
+    double worst = 0;
+    for (int trial = 0; trial < 200000; trial++) {
+        double ts[7] = {0};
+        for (int k = 1; k < 7; k++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            ts[k] = ts[k - 1] + (double)(r % 50000000ull); /* up to 50 ms per phase */
+        }
+        double sum = 0;
+        for (int k = 1; k < 7; k++) sum += (double)(float)((ts[k] - ts[k - 1]) * 1e-6);
+        double st = (double)(float)(ts[6] * 1e-6);
+        if (st > 0 && (sum - st) / st > worst) worst = (sum - st) / st;
+        worst_ok &= phases_fit(sum, st);
+    }
+    printf("# self-test: float32 event times: the phases exceed the step by at most %.3g of it (allowed %.3g)\n",
+           worst, PHASE_SUM_REL);
+    TB_CHECK(worst_ok, "float32-rounded phases exceeded the allowance: %.3g of the step", worst);
+    /* real overruns: one event resolution (0.5 us) or 1e-6 of the step */
+    TB_CHECK(!phases_fit(131.120980 + 0.0005, 131.120980), "an overrun of 0.5 us must be caught");
+    TB_CHECK(!phases_fit(4.8 * (1 + 1e-6), 4.8), "an overrun of 1e-6 of a 4.8 ms step must be caught");
+    TB_CHECK(!phases_fit(1000 * (1 + 2e-6), 1000), "an overrun of 2e-6 of a 1 s step must be caught");
+    return tb_test_exit("run_compare self-test");
+}
+
 static void compare_results(const char *pa, const char *pb, double tol, int nattr, char **attrs) {
     tb_results ra, rb;
     char err[512];
@@ -113,8 +166,7 @@ static void compare_results(const char *pa, const char *pb, double tol, int natt
                 sum += v;
             }
             double st = tb_rtable_num(sb, "step_ms", i);
-            TB_CHECK(sum <= st * (1 + 1e-9) + 1e-6, "B step %zu: phases sum to %.6f ms, above the step's %.6f", i,
-                     sum, st);
+            TB_CHECK(phases_fit(sum, st), "B step %zu: phases sum to %.6f ms, above the step's %.6f", i, sum, st);
         }
     }
     const tb_rtable *rk = tb_results_table(&rb, "ranks");
@@ -137,6 +189,7 @@ static void compare_results(const char *pa, const char *pb, double tol, int natt
 }
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return self_test();
     if (argc < 5) {
         fprintf(stderr, "usage: tb_run_compare A.ckpt B.ckpt A.results B.results [--tolerance T] [--attr K=V]...\n");
         return 2;

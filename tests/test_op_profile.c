@@ -5,16 +5,23 @@
  * computed from the graph; times >= 0 and their sums; the profiler only
  * observes (the profiled model trains bit-identically to an unprofiled
  * one); a pool too small drops ops instead of writing past it; ops outside
- * a step are not recorded. */
+ * a step are not recorded; the asynchronous (event) step's window holds
+ * every op it queues, with host-to-device copies made slow (3 ms each) so
+ * that an op queued before the step's start event would show by
+ * milliseconds (the first GPU run: the step scalars' upload fell outside,
+ * and its ops spanned 9.985 ms of a 7.784 ms step). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "comm/comm.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/op_profile.h"
 #include "src/core/log.h"
 #include "src/core/rng.h"
+#include "src/trainer.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_be;
@@ -189,10 +196,88 @@ static void test_profiled_step(void) {
     tb_model_destroy(ref);
 }
 
-int main(void) {
+/* ---- the asynchronous step's window ------------------------------------------------------ */
+
+static void (*g_fast_h2d_async)(tb_backend *, void *, const void *, size_t, tb_stream *);
+
+static void slow_h2d_async(tb_backend *be, void *dst, const void *src, size_t bytes, tb_stream *s) {
+    struct timespec ts = {0, 3000000};
+    nanosleep(&ts, NULL);
+    g_fast_h2d_async(be, dst, src, bytes, s);
+}
+
+/* Three profiled steps of the trainer's asynchronous path (the GPU's, on
+ * CPU events): each step's ops, and their span from the first op's start to
+ * the last's end, lie inside the step's own record (its total less the
+ * data wait, E_START to E_END), so --op-profile's "covered" cannot pass
+ * 100 % for an op queued outside the step. */
+static void test_async_window(void) {
+    tb_resnet_config cfg;
+    TB_ASSERT(tb_resnet_config_init(&cfg, "resnet18", CLASSES) == 0);
+    tb_model_opts o = tb_model_default_opts();
+    tb_model *m = tb_model_create(&cfg, g_be, N, S, S, &o);
+    tb_model_init(m, 13);
+    tb_train_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.momentum = 0.9;
+    hp.bucket_bytes = (size_t)25 << 20;
+    hp.overlap = 1;
+    hp.path = TB_PATH_HOST; /* one rank: none */
+    hp.device = -1;
+    hp.timeout_s = 300;
+    hp.async = 1;
+    hp.graph_warmup = 1;
+    tb_trainer *t = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
+    float *img = malloc((size_t)N * 3 * S * S * sizeof *img);
+    int32_t y[N];
+    if (!img) TB_FATAL("out of host memory");
+    tb_rng r;
+    tb_rng_seed(&r, 21, 1);
+    for (size_t i = 0; i < (size_t)N * 3 * S * S; i++) img[i] = (float)(tb_rng_uniform(&r) * 2 - 1);
+    for (int j = 0; j < N; j++) y[j] = (int32_t)tb_rng_below(&r, CLASSES);
+    tb_source_batch b;
+    memset(&b, 0, sizeof b);
+    b.images = img;
+    b.labels = y;
+    b.n = N;
+    b.global_n = N;
+    tb_op_prof *p = tb_op_prof_create(g_be, tb_model_op_profile_capacity(m));
+    g_fast_h2d_async = g_be->copy_h2d_async;
+    g_be->copy_h2d_async = slow_h2d_async;
+    char err[256];
+    for (int k = 0; k < 3; k++) {
+        tb_model_set_op_profile(m, p);
+        tb_op_prof_step_begin(p);
+        TB_CHECK(tb_trainer_step(t, &b, k, 0.01, err, sizeof err) == 0, "async step %d: %s", k, err);
+        tb_step_record rec;
+        int got = tb_trainer_collect(t, &rec, 1);
+        double ops = 0, span = 0;
+        int n = tb_op_prof_step_end(p, &ops, &span);
+        tb_model_set_op_profile(m, NULL);
+        TB_CHECK(got && rec.step == k, "async step %d: no record", k);
+        double window = 1e3 * (rec.total - rec.phase[TB_PH_DATA]);
+        printf("# async step %d: %d ops, %.3f ms of ops spanning %.3f ms; the step's window %.3f ms\n", k, n, ops,
+               span, window);
+        TB_CHECK(n > 0 && span <= window && ops <= window,
+                 "async step %d: ops span %.3f ms (sum %.3f ms), more than the step's %.3f ms: an op was queued "
+                 "outside E_START..E_END",
+                 k, span, ops, window);
+    }
+    g_be->copy_h2d_async = g_fast_h2d_async;
+    tb_op_prof_destroy(p);
+    tb_trainer_destroy(t);
+    tb_model_destroy(m);
+    free(img);
+}
+
+int main(int argc, char **argv) {
     tb_backend_opts bo = {.threads = 1};
+    tb_comm_info info;
+    tb_comm_init(&argc, &argv, &info);
     g_be = tb_cpu_backend_create(&bo);
     test_profiled_step();
+    test_async_window();
     g_be->destroy(g_be);
+    tb_comm_finalize();
     return tb_test_exit("op_profile_unit");
 }

@@ -6,7 +6,9 @@ per phase it has (the nodes computed from the run's own --save checkpoint:
 convs, BatchNorms and fc from the parameter names, torchvision's maxpool and
 avgpool, and with --no-fuse the residual adds and ReLUs), each called once
 per profiled step; calls per step by kind match the graph; all times >= 0;
-the ops cover 50-105 % of the measured step; and the run's own reporting
+the ops cover 50-105 % of the profiled steps' measured time; the timed
+steps' time is printed and stored beside it (/ranks' rank 0, data wait left
+out); and the run's own reporting
 (the training line, /steps, the root attribute steps) has the same form as
 a run without --op-profile, which has no /op_profile at all.
 
@@ -31,6 +33,8 @@ TRAINING = re.compile(r"^# training: (\d+) steps, loss \S+ -> \S+, ([0-9.]+) img
                       r"timed steps$", re.M)
 KIND_ROW = re.compile(r"^  ([a-z_]+)\s+([0-9.]+)\s+([0-9.]+|-)\s+([0-9.]+)(\s+[0-9.]+)?$")
 COVERED = re.compile(r"^# covered: ([0-9.]+) ms of ([0-9.]+) ms step \(([0-9.]+) %\)", re.M)
+BOTH = re.compile(r"^# profiled steps \(eager, an event pair per op\): ([0-9.]+) ms per step; the timed steps before "
+                  r"them: ([0-9.]+) ms per step \((\d+) of (\d+) replayed from a CUDA graph\)$", re.M)
 STAGES = {"labels", "images", "flips", "input", "step_scalars", "loss", "sgd", "gradients", "loss_scale"}
 
 
@@ -177,6 +181,26 @@ def check(a, out, h5, ckpt, bad):
             bad.append(f"ops cover {100 * share:.1f} % of the step (expected 50-105 %)")
         if cov and abs(float(cov.group(3)) - 100 * share) > 0.1:
             bad.append(f"printed covered {cov.group(3)} %, file {100 * share:.2f} %")
+        # both steps printed and stored: the profiled steps' own (what "covered"
+        # divides by) and the timed steps' (rank 0's /ranks row, data wait left out)
+        for key in ("timed_step_ms", "timed_steps", "timed_graph_steps"):
+            if key not in at:
+                bad.append(f"/op_profile lacks attribute {key}")
+        rk = f["ranks"]
+        want_timed = float(rk["step_ms"][0] - rk["data_ms"][0])
+        if abs(at.get("timed_step_ms", math.nan) - want_timed) > 1e-9 * (1 + want_timed):
+            bad.append(f"/op_profile timed_step_ms {at.get('timed_step_ms')}, /ranks rank 0 says {want_timed}")
+        if int(at.get("timed_steps", -1)) != steps_flag - a.warmup or int(at.get("timed_graph_steps", -1)) != 0:
+            bad.append(f"/op_profile timed_steps {at.get('timed_steps')} graph {at.get('timed_graph_steps')}, want "
+                       f"{steps_flag - a.warmup} and 0 (no CUDA graph on the CPU)")
+        both = BOTH.search(out)
+        if not both:
+            bad.append("no '# profiled steps (eager ...): X ms per step; the timed steps before them: Y ms' line")
+        elif (abs(float(both.group(1)) - at.get("step_ms", math.nan)) > 1e-3 or
+              abs(float(both.group(2)) - at.get("timed_step_ms", math.nan)) > 1e-3 or
+              int(both.group(4)) != steps_flag - a.warmup or int(both.group(3)) != 0):
+            bad.append(f"printed '{both.group(0)}' differs from the file's step_ms {at.get('step_ms')}, "
+                       f"timed_step_ms {at.get('timed_step_ms')}")
         print(f"# {len(names)} rows, {len(kk)} kinds, {len(nodes)} graph nodes; ops {at.get('ops_ms'):.3f} ms of "
               f"{at.get('step_ms'):.3f} ms ({100 * share:.1f} %)")
         st = f["steps"]
@@ -220,6 +244,9 @@ def main():
     cr, cv = COVERED.search(rep), COVERED.search(out)
     if not cr or not cv or cr.groups() != cv.groups():
         bad.append(f"report's covered line {cr.group(0) if cr else None} != the run's {cv.group(0) if cv else None}")
+    br, bv = BOTH.search(rep), BOTH.search(out)
+    if not br or not bv or br.groups() != bv.groups():
+        bad.append(f"report's steps line {br.group(0) if br else None} != the run's {bv.group(0) if bv else None}")
     # the same run without --op-profile: the same reporting, no profile anywhere
     h5b = os.path.join(tmp, "plain.h5")
     rc, outb = run(launch + base + ["--results", h5b], env)

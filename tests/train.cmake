@@ -53,7 +53,7 @@ add_test(NAME short_epoch_np1
                  -- ${TB_BIN} ${TB_ISSUE12_B})
 add_test(NAME short_epoch_np1_keep_refused
          COMMAND ${TB_TEST_DIR}/expect_fail.sh
-                 "last-batch keep: the epoch's last step gives rank 0 1 sample .* layer4.0.bn1 would normalise a single value per channel"
+                 "last-batch keep: the epoch's last step gives rank 0 1 sample .* layer4\\.0\\.bn1 would normalise a single value per channel"
                  ${TB_BIN} ${TB_ISSUE12_B} --last-batch keep)
 set_tests_properties(short_epoch_np1 short_epoch_np1_keep_refused PROPERTIES TIMEOUT 300)
 if(TB_HAVE_MPI)

@@ -2,7 +2,8 @@
  * libnvidia-ml.so.1 through LD_LIBRARY_PATH): symbol loading, device
  * lookup by PCI bus id and its error, static facts, one reading, the
  * sampler's window (mean GPU-Util of alternating 20/80 readings = 50, GPM
- * SM activity between successive samples = 42.5), reset. */
+ * SM activity between successive samples = 42.5), reset, and a window
+ * shorter than the period read once at its end. */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -69,6 +70,21 @@ int main(void) {
     tb_nvml_sampler_stats(s, &b);
     TB_CHECK(b.samples >= 2 && fabs(b.sm_active_pct_mean - 42.5) < 1e-9, "after reset: %d samples, SM %g",
              b.samples, b.sm_active_pct_mean);
+    tb_nvml_sampler_stop(s);
+
+    /* a window shorter than the period (a feed row of a few short steps:
+     * the first GPU run's feed_gpu_table rows 1 and 2 had none at 50 ms):
+     * one reading at its end, from tb_nvml_sampler_stats */
+    s = tb_nvml_sampler_start(d, 30.0);
+    sleep_s(0.05); /* the thread's first reading is done; its next is 30 s away */
+    tb_nvml_sampler_reset(s);
+    tb_nvml_stats c;
+    tb_nvml_sampler_stats(s, &c);
+    TB_CHECK(c.samples == 1 && (c.util_pct_mean == 20 || c.util_pct_mean == 80) && isnan(c.sm_active_pct_mean),
+             "a window with no reading: %d samples, util %g, SM %g (want 1, one of the fake's 20/80, NaN)",
+             c.samples, c.util_pct_mean, c.sm_active_pct_mean);
+    tb_nvml_sampler_stats(s, &c);
+    TB_CHECK(c.samples == 1, "a second read of that window took another reading: %d samples", c.samples);
     tb_nvml_sampler_stop(s);
     tb_nvml_close(nv);
     return tb_test_exit("nvml");
