@@ -1,12 +1,15 @@
 /* tb_run_compare.c - test tool: two `trainbench train` runs compared, with
  * nothing but trainbench's own libraries (the GPU machine has no h5py):
  *
- *   tb_run_compare A.ckpt.h5 B.ckpt.h5 A.results.h5 B.results.h5 [--tolerance T] [--attr KEY=VALUE]...
+ *   tb_run_compare A.ckpt.h5 B.ckpt.h5 A.results.h5 B.results.h5 [--tolerance T]
+ *                  [--momentum-band LO HI] [--attr KEY=VALUE]...
  *   tb_run_compare --self-test      (the phase-sum rule alone: phases_fit)
  *
  * - the checkpoints (--save): every tensor of /params (weights, BatchNorm
  *   statistics, num_batches_tracked) and /momentum, bit for bit (T = 0) or
  *   within a relative L2 difference T of A's; the difference is printed;
+ *   with --momentum-band, /momentum alone must differ from A's by a
+ *   relative L2 in (LO, HI] (a change that must happen, and its size);
  * - the results files: /steps/loss step by step (bit for bit, or within
  *   10 T relative);
  * - B's results file: every --attr holds, the phases of /steps are
@@ -38,11 +41,13 @@ static tb_model *load(const char *path, tb_backend *be) {
     return m;
 }
 
-static void compare_weights(const char *pa, const char *pb, double tol) {
+/* band[0] < 0: no band; else the momentum alone must differ by a relative
+ * L2 in (band[0], band[1]] */
+static void compare_weights(const char *pa, const char *pb, double tol, const double band[2]) {
     tb_backend_opts bo = {.threads = 1};
     tb_backend *be = tb_cpu_backend_create(&bo);
     tb_model *a = load(pa, be), *b = load(pb, be);
-    double num = 0, den = 0;
+    double num = 0, den = 0, mnum = 0, mden = 0;
     int differ = 0;
     size_t cap = a->pt.n_train > a->pt.n_state ? a->pt.n_train : a->pt.n_state;
     float *x = malloc((cap + 1) * sizeof *x), *y = malloc((cap + 1) * sizeof *y);
@@ -72,6 +77,7 @@ static void compare_weights(const char *pa, const char *pb, double tol) {
                 double d = (double)x[k] - (double)y[k];
                 num += d * d;
                 den += (double)x[k] * (double)x[k];
+                if (what == 1) mnum += d * d, mden += (double)x[k] * (double)x[k];
                 if (fabs(d) > maxd) maxd = fabs(d);
             }
             if (!same) differ++;
@@ -83,6 +89,11 @@ static void compare_weights(const char *pa, const char *pb, double tol) {
     printf("# weights, statistics and momentum: relative L2 difference %.3e, %d tensors not bit-identical\n", rel,
            differ);
     if (tol > 0) TB_CHECK(rel <= tol, "relative L2 difference %.3e above %g", rel, tol);
+    double mrel = mden > 0 ? sqrt(mnum / mden) : 0;
+    printf("# momentum alone: relative L2 difference %.3e\n", mrel);
+    if (band[0] >= 0)
+        TB_CHECK(mrel > band[0] && mrel <= band[1], "momentum's relative L2 difference %.3e outside (%g, %g]", mrel,
+                 band[0], band[1]);
     free(x);
     free(y);
     tb_model_destroy(a);
@@ -191,21 +202,27 @@ static void compare_results(const char *pa, const char *pb, double tol, int natt
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--self-test") == 0) return self_test();
     if (argc < 5) {
-        fprintf(stderr, "usage: tb_run_compare A.ckpt B.ckpt A.results B.results [--tolerance T] [--attr K=V]...\n");
+        fprintf(stderr, "usage: tb_run_compare A.ckpt B.ckpt A.results B.results [--tolerance T] "
+                        "[--momentum-band LO HI] [--attr K=V]...\n");
         return 2;
     }
     double tol = 0;
     char *attrs[16];
     int nattr = 0;
+    double band[2] = {-1, -1};
     for (int i = 5; i < argc; i++) {
         if (strcmp(argv[i], "--tolerance") == 0 && i + 1 < argc) tol = atof(argv[++i]);
+        else if (strcmp(argv[i], "--momentum-band") == 0 && i + 2 < argc) {
+            band[0] = atof(argv[++i]);
+            band[1] = atof(argv[++i]);
+        }
         else if (strcmp(argv[i], "--attr") == 0 && i + 1 < argc && nattr < 16) attrs[nattr++] = argv[++i];
         else {
             fprintf(stderr, "tb_run_compare: unknown argument '%s'\n", argv[i]);
             return 2;
         }
     }
-    compare_weights(argv[1], argv[2], tol);
+    compare_weights(argv[1], argv[2], tol, band);
     compare_results(argv[3], argv[4], tol, nattr, attrs);
     return tb_test_exit("run_compare");
 }

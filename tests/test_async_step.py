@@ -14,7 +14,8 @@ GPU machine has none):
                 against the plain run: bit for bit
   graph-eager   CUDA: --cuda-graph on against off: bit for bit
   bf16-fp32     CUDA, NCCL: --allreduce-dtype bf16 against fp32: within
-                --tolerance (the hook's cost, printed)
+                --tolerance, and with --momentum-band the momentum alone
+                (the hook's cost, printed)
   resident      CPU (resident-cuda: CUDA): the synthetic pool in device
                 memory, batches gathered there (--resident on), against
                 batches copied from the host (off): bit for bit, scaling
@@ -66,12 +67,15 @@ def main():
     ap.add_argument("--extra", default="", help="more train flags for both runs")
     ap.add_argument("--tolerance", type=float, default=0.0,
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
+    ap.add_argument("--momentum-band", nargs=2, type=float, metavar=("LO", "HI"),
+                    help="the momentum alone must differ by a relative L2 in (LO, HI] (tb_run_compare)")
     a = ap.parse_args()
     if a.ranks > 1 and not a.mpiexec:
         print("SKIP: no mpiexec (trainbench built without MPI)")
         sys.exit(77)
     base = [a.trainbench, "--model", a.model, "--image-size", str(a.image_size), "--batch-size", str(a.batch),
-            "--synthetic-size", str(a.synthetic_size), "--steps", str(a.steps), "--warmup-steps", "2",
+            "--synthetic-size", str(a.synthetic_size), "--steps", str(a.steps),
+            "--warmup-steps", str(min(2, a.steps - 1)),
             "--last-batch", a.last_batch, "--scaling-steps", "2", "--scaling-warmup", "1", "--print-every", "3",
             "--timeout", "120"] + a.extra.split()
     cpu = a.mode == "sync-async"
@@ -108,6 +112,8 @@ def main():
     (na, (cka, ra, _)), (nb, (ckb, rb, _)) = [(n, out[n]) for n, _ in pair]
     print(f"# comparing {na} (A) with {nb} (B)")
     cmp = [a.compare, cka, ckb, ra, rb, "--tolerance", str(a.tolerance)]
+    if a.momentum_band:
+        cmp += ["--momentum-band"] + [repr(v) for v in a.momentum_band]
     if cpu:
         cmp += ["--attr", "step_mode=async"]
     if a.mode == "graph-eager":
