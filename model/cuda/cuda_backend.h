@@ -25,4 +25,12 @@ void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
  * a call). */
 int tb_cuda_bn_plan_on_cudnn(const void *plan);
 
+/* Test switch: the max-pool kernels a call would not take by itself:
+ * TB_CUDA_POOL_WIDE 64-bit indices (taken for 2^31 elements or more),
+ * TB_CUDA_POOL_SCALAR one channel per thread where 16-byte accesses apply;
+ * 0 (the default) chooses by the tensors. */
+#define TB_CUDA_POOL_WIDE 1
+#define TB_CUDA_POOL_SCALAR 2
+void tb_cuda_pool_force(tb_backend *be, int flags);
+
 #endif
