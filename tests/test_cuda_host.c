@@ -5,7 +5,9 @@
  * scalar block and the loss scaler's bookkeeping, the CPU event emulation
  * and memory accounting, the activation / gradient arena plan, and, in a
  * CUDA build, the cuDNN descriptor shapes of every conv node (descriptor
- * calls need no device) and device discovery without a device. */
+ * calls need no device), the own kernels' index math (max-pool tiling with
+ * the tiled backward emulated against the CPU backend) and device
+ * discovery without a device. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -726,6 +728,267 @@ static void test_kernel_index_math(void) {
     TB_CHECK(bad == 0, "BatchNorm partial-sum slices cover every value once, in order (%d shapes wrong)", bad);
 }
 
+/* Max pooling's tiling (cuda_index.h): for every geometry the tiles cut
+ * each axis into consecutive owned ranges, each tile's window range is
+ * exactly the windows touching its inputs and fits the slots, the slots of
+ * a tile are distinct, block indices decompose one to one (32 and 64 bits),
+ * and the shared memory fits without opt-in. */
+static void test_pool_tiling(void) {
+    static const int Cs[] = {1, 2, 3, 12, 64, 100, 256};
+    static const int Hs[] = {1, 2, 5, 16, 17, 33, 112};
+    int bad_cfg = 0, bad_span = 0, bad_slot = 0, bad_blk = 0, cases = 0;
+    for (int k = 1; k <= CU_POOL_MAX_K; k++)
+        for (int st = 1; st <= 4; st++)
+            for (int pad = 0; pad <= k / 2; pad++)
+                for (size_t hi = 0; hi < sizeof Hs / sizeof Hs[0]; hi++)
+                    for (int l = 0; l < 2; l++)
+                        for (int es = 2; es <= 4; es += 2)
+                            for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++) {
+                                const int H = Hs[hi], W = Hs[(hi + 3) % (sizeof Hs / sizeof Hs[0])];
+                                const int C = Cs[ci];
+                                if (H + 2 * pad < k || W + 2 * pad < k) continue;
+                                const int Ho = (H + 2 * pad - k) / st + 1, Wo = (W + 2 * pad - k) / st + 1;
+                                const int vector = l == TB_NHWC && C % (16 / es) == 0;
+                                cu_pool_tiling t;
+                                cases++;
+                                if (!cu_pool_tiling_for((tb_layout)l, C, H, W, Ho, Wo, k, st, es, vector, &t)) {
+                                    bad_cfg++;
+                                    continue;
+                                }
+                                const int cap = l == TB_NCHW ? 4 : t.vec > 1 ? 8 : 32;
+                                bad_cfg += !(t.vec == (vector ? 16 / es : 1) && t.cvecs * t.vec == C &&
+                                             t.cv == 1 << t.cv_log2 && t.cv <= cap &&
+                                             (t.cv >= t.cvecs || t.cv == cap) &&
+                                             (t.cv == 1 || t.cv / 2 < t.cvecs) &&
+                                             t.groups * t.cv >= t.cvecs && (t.groups - 1) * t.cv < t.cvecs &&
+                                             t.tile == 1 << t.tile_log2 && t.tile <= CU_POOL_TILE_MAX &&
+                                             t.smem <= CU_POOL_SMEM_MAX &&
+                                             t.smem == (unsigned)(t.nwh * t.nww * t.cv * t.vec * (es + 1)) &&
+                                             t.tiles_h == (H + t.tile - 1) / t.tile &&
+                                             t.tiles_w == (W + t.tile - 1) / t.tile);
+                                /* spans along both axes against brute force */
+                                for (int ax = 0; ax < 2; ax++) {
+                                    const int in = ax ? W : H, out = ax ? Wo : Ho, nt = ax ? t.tiles_w : t.tiles_h;
+                                    const int most = ax ? t.nww : t.nwh;
+                                    int next = 0;
+                                    for (int tt = 0; tt < nt; tt++) {
+                                        int i0, i1, o0, o1, lo = -1, hi2 = -2;
+                                        cu_pool_tile_span(tt, t.tile, in, k, st, pad, out, &i0, &i1, &o0, &o1);
+                                        if (i0 != next || i1 <= i0 || i1 > in) bad_span++;
+                                        next = i1;
+                                        for (int o = 0; o < out; o++)
+                                            for (int i = i0; i < i1; i++)
+                                                if (o * st - pad <= i && i < o * st - pad + k) {
+                                                    if (lo < 0) lo = o;
+                                                    hi2 = o;
+                                                }
+                                        if (lo < 0 ? o0 <= o1 : (o0 != lo || o1 != hi2 || o1 - o0 + 1 > most))
+                                            bad_span++;
+                                    }
+                                    if (next != in) bad_span++;
+                                }
+                                /* slots of the largest tile: distinct, inside the shared memory */
+                                {
+                                    const int nwin = t.nwh * t.nww, n = nwin * t.cv;
+                                    unsigned char *seen = calloc((size_t)n, 1);
+                                    for (int w = 0; w < nwin; w++)
+                                        for (int cv = 0; cv < t.cv; cv++) {
+                                            int sl = cu_pool_slot((tb_layout)l, w, cv, t.cv, nwin);
+                                            if (sl < 0 || sl >= n || seen[sl]++) bad_slot++;
+                                        }
+                                    free(seen);
+                                }
+                                /* block indices of 3 images */
+                                {
+                                    const size_t nb = cu_pool_tile_blocks(&t, 3);
+                                    size_t want = 0;
+                                    for (int n = 0; n < 3; n++)
+                                        for (int g = 0; g < t.groups; g++)
+                                            for (int th = 0; th < t.tiles_h; th++)
+                                                for (int tw = 0; tw < t.tiles_w; tw++, want++) {
+                                                    int a[4], b[4];
+                                                    cu_pool_tile_block32(&t, (unsigned)want, &a[0], &a[1], &a[2], &a[3]);
+                                                    cu_pool_tile_block64(&t, want, &b[0], &b[1], &b[2], &b[3]);
+                                                    if (a[0] != n || a[1] != g || a[2] != th || a[3] != tw ||
+                                                        memcmp(a, b, sizeof a))
+                                                        bad_blk++;
+                                                }
+                                    if (want != nb) bad_blk++;
+                                }
+                            }
+    TB_CHECK(bad_cfg == 0, "max-pool tiling: width, channel groups, tile and shared memory (%d of %d wrong)",
+             bad_cfg, cases);
+    TB_CHECK(bad_span == 0, "max-pool tiles: owned inputs partition each axis, window range exact and "
+                            "within the slots (%d wrong)", bad_span);
+    TB_CHECK(bad_slot == 0, "max-pool tile slots distinct and in range (%d wrong)", bad_slot);
+    TB_CHECK(bad_blk == 0, "max-pool blocks decompose one to one, 32- and 64-bit (%d wrong)", bad_blk);
+
+    /* the 64-bit decomposition past 2^32 blocks */
+    cu_pool_tiling t;
+    cu_pool_tiling_for(TB_NHWC, 2048, 112, 112, 56, 56, 3, 2, 2, 1, &t);
+    bad_blk = 0;
+    for (int r = 0; r < 1000; r++) {
+        int n = (int)tb_rng_below(&g_rng, 1u << 20), g = (int)tb_rng_below(&g_rng, (uint64_t)t.groups);
+        int th = (int)tb_rng_below(&g_rng, (uint64_t)t.tiles_h), tw = (int)tb_rng_below(&g_rng, (uint64_t)t.tiles_w);
+        unsigned long long b = (((unsigned long long)n * t.groups + g) * t.tiles_h + th) * t.tiles_w + tw;
+        int a[4];
+        cu_pool_tile_block64(&t, b, &a[0], &a[1], &a[2], &a[3]);
+        bad_blk += a[0] != n || a[1] != g || a[2] != th || a[3] != tw;
+    }
+    TB_CHECK(bad_blk == 0, "max-pool blocks past 2^32 decompose (64-bit): %d of 1000 wrong", bad_blk);
+
+    /* the ResNet stem, bf16 NHWC: 16x16 tiles, 64 channels a block, 9x9 windows */
+    cu_pool_tiling_for(TB_NHWC, 64, 112, 112, 56, 56, 3, 2, 2, 1, &t);
+    TB_CHECK(t.vec == 8 && t.cv == 8 && t.groups == 1 && t.tile == 16 && t.nwh == 9 && t.nww == 9 &&
+                 t.smem == 81 * 64 * 3 && cu_pool_tile_blocks(&t, 256) == 256 * 7 * 7,
+             "max-pool stem tiling bf16 NHWC: vec %d cv %d groups %d tile %d windows %dx%d smem %u",
+             t.vec, t.cv, t.groups, t.tile, t.nwh, t.nww, t.smem);
+    TB_CHECK(!cu_pool_tiling_for(TB_NHWC, 64, 40, 40, 40, 40, 17, 1, 2, 1, &t),
+             "max-pool k 17: no tiling (offsets past uint8), the recomputing kernel");
+    printf("# max-pool tiling: %d geometries\n", cases);
+}
+
+/* The tiled max-pool backward as cuda_pool.cu runs it (blocks, the two
+ * stages, the index maps of cuda_index.h), in float on the host, against
+ * the CPU backend bit for bit: ties, NaN, -inf windows, acc 0 and 1. A
+ * slot read that stage 1 of the same block did not fill, an input owned by
+ * no block or by two, or a window outside the tile's range counts as an
+ * error. x, dy, dx: float32 NCHW. */
+static int pool_tiled_emulate(tb_layout l, int vector, int N, int C, int H, int W, const tb_pool_geom *pg,
+                              const float *x, const float *dy, float *dx, int acc) {
+    const int k = pg->k, st = pg->stride, pad = pg->pad;
+    const int Ho = (H + 2 * pad - k) / st + 1, Wo = (W + 2 * pad - k) / st + 1;
+    cu_pool_tiling t;
+    if (!cu_pool_tiling_for(l, C, H, W, Ho, Wo, k, st, 4, vector, &t)) return 1;
+    const size_t slots = (size_t)t.nwh * t.nww * t.cv * t.vec;
+    float *sdy = malloc(slots * sizeof *sdy);
+    unsigned char *sarg = malloc(slots);
+    int *owned = calloc((size_t)N * C * H * W, sizeof *owned);
+    int errors = 0;
+    const size_t blocks = cu_pool_tile_blocks(&t, N);
+    for (size_t b = 0; b < blocks; b++) {
+        int n, g, th, tw, ih0, ih1, oh0, oh1, iw0, iw1, ow0, ow1;
+        cu_pool_tile_block32(&t, (unsigned)b, &n, &g, &th, &tw);
+        cu_pool_tile_span(th, t.tile, H, k, st, pad, Ho, &ih0, &ih1, &oh0, &oh1);
+        cu_pool_tile_span(tw, t.tile, W, k, st, pad, Wo, &iw0, &iw1, &ow0, &ow1);
+        const int nwh = oh1 >= oh0 ? oh1 - oh0 + 1 : 0, nww = ow1 >= ow0 ? ow1 - ow0 + 1 : 0;
+        const int nwin = nwh * nww, c0 = g * t.cv;
+        const int ncv = t.cvecs - c0 < t.cv ? t.cvecs - c0 : t.cv;
+        memset(sarg, 0xff, slots); /* unfilled */
+        for (int it = 0; it < nwin * t.cv; it++) {
+            int w = l == TB_NHWC ? it >> t.cv_log2 : it % nwin;
+            int cv = l == TB_NHWC ? it & (t.cv - 1) : it / nwin;
+            if (cv >= ncv) continue;
+            const int oh = oh0 + w / nww, ow = ow0 + w % nww, h0 = oh * st - pad, w0 = ow * st - pad;
+            const int slot = cu_pool_slot(l, w, cv, t.cv, nwin);
+            for (int j = 0; j < t.vec; j++) {
+                const int c = (c0 + cv) * t.vec + j;
+                const int kh0 = h0 < 0 ? -h0 : 0, kh1 = H - h0 < k ? H - h0 : k;
+                const int kw0 = w0 < 0 ? -w0 : 0, kw1 = W - w0 < k ? W - w0 : k;
+                float m = -INFINITY;
+                int a = kh0 * k + kw0;
+                for (int kh = kh0; kh < kh1; kh++)
+                    for (int kw = kw0; kw < kw1; kw++) {
+                        float v = x[tb_layout_offset(TB_NCHW, C, H, W, n, c, h0 + kh, w0 + kw)];
+                        if (v > m || v != v) {
+                            m = v;
+                            a = kh * k + kw;
+                        }
+                    }
+                sarg[(size_t)slot * t.vec + j] = (unsigned char)a;
+                sdy[(size_t)slot * t.vec + j] = dy[tb_layout_offset(TB_NCHW, C, Ho, Wo, n, c, oh, ow)];
+            }
+        }
+        for (int it = 0; it < t.cv << (2 * t.tile_log2); it++) {
+            int pos = l == TB_NHWC ? it >> t.cv_log2 : it & ((1 << 2 * t.tile_log2) - 1);
+            int cv = l == TB_NHWC ? it & (t.cv - 1) : it >> (2 * t.tile_log2);
+            const int ih = ih0 + (pos >> t.tile_log2), iw = iw0 + (pos & (t.tile - 1));
+            if (cv >= ncv || ih >= ih1 || iw >= iw1) continue;
+            int ha, hb, wa, wb;
+            cu_pool_windows(ih, k, st, pad, Ho, &ha, &hb);
+            cu_pool_windows(iw, k, st, pad, Wo, &wa, &wb);
+            for (int j = 0; j < t.vec; j++) {
+                const int c = (c0 + cv) * t.vec + j;
+                const size_t o = tb_layout_offset(TB_NCHW, C, H, W, n, c, ih, iw);
+                owned[o]++;
+                float gs = acc ? dx[o] : 0.0f;
+                int any = 0;
+                for (int oh = ha; oh <= hb; oh++)
+                    for (int ow = wa; ow <= wb; ow++) {
+                        if (oh < oh0 || oh > oh1 || ow < ow0 || ow > ow1) {
+                            errors++;
+                            continue;
+                        }
+                        const int me = (ih - (oh * st - pad)) * k + iw - (ow * st - pad);
+                        const int slot = cu_pool_slot(l, (oh - oh0) * nww + (ow - ow0), cv, t.cv, nwin);
+                        const unsigned char a = sarg[(size_t)slot * t.vec + j];
+                        if (a == 0xff) errors++;
+                        if (a == me) {
+                            gs += sdy[(size_t)slot * t.vec + j];
+                            any = 1;
+                        }
+                    }
+                if (!acc || any) dx[o] = gs;
+            }
+        }
+    }
+    for (size_t i = 0; i < (size_t)N * C * H * W; i++) errors += owned[i] != 1;
+    free(sdy);
+    free(sarg);
+    free(owned);
+    return errors;
+}
+
+static void test_pool_tiled_backward(tb_backend *be) {
+    static const struct {
+        int n, c, h, w, k, s, p;
+    } cs[] = {{2, 64, 112, 112, 3, 2, 1}, {2, 12, 13, 11, 3, 2, 1}, {3, 3, 7, 5, 3, 2, 1},
+              {2, 8, 20, 19, 3, 1, 1},    {2, 4, 6, 7, 2, 2, 0},     {1, 4, 23, 21, 5, 3, 2},
+              {1, 4, 9, 9, 1, 3, 0},      {1, 8, 30, 29, 15, 1, 7},  {1, 36, 40, 33, 7, 2, 3}};
+    int bad = 0, runs = 0;
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        const int N = cs[i].n, C = cs[i].c, H = cs[i].h, W = cs[i].w;
+        tb_pool_geom pg = {cs[i].k, cs[i].s, cs[i].p};
+        const int Ho = (H + 2 * pg.pad - pg.k) / pg.stride + 1, Wo = (W + 2 * pg.pad - pg.k) / pg.stride + 1;
+        const size_t nx = (size_t)N * C * H * W, ny = (size_t)N * C * Ho * Wo;
+        tb_tensor tx = {be->alloc(be, nx * 4), N, C, H, W, TB_F32, TB_NCHW};
+        tb_tensor ty = {be->alloc(be, ny * 4), N, C, Ho, Wo, TB_F32, TB_NCHW};
+        tb_tensor tdy = {be->alloc(be, ny * 4), N, C, Ho, Wo, TB_F32, TB_NCHW};
+        tb_tensor tdx = {be->alloc(be, nx * 4), N, C, H, W, TB_F32, TB_NCHW};
+        float *x = tx.data, *dy = tdy.data, *dx = tdx.data, *mine = malloc(nx * 4), *dx0 = malloc(nx * 4);
+        /* small integers (ties), with NaN and -inf sprinkled */
+        for (size_t j = 0; j < nx; j++) {
+            uint64_t r = tb_rng_below(&g_rng, 200);
+            x[j] = r == 0 ? NAN : r == 1 ? -INFINITY : (float)((int)tb_rng_below(&g_rng, 5) - 2);
+            dx0[j] = (float)(tb_rng_uniform(&g_rng) * 2 - 1);
+        }
+        for (size_t j = 0; j < ny; j++) dy[j] = (float)(tb_rng_uniform(&g_rng) * 2 - 1);
+        be->maxpool_forward(be, &pg, &tx, &ty);
+        for (int acc = 0; acc <= 1; acc++) {
+            memcpy(dx, dx0, nx * 4);
+            be->maxpool_backward(be, &pg, &tx, &ty, &tdy, &tdx, acc);
+            for (int l = 0; l < 2; l++)
+                for (int vector = 0; vector <= (l == TB_NHWC && C % 4 == 0); vector++) {
+                    memcpy(mine, dx0, nx * 4);
+                    int err = pool_tiled_emulate((tb_layout)l, vector, N, C, H, W, &pg, x, dy, mine, acc);
+                    if (err || memcmp(mine, dx, nx * 4)) {
+                        bad++;
+                        printf("# max-pool tiled emulation [%d,%d,%d,%d] k%d s%d p%d %s%s acc%d: %d index "
+                               "errors, %s\n", N, C, H, W, pg.k, pg.stride, pg.pad, l ? "NHWC" : "NCHW",
+                               vector ? " vec4" : "", acc, err, memcmp(mine, dx, nx * 4) ? "dx differs" : "dx same");
+                    }
+                    runs++;
+                }
+        }
+        be->release(be, tx.data), be->release(be, ty.data), be->release(be, tdy.data), be->release(be, tdx.data);
+        free(mine), free(dx0);
+    }
+    TB_CHECK(bad == 0, "max-pool tiled backward emulated on the host == CPU backend bit for bit (%d of %d runs "
+                       "wrong)", bad, runs);
+    printf("# max-pool tiled backward emulation: %d runs (9 shapes, acc 0/1, NCHW, NHWC scalar and vec4) "
+           "bit-exact vs the CPU backend\n", runs - bad);
+}
+
 /* The BN parameter descriptor cuDNN derives from an NHWC 16-bit activation. */
 static void test_bn_descs(void) {
     cudnnTensorDescriptor_t xd, pd;
@@ -969,6 +1232,8 @@ int main(void) {
     test_cgraph_notes();
     test_take_graph();
     test_kernel_index_math();
+    test_pool_tiling();
+    test_pool_tiled_backward(be);
     test_bn_descs();
     test_bn_fallback_status();
     test_cuda_discovery();

@@ -27,8 +27,9 @@
  *   bf16             1e-2     8-bit mantissas on output (inputs equal)
  *   fp16             4e-3     11-bit mantissas on output
  * Ops whose arithmetic is the CPU's to the bit (SGD in float32, convert,
- * input_u8, input_rows, max-pool forward and its tie routing, the loss
- * scaler) must be exact. Each check prints one line; the exit status is 1 if any failed.
+ * input_u8, input_rows, the loss scaler) must be exact; max pooling, forward
+ * and backward (ties, NaN, -inf, accumulate), must equal the CPU's result
+ * rounded once to the dtype. Each check prints one line; the exit status is 1 if any failed.
  */
 #include <math.h>
 #include <stdio.h>
@@ -386,33 +387,92 @@ static void test_eltwise(const prec *p) {
     drop(&x), drop(&y), drop(&b), drop(&d), drop(&d2);
 }
 
+/* GPU result vs the CPU result rounded to the GPU's dtype, exactly (NaN
+ * matches NaN): the ops that compute what the CPU does in float and round
+ * once (max pooling). */
+static int same_rounded(const char *what, const pair *t) {
+    float *g = download(t);
+    const float *c = t->cpu.data;
+    size_t n = tb_tensor_numel(&t->cpu), wrong = 0;
+    double maxref = 0, maxerr = 0;
+    for (size_t i = 0; i < n; i++) {
+        float r = round_to(t->gpu.dtype, c[i]);
+        if (!isnan(r)) maxref = fmax(maxref, fabs(r));
+        if (isnan(r) && isnan(g[i])) continue;
+        if (!(g[i] == r) || signbit(g[i]) != signbit(r)) {
+            wrong++;
+            double e = fabs((double)g[i] - (double)r);
+            if (isnan(e)) e = INFINITY;
+            if (e > maxerr) maxerr = e;
+        }
+    }
+    free(g);
+    char line[240];
+    snprintf(line, sizeof line, "%s (%zu of %zu differ)", what, wrong, n);
+    report(line, maxerr, maxref, wrong == 0);
+    return wrong == 0;
+}
+
+/* Ties (small integers) with NaN and -inf sprinkled in, on both copies. */
+static void sprinkle_nonfinite(pair *t) {
+    size_t n = (size_t)t->n * t->c * t->h * t->w;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = tb_rng_below(&g_rng, 64);
+        if (r == 0) t->host[i] = NAN;
+        else if (r == 1) t->host[i] = -INFINITY;
+    }
+    upload(t);
+}
+
 static void test_pools(const prec *p) {
     tb_backend *gb = gpu_for(p);
+    /* forced: also run the 64-bit-index and one-channel-per-thread kernels
+     * (tb_cuda_pool_force), which these shapes would not take by themselves */
     static const struct {
-        int n, c, h, w, k, s, pad;
-    } cases[] = {{3, 2, 7, 5, 3, 2, 1}, {2, 3, 6, 7, 2, 2, 0}, {2, 3, 5, 5, 3, 1, 1}, {4, 64, 112, 112, 3, 2, 1}};
+        int n, c, h, w, k, s, pad, forced;
+    } cases[] = {
+        {3, 2, 7, 5, 3, 2, 1, 0},
+        {2, 3, 6, 7, 2, 2, 0, 0},
+        {2, 3, 5, 5, 3, 1, 1, 0},
+        {4, 64, 112, 112, 3, 2, 1, 0}, /* the ResNet stem */
+        {2, 64, 112, 112, 3, 2, 1, 1}, /* the stem, every kernel variant */
+        {2, 12, 13, 11, 3, 2, 1, 1},   /* C % 8 != 0: bf16/fp16 scalar, fp32 4-wide */
+        {2, 36, 40, 33, 7, 2, 3, 0},   /* generic window, two channel groups (fp32 NHWC) */
+        {1, 8, 30, 29, 15, 1, 7, 0},   /* k 15: tiles shrink to fit shared memory */
+        {1, 3, 20, 18, 17, 1, 8, 0},   /* k 17: the recomputing backward */
+    };
     char what[200];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int ho = (cases[i].h + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1;
         int wo = (cases[i].w + 2 * cases[i].pad - cases[i].k) / cases[i].s + 1;
         tb_pool_geom g = {cases[i].k, cases[i].s, cases[i].pad};
-        for (int ties = 0; ties <= 1; ties++) {
-            pair x = ties ? mk(p, cases[i].n, cases[i].c, cases[i].h, cases[i].w, 1, -2, 2)
+        /* inputs: 0 uniform, 1 ties, 2 ties with NaN and -inf */
+        for (int kind = 0; kind <= 2; kind++) {
+            pair x = kind ? mk(p, cases[i].n, cases[i].c, cases[i].h, cases[i].w, 1, -2, 2)
                           : mk(p, cases[i].n, cases[i].c, cases[i].h, cases[i].w, 0, -1, 1);
+            if (kind == 2) sprinkle_nonfinite(&x);
             pair y = mk(p, cases[i].n, cases[i].c, ho, wo, 2, 0, 0), dy = mk(p, cases[i].n, cases[i].c, ho, wo, 0, -1, 1);
             pair dx = mk(p, cases[i].n, cases[i].c, cases[i].h, cases[i].w, 0, -1, 1);
+            const char *tag = kind == 0 ? "" : kind == 1 ? " ties" : " ties+nan";
             g_cpu->maxpool_forward(g_cpu, &g, &x.cpu, &y.cpu);
-            gb->maxpool_forward(gb, &g, &x.gpu, &y.gpu);
-            snprintf(what, sizeof what, "maxpool [%d,%d,%d,%d] k%d s%d p%d fwd%s (exact) %s", cases[i].n,
-                     cases[i].c, cases[i].h, cases[i].w, g.k, g.stride, g.pad, ties ? " ties" : "", p->name);
-            same(what, &y, 0);
-            for (int acc = 0; acc <= 1; acc++) {
-                g_cpu->maxpool_backward(g_cpu, &g, &x.cpu, &y.cpu, &dy.cpu, &dx.cpu, acc);
-                gb->maxpool_backward(gb, &g, &x.gpu, &y.gpu, &dy.gpu, &dx.gpu, acc);
-                snprintf(what, sizeof what, "maxpool bwd acc%d%s (first-max routing) %s", acc,
-                         ties ? " ties" : "", p->name);
-                same(what, &dx, p->dt == TB_F32 ? 1e-6 : p->tol);
+            for (int force = 0; force <= (cases[i].forced && kind == 2 ? 3 : 0); force++) {
+                const char *fname = force == 0 ? "" : force == TB_CUDA_POOL_WIDE ? " [64-bit]"
+                                                 : force == TB_CUDA_POOL_SCALAR ? " [scalar]" : " [64-bit scalar]";
+                tb_cuda_pool_force(gb, force);
+                gb->maxpool_forward(gb, &g, &x.gpu, &y.gpu);
+                snprintf(what, sizeof what, "maxpool [%d,%d,%d,%d] k%d s%d p%d fwd%s%s (exact) %s", cases[i].n,
+                         cases[i].c, cases[i].h, cases[i].w, g.k, g.stride, g.pad, tag, fname, p->name);
+                same_rounded(what, &y);
+                for (int acc = 0; acc <= 1; acc++) {
+                    upload(&dx); /* the same starting dx on both */
+                    g_cpu->maxpool_backward(g_cpu, &g, &x.cpu, &y.cpu, &dy.cpu, &dx.cpu, acc);
+                    gb->maxpool_backward(gb, &g, &x.gpu, &y.gpu, &dy.gpu, &dx.gpu, acc);
+                    snprintf(what, sizeof what, "maxpool bwd acc%d%s%s (first-max routing, exact) %s", acc, tag,
+                             fname, p->name);
+                    same_rounded(what, &dx);
+                }
             }
+            tb_cuda_pool_force(gb, 0);
             drop(&x), drop(&y), drop(&dy), drop(&dx);
         }
     }

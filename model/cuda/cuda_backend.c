@@ -477,6 +477,8 @@ int tb_cuda_device_count(char *why, size_t len) {
 }
 
 void tb_cuda_bn_use_cudnn(tb_backend *be, int on) { cu_state_of(be)->bn_cudnn = on; }
+void tb_cuda_pool_force(tb_backend *be, int flags) { cu_state_of(be)->pool_force = flags; }
+int cu_pool_force_flags(tb_backend *be) { return cu_state_of(be)->pool_force; }
 
 void tb_cuda_conv_api(tb_backend *be, int api) { cu_state_of(be)->conv_api = api; }
 

@@ -37,4 +37,12 @@ void tb_cuda_conv_api(tb_backend *be, int api);
  * conv_plan run on the graph API. */
 int tb_cuda_conv_plan_on_graph(const void *plan);
 
+/* Test switch: the max-pool kernels a call would not take by itself:
+ * TB_CUDA_POOL_WIDE 64-bit indices (taken for 2^31 elements or more),
+ * TB_CUDA_POOL_SCALAR one channel per thread where 16-byte accesses apply;
+ * 0 (the default) chooses by the tensors. */
+#define TB_CUDA_POOL_WIDE 1
+#define TB_CUDA_POOL_SCALAR 2
+void tb_cuda_pool_force(tb_backend *be, int flags);
+
 #endif

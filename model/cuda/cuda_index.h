@@ -21,6 +21,114 @@ static inline TB_HD void cu_pool_windows(int i, int k, int stride, int pad, int 
     *o1 = hi < out - 1 ? hi : out - 1;
 }
 
+/* Max pooling's tiled backward (cuda_pool.cu). A block owns a tile x tile
+ * square of input positions of one image and cv channel vectors (NHWC:
+ * vec consecutive channels each; NCHW: vec = 1, cv channels), computes the
+ * argmax of every window touching the tile once into shared memory (a
+ * uint8 offset kh*k + kw inside the window, with the window's dy), then
+ * gathers each owned input's gradient from there. */
+#define CU_POOL_MAX_K 15        /* k*k - 1 <= 224 fits the uint8 offset */
+#define CU_POOL_SMEM_MAX 49152  /* dynamic shared memory without opt-in */
+#define CU_POOL_THREADS 256
+#define CU_POOL_TILE_MAX 16
+
+typedef struct {
+    int vec;             /* channels per access: 16 B / element size, or 1 */
+    int cvecs;           /* C / vec: channel vectors (NHWC) or channels (NCHW) */
+    int cv, cv_log2;     /* channel vectors a block handles (a power of two) */
+    int groups;          /* ceil(cvecs / cv) */
+    int tile, tile_log2; /* input positions a block owns: tile x tile */
+    int tiles_h, tiles_w;
+    int nwh, nww;        /* most windows one tile touches along h, w */
+    unsigned smem;       /* shared bytes: nwh*nww*cv slots of vec x (esize + 1) */
+} cu_pool_tiling;
+
+/* Tile t of size `tile` along an axis of `in` inputs: it owns inputs
+ * [*i0, *i1) and touches windows [*o0, *o1] (none when *o0 > *o1, inputs
+ * past the last window). */
+static inline TB_HD void cu_pool_tile_span(int t, int tile, int in, int k, int stride, int pad,
+                                           int out, int *i0, int *i1, int *o0, int *o1) {
+    int a = t * tile, b = a + tile < in ? a + tile : in, lo, hi, unused;
+    cu_pool_windows(a, k, stride, pad, out, &lo, &unused);
+    cu_pool_windows(b - 1, k, stride, pad, out, &unused, &hi);
+    *i0 = a;
+    *i1 = b;
+    *o0 = lo;
+    *o1 = hi;
+}
+
+/* The most windows any tile of that size touches along an axis. */
+static inline TB_HD int cu_pool_tile_windows(int tile, int k, int stride, int out) {
+    int n = (tile + k - 2) / stride + 1;
+    return n < out ? n : out;
+}
+
+/* The tiling for a pool over [., C, H, W] -> [., C, Ho, Wo] with elements
+ * of esize bytes; vector: NHWC with C % (16 / esize) == 0 and 16-byte
+ * aligned data. Tiles shrink (16, 8, ..., 1) until the shared memory fits.
+ * 0 when k > CU_POOL_MAX_K (the recomputing kernel takes those). */
+static inline TB_HD int cu_pool_tiling_for(tb_layout l, int C, int H, int W, int Ho, int Wo, int k,
+                                           int stride, int esize, int vector, cu_pool_tiling *t) {
+    if (k > CU_POOL_MAX_K) return 0;
+    t->vec = l == TB_NHWC && vector ? 16 / esize : 1;
+    t->cvecs = C / t->vec;
+    int cap = l == TB_NCHW ? 4 : t->vec > 1 ? 8 : 32;
+    t->cv = 1;
+    t->cv_log2 = 0;
+    while (t->cv < cap && t->cv < t->cvecs) {
+        t->cv *= 2;
+        t->cv_log2++;
+    }
+    t->groups = (t->cvecs + t->cv - 1) / t->cv;
+    t->tile = CU_POOL_TILE_MAX;
+    t->tile_log2 = 4;
+    for (;;) {
+        t->nwh = cu_pool_tile_windows(t->tile, k, stride, Ho);
+        t->nww = cu_pool_tile_windows(t->tile, k, stride, Wo);
+        t->smem = (unsigned)t->nwh * (unsigned)t->nww * (unsigned)t->cv * (unsigned)t->vec *
+                  (unsigned)(esize + 1);
+        if (t->smem <= CU_POOL_SMEM_MAX || t->tile == 1) break;
+        t->tile /= 2;
+        t->tile_log2--;
+    }
+    t->tiles_h = (H + t->tile - 1) / t->tile;
+    t->tiles_w = (W + t->tile - 1) / t->tile;
+    return 1;
+}
+
+/* Blocks of a tiling over N images, and block b's image, channel group and
+ * tile (tiles along w fastest: neighbours share their halo through L2). */
+static inline TB_HD size_t cu_pool_tile_blocks(const cu_pool_tiling *t, int N) {
+    return (size_t)N * (size_t)t->groups * (size_t)t->tiles_h * (size_t)t->tiles_w;
+}
+/* 32-bit (b < 2^32) and 64-bit versions: the kernels' index width. */
+static inline TB_HD void cu_pool_tile_block32(const cu_pool_tiling *t, unsigned b, int *n, int *g,
+                                              int *th, int *tw) {
+    *tw = (int)(b % (unsigned)t->tiles_w);
+    b /= (unsigned)t->tiles_w;
+    *th = (int)(b % (unsigned)t->tiles_h);
+    b /= (unsigned)t->tiles_h;
+    *g = (int)(b % (unsigned)t->groups);
+    *n = (int)(b / (unsigned)t->groups);
+}
+static inline TB_HD void cu_pool_tile_block64(const cu_pool_tiling *t, unsigned long long b, int *n,
+                                              int *g, int *th, int *tw) {
+    *tw = (int)(b % (unsigned long long)t->tiles_w);
+    b /= (unsigned long long)t->tiles_w;
+    *th = (int)(b % (unsigned long long)t->tiles_h);
+    b /= (unsigned long long)t->tiles_h;
+    *g = (int)(b % (unsigned long long)t->groups);
+    *n = (int)(b / (unsigned long long)t->groups);
+}
+
+/* Shared-memory slot of window w (of nwin, row-major in the tile's window
+ * rectangle) and channel vector cv: channel vectors adjacent in NHWC, where
+ * neighbouring threads take neighbouring channels; windows adjacent in
+ * NCHW, where they take neighbouring columns. */
+static inline TB_HD int cu_pool_slot(tb_layout l, int w, int cv, int cvs, int nwin) {
+    return l == TB_NHWC ? w * cvs + cv : cv * nwin + w;
+}
+
 /* SGD: the segment holding element v of the concatenation the kernel walks:
  * the last one with start <= v (starts ascend; zero-count segments share a
  * start with the next and are skipped). */

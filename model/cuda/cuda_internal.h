@@ -124,6 +124,8 @@ typedef struct {
     size_t free_start, total;
     /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
     int bn_cudnn;
+    /* test switch (tb_cuda_pool_force): max-pool kernels forced */
+    int pool_force;
     int sm_count;
     /* which convolution API (TB_CUDA_CONV_*: TB_CONV_API, tb_cuda_conv_api) */
     int conv_api;
@@ -302,6 +304,8 @@ void *cu_scratch(tb_backend *be, size_t bytes);
 /* The loss's scratch for N rows: per-row values and a counter that is zero
  * between calls. */
 void *cu_loss_scratch(tb_backend *be, int N);
+/* The max-pool kernels' test switch (tb_cuda_pool_force). */
+int cu_pool_force_flags(tb_backend *be);
 /* Dies when the compute stream is being captured (a call that must
  * allocate or measure cannot be recorded into a CUDA graph). */
 void cu_not_capturing(tb_backend *be, const char *what);
