@@ -309,6 +309,12 @@ def main(argv=None):
             print("golden_step: error: unknown --floor-variants entry %r (known: %s)"
                   % (v, ", ".join(list(FLOOR_VARIANTS) + list(CUDA_FLOOR_VARIANTS))))
             return 2
+    if any(v in CUDA_FLOOR_VARIANTS for v in variants):
+        import torch
+        if not torch.cuda.is_available():
+            print("SKIP: golden_step: the floor variants %s need PyTorch with a CUDA device (torch %s sees none)"
+                  % (",".join(v for v in variants if v in CUDA_FLOOR_VARIANTS), torch.__version__))
+            return 77
     os.makedirs(a.workdir, exist_ok=True)
     for stale in glob.glob(os.path.join(a.workdir, "*.h5")):
         os.remove(stale)

@@ -215,9 +215,11 @@ static void pick(const cu_state *st, const conv_plan *p, const conv_entry *e, in
     TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
 }
 
-/* The graph-API plans of direction d (beta 0, and 1 for data and filter)
- * on the plan's buffers, kept when cu_conv_take_graph prefers them to the
- * legacy choice made before. Timing writes y, dx or dw, as Find does. */
+/* The graph-API plans of direction d (beta 0, and 1 for data: the model
+ * accumulates data gradients where branches meet, never filter gradients,
+ * graph.c; an accumulating filter call runs the legacy algorithm) on the
+ * plan's buffers, kept when cu_conv_take_graph prefers them to the legacy
+ * choice made before. Timing writes y, dx or dw, as Find does. */
 static void choose_graph(cu_state *st, const conv_plan *p, conv_entry *e, int d, int measure, void *tws,
                          size_t tws_bytes) {
     conv_choice *c = d == 0 ? &e->fwd : d == 1 ? &e->data : &e->filter;
@@ -227,7 +229,7 @@ static void choose_graph(cu_state *st, const conv_plan *p, conv_entry *e, int d,
         c->graph_engine[b] = -1;
     }
     if (st->conv_api == TB_CUDA_CONV_LEGACY) return;
-    for (int b = 0; b < (d == 0 ? 1 : 2); b++) {
+    for (int b = 0; b < (d == 1 ? 2 : 1); b++) {
         cu_cgraph_req r = {(cu_conv_dir)d, (float)b, &p->g, p->dtype, p->layout, e->n, p->h, p->w,
                            st->tf32, st->deterministic,
                            d == 1 ? p->dxb : p->xb, d == 2 ? p->dwb : p->wb, d == 0 ? p->yb : p->dyb,
