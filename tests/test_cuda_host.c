@@ -397,18 +397,10 @@ static void test_plan(void) {
 /* ---- CUDA host parts: descriptor shapes, discovery ------------------------------------------------ */
 
 #ifdef TB_HAVE_CUDA
-static void test_cudnn_descs(void) {
-    cudnnTensorDescriptor_t x, y;
-    cudnnFilterDescriptor_t f;
-    cudnnConvolutionDescriptor_t conv;
-    if (cudnnCreateTensorDescriptor(&x) != CUDNN_STATUS_SUCCESS) {
-        printf("# cuDNN descriptors unavailable on this host: shape checks skipped\n");
-        return;
-    }
-    cudnnCreateTensorDescriptor(&y);
-    cudnnCreateFilterDescriptor(&f);
-    cudnnCreateConvolutionDescriptor(&conv);
-    int bad = 0, checked = 0;
+/* Calls visit for every conv node of resnet50 built at 224x224 (sz 0) and
+ * 64x48 (sz 1), in NCHW then NHWC, with its input and output activations. */
+typedef void (*conv_visit)(void *ctx, int sz, tb_layout l, const tb_node *nd, const tb_act *in, const tb_act *out);
+static void each_resnet50_conv(conv_visit visit, void *ctx) {
     const int sizes[2][2] = {{224, 224}, {64, 48}};
     for (int sz = 0; sz < 2; sz++) {
         tb_resnet_config cfg;
@@ -419,46 +411,69 @@ static void test_cudnn_descs(void) {
         for (int i = 0; i < g.nnodes; i++) {
             const tb_node *nd = &g.nodes[i];
             if (nd->kind != TB_NODE_CONV) continue;
-            const tb_act *in = &g.acts[nd->in], *out = &g.acts[nd->out];
-            for (int l = 0; l < 2; l++) {
-                tb_dtype dt = l ? TB_BF16 : TB_F32;
-                cu_conv_set_descs(&nd->conv, dt, (tb_layout)l, 5, in->h, in->w, x, y, f, conv);
-                int n, c, h, w;
-                cudnnGetConvolution2dForwardOutputDim(conv, x, f, &n, &c, &h, &w);
-                cudnnDataType_t d;
-                int yn, yc, yh, yw, ns, cs, hs, ws;
-                cudnnGetTensor4dDescriptor(y, &d, &yn, &yc, &yh, &yw, &ns, &cs, &hs, &ws);
-                int want_cs = l ? 1 : out->h * out->w, want_ws = l ? out->c : 1;
-                int want_hs = l ? out->w * out->c : out->w;
-                cudnnDataType_t fd;
-                cudnnTensorFormat_t ff;
-                int k, fc, fh, fw;
-                cudnnGetFilter4dDescriptor(f, &fd, &ff, &k, &fc, &fh, &fw);
-                if (n != 5 || c != out->c || h != out->h || w != out->w || yn != 5 ||
-                    yc != out->c || yh != out->h || yw != out->w || ns != out->c * out->h * out->w ||
-                    cs != want_cs || hs != want_hs || ws != want_ws ||
-                    d != (l ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) ||
-                    ff != (l ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW) || k != nd->conv.cout ||
-                    fc != nd->conv.cin || fh != nd->conv.k || fw != nd->conv.k) {
-                    bad++;
-                    printf("  %s %s: cuDNN out [%d,%d,%d,%d], graph [5,%d,%d,%d]\n", nd->name,
-                           tb_layout_name((tb_layout)l), n, c, h, w, out->c, out->h, out->w);
-                }
-                checked++;
-            }
+            for (int l = 0; l < 2; l++) visit(ctx, sz, (tb_layout)l, nd, &g.acts[nd->in], &g.acts[nd->out]);
         }
         tb_params_free(&pt);
         free(g.nodes);
         free(g.acts);
     }
-    TB_CHECK(bad == 0 && checked > 200,
+}
+
+typedef struct {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t f;
+    cudnnConvolutionDescriptor_t conv;
+    int bad, checked;
+} cudnn_descs_ctx;
+
+/* One conv node's legacy descriptors (NCHW f32, NHWC bf16) against the graph's shapes. */
+static void check_cudnn_descs(void *vc, int sz, tb_layout lay, const tb_node *nd, const tb_act *in,
+                              const tb_act *out) {
+    (void)sz;
+    cudnn_descs_ctx *cx = vc;
+    int l = lay == TB_NHWC;
+    tb_dtype dt = l ? TB_BF16 : TB_F32;
+    cu_conv_set_descs(&nd->conv, dt, lay, 5, in->h, in->w, cx->x, cx->y, cx->f, cx->conv);
+    int n, c, h, w;
+    cudnnGetConvolution2dForwardOutputDim(cx->conv, cx->x, cx->f, &n, &c, &h, &w);
+    cudnnDataType_t d;
+    int yn, yc, yh, yw, ns, cs, hs, ws;
+    cudnnGetTensor4dDescriptor(cx->y, &d, &yn, &yc, &yh, &yw, &ns, &cs, &hs, &ws);
+    int want_cs = l ? 1 : out->h * out->w, want_ws = l ? out->c : 1;
+    int want_hs = l ? out->w * out->c : out->w;
+    cudnnDataType_t fd;
+    cudnnTensorFormat_t ff;
+    int k, fc, fh, fw;
+    cudnnGetFilter4dDescriptor(cx->f, &fd, &ff, &k, &fc, &fh, &fw);
+    if (n != 5 || c != out->c || h != out->h || w != out->w || yn != 5 || yc != out->c || yh != out->h ||
+        yw != out->w || ns != out->c * out->h * out->w || cs != want_cs || hs != want_hs || ws != want_ws ||
+        d != (l ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) || ff != (l ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW) ||
+        k != nd->conv.cout || fc != nd->conv.cin || fh != nd->conv.k || fw != nd->conv.k) {
+        cx->bad++;
+        printf("  %s %s: cuDNN out [%d,%d,%d,%d], graph [5,%d,%d,%d]\n", nd->name, tb_layout_name(lay), n, c, h,
+               w, out->c, out->h, out->w);
+    }
+    cx->checked++;
+}
+
+static void test_cudnn_descs(void) {
+    cudnn_descs_ctx cx = {0};
+    if (cudnnCreateTensorDescriptor(&cx.x) != CUDNN_STATUS_SUCCESS) {
+        printf("# cuDNN descriptors unavailable on this host: shape checks skipped\n");
+        return;
+    }
+    cudnnCreateTensorDescriptor(&cx.y);
+    cudnnCreateFilterDescriptor(&cx.f);
+    cudnnCreateConvolutionDescriptor(&cx.conv);
+    each_resnet50_conv(check_cudnn_descs, &cx);
+    TB_CHECK(cx.bad == 0 && cx.checked > 200,
              "cuDNN descriptors of %d resnet50 conv nodes (224x224, 64x48; NCHW f32 and NHWC bf16) "
              "match the graph's shapes and strides: %d differ",
-             checked, bad);
-    cudnnDestroyTensorDescriptor(x);
-    cudnnDestroyTensorDescriptor(y);
-    cudnnDestroyFilterDescriptor(f);
-    cudnnDestroyConvolutionDescriptor(conv);
+             cx.checked, cx.bad);
+    cudnnDestroyTensorDescriptor(cx.x);
+    cudnnDestroyTensorDescriptor(cx.y);
+    cudnnDestroyFilterDescriptor(cx.f);
+    cudnnDestroyConvolutionDescriptor(cx.conv);
 }
 
 /* The linear layer's cuBLASLt view (cu_linear_gemm_shape), run as cuBLASLt
@@ -1053,63 +1068,59 @@ static int cg_tensor_bad(const cu_cg_tensor *t, tb_layout l, int N, int C, int H
     return bad != 0;
 }
 
+typedef struct {
+    int have_backend, bad, checked, ops, op_bad;
+    char why[160];
+} cgraph_tensors_ctx;
+
+/* One conv node's graph-API tensors (dims, strides addressing elements as
+ * the layout does) and, at 224x224 where descriptors can be made here, its
+ * operation descriptors for every direction, beta and 16/32-bit dtype. */
+static void check_cgraph_tensors(void *vc, int sz, tb_layout lay, const tb_node *nd, const tb_act *in,
+                                 const tb_act *out) {
+    static const char align_buf[64] __attribute__((aligned(16))) = {0};
+    cgraph_tensors_ctx *cx = vc;
+    int l = lay == TB_NHWC;
+    cu_cg_tensor t[3];
+    cu_cgraph_tensors(&nd->conv, lay, 5, in->h, in->w, t);
+    int b = cg_tensor_bad(&t[0], lay, 5, in->c, in->h, in->w) +
+            cg_tensor_bad(&t[1], lay, nd->conv.cout, nd->conv.cin, nd->conv.k, nd->conv.k) +
+            cg_tensor_bad(&t[2], lay, 5, out->c, out->h, out->w);
+    if (b) {
+        cx->bad++;
+        printf("  %s %s: graph-API tensors wrong\n", nd->name, tb_layout_name(lay));
+    }
+    cx->checked++;
+    if (!cx->have_backend || sz) return;
+    static const tb_dtype dts[2][2] = {{TB_F32, TB_F32}, {TB_BF16, TB_F16}};
+    for (int di = 0; di < 2; di++)
+        for (int d = 0; d < 3; d++)
+            for (int beta = 0; beta < (d ? 2 : 1); beta++) {
+                cu_cgraph_req r = {(cu_conv_dir)d, (float)beta, &nd->conv, dts[l][di], lay,
+                                   5, in->h, in->w, 0, 0, align_buf, align_buf, align_buf, 0, NULL, 0};
+                if (!cu_cgraph_check_op(&r, cx->why, sizeof cx->why)) {
+                    if (!cx->op_bad) printf("  %s dir %d: %s\n", nd->name, d, cx->why);
+                    cx->op_bad++;
+                }
+                cx->ops++;
+            }
+}
+
 static void test_cgraph_tensors(void) {
     cudnnBackendDescriptor_t probe = NULL;
-    int have_backend = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe) ==
-                       CUDNN_STATUS_SUCCESS;
-    if (have_backend) cudnnBackendDestroyDescriptor(probe);
+    cgraph_tensors_ctx cx = {0};
+    cx.have_backend = cudnnBackendCreateDescriptor(CUDNN_BACKEND_TENSOR_DESCRIPTOR, &probe) == CUDNN_STATUS_SUCCESS;
+    if (cx.have_backend) cudnnBackendDestroyDescriptor(probe);
     else printf("# cuDNN backend descriptors unavailable on this host: operation checks skipped\n");
-    int bad = 0, checked = 0, ops = 0, op_bad = 0;
-    char why[160] = "";
     long live0 = cu_cgraph_live();
-    const int sizes[2][2] = {{224, 224}, {64, 48}};
-    static const char align_buf[64] __attribute__((aligned(16))) = {0};
-    for (int sz = 0; sz < 2; sz++) {
-        tb_resnet_config cfg;
-        tb_resnet_config_init(&cfg, "resnet50", 10);
-        tb_param_table pt = {0};
-        tb_graph g = {0};
-        tb_resnet_build(&cfg, sizes[sz][0], sizes[sz][1], 1, &pt, &g);
-        for (int i = 0; i < g.nnodes; i++) {
-            const tb_node *nd = &g.nodes[i];
-            if (nd->kind != TB_NODE_CONV) continue;
-            const tb_act *in = &g.acts[nd->in], *out = &g.acts[nd->out];
-            for (int l = 0; l < 2; l++) {
-                cu_cg_tensor t[3];
-                cu_cgraph_tensors(&nd->conv, (tb_layout)l, 5, in->h, in->w, t);
-                int b = cg_tensor_bad(&t[0], (tb_layout)l, 5, in->c, in->h, in->w) +
-                        cg_tensor_bad(&t[1], (tb_layout)l, nd->conv.cout, nd->conv.cin, nd->conv.k, nd->conv.k) +
-                        cg_tensor_bad(&t[2], (tb_layout)l, 5, out->c, out->h, out->w);
-                if (b) {
-                    bad++;
-                    printf("  %s %s: graph-API tensors wrong\n", nd->name, tb_layout_name((tb_layout)l));
-                }
-                checked++;
-                if (!have_backend || sz) continue;
-                static const tb_dtype dts[2][2] = {{TB_F32, TB_F32}, {TB_BF16, TB_F16}};
-                for (int di = 0; di < 2; di++)
-                    for (int d = 0; d < 3; d++)
-                        for (int beta = 0; beta < (d ? 2 : 1); beta++) {
-                            cu_cgraph_req r = {(cu_conv_dir)d, (float)beta, &nd->conv, dts[l][di], (tb_layout)l,
-                                               5, in->h, in->w, 0, 0, align_buf, align_buf, align_buf, 0, NULL, 0};
-                            if (!cu_cgraph_check_op(&r, why, sizeof why)) {
-                                if (!op_bad) printf("  %s dir %d: %s\n", nd->name, d, why);
-                                op_bad++;
-                            }
-                            ops++;
-                        }
-            }
-        }
-        tb_params_free(&pt);
-        free(g.nodes);
-        free(g.acts);
-    }
+    each_resnet50_conv(check_cgraph_tensors, &cx);
+    int bad = cx.bad, checked = cx.checked, ops = cx.ops, op_bad = cx.op_bad;
     TB_CHECK(bad == 0 && checked == 4 * 53,
              "graph-API tensors of %d resnet50 conv nodes x layouts (224x224, 64x48): dims N,C,H,W / K,C,R,S "
              "and strides that address elements as the layout does: %d wrong", checked, bad);
     printf("# graph-API tensors: %d node x layout shapes; %d operation descriptors built on this host\n", checked,
            ops);
-    if (have_backend)
+    if (cx.have_backend)
         TB_CHECK(op_bad == 0 && ops == 53 * 2 * 2 * 5,
                  "graph-API operation descriptors (fwd, data and filter with beta 0 and 1; f32 NCHW, bf16 and "
                  "f16 NHWC) finalize for every resnet50 conv: %d of %d refused", op_bad, ops);
