@@ -68,17 +68,14 @@ static void batch(int n, int h, int w, int classes, uint64_t seed, float *x, int
     for (int i = 0; i < n; i++) y[i] = (int32_t)tb_rng_below(&r, (uint64_t)classes);
 }
 
-static float *params(tb_model *m) {
-    float *p = malloc(m->pt.n_train * sizeof *p);
-    m->be->copy_d2h(m->be, p, m->params, m->pt.n_train * sizeof *p);
-    return p;
-}
-
+/* A host copy of one flat [n_train] device buffer (params, grads, momentum). */
 static float *flat(tb_model *m, const tb_real *dev) {
     float *p = malloc(m->pt.n_train * sizeof *p);
     m->be->copy_d2h(m->be, p, dev, m->pt.n_train * sizeof *p);
     return p;
 }
+
+static float *params(tb_model *m) { return flat(m, m->params); }
 
 #define T_LR 1e-3 /* small: see the header (larger rates make these tiny-batch runs chaotic) */
 #define T_MU 0.9
@@ -111,6 +108,18 @@ static double rel_l2(const float *a, const float *b, size_t n) {
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* ||(a - base) - (b - base)|| / ||b - base||: an update against the
+ * reference update, both from base, over n values */
+static double rel_update(const float *a, const float *b, const float *base, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double du = (double)a[i] - base[i], dr = (double)b[i] - base[i];
+        num += (du - dr) * (du - dr);
+        den += dr * dr;
+    }
+    return sqrt(num / den);
+}
+
 /* The update the device made, against torch.optim.SGD's rule (Nesterov,
  * dampening 0, decay only on conv and fc weights) evaluated in double on
  * the values read back before and after it: buf' = mu buf + g, p' = p -
@@ -131,14 +140,7 @@ static void check_sgd(tb_model *m, const char *what, const float *p0, const floa
         }
     }
     double em = rel_l2(m1, mref, n);
-    /* the parameter check is on the update, not on p (which hides it) */
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double du = (double)p1[i] - p0[i], dr = (double)pref[i] - p0[i];
-        num += (du - dr) * (du - dr);
-        den += dr * dr;
-    }
-    double ep = sqrt(num / den);
+    double ep = rel_update(p1, pref, p0, n); /* on the update: p itself hides it */
     TB_CHECK(em <= 1e-5 && ep <= 1e-4, "%s: the device's SGD step vs torch's rule on the read-back values: "
              "momentum %.3g, update %.3g (tol 1e-5, 1e-4)", what, em, ep);
     free(mref), free(pref);
@@ -201,13 +203,7 @@ static void test_steps(const char *model, tb_backend *gpu, tb_precision p, doubl
              "%s %s: num_batches_tracked equal", model, pn);
     float *pc = params(c);
     if (cpu_chain) {
-        double num = 0, den = 0;
-        for (size_t i = 0; i < c->pt.n_train; i++) {
-            double uc = (double)pc[i] - c0[i], ug = (double)gp0[i] - c0[i];
-            num += (ug - uc) * (ug - uc);
-            den += uc * uc;
-        }
-        double rel = sqrt(num / den);
+        double rel = rel_update(gp0, pc, c0, c->pt.n_train);
         TB_CHECK(rel <= 5e-3, "%s %s: 4 steps' parameter updates differ by %.3g of their norm (tol 5e-3)", model, pn,
                  rel);
         printf("# %s %s: update difference %.3g of its norm over 4 steps\n", model, pn, rel);

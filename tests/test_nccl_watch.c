@@ -148,6 +148,23 @@ static void busy(void *big, int n, cudaStream_t s) {
     for (int i = 0; i < n; i++) TB_CUDA_CHECK(cudaMemsetAsync(big, i & 0xff, BIG, s));
 }
 
+/* The refuse and guard cases' start: the watch cleared, phase ph entered,
+ * a capture opened on s holding some work and e recorded with a plain
+ * cudaEventRecord. 0 (the failure checked) when the capture did not begin. */
+static int open_plain_capture(int ph, void *big, cudaEvent_t e, cudaStream_t s) {
+    char why[256] = "";
+    tb_dev_watch_clear();
+    atomic_store(&W.phase, ph);
+    wait_loops(ph, 10);
+    if (tb_gpu_capture_begin(s, why, sizeof why) != 0) {
+        TB_CHECK(0, "cudaStreamBeginCapture (%s) failed: %s", ph_name[ph], why);
+        return 0;
+    }
+    busy(big, 8, s);
+    TB_CUDA_CHECK(cudaEventRecord(e, s));
+    return 1;
+}
+
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
@@ -269,14 +286,7 @@ static void test_watch(tb_nccl *n, float *dsum, size_t count, void *big, cudaStr
 
     /* refuse: a plain record inside an open capture, pushed naming the
      * capturing stream: push ends the job (trapped) before queueing it */
-    tb_dev_watch_clear();
-    atomic_store(&W.phase, PH_REFUSE);
-    wait_loops(PH_REFUSE, 10);
-    if (tb_gpu_capture_begin(s, why, sizeof why) != 0) {
-        TB_CHECK(0, "cudaStreamBeginCapture (refuse) failed: %s", why);
-    } else {
-        busy(big, 8, s);
-        TB_CUDA_CHECK(cudaEventRecord(ev[EV_PLAIN], s));
+    if (open_plain_capture(PH_REFUSE, big, ev[EV_PLAIN], s)) {
         static tb_fatal_trap trap; /* static: not clobbered by the longjmp */
         volatile int refused = 0;
         if (setjmp(trap.env) == 0) {
@@ -300,14 +310,7 @@ static void test_watch(tb_nccl *n, float *dsum, size_t count, void *big, cudaStr
     /* guard: the same, pushed naming an idle stream (past push's check) */
     cudaStream_t other;
     TB_CUDA_CHECK(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking));
-    tb_dev_watch_clear();
-    atomic_store(&W.phase, PH_GUARD);
-    wait_loops(PH_GUARD, 10);
-    if (tb_gpu_capture_begin(s, why, sizeof why) != 0) {
-        TB_CHECK(0, "cudaStreamBeginCapture (guard) failed: %s", why);
-    } else {
-        busy(big, 8, s);
-        TB_CUDA_CHECK(cudaEventRecord(ev[EV_PLAIN], s));
+    if (open_plain_capture(PH_GUARD, big, ev[EV_PLAIN], s)) {
         tb_dev_watch_push(ev[EV_PLAIN], other, 5, "plain record inside a capture");
         wait_loops(PH_GUARD, 200); /* the watcher keeps going round: the poll does not hang */
         atomic_store(&W.phase, -1); /* the guard's counts: while the capture is open */
