@@ -19,8 +19,9 @@
  * grows to the largest choice while planning.
  *
  * Each direction also gets a plan on cuDNN's graph (backend) API
- * (cuda_conv_graph.c; backward data and filter one per beta, overwrite and
- * accumulate), chosen under the same rules and measured on the same
+ * (cuda_conv_graph.c; backward data one per beta, overwrite and
+ * accumulate; an accumulating filter gradient, which the model never asks
+ * for, runs legacy), chosen under the same rules and measured on the same
  * buffers; it runs instead of the legacy algorithm when it measured faster
  * (TB_CONV_API=auto, the default), whenever it exists (graph), or never
  * (legacy). The legacy choice is always made: it runs where the graph API
@@ -414,6 +415,12 @@ static const char *math_name(cudnnMathType_t m) {
                                                                   : "tensor-op+conversion";
 }
 
+/* Moves *used past k characters snprintf wrote into buf[len] (clamped
+ * when the text was truncated). */
+static void advance(size_t *used, size_t len, int k) {
+    if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+}
+
 /* Appends what runs for beta b of direction dir ("data+": accumulate):
  * the graph API's engine, or the legacy algorithm and what the graph API
  * offered against it. */
@@ -425,10 +432,10 @@ static void describe_choice(char *buf, size_t len, size_t *used, const char *dir
     int k;
     if (c->graph[b]) {
         k = snprintf(buf + *used, len - *used, " %s%s ", dir, b ? "+" : "");
-        if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+        advance(used, len, k);
         if (*used + 1 >= len) return;
         k = cu_cgraph_describe(c->graph[b], buf + *used, len - *used);
-        if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+        advance(used, len, k);
         if (*used + 1 >= len || c->ms < 0) return;
         k = snprintf(buf + *used, len - *used, " vs legacy %s %.3f ms", nm, (double)c->ms);
     } else {
@@ -443,7 +450,7 @@ static void describe_choice(char *buf, size_t len, size_t *used, const char *dir
             k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, heuristic)", dir,
                          b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0);
     }
-    if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
+    advance(used, len, k);
 }
 
 int tb_cuda_conv_plan_on_graph(const void *plan) {
@@ -465,7 +472,7 @@ void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
     for (int i = 0; i < p->ne && used + 1 < len; i++) {
         const conv_entry *e = &p->e[i];
         int k = snprintf(buf + used, len - used, "%sn=%d:", i ? "; " : "", e->n);
-        if (k > 0) used += (size_t)k < len - used ? (size_t)k : len - used - 1;
+        advance(&used, len, k);
         describe_choice(buf, len, &used, "fwd", fwd_names, 8, &e->fwd, 0);
         for (int b = 0; b < 2 && e->has_data; b++)
             describe_choice(buf, len, &used, "data", data_names, 6, &e->data, b);
