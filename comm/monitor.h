@@ -27,7 +27,9 @@
  * per rank. final = 0: only on rank 0, when the launcher starts tearing the
  * job down (SIGTERM), before the other ranks are pinged to find which are
  * gone: a provisional reason to save state with at once; print nothing, the
- * final call follows if time allows. */
+ * final call follows if time allows. The final = 0 call comes from a thread
+ * of its own and may still run when the final one does: it must not replace
+ * what a final call wrote. */
 typedef void (*tb_monitor_abort_fn)(const char *why, int final, void *ctx);
 
 typedef struct tb_monitor tb_monitor;

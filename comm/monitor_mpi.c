@@ -201,25 +201,48 @@ static void describe(char *buf, size_t len, const progress_msg *p) {
     snprintf(buf, len, "step %lld, %s%s", (long long)p->step, p->collective ? "in the " : "in ", p->what);
 }
 
+typedef struct {
+    tb_monitor *m;
+    char why[WHY_MAX];
+} early_mark;
+
+static void *early_mark_main(void *p) {
+    early_mark *e = p;
+    e->m->fn(e->why, 0, e->m->ctx);
+    free(e);
+    return NULL;
+}
+
 /* The launcher is tearing the job down (a rank died or left): name the
  * ranks that no longer answer a ping. */
 static _Noreturn void on_teardown(tb_monitor *m) {
     m->ending = 1; /* peers are dying: failed calls below mean "gone" */
     if (m->rank == 0) {
-        /* SIGKILL follows within a second: mark the results file before the
-         * pings below spend 0.3 s finding out who is gone */
+        /* Open MPI's SIGKILL follows 1 s after its SIGTERM
+         * (odls_base_sigkill_timeout): mark the results file now, on a
+         * thread of its own, so that the HDF5 write (up to 0.5 s waiting for
+         * the main thread's lock, slower under a sanitizer) does not hold up
+         * the 0.3 s of pings and the line this rank prints. */
         progress_msg me = own_progress(m);
-        char where[96], early[WHY_MAX];
+        char where[96];
         describe(where, sizeof where, &me);
         double now = tb_now();
         int q = -1;
         for (int r = 1; r < m->size; r++)
             if (q < 0 || m->heard[r] < m->heard[q]) q = r;
-        snprintf(early, sizeof early,
-                 "the launcher is ending the job (SIGTERM: a rank died or left) while rank 0 was at %s; "
-                 "rank %d (%s) had been silent longest (%.1f s); written before the ranks were pinged",
-                 where, q, host(m, q), now - m->heard[q]);
-        m->fn(early, 0, m->ctx);
+        early_mark *e = malloc(sizeof *e);
+        if (e) {
+            e->m = m;
+            snprintf(e->why, sizeof e->why,
+                     "the launcher is ending the job (SIGTERM: a rank died or left) while rank 0 was at %s; "
+                     "rank %d (%s) had been silent longest (%.1f s); written before the ranks were pinged",
+                     where, q, host(m, q), now - m->heard[q]);
+            pthread_t t;
+            if (pthread_create(&t, NULL, early_mark_main, e) == 0)
+                pthread_detach(t);
+            else
+                early_mark_main(e);
+        }
     }
     int *pong = calloc((size_t)m->size, sizeof *pong);
     int *dead = calloc((size_t)m->size, sizeof *dead); /* a call to it failed */

@@ -151,7 +151,8 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
         snprintf(buf, len, "no results file was written to '%s'", r->path);
 }
 
-void tb_run_report_write(tb_run_report *r, const char *status, const char *reason, double wait_s) {
+static void report_write(tb_run_report *r, const char *status, const char *reason, double wait_s,
+                         int provisional) {
     atomic_store(&r->final_started, 1); /* no snapshot from here on */
     if (wait_s > 0) {
         double t0 = tb_now();
@@ -173,7 +174,7 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
     } else {
         pthread_mutex_lock(&r->mu);
     }
-    if ((!r->written || (r->replaceable && wait_s > 0)) && r->path[0]) {
+    if ((!r->written || (r->replaceable && wait_s > 0 && !provisional)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;
         tb_utc_now(t, sizeof t);
@@ -204,6 +205,14 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
         }
     }
     pthread_mutex_unlock(&r->mu);
+}
+
+void tb_run_report_write(tb_run_report *r, const char *status, const char *reason, double wait_s) {
+    report_write(r, status, reason, wait_s, 0);
+}
+
+void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s) {
+    report_write(r, "aborted", reason, wait_s, 1);
 }
 
 void tb_run_report_free(tb_run_report *r) {

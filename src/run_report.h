@@ -58,6 +58,10 @@ void tb_run_report_unlock(tb_run_report *r);
  * that an "aborted" file the watchdog wrote is rewritten by its next call
  * (the provisional reason at SIGTERM, then the precise one: monitor.h). */
 void tb_run_report_write(tb_run_report *r, const char *status, const char *reason, double wait_s);
+/* The watchdog's provisional "aborted" mark (written on its own thread while
+ * the watchdog finds out who is gone): as above, but it never replaces a
+ * file already written, so a precise reason that got there first stays. */
+void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s);
 /* Stops the snapshot thread and frees everything. */
 void tb_run_report_free(tb_run_report *r);
 

@@ -26,7 +26,12 @@ static void on_watchdog(const char *why, int final, void *p) {
         fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
         fflush(stderr);
     }
-    if (a->rank == 0 && a->report) tb_run_report_write(a->report, "aborted", why, 0.5);
+    if (a->rank == 0 && a->report) {
+        if (final)
+            tb_run_report_write(a->report, "aborted", why, 0.5);
+        else
+            tb_run_report_write_provisional(a->report, why, 0.5);
+    }
 }
 
 void tb_train_stop_together(tb_train_run *r, const char *why) {

@@ -268,7 +268,7 @@ static void test_watchdog_wait(void) {
 
     /* free again: the watchdog marks it, may replace its reason once more,
      * and nothing overwrites it afterwards */
-    tb_run_report_write(&r, "aborted", "the launcher is ending the job (provisional)", 0.5);
+    tb_run_report_write_provisional(&r, "the launcher is ending the job (provisional)", 0.5);
     status_of(path, status, sizeof status, why, sizeof why, &rows);
     TB_CHECK(strcmp(status, "aborted") == 0 && strstr(why, "provisional") && rows == 7,
              "with HDF5 free the watchdog writes aborted (%s: %s, %zu steps)", status, why, rows);
@@ -276,6 +276,11 @@ static void test_watchdog_wait(void) {
     status_of(path, status, sizeof status, why, sizeof why, &rows);
     TB_CHECK(strcmp(status, "aborted") == 0 && strcmp(why, "rank 1 (test) is gone") == 0,
              "its final reason replaces the provisional one (%s: %s)", status, why);
+    /* the provisional mark runs on a thread of its own and may come last */
+    tb_run_report_write_provisional(&r, "the launcher is ending the job (a late provisional)", 0.5);
+    status_of(path, status, sizeof status, why, sizeof why, &rows);
+    TB_CHECK(strcmp(why, "rank 1 (test) is gone") == 0,
+             "a provisional mark arriving after the final reason leaves it (%s: %s)", status, why);
     tb_run_report_write(&r, "complete", NULL, 0);
     status_of(path, status, sizeof status, why, sizeof why, &rows);
     TB_CHECK(strcmp(status, "aborted") == 0, "a later 'complete' write does not overwrite it (%s)", status);
