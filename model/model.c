@@ -461,7 +461,10 @@ void tb_model_read_scalars(tb_model *m, tb_step_scalars *out) {
 size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
     size_t used = 0;
     if (len) buf[0] = '\0';
-    char line[1024];
+    /* one node: per batch size up to 4 choices of ~170 characters each on the
+     * CUDA backend (graph-api engine, its knobs, vs legacy): 1024 could cut a
+     * second or third batch size's description short */
+    char line[4096];
     for (int i = 0; i < m->g.nnodes && used + 1 < len; i++) {
         const tb_node *nd = &m->g.nodes[i];
         if (nd->kind != TB_NODE_CONV) continue;
