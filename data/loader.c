@@ -300,6 +300,8 @@ static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
     into->gpu_to_cpu += from->gpu_to_cpu;
     into->decode_s += from->decode_s;
     into->resize_s += from->resize_s;
+    into->gpu_batches += from->gpu_batches;
+    into->gpu_stage_s += from->gpu_stage_s;
     for (int k = 0; k < 3 && from->first_bad[k][0]; k++)
         for (int m = 0; m < 3; m++)
             if (into->first_bad[m][0] == '\0') {
@@ -399,7 +401,10 @@ static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
     s->state = SLOT_GPU;
     ld->gpu_busy = 1;
     pthread_mutex_unlock(&ld->mu);
+    double t0 = tb_now();
     gpu_stage(w, s);
+    w->acc.gpu_stage_s += tb_now() - t0;
+    w->acc.gpu_batches++;
     pthread_mutex_lock(&ld->mu);
     merge_stats(&ld->stats, &w->acc);
     ld->gpu_busy = 0;

@@ -116,7 +116,13 @@ typedef struct {
     int64_t gpu_to_cpu;                  /* --decode gpu: samples the CPU rendered instead (a
                                             format the GPU path does not take, or nvJPEG failed) */
     double decode_s, resize_s;           /* summed over worker threads; decode_s
-                                            includes reading the file */
+                                            includes reading the file (and, with
+                                            --decode gpu, the GPU stage's decode calls) */
+    int64_t gpu_batches;                 /* --decode gpu: batches that went through the GPU stage */
+    double gpu_stage_s;                  /* --decode gpu: their GPU stages' wall time, summed: for
+                                            each batch, from taking it to its slot being ready
+                                            (nvJPEG, the resize kernels, the rows rendered on the
+                                            CPU copied up, per-file CPU fallbacks) */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
 } tb_loader_stats;
 

@@ -1,13 +1,15 @@
 /* cmd_loader_bench.c - `trainbench loader-bench`: how fast the JPEG loader
  * delivers batches, one `#` table row per worker thread count (img/s, MB/s
  * of compressed input, ms per batch, decode and resize ms per image in
- * thread time, files skipped). The consumer only takes and releases
- * batches, so the table is the loader's ceiling.
+ * thread time, files skipped; --decode gpu: the GPU stage's wall ms per
+ * batch and busy share). The consumer only takes and releases batches, so
+ * the table is the loader's ceiling.
  *
  * `loader-bench --feed`: the same loader feeding real training steps, one
  * row per loader configuration (threads x prefetch x pinned), with the
  * seeds' columns: GPU idle %, the share of the step spent waiting for data,
- * img/s, ms per batch (src/loader_feed.h). */
+ * img/s, ms per batch, beside the step's time and the GPU stage's
+ * (src/loader_feed.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,7 @@
 
 typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;
+    double stage_ms, stage_pct; /* --decode gpu: GPU stage wall ms per batch, % of the wall time busy (else NaN) */
     int64_t skipped, images;
     tb_loader_stats st;
     char decoder[256];
@@ -80,6 +83,12 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     r.decode_ms = (s1.decode_s - s0.decode_s) * 1e3 / (double)done;
     r.resize_ms = (s1.resize_s - s0.resize_s) * 1e3 / (double)done;
     r.wait_ms = wait * 1e3 / batches;
+    int64_t staged = s1.gpu_batches - s0.gpu_batches;
+    r.stage_ms = r.stage_pct = NAN;
+    if (staged > 0) {
+        r.stage_ms = (s1.gpu_stage_s - s0.gpu_stage_s) * 1e3 / (double)staged;
+        r.stage_pct = 100.0 * (s1.gpu_stage_s - s0.gpu_stage_s) / dt;
+    }
     r.skipped = s1.skipped;
     r.st = s1;
     return r;
@@ -319,33 +328,37 @@ static int cmd_feed(int argc, char **argv) {
     tb_table_init(&tab, "feed",
                   "threads:i,prefetch:i,pinned:i,gpu_decode:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
                   "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,"
-                  "gpu_to_cpu:i");
-    printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %10s %7s %7s\n", "threads", "prefetch", "pinned", "decode",
-           "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "dec_ms/img", "ahead%",
-           "skipped");
+                  "gpu_to_cpu:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct");
+    printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %8s %8s %6s %10s %7s %7s\n", "threads", "prefetch",
+           "pinned", "decode", "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "step_ms",
+           "stage_ms", "stage%", "dec_ms/img", "ahead%", "skipped");
     for (int i = 0; i < nrows; i++) {
         tb_feed_config c = rowv[i];
         fs.decode = rowd[i];
         tb_feed_row r = tb_feed_measure(&fs, &c);
-        char u[32], id[32], sa[32];
-        printf("  %7d %8d %6s %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %10.3f %7.0f %7lld\n", c.threads, c.prefetch,
-               c.pinned ? "on" : "off", rowd[i] == TB_DECODE_GPU ? "gpu" : "cpu", r.img_per_s, r.ms_per_batch,
-               r.wait_pct, r.h2d_ms, num_or_dash(u, sizeof u, r.gpu_util_pct, 1),
+        char u[32], id[32], sa[32], gm[32], gb[32];
+        printf("  %7d %8d %6s %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %8.2f %8s %6s %10.3f %7.0f %7lld\n", c.threads,
+               c.prefetch, c.pinned ? "on" : "off", rowd[i] == TB_DECODE_GPU ? "gpu" : "cpu", r.img_per_s,
+               r.ms_per_batch, r.wait_pct, r.h2d_ms, num_or_dash(u, sizeof u, r.gpu_util_pct, 1),
                num_or_dash(id, sizeof id, r.gpu_idle_pct, 1), num_or_dash(sa, sizeof sa, r.sm_active_pct, 1),
-               r.decode_ms_per_img, r.lookahead_pct, (long long)r.skipped);
+               r.step_ms, num_or_dash(gm, sizeof gm, r.gpu_stage_ms, 2),
+               num_or_dash(gb, sizeof gb, r.gpu_stage_busy_pct, 0), r.decode_ms_per_img, r.lookahead_pct,
+               (long long)r.skipped);
         if (rowd[i] == TB_DECODE_GPU)
             printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead\n", r.decoder,
                    (long long)r.gpu_decoded, (long long)r.gpu_to_cpu);
         fflush(stdout);
-        double row[18] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
+        double row[20] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
                           r.img_per_s,     r.ms_per_batch,  r.wait_pct,         r.h2d_ms,
                           r.step_ms,       r.gpu_util_pct,  r.gpu_idle_pct,     r.sm_active_pct,
                           r.decode_ms_per_img, r.lookahead_pct, (double)r.images, (double)r.skipped,
-                          (double)r.gpu_decoded, (double)r.gpu_to_cpu};
+                          (double)r.gpu_decoded, (double)r.gpu_to_cpu, r.gpu_stage_ms, r.gpu_stage_busy_pct};
         tb_table_row(&tab, row, NULL);
     }
     printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG; wait%%: share "
-           "of the wall time the step waited for its batch; ahead%%: batches whose copy overlapped the step before\n",
+           "of the wall time the step waited for its batch; step_ms: the device's time per step; stage_ms, stage%%: "
+           "the loader's GPU stage (--decode gpu), wall ms per batch and share of the wall time busy (near 100: the "
+           "GPU stage limits the row); ahead%%: batches whose copy overlapped the step before\n",
            decode_mode(decode) == TB_DECODE_GPU ? "fast" : decode);
     if (results[0]) {
         tb_attrs a;
@@ -487,9 +500,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
     tb_table tab;
     tb_table_init(&tab, "loader",
                   "threads:i,img_per_s,img_per_s_per_thread,mb_per_s,ms_per_batch,decode_ms_per_img,"
-                  "resize_ms_per_img,wait_ms_per_batch,skipped:i");
-    printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s\n", "threads", "img/s", "img/s/thr", "MB/s", "ms/batch",
-           "decode_ms", "resize_ms", "wait_ms", "skipped");
+                  "resize_ms_per_img,wait_ms_per_batch,skipped:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct");
+    printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s %8s %6s\n", "threads", "img/s", "img/s/thr", "MB/s", "ms/batch",
+           "decode_ms", "resize_ms", "wait_ms", "skipped", "stage_ms", "stage%");
     for (int i = 0; i < nt; i++) {
         lo.threads = tlist[i];
         bench_row best;
@@ -498,9 +511,11 @@ int tb_cmd_loader_bench(int argc, char **argv) {
             bench_row r = run_once(&lo, warmup, batches, 0);
             if (r.img_s > best.img_s) best = r;
         }
-        printf("  %7d %9.1f %9.1f %8.1f %9.2f %10.3f %10.3f %8.2f %8lld\n", tlist[i], best.img_s,
+        char gm[32], gb[32];
+        printf("  %7d %9.1f %9.1f %8.1f %9.2f %10.3f %10.3f %8.2f %8lld %8s %6s\n", tlist[i], best.img_s,
                best.img_s / tlist[i], best.mb_s, best.ms_batch, best.decode_ms, best.resize_ms, best.wait_ms,
-               (long long)best.skipped);
+               (long long)best.skipped, num_or_dash(gm, sizeof gm, best.stage_ms, 2),
+               num_or_dash(gb, sizeof gb, best.stage_pct, 0));
         for (int k = 0; k < 3 && best.st.first_bad[k][0]; k++) printf("#   skipped %s\n", best.st.first_bad[k]);
         if (lo.decode == TB_DECODE_GPU)
             printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started)\n",
@@ -509,8 +524,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         snprintf(gpu_split, sizeof gpu_split, "%lld / %lld", (long long)best.st.gpu_decoded,
                  (long long)best.st.gpu_to_cpu);
         fflush(stdout);
-        double row[9] = {tlist[i], best.img_s, best.img_s / tlist[i], best.mb_s, best.ms_batch,
-                         best.decode_ms, best.resize_ms, best.wait_ms, (double)best.skipped};
+        double row[11] = {tlist[i],       best.img_s,     best.img_s / tlist[i], best.mb_s,
+                          best.ms_batch,  best.decode_ms, best.resize_ms,        best.wait_ms,
+                          (double)best.skipped, best.stage_ms, best.stage_pct};
         tb_table_row(&tab, row, NULL);
     }
     if (results[0]) {

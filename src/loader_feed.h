@@ -14,6 +14,16 @@
  *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps
  *                  (src/nvml.h), and SM activity where the GPU reports it
  *
+ * and, beside them, the step's own time (step ms: the device's time per
+ * step) and, with --decode gpu, the loader's GPU stage (data/loader.c):
+ *
+ *   GPU stage ms   wall time of the GPU stage per batch it ran (nvJPEG,
+ *                  the resize, CPU rows copied up, per-file fallbacks)
+ *   GPU stage %    share of the timed wall time the GPU stage was busy;
+ *                  near 100 the GPU stage is what limits the row (ms per
+ *                  batch then follows GPU stage ms), well below it the
+ *                  workers or the step do
+ *
  * On the CPU backend the same command runs (the loader, the uint8 upload
  * path and the step are the same code) and the device columns are written
  * as not measured (NaN in the results file, "-" on the console). */
@@ -50,6 +60,8 @@ typedef struct {
     double img_per_s, ms_per_batch, wait_pct, h2d_ms, step_ms;
     double gpu_util_pct, gpu_idle_pct, sm_active_pct; /* NaN: not measured */
     double decode_ms_per_img;    /* loader thread time per image (read + decode) */
+    double gpu_stage_ms;         /* --decode gpu: GPU stage wall ms per batch it ran (NaN: CPU decode) */
+    double gpu_stage_busy_pct;   /* --decode gpu: share of the wall time the GPU stage was busy (NaN: CPU) */
     double lookahead_pct;        /* batches whose copy overlapped the previous step */
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */

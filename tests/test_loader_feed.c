@@ -61,11 +61,15 @@ typedef struct {
     uint8_t *img;
     int32_t *labels;
     uint8_t *flip;
-    int n, flips_set;
+    int n, flips_set, batches;
     int64_t skipped;
+    tb_loader_stats st;
+    double wall_s;             /* create to destroy */
 } run_out;
 
 static run_out run(const tb_loader_opts *o, int epochs) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     tb_loader *ld = make(o);
     size_t per = tb_sample_bytes(o->format, S);
     run_out r;
@@ -85,6 +89,7 @@ static run_out run(const tb_loader_opts *o, int epochs) {
             if (b->flip) memcpy(r.flip + r.n, b->flip, (size_t)b->n);
             TB_CHECK(b->slot >= 0 && b->slot < o->prefetch, "slot index %d outside the ring", b->slot);
             r.n += b->n;
+            r.batches += b->n > 0;
             tb_loader_release(ld, b);
         }
     }
@@ -92,7 +97,10 @@ static run_out run(const tb_loader_opts *o, int epochs) {
     tb_loader_stats st;
     tb_loader_get_stats(ld, &st);
     r.skipped = st.skipped;
+    r.st = st;
     tb_loader_destroy(ld);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r.wall_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return r;
 }
 
@@ -270,6 +278,13 @@ static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_d
              "GPU path (emulated, fail every %d, inline %d) differs from the CPU path: images %d labels %d flips %d",
              fail_every, inline_decode, img_bad, lab_bad, flip_bad);
     TB_CHECK(a.skipped == b.skipped, "skipped: CPU %lld, GPU path %lld", (long long)a.skipped, (long long)b.skipped);
+    /* the GPU stage's own time: every batch went through it once (two whole
+     * epochs, nothing dropped), its wall time within the run's */
+    TB_CHECK(a.st.gpu_batches == 0 && a.st.gpu_stage_s == 0, "CPU path: %lld batches, %.6f s in a GPU stage",
+             (long long)a.st.gpu_batches, a.st.gpu_stage_s);
+    TB_CHECK(b.st.gpu_batches == b.batches && b.st.gpu_stage_s > 0 && b.st.gpu_stage_s < b.wall_s,
+             "GPU stage: %lld batches (want %d) in %.6f s (want > 0 and below the run's %.6f s)",
+             (long long)b.st.gpu_batches, b.batches, b.st.gpu_stage_s, b.wall_s);
     /* the counters say which way the samples went */
     o.gpu_emulate_fail_every = fail_every;
     ld = make(&o);
