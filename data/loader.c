@@ -79,7 +79,7 @@ struct tb_loader {
     struct worker *gpu_w;      /* its state (CPU fallback renders) */
     int gpu_started, gpu_busy;
     pthread_cond_t gpu_cond;   /* a slot reached SLOT_DECODE, or stop */
-    char decoder_desc[256];
+    char decoder_desc[640];
     tb_loader_stats stats;
 };
 

@@ -37,7 +37,7 @@ typedef struct {
     double stage_ms, stage_pct; /* --decode gpu: GPU stage wall ms per batch, % of the wall time busy (else NaN) */
     int64_t skipped, images;
     tb_loader_stats st;
-    char decoder[256];
+    char decoder[640];
 } bench_row;
 
 /* One timed run: `warmup` batches, then `batches` timed ones; epochs roll
@@ -495,7 +495,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
            tb_jpeg_version());
-    char t_start[32], decoder[256] = "", gpu_split[64] = "-";
+    char t_start[32], decoder[640] = "", gpu_split[64] = "-";
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
     tb_table_init(&tab, "loader",

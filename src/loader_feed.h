@@ -66,7 +66,7 @@ typedef struct {
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
     int nvml_samples;
-    char decoder[256];                 /* what decoded (tb_loader_decoder) */
+    char decoder[640];                 /* what decoded (tb_loader_decoder) */
 } tb_feed_row;
 
 /* Trains setup->warmup + setup->steps steps with configuration c; dies with
