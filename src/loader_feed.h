@@ -19,9 +19,10 @@
  *
  *   GPU stage ms   wall time of the GPU stage per batch it ran (nvJPEG,
  *                  the resize, CPU rows copied up, per-file fallbacks)
- *   GPU stage %    share of the timed wall time the GPU stage was busy;
- *                  near 100 the GPU stage is what limits the row (ms per
- *                  batch then follows GPU stage ms), well below it the
+ *   GPU stage %    share of the timed wall time the GPU stage was busy
+ *                  (per stage, with several: --decode-streams); near 100
+ *                  the GPU stage is what limits the row (ms per batch then
+ *                  follows GPU stage ms / stages), well below it the
  *                  workers or the step do
  *
  * On the CPU backend the same command runs (the loader, the uint8 upload
@@ -42,6 +43,8 @@ typedef struct {
     int threads;      /* 0: the main thread decodes (inline) */
     int prefetch;     /* batch slots */
     int pinned;       /* 1: slots in pinned memory, asynchronous copies, lookahead */
+    int decode_streams; /* --decode gpu: batches decoded on the device at once (the loader's GPU
+                           stages); 0: the loader's default (2; 1 with threads 0) */
 } tb_feed_config;
 
 /* What stays the same across rows. */
@@ -61,7 +64,9 @@ typedef struct {
     double gpu_util_pct, gpu_idle_pct, sm_active_pct; /* NaN: not measured */
     double decode_ms_per_img;    /* loader thread time per image (read + decode) */
     double gpu_stage_ms;         /* --decode gpu: GPU stage wall ms per batch it ran (NaN: CPU decode) */
-    double gpu_stage_busy_pct;   /* --decode gpu: share of the wall time the GPU stage was busy (NaN: CPU) */
+    double gpu_stage_busy_pct;   /* --decode gpu: share of the wall time the GPU stages were busy, per
+                                    stage (NaN: CPU) */
+    int gpu_stages;              /* --decode gpu: GPU stages the loader ran (0: CPU decode) */
     double lookahead_pct;        /* batches whose copy overlapped the previous step */
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
