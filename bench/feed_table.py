@@ -33,11 +33,16 @@ def num(v, fmt="{:.1f}"):
     return "n/m" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
-def tb_label(threads, prefetch, pinned, gpu):
+def tb_label(threads, prefetch, pinned, gpu, r=None):
     who = "no worker (main thread decodes)" if threads == 0 else f"{threads} worker thread{'s' if threads > 1 else ''}"
     parts = [who, f"prefetch {prefetch}", "pinned memory" if pinned else "pageable memory"]
     if gpu:
         parts.append("nvJPEG decode")
+        # files from before the GPU stage's columns have none of them
+        if r is not None and "gpu_stages" in r:
+            n = int(r["gpu_stages"])
+            parts[-1] += (f" ({n} GPU stage{'s' if n != 1 else ''}: {num(float(r['gpu_stage_ms_per_batch']))} ms "
+                          f"per batch, {num(float(r['gpu_stage_busy_pct']), '{:.0f}')} % busy)")
     return ", ".join(parts)
 
 
@@ -85,7 +90,7 @@ def main():
             for i in range(n):
                 r = {k: g[k][i] for k in g}
                 gpu = bool(r.get("gpu_decode", 0))
-                label = tb_label(int(r["threads"]), int(r["prefetch"]), int(r["pinned"]), gpu)
+                label = tb_label(int(r["threads"]), int(r["prefetch"]), int(r["pinned"]), gpu, r)
                 tb_rows.append((int(r["threads"]), int(r["prefetch"]), int(r["pinned"]), gpu, r))
                 out.append(f"| {label} | {num(float(r['gpu_idle_pct']))} | {num(float(r['wait_pct']))} | "
                            f"{num(float(r['img_per_s']), '{:.0f}')} | {num(float(r['ms_per_batch']))} | "

@@ -82,11 +82,17 @@ cat "$WORK"/set/*/*.jpg >/dev/null # into the page cache
 # ---- 2. decode alone -----------------------------------------------------------------------
 step decode_gpu 90 "$TB" loader-bench --data "$WORK/set" --decode gpu --threads 4,16 --batch-size 128 \
   --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_gpu.h5"
+step decode_gpu_1stream 60 "$TB" loader-bench --data "$WORK/set" --decode gpu --decode-streams 1 --threads 16 \
+  --batch-size 128 --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_gpu_1stream.h5"
 step decode_cpu 90 "$TB" loader-bench --data "$WORK/set" --decode fast --format u8-nhwc --threads 4,16 \
   --batch-size 128 --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_cpu.h5"
 
 # ---- 3. trainbench's feed table ----------------------------------------------------------------
-ROWS=0:2:off,1:2:off,2:2:off,4:2:off,8:2:off,16:2:off,8:3:on,16:3:on,4:3:on:gpu,16:3:on:gpu
+# the nvJPEG rows with 1, 2 and 3 batches in the loader's GPU stage at once (THREADS:PREFETCH:PINNED:gpu:STREAMS;
+# the 2026-11-27 run had one stage: 3544 img/s at 16:3:on); the step holds one or two slots, so N stages want
+# prefetch N + 2; each row's stage_ms / stage% say whether the GPU stage limits it
+ROWS=0:2:off,1:2:off,2:2:off,4:2:off,8:2:off,16:2:off,8:3:on,16:3:on,16:3:on:gpu:1,16:4:on:gpu:1,16:4:on:gpu:2
+ROWS=$ROWS,16:5:on:gpu:3
 step feed_trainbench 240 "$TB" loader-bench --feed --backend cuda --data "$WORK/set" --model resnet50 \
   --batch-size 128 --image-size 224 --rows "$ROWS" --warmup 3 --steps 12 --results "$KEEP/feed_trainbench.h5"
 
@@ -113,7 +119,7 @@ NOTES=(--note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.tota
        --note "data: trainbench mkdata --classes 16 --per-class 200 --seed 1 (3200 JPEGs, 300-600 px, 4:2:0, q90), page cache warm"
        --note "made by bench/gpu_feed.sh in $(elapsed) s; failed steps: $FAILED; left out for time:${LEFT_OUT:- none}")
 DEC=()
-for f in "$KEEP/decode_gpu.h5" "$KEEP/decode_cpu.h5"; do [ -f "$f" ] && DEC+=(--decode "$f"); done
+for f in "$KEEP/decode_gpu.h5" "$KEEP/decode_gpu_1stream.h5" "$KEEP/decode_cpu.h5"; do [ -f "$f" ] && DEC+=(--decode "$f"); done
 TBR=()
 [ -f "$KEEP/feed_trainbench.h5" ] && TBR=(--tb "$KEEP/feed_trainbench.h5")
 TOR=()

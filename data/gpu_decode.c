@@ -2,9 +2,11 @@
  * host emulation the tests run it with (see gpu_decode.h). */
 #include "data/gpu_decode.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "data/gpu_resize.h"
 #include "src/core/log.h"
@@ -41,11 +43,14 @@ typedef struct {
     uint8_t *src, *tmp;
     size_t src_cap, tmp_cap;
     tb_rs_desc *desc;
-    int64_t jobs_seen;
+    int64_t live;           /* allocations handed out and not yet given back */
+    atomic_int busy;        /* 1 while a thread is in emu_decode */
 } emu;
 
 static void emu_destroy(void *impl) {
     emu *e = impl;
+    if (e->live != 0)
+        TB_FATAL("emulated GPU decoder destroyed with %lld allocations not given back", (long long)e->live);
     tb_jpeg_destroy(e->jpeg);
     tb_rs_planner_destroy(e->pl);
     free(e->src);
@@ -60,12 +65,17 @@ static const char *emu_describe(const void *impl) {
 }
 
 static void *emu_alloc(void *impl, size_t bytes) {
-    (void)impl;
-    return malloc(bytes);
+    emu *e = impl;
+    void *p = malloc(bytes);
+    e->live += p != NULL;
+    return p;
 }
 
 static void emu_release(void *impl, void *p) {
-    (void)impl;
+    emu *e = impl;
+    if (!p) return;
+    if (e->live == 0) TB_FATAL("emulated GPU decoder: memory given back that this decoder did not hand out");
+    e->live--;
     free(p);
 }
 
@@ -86,25 +96,40 @@ static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
     return *p;
 }
 
+/* FNV-1a over the job's file and crop: what the emulation's choices
+ * (fail, region or whole image) depend on. */
+static uint64_t job_key(const tb_gpu_job *j) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < j->len; i++) h = (h ^ j->jpeg[i]) * 1099511628211ULL;
+    const int g[] = {j->g.clip.top, j->g.clip.left, j->g.clip.height, j->g.clip.width, j->g.out_w, j->g.out_h};
+    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) h = (h ^ (uint32_t)g[i]) * 1099511628211ULL;
+    return h ^ (h >> 29);
+}
+
 /* Decodes each job with libjpeg (the whole image) and lays the pixels out
  * in the decode buffer as the nvJPEG path does (tb_rs_layout): the plan's
- * region, as the hardware engine decodes it, for every other job, the
+ * region, as the hardware engine decodes it, for about half the jobs, the
  * whole image, as the hybrid decoder does, for the rest; then both passes. */
 static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
                        const int *host_rows, int nh) {
     emu *e = impl;
+    if (atomic_exchange(&e->busy, 1) != 0)
+        TB_FATAL("emulated GPU decoder called from two threads at once (its state and stream are one thread's)");
     const int S = e->o.S;
     const size_t row_bytes = (size_t)S * S * 3;
     for (int i = 0; i < nh; i++)
         memcpy(dev_images + (size_t)host_rows[i] * row_bytes, host_images + (size_t)host_rows[i] * row_bytes,
                row_bytes);
+    if (e->o.emulate_delay_ms > 0)
+        nanosleep(&(struct timespec){e->o.emulate_delay_ms / 1000, (long)(e->o.emulate_delay_ms % 1000) * 1000000L},
+                  NULL);
     tb_rs_begin(e->pl);
     int ok = 0;
     size_t used = 0;
     for (int i = 0; i < n; i++) {
         tb_gpu_job *j = &jobs[i];
-        e->jobs_seen++;
-        if (e->o.emulate_fail_every > 0 && e->jobs_seen % e->o.emulate_fail_every == 0) {
+        uint64_t key = job_key(j);
+        if (e->o.emulate_fail_every > 0 && key % (uint64_t)e->o.emulate_fail_every == 0) {
             j->status = TB_GPU_JOB_FAILED;
             snprintf(j->why, sizeof j->why, "emulated nvJPEG failure");
             continue;
@@ -117,7 +142,7 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         }
         tb_rs_region need;
         tb_rs_plan(e->pl, &j->g, j->width, j->height, 2, j->row, &e->desc[ok], &need);
-        tb_rs_region dec = e->jobs_seen % 2 ? need : (tb_rs_region){0, 0, j->width, j->height};
+        tb_rs_region dec = (key >> 32) % 2 ? need : (tb_rs_region){0, 0, j->width, j->height};
         tb_rs_layout(&j->g, dec, &used, &e->desc[ok]);
         uint8_t *src = grow(&e->src, &e->src_cap, used);
         const tb_rs_desc *d = &e->desc[ok];
@@ -132,6 +157,7 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
     const int32_t *tab = tb_rs_tables(e->pl, &tlen);
     uint8_t *tmp = grow(&e->tmp, &e->tmp_cap, tb_rs_scratch_bytes(e->pl) + 1);
     tb_rs_run_host(e->desc, ok, tab, S, e->src, tmp, dev_images);
+    atomic_store(&e->busy, 0);
 }
 
 static const tb_gpu_decoder_ops k_emu_ops = {emu_destroy, emu_describe, emu_alloc, emu_release, emu_download,

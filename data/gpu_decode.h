@@ -32,7 +32,16 @@
  * emulation (emulate = 1, tests only) runs the same planning, job and
  * fallback logic with libjpeg and the kernels' arithmetic on the host, and
  * hands out host memory as "device" memory; it is how CI tests the loader's
- * GPU path. */
+ * GPU path. Which emulated jobs fail (emulate_fail_every) depends on the
+ * job alone, its file and crop, never on the decoder instance, thread or
+ * order (as nvJPEG fails a file, not a place in a queue), so loaders with
+ * one or several GPU stages fail the same jobs; the emulation also counts
+ * the memory it hands out and ends the job when a decoder is destroyed
+ * with some of it not given back, or given memory back it never gave, or
+ * is called from two threads at once.
+ *
+ * One thread at a time calls into a decoder; the loader's GPU stages each
+ * have their own (data/loader.c). */
 #ifndef TB_GPU_DECODE_H
 #define TB_GPU_DECODE_H
 
@@ -48,7 +57,9 @@ typedef struct {
     int device;             /* CUDA device ordinal; -1: the calling thread's current one */
     int max_batch, S;
     int emulate;            /* 1: the host emulation (tests; no GPU, no nvJPEG needed) */
-    int emulate_fail_every; /* emulation: every k-th job fails as nvJPEG would (0: none) */
+    int emulate_fail_every; /* emulation: a job fails as nvJPEG would when a hash of its file and crop is
+                               0 mod k: about one in k (0: none) */
+    int emulate_delay_ms;   /* emulation: each batch takes at least this long (tests: stages overlap) */
 } tb_gpu_decoder_opts;
 
 /* What became of a job (tb_gpu_job.status). The loader treats both

@@ -25,13 +25,35 @@
  * CPU-rendered rows are copied up on the same stream, and the call returns
  * when the stream is idle (the slot is complete when it is handed out).
  *
- * One thread at a time calls into a decoder (the loader's GPU stage, or
- * the consumer's thread with inline decode): the handle, the JPEG state and
- * stream are not shared between threads (nvJPEG's thread-safety rule).
+ * The stream has the device's greatest priority
+ * (cudaDeviceGetStreamPriorityRange, cudaStreamCreateWithPriority,
+ * non-blocking): in training the step's kernels fill the GPU, and a
+ * default-priority decode stream's kernels (nvJPEG's own, the resize)
+ * would wait behind the step's pending blocks; at the greatest priority
+ * the block scheduler starts them first as SMs free up. It orders
+ * kernels only: the hardware JPEG engine and the copy engines do not look
+ * at it. The description names the priority used.
  *
- * NOT RUN ON A GPU YET: written against nvjpeg.h 13.3 and compiled; the
- * planning and resize arithmetic are host-tested (test_gpu_resize), the
- * loader's job and fallback logic through the host emulation. */
+ * One thread at a time calls into a decoder: the loader makes one decoder
+ * per GPU stage (2 by default; data/loader.c), each called only by its own
+ * stage thread (or by the consumer's thread with inline decode), so no
+ * handle, JPEG state, JPEG stream, parameters or CUDA stream is shared
+ * between threads (nvJPEG's thread-safety rule asks for per-thread states
+ * and streams; the handles are per decoder too). The slots' device memory
+ * comes from the first decoder's nvj_alloc and is written by every
+ * decoder's stream (one device, cudaMalloc memory: any stream may).
+ *
+ * What has run on a GPU (one H100, 2026-11-27, results/gpu_h100_2026-11-27):
+ * this file as it was then, one decoder on a default-priority stream: the
+ * hardware engine, batched with regions, 9953 img/s alone, 3544 img/s
+ * feeding ResNet-50. NOT RUN ON A GPU since, compiled only (-Werror):
+ * the greatest-priority stream (cudaDeviceGetStreamPriorityRange,
+ * cudaStreamCreateWithPriority); several decoders (nvJPEG handles with the
+ * hardware backend, their states and streams) in one process, decoding at
+ * once from different threads into one device's slots. Host-tested: the
+ * planning and resize arithmetic (test_gpu_resize), the loader's jobs,
+ * fallbacks and several GPU stages through the host emulation
+ * (test_loader_feed). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,7 +108,8 @@ typedef struct {
     nvjpegDecodeParams_t *params;  /* [max_batch] per image: RGBI, region */
     int hw, roi;                   /* hardware engine; region decode in use */
     int64_t roi_declined;          /* images the engine took whole, not as their region */
-    cudaStream_t cs;
+    cudaStream_t cs;               /* the decoder's stream, at the device's greatest priority */
+    int priority;                  /* cs's priority (cudaDeviceGetStreamPriorityRange's greatest) */
     uint8_t *d_dec, *d_tmp;        /* decoded regions; horizontal-pass rows */
     size_t dec_cap, tmp_cap;
     int32_t *d_tab, *h_tab;        /* resize tables (device; pinned host) */
@@ -100,7 +123,7 @@ typedef struct {
     nvjpegImage_t *imgs;
     nvjpegDecodeParams_t *bparams;
     int *which;                    /* job index of batch entry k */
-    char desc[320];
+    char desc[400];
 } nvj;
 
 static void nvj_destroy(void *impl) {
@@ -400,7 +423,10 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         TB_NVJPEG_CHECK(nvjpegDecodeParamsSetOutputFormat(v->params[i], NVJPEG_OUTPUT_RGBI));
     }
     v->pl = tb_rs_planner_create(o->S);
-    TB_CUDA_CHECK(cudaStreamCreateWithFlags(&v->cs, cudaStreamNonBlocking));
+    /* the decode's kernels ahead of the training step's pending blocks */
+    int least_priority = 0;
+    TB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &v->priority));
+    TB_CUDA_CHECK(cudaStreamCreateWithPriority(&v->cs, cudaStreamNonBlocking, v->priority));
     TB_CUDA_CHECK(cudaMalloc((void **)&v->d_desc, (size_t)B * sizeof *v->d_desc));
     TB_CUDA_CHECK(cudaHostAlloc((void **)&v->h_desc, (size_t)B * sizeof *v->h_desc, cudaHostAllocDefault));
     int major = 0, minor = 0, patch = 0;
@@ -418,6 +444,9 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         /* a hint for the first allocation; the library grows it when needed */
         nvjpegDecodeBatchedPreAllocate(v->h, v->st, B, 1024, 1024, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
     }
+    size_t used = strlen(v->desc);
+    snprintf(v->desc + used, sizeof v->desc - used, ", stream priority %d (the device's greatest; least %d)",
+             v->priority, least_priority);
     *ops = &k_nvj_ops;
     return v;
 }

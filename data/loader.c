@@ -7,7 +7,18 @@
  * soon as possible. The consumer takes slots strictly in step order. One
  * mutex guards the bookkeeping; workers sleep on `work` (no task: the ring
  * is full or the epoch is done), the consumer on `ready`, start_epoch on
- * `idle` (waiting for in-flight samples to finish). Nobody spins. */
+ * `idle` (waiting for in-flight samples to finish). Nobody spins.
+ *
+ * --decode gpu: a slot whose samples are all made (files read and checked,
+ * crop boxes drawn, CPU-only codings rendered) waits in SLOT_DECODE for a
+ * GPU stage: gpu_stages threads (default 2), each with its own decoder
+ * (nvJPEG handle, state and CUDA stream: data/gpu_decode.h), take the
+ * lowest step waiting, so that one batch's decode overlaps the next one's
+ * and the step's kernels; with inline decode the caller's thread runs the
+ * one stage. What a batch holds does not depend on which stage runs it or
+ * when: the samples and fallbacks are fixed by the epoch's order and each
+ * sample's draws, the stage only renders them. The slots' device memory
+ * comes from the first decoder, which frees it. */
 #include "data/loader.h"
 
 #include <errno.h>
@@ -38,6 +49,8 @@ typedef struct {
     slot_state state;
     int64_t start;       /* global position of sample 0 of this step (in the epoch order) */
     int64_t epoch;       /* the epoch it is filled for */
+    int64_t gen;         /* the loader generation it is filled in */
+    int staging;         /* 1 while a GPU stage runs on it (ld->gpu_busy counts them) */
     int done;            /* samples finished */
     /* --decode gpu */
     uint8_t *host_images;   /* [batch,S,S,3] rows the CPU rendered, copied up by the GPU stage */
@@ -74,12 +87,16 @@ struct tb_loader {
     pthread_t *threads;
     int nthreads;
     struct worker *inline_w;   /* inline_decode: the caller's decoding state */
-    tb_gpu_decoder *gpu;       /* --decode gpu */
-    pthread_t gpu_thread;      /* runs the GPU stage of full slots (worker threads only) */
-    struct worker *gpu_w;      /* its state (CPU fallback renders) */
-    int gpu_started, gpu_busy;
+    tb_gpu_decoder **gpus;     /* --decode gpu: [ngpu] one decoder per GPU stage; gpus[0] also
+                                  allocates and frees the slots' device memory */
+    tb_gpu_decoder *gpu;       /* gpus[0]; NULL: CPU decode */
+    int ngpu;                  /* GPU stages */
+    pthread_t *gpu_threads;    /* [ngpu] the GPU stages (worker threads only) */
+    struct worker **gpu_ws;    /* [ngpu] their state (decoder, CPU fallback renders) */
+    int gpu_started;           /* GPU-stage threads running */
+    int gpu_busy;              /* GPU stages running now */
     pthread_cond_t gpu_cond;   /* a slot reached SLOT_DECODE, or stop */
-    char decoder_desc[256];
+    char decoder_desc[640];
     tb_loader_stats stats;
 };
 
@@ -114,6 +131,7 @@ typedef struct worker {
     tb_loader_stats acc;       /* merged into ld->stats after each sample */
     tb_gpu_job *jobs;          /* GPU stage: [batch] the slot's jobs, compacted */
     int *rows;                 /* GPU stage: [batch] */
+    tb_gpu_decoder *gpu;       /* GPU stage: the decoder it runs (its own) */
 } worker;
 
 static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
@@ -265,16 +283,16 @@ static void make_sample(worker *w, int64_t epoch, slot *s, int j) { make_sample_
 /* --decode gpu, once every sample of the slot is made: the GPU decodes and
  * resizes the jobs and takes up the rows rendered here; a job it cannot do
  * goes back to the CPU path from the same candidate (which may replace it,
- * exactly as without the GPU). Runs without the mutex. */
+ * exactly as without the GPU). Runs without the mutex, with w's own
+ * decoder. */
 static void gpu_stage(worker *w, slot *s) {
-    tb_loader *ld = w->ld;
     int nj = 0, nh = 0;
     for (int j = 0; j < s->b.n; j++) {
         if (s->kind[j] == KIND_GPU) w->jobs[nj++] = s->jobs[j];
         else w->rows[nh++] = j;
     }
     double t0 = tb_now();
-    tb_gpu_decode_batch(ld->gpu, w->jobs, nj, s->b.images, s->host_images, w->rows, nh);
+    tb_gpu_decode_batch(w->gpu, w->jobs, nj, s->b.images, s->host_images, w->rows, nh);
     w->acc.decode_s += tb_now() - t0;
     int nf = 0;
     for (int i = 0; i < nj; i++) {
@@ -289,7 +307,7 @@ static void gpu_stage(worker *w, slot *s) {
         make_sample_from(w, s->epoch, s, j, s->cand[j], 0);
         w->rows[nf++] = j;
     }
-    if (nf > 0) tb_gpu_decode_batch(ld->gpu, NULL, 0, s->b.images, s->host_images, w->rows, nf);
+    if (nf > 0) tb_gpu_decode_batch(w->gpu, NULL, 0, s->b.images, s->host_images, w->rows, nf);
 }
 
 static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
@@ -300,6 +318,8 @@ static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
     into->gpu_to_cpu += from->gpu_to_cpu;
     into->decode_s += from->decode_s;
     into->resize_s += from->resize_s;
+    into->gpu_batches += from->gpu_batches;
+    into->gpu_stage_s += from->gpu_stage_s;
     for (int k = 0; k < 3 && from->first_bad[k][0]; k++)
         for (int m = 0; m < 3; m++)
             if (into->first_bad[m][0] == '\0') {
@@ -319,6 +339,7 @@ static int take_task(tb_loader *ld, task *t) {
             int count;
             shard(ld, ld->fill_step, &s->start, &count);
             s->epoch = ld->epoch;
+            s->gen = ld->gen;
             s->b.step = ld->fill_step;
             s->b.n = count;
             s->b.wait_s = 0;
@@ -385,24 +406,34 @@ static void worker_free(worker *w) {
     free(w);
 }
 
-/* The slot of the lowest step waiting for its GPU stage, or NULL (mutex held). */
+/* The slot of the lowest step waiting for its GPU stage, or NULL (mutex
+ * held). Slots of a generation that start_epoch is dropping wait there
+ * for it to free them: nobody decodes them. */
 static slot *next_for_gpu(tb_loader *ld) {
     slot *best = NULL;
-    for (int i = 0; i < ld->nslots; i++)
-        if (ld->slots[i].state == SLOT_DECODE && (!best || ld->slots[i].b.step < best->b.step)) best = &ld->slots[i];
+    for (int i = 0; i < ld->nslots; i++) {
+        slot *s = &ld->slots[i];
+        if (s->state == SLOT_DECODE && s->gen == ld->gen && (!best || s->b.step < best->b.step)) best = s;
+    }
     return best;
 }
 
-/* Runs slot s's GPU stage with w (mutex held on entry and return). */
+/* Runs slot s's GPU stage with w and its decoder (mutex held on entry and
+ * return). Several run at once, on different slots. */
 static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
     int64_t gen = ld->gen;
     s->state = SLOT_GPU;
-    ld->gpu_busy = 1;
+    s->staging = 1;
+    if (++ld->gpu_busy > ld->stats.gpu_stage_max) ld->stats.gpu_stage_max = ld->gpu_busy;
     pthread_mutex_unlock(&ld->mu);
+    double t0 = tb_now();
     gpu_stage(w, s);
+    w->acc.gpu_stage_s += tb_now() - t0;
+    w->acc.gpu_batches++;
     pthread_mutex_lock(&ld->mu);
     merge_stats(&ld->stats, &w->acc);
-    ld->gpu_busy = 0;
+    s->staging = 0;
+    ld->gpu_busy--;
     if (gen == ld->gen && s->state == SLOT_GPU) {
         s->state = SLOT_READY;
         pthread_cond_broadcast(&ld->ready);
@@ -480,6 +511,8 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
         bad = "deferring the flip to the device needs the uint8 NHWC output";
     else if ((o->host_alloc == NULL) != (o->host_free == NULL))
         bad = "host_alloc and host_free go together";
+    else if (o->gpu_stages < 0 || o->gpu_stages > 16)
+        bad = "GPU stages must be in [0, 16] (0: the default)";
     if (bad) {
         snprintf(err, errlen, "loader: %s", bad);
         return NULL;
@@ -504,15 +537,24 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     ld->known_bad = calloc((size_t)ld->n, sizeof *ld->known_bad);
     if (!ld->slots || !ld->order || !ld->known_bad) TB_FATAL("out of host memory");
     if (o->decode == TB_DECODE_GPU) {
-        tb_gpu_decoder_opts go = {o->gpu_device, o->batch, o->image_size, o->gpu_emulate, o->gpu_emulate_fail_every};
-        char why[512];
-        ld->gpu = tb_gpu_decoder_create(&go, why, sizeof why);
-        if (!ld->gpu) {
-            snprintf(err, errlen, "loader: %s", why);
-            tb_loader_destroy(ld);
-            return NULL;
+        /* one decoder per GPU stage: nvJPEG's state and stream are per thread */
+        ld->ngpu = o->inline_decode ? 1 : o->gpu_stages > 0 ? o->gpu_stages : 2;
+        ld->gpus = calloc((size_t)ld->ngpu, sizeof *ld->gpus);
+        if (!ld->gpus) TB_FATAL("out of host memory");
+        tb_gpu_decoder_opts go = {o->gpu_device,  o->batch, o->image_size, o->gpu_emulate, o->gpu_emulate_fail_every,
+                                  o->gpu_emulate_delay_ms};
+        for (int k = 0; k < ld->ngpu; k++) {
+            char why[512];
+            ld->gpus[k] = tb_gpu_decoder_create(&go, why, sizeof why);
+            if (!ld->gpus[k]) {
+                snprintf(err, errlen, "loader: %s", why);
+                tb_loader_destroy(ld);
+                return NULL;
+            }
         }
-        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; CPU fallback %s", tb_gpu_decoder_describe(ld->gpu),
+        ld->gpu = ld->gpus[0];
+        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; %d GPU stage%s; CPU fallback %s",
+                 tb_gpu_decoder_describe(ld->gpu), ld->ngpu, ld->ngpu > 1 ? "s (own decoder and stream each)" : "",
                  tb_jpeg_version());
     } else {
         snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s (CPU)", tb_jpeg_version());
@@ -552,13 +594,20 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     ld->fill_step = ld->steps; /* nothing to do before the first epoch */
     if (o->inline_decode) {
         ld->inline_w = worker_new(ld);
+        ld->inline_w->gpu = ld->gpu;
         return ld;
     }
     if (ld->gpu) {
-        ld->gpu_w = worker_new(ld);
-        int rc = pthread_create(&ld->gpu_thread, NULL, gpu_main, ld->gpu_w);
-        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
-        ld->gpu_started = 1;
+        ld->gpu_threads = calloc((size_t)ld->ngpu, sizeof *ld->gpu_threads);
+        ld->gpu_ws = calloc((size_t)ld->ngpu, sizeof *ld->gpu_ws);
+        if (!ld->gpu_threads || !ld->gpu_ws) TB_FATAL("out of host memory");
+        for (int k = 0; k < ld->ngpu; k++) {
+            ld->gpu_ws[k] = worker_new(ld);
+            ld->gpu_ws[k]->gpu = ld->gpus[k];
+            int rc = pthread_create(&ld->gpu_threads[k], NULL, gpu_main, ld->gpu_ws[k]);
+            if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+            ld->gpu_started++;
+        }
     }
     ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
     if (!ld->threads) TB_FATAL("out of host memory");
@@ -581,8 +630,10 @@ void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
     ld->gen++;
     ld->fill_step = ld->steps; /* hand out nothing more of the old epoch */
     ld->fill_j = 0;
-    while (ld->inflight > 0 || ld->gpu_busy) pthread_cond_wait(&ld->idle, &ld->mu);
+    while (ld->inflight > 0 || ld->gpu_busy > 0) pthread_cond_wait(&ld->idle, &ld->mu);
     for (int i = 0; i < ld->nslots; i++) {
+        if (ld->slots[i].staging) /* the count said idle: a stage would now race the new epoch */
+            TB_FATAL("tb_loader_start_epoch: slot %d is still in a GPU stage with %d counted busy", i, ld->gpu_busy);
         if (ld->slots[i].state == SLOT_HELD)
             TB_FATAL("tb_loader_start_epoch: batch of step %lld is still held; release it first",
                      (long long)ld->slots[i].b.step);
@@ -666,6 +717,8 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
 
 const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }
 
+int tb_loader_gpu_stages(const tb_loader *ld) { return ld->ngpu; }
+
 void tb_loader_destroy(tb_loader *ld) {
     if (!ld) return;
     if (ld->nthreads || ld->gpu_started) {
@@ -680,10 +733,12 @@ void tb_loader_destroy(tb_loader *ld) {
         pthread_join(ld->threads[t], &ret);
         (void)ret;
     }
-    if (ld->gpu_started) pthread_join(ld->gpu_thread, NULL);
+    for (int k = 0; k < ld->gpu_started; k++) pthread_join(ld->gpu_threads[k], NULL);
     free(ld->threads);
+    free(ld->gpu_threads);
     worker_free(ld->inline_w);
-    worker_free(ld->gpu_w);
+    for (int k = 0; ld->gpu_ws && k < ld->ngpu; k++) worker_free(ld->gpu_ws[k]);
+    free(ld->gpu_ws);
     for (int i = 0; ld->slots && i < ld->nslots; i++) {
         slot *sl = &ld->slots[i];
         tb_batch *b = &sl->b;
@@ -701,7 +756,10 @@ void tb_loader_destroy(tb_loader *ld) {
         free(sl->kind);
         free(sl->cand);
     }
-    tb_gpu_decoder_destroy(ld->gpu);
+    /* every stage joined and every slot's device memory given back (to
+     * gpus[0], which gave it): now the decoders */
+    for (int k = 0; ld->gpus && k < ld->ngpu; k++) tb_gpu_decoder_destroy(ld->gpus[k]);
+    free(ld->gpus);
     if (ld->nthreads || ld->inline_w || ld->gpu_started) {
         pthread_mutex_destroy(&ld->mu);
         pthread_cond_destroy(&ld->work);

@@ -89,10 +89,14 @@ typedef struct {
     void (*host_free)(void *ctx, void *p);
     void *host_ctx;
     /* TB_DECODE_GPU: the CUDA device (-1: the creating thread's current
-     * one); tests: the host emulation of the GPU path, and every k-th job
-     * failing in it (data/gpu_decode.h). */
+     * one); tests: the host emulation of the GPU path, about one job in k
+     * failing in it, and a least time per emulated batch
+     * (data/gpu_decode.h). */
     int gpu_device;
-    int gpu_emulate, gpu_emulate_fail_every;
+    int gpu_emulate, gpu_emulate_fail_every, gpu_emulate_delay_ms;
+    int gpu_stages;            /* TB_DECODE_GPU: batches in the GPU stage at once, each on its own
+                                  thread with its own decoder (nvJPEG state, CUDA stream); 0: 2 with
+                                  worker threads; always 1 with inline_decode (the caller's thread) */
 } tb_loader_opts;
 
 typedef struct {
@@ -116,7 +120,14 @@ typedef struct {
     int64_t gpu_to_cpu;                  /* --decode gpu: samples the CPU rendered instead (a
                                             format the GPU path does not take, or nvJPEG failed) */
     double decode_s, resize_s;           /* summed over worker threads; decode_s
-                                            includes reading the file */
+                                            includes reading the file (and, with
+                                            --decode gpu, the GPU stage's decode calls) */
+    int64_t gpu_batches;                 /* --decode gpu: batches that went through the GPU stage */
+    int gpu_stage_max;                   /* --decode gpu: most batches in the GPU stage at once */
+    double gpu_stage_s;                  /* --decode gpu: their GPU stages' wall time, summed: for
+                                            each batch, from taking it to its slot being ready
+                                            (nvJPEG, the resize kernels, the rows rendered on the
+                                            CPU copied up, per-file CPU fallbacks) */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
 } tb_loader_stats;
 
@@ -143,6 +154,8 @@ void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
 const char *tb_loader_decoder(const tb_loader *ld);
+/* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */
+int tb_loader_gpu_stages(const tb_loader *ld);
 void tb_loader_destroy(tb_loader *ld);
 
 #endif

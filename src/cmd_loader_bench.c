@@ -1,13 +1,15 @@
 /* cmd_loader_bench.c - `trainbench loader-bench`: how fast the JPEG loader
  * delivers batches, one `#` table row per worker thread count (img/s, MB/s
  * of compressed input, ms per batch, decode and resize ms per image in
- * thread time, files skipped). The consumer only takes and releases
- * batches, so the table is the loader's ceiling.
+ * thread time, files skipped; --decode gpu: the GPU stage's wall ms per
+ * batch and busy share). The consumer only takes and releases batches, so
+ * the table is the loader's ceiling.
  *
  * `loader-bench --feed`: the same loader feeding real training steps, one
  * row per loader configuration (threads x prefetch x pinned), with the
  * seeds' columns: GPU idle %, the share of the step spent waiting for data,
- * img/s, ms per batch (src/loader_feed.h). */
+ * img/s, ms per batch, beside the step's time and the GPU stage's
+ * (src/loader_feed.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,9 +34,12 @@
 
 typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;
+    double stage_ms, stage_pct; /* --decode gpu: GPU stage wall ms per batch, % of the wall time busy per
+                                   stage (else NaN) */
+    int stages;                 /* GPU stages (0: CPU decode) */
     int64_t skipped, images;
     tb_loader_stats st;
-    char decoder[256];
+    char decoder[640];
 } bench_row;
 
 /* One timed run: `warmup` batches, then `batches` timed ones; epochs roll
@@ -71,6 +76,7 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     bench_row r;
     memset(&r, 0, sizeof r);
     snprintf(r.decoder, sizeof r.decoder, "%s", tb_loader_decoder(ld));
+    r.stages = tb_loader_gpu_stages(ld);
     tb_loader_destroy(ld);
     int64_t done = s1.images - s0.images > 0 ? s1.images - s0.images : 1;
     r.images = images;
@@ -80,6 +86,12 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     r.decode_ms = (s1.decode_s - s0.decode_s) * 1e3 / (double)done;
     r.resize_ms = (s1.resize_s - s0.resize_s) * 1e3 / (double)done;
     r.wait_ms = wait * 1e3 / batches;
+    int64_t staged = s1.gpu_batches - s0.gpu_batches;
+    r.stage_ms = r.stage_pct = NAN;
+    if (staged > 0) {
+        r.stage_ms = (s1.gpu_stage_s - s0.gpu_stage_s) * 1e3 / (double)staged;
+        r.stage_pct = 100.0 * (s1.gpu_stage_s - s0.gpu_stage_s) / (dt * r.stages);
+    }
     r.skipped = s1.skipped;
     r.st = s1;
     return r;
@@ -128,9 +140,12 @@ static tb_decode_mode decode_mode(const char *d) {
                                         : TB_DECODE_FAST;
 }
 
-/* --rows "T:P:on|off[:decode],...": explicit rows instead of the product of
- * --threads, --prefetch and --pinned; returns how many, -1 when malformed. */
-static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int max) {
+/* --rows "T:P:on|off[:decode[:streams]],...": explicit rows instead of the
+ * product of --threads, --prefetch and --pinned (streams: --decode-streams
+ * for that row, def_streams when left out); returns how many, -1 when
+ * malformed. */
+static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int def_streams,
+                      int max) {
     int n = 0;
     const char *p = s;
     while (*p) {
@@ -140,15 +155,16 @@ static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, 
         memcpy(item, p, len);
         item[len] = '\0';
         p += len + (p[len] == ',');
-        int t, pf, used = 0;
+        int t, pf, streams = def_streams, used = 0;
         char pin[8] = "", mode[16] = "";
-        int got = sscanf(item, "%d:%d:%7[a-z]%n:%15[a-z-]%n", &t, &pf, pin, &used, mode, &used);
+        int got = sscanf(item, "%d:%d:%7[a-z]%n:%15[a-z-]%n:%d%n", &t, &pf, pin, &used, mode, &used, &streams, &used);
         if (got < 3 || item[used] != '\0' || t < 0 || t > 1024 || pf < 2 || pf > 1024) return -1;
+        if (streams < 0 || streams > 16) return -1;
         if (strcmp(pin, "on") != 0 && strcmp(pin, "off") != 0) return -1;
         if (got == 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
             strcmp(mode, "full") != 0 && strcmp(mode, "gpu") != 0)
             return -1;
-        rows[n] = (tb_feed_config){t, pf, strcmp(pin, "on") == 0};
+        rows[n] = (tb_feed_config){t, pf, strcmp(pin, "on") == 0, streams};
         dec[n] = got == 4 ? decode_mode(mode) : def;
         n++;
     }
@@ -175,6 +191,7 @@ static int cmd_feed(int argc, char **argv) {
     char precision[TB_OPT_STR_MAX] = "auto", decode[TB_OPT_STR_MAX] = "fast", results[TB_OPT_STR_MAX] = "";
     char rows_s[TB_OPT_STR_MAX] = "";
     int feed = 0, batch = 64, size = 224, steps = 20, warmup = 3, seed = 1, compute_threads = 0, strict = 0;
+    int decode_streams = 0;
     double lr = 0.01;
     const tb_opt opts[] = {
         {.name = "feed", .kind = TB_OPT_FLAG, .dst = &feed, .help = "this mode: the loader feeding training steps"},
@@ -185,7 +202,8 @@ static int cmd_feed(int argc, char **argv) {
         {.name = "pinned", .kind = TB_OPT_STRING, .dst = pinned_s,
          .help = "on,off: slots in pinned memory with asynchronous copies, or pageable"},
         {.name = "rows", .kind = TB_OPT_STRING, .dst = rows_s,
-         .help = "explicit rows THREADS:PREFETCH:on|off[:DECODE],... instead of the product of the three lists"},
+         .help = "explicit rows THREADS:PREFETCH:on|off[:DECODE[:STREAMS]],... instead of the product of the three "
+                 "lists"},
         {.name = "batch-size", .kind = TB_OPT_INT, .dst = &batch, .min = 1, .max = 1 << 16, .help = "samples per step"},
         {.name = "image-size", .kind = TB_OPT_INT, .dst = &size, .min = 32, .max = 8192, .help = "training side S"},
         {.name = "steps", .kind = TB_OPT_INT, .dst = &steps, .min = 1, .max = 1 << 30, .help = "timed steps per row"},
@@ -197,6 +215,9 @@ static int cmd_feed(int argc, char **argv) {
          .help = "compute precision (auto: bf16 on CUDA, fp32 on the CPU)"},
         {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full|gpu",
          .help = "how much of each JPEG the CPU decodes; gpu: nvJPEG on the device (CUDA backend)"},
+        {.name = "decode-streams", .kind = TB_OPT_INT, .dst = &decode_streams, .max = 16,
+         .help = "--decode gpu: batches decoded on the GPU at once, each on its own thread, nvJPEG state and CUDA "
+                 "stream (0: 2; 1 with threads 0)"},
         {.name = "lr", .kind = TB_OPT_DOUBLE, .dst = &lr, .min = 0, .max = 100, .help = "SGD learning rate"},
         {.name = "seed", .kind = TB_OPT_INT, .dst = &seed, .max = 2147483647, .help = "init, shuffle, augmentation"},
         {.name = "compute-threads", .kind = TB_OPT_INT, .dst = &compute_threads, .max = 4096,
@@ -219,16 +240,16 @@ static int cmd_feed(int argc, char **argv) {
     tb_decode_mode rowd[256];
     int nrows = 0;
     if (rows_s[0]) {
-        nrows = parse_rows(rows_s, rowv, rowd, decode_mode(decode), 256);
+        nrows = parse_rows(rows_s, rowv, rowd, decode_mode(decode), decode_streams, 256);
         if (nrows <= 0)
-            tb_die("loader-bench --feed: --rows expects THREADS:PREFETCH:on|off[:DECODE],... (prefetch >= 2; decode "
-                   "fast|fast-all|partial|full|gpu), got '%s'",
+            tb_die("loader-bench --feed: --rows expects THREADS:PREFETCH:on|off[:DECODE[:STREAMS]],... (prefetch >= 2; "
+                   "decode fast|fast-all|partial|full|gpu; streams 0..16), got '%s'",
                    rows_s);
     } else {
         for (int i = 0; i < nt; i++)
             for (int j = 0; j < np; j++)
                 for (int k = 0; k < nn && nrows < 256; k++) {
-                    rowv[nrows] = (tb_feed_config){tl[i], pl[j], nl[k]};
+                    rowv[nrows] = (tb_feed_config){tl[i], pl[j], nl[k], decode_streams};
                     rowd[nrows++] = decode_mode(decode);
                 }
     }
@@ -319,33 +340,39 @@ static int cmd_feed(int argc, char **argv) {
     tb_table_init(&tab, "feed",
                   "threads:i,prefetch:i,pinned:i,gpu_decode:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
                   "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,"
-                  "gpu_to_cpu:i");
-    printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %10s %7s %7s\n", "threads", "prefetch", "pinned", "decode",
-           "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "dec_ms/img", "ahead%",
-           "skipped");
+                  "gpu_to_cpu:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct,gpu_stages:i");
+    printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %8s %8s %6s %10s %7s %7s\n", "threads", "prefetch",
+           "pinned", "decode", "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "step_ms",
+           "stage_ms", "stage%", "dec_ms/img", "ahead%", "skipped");
     for (int i = 0; i < nrows; i++) {
         tb_feed_config c = rowv[i];
         fs.decode = rowd[i];
         tb_feed_row r = tb_feed_measure(&fs, &c);
-        char u[32], id[32], sa[32];
-        printf("  %7d %8d %6s %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %10.3f %7.0f %7lld\n", c.threads, c.prefetch,
-               c.pinned ? "on" : "off", rowd[i] == TB_DECODE_GPU ? "gpu" : "cpu", r.img_per_s, r.ms_per_batch,
-               r.wait_pct, r.h2d_ms, num_or_dash(u, sizeof u, r.gpu_util_pct, 1),
+        char u[32], id[32], sa[32], gm[32], gb[32];
+        printf("  %7d %8d %6s %6s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %8.2f %8s %6s %10.3f %7.0f %7lld\n", c.threads,
+               c.prefetch, c.pinned ? "on" : "off", rowd[i] == TB_DECODE_GPU ? "gpu" : "cpu", r.img_per_s,
+               r.ms_per_batch, r.wait_pct, r.h2d_ms, num_or_dash(u, sizeof u, r.gpu_util_pct, 1),
                num_or_dash(id, sizeof id, r.gpu_idle_pct, 1), num_or_dash(sa, sizeof sa, r.sm_active_pct, 1),
-               r.decode_ms_per_img, r.lookahead_pct, (long long)r.skipped);
+               r.step_ms, num_or_dash(gm, sizeof gm, r.gpu_stage_ms, 2),
+               num_or_dash(gb, sizeof gb, r.gpu_stage_busy_pct, 0), r.decode_ms_per_img, r.lookahead_pct,
+               (long long)r.skipped);
         if (rowd[i] == TB_DECODE_GPU)
-            printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead\n", r.decoder,
-                   (long long)r.gpu_decoded, (long long)r.gpu_to_cpu);
+            printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead; %d GPU stage%s\n",
+                   r.decoder, (long long)r.gpu_decoded, (long long)r.gpu_to_cpu, r.gpu_stages,
+                   r.gpu_stages == 1 ? "" : "s");
         fflush(stdout);
-        double row[18] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
+        double row[21] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
                           r.img_per_s,     r.ms_per_batch,  r.wait_pct,         r.h2d_ms,
                           r.step_ms,       r.gpu_util_pct,  r.gpu_idle_pct,     r.sm_active_pct,
                           r.decode_ms_per_img, r.lookahead_pct, (double)r.images, (double)r.skipped,
-                          (double)r.gpu_decoded, (double)r.gpu_to_cpu};
+                          (double)r.gpu_decoded, (double)r.gpu_to_cpu, r.gpu_stage_ms, r.gpu_stage_busy_pct,
+                          (double)r.gpu_stages};
         tb_table_row(&tab, row, NULL);
     }
     printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG; wait%%: share "
-           "of the wall time the step waited for its batch; ahead%%: batches whose copy overlapped the step before\n",
+           "of the wall time the step waited for its batch; step_ms: the device's time per step; stage_ms, stage%%: "
+           "the loader's GPU stage (--decode gpu), wall ms per batch and share of the wall time busy, per stage "
+           "(near 100: the GPU stage limits the row); ahead%%: batches whose copy overlapped the step before\n",
            decode_mode(decode) == TB_DECODE_GPU ? "fast" : decode);
     if (results[0]) {
         tb_attrs a;
@@ -394,6 +421,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
     char decode[TB_OPT_STR_MAX] = "fast";
     int batch = 64, size = 224, batches = 40, warmup = 3, train = 0, eval = 0, prefetch = 4, seed = 1;
     int strict = 0, repeat = 1, index_only = 0, index_threads = 0, rank = 0, world = 1, feed_unused = 0;
+    int decode_streams = 0;
     char results[TB_OPT_STR_MAX] = "";
     const tb_opt opts[] = {
         {.name = "data", .kind = TB_OPT_STRING, .dst = data,
@@ -417,6 +445,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
          .help = "output layout"},
         {.name = "decode", .kind = TB_OPT_CHOICE, .dst = decode, .choices = "fast|fast-all|partial|full|gpu",
          .help = "fast: crop at DCT scale 1/2..1/8; fast-all: any k/8; partial: crop; full: all; gpu: nvJPEG"},
+        {.name = "decode-streams", .kind = TB_OPT_INT, .dst = &decode_streams, .max = 16,
+         .help = "--decode gpu: batches decoded on the GPU at once, each on its own thread, nvJPEG state and CUDA "
+                 "stream (0: 2)"},
         {.name = "seed", .kind = TB_OPT_INT, .dst = &seed, .max = 2147483647,
          .help = "shuffle and augmentation seed"},
         {.name = "strict-data", .kind = TB_OPT_FLAG, .dst = &strict, .help = "a bad file ends the run"},
@@ -473,6 +504,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
                                                   : TB_OUT_F32_NCHW;
     lo.decode = decode_mode(decode);
     lo.gpu_device = -1;
+    lo.gpu_stages = decode_streams;
     if (lo.decode == TB_DECODE_GPU) { /* uint8 rows on the device, the flip left to the consumer */
         lo.format = TB_OUT_U8_NHWC;
         lo.gpu_flip = 1;
@@ -482,14 +514,15 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
            tb_jpeg_version());
-    char t_start[32], decoder[256] = "", gpu_split[64] = "-";
+    char t_start[32], decoder[640] = "", gpu_split[64] = "-";
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
     tb_table_init(&tab, "loader",
                   "threads:i,img_per_s,img_per_s_per_thread,mb_per_s,ms_per_batch,decode_ms_per_img,"
-                  "resize_ms_per_img,wait_ms_per_batch,skipped:i");
-    printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s\n", "threads", "img/s", "img/s/thr", "MB/s", "ms/batch",
-           "decode_ms", "resize_ms", "wait_ms", "skipped");
+                  "resize_ms_per_img,wait_ms_per_batch,skipped:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct,"
+                  "gpu_stages:i");
+    printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s %8s %6s\n", "threads", "img/s", "img/s/thr", "MB/s", "ms/batch",
+           "decode_ms", "resize_ms", "wait_ms", "skipped", "stage_ms", "stage%");
     for (int i = 0; i < nt; i++) {
         lo.threads = tlist[i];
         bench_row best;
@@ -498,19 +531,24 @@ int tb_cmd_loader_bench(int argc, char **argv) {
             bench_row r = run_once(&lo, warmup, batches, 0);
             if (r.img_s > best.img_s) best = r;
         }
-        printf("  %7d %9.1f %9.1f %8.1f %9.2f %10.3f %10.3f %8.2f %8lld\n", tlist[i], best.img_s,
+        char gm[32], gb[32];
+        printf("  %7d %9.1f %9.1f %8.1f %9.2f %10.3f %10.3f %8.2f %8lld %8s %6s\n", tlist[i], best.img_s,
                best.img_s / tlist[i], best.mb_s, best.ms_batch, best.decode_ms, best.resize_ms, best.wait_ms,
-               (long long)best.skipped);
+               (long long)best.skipped, num_or_dash(gm, sizeof gm, best.stage_ms, 2),
+               num_or_dash(gb, sizeof gb, best.stage_pct, 0));
         for (int k = 0; k < 3 && best.st.first_bad[k][0]; k++) printf("#   skipped %s\n", best.st.first_bad[k]);
         if (lo.decode == TB_DECODE_GPU)
-            printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started)\n",
-                   best.decoder, (long long)best.st.gpu_decoded, (long long)best.st.gpu_to_cpu);
+            printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started); at "
+                   "most %d batches in the GPU stage at once\n",
+                   best.decoder, (long long)best.st.gpu_decoded, (long long)best.st.gpu_to_cpu,
+                   best.st.gpu_stage_max);
         snprintf(decoder, sizeof decoder, "%s", best.decoder);
         snprintf(gpu_split, sizeof gpu_split, "%lld / %lld", (long long)best.st.gpu_decoded,
                  (long long)best.st.gpu_to_cpu);
         fflush(stdout);
-        double row[9] = {tlist[i], best.img_s, best.img_s / tlist[i], best.mb_s, best.ms_batch,
-                         best.decode_ms, best.resize_ms, best.wait_ms, (double)best.skipped};
+        double row[12] = {tlist[i],       best.img_s,     best.img_s / tlist[i], best.mb_s,
+                          best.ms_batch,  best.decode_ms, best.resize_ms,        best.wait_ms,
+                          (double)best.skipped, best.stage_ms, best.stage_pct, (double)best.stages};
         tb_table_row(&tab, row, NULL);
     }
     if (results[0]) {

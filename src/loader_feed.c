@@ -27,6 +27,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     lo.format = TB_OUT_F32_NCHW;
     lo.decode = fs->decode;
     lo.gpu_device = -1; /* --decode gpu: the device the CUDA backend made current */
+    lo.gpu_stages = c->decode_streams;
     tb_source *src = tb_source_loader(&lo);
     tb_feed_opts fo = {.u8 = 1, .pinned = c->pinned};
     tb_source_feed(src, m, &fo);
@@ -96,7 +97,9 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     }
     tb_source_stats(src, &s1);
     tb_upload_stats_get(tb_source_upload(src), &u1);
-    snprintf(r.decoder, sizeof r.decoder, "%s", tb_loader_decoder(tb_upload_loader(tb_source_upload(src))));
+    tb_loader *ld = tb_upload_loader(tb_source_upload(src));
+    snprintf(r.decoder, sizeof r.decoder, "%s", tb_loader_decoder(ld));
+    r.gpu_stages = tb_loader_gpu_stages(ld);
     tb_source_destroy(src);
     int64_t decoded = s1.images - s0.images;
     r.images = images;
@@ -106,6 +109,12 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     r.h2d_ms = h2d * 1e3 / fs->steps;
     r.step_ms = stepsum * 1e3 / fs->steps;
     r.decode_ms_per_img = decoded > 0 ? (s1.decode_s - s0.decode_s) * 1e3 / (double)decoded : NAN;
+    int64_t staged = s1.gpu_batches - s0.gpu_batches;
+    r.gpu_stage_ms = r.gpu_stage_busy_pct = NAN;
+    if (fs->decode == TB_DECODE_GPU && staged > 0) {
+        r.gpu_stage_ms = (s1.gpu_stage_s - s0.gpu_stage_s) * 1e3 / (double)staged;
+        r.gpu_stage_busy_pct = 100.0 * (s1.gpu_stage_s - s0.gpu_stage_s) / (dt * r.gpu_stages);
+    }
     int64_t batches = u1.batches - u0.batches;
     r.lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - u0.lookahead) / (double)batches : 0;
     r.skipped = s1.skipped;

@@ -14,6 +14,17 @@
  *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps
  *                  (src/nvml.h), and SM activity where the GPU reports it
  *
+ * and, beside them, the step's own time (step ms: the device's time per
+ * step) and, with --decode gpu, the loader's GPU stage (data/loader.c):
+ *
+ *   GPU stage ms   wall time of the GPU stage per batch it ran (nvJPEG,
+ *                  the resize, CPU rows copied up, per-file fallbacks)
+ *   GPU stage %    share of the timed wall time the GPU stage was busy
+ *                  (per stage, with several: --decode-streams); near 100
+ *                  the GPU stage is what limits the row (ms per batch then
+ *                  follows GPU stage ms / stages), well below it the
+ *                  workers or the step do
+ *
  * On the CPU backend the same command runs (the loader, the uint8 upload
  * path and the step are the same code) and the device columns are written
  * as not measured (NaN in the results file, "-" on the console). */
@@ -32,6 +43,8 @@ typedef struct {
     int threads;      /* 0: the main thread decodes (inline) */
     int prefetch;     /* batch slots */
     int pinned;       /* 1: slots in pinned memory, asynchronous copies, lookahead */
+    int decode_streams; /* --decode gpu: batches decoded on the device at once (the loader's GPU
+                           stages); 0: the loader's default (2; 1 with threads 0) */
 } tb_feed_config;
 
 /* What stays the same across rows. */
@@ -50,11 +63,15 @@ typedef struct {
     double img_per_s, ms_per_batch, wait_pct, h2d_ms, step_ms;
     double gpu_util_pct, gpu_idle_pct, sm_active_pct; /* NaN: not measured */
     double decode_ms_per_img;    /* loader thread time per image (read + decode) */
+    double gpu_stage_ms;         /* --decode gpu: GPU stage wall ms per batch it ran (NaN: CPU decode) */
+    double gpu_stage_busy_pct;   /* --decode gpu: share of the wall time the GPU stages were busy, per
+                                    stage (NaN: CPU) */
+    int gpu_stages;              /* --decode gpu: GPU stages the loader ran (0: CPU decode) */
     double lookahead_pct;        /* batches whose copy overlapped the previous step */
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
     int nvml_samples;
-    char decoder[256];                 /* what decoded (tb_loader_decoder) */
+    char decoder[640];                 /* what decoded (tb_loader_decoder) */
 } tb_feed_row;
 
 /* Trains setup->warmup + setup->steps steps with configuration c; dies with

@@ -17,7 +17,7 @@ except ImportError as e:
 
 COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
         "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
-        "gpu_to_cpu"]
+        "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages"]
 ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",
          "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps"]
 
@@ -58,6 +58,14 @@ def main():
                     implied = batch * 1e3 / cols["ms_per_batch"][i]
                     if abs(implied - cols["img_per_s"][i]) > 1e-6 * implied + 1e-9:
                         bad.append(f"row {i}: img/s {cols['img_per_s'][i]} but batch / ms per batch gives {implied}")
+                    # the GPU stage's columns: numbers on --decode gpu rows, NaN on CPU decode rows
+                    stage = cols["gpu_stage_ms_per_batch"][i], cols["gpu_stage_busy_pct"][i], cols["gpu_stages"][i]
+                    if cols["gpu_decode"][i]:
+                        if not (stage[0] > 0 and stage[1] > 0 and stage[2] >= 1):
+                            bad.append(f"row {i}: --decode gpu row with GPU stage {stage[0]} ms, {stage[1]} % busy, "
+                                       f"{stage[2]} stages")
+                    elif not (math.isnan(stage[0]) and math.isnan(stage[1]) and stage[2] == 0):
+                        bad.append(f"row {i}: CPU decode row with GPU stage columns {stage}, want NaN, NaN, 0")
                     measured = not math.isnan(cols["gpu_util_pct"][i])
                     if measured != bool(a.device_measured):
                         bad.append(f"row {i}: GPU-Util {cols['gpu_util_pct'][i]}: device columns "

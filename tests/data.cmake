@@ -55,8 +55,8 @@ endforeach()
 # The loader's feed features (issue 15): inline decode (0 workers), the
 # deferred flip with uint8 output, non-blocking try_next, slot allocators,
 # --decode gpu's loader logic on the host emulation of the GPU decoder (the
-# same batches as the CPU path, fallbacks per file), its routing rule on
-# the fuzz corpus.
+# same batches as the CPU path, fallbacks per file; several GPU stages the
+# same as one), its routing rule on the fuzz corpus.
 add_executable(test_loader_feed test_loader_feed.c)
 target_link_libraries(test_loader_feed PRIVATE tb_data)
 add_test(NAME data_loader_feed COMMAND test_loader_feed ${TB_TEST_DIR}/fuzz/corpus/jpeg)

@@ -23,9 +23,18 @@ case "$what" in
     "$tb" loader-bench --feed --backend cuda --data mkdata_gpu --model resnet18 --image-size 64 --batch-size 16 \
       --threads 0,2 --prefetch 2 --pinned on,off --steps 4 --warmup 2 --results feed_gpu.h5 || exit 1
     if has_nvjpeg; then
-      "$tb" loader-bench --data mkdata_gpu --decode gpu --threads 2 --batch-size 16 --batches 4 --image-size 64 || exit 1
-      "$tb" loader-bench --feed --backend cuda --decode gpu --data mkdata_gpu --model resnet18 --image-size 64 \
-        --batch-size 16 --threads 2 --prefetch 3 --pinned on --steps 4 --warmup 2 || exit 1
+      # each row reports the GPU stage's wall ms per batch (stage_ms: field 10 of
+      # loader-bench's row, 13 of --feed's), a number > 0 on --decode gpu rows
+      out=$("$tb" loader-bench --data mkdata_gpu --decode gpu --threads 2 --batch-size 16 --batches 4 \
+        --image-size 64) || { printf '%s\n' "$out"; exit 1; }
+      printf '%s\n' "$out"
+      printf '%s\n' "$out" | awk '$1 == "2" && $10 + 0 > 0 { ok = 1 } END { exit !ok }' ||
+        { echo "FAIL: loader-bench --decode gpu reports no GPU stage time (stage_ms)"; exit 1; }
+      out=$("$tb" loader-bench --feed --backend cuda --decode gpu --data mkdata_gpu --model resnet18 --image-size 64 \
+        --batch-size 16 --threads 2 --prefetch 3 --pinned on --steps 4 --warmup 2) || { printf '%s\n' "$out"; exit 1; }
+      printf '%s\n' "$out"
+      printf '%s\n' "$out" | awk '$1 == "2" && $4 == "gpu" && $13 + 0 > 0 { ok = 1 } END { exit !ok }' ||
+        { echo "FAIL: the --decode gpu feed row reports no GPU stage time (stage_ms)"; exit 1; }
     else
       echo "# no nvJPEG in this build: the --decode gpu rows are not run"
     fi

@@ -77,7 +77,7 @@ static const char *render_gpu(tb_sampler *sp, int emulate, const uint8_t *buf, s
                               const tb_geometry *gp, uint8_t *rgbx, char *why, size_t whylen) {
     if (!g_gpu) {
         char err[512];
-        tb_gpu_decoder_opts o = {-1, 1, S, emulate, 0};
+        tb_gpu_decoder_opts o = {-1, 1, S, emulate, 0, 0};
         g_gpu = tb_gpu_decoder_create(&o, err, sizeof err);
         if (!g_gpu) TB_FATAL("tb_data_probe: %s", err);
         g_dev = tb_gpu_decoder_alloc(g_gpu, (size_t)3 * S * S);

@@ -228,7 +228,7 @@ static void test_corpus(tb_gpu_decoder *d, const char *dir) {
 
 int main(int argc, char **argv) {
     char err[512];
-    tb_gpu_decoder_opts o = {-1, BATCH, S, 0, 0};
+    tb_gpu_decoder_opts o = {-1, BATCH, S, 0, 0, 0};
     tb_gpu_decoder *d = tb_gpu_decoder_create(&o, err, sizeof err);
     if (!d) {
         printf("SKIP: %s\n", err);

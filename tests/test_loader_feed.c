@@ -15,6 +15,13 @@
  *     of bad files), with formats the GPU path does not take (progressive)
  *     rendered by the CPU, and jobs the "GPU" fails going back to the CPU
  *     path file by file (a corrupt file then replaced as on the CPU path);
+ *     the GPU stage's own time and batch count in the stats;
+ *   - several GPU stages (each its own emulated decoder) give byte for byte
+ *     the batches and counters of one, through a change of epoch while
+ *     stages are busy; batches overlap in the GPU stage; a dropped epoch's
+ *     waiting slots are not decoded; inline decode runs one stage; destroy
+ *     with every stage busy joins them and frees the slots' device memory
+ *     through the decoder that gave it;
  *   - the routing rule (tb_gpu_decodable) on the fuzz corpus's seeds.
  * Usage: test_loader_feed (JPEGs made here, in a temporary directory). */
 #include <stdio.h>
@@ -61,11 +68,15 @@ typedef struct {
     uint8_t *img;
     int32_t *labels;
     uint8_t *flip;
-    int n, flips_set;
+    int n, flips_set, batches, gpu_stages;
     int64_t skipped;
+    tb_loader_stats st;
+    double wall_s;             /* create to destroy */
 } run_out;
 
 static run_out run(const tb_loader_opts *o, int epochs) {
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     tb_loader *ld = make(o);
     size_t per = tb_sample_bytes(o->format, S);
     run_out r;
@@ -85,6 +96,7 @@ static run_out run(const tb_loader_opts *o, int epochs) {
             if (b->flip) memcpy(r.flip + r.n, b->flip, (size_t)b->n);
             TB_CHECK(b->slot >= 0 && b->slot < o->prefetch, "slot index %d outside the ring", b->slot);
             r.n += b->n;
+            r.batches += b->n > 0;
             tb_loader_release(ld, b);
         }
     }
@@ -92,7 +104,11 @@ static run_out run(const tb_loader_opts *o, int epochs) {
     tb_loader_stats st;
     tb_loader_get_stats(ld, &st);
     r.skipped = st.skipped;
+    r.st = st;
+    r.gpu_stages = tb_loader_gpu_stages(ld);
     tb_loader_destroy(ld);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r.wall_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return r;
 }
 
@@ -270,6 +286,13 @@ static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_d
              "GPU path (emulated, fail every %d, inline %d) differs from the CPU path: images %d labels %d flips %d",
              fail_every, inline_decode, img_bad, lab_bad, flip_bad);
     TB_CHECK(a.skipped == b.skipped, "skipped: CPU %lld, GPU path %lld", (long long)a.skipped, (long long)b.skipped);
+    /* the GPU stage's own time: every batch went through it once (two whole
+     * epochs, nothing dropped), its wall time within the run's (per stage) */
+    TB_CHECK(a.st.gpu_batches == 0 && a.st.gpu_stage_s == 0, "CPU path: %lld batches, %.6f s in a GPU stage",
+             (long long)a.st.gpu_batches, a.st.gpu_stage_s);
+    TB_CHECK(b.st.gpu_batches == b.batches && b.st.gpu_stage_s > 0 && b.st.gpu_stage_s < b.wall_s * b.gpu_stages,
+             "GPU stage: %lld batches (want %d) in %.6f s (want > 0 and below the run's %.6f s x %d stages)",
+             (long long)b.st.gpu_batches, b.batches, b.st.gpu_stage_s, b.wall_s, b.gpu_stages);
     /* the counters say which way the samples went */
     o.gpu_emulate_fail_every = fail_every;
     ld = make(&o);
@@ -293,6 +316,164 @@ static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_d
     TB_CHECK(st.images == 30, "images %lld for an epoch of 30 (5 bad files replaced)", (long long)st.images);
     run_free(&a);
     run_free(&b);
+}
+
+/* What a consumer saw: every batch's images, labels and flips in order. */
+typedef struct {
+    uint8_t img[200][S * S * 3];
+    int32_t labels[200];
+    uint8_t flip[200];
+    int n, batches;
+} seen;
+
+static void take_all(tb_loader *ld, seen *v, int max_batches) {
+    const tb_batch *b;
+    for (int k = 0; k < max_batches && (b = tb_loader_next(ld)) != NULL; k++) {
+        TB_CHECK(v->n + b->n <= 200, "more samples than the test holds");
+        if (v->n + b->n > 200) exit(1);
+        memcpy(v->img[v->n], b->images, (size_t)b->n * S * S * 3);
+        memcpy(v->labels + v->n, b->labels, (size_t)b->n * sizeof(int32_t));
+        memcpy(v->flip + v->n, b->flip, (size_t)b->n);
+        v->n += b->n;
+        v->batches++;
+        tb_loader_release(ld, b);
+    }
+}
+
+/* The script of test_gpu_stages: two batches of epoch 3, then (GPU stages
+ * busy, slots waiting for them) epoch 4 from its step 2, whole, then epoch
+ * 5 whole. *staged: batches through the GPU stage. */
+static void stages_script(const tb_loader_opts *o, seen *v, tb_loader_stats *st, int *stages) {
+    tb_loader *ld = make(o);
+    *stages = tb_loader_gpu_stages(ld);
+    memset(v, 0, sizeof *v);
+    tb_loader_start_epoch(ld, 3, 0);
+    take_all(ld, v, 2);
+    tb_loader_start_epoch(ld, 4, 2);
+    take_all(ld, v, 1000);
+    tb_loader_start_epoch(ld, 5, 0);
+    take_all(ld, v, 1000);
+    tb_loader_get_stats(ld, st);
+    tb_loader_destroy(ld);
+}
+
+/* Several GPU stages (each with its own emulated decoder, which ends the
+ * job if two threads call it at once) against one: byte for byte the same
+ * batches (samples, order, flips, replaced bad files, per-file CPU
+ * fallbacks), through a change of epoch in the middle of one while stages
+ * are busy; batches really overlap in the GPU stage (the emulation's delay
+ * makes each take 15 ms); the dropped epoch's slots are not decoded; the
+ * counters of two whole epochs are the same; inline decode runs one stage;
+ * destroying the loader with every stage busy joins them and gives the
+ * slots' memory back to the decoder that made it. */
+static void test_gpu_stages(const tb_dataset *ds) {
+    for (int fail_every = 0; fail_every <= 3; fail_every += 3) {
+        tb_loader_opts o = base_opts(ds);
+        o.gpu_flip = 1;
+        o.decode = TB_DECODE_GPU;
+        o.gpu_emulate = 1;
+        o.gpu_emulate_fail_every = fail_every;
+        o.gpu_emulate_delay_ms = 15;
+        o.prefetch = 4;
+        static seen ref, got;
+        tb_loader_stats rs, gs;
+        int stages;
+        o.gpu_stages = 1;
+        stages_script(&o, &ref, &rs, &stages);
+        TB_CHECK(stages == 1 && rs.gpu_stage_max == 1, "1 stage asked: %d stages, %d batches at once", stages,
+                 rs.gpu_stage_max);
+        /* 2 + 6 + 8 batches handed out; of the dropped epoch only the one
+         * in the stage at the change (step 2: the stage takes it as it hands
+         * out step 1): steps 3 and 4, waiting, are not decoded */
+        TB_CHECK(ref.batches == 16 && rs.gpu_batches >= 16 && rs.gpu_batches <= 17,
+                 "1 stage: %d batches handed out (want 16), %lld through the GPU stage (want 16 or 17)", ref.batches,
+                 (long long)rs.gpu_batches);
+        for (int want = 2; want <= 3; want++) {
+            o.gpu_stages = want;
+            stages_script(&o, &got, &gs, &stages);
+            int img = memcmp(ref.img, got.img, sizeof ref.img) != 0, lab = memcmp(ref.labels, got.labels, sizeof ref.labels) != 0,
+                fl = memcmp(ref.flip, got.flip, sizeof ref.flip) != 0;
+            TB_CHECK(got.n == ref.n && got.batches == ref.batches && !img && !lab && !fl,
+                     "%d GPU stages (fail every %d) differ from one: %d/%d samples, %d/%d batches, images %d labels %d "
+                     "flips %d",
+                     want, fail_every, got.n, ref.n, got.batches, ref.batches, img, lab, fl);
+            TB_CHECK(stages == want && gs.gpu_stage_max == want,
+                     "%d stages asked: %d stages, at most %d batches in the GPU stage at once", want, stages,
+                     gs.gpu_stage_max);
+            TB_CHECK(gs.gpu_batches >= 16 && gs.gpu_batches <= 16 + o.prefetch,
+                     "%d stages: %lld batches through the GPU stage, want 16 .. %d", want, (long long)gs.gpu_batches,
+                     16 + o.prefetch);
+            printf("# %d GPU stages, fail every %d: %d samples as with one stage, %d at once, %lld staged\n", want,
+                   fail_every, got.n, gs.gpu_stage_max, (long long)gs.gpu_batches);
+        }
+        /* two whole epochs: the same counters, fallbacks included */
+        o.gpu_emulate_delay_ms = 0;
+        o.gpu_stages = 1;
+        run_out a = run(&o, 2);
+        o.gpu_stages = 3;
+        run_out b = run(&o, 2);
+        TB_CHECK(a.n == b.n && memcmp(a.img, b.img, (size_t)a.n * S * S * 3) == 0 &&
+                     memcmp(a.labels, b.labels, 4 * (size_t)a.n) == 0 && memcmp(a.flip, b.flip, (size_t)a.n) == 0,
+                 "2 epochs: 3 GPU stages give other batches than one");
+        TB_CHECK(a.st.skipped == b.st.skipped && a.st.gpu_decoded == b.st.gpu_decoded &&
+                     a.st.gpu_to_cpu == b.st.gpu_to_cpu && a.st.images == b.st.images &&
+                     b.st.gpu_batches == b.batches,
+                 "2 epochs, fail every %d: 1 stage skipped %lld, GPU %lld, CPU instead %lld, images %lld; 3 stages "
+                 "%lld, %lld, %lld, %lld, %lld of %d batches staged",
+                 fail_every, (long long)a.st.skipped, (long long)a.st.gpu_decoded, (long long)a.st.gpu_to_cpu,
+                 (long long)a.st.images, (long long)b.st.skipped, (long long)b.st.gpu_decoded,
+                 (long long)b.st.gpu_to_cpu, (long long)b.st.images, (long long)b.st.gpu_batches, b.batches);
+        /* the emulated failures did happen, and went back file by file */
+        static int64_t cpu_no_fail;
+        if (fail_every == 0) cpu_no_fail = b.st.gpu_to_cpu;
+        TB_CHECK(fail_every == 0 || b.st.gpu_to_cpu >= cpu_no_fail + 8,
+                 "fail every %d: %lld samples went back to the CPU, %lld without failures", fail_every,
+                 (long long)b.st.gpu_to_cpu, (long long)cpu_no_fail);
+        printf("# 2 epochs, fail every %d: 1 and 3 stages: %lld by the \"GPU\", %lld by the CPU instead, %lld skipped\n",
+               fail_every, (long long)b.st.gpu_decoded, (long long)b.st.gpu_to_cpu, (long long)b.st.skipped);
+        run_free(&a);
+        run_free(&b);
+    }
+    /* inline decode: the caller's thread is the one stage, whatever is asked */
+    tb_loader_opts o = base_opts(ds);
+    o.gpu_flip = 1;
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    o.inline_decode = 1;
+    o.gpu_stages = 3;
+    tb_loader *ld = make(&o);
+    TB_CHECK(tb_loader_gpu_stages(ld) == 1, "inline decode runs %d GPU stages", tb_loader_gpu_stages(ld));
+    tb_loader_destroy(ld);
+    /* CPU decode has none; the default with workers is 2; out of range refused */
+    o = base_opts(ds);
+    ld = make(&o);
+    TB_CHECK(tb_loader_gpu_stages(ld) == 0, "CPU decode reports %d GPU stages", tb_loader_gpu_stages(ld));
+    tb_loader_destroy(ld);
+    o.gpu_flip = 1;
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    ld = make(&o);
+    TB_CHECK(tb_loader_gpu_stages(ld) == 2, "default: %d GPU stages, want 2", tb_loader_gpu_stages(ld));
+    tb_loader_destroy(ld);
+    char err[256];
+    o.gpu_stages = 17;
+    TB_CHECK(tb_loader_create(&o, err, sizeof err) == NULL && strstr(err, "GPU stages"), "17 GPU stages accepted (%s)",
+             err);
+    /* destroyed with every stage busy and slots waiting for one */
+    o.gpu_stages = 3;
+    o.gpu_emulate_delay_ms = 30;
+    o.prefetch = 6;
+    ld = make(&o);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *bt = tb_loader_next(ld);
+    TB_CHECK(bt != NULL, "no first batch");
+    if (bt) tb_loader_release(ld, bt);
+    nanosleep(&(struct timespec){0, 5000000}, NULL);
+    tb_loader_stats st;
+    tb_loader_get_stats(ld, &st);
+    tb_loader_destroy(ld); /* the emulation ends the job on memory freed by another decoder or not freed */
+    TB_CHECK(st.gpu_stage_max == 3, "before the destroy: at most %d batches in the GPU stage at once, want 3",
+             st.gpu_stage_max);
 }
 
 /* tb_gpu_decodable on the fuzz corpus: baseline 8-bit gray/YCbCr in
@@ -380,6 +561,7 @@ int main(int argc, char **argv) {
     test_gpu_emulated(&ds, 0, 0, 6);
     test_gpu_emulated(&ds, 3, 0, 12);
     test_gpu_emulated(&ds, 4, 1, 10);
+    test_gpu_stages(&ds);
     tb_dataset_close(&ds);
     if (argc > 1) test_routing(argv[1]);
     tbj_cleanup();
