@@ -12,8 +12,9 @@
  * Send buffers: a buffer handed to MPI_Isend is not written again until that
  * send has completed. Ticks have one buffer per destination rank; a rank's
  * status has one buffer, rewritten only after its send completed; pings,
- * pongs and the abort reason are sent from constant (or, once written,
- * never rewritten) storage, so any number of them may be in flight. At stop
+ * pongs, the abort reason and its acknowledgements are sent from constant
+ * (or, once written, never rewritten) storage, so any number of them may be
+ * in flight. At stop
  * the pending sends are waited for (bounded); buffers of a send that never
  * completes are left allocated rather than freed under MPI.
  *
@@ -45,7 +46,7 @@
 #include "src/core/log.h"
 #include "src/core/timer.h"
 
-enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG };
+enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN };
 
 #define WHAT_MAX 48
 #define WHY_MAX 512
@@ -186,12 +187,31 @@ static _Noreturn void abort_all(tb_monitor *m, const char *why) {
                                     MPI_SUCCESS)
                 n++;
     m->fn(msg, 1, m->ctx);
-    double deadline = tb_now() + 0.5; /* let the others print their line */
-    for (int done = 0; !done && tb_now() < deadline;) {
-        if (MON_CHECK(m, MPI_Testall(n, rq, &done, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) break;
+    /* Let the others print their line before MPI_Abort kills them. Rank 0
+     * (the only rank the others take a reason from) waits for each to say
+     * it has printed, at most 2 s: on a loaded machine a fixed pause was
+     * too short for a descheduled monitor thread. A rank that is gone or
+     * frozen does not answer; the wait ends at its deadline. */
+    int others = m->size - 1;
+    char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
+    MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
+    int acks = in && rs;
+    char *seen = acks ? in + m->size : NULL;
+    for (int r = 1; acks && r < m->size; r++)
+        if (MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_ABORT_SEEN, m->comm, &rs[r])) != MPI_SUCCESS)
+            seen[r] = 1, others--;
+    double deadline = tb_now() + (acks ? 2.0 : 0.5);
+    for (int sent = 0; tb_now() < deadline;) {
+        if (!sent && MON_CHECK(m, MPI_Testall(n, rq, &sent, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) sent = 1;
+        for (int r = 1; acks && r < m->size; r++) {
+            int got = 0;
+            if (!seen[r] && (MON_CHECK(m, MPI_Test(&rs[r], &got, MPI_STATUS_IGNORE)) != MPI_SUCCESS || got))
+                seen[r] = 1, others--;
+        }
+        if (sent && (!acks || others == 0)) break;
         sleep_s(0.01);
     }
-    sleep_s(0.2);
+    sleep_s(acks ? 0.05 : 0.2);
     tb_nccl_abort_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -402,6 +422,9 @@ static void other_poll(tb_monitor *m) {
         m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
+        MPI_Request ack; /* printed: rank 0 may end the job (from the constant k_ping) */
+        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, 0, TAG_ABORT_SEEN, m->comm, &ack)) == MPI_SUCCESS)
+            MON_CHECK(m, MPI_Request_free(&ack));
         tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
         sleep_s(2.0); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
         _exit(1);
