@@ -14,9 +14,9 @@
  * status has one buffer, rewritten only after its send completed; pings,
  * pongs, the abort reason and its acknowledgements are sent from constant
  * (or, once written, never rewritten) storage, so any number of them may be
- * in flight. At stop
- * the pending sends are waited for (bounded); buffers of a send that never
- * completes are left allocated rather than freed under MPI.
+ * in flight. At stop the pending sends are waited for (bounded); buffers of
+ * a send that never completes are left allocated rather than freed under
+ * MPI.
  *
  * GPU collectives: the host queues NCCL work and runs on, so a hung
  * all-reduce shows on the GPU, not in the host's progress. Each rank's
