@@ -161,11 +161,11 @@ static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, 
         if (got < 3 || item[used] != '\0' || t < 0 || t > 1024 || pf < 2 || pf > 1024) return -1;
         if (streams < 0 || streams > 16) return -1;
         if (strcmp(pin, "on") != 0 && strcmp(pin, "off") != 0) return -1;
-        if (got == 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
+        if (got >= 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
             strcmp(mode, "full") != 0 && strcmp(mode, "gpu") != 0)
             return -1;
         rows[n] = (tb_feed_config){t, pf, strcmp(pin, "on") == 0, streams};
-        dec[n] = got == 4 ? decode_mode(mode) : def;
+        dec[n] = got >= 4 ? decode_mode(mode) : def; /* %n does not count in got */
         n++;
     }
     return n;

@@ -106,6 +106,19 @@ add_test(NAME feed_decode_gpu_train_cpu
                  --warmup-steps 0 --scaling-steps 0 --results feed_decode_gpu_train_cpu.h5)
 set_tests_properties(feed_decode_gpu_cpu_backend feed_decode_gpu_train_cpu PROPERTIES
                      TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
+# --rows' optional 4th (decode) and 5th (GPU stages) fields: with both
+# given, the row's decode is the 4th field's (gpu here: refused on the CPU
+# backend), and a decode mode that does not exist is refused.
+add_test(NAME feed_rows_decode_field
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--decode gpu decodes on the GPU the model trains on: it needs the CUDA backend"
+                 ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
+                 --image-size 32 --batch-size 8 --rows 0:2:on:gpu:1 --steps 1 --warmup 0)
+add_test(NAME feed_rows_bad_decode
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--rows expects THREADS:PREFETCH:on.off.:DECODE.:STREAMS..,... .*got '0:2:on:bogus:1'"
+                 ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
+                 --image-size 32 --batch-size 8 --rows 0:2:on:bogus:1 --steps 1 --warmup 0)
+set_tests_properties(feed_rows_decode_field feed_rows_bad_decode PROPERTIES
+                     TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
 # (on a machine with a GPU and nvJPEG this one is the GPU tests' job: skipped)
 if(TARGET tb_gpu_check)
   set(_tb_no_gpu sh ${TB_TEST_DIR}/no_gpu_run.sh $<TARGET_FILE:tb_gpu_check>)
