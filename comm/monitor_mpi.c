@@ -50,6 +50,9 @@ enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_S
 
 #define WHAT_MAX 48
 #define WHY_MAX 512
+/* A rank told to abort waits this long for rank 0's MPI_Abort, then exits
+ * by itself: longer than rank 0's 2 s wait for every rank's line. */
+#define ABORT_SELF_EXIT_S 4.0
 
 typedef struct {
     int64_t step;
@@ -179,6 +182,7 @@ static _Noreturn void abort_all(tb_monitor *m, const char *why) {
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "%s", why);
     m->ending = 1;
+    double t0 = tb_now();
     MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
     int n = 0;
     if (rq)
@@ -186,12 +190,14 @@ static _Noreturn void abort_all(tb_monitor *m, const char *why) {
             if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
                                     MPI_SUCCESS)
                 n++;
-    m->fn(msg, 1, m->ctx);
+    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
     /* Let the others print their line before MPI_Abort kills them. Rank 0
      * (the only rank the others take a reason from) waits for each to say
-     * it has printed, at most 2 s: on a loaded machine a fixed pause was
-     * too short for a descheduled monitor thread. A rank that is gone or
-     * frozen does not answer; the wait ends at its deadline. */
+     * it has printed, until 2 s after the reason went out: on a loaded
+     * machine a fixed pause was too short for a descheduled monitor thread.
+     * A rank that is gone or frozen does not answer; the wait ends at its
+     * deadline, well before the others end themselves (ABORT_SELF_EXIT_S
+     * after the reason reached them), so MPI_Abort still ends the job. */
     int others = m->size - 1;
     char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
     MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
@@ -200,7 +206,7 @@ static _Noreturn void abort_all(tb_monitor *m, const char *why) {
     for (int r = 1; acks && r < m->size; r++)
         if (MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_ABORT_SEEN, m->comm, &rs[r])) != MPI_SUCCESS)
             seen[r] = 1, others--;
-    double deadline = tb_now() + (acks ? 2.0 : 0.5);
+    double deadline = t0 + (acks ? 2.0 : 0.5);
     for (int sent = 0; tb_now() < deadline;) {
         if (!sent && MON_CHECK(m, MPI_Testall(n, rq, &sent, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) sent = 1;
         for (int r = 1; acks && r < m->size; r++) {
@@ -426,7 +432,7 @@ static void other_poll(tb_monitor *m) {
         if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, 0, TAG_ABORT_SEEN, m->comm, &ack)) == MPI_SUCCESS)
             MON_CHECK(m, MPI_Request_free(&ack));
         tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
-        sleep_s(2.0); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
+        sleep_s(ABORT_SELF_EXIT_S); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
         _exit(1);
     }
 }
