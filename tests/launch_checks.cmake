@@ -46,4 +46,9 @@ if(TB_HAVE_MPI)
                        preflight_names_silent_rank
                        preflight_stuck_allreduce preflight_stuck_barrier
                        PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # a slot per rank: under ctest -j the 3-second deadlines must not race a
+  # neighbouring test for the cores
+  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments PROPERTIES PROCESSORS 2)
+  set_tests_properties(launch_nccl_env_on_rank0_only preflight_np3 preflight_names_silent_rank
+                       preflight_stuck_allreduce preflight_stuck_barrier PROPERTIES PROCESSORS 3)
 endif()

@@ -94,7 +94,7 @@ if(TB_HAVE_MPI)
     set_tests_properties(resume_exact_np2_keep PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
     set_tests_properties(resume_exact_np3_pad PROPERTIES TIMEOUT 300 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
-  set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 PROPERTIES PROCESSORS 2)
+  set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 short_epoch_b_np2_keep PROPERTIES PROCESSORS 2)
   set_tests_properties(short_epoch_np3_pad short_epoch_np3_keep_n1 short_epoch_np3_drop_refused
                        short_epoch_b_np3_pad PROPERTIES PROCESSORS 3)
   set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 short_epoch_np3_pad short_epoch_np3_keep_n1
