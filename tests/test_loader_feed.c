@@ -379,7 +379,13 @@ static void test_gpu_stages(const tb_dataset *ds) {
         tb_loader_stats rs, gs;
         int stages;
         o.gpu_stages = 1;
+        /* 60 ms a batch here: the consumer has that long between taking step
+         * 1 and changing the epoch before the one stage starts on step 3, so
+         * a descheduled test thread (ctest -j on 2 cores) does not look
+         * like a dropped slot being decoded */
+        o.gpu_emulate_delay_ms = 60;
         stages_script(&o, &ref, &rs, &stages);
+        o.gpu_emulate_delay_ms = 15;
         TB_CHECK(stages == 1 && rs.gpu_stage_max == 1, "1 stage asked: %d stages, %d batches at once", stages,
                  rs.gpu_stage_max);
         /* 2 + 6 + 8 batches handed out; of the dropped epoch only the one
