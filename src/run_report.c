@@ -158,16 +158,17 @@ static void report_write(tb_run_report *r, const char *status, const char *reaso
         double t0 = tb_now();
         struct timespec until = deadline_in(CLOCK_REALTIME, wait_s);
         if (pthread_mutex_timedlock(&r->mu, &until) != 0) {
-            /* the main thread holds the tables: around a checkpoint write, or stalled */
+            /* another thread holds the tables: the main thread around a
+             * checkpoint write or stalled, or the watchdog's provisional mark */
             char holder[64] = "";
             double held = 0;
             if (tb_h5_lock_timed("results write", 0, holder, sizeof holder, &held) == 0) {
                 tb_h5_unlock();
                 snprintf(holder, sizeof holder, "no HDF5 call");
             }
-            tb_warn("results file not marked %s: the main thread held the run's tables for the %.1f s "
-                    "waited (inside HDF5: %s, for %.1f s); '%s' keeps what was last written there "
-                    "(status 'running')",
+            tb_warn("results file not marked %s: another thread (the main thread, or the watchdog's provisional "
+                    "mark) held the run's tables for the %.1f s waited (inside HDF5: %s, for %.1f s); '%s' keeps "
+                    "what was last written there (status 'running', or the provisional 'aborted')",
                     status, tb_now() - t0, holder, held, r->path);
             return;
         }
