@@ -17,13 +17,16 @@
 #include "model/cuda/cuda_internal.h"
 #include "model/layout.h"
 
-/* float <-> T */
-__device__ __forceinline__ float cu_ld(const float *p, size_t i) { return p[i]; }
-__device__ __forceinline__ float cu_ld(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ float cu_ld(const __half *p, size_t i) { return __half2float(p[i]); }
-__device__ __forceinline__ void cu_st(float *p, size_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void cu_st(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
-__device__ __forceinline__ void cu_st(__half *p, size_t i, float v) { p[i] = __float2half_rn(v); }
+/* float <-> T: a value (cu_f, cu_to<T>), and element i of an array */
+__device__ __forceinline__ float cu_f(float v) { return v; }
+__device__ __forceinline__ float cu_f(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float cu_f(__half v) { return __half2float(v); }
+template <typename T> __device__ __forceinline__ T cu_to(float v);
+template <> __device__ __forceinline__ float cu_to<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 cu_to<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+template <> __device__ __forceinline__ __half cu_to<__half>(float v) { return __float2half_rn(v); }
+template <typename T> __device__ __forceinline__ float cu_ld(const T *p, size_t i) { return cu_f(p[i]); }
+template <typename T> __device__ __forceinline__ void cu_st(T *p, size_t i, float v) { p[i] = cu_to<T>(v); }
 
 /* Threads per block of the elementwise kernels, and a grid for n elements
  * (grid-stride loops cover the rest). */

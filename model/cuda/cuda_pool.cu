@@ -53,14 +53,6 @@ typedef struct {
     int k, stride, pad;
 } cu_pool_shape;
 
-__device__ __forceinline__ float cu_f(float v) { return v; }
-__device__ __forceinline__ float cu_f(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float cu_f(__half v) { return __half2float(v); }
-template <typename T> __device__ __forceinline__ T cu_to(float v);
-template <> __device__ __forceinline__ float cu_to<float>(float v) { return v; }
-template <> __device__ __forceinline__ __nv_bfloat16 cu_to<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
-template <> __device__ __forceinline__ __half cu_to<__half>(float v) { return __float2half_rn(v); }
-
 /* V consecutive elements moved as one access (16 bytes on the vector path). */
 template <typename T, int V> struct alignas(sizeof(T) * V) cu_pack {
     T v[V];
