@@ -23,6 +23,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -713,6 +714,17 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
     pthread_mutex_lock(&l->mu);
     *st = ld->stats;
     pthread_mutex_unlock(&l->mu);
+}
+
+void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, double wall_s, int stages,
+                           double *ms_per_batch, double *busy_pct) {
+    int64_t staged = s1->gpu_batches - s0->gpu_batches;
+    double busy_s = s1->gpu_stage_s - s0->gpu_stage_s;
+    *ms_per_batch = *busy_pct = NAN;
+    if (staged > 0) {
+        *ms_per_batch = busy_s * 1e3 / (double)staged;
+        *busy_pct = 100.0 * busy_s / (wall_s * stages);
+    }
 }
 
 const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }

@@ -152,6 +152,12 @@ int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
 int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
+/* --decode gpu, between two readings of the stats over wall_s seconds with
+ * `stages` GPU stages: the GPU stage's wall ms per batch it ran, and the
+ * share of the wall time each stage was busy (%); both NaN when no batch
+ * went through a GPU stage (CPU decode). */
+void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, double wall_s, int stages,
+                           double *ms_per_batch, double *busy_pct);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
 const char *tb_loader_decoder(const tb_loader *ld);
 /* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */

@@ -86,12 +86,7 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     r.decode_ms = (s1.decode_s - s0.decode_s) * 1e3 / (double)done;
     r.resize_ms = (s1.resize_s - s0.resize_s) * 1e3 / (double)done;
     r.wait_ms = wait * 1e3 / batches;
-    int64_t staged = s1.gpu_batches - s0.gpu_batches;
-    r.stage_ms = r.stage_pct = NAN;
-    if (staged > 0) {
-        r.stage_ms = (s1.gpu_stage_s - s0.gpu_stage_s) * 1e3 / (double)staged;
-        r.stage_pct = 100.0 * (s1.gpu_stage_s - s0.gpu_stage_s) / (dt * r.stages);
-    }
+    tb_loader_stage_split(&s0, &s1, dt, r.stages, &r.stage_ms, &r.stage_pct);
     r.skipped = s1.skipped;
     r.st = s1;
     return r;

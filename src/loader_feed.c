@@ -109,12 +109,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     r.h2d_ms = h2d * 1e3 / fs->steps;
     r.step_ms = stepsum * 1e3 / fs->steps;
     r.decode_ms_per_img = decoded > 0 ? (s1.decode_s - s0.decode_s) * 1e3 / (double)decoded : NAN;
-    int64_t staged = s1.gpu_batches - s0.gpu_batches;
-    r.gpu_stage_ms = r.gpu_stage_busy_pct = NAN;
-    if (fs->decode == TB_DECODE_GPU && staged > 0) {
-        r.gpu_stage_ms = (s1.gpu_stage_s - s0.gpu_stage_s) * 1e3 / (double)staged;
-        r.gpu_stage_busy_pct = 100.0 * (s1.gpu_stage_s - s0.gpu_stage_s) / (dt * r.gpu_stages);
-    }
+    tb_loader_stage_split(&s0, &s1, dt, r.gpu_stages, &r.gpu_stage_ms, &r.gpu_stage_busy_pct);
     int64_t batches = u1.batches - u0.batches;
     r.lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - u0.lookahead) / (double)batches : 0;
     r.skipped = s1.skipped;
