@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "src/core/log.h"
+#include "src/core/timer.h"
 
 /* ---- the NVML ABI we use ------------------------------------------------------- */
 typedef int nvmlReturn_t;               /* 0 = NVML_SUCCESS */
@@ -274,6 +275,7 @@ struct tb_nvml_sampler {
     pthread_cond_t cv;
     int stop;
     /* the window */
+    double t0; /* the window's start, tb_now() */
     int n, n_clock, n_power, n_sm;
     double util_sum, sm_sum, clock_sum, clock_min, power_sum, temp_max;
     nvmlGpmSample_t gpm[2];
@@ -281,6 +283,7 @@ struct tb_nvml_sampler {
 };
 
 static void window_clear(tb_nvml_sampler *s) {
+    s->t0 = tb_now();
     s->n = s->n_clock = s->n_power = s->n_sm = 0;
     s->util_sum = s->sm_sum = s->clock_sum = s->power_sum = 0;
     s->clock_min = INFINITY;
@@ -381,6 +384,7 @@ void tb_nvml_sampler_stats(tb_nvml_sampler *s, tb_nvml_stats *o) {
     pthread_mutex_lock(&s->mu);
     if (s->n == 0) take_reading(s); /* a window shorter than the period: one reading at its end */
     o->samples = s->n;
+    o->window_s = tb_now() - s->t0;
     o->util_pct_mean = s->n ? s->util_sum / s->n : NAN;
     o->sm_active_pct_mean = s->n_sm ? s->sm_sum / s->n_sm : NAN;
     o->sm_clock_mhz_mean = s->n_clock ? s->clock_sum / s->n_clock : NAN;

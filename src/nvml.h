@@ -69,10 +69,19 @@ const char *tb_nvml_level_name(int level);
  * NVML's GPU-Util is itself the busy share of the driver's last sample
  * period (1/6 s to 1 s), which then holds the window, as it holds each of
  * the thread's readings. SM activity needs two GPM samples in a window:
- * NaN after that one reading. */
+ * NaN after that one reading.
+ *
+ * That last period may lie mostly before a short window: on the first H200
+ * run a 0.11-s scaling row (10 steps of 11 ms, the GPU busy throughout)
+ * read 0 % because the driver's period still held the idle barrier before
+ * it. So window_s says how long the window was, and a caller reports
+ * GPU-Util only for windows of TB_NVML_UTIL_MIN_WINDOW_S or more (NVML's
+ * longest sample period). */
+#define TB_NVML_UTIL_MIN_WINDOW_S 1.0
 typedef struct tb_nvml_sampler tb_nvml_sampler;
 typedef struct {
     int samples;
+    double window_s;           /* since the sampler started or was last reset */
     double util_pct_mean;      /* GPU-Util */
     double sm_active_pct_mean; /* GPM SM activity; NaN when unsupported */
     double sm_clock_mhz_mean, sm_clock_mhz_min;

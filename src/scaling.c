@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "src/nvml.h"
 #include "src/table_print.h"
 
 void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r) {
@@ -54,14 +55,17 @@ void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, i
         const tb_rank_summary *s = &per_rank[r];
         v[r] = 100.0 * (s->phase_s[TB_PH_FWD] + s->phase_s[TB_PH_BWD] + s->phase_s[TB_PH_OPT]) / s->step_s;
     }
-    int nvml = 1, gpm = 1;
+    int nvml = 1, gpm = 1, short_window = 0;
     for (int r = 0; r < k; r++) {
         nvml &= per_rank[r].util_samples > 0;
         gpm &= per_rank[r].util_samples > 0 && !isnan(per_rank[r].sm_active_pct);
+        short_window |= per_rank[r].util_short;
     }
     if (nvml)
         for (int r = 0; r < k; r++) v[r] = per_rank[r].util_pct;
-    row->device_util_pct = util_pct_or_neg >= 0 ? util_pct_or_neg : spread(v, k).median;
+    /* without NVML (the CPU backend) v holds the compute share above; a row
+     * too short for NVML's GPU-Util shows none rather than that share */
+    row->device_util_pct = util_pct_or_neg >= 0 ? util_pct_or_neg : short_window ? NAN : spread(v, k).median;
     row->sm_active_pct = NAN;
     if (gpm) {
         for (int r = 0; r < k; r++) v[r] = per_rank[r].sm_active_pct;
@@ -99,6 +103,20 @@ const char *tb_scaling_util_label(const char *backend) {
     return "device utilisation (median over ranks)";
 }
 
+/* "73 %", or "-" for a row whose utilisation was not measured (a window
+ * too short for NVML's GPU-Util, src/nvml.h) */
+static void util_cell(tb_tab *t, double pct, const char *suffix) {
+    if (isnan(pct)) tb_tab_str(t, "-");
+    else tb_tab_strf(t, "%.0f %%%s", pct, suffix);
+}
+
+/* the note beside the utilisation: its source, and why a row has none */
+static void util_note(tb_tab *t, const char *util_label, int missing) {
+    if (!missing) tb_tab_str(t, util_label);
+    else tb_tab_strf(t, "%s; '-': a row shorter than %.0f s, too short for NVML's GPU-Util (raise --scaling-steps)",
+                     util_label, TB_NVML_UTIL_MIN_WINDOW_S);
+}
+
 /* One rank: no efficiency to show, so the table says what would give one. */
 static void write_seed_one_rank(FILE *f, tb_format fmt, const tb_scaling_row *one, const char *title,
                                 const char *util_label) {
@@ -112,8 +130,8 @@ static void write_seed_one_rank(FILE *f, tb_format fmt, const tb_scaling_row *on
     tb_tab_strf(t, "%.1f s", one->epoch_time_s);
     tb_tab_str(t, "scaling efficiency needs 2 or more ranks: mpirun -np N trainbench");
     tb_tab_str(t, "mean device utilisation");
-    tb_tab_strf(t, "%.0f %%", one->device_util_pct);
-    tb_tab_str(t, util_label);
+    util_cell(t, one->device_util_pct, "");
+    util_note(t, util_label, isnan(one->device_util_pct));
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
     tb_tab_str(t, "all-reduce bus bandwidth in training (2 or more ranks)");
@@ -146,9 +164,9 @@ void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
     tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)%s", 100.0 * n->efficiency,
                 one->epoch_time_s, n->ranks, n->epoch_time_s, n->efficiency > 1.0 ? " (super-linear)" : "");
     tb_tab_str(t, "mean device utilisation");
-    tb_tab_strf(t, "%.0f %%", one->device_util_pct);
-    tb_tab_strf(t, "%.0f %% (median)", n->device_util_pct);
-    tb_tab_str(t, util_label);
+    util_cell(t, one->device_util_pct, "");
+    util_cell(t, n->device_util_pct, " (median)");
+    util_note(t, util_label, isnan(one->device_util_pct) || isnan(n->device_util_pct));
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
     tb_tab_strf(t, "%.2f GB/s", n->allreduce_busbw_GBps);

@@ -179,9 +179,12 @@ void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
     if (r->util) {
         tb_nvml_stats st;
         tb_nvml_sampler_stats(r->util, &st);
-        s->util_samples = st.samples;
-        s->util_pct = st.util_pct_mean;
-        s->sm_active_pct = st.sm_active_pct_mean;
+        /* GPU-Util of a window shorter than NVML's sample period is mostly
+         * the time before it (src/nvml.h): not reported */
+        s->util_short = st.window_s < TB_NVML_UTIL_MIN_WINDOW_S;
+        s->util_samples = s->util_short ? 0 : st.samples;
+        s->util_pct = s->util_short ? NAN : st.util_pct_mean;
+        s->sm_active_pct = s->util_short ? NAN : st.sm_active_pct_mean;
     }
     tb_mem_info mi;
     r->be->memory(r->be, &mi);

@@ -26,3 +26,9 @@ add_test(NAME probe_command COMMAND ${TB_PROBE_PY})
 add_test(NAME probe_gpu COMMAND ${TB_PROBE_PY} --gpu)
 set_tests_properties(probe_command PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 set_tests_properties(probe_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
+
+# the scaling rows' device utilisation: NVML's median, none for a window too
+# short for GPU-Util, the compute share without NVML
+add_executable(test_scaling_util test_scaling_util.c)
+target_link_libraries(test_scaling_util PRIVATE tb_app)
+add_test(NAME scaling_util_rows COMMAND test_scaling_util)

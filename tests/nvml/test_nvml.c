@@ -70,6 +70,10 @@ int main(void) {
     tb_nvml_sampler_stats(s, &b);
     TB_CHECK(b.samples >= 2 && fabs(b.sm_active_pct_mean - 42.5) < 1e-9, "after reset: %d samples, SM %g",
              b.samples, b.sm_active_pct_mean);
+    /* the window's length, from the reset: what callers hold against
+     * TB_NVML_UTIL_MIN_WINDOW_S */
+    TB_CHECK(b.window_s >= 0.1 && b.window_s < 0.1 + 5.0, "window after reset + 0.1 s: %g s", b.window_s);
+    TB_CHECK(a.window_s >= 0.25 && a.window_s > b.window_s, "window since start %g s", a.window_s);
     tb_nvml_sampler_stop(s);
 
     /* a window shorter than the period (a feed row of a few short steps:

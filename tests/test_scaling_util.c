@@ -1,0 +1,72 @@
+/* test_scaling_util.c - the scaling row's device utilisation (src/scaling.c):
+ * NVML's GPU-Util as the median over ranks; a row one of whose ranks read
+ * NVML over a window too short for it (util_short, src/nvml.h) shows none
+ * ("-" and a note naming --scaling-steps) instead of a number -- the first
+ * H200 run printed 0 % for a 0.11-s row of a busy GPU; and without NVML (the
+ * CPU backend) the compute share of the step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/scaling.h"
+#include "tests/tb_test.h"
+
+static tb_rank_summary rank(double util, int samples, int is_short) {
+    tb_rank_summary s;
+    memset(&s, 0, sizeof s);
+    s.steps = 10;
+    s.samples = 640;
+    s.step_s = 0.5;
+    s.elapsed_s = 0.5;
+    s.phase_s[TB_PH_FWD] = 0.1;
+    s.phase_s[TB_PH_BWD] = 0.2;
+    s.phase_s[TB_PH_OPT] = 0.1; /* compute share 80 % */
+    s.util_samples = samples;
+    s.util_short = is_short;
+    s.util_pct = util;
+    s.sm_active_pct = NAN;
+    return s;
+}
+
+/* the seed table of rows[0..n) as text */
+static char *seed_text(const tb_scaling_row *rows, int n) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    tb_scaling_write_seed(f, TB_FMT_TEXT, rows, n, 50000, "NVML GPU-Util");
+    fclose(f);
+    return buf;
+}
+
+int main(void) {
+    tb_scaling_row rows[2];
+    tb_rank_summary one[1] = {rank(NAN, 0, 1)};
+    tb_rank_summary two[2] = {rank(40, 3, 0), rank(60, 4, 0)};
+    tb_scaling_row_from(&rows[0], one, 1, 64, 50000, -1);
+    tb_scaling_row_from(&rows[1], two, 2, 64, 50000, -1);
+    tb_scaling_finish(rows, 2);
+    TB_CHECK(isnan(rows[0].device_util_pct), "a short window: no utilisation (got %g)", rows[0].device_util_pct);
+    TB_CHECK(fabs(rows[1].device_util_pct - 50) < 1e-9, "median of 40 and 60: %g", rows[1].device_util_pct);
+    char *txt = seed_text(rows, 2);
+    printf("%s", txt);
+    TB_CHECK(strstr(txt, "-") && strstr(txt, "50 % (median)") && strstr(txt, "raise --scaling-steps") &&
+                 !strstr(txt, "nan"),
+             "the table shows '-' for the short row, 50 %% for the other, and says why");
+    free(txt);
+
+    /* one rank of two short: the whole row has none */
+    tb_rank_summary mixed[2] = {rank(70, 2, 0), rank(NAN, 0, 1)};
+    tb_scaling_row_from(&rows[1], mixed, 2, 64, 50000, -1);
+    TB_CHECK(isnan(rows[1].device_util_pct), "a row with one short rank: none (got %g)", rows[1].device_util_pct);
+
+    /* no NVML at all (the CPU backend): the compute share, 80 % */
+    tb_rank_summary cpu[1] = {rank(0, 0, 0)};
+    tb_scaling_row_from(&rows[0], cpu, 1, 64, 50000, -1);
+    TB_CHECK(fabs(rows[0].device_util_pct - 80) < 1e-9, "CPU: compute share 80 %%, got %g",
+             rows[0].device_util_pct);
+    txt = seed_text(rows, 1);
+    TB_CHECK(strstr(txt, "80 %") && !strstr(txt, "raise --scaling-steps"), "CPU row prints its share: %s", txt);
+    free(txt);
+    return tb_test_exit("scaling_util");
+}
