@@ -40,6 +40,20 @@ Two rules:
       oneDNN kernels this machine picks; the flips are listed, and the
       comparison against the plain float64 truth is printed beside it.
 
+      --floor-rule plain (the tf32 test) decides on that plain comparison
+      instead: max|out - ref| against the float64 step as it is, bounded by
+      floor_factor x PyTorch's own max error against the same step, its
+      ReLU flips included. TF32 rounds every convolution input to 2^-11,
+      so a step flips hundreds of ReLUs on both sides (PyTorch TF32 on an
+      H200: 141 to 210 per step and variant); the flip search explains
+      only some of trainbench's (55 to 205 found of 34000 candidates), and
+      a flip it misses moves a gradient by percents. So the matched
+      comparison measures the search, not trainbench: on the first H200
+      run it put trainbench at up to 86x PyTorch's matched error while the
+      plain comparison, each side with its own flips, put it at 1.6x
+      PyTorch's own plain error at worst. The matched table is then
+      printed for reading.
+
 Every command is printed before it runs. Exit 0 only if every step passes,
 1 otherwise, 77 (ctest: skipped) when torch/torchvision/h5py/numpy are
 missing from this interpreter or --trainbench is empty (the binary target is
@@ -100,6 +114,10 @@ def parse(argv):
     ap.add_argument("--floor-factor", type=float, default=None,
                     help="bound = floor_factor * floor_err + floor_rel * max|ref| (default 10)")
     ap.add_argument("--floor-rel", type=float, default=None, help="see --floor-factor (default 1e-4)")
+    ap.add_argument("--floor-rule", choices=("matched", "plain"), default="matched",
+                    help="--floor decides on the float64 step with trainbench's ReLU decisions "
+                         "(matched, default) or on the plain float64 step against PyTorch's plain error "
+                         "(plain: the tf32 test, where hundreds of ReLUs flip per step)")
     ap.add_argument("--flip-window", type=float, default=10.0,
                     help="a trainbench ReLU flip is accepted only at inputs within this many times "
                          "PyTorch float32's max error on that tensor of zero (default 10)")
@@ -131,6 +149,8 @@ def parse(argv):
     if a.floor and (a.compute_dtype != "float64" or a.chain != "ref"):
         ap.error("--floor needs --compute-dtype float64 and --chain ref (PyTorch float32 and trainbench "
                  "start each step from the float64 state)")
+    if a.floor_rule != "matched" and not a.floor:
+        ap.error("--floor-rule applies to --floor only")
     return a
 
 
@@ -216,7 +236,7 @@ def elementwise_step(out, ref, rtol, atol_scale):
     return not bad
 
 
-def floor_step(case, images, labels, out, factor, rel, window, variants, top):
+def floor_step(case, images, labels, out, factor, rel, window, variants, top, rule="matched"):
     """The float32 rule for one step (see the module doc). Returns (ok, one-line
     summary, the plain float64 StepResult: its state starts the next step)."""
     import numpy as np
@@ -264,23 +284,29 @@ def floor_step(case, images, labels, out, factor, rel, window, variants, top):
           "float32's error of zero)" % (count_flips(flips), sum(len(v) for v in cands.values()), window))
     for line in describe_flips(flips, truth, base.tracker.bn, noise):
         print("#   " + line)
-    rows = [compare_h5.bound_row(n, out[n], ref.datasets[n], floor[n], factor, rel) for n in names if n in out]
-    ok = compare_h5.print_bound_table(
-        rows, "against the float64 step with trainbench's ReLU decisions; bound = %g x floor_err + %g x "
-        "max|ref|, floor_err = PyTorch float32's max error with its own ReLU decisions" % (factor, rel), top)
-    # the same output against the plain float64 truth, with PyTorch's plain error: for reading only
+    matched = [compare_h5.bound_row(n, out[n], ref.datasets[n], floor[n], factor, rel) for n in names if n in out]
     raw = [compare_h5.bound_row(n, out[n], base.datasets[n], raw_floor[n], factor, rel) for n in names if n in out]
-    raw.sort(key=lambda r: -r.over_floor)
-    raw_out = sum(1 for r in raw if not r.ok)
-    print("# for reference, against the plain float64 step and PyTorch's plain error (no ReLU matched): "
-          "%d tensors outside the same bound; worst err/floor: " % raw_out
-          + ", ".join("%s %.3g" % (r.name, r.over_floor) for r in raw[:4]))
+    titles = {
+        "matched": "against the float64 step with trainbench's ReLU decisions; bound = %g x floor_err + %g x "
+                   "max|ref|, floor_err = PyTorch float32's max error with its own ReLU decisions" % (factor, rel),
+        "plain": "against the plain float64 step (each side with its own ReLU flips); bound = %g x floor_err + "
+                 "%g x max|ref|, floor_err = PyTorch's max error against that same step" % (factor, rel)}
+    # the rule's table decides; the other one is printed for reading
+    rows, other, other_rule = (matched, raw, "plain") if rule == "matched" else (raw, matched, "matched")
+    ok = compare_h5.print_bound_table(rows, titles[rule], top)
+    by_floor = sorted((r for r in other if r.floor_err > 0), key=lambda r: -r.over_floor) or other
+    other_out = sum(1 for r in other if not r.ok)
+    print("# for reference, %s: %d tensors outside the same bound; worst err/floor: "
+          % ("against the plain float64 step and PyTorch's plain error (no ReLU matched)" if other_rule == "plain"
+             else "against the float64 step with trainbench's ReLU decisions (the flip search)", other_out)
+          + ", ".join("%s %.3g" % (r.name, r.over_floor) for r in by_floor[:4]))
     worst = max(rows, key=lambda r: r.over_bound)
     worst_f = max((r for r in rows if r.bound > 0), key=lambda r: r.over_floor)
-    summary = ("trainbench %d flip(s); worst err/bound %.3g (%s), worst err/floor %.3g (%s); "
-               "plain truth: %d outside, worst err/floor %.3g (%s); %.0f s"
-               % (count_flips(flips), worst.over_bound, worst.name, worst_f.over_floor, worst_f.name,
-                  raw_out, raw[0].over_floor, raw[0].name, time.time() - t0))
+    summary = ("trainbench %d flip(s); %s rule: worst err/bound %.3g (%s), worst err/floor %.3g (%s); "
+               "%s: %d outside, worst err/floor %.3g (%s); %.0f s"
+               % (count_flips(flips), rule, worst.over_bound, worst.name, worst_f.over_floor, worst_f.name,
+                  "plain truth" if other_rule == "plain" else "matched", other_out, by_floor[0].over_floor,
+                  by_floor[0].name, time.time() - t0))
     return ok, summary, base
 
 
@@ -352,7 +378,7 @@ def main(argv=None):
             out, attrs = read_h5(out_path)
             if a.floor:
                 ok, summary, base = floor_step(case, images, labels, out, factor, rel, a.flip_window,
-                                               variants, a.top)
+                                               variants, a.top, a.floor_rule)
                 ref = base.datasets
             else:
                 base = case.step(images, labels)
@@ -389,8 +415,9 @@ def main(argv=None):
     passed = len(results) == a.steps and all(results)
     print("# golden_step: %s, %s, chained from %s, %s references; %s"
           % (a.trainbench, a.model, "its own outputs" if a.chain == "own" else "the references (teacher forcing)",
-             a.compute_dtype, ("per-tensor bound %g x PyTorch float32's own error + %g x max|ref|, ReLU "
-                               "decisions matched" % (factor, rel)) if a.floor else
+             a.compute_dtype, ("per-tensor bound %g x PyTorch float32's own error + %g x max|ref|, %s"
+                               % (factor, rel, "ReLU decisions matched" if a.floor_rule == "matched" else
+                                  "plain float64 step, each side's own ReLU flips")) if a.floor else
              "elementwise rtol %g, atol_scale %g" % (rtol, atol_scale)))
     for k, (r, s) in enumerate(zip(results, summaries), 1):
         print("#   step %d: %s: %s" % (k, "ok" if r else "FAIL", s))
