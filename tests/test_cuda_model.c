@@ -33,9 +33,15 @@
  *   initialisation differ by 0.9 (resnet18) and 1.4 (resnet50) of their
  *   norm (BatchNorm's backward cancels). The precision of tf32/bf16 steps
  *   against float64 is the golden tests' job, against PyTorch's own error.
- * - Eval logits read back as float32 against the CPU's: 1e-3 (fp32), 2e-2
- *   (tf32), 0.25 (bf16, fp16: catches float32 bytes read from a 16-bit
- *   buffer); not for resnet50 (ill-conditioned at this size, above). */
+ * - Eval logits read back as float32 against the CPU's, after the four
+ *   steps (so each side evaluates its own weights): 1e-3 (fp32), 0.25
+ *   (tf32, bf16, fp16: catches float32 bytes read from a 16-bit buffer, or
+ *   a logit read from the wrong place); not for resnet50 (ill-conditioned
+ *   at this size, above). The first H200 run (2026-11-27) measured fp32
+ *   1.4e-5, tf32 0.103, bf16 0.144, fp16 0.115: tf32 keeps fp16's 10
+ *   mantissa bits, and its four steps and eval in running-statistics mode
+ *   amplify them alike, so the earlier 2e-2 for tf32 was a guess of the
+ *   wrong size, and tf32 now shares the 16-bit bound. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,7 +398,7 @@ int main(int argc, char **argv) {
     } else {
         /* first-step loss, CPU chain, eval logits vs the CPU (see the header) */
         test_steps("resnet18", gpu, TB_PREC_FP32, 1e-4, 1, 1e-3);
-        test_steps("resnet18", gpu_tf32, TB_PREC_TF32, 2e-3, 0, 2e-2);
+        test_steps("resnet18", gpu_tf32, TB_PREC_TF32, 2e-3, 0, 0.25);
         test_steps("resnet18", gpu, TB_PREC_BF16, 3e-2, 0, 0.25);
         test_steps("resnet18", gpu, TB_PREC_FP16, 3e-2, 0, 0.25);
         test_steps("resnet50", gpu, TB_PREC_FP32, 1e-4, 0, 0);

@@ -149,6 +149,10 @@ run_tests() {
   ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$JOBS" \
     --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
     --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
+  # every test's whole output: the junit file and --output-on-failure cut a
+  # passed test's output to 1 KiB (the first H200 run lost the `#   path:`,
+  # watcher and decoder lines that way); ctest's own log keeps all of it
+  cp build-gpu/Testing/Temporary/LastTest*.log "$OUT/keep/" 2>/dev/null
   local pass fail skip
   pass=$(grep -c ' Passed ' "$OUT/keep/ctest.log")
   # only the progress lines (ctest lists a failed or not-run test again at the end)
