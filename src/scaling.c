@@ -57,7 +57,7 @@ void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, i
     }
     int nvml = 1, gpm = 1, short_window = 0;
     for (int r = 0; r < k; r++) {
-        nvml &= per_rank[r].util_samples > 0;
+        nvml &= per_rank[r].util_samples > 0 && !per_rank[r].util_short;
         gpm &= per_rank[r].util_samples > 0 && !isnan(per_rank[r].sm_active_pct);
         short_window |= per_rank[r].util_short;
     }

@@ -38,7 +38,7 @@ typedef struct {
     /* the device (zeros on the CPU backend) */
     int util_samples;               /* NVML samples behind the two below (0: none) */
     int util_short;                 /* NVML read, but the window was shorter than
-                                       TB_NVML_UTIL_MIN_WINDOW_S: not reported */
+                                       TB_NVML_UTIL_MIN_WINDOW_S: util_pct NaN */
     double util_pct, sm_active_pct; /* mean GPU-Util and GPM SM activity (NaN: no GPM) */
     double peak_mem_bytes;          /* the backend's peak allocation */
     int skipped_steps;              /* fp16 updates skipped for overflow (device counter) */

@@ -2,8 +2,9 @@
  * NVML's GPU-Util as the median over ranks; a row one of whose ranks read
  * NVML over a window too short for it (util_short, src/nvml.h) shows none
  * ("-" and a note naming --scaling-steps) instead of a number -- the first
- * H200 run printed 0 % for a 0.11-s row of a busy GPU; and without NVML (the
- * CPU backend) the compute share of the step. */
+ * H200 run printed 0 % for a 0.11-s row of a busy GPU -- but keeps GPM's SM
+ * activity; and without NVML (the CPU backend) the compute share of the
+ * step. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,12 +42,15 @@ static char *seed_text(const tb_scaling_row *rows, int n) {
 
 int main(void) {
     tb_scaling_row rows[2];
-    tb_rank_summary one[1] = {rank(NAN, 0, 1)};
+    tb_rank_summary one[1] = {rank(NAN, 2, 1)};
+    one[0].sm_active_pct = 67.6; /* GPM: two samples inside the window, kept */
     tb_rank_summary two[2] = {rank(40, 3, 0), rank(60, 4, 0)};
     tb_scaling_row_from(&rows[0], one, 1, 64, 50000, -1);
     tb_scaling_row_from(&rows[1], two, 2, 64, 50000, -1);
     tb_scaling_finish(rows, 2);
     TB_CHECK(isnan(rows[0].device_util_pct), "a short window: no utilisation (got %g)", rows[0].device_util_pct);
+    TB_CHECK(fabs(rows[0].sm_active_pct - 67.6) < 1e-9, "a short window keeps GPM's SM activity (got %g)",
+             rows[0].sm_active_pct);
     TB_CHECK(fabs(rows[1].device_util_pct - 50) < 1e-9, "median of 40 and 60: %g", rows[1].device_util_pct);
     char *txt = seed_text(rows, 2);
     printf("%s", txt);
@@ -56,7 +60,7 @@ int main(void) {
     free(txt);
 
     /* one rank of two short: the whole row has none */
-    tb_rank_summary mixed[2] = {rank(70, 2, 0), rank(NAN, 0, 1)};
+    tb_rank_summary mixed[2] = {rank(70, 2, 0), rank(NAN, 2, 1)};
     tb_scaling_row_from(&rows[1], mixed, 2, 64, 50000, -1);
     TB_CHECK(isnan(rows[1].device_util_pct), "a row with one short rank: none (got %g)", rows[1].device_util_pct);
 
