@@ -188,6 +188,7 @@ static int cmd_feed(int argc, char **argv) {
     int feed = 0, batch = 64, size = 224, steps = 20, warmup = 3, seed = 1, compute_threads = 0, strict = 0;
     int decode_streams = 0;
     double lr = 0.01;
+    double min_row = -1; /* --min-row-seconds; -1: 1.25 x NVML's longest period with NVML, else 0 */
     const tb_opt opts[] = {
         {.name = "feed", .kind = TB_OPT_FLAG, .dst = &feed, .help = "this mode: the loader feeding training steps"},
         {.name = "data", .kind = TB_OPT_STRING, .dst = data, .help = "ImageFolder directory or 'PATH LABEL' list file"},
@@ -203,6 +204,9 @@ static int cmd_feed(int argc, char **argv) {
         {.name = "image-size", .kind = TB_OPT_INT, .dst = &size, .min = 32, .max = 8192, .help = "training side S"},
         {.name = "steps", .kind = TB_OPT_INT, .dst = &steps, .min = 1, .max = 1 << 30, .help = "timed steps per row"},
         {.name = "warmup", .kind = TB_OPT_INT, .dst = &warmup, .max = 1 << 20, .help = "untimed steps per row first"},
+        {.name = "min-row-seconds", .kind = TB_OPT_DOUBLE, .dst = &min_row, .min = -1, .max = 3600,
+         .help = "more timed steps than --steps until a row lasts this long (default: 1.25 s where NVML measures "
+                 "the GPU, whose GPU-Util needs a window of 1 s; else 0)"},
         {.name = "backend", .kind = TB_OPT_CHOICE, .dst = backend, .choices = "cpu|cuda|auto",
          .help = "compute backend"},
         {.name = "model", .kind = TB_OPT_STRING, .dst = model, .help = "resnet18 .. resnet152"},
@@ -318,16 +322,18 @@ static int cmd_feed(int argc, char **argv) {
         if (d) smp = tb_nvml_sampler_start(d, 0.05);
         if (smp)
             snprintf(dev_note, sizeof dev_note,
-                     "NVML GPU-Util sampled every 50 ms on %s (a row that got no sample: one reading at its end)",
+                     "NVML GPU-Util sampled every 50 ms on %s (rows of 1 s or more: NVML's longest sample period)",
                      be->device_key + 4);
         else snprintf(dev_note, sizeof dev_note, "not measured: %.400s", err);
     } else {
         snprintf(dev_note, sizeof dev_note, "not measured: the %s backend has no GPU", be->name);
     }
 
-    tb_feed_setup fs = {&ds, tr, smp, batch, size, 1, warmup, steps, decode_mode(decode), (uint64_t)seed, lr};
-    printf("# loader-bench --feed: %s %s on %s (%s), batch %d at %d, decode %s, %d+%d steps per row, %s\n", model,
-           tb_precision_name(prec), be->name, be->device, batch, size, decode, warmup, steps, tb_jpeg_version());
+    if (min_row < 0) min_row = smp ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0;
+    tb_feed_setup fs = {&ds, tr, smp, batch, size, 1, warmup, steps, decode_mode(decode), (uint64_t)seed, lr, min_row};
+    printf("# loader-bench --feed: %s %s on %s (%s), batch %d at %d, decode %s, %d+%d steps per row%s, %s\n", model,
+           tb_precision_name(prec), be->name, be->device, batch, size, decode, warmup, steps,
+           min_row > 0 ? " (more until a row lasts --min-row-seconds)" : "", tb_jpeg_version());
     printf("# GPU columns: %s\n", dev_note);
     char t_start[32];
     tb_utc_now(t_start, sizeof t_start);
@@ -335,7 +341,7 @@ static int cmd_feed(int argc, char **argv) {
     tb_table_init(&tab, "feed",
                   "threads:i,prefetch:i,pinned:i,gpu_decode:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"
                   "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,"
-                  "gpu_to_cpu:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct,gpu_stages:i");
+                  "gpu_to_cpu:i,gpu_stage_ms_per_batch,gpu_stage_busy_pct,gpu_stages:i,timed_steps:i,row_s");
     printf("# %7s %8s %6s %6s %9s %9s %7s %7s %9s %9s %8s %8s %8s %6s %10s %7s %7s\n", "threads", "prefetch",
            "pinned", "decode", "img/s", "ms/batch", "wait%", "h2d_ms", "GPU-util%", "GPU-idle%", "SM-act%", "step_ms",
            "stage_ms", "stage%", "dec_ms/img", "ahead%", "skipped");
@@ -356,12 +362,12 @@ static int cmd_feed(int argc, char **argv) {
                    r.decoder, (long long)r.gpu_decoded, (long long)r.gpu_to_cpu, r.gpu_stages,
                    r.gpu_stages == 1 ? "" : "s");
         fflush(stdout);
-        double row[21] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
+        double row[23] = {c.threads,       c.prefetch,      c.pinned,           rowd[i] == TB_DECODE_GPU,
                           r.img_per_s,     r.ms_per_batch,  r.wait_pct,         r.h2d_ms,
                           r.step_ms,       r.gpu_util_pct,  r.gpu_idle_pct,     r.sm_active_pct,
                           r.decode_ms_per_img, r.lookahead_pct, (double)r.images, (double)r.skipped,
                           (double)r.gpu_decoded, (double)r.gpu_to_cpu, r.gpu_stage_ms, r.gpu_stage_busy_pct,
-                          (double)r.gpu_stages};
+                          (double)r.gpu_stages, r.timed_steps, r.row_s};
         tb_table_row(&tab, row, NULL);
     }
     printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG; wait%%: share "
@@ -392,6 +398,7 @@ static int cmd_feed(int argc, char **argv) {
         tb_attrs_str(&a, "decode", decode);
         tb_attrs_int(&a, "steps", steps);
         tb_attrs_int(&a, "warmup_steps", warmup);
+        tb_attrs_num(&a, "min_row_seconds", min_row);
         tb_attrs_int(&a, "seed", seed);
         const tb_table *tabs[1] = {&tab};
         tb_results_write(results, &a, tabs, 1);

@@ -45,8 +45,9 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     int64_t images = 0;
     char err[512];
     tb_step_record rec;
-    int warm = fs->warmup;
-    for (int k = 0; k < warm + fs->steps; k++) {
+    int warm = fs->warmup, k;
+    /* fs->steps timed steps, then more until the row has lasted min_row_s */
+    for (k = 0; k < warm + fs->steps || (k > warm && tb_now() - t0 < fs->min_row_s); k++) {
         /* the trainer's CUDA graph is captured after its own eager warm-up:
          * the capture and instantiation (host time, the device idle) stay
          * out of the timed steps (the first row's, where it happens) */
@@ -82,17 +83,24 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
         if (rec.step >= warm) h2d += rec.phase[TB_PH_H2D], stepsum += rec.total;
     be->sync(be);
     double dt = tb_now() - t0;
+    int timed = k - warm;
     tb_feed_row r;
     memset(&r, 0, sizeof r);
+    r.timed_steps = timed;
+    r.row_s = dt;
     r.gpu_util_pct = r.gpu_idle_pct = r.sm_active_pct = NAN;
     if (fs->smp) {
         tb_nvml_stats ns;
         tb_nvml_sampler_stats(fs->smp, &ns);
         r.nvml_samples = ns.samples;
         if (ns.samples > 0) {
-            r.gpu_util_pct = ns.util_pct_mean;
-            r.gpu_idle_pct = 100.0 - ns.util_pct_mean;
             r.sm_active_pct = ns.sm_active_pct_mean;
+            /* GPU-Util over a shorter window is mostly the time before it
+             * (src/nvml.h); min_row_s keeps rows above that */
+            if (ns.window_s >= TB_NVML_UTIL_MIN_WINDOW_S) {
+                r.gpu_util_pct = ns.util_pct_mean;
+                r.gpu_idle_pct = 100.0 - ns.util_pct_mean;
+            }
         }
     }
     tb_source_stats(src, &s1);
@@ -104,10 +112,10 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     int64_t decoded = s1.images - s0.images;
     r.images = images;
     r.img_per_s = (double)images / dt;
-    r.ms_per_batch = dt * 1e3 / fs->steps;
+    r.ms_per_batch = dt * 1e3 / timed;
     r.wait_pct = 100.0 * wait / dt;
-    r.h2d_ms = h2d * 1e3 / fs->steps;
-    r.step_ms = stepsum * 1e3 / fs->steps;
+    r.h2d_ms = h2d * 1e3 / timed;
+    r.step_ms = stepsum * 1e3 / timed;
     r.decode_ms_per_img = decoded > 0 ? (s1.decode_s - s0.decode_s) * 1e3 / (double)decoded : NAN;
     tb_loader_stage_split(&s0, &s1, dt, r.gpu_stages, &r.gpu_stage_ms, &r.gpu_stage_busy_pct);
     int64_t batches = u1.batches - u0.batches;

@@ -11,7 +11,8 @@
  *   wait %         share of the wall time the step spent waiting for its
  *                  batch (tb_loader_next blocking, or decoding on the main
  *                  thread), the loader-bound share, measured on any backend
- *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps
+ *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps (a row
+ *                  lasts min_row_s at least: NVML needs 1 s, src/nvml.h)
  *                  (src/nvml.h), and SM activity where the GPU reports it
  *
  * and, beside them, the step's own time (step ms: the device's time per
@@ -57,6 +58,9 @@ typedef struct {
     tb_decode_mode decode;
     uint64_t seed;
     double lr;
+    double min_row_s;            /* the timed steps go on past `steps` until the row has lasted this
+                                    long (NVML's GPU-Util speaks for a window of
+                                    TB_NVML_UTIL_MIN_WINDOW_S or more); 0: exactly `steps` */
 } tb_feed_setup;
 
 typedef struct {
@@ -71,6 +75,8 @@ typedef struct {
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
     int nvml_samples;
+    int timed_steps;                   /* `steps`, or more to fill min_row_s */
+    double row_s;                      /* wall time of the timed steps */
     char decoder[640];                 /* what decoded (tb_loader_decoder) */
 } tb_feed_row;
 

@@ -17,9 +17,9 @@ except ImportError as e:
 
 COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
         "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
-        "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages"]
+        "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages", "timed_steps", "row_s"]
 ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",
-         "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps"]
+         "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps", "min_row_seconds"]
 
 
 def main():
@@ -47,13 +47,22 @@ def main():
             elif len(cols) == len(COLS):
                 steps = int(f.attrs["steps"])
                 batch = int(f.attrs["batch_size"])
+                min_row = float(f.attrs["min_row_seconds"])
                 for i in range(a.rows):
+                    # --steps timed steps, more until the row lasted --min-row-seconds
+                    timed, row_s = int(cols["timed_steps"][i]), float(cols["row_s"][i])
+                    if timed < steps or (timed > steps and min_row <= 0):
+                        bad.append(f"row {i}: {timed} timed steps for --steps {steps}, --min-row-seconds {min_row}")
+                    if row_s < min_row:
+                        bad.append(f"row {i}: lasted {row_s:.3f} s, under --min-row-seconds {min_row}")
+                    if abs(row_s * 1e3 / timed - cols["ms_per_batch"][i]) > 1e-6 * cols["ms_per_batch"][i]:
+                        bad.append(f"row {i}: {row_s} s over {timed} steps but {cols['ms_per_batch'][i]} ms per batch")
                     if not cols["img_per_s"][i] > 0 or not cols["ms_per_batch"][i] > 0:
                         bad.append(f"row {i}: img/s {cols['img_per_s'][i]}, ms/batch {cols['ms_per_batch'][i]}")
                     if not 0 <= cols["wait_pct"][i] <= 100:
                         bad.append(f"row {i}: wait {cols['wait_pct'][i]} % outside [0, 100]")
-                    if cols["images"][i] != steps * batch:
-                        bad.append(f"row {i}: {cols['images'][i]} images trained, want {steps} x {batch}")
+                    if cols["images"][i] != timed * batch:
+                        bad.append(f"row {i}: {cols['images'][i]} images trained, want {timed} x {batch}")
                     # img/s and ms/batch describe the same wall time
                     implied = batch * 1e3 / cols["ms_per_batch"][i]
                     if abs(implied - cols["img_per_s"][i]) > 1e-6 * implied + 1e-9:
