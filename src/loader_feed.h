@@ -11,9 +11,9 @@
  *   wait %         share of the wall time the step spent waiting for its
  *                  batch (tb_loader_next blocking, or decoding on the main
  *                  thread), the loader-bound share, measured on any backend
- *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps (a row
- *                  lasts min_row_s at least: NVML needs 1 s, src/nvml.h)
- *                  (src/nvml.h), and SM activity where the GPU reports it
+ *   GPU idle %     100 - NVML GPU-Util sampled during the timed steps
+ *                  (src/nvml.h; a row lasts min_row_s at least, as GPU-Util
+ *                  needs 1 s), and SM activity where the GPU reports it
  *
  * and, beside them, the step's own time (step ms: the device's time per
  * step) and, with --decode gpu, the loader's GPU stage (data/loader.c):
