@@ -3,7 +3,9 @@
 and PyTorch's profiler, so the GPU bench can put the two side by side.
 
   CATEGORIES             conv_fwd, conv_dgrad, conv_wgrad, conv_bwd (CPU ops
-                         only: dgrad and wgrad in one op), bn_fwd, bn_bwd,
+                         only: dgrad and wgrad in one op), conv_gemm (GPU
+                         kernels of convolutions whose name does not say the
+                         direction), bn_fwd, bn_bwd,
                          elementwise, pool, linear, loss, convert, optimizer,
                          input, other
   TB_KIND_TO_CATEGORY    trainbench's op kinds (model/op_profile.c) -> category
@@ -25,7 +27,7 @@ import argparse
 import re
 import sys
 
-CATEGORIES = ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_bwd", "bn_fwd", "bn_bwd", "elementwise", "pool",
+CATEGORIES = ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_bwd", "conv_gemm", "bn_fwd", "bn_bwd", "elementwise", "pool",
               "linear", "loss", "convert", "optimizer", "input", "other"]
 
 TB_KIND_TO_CATEGORY = {
@@ -64,6 +66,12 @@ _RULES = [
     ("loss", r"softmax|SoftMax|nll_loss|NllLoss|cross_entropy|LogSoftmax"),
     ("pool", r"max_pool|MaxPool|avg_pool|AvgPool|adaptive_avg|adaptive_average|AdaptiveAvgPool|MeanOps|"
              r"MeanBackward"),
+    # The first H200 run (cuDNN 9.19, torch 2.11): about 55 cuBLASLt `nvjet_sm90_*` GEMMs per step (PyTorch's
+    # 1x1 convolutions through cuDNN's runtime-fused engines; ResNet-50's fc adds only 3), cuDNN's cutlass
+    # `ImplicitGemmConvolution` (0.88 ms, filed under linear before) and `nhwcAddPaddingKernel` (the stem's 3
+    # channels padded): convolutions, direction not in the name. Counted as convolutions of no direction,
+    # the fc's GEMMs included, rather than as `other` and linear.
+    ("conv_gemm", r"nvjet_|ImplicitGemmConvolution|nhwcAddPaddingKernel"),
     ("linear", r"gemm|gemv|cublas|Kernel2|addmm|aten::mm$|AddmmBackward|aten::linear$|cutlass"),
     ("elementwise", r"relu|Relu|clamp|threshold|CUDAFunctor_add|AddFunctor|add_kernel|elementwise|aten::add_?$|"
                     r"aten::mul_?$|aten::div_?$|fill|Fill|AddBackward|aten::sum$|reduce_kernel"),
@@ -145,6 +153,14 @@ def aggregate(kernels, steps):
 # cuDNN 8/9 (not checked on a GPU here); the CPU op names from torch 1.13's
 # CPU profiler on this machine.
 SELF_TEST = [
+    # from the H200 run's profile (results/gpu_h200_2026-11-27/resnet50.md)
+    ("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", "conv_gemm"),
+    ("nvjet_sm90_tst_128x128_64x6_1x2_h_bz_splitK_NTT", "conv_gemm"),
+    ("_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemmConvolutionINS1_11threadblock22", "conv_gemm"),
+    ("void nhwcAddPaddingKernel<__nv_bfloat16, __nv_bfloat16, float, true, (cudnnKernelDataType_t)0>(int, int, "
+     "int, int, int, int, int, int, __nv_bfloat16 const*, __nv_bfloat16*, int, int, int, int, float, ", "conv_gemm"),
+    ("void cutlass__5x_cudnn::Kernel<cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8>"
+     "(cutlass_tensorop_bf16_s16816fprop_optimized_bf16_256x64_32x4_nhwc_align8::Params)", "conv_fwd"),
     ("sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x128x64_warpgroupsize1x1x1_"
      "execute_segment_k_off_kernel__5x_cudnn", "conv_fwd"),
     ("sm80_xmma_fprop_implicit_gemm_indexed_wo_smem_bf16bf16_bf16f32_f32_nhwckrsc_nhwc_tilesize128x16x64_stage4_"
