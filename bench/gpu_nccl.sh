@@ -122,11 +122,12 @@ wire() { # DTYPE
 wire fp32
 wire bf16
 
-# 4. the scaling table of the 2-rank shared-GPU run. 100 timed steps per row,
-# so each row lasts over 1 s (NVML's longest GPU-Util sample period): with
-# 10, the first H200 run's 1-rank row lasted 0.11 s and read 0 % GPU-Util.
+# 4. the scaling table of the 2-rank shared-GPU run. 10 timed steps per row,
+# then more until the row lasts 1.25 s (--scaling-min-seconds' CUDA default:
+# NVML's GPU-Util needs 1 s; the first H200 run's 1-rank row lasted 0.11 s
+# and read 0 %): the printed `over N timed steps` shows the extension.
 if fits 100 "scaling_shared_gpu"; then
-  cmd=("${MPI[@]}" "$TB" "${TRAIN[@]}" --steps 30 --warmup-steps 10 --scaling-steps 100 --scaling-warmup 5
+  cmd=("${MPI[@]}" "$TB" "${TRAIN[@]}" --steps 30 --warmup-steps 10 --scaling-steps 10 --scaling-warmup 3
        --results "$KEEP/scaling_shared_gpu_mpi.h5")
   echo "== scaling: ${cmd[*]}"
   timeout "$(left)" "${cmd[@]}" >"$KEEP/scaling_shared_gpu_mpi.txt" 2>&1

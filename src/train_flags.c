@@ -31,6 +31,7 @@ static void defaults(tb_train_flags *f) {
     f->print_every = 10;
     f->scaling_steps = 10;
     f->scaling_warmup = 3;
+    f->scaling_min_s = -1;
     f->seed = 1;
     f->lr = 0.1;
     f->lr_base_batch = 256;
@@ -128,6 +129,9 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
          "results file). They train on (after --save and the replica check) and change no reported timing"},
         {"scaling-steps", TB_OPT_INT, &f->scaling_steps, 0, 1 << 20, NULL, "timed steps per scaling row (0: no scaling table)"},
         {"scaling-warmup", TB_OPT_INT, &f->scaling_warmup, 0, 1 << 20, NULL, "untimed steps before each scaling row"},
+        {"scaling-min-seconds", TB_OPT_DOUBLE, &f->scaling_min_s, -1, 3600, NULL,
+         "a scaling row shorter than this after --scaling-steps runs on until it lasts this long (default: 1.25 "
+         "on CUDA, where NVML's GPU-Util needs a window of 1 s; 0 on the CPU)"},
         {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},
         {"ckpt", TB_OPT_STRING, f->ckpt, 0, 0, NULL, "checkpoint file, rewritten every --ckpt-every steps"},
         {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL, "steps between checkpoints (0: none)"},

@@ -4,6 +4,7 @@
  * while the others wait asleep, not spinning on a core the row's ranks may
  * need; each row comes from the per-rank summaries gathered on rank 0
  * (scaling.h). Rank 0 prints a line as each row starts and ends. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,11 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;
-    int warm = f->scaling_warmup;
-    for (int s = 0; s < warm + f->scaling_steps; s++) {
+    int warm = f->scaling_warmup, timed = f->scaling_steps;
+    /* the same on every rank (the backend is): the length check below is a collective */
+    double min_s = f->scaling_min_s >= 0 ? f->scaling_min_s
+                   : strcmp(r->be->name, "cuda") == 0 ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0;
+    for (int s = 0; s < warm + timed; s++) {
         /* each row's trainer captures its own CUDA graph (after --graph-warmup
          * eager steps): the capture and instantiation, host time with the
          * device idle, stay in the warm-up (alike on every rank) */
@@ -69,6 +73,16 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
         char err[512];
         if (tb_trainer_step(t, &b, s, lr, err, sizeof err) != 0) tb_die("scaling measurement with %d ranks: %s", k, err);
         tb_source_release(src);
+        if (s == warm + timed - 1 && min_s > 0) {
+            /* the timed steps so far, finished on the device: if the row is
+             * shorter than min_s on its slowest rank, every rank runs the
+             * same number of steps more (NVML's GPU-Util needs 1 s, src/nvml.h) */
+            collect_all(t, k, 1, mine);
+            double el = tb_now() - t_start;
+            tb_monitor_progress(r->mon, s, "scaling row length", 1);
+            tb_comm_allreduce_max(sub, &el, 1, TB_FLOAT64);
+            if (el < min_s) timed += (int)fmin(1e6, ceil((min_s - el) / (el / (s + 1 - warm)) * 1.05));
+        }
     }
     collect_all(t, k, 1, mine);
     mine->elapsed_s = tb_now() - t_start;
@@ -117,8 +131,8 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
         tb_comm_gather(world, &mine, all, sizeof mine, 0);
         if (wrank == 0) {
             tb_scaling_row_from(&rows[i], all, k, f->batch, r->dataset_size, -1);
-            printf("# scaling row %d of %d: %d rank%s, %.2f img/s (%.1f s)\n", i + 1, ns, k, k > 1 ? "s" : "",
-                   rows[i].img_per_s, tb_now() - t0);
+            printf("# scaling row %d of %d: %d rank%s, %.2f img/s over %d timed steps (%.1f s)\n", i + 1, ns, k,
+                   k > 1 ? "s" : "", rows[i].img_per_s, all[0].steps, tb_now() - t0);
             fflush(stdout);
         }
     }

@@ -43,6 +43,7 @@ typedef struct {
     int synthetic_size, strict_data, resume;
     int op_profile;                   /* extra eager steps timed op by op after training (0: none) */
     double lr, momentum, weight_decay, label_smoothing, bucket_mb, first_bucket_mb, timeout;
+    double scaling_min_s;             /* --scaling-min-seconds; < 0: 1.25 s on CUDA (NVML), 0 on the CPU */
 } tb_train_flags;
 
 typedef struct {
