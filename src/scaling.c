@@ -113,8 +113,8 @@ static void util_cell(tb_tab *t, double pct, const char *suffix) {
 /* the note beside the utilisation: its source, and why a row has none */
 static void util_note(tb_tab *t, const char *util_label, int missing) {
     if (!missing) tb_tab_str(t, util_label);
-    else tb_tab_strf(t, "%s; '-': a row shorter than %.0f s, too short for NVML's GPU-Util (raise --scaling-steps)",
-                     util_label, TB_NVML_UTIL_MIN_WINDOW_S);
+    else tb_tab_strf(t, "%s; '-': a row shorter than %.0f s, too short for NVML's GPU-Util (raise "
+                     "--scaling-min-seconds)", util_label, TB_NVML_UTIL_MIN_WINDOW_S);
 }
 
 /* One rank: no efficiency to show, so the table says what would give one. */

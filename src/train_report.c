@@ -112,7 +112,7 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
     printf("#\n# note: the scaling rows are measured after training, each on its own: %d untimed + %d timed "
            "steps\n#   (--scaling-warmup, --scaling-steps%s)%s. So the %d-rank row's %.2f img/s\n",
            f->scaling_warmup, f->scaling_steps,
-           f->scaling_min_s != 0 ? "; more where a row lasted under --scaling-min-seconds" : "",
+           tb_train_scaling_min_s(r) > 0 ? "; more where a row lasted under --scaling-min-seconds" : "",
            nrows > 1 ? " while the ranks outside the row sleep" : "", last->ranks, last->img_per_s);
     if (o->img_per_s > 0)
         printf("#   measures again what training gave as %.2f img/s over %d timed steps; the two differ by "

@@ -34,6 +34,11 @@ static void collect_all(tb_trainer *t, int k, int timed, tb_rank_summary *mine) 
     }
 }
 
+double tb_train_scaling_min_s(const tb_train_run *r) {
+    if (r->fl.scaling_min_s >= 0) return r->fl.scaling_min_s;
+    return strcmp(r->be->name, "cuda") == 0 ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0; /* the backend is alike on all ranks */
+}
+
 /* One row on the k ranks of `sub`: untimed warm-up steps, then the timed
  * ones, summarised in *mine. */
 static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_train_hparams *hp, double lr,
@@ -50,9 +55,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;
     int warm = f->scaling_warmup, timed = f->scaling_steps;
-    /* the same on every rank (the backend is): the length check below is a collective */
-    double min_s = f->scaling_min_s >= 0 ? f->scaling_min_s
-                   : strcmp(r->be->name, "cuda") == 0 ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0;
+    double min_s = tb_train_scaling_min_s(r); /* the same on every rank: the length check is a collective */
     for (int s = 0; s < warm + timed; s++) {
         /* each row's trainer captures its own CUDA graph (after --graph-warmup
          * eager steps): the capture and instantiation, host time with the

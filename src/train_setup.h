@@ -172,6 +172,10 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o);
  * world's (ncclCommSplit); the NVML sampler (NULL: none) gives each row's
  * GPU utilisation. */
 int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows);
+/* The shortest a scaling row may last (--scaling-min-seconds, or its
+ * default: 1.25 s on CUDA, where NVML's GPU-Util needs 1 s; 0 on the CPU).
+ * The same on every rank. */
+double tb_train_scaling_min_s(const tb_train_run *r);
 
 
 #endif

@@ -1,7 +1,7 @@
 /* test_scaling_util.c - the scaling row's device utilisation (src/scaling.c):
  * NVML's GPU-Util as the median over ranks; a row one of whose ranks read
  * NVML over a window too short for it (util_short, src/nvml.h) shows none
- * ("-" and a note naming --scaling-steps) instead of a number -- the first
+ * ("-" and a note naming --scaling-min-seconds) instead of a number -- the first
  * H200 run printed 0 % for a 0.11-s row of a busy GPU -- but keeps GPM's SM
  * activity; and without NVML (the CPU backend) the compute share of the
  * step. */
@@ -54,7 +54,7 @@ int main(void) {
     TB_CHECK(fabs(rows[1].device_util_pct - 50) < 1e-9, "median of 40 and 60: %g", rows[1].device_util_pct);
     char *txt = seed_text(rows, 2);
     printf("%s", txt);
-    TB_CHECK(strstr(txt, "-") && strstr(txt, "50 % (median)") && strstr(txt, "raise --scaling-steps") &&
+    TB_CHECK(strstr(txt, "-") && strstr(txt, "50 % (median)") && strstr(txt, "raise --scaling-min-seconds") &&
                  !strstr(txt, "nan"),
              "the table shows '-' for the short row, 50 %% for the other, and says why");
     free(txt);
@@ -70,7 +70,7 @@ int main(void) {
     TB_CHECK(fabs(rows[0].device_util_pct - 80) < 1e-9, "CPU: compute share 80 %%, got %g",
              rows[0].device_util_pct);
     txt = seed_text(rows, 1);
-    TB_CHECK(strstr(txt, "80 %") && !strstr(txt, "raise --scaling-steps"), "CPU row prints its share: %s", txt);
+    TB_CHECK(strstr(txt, "80 %") && !strstr(txt, "raise --scaling-min-seconds"), "CPU row prints its share: %s", txt);
     free(txt);
     return tb_test_exit("scaling_util");
 }
