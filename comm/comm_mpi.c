@@ -53,6 +53,19 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
      * binomial, 150 ms ring). Ask for the ring unless the user chose (an
      * mpirun --mca or OMPI_MCA_ variable is in the environment by now). */
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+    /* Between ranks on one host, a large message goes through the shared-
+     * memory BTL's single copy (CMA) where the kernel allows it, else
+     * through its pipeline of max_send_size fragments (32 KiB), one moved
+     * per progress call. The gradient all-reduce is tested every <= 200 us
+     * while its thread sleeps (wait_idle), so without CMA (containers,
+     * VMs that refuse process_vm_readv: the lent GPU machines, by their
+     * numbers) it crawled: 2 ranks here with CMA turned off, 2 to 32 MiB,
+     * 0.18-0.23 GB/s against 1.6-1.8 busy-polling; with 256 KiB fragments
+     * 1.25-1.27 GB/s at 2-8 MiB, 0.93 at 32 MiB, and no change with CMA on
+     * (bench: `allreduce-bench --comm mpi`, results/allreduce_cpu_np2.md).
+     * Open MPI 4 names the BTL vader, 5 sm. */
+    setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
+    setenv("OMPI_MCA_btl_sm_max_send_size", "262144", 0);
 #endif
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));

@@ -19,6 +19,21 @@ else()
   add_test(NAME grad_sync_np1 COMMAND test_grad_sync)
 endif()
 
+# Open MPI's shared-memory fragment for the sleep-polled all-reduce
+# (comm/comm_mpi.c): 256 KiB unless the user set one, as the library reads it
+if(TB_HAVE_MPI)
+  add_executable(test_comm_env test_comm_env.c)
+  target_link_libraries(test_comm_env PRIVATE tb_comm)
+  add_test(NAME comm_env_vader_fragment
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:test_comm_env>)
+  add_test(NAME comm_env_vader_fragment_user
+           COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 $<TARGET_FILE:test_comm_env>)
+  set_tests_properties(comm_env_vader_fragment PROPERTIES TIMEOUT 120 PROCESSORS 2 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  set_tests_properties(comm_env_vader_fragment_user PROPERTIES TIMEOUT 120 PROCESSORS 2 SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${TB_MPI_TEST_ENV};OMPI_MCA_btl_vader_max_send_size=65536;TB_WANT_MAX_SEND=65536")
+endif()
+
 # The device gradient path's pure parts (comm/bucket_plan.h, comm/device_map.h)
 # and the bf16 compression hook's rounding and error, on the host.
 add_executable(test_bucket_plan test_bucket_plan.c)
