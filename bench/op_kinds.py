@@ -111,7 +111,7 @@ def aggregate(kernels, steps):
     [(name, ms_per_step), ...3]}; unmatched: [(name, ms_per_step,
     calls_per_step)], largest first."""
     cats = [classify(k[0]) for k in kernels]
-    main = {"conv_fwd", "conv_dgrad", "conv_wgrad", "conv_bwd"}
+    main = {"conv_fwd", "conv_dgrad", "conv_wgrad", "conv_bwd", "conv_gemm"}
     # helpers: offsets -> the next conv; split-K reductions -> the previous kernel
     nxt = None
     for i in range(len(cats) - 1, -1, -1):

@@ -63,9 +63,14 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
      * 0.18-0.23 GB/s against 1.6-1.8 busy-polling; with 256 KiB fragments
      * 1.25-1.27 GB/s at 2-8 MiB, 0.93 at 32 MiB, and no change with CMA on
      * (bench: `allreduce-bench --comm mpi`, results/allreduce_cpu_np2.md).
-     * Open MPI 4 names the BTL vader, 5 sm. */
-    setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
-    setenv("OMPI_MCA_btl_sm_max_send_size", "262144", 0);
+     * Open MPI 4 names the BTL vader, 5 sm (vader an alias): a user's value
+     * under either name leaves both alone. An environment variable outranks
+     * mca-params.conf, so a site's file setting is overridden here: set
+     * OMPI_MCA_btl_vader_max_send_size to keep it. */
+    if (!getenv("OMPI_MCA_btl_vader_max_send_size") && !getenv("OMPI_MCA_btl_sm_max_send_size")) {
+        setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
+        setenv("OMPI_MCA_btl_sm_max_send_size", "262144", 0);
+    }
 #endif
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));

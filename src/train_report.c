@@ -127,7 +127,7 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
         printf("# note: efficiency above 100 %% (super-linear): per rank, the %d-rank row ran faster than the "
                "1-rank row.\n#   Every rank does the same work in both, so the 1-rank row was slowed by "
                "something else (other\n#   programs on the host while it ran) or the rows differ by noise "
-               "(%d timed steps each): rerun on an\n#   idle host, or with more --scaling-steps.\n",
+               "(%d timed steps or more each): rerun on an\n#   idle host, or with more --scaling-steps.\n",
                last->ranks, f->scaling_steps);
     fflush(stdout);
 }

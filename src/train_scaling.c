@@ -84,6 +84,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
             double el = tb_now() - t_start;
             tb_monitor_progress(r->mon, s, "scaling row length", 1);
             tb_comm_allreduce_max(sub, &el, 1, TB_FLOAT64);
+            tb_monitor_progress(r->mon, s, "scaling row", 0);
             if (el < min_s) timed += (int)fmin(1e6, ceil((min_s - el) / (el / (s + 1 - warm)) * 1.05));
         }
     }

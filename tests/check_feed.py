@@ -47,7 +47,7 @@ def main():
             elif len(cols) == len(COLS):
                 steps = int(f.attrs["steps"])
                 batch = int(f.attrs["batch_size"])
-                min_row = float(f.attrs["min_row_seconds"])
+                min_row = float(f.attrs.get("min_row_seconds", 0))  # missing: reported with ATTRS above
                 for i in range(a.rows):
                     # --steps timed steps, more until the row lasted --min-row-seconds
                     timed, row_s = int(cols["timed_steps"][i]), float(cols["row_s"][i])

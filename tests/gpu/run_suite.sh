@@ -152,7 +152,10 @@ run_tests() {
   # every test's whole output: the junit file and --output-on-failure cut a
   # passed test's output to 1 KiB (the first H200 run lost the `#   path:`,
   # watcher and decoder lines that way); ctest's own log keeps all of it
-  cp build-gpu/Testing/Temporary/LastTest*.log "$OUT/keep/" 2>/dev/null
+  # (named per call: a second tests stage in one suite keeps the first's)
+  for f in build-gpu/Testing/Temporary/LastTest*.log; do
+    [ -f "$f" ] && cp "$f" "$OUT/keep/ctest-full-$(date +%s)-$(basename "$f")"
+  done
   local pass fail skip
   pass=$(grep -c ' Passed ' "$OUT/keep/ctest.log")
   # only the progress lines (ctest lists a failed or not-run test again at the end)
