@@ -302,6 +302,8 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_int(a, "threads_per_rank", r->threads);
     tb_attrs_int(a, "resumed_from_step", r->start[0]);
     tb_attrs_num(a, "timeout_s", f->timeout);
+    tb_attrs_int(a, "scaling_steps", f->scaling_steps);
+    tb_attrs_num(a, "scaling_min_seconds", tb_train_scaling_min_s(r)); /* rows ran on until this long */
     tb_attrs_str(a, "device_util_source", r->util ? "NVML GPU-Util (and GPM SM activity where supported), mean over the timed steps" : tb_scaling_util_label(r->be->name));
     tb_attrs_str(a, "comm_path", tb_comm_path_name(tb_trainer_path(r->tr)));
     tb_attrs_str(a, "allreduce_dtype", f->allreduce_dtype);
