@@ -329,7 +329,7 @@ static int cmd_feed(int argc, char **argv) {
         snprintf(dev_note, sizeof dev_note, "not measured: the %s backend has no GPU", be->name);
     }
 
-    if (min_row < 0) min_row = smp ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0;
+    if (min_row < 0) min_row = smp ? TB_NVML_UTIL_ROW_S : 0;
     tb_feed_setup fs = {&ds, tr, smp, batch, size, 1, warmup, steps, decode_mode(decode), (uint64_t)seed, lr, min_row};
     printf("# loader-bench --feed: %s %s on %s (%s), batch %d at %d, decode %s, %d+%d steps per row%s, %s\n", model,
            tb_precision_name(prec), be->name, be->device, batch, size, decode, warmup, steps,

@@ -78,6 +78,9 @@ const char *tb_nvml_level_name(int level);
  * GPU-Util only for windows of TB_NVML_UTIL_MIN_WINDOW_S or more (NVML's
  * longest sample period). */
 #define TB_NVML_UTIL_MIN_WINDOW_S 1.0
+/* How long a measured row (a scaling row, a feed row) runs at least by
+ * default where NVML samples the GPU: the minimum window, with a margin. */
+#define TB_NVML_UTIL_ROW_S (1.25 * TB_NVML_UTIL_MIN_WINDOW_S)
 typedef struct tb_nvml_sampler tb_nvml_sampler;
 typedef struct {
     int samples;

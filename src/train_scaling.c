@@ -36,7 +36,7 @@ static void collect_all(tb_trainer *t, int k, int timed, tb_rank_summary *mine) 
 
 double tb_train_scaling_min_s(const tb_train_run *r) {
     if (r->fl.scaling_min_s >= 0) return r->fl.scaling_min_s;
-    return strcmp(r->be->name, "cuda") == 0 ? 1.25 * TB_NVML_UTIL_MIN_WINDOW_S : 0; /* the backend is alike on all ranks */
+    return strcmp(r->be->name, "cuda") == 0 ? TB_NVML_UTIL_ROW_S : 0; /* the backend is alike on all ranks */
 }
 
 /* One row on the k ranks of `sub`: untimed warm-up steps, then the timed
