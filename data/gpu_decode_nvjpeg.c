@@ -43,15 +43,14 @@
  * comes from the first decoder's nvj_alloc and is written by every
  * decoder's stream (one device, cudaMalloc memory: any stream may).
  *
- * What has run on a GPU (one H100, 2026-11-27, results/gpu_h100_2026-11-27):
- * this file as it was then, one decoder on a default-priority stream: the
- * hardware engine, batched with regions, 9953 img/s alone, 3544 img/s
- * feeding ResNet-50. NOT RUN ON A GPU since, compiled only (-Werror):
- * the greatest-priority stream (cudaDeviceGetStreamPriorityRange,
- * cudaStreamCreateWithPriority); several decoders (nvJPEG handles with the
- * hardware backend, their states and streams) in one process, decoding at
- * once from different threads into one device's slots. Host-tested: the
- * planning and resize arithmetic (test_gpu_resize), the loader's jobs,
+ * What has run on a GPU: one H100 (results/gpu_h100_2026-11-27), one
+ * decoder on a default-priority stream: the hardware engine, batched with
+ * regions, 9953 img/s alone, 3544 img/s feeding ResNet-50; then one H200
+ * (results/gpu_h200_2026-11-27), this file as it is: the greatest-priority
+ * stream (-5) and 1 to 3 decoders decoding at once from their threads into
+ * one device's slots, 21006 img/s alone with 2, 5770 img/s feeding
+ * ResNet-50, feed_gpu_decode and feed_upload_cuda passing. Host-tested:
+ * the planning and resize arithmetic (test_gpu_resize), the loader's jobs,
  * fallbacks and several GPU stages through the host emulation
  * (test_loader_feed). */
 #include <stdio.h>
