@@ -52,6 +52,7 @@ typedef struct {
     int64_t epoch;       /* the epoch it is filled for */
     int64_t gen;         /* the loader generation it is filled in */
     int staging;         /* 1 while a GPU stage runs on it (ld->gpu_busy counts them) */
+    double stage_t0;     /* when that stage began (tb_now): tb_loader_get_stats counts its time so far */
     int done;            /* samples finished */
     /* --decode gpu */
     uint8_t *host_images;   /* [batch,S,S,3] rows the CPU rendered, copied up by the GPU stage */
@@ -426,8 +427,8 @@ static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
     s->state = SLOT_GPU;
     s->staging = 1;
     if (++ld->gpu_busy > ld->stats.gpu_stage_max) ld->stats.gpu_stage_max = ld->gpu_busy;
+    double t0 = s->stage_t0 = tb_now();
     pthread_mutex_unlock(&ld->mu);
-    double t0 = tb_now();
     gpu_stage(w, s);
     w->acc.gpu_stage_s += tb_now() - t0;
     w->acc.gpu_batches++;
@@ -713,6 +714,13 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
     tb_loader *l = (tb_loader *)ld; /* the mutex, not the state, changes */
     pthread_mutex_lock(&l->mu);
     *st = ld->stats;
+    /* gpu_stage_s as the integral of busy stages up to now: the stages still
+     * running count their time so far, so the difference of two snapshots
+     * is the busy time inside that window, not the whole time of each stage
+     * that ended in it (which put a short row's busy share over 100 %) */
+    double now = tb_now();
+    for (int i = 0; i < ld->nslots; i++)
+        if (ld->slots[i].staging) st->gpu_stage_s += now - ld->slots[i].stage_t0;
     pthread_mutex_unlock(&l->mu);
 }
 

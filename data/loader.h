@@ -127,7 +127,9 @@ typedef struct {
     double gpu_stage_s;                  /* --decode gpu: their GPU stages' wall time, summed: for
                                             each batch, from taking it to its slot being ready
                                             (nvJPEG, the resize kernels, the rows rendered on the
-                                            CPU copied up, per-file CPU fallbacks) */
+                                            CPU copied up, per-file CPU fallbacks); in
+                                            tb_loader_get_stats, stages still running count
+                                            their time so far (a busy-time integral) */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
 } tb_loader_stats;
 
@@ -153,9 +155,10 @@ int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
 /* --decode gpu, between two readings of the stats over wall_s seconds with
- * `stages` GPU stages: the GPU stage's wall ms per batch it ran, and the
- * share of the wall time each stage was busy (%); both NaN when no batch
- * went through a GPU stage (CPU decode). */
+ * `stages` GPU stages: the GPU stages' busy ms inside the window per batch
+ * that finished its stage there, and the share of the wall time each stage
+ * was busy (%, at most 100: the stats count a running stage's time so far);
+ * both NaN when no batch went through a GPU stage (CPU decode). */
 void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, double wall_s, int stages,
                            double *ms_per_batch, double *busy_pct);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
