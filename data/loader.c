@@ -430,9 +430,11 @@ static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
     double t0 = s->stage_t0 = tb_now();
     pthread_mutex_unlock(&ld->mu);
     gpu_stage(w, s);
+    pthread_mutex_lock(&ld->mu);
+    /* the stage's end read under the lock that clears `staging`: a snapshot
+     * in between would count more time for it than is merged here */
     w->acc.gpu_stage_s += tb_now() - t0;
     w->acc.gpu_batches++;
-    pthread_mutex_lock(&ld->mu);
     merge_stats(&ld->stats, &w->acc);
     s->staging = 0;
     ld->gpu_busy--;
@@ -719,20 +721,20 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *st) {
      * is the busy time inside that window, not the whole time of each stage
      * that ended in it (which put a short row's busy share over 100 %) */
     double now = tb_now();
+    st->at_s = now;
     for (int i = 0; i < ld->nslots; i++)
         if (ld->slots[i].staging) st->gpu_stage_s += now - ld->slots[i].stage_t0;
     pthread_mutex_unlock(&l->mu);
 }
 
-void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, double wall_s, int stages,
-                           double *ms_per_batch, double *busy_pct) {
+void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, int stages, double *ms_per_batch,
+                           double *busy_pct) {
     int64_t staged = s1->gpu_batches - s0->gpu_batches;
-    double busy_s = s1->gpu_stage_s - s0->gpu_stage_s;
+    double busy_s = s1->gpu_stage_s - s0->gpu_stage_s, window_s = s1->at_s - s0->at_s;
     *ms_per_batch = *busy_pct = NAN;
-    if (staged > 0) {
-        *ms_per_batch = busy_s * 1e3 / (double)staged;
-        *busy_pct = 100.0 * busy_s / (wall_s * stages);
-    }
+    if (stages <= 0) return;
+    if (staged > 0) *ms_per_batch = busy_s * 1e3 / (double)staged;
+    if (window_s > 0) *busy_pct = 100.0 * busy_s / (window_s * stages);
 }
 
 const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }

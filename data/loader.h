@@ -131,6 +131,7 @@ typedef struct {
                                             tb_loader_get_stats, stages still running count
                                             their time so far (a busy-time integral) */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
+    double at_s;                         /* tb_loader_get_stats: when the snapshot was taken (tb_now) */
 } tb_loader_stats;
 
 typedef struct tb_loader tb_loader;
@@ -154,13 +155,14 @@ int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
 int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
 void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
-/* --decode gpu, between two readings of the stats over wall_s seconds with
- * `stages` GPU stages: the GPU stages' busy ms inside the window per batch
- * that finished its stage there, and the share of the wall time each stage
- * was busy (%, at most 100: the stats count a running stage's time so far);
- * both NaN when no batch went through a GPU stage (CPU decode). */
-void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, double wall_s, int stages,
-                           double *ms_per_batch, double *busy_pct);
+/* --decode gpu, between two readings of the stats (tb_loader_get_stats)
+ * with `stages` GPU stages: the GPU stages' busy ms inside the window per
+ * batch that finished its stage there (NaN when none did), and the share
+ * of the window between the two readings each stage was busy (%, at most
+ * 100: the stats count a running stage's time so far); both NaN with no
+ * GPU stage (CPU decode). */
+void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, int stages, double *ms_per_batch,
+                           double *busy_pct);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
 const char *tb_loader_decoder(const tb_loader *ld);
 /* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */

@@ -34,8 +34,8 @@
 
 typedef struct {
     double img_s, mb_s, ms_batch, decode_ms, resize_ms, wait_ms;
-    double stage_ms, stage_pct; /* --decode gpu: GPU stage wall ms per batch, % of the wall time busy per
-                                   stage (else NaN) */
+    double stage_ms, stage_pct; /* --decode gpu: GPU stages' busy ms per batch finished in the row, % of
+                                   the row's time busy per stage (else NaN) */
     int stages;                 /* GPU stages (0: CPU decode) */
     int64_t skipped, images;
     tb_loader_stats st;
@@ -86,7 +86,7 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, int
     r.decode_ms = (s1.decode_s - s0.decode_s) * 1e3 / (double)done;
     r.resize_ms = (s1.resize_s - s0.resize_s) * 1e3 / (double)done;
     r.wait_ms = wait * 1e3 / batches;
-    tb_loader_stage_split(&s0, &s1, dt, r.stages, &r.stage_ms, &r.stage_pct);
+    tb_loader_stage_split(&s0, &s1, r.stages, &r.stage_ms, &r.stage_pct);
     r.skipped = s1.skipped;
     r.st = s1;
     return r;
@@ -372,7 +372,7 @@ static int cmd_feed(int argc, char **argv) {
     }
     printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG; wait%%: share "
            "of the wall time the step waited for its batch; step_ms: the device's time per step; stage_ms, stage%%: "
-           "the loader's GPU stage (--decode gpu), wall ms per batch and share of the wall time busy, per stage "
+           "the loader's GPU stage (--decode gpu), busy ms per batch and share of the wall time busy, per stage "
            "(near 100: the GPU stage limits the row); ahead%%: batches whose copy overlapped the step before\n",
            decode_mode(decode) == TB_DECODE_GPU ? "fast" : decode);
     if (results[0]) {

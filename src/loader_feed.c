@@ -117,7 +117,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     r.h2d_ms = h2d * 1e3 / timed;
     r.step_ms = stepsum * 1e3 / timed;
     r.decode_ms_per_img = decoded > 0 ? (s1.decode_s - s0.decode_s) * 1e3 / (double)decoded : NAN;
-    tb_loader_stage_split(&s0, &s1, dt, r.gpu_stages, &r.gpu_stage_ms, &r.gpu_stage_busy_pct);
+    tb_loader_stage_split(&s0, &s1, r.gpu_stages, &r.gpu_stage_ms, &r.gpu_stage_busy_pct);
     int64_t batches = u1.batches - u0.batches;
     r.lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - u0.lookahead) / (double)batches : 0;
     r.skipped = s1.skipped;

@@ -67,8 +67,9 @@ typedef struct {
     double img_per_s, ms_per_batch, wait_pct, h2d_ms, step_ms;
     double gpu_util_pct, gpu_idle_pct, sm_active_pct; /* NaN: not measured */
     double decode_ms_per_img;    /* loader thread time per image (read + decode) */
-    double gpu_stage_ms;         /* --decode gpu: GPU stage wall ms per batch it ran (NaN: CPU decode) */
-    double gpu_stage_busy_pct;   /* --decode gpu: share of the wall time the GPU stages were busy, per
+    double gpu_stage_ms;         /* --decode gpu: the GPU stages' busy ms in the row per batch that
+                                    finished its stage in it (NaN: CPU decode) */
+    double gpu_stage_busy_pct;   /* --decode gpu: share of the row's time the GPU stages were busy, per
                                     stage (NaN: CPU) */
     int gpu_stages;              /* --decode gpu: GPU stages the loader ran (0: CPU decode) */
     double lookahead_pct;        /* batches whose copy overlapped the previous step */
