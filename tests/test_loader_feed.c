@@ -56,6 +56,15 @@ static tb_loader_opts base_opts(const tb_dataset *ds) {
     return o;
 }
 
+/* base_opts on the emulated GPU decode path (flip on the device) */
+static tb_loader_opts emulated_gpu_opts(const tb_dataset *ds) {
+    tb_loader_opts o = base_opts(ds);
+    o.gpu_flip = 1;
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    return o;
+}
+
 static tb_loader *make(const tb_loader_opts *o) {
     char err[256];
     tb_loader *ld = tb_loader_create(o, err, sizeof err);
@@ -369,10 +378,7 @@ static void stages_script(const tb_loader_opts *o, seen *v, tb_loader_stats *st,
  * slots' memory back to the decoder that made it. */
 static void test_gpu_stages(const tb_dataset *ds) {
     for (int fail_every = 0; fail_every <= 3; fail_every += 3) {
-        tb_loader_opts o = base_opts(ds);
-        o.gpu_flip = 1;
-        o.decode = TB_DECODE_GPU;
-        o.gpu_emulate = 1;
+        tb_loader_opts o = emulated_gpu_opts(ds);
         o.gpu_emulate_fail_every = fail_every;
         o.gpu_emulate_delay_ms = 15;
         o.prefetch = 4;
@@ -442,10 +448,7 @@ static void test_gpu_stages(const tb_dataset *ds) {
         run_free(&b);
     }
     /* inline decode: the caller's thread is the one stage, whatever is asked */
-    tb_loader_opts o = base_opts(ds);
-    o.gpu_flip = 1;
-    o.decode = TB_DECODE_GPU;
-    o.gpu_emulate = 1;
+    tb_loader_opts o = emulated_gpu_opts(ds);
     o.inline_decode = 1;
     o.gpu_stages = 3;
     tb_loader *ld = make(&o);
@@ -456,9 +459,7 @@ static void test_gpu_stages(const tb_dataset *ds) {
     ld = make(&o);
     TB_CHECK(tb_loader_gpu_stages(ld) == 0, "CPU decode reports %d GPU stages", tb_loader_gpu_stages(ld));
     tb_loader_destroy(ld);
-    o.gpu_flip = 1;
-    o.decode = TB_DECODE_GPU;
-    o.gpu_emulate = 1;
+    o = emulated_gpu_opts(ds);
     ld = make(&o);
     TB_CHECK(tb_loader_gpu_stages(ld) == 2, "default: %d GPU stages, want 2", tb_loader_gpu_stages(ld));
     tb_loader_destroy(ld);
@@ -492,10 +493,7 @@ static void test_gpu_stages(const tb_dataset *ds) {
  * the snapshots' own times (at_s), so a descheduled test thread does not
  * stretch it; the stage's own gaps between batches are microseconds. */
 static void test_stage_busy_window(const tb_dataset *ds) {
-    tb_loader_opts o = base_opts(ds);
-    o.gpu_flip = 1;
-    o.decode = TB_DECODE_GPU;
-    o.gpu_emulate = 1;
+    tb_loader_opts o = emulated_gpu_opts(ds);
     o.gpu_emulate_delay_ms = 200;
     o.gpu_stages = 1;
     o.prefetch = 4;
