@@ -97,7 +97,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
             r.sm_active_pct = ns.sm_active_pct_mean;
             /* GPU-Util over a shorter window is mostly the time before it
              * (src/nvml.h); min_row_s keeps rows above that */
-            if (ns.window_s >= TB_NVML_UTIL_MIN_WINDOW_S) {
+            if (tb_nvml_util_valid(&ns)) {
                 r.gpu_util_pct = ns.util_pct_mean;
                 r.gpu_idle_pct = 100.0 - ns.util_pct_mean;
             }

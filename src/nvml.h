@@ -90,6 +90,9 @@ typedef struct {
     double sm_clock_mhz_mean, sm_clock_mhz_min;
     double power_w_mean, temp_c_max;
 } tb_nvml_stats;
+/* Whether st's GPU-Util speaks for its window: one of
+ * TB_NVML_UTIL_MIN_WINDOW_S or more (above). */
+static inline int tb_nvml_util_valid(const tb_nvml_stats *st) { return st->window_s >= TB_NVML_UTIL_MIN_WINDOW_S; }
 tb_nvml_sampler *tb_nvml_sampler_start(tb_nvml_dev *d, double period_s);
 void tb_nvml_sampler_reset(tb_nvml_sampler *s);
 void tb_nvml_sampler_stats(tb_nvml_sampler *s, tb_nvml_stats *out);

@@ -183,7 +183,7 @@ void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
          * the time before it (src/nvml.h): not reported. GPM's SM activity
          * is measured between two samples inside the window: kept (the H200
          * run's 0.11-s row: GPU-Util 0 %, SM activity 67.6 %) */
-        s->util_short = st.window_s < TB_NVML_UTIL_MIN_WINDOW_S;
+        s->util_short = !tb_nvml_util_valid(&st);
         s->util_samples = st.samples;
         s->util_pct = s->util_short ? NAN : st.util_pct_mean;
         s->sm_active_pct = st.sm_active_pct_mean;
