@@ -18,6 +18,10 @@ find_package(Threads REQUIRED) # the trap test runs a second thread
 add_executable(test_core test_core.c)
 target_link_libraries(test_core PRIVATE tb_core Threads::Threads)
 add_test(NAME core_abort_cleanups COMMAND test_core)
+# src/core/cpu_features: CPUID + XGETBV against the kernel's /proc/cpuinfo flags
+add_executable(test_cpu_features test_cpu_features.c)
+target_link_libraries(test_cpu_features PRIVATE tb_core)
+add_test(NAME core_cpu_features COMMAND test_cpu_features)
 
 # The GPU work's host side, on every machine: layout math and 16-bit formats,
 # the CPU convert / input ops, step scalars, CPU events, the arena plan, and
