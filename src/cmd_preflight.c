@@ -28,6 +28,7 @@
 #include "comm/nccl.h"
 #include "data/jpeg.h"
 #include "model/backend.h"
+#include "model/cpu/cpu_blas.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/faults.h"
@@ -35,6 +36,7 @@
 #include "src/gpu_versions.h"
 #include "src/launch_check.h"
 #include "src/nvml.h"
+#include "src/core/cpu_features.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
 #include "src/core/version.h"
@@ -47,6 +49,7 @@ typedef struct {
     char versions[256];
     char env[1024];
     char nccl[160];       /* NCCL compiled vs loaded, its verdict ("" without NCCL) */
+    char blas[64];        /* BLAS kernels and the CPU's vector level: "SkylakeX (avx512)" */
     int nccl_bad;         /* the verdict is an error */
 } pf_row;
 
@@ -234,6 +237,9 @@ int tb_cmd_preflight(int argc, char **argv) {
     snprintf(me.versions, sizeof me.versions, "trainbench %.16s (%.24s), %.40s, HDF5 %.12s, %.24s, %.100s",
              tb_version_string, tb_git_revision, mpi, h5, tb_jpeg_version(), be->versions);
     tb_launch_env(me.env, sizeof me.env, 1);
+    const tb_cpu_blas_info *blas = tb_cpu_blas_info_get();
+    snprintf(me.blas, sizeof me.blas, "%.31s%s (%s)", blas->kernels, blas->below_best ? "!" : "",
+             tb_cpu_isa_name(tb_cpu_isa_best(tb_cpu_features_get())));
     if (tb_nccl_built()) {
         int c = 0, l = 0;
         tb_nccl_versions(&c, &l);
@@ -275,10 +281,17 @@ int tb_cmd_preflight(int argc, char **argv) {
         }
         printf("# trainbench preflight: %d rank%s on %d host%s\n#\n", info.world, info.world > 1 ? "s" : "",
                hosts, hosts > 1 ? "s" : "");
-        printf("# %4s  %-16s %7s  %-40s %-16s\n", "rank", "host", "local", "device", "bus id / cpus");
-        for (int r = 0; r < info.world; r++)
-            printf("  %4d  %-16s %3d/%-3d  %-40.40s %-16s\n", r, rows[r].host, rows[r].local_rank,
-                   rows[r].local_size, rows[r].device, rows[r].key);
+        printf("# %4s  %-16s %7s  %-40s %-16s %s\n", "rank", "host", "local", "device", "bus id / cpus",
+               "BLAS kernels (cpu level)");
+        int below = 0;
+        for (int r = 0; r < info.world; r++) {
+            printf("  %4d  %-16s %3d/%-3d  %-40.40s %-16s %s\n", r, rows[r].host, rows[r].local_rank,
+                   rows[r].local_size, rows[r].device, rows[r].key, rows[r].blas);
+            below |= strchr(rows[r].blas, '!') != NULL;
+        }
+        if (below)
+            printf("# !: kernels below what that CPU can run (OPENBLAS_CORETYPE set there, or a BLAS built "
+                   "without them): the CPU backend runs slower on it\n");
         printf("#\n# versions (identical on every rank: the launch check compared them)\n#   %s\n",
                rows[0].versions);
         printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");

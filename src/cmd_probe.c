@@ -10,7 +10,9 @@
  * run time), then one table of measurements each beside its datasheet
  * ceiling: pinned host-to-device and device-to-host copies at 4 MiB and
  * 256 MiB, device-to-device bandwidth (read + write), and GEMM TFLOP/s in
- * fp32, tf32 and bf16 at 4096 and 8192. The same goes into the results file
+ * fp32, tf32 and bf16 at 4096 and 8192; and for the CPU backend the CPU's
+ * vector units, the BLAS kernels running and one SGEMM beside the CPU's
+ * peak (probe_cpu.h). The same goes into the results file
  * (attributes, and a /probe table).
  *
  * Exit status: 1 when a library mismatch will make CUDA fail, or with
@@ -28,6 +30,7 @@
 #include "src/gpu_peaks.h"
 #include "src/h5io.h"
 #include "src/nvml.h"
+#include "src/probe_cpu.h"
 #include "src/probe_gpu.h"
 #include "src/results.h"
 #include "src/table_print.h"
@@ -77,6 +80,11 @@ int tb_cmd_probe(int argc, char **argv) {
             errors += c->verdict == TB_VER_ERROR;
         }
     }
+
+    tb_probe_cpu pc;
+    tb_probe_cpu_measure(&pc, quick);
+    printf("#\n");
+    tb_probe_cpu_print(&pc, stdout);
 
     char err[512] = "";
     int have_gpu = p.built_with_cuda && tb_probe_gpu_measure(&p, device, quick, err, sizeof err) == 0;
@@ -205,6 +213,7 @@ int tb_cmd_probe(int argc, char **argv) {
             snprintf(buf, sizeof buf, "%s: %s", tb_verdict_name(c->verdict), c->note);
             tb_attrs_str(&a, k, buf);
         }
+        tb_probe_cpu_attrs(&pc, &a);
         tb_attrs_str(&a, "device_names", have_gpu ? p.name : "none");
         if (have_gpu) {
             tb_attrs_str(&a, "pci_bus_id", p.bus_id);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/cpu/cpu_blas.h"
 #include "src/commands.h"
 #include "src/core/log.h"
 #include "src/core/version.h"
@@ -35,6 +36,9 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    /* before anything else: may re-run the program with OPENBLAS_CORETYPE
+     * set, when the BLAS fell back to kernels below the CPU's */
+    tb_cpu_blas_kernels_ensure(argv);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage();

@@ -8,9 +8,11 @@
 #include "comm/comm.h"
 #include "comm/nccl.h"
 #include "data/jpeg.h"
+#include "model/cpu/cpu_blas.h"
 #include "src/h5io.h"
 #include "src/nvml.h"
 #include "src/probe_gpu.h"
+#include "src/core/cpu_features.h"
 #include "src/core/version.h"
 
 extern char **environ;
@@ -59,6 +61,20 @@ static void gpu_versions(tb_attrs *a) {
     }
 }
 
+/* The CPU's vector units and the BLAS kernels running (rank 0's). */
+static void cpu_attrs(tb_attrs *a) {
+    const tb_cpu_features *f = tb_cpu_features_get();
+    char buf[256];
+    tb_cpu_features_str(f, buf, sizeof buf);
+    tb_attrs_str(a, "cpu_features", buf);
+    tb_attrs_str(a, "cpu_isa_level", tb_cpu_isa_name(tb_cpu_isa_best(f)));
+    const tb_cpu_blas_info *b = tb_cpu_blas_info_get();
+    tb_attrs_str(a, "blas_kernels", b->kernels);
+    tb_cpu_blas_origin_str(b, buf, sizeof buf);
+    tb_attrs_str(a, "blas_kernels_origin", buf);
+    tb_attrs_int(a, "blas_threads_per_call", b->threads);
+}
+
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts) {
     char buf[4096];
@@ -88,6 +104,7 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     tb_attrs_str(a, "backend", be->name);
     tb_attrs_str(a, "device_names", be->device);
     tb_attrs_str(a, "compute_libraries", be->versions);
+    cpu_attrs(a);
     if (strcmp(be->name, "cuda") == 0) {
         gpu_versions(a);
         if (!tb_nccl_built()) tb_attrs_str(a, "nccl_version", "none (built without NCCL: MPI staged through the host)");

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "comm/nccl.h"
+#include "model/cpu/cpu_blas.h"
 #include "src/checkpoint.h"
+#include "src/core/cpu_features.h"
 #include "src/core/log.h"
 #include "src/launch_check.h"
 #include "src/provenance.h"
@@ -324,6 +326,13 @@ static void print_header(const tb_train_run *r) {
     int w = r->info.world;
     printf("# trainbench train: %s, %d classes, %d rank%s, backend %s (%d thread%s/rank), %s\n", r->cfg.name,
            r->classes, w, w > 1 ? "s" : "", r->be->name, r->threads, r->threads > 1 ? "s" : "", f->precision);
+    if (strcmp(r->be->name, "cpu") == 0) {
+        const tb_cpu_features *cf = tb_cpu_features_get();
+        char units[192], blas[256];
+        tb_cpu_features_str(cf, units, sizeof units);
+        tb_cpu_blas_summary(blas, sizeof blas);
+        printf("# cpu: %s (level %s); BLAS: %s\n", units, tb_cpu_isa_name(tb_cpu_isa_best(cf)), blas);
+    }
     printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
            f->batch_file[0] ? f->batch_file : f->data[0] ? f->data : "synthetic", r->dataset_size,
            (long long)r->steps_per_epoch, f->batch, r->global_batch, r->image, r->image);

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model/cpu/cpu_blas.h"
 #include "model/cpu/cpu_internal.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
@@ -349,11 +350,13 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     char cpus[64];
     cpu_binding_key(cpus, sizeof cpus);
     threads = cpu_threads_for(threads, opts ? opts->device : 0, cpus);
-#ifdef TB_HAVE_OPENBLAS_THREADS
     /* One thread pool: each OpenMP thread makes its own single-threaded BLAS
-     * call on its share of a GEMM (see cpu_internal.h). */
-    openblas_set_num_threads(1);
-#endif
+     * call on its share of a GEMM (see cpu_internal.h); a user's
+     * OPENBLAS_NUM_THREADS stands, with a line when it oversubscribes. */
+    int blas_threads = 1;
+    char blas_note[512];
+    tb_cpu_blas_threads(threads, &blas_threads, blas_note, sizeof blas_note);
+    if (blas_note[0] && tb_log_rank() <= 0) tb_warn("%s", blas_note);
 
     cpu_state *st = cpu_aligned_alloc(sizeof *st, "the CPU backend state");
     memset(st, 0, sizeof *st);
@@ -373,11 +376,10 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     snprintf(be->device, sizeof be->device, "%s, %d thread%s", model, threads, threads > 1 ? "s" : "");
     be->threads = threads;
     snprintf(be->device_key, sizeof be->device_key, "%s", cpus);
-#ifdef TB_HAVE_OPENBLAS_THREADS
-    snprintf(be->versions, sizeof be->versions, "%s; OpenMP %d", openblas_get_config(), _OPENMP);
-#else
-    snprintf(be->versions, sizeof be->versions, "CBLAS (not OpenBLAS); OpenMP %d", _OPENMP);
-#endif
+    const tb_cpu_blas_info *blas = tb_cpu_blas_info_get();
+    /* the library's identity only: the kernels (and the threads) may differ
+     * between ranks on different CPUs; they are reported beside it */
+    snprintf(be->versions, sizeof be->versions, "%.200s; OpenMP %d", blas->identity, _OPENMP);
 
     be->alloc = cpu_alloc;
     be->release = cpu_release;

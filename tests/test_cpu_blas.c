@@ -1,0 +1,110 @@
+/* test_cpu_blas.c - model/cpu/cpu_blas: the kernel rule (which OpenBLAS
+ * kernels each CPU's vector units call for, and the tiers that decide a
+ * fallback), this process's reading of the library, the threads rule, and
+ * the timed SGEMM's own check. The re-exec itself is tested end to end by
+ * test_blas_kernels.py. */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/cpu/cpu_blas.h"
+#include "tests/tb_test.h"
+
+static tb_cpu_features cpu(const char *vendor, tb_isa_level lvl, int avx) {
+    tb_cpu_features f;
+    memset(&f, 0, sizeof f);
+    snprintf(f.vendor, sizeof f.vendor, "%s", vendor);
+    f.sse3 = f.ssse3 = f.sse41 = f.sse42 = true;
+    if (avx || lvl >= TB_ISA_AVX2) f.avx = f.os_ymm = true;
+    if (lvl >= TB_ISA_AVX2) f.avx2 = f.fma = f.f16c = true;
+    if (lvl >= TB_ISA_AVX512)
+        f.avx512f = f.avx512bw = f.avx512vl = f.avx512dq = f.avx512cd = f.os_zmm = true;
+    return f;
+}
+
+static void rule(void) {
+    struct {
+        tb_cpu_features f;
+        const char *want;
+    } k[] = {
+        {cpu("GenuineIntel", TB_ISA_AVX512, 1), "SkylakeX"},
+        {cpu("AuthenticAMD", TB_ISA_AVX512, 1), "SkylakeX"}, /* Zen 4 */
+        {cpu("GenuineIntel", TB_ISA_AVX2, 1), "Haswell"},
+        {cpu("AuthenticAMD", TB_ISA_AVX2, 1), "Zen"},
+        {cpu("HygonGenuine", TB_ISA_AVX2, 1), "Zen"},
+        {cpu("GenuineIntel", TB_ISA_BASELINE, 1), "Sandybridge"},
+        {cpu("GenuineIntel", TB_ISA_BASELINE, 0), ""},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        const char *got = tb_cpu_blas_kernels_for(&k[i].f);
+        TB_CHECK(strcmp(got, k[i].want) == 0, "case %zu: %s, want %s", i, got, k[i].want);
+    }
+    /* AVX-512 the OS does not save: AVX2 kernels, never SkylakeX (SIGILL) */
+    tb_cpu_features f = cpu("GenuineIntel", TB_ISA_AVX512, 1);
+    f.os_zmm = false;
+    TB_CHECK(strcmp(tb_cpu_blas_kernels_for(&f), "Haswell") == 0, "no zmm state: %s", tb_cpu_blas_kernels_for(&f));
+
+    struct {
+        const char *name;
+        int tier;
+    } t[] = {{"Prescott", 0}, {"Nehalem", 0}, {"Core2", 0}, {"Katmai", 0},     {"Sandybridge", 1},
+             {"Bulldozer", 1}, {"Haswell", 2}, {"Zen", 2},  {"SkylakeX", 3},  {"skylakex", 3},
+             {"Cooperlake", 3}, {"SapphireRapids", 3}, {"unknown", 0}, {NULL, 0}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        TB_CHECK(tb_cpu_blas_kernels_tier(t[i].name) == t[i].tier, "tier of %s: %d, want %d",
+                 t[i].name ? t[i].name : "NULL", tb_cpu_blas_kernels_tier(t[i].name), t[i].tier);
+}
+
+static void this_process(void) {
+    const tb_cpu_blas_info *b = tb_cpu_blas_info_get();
+    printf("# %s: kernels %s, best %s, origin %d, below %d\n", b->library, b->kernels, b->best, (int)b->origin,
+           b->below_best);
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    TB_CHECK(strcmp(b->kernels, openblas_get_corename()) == 0, "kernels %s, the library says %s", b->kernels,
+             openblas_get_corename());
+    TB_CHECK(strncmp(b->library, "OpenBLAS ", 9) == 0 && strchr(b->library + 9, ' ') == NULL,
+             "library '%s' is not 'OpenBLAS VERSION'", b->library);
+#endif
+    TB_CHECK(strcmp(b->best, tb_cpu_blas_kernels_for(tb_cpu_features_get())) == 0, "best %s", b->best);
+    TB_CHECK(b->below_best == (b->best[0] && tb_cpu_blas_kernels_tier(b->kernels) < tb_cpu_blas_kernels_tier(b->best)),
+             "below_best %d for %s vs %s", b->below_best, b->kernels, b->best);
+    char s[320];
+    tb_cpu_blas_summary(s, sizeof s);
+    TB_CHECK(strstr(s, b->kernels) && strstr(s, "kernels ("), "summary '%s'", s);
+}
+
+static void threads(void) {
+    int k = 0, cores = tb_cpu_allowed_cores();
+    char note[512];
+    unsetenv("OPENBLAS_NUM_THREADS");
+    tb_cpu_blas_threads(2, &k, note, sizeof note);
+    TB_CHECK(k == 1 && note[0] == '\0', "default: %d BLAS threads, note '%s'", k, note);
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    TB_CHECK(openblas_get_num_threads() == 1, "the library runs %d threads, not 1", openblas_get_num_threads());
+#endif
+    setenv("OPENBLAS_NUM_THREADS", "3", 1);
+    tb_cpu_blas_threads(cores, &k, note, sizeof note);
+    TB_CHECK(k == 3, "the user's 3 became %d", k);
+    TB_CHECK(note[0] && strstr(note, "OPENBLAS_NUM_THREADS=3 (yours)"), "3 x %d workers on %d cores: note '%s'",
+             cores, cores, note);
+    tb_cpu_blas_threads(1, &k, note, sizeof note);
+    TB_CHECK((note[0] != '\0') == (3 > cores), "3 x 1 worker on %d cores: note '%s'", cores, note);
+    unsetenv("OPENBLAS_NUM_THREADS");
+    tb_cpu_blas_threads(1, &k, note, sizeof note);
+}
+
+static void sgemm(void) {
+    double gf = 0;
+    char err[256] = "";
+    double ms = tb_cpu_blas_time_sgemm(256, 2, 3, &gf, err, sizeof err);
+    TB_CHECK(ms > 0 && gf > 0 && err[0] == '\0', "sgemm 256: %.3f ms, %.1f GFLOP/s, '%s'", ms, gf, err);
+    TB_CHECK(fabs(gf - 2.0 * 256 * 256 * 256 / (ms * 1e6)) < 1e-6 * gf, "GFLOP/s from the median time");
+}
+
+int main(void) {
+    rule();
+    this_process();
+    threads();
+    sgemm();
+    return tb_test_exit("cpu_blas");
+}
