@@ -10,6 +10,14 @@ both alike, and each side's best round is reported with the median.
 
     bench/cpu_step_vs_pytorch.py --trainbench build/trainbench \
         --configs 8x224,16x112 --threads 2 --out results/cpu_step_resnet50.md
+
+--tb-variant LABEL:NAME=VALUE,... (repeatable) runs trainbench once per
+variant in every round, with those environment variables (PyTorch's side
+never sees them): e.g. the BLAS kernels before and after trainbench chose
+them on a machine whose OpenBLAS fell back, emulated with
+  --tb-variant "generic kernels:OPENBLAS_CORETYPE=Prescott"
+  --tb-variant "trainbench's choice:OPENBLAS_CORETYPE=Prescott,TB_TEST_BLAS_FALLBACK=1"
+Each row names the BLAS kernels trainbench ran (its header line).
 """
 import argparse
 import os
@@ -41,19 +49,29 @@ def pytorch_rate(model, batch, size, threads, classes, warmup, steps):
     return steps * batch / (time.perf_counter() - t0)
 
 
-def trainbench_rate(binary, model, batch, size, threads, classes, warmup, steps):
+def trainbench_rate(binary, model, batch, size, threads, classes, warmup, steps, env_extra=None):
     cmd = [binary, "train", "--backend", "cpu", "--model", model, "--batch-size", str(batch),
            "--image-size", str(size), "--threads", str(threads), "--classes", str(classes),
            "--steps", str(warmup + steps), "--warmup-steps", str(warmup),
            "--lr", "0.01", "--lr-base-batch", str(batch), "--lr-schedule", "constant",
            "--momentum", "0.9", "--weight-decay", "1e-4",
            "--print-every", "1000000", "--scaling-steps", "0", "--results", ""]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    env = dict(os.environ, **(env_extra or {}))
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     # "# training: 7 steps, loss a -> b, 5.61 img/s (137.9 GFLOP/s) over 5 timed steps"
     m = re.search(r"^# training: .* ([0-9.]+) img/s", out, re.M)
     if not m:
         raise RuntimeError("no summary in trainbench output:\n" + out)
-    return float(m.group(1)), " ".join(cmd)
+    k = re.search(r"^# cpu: .*BLAS: \S+ \S+ (\S+) kernels", out, re.M)
+    prefix = " ".join(f"{n}={v}" for n, v in (env_extra or {}).items())
+    return float(m.group(1)), (prefix + " " if prefix else "") + " ".join(cmd), k.group(1) if k else "?"
+
+
+def parse_variant(text):
+    """'LABEL:NAME=VALUE,...' -> (label, {NAME: VALUE})"""
+    label, _, envs = text.partition(":")
+    env = dict(kv.split("=", 1) for kv in envs.split(",") if kv)
+    return label, env
 
 
 def cpu_name():
@@ -77,29 +95,36 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", help="write a markdown report here")
+    ap.add_argument("--tb-variant", action="append", default=[], metavar="LABEL:NAME=VALUE,...",
+                    help="run trainbench once per variant in each round, with these environment variables")
     a = ap.parse_args()
 
     import torch
+    variants = [parse_variant(v) for v in a.tb_variant] or [("", {})]
     rows = []
     for cfg in a.configs.split(","):
         batch, size = (int(v) for v in cfg.split("x"))
-        tb, pt = [], []
+        tb = {label: [] for label, _ in variants}
+        pt, cmds, kern = [], {}, {}
         for r in range(a.rounds):
-            rate, tb_cmd = trainbench_rate(a.trainbench, a.model, batch, size, a.threads,
-                                           a.classes, a.warmup, a.steps)
-            tb.append(rate)
+            for label, env in variants:
+                rate, cmds[label], kern[label] = trainbench_rate(a.trainbench, a.model, batch, size, a.threads,
+                                                                 a.classes, a.warmup, a.steps, env)
+                tb[label].append(rate)
             pt.append(pytorch_rate(a.model, batch, size, a.threads, a.classes, a.warmup, a.steps))
-            print(f"# {a.model} {batch}x3x{size}x{size} round {r + 1}: trainbench {tb[-1]:.2f} img/s,"
-                  f" pytorch {pt[-1]:.2f} img/s", flush=True)
-        rows.append((batch, size, max(tb), statistics.median(tb), max(pt), statistics.median(pt),
-                     tb_cmd))
+            print(f"# {a.model} {batch}x3x{size}x{size} round {r + 1}: " +
+                  ", ".join(f"trainbench{' (' + l + ')' if l else ''} {tb[l][-1]:.2f} img/s" for l, _ in variants) +
+                  f", pytorch {pt[-1]:.2f} img/s", flush=True)
+        for label, _ in variants:
+            rows.append((batch, size, max(tb[label]), statistics.median(tb[label]), max(pt), statistics.median(pt),
+                         cmds[label], label, kern[label]))
 
-    hdr = (f"| model | batch x size | threads | trainbench img/s (best / median) "
-           f"| PyTorch img/s (best / median) | ratio (best) | ratio (median) |")
-    table = [hdr, "|---|---|---|---|---|---|---|"]
-    for b, s, tbb, tbm, ptb, ptm, _ in rows:
-        table.append(f"| {a.model} | {b} x 3 x {s} x {s} | {a.threads} | {tbb:.2f} / {tbm:.2f} "
-                     f"| {ptb:.2f} / {ptm:.2f} | {tbb / ptb:.2f}x | {tbm / ptm:.2f}x |")
+    hdr = (f"| model | batch x size | threads | trainbench variant | BLAS kernels "
+           f"| trainbench img/s (best / median) | PyTorch img/s (best / median) | ratio (best) | ratio (median) |")
+    table = [hdr, "|---|---|---|---|---|---|---|---|---|"]
+    for b, s, tbb, tbm, ptb, ptm, _, label, kern in rows:
+        table.append(f"| {a.model} | {b} x 3 x {s} x {s} | {a.threads} | {label or 'default'} | {kern} "
+                     f"| {tbb:.2f} / {tbm:.2f} | {ptb:.2f} / {ptm:.2f} | {tbb / ptb:.2f}x | {tbm / ptm:.2f}x |")
     print("\n".join(table))
     if a.out:
         tbv = subprocess.run([a.trainbench, "--version"], capture_output=True, text=True).stdout.strip()
@@ -113,7 +138,7 @@ def main():
                     f"rounds; img/s over the timed steps.\n\n")
             f.write("\n".join(table) + "\n\n")
             f.write("Command:\n\n```\n" + " ".join([sys.argv[0]] + sys.argv[1:]) + "\n```\n\n")
-            f.write("trainbench was run as:\n\n```\n" + rows[0][6] + "\n```\n")
+            f.write("trainbench was run as:\n\n```\n" + "\n".join(dict.fromkeys(r[6] for r in rows)) + "\n```\n")
         os.replace(a.out + ".tmp", a.out)
 
 
