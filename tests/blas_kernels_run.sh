@@ -2,8 +2,9 @@
 # blas_kernels_run.sh KERNELS TRAINBENCH CMD...: run CMD (a golden step
 # driver given tests/trainbench_blas.sh as its trainbench) with TRAINBENCH
 # on OpenBLAS's KERNELS (Prescott, Haswell, Zen, SkylakeX), or skip (exit
-# 77, with the reason) when this CPU cannot run them. The kernels reach
-# trainbench only, not the PyTorch references.
+# 77, with the reason) when this CPU cannot run them or when they are the
+# ones trainbench runs by default (golden_fp32_resnet18 checks those). The
+# kernels reach trainbench only, not the PyTorch references.
 set -eu
 kernels=$1
 TB_BLAS_TRAINBENCH=$2
@@ -23,6 +24,13 @@ for f in $need; do
     exit 77
   fi
 done
+# the kernels trainbench runs by default (after its own choice) are
+# golden_fp32_resnet18's already
+own=$(OPENBLAS_VERBOSE=2 "$TB_BLAS_TRAINBENCH" --version 2>&1 >/dev/null | sed -n 's/^Core: //p' | tail -n 1)
+if [ "$own" = "$kernels" ]; then
+  echo "SKIP: trainbench runs OpenBLAS's $kernels kernels by default here: golden_fp32_resnet18 checks them"
+  exit 77
+fi
 TB_BLAS_KERNELS=$kernels
 export TB_BLAS_KERNELS TB_BLAS_TRAINBENCH
 exec "$@"
