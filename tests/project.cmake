@@ -32,6 +32,16 @@ if(TB_HAVE_MPI)
                        ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP project_ar)
   tb_project_test(project_fit_np2 project_ar fit project_ar.h5 project_ar.txt)
   tb_project_test(project_run_np2 "report_b;report_np1" run report_np2.h5 report_np1.h5)
+  # the same timeline from the asynchronous step (the CUDA backend's code
+  # path, src/step_timeline.h), here on the CPU backend's events and clocks:
+  # /grad_ready and /buckets, the projection and report's overlap table
+  add_test(NAME project_run_async_np2_train
+           COMMAND sh -c "rm -f project_async_np2.h5 && \"$0\" \"$@\" > project_async_np2.log"
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${TB_BIN} ${TB_REPORT_RUN} --step-mode async
+                   --results project_async_np2.h5)
+  set_tests_properties(project_run_async_np2_train PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP project_async)
+  tb_project_test(project_run_async_np2 "project_async;report_np1" run project_async_np2.h5 report_np1.h5)
 else()
   add_test(NAME project_fit_np2 COMMAND sh -c "echo 'SKIP: built without MPI: no allreduce-bench run to fit'; exit 77")
   set_tests_properties(project_fit_np2 PROPERTIES SKIP_RETURN_CODE 77)
