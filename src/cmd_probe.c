@@ -21,6 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/nccl.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/core/log.h"
@@ -77,6 +78,9 @@ int tb_cmd_probe(int argc, char **argv) {
             errors += c->verdict == TB_VER_ERROR;
         }
     }
+    char nccl_lib[1024] = "", nccl_slim[800] = "";
+    tb_nccl_library(nccl_lib, sizeof nccl_lib, nccl_slim, sizeof nccl_slim);
+    if (nccl_lib[0]) printf("# %-28s %s%s%s\n", "NCCL library", nccl_lib, nccl_slim[0] ? "\n#   " : "", nccl_slim);
 
     char err[512] = "";
     int have_gpu = p.built_with_cuda && tb_probe_gpu_measure(&p, device, quick, err, sizeof err) == 0;
@@ -204,6 +208,10 @@ int tb_cmd_probe(int argc, char **argv) {
             snprintf(k, sizeof k, "%s_verdict", keys[i]);
             snprintf(buf, sizeof buf, "%s: %s", tb_verdict_name(c->verdict), c->note);
             tb_attrs_str(&a, k, buf);
+        }
+        if (nccl_lib[0]) {
+            snprintf(buf, sizeof buf, "%s%s%s", nccl_lib, nccl_slim[0] ? "; " : "", nccl_slim);
+            tb_attrs_str(&a, "nccl_library", buf);
         }
         tb_attrs_str(&a, "device_names", have_gpu ? p.name : "none");
         if (have_gpu) {

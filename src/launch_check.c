@@ -8,6 +8,7 @@
 
 #include "comm/comm.h"
 #include "comm/device_map.h"
+#include "comm/nccl.h"
 #include "data/jpeg.h"
 #include "src/gpu_runtime.h"
 #include "src/h5io.h"
@@ -249,4 +250,19 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
         fprintf(stderr, "trainbench[rank %d %s]: error: launch mistake: %s\n", info->rank, info->host, why);
         tb_comm_exit_all(w, 1);
     }
+}
+
+void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcommand) {
+    int compiled = 0, loaded = 0;
+    tb_nccl_versions(&compiled, &loaded);
+    char why[512];
+    int v = tb_share_gpu_nccl_verdict(loaded, getenv("NCCL_MULTI_RANK_GPU_ENABLE"), why, sizeof why);
+    if (v < 0) {
+        fprintf(stderr, "trainbench[rank %d %s]: error: %s: %s\n", info->rank, info->host, subcommand, why);
+        tb_comm_exit_all(tb_comm_world(), 1);
+    }
+    if (info->rank != 0) return;
+    if (v == 0) tb_warn("%s", why);
+    else printf("%s\n", why);
+    fflush(stdout);
 }

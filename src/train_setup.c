@@ -173,13 +173,7 @@ static void choose_comm(tb_train_run *r) {
         tb_warn("--trace records the synchronous step's host-clock phases; the asynchronous step's phases come "
                 "from device events and are in the results file's /steps, not in the trace");
     if (path == TB_PATH_NCCL && (r->info.world > 1 || explicit_path)) {
-        if (f->share_gpu && r->info.rank == 0) {
-            int c, l;
-            tb_nccl_versions(&c, &l);
-            tb_warn("--share-gpu with --comm nccl: NCCL %d.%d refuses two ranks on one GPU (\"Duplicate GPU "
-                    "detected\") before 2.30; this run shows what it says",
-                    l / 10000, l % 10000 / 100);
-        }
+        if (f->share_gpu) tb_launch_check_share_gpu_nccl(&r->info, "train");
         tb_monitor_progress(r->mon, 0, "NCCL communicator set-up", 1);
         r->nccl = tb_nccl_create(r->world, r->device, f->timeout);
     }

@@ -104,8 +104,10 @@ except Exception:
     pass
 EOF
 )
-[ -n "$NVLIBS" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$NVLIBS
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; done
+# after the bundle's own (a slim NCCL there comes first: bundle_env.sh)
+# shellcheck disable=SC1091
+. tests/gpu/suite_env.sh
+tb_suite_libpath "$NVLIBS"
 # the tests' interpreter and launcher, as configured on the development machine
 find build-gpu -name CTestTestfile.cmake -exec sed -i \
   -e "s#/usr/bin/python3#$PY#g" -e "s#/usr/bin/mpiexec#$TB_BUNDLE/root/usr/bin/mpiexec#g" {} +
@@ -122,6 +124,12 @@ run_env() {
   "$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version(), "torchvision", torchvision.__version__)' || true
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$TB" | grep -E 'not found|cudnn|cublas|nccl|hdf5|mpi|jpeg|blas' || true
+  if [ -f gpu-bundle/nccl/nccl_slim.txt ]; then
+    echo "== the bundle's slim NCCL (tests/gpu/slim_nccl.sh), loaded ahead of PyTorch's:"
+    cat gpu-bundle/nccl/nccl_slim.txt
+  else
+    echo "== no slim NCCL in the bundle: the nccl+np2 tests skip (NCCL < 2.30 refuses two ranks on one GPU)"
+  fi
   local miss
   miss=$(ldd "$TB" | grep -c 'not found')
   "$TB" --version
