@@ -3,6 +3,7 @@
 #include "src/bucket_profile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ typedef struct {
 
 static struct {
     int on, skip;
+    char clock[96];
     group *g;
     int ng;
     /* this step's ranges, and the callback being wrapped */
@@ -127,6 +129,7 @@ void tb_bprof_add(const tb_bprof_sample *x) {
     g->first_bucket_bytes = x->first_bucket_bytes;
     g->overlap = x->overlap;
     g->steps++;
+    if (x->clock) snprintf(g_rec.clock, sizeof g_rec.clock, "%s", x->clock);
 }
 
 void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
@@ -154,7 +157,8 @@ void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t 
                          .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_start = b_start, .b_end = b_end,
                          .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap,
-                         .backward_s = t_bwd1 - t_bwd0, .exposed_s = t_done - t_bwd1};
+                         .backward_s = t_bwd1 - t_bwd0, .exposed_s = t_done - t_bwd1,
+                         .clock = "host clock (synchronous step)"};
     tb_bprof_add(&x);
     free(b_off);
     free(b_cnt);
@@ -223,6 +227,10 @@ static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
 }
 
 void tb_bprof_tables_fill(tb_table *grad_ready, tb_table *buckets) {
+    if (g_rec.clock[0]) {
+        tb_attrs_str(&grad_ready->attrs, "clock", g_rec.clock);
+        tb_attrs_str(&buckets->attrs, "clock", g_rec.clock);
+    }
     for (int gi = 0; gi < g_rec.ng; gi++) {
         group *g = &g_rec.g[gi];
         if (g->steps > 0) add_rows(g, grad_ready, buckets);

@@ -17,6 +17,8 @@
  *                ready_ms (its last range), start_ms, end_ms (its
  *                all-reduce on the communication thread), backward_ms,
  *                exposed_ms (what finish waited), steps; in launch order
+ * Both carry the attribute `clock`: where the times come from (CUDA events
+ * on the compute and communication streams, or a host clock).
  *
  * The synchronous step (CPU backend) times ranges on the host clock when
  * the callback runs (its ops have run by then) and buckets on the
@@ -65,6 +67,7 @@ typedef struct {
     size_t elem_bytes, bucket_bytes, first_bucket_bytes;
     int overlap;
     double backward_s, exposed_s;     /* exposed: waited for after backward */
+    const char *clock;                /* where the times come from (the tables' `clock` attribute) */
 } tb_bprof_sample;
 void tb_bprof_add(const tb_bprof_sample *x);
 

@@ -159,7 +159,9 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
                          .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_ready = measured_ready ? b_ready : NULL,
                          .b_start = b_start, .b_end = b_end, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap, .backward_s = backward_s,
-                         .exposed_s = exposed_s};
+                         .exposed_s = exposed_s,
+                         .clock = tl->native ? "CUDA events on the compute and communication streams"
+                                             : "host clock (the CPU's asynchronous step)"};
     tb_bprof_add(&x);
     free(ready);
     free(b_off);

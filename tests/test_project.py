@@ -518,12 +518,32 @@ def mode_profile(a):
             fail(f"plot of the profile projection: exit {pp.returncode}\n{pp.stdout}")
 
 
+def mode_timeline(a):
+    """A 2-rank run's own timeline (the GPU suite's NCCL run): /grad_ready and /buckets consistent, the
+    times from the clock named by --clock (the tables' `clock` attribute), report's overlap table."""
+    path = a.files[0]
+    check_overlap_report(a, path)
+    with h5py.File(path, "r") as f:
+        check_timeline(f)
+        for t in ("grad_ready", "buckets"):
+            clock = f[t].attrs.get("clock", b"")
+            clock = clock.decode() if isinstance(clock, bytes) else str(clock)
+            if a.clock and a.clock not in clock:
+                fail(f"/{t} clock attribute {clock!r} lacks {a.clock!r}")
+            else:
+                print(f"# /{t}: {clock}")
+    p = run([a.trainbench, "project", path, "--ranks", "1,2"], expect_rc=0)
+    if "measured on 1 rank (/grad_ready" not in p.stdout or (a.clock and a.clock not in p.stdout):
+        fail("project does not say that its ready times were measured, and by which clock")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["fit", "run", "profile"])
+    ap.add_argument("mode", choices=["fit", "run", "profile", "timeline"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--plot", help="bench/plot_results.py")
+    ap.add_argument("--clock", default="", help="timeline: a phrase the tables' clock attribute must hold")
     a = ap.parse_args()
     globals()["mode_" + a.mode](a)
     print(f"# test_project {a.mode}: {len(BAD)} problem(s)")

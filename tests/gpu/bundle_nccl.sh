@@ -14,7 +14,7 @@ rec=$src/nccl_slim.txt
 [ -f "$rec" ] || die "$src has no nccl_slim.txt: build it with tests/gpu/slim_nccl.sh --src NCCL_SOURCE --out $src"
 get() { sed -n "s/^$1 = //p" "$rec" | head -1; }
 version=$(get version) code=$(get version_code) funcs=$(get only_funcs)
-[ -n "$version" ] && [ -n "$code" ] || die "$rec lacks version or version_code"
+if [ -z "$version" ] || [ -z "$code" ]; then die "$rec lacks version or version_code"; fi
 lib=$src/lib/libnccl.so.$version
 [ -f "$lib" ] || die "$rec names NCCL $version but $lib is missing"
 [ "$code" -ge 23000 ] || die "NCCL $version in $src: two ranks on one GPU need 2.30 or newer"

@@ -65,13 +65,16 @@ done
 [ -n "$out" ] || die "give --out DIR, where the library goes"
 [ -d "$src" ] || die "--src $src is not a folder"
 src=$(cd "$src" && pwd)
-[ -f "$src/makefiles/version.mk" ] && [ -f "$src/src/device/generate.py" ] ||
+if [ ! -f "$src/makefiles/version.mk" ] || [ ! -f "$src/src/device/generate.py" ]; then
   die "--src $src is not an NCCL source tree (no makefiles/version.mk or src/device/generate.py)"
+fi
 case "$jobs" in ''|*[!0-9]*|0) die "--jobs $jobs is not a positive number" ;; esac
 
 ver() { sed -n "s/^$1 *:= *\([0-9]*\).*/\1/p" "$src/makefiles/version.mk" | head -1; }
 major=$(ver NCCL_MAJOR) minor=$(ver NCCL_MINOR) patch=$(ver NCCL_PATCH)
-[ -n "$major" ] && [ -n "$minor" ] && [ -n "$patch" ] || die "cannot read the version from $src/makefiles/version.mk"
+if [ -z "$major" ] || [ -z "$minor" ] || [ -z "$patch" ]; then
+  die "cannot read the version from $src/makefiles/version.mk"
+fi
 code=$(( major * 10000 + minor * 100 + patch ))
 version=$major.$minor.$patch
 [ "$code" -ge "$MIN_CODE" ] || die "NCCL $version is older than 2.18, the oldest trainbench works with"

@@ -45,9 +45,11 @@ check $? "the bundle holds nccl/lib/libnccl.so.2 and nccl/nccl_slim.txt"
 
 # what run_suite.sh does: env.sh, then the machine's libraries after it
 env_run() { # CMD... in a shell set up like the suite's
-  ( export LD_LIBRARY_PATH=$T/preset
-    TB_BUNDLE=$T/gpu-bundle
+  ( export LD_LIBRARY_PATH="$T/preset"
+    export TB_BUNDLE="$T/gpu-bundle"
+    # shellcheck disable=SC1091
     . "$HERE/bundle_env.sh"
+    # shellcheck disable=SC1091
     . "$HERE/suite_env.sh"
     tb_suite_libpath "$T/site/nvidia/nccl/lib"
     "$@" )

@@ -107,8 +107,8 @@ grep -qx 'version = 2.30.7' "$r" && grep -qx 'version_code = 23007' "$r" && grep
   grep -q '^built = .* with CUDA 13.0$' "$r"
 check $? "nccl_slim.txt records version, code, archs, ONLY_FUNCS and the toolkit"
 # 2.28: built, with a note that it refuses two ranks on one GPU
-log=$(bash "$S" --src "$T/v228" --out "$T/o228" --cuda "$T/cuda" --jobs 1 2>&1)
-[ $? -eq 0 ] && echo "$log" | grep -q "note: NCCL 2.28.9 refuses two ranks on one GPU"
+log=$(bash "$S" --src "$T/v228" --out "$T/o228" --cuda "$T/cuda" --jobs 1 2>&1) &&
+  echo "$log" | grep -q "note: NCCL 2.28.9 refuses two ranks on one GPU"
 check $? "NCCL 2.28.9 builds, with the note that it refuses two ranks on one GPU"
 echo "# test_slim_nccl: $fails failed"
 [ "$fails" -eq 0 ]
