@@ -183,9 +183,12 @@ if(TARGET tb_cuda)
              COMMAND ${TB_GPU_NCCL_RUN} ${TB_EXPECT_ALL} 2 "ranks outnumber devices: 2 ranks run on"
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --steps 2 --scaling-steps 0
                      --results "")
-    # ... and forced past it (--share-gpu): NCCL's own refusal, named, every rank ends
+    # ... and forced past it (--share-gpu) without NCCL_MULTI_RANK_GPU_ENABLE:
+    # NCCL < 2.30's own refusal, named, or (the bundle's slim NCCL >= 2.30
+    # loaded) ours asking for the variable; every rank ends
     add_test(NAME duplicate_gpu_nccl_forced
-             COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_fail.sh "Duplicate GPU detected.*NCCL 2\\.[0-9]+ refuses"
+             COMMAND ${TB_GPU_NCCL_RUN} env -u NCCL_MULTI_RANK_GPU_ENABLE ${TB_TEST_DIR}/expect_fail.sh
+                     "Duplicate GPU detected.*NCCL 2\\.[0-9]+ refuses|NCCL 2\\.[0-9]+\\.[0-9]+ runs several ranks on one GPU only with NCCL_MULTI_RANK_GPU_ENABLE=1"
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --steps 2
                      --scaling-steps 0 --timeout 60 --results "")
     set_tests_properties(dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused
