@@ -108,23 +108,6 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes) {
     }
 }
 
-/* The most ranks on one device of one host (bus ids gathered): 2 when two
- * ranks share a GPU. Collective. */
-static int ranks_per_gpu(tb_comm *w, const tb_comm_info *info, const tb_backend *be) {
-    char mine[128], *all = calloc((size_t)info->world, sizeof mine);
-    if (!all) TB_FATAL("out of host memory");
-    snprintf(mine, sizeof mine, "%.63s|%.63s", info->host, be->device_key);
-    tb_comm_allgather(w, mine, all, sizeof mine);
-    int most = 1;
-    for (int r = 0; r < info->world; r++) {
-        int n = 0;
-        for (int q = 0; q < info->world; q++) n += strcmp(all + (size_t)r * sizeof mine, all + (size_t)q * sizeof mine) == 0;
-        if (n > most) most = n;
-    }
-    free(all);
-    return most;
-}
-
 /* One timed all-reduce of count elements from the inputs: seconds. */
 static double nccl_once(nccl_bench *nb, tb_comm *w, size_t count, el_type t) {
     tb_backend *be = nb->be;
@@ -188,7 +171,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     }
     tb_launch_check_ranks(&info, nb.be, ndev, device, share_gpu, "allreduce-bench", argc, argv);
     if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "allreduce-bench");
-    int sharing = use_nccl ? ranks_per_gpu(w, &info, nb.be) : 1;
+    int sharing = use_nccl ? tb_launch_ranks_per_device(&info, nb.be) : 1;
     char shared[160] = "";
     if (sharing > 1)
         snprintf(shared, sizeof shared, "%d ranks share one GPU: the bandwidth of that path, not of a fabric", sharing);

@@ -266,3 +266,21 @@ void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcom
     else printf("%s\n", why);
     fflush(stdout);
 }
+
+int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
+    char mine[128], *all = calloc((size_t)info->world, sizeof mine);
+    if (!all) TB_FATAL("out of host memory");
+    const char *key = be && be->device_key[0] ? be->device_key : "";
+    snprintf(mine, sizeof mine, "%.63s|%.63s", info->host, key);
+    tb_comm_allgather(tb_comm_world(), mine, all, sizeof mine);
+    int most = 1;
+    for (int r = 0; r < info->world; r++) {
+        if (!strchr(all + (size_t)r * sizeof mine, '|')[1]) continue; /* no device */
+        int n = 0;
+        for (int q = 0; q < info->world; q++)
+            n += strcmp(all + (size_t)r * sizeof mine, all + (size_t)q * sizeof mine) == 0;
+        if (n > most) most = n;
+    }
+    free(all);
+    return most;
+}

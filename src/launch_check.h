@@ -39,6 +39,11 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
  * NCCL 2.30, that NCCL's own refusal follows). Collective over the world. */
 void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcommand);
 
+/* The most ranks on one device of one host (device keys gathered): 2 when
+ * two ranks share a GPU, 1 otherwise (and for ranks without a device).
+ * Collective over the world. */
+int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be);
+
 /* The NCCL_/UCX_/OMPI_MCA_/CUDA_VISIBLE_DEVICES/OMP_NUM_THREADS variables
  * of this process, "NAME=value" sorted and joined by spaces. */
 void tb_launch_env(char *buf, size_t len, int all_relevant);

@@ -120,6 +120,7 @@ static void make_backend(tb_train_run *r) {
     snprintf(r->fl.precision, sizeof r->fl.precision, "%s", tb_precision_name(r->prec));
     if (r->be->threads > 0) r->threads = r->be->threads; /* what runs: at most the CPUs this rank may use */
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
+    r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
 }
 
 /* The gradient path (trainer.h) from --comm, the backend and the world;
@@ -309,6 +310,11 @@ static void record_settings(tb_train_run *r) {
     snprintf(graph, sizeof graph, "%s%s", gwhy[0] ? "off: " : "on", gwhy);
     tb_attrs_str(a, "cuda_graph", graph);
     tb_attrs_str(a, "step_mode", r->hp.async ? "async" : "sync");
+    char shared[200] = "no (one rank per device)";
+    if (r->ranks_per_gpu > 1)
+        snprintf(shared, sizeof shared, "%d ranks share one GPU (--share-gpu): the multi-rank rows time-slice one "
+                 "device, they are not N GPUs", r->ranks_per_gpu);
+    tb_attrs_str(a, "shared_gpu", shared);
     tb_run_report_unlock(&r->report);
 }
 
