@@ -102,6 +102,16 @@ void tb_step_timeline_wrap(tb_step_timeline *tl, int slot, tb_grad_ready_fn *fn,
     *ctx = tl;
 }
 
+void tb_step_timeline_replay(tb_step_timeline *tl, int slot, int captured) {
+    slot_tl *p = &tl->s[slot], *c = &tl->s[captured];
+    if (p != c) {
+        memcpy(p->off, c->off, (size_t)c->n * sizeof *p->off);
+        memcpy(p->cnt, c->cnt, (size_t)c->n * sizeof *p->cnt);
+    }
+    p->n = c->n;
+    p->nb = 0;
+}
+
 void tb_step_timeline_skip(tb_step_timeline *tl, int slot) {
     tl->s[slot].n = 0;
     tl->s[slot].nb = 0;

@@ -41,6 +41,10 @@ void tb_step_timeline_destroy(tb_step_timeline *tl);
  * and calls them. On the host path (CPU), also the host time of backward's
  * start. */
 void tb_step_timeline_wrap(tb_step_timeline *tl, int slot, tb_grad_ready_fn *fn, void **ctx);
+/* A CUDA graph launch in `slot` of the step captured in `captured`: the
+ * same ranges, recorded by the graph's event nodes (retargeted to slot's
+ * events by the launch). */
+void tb_step_timeline_replay(tb_step_timeline *tl, int slot, int captured);
 /* A step without backward on this rank (no samples): nothing to record. */
 void tb_step_timeline_skip(tb_step_timeline *tl, int slot);
 /* The host path, after tb_grad_sync_finish: the buckets' times of this

@@ -79,6 +79,7 @@ struct tb_trainer {
     char graph_why[200];
     tb_gpu_graph *graph;
     int graph_n;
+    int graph_slot;              /* the ring slot the graph was captured in */
     int eager_full;              /* eager full-batch steps since the last (re)start */
     int recapture;
     int seen[16], nseen;         /* batch sizes run eagerly (their conv plans exist) */
@@ -621,6 +622,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     tb_gpu_graph_destroy(t->graph);
     t->graph = g;
     t->graph_n = b->n;
+    t->graph_slot = s;
     t->recapture = 0;
     tb_gpu_graph_launch(g, t->stream, t->gev);
     if (first)
@@ -669,6 +671,7 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     if (t->graph && full && !t->recapture && !t->force_eager) {
         graph_events(t, s);
         tb_gpu_graph_launch(t->graph, t->stream, t->gev);
+        if (t->tl) tb_step_timeline_replay(t->tl, s, t->graph_slot);
         tb_model_advance_counters(m); /* a replayed forward leaves the host counters alone */
         m->preset = 0;                /* the replay read the preset scalars */
         p->rec.graph = 1;
