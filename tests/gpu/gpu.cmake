@@ -262,7 +262,7 @@ if(TARGET tb_cuda)
     add_test(NAME nccl_np2_overlap_run
              COMMAND ${TB_NP2_RUN} sh -c "rm -f nccl_np2_overlap.h5 && exec \"$0\" \"$@\""
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --model resnet50
-                     --precision bf16 --layout nhwc --image-size 128 --batch-size 32 --synthetic --steps 8
+                     --precision bf16 --layout nhwc --image-size 128 --batch-size 32 --synthetic --no-autotune --steps 8
                      --warmup-steps 2 --scaling-steps 8 --scaling-warmup 3 --timeout 120
                      --results nccl_np2_overlap.h5)
     set_tests_properties(nccl_np2_overlap_run PROPERTIES FIXTURES_SETUP nccl_np2_overlap)
