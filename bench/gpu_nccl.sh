@@ -18,14 +18,25 @@
 #     wire (step and exposed all-reduce ms; the accuracy cost is the test
 #     bf16_allreduce_error in CI and bf16_allreduce_cost_gpu here);
 #  4. the scaling table of that 2-rank shared-GPU run (results file, the
-#     printed tables, `trainbench report --format md`).
+#     printed tables, `trainbench report --format md`);
+#  5. issue 26, two ranks over NCCL on the one GPU (the bundle's slim NCCL
+#     >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1; left out, saying so, without
+#     it): allreduce-bench on 2 ranks (float32, bf16, 8 B to 256 MiB, the
+#     bandwidth labelled as shared); the 1-rank ResNet-50 bf16 batch-256
+#     timeline from CUDA events (timeline_1rank.h5, the input of
+#     bench/project_h200.sh, whose projection runs here too); the 2-rank
+#     NCCL scaling table with its bucket overlap ("2 ranks share one GPU");
+#     the model check (`trainbench project` of that run's 1-rank row with the
+#     fabric fitted to the 2-rank allreduce-bench, beside its measured
+#     2-rank row); and -np 4, recording what NCCL says.
 # Multi-GPU and multi-node NCCL cannot run on one lent GPU: nothing here
-# claims them.
+# claims them; the 2-rank figures are two processes time-slicing one GPU.
 #
 # Environment from run_suite.sh: $TB, $PY, $OUT, $ROOT (the bundle's mpirun on
 # PATH). TB_NCCL_BUDGET (s, default 300; capped by run_suite's
 # TB_STAGE_BUDGET) bounds the stage: parts that no longer fit are left out
-# and named.
+# and named. TB_NCCL_ONLY=issue26 runs part 5 alone (parts 2-4 ran on the
+# H200 on 2026-11-27: results/gpu_h200_2026-11-27*).
 set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
 KEEP=$OUT/keep/nccl
@@ -69,9 +80,12 @@ elif fits 240 "ctest(issue 14)"; then
 fi
 
 # 2. allreduce-bench tables
+ONLY26=0
+[ "${TB_NCCL_ONLY:-}" = issue26 ] && ONLY26=1
 bench() { # NAME EST CMD...
   local name=$1 est=$2
   shift 2
+  [ "$ONLY26" = 1 ] && return
   fits "$est" "$name" || return
   echo "== $name: $*"
   timeout "$(left)" "$@" >"$KEEP/$name.txt" 2>&1
@@ -97,6 +111,7 @@ TRAIN=(--backend cuda --comm mpi --share-gpu --model resnet50 --image-size 224 -
        --precision bf16 --print-every 10)
 wire() { # DTYPE
   local d=$1
+  [ "$ONLY26" = 1 ] && return
   fits 120 "wire_$d" || return
   echo "== 2 ranks sharing the GPU, --allreduce-dtype $d"
   timeout "$(left)" "${MPI[@]}" "$TB" "${TRAIN[@]}" --allreduce-dtype "$d" --steps 25 --warmup-steps 5 \
@@ -112,7 +127,7 @@ wire() { # DTYPE
     echo '```'
   } >>"$MD"
 }
-{
+[ "$ONLY26" = 1 ] || {
   echo
   echo "## What bf16 on the wire buys: 2 ranks sharing the GPU over MPI, staged through pinned memory"
   echo
@@ -126,7 +141,7 @@ wire bf16
 # then more until the row lasts 1.25 s (--scaling-min-seconds' CUDA default:
 # NVML's GPU-Util needs 1 s; the first H200 run's 1-rank row lasted 0.11 s
 # and read 0 %): the printed `over N timed steps` shows the extension.
-if fits 100 "scaling_shared_gpu"; then
+if [ "$ONLY26" = 0 ] && fits 100 "scaling_shared_gpu"; then
   cmd=("${MPI[@]}" "$TB" "${TRAIN[@]}" --steps 30 --warmup-steps 10 --scaling-steps 10 --scaling-warmup 3
        --results "$KEEP/scaling_shared_gpu_mpi.h5")
   echo "== scaling: ${cmd[*]}"
@@ -149,6 +164,91 @@ if fits 100 "scaling_shared_gpu"; then
     echo
     cat "$KEEP/scaling_shared_gpu_mpi.md"
   } >>"$MD"
+fi
+
+# 5. issue 26: two ranks over NCCL on the one GPU
+np2() { # NAME EST CMD...: one step of part 5, its output kept and quoted
+  local name=$1 est=$2
+  shift 2
+  fits "$est" "$name" || return 1
+  echo "== $name: $*"
+  timeout "$(left)" env NCCL_MULTI_RANK_GPU_ENABLE=1 "$@" >"$KEEP/$name.txt" 2>&1
+  local rc=$?
+  { echo; echo "### $name (exit $rc)"; echo; echo "\`$*\`"; echo; echo '```'; tail -n 60 "$KEEP/$name.txt"; echo '```'; } >>"$MD"
+  return $rc
+}
+CHECK=$ROOT/build-gpu/tests/tb_gpu_check
+{
+  echo
+  echo "## Two ranks over NCCL on the one GPU (issue 26)"
+  echo
+  "$CHECK" --nccl-min 23000 2>&1 | sed 's/^/    /'
+} >>"$MD"
+if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
+  R50=(--backend cuda --model resnet50 --image-size 224 --precision bf16 --layout nhwc --synthetic --batch-size 256
+       --cuda-graph on --timeout 300)
+  np2 allreduce_nccl_np2_float 90 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu -b 8 -e 256M -f 2 -n 10 -w 3 \
+    --timeout 120 --results "$KEEP/allreduce_nccl_np2_float.h5" || FAILED="$FAILED allreduce_nccl_np2_float"
+  np2 allreduce_nccl_np2_bf16 90 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu --dtype bf16 -b 8 -e 256M -f 2 \
+    -n 10 -w 3 --timeout 120 --results "$KEEP/allreduce_nccl_np2_bf16.h5" || FAILED="$FAILED allreduce_nccl_np2_bf16"
+  # the 1-rank timeline (CUDA events) of the headline configuration: the projection's input
+  if np2 timeline_1rank 120 "$TB" "${R50[@]}" --steps 25 --warmup-steps 5 --scaling-steps 20 --scaling-warmup 5 \
+       --results "$KEEP/timeline_1rank.h5"; then
+    "$TB" report "$KEEP/timeline_1rank.h5" --format md >"$KEEP/timeline_1rank.md" 2>&1
+    if TB=$TB PY=$PY sh "$ROOT/bench/project_h200.sh" "$KEEP/timeline_1rank.h5" "$KEEP/projection_h200" \
+         >"$KEEP/projection_h200.log" 2>&1; then
+      { echo; echo "Projection of that timeline: keep/nccl/projection_h200.md (bench/project_h200.sh)"; } >>"$MD"
+    else
+      FAILED="$FAILED projection_h200"
+    fi
+  else
+    FAILED="$FAILED timeline_1rank"
+  fi
+  # the 2-rank NCCL scaling table with the bucket overlap (--no-autotune:
+  # two ranks timing conv algorithms at once on one GPU would time each
+  # other; start-up stays short)
+  if np2 scaling_nccl_np2 200 "${MPI[@]}" "$TB" "${R50[@]}" --comm nccl --share-gpu --no-autotune --steps 30 \
+       --warmup-steps 10 --scaling-steps 20 --scaling-warmup 5 --results "$KEEP/scaling_nccl_np2.h5"; then
+    "$TB" report "$KEEP/scaling_nccl_np2.h5" --format md >"$KEEP/scaling_nccl_np2.md" 2>&1
+    {
+      echo
+      echo "### Scaling table over NCCL: 2 ranks share one GPU"
+      echo
+      echo "Two processes time-slice one GPU: the 2-rank row measures the NCCL path and the overlap on"
+      echo "one device, not a second GPU or a fabric."
+      echo
+      sed -n '/gradient all-reduce overlap/,$p' "$KEEP/scaling_nccl_np2.md"
+    } >>"$MD"
+    # the model check: the 2-rank step predicted from the 1-rank row's timeline and the
+    # measured 2-rank all-reduce, beside the measured 2-rank row; and with each rank's
+    # compute doubled (the two ranks share the GPU's time)
+    if [ -f "$KEEP/allreduce_nccl_np2_float.h5" ]; then
+      for set in "" "batch=2"; do
+        tag=${set:+_compute_x2}
+        "$TB" project "$KEEP/scaling_nccl_np2.h5" --fabric "fit:$KEEP/allreduce_nccl_np2_float.h5" --ranks 1,2 \
+          ${set:+--set "$set"} --format md >"$KEEP/model_check$tag.md" 2>&1 || FAILED="$FAILED model_check$tag"
+        {
+          echo
+          echo "### Model check${set:+ with the compute of each rank x2 (--set $set: the ranks time-slice the GPU)}"
+          echo
+          echo "\`trainbench project scaling_nccl_np2.h5 --fabric fit:allreduce_nccl_np2_float.h5 --ranks 1,2${set:+ --set $set}\`"
+          echo
+          cat "$KEEP/model_check$tag.md"
+        } >>"$MD"
+      done
+    fi
+  else
+    FAILED="$FAILED scaling_nccl_np2"
+  fi
+  # -np 4 (two ranks per GPU is what NCCL 2.30 documents): what NCCL says, not a pass/fail
+  np2 np4_allreduce 90 mpirun -np 4 --bind-to none --oversubscribe "$TB" allreduce-bench --comm nccl --share-gpu \
+    -b 8 -e 64M -f 8 -n 5 -w 2 --timeout 60 || true
+elif "$CHECK" >/dev/null 2>&1; then
+  echo "(not run: a GPU but no NCCL >= 2.30 loaded; carry a slim build, TB_BUNDLE_NCCL)" >>"$MD"
+  FAILED="$FAILED issue26(no NCCL >= 2.30 with a GPU)"
+else
+  echo "(left out: no GPU)" >>"$MD"
+  LEFT="$LEFT issue26(no GPU)"
 fi
 
 {

@@ -133,6 +133,13 @@ if(NOT TB_CUDA STREQUAL "OFF")
       string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"
              TB_NCCL_VERSION "${_tb_nccl_v}")
       set(TB_NCCL_DESC "${TB_NCCL_VERSION} (${TB_NCCL_LIB})")
+      # ncclCommSplit with a config and NCCL_SPLIT_NOCOLOR, non-blocking
+      # communicators, ncclCommFinalize: 2.18 and newer
+      if(TB_NCCL_VERSION VERSION_LESS 2.18)
+        set(TB_NCCL_DESC "${TB_NCCL_VERSION} found, 2.18 or newer needed (set NCCL_ROOT): gradients move over MPI only")
+        unset(TB_NCCL_LIB CACHE)
+        set(TB_NCCL_LIB "")
+      endif()
     else()
       set(TB_NCCL_DESC "not found (set NCCL_ROOT): gradients move over MPI only")
     endif()

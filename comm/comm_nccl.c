@@ -9,9 +9,12 @@
  * of them from any thread before MPI_Abort: on a helper thread, waited for
  * at most TB_NCCL_ABORT_WAIT_S seconds (tb_nccl_run_bounded), after the
  * threads inside NCCL calls on them have left. */
+#define _GNU_SOURCE /* dladdr */
 #include "comm/nccl.h"
 
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <limits.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -164,7 +167,12 @@ static void last_error(ncclComm_t c, char *buf, size_t len) {
     if (strstr(last, "Duplicate GPU"))
         snprintf(buf, len,
                  "%.300s: two ranks on one GPU, which NCCL %d.%d refuses; run one rank per GPU, or share one "
-                 "on purpose with --comm mpi --share-gpu",
+                 "on purpose with --comm mpi --share-gpu (or NCCL >= 2.30 with NCCL_MULTI_RANK_GPU_ENABLE=1)",
+                 last, v / 10000, v % 10000 / 100);
+    else if (strstr(last, "MULTI_RANK_GPU_ENABLE"))
+        snprintf(buf, len,
+                 "%.300s: ranks share one GPU; NCCL %d.%d allows it with NCCL_MULTI_RANK_GPU_ENABLE=1 exported "
+                 "to every rank (and trainbench's --share-gpu), else run one rank per GPU",
                  last, v / 10000, v % 10000 / 100);
     else
         snprintf(buf, len, "%.400s", last);
@@ -226,6 +234,37 @@ static void wait_ready(ncclComm_t c, const char *what, double t0, double timeout
 
 int tb_nccl_built(void) { return 1; }
 
+void tb_nccl_library(char *path, size_t len, char *slim, size_t slen) {
+    path[0] = slim[0] = '\0';
+    Dl_info di;
+    if (!dladdr((void *)ncclGetVersion, &di) || !di.dli_fname) {
+        snprintf(path, len, "(unknown: dladdr found no file for ncclGetVersion)");
+        return;
+    }
+    char real[PATH_MAX];
+    snprintf(path, len, "%s", realpath(di.dli_fname, real) ? real : di.dli_fname);
+    /* tests/gpu/slim_nccl.sh's layout: OUT/lib/libnccl.so.2 and OUT/nccl_slim.txt */
+    char rec[PATH_MAX + 32];
+    snprintf(rec, sizeof rec, "%s", path);
+    char *cut = strrchr(rec, '/');
+    if (!cut) return;
+    *cut = '\0';
+    cut = strrchr(rec, '/');
+    if (!cut) return;
+    snprintf(cut, sizeof rec - (size_t)(cut - rec), "/nccl_slim.txt");
+    FILE *f = fopen(rec, "r");
+    if (!f) return;
+    char line[1024], funcs[600] = "", archs[64] = "";
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (strncmp(line, "only_funcs = ", 13) == 0) snprintf(funcs, sizeof funcs, "%.590s", line + 13);
+        if (strncmp(line, "archs = ", 8) == 0) snprintf(archs, sizeof archs, "%.60s", line + 8);
+    }
+    fclose(f);
+    snprintf(slim, slen, "slim build (tests/gpu/slim_nccl.sh): sm %s, ONLY_FUNCS \"%s\"", archs[0] ? archs : "?",
+             funcs[0] ? funcs : "?");
+}
+
 void tb_nccl_versions(int *compiled, int *loaded) {
     *compiled = NCCL_VERSION_CODE;
     *loaded = 0;
@@ -261,6 +300,15 @@ tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
         if (w < 0) tb_die("%s", err);
         g_abort_wait_s = w;
         wait_read = 1;
+    }
+    int compiled = 0, loaded = 0;
+    tb_nccl_versions(&compiled, &loaded);
+    if (loaded < TB_NCCL_MIN_CODE) { /* the library found at run time */
+        char lib[1024], slim[8];
+        tb_nccl_library(lib, sizeof lib, slim, sizeof slim);
+        tb_die("NCCL %d.%d.%d is loaded (%s); trainbench needs 2.18 or newer (non-blocking communicators, "
+               "ncclCommSplit with a config): put a newer libnccl.so.2 first on LD_LIBRARY_PATH",
+               loaded / 10000, loaded % 10000 / 100, loaded % 100, lib);
     }
     int rank = tb_comm_rank(c), size = tb_comm_size(c);
     ncclUniqueId id;

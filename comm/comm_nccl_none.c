@@ -14,6 +14,11 @@ void tb_nccl_versions(int *compiled, int *loaded) {
     *loaded = 0;
 }
 
+void tb_nccl_library(char *path, size_t len, char *slim, size_t slen) {
+    if (len) path[0] = '\0';
+    if (slen) slim[0] = '\0';
+}
+
 tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
     (void)c, (void)device, (void)timeout_s;
     tb_die("--comm nccl: this trainbench was built without NCCL (configure with the CUDA toolkit and NCCL, "

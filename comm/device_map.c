@@ -49,3 +49,30 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
     }
     return 0;
 }
+
+int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why, size_t len) {
+    int major = loaded / 10000, minor = loaded % 10000 / 100, patch = loaded % 100;
+    if (loaded < TB_NCCL_MULTI_RANK_GPU_CODE) {
+        snprintf(why, len,
+                 "--share-gpu with --comm nccl: NCCL %d.%d.%d refuses two ranks on one GPU (\"Duplicate GPU "
+                 "detected\"); NCCL 2.30 and newer allow it with NCCL_MULTI_RANK_GPU_ENABLE=1 "
+                 "(tests/gpu/slim_nccl.sh builds one); this run shows what NCCL %d.%d says",
+                 major, minor, patch, major, minor);
+        return 0;
+    }
+    if (!multi_rank_env || strcmp(multi_rank_env, "1") != 0) {
+        snprintf(why, len,
+                 "--share-gpu with --comm nccl: NCCL %d.%d.%d runs several ranks on one GPU only with "
+                 "NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental in NCCL; it is %s%s%s): set it for every rank "
+                 "(mpirun -x NCCL_MULTI_RANK_GPU_ENABLE=1), or use --comm mpi",
+                 major, minor, patch, multi_rank_env ? "'" : "unset", multi_rank_env ? multi_rank_env : "",
+                 multi_rank_env ? "'" : "");
+        return -1;
+    }
+    snprintf(why, len,
+             "# --share-gpu over NCCL %d.%d.%d (NCCL_MULTI_RANK_GPU_ENABLE=1, experimental in NCCL): the ranks "
+             "share one GPU, which time-slices between their processes; the run tests the multi-rank NCCL "
+             "path, its bandwidth is not a fabric's",
+             major, minor, patch);
+    return 1;
+}

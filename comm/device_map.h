@@ -14,8 +14,9 @@
  *    (CUDA_VISIBLE_DEVICES=0 exported to every rank, a scheduler binding two
  *    tasks to one GPU): the PCI bus ids of the host's ranks must differ;
  *  - two ranks bound to the same CPU set (CPU backend), as before.
- * allow_shared_gpu (--share-gpu, only with --comm mpi: NCCL 2.28 refuses
- * two ranks on one GPU) lets ranks share a GPU on purpose: a test of the
+ * allow_shared_gpu (--share-gpu: with --comm mpi, or with --comm nccl on
+ * NCCL >= 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1; older NCCL refuses two
+ * ranks on one GPU) lets ranks share a GPU on purpose: a test of the
  * multi-rank code paths on a machine with one GPU. */
 #ifndef TB_DEVICE_MAP_H
 #define TB_DEVICE_MAP_H
@@ -37,5 +38,17 @@ int tb_device_for_local_rank(int local_rank, int devices);
  * found, naming the ranks, the host, the device and what to do). rows[r] is
  * rank r's. */
 int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, char *why, size_t len);
+
+/* NCCL runs several ranks on one GPU from 2.30 on, and only with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental; src/init.cc of NCCL). */
+#define TB_NCCL_MULTI_RANK_GPU_CODE 23000
+
+/* --share-gpu over NCCL, from the loaded NCCL's version code and the
+ * variable's value (NULL: unset), alike on every rank:
+ *   1   allowed (>= 2.30, variable 1): why says what runs;
+ *   0   NCCL older than 2.30: it refuses ("Duplicate GPU detected"), and
+ *       the run shows its words (why: the warning to print first);
+ *  -1   >= 2.30 without NCCL_MULTI_RANK_GPU_ENABLE=1: why is the refusal. */
+int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why, size_t len);
 
 #endif

@@ -6,6 +6,10 @@
  *   start/end[s][b] communication stream, around the bucket's collective,
  *                   one set per ring slot s (timing; external nodes inside
  *                   a CUDA graph)
+ *   rtime[s][b]     compute stream, next to ready[b]: when the bucket's
+ *                   gradients were done (timing; ready itself must stay a
+ *                   plain record: inside a capture it is what joins the
+ *                   communication stream into the graph)
  *   down[b]         MPI path: the bucket's copy into pinned memory is done
  * and per step `done` (the communication or upload stream's last work),
  * which the compute stream waits on (join). */
@@ -34,7 +38,7 @@ struct tb_grad_sync_dev {
     cudaStream_t compute, comm, up;
     cudaEvent_t *ready, *down, done;
     cudaEvent_t bc_fork, bc_join;   /* a broadcast's fork from and join into the compute stream */
-    cudaEvent_t *start, *end;    /* [slots * nb] */
+    cudaEvent_t *start, *end, *rtime; /* [slots * nb] */
     uint16_t *wire;              /* [count] device bf16 (bf16 only) */
     void *host;                  /* [count] pinned, float32 or bf16 (MPI path) */
     int64_t step;
@@ -122,7 +126,8 @@ tb_grad_sync_dev *tb_grad_sync_dev_create(const tb_grad_sync_dev_opts *o) {
     size_t ns = (size_t)o->slots * (size_t)g->nb;
     g->start = calloc(ns, sizeof *g->start);
     g->end = calloc(ns, sizeof *g->end);
-    if (!g->launch || !g->deferred || !g->queue || !g->ready || !g->down || !g->start || !g->end)
+    g->rtime = calloc(ns, sizeof *g->rtime);
+    if (!g->launch || !g->deferred || !g->queue || !g->ready || !g->down || !g->start || !g->end || !g->rtime)
         TB_FATAL("out of host memory");
 
     TB_CUDA_CHECK(cudaSetDevice(o->device));
@@ -135,6 +140,7 @@ tb_grad_sync_dev *tb_grad_sync_dev_create(const tb_grad_sync_dev_opts *o) {
     for (size_t i = 0; i < ns; i++) {
         TB_CUDA_CHECK(cudaEventCreate(&g->start[i]));
         TB_CUDA_CHECK(cudaEventCreate(&g->end[i]));
+        TB_CUDA_CHECK(cudaEventCreate(&g->rtime[i]));
     }
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming));
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&g->bc_fork, cudaEventDisableTiming));
@@ -181,6 +187,7 @@ void tb_grad_sync_dev_destroy(tb_grad_sync_dev *g) {
     for (size_t i = 0; i < (size_t)g->o.slots * (size_t)g->nb; i++) {
         TB_CUDA_CHECK(cudaEventDestroy(g->start[i]));
         TB_CUDA_CHECK(cudaEventDestroy(g->end[i]));
+        TB_CUDA_CHECK(cudaEventDestroy(g->rtime[i]));
     }
     TB_CUDA_CHECK(cudaEventDestroy(g->done));
     TB_CUDA_CHECK(cudaEventDestroy(g->bc_fork));
@@ -198,6 +205,7 @@ void tb_grad_sync_dev_destroy(tb_grad_sync_dev *g) {
     free(g->down);
     free(g->start);
     free(g->end);
+    free(g->rtime);
     free(g);
 }
 
@@ -250,6 +258,8 @@ static void launch(tb_grad_sync_dev *g, int i) {
     float *src = (float *)g->o.grads + bk->offset;
     uint16_t *w = g->wire ? g->wire + bk->offset : NULL;
     int cap = capturing(g->compute);
+    size_t k = (size_t)g->slot * (size_t)g->nb + (size_t)i;
+    if (g->o.nccl) record_timing(g->rtime[k], g->compute, cap);
     TB_CUDA_CHECK(cudaEventRecord(g->ready[i], g->compute));
     TB_CUDA_CHECK(cudaStreamWaitEvent(g->comm, g->ready[i], 0));
     g->launched++;
@@ -269,7 +279,6 @@ static void launch(tb_grad_sync_dev *g, int i) {
         pthread_mutex_unlock(&g->mu);
         return;
     }
-    size_t k = (size_t)g->slot * (size_t)g->nb + (size_t)i;
     record_timing(g->start[k], g->comm, cap);
     if (w) {
         tb_comm_cast_f32_to_bf16(src, w, bk->count, g->comm);
@@ -294,6 +303,8 @@ void tb_grad_sync_dev_ready(void *arg, size_t offset, size_t count) {
         else g->deferred[g->ndeferred++] = g->launch[j];
     }
 }
+
+int tb_grad_sync_dev_launched(const tb_grad_sync_dev *g) { return g->launched; }
 
 void tb_grad_sync_dev_finish(tb_grad_sync_dev *g, double *host_wait_s) {
     size_t missing = 0;
@@ -326,10 +337,27 @@ int tb_grad_sync_dev_timing_events(tb_grad_sync_dev *g, int slot, void **events)
     if (events)
         for (int i = 0; i < g->nb; i++) {
             size_t k = (size_t)slot * (size_t)g->nb + (size_t)i;
-            events[2 * i] = (void *)g->start[k];
-            events[2 * i + 1] = (void *)g->end[k];
+            events[3 * i] = (void *)g->rtime[k];
+            events[3 * i + 1] = (void *)g->start[k];
+            events[3 * i + 2] = (void *)g->end[k];
         }
-    return 2 * g->nb;
+    return 3 * g->nb;
+}
+
+int tb_grad_sync_dev_bucket_times(tb_grad_sync_dev *g, int slot, void *ref_event, double *ready, double *start,
+                                  double *end) {
+    if (!g->o.nccl) return 0;
+    for (int i = 0; i < g->nb; i++) {
+        size_t k = (size_t)slot * (size_t)g->nb + (size_t)i;
+        float r = 0, s = 0, e = 0;
+        TB_CUDA_CHECK(cudaEventElapsedTime(&r, (cudaEvent_t)ref_event, g->rtime[k]));
+        TB_CUDA_CHECK(cudaEventElapsedTime(&s, (cudaEvent_t)ref_event, g->start[k]));
+        TB_CUDA_CHECK(cudaEventElapsedTime(&e, (cudaEvent_t)ref_event, g->end[k]));
+        ready[i] = r * 1e-3;
+        start[i] = s * 1e-3;
+        end[i] = e * 1e-3;
+    }
+    return g->nb;
 }
 
 void tb_grad_sync_dev_stats(tb_grad_sync_dev *g, int slot, void *ref_event, tb_grad_sync_step *st) {

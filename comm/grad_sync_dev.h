@@ -86,14 +86,25 @@ void tb_grad_sync_dev_begin(tb_grad_sync_dev *g, int64_t step, int slot);
 /* The model's tb_grad_ready_fn: [offset, offset + count) is final in the
  * compute stream's order. Main thread only. */
 void tb_grad_sync_dev_ready(void *g, size_t offset, size_t count);
+/* Buckets handed to communication so far in this step. */
+int tb_grad_sync_dev_launched(const tb_grad_sync_dev *g);
 /* After backward: launches what is left and makes the compute stream wait
  * for the sum. *host_wait_s: how long the host waited (MPI path; 0 on NCCL). */
 void tb_grad_sync_dev_finish(tb_grad_sync_dev *g, double *host_wait_s);
 
-/* The NCCL path's timing events of `slot` in a fixed order (start and end
- * of each bucket; cudaEvent_t as void *): the same index in two slots is
- * the same event's role. Returns their number (events NULL: count only). */
+/* The NCCL path's timing events of `slot` in a fixed order (each bucket's
+ * gradients done on the compute stream, its collective's start and end on
+ * the communication stream; cudaEvent_t as void *): the same index in two
+ * slots is the same event's role. Returns their number (events NULL: count
+ * only). */
 int tb_grad_sync_dev_timing_events(tb_grad_sync_dev *g, int slot, void **events);
+/* The NCCL path's buckets of the step last run in `slot` (its events
+ * completed), in seconds from ref_event (cudaEvent_t, the start of
+ * backward): ready[i] (gradients done), start[i] and end[i] (the
+ * collective on the communication stream), i in bucket order. Returns the
+ * bucket count; 0 on the MPI path (host-timed: no device timeline). */
+int tb_grad_sync_dev_bucket_times(tb_grad_sync_dev *g, int slot, void *ref_event, double *ready, double *start,
+                                  double *end);
 /* The statistics of the step last run in `slot`, whose events must have
  * completed: busy = summed bucket all-reduce times, first_start from
  * ref_event (cudaEvent_t recorded at the start of backward; NULL: 0),

@@ -34,12 +34,21 @@ void tb_grad_sync_dev_bcast(tb_grad_sync_dev *g, void *buf, size_t count, tb_dev
 }
 void tb_grad_sync_dev_begin(tb_grad_sync_dev *g, int64_t step, int slot) { (void)g, (void)step, (void)slot; }
 void tb_grad_sync_dev_ready(void *g, size_t offset, size_t count) { (void)g, (void)offset, (void)count; }
+int tb_grad_sync_dev_launched(const tb_grad_sync_dev *g) {
+    (void)g;
+    return 0;
+}
 void tb_grad_sync_dev_finish(tb_grad_sync_dev *g, double *host_wait_s) {
     (void)g;
     if (host_wait_s) *host_wait_s = 0;
 }
 int tb_grad_sync_dev_timing_events(tb_grad_sync_dev *g, int slot, void **events) {
     (void)g, (void)slot, (void)events;
+    return 0;
+}
+int tb_grad_sync_dev_bucket_times(tb_grad_sync_dev *g, int slot, void *ref_event, double *ready, double *start,
+                                  double *end) {
+    (void)g, (void)slot, (void)ref_event, (void)ready, (void)start, (void)end;
     return 0;
 }
 void tb_grad_sync_dev_stats(tb_grad_sync_dev *g, int slot, void *ref_event, tb_grad_sync_step *st) {

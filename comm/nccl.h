@@ -31,11 +31,22 @@ typedef struct tb_nccl tb_nccl;
 typedef enum { TB_DEV_F32, TB_DEV_F64, TB_DEV_BF16, TB_DEV_I64 } tb_dev_type;
 size_t tb_dev_type_size(tb_dev_type t);
 
+/* The oldest NCCL trainbench runs with (2.18: ncclCommSplit with a config,
+ * non-blocking communicators, ncclCommFinalize); CMake refuses older
+ * headers, tb_nccl_create an older library loaded at run time. */
+#define TB_NCCL_MIN_CODE 21800
+
 /* 1 when this build has NCCL. */
 int tb_nccl_built(void);
 /* NCCL version codes (22809 = 2.28.9): compiled against and loaded; 0 / 0
  * without NCCL. */
 void tb_nccl_versions(int *compiled, int *loaded);
+
+/* The file of the NCCL library loaded (dladdr) and, when it is a slim
+ * build of tests/gpu/slim_nccl.sh (its nccl_slim.txt beside lib/), a line
+ * naming the architectures and ONLY_FUNCS it holds (collectives left out
+ * would run as no-ops); both "" without NCCL. */
+void tb_nccl_library(char *path, size_t len, char *slim, size_t slen);
 
 /* Collective over c (every rank of c calls it): rank 0 makes the unique id
  * (ncclGetUniqueId), MPI broadcasts it, every rank creates its

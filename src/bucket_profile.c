@@ -3,6 +3,7 @@
 #include "src/bucket_profile.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ typedef struct {
 
 static struct {
     int on, skip;
+    char clock[96];
     group *g;
     int ng;
     /* this step's ranges, and the callback being wrapped */
@@ -72,33 +74,31 @@ static void *grow(void *p, size_t bytes) {
     return q;
 }
 
-static group *group_for(int ranks, const tb_grad_sync *gs) {
+static group *group_for(const tb_bprof_sample *x) {
     for (int i = 0; i < g_rec.ng; i++)
-        if (g_rec.g[i].ranks == ranks) return &g_rec.g[i];
+        if (g_rec.g[i].ranks == x->ranks) return &g_rec.g[i];
     g_rec.g = grow(g_rec.g, (size_t)(g_rec.ng + 1) * sizeof *g_rec.g);
     group *g = &g_rec.g[g_rec.ng++];
     memset(g, 0, sizeof *g);
-    g->ranks = ranks;
-    g->nr = g_rec.n;
+    g->ranks = x->ranks;
+    g->nr = x->nr;
     g->r_off = grow(NULL, (size_t)g->nr * sizeof *g->r_off);
     g->r_cnt = grow(NULL, (size_t)g->nr * sizeof *g->r_cnt);
-    memcpy(g->r_off, g_rec.off, (size_t)g->nr * sizeof *g->r_off);
-    memcpy(g->r_cnt, g_rec.cnt, (size_t)g->nr * sizeof *g->r_cnt);
-    g->nb = gs ? tb_grad_sync_bucket_count(gs) : 0;
+    memcpy(g->r_off, x->r_off, (size_t)g->nr * sizeof *g->r_off);
+    memcpy(g->r_cnt, x->r_cnt, (size_t)g->nr * sizeof *g->r_cnt);
+    g->nb = x->nb;
     g->b_off = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_off);
     g->b_cnt = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_cnt);
-    for (int i = 0; i < g->nb; i++) tb_grad_sync_bucket(gs, i, &g->b_off[i], &g->b_cnt[i]);
+    for (int i = 0; i < g->nb; i++) g->b_off[i] = x->b_off[i], g->b_cnt[i] = x->b_cnt[i];
     return g;
 }
 
-void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
-                   size_t first_bucket_bytes, int overlap,
-                   double t_bwd0, double t_bwd1, double t_done) {
-    if (!g_rec.on || g_rec.n == 0) return; /* not recording, or no backward in this step */
-    group *g = group_for(ranks, gs);
-    int same = g->nr == g_rec.n && g->nb == (gs ? tb_grad_sync_bucket_count(gs) : 0);
-    for (int i = 0; same && i < g->nr; i++) same = g->r_off[i] == g_rec.off[i] && g->r_cnt[i] == g_rec.cnt[i];
-    g_rec.n = 0;
+void tb_bprof_add(const tb_bprof_sample *x) {
+    if (!g_rec.on || x->nr == 0) return; /* not recording, or no backward in this step */
+    group *g = group_for(x);
+    int same = g->nr == x->nr && g->nb == x->nb;
+    for (int i = 0; same && i < g->nr; i++) same = g->r_off[i] == x->r_off[i] && g->r_cnt[i] == x->r_cnt[i];
+    for (int b = 0; same && b < g->nb; b++) same = g->b_off[b] == x->b_off[b] && g->b_cnt[b] == x->b_cnt[b];
     if (!same) return; /* another graph: not this rank count's timeline */
     if (g->steps == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 32;
@@ -112,27 +112,59 @@ void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t 
     }
     size_t s = (size_t)g->steps;
     double *ready = g->ready + s * (size_t)g->nr;
-    for (int i = 0; i < g->nr; i++) ready[i] = g_rec.t[i] - t_bwd0;
+    for (int i = 0; i < g->nr; i++) ready[i] = x->r_ready[i];
+    for (int b = 0; b < g->nb; b++) {
+        double last = 0; /* without a measured one: the bucket is ready when its last range is */
+        for (int i = 0; !x->b_ready && i < g->nr; i++)
+            if (g->r_off[i] < g->b_off[b] + g->b_cnt[b] && g->r_off[i] + g->r_cnt[i] > g->b_off[b])
+                last = fmax(last, ready[i]);
+        g->b_ready[s * (size_t)g->nb + (size_t)b] = x->b_ready ? x->b_ready[b] : last;
+        g->b_start[s * (size_t)g->nb + (size_t)b] = x->b_start[b];
+        g->b_end[s * (size_t)g->nb + (size_t)b] = x->b_end[b];
+    }
+    g->bwd[s] = x->backward_s;
+    g->exposed[s] = x->exposed_s;
+    g->elem = x->elem_bytes;
+    g->bucket_bytes = x->bucket_bytes;
+    g->first_bucket_bytes = x->first_bucket_bytes;
+    g->overlap = x->overlap;
+    g->steps++;
+    if (x->clock) snprintf(g_rec.clock, sizeof g_rec.clock, "%s", x->clock);
+}
+
+void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
+                   size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done) {
+    int nr = g_rec.n;
+    g_rec.n = 0;
+    if (!g_rec.on || nr == 0) return;
+    int nb = gs ? tb_grad_sync_bucket_count(gs) : 0;
+    size_t *b_off = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_off);
+    size_t *b_cnt = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_cnt);
+    double *r_ready = grow(NULL, (size_t)nr * sizeof *r_ready);
+    double *b_start = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_start);
+    double *b_end = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_end);
+    for (int i = 0; i < nr; i++) r_ready[i] = g_rec.t[i] - t_bwd0;
     if (gs) {
         const double *st, *en;
         tb_grad_sync_bucket_times(gs, &st, &en);
-        for (int b = 0; b < g->nb; b++) {
-            double last = 0; /* the bucket is ready when its last range is */
-            for (int i = 0; i < g->nr; i++)
-                if (g->r_off[i] < g->b_off[b] + g->b_cnt[b] && g->r_off[i] + g->r_cnt[i] > g->b_off[b])
-                    last = fmax(last, ready[i]);
-            g->b_ready[s * (size_t)g->nb + (size_t)b] = last;
-            g->b_start[s * (size_t)g->nb + (size_t)b] = st[b] - t_bwd0;
-            g->b_end[s * (size_t)g->nb + (size_t)b] = en[b] - t_bwd0;
+        for (int b = 0; b < nb; b++) {
+            tb_grad_sync_bucket(gs, b, &b_off[b], &b_cnt[b]);
+            b_start[b] = st[b] - t_bwd0;
+            b_end[b] = en[b] - t_bwd0;
         }
     }
-    g->bwd[s] = t_bwd1 - t_bwd0;
-    g->exposed[s] = t_done - t_bwd1;
-    g->elem = elem_bytes;
-    g->bucket_bytes = bucket_bytes;
-    g->first_bucket_bytes = first_bucket_bytes;
-    g->overlap = overlap;
-    g->steps++;
+    tb_bprof_sample x = {.ranks = ranks, .nr = nr, .r_off = g_rec.off, .r_cnt = g_rec.cnt, .r_ready = r_ready,
+                         .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_start = b_start, .b_end = b_end,
+                         .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
+                         .first_bucket_bytes = first_bucket_bytes, .overlap = overlap,
+                         .backward_s = t_bwd1 - t_bwd0, .exposed_s = t_done - t_bwd1,
+                         .clock = "host clock (synchronous step)"};
+    tb_bprof_add(&x);
+    free(b_off);
+    free(b_cnt);
+    free(r_ready);
+    free(b_start);
+    free(b_end);
 }
 
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets) {
@@ -195,6 +227,10 @@ static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
 }
 
 void tb_bprof_tables_fill(tb_table *grad_ready, tb_table *buckets) {
+    if (g_rec.clock[0]) {
+        tb_attrs_str(&grad_ready->attrs, "clock", g_rec.clock);
+        tb_attrs_str(&buckets->attrs, "clock", g_rec.clock);
+    }
     for (int gi = 0; gi < g_rec.ng; gi++) {
         group *g = &g_rec.g[gi];
         if (g->steps > 0) add_rows(g, grad_ready, buckets);

@@ -17,10 +17,17 @@
  *                ready_ms (its last range), start_ms, end_ms (its
  *                all-reduce on the communication thread), backward_ms,
  *                exposed_ms (what finish waited), steps; in launch order
+ * Both carry the attribute `clock`: where the times come from (CUDA events
+ * on the compute and communication streams, or a host clock).
  *
- * On the CPU backend a range is final when the callback runs. (A GPU
- * backend that calls it when the work is queued would need event times
- * instead.) Not thread-safe: the training step's thread only. */
+ * The synchronous step (CPU backend) times ranges on the host clock when
+ * the callback runs (its ops have run by then) and buckets on the
+ * communication thread's clock. The asynchronous step (CUDA, and the CPU
+ * backend's --step-mode async) hands each finished step to tb_bprof_add
+ * instead (src/step_timeline.h): on a GPU the times of events recorded on
+ * the compute stream (ranges, bucket gradients done) and on the
+ * communication stream (each bucket's collective), never host syncs. Not
+ * thread-safe: the training step's thread only. */
 #ifndef TB_BUCKET_PROFILE_H
 #define TB_BUCKET_PROFILE_H
 
@@ -44,6 +51,25 @@ void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx);
  * all-reduce wait (tb_now() clock). Does nothing unless recording. */
 void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
                    size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done);
+
+/* One finished step, all times in seconds from the start of backward:
+ * ranges in the order backward finished them, buckets in grad_sync's
+ * order (b_ready NULL: the last of their ranges). Does nothing unless
+ * recording. */
+typedef struct {
+    int ranks;
+    int nr;
+    const size_t *r_off, *r_cnt;      /* elements */
+    const double *r_ready;
+    int nb;
+    const size_t *b_off, *b_cnt;
+    const double *b_ready, *b_start, *b_end;
+    size_t elem_bytes, bucket_bytes, first_bucket_bytes;
+    int overlap;
+    double backward_s, exposed_s;     /* exposed: waited for after backward */
+    const char *clock;                /* where the times come from (the tables' `clock` attribute) */
+} tb_bprof_sample;
+void tb_bprof_add(const tb_bprof_sample *x);
 
 /* The two tables' layouts (empty). */
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets);

@@ -24,6 +24,11 @@
  * values by the world size each time (inf after ~80 float iterations on 3
  * ranks), and would time arithmetic on inf.
  *
+ * --share-gpu lets ranks share a GPU (--comm nccl: NCCL >= 2.30 with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1): the header, the bandwidth line and the
+ * results file (attribute shared_gpu) then say how many ranks share one,
+ * so that the figure is not read as a fabric's.
+ *
  * --results FILE: the table as a results file (kind allreduce-bench,
  * provenance attributes, /allreduce with bytes, count, time_us, algbw_GBps,
  * busbw_GBps, wrong), which `trainbench project --fabric fit:FILE` fits. */
@@ -119,7 +124,7 @@ static double nccl_once(nccl_bench *nb, tb_comm *w, size_t count, el_type t) {
 
 int tb_cmd_allreduce_bench(int argc, char **argv) {
     size_t minb = 8, maxb = (size_t)128 << 20, factor_sz = 2;
-    int iters = 20, warmup = 5, check = 1;
+    int iters = 20, warmup = 5, check = 1, share_gpu = 0;
     double timeout = 300;
     char dtype[TB_OPT_STR_MAX] = "float", results[TB_OPT_STR_MAX] = "", t_start[32];
     char comm[TB_OPT_STR_MAX] = "mpi";
@@ -135,6 +140,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         {"comm", TB_OPT_CHOICE, comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
         {"timeout", TB_OPT_DOUBLE, &timeout, 0.1, 1e7, NULL, "nccl: seconds an all-reduce may take before the run ends"},
         {"results", TB_OPT_STRING, results, 0, 0, NULL, "also write the table to this HDF5 results file"},
+        {"share-gpu", TB_OPT_FLAG, &share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse_aliased("allreduce-bench",
@@ -163,7 +169,12 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         nb.be = tb_backend_create("cuda", &bo, err, sizeof err);
         if (!nb.be) tb_die("allreduce-bench --comm nccl: %s", err);
     }
-    tb_launch_check_ranks(&info, nb.be, ndev, device, 0, "allreduce-bench", argc, argv);
+    tb_launch_check_ranks(&info, nb.be, ndev, device, share_gpu, "allreduce-bench", argc, argv);
+    if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "allreduce-bench");
+    int sharing = use_nccl ? tb_launch_ranks_per_device(&info, nb.be) : 1;
+    char shared[160] = "";
+    if (sharing > 1)
+        snprintf(shared, sizeof shared, "%d ranks share one GPU: the bandwidth of that path, not of a fabric", sharing);
     size_t es = el_size(t);
     char lib[256];
     tb_comm_library_version(lib, sizeof lib);
@@ -194,6 +205,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         else
             printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
         for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
+        if (shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", shared);
         if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
         printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
                "algbw", "busbw", "#wrong");
@@ -253,7 +265,8 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     }
     if (info.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %.3f GB/s\n", nsizes ? sum_bus / nsizes : 0.0);
+        printf("# Avg bus bandwidth    : %.3f GB/s%s%s%s\n", nsizes ? sum_bus / nsizes : 0.0, shared[0] ? " (" : "",
+               shared, shared[0] ? ")" : "");
         if (results[0]) {
             tb_attrs a;
             memset(&a, 0, sizeof a);
@@ -270,6 +283,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
             tb_attrs_str(&a, "dtype", dtype);
             tb_attrs_int(&a, "iters", iters);
             tb_attrs_int(&a, "warmup", warmup);
+            tb_attrs_str(&a, "shared_gpu", shared[0] ? shared : "no (one rank per device)");
             const tb_table *tabs[1] = {&tab};
             tb_results_write(results, &a, tabs, 1);
             tb_attrs_free(&a);

@@ -266,6 +266,7 @@ int tb_cmd_preflight(int argc, char **argv) {
 
     /* 2. launch mistakes (a collective: everyone answered) */
     tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
+    if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "preflight");
     char topo[2048] = "";
     if (gpu) gpu_topology(&info, be, topo, sizeof topo);
     size_t *tcounts = info.rank == 0 ? calloc((size_t)info.world, sizeof *tcounts) : NULL;

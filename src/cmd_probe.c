@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/nccl.h"
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/core/log.h"
@@ -80,6 +81,9 @@ int tb_cmd_probe(int argc, char **argv) {
             errors += c->verdict == TB_VER_ERROR;
         }
     }
+    char nccl_lib[1024] = "", nccl_slim[800] = "";
+    tb_nccl_library(nccl_lib, sizeof nccl_lib, nccl_slim, sizeof nccl_slim);
+    if (nccl_lib[0]) printf("# %-28s %s%s%s\n", "NCCL library", nccl_lib, nccl_slim[0] ? "\n#   " : "", nccl_slim);
 
     tb_probe_cpu pc;
     tb_probe_cpu_measure(&pc, quick);
@@ -214,6 +218,10 @@ int tb_cmd_probe(int argc, char **argv) {
             tb_attrs_str(&a, k, buf);
         }
         tb_probe_cpu_attrs(&pc, &a);
+        if (nccl_lib[0]) {
+            snprintf(buf, sizeof buf, "%s%s%s", nccl_lib, nccl_slim[0] ? "; " : "", nccl_slim);
+            tb_attrs_str(&a, "nccl_library", buf);
+        }
         tb_attrs_str(&a, "device_names", have_gpu ? p.name : "none");
         if (have_gpu) {
             tb_attrs_str(&a, "pci_bus_id", p.bus_id);

@@ -17,6 +17,7 @@
 #include "src/commands.h"
 #include "src/core/log.h"
 #include "src/op_profile_report.h"
+#include "src/overlap_report.h"
 #include "src/results_read.h"
 #include "src/table_print.h"
 
@@ -269,8 +270,9 @@ static int report_one(const char *path, tb_format fmt) {
     print_op_profile(f, fmt, &r);
     for (int i = 0; i < r.ntables; i++)
         if (!is_known_table(r.tables[i].name)) print_generic(f, fmt, &r.tables[i]);
+    tb_overlap_report(f, fmt, &r); /* /buckets per rank count */
     const tb_rtable *gr = tb_results_table(&r, "grad_ready"), *bk = tb_results_table(&r, "buckets");
-    if (gr || bk) /* one row per gradient range and rank count: summarised, not printed */
+    if (gr || bk) /* one row per gradient range: summarised, not printed */
         tb_note(f, fmt, "/grad_ready (%zu rows) and /buckets (%zu rows): the gradient timeline of the scaling rows, "
                         "which 'trainbench project %s' reads",
                 gr ? gr->rows : 0, bk ? bk->rows : 0, path);

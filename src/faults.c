@@ -5,6 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "comm/nccl.h"
+#include "src/core/log.h"
 
 int tb_fault(const char *kind, int rank, int64_t step) {
     const char *v = getenv("TB_TEST_FAULT");
@@ -24,5 +28,26 @@ void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("exit0", rank, step)) {
         fflush(stdout);
         _Exit(0);
+    }
+}
+
+int tb_fault_in_backward(int rank, int64_t step) {
+    return tb_fault("kill-bwd", rank, step) || tb_fault("freeze-bwd", rank, step) ||
+           tb_fault("nccl-abort", rank, step);
+}
+
+void tb_fault_strike_in_backward(int rank) {
+    if (tb_fault("kill-bwd", rank, -1)) raise(SIGKILL);
+    if (tb_fault("freeze-bwd", rank, -1)) raise(SIGSTOP);
+    if (tb_fault("nccl-abort", rank, -1)) {
+        tb_warn("TB_TEST_FAULT=nccl-abort: rank %d aborts its NCCL communicators inside backward and stops "
+                "calling NCCL (a test)",
+                rank);
+        tb_nccl_abort_all();
+        /* alive but silent on NCCL: the watchdog thread still answers */
+        for (;;) {
+            struct timespec ts = {1, 0};
+            nanosleep(&ts, NULL);
+        }
     }
 }

@@ -8,6 +8,7 @@
 
 #include "comm/comm.h"
 #include "comm/device_map.h"
+#include "comm/nccl.h"
 #include "data/jpeg.h"
 #include "src/gpu_runtime.h"
 #include "src/h5io.h"
@@ -249,4 +250,37 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
         fprintf(stderr, "trainbench[rank %d %s]: error: launch mistake: %s\n", info->rank, info->host, why);
         tb_comm_exit_all(w, 1);
     }
+}
+
+void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcommand) {
+    int compiled = 0, loaded = 0;
+    tb_nccl_versions(&compiled, &loaded);
+    char why[512];
+    int v = tb_share_gpu_nccl_verdict(loaded, getenv("NCCL_MULTI_RANK_GPU_ENABLE"), why, sizeof why);
+    if (v < 0) {
+        fprintf(stderr, "trainbench[rank %d %s]: error: %s: %s\n", info->rank, info->host, subcommand, why);
+        tb_comm_exit_all(tb_comm_world(), 1);
+    }
+    if (info->rank != 0) return;
+    if (v == 0) tb_warn("%s", why);
+    else printf("%s\n", why);
+    fflush(stdout);
+}
+
+int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
+    char mine[128], *all = calloc((size_t)info->world, sizeof mine);
+    if (!all) TB_FATAL("out of host memory");
+    const char *key = be && be->device_key[0] ? be->device_key : "";
+    snprintf(mine, sizeof mine, "%.63s|%.63s", info->host, key);
+    tb_comm_allgather(tb_comm_world(), mine, all, sizeof mine);
+    int most = 1;
+    for (int r = 0; r < info->world; r++) {
+        if (!strchr(all + (size_t)r * sizeof mine, '|')[1]) continue; /* no device */
+        int n = 0;
+        for (int q = 0; q < info->world; q++)
+            n += strcmp(all + (size_t)r * sizeof mine, all + (size_t)q * sizeof mine) == 0;
+        if (n > most) most = n;
+    }
+    free(all);
+    return most;
 }

@@ -32,6 +32,18 @@ int tb_launch_pick_device(const tb_comm_info *info, const char *backend, int *de
 void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int devices, int device,
                            int allow_shared_gpu, const char *subcommand, int argc, char **argv);
 
+/* Ranks sharing a GPU over NCCL (--share-gpu with --comm nccl), decided
+ * alike on every rank from the loaded NCCL and NCCL_MULTI_RANK_GPU_ENABLE
+ * (comm/device_map.h tb_share_gpu_nccl_verdict): a refusal ends the run on
+ * every rank with one line; otherwise rank 0 prints what runs (or, before
+ * NCCL 2.30, that NCCL's own refusal follows). Collective over the world. */
+void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcommand);
+
+/* The most ranks on one device of one host (device keys gathered): 2 when
+ * two ranks share a GPU, 1 otherwise (and for ranks without a device).
+ * Collective over the world. */
+int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be);
+
 /* The NCCL_/UCX_/OMPI_MCA_/CUDA_VISIBLE_DEVICES/OMP_NUM_THREADS variables
  * of this process, "NAME=value" sorted and joined by spaces. */
 void tb_launch_env(char *buf, size_t len, int all_relevant);

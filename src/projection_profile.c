@@ -96,31 +96,54 @@ static void settings_from_command_line(const char *cmd, double *bucket_bytes, in
 
 static double ms(double v) { return isnan(v) ? 0 : 1e-3 * v; }
 
+/* A 1-rank training run without scaling rows (--scaling-steps 0): the
+ * means of its timed steps (/ranks), not medians. 0, or -1 when the file is
+ * not one. */
+static int step_from_ranks(const tb_results *r, tb_proj_profile *p, char *row_what, size_t len) {
+    const tb_rtable *rk = tb_results_table(r, "ranks");
+    if (tb_results_num(r, "world_size", 0) != 1 || !rk || rk->rows != 1 || !(tb_rtable_num(rk, "steps", 0) > 0))
+        return -1;
+    p->step_s = ms(tb_rtable_num(rk, "step_ms", 0));
+    p->data_s = ms(tb_rtable_num(rk, "data_ms", 0));
+    p->h2d_s = ms(tb_rtable_num(rk, "h2d_ms", 0));
+    p->forward_s = ms(tb_rtable_num(rk, "forward_ms", 0));
+    p->backward_s = ms(tb_rtable_num(rk, "backward_ms", 0));
+    p->optimizer_s = ms(tb_rtable_num(rk, "optimizer_ms", 0));
+    snprintf(row_what, len, "/ranks of a 1-rank run without scaling rows: means over its %.0f timed steps",
+             tb_rtable_num(rk, "steps", 0));
+    return 0;
+}
+
 int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     const tb_rtable *sc = tb_results_table(r, "scaling");
     size_t row = (size_t)-1;
     for (size_t i = 0; sc && i < sc->rows; i++)
         if (tb_rtable_num(sc, "ranks", i) == 1) row = i;
-    if (row == (size_t)-1) {
-        snprintf(err, errlen,
-                 "%s has no 1-rank row in /scaling: the projection starts from one rank's measured step "
-                 "(run 'trainbench train' with --scaling-steps > 0)",
-                 r->path);
-        return -1;
-    }
     p->batch = tb_results_num(r, "batch_size", NAN);
     if (!(p->batch > 0)) {
         snprintf(err, errlen, "%s has no batch_size attribute", r->path);
         return -1;
     }
-    p->step_s = ms(tb_rtable_num(sc, "step_ms_median", row));
-    p->data_s = ms(tb_rtable_num(sc, "data_ms_median", row));
-    p->h2d_s = ms(tb_rtable_num(sc, "h2d_ms_median", row));
-    p->forward_s = ms(tb_rtable_num(sc, "forward_ms_median", row));
-    p->backward_s = ms(tb_rtable_num(sc, "backward_ms_median", row));
-    p->optimizer_s = ms(tb_rtable_num(sc, "optimizer_ms_median", row));
-    if (!(p->step_s > 0)) { /* a file without per-phase columns: the row's img/s */
+    char row_what[160] = "1-rank row of /scaling";
+    if (row == (size_t)-1) {
+        if (step_from_ranks(r, p, row_what, sizeof row_what) != 0) {
+            snprintf(err, errlen,
+                     "%s has no 1-rank row in /scaling (and is not a 1-rank run with timed steps): the "
+                     "projection starts from one rank's measured step (run 'trainbench train' with "
+                     "--scaling-steps > 0)",
+                     r->path);
+            return -1;
+        }
+    } else {
+        p->step_s = ms(tb_rtable_num(sc, "step_ms_median", row));
+        p->data_s = ms(tb_rtable_num(sc, "data_ms_median", row));
+        p->h2d_s = ms(tb_rtable_num(sc, "h2d_ms_median", row));
+        p->forward_s = ms(tb_rtable_num(sc, "forward_ms_median", row));
+        p->backward_s = ms(tb_rtable_num(sc, "backward_ms_median", row));
+        p->optimizer_s = ms(tb_rtable_num(sc, "optimizer_ms_median", row));
+    }
+    if (!(p->step_s > 0) && row != (size_t)-1) { /* a file without per-phase columns: the row's img/s */
         double ips = tb_rtable_num(sc, "img_per_s", row);
         p->step_s = ips > 0 ? p->batch / ips : 0;
     }
@@ -161,7 +184,8 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
             if (!isnan(ov)) p->overlap = ov != 0;
         }
         snprintf(p->ready_source, sizeof p->ready_source,
-                 "measured on 1 rank (/grad_ready, %d gradient ranges, median over the timed steps)", nmeas);
+                 "measured on 1 rank (/grad_ready, %d gradient ranges, median over the timed steps; %.64s)", nmeas,
+                 tb_rtable_attr_str(gr, "clock", "host clock"));
         free(est);
         if (have_model && n_train > 0) p->state_bytes = n_state * p->grad_bytes / n_train;
     } else {
@@ -174,12 +198,12 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
         }
         p->state_bytes = n_state * elem;
         snprintf(p->ready_source, sizeof p->ready_source,
-                 "estimated from %s's per-layer work over the measured backward (the file has no "
-                 "/grad_ready)",
+                 "ESTIMATED from %s's per-layer work over the measured backward (the file has no "
+                 "/grad_ready: no measured gradient-ready times)",
                  model);
     }
-    snprintf(p->what, sizeof p->what, "%.200s: %s, %d px, batch %.0f per rank, 1-rank row of /scaling (%.120s)",
-             r->path, model, image, p->batch, tb_results_str(r, "device_names", "?"));
+    snprintf(p->what, sizeof p->what, "%.200s: %s, %d px, batch %.0f per rank, %.100s (%.100s)", r->path, model,
+             image, p->batch, row_what, tb_results_str(r, "device_names", "?"));
     return 0;
 }
 

@@ -34,6 +34,15 @@ static void nccl_environment(char *set, size_t set_len, char *unset, size_t unse
         if (!getenv(key[i])) used += (size_t)snprintf(unset + used, unset_len - used, "%s%s", used ? " " : "", key[i]);
 }
 
+/* Which libnccl file runs (a slim build of tests/gpu/slim_nccl.sh says
+ * what it holds): two installs of one version are told apart. */
+static void nccl_library(tb_attrs *a) {
+    char path[1024], slim[800], buf[1900];
+    tb_nccl_library(path, sizeof path, slim, sizeof slim);
+    snprintf(buf, sizeof buf, "%s%s%s", path, slim[0] ? "; " : "", slim);
+    tb_attrs_str(a, "nccl_library", buf);
+}
+
 /* The GPU libraries' versions: what runs, and what trainbench was built
  * against (probe's version checks, src/gpu_versions.h). */
 static void gpu_versions(tb_attrs *a) {
@@ -108,6 +117,7 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     if (strcmp(be->name, "cuda") == 0) {
         gpu_versions(a);
         if (!tb_nccl_built()) tb_attrs_str(a, "nccl_version", "none (built without NCCL: MPI staged through the host)");
+        else nccl_library(a);
     } else {
         tb_attrs_str(a, "cuda_runtime_version", "none (CPU backend)");
         tb_attrs_str(a, "cuda_driver_version", "none (CPU backend)");

@@ -59,7 +59,8 @@ static void check_flags(tb_train_run *r) {
     if (f->resume && f->init[0]) tb_die("train: give --resume or --init, not both");
     if (f->share_gpu && strcmp(f->comm, "auto") == 0)
         tb_die("train: --share-gpu needs --comm mpi (ranks sharing a GPU move gradients over MPI through pinned "
-               "memory; NCCL before 2.30 refuses two ranks on one GPU)");
+               "memory), or --comm nccl with NCCL 2.30 or newer and NCCL_MULTI_RANK_GPU_ENABLE=1 (older NCCL "
+               "refuses two ranks on one GPU)");
     tb_lr_schedule probe;
     if (tb_lr_schedule_init(&probe, f->lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
         tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", f->lr_schedule);
@@ -114,7 +115,7 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
          "size of the first bucket launched (the last layers'), smaller so communication starts early, as PyTorch DDP's; host and GPU paths (MiB; 0: --bucket-mb)"},
         {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
         {"comm", TB_OPT_CHOICE, f->comm, 0, 0, "auto|nccl|mpi", "gradient transport: nccl (CUDA, one rank per GPU), mpi (host buffers on the CPU, staged through pinned memory on CUDA); auto: nccl on CUDA with 2+ ranks when built, else mpi. Given explicitly, it is used on one rank too"},
-        {"share-gpu", TB_OPT_FLAG, &f->share_gpu, 0, 0, NULL, "let ranks share a GPU (with --comm mpi; a test of the multi-rank paths on one GPU)"},
+        {"share-gpu", TB_OPT_FLAG, &f->share_gpu, 0, 0, NULL, "let ranks share a GPU (--comm mpi; or --comm nccl with NCCL >= 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the multi-rank paths on one GPU"},
         {"allreduce-dtype", TB_OPT_CHOICE, f->allreduce_dtype, 0, 0, "fp32|bf16", "GPU: gradients on the wire in bfloat16 (DDP's bf16 compression hook: half the bytes, ~2^-9 relative error per rank)"},
         {"cuda-graph", TB_OPT_CHOICE, f->cuda_graph, 0, 0, "auto|on|off", "capture the training step in a CUDA graph after --graph-warmup steps; auto: when it can (one line says why not)"},
         {"graph-warmup", TB_OPT_INT, &f->graph_warmup, 1, 1 << 20, NULL, "eager steps before the step is captured"},

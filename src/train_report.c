@@ -120,6 +120,11 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
                o->img_per_s, o->mine.steps);
     else
         printf("#   is the run's only throughput figure (training had no timed step).\n");
+    if (r->ranks_per_gpu > 1 && nrows > 1)
+        printf("# note: %d ranks share one GPU (--share-gpu): the rows of more than one rank are processes "
+               "time-slicing\n#   one device, a test of the multi-rank path; their speedup and efficiency are "
+               "not those of %d GPUs.\n",
+               r->ranks_per_gpu, last->ranks);
     if (nrows == 1)
         printf("# note: one rank: speedup and efficiency are 1 by definition; run mpirun -np N to compare 1 "
                "rank with N.\n");

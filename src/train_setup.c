@@ -122,6 +122,7 @@ static void make_backend(tb_train_run *r) {
     snprintf(r->fl.precision, sizeof r->fl.precision, "%s", tb_precision_name(r->prec));
     if (r->be->threads > 0) r->threads = r->be->threads; /* what runs: at most the CPUs this rank may use */
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
+    r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
 }
 
 /* The gradient path (trainer.h) from --comm, the backend and the world;
@@ -175,13 +176,7 @@ static void choose_comm(tb_train_run *r) {
         tb_warn("--trace records the synchronous step's host-clock phases; the asynchronous step's phases come "
                 "from device events and are in the results file's /steps, not in the trace");
     if (path == TB_PATH_NCCL && (r->info.world > 1 || explicit_path)) {
-        if (f->share_gpu && r->info.rank == 0) {
-            int c, l;
-            tb_nccl_versions(&c, &l);
-            tb_warn("--share-gpu with --comm nccl: NCCL %d.%d refuses two ranks on one GPU (\"Duplicate GPU "
-                    "detected\") before 2.30; this run shows what it says",
-                    l / 10000, l % 10000 / 100);
-        }
+        if (f->share_gpu) tb_launch_check_share_gpu_nccl(&r->info, "train");
         tb_monitor_progress(r->mon, 0, "NCCL communicator set-up", 1);
         r->nccl = tb_nccl_create(r->world, r->device, f->timeout);
     }
@@ -317,6 +312,11 @@ static void record_settings(tb_train_run *r) {
     snprintf(graph, sizeof graph, "%s%s", gwhy[0] ? "off: " : "on", gwhy);
     tb_attrs_str(a, "cuda_graph", graph);
     tb_attrs_str(a, "step_mode", r->hp.async ? "async" : "sync");
+    char shared[200] = "no (one rank per device)";
+    if (r->ranks_per_gpu > 1)
+        snprintf(shared, sizeof shared, "%d ranks share one GPU (--share-gpu): the multi-rank rows time-slice one "
+                 "device, they are not N GPUs", r->ranks_per_gpu);
+    tb_attrs_str(a, "shared_gpu", shared);
     tb_run_report_unlock(&r->report);
 }
 

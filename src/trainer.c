@@ -20,6 +20,7 @@
 
 #include "src/bucket_profile.h"
 #include "src/faults.h"
+#include "src/step_timeline.h"
 #include "src/core/hash.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
@@ -62,6 +63,8 @@ struct tb_trainer {
     float *stage;                /* host staging for broadcasts [max(n_train, n_state)] tb_real */
     tb_monitor *mon;
     int fault_nan;               /* test only (TB_TEST_FAULT=nan): this step's gradient gets a NaN */
+    int fault_mid;               /* test only: a process fault inside backward (faults.h) */
+    tb_step_timeline *tl;        /* async steps while bucket_profile.h records (rank 0, scaling rows) */
     /* async steps */
     int async;
     int native;                  /* the backend hands out cudaStream_t / cudaEvent_t */
@@ -76,6 +79,7 @@ struct tb_trainer {
     char graph_why[200];
     tb_gpu_graph *graph;
     int graph_n;
+    int graph_slot;              /* the ring slot the graph was captured in */
     int eager_full;              /* eager full-batch steps since the last (re)start */
     int recapture;
     int seen[16], nseen;         /* batch sizes run eagerly (their conv plans exist) */
@@ -125,7 +129,8 @@ static void make_slots(tb_trainer *t) {
     t->done = calloc((size_t)t->done_cap, sizeof *t->done);
     if (!t->done) TB_FATAL("out of host memory");
     int ng = t->gsd ? tb_grad_sync_dev_timing_events(t->gsd, 0, NULL) : 0;
-    t->nev = (E_COUNT - E_GRAPH_FIRST) + ng;
+    int nr = t->tl ? tb_step_timeline_events(t->tl, 0, NULL) : 0;
+    t->nev = (E_COUNT - E_GRAPH_FIRST) + ng + nr;
     t->gev = calloc((size_t)t->nev, sizeof *t->gev);
     if (!t->gev) TB_FATAL("out of host memory");
 }
@@ -177,6 +182,7 @@ tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, tb_nccl *nccl, const t
         t->gsd = tb_grad_sync_dev_create(&o);
     }
     free(off);
+    if (t->async && tb_bprof_on()) t->tl = tb_step_timeline_create(be, TB_TRAINER_SLOTS, nt);
     if (t->async) {
         make_slots(t);
         /* the device flag instead of a host scan of the gradients */
@@ -214,6 +220,7 @@ void tb_trainer_destroy(tb_trainer *t) {
     }
     tb_grad_sync_destroy(t->gs);
     tb_grad_sync_dev_destroy(t->gsd);
+    tb_step_timeline_destroy(t->tl);
     free(t->gev);
     free(t->done);
     free(t->stage);
@@ -286,6 +293,21 @@ static void ready_with_nan(void *ctx, size_t offset, size_t count) {
     if (offset == 0) inject_nan(t);
     if (t->gs) tb_grad_sync_ready(t->gs, offset, count);
     else if (t->gsd) tb_grad_sync_dev_ready(t->gsd, offset, count);
+}
+
+/* The gradient-ready callback with a fault inside backward (faults.h
+ * kill-bwd, freeze-bwd, nccl-abort): it strikes once a bucket has gone to
+ * communication (on a device path; else at the first range), so that
+ * collectives of this step are in flight and others are still to come. */
+static void ready_with_fault(void *ctx, size_t offset, size_t count) {
+    tb_trainer *t = ctx;
+    if (t->fault_nan) ready_with_nan(ctx, offset, count);
+    else if (t->gs) tb_grad_sync_ready(t->gs, offset, count);
+    else if (t->gsd) tb_grad_sync_dev_ready(t->gsd, offset, count);
+    if (t->fault_mid && (!t->gsd || tb_grad_sync_dev_launched(t->gsd) > 0)) {
+        t->fault_mid = 0;
+        tb_fault_strike_in_backward(t->rank);
+    }
 }
 
 /* The one place a batch goes to the device (the loader's upload code may
@@ -451,6 +473,10 @@ static int harvest(tb_trainer *t, int s, int wait) {
     if (t->gsd && t->path == TB_PATH_NCCL)
         tb_grad_sync_dev_stats(t->gsd, s, be->native_event(be, p->ev[E_FWD]), &r->sync);
     if (t->gsd || t->gs) r->sync.exposed_s = EL(E_BWD, E_COMM);
+    if (t->tl)
+        tb_step_timeline_harvest(t->tl, s, t->world, p->ev[E_FWD], EL(E_FWD, E_BWD), EL(E_BWD, E_COMM), t->gs,
+                                 t->gsd, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
+                                 t->hp.overlap);
 #undef EL
     const tb_step_scalars *sc = p->sc_host;
     if (r->n > 0) r->loss = (double)sc->loss;
@@ -485,16 +511,21 @@ static void step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     tb_grad_ready_fn ready = t->gsd ? tb_grad_sync_dev_ready : t->gs ? tb_grad_sync_ready : NULL;
     void *ready_ctx = t->gsd ? (void *)t->gsd : (void *)t->gs;
     t->fault_nan = !capturing && tb_fault("nan", t->rank, step);
+    t->fault_mid = !capturing && tb_fault_in_backward(t->rank, step);
     if (b->n > 0) {
         tb_monitor_progress(t->mon, step, "forward", 0);
         tb_model_forward(m, 1);
         tb_model_loss(m, t->hp.label_smoothing, (double)b->n / (double)b->global_n);
         rec_ev(t, p->ev[E_FWD]);
         tb_monitor_progress(t->mon, step, "backward", 0);
-        if (t->fault_nan && ready) tb_model_backward(m, ready_with_nan, t);
-        else tb_model_backward(m, ready, ready_ctx);
+        tb_grad_ready_fn fn = ready;
+        void *fctx = ready_ctx;
+        if ((t->fault_nan && ready) || t->fault_mid) fn = ready_with_fault, fctx = t;
+        if (t->tl) tb_step_timeline_wrap(t->tl, s, &fn, &fctx); /* the per-range events (step_timeline.h) */
+        tb_model_backward(m, fn, fctx);
         rec_ev(t, p->ev[E_BWD]);
-    } else { /* no samples (--last-batch keep): zeros, weight 0, counters advanced (see step_sync) */
+    } else {
+        if (t->tl) tb_step_timeline_skip(t->tl, s); /* no samples (--last-batch keep): zeros, weight 0, counters advanced (see step_sync) */
         be->zero(be, m->grads, m->pt.n_train * sizeof(tb_real));
         tb_model_advance_counters(m);
         rec_ev(t, p->ev[E_FWD]);
@@ -513,6 +544,7 @@ static void step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     } else if (t->gs) {
         tb_monitor_progress(t->mon, step, "gradient all-reduce", 1);
         tb_grad_sync_finish(t->gs, &p->rec.sync);
+        if (t->tl) tb_step_timeline_host_buckets(t->tl, s, t->gs);
     }
     rec_ev(t, p->ev[E_COMM]);
     tb_monitor_progress(t->mon, step, "optimizer", 0);
@@ -527,7 +559,8 @@ static void graph_events(tb_trainer *t, int s) {
     tb_backend *be = t->m->be;
     int k = 0;
     for (int e = E_GRAPH_FIRST; e < E_COUNT; e++) t->gev[k++] = be->native_event(be, t->slot[s].ev[e]);
-    if (t->gsd) tb_grad_sync_dev_timing_events(t->gsd, s, t->gev + k);
+    if (t->gsd) k += tb_grad_sync_dev_timing_events(t->gsd, s, t->gev + k);
+    if (t->tl) tb_step_timeline_events(t->tl, s, t->gev + k);
 }
 
 /* Captures the step body into a graph and launches it for this step.
@@ -589,6 +622,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     tb_gpu_graph_destroy(t->graph);
     t->graph = g;
     t->graph_n = b->n;
+    t->graph_slot = s;
     t->recapture = 0;
     tb_gpu_graph_launch(g, t->stream, t->gev);
     if (first)
@@ -637,6 +671,7 @@ static int step_async(tb_trainer *t, const tb_source_batch *b, int64_t step, dou
     if (t->graph && full && !t->recapture && !t->force_eager) {
         graph_events(t, s);
         tb_gpu_graph_launch(t->graph, t->stream, t->gev);
+        if (t->tl) tb_step_timeline_replay(t->tl, s, t->graph_slot);
         tb_model_advance_counters(m); /* a replayed forward leaves the host counters alone */
         m->preset = 0;                /* the replay read the preset scalars */
         p->rec.graph = 1;

@@ -32,9 +32,28 @@ if(TB_HAVE_MPI)
                        ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP project_ar)
   tb_project_test(project_fit_np2 project_ar fit project_ar.h5 project_ar.txt)
   tb_project_test(project_run_np2 "report_b;report_np1" run report_np2.h5 report_np1.h5)
+  # the same timeline from the asynchronous step (the CUDA backend's code
+  # path, src/step_timeline.h), here on the CPU backend's events and clocks:
+  # /grad_ready and /buckets, the projection and report's overlap table
+  add_test(NAME project_run_async_np2_train
+           COMMAND sh -c "rm -f project_async_np2.h5 && \"$0\" \"$@\" > project_async_np2.log"
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${TB_BIN} ${TB_REPORT_RUN} --step-mode async
+                   --results project_async_np2.h5)
+  set_tests_properties(project_run_async_np2_train PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP project_async)
+  tb_project_test(project_run_async_np2 "project_async;report_np1" run project_async_np2.h5 report_np1.h5)
 else()
   add_test(NAME project_fit_np2 COMMAND sh -c "echo 'SKIP: built without MPI: no allreduce-bench run to fit'; exit 77")
   set_tests_properties(project_fit_np2 PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 # a published profile (no results file): the reference inputs of results/projection_reference.md
 tb_project_test(project_profile "" profile ${PROJECT_SOURCE_DIR}/results/projection_reference/seeds_h800_nvlink.txt)
+# issue 26: results/projection_h200.md is what bench/project_h200.sh makes
+# from the stored H200 run (every number from the run file and the
+# published rows' file, none typed): made again here and compared
+if(TB_PYTHON)
+  add_test(NAME project_h200_tables_reproduce
+           COMMAND sh -c "d=$(mktemp -d) && TB=\"$0\" PY=\"$1\" sh \"$2/bench/project_h200.sh\" \"$2/results/gpu_h200_2026-11-27/tb_bf16_nhwc_256_graph.h5\" \"$d/projection_h200\" >/dev/null && sed -e \"s#$d/projection_h200#results/projection_h200#g\" -e \"s#$2/##g\" \"$d/projection_h200.md\" | diff -u \"$2/results/projection_h200.md\" - ; rc=$?; rm -rf \"$d\"; exit $rc"
+                   ${TB_BIN} ${TB_PYTHON} ${PROJECT_SOURCE_DIR})
+  set_tests_properties(project_h200_tables_reproduce PROPERTIES TIMEOUT 120)
+endif()

@@ -13,6 +13,11 @@ GPU machine has none):
   staged-plain  CUDA: a 1-rank --comm mpi run (staged through pinned memory)
                 against the plain run: bit for bit
   graph-eager   CUDA: --cuda-graph on against off: bit for bit
+  nccl-staged   CUDA, 2 ranks sharing the GPU (--share-gpu; NCCL >= 2.30
+                with NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl against --comm
+                mpi (staged through pinned memory): bit for bit, as a sum of two
+                float32 values is the same on both paths (the BN statistics
+                broadcast too), scaling rows included (ncclCommSplit)
   bf16-fp32     CUDA, NCCL: --allreduce-dtype bf16 against fp32: within
                 --tolerance, and with --momentum-band the momentum alone
                 (the hook's cost, printed)
@@ -61,7 +66,7 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--mode", default="sync-async",
                     choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
-                             "resident-cuda"],
+                             "resident-cuda", "nccl-staged"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
                          "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
@@ -91,6 +96,9 @@ def main():
     elif a.mode == "staged-plain":
         base += ["--backend", "cuda"]
         pair = (("plain", ["--cuda-graph", "off"]), ("staged", ["--comm", "mpi"]))
+    elif a.mode == "nccl-staged":
+        base += ["--backend", "cuda", "--share-gpu", "--cuda-graph", "off"]
+        pair = (("staged", ["--comm", "mpi"]), ("nccl", ["--comm", "nccl"]))
     elif a.mode == "bf16-fp32":
         base += ["--backend", "cuda", "--comm", "nccl"]
         pair = (("fp32", []), ("bf16", ["--allreduce-dtype", "bf16"]))
@@ -122,6 +130,8 @@ def main():
         cmp += ["--attr", "comm_path=nccl"]
     if a.mode == "staged-plain":
         cmp += ["--attr", "comm_path=mpi-staged"]
+    if a.mode == "nccl-staged":
+        cmp += ["--attr", "comm_path=nccl"]
     print("+ " + " ".join(cmp), flush=True)
     rc = subprocess.run(cmp).returncode
     print(f"# test_async_step {a.mode}: {'ok' if rc == 0 else 'FAILED'}")

@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--steps", type=int, default=1, help="data-parallel steps to take")
     ap.add_argument("--last-batch", default="drop", choices=["drop", "pad", "keep"])
     ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--model", default="resnet18", help="resnet18 (default) .. resnet152")
     ap.add_argument("--train-arg", action="append", default=[],
                     help="one more flag for the data-parallel train runs (repeatable): the GPU case passes "
                          "--backend cuda --comm mpi --share-gpu ...")
@@ -96,7 +97,7 @@ def main():
                OMPI_MCA_rmaps_base_oversubscribe="1")
     with tempfile.TemporaryDirectory(prefix="tb_dp_") as d:
         p = lambda name: os.path.join(d, name)
-        common = ["--model", "resnet18", "--image-size", str(a.image_size), "--threads", "1"]
+        common = ["--model", a.model, "--image-size", str(a.image_size), "--threads", "1"]
         run([tb, "train", *common, "--classes", "10", "--batch-size", "4", "--steps", "1",
              "--warmup-steps", "0", "--scaling-steps", "0", "--results", "", "--save", p("ckpt0.h5")])
 
@@ -174,7 +175,7 @@ def main():
                     if not np.array_equal(s0["params"][name][()], dp["params"][name][()]):
                         bad += 1
                         print(f"FAIL params/{name}: rank 0's BN buffer differs from shard 0's step")
-        print(f"# data parallel, {a.ranks} ranks x batch {a.batch}, {n} rows, --last-batch {a.last_batch}, "
+        print(f"# data parallel, {a.model}, {a.ranks} ranks x batch {a.batch}, {n} rows, --last-batch {a.last_batch}, "
               f"{a.steps} step(s), last step's shards {counts}: {len(params)} tensors, worst max-relative "
               f"error {worst:.2e} (rtol {a.rtol}, atol {ATOL_SCALE} x max|ref|), {bad} failed")
         sys.exit(1 if bad else 0)

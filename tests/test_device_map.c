@@ -9,7 +9,10 @@
  *    bus ids compared across the host's ranks;
  *  - the same bus id on different hosts is fine; --share-gpu allows GPUs
  *    (not CPU sets) to be shared;
- *  - CPU sets as before. */
+ *  - CPU sets as before;
+ *  - --share-gpu over NCCL: the loaded version and NCCL_MULTI_RANK_GPU_ENABLE
+ *    decide (below 2.30 NCCL's own refusal, 2.30+ without the variable ours,
+ *    with it allowed). */
 #include <stdio.h>
 #include <string.h>
 
@@ -108,5 +111,22 @@ int main(void) {
     TB_CHECK(verdict(rows, 2, 1, why) != 0, "--share-gpu does not allow shared CPU sets");
     rows[0].key[0] = rows[1].key[0] = '\0';
     TB_CHECK(verdict(rows, 2, 0, why) == 0, "unbound ranks: nothing to compare");
+
+    /* --share-gpu over NCCL */
+    char w[512];
+    TB_CHECK(tb_share_gpu_nccl_verdict(22809, "1", w, sizeof w) == 0 && strstr(w, "NCCL 2.28.9 refuses") &&
+                 strstr(w, "Duplicate GPU detected"),
+             "NCCL 2.28.9: NCCL's refusal, announced: '%s'", w);
+    TB_CHECK(tb_share_gpu_nccl_verdict(22999, NULL, w, sizeof w) == 0, "2.29.99 is before 2.30");
+    TB_CHECK(tb_share_gpu_nccl_verdict(23007, NULL, w, sizeof w) == -1 && strstr(w, "NCCL 2.30.7") &&
+                 strstr(w, "it is unset") && strstr(w, "mpirun -x NCCL_MULTI_RANK_GPU_ENABLE=1"),
+             "2.30.7 without the variable: refused: '%s'", w);
+    TB_CHECK(tb_share_gpu_nccl_verdict(23007, "0", w, sizeof w) == -1 && strstr(w, "it is '0'"),
+             "2.30.7 with the variable 0: refused: '%s'", w);
+    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "yes", w, sizeof w) == -1, "trainbench asks for exactly 1");
+    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "1", w, sizeof w) == 1 && strstr(w, "NCCL 2.30.0") &&
+                 strstr(w, "not a fabric's"),
+             "2.30.0 with the variable: allowed: '%s'", w);
+    TB_CHECK(tb_share_gpu_nccl_verdict(23203, "1", w, sizeof w) == 1, "2.32.3 with the variable: allowed");
     return tb_test_exit("device_map");
 }

@@ -297,9 +297,42 @@ def check_timeline(f):
     return total
 
 
+def check_overlap_report(a, path):
+    """`trainbench report`'s overlap table for 2 ranks is /buckets' 2-rank rows: each bucket's times, the
+    wait (start - gradients done), the all-reduce (end - start), the part after backward; and the sentence
+    with the summed all-reduce, the exposed median and the hidden share."""
+    with h5py.File(path, "r") as f:
+        bk = {k: f["buckets"][k][()] for k in f["buckets"]}
+    sel = bk["ranks"] == 2
+    p = run([a.trainbench, "report", path, "--format", "md"], expect_rc=0)
+    head, rows = find(md_tables(p.stdout), "gradient all-reduce overlap, 2 ranks")
+    if len(rows) != int(sel.sum()):
+        fail(f"overlap table: {len(rows)} rows for {int(sel.sum())} 2-rank buckets")
+        return
+    bwd = float(bk["backward_ms"][sel][0])
+    for r, i in zip(rows, np.flatnonzero(sel)):
+        c = dict(zip(head, r))
+        rd, st, en = (float(bk[k][i]) for k in ("ready_ms", "start_ms", "end_ms"))
+        for h, want in (("bucket", bk["bucket"][i]), ("size (MiB)", bk["bytes"][i] / 1048576), ("grads done (ms)", rd),
+                        ("start (ms)", st), ("end (ms)", en), ("waited (ms)", st - rd), ("all-reduce (ms)", en - st),
+                        ("after bwd (ms)", max(0.0, en - max(st, bwd)))):
+            cell_close(c.get(h, "?"), float(want), f"overlap table bucket {bk['bucket'][i]}: '{h}'")
+    busy = float((bk["end_ms"][sel] - bk["start_ms"][sel]).sum())
+    exp = float(bk["exposed_ms"][sel][0])
+    m = re.search(r"2 ranks: all-reduce busy ([0-9.]+) ms per step .* median per step\) ([0-9.-]+) ms: "
+                  r"([0-9.]+) % of the all-reduce hidden", p.stdout)
+    if not m:
+        fail("no overlap sentence for 2 ranks in report's output")
+        return
+    cell_close(m.group(1), busy, "overlap sentence: busy = the buckets' summed all-reduce")
+    cell_close(m.group(2), exp, "overlap sentence: exposed = /buckets exposed_ms")
+    cell_close(m.group(3), 100 * (1 - min(busy, max(0.0, exp)) / busy), "overlap sentence: hidden share")
+
+
 def mode_run(a):
     path, np1 = a.files
     before = sha(path)
+    check_overlap_report(a, path)
     with h5py.File(path, "r") as f:
         total = check_timeline(f)
         sc = f["scaling"]
@@ -485,12 +518,32 @@ def mode_profile(a):
             fail(f"plot of the profile projection: exit {pp.returncode}\n{pp.stdout}")
 
 
+def mode_timeline(a):
+    """A 2-rank run's own timeline (the GPU suite's NCCL run): /grad_ready and /buckets consistent, the
+    times from the clock named by --clock (the tables' `clock` attribute), report's overlap table."""
+    path = a.files[0]
+    check_overlap_report(a, path)
+    with h5py.File(path, "r") as f:
+        check_timeline(f)
+        for t in ("grad_ready", "buckets"):
+            clock = f[t].attrs.get("clock", b"")
+            clock = clock.decode() if isinstance(clock, bytes) else str(clock)
+            if a.clock and a.clock not in clock:
+                fail(f"/{t} clock attribute {clock!r} lacks {a.clock!r}")
+            else:
+                print(f"# /{t}: {clock}")
+    p = run([a.trainbench, "project", path, "--ranks", "1,2"], expect_rc=0)
+    if "measured on 1 rank (/grad_ready" not in p.stdout or (a.clock and a.clock not in p.stdout):
+        fail("project does not say that its ready times were measured, and by which clock")
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["fit", "run", "profile"])
+    ap.add_argument("mode", choices=["fit", "run", "profile", "timeline"])
     ap.add_argument("files", nargs="+")
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--plot", help="bench/plot_results.py")
+    ap.add_argument("--clock", default="", help="timeline: a phrase the tables' clock attribute must hold")
     a = ap.parse_args()
     globals()["mode_" + a.mode](a)
     print(f"# test_project {a.mode}: {len(BAD)} problem(s)")

@@ -19,6 +19,17 @@ Modes (one ctest each):
            weights, momentum and BN statistics equal A's bit for bit.
   ckptkill one rank, SIGKILL half-way through writing the step-8
            checkpoint: the step-4 checkpoint is still there and loads.
+  killed-bwd, frozen-bwd, nccl-abort   (issue 26, the GPU suite: 2 ranks
+           sharing a GPU over NCCL, --ranks 2 --extra "--backend cuda --comm
+           nccl --share-gpu ...", --timeout 20 --grace 30): rank 1 SIGKILLed
+           or SIGSTOPped inside backward once a bucket's all-reduce is
+           queued, or aborting its NCCL communicators there (an NCCL
+           asynchronous error for the peer where the transport notices, a
+           collective that never completes where it does not): the job ends
+           as above, naming the rank, its host, the step and (nccl-abort) the
+           collective.
+Every failure mode also checks that no process of the job is left (by the
+run's unique results path on their command lines).
 Fault injection: TB_TEST_FAULT (src/faults.h), test only.
 
 Every check prints "ok" or "FAIL" with what it saw; a missing or unreadable
@@ -41,8 +52,8 @@ except ImportError as e:
     print(f"SKIP: {e} (install python3-h5py)")
     sys.exit(77)
 
-TIMEOUT = 5        # --timeout given to trainbench
-GRACE = 15         # start-up, the abort and mpirun's teardown on a loaded 2-core machine
+TIMEOUT = 5        # --timeout given to trainbench (--timeout)
+GRACE = 15         # start-up, the abort and mpirun's teardown on a loaded 2-core machine (--grace)
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
 SMALL = ["--image-size", "32", "--batch-size", "4", "--threads", "1", "--scaling-steps", "0",
@@ -100,14 +111,32 @@ def results_of(path):
         return None
 
 
-def failure_mode(a, fault, culprit, survivors, words):
+def left_behind(marker):
+    """PIDs of processes whose command line holds marker (this job's unique path)."""
+    pids = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def failure_mode(a, fault, culprit, survivors, words, reason_ranks=None, said=None):
+    """words: a regular expression after 'rank CULPRIT (host) '; said: the whole watchdog message
+    instead (a regular expression after 'error: watchdog: '); reason_ranks: the ranks the results file's
+    abort reason may name (default: the culprit)."""
     fail_step = int(fault.split(":")[2])
     with tempfile.TemporaryDirectory() as d:
         res = os.path.join(d, "run.h5")
         env = dict(ENV, TB_TEST_FAULT=fault)
         t0 = time.time()
-        rc, out, t_end, seen = run_streamed([a.mpiexec, "-n", "3", "-x", "TB_TEST_FAULT", a.trainbench,
-                                             "--steps", "40", *SMALL, "--print-every", "1",
+        rc, out, t_end, seen = run_streamed([a.mpiexec, "-n", str(a.ranks), "-x", "TB_TEST_FAULT", a.trainbench,
+                                             "--steps", "40", *SMALL, *a.extra.split(), "--print-every", "1",
                                              "--results", res], env)
         print("\n".join(l for l in out.splitlines() if "error" in l or "warning" in l))
         check(rc != 0, f"the job exits non-zero (exit {rc})")
@@ -121,9 +150,19 @@ def failure_mode(a, fault, culprit, survivors, words):
             check(t_end - mark < TIMEOUT + GRACE,
                   f"it ends within --timeout + {GRACE} s of the failure ({t_end - mark:.1f} s after step "
                   f"{fail_step} began; {t_end - t0:.1f} s in all)")
+        time.sleep(1)  # mpirun has returned: its ranks must be gone (a moment for the kernel to reap them)
+        stay = left_behind(d)
+        check(not stay, f"no process of the job is left ({stay or 'none'})")
+        for p in stay:  # ours: they hold this test's temporary directory on their command line
+            try:
+                os.kill(p, 9)
+            except OSError:
+                pass
         for r in survivors:
-            pat = rf"trainbench\[rank {r} [^]]*\]: error: watchdog: .*rank {culprit} \([^)]+\) {words}.*step"
-            check(re.search(pat, out) is not None, f"rank {r} names rank {culprit}, its host and the step")
+            pat = rf"trainbench\[rank {r} [^]]*\]: error: watchdog: " + (said or rf".*rank {culprit} \([^)]+\) {words}.*step")
+            m = re.search(pat, out)
+            check(m is not None, f"rank {r} names rank {culprit}, its host and the step"
+                  + (f": {m.group(0)[:220]}" if m else ""))
         got = results_of(res)
         if got is None:
             return
@@ -132,8 +171,9 @@ def failure_mode(a, fault, culprit, survivors, words):
             check(False, f"results say aborted ('running': rank 0 was killed before it could mark the file; "
                   f"it holds the snapshot of {n} steps)")
         else:
-            check(st == "aborted" and f"rank {culprit}" in why,
-                  f"results say aborted, naming rank {culprit} ({st}: {why[:150]})")
+            named = reason_ranks or (culprit,)
+            check(st == "aborted" and any(f"rank {q}" in why for q in named),
+                  f"results say aborted, naming rank {' or '.join(map(str, named))} ({st}: {why[:150]})")
         check(n >= 4, f"results keep the {n} steps measured before the failure")
 
 
@@ -208,22 +248,43 @@ def mode_ckptkill(a):
 
 
 def main():
+    global TIMEOUT, GRACE
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill"])
+    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "killed-bwd",
+                                     "frozen-bwd", "nccl-abort"])
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--mpiexec", default="")
     ap.add_argument("--ckpt-copy", default="")
+    ap.add_argument("--ranks", type=int, default=3, help="ranks of the failure modes")
+    ap.add_argument("--extra", default="", help="more train flags for the failure modes (the GPU suite's)")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT, help="trainbench's --timeout")
+    ap.add_argument("--grace", type=float, default=GRACE, help="seconds beyond --timeout the job may take to end")
     a = ap.parse_args()
+    TIMEOUT, GRACE = a.timeout, a.grace
+    SMALL[SMALL.index("--timeout") + 1] = f"{a.timeout:g}"
+    last = a.ranks - 1
     if a.mode not in ("ckptkill",) and not a.mpiexec:
         print("SKIP: needs mpiexec (trainbench built without MPI)")
         sys.exit(77)
     try:
+        others = lambda c: tuple(r for r in range(a.ranks) if r != c)
         if a.mode == "killed":
-            failure_mode(a, "kill:1:5", 1, (0, 2), "is gone")
+            failure_mode(a, "kill:1:5", 1, others(1), "is gone")
         elif a.mode == "frozen":
-            failure_mode(a, "freeze:2:5", 2, (0, 1), "stopped answering")
+            failure_mode(a, f"freeze:{last}:5", last, others(last), "stopped answering")
         elif a.mode == "early":
-            failure_mode(a, "exit0:1:5", 1, (0, 2), "is gone")
+            failure_mode(a, "exit0:1:5", 1, others(1), "is gone")
+        elif a.mode == "killed-bwd":
+            failure_mode(a, "kill-bwd:1:5", 1, others(1), "is gone")
+        elif a.mode == "frozen-bwd":
+            failure_mode(a, "freeze-bwd:1:5", 1, others(1), "stopped answering")
+        elif a.mode == "nccl-abort":
+            # rank 1 aborts its communicator inside backward: rank 0's collective never completes (named by
+            # the watchdog as rank 1 not joining it) or fails with NCCL's asynchronous error (rank 0 names
+            # its own communicator's error): either way the collective, the step and a host are named
+            failure_mode(a, "nccl-abort:1:5", 1, (0,), "", reason_ranks=(0, 1),
+                         said=r"(.*rank 1 \([^)]+\) has not joined the NCCL all-reduce of bucket [0-9]+ of step "
+                              r"[0-9]+|rank 0 \([^)]+\): NCCL reports .*at step [0-9]+)")
         elif a.mode == "nan":
             mode_nan(a)
         elif a.mode == "resume":

@@ -9,9 +9,17 @@ set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gp
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
+# issue 26: two ranks over NCCL on the one GPU (NCCL >= 2.30 with
+# NCCL_MULTI_RANK_GPU_ENABLE=1, tests/gpu/nccl_np2_run.sh); labels gpu and
+# np2, run by the suite's np2 stage (two tests at a time), left out of its
+# tests stage
+set(TB_NP2_TESTS dp_exact_gpu_nccl_np2 dp_exact_gpu_nccl_np2_keep dp_exact_gpu_nccl_np2_pad
+    nccl_np2_resnet50_bf16_dp_exact nccl_np2_equals_staged nccl_np2_graph_equals_eager
+    allreduce_bench_nccl_np2 allreduce_bench_nccl_np2_bf16 nccl_np2_overlap_run nccl_np2_overlap
+    nccl_np2_killed_in_backward nccl_np2_frozen_in_backward nccl_np2_async_error)
 if(TARGET tb_cuda)
   add_executable(tb_gpu_check gpu/tb_gpu_check.c)
-  target_link_libraries(tb_gpu_check PRIVATE tb_model)
+  target_link_libraries(tb_gpu_check PRIVATE tb_model tb_comm)
   # sh gpu_run.sh CHECKER CMD...: CMD only when a device is visible, else exit 77
   set(TB_GPU_RUN sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_run.sh $<TARGET_FILE:tb_gpu_check>)
 
@@ -175,9 +183,12 @@ if(TARGET tb_cuda)
              COMMAND ${TB_GPU_NCCL_RUN} ${TB_EXPECT_ALL} 2 "ranks outnumber devices: 2 ranks run on"
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --steps 2 --scaling-steps 0
                      --results "")
-    # ... and forced past it (--share-gpu): NCCL's own refusal, named, every rank ends
+    # ... and forced past it (--share-gpu) without NCCL_MULTI_RANK_GPU_ENABLE:
+    # NCCL < 2.30's own refusal, named, or (the bundle's slim NCCL >= 2.30
+    # loaded) ours asking for the variable; every rank ends
     add_test(NAME duplicate_gpu_nccl_forced
-             COMMAND ${TB_GPU_NCCL_RUN} ${TB_TEST_DIR}/expect_fail.sh "Duplicate GPU detected.*NCCL 2\\.[0-9]+ refuses"
+             COMMAND ${TB_GPU_NCCL_RUN} env -u NCCL_MULTI_RANK_GPU_ENABLE ${TB_TEST_DIR}/expect_fail.sh
+                     "Duplicate GPU detected.*NCCL 2\\.[0-9]+ refuses|NCCL 2\\.[0-9]+\\.[0-9]+ runs several ranks on one GPU only with NCCL_MULTI_RANK_GPU_ENABLE=1"
                      ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --steps 2
                      --scaling-steps 0 --timeout 60 --results "")
     set_tests_properties(dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused
@@ -189,10 +200,96 @@ if(TARGET tb_cuda)
       add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build has no MPI'; exit 77")
     endforeach()
   endif()
+
+  # ---- issue 26: two ranks over NCCL on the one GPU -------------------------------------
+  if(TB_HAVE_NCCL AND TB_HAVE_MPI)
+    set(TB_NP2_RUN sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/nccl_np2_run.sh $<TARGET_FILE:tb_gpu_check>)
+    # the data-parallel reference of the staged MPI tests above, over NCCL:
+    # replicas bit-identical (the run's own check) and equal to the
+    # per-shard `trainbench step` sum at the same tolerance; keep and pad on
+    # 5 rows of batch 2 x 2 ranks (keep's last step leaves rank 1 empty)
+    string(REPLACE "--train-arg=mpi" "--train-arg=nccl" TB_DP_NCCL "${TB_DP_GPU}")
+    add_test(NAME dp_exact_gpu_nccl_np2
+             COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                     --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 4 --steps 2 ${TB_DP_NCCL})
+    foreach(rule keep pad)
+      add_test(NAME dp_exact_gpu_nccl_np2_${rule}
+               COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                       --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 2 --n 5 --steps 2 --last-batch ${rule}
+                       --image-size 64 ${TB_DP_NCCL})
+    endforeach()
+    # ResNet-50 bf16 NHWC over NCCL against the per-shard reference (equal
+    # shards: the loss pre-scale 1/2 is exact in bf16, so the same tolerance)
+    add_test(NAME nccl_np2_resnet50_bf16_dp_exact
+             COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                     --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 4 --steps 2 --model resnet50 --image-size 64
+                     --train-arg=--backend --train-arg=cuda --train-arg=--comm --train-arg=nccl --train-arg=--share-gpu
+                     --train-arg=--precision --train-arg=bf16 --train-arg=--layout --train-arg=nhwc
+                     --train-arg=--no-autotune --train-arg=--deterministic --train-arg=--cuda-graph --train-arg=off
+                     --step-arg=--backend --step-arg=cuda --step-arg=--precision --step-arg=bf16 --step-arg=--layout
+                     --step-arg=nhwc --step-arg=--no-autotune --step-arg=--deterministic)
+    # NCCL against the MPI staging on the same 2 ranks, bit for bit (a sum
+    # of two floats is the same on both paths), 33 samples of batch 4 x 2:
+    # step 4 gives rank 0 one sample and rank 1 none; scaling rows included
+    set(TB_NP2_R50 --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --model resnet50 --image-size 64 --batch 4
+                   --synthetic-size 33 --last-batch keep)
+    add_test(NAME nccl_np2_equals_staged
+             COMMAND ${TB_NP2_RUN} ${TB_ASYNC} --mode nccl-staged ${TB_NP2_R50} --steps 7
+                     --extra "--precision bf16 --layout nhwc --no-autotune --deterministic")
+    # the captured step with cross-rank NCCL collectives inside, replayed,
+    # equals the eager step bit for bit (the short and empty step 4 runs
+    # eagerly and the graph is captured again after it)
+    add_test(NAME nccl_np2_graph_equals_eager
+             COMMAND ${TB_NP2_RUN} ${TB_ASYNC} --mode graph-eager ${TB_NP2_R50} --steps 10
+                     --extra "--comm nccl --share-gpu --precision bf16 --layout nhwc --no-autotune --deterministic")
+    # nccl-tests' sweep on 2 ranks sharing the GPU: every element of every
+    # row checked against the exact sum, the bandwidth labelled as shared
+    foreach(dt float bf16)
+      if(dt STREQUAL float)
+        set(_tb_np2_ar allreduce_bench_nccl_np2)
+      else()
+        set(_tb_np2_ar allreduce_bench_nccl_np2_bf16)
+      endif()
+      add_test(NAME ${_tb_np2_ar}
+               COMMAND ${TB_NP2_RUN} ${TB_TEST_DIR}/expect_pass.sh "Out of bounds values : 0 OK" "path nccl-device"
+                       "# busbw: 2 ranks share one GPU" "^  +268435456 +[0-9]+ +${dt} +sum .* 0$"
+                       -- ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} allreduce-bench --comm nccl --share-gpu --dtype ${dt}
+                       -b 8 -e 256M -f 2 -n 5 -w 2 --timeout 120)
+    endforeach()
+    # the overlap, measured: a 2-rank ResNet-50 bf16 run over NCCL with its
+    # scaling rows; /grad_ready and /buckets from CUDA events, consistent,
+    # and report's overlap table (tests/test_project.py timeline)
+    add_test(NAME nccl_np2_overlap_run
+             COMMAND ${TB_NP2_RUN} sh -c "rm -f nccl_np2_overlap.h5 && exec \"$0\" \"$@\""
+                     ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} --backend cuda --comm nccl --share-gpu --model resnet50
+                     --precision bf16 --layout nhwc --image-size 128 --batch-size 32 --synthetic --no-autotune --steps 8
+                     --warmup-steps 2 --scaling-steps 8 --scaling-warmup 3 --timeout 120
+                     --results nccl_np2_overlap.h5)
+    set_tests_properties(nccl_np2_overlap_run PROPERTIES FIXTURES_SETUP nccl_np2_overlap)
+    add_test(NAME nccl_np2_overlap
+             COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_project.py timeline nccl_np2_overlap.h5
+                     --trainbench ${TB_BIN} --clock "CUDA events")
+    set_tests_properties(nccl_np2_overlap PROPERTIES FIXTURES_REQUIRED nccl_np2_overlap)
+    # failures: every one ends the job within --timeout + 30 s, naming the
+    # rank, host, step (and collective), exit non-zero, no process left,
+    # the results file "aborted" (tests/test_resilience.py)
+    set(TB_NP2_FAIL ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_resilience.py --trainbench ${TB_BIN}
+                    --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2 --timeout 20 --grace 30
+                    --extra "--backend cuda --comm nccl --share-gpu --precision bf16 --no-autotune")
+    add_test(NAME nccl_np2_killed_in_backward COMMAND ${TB_NP2_FAIL} killed-bwd)
+    add_test(NAME nccl_np2_frozen_in_backward COMMAND ${TB_NP2_FAIL} frozen-bwd)
+    add_test(NAME nccl_np2_async_error COMMAND ${TB_NP2_FAIL} nccl-abort)
+    set_tests_properties(${TB_NP2_TESTS} PROPERTIES TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  else()
+    foreach(t ${TB_NP2_TESTS})
+      add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build lacks NCCL or MPI'; exit 77")
+    endforeach()
+  endif()
 else()
-  foreach(t ${TB_GPU_TESTS})
+  foreach(t ${TB_GPU_TESTS} ${TB_NP2_TESTS})
     add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build has no CUDA backend (TB_CUDA=OFF or no toolkit)'; exit 77")
   endforeach()
 endif()
 set_tests_properties(${TB_GPU_TESTS} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+set_tests_properties(${TB_NP2_TESTS} PROPERTIES LABELS "gpu;np2" SKIP_RETURN_CODE 77)
 

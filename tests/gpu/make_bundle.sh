@@ -24,6 +24,12 @@
 # .ci/run, same cache) and the bundle carries its libnvjpeg.so.13 (about
 # 6 MB, 2 MB packed; it holds its own CUDA runtime and needs only the
 # driver). TB_BUNDLE_NVJPEG=0 builds without it.
+# NCCL >= 2.30 (two ranks on the one GPU, the suite's `nccl` and `np2`
+# tests): the lent machine has 2.28.9, PyPI's 2.30+ library is 344 MB; so
+# TB_BUNDLE_NCCL=DIR carries a slim build made by tests/gpu/slim_nccl.sh
+# --out DIR (about 5 MB packed), loaded ahead of PyTorch's NCCL (env.sh).
+# Without it the np2 tests skip on the GPU machine, saying why (and the
+# suite counts that as a failure).
 # tests/gpu/run_suite.sh unpacks and uses it.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -123,6 +129,11 @@ if [ -n "$nvjpeg_root" ]; then
   if [ -f "$B/lib/libnvjpeg.so.13" ]; then echo "   libnvjpeg.so.13 carried ($(du -h "$B/lib/libnvjpeg.so.13" | cut -f1))"
   else echo "nvJPEG was built in but libnvjpeg.so.13 is not in the bundle"; exit 1; fi
 fi
+if [ -n "${TB_BUNDLE_NCCL:-}" ]; then
+  sh "$root/tests/gpu/bundle_nccl.sh" "$TB_BUNDLE_NCCL" "$B"
+else
+  echo "   no slim NCCL (TB_BUNDLE_NCCL unset): the nccl+np2 tests will skip on the GPU machine (NCCL 2.28 there)"
+fi
 missing=$(while read -r f; do LD_LIBRARY_PATH="$B/lib:$B/root$ML/openmpi/lib" ldd "$f" 2>/dev/null | grep 'not found' || true; done <"$list" | sort -u)
 if [ -n "$missing" ]; then
   echo "unresolved libraries in the bundle:"
@@ -130,28 +141,7 @@ if [ -n "$missing" ]; then
   exit 1
 fi
 
-cat >"$B/env.sh" <<'EOF'
-# TB_BUNDLE=/abs/gpu-bundle; . "$TB_BUNDLE/env.sh": put the bundle's programs and libraries first, and
-# relocate Open MPI and PMIx to where the bundle was unpacked.
-: "${TB_BUNDLE:=$PWD/gpu-bundle}"
-export TB_BUNDLE
-export OPAL_PREFIX=$TB_BUNDLE/root/usr
-export PMIX_PREFIX=$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2
-# PMIx derives neither its help files nor its plugin path from PMIX_PREFIX
-export PMIX_DATADIR=$PMIX_PREFIX/share PMIX_PKGDATADIR=$PMIX_PREFIX/share/pmix
-export PMIX_MCA_mca_base_component_path=$PMIX_PREFIX/lib/pmix
-# the H100 image has its own pmix2 under /usr/lib; PMIx still tried that
-# copy's zlib plugin (undefined symbol pmix_output_info, 2026-11-27) and then
-# printed a 12-line compression warning into every mpirun's output
-export PMIX_MCA_pcompress_base_silence_warning=1
-export PATH=$TB_BUNDLE/root/usr/bin:$TB_BUNDLE/build:$PATH
-export LD_LIBRARY_PATH=$TB_BUNDLE/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-# no InfiniBand or UCX on the lent machine: shared memory and TCP only
-export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp OMPI_MCA_osc=^ucx
-# one node: the rsh agent is never started, but Open MPI wants one to exist
-export OMPI_MCA_plm_rsh_agent=false
-EOF
+cp "$root/tests/gpu/bundle_env.sh" "$B/env.sh"
 
 echo "== pack $out"
 du -sh "$B" | sed 's/^/   unpacked: /'

@@ -18,12 +18,18 @@
 #           libraries found under site-packages nvidia/, the bundle's ldd
 #   probe   trainbench probe (versions built for vs loaded, copy and GEMM
 #           ceilings) -> probe.h5
-#   tests   ctest -L gpu (every GPU test: ops vs the CPU backend, golden
-#           steps vs PyTorch, bf16 loss falls, fp16 loss scaling, probe_gpu,
-#           NCCL and feed tests as they exist); tests:REGEX runs ctest -R REGEX
+#   tests   ctest -L gpu -LE np2 (every GPU test but the np2 ones: ops vs the
+#           CPU backend, golden steps vs PyTorch, bf16 loss falls, fp16 loss
+#           scaling, probe_gpu, NCCL and feed tests as they exist);
+#           tests:REGEX runs ctest -R REGEX
+#   np2     ctest -L np2 -j TB_SUITE_NP2_JOBS (4; each test takes 2 of them):
+#           two ranks over NCCL on the one GPU (issue 26; needs the bundle's
+#           slim NCCL >= 2.30, else they skip and the stage fails)
 #   bench   bench/gpu_resnet50.sh: ResNet-50 img/s and peak memory per
 #           precision and layout beside PyTorch on the same GPU
-#   nccl    bench/gpu_nccl.sh: the one-GPU NCCL checks of issue 14
+#   nccl    bench/gpu_nccl.sh: the one-GPU NCCL checks of issue 14, and
+#           issue 26's measurements of 2 ranks over NCCL on the GPU (allreduce
+#           tables, the scaling table with the overlap, -np 4, the model check)
 #   feed    bench/gpu_feed.sh: the data-loading table of issue 15
 #
 # The machine has nvcc, cmake and PyTorch but no MPI, HDF5, libjpeg-turbo or
@@ -46,6 +52,7 @@ exec > >(tee -a "$LOG") 2>&1
 T0=$(date +%s)
 BUDGET=${TB_SUITE_BUDGET:-540}  # s: every stage ends by T0 + BUDGET (the device allows 600 a call)
 JOBS=${TB_SUITE_JOBS:-4}        # ctest -j for the tests stage
+NP2_JOBS=${TB_SUITE_NP2_JOBS:-4} # ctest -j for the np2 stage (PROCESSORS 2 each: two tests at a time)
 say() { printf '%s\n' "$*" | tee -a "$SUM"; }
 stage_result() { say "$(printf '%-10s %-8s %5ss  %s' "$1" "$2" "$(( $(date +%s) - $3 ))" "${4:-}")"; }
 
@@ -104,8 +111,10 @@ except Exception:
     pass
 EOF
 )
-[ -n "$NVLIBS" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$NVLIBS
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d; done
+# after the bundle's own (a slim NCCL there comes first: bundle_env.sh)
+# shellcheck disable=SC1091
+. tests/gpu/suite_env.sh
+tb_suite_libpath "$NVLIBS"
 # the tests' interpreter and launcher, as configured on the development machine
 find build-gpu -name CTestTestfile.cmake -exec sed -i \
   -e "s#/usr/bin/python3#$PY#g" -e "s#/usr/bin/mpiexec#$TB_BUNDLE/root/usr/bin/mpiexec#g" {} +
@@ -122,6 +131,12 @@ run_env() {
   "$PY" -c 'import torch, torchvision; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version(), "nccl", torch.cuda.nccl.version(), "torchvision", torchvision.__version__)' || true
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   ldd "$TB" | grep -E 'not found|cudnn|cublas|nccl|hdf5|mpi|jpeg|blas' || true
+  if [ -f gpu-bundle/nccl/nccl_slim.txt ]; then
+    echo "== the bundle's slim NCCL (tests/gpu/slim_nccl.sh), loaded ahead of PyTorch's:"
+    cat gpu-bundle/nccl/nccl_slim.txt
+  else
+    echo "== no slim NCCL in the bundle: the nccl+np2 tests skip (NCCL < 2.30 refuses two ranks on one GPU)"
+  fi
   local miss
   miss=$(ldd "$TB" | grep -c 'not found')
   "$TB" --version
@@ -136,19 +151,21 @@ run_probe() {
   else stage_result probe FAIL "$t"; fi
 }
 
-run_tests() {
-  local t sel=("-L" "gpu") what="-L gpu"
+run_tests() { # [REGEX | --np2]
+  local t sel=("-L" "gpu" "-LE" "np2") what="-L gpu -LE np2" jobs=$JOBS name=tests
   t=$(date +%s)
-  if [ -n "${1:-}" ]; then sel=("-R" "$1"); what="-R $1"; fi
+  if [ "${1:-}" = --np2 ]; then sel=("-L" "np2"); what="-L np2"; jobs=$NP2_JOBS; name=np2
+  elif [ -n "${1:-}" ]; then sel=("-R" "$1"); what="-R $1"; fi
   # In parallel (16 cores, one GPU with room for several small runs; the two
   # memory-accounting tests are RUN_SERIAL), and ended by the suite's budget:
   # ctest starts nothing after --stop-time and cuts running tests' timeouts
   # to it, so the call returns its logs inside the device's 10 minutes.
   local stop=$(( t + STAGE_LEFT ))
-  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result tests FAIL "$t" "only ${STAGE_LEFT} s left for it (suite budget ${BUDGET} s): not started"; return; fi
-  ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$JOBS" \
+  if [ "$STAGE_LEFT" -lt 30 ]; then stage_result "$name" FAIL "$t" "only ${STAGE_LEFT} s left for it (suite budget ${BUDGET} s): not started"; return; fi
+  ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$jobs" \
     --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
-    --output-junit "$OUT/keep/ctest-junit.xml" | tee "$OUT/keep/ctest.log"
+    --output-junit "$OUT/keep/ctest-junit-$name.xml" | tee "$OUT/keep/ctest-$name.log"
+  cp "$OUT/keep/ctest-$name.log" "$OUT/keep/ctest.log"
   # every test's whole output: the junit file and --output-on-failure cut a
   # passed test's output to 1 KiB (the first H200 run lost the `#   path:`,
   # watcher and decoder lines that way); ctest's own log keeps all of it
@@ -163,12 +180,12 @@ run_tests() {
   skip=$(grep -c '\*\*\*Skipped' "$OUT/keep/ctest.log")
   grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | sed 's/^ */           /' >>"$SUM"
   # on a machine with a GPU, a GPU test that skips hides a broken set-up
-  if [ "$what" = "-L gpu" ] && [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
-    stage_result tests FAIL "$t" "ctest $what: $skip GPU test(s) skipped on a machine with a GPU (see ctest.log)"
+  if [ "${what#-L }" != "$what" ] && [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
+    stage_result "$name" FAIL "$t" "ctest $what: $skip GPU test(s) skipped on a machine with a GPU (see ctest-$name.log)"
     return
   fi
-  if [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]; then stage_result tests ok "$t" "ctest $what: $pass passed, $skip skipped"
-  else stage_result tests FAIL "$t" "ctest $what: $pass passed, $fail failed, $skip skipped"; fi
+  if [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]; then stage_result "$name" ok "$t" "ctest $what: $pass passed, $skip skipped"
+  else stage_result "$name" FAIL "$t" "ctest $what: $pass passed, $fail failed, $skip skipped"; fi
 }
 
 run_script() { # name script
@@ -198,10 +215,11 @@ for spec in "${stages[@]}"; do
     probe) run_probe ;;
     tests) run_tests ;;
     tests:*) run_tests "${s#tests:}" ;;
+    np2) run_tests --np2 ;;
     bench) run_script bench bench/gpu_resnet50.sh ;;
     nccl) run_script nccl bench/gpu_nccl.sh ;;
     feed) run_script feed bench/gpu_feed.sh ;;
-    *) say "unknown stage '$s' (env probe tests tests:REGEX bench nccl feed)" ;;
+    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 bench nccl feed)" ;;
   esac
 done
 tar -czf "$OUT/results.tar.gz" -C "$OUT" keep && rm -rf "$OUT/keep"
