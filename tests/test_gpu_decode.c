@@ -77,8 +77,10 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
         tb_loader_start_epoch(ld, e, 0);
         const tb_batch *b;
         while ((b = tb_loader_next(ld)) != NULL) {
-            if (b->on_device)
+            if (b->on_device) { /* the GPU stage's work for it done, then read */
+                tb_loader_batch_sync(ld, b);
                 tb_gpu_decoder_download(dl, r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
+            }
             else
                 memcpy(r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
             memcpy(r.labels + r.n, b->labels, 4 * (size_t)b->n);
@@ -201,7 +203,7 @@ static void test_corpus(tb_gpu_decoder *d, const char *dir) {
             job.width = pi.width;
             job.height = pi.height;
             job.g = pi.g;
-            tb_gpu_decode_batch(d, &job, 1, dev, NULL, NULL, 0);
+            tb_gpu_decode_batch(d, &job, 1, dev, NULL, NULL, 0, 0, NULL);
             path = job.status == TB_GPU_JOB_DONE    ? "GPU decoded"
                    : job.status == TB_GPU_JOB_REFUSED ? "GPU declined -> CPU"
                                                       : "GPU failed -> CPU";
@@ -228,7 +230,7 @@ static void test_corpus(tb_gpu_decoder *d, const char *dir) {
 
 int main(int argc, char **argv) {
     char err[512];
-    tb_gpu_decoder_opts o = {-1, BATCH, S, 0, 0, 0};
+    tb_gpu_decoder_opts o = tb_gpu_decoder_defaults(-1, BATCH, S);
     tb_gpu_decoder *d = tb_gpu_decoder_create(&o, err, sizeof err);
     if (!d) {
         printf("SKIP: %s\n", err);
