@@ -17,11 +17,13 @@
 #include "src/core/log.h"
 #include "src/core/timer.h"
 
-/* rows a batch wrote, held back until its fence completes (emulate_async) */
+/* rows a batch wrote, held back until its fence completes (emulate_async);
+ * recycled through its decoder's free list, as a device's buffers are */
 typedef struct pending {
     uint8_t *dst, *buf;        /* the slot's rows; the rows' bytes, [max_batch][S][S][3] */
     int *rows, nrows;
     size_t row_bytes;
+    struct emu *owner;
     struct pending *next;
 } pending;
 
@@ -32,8 +34,9 @@ typedef struct {
 } emu_interval;
 
 #define EMU_INTERVALS 64
+#define EMU_PREALLOC 6 /* held-back batches made at start-up (more are made when more are in flight) */
 
-typedef struct {
+typedef struct emu {
     tb_gpu_decoder_opts o;
     tb_jpeg *jpeg;
     tb_rs_planner *pl;
@@ -43,6 +46,10 @@ typedef struct {
     atomic_llong live, live_bytes, host_bytes; /* allocations handed out, their bytes; own buffers' bytes */
     atomic_int busy;        /* 1 while a thread is in emu_decode */
     pending *unfenced;      /* this decoder's batches since its last fence (emulate_async) */
+    pthread_mutex_t free_mu;
+    pending *free_list;     /* landed, for the next batches */
+    size_t max_area;        /* largest image (pixels) decoded so far, and its height: the buffers are sized */
+    int max_h;              /* for a batch of such images, so they grow when a larger image comes, not a luckier crop */
     emu_interval iv[EMU_INTERVALS]; /* "device" times not reported yet */
     int niv;
 } emu;
@@ -58,11 +65,34 @@ static void apply(pending *p) {
         for (int i = 0; i < p->nrows; i++)
             memcpy(p->dst + (size_t)p->rows[i] * p->row_bytes, p->buf + (size_t)p->rows[i] * p->row_bytes,
                    p->row_bytes);
-        free(p->buf);
-        free(p->rows);
-        free(p);
+        emu *e = p->owner;
+        pthread_mutex_lock(&e->free_mu);
+        p->next = e->free_list;
+        e->free_list = p;
+        pthread_mutex_unlock(&e->free_mu);
         p = next;
     }
+}
+
+/* A held-back batch's buffers: a landed one, else new. */
+static pending *pending_new(emu *e, uint8_t *dst, size_t row_bytes) {
+    pthread_mutex_lock(&e->free_mu);
+    pending *p = e->free_list;
+    if (p) e->free_list = p->next;
+    pthread_mutex_unlock(&e->free_mu);
+    if (!p) {
+        p = calloc(1, sizeof *p);
+        if (p) p->buf = malloc(row_bytes * (size_t)e->o.max_batch);
+        if (p) p->rows = malloc(sizeof *p->rows * (size_t)e->o.max_batch);
+        if (!p || !p->buf || !p->rows) TB_FATAL("out of host memory");
+        p->owner = e;
+        atomic_fetch_add(&e->host_bytes, (long long)(row_bytes * (size_t)e->o.max_batch));
+    }
+    p->dst = dst;
+    p->row_bytes = row_bytes;
+    p->nrows = 0;
+    p->next = NULL;
+    return p;
 }
 
 /* pending lists are newest first: reversed, so that applying runs oldest to newest */
@@ -88,6 +118,14 @@ static void emu_destroy(void *impl) {
     if (atomic_load(&e->live) != 0)
         TB_FATAL("emulated GPU decoder destroyed with %lld allocations not given back", (long long)atomic_load(&e->live));
     land_unfenced(e);
+    while (e->free_list) { /* every fence completed by now: all are here */
+        pending *p = e->free_list;
+        e->free_list = p->next;
+        free(p->buf);
+        free(p->rows);
+        free(p);
+    }
+    pthread_mutex_destroy(&e->free_mu);
     tb_jpeg_destroy(e->jpeg);
     tb_rs_planner_destroy(e->pl);
     free(e->src);
@@ -197,7 +235,10 @@ static int decode_jobs(emu *e, tb_gpu_job *jobs, int n) {
         tb_rs_plan(e->pl, &j->g, j->width, j->height, 2, j->row, &e->desc[ok], &need);
         tb_rs_region dec = (key >> 32) % 2 ? need : (tb_rs_region){0, 0, j->width, j->height};
         tb_rs_layout(&j->g, dec, &used, &e->desc[ok]);
-        uint8_t *src = grow(e, &e->src, &e->src_cap, used);
+        if ((size_t)j->width * (size_t)j->height > e->max_area) e->max_area = (size_t)j->width * (size_t)j->height;
+        if (j->height > e->max_h) e->max_h = j->height;
+        size_t bound = (size_t)e->o.max_batch * (e->max_area * 3 + TB_RS_ALIGN);
+        uint8_t *src = grow(e, &e->src, &e->src_cap, used > bound ? used : bound);
         const tb_rs_desc *d = &e->desc[ok];
         for (int y = dec.y0; y < dec.y1; y++)
             for (int x = dec.x0; x < dec.x1; x++)
@@ -220,13 +261,10 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
     /* with emulate_async the rows are made in a buffer of their own and land when the fence completes */
     pending *p = NULL;
     uint8_t *out = dev_images;
+    int merged = 0; /* a second call for the same rows (the fallback rows): one held-back batch */
     if (e->o.emulate_async) {
-        p = calloc(1, sizeof *p);
-        if (p) p->buf = malloc(row_bytes * (size_t)e->o.max_batch);
-        if (p) p->rows = malloc(sizeof *p->rows * (size_t)e->o.max_batch);
-        if (!p || !p->buf || !p->rows) TB_FATAL("out of host memory");
-        p->dst = dev_images;
-        p->row_bytes = row_bytes;
+        merged = e->unfenced && e->unfenced->dst == dev_images;
+        p = merged ? e->unfenced : pending_new(e, dev_images, row_bytes);
         out = p->buf;
     }
     double t0 = tb_now();
@@ -245,12 +283,13 @@ static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images,
         note(e, TB_STAGE_DEV_DECODE, tag, t1, t2);
         size_t tlen;
         const int32_t *tab = tb_rs_tables(e->pl, &tlen);
-        uint8_t *tmp = grow(e, &e->tmp, &e->tmp_cap, tb_rs_scratch_bytes(e->pl) + 1);
+        size_t tbound = (size_t)e->o.max_batch * (size_t)e->max_h * (size_t)S * 3 + 1, tneed = tb_rs_scratch_bytes(e->pl) + 1;
+        uint8_t *tmp = grow(e, &e->tmp, &e->tmp_cap, tneed > tbound ? tneed : tbound);
         tb_rs_run_host(e->desc, ok, tab, S, e->src, tmp, out);
         for (int i = 0; p && i < ok; i++) p->rows[p->nrows++] = e->desc[i].dst_row;
         note(e, TB_STAGE_DEV_RESIZE, tag, t2, tb_now());
     }
-    if (p) { /* newest first; landed oldest first, so later batches' rows win, as on one stream */
+    if (p && !merged) { /* newest first; landed oldest first, so later batches' rows win, as on one stream */
         p->next = e->unfenced;
         e->unfenced = p;
     }
@@ -323,6 +362,16 @@ void *tb_gpu_emu_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops *
     e->pl = tb_rs_planner_create(o->S);
     e->desc = calloc((size_t)o->max_batch, sizeof *e->desc);
     if (!e->desc) TB_FATAL("out of host memory");
+    pthread_mutex_init(&e->free_mu, NULL);
+    if (o->emulate_async) { /* the buffers of a few batches in flight, made now as a device's would be */
+        const size_t row_bytes = (size_t)o->S * o->S * 3;
+        pending *made[EMU_PREALLOC];
+        for (int i = 0; i < EMU_PREALLOC; i++) made[i] = pending_new(e, NULL, row_bytes);
+        for (int i = 0; i < EMU_PREALLOC; i++) {
+            made[i]->next = e->free_list;
+            e->free_list = made[i];
+        }
+    }
     *ops = &k_emu_ops;
     return e;
 }

@@ -67,6 +67,7 @@ static int take_task(tb_loader *ld, task *t) {
             s->b.wait_s = 0;
             s->done = 0;
             s->state = SLOT_FILLING;
+            tb_loader_slot_refill(s, ld->o.batch);
             if (count == 0) { /* this rank has nothing in the last step */
                 s->state = SLOT_READY;
                 pthread_cond_broadcast(&ld->ready);
@@ -180,11 +181,10 @@ static int alloc_slots(tb_loader *ld, char *err, size_t errlen) {
             b->on_device = 1;
             sl->host_images = o->host_alloc(o->host_ctx, bytes);
             sl->jobs = calloc((size_t)o->batch, sizeof *sl->jobs);
-            sl->files = calloc((size_t)o->batch, sizeof *sl->files);
-            sl->file_caps = calloc((size_t)o->batch, sizeof *sl->file_caps);
+            sl->spill = calloc((size_t)o->batch, sizeof *sl->spill);
             sl->kind = calloc((size_t)o->batch, 1);
             sl->cand = calloc((size_t)o->batch, sizeof *sl->cand);
-            if (!sl->jobs || !sl->files || !sl->file_caps || !sl->kind || !sl->cand) TB_FATAL("out of host memory");
+            if (!sl->jobs || !sl->spill || !sl->kind || !sl->cand) TB_FATAL("out of host memory");
         } else {
             b->images = o->host_alloc(o->host_ctx, bytes);
         }
@@ -524,9 +524,9 @@ void tb_loader_destroy(tb_loader *ld) {
         if (b->labels) ld->o.host_free(ld->o.host_ctx, b->labels);
         if (b->flip) ld->o.host_free(ld->o.host_ctx, b->flip);
         if (sl->host_images) ld->o.host_free(ld->o.host_ctx, sl->host_images);
-        for (int j = 0; sl->files && j < ld->o.batch; j++) free(sl->files[j]);
-        free(sl->files);
-        free(sl->file_caps);
+        for (int j = 0; sl->spill && j < ld->o.batch; j++) free(sl->spill[j]);
+        free(sl->spill);
+        free(sl->arena);
         free(sl->jobs);
         free(sl->kind);
         free(sl->cand);

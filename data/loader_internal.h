@@ -33,8 +33,15 @@ typedef struct {
     /* --decode gpu */
     uint8_t *host_images;   /* [batch,S,S,3] rows the CPU rendered, copied up by the GPU stage */
     tb_gpu_job *jobs;       /* [batch] sample j's GPU job (kind[j] == KIND_GPU) */
-    uint8_t **files;        /* [batch] the job's file bytes */
-    size_t *file_caps;      /* [batch] */
+    /* the GPU jobs' file bytes: one arena per slot, sized between fills to
+     * the largest batch it has held (so memory follows the batches' total,
+     * which settles fast, not each position's largest file ever, which
+     * creeps up epoch after epoch); a file past its end is a spill of its
+     * own, freed at the slot's next fill */
+    uint8_t *arena;
+    size_t arena_cap;
+    atomic_size_t arena_used;  /* bytes claimed this fill (spills included) */
+    uint8_t **spill;        /* [batch] */
     uint8_t *kind;          /* [batch] KIND_* */
     int64_t *cand;          /* [batch] the candidate of the epoch order the job is (0: the sample itself) */
     tb_gpu_fence *fence;    /* recorded after the GPU stage's work on the slot: its rows are done */
@@ -105,6 +112,10 @@ static inline int loader_track_gpu_device(const struct tb_loader *ld, int k) {
     return ld->o.threads + ld->ngpu + k;
 }
 static inline int loader_track_consumer(const struct tb_loader *ld) { return ld->o.threads + 2 * ld->ngpu; }
+
+/* A slot about to be filled (mutex held, nothing reads its files): the
+ * arena grown to the last fill's total, the spills freed. */
+void tb_loader_slot_refill(slot *s, int batch);
 
 /* ---- loader_sample.c -------------------------------------------------------------------- */
 worker *tb_loader_worker_new(struct tb_loader *ld, int track);

@@ -136,16 +136,38 @@ static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
         }
 }
 
-/* Keeps the file bytes of sample j's GPU job in the slot. */
+/* Keeps the file bytes of sample j's GPU job in the slot: in its arena
+ * (claimed lock-free: the workers fill a slot's samples at once), or, when
+ * the arena is full this time, in a spill of its own. */
 static const uint8_t *keep_file(slot *s, int j, const uint8_t *file, size_t len) {
-    if (len > s->file_caps[j]) {
-        free(s->files[j]);
-        s->file_caps[j] = len + len / 4;
-        s->files[j] = malloc(s->file_caps[j]);
-        if (!s->files[j]) TB_FATAL("out of host memory (%zu bytes) keeping a JPEG for the GPU", len);
+    size_t need = (len + 63) & ~(size_t)63;
+    size_t off = atomic_fetch_add_explicit(&s->arena_used, need, memory_order_relaxed);
+    if (off + need <= s->arena_cap) {
+        memcpy(s->arena + off, file, len);
+        return s->arena + off;
     }
-    memcpy(s->files[j], file, len);
-    return s->files[j];
+    free(s->spill[j]);
+    s->spill[j] = malloc(len);
+    if (!s->spill[j]) TB_FATAL("out of host memory (%zu bytes) keeping a JPEG for the GPU", len);
+    memcpy(s->spill[j], file, len);
+    return s->spill[j];
+}
+
+void tb_loader_slot_refill(slot *s, int batch) {
+    if (!s->spill) return; /* CPU decode: no files kept */
+    size_t used = atomic_load(&s->arena_used);
+    if (used > s->arena_cap) {
+        size_t cap = used + used / 2; /* room: a new largest batch rarely needs a new arena */
+        free(s->arena);
+        s->arena = malloc(cap);
+        if (!s->arena) TB_FATAL("out of host memory (%zu bytes) for a batch's JPEG files", cap);
+        s->arena_cap = cap;
+    }
+    for (int j = 0; j < batch; j++) {
+        free(s->spill[j]);
+        s->spill[j] = NULL;
+    }
+    atomic_store(&s->arena_used, 0);
 }
 
 /* Produces sample j of a step that starts at global position `start`:

@@ -62,6 +62,27 @@ target_link_libraries(test_loader_feed PRIVATE tb_data)
 add_test(NAME data_loader_feed COMMAND test_loader_feed ${TB_TEST_DIR}/fuzz/corpus/jpeg)
 set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
 
+# The loader's stage timeline, CPU-time accounting and --decode gpu's
+# fences (issue 31) on the host: intervals inside the run and equal to the
+# per-stage sums, the Chrome trace, the emulated GPU path with rows held
+# back until their fence completes (ordered: the CPU path's batches; read
+# without the fence: old rows, the planted error), device times collected
+# while idle equal to sync=on's, process CPU time counting every thread,
+# --nvjpeg's options. About 2 s.
+add_executable(test_loader_timeline test_loader_timeline.c)
+target_link_libraries(test_loader_timeline PRIVATE tb_data)
+add_test(NAME data_loader_timeline COMMAND test_loader_timeline)
+set_tests_properties(data_loader_timeline PROPERTIES TIMEOUT 120 LABELS "data")
+
+# Host memory flat over a long loader run (issue 31): one loader, 70
+# epochs of a small set, CPU decode and the emulated GPU path; resident
+# memory after the warm-up and at the end within 1 %, and a planted leak of
+# 4 KiB per batch caught by the same bound. About 1 s.
+add_executable(test_loader_memory test_loader_memory.c)
+target_link_libraries(test_loader_memory PRIVATE tb_data)
+add_test(NAME data_loader_memory COMMAND test_loader_memory)
+set_tests_properties(data_loader_memory PROPERTIES TIMEOUT 120 LABELS "data")
+
 # Batches into a model through src/batch_upload (issue 15) on the CPU
 # backend: the uint8 + flip path equals the float transform step for step,
 # pinned and pageable; a slot never goes back while its copy is pending
