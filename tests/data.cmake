@@ -112,9 +112,11 @@ set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 
 # can speak for; the H200 run's 0.24-s rows could not); check_feed.py holds
 # timed_steps, row_s, images and ms/batch to each other and to the minimum.
 # 1 step against 2 s: a step takes ~0.2 s here, ~0.35 s under ASan, so
-# every row must run on.
+# every row must run on. The rows: the resident data (the on-device rate a
+# loader row is measured against) and 4 loader threads (the summary's
+# 4-thread row); the console log is bench/summary/feed.py's test input.
 add_test(NAME feed_cpu_min_row
-         COMMAND sh -c "rm -f feed_min_row.h5 && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 2 --prefetch 2 --pinned off,on --steps 1 --warmup 1 --compute-threads 2 --min-row-seconds 2 --results feed_min_row.h5"
+         COMMAND sh -c "rm -f feed_min_row.h5 feed_min_row.txt && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --rows resident,4:2:off --steps 1 --warmup 1 --compute-threads 2 --min-row-seconds 2 --results feed_min_row.h5 > feed_min_row.txt; rc=$?; cat feed_min_row.txt; exit $rc"
                  ${TB_BIN})
 set_tests_properties(feed_cpu_min_row PROPERTIES TIMEOUT 300 LABELS "data" FIXTURES_REQUIRED feed_cpu
                      FIXTURES_SETUP feed_min_row)
@@ -126,6 +128,17 @@ else()
 endif()
 set_tests_properties(feed_cpu_min_row_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
                      FIXTURES_REQUIRED feed_min_row)
+# bench/summary/feed.py (the summary's feed_* rows): from the stored H200
+# and H100 feed logs and from feed_cpu_min_row's log of today's table
+# (checked against its results file); a malformed row is refused. < 1 s.
+if(_tb_data_py)
+  add_test(NAME feed_summary_rows COMMAND ${_tb_data_py} ${TB_TEST_DIR}/test_summary_feed.py ${PROJECT_SOURCE_DIR}
+           feed_min_row.txt feed_min_row.h5)
+else()
+  add_test(NAME feed_summary_rows COMMAND sh -c "echo 'SKIP: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_summary_rows PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_min_row ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 
 # --decode gpu's crop + resize: the packed tables and the kernels'
 # arithmetic (run on the host) equal the CPU path's Pillow-exact resize.
