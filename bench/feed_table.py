@@ -253,13 +253,19 @@ def memory_table(path, out):
             n = len(g["batch"])
             out += [f"`{s(at['command_line'])}`: {n} samples over {g['t_s'][n - 1]:.1f} s, "
                     f"{int(g['batch'][n - 1])} batches of {int(at['batch_size'])}.", "",
-                    "| memory | first sample MiB | last sample MiB | growth |", "|---|---:|---:|---:|"]
+                    "| memory | first sample MiB | half-way MiB | last sample MiB | growth | growth, second half |",
+                    "|---|---:|---:|---:|---:|---:|"]
+
+            def grow(a, b):
+                return f"{100 * (b - a) / a:+.2f} %" if a > 0 and not math.isnan(b) else "-"
+
             for col, what in (("rss_mib", "host RSS"), ("decoder_device_mib", "decoders' device memory"),
                               ("decoder_pinned_mib", "decoders' pinned host memory"),
                               ("device_used_mib", "device memory in use (cudaMemGetInfo)")):
-                a, b = float(g[col][0]), float(g[col][n - 1])
-                grow = f"{100 * (b - a) / a:+.2f} %" if a > 0 and not math.isnan(b) else "-"
-                out.append(f"| {what} | {num(a)} | {num(b)} | {grow} |")
+                a, m, b = float(g[col][0]), float(g[col][n // 2]), float(g[col][n - 1])
+                out.append(f"| {what} | {num(a)} | {num(m)} | {num(b)} | {grow(a, b)} | {grow(m, b)} |")
+            out += ["", "The first half holds the warm-up (buffers growing to the largest batch they meet); a leak "
+                    "grows the second half too."]
     except (OSError, KeyError) as e:
         out.append(f"{path}: no memory samples ({e})")
     out.append("")
