@@ -66,7 +66,8 @@ def tb_label(r):
     who = "no worker (main thread decodes)" if threads == 0 else f"{threads} worker thread{'s' if threads > 1 else ''}"
     parts = [who, f"prefetch {prefetch}", "pinned memory" if pinned else "pageable memory"]
     if gpu:
-        parts.append("nvJPEG decode")
+        own = s(r.get("nvjpeg", b""))
+        parts.append("nvJPEG decode" + (f" --nvjpeg {own}" if own else ""))
         # files from before the GPU stage's columns have none of them
         if "gpu_stages" in r:
             n = int(r["gpu_stages"])

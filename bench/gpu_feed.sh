@@ -25,8 +25,10 @@
 #      of at least 1.25 s (so NVML's GPU-Util resolves them): the resident
 #      row (the same step on data in device memory: the on-device rate of
 #      the same call), then threads 4, 8, 16 x CPU / nvJPEG x prefetch 3 / 4
-#      (pinned), and the seeds' rows (main thread, 8 and 16 threads,
-#      prefetch 2, pageable)
+#      (pinned), the seeds' rows (main thread, 8 and 16 threads, prefetch
+#      2, pageable), and 16 threads of nvJPEG with the host waiting for each
+#      batch (sync=on: the 2026-11-27 code), at the default stream priority,
+#      and on the hybrid decoder
 #   5. PyTorch on the same files and GPU: torchvision ImageFolder + Pillow +
 #      DataLoader feeding torchvision's ResNet-50 (bf16 autocast,
 #      channels_last), batch 256, workers 4 and 16 with pin_memory, rows of
@@ -111,10 +113,13 @@ decode decode_gpu 40 --decode gpu --threads 4,16 --timeline "$KEEP/decode_gpu_ti
 decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 
 # ---- 4. trainbench's feed table, batch 256 -----------------------------------------------------
-# THREADS:PREFETCH:PINNED[:DECODE[:STREAMS]]; resident: the same step on data in device memory
+# THREADS:PREFETCH:PINNED[:DECODE[:STREAMS[:NVJPEG]]]; resident: the same step on data in device memory;
+# the last three nvJPEG rows are the A/B of what held the GPU path on 2026-11-27, in training: the host
+# waiting for every batch (sync=on, as then), the decode stream at the default priority, the hybrid decoder
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
 ROWS=$ROWS,16:3:on:gpu:2,0:2:off,8:2:off,16:2:off
-step feed_trainbench 100 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
+ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:priority=default,16:4:on:gpu:2:backend=hybrid
+step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 
 # ---- 5. PyTorch on the same set and GPU --------------------------------------------------------

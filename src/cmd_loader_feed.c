@@ -14,6 +14,7 @@
 
 #include "comm/comm.h"
 #include "data/dataset.h"
+#include "data/gpu_decode.h"
 #include "data/jpeg.h"
 #include "src/cli.h"
 #include "src/commands.h"
@@ -59,8 +60,9 @@ static void parse_args(int argc, char **argv, feed_args *a) {
         {.name = "pinned", .kind = TB_OPT_STRING, .dst = a->pinned,
          .help = "on,off: slots in pinned memory with asynchronous copies, or pageable"},
         {.name = "rows", .kind = TB_OPT_STRING, .dst = a->rows,
-         .help = "explicit rows THREADS:PREFETCH:on|off[:DECODE[:STREAMS]],... or `resident` (the same step on data "
-                 "in device memory) instead of the product of the three lists"},
+         .help = "explicit rows THREADS:PREFETCH:on|off[:DECODE[:STREAMS[:NVJPEG]]],... (NVJPEG: that row's --nvjpeg, "
+                 "KEY=VALUE joined by '+') or `resident` (the same step on data in device memory) instead of the "
+                 "product of the three lists"},
         {.name = "batch-size", .kind = TB_OPT_INT, .dst = &a->batch, .min = 1, .max = 1 << 16,
          .help = "samples per step"},
         {.name = "image-size", .kind = TB_OPT_INT, .dst = &a->size, .min = 32, .max = 8192, .help = "training side S"},
@@ -121,11 +123,22 @@ static void make_rows(feed_args *a) {
         for (int i = 0; i < nt; i++)
             for (int j = 0; j < np; j++)
                 for (int k = 0; k < nn && a->nrows < MAX_ROWS; k++) {
-                    a->rowv[a->nrows] = (tb_feed_config){tl[i], pl[j], nl[k], a->decode_streams, 0};
+                    memset(&a->rowv[a->nrows], 0, sizeof a->rowv[a->nrows]);
+                    a->rowv[a->nrows].threads = tl[i];
+                    a->rowv[a->nrows].prefetch = pl[j];
+                    a->rowv[a->nrows].pinned = nl[k];
+                    a->rowv[a->nrows].decode_streams = a->decode_streams;
                     a->rowd[a->nrows++] = def;
                 }
     }
     for (int i = 0; i < a->nrows; i++) a->any_gpu |= a->rowd[i] == TB_DECODE_GPU && !a->rowv[i].resident;
+    /* the --nvjpeg choices, the call's and each row's, named now rather than at their row */
+    char err[600];
+    tb_gpu_decoder_opts go = tb_gpu_decoder_defaults(-1, 1, 1);
+    if (tb_gpu_decoder_parse(a->nvjpeg, &go, err, sizeof err) != 0) tb_die("loader-bench --feed: %s", err);
+    for (int i = 0; i < a->nrows; i++)
+        if (a->rowv[i].nvjpeg[0] && tb_gpu_decoder_parse(a->rowv[i].nvjpeg, &go, err, sizeof err) != 0)
+            tb_die("loader-bench --feed: --rows, row %d: %s", i + 1, err);
 }
 
 /* The backend and the model (ResNet on ds's classes), initialised; dies with one line on a bad choice. */
@@ -200,7 +213,7 @@ static void print_header(void) {
 /* One row on the console and into the table. */
 static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, const tb_feed_row *r) {
     char u[32], id[32], sa[32], gm[32], gb[32], dm[32], t[16], p[16];
-    const char *dec = c->resident ? "resident" : d == TB_DECODE_GPU ? "gpu" : "cpu";
+    const char *dec = c->resident ? "resident" : d != TB_DECODE_GPU ? "cpu" : c->nvjpeg[0] ? "gpu*" : "gpu";
     snprintf(t, sizeof t, "%d", c->threads);
     snprintf(p, sizeof p, "%d", c->prefetch);
     printf("  %7s %8s %6s %8s %9.1f %9.2f %7.1f %7.2f %9s %9s %8s %8.2f %8s %6s %10s %7.0f %7lld %6.2f %10.1f %9.2f\n",
@@ -214,6 +227,7 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
         printf("#   %s\n", r->decoder);
     else
         tb_bench_print_stages(stdout, r->stage_ms);
+    if (!c->resident && d == TB_DECODE_GPU && c->nvjpeg[0]) printf("#   gpu*: this row's --nvjpeg %s\n", c->nvjpeg);
     if (!c->resident && d == TB_DECODE_GPU)
         printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead; %d GPU stage%s\n", r->decoder,
                (long long)r->gpu_decoded, (long long)r->gpu_to_cpu, r->gpu_stages, r->gpu_stages == 1 ? "" : "s");
@@ -227,7 +241,7 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
                               (double)r->gpu_stages, r->timed_steps, r->row_s, c->resident,
                               r->cores,          r->loader_cores,  r->img_per_s_per_core};
     for (int k = 0; k < TB_STAGE_COUNT; k++) row[27 + k] = r->stage_ms[k];
-    tb_table_row(tab, row, NULL);
+    tb_table_row(tab, row, c->nvjpeg[0] ? c->nvjpeg : "");
 }
 
 static void write_results(const feed_args *a, int argc, char **argv, tb_backend *be, tb_precision prec,
@@ -306,6 +320,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
     tb_bench_stage_spec(spec, sizeof spec);
     tb_table tab;
     tb_table_init(&tab, "feed", spec);
+    tb_table_add_string_column(&tab, "nvjpeg"); /* the row's own --nvjpeg choices ("": the call's) */
     print_header();
     for (int i = 0; i < a.nrows; i++) {
         fs.decode = a.rowd[i];

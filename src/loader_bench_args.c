@@ -60,20 +60,32 @@ int tb_bench_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_d
         item[len] = '\0';
         p += len + (p[len] == ',');
         if (strcmp(item, "resident") == 0) { /* the on-device rate of the same step: no loader */
-            rows[n] = (tb_feed_config){0, 0, 0, 0, 1};
+            memset(&rows[n], 0, sizeof rows[n]);
+            rows[n].resident = 1;
             dec[n++] = def;
             continue;
         }
         int t, pf, streams = def_streams, used = 0;
-        char pin[8] = "", mode[16] = "";
+        char pin[8] = "", mode[16] = "", nvj[96] = "";
         int got = sscanf(item, "%d:%d:%7[a-z]%n:%15[a-z-]%n:%d%n", &t, &pf, pin, &used, mode, &used, &streams, &used);
+        if (got == 5 && item[used] == ':') { /* a 6th field: this row's --nvjpeg, KEY=VALUE joined by '+' */
+            snprintf(nvj, sizeof nvj, "%s", item + used + 1);
+            for (char *q = nvj; *q; q++)
+                if (*q == '+') *q = ',';
+            used += 1 + (int)strlen(item + used + 1);
+        }
         if (got < 3 || item[used] != '\0' || t < 0 || t > 1024 || pf < 2 || pf > 1024) return -1;
         if (streams < 0 || streams > 16) return -1;
         if (strcmp(pin, "on") != 0 && strcmp(pin, "off") != 0) return -1;
         if (got >= 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
             strcmp(mode, "full") != 0 && strcmp(mode, "gpu") != 0)
             return -1;
-        rows[n] = (tb_feed_config){t, pf, strcmp(pin, "on") == 0, streams, 0};
+        memset(&rows[n], 0, sizeof rows[n]);
+        rows[n].threads = t;
+        rows[n].prefetch = pf;
+        rows[n].pinned = strcmp(pin, "on") == 0;
+        rows[n].decode_streams = streams;
+        snprintf(rows[n].nvjpeg, sizeof rows[n].nvjpeg, "%s", nvj);
         dec[n] = got >= 4 ? tb_bench_decode_mode(mode) : def; /* %n does not count in got */
         n++;
     }

@@ -22,10 +22,12 @@ int tb_bench_int_list(const char *s, int lo, int *out, int max);
 int tb_bench_onoff_list(const char *s, int *out, int max);
 /* fast|fast-all|partial|full|gpu (anything else: fast). */
 tb_decode_mode tb_bench_decode_mode(const char *d);
-/* --rows "T:P:on|off[:decode[:streams]],...,resident": explicit rows
- * (streams: --decode-streams for that row, def_streams when left out;
+/* --rows "T:P:on|off[:decode[:streams[:nvjpeg]]],...,resident": explicit
+ * rows (streams: --decode-streams for that row, def_streams when left out;
+ * nvjpeg: that row's --nvjpeg choices joined by '+', "sync=on+roi=off";
  * `resident`: the same step on data in device memory, no loader); returns
- * how many, -1 when malformed. */
+ * how many, -1 when malformed (a bad nvjpeg choice is the loader's to
+ * name). */
 int tb_bench_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int def_streams,
                   int max);
 /* "12.3" or "-" for a value not measured (NaN). */

@@ -46,7 +46,7 @@ static tb_source *make_source(const tb_feed_setup *fs, const tb_feed_config *c, 
     lo.decode = fs->decode;
     lo.gpu_device = -1; /* --decode gpu: the device the CUDA backend made current */
     lo.gpu_stages = c->decode_streams;
-    lo.gpu_options = fs->gpu_options;
+    lo.gpu_options = c->nvjpeg[0] ? c->nvjpeg : fs->gpu_options;
     lo.timeline_events = fs->timeline ? (size_t)4000000 : 0;
     tb_source *src = tb_source_loader(&lo);
     tb_feed_opts fo = {.u8 = 1, .pinned = c->pinned};

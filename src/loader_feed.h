@@ -23,8 +23,11 @@
  * in ms per batch (data/loader_timeline.h) and, with --decode gpu, the
  * loader's GPU stage (data/loader_gpu.c):
  *
- *   GPU stage ms   wall time of the GPU stage per batch it ran (nvJPEG,
- *                  the resize, CPU rows copied up, per-file fallbacks)
+ *   GPU stage ms   wall time of the GPU stage per batch it ran: planning
+ *                  and queueing nvJPEG, the resize and the CPU rows' copies,
+ *                  per-file fallbacks, waits for the device (the device's
+ *                  own time: the dev_* stages; the consumer's stream waits
+ *                  for the batch's fence, the stage thread does not)
  *   GPU stage %    share of the timed wall time the GPU stage was busy
  *                  (per stage, with several: --decode-streams); near 100
  *                  the GPU stage is what limits the row (ms per batch then
@@ -54,6 +57,8 @@ typedef struct {
     int resident;     /* 1: no loader: synthetic batches gathered from a pool in device memory,
                          the same model, step and batch (the on-device rate the loader rows are
                          measured against); threads, prefetch, pinned unused */
+    char nvjpeg[96];  /* --decode gpu: this row's nvJPEG choices ("sync=on,priority=default"; ""
+                         : the call's --nvjpeg) */
 } tb_feed_config;
 
 /* What stays the same across rows. */

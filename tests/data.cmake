@@ -160,13 +160,19 @@ add_test(NAME feed_decode_gpu_train_cpu
                  --warmup-steps 0 --scaling-steps 0 --results feed_decode_gpu_train_cpu.h5)
 set_tests_properties(feed_decode_gpu_cpu_backend feed_decode_gpu_train_cpu PROPERTIES
                      TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
-# --rows' optional 4th (decode) and 5th (GPU stages) fields: with both
-# given, the row's decode is the 4th field's (gpu here: refused on the CPU
-# backend), and a decode mode that does not exist is refused.
+# --rows' optional 4th (decode), 5th (GPU stages) and 6th (the row's
+# --nvjpeg) fields: with them given, the row's decode is the 4th field's
+# (gpu here: refused on the CPU backend), a decode mode that does not exist
+# is refused, and so is an --nvjpeg choice that does not.
 add_test(NAME feed_rows_decode_field
          COMMAND ${TB_TEST_DIR}/expect_fail.sh "--decode gpu decodes on the GPU the model trains on: it needs the CUDA backend"
                  ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
-                 --image-size 32 --batch-size 8 --rows 0:2:on:gpu:1 --steps 1 --warmup 0)
+                 --image-size 32 --batch-size 8 --rows 0:2:on:gpu:1:sync=on+roi=off --steps 1 --warmup 0)
+add_test(NAME feed_rows_bad_nvjpeg
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--rows, row 2: --nvjpeg: 'inflight=9' is not one of"
+                 ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
+                 --image-size 32 --batch-size 8 --rows resident,0:2:on:gpu:1:sync=on+inflight=9 --steps 1 --warmup 0)
+set_tests_properties(feed_rows_bad_nvjpeg PROPERTIES TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
 add_test(NAME feed_rows_bad_decode
          COMMAND ${TB_TEST_DIR}/expect_fail.sh "--rows expects THREADS:PREFETCH:on.off.:DECODE.:STREAMS..,... .*got '0:2:on:bogus:1'"
                  ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18

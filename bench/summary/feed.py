@@ -68,7 +68,7 @@ def parse_log(path):
                 try:
                     row[k] = float(v)
                 except ValueError:
-                    row[k] = v  # "-", "on", "cpu", "gpu", "resident"
+                    row[k] = v.rstrip("*")  # "-", "on", "cpu", "gpu" ("gpu*": its own --nvjpeg), "resident"
             rows.append(row)
     return batch, rows
 
