@@ -28,6 +28,7 @@
 #include "src/core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
+#include "tests/tb_test_loader.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define TB_ASAN 1
@@ -55,17 +56,7 @@ typedef struct {
 /* Runs WARM_EPOCHS then EPOCHS epochs on one loader; `leak`: the consumer
  * keeps LEAK_BYTES per batch (touched, freed only at the end). */
 static mem_run run(const tb_dataset *ds, int gpu, int leak) {
-    tb_loader_opts o;
-    memset(&o, 0, sizeof o);
-    o.ds = ds;
-    o.batch = BATCH;
-    o.image_size = S;
-    o.train = 1;
-    o.threads = 2;
-    o.prefetch = 3;
-    o.world = 1;
-    o.seed = 5;
-    o.format = TB_OUT_U8_NHWC;
+    tb_loader_opts o = tbl_opts(ds, BATCH, S, 2, 3, 5);
     o.gpu_flip = 1;
     if (gpu) {
         o.decode = TB_DECODE_GPU;
@@ -73,12 +64,7 @@ static mem_run run(const tb_dataset *ds, int gpu, int leak) {
         o.gpu_emulate_async = 1;
         o.gpu_emulate_fail_every = 7;
     }
-    char err[512];
-    tb_loader *ld = tb_loader_create(&o, err, sizeof err);
-    if (!ld) {
-        printf("FAIL: %s\n", err);
-        exit(1);
-    }
+    tb_loader *ld = tbl_make(&o);
     mem_run r;
     memset(&r, 0, sizeof r);
     void **kept = calloc((size_t)EPOCHS * 64, sizeof *kept);

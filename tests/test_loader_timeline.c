@@ -33,35 +33,18 @@
 #include "src/core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
+#include "tests/tb_test_loader.h"
 
 #define S 24
 #define BATCH 4
 
 static tb_loader_opts base_opts(const tb_dataset *ds) {
-    tb_loader_opts o;
-    memset(&o, 0, sizeof o);
-    o.ds = ds;
-    o.batch = BATCH;
-    o.image_size = S;
-    o.train = 1;
-    o.threads = 3;
-    o.prefetch = 3;
-    o.world = 1;
-    o.seed = 11;
-    o.format = TB_OUT_U8_NHWC;
+    tb_loader_opts o = tbl_opts(ds, BATCH, S, 3, 3, 11);
     o.gpu_flip = 1;
     return o;
 }
 
-static tb_loader *make(const tb_loader_opts *o) {
-    char err[512];
-    tb_loader *ld = tb_loader_create(o, err, sizeof err);
-    if (!ld) {
-        printf("FAIL: tb_loader_create: %s\n", err);
-        exit(1);
-    }
-    return ld;
-}
+static tb_loader *make(const tb_loader_opts *o) { return tbl_make(o); }
 
 /* How a consumer treats an on-device batch before reading it. */
 enum { READ_ORDERED, READ_SYNCED, READ_BLIND };
