@@ -314,6 +314,10 @@ void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
         if (ld->slots[i].state == SLOT_HELD)
             TB_FATAL("tb_loader_start_epoch: batch of step %lld is still held; release it first",
                      (long long)ld->slots[i].b.step);
+        if (ld->slots[i].fenced) { /* a batch of the old epoch never handed out: its device work ends first */
+            tb_gpu_fence_sync(ld->slots[i].fence);
+            ld->slots[i].fenced = 0;
+        }
         ld->slots[i].state = SLOT_FREE;
     }
     make_order(ld, epoch);
