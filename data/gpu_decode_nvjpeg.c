@@ -321,14 +321,14 @@ static nvjpegStatus_t create_handle(nvj *v, const char **chosen) {
         {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_HYBRID, "GPU hybrid decoder"},
         {NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_AUTO, "default decoder"},
     };
-    nvjpegDevAllocatorV2_t da = tb_nvj_dev_allocator(v->mem);
-    nvjpegPinnedAllocatorV2_t pa = tb_nvj_pinned_allocator(v->mem);
+    v->dev_alloc = tb_nvj_dev_allocator(v->mem);
+    v->pin_alloc = tb_nvj_pinned_allocator(v->mem);
     nvjpegStatus_t last = NVJPEG_STATUS_NOT_INITIALIZED;
     *chosen = NULL;
     for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !*chosen; t++) {
         if (v->o.backend != TB_GPU_BACKEND_AUTO && tries[t].kind != v->o.backend) continue;
         last = v->o.nvjpeg_alloc ? nvjpegCreateEx(tries[t].b, NULL, NULL, tries[t].flags, &v->h)
-                                 : nvjpegCreateExV2(tries[t].b, &da, &pa, tries[t].flags, &v->h);
+                                 : nvjpegCreateExV2(tries[t].b, &v->dev_alloc, &v->pin_alloc, tries[t].flags, &v->h);
         if (last == NVJPEG_STATUS_SUCCESS) {
             *chosen = tries[t].name;
             v->hw = tries[t].b == NVJPEG_BACKEND_HARDWARE;

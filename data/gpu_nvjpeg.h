@@ -73,7 +73,9 @@ typedef struct {
     int next_tim;
     cudaEvent_t anchor;            /* device time 0 of the timings ... */
     double anchor_host;            /* ... at this tb_now() */
-    tb_nvj_mem *mem;               /* the stream-ordered pool and pinned cache */
+    tb_nvj_mem *mem;               /* the stream-ordered pool and pinned cache ... */
+    nvjpegDevAllocatorV2_t dev_alloc; /* ... as nvJPEG's allocators (kept here: the handle may */
+    nvjpegPinnedAllocatorV2_t pin_alloc; /* hold on to the tables it was given) */
     int64_t slot_bytes;            /* device memory handed out by nvj_alloc ... */
     struct {
         void *p;

@@ -132,9 +132,12 @@ typedef struct {
     int64_t gpu_batches;                 /* --decode gpu: batches that went through the GPU stage */
     int gpu_stage_max;                   /* --decode gpu: most batches in the GPU stage at once */
     double gpu_stage_s;                  /* --decode gpu: their GPU stages' wall time, summed: for
-                                            each batch, from taking it to its slot being ready
-                                            (nvJPEG, the resize kernels, the rows rendered on the
-                                            CPU copied up, per-file CPU fallbacks); in
+                                            each batch, from taking it to its slot being ready:
+                                            planning and queueing nvJPEG, the resize kernels and
+                                            the copies of the rows rendered on the CPU, per-file
+                                            CPU fallbacks, and waits for the device (a decode
+                                            state's last batch; sync=on: the batch itself); the
+                                            device's own time is in stage_s[TB_STAGE_DEV_*]; in
                                             tb_loader_get_stats, stages still running count
                                             their time so far (a busy-time integral) */
     double stage_s[TB_STAGE_COUNT];      /* seconds per stage (data/loader_timeline.h), summed over
