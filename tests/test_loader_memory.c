@@ -73,7 +73,6 @@ static mem_run run(const tb_dataset *ds, int gpu, int leak) {
     double t0 = tb_now();
     for (int e = 0; e < WARM_EPOCHS + EPOCHS; e++) {
         if (e == WARM_EPOCHS) r.rss0 = tb_rss_bytes();
-        { static long long last; long long now = tb_rss_bytes(); if (gpu && e >= WARM_EPOCHS && now != last) printf("  e %d rss %+lld KiB\n", e, (now - last) / 1024); last = now; }
         tb_loader_start_epoch(ld, e, 0);
         const tb_batch *b;
         while ((b = tb_loader_next(ld)) != NULL) {
