@@ -1,39 +1,53 @@
 #!/bin/bash
-# gpu_feed.sh: issue 15's measurements on a lent GPU machine, called by
-# tests/gpu/run_suite.sh's `feed` stage ($TB, $PY, $OUT, $ROOT exported; runs
-# in $ROOT; what it keeps goes to $OUT/keep). Budget: 9 minutes on a 16-core
-# H100 machine; each step has a time limit and the script stops starting
-# steps when the budget runs out, saying which it left out.
+# gpu_feed.sh: the feed measurements (issues 15 and 31) on a lent GPU machine,
+# called by tests/gpu/run_suite.sh's `feed` stage ($TB, $PY, $OUT, $ROOT
+# exported; runs in $ROOT; what it keeps goes to $OUT/keep). Budget: about
+# 3 minutes of the device's 15 (TB_FEED_BUDGET, default 200 s; run_suite's
+# cap wins when smaller); each step has a time limit and the script stops
+# starting steps when the budget runs out, saying which it left out.
 #
-#   1. data: `trainbench mkdata`, 16 classes x 200 = 3200 photo-sized JPEGs
-#      (300-600 px, 4:2:0, quality 90; about 175 MB), on local disk, read
-#      once so that every row finds it in the page cache
-#   2. decode alone (the loader's ceiling, no training): nvJPEG
-#      (--decode gpu) with 4 and 16 CPU threads, libjpeg-turbo (--decode
-#      fast) with 4 and 16 threads; batch 128 at 224
-#   3. trainbench's data-loading table: ResNet-50 (bf16, the CUDA backend's
-#      default) trained on the set, batch 128 at 224, 3 + 12 steps per row,
-#      rows: main thread (0), 1, 2, 4, 8, 16 loader threads with prefetch 2
-#      and pageable slots; 8 and 16 threads with prefetch 3 and pinned
-#      slots; nvJPEG decode with 4 and 16 threads (prefetch 3, pinned)
-#   4. PyTorch on the same set and GPU: torchvision ImageFolder + Pillow +
+#   1. data: ImageNet-shaped JPEGs, `trainbench mkdata --like imagenet`, 16
+#      classes x 256 = 4096 files (long side 500 px mostly, quality 75-95,
+#      mixed chroma, ~115 KB a file: ~470 MB), on local disk, read once so
+#      that every row finds it in the page cache; TB_FEED_DATA=DIR uses any
+#      ImageFolder tree instead
+#   2. decode alone (the loader's ceiling, no training), batch 256 at 224:
+#      nvJPEG with 4 and 16 CPU threads (fenced: no host sync per batch; its
+#      stage timeline as a Chrome trace), then with 16 threads each
+#      --nvjpeg choice against it (sync=on: the host waiting per batch, as
+#      the 2026-11-27 runs did; backend=hybrid; roi=off; chunk=64;
+#      alloc=nvjpeg), libjpeg-turbo with 4 and 16 threads
+#   3. memory through a long loader run: nvJPEG, 16 threads, 600 batches of
+#      256 (37 epochs of the set; host RSS, the decoders' device and pinned
+#      memory and the device's memory in use every 50 batches), and the CPU
+#      path for 200 batches
+#   4. the feed table: ResNet-50 bf16 (CUDA graph), batch 256 at 224, rows
+#      of at least 1.25 s (so NVML's GPU-Util resolves them): the resident
+#      row (the same step on data in device memory: the on-device rate of
+#      the same call), then threads 4, 8, 16 x CPU / nvJPEG x prefetch 3 / 4
+#      (pinned), the seeds' rows (main thread, 8 and 16 threads, prefetch
+#      2, pageable), and 16 threads of nvJPEG with the host waiting for each
+#      batch (sync=on: the 2026-11-27 code), at the default stream priority,
+#      and on the hybrid decoder
+#   5. PyTorch on the same files and GPU: torchvision ImageFolder + Pillow +
 #      DataLoader feeding torchvision's ResNet-50 (bf16 autocast,
-#      channels_last), workers 0, 8, 16 with pin_memory, and 16 without;
-#      batch 128, 3 + 12 steps per row
-#   5. decode quality of the GPU path: real photographs (bench/photo_set.py:
-#      scikit-image's and matplotlib's sample photos as JPEGs at 3 qualities
-#      x 3 chroma subsamplings x 2 sizes), PSNR of the GPU path, the CPU's
-#      fast decode and the CPU's exact decode against torchvision + Pillow
-#      on the same crop boxes (bench/loader_psnr.py --gpu); the same on 200
-#      files of the mkdata set
-#   6. $OUT/keep/feed.md (bench/feed_table.py): the tables, side by side
-#      with the seeds' rows
+#      channels_last), batch 256, workers 4 and 16 with pin_memory, rows of
+#      at least 1.25 s, CPU cores of the process and its workers
+#   (steps run in the order 1, 2 (default and CPU), 4, 5, 3, 2's --nvjpeg
+#   choices, so that the budget leaves out the diagnostics first)
+#   6. $OUT/keep/feed.md (bench/feed_table.py): the tables, the batch-256
+#      headline against the resident row, PyTorch beside them; and
+#      $OUT/keep/feed_summary.tsv (bench/summary/feed.py): the summary's
+#      feed_* rows
+#   TB_FEED_PSNR=1 adds the GPU path's decode quality (bench/loader_psnr.py
+#   on real photographs and on the set), left out by default for time (it
+#   ran on 2026-11-27: 96.8 dB against the CPU path).
 #
-# Left out to fit the budget (run them by hand with more time): the full
-# product of threads x prefetch x pinned (24 rows), prefetch 2 against 4 at
-# every thread count, pageable slots with nvJPEG, more than 12 timed steps
-# per row, several epochs (the set is read from the page cache, not disk),
-# PyTorch with prefetch_factor 3 or non-persistent workers.
+# Left out to fit the budget (run them by hand with more time): 1 and 2
+# loader threads, prefetch 2 with pinned slots, several GPU stages beyond
+# the default 2 (--decode-streams), --nvjpeg choices in the feed table (one
+# --nvjpeg per call), PyTorch without pin_memory or with more workers,
+# several epochs from disk (the set is read from the page cache).
 set -u
 : "${TB:?TB (trainbench binary) not set}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
 KEEP=$OUT/keep
@@ -41,13 +55,14 @@ mkdir -p "$KEEP"
 WORK=$(mktemp -d /tmp/tb_feed.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
 T0=$(date +%s)
-BUDGET=${TB_FEED_BUDGET:-530} # seconds for the whole script
+BUDGET=${TB_FEED_BUDGET:-200} # seconds for the whole script
 # run_suite.sh's cap for this stage (what is left of the device call)
 if [ -n "${TB_STAGE_BUDGET:-}" ] && [ "$TB_STAGE_BUDGET" -lt "$BUDGET" ]; then BUDGET=$TB_STAGE_BUDGET; fi
 FAILED=0
 LEFT_OUT=""
 PROBE=$(dirname "$TB")/tests/tb_data_probe
 NCPU=$(nproc)
+B=${TB_FEED_BATCH:-256} # batch per step (the headline: 256)
 
 elapsed() { echo $(( $(date +%s) - T0 )); }
 # step NAME LIMIT_S CMD...: runs CMD with min(LIMIT, budget left), logs to $KEEP/NAME.log
@@ -55,7 +70,7 @@ step() {
   local name=$1 limit=$2 left rc
   shift 2
   left=$(( BUDGET - $(elapsed) ))
-  if [ "$left" -lt 20 ]; then
+  if [ "$left" -lt 15 ]; then
     echo "== $name: left out (budget spent: $(elapsed) s of $BUDGET)"
     LEFT_OUT="$LEFT_OUT $name"
     return 1
@@ -70,61 +85,88 @@ step() {
   fi
   return "$rc"
 }
+# decode NAME LIMIT ARGS...: loader-bench alone on the set, batch 256, into NAME.h5
+decode() {
+  local name=$1 limit=$2
+  shift 2
+  step "$name" "$limit" "$TB" loader-bench --data "$SET" --batch-size "$B" --image-size 224 --batches 20 --warmup 3 \
+    --results "$KEEP/$name.h5" "$@"
+}
 
 echo "# gpu_feed.sh: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $NCPU CPUs"
 
 # ---- 1. data -----------------------------------------------------------------------------
-step mkdata 90 "$TB" mkdata --out "$WORK/set" --classes 16 --per-class 200 --seed 1 --threads "$NCPU" ||
-  { echo "no data set: nothing else can run"; exit 1; }
-du -sh "$WORK/set" | sed 's/^/# data set: /'
-cat "$WORK"/set/*/*.jpg >/dev/null # into the page cache
+if [ -n "${TB_FEED_DATA:-}" ]; then
+  SET=$TB_FEED_DATA
+  DATA_NOTE="data: $SET (TB_FEED_DATA)"
+else
+  SET=$WORK/set
+  step mkdata 60 "$TB" mkdata --out "$SET" --classes 16 --per-class 256 --seed 1 --like imagenet --threads "$NCPU" ||
+    { echo "no data set: nothing else can run"; exit 1; }
+  DATA_NOTE="data: trainbench mkdata --like imagenet --classes 16 --per-class 256 --seed 1 ($(grep -o 'mean file [^;]*' "$KEEP/mkdata.log" | head -1))"
+fi
+du -sh "$SET" | sed 's/^/# data set: /'
+find "$SET" -type f -name '*.[jJ][pP]*' -exec cat {} + >/dev/null # into the page cache
 
 # ---- 2. decode alone -----------------------------------------------------------------------
-step decode_gpu 90 "$TB" loader-bench --data "$WORK/set" --decode gpu --threads 4,16 --batch-size 128 \
-  --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_gpu.h5"
-step decode_gpu_1stream 60 "$TB" loader-bench --data "$WORK/set" --decode gpu --decode-streams 1 --threads 16 \
-  --batch-size 128 --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_gpu_1stream.h5"
-step decode_cpu 90 "$TB" loader-bench --data "$WORK/set" --decode fast --format u8-nhwc --threads 4,16 \
-  --batch-size 128 --image-size 224 --batches 20 --warmup 3 --results "$KEEP/decode_cpu.h5"
+decode decode_gpu 40 --decode gpu --threads 4,16 --timeline "$KEEP/decode_gpu_timeline.json"
+decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 
-# ---- 3. trainbench's feed table ----------------------------------------------------------------
-# the nvJPEG rows with 1, 2 and 3 batches in the loader's GPU stage at once (THREADS:PREFETCH:PINNED:gpu:STREAMS;
-# the 2026-11-27 run had one stage: 3544 img/s at 16:3:on); the step holds one or two slots, so N stages want
-# prefetch N + 2; each row's stage_ms / stage% say whether the GPU stage limits it
-ROWS=0:2:off,1:2:off,2:2:off,4:2:off,8:2:off,16:2:off,8:3:on,16:3:on,16:3:on:gpu:1,16:4:on:gpu:1,16:4:on:gpu:2
-ROWS=$ROWS,16:5:on:gpu:3
-step feed_trainbench 240 "$TB" loader-bench --feed --backend cuda --data "$WORK/set" --model resnet50 \
-  --batch-size 128 --image-size 224 --rows "$ROWS" --warmup 3 --steps 12 --results "$KEEP/feed_trainbench.h5"
+# ---- 4. trainbench's feed table, batch 256 -----------------------------------------------------
+# THREADS:PREFETCH:PINNED[:DECODE[:STREAMS[:NVJPEG]]]; resident: the same step on data in device memory;
+# the last three nvJPEG rows are the A/B of what held the GPU path on 2026-11-27, in training: the host
+# waiting for every batch (sync=on, as then), the decode stream at the default priority, the hybrid decoder
+ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
+ROWS=$ROWS,16:3:on:gpu:2,0:2:off,8:2:off,16:2:off
+ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:priority=default,16:4:on:gpu:2:backend=hybrid
+step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
+  --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 
-# ---- 4. PyTorch on the same set and GPU --------------------------------------------------------
-step feed_torch_pinned 150 "$PY" "$ROOT/bench/torch_feed.py" "$WORK/set" --workers 0,8,16 --pin 1 --batch 128 \
-  --steps 12 --warmup 3 --json "$KEEP/feed_torch.jsonl"
-step feed_torch_pageable 60 "$PY" "$ROOT/bench/torch_feed.py" "$WORK/set" --workers 16 --pin 0 --batch 128 \
-  --steps 12 --warmup 3 --json "$KEEP/feed_torch.jsonl"
+# ---- 5. PyTorch on the same set and GPU --------------------------------------------------------
+step feed_torch 60 "$PY" "$ROOT/bench/torch_feed.py" "$SET" --workers 4,16 --pin 1 --batch "$B" --steps 8 --warmup 3 \
+  --json "$KEEP/feed_torch.jsonl"
 
-# ---- 5. decode quality of the GPU path -----------------------------------------------------------
+# ---- 3. memory through a long loader run ----------------------------------------------------
+step memory_gpu 40 "$TB" loader-bench --data "$SET" --decode gpu --threads 16 --batch-size "$B" --image-size 224 \
+  --batches 600 --warmup 10 --memory-every 50 --results "$KEEP/memory_gpu.h5"
+step memory_cpu 30 "$TB" loader-bench --data "$SET" --decode fast --format u8-nhwc --threads 16 --batch-size "$B" \
+  --image-size 224 --batches 200 --warmup 5 --memory-every 20 --results "$KEEP/memory_cpu.h5"
+
+# ---- 2b. the --nvjpeg choices, decode alone, against the default (16 threads) -----------------
+for v in sync=on backend=hybrid roi=off chunk=64 alloc=nvjpeg; do
+  decode "decode_gpu_${v%%=*}" 25 --decode gpu --threads 16 --nvjpeg "$v"
+done
+
+# ---- decode quality of the GPU path (TB_FEED_PSNR=1) --------------------------------------------
 PSNR=()
-if step photo_set 60 "$PY" "$ROOT/bench/photo_set.py" "$WORK/photos"; then
-  step psnr_photos 90 "$PY" "$ROOT/bench/loader_psnr.py" --probe "$PROBE" --data "$WORK/photos" --samples 300 \
-    --crops 2 --modes partial,fast --gpu --title "real photographs (bench/photo_set.py)" \
-    --out "$KEEP/psnr_photos.md" && PSNR+=(--psnr "$KEEP/psnr_photos.md")
+if [ "${TB_FEED_PSNR:-0}" = 1 ]; then
+  if step photo_set 60 "$PY" "$ROOT/bench/photo_set.py" "$WORK/photos"; then
+    step psnr_photos 90 "$PY" "$ROOT/bench/loader_psnr.py" --probe "$PROBE" --data "$WORK/photos" --samples 300 \
+      --crops 2 --modes partial,fast --gpu --title "real photographs (bench/photo_set.py)" \
+      --out "$KEEP/psnr_photos.md" && PSNR+=(--psnr "$KEEP/psnr_photos.md")
+  fi
+  step psnr_mkdata 60 "$PY" "$ROOT/bench/loader_psnr.py" --probe "$PROBE" --data "$SET" --samples 200 \
+    --modes partial,fast --gpu --title "the feed set" --out "$KEEP/psnr_mkdata.md" &&
+    PSNR+=(--psnr "$KEEP/psnr_mkdata.md")
 fi
-step psnr_mkdata 60 "$PY" "$ROOT/bench/loader_psnr.py" --probe "$PROBE" --data "$WORK/set" --samples 200 \
-  --modes partial,fast --gpu --title "mkdata set, 300-600 px" --out "$KEEP/psnr_mkdata.md" &&
-  PSNR+=(--psnr "$KEEP/psnr_mkdata.md")
 
-# ---- 6. the table ---------------------------------------------------------------------------------
+# ---- 6. the tables -------------------------------------------------------------------------------
 NOTES=(--note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1); $NCPU CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))"
        --note "trainbench $("$TB" --version 2>/dev/null | head -1); $("$PY" -c 'import torch, torchvision, PIL; print("torch", torch.__version__, "torchvision", torchvision.__version__, "Pillow", PIL.__version__)' 2>/dev/null)"
-       --note "data: trainbench mkdata --classes 16 --per-class 200 --seed 1 (3200 JPEGs, 300-600 px, 4:2:0, q90), page cache warm"
+       --note "$DATA_NOTE, page cache warm"
        --note "made by bench/gpu_feed.sh in $(elapsed) s; failed steps: $FAILED; left out for time:${LEFT_OUT:- none}")
 DEC=()
-for f in "$KEEP/decode_gpu.h5" "$KEEP/decode_gpu_1stream.h5" "$KEEP/decode_cpu.h5"; do [ -f "$f" ] && DEC+=(--decode "$f"); done
+for f in "$KEEP"/decode_*.h5; do [ -f "$f" ] && DEC+=(--decode "$f"); done
 TBR=()
 [ -f "$KEEP/feed_trainbench.h5" ] && TBR=(--tb "$KEEP/feed_trainbench.h5")
 TOR=()
 [ -f "$KEEP/feed_torch.jsonl" ] && TOR=(--torch "$KEEP/feed_torch.jsonl")
-"$PY" "$ROOT/bench/feed_table.py" "${TBR[@]}" "${TOR[@]}" "${DEC[@]}" "${PSNR[@]}" "${NOTES[@]}" \
+MEM=()
+[ -f "$KEEP/memory_gpu.h5" ] && MEM=(--memory "$KEEP/memory_gpu.h5")
+"$PY" "$ROOT/bench/feed_table.py" "${TBR[@]}" "${TOR[@]}" "${DEC[@]}" "${MEM[@]}" "${PSNR[@]}" "${NOTES[@]}" \
   --out "$KEEP/feed.md" || FAILED=$((FAILED + 1))
+[ -f "$KEEP/memory_cpu.h5" ] && "$PY" "$ROOT/bench/feed_table.py" --memory "$KEEP/memory_cpu.h5" \
+  --out "$KEEP/memory_cpu.md" >/dev/null
+"$PY" "$ROOT/bench/summary/feed.py" "$KEEP" | tee "$KEEP/feed_summary.tsv"
 echo "# gpu_feed.sh: $(elapsed) s, $FAILED failed steps, left out:${LEFT_OUT:- none}; table: $KEEP/feed.md"
 [ "$FAILED" -eq 0 ]

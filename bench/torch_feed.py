@@ -13,12 +13,17 @@ Normalize), bf16 autocast and channels_last, and reports:
   wait %        share of the step the main thread spent waiting for the
                 loader (time in next(iterator)), the loader-bound share
   GPU-Util %    NVML's GPU-Util sampled during the timed steps (pynvml), when
-                available; "GPU idle" = 100 - GPU-Util
+                available; "GPU idle" = 100 - GPU-Util (only over a row of
+                1 s or more: NVML's GPU-Util speaks for a window that long)
+  cores         CPU seconds of the process and its DataLoader workers per
+                wall second over the timed steps (the CPU budget; /proc)
+  img/s/core    img/s per core used
 
   python3 bench/torch_feed.py /data/mk --workers 0,8,16 --json feed_torch.jsonl
 """
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -56,6 +61,52 @@ class UtilSampler:
 
     def mean(self):
         return sum(self.vals) / len(self.vals) if self.vals else float("nan")
+
+
+def _proc_cpu_s(pid):
+    """utime + stime of a process (all its threads), seconds; 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _children(pid):
+    """Every live descendant of pid (DataLoader workers and what they start)."""
+    kids = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for e in entries:
+        if not e.isdigit():
+            continue
+        try:
+            with open(f"/proc/{e}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(e))
+    out, todo = [], [pid]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def cpu_now():
+    """CPU seconds so far of this process and of its live descendants, by pid."""
+    me = os.getpid()
+    return {p: _proc_cpu_s(p) for p in [me] + _children(me)}
+
+
+def cpu_used(before, after):
+    """CPU seconds between two cpu_now() readings (a worker that started in
+    between counts from 0)."""
+    return sum(v - before.get(p, 0.0) for p, v in after.items())
 
 
 def run(args, workers, pin, prefetch, persistent):
@@ -103,22 +154,31 @@ def run(args, workers, pin, prefetch, persistent):
     if cuda:
         torch.cuda.synchronize()
     with UtilSampler(dev.index or 0 if cuda else 0) as u:
+        c0 = cpu_now()
         t0 = time.perf_counter()
-        for _ in range(args.steps):
+        steps = 0
+        # --steps timed steps, then more until the row has lasted --min-row-seconds
+        while steps < args.steps or time.perf_counter() - t0 < args.min_row_seconds:
             tw = time.perf_counter()
             x, y = next(it)
             wait += time.perf_counter() - tw
             step(x, y)
             n += x.shape[0]
+            steps += 1
         if cuda:
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
+        cpu = cpu_used(c0, cpu_now())
+    resolved = dt >= 1.0  # NVML's GPU-Util speaks for a window of 1 s or more
+    util = u.mean() if resolved else float("nan")
+    cores = cpu / dt
     return {
         "framework": "pytorch", "loader": "torchvision ImageFolder + Pillow + DataLoader",
         "workers": workers, "pin_memory": pin, "prefetch": prefetch if workers else 0,
-        "persistent": persistent if workers else False, "batch": args.batch, "steps": args.steps,
-        "img_per_s": n / dt, "ms_per_batch": 1e3 * dt / args.steps, "wait_pct": 100 * wait / dt,
-        "gpu_util_pct": u.mean(), "gpu_idle_pct": 100 - u.mean(),
+        "persistent": persistent if workers else False, "batch": args.batch, "steps": steps,
+        "img_per_s": n / dt, "ms_per_batch": 1e3 * dt / steps, "wait_pct": 100 * wait / dt,
+        "gpu_util_pct": util, "gpu_idle_pct": 100 - util, "row_s": dt,
+        "cpu_cores": cores, "img_per_s_per_core": n / dt / cores if cores > 0 else float("nan"),
     }
 
 
@@ -133,6 +193,8 @@ def main():
     ap.add_argument("--image", type=int, default=224)
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--min-row-seconds", type=float, default=1.25,
+                    help="more timed steps than --steps until a row lasts this long (GPU-Util needs 1 s)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -141,12 +203,13 @@ def main():
         sys.exit(77)
     print(f"# PyTorch {torch.__version__}: DataLoader feeding ResNet-50 (bf16, channels_last), batch {args.batch}")
     print(f"# {'workers':>7} {'pin':>3} {'prefetch':>8} {'img/s':>8} {'ms/batch':>8} {'wait %':>6} "
-          f"{'GPU-Util %':>10} {'GPU idle %':>10}")
+          f"{'GPU-Util %':>10} {'GPU idle %':>10} {'cores':>6} {'img/s/core':>10}")
     for w in (int(v) for v in args.workers.split(",")):
         for pin in (bool(int(v)) for v in args.pin.split(",")):
             r = run(args, w, pin, args.prefetch, bool(args.persistent))
             print(f"  {w:>7} {int(pin):>3} {r['prefetch']:>8} {r['img_per_s']:8.1f} {r['ms_per_batch']:8.1f} "
-                  f"{r['wait_pct']:6.1f} {r['gpu_util_pct']:10.1f} {r['gpu_idle_pct']:10.1f}")
+                  f"{r['wait_pct']:6.1f} {r['gpu_util_pct']:10.1f} {r['gpu_idle_pct']:10.1f} {r['cpu_cores']:6.2f} "
+                  f"{r['img_per_s_per_core']:10.1f}")
             sys.stdout.flush()
             if args.json:
                 with open(args.json, "a") as f:

@@ -1,17 +1,20 @@
-/* gpu_decode.c - the GPU decode path's dispatch, its routing rule, and the
- * host emulation the tests run it with (see gpu_decode.h). */
+/* gpu_decode.c - the GPU decode path's dispatch, its routing rule and its
+ * options (see gpu_decode.h); the host emulation is data/gpu_decode_emu.c,
+ * nvJPEG data/gpu_decode_nvjpeg.c. */
 #include "data/gpu_decode.h"
 
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "data/gpu_resize.h"
 #include "src/core/log.h"
 
 struct tb_gpu_decoder {
+    const tb_gpu_decoder_ops *ops;
+    void *impl;
+};
+
+struct tb_gpu_fence {
     const tb_gpu_decoder_ops *ops;
     void *impl;
 };
@@ -34,153 +37,108 @@ int tb_gpu_decodable(const tb_jpeg_format *f, char *why, size_t len) {
     return no == NULL;
 }
 
-/* ---- host emulation ---------------------------------------------------------------------- */
+/* ---- options --------------------------------------------------------------------------- */
 
-typedef struct {
+tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side) {
     tb_gpu_decoder_opts o;
-    tb_jpeg *jpeg;
-    tb_rs_planner *pl;
-    uint8_t *src, *tmp;
-    size_t src_cap, tmp_cap;
-    tb_rs_desc *desc;
-    int64_t live;           /* allocations handed out and not yet given back */
-    atomic_int busy;        /* 1 while a thread is in emu_decode */
-} emu;
-
-static void emu_destroy(void *impl) {
-    emu *e = impl;
-    if (e->live != 0)
-        TB_FATAL("emulated GPU decoder destroyed with %lld allocations not given back", (long long)e->live);
-    tb_jpeg_destroy(e->jpeg);
-    tb_rs_planner_destroy(e->pl);
-    free(e->src);
-    free(e->tmp);
-    free(e->desc);
-    free(e);
+    memset(&o, 0, sizeof o);
+    o.device = device;
+    o.max_batch = max_batch;
+    o.S = side;
+    return o;
 }
 
-static const char *emu_describe(const void *impl) {
-    (void)impl;
-    return "host emulation of the GPU path (libjpeg decode, the resize kernels' arithmetic on the host)";
+/* 1/0 for on|off (also 1|0); -1 otherwise. */
+static int onoff(const char *v) {
+    if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) return 1;
+    if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) return 0;
+    return -1;
 }
 
-static void *emu_alloc(void *impl, size_t bytes) {
-    emu *e = impl;
-    void *p = malloc(bytes);
-    e->live += p != NULL;
-    return p;
+static int small_int(const char *v, int lo, int hi) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    return end != v && *end == '\0' && x >= lo && x <= hi ? (int)x : -1;
 }
 
-static void emu_release(void *impl, void *p) {
-    emu *e = impl;
-    if (!p) return;
-    if (e->live == 0) TB_FATAL("emulated GPU decoder: memory given back that this decoder did not hand out");
-    e->live--;
-    free(p);
-}
-
-static void emu_download(void *impl, void *host, const void *dev, size_t bytes) {
-    (void)impl;
-    memcpy(host, dev, bytes);
-}
-
-/* Grows *p to hold need bytes, keeping what it holds. */
-static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
-    if (need > *cap) {
-        size_t c = need + need / 2;
-        uint8_t *q = realloc(*p, c);
-        if (!q) TB_FATAL("out of host memory");
-        *p = q;
-        *cap = c;
+/* One KEY=VALUE into o; 0, or -1 with err set. */
+static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, char *err, size_t errlen) {
+    int b;
+    if (strcmp(key, "backend") == 0) {
+        if (strcmp(val, "auto") == 0) o->backend = TB_GPU_BACKEND_AUTO;
+        else if (strcmp(val, "hardware") == 0) o->backend = TB_GPU_BACKEND_HARDWARE;
+        else if (strcmp(val, "hybrid") == 0) o->backend = TB_GPU_BACKEND_HYBRID;
+        else goto bad;
+    } else if (strcmp(key, "roi") == 0 && (b = onoff(val)) >= 0) {
+        o->no_roi = !b;
+    } else if (strcmp(key, "priority") == 0 && (strcmp(val, "high") == 0 || strcmp(val, "default") == 0)) {
+        o->plain_priority = strcmp(val, "default") == 0;
+    } else if (strcmp(key, "chunk") == 0 && (b = small_int(val, 0, 1 << 16)) >= 0) {
+        o->chunk = b;
+    } else if (strcmp(key, "sync") == 0 && (b = onoff(val)) >= 0) {
+        o->sync = b;
+    } else if (strcmp(key, "inflight") == 0 && (b = small_int(val, 1, 4)) >= 0) {
+        o->inflight = b;
+    } else if (strcmp(key, "alloc") == 0 && (strcmp(val, "pool") == 0 || strcmp(val, "nvjpeg") == 0)) {
+        o->nvjpeg_alloc = strcmp(val, "nvjpeg") == 0;
+    } else if (strcmp(key, "sort") == 0 && (b = onoff(val)) >= 0) {
+        o->no_sort = !b;
+    } else {
+        goto bad;
     }
-    return *p;
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "--nvjpeg: '%s=%s' is not one of backend=auto|hardware|hybrid, roi=on|off, priority=high|default, "
+             "chunk=N (0: whole batch), sync=on|off, inflight=1..4, alloc=pool|nvjpeg, sort=on|off",
+             key, val);
+    return -1;
 }
 
-/* FNV-1a over the job's file and crop: what the emulation's choices
- * (fail, region or whole image) depend on. */
-static uint64_t job_key(const tb_gpu_job *j) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < j->len; i++) h = (h ^ j->jpeg[i]) * 1099511628211ULL;
-    const int g[] = {j->g.clip.top, j->g.clip.left, j->g.clip.height, j->g.clip.width, j->g.out_w, j->g.out_h};
-    for (size_t i = 0; i < sizeof g / sizeof g[0]; i++) h = (h ^ (uint32_t)g[i]) * 1099511628211ULL;
-    return h ^ (h >> 29);
-}
-
-/* Decodes each job with libjpeg (the whole image) and lays the pixels out
- * in the decode buffer as the nvJPEG path does (tb_rs_layout): the plan's
- * region, as the hardware engine decodes it, for about half the jobs, the
- * whole image, as the hybrid decoder does, for the rest; then both passes. */
-static void emu_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
-                       const int *host_rows, int nh) {
-    emu *e = impl;
-    if (atomic_exchange(&e->busy, 1) != 0)
-        TB_FATAL("emulated GPU decoder called from two threads at once (its state and stream are one thread's)");
-    const int S = e->o.S;
-    const size_t row_bytes = (size_t)S * S * 3;
-    for (int i = 0; i < nh; i++)
-        memcpy(dev_images + (size_t)host_rows[i] * row_bytes, host_images + (size_t)host_rows[i] * row_bytes,
-               row_bytes);
-    if (e->o.emulate_delay_ms > 0)
-        nanosleep(&(struct timespec){e->o.emulate_delay_ms / 1000, (long)(e->o.emulate_delay_ms % 1000) * 1000000L},
-                  NULL);
-    tb_rs_begin(e->pl);
-    int ok = 0;
-    size_t used = 0;
-    for (int i = 0; i < n; i++) {
-        tb_gpu_job *j = &jobs[i];
-        uint64_t key = job_key(j);
-        if (e->o.emulate_fail_every > 0 && key % (uint64_t)e->o.emulate_fail_every == 0) {
-            j->status = TB_GPU_JOB_FAILED;
-            snprintf(j->why, sizeof j->why, "emulated nvJPEG failure");
-            continue;
+int tb_gpu_decoder_parse(const char *spec, tb_gpu_decoder_opts *o, char *err, size_t errlen) {
+    if (!spec) return 0;
+    const char *p = spec;
+    while (*p) {
+        char item[96], *eq;
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof item) {
+            snprintf(err, errlen, "--nvjpeg: '%.60s' is not a KEY=VALUE list", spec);
+            return -1;
         }
-        tb_rgbx_region r;
-        if (tb_jpeg_decode_full(e->jpeg, j->jpeg, j->len, &r) != 0) {
-            j->status = TB_GPU_JOB_FAILED;
-            snprintf(j->why, sizeof j->why, "emulated decode: %.100s", tb_jpeg_error(e->jpeg));
-            continue;
+        memcpy(item, p, len);
+        item[len] = '\0';
+        p += len + (p[len] == ',');
+        if (!(eq = strchr(item, '='))) {
+            snprintf(err, errlen, "--nvjpeg: '%s' has no '=' (KEY=VALUE,...)", item);
+            return -1;
         }
-        tb_rs_region need;
-        tb_rs_plan(e->pl, &j->g, j->width, j->height, 2, j->row, &e->desc[ok], &need);
-        tb_rs_region dec = (key >> 32) % 2 ? need : (tb_rs_region){0, 0, j->width, j->height};
-        tb_rs_layout(&j->g, dec, &used, &e->desc[ok]);
-        uint8_t *src = grow(&e->src, &e->src_cap, used);
-        const tb_rs_desc *d = &e->desc[ok];
-        for (int y = dec.y0; y < dec.y1; y++)
-            for (int x = dec.x0; x < dec.x1; x++)
-                memcpy(src + d->src_off + (size_t)(y - dec.y0) * d->src_pitch + (size_t)(x - dec.x0) * 3,
-                       r.px + (size_t)y * r.stride + (size_t)x * 4, 3);
-        j->status = TB_GPU_JOB_DONE;
-        ok++;
+        *eq = '\0';
+        if (parse_item(item, eq + 1, o, err, errlen) != 0) return -1;
     }
-    size_t tlen;
-    const int32_t *tab = tb_rs_tables(e->pl, &tlen);
-    uint8_t *tmp = grow(&e->tmp, &e->tmp_cap, tb_rs_scratch_bytes(e->pl) + 1);
-    tb_rs_run_host(e->desc, ok, tab, S, e->src, tmp, dev_images);
-    atomic_store(&e->busy, 0);
+    return 0;
 }
 
-static const tb_gpu_decoder_ops k_emu_ops = {emu_destroy, emu_describe, emu_alloc, emu_release, emu_download,
-                                             emu_decode};
+void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t len) {
+    const char *be = o->backend == TB_GPU_BACKEND_HARDWARE ? "hardware"
+                     : o->backend == TB_GPU_BACKEND_HYBRID ? "hybrid"
+                                                           : "auto";
+    snprintf(buf, len, "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s", be,
+             o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
+             o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on");
+}
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
 
 tb_gpu_decoder *tb_gpu_decoder_create(const tb_gpu_decoder_opts *o, char *err, size_t errlen) {
     tb_gpu_decoder *d = calloc(1, sizeof *d);
     if (!d) TB_FATAL("out of host memory");
-    if (o->emulate) {
-        emu *e = calloc(1, sizeof *e);
-        if (!e) TB_FATAL("out of host memory");
-        e->o = *o;
-        e->jpeg = tb_jpeg_create();
-        e->pl = tb_rs_planner_create(o->S);
-        e->desc = calloc((size_t)o->max_batch, sizeof *e->desc);
-        if (!e->desc) TB_FATAL("out of host memory");
-        d->ops = &k_emu_ops;
-        d->impl = e;
-        return d;
+    if (o->inflight < 0 || o->inflight > 4 || o->chunk < 0 || o->max_batch < 1 || o->S < 1) {
+        snprintf(err, errlen, "--decode gpu: bad decoder options (inflight %d, chunk %d, batch %d, size %d)",
+                 o->inflight, o->chunk, o->max_batch, o->S);
+        free(d);
+        return NULL;
     }
-    d->impl = tb_gpu_nvjpeg_create(o, &d->ops, err, errlen);
+    d->impl = o->emulate ? tb_gpu_emu_create(o, &d->ops) : tb_gpu_nvjpeg_create(o, &d->ops, err, errlen);
     if (!d->impl) {
         free(d);
         return NULL;
@@ -200,12 +158,40 @@ void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p) { d->ops->release(d->impl, 
 void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, size_t bytes) {
     d->ops->download(d->impl, host, dev, bytes);
 }
+void tb_gpu_decoder_memory(const tb_gpu_decoder *d, int64_t *device_bytes, int64_t *pinned_bytes) {
+    d->ops->memory(d->impl, device_bytes, pinned_bytes);
+}
 
 void tb_gpu_decode_batch(tb_gpu_decoder *d, tb_gpu_job *jobs, int n, uint8_t *dev_images,
-                         const uint8_t *host_images, const int *host_rows, int nh) {
+                         const uint8_t *host_images, const int *host_rows, int nh, int64_t tag,
+                         const tb_gpu_sink *sink) {
     for (int i = 0; i < n; i++) {
         jobs[i].status = TB_GPU_JOB_REFUSED;
         jobs[i].why[0] = '\0';
     }
-    d->ops->decode(d->impl, jobs, n, dev_images, host_images, host_rows, nh);
+    d->ops->decode(d->impl, jobs, n, dev_images, host_images, host_rows, nh, tag, sink);
 }
+
+int tb_gpu_decoder_poll(tb_gpu_decoder *d, const tb_gpu_sink *sink) { return d->ops->poll(d->impl, sink); }
+
+tb_gpu_fence *tb_gpu_fence_create(tb_gpu_decoder *d) {
+    tb_gpu_fence *f = calloc(1, sizeof *f);
+    if (!f) TB_FATAL("out of host memory");
+    f->ops = d->ops;
+    f->impl = d->ops->fence_create(d->impl);
+    return f;
+}
+
+void tb_gpu_fence_destroy(tb_gpu_fence *f) {
+    if (!f) return;
+    f->ops->fence_destroy(f->impl);
+    free(f);
+}
+
+void tb_gpu_decoder_fence(tb_gpu_decoder *d, tb_gpu_fence *f) {
+    if (d->ops != f->ops) TB_FATAL("a fence recorded by a decoder of another kind than the one that made it");
+    d->ops->fence_record(d->impl, f->impl);
+}
+
+void tb_gpu_fence_order(tb_gpu_fence *f, void *stream) { f->ops->fence_order(f->impl, stream); }
+void tb_gpu_fence_sync(tb_gpu_fence *f) { f->ops->fence_sync(f->impl); }

@@ -1,5 +1,5 @@
 /* gpu_decode.h - `--decode gpu`: JPEG decode, crop and resize on the GPU
- * with nvJPEG, for the loader (data/loader.c).
+ * with nvJPEG, for the loader (data/loader_gpu.c).
  *
  * What stays on the CPU, per sample, exactly as on the CPU path: reading
  * the file, the file checks (tb_sample_plan: header, end-of-image marker,
@@ -40,8 +40,18 @@
  * with some of it not given back, or given memory back it never gave, or
  * is called from two threads at once.
  *
+ * Completion, without the host waiting: a decode call queues its work on
+ * the decoder's CUDA stream and returns; the loader records a fence (a CUDA
+ * event) after it, and the consumer's stream waits for that fence before it
+ * reads the rows (tb_gpu_fence_order, src/batch_upload.c). A decoder keeps
+ * `inflight` decode states and waits on the host only before reusing one,
+ * for the batch it decoded `inflight` calls ago. The emulation with
+ * emulate_async holds a batch's rows back until its fence completes, so a
+ * consumer that reads without ordering on the fence reads the old rows, as
+ * it would on a GPU.
+ *
  * One thread at a time calls into a decoder; the loader's GPU stages each
- * have their own (data/loader.c). */
+ * have their own (data/loader_gpu.c). */
 #ifndef TB_GPU_DECODE_H
 #define TB_GPU_DECODE_H
 
@@ -49,6 +59,7 @@
 #include <stdint.h>
 
 #include "data/jpeg.h"
+#include "data/loader_timeline.h"
 #include "data/transform.h"
 
 typedef struct tb_gpu_decoder tb_gpu_decoder;
@@ -60,7 +71,34 @@ typedef struct {
     int emulate_fail_every; /* emulation: a job fails as nvJPEG would when a hash of its file and crop is
                                0 mod k: about one in k (0: none) */
     int emulate_delay_ms;   /* emulation: each batch takes at least this long (tests: stages overlap) */
+    /* nvJPEG's choices (`--nvjpeg KEY=VALUE,...`, tb_gpu_decoder_parse); 0 is the default of each */
+    int backend;            /* TB_GPU_BACKEND_*: auto (hardware engine, else hybrid), hardware only, hybrid only */
+    int no_roi;             /* 1: whole images on the hardware engine too (0: the crop's region) */
+    int plain_priority;     /* 1: the decode stream at the default priority (0: the device's greatest) */
+    int chunk;              /* images per batched nvJPEG call (0: the whole batch in one call) */
+    int sync;               /* 1: the host waits for each batch's device work before the call returns
+                               (0: a fence the consumer's stream waits on, no host wait) */
+    int inflight;           /* decode states per decoder: calls it may have queued at once (0: 2; 1..4) */
+    int nvjpeg_alloc;       /* 1: nvJPEG allocates with cudaMalloc / cudaHostAlloc itself (0: through the
+                               decoder's stream-ordered pool and pinned cache, no implicit device syncs) */
+    int no_sort;            /* 1: jobs in batch order (0: sorted by chroma subsampling and size per call) */
+    int emulate_async;      /* emulation: a batch's rows land only when its fence completes (the consumer
+                               ordered on it, or waited for it), as device work would */
 } tb_gpu_decoder_opts;
+
+enum { TB_GPU_BACKEND_AUTO = 0, TB_GPU_BACKEND_HARDWARE = 1, TB_GPU_BACKEND_HYBRID = 2 };
+
+/* Options with every default: nvJPEG on `device` (-1: current) for batches
+ * of max_batch images of side x side. */
+tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side);
+
+/* Sets o's nvJPEG choices from "backend=auto|hardware|hybrid,roi=on|off,
+ * priority=high|default,chunk=N,sync=on|off,inflight=N,alloc=pool|nvjpeg,
+ * sort=on|off" (any subset, any order; "" leaves them). 0, or -1 with one
+ * line in err naming the bad item. */
+int tb_gpu_decoder_parse(const char *spec, tb_gpu_decoder_opts *o, char *err, size_t errlen);
+/* The choices as the same KEY=VALUE list (for logs and results files). */
+void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t len);
 
 /* What became of a job (tb_gpu_job.status). The loader treats both
  * failures alike (the CPU path from the same candidate); the tests tell a
@@ -71,7 +109,7 @@ typedef struct {
 
 /* A sample for the GPU. */
 typedef struct {
-    const uint8_t *jpeg;    /* the file (host memory, valid during the call) */
+    const uint8_t *jpeg;    /* the file (host memory, valid until the batch's fence completes) */
     size_t len;
     int width, height;      /* from the CPU's header check */
     tb_geometry g;          /* crop and output (the flip is the consumer's) */
@@ -80,8 +118,21 @@ typedef struct {
     char why[120];          /* out: the reason, when status != 0 */
 } tb_gpu_job;
 
+/* Where a decoder reports the times of its batches (data/loader_timeline.h
+ * stages), on the thread that calls it: host stages (TB_STAGE_GPU_PLAN,
+ * _SUBMIT, _WAIT) as they end, device stages (TB_STAGE_DEV_UPLOAD,
+ * _DECODE, _RESIZE: CUDA event times placed on the host clock) once the
+ * device has finished them: in a later call of the same decoder, or in
+ * tb_gpu_decoder_poll. `tag` is the tag the batch was given. NULL: not
+ * reported. */
+typedef struct {
+    void (*interval)(void *ctx, int stage, int64_t tag, double t0, double t1);
+    void *ctx;
+} tb_gpu_sink;
+
 /* NULL and one line in err when no decoder can be made: this build has no
- * nvJPEG, no CUDA device, the driver is too old, ... */
+ * nvJPEG, no CUDA device, the driver is too old, the backend asked for is
+ * not there, ... */
 tb_gpu_decoder *tb_gpu_decoder_create(const tb_gpu_decoder_opts *o, char *err, size_t errlen);
 void tb_gpu_decoder_destroy(tb_gpu_decoder *d);
 /* "nvJPEG 13.3.2, hardware engine, batched, ROI decode" */
@@ -89,16 +140,41 @@ const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d);
 /* Device memory (freed with tb_gpu_decoder_free), NULL when out of memory. */
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes);
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p);
-/* Device to host, waiting for it (tools and tests: tests/tb_data_probe). */
+/* Device to host after every batch this decoder queued (tools and tests:
+ * tests/tb_data_probe). A batch another decoder made is read after
+ * tb_gpu_fence_sync on its fence. */
 void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, size_t bytes);
+/* Bytes the decoder holds now: device memory (its buffers and, unless
+ * nvjpeg_alloc, nvJPEG's) and pinned host memory. Any thread. */
+void tb_gpu_decoder_memory(const tb_gpu_decoder *d, int64_t *device_bytes, int64_t *pinned_bytes);
 
 /* One batch into dev_images [max_batch][S][S][3] (uint8 RGB): the jobs,
  * decoded and resized into their rows, and the rows host_rows[0..nh) of
- * host_images (same layout, rendered on the CPU) copied up. Returns when
- * all of it is complete. A job that comes back failed or refused leaves
- * its row alone. */
+ * host_images (same layout, rendered on the CPU, pinned) copied up.
+ * Returns once every job's status is known and the work is queued on the
+ * decoder's stream: the rows are complete when a fence recorded after the
+ * call (tb_gpu_decoder_fence) completes (with sync = 1 they already are).
+ * A job that comes back failed or refused leaves its row alone. The files
+ * and host rows must stay untouched until then. */
 void tb_gpu_decode_batch(tb_gpu_decoder *d, tb_gpu_job *jobs, int n, uint8_t *dev_images,
-                         const uint8_t *host_images, const int *host_rows, int nh);
+                         const uint8_t *host_images, const int *host_rows, int nh, int64_t tag,
+                         const tb_gpu_sink *sink);
+/* Reports the device times of the batches that have finished since (no
+ * wait); returns how many batches still have times to report. */
+int tb_gpu_decoder_poll(tb_gpu_decoder *d, const tb_gpu_sink *sink);
+
+/* ---- fences: "this batch's device work is done" ------------------------------------------ */
+typedef struct tb_gpu_fence tb_gpu_fence;
+/* A fence for decoders of d's kind and device (d's CUDA event). */
+tb_gpu_fence *tb_gpu_fence_create(tb_gpu_decoder *d);
+void tb_gpu_fence_destroy(tb_gpu_fence *f);
+/* Records f after everything d has queued so far. */
+void tb_gpu_decoder_fence(tb_gpu_decoder *d, tb_gpu_fence *f);
+/* Work queued on CUDA stream `stream` (a cudaStream_t; the consumer's)
+ * after this call waits for f on the device; the host does not wait. */
+void tb_gpu_fence_order(tb_gpu_fence *f, void *stream);
+/* The host waits for f. */
+void tb_gpu_fence_sync(tb_gpu_fence *f);
 
 /* 1 when the GPU path takes a JPEG coded as f says; else 0 and the reason. */
 int tb_gpu_decodable(const tb_jpeg_format *f, char *why, size_t len);
@@ -110,12 +186,21 @@ typedef struct {
     void *(*alloc)(void *impl, size_t bytes);
     void (*release)(void *impl, void *p);
     void (*download)(void *impl, void *host, const void *dev, size_t bytes);
+    void (*memory)(const void *impl, int64_t *device_bytes, int64_t *pinned_bytes);
     void (*decode)(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
-                   const int *host_rows, int nh);
+                   const int *host_rows, int nh, int64_t tag, const tb_gpu_sink *sink);
+    int (*poll)(void *impl, const tb_gpu_sink *sink);
+    void *(*fence_create)(void *impl);
+    void (*fence_destroy)(void *fence);
+    void (*fence_record)(void *impl, void *fence);
+    void (*fence_order)(void *fence, void *stream);
+    void (*fence_sync)(void *fence);
 } tb_gpu_decoder_ops;
 
 /* nvJPEG (data/gpu_decode_nvjpeg.c; TB_HAVE_NVJPEG), else NULL and why. */
 void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops, char *err,
                            size_t errlen);
+/* The host emulation (data/gpu_decode_emu.c). */
+void *tb_gpu_emu_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops);
 
 #endif

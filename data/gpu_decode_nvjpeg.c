@@ -1,75 +1,62 @@
-/* gpu_decode_nvjpeg.c - --decode gpu on nvJPEG (see gpu_decode.h).
+/* gpu_decode_nvjpeg.c - --decode gpu on nvJPEG (see gpu_decode.h): the
+ * decoder's making and ending, its memory, its batches' device times and
+ * its fences; a batch's planning, decode and resize are in
+ * data/gpu_nvjpeg_batch.c.
  *
  * The decoder: the hardware JPEG engine (NVJPEG_BACKEND_HARDWARE; A100,
- * H100, H200 have one) when nvjpegCreateEx accepts it, else the
+ * H100, H200 have one) when nvjpegCreateExV2 accepts it, else the
  * GPU-assisted hybrid decoder (NVJPEG_BACKEND_GPU_HYBRID), else nvJPEG's
- * default. Each is first asked for chroma upsampling by interpolation
+ * default (`--nvjpeg backend=hardware|hybrid` asks for one only). Each is
+ * first asked for chroma upsampling by interpolation
  * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, closer to libjpeg's fancy
  * upsampling, which the CPU path and Pillow use) and strict bitstream
  * checks (NVJPEG_FLAGS_BITSTREAM_STRICT, so damaged data is reported rather
- * than decoded), then with less when it refuses.
+ * than decoded), then with less when it refuses. Its buffers come from the
+ * decoder's stream-ordered pool and pinned cache (data/gpu_nvjpeg_mem.h;
+ * alloc=nvjpeg: nvJPEG's own cudaMalloc / cudaHostAlloc).
  *
- * A batch: every job's header is parsed by nvJPEG and, on the hardware
- * engine, checked with nvjpegDecodeBatchedSupportedEx on the parameters it
- * will be decoded with: first its region (the crop box's inputs plus 2
- * pixels), then, if the engine declines that, the whole image; what it
- * refuses goes back to the caller (the CPU path). The rest is decoded in
- * one batched call into one device buffer as interleaved RGB (layout:
- * tb_rs_layout): on the hardware engine nvjpegDecodeBatchedEx with each
- * image's region or (0, 0, -1, -1), on the hybrid decoder
- * nvjpegDecodeBatched, whole images. A batch whose regions fail in the
- * batched call is decoded again whole (and regions stay off if that
- * works); a failing batch is decoded again image by image so that only the
- * failing files go back to the CPU. Then data/gpu_resize.cu crops and
- * resizes into the slot's rows with the CPU path's Pillow weights, the
- * CPU-rendered rows are copied up on the same stream, and the call returns
- * when the stream is idle (the slot is complete when it is handed out).
+ * What holds a decode behind training, and what this file does about it:
+ *   - a host wait per batch: none. A batch's work is queued on the
+ *     decoder's stream; the loader records a fence (a CUDA event) after it
+ *     and the training stream waits for the fence (cudaStreamWaitEvent,
+ *     src/batch_upload.c), so the GPU stage's thread goes on to the next
+ *     batch at once (sync=on: the old wait at the end of each batch);
+ *   - a decode state reused while its last batch runs: `inflight` states
+ *     (2) in turn, the host waiting only for the one it reuses;
+ *   - implicit device-wide syncs: no cudaMalloc, cudaFree, cudaHostAlloc
+ *     or cudaFreeHost once the buffers have grown (gpu_nvjpeg_mem.h);
+ *   - the decode's kernels waiting behind training's: the stream has the
+ *     device's greatest priority (cudaDeviceGetStreamPriorityRange,
+ *     non-blocking; priority=default: the default), so the block scheduler
+ *     starts them first as SMs free up; it orders kernels only: the
+ *     hardware JPEG engine and the copy engines do not look at it.
+ * Each batch's device time (rows uploaded, nvJPEG, resize) comes from
+ * events, placed on the host clock by an anchor event recorded and waited
+ * for at start-up: tb_gpu_sink gets them once the batch has finished.
  *
- * The stream has the device's greatest priority
- * (cudaDeviceGetStreamPriorityRange, cudaStreamCreateWithPriority,
- * non-blocking): in training the step's kernels fill the GPU, and a
- * default-priority decode stream's kernels (nvJPEG's own, the resize)
- * would wait behind the step's pending blocks; at the greatest priority
- * the block scheduler starts them first as SMs free up. It orders
- * kernels only: the hardware JPEG engine and the copy engines do not look
- * at it. The description names the priority used.
+ * One thread at a time calls into a decoder: the loader makes one per GPU
+ * stage, each called only by its own stage thread (or by the consumer's
+ * thread with inline decode), so no handle, state, stream or parameters is
+ * shared between threads (nvJPEG's thread-safety rule). The slots' device
+ * memory comes from the first decoder's nvj_alloc and is written by every
+ * decoder's stream (one device: any stream may).
  *
- * One thread at a time calls into a decoder: the loader makes one decoder
- * per GPU stage (2 by default; data/loader.c), each called only by its own
- * stage thread (or by the consumer's thread with inline decode), so no
- * handle, JPEG state, JPEG stream, parameters or CUDA stream is shared
- * between threads (nvJPEG's thread-safety rule asks for per-thread states
- * and streams; the handles are per decoder too). The slots' device memory
- * comes from the first decoder's nvj_alloc and is written by every
- * decoder's stream (one device, cudaMalloc memory: any stream may).
- *
- * What has run on a GPU: one H100 (results/gpu_h100_2026-11-27), one
- * decoder on a default-priority stream: the hardware engine, batched with
- * regions, 9953 img/s alone, 3544 img/s feeding ResNet-50; then one H200
- * (results/gpu_h200_2026-11-27), this file as it is: the greatest-priority
- * stream (-5) and 1 to 3 decoders decoding at once from their threads into
- * one device's slots, 21006 img/s alone with 2, 5770 img/s feeding
- * ResNet-50, feed_gpu_decode and feed_upload_cuda passing. Host-tested:
- * the planning and resize arithmetic (test_gpu_resize), the loader's jobs,
- * fallbacks and several GPU stages through the host emulation
- * (test_loader_feed). */
+ * What has run on a GPU, and what has not: the version before this one
+ * (host sync at the end of each batch, one state, cudaMalloc'ed buffers)
+ * ran on an H100 and an H200 (results/gpu_h200_2026-11-27): 21006 img/s
+ * alone with 2 GPU stages, 5770 feeding ResNet-50. This version's fences,
+ * states in turn, pools, chunks, sort and event timings have been compiled
+ * here with -Werror and have NOT run on a GPU yet; their logic runs on the
+ * host through the emulation (tests/test_loader_timeline.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-#include <nvjpeg.h>
+#include "data/gpu_nvjpeg.h"
+#include "src/core/nvtx.h"
+#include "src/core/timer.h"
 
-#include "data/gpu_decode.h"
-#include "data/gpu_resize.h"
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
-
-/* data/gpu_resize.cu */
-void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src, uint8_t *d_tmp,
-                  uint8_t *d_dst, int max_rows, cudaStream_t stream);
-
-static const char *nvjpeg_status_name(nvjpegStatus_t s) {
+const char *tb_nvjpeg_status_name(nvjpegStatus_t s) {
     switch (s) {
     case NVJPEG_STATUS_SUCCESS: return "NVJPEG_STATUS_SUCCESS";
     case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
@@ -86,75 +73,112 @@ static const char *nvjpeg_status_name(nvjpegStatus_t s) {
     return "unknown nvJPEG status";
 }
 
-/* nvJPEG's check macro, for calls that must not fail (set-up, state,
- * parameters): file:line, rank and host, the call and nvJPEG's status name,
- * then the job ends (tb_fatal_at). A file nvJPEG cannot decode is a return
- * value, never this. */
-#define TB_NVJPEG_CHECK(call)                                                                      \
-    do {                                                                                           \
-        nvjpegStatus_t tb_nvj_st_ = (call);                                                        \
-        if (tb_nvj_st_ != NVJPEG_STATUS_SUCCESS)                                                   \
-            tb_fatal_at(__FILE__, __LINE__, "nvJPEG: %s failed: %s (%d)", #call,                   \
-                        nvjpeg_status_name(tb_nvj_st_), (int)tb_nvj_st_);                          \
-    } while (0)
+/* ---- batch times ------------------------------------------------------------------------- */
 
-typedef struct {
-    tb_gpu_decoder_opts o;
-    int device;
-    nvjpegHandle_t h;
-    nvjpegJpegState_t st;
-    nvjpegJpegStream_t js;         /* header parse for the support checks */
-    nvjpegDecodeParams_t *params;  /* [max_batch] per image: RGBI, region */
-    int hw, roi;                   /* hardware engine; region decode in use */
-    int64_t roi_declined;          /* images the engine took whole, not as their region */
-    cudaStream_t cs;               /* the decoder's stream, at the device's greatest priority */
-    int priority;                  /* cs's priority (cudaDeviceGetStreamPriorityRange's greatest) */
-    uint8_t *d_dec, *d_tmp;        /* decoded regions; horizontal-pass rows */
-    size_t dec_cap, tmp_cap;
-    int32_t *d_tab, *h_tab;        /* resize tables (device; pinned host) */
-    size_t dtab_cap, htab_cap;     /* int32 values */
-    tb_rs_desc *d_desc, *h_desc;   /* [max_batch] (device; pinned host) */
-    tb_rs_desc *plan;              /* [max_batch] planned, in job order */
-    tb_rs_planner *pl;
-    /* per batch, [max_batch] */
-    const unsigned char **data;
-    size_t *lens;
-    nvjpegImage_t *imgs;
-    nvjpegDecodeParams_t *bparams;
-    int *which;                    /* job index of batch entry k */
-    char desc[400];
-} nvj;
-
-static void nvj_destroy(void *impl) {
-    nvj *v = impl;
-    if (!v) return;
-    cudaSetDevice(v->device);
-    if (v->cs) TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
-    for (int i = 0; v->params && i < v->o.max_batch; i++)
-        if (v->params[i]) TB_NVJPEG_CHECK(nvjpegDecodeParamsDestroy(v->params[i]));
-    if (v->js) TB_NVJPEG_CHECK(nvjpegJpegStreamDestroy(v->js));
-    if (v->st) TB_NVJPEG_CHECK(nvjpegJpegStateDestroy(v->st));
-    if (v->h) TB_NVJPEG_CHECK(nvjpegDestroy(v->h));
-    if (v->cs) TB_CUDA_CHECK(cudaStreamDestroy(v->cs));
-    cudaFree(v->d_dec);
-    cudaFree(v->d_tmp);
-    cudaFree(v->d_tab);
-    cudaFree(v->d_desc);
-    cudaFreeHost(v->h_tab);
-    cudaFreeHost(v->h_desc);
-    tb_rs_planner_destroy(v->pl);
-    free(v->params);
-    free(v->plan);
-    free(v->data);
-    free(v->lens);
-    free(v->imgs);
-    free(v->bparams);
-    free(v->which);
-    free(v);
+void tb_nvj_host(const tb_gpu_sink *sink, int stage, int64_t tag, double t0, double t1) {
+    if (sink && sink->interval) sink->interval(sink->ctx, stage, tag, t0, t1);
 }
 
-static const char *nvj_describe(const void *impl) { return ((const nvj *)impl)->desc; }
+/* The host waits for event e: a gpu_wait interval (and NVTX range). */
+static void wait_event(cudaEvent_t e, int64_t tag, const tb_gpu_sink *sink) {
+    tb_nvtx_push(tb_loader_stage_name(TB_STAGE_GPU_WAIT), tb_loader_stage_color(TB_STAGE_GPU_WAIT));
+    double t0 = tb_now();
+    TB_CUDA_CHECK(cudaEventSynchronize(e));
+    tb_nvtx_pop();
+    tb_nvj_host(sink, TB_STAGE_GPU_WAIT, tag, t0, tb_now());
+}
 
+/* Host time of event e (completed), through the anchor. */
+static double host_time(nvj *v, cudaEvent_t e) {
+    float ms = 0;
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, v->anchor, e));
+    return v->anchor_host + (double)ms * 1e-3;
+}
+
+static void report_one(nvj *v, nvj_timing *t, const tb_gpu_sink *sink) {
+    static const int stage[4] = {-1, TB_STAGE_DEV_UPLOAD, TB_STAGE_DEV_DECODE, TB_STAGE_DEV_RESIZE};
+    double prev = host_time(v, t->ev[0]);
+    for (int k = 1; k < 4; k++)
+        if (t->has[k]) {
+            double at = host_time(v, t->ev[k]);
+            tb_nvj_host(sink, stage[k], t->tag, prev, at);
+            prev = at;
+        }
+    t->live = 0;
+}
+
+/* The last event a timing recorded. */
+static cudaEvent_t last_event(const nvj_timing *t) {
+    for (int k = 3; k > 0; k--)
+        if (t->has[k]) return t->ev[k];
+    return t->ev[0];
+}
+
+int tb_nvj_report(nvj *v, const tb_gpu_sink *sink, int wait) {
+    int left = 0;
+    /* oldest first: from the slot after the newest */
+    for (int i = 0; i < NVJ_TIMINGS; i++) {
+        nvj_timing *t = &v->tim[(v->next_tim + i) % NVJ_TIMINGS];
+        if (!t->live) continue;
+        cudaEvent_t e = last_event(t);
+        if (wait) {
+            TB_CUDA_CHECK(cudaEventSynchronize(e));
+        } else {
+            cudaError_t q = cudaEventQuery(e);
+            if (q == cudaErrorNotReady) {
+                left++;
+                continue;
+            }
+            TB_CUDA_CHECK(q);
+        }
+        report_one(v, t, sink);
+    }
+    return left;
+}
+
+nvj_timing *tb_nvj_timing_begin(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
+    nvj_timing *t = &v->tim[v->next_tim];
+    v->next_tim = (v->next_tim + 1) % NVJ_TIMINGS;
+    if (t->live) { /* all live: the oldest must finish first */
+        wait_event(last_event(t), tag, sink);
+        report_one(v, t, sink);
+    }
+    memset(t->has, 0, sizeof t->has);
+    t->tag = tag;
+    t->live = 1;
+    t->has[0] = 1;
+    TB_CUDA_CHECK(cudaEventRecord(t->ev[0], v->cs));
+    return t;
+}
+
+void tb_nvj_timing_mark(nvj *v, nvj_timing *t, int k) {
+    TB_CUDA_CHECK(cudaEventRecord(t->ev[k], v->cs));
+    t->has[k] = 1;
+}
+
+nvj_ctx *tb_nvj_take_ctx(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
+    nvj_ctx *c = &v->ctx[v->next_ctx];
+    v->next_ctx = (v->next_ctx + 1) % v->nctx;
+    if (c->used) {
+        cudaError_t q = cudaEventQuery(c->done);
+        if (q == cudaErrorNotReady) { /* its last batch still runs: the host waits for it */
+            wait_event(c->done, tag, sink);
+        } else {
+            TB_CUDA_CHECK(q);
+        }
+    }
+    return c;
+}
+
+static int nvj_poll(void *impl, const tb_gpu_sink *sink) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    return tb_nvj_report(v, sink, 0);
+}
+
+/* ---- memory ------------------------------------------------------------------------------- */
+
+/* The slots' device memory (loader creation and destruction only): sizes kept to count what is held. */
 static void *nvj_alloc(void *impl, size_t bytes) {
     nvj *v = impl;
     TB_CUDA_CHECK(cudaSetDevice(v->device));
@@ -163,193 +187,204 @@ static void *nvj_alloc(void *impl, size_t bytes) {
         cudaGetLastError(); /* out of memory is the caller's message */
         return NULL;
     }
+    if (v->nslot_mem == v->slot_mem_cap) {
+        v->slot_mem_cap = v->slot_mem_cap ? 2 * v->slot_mem_cap : 16;
+        v->slot_mem = realloc(v->slot_mem, (size_t)v->slot_mem_cap * sizeof *v->slot_mem);
+        if (!v->slot_mem) TB_FATAL("out of host memory");
+    }
+    v->slot_mem[v->nslot_mem].p = p;
+    v->slot_mem[v->nslot_mem++].bytes = bytes;
+    __atomic_add_fetch(&v->slot_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
     return p;
 }
 
 static void nvj_release(void *impl, void *p) {
     nvj *v = impl;
+    if (!p) return;
     TB_CUDA_CHECK(cudaSetDevice(v->device));
+    for (int i = 0; i < v->nslot_mem; i++)
+        if (v->slot_mem[i].p == p) {
+            __atomic_sub_fetch(&v->slot_bytes, (int64_t)v->slot_mem[i].bytes, __ATOMIC_RELAXED);
+            v->slot_mem[i] = v->slot_mem[--v->nslot_mem];
+            break;
+        }
     TB_CUDA_CHECK(cudaFree(p));
 }
 
 static void nvj_download(void *impl, void *host, const void *dev, size_t bytes) {
     nvj *v = impl;
     TB_CUDA_CHECK(cudaSetDevice(v->device));
+    TB_CUDA_CHECK(cudaStreamSynchronize(v->cs)); /* this decoder's batches are done */
     TB_CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
-/* Device buffer of at least `need` bytes (the stream is idle between batches). */
-static void *dev_grow(void *p, size_t *cap, size_t need) {
-    if (need <= *cap) return p;
-    if (p) TB_CUDA_CHECK(cudaFree(p));
-    size_t c = need + need / 2 + 256;
-    TB_CUDA_CHECK(cudaMalloc(&p, c));
-    *cap = c;
-    return p;
+static void nvj_memory(const void *impl, int64_t *device_bytes, int64_t *pinned_bytes) {
+    const nvj *v = impl;
+    int64_t dev = 0, pinned = 0;
+    tb_nvj_mem_counts(v->mem, &dev, &pinned, NULL, NULL);
+    /* what this file holds outside the pool: the slots, the pinned descriptors */
+    *device_bytes = dev + __atomic_load_n(&v->slot_bytes, __ATOMIC_RELAXED);
+    *pinned_bytes = pinned;
 }
 
-/* One batched decode of entries [0, m); with_roi: nvjpegDecodeBatchedEx
- * with each entry's parameters (its region, or (0, 0, -1, -1): the whole
- * image), the hardware engine's call. */
-static nvjpegStatus_t decode_entries(nvj *v, int m, int with_roi) {
-    nvjpegStatus_t s = nvjpegDecodeBatchedInitialize(v->h, v->st, m, 1, NVJPEG_OUTPUT_RGBI);
-    if (s != NVJPEG_STATUS_SUCCESS) return s;
-    if (with_roi) return nvjpegDecodeBatchedEx(v->h, v->st, v->data, v->lens, v->imgs, v->bparams, v->cs);
-    return nvjpegDecodeBatched(v->h, v->st, v->data, v->lens, v->imgs, v->cs);
-}
+static const char *nvj_describe(const void *impl) { return ((const nvj *)impl)->desc; }
 
-/* Makes job i entry m of the batch. nvJPEG parses its header; on the
- * hardware engine the rectangle decoded is the resize's region when
- * with_roi and the engine takes this file with that region
- * (nvjpegDecodeBatchedSupportedEx on parameters holding it, the check DALI
- * and nvImageCodec make before nvjpegDecodeBatchedEx), else the whole
- * image, which the engine must take (nvjpegDecodeBatchedSupportedEx with
- * no region); the hybrid decoder decodes whole images. Refused jobs go
- * back (the CPU path renders them). The rectangle is placed in the decode
- * buffer at *used (tb_rs_layout: 256-byte aligned, pitch 3 * width).
- * Returns 1 when the job became entry m. */
-static int plan_entry(nvj *v, tb_gpu_job *j, int i, int m, int with_roi, size_t *used) {
-    nvjpegStatus_t s = nvjpegJpegStreamParseHeader(v->h, j->jpeg, j->len, v->js);
-    if (s != NVJPEG_STATUS_SUCCESS) {
-        j->status = TB_GPU_JOB_REFUSED;
-        snprintf(j->why, sizeof j->why, "nvJPEG cannot parse the header: %s", nvjpeg_status_name(s));
-        return 0;
-    }
-    tb_rs_region need;
-    tb_rs_plan(v->pl, &j->g, j->width, j->height, 2, j->row, &v->plan[i], &need);
-    tb_rs_region dec = {0, 0, j->width, j->height};
-    nvjpegDecodeParams_t p = v->params[m];
-    if (v->hw) {
-        int unsupported = 1;
-        if (with_roi &&
-            nvjpegDecodeParamsSetROI(p, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0) ==
-                NVJPEG_STATUS_SUCCESS &&
-            nvjpegDecodeBatchedSupportedEx(v->h, v->js, p, &unsupported) == NVJPEG_STATUS_SUCCESS && unsupported == 0) {
-            dec = need;
-        } else {
-            if (with_roi && v->roi_declined++ == 0)
-                tb_info("# --decode gpu: the hardware engine declines a region decode (%dx%d image, region %d,%d "
-                        "%dx%d): such files are decoded whole",
-                        j->width, j->height, need.x0, need.y0, need.x1 - need.x0, need.y1 - need.y0);
-            TB_NVJPEG_CHECK(nvjpegDecodeParamsSetROI(p, 0, 0, -1, -1));
-            unsupported = 1;
-            s = nvjpegDecodeBatchedSupportedEx(v->h, v->js, p, &unsupported);
-            if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {
-                j->status = TB_GPU_JOB_REFUSED;
-                snprintf(j->why, sizeof j->why, "the hardware decoder does not take it (%s, %d)",
-                         nvjpeg_status_name(s), unsupported);
-                return 0;
-            }
-        }
-    }
-    tb_rs_layout(&j->g, dec, used, &v->plan[i]);
-    v->data[m] = j->jpeg;
-    v->lens[m] = j->len;
-    memset(&v->imgs[m], 0, sizeof v->imgs[m]);
-    v->imgs[m].pitch[0] = (size_t)v->plan[i].src_pitch;
-    v->bparams[m] = p;
-    v->which[m] = i;
-    return 1;
-}
+/* ---- fences -------------------------------------------------------------------------------- */
 
-/* The batch's entries: the jobs still DONE (candidates) that plan_entry
- * takes, the decode buffer grown to hold them. Returns how many. */
-static int plan_batch(nvj *v, tb_gpu_job *jobs, int n, int with_roi) {
-    tb_rs_begin(v->pl);
-    size_t used = 0;
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (jobs[i].status == TB_GPU_JOB_DONE) m += plan_entry(v, &jobs[i], i, m, with_roi, &used);
-    v->d_dec = dev_grow(v->d_dec, &v->dec_cap, used);
-    for (int k = 0; k < m; k++) v->imgs[k].channel[0] = v->d_dec + v->plan[v->which[k]].src_off;
-    return m;
-}
-
-static void nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
-                       const int *host_rows, int nh) {
+static void *nvj_fence_create(void *impl) {
     nvj *v = impl;
-    const int S = v->o.S;
-    const size_t row_bytes = (size_t)S * S * 3;
     TB_CUDA_CHECK(cudaSetDevice(v->device));
-    for (int i = 0; i < nh; i++)
-        TB_CUDA_CHECK(cudaMemcpyAsync(dev_images + (size_t)host_rows[i] * row_bytes,
-                                      host_images + (size_t)host_rows[i] * row_bytes, row_bytes,
-                                      cudaMemcpyHostToDevice, v->cs));
-    for (int i = 0; i < n; i++) jobs[i].status = TB_GPU_JOB_DONE; /* candidates, until planned or failed */
-    int with_roi = v->hw && v->roi;
-    int m = plan_batch(v, jobs, n, with_roi);
-    nvjpegStatus_t s = m > 0 ? decode_entries(v, m, with_roi) : NVJPEG_STATUS_SUCCESS;
-    if (s != NVJPEG_STATUS_SUCCESS && with_roi &&
-        (s == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED || s == NVJPEG_STATUS_INVALID_PARAMETER ||
-         s == NVJPEG_STATUS_ARCH_MISMATCH)) {
-        /* the batched call with regions failed although the support check
-         * took them: the same batch as whole images; if that decodes, the
-         * regions were the trouble and stay off from now on (a damaged file
-         * fails whole too, and leaves them on) */
-        TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
-        nvjpegStatus_t with = s;
-        with_roi = 0;
-        m = plan_batch(v, jobs, n, 0);
-        s = m > 0 ? decode_entries(v, m, 0) : NVJPEG_STATUS_SUCCESS;
-        if (s == NVJPEG_STATUS_SUCCESS && m > 0) { /* proven only when some whole image decoded */
-            v->roi = 0;
-            size_t used = strlen(v->desc);
-            snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
-                     nvjpeg_status_name(with));
-            tb_info("# --decode gpu: nvjpegDecodeBatchedEx with regions failed (%s), whole images decode: whole "
-                    "images from now on",
-                    nvjpeg_status_name(with));
-        }
-    }
-    if (s != NVJPEG_STATUS_SUCCESS) { /* find the files that fail, one at a time */
-        TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
-        nvjpegStatus_t batch_status = s;
-        for (int k = 0; k < m; k++) {
-            v->data[0] = v->data[k];
-            v->lens[0] = v->lens[k];
-            v->imgs[0] = v->imgs[k];
-            v->bparams[0] = v->bparams[k];
-            int i = v->which[k];
-            nvjpegStatus_t one = decode_entries(v, 1, with_roi);
-            TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
-            if (one != NVJPEG_STATUS_SUCCESS) {
-                jobs[i].status = TB_GPU_JOB_FAILED;
-                snprintf(jobs[i].why, sizeof jobs[i].why, "nvJPEG: %s (the batch: %s)", nvjpeg_status_name(one),
-                         nvjpeg_status_name(batch_status));
-            }
-        }
-    }
-    /* the resize of what decoded */
-    int ok = 0, max_rows = 1;
-    for (int i = 0; i < n; i++)
-        if (jobs[i].status == TB_GPU_JOB_DONE) {
-            v->h_desc[ok++] = v->plan[i];
-            if (v->plan[i].rows > max_rows) max_rows = v->plan[i].rows;
-        }
-    if (ok > 0) {
-        size_t tlen;
-        const int32_t *tab = tb_rs_tables(v->pl, &tlen);
-        if (tlen > v->htab_cap) {
-            if (v->h_tab) TB_CUDA_CHECK(cudaFreeHost(v->h_tab));
-            v->htab_cap = tlen + tlen / 2;
-            TB_CUDA_CHECK(cudaHostAlloc((void **)&v->h_tab, v->htab_cap * sizeof *v->h_tab, cudaHostAllocDefault));
-        }
-        memcpy(v->h_tab, tab, tlen * sizeof *tab);
-        v->d_tab = dev_grow(v->d_tab, &v->dtab_cap, tlen * sizeof *tab);
-        v->d_tmp = dev_grow(v->d_tmp, &v->tmp_cap, tb_rs_scratch_bytes(v->pl) + 1);
-        TB_CUDA_CHECK(cudaMemcpyAsync(v->d_tab, v->h_tab, tlen * sizeof *tab, cudaMemcpyHostToDevice, v->cs));
-        TB_CUDA_CHECK(cudaMemcpyAsync(v->d_desc, v->h_desc, (size_t)ok * sizeof *v->h_desc, cudaMemcpyHostToDevice,
-                                      v->cs));
-        /* a failed nvJPEG call may leave the runtime's last error set on this
-         * thread: cleared, so that the launch check reports the launch's own */
-        (void)cudaGetLastError();
-        tb_rs_launch(v->d_desc, ok, v->d_tab, S, v->d_dec, v->d_tmp, dev_images, max_rows, v->cs);
-    }
-    TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+    cudaEvent_t e;
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return (void *)e;
 }
 
-static const tb_gpu_decoder_ops k_nvj_ops = {nvj_destroy, nvj_describe, nvj_alloc, nvj_release, nvj_download,
-                                             nvj_decode};
+static void nvj_fence_destroy(void *fence) {
+    if (fence) TB_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)fence));
+}
+
+static void nvj_fence_record(void *impl, void *fence) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaEventRecord((cudaEvent_t)fence, v->cs));
+}
+
+static void nvj_fence_order(void *fence, void *stream) {
+    TB_CUDA_CHECK(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)fence, 0));
+}
+
+static void nvj_fence_sync(void *fence) { TB_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)fence)); }
+
+/* ---- making and ending ------------------------------------------------------------------------ */
+
+static void nvj_destroy(void *impl) {
+    nvj *v = impl;
+    if (!v) return;
+    cudaSetDevice(v->device);
+    if (v->cs) TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+    for (int i = 0; v->params && i < v->o.max_batch; i++)
+        if (v->params[i]) TB_NVJPEG_CHECK(nvjpegDecodeParamsDestroy(v->params[i]));
+    for (int k = 0; k < v->nctx; k++) {
+        nvj_ctx *c = &v->ctx[k];
+        if (c->st) TB_NVJPEG_CHECK(nvjpegJpegStateDestroy(c->st));
+        if (c->done) TB_CUDA_CHECK(cudaEventDestroy(c->done));
+        if (c->h_desc) tb_nvj_pinned_free(v->mem, c->h_desc, v->cs);
+        if (c->h_tab) tb_nvj_pinned_free(v->mem, c->h_tab, v->cs);
+    }
+    for (int i = 0; i < NVJ_TIMINGS; i++)
+        for (int k = 0; k < 4; k++)
+            if (v->tim[i].ev[k]) TB_CUDA_CHECK(cudaEventDestroy(v->tim[i].ev[k]));
+    if (v->anchor) TB_CUDA_CHECK(cudaEventDestroy(v->anchor));
+    if (v->js) TB_NVJPEG_CHECK(nvjpegJpegStreamDestroy(v->js));
+    if (v->mem) {
+        tb_nvj_dev_free(v->mem, v->d_dec, v->dec_cap, v->cs);
+        tb_nvj_dev_free(v->mem, v->d_tmp, v->tmp_cap, v->cs);
+        tb_nvj_dev_free(v->mem, v->d_tab, v->dtab_cap * sizeof(int32_t), v->cs);
+        tb_nvj_dev_free(v->mem, v->d_desc, (size_t)v->o.max_batch * sizeof(tb_rs_desc), v->cs);
+    }
+    if (v->h) TB_NVJPEG_CHECK(nvjpegDestroy(v->h)); /* its buffers go back to the pool and cache */
+    if (v->cs) {
+        TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+        TB_CUDA_CHECK(cudaStreamDestroy(v->cs));
+    }
+    if (v->nslot_mem) TB_FATAL("nvJPEG decoder destroyed with %d slot allocations not given back", v->nslot_mem);
+    tb_nvj_mem_destroy(v->mem);
+    tb_rs_planner_destroy(v->pl);
+    free(v->slot_mem);
+    free(v->params);
+    free(v->plan);
+    free(v->data);
+    free(v->lens);
+    free(v->imgs);
+    free(v->bparams);
+    free(v->which);
+    free(v->order_key);
+    free(v);
+}
+
+/* nvJPEG's handle on the backend asked for, with the most of interpolated
+ * upsampling and strict checks it takes; sets v->h, v->hw, *chosen (NULL:
+ * none) and returns the last status. */
+static nvjpegStatus_t create_handle(nvj *v, const char **chosen) {
+    const unsigned interp = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, strict = NVJPEG_FLAGS_BITSTREAM_STRICT;
+    const struct {
+        nvjpegBackend_t b;
+        unsigned flags;
+        int kind; /* TB_GPU_BACKEND_HARDWARE or _HYBRID; AUTO: the default decoder, auto only */
+        const char *name;
+    } tries[] = {
+        {NVJPEG_BACKEND_HARDWARE, interp | strict, TB_GPU_BACKEND_HARDWARE,
+         "hardware engine, interpolated upsampling, strict bitstream checks"},
+        {NVJPEG_BACKEND_HARDWARE, interp, TB_GPU_BACKEND_HARDWARE, "hardware engine, interpolated upsampling"},
+        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_HARDWARE, "hardware engine"},
+        {NVJPEG_BACKEND_GPU_HYBRID, interp | strict, TB_GPU_BACKEND_HYBRID,
+         "GPU hybrid decoder, interpolated upsampling, strict bitstream checks"},
+        {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_HYBRID, "GPU hybrid decoder"},
+        {NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_AUTO, "default decoder"},
+    };
+    v->dev_alloc = tb_nvj_dev_allocator(v->mem);
+    v->pin_alloc = tb_nvj_pinned_allocator(v->mem);
+    nvjpegStatus_t last = NVJPEG_STATUS_NOT_INITIALIZED;
+    *chosen = NULL;
+    for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !*chosen; t++) {
+        if (v->o.backend != TB_GPU_BACKEND_AUTO && tries[t].kind != v->o.backend) continue;
+        last = v->o.nvjpeg_alloc ? nvjpegCreateEx(tries[t].b, NULL, NULL, tries[t].flags, &v->h)
+                                 : nvjpegCreateExV2(tries[t].b, &v->dev_alloc, &v->pin_alloc, tries[t].flags, &v->h);
+        if (last == NVJPEG_STATUS_SUCCESS) {
+            *chosen = tries[t].name;
+            v->hw = tries[t].b == NVJPEG_BACKEND_HARDWARE;
+        }
+    }
+    /* a refused nvjpegCreateEx may leave the runtime's last error set on
+     * this thread (the backend's kernel launches check it): cleared */
+    (void)cudaGetLastError();
+    return last;
+}
+
+/* The decode states, their pinned descriptors and events; the timings' events and the anchor. */
+static void make_states(nvj *v) {
+    v->nctx = v->o.inflight > 0 ? v->o.inflight : 2;
+    for (int k = 0; k < v->nctx; k++) {
+        nvj_ctx *c = &v->ctx[k];
+        TB_NVJPEG_CHECK(nvjpegJpegStateCreate(v->h, &c->st));
+        c->h_desc = tb_nvj_pinned_alloc(v->mem, (size_t)v->o.max_batch * sizeof *c->h_desc);
+        if (!c->h_desc) TB_FATAL("--decode gpu: out of pinned host memory for the resize descriptors");
+        TB_CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+    }
+    for (int i = 0; i < NVJ_TIMINGS; i++)
+        for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreate(&v->tim[i].ev[k]));
+    TB_CUDA_CHECK(cudaEventCreate(&v->anchor));
+    TB_CUDA_CHECK(cudaEventRecord(v->anchor, v->cs));
+    TB_CUDA_CHECK(cudaEventSynchronize(v->anchor));
+    v->anchor_host = tb_now();
+}
+
+static void describe(nvj *v, const char *chosen) {
+    int major = 0, minor = 0, patch = 0;
+    nvjpegGetProperty(MAJOR_VERSION, &major);
+    nvjpegGetProperty(MINOR_VERSION, &minor);
+    nvjpegGetProperty(PATCH_LEVEL, &patch);
+    char opts[200];
+    tb_gpu_decoder_opts_string(&v->o, opts, sizeof opts);
+    size_t used = (size_t)snprintf(v->desc, sizeof v->desc, "nvJPEG %d.%d.%d on device %d: %s, batched%s", major,
+                                   minor, patch, v->device, chosen, v->roi ? ", region decode" : ", whole images");
+    if (v->hw) {
+        unsigned engines = 0, cores = 0;
+        if (nvjpegGetHardwareDecoderInfo(v->h, &engines, &cores) == NVJPEG_STATUS_SUCCESS && used < sizeof v->desc)
+            used += (size_t)snprintf(v->desc + used, sizeof v->desc - used, " (%u engines x %u cores)", engines,
+                                     cores);
+    }
+    if (used < sizeof v->desc)
+        snprintf(v->desc + used, sizeof v->desc - used,
+                 ", stream priority %d (the device's greatest %d, least %d), %d decode states, %s, %s; --nvjpeg %s",
+                 v->priority, v->greatest_priority, v->least_priority, v->nctx,
+                 v->o.sync ? "host waits for each batch" : "fenced, no host wait",
+                 v->o.nvjpeg_alloc ? "nvJPEG's own allocations" : tb_nvj_mem_describe(v->mem), opts);
+}
+
+static const tb_gpu_decoder_ops k_nvj_ops = {
+    nvj_destroy, nvj_describe, nvj_alloc, nvj_release, nvj_download, nvj_memory, tb_nvj_decode,
+    nvj_poll, nvj_fence_create, nvj_fence_destroy, nvj_fence_record, nvj_fence_order, nvj_fence_sync,
+};
 
 void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops, char *err,
                            size_t errlen) {
@@ -372,40 +407,23 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         return NULL;
     }
     TB_CUDA_CHECK(cudaSetDevice(v->device));
-    const struct {
-        nvjpegBackend_t b;
-        unsigned flags;
-        const char *name;
-    } tries[] = {
-        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | NVJPEG_FLAGS_BITSTREAM_STRICT,
-         "hardware engine, interpolated upsampling, strict bitstream checks"},
-        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, "hardware engine, interpolated upsampling"},
-        {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT, "hardware engine"},
-        {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION | NVJPEG_FLAGS_BITSTREAM_STRICT,
-         "GPU hybrid decoder, interpolated upsampling, strict bitstream checks"},
-        {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_DEFAULT, "GPU hybrid decoder"},
-        {NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, "default decoder"},
-    };
-    const char *chosen = NULL;
-    nvjpegStatus_t last = NVJPEG_STATUS_SUCCESS;
-    for (size_t t = 0; t < sizeof tries / sizeof tries[0] && !chosen; t++) {
-        last = nvjpegCreateEx(tries[t].b, NULL, NULL, tries[t].flags, &v->h);
-        if (last == NVJPEG_STATUS_SUCCESS) {
-            chosen = tries[t].name;
-            v->hw = tries[t].b == NVJPEG_BACKEND_HARDWARE;
-        }
-    }
-    /* a refused nvjpegCreateEx may leave the runtime's last error set on
-     * this thread (the backend's kernel launches check it): cleared */
-    (void)cudaGetLastError();
+    v->mem = tb_nvj_mem_create(v->device);
+    const char *chosen;
+    nvjpegStatus_t last = create_handle(v, &chosen);
     if (!chosen) {
-        snprintf(err, errlen, "--decode gpu: nvJPEG could not be initialised on device %d: %s", v->device,
-                 nvjpeg_status_name(last));
+        const char *asked = o->backend == TB_GPU_BACKEND_HARDWARE ? " (backend=hardware: the hardware engine only)"
+                            : o->backend == TB_GPU_BACKEND_HYBRID ? " (backend=hybrid: the hybrid decoder only)"
+                                                                  : "";
+        snprintf(err, errlen, "--decode gpu: nvJPEG could not be initialised on device %d%s: %s", v->device, asked,
+                 tb_nvjpeg_status_name(last));
+        tb_nvj_mem_destroy(v->mem);
         free(v);
         return NULL;
     }
-    v->roi = v->hw; /* region decode: nvjpegDecodeBatchedEx, the hardware backend only */
-    TB_NVJPEG_CHECK(nvjpegJpegStateCreate(v->h, &v->st));
+    v->roi = v->hw && !o->no_roi; /* region decode: nvjpegDecodeBatchedEx, the hardware backend only */
+    /* allocations padded, so that buffers grow seldom (2 MiB device, 256 KiB pinned) */
+    nvjpegSetDeviceMemoryPadding((size_t)2 << 20, v->h);
+    nvjpegSetPinnedMemoryPadding((size_t)256 << 10, v->h);
     TB_NVJPEG_CHECK(nvjpegJpegStreamCreate(v->h, &v->js));
     const int B = o->max_batch;
     v->params = calloc((size_t)B, sizeof *v->params);
@@ -415,37 +433,27 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
     v->imgs = calloc((size_t)B, sizeof *v->imgs);
     v->bparams = calloc((size_t)B, sizeof *v->bparams);
     v->which = calloc((size_t)B, sizeof *v->which);
-    if (!v->params || !v->plan || !v->data || !v->lens || !v->imgs || !v->bparams || !v->which)
+    v->order_key = calloc((size_t)B, sizeof *v->order_key);
+    if (!v->params || !v->plan || !v->data || !v->lens || !v->imgs || !v->bparams || !v->which || !v->order_key)
         TB_FATAL("out of host memory");
     for (int i = 0; i < B; i++) {
         TB_NVJPEG_CHECK(nvjpegDecodeParamsCreate(v->h, &v->params[i]));
         TB_NVJPEG_CHECK(nvjpegDecodeParamsSetOutputFormat(v->params[i], NVJPEG_OUTPUT_RGBI));
     }
     v->pl = tb_rs_planner_create(o->S);
-    /* the decode's kernels ahead of the training step's pending blocks */
-    int least_priority = 0;
-    TB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least_priority, &v->priority));
+    /* the decode's kernels ahead of the training step's pending blocks (priority=high) */
+    TB_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&v->least_priority, &v->greatest_priority));
+    v->priority = o->plain_priority ? v->least_priority : v->greatest_priority;
     TB_CUDA_CHECK(cudaStreamCreateWithPriority(&v->cs, cudaStreamNonBlocking, v->priority));
-    TB_CUDA_CHECK(cudaMalloc((void **)&v->d_desc, (size_t)B * sizeof *v->d_desc));
-    TB_CUDA_CHECK(cudaHostAlloc((void **)&v->h_desc, (size_t)B * sizeof *v->h_desc, cudaHostAllocDefault));
-    int major = 0, minor = 0, patch = 0;
-    nvjpegGetProperty(MAJOR_VERSION, &major);
-    nvjpegGetProperty(MINOR_VERSION, &minor);
-    nvjpegGetProperty(PATCH_LEVEL, &patch);
-    snprintf(v->desc, sizeof v->desc, "nvJPEG %d.%d.%d on device %d: %s, batched%s", major, minor, patch, v->device,
-             chosen, v->roi ? ", region decode" : ", whole images");
-    if (v->hw) {
-        unsigned engines = 0, cores = 0;
-        if (nvjpegGetHardwareDecoderInfo(v->h, &engines, &cores) == NVJPEG_STATUS_SUCCESS) {
-            size_t used = strlen(v->desc);
-            snprintf(v->desc + used, sizeof v->desc - used, " (%u engines x %u cores)", engines, cores);
-        }
-        /* a hint for the first allocation; the library grows it when needed */
-        nvjpegDecodeBatchedPreAllocate(v->h, v->st, B, 1024, 1024, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
-    }
-    size_t used = strlen(v->desc);
-    snprintf(v->desc + used, sizeof v->desc - used, ", stream priority %d (the device's greatest; least %d)",
-             v->priority, least_priority);
+    v->d_desc = tb_nvj_dev_alloc(v->mem, (size_t)B * sizeof *v->d_desc, v->cs);
+    if (!v->d_desc) TB_FATAL("--decode gpu: out of device memory for the resize descriptors");
+    make_states(v);
+    if (v->hw) /* a hint for the first allocation of each state; the library grows it when needed */
+        for (int k = 0; k < v->nctx; k++)
+            nvjpegDecodeBatchedPreAllocate(v->h, v->ctx[k].st, o->chunk > 0 && o->chunk < B ? o->chunk : B, 1024,
+                                           1024, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+    (void)cudaGetLastError();
+    describe(v, chosen);
     *ops = &k_nvj_ops;
     return v;
 }

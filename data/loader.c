@@ -9,98 +9,27 @@
  * is full or the epoch is done), the consumer on `ready`, start_epoch on
  * `idle` (waiting for in-flight samples to finish). Nobody spins.
  *
- * --decode gpu: a slot whose samples are all made (files read and checked,
- * crop boxes drawn, CPU-only codings rendered) waits in SLOT_DECODE for a
- * GPU stage: gpu_stages threads (default 2), each with its own decoder
- * (nvJPEG handle, state and CUDA stream: data/gpu_decode.h), take the
- * lowest step waiting, so that one batch's decode overlaps the next one's
- * and the step's kernels; with inline decode the caller's thread runs the
- * one stage. What a batch holds does not depend on which stage runs it or
- * when: the samples and fallbacks are fixed by the epoch's order and each
- * sample's draws, the stage only renders them. The slots' device memory
- * comes from the first decoder, which frees it. */
+ * --decode gpu: a slot whose samples are all made waits in SLOT_DECODE for
+ * a GPU stage (data/loader_gpu.c). The slots' device memory and fences
+ * come from the first decoder, which frees them. One sample's work is
+ * data/loader_sample.c; every stage of it is timed (data/loader_timeline.h),
+ * and the workers' CPU time is counted (stats.cpu_s). */
 #include "data/loader.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/gpu_decode.h"
 #include "data/jpeg.h"
+#include "data/loader_internal.h"
 #include "data/shard.h"
-#include "data/transform.h"
 #include "src/core/log.h"
+#include "src/core/nvtx.h"
 #include "src/core/rng.h"
 #include "src/core/timer.h"
-
-/* FILLING -> (GPU decode: DECODE -> GPU ->) READY -> HELD -> FREE */
-typedef enum { SLOT_FREE, SLOT_FILLING, SLOT_DECODE, SLOT_GPU, SLOT_READY, SLOT_HELD } slot_state;
-
-enum { KIND_HOST = 0, KIND_GPU = 1 }; /* --decode gpu: how sample j of a slot is made */
-
-typedef struct {
-    tb_batch b;          /* what the consumer sees; images/labels point into this slot */
-    slot_state state;
-    int64_t start;       /* global position of sample 0 of this step (in the epoch order) */
-    int64_t epoch;       /* the epoch it is filled for */
-    int64_t gen;         /* the loader generation it is filled in */
-    int staging;         /* 1 while a GPU stage runs on it (ld->gpu_busy counts them) */
-    double stage_t0;     /* when that stage began (tb_now): tb_loader_get_stats counts its time so far */
-    int done;            /* samples finished */
-    /* --decode gpu */
-    uint8_t *host_images;   /* [batch,S,S,3] rows the CPU rendered, copied up by the GPU stage */
-    tb_gpu_job *jobs;       /* [batch] sample j's GPU job (kind[j] == KIND_GPU) */
-    uint8_t **files;        /* [batch] the job's file bytes */
-    size_t *file_caps;      /* [batch] */
-    uint8_t *kind;          /* [batch] KIND_* */
-    int64_t *cand;          /* [batch] the candidate of the epoch order the job is (0: the sample itself) */
-} slot;
-
-typedef struct {
-    int64_t gen;         /* epoch generation the task belongs to */
-    slot *s;
-    int j;               /* sample within the batch */
-} task;
-
-struct tb_loader {
-    tb_loader_opts o;
-    int64_t n;                 /* samples in the data set */
-    int64_t steps;             /* steps per epoch */
-    size_t sample_bytes;
-    slot *slots;               /* [prefetch] */
-    int nslots;
-    int64_t *order;            /* [n] the epoch's global order */
-    atomic_uchar *known_bad;   /* [n] 1: unreadable whatever the crop */
-    int64_t epoch;
-    int64_t next_out;          /* step tb_loader_next hands out next */
-    int64_t fill_step;         /* step whose samples are being handed to workers */
-    int fill_j;                /* next sample of fill_step */
-    int64_t gen;
-    int epoch_started, stop, inflight;
-    pthread_mutex_t mu;
-    pthread_cond_t work, ready, idle;
-    pthread_t *threads;
-    int nthreads;
-    struct worker *inline_w;   /* inline_decode: the caller's decoding state */
-    tb_gpu_decoder **gpus;     /* --decode gpu: [ngpu] one decoder per GPU stage; gpus[0] also
-                                  allocates and frees the slots' device memory */
-    tb_gpu_decoder *gpu;       /* gpus[0]; NULL: CPU decode */
-    int ngpu;                  /* GPU stages */
-    pthread_t *gpu_threads;    /* [ngpu] the GPU stages (worker threads only) */
-    struct worker **gpu_ws;    /* [ngpu] their state (decoder, CPU fallback renders) */
-    int gpu_started;           /* GPU-stage threads running */
-    int gpu_busy;              /* GPU stages running now */
-    pthread_cond_t gpu_cond;   /* a slot reached SLOT_DECODE, or stop */
-    char decoder_desc[640];
-    tb_loader_stats stats;
-};
 
 /* ---- sharding (loader.h, data/shard.h) --------------------------------------------- */
 
@@ -122,215 +51,6 @@ static void make_order(tb_loader *ld, int64_t epoch) {
     }
 }
 
-/* ---- one sample ------------------------------------------------------------------- */
-
-typedef struct worker {
-    tb_loader *ld;
-    tb_sampler *sp;
-    uint8_t *file;
-    size_t file_cap;
-    uint8_t *rgbx;             /* [S][S][4] */
-    tb_loader_stats acc;       /* merged into ld->stats after each sample */
-    tb_gpu_job *jobs;          /* GPU stage: [batch] the slot's jobs, compacted */
-    int *rows;                 /* GPU stage: [batch] */
-    tb_gpu_decoder *gpu;       /* GPU stage: the decoder it runs (its own) */
-} worker;
-
-static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
-
-/* Reads a whole file into w->file; 0, or -1 with the reason in err. */
-static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(err, errlen, "not a regular file");
-        close(fd);
-        return -1;
-    }
-    size_t size = (size_t)st.st_size;
-    if (size + 1 > w->file_cap) {
-        free(w->file);
-        w->file_cap = size + size / 4 + 1;
-        w->file = malloc(w->file_cap);
-        if (!w->file) TB_FATAL("out of host memory (%zu bytes) reading %s", w->file_cap, path);
-    }
-    size_t got = 0;
-    while (got < size) {
-        ssize_t k = read(fd, w->file + got, size - got);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            snprintf(err, errlen, "read error: %s", k < 0 ? strerror(errno) : "file shrank");
-            close(fd);
-            return -1;
-        }
-        got += (size_t)k;
-    }
-    close(fd);
-    *len = size;
-    return 0;
-}
-
-static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
-    for (int k = 0; k < 3; k++)
-        if (st->first_bad[k][0] == '\0') {
-            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.380s: %.120s", path, why);
-            break;
-        }
-}
-
-/* Keeps the file bytes of sample j's GPU job in the slot. */
-static const uint8_t *keep_file(slot *s, int j, const uint8_t *file, size_t len) {
-    if (len > s->file_caps[j]) {
-        free(s->files[j]);
-        s->file_caps[j] = len + len / 4;
-        s->files[j] = malloc(s->file_caps[j]);
-        if (!s->files[j]) TB_FATAL("out of host memory (%zu bytes) keeping a JPEG for the GPU", len);
-    }
-    memcpy(s->files[j], file, len);
-    return s->files[j];
-}
-
-/* Produces sample j of a step that starts at global position `start`:
- * decodes order[(start + j + k) mod n] for k = k0, k0 + 1, ... until one
- * decodes (k = 0: the sample itself; positions past n are --last-batch
- * pad's repeats from the start of the order). Writes the image and label
- * into the slot. A replaced sample counts once in `skipped` (when k = 0 is
- * bad), however many bad candidates follow it. With --decode gpu and
- * allow_gpu, a candidate whose checks pass and whose coding the GPU takes
- * becomes a GPU job instead of being rendered here (the GPU stage decodes
- * it, or calls this again with allow_gpu = 0 from that candidate). */
-static void make_sample_from(worker *w, int64_t epoch, slot *s, int j, int64_t k0, int allow_gpu) {
-    tb_loader *ld = w->ld;
-    const tb_dataset *ds = ld->o.ds;
-    const int S = ld->o.image_size;
-    const tb_decode_mode cpu_mode = ld->gpu ? TB_DECODE_PARTIAL : ld->o.decode;
-    char path[4096], err[600];
-    for (int64_t k = k0; k < ld->n; k++) {
-        int64_t sample = ld->order[(s->start + j + k) % ld->n];
-        if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed)) { /* named when first found */
-            w->acc.skipped += k == 0;
-            continue;
-        }
-        tb_dataset_path(ds, sample, path, sizeof path);
-        double t0 = tb_now();
-        size_t len = 0;
-        int rc = TB_RENDER_BAD_FILE;
-        tb_render_info info;
-        memset(&info, 0, sizeof info);
-        if (read_file(w, path, &len, err, sizeof err) == 0) {
-            tb_rng r;
-            tb_rng_seed(&r, ld->o.seed, tb_hash2((uint64_t)epoch, (uint64_t)sample));
-            if (ld->gpu && allow_gpu) {
-                /* the CPU path's checks and draws; the GPU decodes what it takes */
-                tb_sample_plan_info pi;
-                rc = tb_sample_plan(w->sp, w->file, len, ld->o.train, S, rng_uniform, &r, NULL, &pi, err, sizeof err);
-                if (rc == 0 && tb_gpu_decodable(&pi.fmt, NULL, 0)) {
-                    tb_gpu_job *job = &s->jobs[j];
-                    memset(job, 0, sizeof *job);
-                    job->jpeg = keep_file(s, j, w->file, len);
-                    job->len = len;
-                    job->width = pi.width;
-                    job->height = pi.height;
-                    job->g = pi.g;
-                    job->g.flip = 0;
-                    job->row = j;
-                    s->b.flip[j] = (uint8_t)pi.g.flip;
-                    s->kind[j] = KIND_GPU;
-                    s->cand[j] = k;
-                    s->b.labels[j] = ds->labels[sample];
-                    w->acc.images++;
-                    w->acc.bytes_read += (int64_t)len;
-                    w->acc.decode_s += tb_now() - t0;
-                    return;
-                }
-                if (rc == 0) { /* a coding the GPU path does not take: rendered here, same geometry */
-                    w->acc.gpu_to_cpu++;
-                    rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, NULL, NULL, &pi.g, w->rgbx,
-                                          &info, err, sizeof err);
-                }
-            } else {
-                rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, rng_uniform, &r, NULL, w->rgbx,
-                                      &info, err, sizeof err);
-            }
-        }
-        if (rc != 0) {
-            if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
-            if (rc == TB_RENDER_BAD_FILE) atomic_store_explicit(&ld->known_bad[sample], 1, memory_order_relaxed);
-            w->acc.skipped += k == 0;
-            note_bad(&w->acc, path, err);
-            continue;
-        }
-        double t1 = tb_now();
-        tb_sample_store(w->rgbx, S, ld->o.format, s->host_images ? s->host_images : s->b.images, j);
-        if (s->kind) s->kind[j] = KIND_HOST;
-        if (s->b.flip) s->b.flip[j] = (uint8_t)info.flip;
-        s->b.labels[j] = ds->labels[sample];
-        w->acc.images++;
-        w->acc.bytes_read += (int64_t)len;
-        w->acc.decode_s += (t1 - t0) - info.resize_s;
-        w->acc.resize_s += info.resize_s + (tb_now() - t1);
-        return;
-    }
-    tb_die("no sample of %s decodes (%lld bad files); first: %s", ds->root, (long long)w->acc.skipped,
-           w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
-}
-
-static void make_sample(worker *w, int64_t epoch, slot *s, int j) { make_sample_from(w, epoch, s, j, 0, 1); }
-
-/* --decode gpu, once every sample of the slot is made: the GPU decodes and
- * resizes the jobs and takes up the rows rendered here; a job it cannot do
- * goes back to the CPU path from the same candidate (which may replace it,
- * exactly as without the GPU). Runs without the mutex, with w's own
- * decoder. */
-static void gpu_stage(worker *w, slot *s) {
-    int nj = 0, nh = 0;
-    for (int j = 0; j < s->b.n; j++) {
-        if (s->kind[j] == KIND_GPU) w->jobs[nj++] = s->jobs[j];
-        else w->rows[nh++] = j;
-    }
-    double t0 = tb_now();
-    tb_gpu_decode_batch(w->gpu, w->jobs, nj, s->b.images, s->host_images, w->rows, nh);
-    w->acc.decode_s += tb_now() - t0;
-    int nf = 0;
-    for (int i = 0; i < nj; i++) {
-        if (w->jobs[i].status == 0) {
-            w->acc.gpu_decoded++;
-            continue;
-        }
-        int j = w->jobs[i].row;
-        w->acc.images--; /* counted again by the CPU path */
-        w->acc.bytes_read -= (int64_t)w->jobs[i].len;
-        w->acc.gpu_to_cpu++;
-        make_sample_from(w, s->epoch, s, j, s->cand[j], 0);
-        w->rows[nf++] = j;
-    }
-    if (nf > 0) tb_gpu_decode_batch(w->gpu, NULL, 0, s->b.images, s->host_images, w->rows, nf);
-}
-
-static void merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
-    into->images += from->images;
-    into->bytes_read += from->bytes_read;
-    into->skipped += from->skipped;
-    into->gpu_decoded += from->gpu_decoded;
-    into->gpu_to_cpu += from->gpu_to_cpu;
-    into->decode_s += from->decode_s;
-    into->resize_s += from->resize_s;
-    into->gpu_batches += from->gpu_batches;
-    into->gpu_stage_s += from->gpu_stage_s;
-    for (int k = 0; k < 3 && from->first_bad[k][0]; k++)
-        for (int m = 0; m < 3; m++)
-            if (into->first_bad[m][0] == '\0') {
-                memcpy(into->first_bad[m], from->first_bad[k], sizeof into->first_bad[m]);
-                break;
-            }
-    memset(from, 0, sizeof *from);
-}
-
 /* ---- scheduling (called with ld->mu held) ------------------------------------------- */
 
 static int take_task(tb_loader *ld, task *t) {
@@ -347,6 +67,7 @@ static int take_task(tb_loader *ld, task *t) {
             s->b.wait_s = 0;
             s->done = 0;
             s->state = SLOT_FILLING;
+            tb_loader_slot_refill(s, ld->o.batch);
             if (count == 0) { /* this rank has nothing in the last step */
                 s->state = SLOT_READY;
                 pthread_cond_broadcast(&ld->ready);
@@ -371,12 +92,15 @@ static void run_task(worker *w, const task *t) {
     tb_loader *ld = w->ld;
     ld->inflight++;
     int64_t epoch = ld->epoch;
+    w->step = t->s->b.step;
     pthread_mutex_unlock(&ld->mu);
 
-    make_sample(w, epoch, t->s, t->j);
+    double c0 = tb_thread_cpu_s();
+    tb_loader_make_sample(w, epoch, t->s, t->j, 0, 1);
+    w->acc.cpu_s += tb_thread_cpu_s() - c0;
 
     pthread_mutex_lock(&ld->mu);
-    merge_stats(&ld->stats, &w->acc);
+    tb_loader_merge_stats(&ld->stats, &w->acc);
     ld->inflight--;
     if (t->gen == ld->gen && ++t->s->done == t->s->b.n) {
         t->s->state = ld->gpu ? SLOT_DECODE : SLOT_READY;
@@ -385,85 +109,12 @@ static void run_task(worker *w, const task *t) {
     if (ld->inflight == 0) pthread_cond_broadcast(&ld->idle);
 }
 
-static worker *worker_new(tb_loader *ld) {
-    worker *w = calloc(1, sizeof *w);
-    if (!w) TB_FATAL("out of host memory");
-    w->ld = ld;
-    w->sp = tb_sampler_create();
-    tb_sampler_defer_flip(w->sp, ld->o.gpu_flip);
-    w->rgbx = malloc((size_t)4 * ld->o.image_size * ld->o.image_size);
-    w->jobs = calloc((size_t)ld->o.batch, sizeof *w->jobs);
-    w->rows = calloc((size_t)ld->o.batch, sizeof *w->rows);
-    if (!w->rgbx || !w->jobs || !w->rows) TB_FATAL("out of host memory");
-    return w;
-}
-
-static void worker_free(worker *w) {
-    if (!w) return;
-    tb_sampler_destroy(w->sp);
-    free(w->file);
-    free(w->rgbx);
-    free(w->jobs);
-    free(w->rows);
-    free(w);
-}
-
-/* The slot of the lowest step waiting for its GPU stage, or NULL (mutex
- * held). Slots of a generation that start_epoch is dropping wait there
- * for it to free them: nobody decodes them. */
-static slot *next_for_gpu(tb_loader *ld) {
-    slot *best = NULL;
-    for (int i = 0; i < ld->nslots; i++) {
-        slot *s = &ld->slots[i];
-        if (s->state == SLOT_DECODE && s->gen == ld->gen && (!best || s->b.step < best->b.step)) best = s;
-    }
-    return best;
-}
-
-/* Runs slot s's GPU stage with w and its decoder (mutex held on entry and
- * return). Several run at once, on different slots. */
-static void run_gpu_stage(tb_loader *ld, worker *w, slot *s) {
-    int64_t gen = ld->gen;
-    s->state = SLOT_GPU;
-    s->staging = 1;
-    if (++ld->gpu_busy > ld->stats.gpu_stage_max) ld->stats.gpu_stage_max = ld->gpu_busy;
-    double t0 = s->stage_t0 = tb_now();
-    pthread_mutex_unlock(&ld->mu);
-    gpu_stage(w, s);
-    pthread_mutex_lock(&ld->mu);
-    /* the stage's end read under the lock that clears `staging`: a snapshot
-     * in between would count more time for it than is merged here */
-    w->acc.gpu_stage_s += tb_now() - t0;
-    w->acc.gpu_batches++;
-    merge_stats(&ld->stats, &w->acc);
-    s->staging = 0;
-    ld->gpu_busy--;
-    if (gen == ld->gen && s->state == SLOT_GPU) {
-        s->state = SLOT_READY;
-        pthread_cond_broadcast(&ld->ready);
-    }
-    pthread_cond_broadcast(&ld->idle);
-}
-
-static void *gpu_main(void *arg) {
-    worker *w = arg;
-    tb_loader *ld = w->ld;
-    pthread_mutex_lock(&ld->mu);
-    while (!ld->stop) {
-        slot *s = next_for_gpu(ld);
-        if (!s) {
-            pthread_cond_wait(&ld->gpu_cond, &ld->mu);
-            continue;
-        }
-        run_gpu_stage(ld, w, s);
-    }
-    pthread_mutex_unlock(&ld->mu);
-    return NULL;
-}
-
 static void *worker_main(void *arg) {
     worker *w = arg;
     tb_loader *ld = w->ld;
+    char name[40];
+    snprintf(name, sizeof name, "loader worker %d", w->track);
+    tb_nvtx_name_thread(name);
     pthread_mutex_lock(&ld->mu);
     for (;;) {
         if (ld->stop) break;
@@ -475,7 +126,7 @@ static void *worker_main(void *arg) {
         run_task(w, &t);
     }
     pthread_mutex_unlock(&ld->mu);
-    worker_free(w);
+    tb_loader_worker_free(w);
     return NULL;
 }
 
@@ -491,32 +142,112 @@ static void plain_free(void *ctx, void *p) {
     free(p);
 }
 
-tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen) {
-    const tb_loader_opts *o = opts;
-    const char *bad = NULL;
-    if (!o->ds || o->ds->n <= 0) bad = "the data set has no samples";
-    else if (o->batch < 1) bad = "batch must be >= 1";
-    else if (o->image_size < 1 || o->image_size > 8192) bad = "image size must be in [1, 8192]";
-    else if (o->threads < 0 || o->threads > 1024) bad = "threads must be in [0, 1024]";
-    else if (o->prefetch < 2 || o->prefetch > 1024) bad = "prefetch must be in [2, 1024]";
-    else if (o->world < 1 || o->rank < 0 || o->rank >= o->world) bad = "rank must be in [0, world)";
-    else if (o->last_batch != TB_LAST_KEEP && o->last_batch != TB_LAST_DROP && o->last_batch != TB_LAST_PAD)
-        bad = "unknown last-batch rule";
-    else if (tb_shard_steps(o->ds->n, o->world, o->batch, o->last_batch) < 1)
-        bad = "the data set has fewer samples than world x batch, so dropping the remainder leaves no step";
-    else if (o->format != TB_OUT_F32_NCHW && o->format != TB_OUT_F32_NHWC && o->format != TB_OUT_U8_NHWC)
-        bad = "unknown output format";
-    else if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
-             o->decode != TB_DECODE_FAST_ALL && o->decode != TB_DECODE_GPU)
-        bad = "unknown decode mode";
-    else if (o->decode == TB_DECODE_GPU && (o->format != TB_OUT_U8_NHWC || !o->gpu_flip))
-        bad = "--decode gpu makes uint8 NHWC batches with the flip left to the device";
-    else if (o->gpu_flip && o->format != TB_OUT_U8_NHWC)
-        bad = "deferring the flip to the device needs the uint8 NHWC output";
-    else if ((o->host_alloc == NULL) != (o->host_free == NULL))
-        bad = "host_alloc and host_free go together";
-    else if (o->gpu_stages < 0 || o->gpu_stages > 16)
-        bad = "GPU stages must be in [0, 16] (0: the default)";
+/* Why options o cannot make a loader, or NULL. */
+static const char *invalid(const tb_loader_opts *o) {
+    if (!o->ds || o->ds->n <= 0) return "the data set has no samples";
+    if (o->batch < 1) return "batch must be >= 1";
+    if (o->image_size < 1 || o->image_size > 8192) return "image size must be in [1, 8192]";
+    if (o->threads < 0 || o->threads > 1024) return "threads must be in [0, 1024]";
+    if (o->prefetch < 2 || o->prefetch > 1024) return "prefetch must be in [2, 1024]";
+    if (o->world < 1 || o->rank < 0 || o->rank >= o->world) return "rank must be in [0, world)";
+    if (o->last_batch != TB_LAST_KEEP && o->last_batch != TB_LAST_DROP && o->last_batch != TB_LAST_PAD)
+        return "unknown last-batch rule";
+    if (tb_shard_steps(o->ds->n, o->world, o->batch, o->last_batch) < 1)
+        return "the data set has fewer samples than world x batch, so dropping the remainder leaves no step";
+    if (o->format != TB_OUT_F32_NCHW && o->format != TB_OUT_F32_NHWC && o->format != TB_OUT_U8_NHWC)
+        return "unknown output format";
+    if (o->decode != TB_DECODE_FAST && o->decode != TB_DECODE_PARTIAL && o->decode != TB_DECODE_FULL &&
+        o->decode != TB_DECODE_FAST_ALL && o->decode != TB_DECODE_GPU)
+        return "unknown decode mode";
+    if (o->decode == TB_DECODE_GPU && (o->format != TB_OUT_U8_NHWC || !o->gpu_flip))
+        return "--decode gpu makes uint8 NHWC batches with the flip left to the device";
+    if (o->gpu_flip && o->format != TB_OUT_U8_NHWC) return "deferring the flip to the device needs the uint8 NHWC output";
+    if ((o->host_alloc == NULL) != (o->host_free == NULL)) return "host_alloc and host_free go together";
+    if (o->gpu_stages < 0 || o->gpu_stages > 16) return "GPU stages must be in [0, 16] (0: the default)";
+    return NULL;
+}
+
+/* The ring's memory: images (on the device with --decode gpu, with host
+ * rows for what the CPU renders), labels, flips; 0, or -1 with err set. */
+static int alloc_slots(tb_loader *ld, char *err, size_t errlen) {
+    const tb_loader_opts *o = &ld->o;
+    for (int i = 0; i < ld->nslots; i++) {
+        size_t bytes = ld->sample_bytes * (size_t)o->batch;
+        slot *sl = &ld->slots[i];
+        tb_batch *b = &sl->b;
+        b->slot = i;
+        if (ld->gpu) { /* the batch on the device; rows rendered here go up from host_images */
+            b->images = tb_gpu_decoder_alloc(ld->gpu, bytes);
+            b->on_device = 1;
+            sl->host_images = o->host_alloc(o->host_ctx, bytes);
+            sl->jobs = calloc((size_t)o->batch, sizeof *sl->jobs);
+            sl->spill = calloc((size_t)o->batch, sizeof *sl->spill);
+            sl->kind = calloc((size_t)o->batch, 1);
+            sl->cand = calloc((size_t)o->batch, sizeof *sl->cand);
+            if (!sl->jobs || !sl->spill || !sl->kind || !sl->cand) TB_FATAL("out of host memory");
+        } else {
+            b->images = o->host_alloc(o->host_ctx, bytes);
+        }
+        b->labels = o->host_alloc(o->host_ctx, (size_t)o->batch * sizeof(int32_t));
+        if (o->gpu_flip) b->flip = o->host_alloc(o->host_ctx, (size_t)o->batch);
+        if (!b->images || !b->labels || (o->gpu_flip && !b->flip) || (ld->gpu && !sl->host_images)) {
+            snprintf(err, errlen, "loader: cannot allocate %d batch slots of %.1f MB; lower --prefetch or --batch-size",
+                     ld->nslots, (double)bytes / 1048576.0);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The timeline's tracks (loader_internal.h). */
+static void name_tracks(tb_loader *ld) {
+    char name[64];
+    for (int t = 0; t < ld->o.threads && !ld->o.inline_decode; t++) {
+        snprintf(name, sizeof name, "worker %d", t);
+        tb_timeline_name_track(ld->tl, t, name);
+    }
+    for (int k = 0; k < ld->ngpu && !ld->o.inline_decode; k++) {
+        snprintf(name, sizeof name, "GPU stage %d (host)", k);
+        tb_timeline_name_track(ld->tl, loader_track_gpu_host(ld, k), name);
+        snprintf(name, sizeof name, "GPU stage %d (device)", k);
+        tb_timeline_name_track(ld->tl, loader_track_gpu_device(ld, k), name);
+    }
+    int c = loader_track_consumer(ld);
+    tb_timeline_name_track(ld->tl, c, ld->o.inline_decode ? "consumer (decodes inline)" : "consumer");
+    if (ld->o.inline_decode && ld->gpu) tb_timeline_name_track(ld->tl, c + ld->ngpu, "consumer's GPU stage (device)");
+}
+
+/* The worker threads, the GPU stage threads, or the inline worker. */
+static void start_threads(tb_loader *ld) {
+    if (ld->o.inline_decode) {
+        ld->inline_w = tb_loader_worker_new(ld, loader_track_consumer(ld));
+        ld->inline_w->gpu = ld->gpu;
+        return;
+    }
+    if (ld->gpu) {
+        ld->gpu_threads = calloc((size_t)ld->ngpu, sizeof *ld->gpu_threads);
+        ld->gpu_ws = calloc((size_t)ld->ngpu, sizeof *ld->gpu_ws);
+        if (!ld->gpu_threads || !ld->gpu_ws) TB_FATAL("out of host memory");
+        for (int k = 0; k < ld->ngpu; k++) {
+            ld->gpu_ws[k] = tb_loader_worker_new(ld, loader_track_gpu_host(ld, k));
+            ld->gpu_ws[k]->gpu = ld->gpus[k];
+            int rc = pthread_create(&ld->gpu_threads[k], NULL, tb_loader_gpu_main, ld->gpu_ws[k]);
+            if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+            ld->gpu_started++;
+        }
+    }
+    ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
+    if (!ld->threads) TB_FATAL("out of host memory");
+    for (int t = 0; t < ld->o.threads; t++) {
+        worker *w = tb_loader_worker_new(ld, t);
+        int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
+        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+        ld->nthreads++;
+    }
+}
+
+tb_loader *tb_loader_create(const tb_loader_opts *o, char *err, size_t errlen) {
+    const char *bad = invalid(o);
     if (bad) {
         snprintf(err, errlen, "loader: %s", bad);
         return NULL;
@@ -540,87 +271,29 @@ tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen
     ld->order = malloc((size_t)ld->n * sizeof *ld->order);
     ld->known_bad = calloc((size_t)ld->n, sizeof *ld->known_bad);
     if (!ld->slots || !ld->order || !ld->known_bad) TB_FATAL("out of host memory");
-    if (o->decode == TB_DECODE_GPU) {
-        /* one decoder per GPU stage: nvJPEG's state and stream are per thread */
-        ld->ngpu = o->inline_decode ? 1 : o->gpu_stages > 0 ? o->gpu_stages : 2;
-        ld->gpus = calloc((size_t)ld->ngpu, sizeof *ld->gpus);
-        if (!ld->gpus) TB_FATAL("out of host memory");
-        tb_gpu_decoder_opts go = {o->gpu_device,  o->batch, o->image_size, o->gpu_emulate, o->gpu_emulate_fail_every,
-                                  o->gpu_emulate_delay_ms};
-        for (int k = 0; k < ld->ngpu; k++) {
-            char why[512];
-            ld->gpus[k] = tb_gpu_decoder_create(&go, why, sizeof why);
-            if (!ld->gpus[k]) {
-                snprintf(err, errlen, "loader: %s", why);
-                tb_loader_destroy(ld);
-                return NULL;
-            }
-        }
-        ld->gpu = ld->gpus[0];
-        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; %d GPU stage%s; CPU fallback %s",
-                 tb_gpu_decoder_describe(ld->gpu), ld->ngpu, ld->ngpu > 1 ? "s (own decoder and stream each)" : "",
-                 tb_jpeg_version());
-    } else {
-        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s (CPU)", tb_jpeg_version());
-    }
-    for (int i = 0; i < ld->nslots; i++) {
-        size_t bytes = ld->sample_bytes * (size_t)o->batch;
-        slot *sl = &ld->slots[i];
-        tb_batch *b = &sl->b;
-        b->slot = i;
-        if (ld->gpu) { /* the batch on the device; rows rendered here go up from host_images */
-            b->images = tb_gpu_decoder_alloc(ld->gpu, bytes);
-            b->on_device = 1;
-            sl->host_images = ld->o.host_alloc(ld->o.host_ctx, bytes);
-            sl->jobs = calloc((size_t)o->batch, sizeof *sl->jobs);
-            sl->files = calloc((size_t)o->batch, sizeof *sl->files);
-            sl->file_caps = calloc((size_t)o->batch, sizeof *sl->file_caps);
-            sl->kind = calloc((size_t)o->batch, 1);
-            sl->cand = calloc((size_t)o->batch, sizeof *sl->cand);
-            if (!sl->jobs || !sl->files || !sl->file_caps || !sl->kind || !sl->cand) TB_FATAL("out of host memory");
-        } else {
-            b->images = ld->o.host_alloc(ld->o.host_ctx, bytes);
-        }
-        b->labels = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch * sizeof(int32_t));
-        if (o->gpu_flip) b->flip = ld->o.host_alloc(ld->o.host_ctx, (size_t)o->batch);
-        if (!b->images || !b->labels || (o->gpu_flip && !b->flip) || (ld->gpu && !sl->host_images)) {
-            snprintf(err, errlen, "loader: cannot allocate %d batch slots of %.1f MB; lower --prefetch or --batch-size",
-                     ld->nslots, (double)bytes / 1048576.0);
-            tb_loader_destroy(ld);
-            return NULL;
-        }
-    }
     pthread_mutex_init(&ld->mu, NULL);
     pthread_cond_init(&ld->work, NULL);
     pthread_cond_init(&ld->ready, NULL);
     pthread_cond_init(&ld->idle, NULL);
     pthread_cond_init(&ld->gpu_cond, NULL);
-    ld->fill_step = ld->steps; /* nothing to do before the first epoch */
-    if (o->inline_decode) {
-        ld->inline_w = worker_new(ld);
-        ld->inline_w->gpu = ld->gpu;
-        return ld;
-    }
-    if (ld->gpu) {
-        ld->gpu_threads = calloc((size_t)ld->ngpu, sizeof *ld->gpu_threads);
-        ld->gpu_ws = calloc((size_t)ld->ngpu, sizeof *ld->gpu_ws);
-        if (!ld->gpu_threads || !ld->gpu_ws) TB_FATAL("out of host memory");
-        for (int k = 0; k < ld->ngpu; k++) {
-            ld->gpu_ws[k] = worker_new(ld);
-            ld->gpu_ws[k]->gpu = ld->gpus[k];
-            int rc = pthread_create(&ld->gpu_threads[k], NULL, gpu_main, ld->gpu_ws[k]);
-            if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
-            ld->gpu_started++;
+    if (o->decode == TB_DECODE_GPU) {
+        if (tb_loader_gpu_create(ld, err, errlen) != 0) {
+            tb_loader_destroy(ld);
+            return NULL;
         }
+    } else {
+        snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s (CPU)", tb_jpeg_version());
     }
-    ld->threads = calloc((size_t)ld->o.threads, sizeof *ld->threads);
-    if (!ld->threads) TB_FATAL("out of host memory");
-    for (int t = 0; t < ld->o.threads; t++) {
-        worker *w = worker_new(ld);
-        int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
-        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
-        ld->nthreads++;
+    if (alloc_slots(ld, err, errlen) != 0) {
+        tb_loader_destroy(ld);
+        return NULL;
     }
+    if (o->timeline_events > 0) {
+        ld->tl = tb_timeline_create(o->timeline_events);
+        name_tracks(ld);
+    }
+    ld->fill_step = ld->steps; /* nothing to do before the first epoch */
+    start_threads(ld);
     return ld;
 }
 
@@ -641,6 +314,10 @@ void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
         if (ld->slots[i].state == SLOT_HELD)
             TB_FATAL("tb_loader_start_epoch: batch of step %lld is still held; release it first",
                      (long long)ld->slots[i].b.step);
+        if (ld->slots[i].fenced) { /* a batch of the old epoch never handed out: its device work ends first */
+            tb_gpu_fence_sync(ld->slots[i].fence);
+            ld->slots[i].fenced = 0;
+        }
         ld->slots[i].state = SLOT_FREE;
     }
     make_order(ld, epoch);
@@ -663,17 +340,30 @@ const tb_batch *tb_loader_next(tb_loader *ld) {
     if (s->state == SLOT_HELD)
         TB_FATAL("tb_loader_next: all %d batch slots are held; release a batch first", ld->nslots);
     double t0 = tb_now();
+    int waited = 0;
     while (!(s->state == SLOT_READY && s->b.step == ld->next_out)) {
         task t;
         if (ld->inline_w && s->state == SLOT_DECODE) /* no workers: the GPU stage here too */
-            run_gpu_stage(ld, ld->inline_w, s);
+            tb_loader_run_gpu_stage(ld, ld->inline_w, s);
         else if (ld->inline_w && take_task(ld, &t)) /* no workers: decode here */
             run_task(ld->inline_w, &t);
-        else
+        else {
+            if (!waited) tb_nvtx_push(tb_loader_stage_name(TB_STAGE_NEXT_WAIT), tb_loader_stage_color(TB_STAGE_NEXT_WAIT));
+            waited = 1;
             pthread_cond_wait(&ld->ready, &ld->mu);
+        }
     }
+    double t1 = tb_now();
+    if (waited) tb_nvtx_pop();
     s->state = SLOT_HELD;
-    s->b.wait_s = tb_now() - t0;
+    s->ordered = 0;
+    s->b.wait_s = t1 - t0;
+    /* the consumer's wait (with inline decode: its decoding, in the stages it ran) */
+    if (!ld->inline_w) {
+        ld->stats.stage_s[TB_STAGE_NEXT_WAIT] += t1 - t0;
+        ld->stats.stage_n[TB_STAGE_NEXT_WAIT]++;
+        if (ld->tl) tb_timeline_add(ld->tl, loader_track_consumer(ld), TB_STAGE_NEXT_WAIT, s->b.step, t0, t1);
+    }
     ld->next_out++;
     pthread_mutex_unlock(&ld->mu);
     return &s->b;
@@ -689,6 +379,7 @@ int tb_loader_try_next(tb_loader *ld, const tb_batch **b) {
         slot *s = &ld->slots[ld->next_out % ld->nslots];
         if (s->state == SLOT_READY && s->b.step == ld->next_out) {
             s->state = SLOT_HELD;
+            s->ordered = 0;
             s->b.wait_s = 0;
             ld->next_out++;
             *b = &s->b;
@@ -707,8 +398,48 @@ void tb_loader_release(tb_loader *ld, const tb_batch *b) {
     for (int i = 0; i < ld->nslots; i++)
         if (&ld->slots[i].b == b) s = &ld->slots[i];
     if (!s || s->state != SLOT_HELD) TB_FATAL("tb_loader_release: not a batch handed out by this loader");
+    if (s->fenced && !s->ordered) {
+        /* nobody ordered on its device work: wait for it before the workers
+         * refill the slot (its files and host rows, which that work reads) */
+        pthread_mutex_unlock(&ld->mu);
+        tb_gpu_fence_sync(s->fence);
+        pthread_mutex_lock(&ld->mu);
+        ld->stats.gpu_release_syncs++;
+    }
+    s->fenced = 0;
     s->state = SLOT_FREE;
     pthread_cond_broadcast(&ld->work);
+    pthread_mutex_unlock(&ld->mu);
+}
+
+/* The slot of batch b handed out now (mutex held). */
+static slot *held_slot(tb_loader *ld, const tb_batch *b, const char *who) {
+    if (b->slot < 0 || b->slot >= ld->nslots || &ld->slots[b->slot].b != b || ld->slots[b->slot].state != SLOT_HELD)
+        TB_FATAL("%s: not a batch handed out by this loader", who);
+    return &ld->slots[b->slot];
+}
+
+void tb_loader_batch_order(tb_loader *ld, const tb_batch *b, void *stream) {
+    pthread_mutex_lock(&ld->mu);
+    slot *s = held_slot(ld, b, "tb_loader_batch_order");
+    if (s->fenced) {
+        tb_gpu_fence_order(s->fence, stream);
+        s->ordered = 1;
+        ld->stats.gpu_orders++;
+    }
+    pthread_mutex_unlock(&ld->mu);
+}
+
+void tb_loader_batch_sync(tb_loader *ld, const tb_batch *b) {
+    pthread_mutex_lock(&ld->mu);
+    slot *s = held_slot(ld, b, "tb_loader_batch_sync");
+    int fenced = s->fenced;
+    pthread_mutex_unlock(&ld->mu);
+    if (!fenced) return;
+    tb_gpu_fence_sync(s->fence);
+    pthread_mutex_lock(&ld->mu);
+    s->ordered = 1; /* done: nothing left to wait for */
+    ld->stats.gpu_syncs++;
     pthread_mutex_unlock(&ld->mu);
 }
 
@@ -737,6 +468,32 @@ void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1,
     if (window_s > 0) *busy_pct = 100.0 * busy_s / (window_s * stages);
 }
 
+void tb_loader_stage_ms(const tb_loader_stats *s0, const tb_loader_stats *s1, int64_t batches,
+                        double ms[TB_STAGE_COUNT]) {
+    for (int k = 0; k < TB_STAGE_COUNT; k++)
+        ms[k] = batches > 0 ? (s1->stage_s[k] - s0->stage_s[k]) * 1e3 / (double)batches : NAN;
+}
+
+void tb_loader_memory(const tb_loader *ld, int64_t *device_bytes, int64_t *pinned_bytes) {
+    *device_bytes = *pinned_bytes = 0;
+    for (int k = 0; ld->gpus && k < ld->ngpu; k++) {
+        int64_t d = 0, p = 0;
+        tb_gpu_decoder_memory(ld->gpus[k], &d, &p);
+        *device_bytes += d;
+        *pinned_bytes += p;
+    }
+}
+
+int tb_loader_timeline_write(const tb_loader *ld, const char *path, const char *title, char *err, size_t errlen) {
+    if (!ld->tl) {
+        snprintf(err, errlen, "the loader keeps no timeline (timeline_events = 0)");
+        return -1;
+    }
+    return tb_timeline_write_json(ld->tl, path, title, err, errlen);
+}
+
+const tb_timeline *tb_loader_timeline(const tb_loader *ld) { return ld->tl; }
+
 const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }
 
 int tb_loader_gpu_stages(const tb_loader *ld) { return ld->ngpu; }
@@ -758,8 +515,8 @@ void tb_loader_destroy(tb_loader *ld) {
     for (int k = 0; k < ld->gpu_started; k++) pthread_join(ld->gpu_threads[k], NULL);
     free(ld->threads);
     free(ld->gpu_threads);
-    worker_free(ld->inline_w);
-    for (int k = 0; ld->gpu_ws && k < ld->ngpu; k++) worker_free(ld->gpu_ws[k]);
+    tb_loader_worker_free(ld->inline_w);
+    for (int k = 0; ld->gpu_ws && k < ld->ngpu; k++) tb_loader_worker_free(ld->gpu_ws[k]);
     free(ld->gpu_ws);
     for (int i = 0; ld->slots && i < ld->nslots; i++) {
         slot *sl = &ld->slots[i];
@@ -771,24 +528,24 @@ void tb_loader_destroy(tb_loader *ld) {
         if (b->labels) ld->o.host_free(ld->o.host_ctx, b->labels);
         if (b->flip) ld->o.host_free(ld->o.host_ctx, b->flip);
         if (sl->host_images) ld->o.host_free(ld->o.host_ctx, sl->host_images);
-        for (int j = 0; sl->files && j < ld->o.batch; j++) free(sl->files[j]);
-        free(sl->files);
-        free(sl->file_caps);
+        for (int j = 0; sl->spill && j < ld->o.batch; j++) free(sl->spill[j]);
+        free(sl->spill);
+        free(sl->arena);
         free(sl->jobs);
         free(sl->kind);
         free(sl->cand);
+        tb_gpu_fence_destroy(sl->fence);
     }
     /* every stage joined and every slot's device memory given back (to
      * gpus[0], which gave it): now the decoders */
     for (int k = 0; ld->gpus && k < ld->ngpu; k++) tb_gpu_decoder_destroy(ld->gpus[k]);
     free(ld->gpus);
-    if (ld->nthreads || ld->inline_w || ld->gpu_started) {
-        pthread_mutex_destroy(&ld->mu);
-        pthread_cond_destroy(&ld->work);
-        pthread_cond_destroy(&ld->ready);
-        pthread_cond_destroy(&ld->idle);
-        pthread_cond_destroy(&ld->gpu_cond);
-    }
+    pthread_mutex_destroy(&ld->mu);
+    pthread_cond_destroy(&ld->work);
+    pthread_cond_destroy(&ld->ready);
+    pthread_cond_destroy(&ld->idle);
+    pthread_cond_destroy(&ld->gpu_cond);
+    tb_timeline_destroy(ld->tl);
     free(ld->slots);
     free(ld->order);
     free(ld->known_bad);

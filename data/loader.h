@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "data/dataset.h"
+#include "data/loader_timeline.h"
 #include "data/shard.h"
 
 typedef enum { TB_OUT_F32_NCHW, TB_OUT_F32_NHWC, TB_OUT_U8_NHWC } tb_out_format;
@@ -97,6 +98,11 @@ typedef struct {
     int gpu_stages;            /* TB_DECODE_GPU: batches in the GPU stage at once, each on its own
                                   thread with its own decoder (nvJPEG state, CUDA stream); 0: 2 with
                                   worker threads; always 1 with inline_decode (the caller's thread) */
+    const char *gpu_options;   /* TB_DECODE_GPU: nvJPEG's choices, "backend=hybrid,chunk=64,..."
+                                  (tb_gpu_decoder_parse, data/gpu_decode.h; `--nvjpeg`); NULL: defaults */
+    int gpu_emulate_async;     /* emulation: a batch's rows land when its fence completes (gpu_decode.h) */
+    size_t timeline_events;    /* keep up to this many stage intervals for tb_loader_timeline_write
+                                  (data/loader_timeline.h); 0: only the per-stage sums */
 } tb_loader_opts;
 
 typedef struct {
@@ -109,7 +115,8 @@ typedef struct {
                                   inline_decode: the time spent decoding it) */
     int slot;                  /* which of the prefetch slots holds it (0..prefetch-1) */
     int on_device;             /* images is device memory (--decode gpu); flip and labels
-                                  are host memory either way */
+                                  are host memory either way; the rows are complete only after
+                                  tb_loader_batch_order or tb_loader_batch_sync (below) */
 } tb_batch;
 
 /* Counters since the loader was created. */
@@ -125,11 +132,23 @@ typedef struct {
     int64_t gpu_batches;                 /* --decode gpu: batches that went through the GPU stage */
     int gpu_stage_max;                   /* --decode gpu: most batches in the GPU stage at once */
     double gpu_stage_s;                  /* --decode gpu: their GPU stages' wall time, summed: for
-                                            each batch, from taking it to its slot being ready
-                                            (nvJPEG, the resize kernels, the rows rendered on the
-                                            CPU copied up, per-file CPU fallbacks); in
+                                            each batch, from taking it to its slot being ready:
+                                            planning and queueing nvJPEG, the resize kernels and
+                                            the copies of the rows rendered on the CPU, per-file
+                                            CPU fallbacks, and waits for the device (a decode
+                                            state's last batch; sync=on: the batch itself); the
+                                            device's own time is in stage_s[TB_STAGE_DEV_*]; in
                                             tb_loader_get_stats, stages still running count
                                             their time so far (a busy-time integral) */
+    double stage_s[TB_STAGE_COUNT];      /* seconds per stage (data/loader_timeline.h), summed over
+                                            the threads that ran it; device stages: the device's time
+                                            (reported once a batch's device work has finished) */
+    int64_t stage_n[TB_STAGE_COUNT];     /* intervals per stage */
+    double cpu_s;                        /* CPU time of the loader's threads while they decoded
+                                            (CLOCK_THREAD_CPUTIME_ID around each sample and batch) */
+    int64_t gpu_orders, gpu_syncs;       /* --decode gpu: batches the consumer ordered its stream on, or
+                                            waited for on the host (tb_loader_batch_order / _sync) */
+    int64_t gpu_release_syncs;           /* --decode gpu: batches released without either: waited for then */
     char first_bad[3][512];              /* the first few bad files, "path: reason" */
     double at_s;                         /* tb_loader_get_stats: when the snapshot was taken (tb_now) */
 } tb_loader_stats;
@@ -151,6 +170,15 @@ const tb_batch *tb_loader_next(tb_loader *ld);
  * Several batches may be held at once (at most prefetch); they are handed
  * out in step order and may be released in any order. */
 int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
+/* --decode gpu: the rows of an on-device batch are complete once the GPU
+ * stage's device work for it is, which tb_loader_next does not wait for.
+ * Before reading b->images the consumer either orders a CUDA stream after
+ * that work (tb_loader_batch_order: `stream`, a cudaStream_t, waits on the
+ * device; the host does not) and reads on that stream, or waits on the
+ * host (tb_loader_batch_sync). A batch released with neither is waited for
+ * in tb_loader_release. No-ops for host batches. */
+void tb_loader_batch_order(tb_loader *ld, const tb_batch *b, void *stream);
+void tb_loader_batch_sync(tb_loader *ld, const tb_batch *b);
 /* Slots in the ring (prefetch). */
 int tb_loader_slots(const tb_loader *ld);
 void tb_loader_release(tb_loader *ld, const tb_batch *b);
@@ -163,6 +191,18 @@ void tb_loader_get_stats(const tb_loader *ld, tb_loader_stats *s);
  * GPU stage (CPU decode). */
 void tb_loader_stage_split(const tb_loader_stats *s0, const tb_loader_stats *s1, int stages, double *ms_per_batch,
                            double *busy_pct);
+/* Milliseconds per batch of each stage between two readings of the stats,
+ * over `batches` batches (NaN when batches is 0). */
+void tb_loader_stage_ms(const tb_loader_stats *s0, const tb_loader_stats *s1, int64_t batches,
+                        double ms[TB_STAGE_COUNT]);
+/* --decode gpu: device and pinned host bytes the GPU decoders hold now
+ * (their buffers, nvJPEG's, the slots' device rows); 0 with CPU decode. */
+void tb_loader_memory(const tb_loader *ld, int64_t *device_bytes, int64_t *pinned_bytes);
+/* Writes the intervals kept (timeline_events) as a Chrome trace titled
+ * `title`; 0, or -1 with one line in err. The timeline itself, NULL
+ * without one. */
+int tb_loader_timeline_write(const tb_loader *ld, const char *path, const char *title, char *err, size_t errlen);
+const tb_timeline *tb_loader_timeline(const tb_loader *ld);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
 const char *tb_loader_decoder(const tb_loader *ld);
 /* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */

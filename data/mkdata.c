@@ -17,6 +17,7 @@
 #include "src/core/rng.h"
 
 #define TWO_PI 6.283185307179586
+#define NOISE_IMAGENET (1.0f / 3.0f) /* --like imagenet's pixel noise: about 0.6 bytes per pixel at its mix */
 
 typedef struct {
     float a[3], b[3];   /* stripe colours */
@@ -57,15 +58,51 @@ static int inside(int kind, double dx, double dy, double r) {
     }
 }
 
+/* --like imagenet: the image's size, from a stream of its own (mkdata.h). */
+static void imagenet_size(const tb_mkdata_opts *o, int cls, int index, int *w, int *h) {
+    tb_rng r;
+    tb_rng_seed(&r, o->seed, tb_hash2(0x51e5000ULL + (uint64_t)cls, (uint64_t)index));
+    int longer = tb_rng_uniform(&r) < 0.75 ? 500 : 200 + (int)tb_rng_below(&r, 601);
+    static const double aspect[5] = {4.0 / 3.0, 1.5, 1.0, 16.0 / 9.0, 1.25};
+    static const double share[5] = {0.55, 0.15, 0.10, 0.10, 0.10};
+    double u = tb_rng_uniform(&r), acc = 0, a = aspect[0];
+    for (int k = 0; k < 5; k++)
+        if (u < (acc += share[k])) {
+            a = aspect[k];
+            break;
+        }
+    int shorter = (int)(longer / a + 0.5);
+    if (tb_rng_uniform(&r) < 0.25) *w = shorter, *h = longer;
+    else *w = longer, *h = shorter;
+}
+
+tb_mkdata_coding tb_mkdata_coding_of(const tb_mkdata_opts *o, int cls, int index) {
+    tb_mkdata_coding c = {o->quality, TJSAMP_420, 0};
+    if (o->like != TB_MKDATA_IMAGENET) return c;
+    tb_rng r;
+    tb_rng_seed(&r, o->seed, tb_hash2(0xc0d1000ULL + (uint64_t)cls, (uint64_t)index));
+    static const int qualities[4] = {75, 85, 90, 95};
+    c.quality = qualities[tb_rng_below(&r, 4)];
+    double u = tb_rng_uniform(&r);
+    c.subsamp = u < 0.90 ? TJSAMP_420 : u < 0.96 ? TJSAMP_444 : u < 0.98 ? TJSAMP_422 : TJSAMP_GRAY;
+    c.progressive = tb_rng_uniform(&r) < 0.01;
+    return c;
+}
+
 static inline uint8_t clamp8(float v) { return (uint8_t)(v < 0.f ? 0 : v > 255.f ? 255 : (int)(v + 0.5f)); }
 
 void tb_mkdata_image(const tb_mkdata_opts *o, int cls, int index, uint8_t **rgb_out, int *w_out, int *h_out) {
     class_look L = look_of(o->seed, cls);
     tb_rng r;
     tb_rng_seed(&r, o->seed, tb_hash2(0x1ea6e000ULL + (uint64_t)cls, (uint64_t)index));
-    int span = o->max_side - o->min_side + 1;
-    int W = o->min_side + (int)tb_rng_below(&r, (uint64_t)span);
-    int H = o->min_side + (int)tb_rng_below(&r, (uint64_t)span);
+    int W, H;
+    if (o->like == TB_MKDATA_IMAGENET) {
+        imagenet_size(o, cls, index, &W, &H);
+    } else {
+        int span = o->max_side - o->min_side + 1;
+        W = o->min_side + (int)tb_rng_below(&r, (uint64_t)span);
+        H = o->min_side + (int)tb_rng_below(&r, (uint64_t)span);
+    }
     int shorter = W < H ? W : H;
     double theta = L.theta + (tb_rng_uniform(&r) - 0.5) * 0.3;
     double period = L.period * (0.85 + 0.3 * tb_rng_uniform(&r)) * shorter;
@@ -76,6 +113,9 @@ void tb_mkdata_image(const tb_mkdata_opts *o, int cls, int index, uint8_t **rgb_
     double kx = cos(theta) * TWO_PI / period, ky = sin(theta) * TWO_PI / period;
     double lx = cos(light) * 0.3 / diag, ly = sin(light) * 0.3 / diag;
 
+    /* --like imagenet: more fine detail (pixel noise), so that the files
+     * hold about as many bytes per pixel as photographs do (mkdata.h) */
+    const float noise_gain = o->like == TB_MKDATA_IMAGENET ? NOISE_IMAGENET : 1.0f / 16.0f;
     uint8_t *px = malloc((size_t)W * H * 3);
     if (!px) TB_FATAL("out of host memory");
     for (int y = 0; y < H; y++) {
@@ -86,7 +126,7 @@ void tb_mkdata_image(const tb_mkdata_opts *o, int cls, int index, uint8_t **rgb_
             uint64_t bits = tb_rng_u64(&r);
             for (int c = 0; c < 3; c++) {
                 float v = (L.a[c] + (L.b[c] - L.a[c]) * t) * lit + shift[c];
-                float noise = (float)((int)(bits & 0xff) + (int)((bits >> 8) & 0xff) - 255) * (1.0f / 16.0f);
+                float noise = (float)((int)(bits & 0xff) + (int)((bits >> 8) & 0xff) - 255) * noise_gain;
                 bits >>= 16;
                 row[3 * x + c] = clamp8(v + noise);
             }
@@ -135,7 +175,7 @@ typedef struct {
     const tb_mkdata_opts *o;
     const char *tmpdir;
     pthread_mutex_t mu;
-    int64_t next, total, bytes;
+    int64_t next, total, bytes, pixels;
     char err[512]; /* first write error */
 } write_job;
 
@@ -145,10 +185,11 @@ static void *write_worker(void *arg) {
     tjhandle tj = tjInitCompress();
     if (!tj) TB_FATAL("TurboJPEG: tjInitCompress: %s", tjGetErrorStr2(NULL));
     /* one output buffer big enough for the largest image, never reallocated */
-    unsigned long cap = tjBufSize(o->max_side, o->max_side, TJSAMP_420);
+    int side = o->like == TB_MKDATA_IMAGENET ? 800 : o->max_side;
+    unsigned long cap = tjBufSize(side, side, TJSAMP_444);
     unsigned char *jpg = tjAlloc((int)cap);
     if (cap == (unsigned long)-1 || !jpg) TB_FATAL("TurboJPEG: cannot allocate a %lu-byte JPEG buffer", cap);
-    int64_t bytes = 0;
+    int64_t bytes = 0, pixels = 0;
     for (;;) {
         pthread_mutex_lock(&job->mu);
         int64_t k = job->err[0] ? job->total : job->next++;
@@ -159,7 +200,9 @@ static void *write_worker(void *arg) {
         int w, h;
         tb_mkdata_image(o, cls, idx, &rgb, &w, &h);
         unsigned long size = cap;
-        TJ_CHECK(tj, tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpg, &size, TJSAMP_420, o->quality, TJFLAG_NOREALLOC));
+        tb_mkdata_coding cd = tb_mkdata_coding_of(o, cls, idx);
+        TJ_CHECK(tj, tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpg, &size, cd.subsamp, cd.quality,
+                                 TJFLAG_NOREALLOC | (cd.progressive ? TJFLAG_PROGRESSIVE : 0)));
         free(rgb);
         char cname[64], fname[64], path[4200];
         tb_mkdata_class_name(o, cls, cname, sizeof cname);
@@ -175,16 +218,18 @@ static void *write_worker(void *arg) {
             break;
         }
         bytes += (int64_t)size;
+        pixels += (int64_t)w * h;
     }
     tjFree(jpg);
     tjDestroy(tj);
     pthread_mutex_lock(&job->mu);
     job->bytes += bytes;
+    job->pixels += pixels;
     pthread_mutex_unlock(&job->mu);
     return NULL;
 }
 
-int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, char *err, size_t errlen) {
+int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, int64_t *pixels, char *err, size_t errlen) {
     struct stat st;
     char tmp[4200];
     if (stat(o->out, &st) == 0) {
@@ -238,5 +283,6 @@ int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, char *err, 
         return -1;
     }
     if (bytes_written) *bytes_written = job.bytes;
+    if (pixels) *pixels = job.pixels;
     return 0;
 }

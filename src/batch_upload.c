@@ -271,6 +271,9 @@ void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
         /* the copy stream's upload: a wait before the input op, in no op's time */
         be->stream_wait(be, NULL, u->uploaded[k]);
     }
+    /* a GPU-decoded batch: the compute stream waits for the GPU stage's
+     * device work on it (its fence); the host does not */
+    if (b->on_device) tb_loader_batch_order(u->ld, u->held[b->slot].b, be->native_stream(be, NULL));
     tb_tensor x = tb_graph_act(&m->g, m->g.input, b->n);
     tb_op_prof_begin(prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
     be->input_u8(be, src, b->flip ? u->dflip[k] : NULL, &nm, &x);

@@ -7,6 +7,7 @@ int tb_cmd_train(int argc, char **argv);
 int tb_cmd_step(int argc, char **argv);
 int tb_cmd_mkdata(int argc, char **argv);
 int tb_cmd_loader_bench(int argc, char **argv);
+int tb_cmd_loader_feed(int argc, char **argv); /* loader-bench --feed */
 int tb_cmd_allreduce_bench(int argc, char **argv);
 int tb_cmd_preflight(int argc, char **argv);
 int tb_cmd_report(int argc, char **argv);

@@ -21,6 +21,17 @@ int tb_gpu_device_count(char *why, size_t len) {
     return n;
 }
 
+int tb_gpu_mem_used(double *used, double *total) {
+    size_t f = 0, t = 0;
+    if (cudaMemGetInfo(&f, &t) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    *used = (double)(t - f);
+    *total = (double)t;
+    return 0;
+}
+
 int tb_gpu_bus_id(int device, char *buf, size_t len) {
     if (cudaDeviceGetPCIBusId(buf, (int)len, device) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -23,6 +23,11 @@ int tb_gpu_device_count(char *why, size_t len);
 /* "0000:3B:00.0" of ordinal device; -1 when unknown. */
 int tb_gpu_bus_id(int device, char *buf, size_t len);
 
+/* Device memory in use on the calling thread's current device (all
+ * processes: cudaMemGetInfo's total - free) and its size, bytes; -1 without
+ * a device or CUDA. */
+int tb_gpu_mem_used(double *used, double *total);
+
 /* Queues a copy from device memory into pinned host memory on stream and
  * returns at once (record an event after it to know when it landed). */
 void tb_gpu_copy_d2h_async(void *dst, const void *src, size_t bytes, void *stream);

@@ -8,6 +8,10 @@ int tb_gpu_device_count(char *why, size_t len) {
     if (why) snprintf(why, len, "this build has no CUDA");
     return -1;
 }
+int tb_gpu_mem_used(double *used, double *total) {
+    *used = *total = 0;
+    return -1;
+}
 int tb_gpu_bus_id(int device, char *buf, size_t len) {
     (void)device;
     if (len) buf[0] = '\0';

@@ -3,7 +3,9 @@
  * default) trains on a JPEG folder through the real training step
  * (tb_trainer_step, batches through src/batch_upload) while the loader
  * configuration changes from row to row: worker threads (0 = the main
- * thread decodes), prefetch depth (slots), pinned slots on or off. Each row
+ * thread decodes), prefetch depth (slots), pinned slots on or off; a
+ * `resident` row runs the same step on data already in device memory (the
+ * on-device rate a loader row is measured against). Each row
  * reports what the seeds' table reports:
  *
  *   img/s          images trained per second over the timed steps
@@ -16,10 +18,16 @@
  *                  needs 1 s), and SM activity where the GPU reports it
  *
  * and, beside them, the step's own time (step ms: the device's time per
- * step) and, with --decode gpu, the loader's GPU stage (data/loader.c):
+ * step), the row's CPU budget (cores: process CPU seconds per wall second;
+ * loader cores: its threads' alone; img/s per core), the loader's stages
+ * in ms per batch (data/loader_timeline.h) and, with --decode gpu, the
+ * loader's GPU stage (data/loader_gpu.c):
  *
- *   GPU stage ms   wall time of the GPU stage per batch it ran (nvJPEG,
- *                  the resize, CPU rows copied up, per-file fallbacks)
+ *   GPU stage ms   wall time of the GPU stage per batch it ran: planning
+ *                  and queueing nvJPEG, the resize and the CPU rows' copies,
+ *                  per-file fallbacks, waits for the device (the device's
+ *                  own time: the dev_* stages; the consumer's stream waits
+ *                  for the batch's fence, the stage thread does not)
  *   GPU stage %    share of the timed wall time the GPU stage was busy
  *                  (per stage, with several: --decode-streams); near 100
  *                  the GPU stage is what limits the row (ms per batch then
@@ -46,6 +54,11 @@ typedef struct {
     int pinned;       /* 1: slots in pinned memory, asynchronous copies, lookahead */
     int decode_streams; /* --decode gpu: batches decoded on the device at once (the loader's GPU
                            stages); 0: the loader's default (2; 1 with threads 0) */
+    int resident;     /* 1: no loader: synthetic batches gathered from a pool in device memory,
+                         the same model, step and batch (the on-device rate the loader rows are
+                         measured against); threads, prefetch, pinned unused */
+    char nvjpeg[96];  /* --decode gpu: this row's nvJPEG choices ("sync=on,priority=default"; ""
+                         : the call's --nvjpeg) */
 } tb_feed_config;
 
 /* What stays the same across rows. */
@@ -61,6 +74,10 @@ typedef struct {
     double min_row_s;            /* the timed steps go on past `steps` until the row has lasted this
                                     long (NVML's GPU-Util speaks for a window of
                                     TB_NVML_UTIL_MIN_WINDOW_S or more); 0: exactly `steps` */
+    const char *gpu_options;     /* --nvjpeg (data/gpu_decode.h); NULL: defaults */
+    const char *timeline;        /* write each loader row's stage timeline (Chrome trace) to this path,
+                                    ".rowK" before its extension; NULL: none */
+    int row_index;               /* K of the row measured (timeline file names) */
 } tb_feed_setup;
 
 typedef struct {
@@ -78,8 +95,22 @@ typedef struct {
     int nvml_samples;
     int timed_steps;                   /* `steps`, or more to fill min_row_s */
     double row_s;                      /* wall time of the timed steps */
-    char decoder[640];                 /* what decoded (tb_loader_decoder) */
+    /* the CPU budget of the timed steps: CPU seconds / wall seconds */
+    double cores;                      /* the whole process (loader, training thread, NVML, driver threads) */
+    double loader_cores;               /* the loader's threads alone (0 on the resident row) */
+    double img_per_s_per_core;         /* img/s per core the process used */
+    double stage_ms[TB_STAGE_COUNT];   /* the loader's stages, ms per timed batch (NaN: resident row) */
+    char decoder[900];                 /* what decoded (tb_loader_decoder), or the resident data */
+    char timeline[4200];               /* the row's stage timeline file ("" : none) */
 } tb_feed_row;
+
+/* A row's CPU budget: process CPU seconds and the loader threads' own per
+ * wall second (cores used), and images per second per core the process
+ * used (NaN without a wall time or CPU time). */
+typedef struct {
+    double cores, loader_cores, img_per_s_per_core;
+} tb_cpu_budget;
+tb_cpu_budget tb_feed_cpu_budget(double cpu_s, double loader_cpu_s, double wall_s, double img_per_s);
 
 /* Trains setup->warmup + setup->steps steps with configuration c; dies with
  * one line when a step's gradients hold NaN/Inf. */

@@ -43,6 +43,8 @@ typedef struct {
     double peak_mem_bytes;          /* the backend's peak allocation */
     int skipped_steps;              /* fp16 updates skipped for overflow (device counter) */
     int graph_steps;                /* steps replayed from a CUDA graph */
+    double cpu_s;                   /* process CPU time over the timed stretch (all threads) */
+    double loader_cpu_s;            /* of it, the JPEG loader's threads (0: no loader) */
 } tb_rank_summary;
 
 void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r);

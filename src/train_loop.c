@@ -18,6 +18,8 @@
 typedef struct {
     int64_t warm_end;            /* first timed step */
     double t_begin, t_timed;     /* start of the loop, of the timed steps */
+    double cpu_timed;            /* process CPU time at the start of the timed steps */
+    double loader_cpu_timed;     /* the loader threads' CPU time then */
     double samples_run;          /* since start-up, all ranks (a short last step counts what it holds) */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
@@ -202,6 +204,10 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
         tb_monitor_progress(r->mon, step, "timing barrier", 1);
         tb_comm_barrier(r->world);
         c->t_timed = tb_now();
+        tb_loader_stats ls;
+        tb_source_stats(r->src, &ls);
+        c->loader_cpu_timed = ls.cpu_s;
+        c->cpu_timed = tb_process_cpu_s();
         if (r->util) tb_nvml_sampler_reset(r->util);
     }
     char err[512];
@@ -257,6 +263,12 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
     }
     flush(r, o, &c);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed : 0;
+    if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
+        tb_loader_stats ls;
+        tb_source_stats(r->src, &ls);
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed;
+        o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
+    }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);
     free(c.epochs);
     free(c.recs);

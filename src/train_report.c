@@ -52,6 +52,34 @@ static void record_ranks(tb_train_run *r, const tb_train_outcome *o, const tb_ra
     tb_run_report_unlock(&r->report);
 }
 
+/* The CPU budget of the timed steps (rank 0): cores used per rank (process
+ * CPU seconds per wall second), of them the loader's, and img/s per core;
+ * on the console and as results attributes. */
+static void cpu_budget(tb_train_run *r, const tb_rank_summary *all, double ips) {
+    double cores = 0, loader = 0;
+    int n = 0;
+    for (int q = 0; q < r->info.world; q++)
+        if (all[q].elapsed_s > 0) {
+            cores += all[q].cpu_s / all[q].elapsed_s;
+            loader += all[q].loader_cpu_s / all[q].elapsed_s;
+            n++;
+        }
+    if (n == 0) return;
+    cores /= n;
+    loader /= n;
+    double per_core = cores > 0 ? ips / (cores * n) : 0;
+    printf("# CPU budget: %.2f cores per rank (process CPU seconds per wall second over the timed steps), of them "
+           "%.2f the loader's%s; %.1f img/s per core\n",
+           cores, loader,
+           r->fl.data[0] ? "" : " (synthetic data: no loader)", per_core);
+    if (r->fl.data[0]) printf("#   (--loader-threads %d per rank)\n", r->fl.loader_threads);
+    tb_run_report_lock(&r->report);
+    tb_attrs_num(&r->report.attrs, "cpu_cores_per_rank", cores);
+    tb_attrs_num(&r->report.attrs, "loader_cores_per_rank", loader);
+    tb_attrs_num(&r->report.attrs, "img_per_s_per_core", per_core);
+    tb_run_report_unlock(&r->report);
+}
+
 /* Every rank's summary to rank 0: the table and the training line. */
 static void summarise(tb_train_run *r, tb_train_outcome *o) {
     tb_rank_summary *all = calloc((size_t)r->info.world, sizeof *all);
@@ -66,11 +94,12 @@ static void summarise(tb_train_run *r, tb_train_outcome *o) {
             if (all[q].elapsed_s > slow) slow = all[q].elapsed_s;
         }
         o->img_per_s = ips = slow > 0 ? ips / slow : 0;
-        if (all[0].steps > 0)
+        if (all[0].steps > 0) {
             printf("#\n# training: %lld steps, loss %.4f -> %.4f, %.2f img/s (%.1f GFLOP/s) over %d timed "
                    "steps\n",
                    (long long)o->step, o->first_loss, o->loss, ips, ips * r->gflop, all[0].steps);
-        else
+            cpu_budget(r, all, ips);
+        } else
             printf("#\n# training: %lld steps, loss %.4f -> %.4f; no timed step (all within "
                    "--warmup-steps %d)\n",
                    (long long)o->step, o->first_loss, o->loss, r->fl.warmup);

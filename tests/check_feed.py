@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """check_feed.py FEED.h5 --rows N [--device-measured 0|1]: the results file of
 `trainbench loader-bench --feed` holds the data-loading table of SEEDS.md
-section 2 as /feed columns, one row per loader configuration, with the
-provenance attributes; on a machine without a GPU the device columns are NaN
-and the file says why. Exit 0 when every check holds, 1 otherwise, 77
-without h5py."""
+section 2 as /feed columns, one row per loader configuration (or the
+resident data), with the provenance attributes, each row's CPU budget
+(cores used, img/s per core: consistent with img/s) and its loader stages
+(ms per batch; none on a resident row); on a machine without a GPU the
+device columns are NaN and the file says why. Exit 0 when every check
+holds, 1 otherwise, 77 without h5py."""
 import argparse
 import math
 import sys
@@ -17,9 +19,36 @@ except ImportError as e:
 
 COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
         "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
-        "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages", "timed_steps", "row_s"]
+        "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages", "timed_steps", "row_s",
+        "resident", "cpu_cores", "loader_cores", "img_per_s_per_core"]
+STAGES = ["read", "check", "decode", "resize", "gpu_plan", "gpu_submit", "gpu_wait", "gpu_fallback", "dev_upload",
+          "dev_decode", "dev_resize", "next_wait"]
+COLS += [f"stage_{s}_ms" for s in STAGES]
 ATTRS = ["kind", "trainbench_version", "command_line", "status", "backend", "device_names", "device_columns",
          "model", "precision", "batch_size", "image_size", "decode", "steps", "warmup_steps", "min_row_seconds"]
+
+
+def check_budget(cols, i):
+    """The row's CPU budget and stages: cores > 0, the loader's own no more
+    than the process's (+0.1 for samples that straddle the row's edges),
+    img/s per core = img/s / cores; stages NaN on a resident row, else
+    numbers >= 0 (NaN for a stage that never ran is a 0 here: the columns
+    are ms per batch over the row)."""
+    bad = []
+    cores, ldr, ipc = cols["cpu_cores"][i], cols["loader_cores"][i], cols["img_per_s_per_core"][i]
+    if not (cores > 0 and math.isfinite(cores)):
+        bad.append(f"row {i}: {cores} cores used")
+    elif not (0 <= ldr <= cores + 0.1):
+        bad.append(f"row {i}: the loader used {ldr} cores of the process's {cores}")
+    elif abs(ipc * cores - cols["img_per_s"][i]) > 1e-6 * cols["img_per_s"][i]:
+        bad.append(f"row {i}: {ipc} img/s per core x {cores} cores != {cols['img_per_s'][i]} img/s")
+    stages = [cols[f"stage_{s}_ms"][i] for s in STAGES]
+    if cols["resident"][i]:
+        if not all(math.isnan(v) for v in stages) or ldr != 0:
+            bad.append(f"row {i}: a resident row with loader stages {stages} or loader cores {ldr}")
+    elif not all(v >= 0 for v in stages) or not any(v > 0 for v in stages):
+        bad.append(f"row {i}: loader stages {stages}")
+    return bad
 
 
 def main():
@@ -75,6 +104,7 @@ def main():
                                        f"{stage[2]} stages")
                     elif not (math.isnan(stage[0]) and math.isnan(stage[1]) and stage[2] == 0):
                         bad.append(f"row {i}: CPU decode row with GPU stage columns {stage}, want NaN, NaN, 0")
+                    bad += check_budget(cols, i)
                     measured = not math.isnan(cols["gpu_util_pct"][i])
                     if measured != bool(a.device_measured):
                         bad.append(f"row {i}: GPU-Util {cols['gpu_util_pct'][i]}: device columns "

@@ -3,7 +3,7 @@
 attributes, status, and the /scaling, /steps and /ranks tables as groups of
 equal-length 1-D columns. Optional checks on the run's numbers.
 
-  check_results.py RUN.h5 [--ranks 1,2] [--loss-falls 0.8] [--status complete]
+  check_results.py RUN.h5 [--ranks 1,2] [--loss-falls 0.8] [--status complete] [--cpu-budget]
 Exit 0 when every check holds, 1 otherwise, 77 without h5py."""
 import argparse
 import sys
@@ -33,6 +33,8 @@ def main():
     ap.add_argument("--loss-falls", type=float, help="last loss < this x first loss")
     ap.add_argument("--status", default="complete")
     ap.add_argument("--val-images", type=int, help="top1/top5 present, counted over this many images")
+    ap.add_argument("--cpu-budget", action="store_true",
+                    help="the CPU budget attributes: cores per rank > 0, the loader's share of them, img/s per core")
     a = ap.parse_args()
     bad = []
     with h5py.File(a.path, "r") as f:
@@ -75,6 +77,15 @@ def main():
                 bad.append(f"top1/top5 missing or inconsistent: {t1}, {t5}")
             if n != a.val_images:
                 bad.append(f"evaluation counted {n} images, the validation set has {a.val_images}")
+        if a.cpu_budget:
+            cores, loader = f.attrs.get("cpu_cores_per_rank"), f.attrs.get("loader_cores_per_rank")
+            per_core = f.attrs.get("img_per_s_per_core")
+            if cores is None or loader is None or per_core is None:
+                bad.append("the CPU budget attributes (cpu_cores_per_rank, loader_cores_per_rank, img_per_s_per_core) "
+                           "are missing")
+            elif not (cores > 0 and 0 <= loader <= cores + 0.05 and per_core > 0):
+                bad.append(f"CPU budget: {cores} cores per rank, {loader} of them the loader's, {per_core} img/s per "
+                           f"core")
         if a.loss_falls is not None:
             loss = f["steps/loss"][()]
             first, last = float(np.mean(loss[:3])), float(np.mean(loss[-3:]))

@@ -62,6 +62,27 @@ target_link_libraries(test_loader_feed PRIVATE tb_data)
 add_test(NAME data_loader_feed COMMAND test_loader_feed ${TB_TEST_DIR}/fuzz/corpus/jpeg)
 set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
 
+# The loader's stage timeline, CPU-time accounting and --decode gpu's
+# fences (issue 31) on the host: intervals inside the run and equal to the
+# per-stage sums, the Chrome trace, the emulated GPU path with rows held
+# back until their fence completes (ordered: the CPU path's batches; read
+# without the fence: old rows, the planted error), device times collected
+# while idle equal to sync=on's, process CPU time counting every thread,
+# --nvjpeg's options. About 2 s.
+add_executable(test_loader_timeline test_loader_timeline.c)
+target_link_libraries(test_loader_timeline PRIVATE tb_data)
+add_test(NAME data_loader_timeline COMMAND test_loader_timeline)
+set_tests_properties(data_loader_timeline PROPERTIES TIMEOUT 120 LABELS "data")
+
+# Host memory flat over a long loader run (issue 31): one loader, 70
+# epochs of a small set, CPU decode and the emulated GPU path; resident
+# memory after the warm-up and at the end within 1 %, and a planted leak of
+# 4 KiB per batch caught by the same bound. About 1 s.
+add_executable(test_loader_memory test_loader_memory.c)
+target_link_libraries(test_loader_memory PRIVATE tb_data)
+add_test(NAME data_loader_memory COMMAND test_loader_memory)
+set_tests_properties(data_loader_memory PROPERTIES TIMEOUT 120 LABELS "data")
+
 # Batches into a model through src/batch_upload (issue 15) on the CPU
 # backend: the uint8 + flip path equals the float transform step for step,
 # pinned and pageable; a slot never goes back while its copy is pending
@@ -91,9 +112,11 @@ set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 
 # can speak for; the H200 run's 0.24-s rows could not); check_feed.py holds
 # timed_steps, row_s, images and ms/batch to each other and to the minimum.
 # 1 step against 2 s: a step takes ~0.2 s here, ~0.35 s under ASan, so
-# every row must run on.
+# every row must run on. The rows: the resident data (the on-device rate a
+# loader row is measured against) and 4 loader threads (the summary's
+# 4-thread row); the console log is bench/summary/feed.py's test input.
 add_test(NAME feed_cpu_min_row
-         COMMAND sh -c "rm -f feed_min_row.h5 && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --threads 2 --prefetch 2 --pinned off,on --steps 1 --warmup 1 --compute-threads 2 --min-row-seconds 2 --results feed_min_row.h5"
+         COMMAND sh -c "rm -f feed_min_row.h5 feed_min_row.txt && \"$0\" loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18 --image-size 32 --batch-size 8 --rows resident,4:2:off --steps 1 --warmup 1 --compute-threads 2 --min-row-seconds 2 --results feed_min_row.h5 > feed_min_row.txt; rc=$?; cat feed_min_row.txt; exit $rc"
                  ${TB_BIN})
 set_tests_properties(feed_cpu_min_row PROPERTIES TIMEOUT 300 LABELS "data" FIXTURES_REQUIRED feed_cpu
                      FIXTURES_SETUP feed_min_row)
@@ -105,6 +128,17 @@ else()
 endif()
 set_tests_properties(feed_cpu_min_row_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
                      FIXTURES_REQUIRED feed_min_row)
+# bench/summary/feed.py (the summary's feed_* rows): from the stored H200
+# and H100 feed logs and from feed_cpu_min_row's log of today's table
+# (checked against its results file); a malformed row is refused. < 1 s.
+if(_tb_data_py)
+  add_test(NAME feed_summary_rows COMMAND ${_tb_data_py} ${TB_TEST_DIR}/test_summary_feed.py ${PROJECT_SOURCE_DIR}
+           feed_min_row.txt feed_min_row.h5)
+else()
+  add_test(NAME feed_summary_rows COMMAND sh -c "echo 'SKIP: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_summary_rows PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
+                     FIXTURES_REQUIRED feed_min_row ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 
 # --decode gpu's crop + resize: the packed tables and the kernels'
 # arithmetic (run on the host) equal the CPU path's Pillow-exact resize.
@@ -126,13 +160,19 @@ add_test(NAME feed_decode_gpu_train_cpu
                  --warmup-steps 0 --scaling-steps 0 --results feed_decode_gpu_train_cpu.h5)
 set_tests_properties(feed_decode_gpu_cpu_backend feed_decode_gpu_train_cpu PROPERTIES
                      TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
-# --rows' optional 4th (decode) and 5th (GPU stages) fields: with both
-# given, the row's decode is the 4th field's (gpu here: refused on the CPU
-# backend), and a decode mode that does not exist is refused.
+# --rows' optional 4th (decode), 5th (GPU stages) and 6th (the row's
+# --nvjpeg) fields: with them given, the row's decode is the 4th field's
+# (gpu here: refused on the CPU backend), a decode mode that does not exist
+# is refused, and so is an --nvjpeg choice that does not.
 add_test(NAME feed_rows_decode_field
          COMMAND ${TB_TEST_DIR}/expect_fail.sh "--decode gpu decodes on the GPU the model trains on: it needs the CUDA backend"
                  ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
-                 --image-size 32 --batch-size 8 --rows 0:2:on:gpu:1 --steps 1 --warmup 0)
+                 --image-size 32 --batch-size 8 --rows 0:2:on:gpu:1:sync=on+roi=off --steps 1 --warmup 0)
+add_test(NAME feed_rows_bad_nvjpeg
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "--rows, row 2: --nvjpeg: 'inflight=9' is not one of"
+                 ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18
+                 --image-size 32 --batch-size 8 --rows resident,0:2:on:gpu:1:sync=on+inflight=9 --steps 1 --warmup 0)
+set_tests_properties(feed_rows_bad_nvjpeg PROPERTIES TIMEOUT 120 LABELS "data" FIXTURES_REQUIRED feed_cpu)
 add_test(NAME feed_rows_bad_decode
          COMMAND ${TB_TEST_DIR}/expect_fail.sh "--rows expects THREADS:PREFETCH:on.off.:DECODE.:STREAMS..,... .*got '0:2:on:bogus:1'"
                  ${TB_BIN} loader-bench --feed --backend cpu --data feed_cpu_data --model resnet18

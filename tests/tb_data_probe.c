@@ -77,7 +77,8 @@ static const char *render_gpu(tb_sampler *sp, int emulate, const uint8_t *buf, s
                               const tb_geometry *gp, uint8_t *rgbx, char *why, size_t whylen) {
     if (!g_gpu) {
         char err[512];
-        tb_gpu_decoder_opts o = {-1, 1, S, emulate, 0, 0};
+        tb_gpu_decoder_opts o = tb_gpu_decoder_defaults(-1, 1, S);
+        o.emulate = emulate;
         g_gpu = tb_gpu_decoder_create(&o, err, sizeof err);
         if (!g_gpu) TB_FATAL("tb_data_probe: %s", err);
         g_dev = tb_gpu_decoder_alloc(g_gpu, (size_t)3 * S * S);
@@ -99,7 +100,7 @@ static const char *render_gpu(tb_sampler *sp, int emulate, const uint8_t *buf, s
     job.height = pi.height;
     job.g = pi.g;
     job.g.flip = 0;
-    tb_gpu_decode_batch(g_gpu, &job, 1, g_dev, NULL, NULL, 0);
+    tb_gpu_decode_batch(g_gpu, &job, 1, g_dev, NULL, NULL, 0, 0, NULL);
     if (job.status != 0) {
         snprintf(why, whylen, "%s", job.why);
         return "cpu";

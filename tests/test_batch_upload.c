@@ -426,7 +426,7 @@ static int main_cuda(const tb_dataset *ds) {
              b.pixel_bad, b.label_bad);
     free(ref);
     /* --decode gpu with nvJPEG, when this build has it */
-    tb_gpu_decoder_opts go = {-1, BATCH, S, 0, 0, 0};
+    tb_gpu_decoder_opts go = tb_gpu_decoder_defaults(-1, BATCH, S);
     tb_gpu_decoder *d = tb_gpu_decoder_create(&go, err, sizeof err);
     if (!d) {
         printf("# --decode gpu not checked: %s\n", err);

@@ -45,7 +45,7 @@ typedef struct {
     int64_t skipped, gpu_decoded, gpu_to_cpu;
 } run_out;
 
-static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl) {
+static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl, const char *nvjpeg) {
     tb_loader_opts o;
     memset(&o, 0, sizeof o);
     o.ds = ds;
@@ -60,6 +60,7 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
     o.gpu_flip = 1;
     o.decode = mode;
     o.gpu_device = -1;
+    o.gpu_options = nvjpeg;
     o.last_batch = TB_LAST_KEEP;
     char err[512];
     tb_loader *ld = tb_loader_create(&o, err, sizeof err);
@@ -77,8 +78,10 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
         tb_loader_start_epoch(ld, e, 0);
         const tb_batch *b;
         while ((b = tb_loader_next(ld)) != NULL) {
-            if (b->on_device)
+            if (b->on_device) { /* the GPU stage's work for it done, then read */
+                tb_loader_batch_sync(ld, b);
                 tb_gpu_decoder_download(dl, r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
+            }
             else
                 memcpy(r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
             memcpy(r.labels + r.n, b->labels, 4 * (size_t)b->n);
@@ -110,7 +113,7 @@ static void test_loader(tb_gpu_decoder *dl) {
         printf("FAIL: %s\n", err);
         exit(1);
     }
-    run_out c = run(&ds, TB_DECODE_PARTIAL, dl), g = run(&ds, TB_DECODE_GPU, dl);
+    run_out c = run(&ds, TB_DECODE_PARTIAL, dl, NULL), g = run(&ds, TB_DECODE_GPU, dl, NULL);
     /* Labels name their file (label = index). Where they differ, the GPU
      * path must have kept the damaged file s013 that the CPU path replaced
      * (nvJPEG decoding damaged entropy data without an error: the
@@ -160,6 +163,19 @@ static void test_loader(tb_gpu_decoder *dl) {
              "GPU path pixels: PSNR %.2f dB over %d samples, %.2f worst batch (want >= 35, 30)", all, same, worst);
     TB_CHECK(g.gpu_decoded >= g.n / 2, "only %lld of %d samples decoded on the GPU", (long long)g.gpu_decoded, g.n);
     TB_CHECK(g.gpu_to_cpu >= 2 * 8, "progressive files not left to the CPU (%lld)", (long long)g.gpu_to_cpu);
+    /* the fenced path (no host wait per batch, states in turn, pools) against
+     * the host waiting in every call with one state and nvJPEG's own
+     * allocations, and against batched calls of 3 images in batch order:
+     * the same arithmetic, so the same bytes */
+    const char *alt[2] = {"sync=on,inflight=1,alloc=nvjpeg", "chunk=3,sort=off,inflight=3"};
+    for (int v = 0; v < 2; v++) {
+        run_out a = run(&ds, TB_DECODE_GPU, dl, alt[v]);
+        int diff = a.n != g.n || memcmp(a.labels, g.labels, 4 * (size_t)g.n) != 0 ||
+                   memcmp(a.img, g.img, per * (size_t)g.n) != 0;
+        printf("# --nvjpeg %s: %d samples, %s the default's\n", alt[v], a.n, diff ? "NOT" : "byte for byte");
+        TB_CHECK(!diff, "--nvjpeg %s gives other batches than the default (fenced) path", alt[v]);
+        free(a.img), free(a.labels), free(a.flip);
+    }
     tb_dataset_close(&ds);
 }
 
@@ -201,7 +217,7 @@ static void test_corpus(tb_gpu_decoder *d, const char *dir) {
             job.width = pi.width;
             job.height = pi.height;
             job.g = pi.g;
-            tb_gpu_decode_batch(d, &job, 1, dev, NULL, NULL, 0);
+            tb_gpu_decode_batch(d, &job, 1, dev, NULL, NULL, 0, 0, NULL);
             path = job.status == TB_GPU_JOB_DONE    ? "GPU decoded"
                    : job.status == TB_GPU_JOB_REFUSED ? "GPU declined -> CPU"
                                                       : "GPU failed -> CPU";
@@ -228,7 +244,7 @@ static void test_corpus(tb_gpu_decoder *d, const char *dir) {
 
 int main(int argc, char **argv) {
     char err[512];
-    tb_gpu_decoder_opts o = {-1, BATCH, S, 0, 0, 0};
+    tb_gpu_decoder_opts o = tb_gpu_decoder_defaults(-1, BATCH, S);
     tb_gpu_decoder *d = tb_gpu_decoder_create(&o, err, sizeof err);
     if (!d) {
         printf("SKIP: %s\n", err);

@@ -37,40 +37,18 @@
 #include "src/core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
+#include "tests/tb_test_loader.h"
 
-#define S 24
-#define BATCH 4
+enum { S = 24, BATCH = 4 };
 
-static tb_loader_opts base_opts(const tb_dataset *ds) {
-    tb_loader_opts o;
-    memset(&o, 0, sizeof o);
-    o.ds = ds;
-    o.batch = BATCH;
-    o.image_size = S;
-    o.train = 1;
-    o.threads = 3;
-    o.prefetch = 3;
-    o.world = 1;
-    o.seed = 7;
-    o.format = TB_OUT_U8_NHWC;
-    return o;
-}
+static tb_loader_opts base_opts(const tb_dataset *ds) { return tbl_opts(ds, BATCH, S, 3, 3, 7); }
 
 /* base_opts on the emulated GPU decode path (flip on the device) */
 static tb_loader_opts emulated_gpu_opts(const tb_dataset *ds) {
     tb_loader_opts o = base_opts(ds);
-    o.gpu_flip = 1;
+    o.gpu_flip = o.gpu_emulate = 1;
     o.decode = TB_DECODE_GPU;
-    o.gpu_emulate = 1;
     return o;
-}
-
-static tb_loader *make(const tb_loader_opts *o) {
-    char err[256];
-    tb_loader *ld = tb_loader_create(o, err, sizeof err);
-    TB_CHECK(ld != NULL, "tb_loader_create: %s", err);
-    if (!ld) exit(1);
-    return ld;
 }
 
 /* Every batch of `epochs` epochs: images [total][S][S][3] (or float), labels, flips. */
@@ -87,7 +65,7 @@ typedef struct {
 static run_out run(const tb_loader_opts *o, int epochs) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    tb_loader *ld = make(o);
+    tb_loader *ld = tbl_make(o);
     size_t per = tb_sample_bytes(o->format, S);
     run_out r;
     memset(&r, 0, sizeof r);
@@ -122,11 +100,7 @@ static run_out run(const tb_loader_opts *o, int epochs) {
     return r;
 }
 
-static void run_free(run_out *r) {
-    free(r->img);
-    free(r->labels);
-    free(r->flip);
-}
+static void run_free(run_out *r) { free(r->img), free(r->labels), free(r->flip); }
 
 static void test_inline(const tb_dataset *ds) {
     tb_loader_opts o = base_opts(ds);
@@ -145,7 +119,7 @@ static void test_inline(const tb_dataset *ds) {
 
     /* inline: wait_s is the decode time of the batch, > 0 */
     o.inline_decode = 1;
-    tb_loader *ld = make(&o);
+    tb_loader *ld = tbl_make(&o);
     tb_loader_start_epoch(ld, 0, 0);
     const tb_batch *bt = tb_loader_next(ld);
     TB_CHECK(bt && bt->wait_s > 0, "inline batch wait %.6f s: decoding on the caller's thread is not counted",
@@ -193,7 +167,7 @@ static void test_gpu_flip(const tb_dataset *ds) {
 static void test_try_next(const tb_dataset *ds) {
     tb_loader_opts o = base_opts(ds);
     o.prefetch = 3;
-    tb_loader *ld = make(&o);
+    tb_loader *ld = tbl_make(&o);
     tb_loader_start_epoch(ld, 3, 0);
     int64_t steps = tb_loader_steps_per_epoch(ld);
     const tb_batch *held[2] = {NULL, NULL};
@@ -275,7 +249,7 @@ static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_d
     o.decode = TB_DECODE_GPU;
     o.gpu_emulate = 1;
     o.gpu_emulate_fail_every = fail_every;
-    tb_loader *ld = make(&o);
+    tb_loader *ld = tbl_make(&o);
     TB_CHECK(strstr(tb_loader_decoder(ld), "emulation") != NULL, "decoder: %s", tb_loader_decoder(ld));
     tb_loader_destroy(ld);
     run_out b = run(&o, 2);
@@ -305,7 +279,7 @@ static void test_gpu_emulated(const tb_dataset *ds, int fail_every, int inline_d
              (long long)b.st.gpu_batches, b.batches, b.st.gpu_stage_s, b.wall_s, b.gpu_stages);
     /* the counters say which way the samples went */
     o.gpu_emulate_fail_every = fail_every;
-    ld = make(&o);
+    ld = tbl_make(&o);
     tb_loader_start_epoch(ld, 0, 0);
     const tb_batch *bt;
     int on_device = 1;
@@ -354,7 +328,7 @@ static void take_all(tb_loader *ld, seen *v, int max_batches) {
  * busy, slots waiting for them) epoch 4 from its step 2, whole, then epoch
  * 5 whole. *staged: batches through the GPU stage. */
 static void stages_script(const tb_loader_opts *o, seen *v, tb_loader_stats *st, int *stages) {
-    tb_loader *ld = make(o);
+    tb_loader *ld = tbl_make(o);
     *stages = tb_loader_gpu_stages(ld);
     memset(v, 0, sizeof *v);
     tb_loader_start_epoch(ld, 3, 0);
@@ -451,16 +425,16 @@ static void test_gpu_stages(const tb_dataset *ds) {
     tb_loader_opts o = emulated_gpu_opts(ds);
     o.inline_decode = 1;
     o.gpu_stages = 3;
-    tb_loader *ld = make(&o);
+    tb_loader *ld = tbl_make(&o);
     TB_CHECK(tb_loader_gpu_stages(ld) == 1, "inline decode runs %d GPU stages", tb_loader_gpu_stages(ld));
     tb_loader_destroy(ld);
     /* CPU decode has none; the default with workers is 2; out of range refused */
     o = base_opts(ds);
-    ld = make(&o);
+    ld = tbl_make(&o);
     TB_CHECK(tb_loader_gpu_stages(ld) == 0, "CPU decode reports %d GPU stages", tb_loader_gpu_stages(ld));
     tb_loader_destroy(ld);
     o = emulated_gpu_opts(ds);
-    ld = make(&o);
+    ld = tbl_make(&o);
     TB_CHECK(tb_loader_gpu_stages(ld) == 2, "default: %d GPU stages, want 2", tb_loader_gpu_stages(ld));
     tb_loader_destroy(ld);
     char err[256];
@@ -471,7 +445,7 @@ static void test_gpu_stages(const tb_dataset *ds) {
     o.gpu_stages = 3;
     o.gpu_emulate_delay_ms = 30;
     o.prefetch = 6;
-    ld = make(&o);
+    ld = tbl_make(&o);
     tb_loader_start_epoch(ld, 0, 0);
     const tb_batch *bt = tb_loader_next(ld);
     TB_CHECK(bt != NULL, "no first batch");
@@ -497,7 +471,7 @@ static void test_stage_busy_window(const tb_dataset *ds) {
     o.gpu_emulate_delay_ms = 200;
     o.gpu_stages = 1;
     o.prefetch = 4;
-    tb_loader *ld = make(&o);
+    tb_loader *ld = tbl_make(&o);
     tb_loader_start_epoch(ld, 0, 0);
     const tb_batch *b = tb_loader_next(ld);
     TB_CHECK(b != NULL, "no first batch");

@@ -3,7 +3,10 @@
  * 4:2:0 JPEGs, the same bytes for the same seed whatever the thread count,
  * other bytes for another seed, no temporary directory left, a refusal to
  * overwrite, and classes that a trivial classifier already tells apart on
- * random crops (so a network can learn them).
+ * random crops (so a network can learn them). --like imagenet: every file
+ * coded as tb_mkdata_coding_of says (subsampling, progressive), most with
+ * the long side 500 px, none past 800, a mean file size near ImageNet's
+ * (60-200 KB).
  * Usage: test_mkdata /path/to/trainbench */
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <sys/wait.h>
 #include <turbojpeg.h>
 
+#include "data/mkdata.h"
 #include "src/core/rng.h"
 #include "tests/tb_test.h"
 
@@ -43,6 +47,57 @@ static int run(const char *bin, const char *args, const char *errfile) {
 
 static void file_path(char *buf, size_t len, const char *set, int c, int i) {
     snprintf(buf, len, "%s/%s/class_%03d/img_%06d.jpg", g_dir, set, c, i);
+}
+
+/* --like imagenet: 2 classes x 40 files against the preset (about 1 s). */
+static void check_imagenet(const char *bin) {
+    char args[1024];
+    snprintf(args, sizeof args, "--out '%s/in' --classes 2 --per-class 40 --seed 3 --like imagenet --threads 2", g_dir);
+    TB_CHECK(run(bin, args, "in.err") == 0, "mkdata --like imagenet failed");
+    tb_mkdata_opts o;
+    memset(&o, 0, sizeof o);
+    o.classes = 2;
+    o.per_class = 40;
+    o.seed = 3;
+    o.like = TB_MKDATA_IMAGENET;
+    tjhandle tj = tjInitDecompress();
+    int files = 0, coded_as_said = 0, long500 = 0, too_big = 0, kinds[6] = {0};
+    double bytes = 0;
+    for (int c = 0; c < 2; c++)
+        for (int i = 0; i < 40; i++) {
+            char p[512];
+            snprintf(p, sizeof p, "%s/in/class_%03d/img_%06d.jpg", g_dir, c, i);
+            size_t n = 0;
+            unsigned char *a = slurp(p, &n);
+            int w, h, ss, cs;
+            if (!a || tjDecompressHeader3(tj, a, n, &w, &h, &ss, &cs) != 0) {
+                TB_CHECK(0, "%s missing or not a JPEG", p);
+                free(a);
+                continue;
+            }
+            files++;
+            bytes += (double)n;
+            tb_mkdata_coding cd = tb_mkdata_coding_of(&o, c, i);
+            int progressive = 0; /* SOF2 marker */
+            for (size_t k = 0; k + 1 < n && !progressive; k++) progressive = a[k] == 0xff && a[k + 1] == 0xc2;
+            coded_as_said += ss == cd.subsamp && progressive == cd.progressive;
+            if (ss >= 0 && ss < 6) kinds[ss]++;
+            long500 += (w > h ? w : h) == 500;
+            too_big += w > 800 || h > 800;
+            free(a);
+        }
+    tjDestroy(tj);
+    int nkinds = 0;
+    for (int k = 0; k < 6; k++) nkinds += kinds[k] > 0;
+    double mean_kb = files ? bytes / files / 1e3 : 0;
+    printf("mkdata --like imagenet: %d files, %d with the long side 500, %d subsamplings, mean %.1f KB\n", files,
+           long500, nkinds, mean_kb);
+    TB_CHECK(files == 80 && coded_as_said == files, "%d of %d files coded as tb_mkdata_coding_of says", coded_as_said,
+             files);
+    TB_CHECK(long500 >= 40 && long500 <= 76 && too_big == 0 && nkinds >= 2,
+             "%d of %d with the long side 500 (want about 3 in 4), %d past 800 px, %d subsamplings", long500, files,
+             too_big, nkinds);
+    TB_CHECK(mean_kb >= 60 && mean_kb <= 200, "mean file %.1f KB, not near ImageNet's ~110 KB", mean_kb);
 }
 
 int main(int argc, char **argv) {
@@ -137,6 +192,8 @@ int main(int argc, char **argv) {
     printf("mkdata: %d files, nearest-class-mean accuracy on random crops %.2f (chance %.2f)\n", files, acc,
            1.0 / CLASSES);
     TB_CHECK(acc >= 0.6, "classes barely separable: nearest-mean accuracy %.2f on random crops", acc);
+
+    check_imagenet(bin);
 
     /* atomic: no temporary left; an existing directory is refused in one line */
     char p[512];

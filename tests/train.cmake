@@ -139,7 +139,7 @@ if(TB_HAVE_MPI)
                        ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_train
                        FIXTURES_SETUP mkdata_results)
   add_test(NAME mkdata_loss_fell
-           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8)
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8 --cpu-budget)
   set_tests_properties(mkdata_loss_fell PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mkdata_results)
   # distributed top-1/top-5 over 3 ranks: 4 classes x 7 images = 28, not a multiple of
   # 3 x 4, so the last step is uneven; every image must be counted once
