@@ -21,8 +21,10 @@
 #   tests   ctest -L gpu (every GPU test: ops vs the CPU backend, golden
 #           steps vs PyTorch, bf16 loss falls, fp16 loss scaling, probe_gpu,
 #           NCCL and feed tests as they exist); tests:REGEX runs ctest -R REGEX
-#   bench   bench/gpu_resnet50.sh: ResNet-50 img/s and peak memory per
-#           precision and layout beside PyTorch on the same GPU
+#   bench   bench/gpu_resnet50.sh: ResNet-50 (1000 classes) img/s and peak
+#           memory per precision and layout beside PyTorch on the same GPU,
+#           headline rows 3 runs of at least 10 s, and both trained side by
+#           side for 200 steps (bench/convergence.py)
 #   nccl    bench/gpu_nccl.sh: the one-GPU NCCL checks of issue 14
 #   feed    bench/gpu_feed.sh: the data-loading table of issue 15
 #
@@ -33,7 +35,9 @@
 # on LD_LIBRARY_PATH, and makes the build's absolute paths valid here.
 #
 # $OUT gets at most 8 files back: suite.log (everything), summary.txt (one
-# line per stage and test), results.tar.gz (results files, ctest logs).
+# line per stage and test), summary.tsv (every figure of the call, from its
+# logs: bench/summary/make_summary.py), results.tar.gz (results files, ctest
+# logs, and summary.tsv again under keep/).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -204,6 +208,10 @@ for spec in "${stages[@]}"; do
     *) say "unknown stage '$s' (env probe tests tests:REGEX bench nccl feed)" ;;
   esac
 done
+# one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);
+# results pages quote figures from it (bench/summary/check_pages.py checks them)
+if "$PY" bench/summary/make_summary.py "$OUT/keep"; then cp "$OUT/keep/summary.tsv" "$OUT/summary.tsv"
+else say "summary    FAIL     bench/summary/make_summary.py failed on the logs (see suite.log)"; fi
 tar -czf "$OUT/results.tar.gz" -C "$OUT" keep && rm -rf "$OUT/keep"
 say "# suite: $(( $(date +%s) - T0 )) s"
 echo
