@@ -155,7 +155,8 @@ def run_trainbench(a, data, init):
     import numpy as np
     res = os.path.join(a.out, "trainbench.h5")
     log = os.path.join(a.out, "trainbench.log")
-    cmd = [a.trainbench, "train", "--backend", a.backend, "--model", a.model, "--batch-file", data,
+    cmd = [a.trainbench, "train", "--backend", a.backend, "--model", a.model, "--classes", str(a.classes),
+           "--batch-file", data,
            "--init", init, "--batch-size", str(a.batch), "--steps", str(a.steps), "--lr", repr(a.lr),
            "--lr-base-batch", str(a.lr_base_batch), "--lr-warmup-steps", str(a.warmup_steps),
            "--lr-schedule", "cosine", "--momentum", repr(a.momentum), "--weight-decay", repr(a.weight_decay),
@@ -350,7 +351,8 @@ def main(argv=None):
           % (a.pool, a.classes, a.image_size, images.nbytes / 1e6, time.time() - t0), flush=True)
     tb = run_trainbench(a, data, init)
     pt = run_torch(a, images, labels, state)
-    os.remove(data)   # large at 224 px, and made again from the seed
+    os.remove(data)   # large at 224 px (and the weights at 1000 classes), both made again from the seed
+    os.remove(init)
     if tb is None:
         print("# convergence: FAIL: trainbench did not run through")
         return 1

@@ -84,7 +84,7 @@ selected() {
 stats() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
     m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-    printf "%.2f %.2f %.2f %.2f\n", m, v[1], v[NR], m > 0 ? 100 * (v[NR] - v[1]) / m : 0 }'
+    printf "%.2f %.2f %.2f %.2f\n", m, v[1], v[NR], (m > 0 ? 100 * (v[NR] - v[1]) / m : 0) }'
 }
 # steps_for IMG_PER_S BATCH: timed steps that last MIN_S at that rate (+15 %), at least 20
 steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * r / b) + 1; print (n < 20 ? 20 : n) }'; }

@@ -35,7 +35,7 @@ add_test(NAME convergence_compare_rule COMMAND ${_tb_bench_py} ${PROJECT_SOURCE_
 add_test(NAME convergence_cpu_resnet18
          COMMAND ${_tb_bench_py} ${PROJECT_SOURCE_DIR}/bench/convergence.py --trainbench ${TB_BIN}
                  --out ${CMAKE_CURRENT_BINARY_DIR}/convergence_cpu_resnet18 --model resnet18 --image-size 32
-                 --batch 16 --steps 60 --pool 128 --threads 1 --lr 0.1 --lr-base-batch 256 --warmup-steps 10
+                 --batch 16 --steps 40 --pool 128 --threads 1 --lr 0.1 --lr-base-batch 256 --warmup-steps 10
                  --label-smoothing 0.1 --zero-init-residual --window 10 --bound-abs 0.05 --bound-rel 0.1 --no-plot)
 set_tests_properties(results_summaries results_pages_figures convergence_compare_rule convergence_cpu_resnet18
                      PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "bench;python"

@@ -97,8 +97,8 @@ def test_new_layout():
         check(rows.get(k + "img_per_s", ("",))[0] == "7180.5" and rows[k + "repeats"][0] == "3" and
               rows[k + "loss_end"][0] == "6.1021" and rows[k + "img_per_s"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
               "new rows.tsv: median img/s, repeats, loss at the end, cited from the row's log")
-        check(rows.get("train/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
-              rows.get("train/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
+        check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
+              rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
               "training log: what was trained (1000 classes, 25557032 parameters)")
     finally:
         shutil.rmtree(d)

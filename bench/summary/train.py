@@ -4,7 +4,8 @@ bench rows, the NCCL stage's scaling and wire runs): the closing
 (`# trainbench train:` header: model, classes; `# N parameters`), and the
 scaling rows (`# scaling row i of n: R rank(s), X img/s over N timed steps`).
 
-Keys: train/<log name>/<what>; train/<log name>/scaling/<R>ranks/img_per_s."""
+Keys: train/<log, its path in the run without .log>/<what>;
+train/<log>/scaling/<R>ranks/img_per_s."""
 import os
 import re
 
@@ -42,5 +43,5 @@ def extract(run_dir):
     for path in files(run_dir, r"(?!ctest).*\.(log|txt)"):
         text = read(path)
         if TRAINING.search(text):
-            out += _one(run_dir, path, text, "train/%s/" % os.path.splitext(os.path.basename(path))[0])
+            out += _one(run_dir, path, text, "train/%s/" % os.path.splitext(rel(run_dir, path))[0])
     return out
