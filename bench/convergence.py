@@ -184,6 +184,8 @@ def run_torch(a, images, labels, state):
     import torch
     import torch.nn.functional as F
     import torchvision
+    sys.path.insert(0, HERE)
+    from torch_resnet50 import backward_step
     if a.threads:
         torch.set_num_threads(a.threads)
     dev = torch.device(a.device)
@@ -217,13 +219,7 @@ def run_torch(a, images, labels, state):
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=dev.type, dtype=amp, enabled=amp is not None):
             loss = F.cross_entropy(model(x), y, label_smoothing=a.label_smoothing)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        backward_step(loss, opt, scaler)
         lrs.append(lr)
         losses.append(float(loss))
     print("# PyTorch %s on %s: %d steps in %.1f s" % (torch.__version__, a.device, a.steps, time.time() - t0),

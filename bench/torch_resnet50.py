@@ -105,6 +105,18 @@ def print_profile(p):
     sys.stdout.flush()
 
 
+def backward_step(loss, opt, scaler):
+    """loss.backward() and the optimizer step, through GradScaler when given
+    (bench/convergence.py uses it too)."""
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+
+
 def one(args, batch, precision, layout, mode):
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -151,13 +163,7 @@ def one(args, batch, precision, layout, mode):
                 loss = lossf(step_model(x), y)
         else:
             loss = lossf(step_model(x), y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        backward_step(loss, opt, scaler)
         return loss
 
     def sync():
