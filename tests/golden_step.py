@@ -54,10 +54,10 @@ Two rules:
       PyTorch's own plain error at worst. The matched table is then
       printed for reading.
 
-      Both bounds are capped: no bound exceeds --bound-cap (0.5) x
-      max|ref|, so a zeroed tensor fails whatever PyTorch's own error (the
-      plain TF32 bound reached 1.4 x max|ref| on some gradients of the
-      H200 re-run: 8 x an error of 17 % of the tensor).
+      Both bounds are capped: no bound exceeds --bound-cap (0.5; the tf32
+      test 0.75) x max|ref|, so a zeroed tensor fails whatever PyTorch's
+      own error (the plain TF32 bound exceeded max|ref| in 12 of the 36 rows
+      the H200 re-run printed: 8 x an error of up to 24 % of the tensor).
 
   --floor-rule amp (the bf16 and fp16 tests; --floor-variants from
       gen_golden.AMP_FLOOR_VARIANTS, PyTorch autocast, float16 through
