@@ -3,25 +3,45 @@
 # 224 px on the lent GPU, img/s and peak device memory per precision,
 # layout, batch and CUDA graph on/off, beside PyTorch (bench/torch_resnet50.py:
 # eager channels-last bf16 autocast, and torch.compile when it runs) on the
-# same GPU in the same run. Writes $OUT/keep/resnet50/resnet50.md (the table,
-# the command of every row, what was left out and why) and each run's log
-# and results file.
+# same GPU in the same run, and both trained side by side for a few hundred
+# steps (bench/convergence.py). Writes $OUT/keep/resnet50/resnet50.md (the
+# table, the command of every run, what was left out and why), rows.tsv
+# (one line per row, with a header: bench/summary/resnet50.py reads it),
+# each run's log and results file, and converge_*/ (both loss curves,
+# curves.png, summary.txt).
+#
+# What is trained: ImageNet's model, 1000 classes (25,557,032 parameters, as
+# torchvision's), on trainbench's learnable synthetic data resident on the
+# device (--resident, the CUDA default: the pool uploaded once, each batch
+# gathered there; its h2d column is that gather), PyTorch on a fixed random
+# batch on the device; both under the schedule a user of this batch would
+# run (SCHED below: lr 0.1 per 256 images, linear warm-up over LR_WARMUP
+# steps, cosine to 0, label smoothing 0.1, each block's last BatchNorm gamma
+# at 0 as Goyal et al.), and each row prints its loss at the first and the
+# last step. Why the warm-up and the zero gamma: docs/loss_spike.md (with 10
+# warm-up steps to lr 0.1 and the default init every configuration's loss
+# climbed to 10-30 at steps 5-15 on the 2026-11-27 runs, fp32 NCHW
+# included; PyTorch does the same under that schedule).
+#
+# Timing: every run times at least TB_BENCH_MIN_S seconds (default 10) after
+# 5 warm-up steps (trainbench: 3 eager, the capture, one replay); its step
+# count comes from the configuration's expected img/s (EST_IPS), and a
+# row's later runs from its first run's measured img/s. Headline rows run
+# TB_BENCH_REPEATS times (default 3), each a separate process (start-up,
+# algorithm search and all); the table gives the median img/s, the range and
+# the spread ((max - min) / median); the other rows run once.
 #
 # Called by tests/gpu/run_suite.sh with $TB (trainbench), $PY (python3 with
-# torch), $OUT and $ROOT exported. The stage must fit in 9 minutes on an H100
-# including cuDNN's algorithm search (every trainbench run measures each
-# conv's algorithms at start-up): TB_BENCH_BUDGET (s, default 500) bounds
-# it; rows run in priority order and a row whose estimate no longer fits is
-# left out and named. Step counts: 5 warm-up (3 eager, the capture, one
-# replay) + TB_BENCH_STEPS timed (default 20) for trainbench; 5 + 20 for
-# PyTorch. trainbench's synthetic data is resident on the device (--resident,
-# the CUDA default: the pool uploaded once, each batch gathered there; its
-# h2d column is that gather), as PyTorch's batch stays on the device.
+# torch), $OUT and $ROOT exported. TB_BENCH_BUDGET (s, default 500) bounds
+# the stage with cuDNN's algorithm search included (every trainbench run
+# measures each conv's algorithms at start-up): rows run in priority order
+# and a row (or a repeat) whose estimate no longer fits is left out and
+# named. TB_BENCH_ONLY selects rows by name (below).
 #
-# Where the time goes: right after the headline pair, one more trainbench
-# row (bf16 NHWC 256, graph on) with --op-profile 5 (5 eager steps after its
-# timed ones, an event pair around every op), and the headline PyTorch row
-# runs --profile 5 (5 steps under torch.profiler after its timed ones); the
+# Where the time goes: after the headline rows, one more trainbench row
+# (bf16 NHWC 256, graph on) with --op-profile 5 (5 eager steps after its
+# timed ones, an event pair around every op), and a PyTorch row with
+# --profile 5 (5 steps under torch.profiler after its timed ones); the
 # markdown gets both side by side by op category (bench/op_profile_compare.py,
 # categories in bench/op_kinds.py) and trainbench's own profile tables.
 set -u
@@ -31,21 +51,26 @@ mkdir -p "$KEEP"
 BUDGET=${TB_BENCH_BUDGET:-500}
 # run_suite.sh's cap for this stage (what is left of the device call)
 if [ -n "${TB_STAGE_BUDGET:-}" ] && [ "$TB_STAGE_BUDGET" -lt "$BUDGET" ]; then BUDGET=$TB_STAGE_BUDGET; fi
-STEPS=${TB_BENCH_STEPS:-20}
+MIN_S=${TB_BENCH_MIN_S:-10}
+REPEATS=${TB_BENCH_REPEATS:-3}
 WARM=5
+LR_WARMUP=${TB_BENCH_LR_WARMUP:-100}
+SCHED=(--classes 1000 --lr 0.1 --lr-base-batch 256 --lr-warmup-steps "$LR_WARMUP" --label-smoothing 0.1
+       --zero-init-residual)
+TORCH_SCHED=(--lr 0.1 --lr-warmup-steps "$LR_WARMUP" --label-smoothing 0.1 --zero-init-residual)
 T0=$(date +%s)
 MD=$KEEP/resnet50.md
 ROWS=$KEEP/rows.tsv
-: >"$ROWS"
+printf 'framework\tprecision\tlayout\tbatch\tgraph\timg_per_s\timg_per_s_min\timg_per_s_max\tspread_pct\trepeats\ttimed_s\tms_per_step\th2d_ms\tpeak_mib\twall_s\tloss_start\tloss_end\tclasses\tcommand\n' >"$ROWS"
 LEFT=""
 elapsed() { echo $(( $(date +%s) - T0 )); }
 left() { echo $(( BUDGET - $(elapsed) )); }
 
 # TB_BENCH_ONLY (an extended regular expression that must match a whole row
 # name below, as tf32_nhwc_128_graph or eager_bf16_nhwc_256, which does not
-# select eager_bf16_nhwc_256_2): run only those rows, e.g. the rows an
-# earlier call left out for time; the others are named as not selected.
-# Unset: every row, in priority order.
+# select eager_bf16_nhwc_128): run only those rows, e.g. the rows an earlier
+# call left out for time; the others are named as not selected. Unset: every
+# row, in priority order.
 ONLY=${TB_BENCH_ONLY:-}
 UNSELECTED=""
 # selected NAME KIND: whether the row is wanted (and note it when not)
@@ -55,169 +80,254 @@ selected() {
   return 1
 }
 
-# tb NAME EST_S PRECISION LAYOUT BATCH GRAPH(on|off) [more flags]
+# stats VALUES...: "median min max spread%" of img/s figures (spread = (max - min) / median)
+stats() {
+  printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    printf "%.2f %.2f %.2f %.2f\n", m, v[1], v[NR], (m > 0 ? 100 * (v[NR] - v[1]) / m : 0) }'
+}
+# steps_for IMG_PER_S BATCH: timed steps that last MIN_S at that rate (+15 %), at least 20
+steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * r / b) + 1; print (n < 20 ? 20 : n) }'; }
+
+# tb NAME EST_S RUNS EST_IPS PRECISION LAYOUT BATCH GRAPH(on|off) [more flags]
+#   EST_S: one run's wall time with its start-up; EST_IPS: the img/s expected
+#   (the H200's, 2026-11-27), which sizes the first run
 tb() {
-  local name=$1 est=$2 prec=$3 layout=$4 batch=$5 graph=$6
-  shift 6
+  local name=$1 est=$2 runs=$3 est_ips=$4 prec=$5 layout=$6 batch=$7 graph=$8
+  shift 8
   selected "$name" trainbench || return
-  if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT trainbench:$name(est ${est}s, $(left)s left)"; return; fi
-  local log=$KEEP/tb_$name.log t note=""
+  local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
-  t=$(date +%s)
-  local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
-             --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + STEPS))
-             --warmup-steps "$WARM" --scaling-steps 0 --print-every 1000 --results "$KEEP/tb_$name.h5" "$@")
-  echo "== trainbench $name: ${cmd[*]}"
-  timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
-  local rc=$? wall=$(( $(date +%s) - t ))
-  local ips peak h2d step replays
-  ips=$(sed -n 's/.*# training: .*, \([0-9.]*\) img\/s .*/\1/p' "$log" | tail -1)
-  peak=$(sed -n 's/^# rank 0: device .* peak \([0-9.]*\) MiB allocated.*/\1/p' "$log" | tail -1)
-  # rank 0's row of "training run, ms per step by rank": rank step data h2d ...
-  step=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $2; exit}' "$log")
-  h2d=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $4; exit}' "$log")
-  replays=$(sed -n 's/^# cuda graph: .*; \([0-9]*\) training steps replayed.*/\1/p' "$log" | tail -1)
-  if [ "$rc" -eq 124 ]; then # timeout: the stage's deadline came first (a start-up longer than its estimate)
-    LEFT="$LEFT trainbench:$name(cut at the stage's deadline after ${wall}s)"
-    return
-  fi
-  if [ "$rc" -ne 0 ] || [ -z "$ips" ]; then
-    tail -5 "$log"
-    printf 'trainbench\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\tFAILED (exit %s, see tb_%s.log)\n' \
-      "$prec" "$layout" "$batch" "$graph$note" "$wall" "$rc" "$name" >>"$ROWS"
-    return
-  fi
-  printf 'trainbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$prec" "$layout" "$batch" \
-    "$graph${replays:+ ($replays replays)}$note" "$ips" "${step:--}" "${h2d:--}" "${peak:--}" "$wall" "${cmd[*]}" >>"$ROWS"
-  echo "   $ips img/s, $step ms/step (h2d $h2d), peak $peak MiB, $wall s"
+  t_row=$(date +%s)
+  steps=$(steps_for "$est_ips" "$batch")
+  for r in $(seq 1 "$runs"); do
+    if [ "$(left)" -lt "$est" ]; then
+      LEFT="$LEFT trainbench:$name(run $r of $runs: est ${est}s, $(left)s left)"
+      break
+    fi
+    local log=$KEEP/tb_${name}_r$r.log t rc line ips
+    t=$(date +%s)
+    local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
+               --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + steps))
+               --warmup-steps "$WARM" --scaling-steps 0 --print-every 1000 "${SCHED[@]}"
+               --results "$KEEP/tb_${name}_r$r.h5" "$@")
+    echo "== trainbench $name run $r/$runs: ${cmd[*]}"
+    timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+    rc=$?
+    line=$(grep '^# training: ' "$log" | tail -1)
+    ips=$(printf '%s\n' "$line" | sed -n 's/.*, \([0-9.]*\) img\/s .*/\1/p')
+    if [ "$rc" -eq 124 ]; then # the stage's deadline came first (a start-up longer than its estimate)
+      LEFT="$LEFT trainbench:$name(run $r cut at the stage's deadline after $(( $(date +%s) - t ))s)"
+      break
+    fi
+    if [ "$rc" -ne 0 ] || [ -z "$ips" ]; then
+      tail -5 "$log"
+      printf 'trainbench\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t%s\t-\t-\t-\tFAILED (run %s exit %s, see tb_%s_r%s.log)\n' \
+        "$prec" "$layout" "$batch" "$graph$note" "$r" "$(( $(date +%s) - t_row ))" "$r" "$rc" "$name" "$r" >>"$ROWS"
+      return
+    fi
+    ips_all+=("$ips")
+    if [ "$r" -eq 1 ]; then # the first run's details and command; later runs sized from its rate
+      cmd1="${cmd[*]}"
+      loss0=$(printf '%s\n' "$line" | sed -n 's/.*, loss \([0-9.]*\) -> .*/\1/p')
+      loss1=$(printf '%s\n' "$line" | sed -n 's/.* -> \([0-9.]*\), .*/\1/p')
+      classes=$(sed -n 's/^# trainbench train: [a-z0-9]*, \([0-9]*\) classes.*/\1/p' "$log" | head -1)
+      peak=$(sed -n 's/^# rank 0: device .* peak \([0-9.]*\) MiB allocated.*/\1/p' "$log" | tail -1)
+      # rank 0's row of "training run, ms per step by rank": rank step data h2d ...
+      step=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $2; exit}' "$log")
+      h2d=$(awk '/# training run, ms per step by rank/{f=1; next} f && $1=="0"{print $4; exit}' "$log")
+      replays=$(sed -n 's/^# cuda graph: .*; \([0-9]*\) training steps replayed.*/\1/p' "$log" | tail -1)
+    fi
+    # the shortest run's timed seconds (each should be at least MIN_S)
+    timed=$(awk -v n="$steps" -v b="$batch" -v r="$ips" -v t="$timed" 'BEGIN { x = n * b / r; if (t != "" && t < x) x = t; printf "%.1f", x }')
+    [ "$r" -eq 1 ] && steps=$(steps_for "$ips" "$batch")
+    echo "   $ips img/s, $line, $(( $(date +%s) - t )) s"
+  done
+  [ ${#ips_all[@]} -eq 0 ] && return
+  local med lo hi spread
+  read -r med lo hi spread <<<"$(stats "${ips_all[@]}")"
+  printf 'trainbench\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$prec" "$layout" "$batch" \
+    "$graph${replays:+ ($replays replays)}$note" "$med" "$lo" "$hi" "$spread" "${#ips_all[@]}" "$timed" "${step:--}" \
+    "${h2d:--}" "${peak:--}" "$(( $(date +%s) - t_row ))" "${loss0:--}" "${loss1:--}" "${classes:--}" "$cmd1" >>"$ROWS"
+  echo "   $name: median $med img/s over ${#ips_all[@]} run(s) (range $lo-$hi, spread $spread %)"
 }
 
-# torch NAME EST_S PRECISION LAYOUT BATCH MODE [more flags]
+# torch NAME EST_S RUNS PRECISION LAYOUT BATCH MODE [more flags]
 torch() {
-  local name=$1 est=$2 prec=$3 layout=$4 batch=$5 mode=$6
-  shift 6
+  local name=$1 est=$2 runs=$3 prec=$4 layout=$5 batch=$6 mode=$7
+  shift 7
   selected "$name" pytorch || return
-  if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT pytorch:$name(est ${est}s, $(left)s left)"; return; fi
-  local log=$KEEP/torch_$name.log json=$KEEP/torch_$name.jsonl t
-  t=$(date +%s)
-  rm -f "$json"
-  local cmd=("$PY" "$ROOT/bench/torch_resnet50.py" --batch "$batch" --precision "$prec" --layout "$layout"
-             --mode "$mode" --steps "$STEPS" --warmup "$WARM" --json "$json" "$@")
-  echo "== pytorch $name: ${cmd[*]}"
-  timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
-  local rc=$? wall=$(( $(date +%s) - t ))
-  local line
-  line=$("$PY" - "$json" <<'EOF' 2>/dev/null
+  local r t_row ips_all=() first="" cmd1=""
+  t_row=$(date +%s)
+  for r in $(seq 1 "$runs"); do
+    if [ "$(left)" -lt "$est" ]; then
+      LEFT="$LEFT pytorch:$name(run $r of $runs: est ${est}s, $(left)s left)"
+      break
+    fi
+    local log=$KEEP/torch_${name}_r$r.log json=$KEEP/torch_${name}_r$r.jsonl t rc line
+    t=$(date +%s)
+    rm -f "$json"
+    local cmd=("$PY" "$ROOT/bench/torch_resnet50.py" --batch "$batch" --precision "$prec" --layout "$layout"
+               --mode "$mode" --steps 20 --warmup "$WARM" --min-seconds "$MIN_S" "${TORCH_SCHED[@]}" --json "$json" "$@")
+    echo "== pytorch $name run $r/$runs: ${cmd[*]}"
+    timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+    rc=$?
+    line=$("$PY" - "$json" <<'EOF' 2>/dev/null
 import json, sys
 r = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 if "error" in r:
     print("ERR\t" + r["error"][:80])
 else:
-    print(f"{r['img_per_s']:.1f}\t{r['ms_per_step']:.2f}\t-\t{r['peak_alloc_gib'] * 1024:.0f}\t{r['torch']}")
+    print(f"{r['img_per_s']:.1f}\t{r['ms_per_step']:.2f}\t{r['peak_alloc_gib'] * 1024:.0f}\t{r['timed_s']:.1f}\t"
+          f"{r['loss_start']:.4f}\t{r['final_loss']:.4f}\t{r['classes']}\t{r['torch']}")
 EOF
 )
-  if [ "$rc" -eq 124 ]; then
-    LEFT="$LEFT pytorch:$name(cut at the stage's deadline after ${wall}s)"
-    return
-  fi
-  if [ "$rc" -ne 0 ] || [ -z "$line" ] || [ "${line%%$'\t'*}" = ERR ]; then
-    tail -3 "$log"
-    printf 'pytorch %s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\tFAILED (exit %s%s)\n' "$mode" "$prec" "$layout" "$batch" \
-      "$wall" "$rc" "${line:+: ${line#*$'\t'}}" >>"$ROWS"
-    return
-  fi
-  local ips ms h2d peak ver
-  IFS=$'\t' read -r ips ms h2d peak ver <<<"$line"
-  printf 'pytorch %s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$prec" "$layout" "$batch" "$ips" "$ms" \
-    "$h2d" "$peak" "$wall" "torch $ver: ${cmd[*]}" >>"$ROWS"
-  echo "   $ips img/s, $ms ms/step, peak $peak MiB, $wall s"
+    if [ "$rc" -eq 124 ]; then
+      LEFT="$LEFT pytorch:$name(run $r cut at the stage's deadline after $(( $(date +%s) - t ))s)"
+      break
+    fi
+    if [ "$rc" -ne 0 ] || [ -z "$line" ] || [ "${line%%$'\t'*}" = ERR ]; then
+      tail -3 "$log"
+      printf 'pytorch %s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\t-\t-\t-\t-\t%s\t-\t-\t-\tFAILED (run %s exit %s%s)\n' "$mode" "$prec" \
+        "$layout" "$batch" "$r" "$(( $(date +%s) - t_row ))" "$r" "$rc" "${line:+: ${line#*$'\t'}}" >>"$ROWS"
+      return
+    fi
+    ips_all+=("${line%%$'\t'*}")
+    if [ "$r" -eq 1 ]; then first=$line; cmd1="${cmd[*]}"; fi
+    echo "   ${line%%$'\t'*} img/s, $(( $(date +%s) - t )) s"
+  done
+  [ ${#ips_all[@]} -eq 0 ] && return
+  local med lo hi spread ips ms peak timed l0 l1 classes ver
+  read -r med lo hi spread <<<"$(stats "${ips_all[@]}")"
+  IFS=$'\t' read -r ips ms peak timed l0 l1 classes ver <<<"$first"
+  printf 'pytorch %s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t%s\t%s\t%s\t%s\t%s\t%s\n' "$mode" "$prec" "$layout" \
+    "$batch" "$med" "$lo" "$hi" "$spread" "${#ips_all[@]}" "$timed" "$ms" "$peak" "$(( $(date +%s) - t_row ))" \
+    "$l0" "$l1" "$classes" "torch $ver: $cmd1" >>"$ROWS"
+  echo "   $name: median $med img/s over ${#ips_all[@]} run(s) (range $lo-$hi, spread $spread %; first run $ips)"
+}
+
+# converge NAME EST_S PRECISION STEPS: trainbench and PyTorch side by side on
+# the same learnable data and weights under the same schedule
+# (bench/convergence.py: 2048 samples of 100 classes, batch 256)
+CONVERGED=""
+converge() {
+  local name=$1 est=$2 prec=$3 steps=$4
+  selected "$name" convergence || return
+  if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT convergence:$name(est ${est}s, $(left)s left)"; return; fi
+  local dir=$KEEP/$name rc t
+  t=$(date +%s)
+  echo "== convergence $name"
+  timeout "$(left)" "$PY" "$ROOT/bench/convergence.py" --trainbench "$TB" --backend cuda --device cuda \
+    --model resnet50 --image-size 224 --classes 100 --batch 256 --pool 2048 --steps "$steps" --precision "$prec" \
+    --lr 0.1 --lr-base-batch 256 --warmup-steps "$LR_WARMUP" --label-smoothing 0.1 --zero-init-residual \
+    --window 20 --out "$dir" >"$KEEP/$name.log" 2>&1
+  rc=$?
+  tail -4 "$KEEP/$name.log"
+  CONVERGED="$CONVERGED $name:exit $rc after $(( $(date +%s) - t ))s"
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader 2>/dev/null \
   | head -1 >"$KEEP/gpu.txt"
 "$TB" --version >>"$KEEP/gpu.txt" 2>&1
 
-# priority order: the headline pair first, then what graphs buy, the other
-# precisions, then the rest (estimates include start-up and the algorithm search)
+# Priority order (the estimates are one run's wall time with start-up and
+# the algorithm search, from the H200 runs of 2026-11-27 and a timed part of
+# MIN_S): the headline rows, TB_BENCH_REPEATS runs each, then both
+# frameworks trained side by side, where the time goes, and the rest of the
+# 4 precisions x 2 layouts x 2 batches once each. The stage needs about 450 s
+# for the headline rows and the side-by-side training (tests/gpu/README.md).
 PROF=$KEEP/torch_profile.jsonl
 rm -f "$PROF"
-torch  eager_bf16_nhwc_256   70 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
-tb     bf16_nhwc_256_graph   60 bf16 nhwc 256 on
-tb     bf16_nhwc_256_profile 70 bf16 nhwc 256 on --op-profile 5
-tb     bf16_nhwc_256_eager   55 bf16 nhwc 256 off
-tb     bf16_nhwc_128_graph   45 bf16 nhwc 128 on
-tb     bf16_nhwc_128_eager   40 bf16 nhwc 128 off
-tb     fp16_nhwc_256_graph   60 fp16 nhwc 256 on
-tb     tf32_nchw_256_graph   70 tf32 nchw 256 on
-torch  compile_bf16_nhwc_256 200 bf16 nhwc 256 compile
-tb     fp32_nchw_256_graph   90 fp32 nchw 256 on
-torch  eager_bf16_nhwc_128   40 bf16 nhwc 128 eager
-tb     bf16_nchw_256_graph   60 bf16 nchw 256 on
-tb     tf32_nhwc_256_graph   70 tf32 nhwc 256 on
-tb     fp16_nhwc_128_graph   45 fp16 nhwc 128 on
-tb     tf32_nchw_128_graph   50 tf32 nchw 128 on
-tb     fp32_nchw_128_graph   60 fp32 nchw 128 on
-tb     tf32_nhwc_128_graph   50 tf32 nhwc 128 on
-tb     bf16_nchw_128_graph   45 bf16 nchw 128 on
-tb     fp16_nchw_256_graph   60 fp16 nchw 256 on
-tb     fp16_nchw_128_graph   45 fp16 nchw 128 on
+torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
+tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
+tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
+converge converge_bf16_resnet50 90 bf16 200
+tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
+torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
+tb       bf16_nhwc_256_eager    45 1 7100 bf16 nhwc 256 off
+tb       bf16_nhwc_128_graph    40 1 6600 bf16 nhwc 128 on
+tb       bf16_nhwc_128_eager    40 1 6500 bf16 nhwc 128 off
+torch    eager_bf16_nhwc_128    35 1 bf16 nhwc 128 eager
+tb       fp16_nhwc_128_graph    40 1 7100 fp16 nhwc 128 on
+torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
+tb       tf32_nchw_256_graph    55 1 2400 tf32 nchw 256 on
+tb       tf32_nhwc_256_graph    55 1 3100 tf32 nhwc 256 on
+tb       fp32_nchw_256_graph    95 1 1150 fp32 nchw 256 on
+tb       bf16_nchw_256_graph    45 1 2900 bf16 nchw 256 on
+tb       fp16_nchw_256_graph    45 1 2900 fp16 nchw 256 on
+tb       tf32_nchw_128_graph    45 1 2300 tf32 nchw 128 on
+tb       tf32_nhwc_128_graph    45 1 2900 tf32 nhwc 128 on
+tb       fp32_nchw_128_graph    65 1 1100 fp32 nchw 128 on
+tb       bf16_nchw_128_graph    40 1 2700 bf16 nchw 128 on
+tb       fp16_nchw_128_graph    40 1 2800 fp16 nchw 128 on
 # fp32 NHWC: the algorithm search alone took about 110 s at 128 on the H200
 # (cuDNN's fp32 NHWC candidates are slow to time), and over 121 s at 256
-tb     fp32_nhwc_128_graph  120 fp32 nhwc 128 on
-tb     fp32_nhwc_256_graph  200 fp32 nhwc 256 on
-# the headline rows once more, in the other order (METHOD: time the same
-# version twice; on the first H100 run graph on/off differed by 4 % in one
-# run each, which one run cannot tell from noise)
-tb     bf16_nhwc_256_eager_2 55 bf16 nhwc 256 off
-tb     bf16_nhwc_256_graph_2 60 bf16 nhwc 256 on
-torch  eager_bf16_nhwc_256_2 45 bf16 nhwc 256 eager
+tb       fp32_nhwc_128_graph   135 1 1000 fp32 nhwc 128 on
+tb       fp32_nhwc_256_graph   230 1 1000 fp32 nhwc 256 on
 
 # the table
-base=$(awk -F'\t' '$1=="pytorch eager" && $2=="bf16" && $3=="nhwc" && $4=="256" {print $6; exit}' "$ROWS")
+base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhwc" && $4 == "256" {print $6; exit}' "$ROWS")
 {
   echo "# ResNet-50, 224 px, training step img/s on $(head -1 "$KEEP/gpu.txt")"
   echo
-  echo "$("$TB" --version 2>&1 | head -1); stage budget ${BUDGET} s, ${WARM} warm-up + ${STEPS} timed steps per row;"
-  echo "trainbench's synthetic pool is resident on the device (--resident; h2d = the on-device gather of the batch),"
-  echo "as PyTorch keeps its batch on the device; trainbench's peak MiB includes that pool (up to 1 GiB at 224 px, the"
-  echo "header's 'data resident' line). x eager = img/s over PyTorch eager channels-last bf16 at batch 256."
+  echo "$("$TB" --version 2>&1 | head -1); stage budget ${BUDGET} s. What is trained: ResNet-50 with 1000 classes"
+  echo "(ImageNet's model), under the schedule \`${SCHED[*]}\` (PyTorch: the same, bench/torch_resnet50.py);"
+  echo "${WARM} warm-up steps, then at least ${MIN_S} s timed per run; headline rows ${REPEATS} runs, each its own process:"
+  echo "img/s is their median, range and spread ((max - min) / median) beside it; timed s is the shortest run's."
+  echo "trainbench's synthetic pool is resident"
+  echo "on the device (--resident; h2d = the on-device gather of the batch), as PyTorch keeps its batch on the device;"
+  echo "trainbench's peak MiB includes that pool (up to 1 GiB at 224 px). x eager = img/s over PyTorch eager"
+  echo "channels-last bf16 at batch 256 (medians). Loss: the first run's, at its first and last step."
   echo
-  echo "| framework | precision | layout | batch | CUDA graph | img/s | x eager | ms/step | h2d ms | peak MiB | wall s |"
-  echo "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|"
-  while IFS=$'\t' read -r fw prec layout batch graph ips step h2d peak wall cmd; do
+  echo "| framework | precision | layout | batch | CUDA graph | img/s | range | spread % | runs x timed s | x eager | ms/step | h2d ms | peak MiB | loss first -> last | classes | wall s |"
+  echo "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+  tail -n +2 "$ROWS" | while IFS=$'\t' read -r fw prec layout batch graph ips lo hi spread runs timed step h2d peak wall l0 l1 classes cmd; do
     ratio=-
     if [ -n "$base" ] && [ "$ips" != - ]; then ratio=$(awk -v a="$ips" -v b="$base" 'BEGIN{printf "%.2f", a/b}'); fi
-    echo "| $fw | $prec | $layout | $batch | $graph | $ips | $ratio | $step | $h2d | $peak | $wall |"
-  done <"$ROWS"
+    echo "| $fw | $prec | $layout | $batch | $graph | $ips | $lo-$hi | $spread | $runs x $timed | $ratio | $step | $h2d | $peak | $l0 -> $l1 | $classes | $wall |"
+  done
   echo
-  echo "Commands:"
+  echo "Commands (each row's first run; its other runs the same with their own step count and file names):"
   echo
-  while IFS=$'\t' read -r fw prec layout batch graph ips step h2d peak wall cmd; do
-    echo "- $fw $prec $layout $batch $graph: \`$cmd\`"
-  done <"$ROWS"
+  tail -n +2 "$ROWS" | while IFS=$'\t' read -r fw prec layout batch graph _rest; do
+    echo "- $fw $prec $layout $batch $graph: \`$(printf '%s\n' "$_rest" | awk -F'\t' '{print $NF}')\`"
+  done
   echo
-  echo "Left out by design: PyTorch fp32/tf32/fp16 and torch.compile at 128. Left out for time in this"
-  echo "run:${LEFT:- none}.${ONLY:+ Rows selected by TB_BENCH_ONLY=\"$ONLY\"; not selected:${UNSELECTED}.}"
+  echo "Left out by design: PyTorch fp32/tf32/fp16 and torch.compile at 128; repeats of the rows after the"
+  echo "headline ones. Left out for time in this run:${LEFT:- none}.${ONLY:+ Rows selected by TB_BENCH_ONLY=\"$ONLY\"; not selected:${UNSELECTED}.}"
   echo
+  echo "## Trained side by side (bench/convergence.py)${CONVERGED:+:$CONVERGED}"
+  echo
+  for d in "$KEEP"/converge_*/; do
+    [ -f "$d/summary.txt" ] || continue
+    echo "$(basename "$d"): both loss curves in curves.tsv and curves.png, the trainbench run in trainbench.log"
+    echo
+    echo '```'
+    cat "$d/summary.txt"
+    echo '```'
+    echo
+  done
   # where the time goes, both sides (either may be missing: the script says so)
-  "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_profile.log" --torch-json "$PROF" \
+  "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_profile_r1.log" --torch-json "$PROF" \
     || true
   echo
-  echo "trainbench's op profile (tb_bf16_nhwc_256_profile.log):"
+  echo "trainbench's op profile (tb_bf16_nhwc_256_profile_r1.log):"
   echo
   echo '```'
-  awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile.log" 2>/dev/null
+  awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile_r1.log" 2>/dev/null
   echo '```'
   echo
   echo "Stage time: $(elapsed) s."
 } >"$MD"
 cat "$MD"
-# the stage fails when trainbench's headline row did not run; with a
-# selection, when a selected row failed or none ran (a row cut at the
-# deadline is left out for time, named above, not failed)
+# the stage fails when trainbench's headline row did not run, or the side
+# by side training disagreed; with a selection, when a selected row failed
+# or none ran (a row cut at the deadline is left out for time, named above,
+# not failed)
+case "$CONVERGED" in *"exit 1 "*) echo "the side-by-side training differs from PyTorch's (see above)"; exit 1 ;; esac
 if [ -z "$ONLY" ]; then
-  awk -F'\t' '$1 == "trainbench" && $2 == "bf16" && $3 == "nhwc" && $4 == "256" && $5 ~ /^on/ && $11 !~ /^FAILED/ {ok = 1}
-               END {exit !ok}' "$ROWS"
+  awk -F'\t' 'NR > 1 && $1 == "trainbench" && $2 == "bf16" && $3 == "nhwc" && $4 == "256" && $5 ~ /^on/ &&
+              $19 !~ /^FAILED/ {ok = 1} END {exit !ok}' "$ROWS"
 else
-  awk -F'\t' '{if ($11 ~ /^FAILED/) bad = 1; else ok = 1} END {exit !(ok && !bad)}' "$ROWS"
+  awk -F'\t' 'NR > 1 {if ($19 ~ /^FAILED/) bad = 1; else ok = 1} END {exit !((ok || c) && !bad)}' c="${CONVERGED:+1}" "$ROWS"
 fi

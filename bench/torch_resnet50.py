@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
 """torch_resnet50.py: the PyTorch baseline trainbench's GPU benchmark stands
-beside. torchvision's resnet50 trained with SGD (momentum 0.9, weight decay
-5e-5, trainbench's defaults) on a fixed random batch resident on the device,
-timed the way trainbench times (warm-up steps left out, then img/s over
-timed steps, the device synchronised at both ends), for each configuration:
+beside. torchvision's resnet50 (1000 classes) trained with SGD (momentum
+0.9, weight decay 5e-5, trainbench's defaults) on a fixed random batch
+resident on the device, under trainbench's schedule (src/lr_schedule.c:
+--lr per 256 images scaled to the batch, linear warm-up over
+--lr-warmup-steps, cosine to 0 at the last step; --label-smoothing;
+--zero-init-residual), timed the way trainbench times (warm-up steps left
+out, then img/s over timed steps, the device synchronised at both ends),
+for each configuration:
 
   precision  fp32 (TF32 off everywhere), tf32 (cuDNN and matmul TF32 on),
              bf16 (autocast), fp16 (autocast + GradScaler)
@@ -11,8 +15,11 @@ timed steps, the device synchronised at both ends), for each configuration:
   mode       eager, or compile (torch.compile, default mode)
 
 cudnn.benchmark is on (trainbench also picks algorithms by measurement).
-Prints one `#` table and, with --json FILE, one JSON object per row
-(img/s, ms/step, peak allocated and reserved memory).
+--min-seconds S: after the warm-up, 5 steps are timed to size the timed
+part, which then runs at least S seconds (more steps than --steps when
+needed). Prints one `#` table and, with --json FILE, one JSON object per
+row (img/s, ms/step, timed steps and seconds, the loss at the first and
+the last step, peak allocated and reserved memory).
 
 --profile N: after a row's timed steps (which it leaves alone), N more
 steps under torch.profiler; their CUDA kernel time, per step, summed into
@@ -29,6 +36,7 @@ test of the aggregation: there is no kernel on the CPU).
 """
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -97,6 +105,18 @@ def print_profile(p):
     sys.stdout.flush()
 
 
+def backward_step(loss, opt, scaler):
+    """loss.backward() and the optimizer step, through GradScaler when given
+    (bench/convergence.py uses it too)."""
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+
+
 def one(args, batch, precision, layout, mode):
     dev = torch.device(args.device)
     cuda = dev.type == "cuda"
@@ -108,37 +128,42 @@ def one(args, batch, precision, layout, mode):
         torch.cuda.reset_peak_memory_stats()
         torch.cuda.empty_cache()
     torch.manual_seed(1)
-    model = torchvision.models.resnet50(num_classes=args.classes).to(dev)
+    model = torchvision.models.resnet50(num_classes=args.classes,
+                                        zero_init_residual=args.zero_init_residual).to(dev)
     fmt = torch.channels_last if layout == "nhwc" else torch.contiguous_format
     model = model.to(memory_format=fmt)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
+    peak_lr = args.lr * batch / 256.0
+    opt = torch.optim.SGD(model.parameters(), lr=peak_lr, momentum=0.9, weight_decay=5e-5)
     x = torch.randn(batch, 3, args.image, args.image, device=dev).to(memory_format=fmt)
     y = torch.randint(0, args.classes, (batch,), device=dev)
     amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     scaler = None
     if precision == "fp16" and cuda:  # torch.amp.GradScaler("cuda") since 2.3; torch.cuda.amp's is deprecated
         scaler = torch.amp.GradScaler("cuda") if hasattr(torch.amp, "GradScaler") else torch.cuda.amp.GradScaler()
-    lossf = torch.nn.CrossEntropyLoss()
+    lossf = torch.nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     step_model = model
     if mode == "compile":
         if not hasattr(torch, "compile"):
             return {"error": f"torch {torch.__version__} has no torch.compile"}
         step_model = torch.compile(model)
 
+    done = [0]   # steps taken: the schedule's position
+    total = [args.warmup + args.steps]
+
     def step():
+        k, w = done[0], args.lr_warmup_steps
+        lr = peak_lr * (k + 1) / w if k < w else \
+            0.5 * peak_lr * (1 + math.cos(math.pi * min(1.0, (k - w) / max(1, total[0] - w))))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        done[0] += 1
         opt.zero_grad(set_to_none=True)
         if amp_dtype is not None:
             with torch.autocast(device_type=dev.type, dtype=amp_dtype):
                 loss = lossf(step_model(x), y)
         else:
             loss = lossf(step_model(x), y)
-        if scaler:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
+        backward_step(loss, opt, scaler)
         return loss
 
     def sync():
@@ -146,20 +171,34 @@ def one(args, batch, precision, layout, mode):
             torch.cuda.synchronize()
 
     t_warm = time.perf_counter()
+    loss_start = None
     for _ in range(args.warmup):
         loss = step()
+        if loss_start is None:
+            loss_start = float(loss)
     sync()
     warm_s = time.perf_counter() - t_warm
+    steps = args.steps
+    if args.min_seconds > 0:   # size the timed part: 5 steps timed first (they train on)
+        t_cal = time.perf_counter()
+        for _ in range(5):
+            loss = step()
+        sync()
+        per = (time.perf_counter() - t_cal) / 5
+        steps = max(steps, int(math.ceil(1.1 * args.min_seconds / per)))
+        total[0] = args.warmup + 5 + steps
     t0 = time.perf_counter()
-    for _ in range(args.steps):
+    for _ in range(steps):
         loss = step()
+        if loss_start is None:
+            loss_start = float(loss)
     sync()
     dt = time.perf_counter() - t0
     row = {
         "framework": "pytorch", "torch": torch.__version__, "mode": mode, "precision": precision,
-        "layout": layout, "batch": batch, "image": args.image, "steps": args.steps,
-        "img_per_s": batch * args.steps / dt, "ms_per_step": 1e3 * dt / args.steps,
-        "warmup_s": warm_s, "final_loss": float(loss),
+        "layout": layout, "batch": batch, "image": args.image, "steps": steps, "timed_s": dt,
+        "img_per_s": batch * steps / dt, "ms_per_step": 1e3 * dt / steps,
+        "warmup_s": warm_s, "loss_start": loss_start, "final_loss": float(loss), "classes": args.classes,
         "peak_alloc_gib": torch.cuda.max_memory_allocated() / 2**30 if cuda else float("nan"),
         "peak_reserved_gib": torch.cuda.max_memory_reserved() / 2**30 if cuda else float("nan"),
         "device": torch.cuda.get_device_name() if cuda else "cpu",
@@ -189,6 +228,12 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--min-seconds", type=float, default=0,
+                    help="time at least this long (steps sized from 5 steps after the warm-up)")
+    ap.add_argument("--lr", type=float, default=0.1, help="peak lr per 256 images (trainbench's --lr)")
+    ap.add_argument("--lr-warmup-steps", type=int, default=10, help="linear lr warm-up steps (trainbench's)")
+    ap.add_argument("--label-smoothing", type=float, default=0.0)
+    ap.add_argument("--zero-init-residual", action="store_true", help="each block's last BN gamma starts at 0")
     ap.add_argument("--json", help="append one JSON object per row")
     ap.add_argument("--profile", type=int, default=0,
                     help="after each row's timed steps, N more under torch.profiler: time by op category")

@@ -7,7 +7,10 @@
  *        /logits [N,classes] and /grads/<name> (raw gradients).
  * On any backend and precision: --backend cuda --precision tf32 runs the
  * same step on the GPU (the golden tests' GPU cases). The files are float32
- * whatever the compute precision. */
+ * whatever the compute precision. fp16 scales the loss (--loss-scale, as
+ * GradScaler; other precisions when asked): /grads holds the unscaled gradients the update used, and the
+ * root attributes loss_scale and skipped_steps say at which scale and
+ * whether the scaled gradients overflowed (then the update was skipped). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,11 +27,12 @@ typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
     char layout[TB_OPT_STR_MAX];
-    double lr, momentum, weight_decay, label_smoothing;
+    double lr, momentum, weight_decay, label_smoothing, loss_scale;
     int nesterov, no_fuse, threads, deterministic, no_autotune, workspace_mb;
 } step_flags;
 
-static void write_step_outputs(hid_t f, tb_model *m) {
+/* unscale: 1 / the loss scale the backward ran at (1 without loss scaling) */
+static void write_step_outputs(hid_t f, tb_model *m, double unscale) {
     const tb_param_table *pt = &m->pt;
     float loss = tb_model_read_loss(m);
     tb_h5_write_f32(f, "loss", 0, NULL, &loss);
@@ -48,6 +52,8 @@ static void write_step_outputs(hid_t f, tb_model *m) {
         const tb_param *p = &pt->items[i];
         if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
         tb_model_get_grad(m, i, buf);
+        if (unscale != 1.0)
+            for (size_t k = 0; k < p->numel; k++) buf[k] = (float)(buf[k] * unscale);
         tb_h5_write_f32(g, p->name, p->ndim, p->shape, buf);
     }
     H5_CHECK(H5Gclose(g));
@@ -73,6 +79,9 @@ int tb_cmd_step(int argc, char **argv) {
         {"weight-decay", TB_OPT_DOUBLE, &fl.weight_decay, 0, 1, NULL, "L2 weight decay (on every parameter)"},
         {"nesterov", TB_OPT_FLAG, &fl.nesterov, 0, 0, NULL, "Nesterov momentum"},
         {"label-smoothing", TB_OPT_DOUBLE, &fl.label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
+        {"loss-scale", TB_OPT_DOUBLE, &fl.loss_scale, 0, 1e30, NULL,
+         "scale the loss by this, as GradScaler (fp16: 0 means 65536, GradScaler's and training's initial "
+         "scale; other precisions: no scaling unless given)"},
         {"backend", TB_OPT_CHOICE, fl.backend, 0, 0, "cpu|cuda|auto", "compute backend"},
         {"model", TB_OPT_STRING, fl.model, 0, 0, NULL, "require the checkpoint to hold this model"},
         {"precision", TB_OPT_CHOICE, fl.precision, 0, 0, TB_REAL_DTYPE == TB_F64 ? "fp32|fp64" : "fp32|tf32|bf16|fp16",
@@ -120,6 +129,10 @@ int tb_cmd_step(int argc, char **argv) {
         tb_die("step: --precision tf32 needs the CUDA backend (TF32 is a tensor-core format); "
                "use fp32 on %s", be->name);
     tb_model_opts mo = tb_model_opts_for(prec);
+    if (fl.loss_scale > 0) { /* any precision: fp32 too, as GradScaler allows (the CPU tests of this path) */
+        mo.loss_scaling.init_scale = fl.loss_scale;
+        if (mo.loss_scaling.growth_interval <= 0) mo.loss_scaling.growth_interval = 2000;
+    }
     mo.fuse = !fl.no_fuse;
     if (strcmp(fl.layout, "auto") != 0) mo.layout = strcmp(fl.layout, "nhwc") == 0 ? TB_NHWC : TB_NCHW;
     tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
@@ -139,19 +152,32 @@ int tb_cmd_step(int argc, char **argv) {
     tb_model_forward(m, 1);
     tb_model_loss(m, fl.label_smoothing, 1.0);
     tb_model_backward(m, NULL, NULL);
+    tb_step_scalars sc;
+    tb_model_read_scalars(m, &sc); /* the scale the backward ran at */
+    double loss_scale = (double)sc.loss_scale;
     tb_sgd_args sgd = {fl.lr, fl.momentum, fl.nesterov, 1.0};
     tb_model_sgd_step(m, &sgd, fl.weight_decay, 0);
+    tb_model_read_scalars(m, &sc);
+    int scaling = mo.loss_scaling.init_scale > 0;
 
     tb_ckpt_meta out = meta;
     out.step = meta.step + 1;
     tb_h5_writer w;
     tb_h5_create_atomic(&w, fl.out, "step output");
     tb_ckpt_write(w.file, m, &out);
-    write_step_outputs(w.file, m);
+    write_step_outputs(w.file, m, scaling ? 1.0 / loss_scale : 1.0);
+    if (scaling) {
+        tb_h5_attr_write_f64(w.file, "loss_scale", loss_scale);
+        tb_h5_attr_write_i64(w.file, "skipped_steps", sc.skipped_steps);
+    }
     tb_h5_commit_atomic(&w);
 
-    printf("step %lld: %s, batch [%d,3,%d,%d], loss %.6f -> %s\n", (long long)out.step, cfg.name,
-           b.n, b.h, b.w, tb_model_read_loss(m), fl.out);
+    char scale_note[96] = "";
+    if (scaling)
+        snprintf(scale_note, sizeof scale_note, ", loss scale %g%s", loss_scale,
+                 sc.skipped_steps ? " (the scaled gradients overflowed: update skipped)" : "");
+    printf("step %lld: %s, batch [%d,3,%d,%d], loss %.6f%s -> %s\n", (long long)out.step, cfg.name,
+           b.n, b.h, b.w, tb_model_read_loss(m), scale_note, fl.out);
     tb_model_destroy(m);
     be->destroy(be);
     tb_batchfile_free(&b);

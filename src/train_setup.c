@@ -367,6 +367,10 @@ static void print_header(const tb_train_run *r) {
     }
     printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MB/rank\n", r->m->pt.n_train,
            r->gflop, r->m->g.act_arena_bytes / 1048576.0);
+    if (!f->data[0] && !f->batch_file[0] && r->classes != 1000) /* synthetic: the head is --classes wide */
+        printf("# trained: %s with a %d-class head (%zu parameters), the synthetic data's --classes; ImageNet's "
+               "model is --classes 1000\n",
+               r->cfg.name, r->classes, r->m->pt.n_train);
     fflush(stdout);
 }
 

@@ -54,6 +54,36 @@ Two rules:
       PyTorch's own plain error at worst. The matched table is then
       printed for reading.
 
+      Both bounds are capped: no bound exceeds --bound-cap (0.5; the tf32
+      test 0.75) x max|ref|, so a zeroed tensor fails whatever PyTorch's
+      own error (the plain TF32 bound exceeded max|ref| in 12 of the 36 rows
+      the H200 re-run printed: 8 x an error of up to 24 % of the tensor).
+
+  --floor-rule amp (the bf16 and fp16 tests; --floor-variants from
+      gen_golden.AMP_FLOOR_VARIANTS, PyTorch autocast, float16 through
+      GradScaler at --loss-scale): per tensor, the relative L2 error
+      ||out - ref|| / ||ref|| against the plain float64 step, within
+      floor_factor x PyTorch's own (the worse variant's) + floor_rel, and
+      at most --bound-cap (0.75); and the median over the gradients of
+      trainbench's error over PyTorch's at most --median (1.5). In 16 bits
+      a step flips thousands of ReLUs and rounds every activation: its
+      gradients sit 10-50 % from the float64 step, as far for PyTorch as
+      for any correct implementation, so the relative L2 error (which a
+      zeroed tensor puts at 1) is what can tell rounding from a bug; the
+      median catches an error spread thinly over every tensor. The
+      float64 step runs on --truth-device (cuda on the GPU tests). No
+      flip search (it cannot explain thousands).
+
+After the rule, every --floor step also checks (golden_rules.py): the
+update, exactly (params and momentum = torch's SGD on trainbench's own
+/grads and the state it started from, within float32 rounding, in every
+precision: a wrong momentum, decay or loss scale fails it by orders of
+magnitude), and planted errors the rule must catch (unless --no-plant): the
+gradient with the loosest bound against its scale, zeroed, and from step 2
+the output of a momentum 0.1 too low. A plant that passes fails the test.
+A float16 step whose scaled gradients overflowed (trainbench's root
+attribute skipped_steps) fails too.
+
 Every command is printed before it runs. Exit 0 only if every step passes,
 1 otherwise, 77 (ctest: skipped) when torch/torchvision/h5py/numpy are
 missing from this interpreter or --trainbench is empty (the binary target is
@@ -90,6 +120,9 @@ def read_h5(path):
     with h5py.File(path, "r") as f:
         f.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) else None)
         attrs = {key: compare_h5.attr_value(f, key) for key in ("step", "model", "classes")}
+        for key in ("loss_scale", "skipped_steps"):   # float16 steps
+            if key in f.attrs:
+                attrs[key] = compare_h5.attr_value(f, key)
     return out, attrs
 
 
@@ -114,10 +147,26 @@ def parse(argv):
     ap.add_argument("--floor-factor", type=float, default=None,
                     help="bound = floor_factor * floor_err + floor_rel * max|ref| (default 10)")
     ap.add_argument("--floor-rel", type=float, default=None, help="see --floor-factor (default 1e-4)")
-    ap.add_argument("--floor-rule", choices=("matched", "plain"), default="matched",
+    ap.add_argument("--floor-rule", choices=("matched", "plain", "amp"), default="matched",
                     help="--floor decides on the float64 step with trainbench's ReLU decisions "
                          "(matched, default) or on the plain float64 step against PyTorch's plain error "
-                         "(plain: the tf32 test, where hundreds of ReLUs flip per step)")
+                         "(plain: the tf32 test, where hundreds of ReLUs flip per step), or on relative L2 "
+                         "errors against PyTorch autocast's (amp: the bf16 and fp16 tests)")
+    ap.add_argument("--bound-cap", type=float, default=None,
+                    help="no bound exceeds this share of its tensor's scale: max|ref| (default %g), or the "
+                         "relative L2 error itself for --floor-rule amp (default %g); below 1, a zeroed "
+                         "tensor always fails" % (0.5, 0.75))
+    ap.add_argument("--median", type=float, default=1.5,
+                    help="--floor-rule amp: the median over the gradients of trainbench's relative error over "
+                         "PyTorch's may be at most this (default 1.5)")
+    ap.add_argument("--truth-device", choices=("cpu", "cuda"), default="cpu",
+                    help="where PyTorch computes the float64 step (--floor-rule amp; cuda on the GPU tests)")
+    ap.add_argument("--loss-scale", type=float, default=0.0,
+                    help="float16: the constant loss scale of both sides (trainbench step --loss-scale, "
+                         "torch's GradScaler init_scale); 0: not passed")
+    ap.add_argument("--no-plant", action="store_true",
+                    help="skip the planted errors (a zeroed gradient, a wrong momentum) each step's rule "
+                         "must catch")
     ap.add_argument("--flip-window", type=float, default=10.0,
                     help="a trainbench ReLU flip is accepted only at inputs within this many times "
                          "PyTorch float32's max error on that tensor of zero (default 10)")
@@ -137,6 +186,9 @@ def parse(argv):
         gen.add_argument(name, type=float, required=True)
     gen.add_argument("--nesterov", action="store_true")
     gen.add_argument("--label-smoothing", type=float, default=0.0)
+    gen.add_argument("--residual-gamma", type=float, default=1.0,
+                     help="scale of each block's last BatchNorm weight (gen_golden.build_model; 0.1 for the "
+                          "16-bit tests: a well-conditioned step)")
     gen.add_argument("--compute-dtype", choices=("float32", "float64"), default="float32",
                      help="precision of the PyTorch reference")
     gen.add_argument("--torch-threads", type=int, default=0,
@@ -151,6 +203,10 @@ def parse(argv):
                  "start each step from the float64 state)")
     if a.floor_rule != "matched" and not a.floor:
         ap.error("--floor-rule applies to --floor only")
+    if a.bound_cap is None:
+        a.bound_cap = 0.75 if a.floor_rule == "amp" else 0.5
+    if not 0 < a.bound_cap < 1:
+        ap.error("--bound-cap must lie in (0, 1): at 1 or more a zeroed tensor can pass")
     return a
 
 
@@ -164,7 +220,7 @@ class Case:
         a.git_revision = git_revision()
         if a.torch_threads > 0:
             torch.set_num_threads(a.torch_threads)
-        self.template = build_model(a.model, a.classes, a.seed)   # also seeds torch's RNG
+        self.template = build_model(a.model, a.classes, a.seed, a.residual_gamma)   # also seeds torch's RNG
         self.state = {n: t.detach().clone() for n, t in self.template.state_dict().items()}
         self.momentum = None
         self.dtype = torch.float64 if a.compute_dtype == "float64" else torch.float32
@@ -174,6 +230,8 @@ class Case:
             self.step_args.append("--nesterov")
         if a.label_smoothing != 0:
             self.step_args += ["--label-smoothing", repr(a.label_smoothing)]
+        if a.loss_scale > 0:
+            self.step_args += ["--loss-scale", repr(a.loss_scale)]
 
     def next_batch(self):
         import torch
@@ -202,6 +260,14 @@ class Case:
         from golden_torch import run_step
         return run_step(self.template, self.state, self.momentum, images, labels, self.a,
                         dtype or self.dtype, threads=self.a.torch_threads or None, **kw)
+
+    def state_arrays(self):
+        """({name: params before the step}, {name: momentum} or None), float64 numpy."""
+        import numpy as np
+        p = {n: np.asarray(t.numpy(), np.float64) for n, t in self.state.items() if t.is_floating_point()}
+        m = None if self.momentum is None else {n: np.asarray(t.numpy(), np.float64)
+                                                for n, t in self.momentum.items()}
+        return p, m
 
 
 def check_names_attrs(out, attrs, ref, k, a):
@@ -236,15 +302,17 @@ def elementwise_step(out, ref, rtol, atol_scale):
     return not bad
 
 
-def floor_step(case, images, labels, out, factor, rel, window, variants, top, rule="matched"):
-    """The float32 rule for one step (see the module doc). Returns (ok, one-line
-    summary, the plain float64 StepResult: its state starts the next step)."""
+def floor_step(case, images, labels, out, o):
+    """The float32 rule (matched) or the TF32 one (plain) for one step (see
+    the module doc); o: factor, rel, cap, window, variants, top, rule."""
     import numpy as np
     import torch
     import compare_h5
     import golden_flips
+    from golden_rules import Verdict
     from golden_torch import count_flips, describe_flips, flip_key, flips_between
 
+    factor, rel, cap, rule = o.factor, o.rel, o.cap, o.rule
     t0 = time.time()
     base = case.step(images, labels, capture=True, grads=True)
     truth = base.tracker.pre
@@ -253,7 +321,7 @@ def floor_step(case, images, labels, out, factor, rel, window, variants, top, ru
     raw_floor = dict.fromkeys(names, 0.0)
     noise = [0.0] * len(truth)
     cache_key, cache_ref = None, None
-    for v in variants:
+    for v in o.variants:
         t1 = time.time()
         rv = case.step(images, labels, dtype=torch.float32, variant=v, capture=True)
         fl = flips_between(rv.tracker.pre, truth)
@@ -274,26 +342,33 @@ def floor_step(case, images, labels, out, factor, rel, window, variants, top, ru
               flush=True)
         del rv
     cache_ref = None
-    bounds = {n: factor * floor[n] + rel * float(np.max(np.abs(base.datasets[n].astype(np.float64))))
+    bounds = {n: compare_h5.bound_row(n, base.datasets[n], base.datasets[n], floor[n], factor, rel, cap).bound
               for n in names}
-    cands = golden_flips.candidates(truth, noise, window)
+    cands = golden_flips.candidates(truth, noise, o.window)
     params_before = {"params/" + n: t.numpy() for n, t in case.state.items()}
     rerun = lambda force: case.step(images, labels, force=force, capture=True, grads=True)  # noqa: E731
     flips, ref = golden_flips.explain(out, base, cands, bounds, params_before, rerun)
     print("# trainbench: %d ReLU flip(s) against the float64 step (%d candidates within %g x PyTorch "
-          "float32's error of zero)" % (count_flips(flips), sum(len(v) for v in cands.values()), window))
+          "float32's error of zero)" % (count_flips(flips), sum(len(v) for v in cands.values()), o.window))
     for line in describe_flips(flips, truth, base.tracker.bn, noise):
         print("#   " + line)
-    matched = [compare_h5.bound_row(n, out[n], ref.datasets[n], floor[n], factor, rel) for n in names if n in out]
-    raw = [compare_h5.bound_row(n, out[n], base.datasets[n], raw_floor[n], factor, rel) for n in names if n in out]
+
+    def table(outd, which):
+        if which == "matched":
+            return [compare_h5.bound_row(n, outd[n], ref.datasets[n], floor[n], factor, rel, cap)
+                    for n in names if n in outd]
+        return [compare_h5.bound_row(n, outd[n], base.datasets[n], raw_floor[n], factor, rel, cap)
+                for n in names if n in outd]
+    matched, raw = table(out, "matched"), table(out, "plain")
+    capped = "min(%g x floor_err + %g x max|ref|, %g x max|ref|)" % (factor, rel, cap)
     titles = {
-        "matched": "against the float64 step with trainbench's ReLU decisions; bound = %g x floor_err + %g x "
-                   "max|ref|, floor_err = PyTorch float32's max error with its own ReLU decisions" % (factor, rel),
-        "plain": "against the plain float64 step (each side with its own ReLU flips); bound = %g x floor_err + "
-                 "%g x max|ref|, floor_err = PyTorch's max error against that same step" % (factor, rel)}
+        "matched": "against the float64 step with trainbench's ReLU decisions; bound = %s, floor_err = PyTorch "
+                   "float32's max error with its own ReLU decisions" % capped,
+        "plain": "against the plain float64 step (each side with its own ReLU flips); bound = %s, floor_err = "
+                 "PyTorch's max error against that same step" % capped}
     # the rule's table decides; the other one is printed for reading
     rows, other, other_rule = (matched, raw, "plain") if rule == "matched" else (raw, matched, "matched")
-    ok = compare_h5.print_bound_table(rows, titles[rule], top)
+    ok = compare_h5.print_bound_table(rows, titles[rule], o.top)
     by_floor = sorted((r for r in other if r.floor_err > 0), key=lambda r: -r.over_floor) or other
     other_out = sum(1 for r in other if not r.ok)
     print("# for reference, %s: %d tensors outside the same bound; worst err/floor: "
@@ -307,7 +382,32 @@ def floor_step(case, images, labels, out, factor, rel, window, variants, top, ru
                % (count_flips(flips), rule, worst.over_bound, worst.name, worst_f.over_floor, worst_f.name,
                   "plain truth" if other_rule == "plain" else "matched", other_out, by_floor[0].over_floor,
                   by_floor[0].name, time.time() - t0))
-    return ok, summary, base
+
+    def judge(outd):
+        r = table(outd, rule)
+        return all(x.ok for x in r), r
+    return Verdict(ok, summary, base, rows, judge)
+
+
+def verdict_extras(case, out, attrs, v, a):
+    """After a --floor rule: the update check and the planted errors (golden_rules.py),
+    and a float16 step that skipped its update. True when all hold."""
+    import golden_rules
+    ok = True
+    if attrs.get("skipped_steps"):
+        print("  FAIL trainbench skipped the update (its scaled gradients overflowed at loss scale %s)"
+              % attrs.get("loss_scale"))
+        ok = False
+    p0, m0 = case.state_arrays()
+    upd_ok, lines = golden_rules.update_check(out, p0, m0, a)
+    for line in lines:
+        print(line)
+    if not a.no_plant and v.rows:
+        caught, lines = golden_rules.plants(out, p0, m0, a, v.judge, v.rows, v.relative)
+        for line in lines:
+            print(line)
+        ok = ok and caught
+    return ok and upd_ok
 
 
 def main(argv=None):
@@ -324,23 +424,33 @@ def main(argv=None):
     sys.dont_write_bytecode = True
     sys.path.insert(0, HERE)
     import compare_h5
-    from gen_golden import CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS
+    import golden_rules
+    from gen_golden import AMP_FLOOR_VARIANTS, CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS
 
     if not (os.path.isfile(a.trainbench) and os.access(a.trainbench, os.X_OK)):
         print("golden_step: error: trainbench binary not found or not executable: %r" % a.trainbench)
         return 1
     variants = list(FLOOR_VARIANTS) if a.floor_variants == "all" else a.floor_variants.split(",")
+    known = list(FLOOR_VARIANTS) + list(CUDA_FLOOR_VARIANTS) + list(AMP_FLOOR_VARIANTS)
     for v in variants:
-        if v not in FLOOR_VARIANTS and v not in CUDA_FLOOR_VARIANTS:
-            print("golden_step: error: unknown --floor-variants entry %r (known: %s)"
-                  % (v, ", ".join(list(FLOOR_VARIANTS) + list(CUDA_FLOOR_VARIANTS))))
+        if v not in known:
+            print("golden_step: error: unknown --floor-variants entry %r (known: %s)" % (v, ", ".join(known)))
             return 2
-    if any(v in CUDA_FLOOR_VARIANTS for v in variants):
+        if a.floor and (v in AMP_FLOOR_VARIANTS) != (a.floor_rule == "amp"):
+            print("golden_step: error: --floor-rule amp takes the autocast variants (%s) and only them; %r given"
+                  % (", ".join(AMP_FLOOR_VARIANTS), v))
+            return 2
+    on_gpu = [v for v in variants if v in CUDA_FLOOR_VARIANTS or AMP_FLOOR_VARIANTS.get(v, ("",))[0] == "cuda"]
+    if on_gpu or a.truth_device == "cuda":
         import torch
         if not torch.cuda.is_available():
-            print("SKIP: golden_step: the floor variants %s need PyTorch with a CUDA device (torch %s sees none)"
-                  % (",".join(v for v in variants if v in CUDA_FLOOR_VARIANTS), torch.__version__))
+            print("SKIP: golden_step: %s need PyTorch with a CUDA device (torch %s sees none)"
+                  % (",".join(on_gpu + (["--truth-device cuda"] if a.truth_device == "cuda" else [])),
+                     torch.__version__))
             return 77
+    if any(AMP_FLOOR_VARIANTS.get(v, ("", "", ""))[2] == "float16" for v in variants) and a.loss_scale <= 0:
+        print("golden_step: error: float16 autocast variants need --loss-scale (both sides scale the loss by it)")
+        return 2
     os.makedirs(a.workdir, exist_ok=True)
     for stale in glob.glob(os.path.join(a.workdir, "*.h5")):
         os.remove(stale)
@@ -348,6 +458,9 @@ def main(argv=None):
     atol_scale = compare_h5.DEFAULT_ATOL_SCALE if a.atol_scale is None else a.atol_scale
     factor = compare_h5.DEFAULT_BOUND_FACTOR if a.floor_factor is None else a.floor_factor
     rel = compare_h5.DEFAULT_BOUND_REL if a.floor_rel is None else a.floor_rel
+    rule_opts = argparse.Namespace(factor=factor, rel=rel, cap=a.bound_cap, window=a.flip_window,
+                                   variants=variants, top=a.top, rule=a.floor_rule, median=a.median,
+                                   truth_device=a.truth_device)
 
     case = Case(a)
     results, summaries, kept = [], [], []
@@ -377,9 +490,11 @@ def main(argv=None):
         else:
             out, attrs = read_h5(out_path)
             if a.floor:
-                ok, summary, base = floor_step(case, images, labels, out, factor, rel, a.flip_window,
-                                               variants, a.top, a.floor_rule)
+                v = (golden_rules.amp_step if a.floor_rule == "amp" else floor_step)(case, images, labels, out,
+                                                                                    rule_opts)
+                ok, summary, base = v.ok, v.summary, v.base
                 ref = base.datasets
+                ok = verdict_extras(case, out, attrs, v, a) and ok
             else:
                 base = case.step(images, labels)
                 ref = base.datasets
@@ -415,9 +530,14 @@ def main(argv=None):
     passed = len(results) == a.steps and all(results)
     print("# golden_step: %s, %s, chained from %s, %s references; %s"
           % (a.trainbench, a.model, "its own outputs" if a.chain == "own" else "the references (teacher forcing)",
-             a.compute_dtype, ("per-tensor bound %g x PyTorch float32's own error + %g x max|ref|, %s"
-                               % (factor, rel, "ReLU decisions matched" if a.floor_rule == "matched" else
-                                  "plain float64 step, each side's own ReLU flips")) if a.floor else
+             a.compute_dtype, ("per-tensor bound %g x PyTorch's own error + %g x max|ref|, at most %g x "
+                               "max|ref|, %s" % (factor, rel, a.bound_cap, "ReLU decisions matched"
+                                                 if a.floor_rule == "matched" else
+                                                 "plain float64 step, each side's own ReLU flips")
+                               if a.floor_rule != "amp" else
+                               "relative L2 error per tensor at most %g x PyTorch autocast's + %g, and %g; median "
+                               "ratio over the gradients at most %g" % (factor, rel, a.bound_cap, a.median))
+             if a.floor else
              "elementwise rtol %g, atol_scale %g" % (rtol, atol_scale)))
     for k, (r, s) in enumerate(zip(results, summaries), 1):
         print("#   step %d: %s: %s" % (k, "ok" if r else "FAIL", s))

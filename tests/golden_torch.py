@@ -28,7 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gen_golden import CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS, step_datasets
+from gen_golden import AMP_FLOOR_VARIANTS, CUDA_FLOOR_VARIANTS, FLOOR_VARIANTS, step_datasets
 
 
 class _MaskedReLU(torch.autograd.Function):
@@ -126,32 +126,55 @@ class StepResult:
     """datasets: what `trainbench step` writes (step_datasets: float32 numpy);
     state, momentum: the state after the update rounded to float32 (the
     next step's start, as it is when steps chain through float32 files);
-    tracker: the ReLU record."""
+    tracker: the ReLU record; skipped: a float16 step whose scaled gradients
+    overflowed (GradScaler skipped the update)."""
 
-    def __init__(self, datasets, state, momentum, tracker):
+    def __init__(self, datasets, state, momentum, tracker, skipped=False):
         self.datasets, self.state, self.momentum, self.tracker = datasets, state, momentum, tracker
+        self.skipped = skipped
+
+
+def grad_scaler(device, init_scale):
+    """torch's GradScaler at a constant scale (growth never reached)."""
+    kw = dict(init_scale=init_scale, growth_interval=1 << 30)
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler(device, **kw)
+    return torch.cuda.amp.GradScaler(**kw)
+
+
+def _configuration(variant, threads, device):
+    """(device, mkldnn, channels_last, threads, tf32, autocast dtype or None) of a variant."""
+    if variant in AMP_FLOOR_VARIANTS:
+        dev, channels_last, amp = AMP_FLOOR_VARIANTS[variant]
+        return dev, True, channels_last, threads, False, getattr(torch, amp)
+    if variant in CUDA_FLOOR_VARIANTS:
+        channels_last, tf32 = CUDA_FLOOR_VARIANTS[variant]
+        return "cuda", False, channels_last, threads, tf32, None
+    mkldnn, channels_last, nthreads = FLOOR_VARIANTS[variant] if variant else (True, False, threads)
+    return device or "cpu", mkldnn, channels_last, nthreads, False, None
 
 
 def run_step(template, state, momentum, images, labels, a, dtype, variant=None, force=None,
-             capture=False, grads=False, threads=None):
+             capture=False, grads=False, threads=None, device=None):
     """One torch.optim.SGD step (a: lr, momentum, weight_decay, nesterov,
-    label_smoothing) of `template` (a torchvision ResNet, left untouched)
-    loaded with `state` (state_dict) and `momentum` ({name: tensor}, None: a
-    fresh optimizer), on images [N,3,H,W] float32 / labels int64, computed in
-    `dtype`. variant: a gen_golden FLOOR_VARIANTS name (oneDNN or native
-    convolutions, NCHW or channels-last, threads) or CUDA_FLOOR_VARIANTS name
-    (PyTorch on the GPU, TF32 on or off; results come back to the host);
-    None: oneDNN (unused in
-    float64), NCHW, `threads` (default: torch's current). force: ReLU flips
-    (module doc). capture: record ReLU inputs; grads: also the gradients at
-    ReLU outputs and the BatchNorm outputs."""
-    dev, tf32 = "cpu", False
-    if variant in CUDA_FLOOR_VARIANTS:
-        if not torch.cuda.is_available():
-            raise SystemExit("golden: floor variant %s needs PyTorch with a CUDA device" % variant)
-        (channels_last, tf32), mkldnn, nthreads, dev = CUDA_FLOOR_VARIANTS[variant], False, threads, "cuda"
-    else:
-        mkldnn, channels_last, nthreads = FLOOR_VARIANTS[variant] if variant else (True, False, threads)
+    label_smoothing, and loss_scale for float16 autocast) of `template` (a
+    torchvision ResNet, left untouched) loaded with `state` (state_dict) and
+    `momentum` ({name: tensor}, None: a fresh optimizer), on images
+    [N,3,H,W] float32 / labels int64, computed in `dtype`. variant: a
+    gen_golden FLOOR_VARIANTS name (oneDNN or native convolutions, NCHW or
+    channels-last, threads), CUDA_FLOOR_VARIANTS name (PyTorch on the GPU,
+    TF32 on or off) or AMP_FLOOR_VARIANTS name (torch.autocast in bfloat16
+    or float16 with float32 weights, dtype must be float32; float16 through
+    GradScaler at a.loss_scale); results come back to the host. None:
+    oneDNN (unused in float64), NCHW, `threads` (default: torch's current),
+    on `device` (default cpu; cuda computes the float64 truth on the GPU).
+    force: ReLU flips (module doc). capture: record ReLU inputs; grads: also
+    the gradients at ReLU outputs and the BatchNorm outputs."""
+    dev, mkldnn, channels_last, nthreads, tf32, amp = _configuration(variant, threads, device)
+    if dev == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("golden: %s needs PyTorch with a CUDA device" % (variant or "--truth-device cuda"))
+    if amp is not None and dtype != torch.float32:
+        raise SystemExit("golden: autocast variant %s runs on float32 weights, not %s" % (variant, dtype))
     saved_threads = torch.get_num_threads()
     if nthreads:
         torch.set_num_threads(nthreads)
@@ -178,15 +201,31 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
                     if channels_last and buf.dim() == 4:
                         buf = buf.contiguous(memory_format=torch.channels_last)
                     opt.state[p]["momentum_buffer"] = buf
-            logits = m(x)
-            loss = F.cross_entropy(logits, labels, label_smoothing=a.label_smoothing)
-            loss.backward()
+            scaler = grad_scaler(dev, a.loss_scale) if amp == torch.float16 else None
+            if amp is not None:
+                with torch.autocast(device_type=dev, dtype=amp):
+                    logits = m(x)
+                    loss = F.cross_entropy(logits, labels, label_smoothing=a.label_smoothing)
+            else:
+                logits = m(x)
+                loss = F.cross_entropy(logits, labels, label_smoothing=a.label_smoothing)
+            skipped = False
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.unscale_(opt)          # p.grad: the unscaled gradient torch steps with
+                skipped = not all(bool(torch.isfinite(p.grad).all()) for p in m.parameters())
+            else:
+                loss.backward()
             grads_d = {names[p]: p.grad.detach().clone() for p in m.parameters()}
-            opt.step()
+            if scaler is not None:
+                scaler.step(opt)
+                scaler.update()
+            else:
+                opt.step()
             mom = None
-            if a.momentum != 0:
+            if a.momentum != 0 and all(opt.state[p].get("momentum_buffer") is not None for p in m.parameters()):
                 mom = {names[p]: opt.state[p]["momentum_buffer"] for p in m.parameters()}
-            d = step_datasets(m, mom, loss, logits, grads_d)
+            d = step_datasets(m, mom, loss.float(), logits.float(), grads_d)
             with torch.no_grad():
                 nstate = {n: (t.detach().float() if t.is_floating_point() else t.detach()).cpu().contiguous().clone()
                           for n, t in m.state_dict().items()}
@@ -194,7 +233,7 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
                                                  for n, t in mom.items()}
             if not grads:
                 tracker.outs = []
-            return StepResult(d, nstate, nmom, tracker)
+            return StepResult(d, nstate, nmom, tracker, skipped)
     finally:
         torch.set_num_threads(saved_threads)
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved_tf32

@@ -54,7 +54,7 @@ static const prec k_precs[] = {
     {"fp32 NCHW", TB_F32, TB_NCHW, 0, 1e-5}, {"fp32 NHWC", TB_F32, TB_NHWC, 0, 1e-5},
     {"tf32 NCHW", TB_F32, TB_NCHW, 1, 2e-3}, {"tf32 NHWC", TB_F32, TB_NHWC, 1, 2e-3},
     {"bf16 NCHW", TB_BF16, TB_NCHW, 0, 1e-2}, {"bf16 NHWC", TB_BF16, TB_NHWC, 0, 1e-2},
-    {"fp16 NHWC", TB_F16, TB_NHWC, 0, 4e-3},
+    {"fp16 NCHW", TB_F16, TB_NCHW, 0, 4e-3}, {"fp16 NHWC", TB_F16, TB_NHWC, 0, 4e-3},
 };
 
 static tb_backend *g_cpu, *g_gpu, *g_gpu_tf32;

@@ -25,8 +25,10 @@
 #   np2     ctest -L np2 -j TB_SUITE_NP2_JOBS (4; each test takes 2 of them):
 #           two ranks over NCCL on the one GPU (issue 26; needs the bundle's
 #           slim NCCL >= 2.30, else they skip and the stage fails)
-#   bench   bench/gpu_resnet50.sh: ResNet-50 img/s and peak memory per
-#           precision and layout beside PyTorch on the same GPU
+#   bench   bench/gpu_resnet50.sh: ResNet-50 (1000 classes) img/s and peak
+#           memory per precision and layout beside PyTorch on the same GPU,
+#           headline rows 3 runs of at least 10 s, and both trained side by
+#           side for 200 steps (bench/convergence.py)
 #   nccl    bench/gpu_nccl.sh: the one-GPU NCCL checks of issue 14, and
 #           issue 26's measurements of 2 ranks over NCCL on the GPU (allreduce
 #           tables, the scaling table with the overlap, -np 4, the model check)
@@ -39,7 +41,9 @@
 # on LD_LIBRARY_PATH, and makes the build's absolute paths valid here.
 #
 # $OUT gets at most 8 files back: suite.log (everything), summary.txt (one
-# line per stage and test), results.tar.gz (results files, ctest logs).
+# line per stage and test), summary.tsv (every figure of the call, from its
+# logs: bench/summary/make_summary.py), results.tar.gz (results files, ctest
+# logs, and summary.tsv again under keep/).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
@@ -222,6 +226,10 @@ for spec in "${stages[@]}"; do
     *) say "unknown stage '$s' (env probe tests tests:REGEX np2 bench nccl feed)" ;;
   esac
 done
+# one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);
+# results pages quote figures from it (bench/summary/check_pages.py checks them)
+if "$PY" bench/summary/make_summary.py "$OUT/keep"; then cp "$OUT/keep/summary.tsv" "$OUT/summary.tsv"
+else say "summary    FAIL     bench/summary/make_summary.py failed on the logs (see suite.log)"; fi
 tar -czf "$OUT/results.tar.gz" -C "$OUT" keep && rm -rf "$OUT/keep"
 say "# suite: $(( $(date +%s) - T0 )) s"
 echo

@@ -1,0 +1,68 @@
+"""resnet50.py: the ResNet-50 bench stage (bench/gpu_resnet50.sh): one row
+per configuration of each rows.tsv, its repeats, img/s (the median where
+repeated), ms/step, peak MiB, the loss at its start and end, each from the
+row's own log where the run dir has it.
+
+Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
+framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
+`eager` or `-`, a `+profile` suffix for the op-profile row, and `#2`, `#3`
+for a configuration measured again in the same file."""
+import os
+import re
+
+from _util import files, number, rel, row, slug
+
+OLD = ("framework", "precision", "layout", "batch", "graph", "img_per_s", "ms_per_step", "h2d_ms", "peak_mib",
+       "wall_s", "command")
+UNITS = {"img_per_s": "img/s", "img_per_s_min": "img/s", "img_per_s_max": "img/s", "ms_per_step": "ms",
+         "h2d_ms": "ms", "peak_mib": "MiB", "wall_s": "s", "timed_s": "s", "repeats": "runs", "steps": "steps",
+         "loss_start": "loss", "loss_end": "loss", "classes": "classes", "spread_pct": "%"}
+
+
+def _log_of(run_dir, here, cmd):
+    """The row's (first run's) log: tb_<name>[_r1].log beside its --results,
+    torch_<name>[_r1].log beside its --json."""
+    for pat, stem in ((r"/tb_([\w.-]+?)(_r\d+)?\.h5", "tb_"), (r"/torch_([\w.-]+?)(_r\d+)?\.jsonl", "torch_")):
+        m = re.search(pat, cmd or "")
+        if m:
+            for name in (m.group(1) + (m.group(2) or ""), m.group(1)):
+                log = os.path.join(here, stem + name + ".log")
+                if os.path.isfile(log):
+                    return rel(run_dir, log)
+    return None
+
+
+def _config(r):
+    fw = r["framework"].strip()
+    fw = "trainbench" if fw == "trainbench" else slug(fw.replace("pytorch ", "pytorch_"))
+    graph = r["graph"].strip()
+    g = "graph" if graph.startswith("on") else "eager" if graph.startswith("off") else "-"
+    if "op profile" in graph or r.get("profile"):
+        g += "+profile"
+    return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))
+
+
+def extract(run_dir):
+    out = []
+    for path in files(run_dir, r"rows\.tsv"):
+        here = os.path.dirname(path)
+        lines = [ln.rstrip("\n") for ln in open(path) if ln.strip()]
+        header = OLD
+        if lines and lines[0].startswith("framework\t"):
+            header, lines = tuple(lines[0].split("\t")), lines[1:]
+        seen = {}
+        for ln in lines:
+            r = dict(zip(header, ln.split("\t")))
+            cfg = _config(r)
+            seen[cfg] = seen.get(cfg, 0) + 1
+            key = "resnet50/" + cfg + ("#%d" % seen[cfg] if seen[cfg] > 1 else "")
+            src = _log_of(run_dir, here, r.get("command", "")) or rel(run_dir, path)
+            if "FAILED" in ln:
+                out.append(row(key + "/status", "failed", "-", src))
+                continue
+            out.append(row(key + "/status", "ok", "-", src))
+            for col, unit in UNITS.items():
+                v = number(r.get(col, "-")) if r.get(col, "-") not in ("-", "") else None
+                if v is not None:
+                    out.append(row(key + "/" + col, v, unit, src))
+    return out

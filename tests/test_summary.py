@@ -1,0 +1,156 @@
+#!/usr/bin/env python3
+"""test_summary.py: bench/summary on the stored GPU runs (ctest
+results_summaries and results_pages_figures; stdlib only, about a second).
+
+  summaries  every results/gpu_*/ run with a summary.tsv: the stored file is
+             what make_summary.py gives from that run's logs now (no figure
+             edited by hand or gone stale), its keys unique, its lines
+             key<TAB>value<TAB>unit<TAB>source log with a source that exists;
+             the headline figures the pages quote are there (7182.1 img/s,
+             the 30 of 32 and 32 of 32 test counts, ...); and the extractors
+             on a made-up run in the new bench layout (rows.tsv with a header,
+             repeats, loss at start and end).
+  pages      bench/summary/check_pages.py passes every results/gpu_*.md
+             against the runs, and fails planted errors: the 1.44x this page
+             once had for 6606 / 4279, a rate changed in a table (7182 ->
+             7128), a rate changed in the prose.
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SUMMARY = os.path.join(ROOT, "bench", "summary")
+sys.path.insert(0, SUMMARY)
+import check_pages  # noqa: E402
+import make_summary  # noqa: E402
+
+FAILS = []
+
+
+def check(ok, what):
+    print("%-4s %s" % ("ok" if ok else "FAIL", what), flush=True)
+    if not ok:
+        FAILS.append(what)
+
+
+def runs():
+    return sorted(d for d in glob.glob(os.path.join(ROOT, "results", "gpu_*")) if os.path.isdir(d))
+
+
+def test_stored():
+    for run in runs():
+        path = os.path.join(run, "summary.tsv")
+        name = os.path.basename(run)
+        if not os.path.isfile(path):
+            check(False, "%s has a summary.tsv" % name)
+            continue
+        stored = open(path).read()
+        check(stored == make_summary.render(make_summary.summarize(run)),
+              "%s/summary.tsv is what its logs give (bench/summary/make_summary.py %s)" % (name, name))
+        rows = make_summary.read_summary(path)
+        missing = [k for k, (_v, _u, src) in rows.items() if not os.path.exists(os.path.join(run, src))]
+        check(not missing, "%s: every source log exists (%d figures)%s" % (name, len(rows),
+                                                                          ": " + missing[0] if missing else ""))
+    want = {
+        "gpu_h200_2026-11-27": {"resnet50/trainbench/bf16/nhwc/256/graph/img_per_s": "7182.1",
+                                "resnet50/pytorch_eager/bf16/nhwc/128/-/img_per_s": "4278.7",
+                                "tests/ctest_gpu/passed": "30", "tests/ctest_gpu/total": "32",
+                                "train/tb_bf16_nhwc_256_graph/loss_end": "2.0847",
+                                "train/tb_bf16_nhwc_256_graph/classes": "10"},
+        "gpu_h200_2026-11-27_rerun": {"tests/ctest_gpu/passed": "32",
+                                      "resnet50/trainbench/tf32/nhwc/256/graph/img_per_s": "3128.6",
+                                      "train/scaling_shared_gpu_mpi/scaling/1ranks/img_per_s": "5808.54"},
+        "gpu_h100_2026-11-27": {"resnet50/trainbench/bf16/nhwc/256/graph/img_per_s": None}}
+    for name, keys in want.items():
+        path = os.path.join(ROOT, "results", name, "summary.tsv")
+        rows = make_summary.read_summary(path) if os.path.isfile(path) else {}
+        for k, v in keys.items():
+            got = rows.get(k, (None,))[0]
+            check(got is not None and (v is None or got == v), "%s: %s = %s (got %s)" % (name, k, v or "a value", got))
+
+
+def test_new_layout():
+    """The bench's new rows.tsv (a header, repeats, loss) and a training log, in a made-up run."""
+    d = tempfile.mkdtemp(prefix="tb_summary_")
+    try:
+        os.makedirs(os.path.join(d, "resnet50"))
+        cols = ("framework", "precision", "layout", "batch", "graph", "img_per_s", "img_per_s_min", "img_per_s_max",
+                "spread_pct", "repeats", "timed_s", "ms_per_step", "h2d_ms", "peak_mib", "wall_s", "loss_start",
+                "loss_end", "classes", "command")
+        with open(os.path.join(d, "resnet50", "rows.tsv"), "w") as f:
+            f.write("\t".join(cols) + "\n")
+            f.write("\t".join(("trainbench", "bf16", "nhwc", "256", "on (300 replays)", "7180.5", "7170.0", "7190.2",
+                               "0.28", "3", "10.7", "35.65", "0.25", "14139", "41", "6.9312", "6.1021", "1000",
+                               "trainbench --results /x/resnet50/tb_bf16_nhwc_256_graph_r1.h5")) + "\n")
+        with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
+            f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
+                    "# 25557032 parameters, 24.6 GFLOP per image per step\n"
+                    "# training: 305 steps, loss 6.9312 -> 6.1021, 7180.50 img/s (176126.2 GFLOP/s) over 300 "
+                    "timed steps\n")
+        rows = {k: (v, u, s) for k, v, u, s in make_summary.summarize(d)}
+        k = "resnet50/trainbench/bf16/nhwc/256/graph/"
+        check(rows.get(k + "img_per_s", ("",))[0] == "7180.5" and rows[k + "repeats"][0] == "3" and
+              rows[k + "loss_end"][0] == "6.1021" and rows[k + "img_per_s"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
+              "new rows.tsv: median img/s, repeats, loss at the end, cited from the row's log")
+        check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
+              rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
+              "training log: what was trained (1000 classes, 25557032 parameters)")
+    finally:
+        shutil.rmtree(d)
+
+
+def quiet_check(page, runs_):
+    """check_pages on one page, its output kept: (ok, text)."""
+    r = subprocess.run([sys.executable, os.path.join(SUMMARY, "check_pages.py"), page, "--runs"] + runs_,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    return r.returncode == 0, r.stdout
+
+
+def test_pages():
+    runs_ = runs()
+    pages = sorted(glob.glob(os.path.join(ROOT, "results", "gpu_*.md")))
+    for p in pages:
+        ok, out = quiet_check(p, runs_)
+        check(ok, "%s: every checked figure found and every ratio right\n%s" % (os.path.basename(p), out.strip()))
+    h200 = os.path.join(ROOT, "results", "gpu_h200_2026-11-27.md")
+    text = open(h200).read()
+    plants = [("1.54x PyTorch eager at batch 128", "1.44x PyTorch eager at batch 128", "WRONG ratio 1.44x"),
+              ("| **7182** |", "| **7128** |", "NOT FOUND 7128"),
+              ("feed 6509 img/s", "feed 6590 img/s", "NOT FOUND 6590")]
+    d = tempfile.mkdtemp(prefix="tb_pages_")
+    try:
+        for good, bad, expect in plants:
+            if good not in text:
+                check(False, "the planted error's anchor %r is on the page" % good)
+                continue
+            p = os.path.join(d, "planted.md")
+            with open(p, "w") as f:
+                f.write(text.replace(good, bad, 1))
+            ok, out = quiet_check(p, runs_)
+            check(not ok and expect in out, "planted %r -> %r: check_pages fails with %r" % (good, bad, expect))
+    finally:
+        shutil.rmtree(d)
+    check(check_pages.ratio_ok("1.54", 6606, 4279) and not check_pages.ratio_ok("1.44", 6606, 4279),
+          "ratio_ok: 6606 / 4279 is 1.54, not 1.44")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=("summaries", "pages"))
+    a = ap.parse_args(argv)
+    if a.part == "summaries":
+        test_stored()
+        test_new_layout()
+    else:
+        test_pages()
+    print("# test_summary %s: %s" % (a.part, "PASS" if not FAILS else "%d FAILED" % len(FAILS)))
+    return 0 if not FAILS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
