@@ -76,6 +76,8 @@ if [ "$apt" = 1 ]; then
     fi
     pkgs="build-essential cmake pkg-config libopenmpi-dev openmpi-bin openssh-client libhdf5-dev \
 libturbojpeg0-dev $jpeg libopenblas-dev python3-venv ca-certificates"
+    # NVIDIA's apt repository instead of the wheels: wget fetches its keyring
+    if [ "$wheels" = 0 ]; then pkgs="$pkgs wget"; fi
     run $sudo apt-get update -qq
     # shellcheck disable=SC2086  # $pkgs is a list of package names
     run $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs
