@@ -121,6 +121,15 @@ if(NOT TB_CUDA STREQUAL "OFF")
   endif()
   if(_tb_nv)
     set(_tb_cu13 "${_tb_nv}/cu13")
+    # nvcc links against $TOP/lib64 (its nvcc.profile), which a toolkit has
+    # and the wheels lack: one link, lib64 -> lib, makes that path true
+    if(NOT EXISTS "${_tb_cu13}/lib64" AND EXISTS "${_tb_cu13}/lib")
+      file(CREATE_LINK lib "${_tb_cu13}/lib64" RESULT _tb_ln SYMBOLIC)
+      if(NOT _tb_ln EQUAL 0)
+        message(FATAL_ERROR "${_tb_cu13}/lib64 is missing and cannot be made (${_tb_ln}): nvcc links "
+                            "from there; create it as a link to lib (ln -s lib ${_tb_cu13}/lib64)")
+      endif()
+    endif()
     if(NOT CMAKE_CUDA_COMPILER AND EXISTS "${_tb_cu13}/bin/nvcc")
       # also replaces a NOTFOUND left by an earlier configure without the wheels
       set(CMAKE_CUDA_COMPILER "${_tb_cu13}/bin/nvcc" CACHE FILEPATH "CUDA compiler" FORCE)
