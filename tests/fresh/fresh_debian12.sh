@@ -16,9 +16,10 @@
 #        tests      the README's test command (nice; TB_FRESH_TESTS=0 skips)
 #      The commands are read from the README (tests/readme_commands.py show).
 # OUTDIR gets one log per step, steps.tsv (step, seconds, exit status) and
-# summary.txt. The test step runs in a network namespace of its own
-# (unshare --net, loopback only), so the emulated-host tests' fixed names
-# (tbh1.., tbbr0) cannot meet another run's on this machine.
+# summary.txt. The test step runs in network and mount namespaces of its own
+# (unshare --net --mount, loopback only), so the emulated-host tests' fixed
+# names (tbh1.., tbbr0) and their /run/netns mount cannot meet another run's
+# on this machine.
 #
 # TB_FRESH_SITE_CA=1: this machine reaches PyPI through a TLS-intercepting
 # proxy whose CA it trusts; give the chroot the same CA
@@ -39,23 +40,15 @@ out=$(cd "$out" && pwd)
 : >"$out/steps.tsv"
 : >"$out/summary.txt"
 
-say() { printf '%s\n' "$*" | tee -a "$out/summary.txt"; }
-# step NAME CMD...: run, log to OUTDIR/NAME.log, time, record; returns CMD's status
-step() {
-    name=$1
-    shift
-    t0=$(date +%s)
-    rc=0
-    "$@" >"$out/$name.log" 2>&1 || rc=$?
-    dt=$(($(date +%s) - t0))
-    printf '%s\t%s\t%s\n' "$name" "$dt" "$rc" >>"$out/steps.tsv"
-    say "$(printf '%-22s %5s s  exit %s' "$name" "$dt" "$rc")"
-    return "$rc"
-}
+# shellcheck source=tests/fresh/steps.sh
+. "$repo/tests/fresh/steps.sh"
 
 mounted=""
 cleanup() {
     for m in $mounted; do umount -l "$m" 2>/dev/null || true; done
+    # anything the steps mounted below the root (deepest first)
+    awk -v r="$rootfs/" 'index($2, r) == 1 {print $2}' /proc/mounts | sort -r |
+        while read -r m; do umount -l "$m" 2>/dev/null || true; done
 }
 trap cleanup EXIT
 
@@ -73,7 +66,7 @@ if [ "${TB_FRESH_SITE_CA:-0}" = 1 ]; then
     mkdir -p "$rootfs/usr/local/share/ca-certificates"
     cp /usr/local/share/ca-certificates/*.crt "$rootfs/usr/local/share/ca-certificates/"
     pip_env="PIP_CERT=/etc/ssl/certs/ca-certificates.crt"
-    say "# site CA: $(ls /usr/local/share/ca-certificates) copied in; PIP_CERT set (this machine's TLS proxy)"
+    say "# site CA: $(cd /usr/local/share/ca-certificates && echo *.crt) copied in; PIP_CERT set (this machine's TLS proxy)"
 fi
 step clone git clone -q --no-hardlinks "$repo" "$rootfs/root/trainbench"
 say "# clone at $(git -C "$rootfs/root/trainbench" rev-parse --short=12 HEAD)"
@@ -127,7 +120,7 @@ check() {
     in_chroot 'ldd build/trainbench' | grep -E 'cudnn|nccl|cublas|nvjpeg|cudart|not found' || true
     echo "== RUNPATH"
     in_chroot 'readelf -d build/trainbench' | grep -E 'RUNPATH|RPATH' || true
-    echo "== ldd of cuDNN's libraries (each sub-library loads cuBLASLt and NVRTC itself)"
+    echo "== ldd of cuDNN's libraries (their own links; cuBLASLt and NVRTC they open later through their RUNPATH, \$ORIGIN/../../cu13/lib)"
     # shellcheck disable=SC2016  # expanded by the chroot's shell
     in_chroot 'for f in .venv-cuda/lib/python3*/site-packages/nvidia/cudnn/lib/libcudnn*.so.9; do echo "$f"; ldd "$f" | grep -E "cublas|nvrtc|cudnn|not found"; done' || true
     echo "== the job's lines about the GPU"
@@ -161,7 +154,7 @@ fi
 
 # 4. the README's test command, at the end, on the build the GPU command left
 if [ "${TB_FRESH_TESTS:-1}" = 1 ]; then
-    step tests unshare --net sh -c "ip link set lo up && $(
+    step tests unshare --net --mount sh -c "ip link set lo up && $(
         printf 'chroot %s env -i HOME=/root TERM=dumb LANG=C.UTF-8 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin nice -n 10 sh -c %s' \
             "$rootfs" "'cd /root/trainbench && $tests'")" || say "tests: exit status non-zero (tests.log)"
     grep -E 'tests passed|tests failed|Total Test time' "$out/tests.log" | sed 's/^/  /' | tee -a "$out/summary.txt" >/dev/null
