@@ -203,6 +203,8 @@ run_wheels() {
     [ -d "$b/nccl" ] && [ ! -e "$view/nccl" ] && ln -s "$b/nccl" "$view/nccl"
     for f in "$b"/cu13/lib/*; do [ -e "$f" ] && [ ! -e "$view/cu13/lib/$(basename "$f")" ] && ln -s "$f" "$view/cu13/lib/"; done
   done
+  # the carried nvJPEG in place of any link (cp would write through a link into the machine's copy)
+  rm -f "$view/cu13/lib/libnvjpeg.so.13"
   cp "$w/libnvjpeg.so.13" "$view/cu13/lib/libnvjpeg.so.13"
   # the bundle's MPI, HDF5, JPEG and BLAS libraries, but no CUDA library
   mkdir -p "$ROOT/gpu-bundle/lib-nocuda"
@@ -210,14 +212,16 @@ run_wheels() {
     case "$(basename "$f")" in libnvjpeg*|libcudnn*|libcublas*|libnccl*|libcudart*|libnvrtc*) ;; *) ln -sf "$f" "$ROOT/gpu-bundle/lib-nocuda/" ;; esac
   done
   lp=$ROOT/gpu-bundle/lib-nocuda:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib
-  echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -oE '\[.*\]' | head -1)"
+  echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -E 'RUNPATH|RPATH' | grep -oE '\[.*\]')"
   LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$OUT/keep/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
   for l in libcudnn.so.9 libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libnvjpeg.so.13; do
     f=$(awk -v l="$l" '$1 == l {print $3}' "$OUT/keep/wheels_ldd.txt")
     case "$f" in "$view"/*) echo "ok   $l => $f" ;; *) echo "FAIL $l => ${f:-not found}"; bad=1 ;; esac
   done
   miss=$(grep -c 'not found' "$OUT/keep/wheels_ldd.txt")
-  LD_LIBRARY_PATH=$lp "$w/trainbench" probe --expect-gpu --results "$OUT/keep/probe_wheels.h5" || bad=1
+  if ! LD_LIBRARY_PATH=$lp "$w/trainbench" probe --expect-gpu --results "$OUT/keep/probe_wheels.h5"; then
+    stage_result wheels FAIL "$t" "probe --expect-gpu failed: no usable GPU for the wheels build (see suite.log)"; return
+  fi
   # one training run; while it trains, the CUDA libraries the process has mapped
   LD_LIBRARY_PATH=$lp "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
     --scaling-steps 10 --results "$OUT/keep/train_wheels.h5" >"$OUT/keep/train_wheels.log" 2>&1 &
