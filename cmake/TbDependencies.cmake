@@ -85,6 +85,71 @@ find_package(OpenMP REQUIRED COMPONENTS C)
 
 find_library(TB_LIBM m)
 
+# ---- CUDA from NVIDIA's PyPI wheels (TB_CUDA_WHEELS) ------------------------
+# launch/install_gpu.sh installs nvcc, the CUDA runtime, cuBLAS, cuDNN, NCCL
+# and nvJPEG as NVIDIA's wheels (pinned in launch/cuda-wheels.txt) into a
+# virtual environment, .venv-cuda at the top of the source tree unless told
+# otherwise. Their layout under site-packages/nvidia/:
+#   cu13/{bin/nvcc, nvvm/, include/, lib/lib*.so.13, lib/libcudart_static.a}
+#   cudnn/{include/cudnn*.h, lib/libcudnn*.so.9}   nccl/{include/nccl.h, lib/libnccl.so.2}
+# a toolkit without the unversioned lib*.so links, so the libraries are named
+# here by file (and the search below takes the versioned names too). The
+# executables get these directories as their RUNPATH (CMake's build RPATH),
+# so they run without LD_LIBRARY_PATH. TB_CUDA_WHEELS: the environment, its
+# site-packages, or its nvidia/ directory; empty: .venv-cuda when it exists.
+set(TB_CUDA_WHEELS "" CACHE PATH "Virtual environment (or its nvidia/ directory) with NVIDIA's CUDA wheels; empty: ./.venv-cuda if present")
+set(TB_CUDA_FROM_DESC "")
+set(_tb_nv "")
+if(NOT TB_CUDA STREQUAL "OFF")
+  set(_tb_wheels "${TB_CUDA_WHEELS}")
+  if(NOT _tb_wheels AND EXISTS "${PROJECT_SOURCE_DIR}/.venv-cuda")
+    set(_tb_wheels "${PROJECT_SOURCE_DIR}/.venv-cuda")
+  endif()
+  if(_tb_wheels)
+    get_filename_component(_tb_wheels "${_tb_wheels}" ABSOLUTE BASE_DIR "${CMAKE_BINARY_DIR}")
+    file(GLOB _tb_nv_cands "${_tb_wheels}/cu13" "${_tb_wheels}/nvidia/cu13"
+         "${_tb_wheels}/lib/python3*/site-packages/nvidia/cu13"
+         "${_tb_wheels}/lib64/python3*/site-packages/nvidia/cu13")
+    if(_tb_nv_cands)
+      list(GET _tb_nv_cands 0 _tb_cu13)
+      get_filename_component(_tb_nv "${_tb_cu13}" DIRECTORY)
+    elseif(TB_CUDA_WHEELS)
+      message(FATAL_ERROR "TB_CUDA_WHEELS=${TB_CUDA_WHEELS} holds no nvidia/cu13 (NVIDIA's CUDA 13 "
+                          "wheels): run launch/install_gpu.sh --venv ${TB_CUDA_WHEELS}, or point it at the "
+                          "virtual environment they were installed into")
+    endif()
+  endif()
+  if(_tb_nv)
+    set(_tb_cu13 "${_tb_nv}/cu13")
+    # nvcc links against $TOP/lib64 (its nvcc.profile), which a toolkit has
+    # and the wheels lack: one link, lib64 -> lib, makes that path true
+    if(NOT EXISTS "${_tb_cu13}/lib64" AND EXISTS "${_tb_cu13}/lib")
+      file(CREATE_LINK lib "${_tb_cu13}/lib64" RESULT _tb_ln SYMBOLIC)
+      if(NOT _tb_ln EQUAL 0)
+        message(FATAL_ERROR "${_tb_cu13}/lib64 is missing and cannot be made (${_tb_ln}): nvcc links "
+                            "from there; create it as a link to lib (ln -s lib ${_tb_cu13}/lib64)")
+      endif()
+    endif()
+    if(NOT CMAKE_CUDA_COMPILER AND EXISTS "${_tb_cu13}/bin/nvcc")
+      # also replaces a NOTFOUND left by an earlier configure without the wheels
+      set(CMAKE_CUDA_COMPILER "${_tb_cu13}/bin/nvcc" CACHE FILEPATH "CUDA compiler" FORCE)
+    endif()
+    set(CUDAToolkit_ROOT "${_tb_cu13}")
+    foreach(_tb_l cudart cublas cublasLt)
+      if(EXISTS "${_tb_cu13}/lib/lib${_tb_l}.so.13" AND NOT CUDA_${_tb_l}_LIBRARY)
+        set(CUDA_${_tb_l}_LIBRARY "${_tb_cu13}/lib/lib${_tb_l}.so.13" CACHE FILEPATH "" FORCE)
+      endif()
+    endforeach()
+    if(EXISTS "${_tb_cu13}/lib/libcudart.so.13" AND NOT CUDA_CUDART)
+      set(CUDA_CUDART "${_tb_cu13}/lib/libcudart.so.13" CACHE FILEPATH "" FORCE)
+    endif()
+    if(NOT NVJPEG_ROOT AND EXISTS "${_tb_cu13}/include/nvjpeg.h")
+      set(NVJPEG_ROOT "${_tb_cu13}" CACHE PATH "" FORCE)
+    endif()
+    set(TB_CUDA_FROM_DESC "NVIDIA's wheels in ${_tb_nv}")
+  endif()
+endif()
+
 # ---- CUDA toolkit, cuDNN, cuBLAS(Lt), NCCL (detected) -----------------------
 # TB_CUDA=AUTO builds the CUDA backend when nvcc, cuBLAS(Lt) and cuDNN are all
 # found; TB_CUDA=ON fails configuration unless it is really built. NCCL is
@@ -109,10 +174,20 @@ if(NOT TB_CUDA STREQUAL "OFF")
     if(NOT TARGET CUDA::cublas OR NOT TARGET CUDA::cublasLt)
       list(APPEND _tb_cuda_missing "cuBLAS / cuBLASLt")
     endif()
-    find_path(TB_CUDNN_INCLUDE cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV CUDNN_ROOT
-              PATH_SUFFIXES include)
-    find_library(TB_CUDNN_LIB cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} ENV CUDNN_ROOT
-                 PATH_SUFFIXES lib lib64)
+    # With the wheels: cuDNN and NCCL from them too (or from CUDNN_ROOT /
+    # NCCL_ROOT), never a system copy of another version beside them.
+    set(_tb_cudnn_hints ${CUDAToolkit_INCLUDE_DIRS})
+    set(_tb_cudnn_lib_hints ${CUDAToolkit_LIBRARY_DIR})
+    set(_tb_only_hints "")
+    if(_tb_nv)
+      set(_tb_cudnn_hints "${_tb_nv}/cudnn")
+      set(_tb_cudnn_lib_hints "${_tb_nv}/cudnn")
+      set(_tb_only_hints NO_DEFAULT_PATH)
+    endif()
+    find_path(TB_CUDNN_INCLUDE cudnn.h HINTS ENV CUDNN_ROOT ${_tb_cudnn_hints}
+              PATH_SUFFIXES include ${_tb_only_hints})
+    find_library(TB_CUDNN_LIB NAMES cudnn libcudnn.so.9 NAMES_PER_DIR
+                 HINTS ENV CUDNN_ROOT ${_tb_cudnn_lib_hints} PATH_SUFFIXES lib lib64 ${_tb_only_hints})
     if(NOT TB_CUDNN_INCLUDE OR NOT TB_CUDNN_LIB)
       list(APPEND _tb_cuda_missing "cuDNN 9 (cudnn.h, libcudnn; set CUDNN_ROOT)")
     else()
@@ -124,10 +199,16 @@ if(NOT TB_CUDA STREQUAL "OFF")
       endif()
       set(TB_CUDNN_DESC "${TB_CUDNN_VERSION} (${TB_CUDNN_LIB})")
     endif()
-    find_path(TB_NCCL_INCLUDE nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_ROOT
-              PATH_SUFFIXES include)
-    find_library(TB_NCCL_LIB nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_ROOT
-                 PATH_SUFFIXES lib lib64)
+    set(_tb_nccl_hints ${CUDAToolkit_INCLUDE_DIRS})
+    set(_tb_nccl_lib_hints ${CUDAToolkit_LIBRARY_DIR})
+    if(_tb_nv)
+      set(_tb_nccl_hints "${_tb_nv}/nccl")
+      set(_tb_nccl_lib_hints "${_tb_nv}/nccl")
+    endif()
+    find_path(TB_NCCL_INCLUDE nccl.h HINTS ENV NCCL_ROOT ${_tb_nccl_hints}
+              PATH_SUFFIXES include ${_tb_only_hints})
+    find_library(TB_NCCL_LIB NAMES nccl libnccl.so.2 NAMES_PER_DIR
+                 HINTS ENV NCCL_ROOT ${_tb_nccl_lib_hints} PATH_SUFFIXES lib lib64 ${_tb_only_hints})
     if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
       file(STRINGS ${TB_NCCL_INCLUDE}/nccl.h _tb_nccl_v REGEX "define NCCL_(MAJOR|MINOR|PATCH) ")
       string(REGEX REPLACE ".*NCCL_MAJOR ([0-9]+).*NCCL_MINOR ([0-9]+).*NCCL_PATCH ([0-9]+).*" "\\1.\\2.\\3"

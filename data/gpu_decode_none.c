@@ -10,6 +10,6 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
     *ops = NULL;
     snprintf(err, errlen,
              "--decode gpu: this build has no nvJPEG (configure found no nvjpeg.h / libnvjpeg in the CUDA "
-             "toolkit or under NVJPEG_ROOT; `pip download nvidia-nvjpeg` has both, see README); use --decode fast");
+             "toolkit or under NVJPEG_ROOT; launch/install_gpu.sh installs it, docs/building.md); use --decode fast");
     return NULL;
 }

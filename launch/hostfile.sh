@@ -31,6 +31,11 @@
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS, PATH, LD_LIBRARY_PATH and the
 # names in TB_EXPORT. Running as root adds --allow-run-as-root.
 #
+# In a container (launch/container/): each rank as `apptainer exec --nv
+# trainbench.sif trainbench ARGS` after the --, started by this node's
+# mpirun (its Open MPI must match the image's, 4.1 on Debian 12); under
+# Slurm, launch/slurm.sbatch with TB_SIF or TB_CONTAINER_IMAGE instead.
+#
 # Environment (knobs, with defaults):
 #   TB_HOSTFILE=           the hostfile, as --hostfile
 #   TB_FABRIC=auto         auto | ib | roce | tcp, as --fabric

@@ -20,6 +20,11 @@
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS and the names in TB_EXPORT.
 # Running as root adds --allow-run-as-root.
 #
+# In a container (launch/container/): the images run this script inside
+# (their default command is `launch/local.sh -- trainbench`):
+#   docker run --rm --gpus all --ipc=host trainbench [launch/local.sh -- trainbench ARGS]
+#   apptainer exec --nv trainbench.sif /opt/trainbench/launch/local.sh -- trainbench ARGS
+#
 # Environment (knobs, with defaults):
 #   TB_NP=                 ranks, as -n (default above)
 #   TB_MPIRUN=mpirun       the launcher

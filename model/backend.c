@@ -21,7 +21,7 @@ tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, cha
         snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", name);
         return NULL;
     }
-    char why[192] = "";
+    char why[224] = "";
 #ifdef TB_HAVE_CUDA
     if (strcmp(name, "cuda") == 0 || is_auto) {
         char reason[160] = "";
@@ -38,7 +38,9 @@ tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, cha
             if (is_auto) tb_info("%s", be->choice);
             return be;
         }
-        snprintf(why, sizeof why, "--backend auto: cpu (CUDA is built, but %.140s)", reason);
+        snprintf(why, sizeof why,
+                 "--backend auto: cpu (%.130s; the CUDA backend is built and runs where a GPU is)",
+                 reason);
     }
 #else
     if (strcmp(name, "cuda") == 0) {

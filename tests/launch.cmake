@@ -42,3 +42,15 @@ if(TB_HAVE_MPI)
   set_tests_properties(launch_local_np2_binding PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 PROCESSORS 2
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
+
+# The README's commands against what runs them (.ci/run, launch/cuda-wheels.txt,
+# the container recipes), and a break of each kind planted in copies to show
+# each is caught (tests/readme_commands.py; standard library only, < 1 s)
+find_program(TB_PYTHON3_ANY NAMES python3)
+if(TB_PYTHON3_ANY)
+  add_test(NAME readme_commands
+           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR} check)
+  add_test(NAME readme_commands_catches
+           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR} --self-test)
+  set_tests_properties(readme_commands readme_commands_catches PROPERTIES TIMEOUT 60)
+endif()

@@ -1210,14 +1210,22 @@ static void test_cuda_discovery(void) {
     printf("# CUDA devices visible: %d%s%s\n", n, n <= 0 ? ": " : "", n <= 0 ? why : "");
     if (n > 0) return; /* a GPU machine: nothing to check about its absence */
     TB_CHECK(why[0] != '\0', "no device: the reason is given");
+    /* the machine a user without a GPU has: no NVIDIA kernel module */
+    FILE *drv = fopen("/proc/driver/nvidia/version", "r");
+    if (drv) fclose(drv);
+    else
+        TB_CHECK(strstr(why, "no GPU found: no NVIDIA driver is loaded") != NULL,
+                 "no driver: the reason says so in those words: %s", why);
     char err[256] = "";
     tb_backend_opts bo = {.threads = 1};
     tb_backend *be = tb_backend_create("cuda", &bo, err, sizeof err);
     TB_CHECK(be == NULL && strstr(err, "--backend cuda") && !strchr(err, '\n'),
              "--backend cuda without a device: one line: %s", err);
     be = tb_backend_create("auto", &bo, err, sizeof err);
-    TB_CHECK(be && strcmp(be->name, "cpu") == 0 && strstr(be->choice, "auto: cpu"),
-             "--backend auto without a device picks the CPU and says why: %s", be ? be->choice : "");
+    TB_CHECK(be && strcmp(be->name, "cpu") == 0 && strstr(be->choice, "auto: cpu (") &&
+                 strstr(be->choice, why) && !strchr(be->choice, '\n'),
+             "--backend auto without a device picks the CPU and says why in one line: %s",
+             be ? be->choice : "");
     if (be) be->destroy(be);
 }
 #endif

@@ -456,25 +456,7 @@ static void cuda_destroy(tb_backend *be) {
     free(be);
 }
 
-/* ---- device discovery and the constructor ----------------------------------------------- */
-
-int tb_cuda_device_count(char *why, size_t len) {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        int rt = 0;
-        (void)cudaRuntimeGetVersion(&rt);
-        if (why && e == cudaErrorInsufficientDriver)
-            snprintf(why, len, "no NVIDIA driver is loaded, or it is older than CUDA %d.%d (%s)",
-                     rt / 1000, rt % 1000 / 10, cudaGetErrorName(e));
-        else if (why)
-            snprintf(why, len, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-        return -1;
-    }
-    if (n == 0 && why) snprintf(why, len, "no CUDA device is visible");
-    return n;
-}
+/* ---- the constructor (device discovery: cuda_device.c) ------------------------------ */
 
 void tb_cuda_bn_use_cudnn(tb_backend *be, int on) { cu_state_of(be)->bn_cudnn = on; }
 void tb_cuda_pool_force(tb_backend *be, int flags) { cu_state_of(be)->pool_force = flags; }

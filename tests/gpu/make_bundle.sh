@@ -30,6 +30,14 @@
 # --out DIR (about 5 MB packed), loaded ahead of PyTorch's NCCL (env.sh).
 # Without it the np2 tests skip on the GPU machine, saying why (and the
 # suite counts that as a failure).
+# TB_BUNDLE_WHEELS=DIR: also the README's GPU command's build, against
+# NVIDIA's pinned CUDA wheels in the virtual environment DIR (made by
+# launch/install_gpu.sh [--no-apt] --venv DIR): build-wheels/trainbench,
+# whose RUNPATH names DIR's nvidia/{cu13,cudnn,nccl}/lib. The bundle carries
+# it under wheels/ with DIR's path and its libnvjpeg.so.13 (the GPU machine's
+# PyTorch has none); run_suite.sh's `wheels` stage rebuilds DIR's layout
+# there from the machine's own NVIDIA wheels and runs the binary through its
+# RUNPATH: ldd, probe, one training run.
 # tests/gpu/run_suite.sh unpacks and uses it.
 set -eu
 cd "$(dirname "$0")/../.."
@@ -64,6 +72,21 @@ cmake -S "$root" -B "$bdir" -DCMAKE_BUILD_TYPE=Release "-DTB_CUDA=${TB_BUNDLE_CU
 grep -E 'backends built|comm paths|CUDA toolkit|cuDNN|NCCL|nvJPEG' "$stage/configure.log"
 echo "== build"
 cmake --build "$bdir" -j "$(nproc)" >"$stage/build.log" 2>&1 || { tail -40 "$stage/build.log"; exit 1; }
+
+wheels=${TB_BUNDLE_WHEELS:-}
+if [ -n "$wheels" ]; then
+  wheels=$(cd "$wheels" && pwd)
+  wdir=$root/build-wheels
+  echo "== configure $wdir (the README's GPU build, CUDA from $wheels)"
+  cmake -S "$root" -B "$wdir" -DCMAKE_BUILD_TYPE=Release -DTB_CUDA=ON -DTB_MPI=ON -DTB_WERROR=ON \
+    "-DTB_CUDA_WHEELS=$wheels" -DTB_PYTHON=/usr/bin/python3 >"$stage/configure-wheels.log" 2>&1 ||
+    { cat "$stage/configure-wheels.log"; exit 1; }
+  grep -E 'CUDA from|cuDNN|NCCL|nvJPEG' "$stage/configure-wheels.log"
+  grep -q "CUDA from .*$wheels" "$stage/configure-wheels.log" ||
+    { echo "build-wheels does not take CUDA from $wheels"; exit 1; }
+  cmake --build "$wdir" -j "$(nproc)" --target trainbench >"$stage/build-wheels.log" 2>&1 ||
+    { tail -40 "$stage/build-wheels.log"; exit 1; }
+fi
 
 echo "== programs and test files"
 mkdir -p "$B/build" "$B/lib" "$B/root"
@@ -133,6 +156,21 @@ if [ -n "${TB_BUNDLE_NCCL:-}" ]; then
   sh "$root/tests/gpu/bundle_nccl.sh" "$TB_BUNDLE_NCCL" "$B"
 else
   echo "   no slim NCCL (TB_BUNDLE_NCCL unset): the nccl+np2 tests will skip on the GPU machine (NCCL 2.28 there)"
+fi
+if [ -n "$wheels" ]; then
+  echo "== the wheels build: wheels/trainbench"
+  mkdir -p "$B/wheels"
+  cp "$wdir/trainbench" "$B/wheels/trainbench"
+  echo "$wheels" >"$B/wheels/venv_path"
+  nv=$(dirname "$(dirname "$(grep -E '^TB_CUDNN_LIB:' "$wdir/CMakeCache.txt" | cut -d= -f2)")")
+  nv=$(dirname "$nv")
+  echo "${nv#"$wheels"/}" >"$B/wheels/nvidia_subdir"  # lib/python3.X/site-packages/nvidia
+  cp -L "$nv/cu13/lib/libnvjpeg.so.13" "$B/wheels/libnvjpeg.so.13"
+  cp "$root/launch/cuda-wheels.txt" "$B/wheels/"
+  readelf -d "$B/wheels/trainbench" | grep -E 'RUNPATH|RPATH' | sed 's/^ */   /'
+  # its other libraries are build-gpu's (the same packages), in the bundle already
+  wmiss=$(LD_LIBRARY_PATH="$B/lib:$B/root$ML/openmpi/lib:$B/root$ML/pmix2/lib" ldd "$B/wheels/trainbench" | grep 'not found' || true)
+  [ -z "$wmiss" ] || { echo "wheels/trainbench needs libraries the bundle lacks:"; echo "$wmiss"; exit 1; }
 fi
 missing=$(while read -r f; do LD_LIBRARY_PATH="$B/lib:$B/root$ML/openmpi/lib" ldd "$f" 2>/dev/null | grep 'not found' || true; done <"$list" | sort -u)
 if [ -n "$missing" ]; then

@@ -33,6 +33,11 @@
 #           issue 26's measurements of 2 ranks over NCCL on the GPU (allreduce
 #           tables, the scaling table with the overlap, -np 4, the model check)
 #   feed    bench/gpu_feed.sh: the data-loading table of issue 15
+#   wheels  the README's GPU command's binary (make_bundle.sh with
+#           TB_BUNDLE_WHEELS): its RUNPATH's directories rebuilt from this
+#           machine's NVIDIA wheels (plus the carried nvJPEG), then, with no
+#           CUDA library on LD_LIBRARY_PATH: ldd, probe, one ResNet-50 bf16
+#           training run and the CUDA libraries it mapped
 #
 # The machine has nvcc, cmake and PyTorch but no MPI, HDF5, libjpeg-turbo or
 # OpenBLAS: tests/gpu/make_bundle.sh builds everything on a development
@@ -201,6 +206,56 @@ run_script() { # name script
   if TB_STAGE_BUDGET=$STAGE_LEFT bash "$2"; then stage_result "$1" ok "$t"; else stage_result "$1" FAIL "$t" "$2 failed (see suite.log)"; fi
 }
 
+# the README's GPU build: CUDA libraries through its RUNPATH only
+run_wheels() {
+  local t w venv sub view base f pid lp miss bad=0
+  t=$(date +%s)
+  w=$ROOT/gpu-bundle/wheels
+  if [ ! -x "$w/trainbench" ]; then stage_result wheels FAIL "$t" "the bundle has no wheels/ (make_bundle.sh with TB_BUNDLE_WHEELS=DIR)"; return; fi
+  venv=$(cat "$w/venv_path"); sub=$(cat "$w/nvidia_subdir"); view=$venv/$sub
+  # the layout the binary was linked against, from this machine's wheels
+  if [ -e "$venv" ] && [ ! -f "$venv/.tb_view" ]; then
+    stage_result wheels FAIL "$t" "$venv exists here and is not a view made by this stage"; return
+  fi
+  rm -rf "$venv"; mkdir -p "$view/cu13/lib"; touch "$venv/.tb_view"
+  base=$("$PY" -c 'import nvidia, os; print(" ".join(os.path.abspath(p) for p in nvidia.__path__))' 2>/dev/null)
+  for b in $base; do
+    [ -d "$b/cudnn" ] && [ ! -e "$view/cudnn" ] && ln -s "$b/cudnn" "$view/cudnn"
+    [ -d "$b/nccl" ] && [ ! -e "$view/nccl" ] && ln -s "$b/nccl" "$view/nccl"
+    for f in "$b"/cu13/lib/*; do [ -e "$f" ] && [ ! -e "$view/cu13/lib/$(basename "$f")" ] && ln -s "$f" "$view/cu13/lib/"; done
+  done
+  # the carried nvJPEG in place of any link (cp would write through a link into the machine's copy)
+  rm -f "$view/cu13/lib/libnvjpeg.so.13"
+  cp "$w/libnvjpeg.so.13" "$view/cu13/lib/libnvjpeg.so.13"
+  # the bundle's MPI, HDF5, JPEG and BLAS libraries, but no CUDA library
+  mkdir -p "$ROOT/gpu-bundle/lib-nocuda"
+  for f in "$TB_BUNDLE"/lib/*; do
+    case "$(basename "$f")" in libnvjpeg*|libcudnn*|libcublas*|libnccl*|libcudart*|libnvrtc*) ;; *) ln -sf "$f" "$ROOT/gpu-bundle/lib-nocuda/" ;; esac
+  done
+  lp=$ROOT/gpu-bundle/lib-nocuda:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib
+  echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -E 'RUNPATH|RPATH' | grep -oE '\[.*\]')"
+  LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$OUT/keep/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
+  for l in libcudnn.so.9 libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libnvjpeg.so.13; do
+    f=$(awk -v l="$l" '$1 == l {print $3}' "$OUT/keep/wheels_ldd.txt")
+    case "$f" in "$view"/*) echo "ok   $l => $f" ;; *) echo "FAIL $l => ${f:-not found}"; bad=1 ;; esac
+  done
+  miss=$(grep -c 'not found' "$OUT/keep/wheels_ldd.txt")
+  if ! LD_LIBRARY_PATH=$lp "$w/trainbench" probe --expect-gpu --results "$OUT/keep/probe_wheels.h5"; then
+    stage_result wheels FAIL "$t" "probe --expect-gpu failed: no usable GPU for the wheels build (see suite.log)"; return
+  fi
+  # one training run; while it trains, the CUDA libraries the process has mapped
+  LD_LIBRARY_PATH=$lp "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
+    --scaling-steps 10 --results "$OUT/keep/train_wheels.h5" >"$OUT/keep/train_wheels.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 240); do grep -q '^step ' "$OUT/keep/train_wheels.log" 2>/dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  grep -oE '/[^ ]*lib(cudnn[a-z_]*|nccl|cublas|cublasLt|nvjpeg|nvrtc|cuda)\.so[.0-9]*' "/proc/$pid/maps" 2>/dev/null | sort -u | sed 's/^/mapped: /' | tee "$OUT/keep/wheels_maps.txt"
+  wait "$pid" || bad=1
+  cat "$OUT/keep/train_wheels.log"
+  if [ "$bad" = 0 ] && [ "$miss" = 0 ] && grep -q '^# scaling, every row' "$OUT/keep/train_wheels.log"; then
+    stage_result wheels ok "$t" "CUDA libraries through the RUNPATH only; probe and training ran"
+  else stage_result wheels FAIL "$t" "see suite.log (ldd, probe, train_wheels.log)"; fi
+}
+
 stages=("$@")
 [ ${#stages[@]} -eq 0 ] && stages=(env probe tests)
 for spec in "${stages[@]}"; do
@@ -223,7 +278,8 @@ for spec in "${stages[@]}"; do
     bench) run_script bench bench/gpu_resnet50.sh ;;
     nccl) run_script nccl bench/gpu_nccl.sh ;;
     feed) run_script feed bench/gpu_feed.sh ;;
-    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 bench nccl feed)" ;;
+    wheels) run_wheels ;;
+    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 bench nccl feed wheels)" ;;
   esac
 done
 # one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);

@@ -6,7 +6,7 @@
 set -eu
 command -v shellcheck >/dev/null 2>&1 || { echo "SKIP: no shellcheck (install shellcheck)"; exit 77; }
 cd "${1:-$(dirname "$0")/../..}"
-shellcheck -x -s sh launch/*.sh launch/*.sbatch tests/*.sh tests/multihost/*.sh tests/gpu/make_bundle.sh tests/gpu/gpu_run.sh .ci/run
+shellcheck -x -s sh launch/*.sh launch/container/*.sh launch/*.sbatch tests/*.sh tests/fresh/*.sh tests/multihost/*.sh tests/gpu/make_bundle.sh tests/gpu/gpu_run.sh .ci/run
 # bench scripts: each under the shell its first line names
 for f in bench/*.sh; do
   case "$(head -n 1 "$f")" in *bash*) shellcheck -x -s bash "$f" ;; *) shellcheck -x -s sh "$f" ;; esac

@@ -237,6 +237,18 @@ expect_words "slurm: roce knobs become the ranks' environment" \
 expect_same_args "slurm: printed line = what runs" \
     $job TB_SRUN="$work/fake_launcher" TB_FABRIC=ib sh "$L/slurm.sbatch" trainbench --results "x y.h5" "it's"
 expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# containers: pyxis's srun options, or apptainer exec --nv in front of the command
+# shellcheck disable=SC2086
+expect_line "slurm: pyxis image and mounts" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/data:/data trainbench --data /data/train" \
+    $job TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench --data /data/train
+# shellcheck disable=SC2086
+expect_line "slurm: apptainer exec --nv per task" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 apptainer exec --nv --bind /data /img/trainbench.sif trainbench" \
+    $job TB_SIF=/img/trainbench.sif TB_CONTAINER_MOUNTS=/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_error "slurm: two container kinds at once" "set one" \
+    $job TB_SIF=/img/x.sif TB_CONTAINER_IMAGE=x TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 checks=$((checks + 1))
 for d in "--nodes=" "--ntasks-per-node=" "--gpus-per-node=" "--cpus-per-task="; do
     grep -q "^#SBATCH $d" "$L/slurm.sbatch" || fail "slurm.sbatch has no #SBATCH $d"
