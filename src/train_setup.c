@@ -107,7 +107,8 @@ static void make_backend(tb_train_run *r) {
                           .device = r->device >= 0 ? r->device : 0,
                           .deterministic = f->deterministic,
                           .no_autotune = f->no_autotune,
-                          .workspace_limit = (size_t)f->workspace_mb << 20};
+                          .workspace_limit = (size_t)f->workspace_mb << 20,
+                          .plan_cache = f->plan_cache};
     tb_precision_backend_opts(r->prec, &bo);
     char err[512];
     r->be = tb_backend_create(f->backend, &bo, err, sizeof err);
@@ -209,7 +210,8 @@ static void make_model(tb_train_run *r) {
     r->src = tb_train_source(f, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN);
     r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
-    mo.fuse = !f->no_fuse;
+    if (tb_fuse_parse(f->no_fuse ? "off" : f->fuse, &mo.fuse) != 0)
+        tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);

@@ -35,6 +35,8 @@ typedef struct {
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
     char resident[TB_OPT_STR_MAX];    /* auto | on | off: synthetic / batch-file data in device memory */
+    char fuse[TB_OPT_STR_MAX];        /* auto | graph | bn | off (model/model.h TB_FUSE_*) */
+    char plan_cache[TB_OPT_STR_MAX];  /* DIR | off | "" (default directory; model/plan_cache.h) */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
     char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;

@@ -82,6 +82,17 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 
+/* cpu_fused.c: fused conv + BatchNorm (--fuse graph), composed of the above */
+void *cpu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got);
+void cpu_fconv_plan_free(tb_backend *be, void *plan);
+void cpu_fconv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
+void cpu_fconv_forward(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a);
+void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a);
+void cpu_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_plan_commit(tb_backend *be);
+
 /* cpu_eltwise.c */
 void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
 void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,

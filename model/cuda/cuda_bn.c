@@ -56,7 +56,7 @@ int tb_cuda_bn_plan_on_cudnn(const void *plan) { return plan && ((const bn_plan 
 
 static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
     const tb_tensor *x = a->x;
-    if (!st->bn_cudnn) return 0;
+    if (!st->bn_cudnn || a->stats_elsewhere) return 0; /* its forward may not be cuDNN's (--fuse graph) */
     if (x->dtype == TB_F32 || x->layout != TB_NHWC || x->c % 4 != 0) return 0;
     if (a->z && !a->relu) return 0; /* no "BN + add" op without the activation */
     return 1;

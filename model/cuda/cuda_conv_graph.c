@@ -33,20 +33,22 @@
  * handle's stream). A pointer less aligned than the plan assumed returns 0
  * (the caller runs the legacy algorithm); a failing execute is fatal.
  *
- * Every descriptor is created and destroyed through create()/destroy(),
- * which count them: cu_cgraph_live() is the balance (tests).
+ * Every descriptor is created and destroyed through cuda_engine.c's
+ * cu_be_create()/cu_be_destroy(), which count them: cu_cgraph_live() is
+ * the balance (tests). The heuristics, the engines' notes, plans, packs
+ * and timing are cuda_engine.c's, shared with the fused graphs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/cuda/cuda_engine.h"
 #include "model/cuda/cuda_internal.h"
 #include "src/core/log.h"
 
 #define CG_CANDIDATES 8 /* plans finalized and timed per direction */
 #define CG_HEUR_MAX 32  /* engine configs taken from each heuristics mode */
 #define CG_REPS 3       /* timed runs per plan, after one untimed */
-#define CG_KNOBS 16     /* knob choices read for the description */
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 
@@ -61,28 +63,11 @@ struct cu_cgraph {
     char knobs[64];
 };
 
-/* ---- descriptors, counted ----------------------------------------------------------- */
+/* Descriptors are counted by cuda_engine.c (cu_be_live). */
+#define create cu_be_create
+#define destroy cu_be_destroy
 
-static long g_live;
-
-long cu_cgraph_live(void) { return g_live; }
-
-static cudnnStatus_t create(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *d) {
-    *d = NULL;
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(type, d);
-    if (s == CUDNN_STATUS_SUCCESS)
-        g_live++;
-    else
-        *d = NULL;
-    return s;
-}
-
-static void destroy(cudnnBackendDescriptor_t *d) {
-    if (!*d) return;
-    TB_CUDNN_CHECK(cudnnBackendDestroyDescriptor(*d));
-    g_live--;
-    *d = NULL;
-}
+long cu_cgraph_live(void) { return cu_be_live(); }
 
 /* ---- pure parts (tests/test_cuda_host.c) --------------------------------------------- */
 
@@ -136,11 +121,6 @@ int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms)
 
 /* ---- building ------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *why; /* NULL: fine */
-    cudnnStatus_t s;
-} cg_err;
-
 #define TRY(call, reason)                                                                             \
     do {                                                                                              \
         cudnnStatus_t s_ = (call);                                                                    \
@@ -151,7 +131,7 @@ typedef struct {
     } while (0)
 
 static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *d, const cu_cg_tensor *t, cudnnDataType_t dt,
-                                 int64_t uid, int64_t align, cg_err *err) {
+                                 int64_t uid, int64_t align, cu_err *err) {
     TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d), "creating a tensor descriptor");
     TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt),
         "tensor data type");
@@ -184,7 +164,7 @@ static const cudnnBackendAttributeName_t op_attr[3][6] = {
 
 /* The tensors, the convolution and the operation of request r into c
  * (t, conv, op); needs no device. */
-static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cg_err *err) {
+static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cu_err *err) {
     cu_cg_tensor t[3];
     cu_cgraph_tensors(r->g, r->layout, r->n, r->h, r->w, t);
     cudnnDataType_t dt = cu_cudnn_dtype(r->dtype);
@@ -251,7 +231,7 @@ static uint32_t align16(const void *p) {
 int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len) {
     cu_cgraph c;
     memset(&c, 0, sizeof c);
-    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     const void *p[3] = {r->bx, r->bw, r->by};
     for (int i = 0; i < 3; i++) c.align[i] = align16(p[i]);
     cudnnStatus_t s = make_op(&c, r, &err);
@@ -263,170 +243,12 @@ int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len) {
 
 /* ---- heuristics, notes, plans ------------------------------------------------------------ */
 
-/* The engine of cfg: its global index and whether its notes pass. */
-static const char *engine_check(const cu_cgraph_req *r, cudnnBackendDescriptor_t cfg, long long *index,
-                                cg_err *err) {
-    cudnnBackendDescriptor_t eng = NULL;
-    int64_t n = 0, idx = -1;
-    cudnnBackendNumericalNote_t num[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-    int inum[CUDNN_NUMERICAL_NOTE_TYPE_COUNT], ibeh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT], nn = 0, nb = 0;
-    const char *why = NULL;
-    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                     &eng);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, num);
-        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-            inum[nn++] = (int)num[i];
-    }
-    if (s == CUDNN_STATUS_SUCCESS) {
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, beh);
-        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-            ibeh[nb++] = (int)beh[i];
-    }
-    if (s != CUDNN_STATUS_SUCCESS) {
-        if (!err->why) err->why = "reading an engine's index and notes", err->s = s;
-        why = "unreadable engine";
-    } else {
-        why = cu_cgraph_reject(inum, nn, ibeh, nb, r->dtype, r->tf32, r->deterministic);
-    }
-    destroy(&eng);
-    *index = (long long)idx;
-    return why;
-}
-
-/* Up to CG_HEUR_MAX engine configs of mode for the finalized graph,
- * appended to cfgs[*n..cap). */
-static void heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
-                       cudnnBackendDescriptor_t *cfgs, int *n, int cap, cg_err *err) {
-    cudnnBackendDescriptor_t heur = NULL;
-    int64_t count = 0, got = 0;
-    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     1, &graph);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                     &count, NULL);
-    int want = (int)(count < CG_HEUR_MAX ? count : CG_HEUR_MAX);
-    if (want > cap - *n) want = cap - *n;
-    int made = 0;
-    for (; s == CUDNN_STATUS_SUCCESS && made < want; made++)
-        s = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*n + made]);
-    if (s == CUDNN_STATUS_SUCCESS && want > 0)
-        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, want,
-                                     &got, &cfgs[*n]);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        if (!err->why)
-            err->why = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A failed" : "heuristics FALLBACK failed",
-            err->s = s;
-        got = 0;
-    }
-    if (got > want) got = want;
-    for (int i = (int)got; i < made; i++) destroy(&cfgs[*n + i]); /* created but not filled */
-    *n += (int)got;
-    destroy(&heur);
-}
-
-static cudnnStatus_t make_plan(cu_state *st, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
-                               size_t *ws) {
-    int64_t n = 0, bytes = 0;
-    cudnnStatus_t s = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &st->cudnn);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                     &bytes);
-    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
-    if (s != CUDNN_STATUS_SUCCESS) destroy(plan);
-    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
-    return s;
-}
+static void knobs_of(cu_cgraph *c) { cu_be_knobs(c->cfg, c->knobs, sizeof c->knobs); }
 
 static cudnnStatus_t make_pack(cudnnBackendDescriptor_t *pack, const void *const p[3], void *ws) {
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
-    cudnnStatus_t s = create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*pack);
-    if (s != CUDNN_STATUS_SUCCESS) destroy(pack);
-    return s;
-}
-
-/* One untimed run, then CG_REPS timed ones on the compute stream: the mean
- * in ms, or -1 when an execute failed (its status in *bad). */
-static float time_plan(cu_state *st, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
-                       cudnnStatus_t *bad) {
-    cudaEvent_t a, b;
-    TB_CUDA_CHECK(cudaEventCreate(&a));
-    TB_CUDA_CHECK(cudaEventCreate(&b));
-    float ms = -1.0f;
-    cudnnStatus_t s = cudnnBackendExecute(st->cudnn, plan, pack);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        TB_CUDA_CHECK(cudaEventRecord(a, st->stream));
-        for (int i = 0; i < CG_REPS && s == CUDNN_STATUS_SUCCESS; i++)
-            s = cudnnBackendExecute(st->cudnn, plan, pack);
-        TB_CUDA_CHECK(cudaEventRecord(b, st->stream));
-        TB_CUDA_CHECK(cudaEventSynchronize(b));
-        if (s == CUDNN_STATUS_SUCCESS) {
-            TB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-            ms /= CG_REPS;
-        }
-    }
-    if (s != CUDNN_STATUS_SUCCESS) {
-        (void)cudaGetLastError(); /* a refused launch; a sticky error returns at the next check */
-        *bad = s;
-        ms = -1.0f;
-    }
-    TB_CUDA_CHECK(cudaEventDestroy(a));
-    TB_CUDA_CHECK(cudaEventDestroy(b));
-    return ms;
-}
-
-static void knobs_of(cu_cgraph *c) {
-    cudnnBackendDescriptor_t k[CG_KNOBS] = {NULL};
-    int64_t got = 0;
-    size_t used = 0;
-    c->knobs[0] = '\0';
-    int made = 0;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    for (; made < CG_KNOBS && s == CUDNN_STATUS_SUCCESS; made++)
-        s = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[made]);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(c->cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     CG_KNOBS, &got, k);
-    for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CG_KNOBS; i++) {
-        cudnnBackendKnobType_t type;
-        int64_t val = 0, n = 0;
-        if (cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
-                                     &type) != CUDNN_STATUS_SUCCESS ||
-            cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &val) !=
-                CUDNN_STATUS_SUCCESS)
-            break;
-        int w = snprintf(c->knobs + used, sizeof c->knobs - used, "%sk%d=%lld", used ? "," : "", (int)type,
-                         (long long)val);
-        if (w < 0 || (size_t)w >= sizeof c->knobs - used) break;
-        used += (size_t)w;
-    }
-    for (int i = 0; i < CG_KNOBS; i++) destroy(&k[i]);
+    return cu_be_make_pack(pack, 3, uids, ptrs, ws);
 }
 
 /* The first time a reason occurs: one line. */
@@ -448,7 +270,7 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     if (!c) TB_FATAL("out of host memory");
     c->ms = -1.0f;
     c->engine = -1;
-    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     const void *p[3] = {r->bx, r->bw, r->by};
     for (int i = 0; i < 3; i++) c->align[i] = align16(p[i]);
     cudnnBackendDescriptor_t cfgs[2 * CG_HEUR_MAX];
@@ -457,23 +279,9 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     cudnnStatus_t skip_s = CUDNN_STATUS_NOT_SUPPORTED;
 
     if (make_op(c, r, &err) != CUDNN_STATUS_SUCCESS) goto fail;
-    {
-        cg_err *e = &err;
-        cudnnStatus_t s = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &c->graph);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                         &c->op);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                         &st->cudnn);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(c->graph);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            e->why = "the operation graph did not finalize", e->s = s;
-            goto fail;
-        }
-    }
-    heuristics(c->graph, CUDNN_HEUR_MODE_A, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
-    heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
+    if (cu_be_op_graph(st->cudnn, &c->op, 1, &c->graph, &err) != CUDNN_STATUS_SUCCESS) goto fail;
+    cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_A, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
+    cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
     if (ncfg == 0) {
         if (!err.why) err.why = "the heuristics offer no engine", err.s = CUDNN_STATUS_NOT_SUPPORTED;
         goto fail;
@@ -481,14 +289,14 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     err.why = NULL; /* one mode answering is enough */
     for (int i = 0; i < ncfg && tried < CG_CANDIDATES; i++) {
         long long engine = -1;
-        const char *why = engine_check(r, cfgs[i], &engine, &err);
+        const char *why = cu_be_engine_check(cfgs[i], r->dtype, r->tf32, r->deterministic, 0, &engine, NULL, &err);
         if (why) {
             last_skip = why;
             continue;
         }
         cudnnBackendDescriptor_t plan = NULL, pack = NULL;
         size_t ws = 0;
-        cudnnStatus_t s = make_plan(st, cfgs[i], &plan, &ws);
+        cudnnStatus_t s = cu_be_make_plan(st->cudnn, cfgs[i], &plan, &ws);
         if (s != CUDNN_STATUS_SUCCESS) {
             last_skip = "no engine's plan finalized", skip_s = s;
             continue;
@@ -502,7 +310,7 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
         float ms = -1.0f;
         if (r->measure) {
             s = make_pack(&pack, p, r->tws);
-            if (s == CUDNN_STATUS_SUCCESS) ms = time_plan(st, plan, pack, &s);
+            if (s == CUDNN_STATUS_SUCCESS) ms = cu_be_time_plan(st->cudnn, st->stream, plan, pack, CG_REPS, &s);
             destroy(&pack);
             if (s != CUDNN_STATUS_SUCCESS || ms < 0) {
                 last_skip = "no engine ran", skip_s = s;

@@ -1,0 +1,307 @@
+/* cuda_engine.c - the graph (backend) API's shared steps from a finalized
+ * operation graph to a timed plan (see cuda_engine.h). */
+#include "model/cuda/cuda_engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/core/log.h"
+
+#define CU_BE_KNOBS 16 /* knob choices read per engine config */
+
+static long g_live;
+
+long cu_be_live(void) { return g_live; }
+
+cudnnStatus_t cu_be_create(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *d) {
+    *d = NULL;
+    cudnnStatus_t s = cudnnBackendCreateDescriptor(type, d);
+    if (s == CUDNN_STATUS_SUCCESS)
+        g_live++;
+    else
+        *d = NULL;
+    return s;
+}
+
+void cu_be_destroy(cudnnBackendDescriptor_t *d) {
+    if (!*d) return;
+    TB_CUDNN_CHECK(cudnnBackendDestroyDescriptor(*d));
+    g_live--;
+    *d = NULL;
+}
+
+cudnnStatus_t cu_be_set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
+                        int64_t count, const void *value, const char *reason, cu_err *err) {
+    cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, count, value);
+    if (s != CUDNN_STATUS_SUCCESS && err && !err->why) err->why = reason, err->s = s;
+    return s;
+}
+
+cudnnStatus_t cu_be_op_graph(cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int nops, cudnnBackendDescriptor_t *graph,
+                             cu_err *err) {
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, nops, ops);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*graph);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (err && !err->why) err->why = "the operation graph did not finalize", err->s = s;
+        cu_be_destroy(graph);
+    }
+    return s;
+}
+
+void cu_be_heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int max, cudnnBackendDescriptor_t *cfgs,
+                      int *n, int cap, cu_err *err) {
+    cudnnBackendDescriptor_t heur = NULL;
+    int64_t count = 0, got = 0;
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                     &graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                     NULL);
+    int want = (int)(count < max ? count : max);
+    if (want > cap - *n) want = cap - *n;
+    int made = 0;
+    for (; s == CUDNN_STATUS_SUCCESS && made < want; made++)
+        s = cu_be_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*n + made]);
+    if (s == CUDNN_STATUS_SUCCESS && want > 0)
+        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, want, &got,
+                                     &cfgs[*n]);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (err && !err->why)
+            err->why = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A failed" : "heuristics FALLBACK failed",
+            err->s = s;
+        got = 0;
+    }
+    if (got > want) got = want;
+    for (int i = (int)got; i < made; i++) cu_be_destroy(&cfgs[*n + i]); /* created but not filled */
+    *n += (int)got;
+    cu_be_destroy(&heur);
+}
+
+const char *cu_be_engine_check(cudnnBackendDescriptor_t cfg, tb_dtype dt, int tf32, int deterministic, int allow_rtc,
+                               long long *index, int *rtc, cu_err *err) {
+    cudnnBackendDescriptor_t eng = NULL;
+    int64_t n = 0, idx = -1;
+    cudnnBackendNumericalNote_t num[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
+    int inum[CUDNN_NUMERICAL_NOTE_TYPE_COUNT], ibeh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT], nn = 0, nb = 0;
+    const char *why = NULL;
+    if (rtc) *rtc = 0;
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n, &eng);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, num);
+        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
+            inum[nn++] = (int)num[i];
+    }
+    if (s == CUDNN_STATUS_SUCCESS) {
+        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, beh);
+        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++) {
+            int is_rtc = beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+            if (is_rtc && rtc) *rtc = 1;
+            if (!(is_rtc && allow_rtc)) ibeh[nb++] = (int)beh[i];
+        }
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        if (err && !err->why) err->why = "reading an engine's index and notes", err->s = s;
+        why = "unreadable engine";
+    } else {
+        why = cu_cgraph_reject(inum, nn, ibeh, nb, dt, tf32, deterministic);
+    }
+    cu_be_destroy(&eng);
+    *index = (long long)idx;
+    return why;
+}
+
+cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan, size_t *ws) {
+    int64_t n = 0, bytes = 0;
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                     &cfg);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
+    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
+    if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(plan);
+    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
+    return s;
+}
+
+cudnnStatus_t cu_be_make_pack(cudnnBackendDescriptor_t *pack, int n, const int64_t *uids, void *const *ptrs, void *ws) {
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*pack);
+    if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(pack);
+    return s;
+}
+
+float cu_be_time_plan(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
+                      int reps, cudnnStatus_t *bad) {
+    cudaEvent_t a, b;
+    TB_CUDA_CHECK(cudaEventCreate(&a));
+    TB_CUDA_CHECK(cudaEventCreate(&b));
+    float ms = -1.0f;
+    cudnnStatus_t s = cudnnBackendExecute(h, plan, pack);
+    if (s == CUDNN_STATUS_SUCCESS) {
+        TB_CUDA_CHECK(cudaEventRecord(a, st));
+        for (int i = 0; i < reps && s == CUDNN_STATUS_SUCCESS; i++) s = cudnnBackendExecute(h, plan, pack);
+        TB_CUDA_CHECK(cudaEventRecord(b, st));
+        TB_CUDA_CHECK(cudaEventSynchronize(b));
+        if (s == CUDNN_STATUS_SUCCESS) {
+            TB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+            ms /= (float)reps;
+        }
+    }
+    if (s != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError(); /* a refused launch; a sticky error returns at the next check */
+        *bad = s;
+        ms = -1.0f;
+    }
+    TB_CUDA_CHECK(cudaEventDestroy(a));
+    TB_CUDA_CHECK(cudaEventDestroy(b));
+    return ms;
+}
+
+void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len) {
+    cudnnBackendDescriptor_t k[CU_BE_KNOBS] = {NULL};
+    int64_t got = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    int made = 0;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    for (; made < CU_BE_KNOBS && s == CUDNN_STATUS_SUCCESS; made++)
+        s = cu_be_create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[made]);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, CU_BE_KNOBS,
+                                     &got, k);
+    for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CU_BE_KNOBS; i++) {
+        cudnnBackendKnobType_t type;
+        int64_t val = 0, n = 0;
+        if (cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) !=
+                CUDNN_STATUS_SUCCESS ||
+            cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &val) !=
+                CUDNN_STATUS_SUCCESS)
+            break;
+        int w = snprintf(buf + used, len - used, "%sk%d=%lld", used ? "," : "", (int)type, (long long)val);
+        if (w < 0 || (size_t)w >= len - used) { /* a truncated list would rebuild another config */
+            buf[0] = '\0';
+            break;
+        }
+        used += (size_t)w;
+    }
+    for (int i = 0; i < CU_BE_KNOBS; i++) cu_be_destroy(&k[i]);
+}
+
+int cu_be_parse_knobs(const char *knobs, int64_t *types, int64_t *values, int max) {
+    int n = 0;
+    const char *p = knobs;
+    while (*p) {
+        long long t, v;
+        int used = 0;
+        if (n >= max || sscanf(p, "k%lld=%lld%n", &t, &v, &used) != 2 || used < 4 || t < 0) return -1;
+        types[n] = t, values[n] = v, n++;
+        p += used;
+        if (*p == ',') {
+            p++;
+            if (!*p) return -1;
+        } else if (*p) {
+            return -1;
+        }
+    }
+    return n;
+}
+
+cudnnStatus_t cu_be_cfg_from(cudnnBackendDescriptor_t graph, long long index, const char *knobs,
+                             cudnnBackendDescriptor_t *cfg) {
+    int64_t types[CU_BE_KNOBS], values[CU_BE_KNOBS], idx = index;
+    int nk = cu_be_parse_knobs(knobs, types, values, CU_BE_KNOBS);
+    if (nk < 0 || index < 0) return CUDNN_STATUS_BAD_PARAM;
+    cudnnBackendDescriptor_t eng = NULL, k[CU_BE_KNOBS] = {NULL};
+    *cfg = NULL;
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &idx);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(eng);
+    for (int i = 0; s == CUDNN_STATUS_SUCCESS && i < nk; i++) {
+        cudnnBackendKnobType_t type = (cudnnBackendKnobType_t)types[i];
+        s = cu_be_create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[i]);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type);
+        if (s == CUDNN_STATUS_SUCCESS)
+            s = cudnnBackendSetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &values[i]);
+        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(k[i]);
+    }
+    if (s == CUDNN_STATUS_SUCCESS) s = cu_be_create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, cfg);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &eng);
+    if (s == CUDNN_STATUS_SUCCESS && nk > 0)
+        s = cudnnBackendSetAttribute(*cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, nk, k);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*cfg);
+    if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(cfg);
+    for (int i = 0; i < nk; i++) cu_be_destroy(&k[i]);
+    cu_be_destroy(&eng);
+    return s;
+}
+
+unsigned char *cu_be_plan_blob(cudnnBackendDescriptor_t plan, size_t *len) {
+    int64_t n = 0;
+    *len = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, 0, &n, NULL) !=
+            CUDNN_STATUS_SUCCESS ||
+        n < 1)
+        return NULL;
+    unsigned char *blob = malloc((size_t)n);
+    if (!blob) TB_FATAL("out of host memory");
+    int64_t got = 0;
+    if (cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR, n, &got, blob) !=
+            CUDNN_STATUS_SUCCESS ||
+        got < 1 || got > n) {
+        free(blob);
+        return NULL;
+    }
+    *len = (size_t)got;
+    return blob;
+}
+
+cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, size_t len,
+                                   cudnnBackendDescriptor_t *plan, size_t *ws) {
+    int64_t n = 0, bytes = 0;
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
+    /* the order cudnn-frontend's loadFromJson uses: the serialization, then the handle */
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_JSON_REPRESENTATION, CUDNN_TYPE_CHAR,
+                                     (int64_t)len, blob);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
+    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
+    if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(plan);
+    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
+    return s;
+}
