@@ -33,3 +33,19 @@ if(TARGET tb_cuda)
 endif()
 add_test(NAME cuda_host COMMAND test_cuda_host)
 set_tests_properties(cuda_host PROPERTIES TIMEOUT 300)
+
+# --plan-cache (model/plan_cache.c) on the host: keys, atomic write, every
+# kind of corruption rebuilt with one line, merge, the lock's wait limit; then
+# four ranks under mpirun meeting through the file: one plans, three load
+add_executable(test_plan_cache test_plan_cache.c)
+target_link_libraries(test_plan_cache PRIVATE tb_model)
+add_test(NAME plan_cache COMMAND test_plan_cache)
+set_tests_properties(plan_cache PROPERTIES TIMEOUT 120)
+if(TB_HAVE_MPI)
+  add_test(NAME plan_cache_ranks_np4
+           COMMAND sh -c "rm -rf plan_cache_ranks && \"$0\" -n 4 \"$1\" rank plan_cache_ranks 20 && \"$1\" check plan_cache_ranks 4 20"
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_plan_cache>)
+  # as comm.cmake's TB_MPI_TEST_ENV (included after this file): root, oversubscribed
+  set_tests_properties(plan_cache_ranks_np4 PROPERTIES TIMEOUT 120 PROCESSORS 2 ENVIRONMENT
+                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe")
+endif()
