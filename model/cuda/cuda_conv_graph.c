@@ -121,47 +121,6 @@ int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms)
 
 /* ---- building ------------------------------------------------------------------------- */
 
-#define TRY(call, reason)                                                                             \
-    do {                                                                                              \
-        cudnnStatus_t s_ = (call);                                                                    \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
-            if (!err->why) err->why = (reason), err->s = s_;                                          \
-            return s_;                                                                                \
-        }                                                                                             \
-    } while (0)
-
-static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *d, const cu_cg_tensor *t, cudnnDataType_t dt,
-                                 int64_t uid, int64_t align, cu_err *err) {
-    TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d), "creating a tensor descriptor");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt),
-        "tensor data type");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t->dim),
-        "tensor dimensions");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t->stride),
-        "tensor strides");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), "tensor id");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align),
-        "tensor alignment");
-    TRY(cudnnBackendFinalize(*d), "a tensor descriptor did not finalize");
-    return CUDNN_STATUS_SUCCESS;
-}
-
-static const cudnnBackendDescriptorType_t op_type[3] = {
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
-/* per direction: alpha, beta, conv desc, then the X, W, Y roles */
-static const cudnnBackendAttributeName_t op_attr[3][6] = {
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
-
 /* The tensors, the convolution and the operation of request r into c
  * (t, conv, op); needs no device. */
 static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cu_err *err) {
@@ -169,42 +128,12 @@ static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cu_err *err) 
     cu_cgraph_tensors(r->g, r->layout, r->n, r->h, r->w, t);
     cudnnDataType_t dt = cu_cudnn_dtype(r->dtype);
     for (int i = 0; i < 3; i++) {
-        cudnnStatus_t s = make_tensor(&c->t[i], &t[i], dt, UID_X + i, (int64_t)c->align[i], err);
+        cudnnStatus_t s = cu_be_tensor(&c->t[i], t[i].dim, t[i].stride, dt, UID_X + i, (int64_t)c->align[i], 0, 0, err);
         if (s != CUDNN_STATUS_SUCCESS) return s;
     }
-    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    int64_t nd = 2, one[2] = {1, 1}, stride[2] = {r->g->stride, r->g->stride}, pad[2] = {r->g->pad, r->g->pad};
-    TRY(create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &c->conv), "creating a convolution descriptor");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp),
-        "convolution compute type");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
-                                 &mode),
-        "convolution mode");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &nd),
-        "convolution spatial dims");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one),
-        "convolution dilations");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride),
-        "convolution strides");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
-        "convolution pre-paddings");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
-        "convolution post-paddings");
-    TRY(cudnnBackendFinalize(c->conv), "the convolution descriptor did not finalize");
-
-    int d = (int)r->dir;
-    float alpha = 1.0f, beta = r->beta; /* float: the compute type is float */
-    TRY(create(op_type[d], &c->op), "creating the operation");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][0], CUDNN_TYPE_FLOAT, 1, &alpha), "operation alpha");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][1], CUDNN_TYPE_FLOAT, 1, &beta), "operation beta");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->conv),
-        "operation convolution");
-    for (int i = 0; i < 3; i++)
-        TRY(cudnnBackendSetAttribute(c->op, op_attr[d][3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->t[i]),
-            "operation tensors");
-    TRY(cudnnBackendFinalize(c->op), "the operation did not finalize");
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t s = cu_be_conv_desc(r->g->stride, r->g->pad, &c->conv, err);
+    if (s == CUDNN_STATUS_SUCCESS) s = cu_be_conv_op((int)r->dir, r->beta, c->conv, c->t[0], c->t[1], c->t[2], &c->op, err);
+    return s;
 }
 
 static void free_parts(cu_cgraph *c) {

@@ -2,6 +2,7 @@
  * operation graph to a timed plan (see cuda_engine.h). */
 #include "model/cuda/cuda_engine.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +37,87 @@ cudnnStatus_t cu_be_set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t 
     cudnnStatus_t s = cudnnBackendSetAttribute(d, name, type, count, value);
     if (s != CUDNN_STATUS_SUCCESS && err && !err->why) err->why = reason, err->s = s;
     return s;
+}
+
+#define TRY(call, reason)                                                                             \
+    do {                                                                                              \
+        cudnnStatus_t s_ = (call);                                                                    \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
+            if (err && !err->why) err->why = (reason), err->s = s_;                                   \
+            return s_;                                                                                \
+        }                                                                                             \
+    } while (0)
+
+cudnnStatus_t cu_be_tensor(cudnnBackendDescriptor_t *d, const int64_t dim[4], const int64_t stride[4],
+                           cudnnDataType_t dt, int64_t uid, int64_t align, int virt, int by_value, cu_err *err) {
+    bool v = virt != 0, bv = by_value != 0;
+    TRY(cu_be_create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d), "creating a tensor descriptor");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt), "tensor data type");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dim), "tensor dimensions");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, stride), "tensor strides");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), "tensor id");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align),
+        "tensor alignment");
+    if (v) TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &v), "virtual tensor");
+    if (bv)
+        TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &bv), "by-value tensor");
+    TRY(cudnnBackendFinalize(*d), "a tensor descriptor did not finalize");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cu_be_conv_desc(int stride, int pad, cudnnBackendDescriptor_t *d, cu_err *err) {
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+    int64_t nd = 2, one[2] = {1, 1}, st[2] = {stride, stride}, pd[2] = {pad, pad};
+    TRY(cu_be_create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, d), "creating a convolution descriptor");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp),
+        "convolution compute type");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode),
+        "convolution mode");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &nd),
+        "convolution spatial dims");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one),
+        "convolution dilations");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, st),
+        "convolution strides");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pd),
+        "convolution pre-paddings");
+    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pd),
+        "convolution post-paddings");
+    TRY(cudnnBackendFinalize(*d), "the convolution descriptor did not finalize");
+    return CUDNN_STATUS_SUCCESS;
+}
+
+static const cudnnBackendDescriptorType_t k_conv_op[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                                          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                                          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+/* per direction: alpha, beta, conv desc, then the X, W, Y roles */
+static const cudnnBackendAttributeName_t k_conv_attr[3][6] = {
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
+    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
+
+cudnnStatus_t cu_be_conv_op(int dir, float beta, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                            cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op,
+                            cu_err *err) {
+    float alpha = 1.0f; /* float: the compute type is float */
+    cudnnBackendDescriptor_t t[3] = {x, w, y};
+    TRY(cu_be_create(k_conv_op[dir], op), "creating the convolution operation");
+    TRY(cudnnBackendSetAttribute(*op, k_conv_attr[dir][0], CUDNN_TYPE_FLOAT, 1, &alpha), "convolution alpha");
+    TRY(cudnnBackendSetAttribute(*op, k_conv_attr[dir][1], CUDNN_TYPE_FLOAT, 1, &beta), "convolution beta");
+    TRY(cudnnBackendSetAttribute(*op, k_conv_attr[dir][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &conv),
+        "convolution descriptor of the operation");
+    for (int i = 0; i < 3; i++)
+        TRY(cudnnBackendSetAttribute(*op, k_conv_attr[dir][3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t[i]),
+            "convolution operation tensors");
+    TRY(cudnnBackendFinalize(*op), "the convolution operation did not finalize");
+    return CUDNN_STATUS_SUCCESS;
 }
 
 cudnnStatus_t cu_be_op_graph(cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int nops, cudnnBackendDescriptor_t *graph,

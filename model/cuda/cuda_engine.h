@@ -32,6 +32,19 @@ long cu_be_live(void);
 cudnnStatus_t cu_be_set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
                         int64_t count, const void *value, const char *reason, cu_err *err);
 
+/* A finalized tensor descriptor: dims and strides in N,C,H,W order. */
+cudnnStatus_t cu_be_tensor(cudnnBackendDescriptor_t *d, const int64_t dim[4], const int64_t stride[4],
+                           cudnnDataType_t dt, int64_t uid, int64_t align, int virt, int by_value, cu_err *err);
+/* A finalized 2-D cross-correlation (dilation 1, float compute) with a
+ * square stride and symmetric padding. */
+cudnnStatus_t cu_be_conv_desc(int stride, int pad, cudnnBackendDescriptor_t *d, cu_err *err);
+/* A finalized convolution operation of direction dir (0 forward, 1 backward
+ * data, 2 backward filter) on conv, with beta; x, w, y by their forward
+ * roles (x or dx, w or dw, y or dy). Needs no device. */
+cudnnStatus_t cu_be_conv_op(int dir, float beta, cudnnBackendDescriptor_t conv, cudnnBackendDescriptor_t x,
+                            cudnnBackendDescriptor_t w, cudnnBackendDescriptor_t y, cudnnBackendDescriptor_t *op,
+                            cu_err *err);
+
 /* A finalized operation graph of nops operations on handle h. */
 cudnnStatus_t cu_be_op_graph(cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int nops, cudnnBackendDescriptor_t *graph,
                              cu_err *err);
