@@ -175,6 +175,14 @@ typedef struct {
     const tb_tensor *dr;       /* [N,Cin,H,W] the gradient of the folded BN's output before its
                                   ReLU: the backend's to write (scratch the graph owns) */
     tb_real *dgamma, *dbeta;   /* [Cin] the folded BN's parameter gradients, written */
+    /* for a backend that runs some of it as the unfused ops (a batch size
+     * its engines refuse): where pro(x) may be written (the folded BN's
+     * output activation, [N,Cin,H,W]) and the node's conv_plan, made on it */
+    const tb_tensor *xp;
+    void *conv_plan;
+    /* fconv_plan only: the finalize of the BN these statistics feed, at the
+     * planned batch (a backend may plan its bn_finalize now); NULL: none */
+    const struct tb_bn_finalize_args *fin;
 } tb_fconv_args;
 
 /* What a fused conv plan can run: conv + statistics (with the prologue
@@ -186,7 +194,7 @@ enum { TB_FCONV_FWD = 1, TB_FCONV_WGRAD = 2, TB_FCONV_DGRAD = 4 };
  * save_invstd = 1 / sqrt(var + eps), running_mean and running_var updated
  * with momentum (the unbiased variance, var * count / (count - 1)), and
  * scale = gamma * invstd, bias = beta - mean * scale. */
-typedef struct {
+typedef struct tb_bn_finalize_args {
     int C;
     double count;
     const tb_real *sum, *sqsum;

@@ -85,10 +85,22 @@ static tb_bn_fold fold_of(const tb_node *b, const tb_graph_params *p) {
     return f;
 }
 
+/* The finalize arguments of BN node b for a batch of n (x, z, y: scratch). */
+static void finalize_args(tb_graph *g, const tb_graph_params *p, const tb_node *b, int n, tb_bn_finalize_args *fa) {
+    tb_tensor x, z, y;
+    tb_bn_args ba;
+    tb_graph_bn_args(g, b, p, n, &x, &z, &y, &ba);
+    tb_bn_finalize_args f = {x.c,          (double)n * x.h * x.w, b->fsum,         b->fsqsum,
+                             ba.gamma,     ba.beta,               ba.running_mean, ba.running_var,
+                             ba.save_mean, ba.save_invstd,        b->fscale,       b->fbias,
+                             ba.momentum,  ba.eps};
+    *fa = f;
+}
+
 /* The buffers of conv node ci's fused op for a batch of n (pro: through
- * the BN folded into it): x, w, y, dy, dw, dx, dr in t[]. */
+ * the BN folded into it): x, w, y, dy, dw, dx, dr, xp in t[]. */
 static void fconv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int pro, tb_bn_fold *f,
-                       tb_tensor t[7], tb_fconv_args *a) {
+                       tb_tensor t[8], tb_fconv_args *a) {
     const tb_node *c = &g->nodes[ci], *b = pro ? &g->nodes[c->fpro] : NULL, *bo = NULL;
     if (c->fpeer >= 0 && g->nodes[c->fpeer].fmode != TB_BNF_UNFUSED) bo = &g->nodes[c->fpeer];
     memset(a, 0, sizeof *a);
@@ -99,8 +111,11 @@ static void fconv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int
     t[4] = tb_graph_weight_grad(g, p, c->param);
     a->g = &c->conv;
     a->x = &t[0], a->w = &t[1], a->y = &t[2], a->dy = &t[3], a->dw = &t[4];
+    a->conv_plan = c->plan;
     if (bo) a->sum = bo->fsum, a->sqsum = bo->fsqsum;
     if (!b) return;
+    t[7] = tb_graph_act(g, b->out, n);
+    a->xp = &t[7];
     const tb_param *it = p->table->items;
     *f = fold_of(b, p);
     t[5] = tb_graph_grad(g, b->in, n);
@@ -139,11 +154,13 @@ static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
     int bo = c->fpeer >= 0 && g->nodes[c->fpeer].fmode != TB_BNF_UNFUSED ? c->fpeer : -1;
     if (c->fpro >= 0 && g->nodes[c->fpro].fmode != TB_BNF_FOLD) c->fpro = -1; /* its statistics failed */
     if (bo < 0 && c->fpro < 0) return;
-    tb_tensor t[7];
+    tb_tensor t[8];
     tb_bn_fold f;
     tb_fconv_args a;
+    tb_bn_finalize_args fa;
     unsigned want = TB_FCONV_FWD | (c->fpro >= 0 ? TB_FCONV_WGRAD | TB_FCONV_DGRAD : 0), got = 0;
     fconv_args(g, p, ci, g->max_batch, c->fpro >= 0, &f, t, &a);
+    if (bo >= 0) finalize_args(g, p, &g->nodes[bo], g->max_batch, &fa), a.fin = &fa;
     void *plan = be->fconv_plan(be, &a, want, &got);
     if (c->fpro >= 0 && got != want) {
         tb_node *b = &g->nodes[c->fpro];
@@ -153,6 +170,7 @@ static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
         if (plan) be->fconv_plan_free(be, plan);
         want = TB_FCONV_FWD, got = 0;
         fconv_args(g, p, ci, g->max_batch, 0, &f, t, &a);
+        a.fin = bo >= 0 ? &fa : NULL;
         plan = be->fconv_plan(be, &a, want, &got);
     }
     if (bo >= 0 && !(got & TB_FCONV_FWD)) {
@@ -199,7 +217,7 @@ void tb_fused_free(tb_graph *g, tb_backend *be) {
 
 static void conv_forward_fused(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int ci) {
     tb_node *c = &g->nodes[ci];
-    tb_tensor t[7], x, z, y;
+    tb_tensor t[8];
     tb_bn_fold f;
     tb_fconv_args a;
     fconv_args(g, p, ci, n, c->fpro >= 0, &f, t, &a);
@@ -207,12 +225,8 @@ static void conv_forward_fused(tb_graph *g, tb_backend *be, const tb_graph_param
     be->fconv_forward(be, c->fplan, &a);
     tb_op_prof_end(g->prof);
     const tb_node *b = &g->nodes[c->fpeer]; /* its BN: fused whenever the plan exists */
-    tb_bn_args ba;
-    tb_graph_bn_args(g, b, p, n, &x, &z, &y, &ba);
-    tb_bn_finalize_args fa = {y.c,           (double)n * y.h * y.w, b->fsum,         b->fsqsum,
-                              ba.gamma,      ba.beta,               ba.running_mean, ba.running_var,
-                              ba.save_mean,  ba.save_invstd,        b->fscale,       b->fbias,
-                              ba.momentum,   ba.eps};
+    tb_bn_finalize_args fa;
+    finalize_args(g, p, b, n, &fa);
     tb_op_prof_begin(g->prof, b->name, TB_OPP_FORWARD, TB_OPK_BN_FWD);
     be->bn_finalize(be, c->fplan, &fa);
     tb_op_prof_end(g->prof);
@@ -260,7 +274,7 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     const tb_node *b = &g->nodes[c->fpro];
     const tb_param *it = p->table->items, *pw = &it[c->param];
     TB_ASSERT(g->grad_written[c->out]);
-    tb_tensor t[7];
+    tb_tensor t[8];
     tb_bn_fold f;
     tb_fconv_args a;
     fconv_args(g, p, ci, n, 1, &f, t, &a);

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #include "model/cuda/cuda_engine.h"
+#include "model/plan_cache.h"
 #include "model/cuda/cuda_internal.h"
 #include "src/core/log.h"
 
@@ -194,6 +195,57 @@ static void say(const cu_cgraph_req *r, const char *why, cudnnStatus_t s) {
             tb_dtype_name(r->dtype), tb_layout_name(r->layout), dir[r->dir], r->n);
 }
 
+/* ---- the plan cache (model/plan_cache.h): engine, knobs, workspace, time ------------------------ */
+
+static void cache_key(const cu_cgraph_req *r, const cu_cgraph *c, char *key, size_t len) {
+    static const char *dir[3] = {"fwd", "data", "filter"};
+    snprintf(key, len, "cgraph %s b%g %d->%d k%d s%d p%d %s %s n%d %dx%d a%u,%u,%u m%d", dir[r->dir], (double)r->beta,
+             r->g->cin, r->g->cout, r->g->k, r->g->stride, r->g->pad, tb_dtype_name(r->dtype), tb_layout_name(r->layout),
+             r->n, r->h, r->w, c->align[0], c->align[1], c->align[2], r->measure != 0);
+}
+
+/* The cached engine of r rebuilt on c's graph and checked like a fresh one:
+ * 1, or 0 (nothing cached; or it no longer builds: dropped, one line). */
+static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
+    tb_plan_cache *pc = cu_plan_cache(st);
+    char key[200], knobs[64] = "";
+    cache_key(r, c, key, sizeof key);
+    const char *v = pc ? tb_pc_get(pc, key) : NULL;
+    long long engine = -1, idx = -1;
+    size_t ws = 0;
+    float ms = -1;
+    if (!v) return 0;
+    cudnnStatus_t s = CUDNN_STATUS_BAD_PARAM;
+    if (sscanf(v, "engine %lld knobs %63s ws %zu ms %f", &engine, knobs, &ws, &ms) == 4) {
+        if (strcmp(knobs, "-") == 0) knobs[0] = '\0';
+        s = cu_be_cfg_from(c->graph, engine, knobs, &c->cfg);
+        if (s == CUDNN_STATUS_SUCCESS && cu_be_engine_check(c->cfg, r->dtype, r->tf32, r->deterministic, 0, &idx, NULL, NULL))
+            s = CUDNN_STATUS_NOT_SUPPORTED;
+        if (s == CUDNN_STATUS_SUCCESS) s = cu_be_make_plan(st->cudnn, c->cfg, &c->plan, &c->ws);
+    }
+    if (s != CUDNN_STATUS_SUCCESS || c->ws > st->ws_limit) {
+        destroy(&c->plan);
+        destroy(&c->cfg);
+        tb_pc_drop(pc, key);
+        tb_info("# plan cache: %s: the cached engine %lld no longer builds here (%s); planning it again", key, engine,
+                cudnnGetErrorString(s));
+        return 0;
+    }
+    c->engine = engine, c->ms = ms;
+    knobs_of(c);
+    return 1;
+}
+
+static void to_cache(cu_state *st, const cu_cgraph *c, const cu_cgraph_req *r) {
+    tb_plan_cache *pc = cu_plan_cache(st);
+    if (!pc) return;
+    char key[200], v[160];
+    cache_key(r, c, key, sizeof key);
+    snprintf(v, sizeof v, "engine %lld knobs %s ws %zu ms %.4f", c->engine, c->knobs[0] ? c->knobs : "-", c->ws,
+             (double)c->ms);
+    tb_pc_put(pc, key, v);
+}
+
 cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     cu_cgraph *c = calloc(1, sizeof *c);
     if (!c) TB_FATAL("out of host memory");
@@ -209,6 +261,7 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
 
     if (make_op(c, r, &err) != CUDNN_STATUS_SUCCESS) goto fail;
     if (cu_be_op_graph(st->cudnn, &c->op, 1, &c->graph, &err) != CUDNN_STATUS_SUCCESS) goto fail;
+    if (from_cache(st, c, r)) return c;
     cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_A, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
     cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
     if (ncfg == 0) {
@@ -269,6 +322,7 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
         goto fail;
     }
     knobs_of(c);
+    to_cache(st, c, r);
     return c;
 fail:
     for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);

@@ -100,21 +100,8 @@ int cu_fgraph_describe(const cu_fgraph *g, char *buf, size_t len);
 int cu_fgraph_live(const cu_state *st);
 void cu_fgraph_registry_free(cu_state *st);
 
-/* ---- cuda_plan_cache.c --------------------------------------------------------------------- */
-/* The plan cache of this backend's device and options, opened on first
- * use (NULL: --plan-cache off, or it could not be opened: one line). */
-tb_plan_cache *cu_plan_cache(cu_state *st);
-/* The conv legacy / graph entries of cuda_conv.c (see there). */
-void cu_plan_commit(tb_backend *be);
-
-/* ---- fused_ops.c ---------------------------------------------------------------------------- */
-/* Fills the fused entries of the backend table (in backend.h's order) and
- * takes the plan cache's directory from opts. */
-void cu_fused_table(tb_backend *be, const tb_backend_opts *opts);
-/* Test switches: force the unfused composition for some graphs (the
- * fd_kind bits, 1 << FD_G_*) in plans made afterwards; 0 (default) uses
- * every graph that plans. */
-void tb_cuda_fused_force(tb_backend *be, unsigned kinds);
+/* (cu_plan_cache, cu_plan_commit, cu_fused_table, cu_fused_free:
+ * cuda_internal.h; the test switch tb_cuda_fused_force: cuda_backend.h) */
 #endif
 
 #ifdef __cplusplus
