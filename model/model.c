@@ -486,6 +486,12 @@ size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
         const tb_node *nd = &m->g.nodes[i];
         if (nd->kind != TB_NODE_CONV) continue;
         m->be->conv_plan_describe(m->be, nd->plan, line, sizeof line);
+        if (nd->fconv) { /* --fuse graph: what its fused op runs */
+            size_t l = strlen(line);
+            int k2 = snprintf(line + l, sizeof line - l, " | fused%s: ", nd->fpro >= 0 ? " with the prologue" : "");
+            if (k2 > 0 && (size_t)k2 < sizeof line - l)
+                m->be->fconv_plan_describe(m->be, nd->fplan, line + l + k2, sizeof line - l - (size_t)k2);
+        }
         int k = snprintf(buf + used, len - used, "%s: %s\n", nd->name, line);
         if (k < 0) break;
         used += (size_t)k < len - used ? (size_t)k : len - used - 1;

@@ -296,7 +296,11 @@ static int take_lock(tb_plan_cache *c, int say) {
         }
         const char *env = getenv("TB_PLAN_CACHE_WAIT_S");
         double limit = env && atof(env) > 0 ? atof(env) : 900.0, t0 = now_s();
-        if (say) tb_info("# plan cache: another process is planning into %s; waiting for it", c->path);
+        if (say) { /* every rank says it: the waiting one is rarely rank 0 */
+            printf("# plan cache: another process is planning into %s; rank %d waits for it\n", c->path,
+                   tb_log_rank() < 0 ? 0 : tb_log_rank());
+            fflush(stdout);
+        }
         for (;;) {
             usleep(20000);
             if (flock(fd, LOCK_EX | LOCK_NB) == 0) break;

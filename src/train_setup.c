@@ -12,6 +12,7 @@
 #include "comm/nccl.h"
 #include "src/checkpoint.h"
 #include "src/core/log.h"
+#include "src/core/timer.h"
 #include "src/launch_check.h"
 #include "src/provenance.h"
 #include "src/train_setup.h"
@@ -214,7 +215,9 @@ static void make_model(tb_train_run *r) {
         tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
+    double t0 = tb_now();
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
+    r->model_s = tb_now() - t0;
     /* CUDA: uint8 batches from pinned slots (src/batch_upload.h), synthetic data resident */
     tb_feed_opts fo = tb_train_feed_opts(f, r->be);
     tb_source_feed(r->src, r->m, &fo);
@@ -364,6 +367,7 @@ static void print_header(const tb_train_run *r) {
 }
 
 void tb_train_setup(tb_train_run *r) {
+    r->t_setup = tb_now();
     bootstrap(r);
     tb_train_open_data(r);
     make_backend(r);

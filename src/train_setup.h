@@ -94,6 +94,8 @@ typedef struct {
     tb_lr_schedule sched;
     double dataset_size;         /* samples in the data (an epoch's order) */
     double gflop;                /* per image and training step */
+    double t_setup;              /* tb_now() when tb_train_setup began */
+    double model_s;              /* seconds tb_model_create took (its plans: --plan-cache) */
 } tb_train_run;
 
 /* What the training steps measured (train_loop.c, read by train_report.c). */

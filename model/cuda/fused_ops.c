@@ -73,6 +73,11 @@ static void say_missing(const char *label, fd_kind k, tb_dtype dt, const cu_err 
 
 /* ---- planning ------------------------------------------------------------------------------------ */
 
+static cu_fk_shape shape_of(const tb_tensor *t) {
+    cu_fk_shape s = {t->dtype, t->layout, t->n, t->c, t->h, t->w};
+    return s;
+}
+
 static fd_conv_problem problem(const fplan *p, int n, int prologue) {
     fd_conv_problem q = {p->g, p->dt, p->l, n, p->h, p->w, prologue};
     return q;
@@ -239,6 +244,11 @@ static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want
         b[FD_R_COEF_A] = p->scratch + 2 * cout, b[FD_R_COEF_B] = p->scratch + 2 * cout + cin;
         b[FD_R_COEF_C] = p->scratch + 2 * cout + 2 * cin;
     }
+    /* the composition's scratch at the largest batch: sized now, never inside a step */
+    cu_fk_shape ys = shape_of(a->y), xs = shape_of(a->x);
+    cu_bn_shape bs = {xs.dtype, xs.layout, xs.N, xs.C, xs.H, xs.W};
+    cu_scratch(be, cu_fk_sums_scratch(&ys));
+    if (a->pro) cu_scratch(be, cu_bn_scratch_bytes(&bs));
     fentry *e = new_entry(be, p, p->max_n, st->autotune, a->fin);
     unsigned have = (e->g[FD_G_CONV_STATS] ? TB_FCONV_FWD : 0) | (e->g[FD_G_WGRAD_PRO] ? TB_FCONV_WGRAD : 0) |
                     (e->g[FD_G_DGRAD_DBN] ? TB_FCONV_DGRAD : 0);
@@ -288,11 +298,6 @@ static void cu_fconv_plan_describe(tb_backend *be, void *plan, char *buf, size_t
 }
 
 /* ---- running ------------------------------------------------------------------------------------- */
-
-static cu_fk_shape shape_of(const tb_tensor *t) {
-    cu_fk_shape s = {t->dtype, t->layout, t->n, t->c, t->h, t->w};
-    return s;
-}
 
 static void call_check(const fplan *p, const tb_fconv_args *a, const char *op) {
     if (!p) TB_FATAL("cuda %s: no plan (fconv_plan was not called for this node)", op);
