@@ -383,10 +383,12 @@ struct tb_backend {
     /* dw = corr(pro(x), dy); pro required */
     void (*fconv_backward_filter)(tb_backend *be, void *plan, const tb_fconv_args *a);
     /* pro required: dr = convT(dy, w) * (x * scale + bias > 0); dgamma = sum
-     * dr * xhat, dbeta = sum dr (xhat = (x - mean) * invstd); dx (+)= the
-     * BN's input gradient, gamma * invstd * (dr - (dbeta + xhat dgamma) /
-     * count) */
+     * dr * xhat, dbeta = sum dr (xhat = (x - mean) * invstd) */
     void (*fconv_backward_data)(tb_backend *be, void *plan, const tb_fconv_args *a);
+    /* then the folded BN's input gradient: dx (+)= gamma * invstd * (dr -
+     * (dbeta + xhat dgamma) / count), count = N*H*W (a separate op, so
+     * the op profile counts it as BatchNorm work) */
+    void (*bn_input_grad)(tb_backend *be, const tb_fconv_args *a);
     /* Planning for the graph is over (tb_graph_allocate's end): a backend
      * that caches its choices on disk writes them now and lets other
      * processes waiting for them go on. */

@@ -190,6 +190,21 @@ void tb_fused_plan(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     memset(&off, 0, sizeof off);
     for (int i = 0; i < g->nnodes; i++)
         if (g->nodes[i].kind == TB_NODE_CONV) plan_conv(g, be, p, i, down, &off);
+    /* a shortcut BN folds into its block end's apply only if that block end
+     * applies (an unfused one reads the shortcut's output: write it) */
+    fallback zdown;
+    memset(&zdown, 0, sizeof zdown);
+    for (int i = 0; i < g->nnodes; i++) {
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind == TB_NODE_BN && nd->fmode == TB_BNF_ZFOLD && g->nodes[nd->fpeer].fmode != TB_BNF_APPLY) {
+            nd->fmode = TB_BNF_APPLY;
+            note(&zdown, nd->name);
+        }
+    }
+    if (zdown.count)
+        tb_info("# fuse graph: %d shortcut BatchNorm%s applied instead of folded into the block end (that block end "
+                "runs unfused): %s",
+                zdown.count, zdown.count > 1 ? "s" : "", zdown.names);
     static const unsigned bit[3] = {TB_FCONV_FWD, TB_FCONV_DGRAD, TB_FCONV_WGRAD};
     for (int k = 0; k < 3; k++)
         if (down[k].count)
@@ -290,6 +305,9 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     be->fconv_backward_data(be, c->fplan, &a);
     tb_op_prof_end(g->prof);
     if (ready) ready(ready_ctx, it[b->param].offset, 2 * it[b->param].numel);
+    tb_op_prof_begin(g->prof, b->name, TB_OPP_BACKWARD, TB_OPK_BN_BWD);
+    be->bn_input_grad(be, &a);
+    tb_op_prof_end(g->prof);
 }
 
 void tb_fused_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, tb_grad_ready_fn ready,

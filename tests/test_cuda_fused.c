@@ -277,6 +277,8 @@ static void run_ops(const fcase *fc, const fprec *pr, bufs *b, void *gplan, int 
     cmp_t(what, &b->dw, 2 * tol);
     g_cpu->fconv_backward_data(g_cpu, NULL, &a[0]);
     g_gpu->fconv_backward_data(g_gpu, gplan, &a[1]);
+    g_cpu->bn_input_grad(g_cpu, &a[0]);
+    g_gpu->bn_input_grad(g_gpu, &a[1]);
     twin v6 = b->dr, v5 = b->dx;
     v6.c = T[0][6], v6.g = T[1][6], v5.c = T[0][5], v5.g = T[1][5];
     snprintf(what, sizeof what, "  %s n=%d: dr = convT(dy, w) * relu mask", tag, n);

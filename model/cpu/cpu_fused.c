@@ -9,7 +9,8 @@
  *   bn_finalize           statistics, running update, scale and bias
  *   bn_apply              y = act(x * scale + bias + z | z * zs + zb)
  *   fconv_backward_filter dw = corr(pro(x), dy)
- *   fconv_backward_data   dr = convT(dy, w) * mask; dgamma, dbeta; dx (+)=
+ *   fconv_backward_data   dr = convT(dy, w) * mask; dgamma, dbeta
+ *   bn_input_grad         dx (+)= the folded BN's input gradient
  *
  * pro(x) = relu(x * scale + bias) is materialised in a scratch buffer
  * (malloc per call: this backend is the reference, not the fast path).
@@ -156,19 +157,16 @@ void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a)
     const char *op = "fconv_backward_data";
     fold_check(op, a);
     const tb_bn_fold *f = a->pro;
-    if (!f->mean || !f->invstd || !f->gamma || !a->dgamma || !a->dbeta || !a->dr || !a->dx)
-        TB_FATAL("cpu %s: the folded BatchNorm's statistics, gamma, gradients or dr are missing", op);
+    if (!f->mean || !f->invstd || !a->dgamma || !a->dbeta || !a->dr)
+        TB_FATAL("cpu %s: the folded BatchNorm's statistics, its gradients or dr are missing", op);
     cpu_check(a->dr, op, "dr");
-    cpu_check(a->dx, op, "dx");
     cpu_check_same_shape(a->x, a->dr, op, "x", "dr");
-    cpu_check_same_shape(a->x, a->dx, op, "x", "dx");
     /* dr = convT(dy, w), then masked where the BN's output was cut by the ReLU */
     cpu_conv_backward_data(be, plan, a->g, a->dy, a->w, a->dr, 0);
-    const int C = a->x->c, N = a->x->n, acc = a->accumulate_dx;
+    const int C = a->x->c, N = a->x->n;
     const size_t HW = (size_t)a->x->h * a->x->w;
-    const double M = (double)N * HW;
     const tb_real *x = a->x->data; /* [N,C,H,W] */
-    tb_real *dr = a->dr->data, *dx = a->dx->data;
+    tb_real *dr = a->dr->data;
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int c = 0; c < C; c++) {
         const tb_real s = f->scale[c], b = f->bias[c];
@@ -184,7 +182,27 @@ void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a)
         }
         a->dgamma[c] = (tb_real)sdx;
         a->dbeta[c] = (tb_real)sd;
-        const double k = f->gamma[c] * invstd;
+    }
+}
+
+void cpu_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
+    const char *op = "bn_input_grad";
+    fold_check(op, a);
+    const tb_bn_fold *f = a->pro;
+    if (!f->mean || !f->invstd || !f->gamma || !a->dgamma || !a->dbeta || !a->dr || !a->dx)
+        TB_FATAL("cpu %s: the folded BatchNorm's statistics, gamma, gradients, dr or dx are missing", op);
+    cpu_check(a->dx, op, "dx");
+    cpu_check_same_shape(a->x, a->dx, op, "x", "dx");
+    cpu_check_same_shape(a->x, a->dr, op, "x", "dr");
+    const int C = a->x->c, N = a->x->n, acc = a->accumulate_dx;
+    const size_t HW = (size_t)a->x->h * a->x->w;
+    const double M = (double)N * HW;
+    const tb_real *x = a->x->data, *dr = a->dr->data; /* [N,C,H,W] */
+    tb_real *dx = a->dx->data;
+#pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
+    for (int c = 0; c < C; c++) {
+        const double mean = f->mean[c], invstd = f->invstd[c], k = f->gamma[c] * invstd;
+        const double sd = a->dbeta[c], sdx = a->dgamma[c];
         for (int i = 0; i < N; i++) {
             size_t o = ((size_t)i * C + c) * HW;
             for (size_t j = 0; j < HW; j++) {

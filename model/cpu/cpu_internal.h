@@ -91,6 +91,7 @@ void cpu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a);
 void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a);
 void cpu_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *a);
 void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_bn_input_grad(tb_backend *be, const tb_fconv_args *a);
 void cpu_plan_commit(tb_backend *be);
 
 /* cpu_eltwise.c */

@@ -10,6 +10,9 @@
  *   sums      per-channel sum and sum of squares of y (the composition's
  *             statistics), double partials per slice of rows, combined in
  *             slice order (deterministic)
+ *   dbn       the composition's BN weight gradients: dr masked by the ReLU
+ *             output, then dbeta = sum dr and dgamma = sum dr * xhat, as
+ *             the sums
  *   to_dtype  the prologue's scale and bias rounded to a 16-bit dtype
  *
  * apply and bn_dx take 16 bytes per thread (8 bf16/fp16 or 4 float values
@@ -135,6 +138,29 @@ __global__ void sums_part_k(const T *y, double *part, size_t rows, int C, size_t
     }
 }
 
+/* the composition's BN weight gradients: dr masked in place where the
+ * ReLU output xp is not positive, then per slice and channel {sum dr, sum
+ * dr * xhat} (combined by sums_comb_k into dbeta, dgamma) */
+template <typename T>
+__global__ void dbn_part_k(T *dr, const T *x, const T *xp, const float *mean, const float *invstd, double *part,
+                           size_t rows, int C, size_t HW, int nhwc, int slices) {
+    size_t per = (rows + slices - 1) / slices, r0 = (size_t)blockIdx.x * per, r1 = r0 + per < rows ? r0 + per : rows;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        double s = 0, q = 0;
+        for (size_t r = r0; r < r1; r++) {
+            size_t n = r / HW, hw = r % HW, i = nhwc ? r * C + c : ((size_t)n * C + c) * HW + hw;
+            float g = cu_ld(dr, i);
+            if (!(cu_ld(xp, i) > 0.0f)) {
+                g = 0.0f;
+                cu_st(dr, i, 0.0f);
+            }
+            s += g, q += (double)g * ((double)cu_ld(x, i) - mean[c]) * invstd[c];
+        }
+        part[((size_t)blockIdx.x * C + c) * 2] = s;
+        part[((size_t)blockIdx.x * C + c) * 2 + 1] = q;
+    }
+}
+
 __global__ void sums_comb_k(const double *part, int slices, int C, float *sum, float *sqsum) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
@@ -197,6 +223,22 @@ static void sums_launch(cudaStream_t st, const cu_fk_shape *s, const void *y, do
     size_t rows = (size_t)s->N * s->H * s->W;
     sums_part_k<T><<<fk_slices(s), 256, 0, st>>>((const T *)y, part, rows, s->C, (size_t)s->H * s->W,
                                                   s->layout == TB_NHWC, fk_slices(s));
+}
+
+template <typename T>
+static void dbn_launch(cudaStream_t st, const cu_fk_shape *s, void *dr, const void *x, const void *xp,
+                       const float *mean, const float *invstd, double *part) {
+    size_t rows = (size_t)s->N * s->H * s->W;
+    dbn_part_k<T><<<fk_slices(s), 256, 0, st>>>((T *)dr, (const T *)x, (const T *)xp, mean, invstd, part, rows, s->C,
+                                                 (size_t)s->H * s->W, s->layout == TB_NHWC, fk_slices(s));
+}
+
+extern "C" void cu_fk_dbn(cudaStream_t st, const cu_fk_shape *s, void *dr, const void *x, const void *xp,
+                          const float *mean, const float *invstd, float *dgamma, float *dbeta, void *scratch) {
+    if (!s->N || !s->C || !s->H || !s->W) return;
+    CU_DISPATCH(s->dtype, dbn_launch, st, s, dr, x, xp, mean, invstd, (double *)scratch);
+    sums_comb_k<<<(s->C + 127) / 128, 128, 0, st>>>((const double *)scratch, fk_slices(s), s->C, dbeta, dgamma);
+    TB_CUDA_CHECK_LAUNCH("fused BN weight gradients (composition)");
 }
 
 extern "C" void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale,

@@ -9,8 +9,8 @@
  *   WGRAD_PRO   relu(x*s+b) -> conv wgrad with dy -> dw
  *   DGRAD_DBN   conv dgrad -> dReLU (mask from bn(x)) -> dr, BN_BWD_WEIGHTS
  *               -> dgamma, dbeta (the coefficients it also writes are not
- *               read: cu_fk_bn_dx derives dx from dgamma and dbeta itself,
- *               one convention less to trust)
+ *               read: bn_input_grad's kernel derives dx from dgamma and
+ *               dbeta itself, one convention less to trust)
  *   FINALIZE    BN_FINALIZE_STATISTICS, checked once against the own kernel
  *               on synthetic sums when planned (a different convention, say
  *               the biased variance in the running update, moves the node to
@@ -22,7 +22,7 @@
  * nodes down where something is missing (model/graph_fused.c). A graph
  * that a smaller batch lacks runs as the unfused ops instead (the
  * "composition": the prologue materialised into xp by the apply kernel,
- * the node's conv_plan, the own statistics and BN backward kernels), so
+ * the node's conv_plan, the own statistics and BN weight-gradient kernels), so
  * every call has a path; the first time each kind of graph is missing one
  * "# cuda fused:" line names it and cuDNN's reason.
  */
@@ -246,9 +246,8 @@ static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want
     }
     /* the composition's scratch at the largest batch: sized now, never inside a step */
     cu_fk_shape ys = shape_of(a->y), xs = shape_of(a->x);
-    cu_bn_shape bs = {xs.dtype, xs.layout, xs.N, xs.C, xs.H, xs.W};
     cu_scratch(be, cu_fk_sums_scratch(&ys));
-    if (a->pro) cu_scratch(be, cu_bn_scratch_bytes(&bs));
+    if (a->pro) cu_scratch(be, cu_fk_sums_scratch(&xs));
     fentry *e = new_entry(be, p, p->max_n, st->autotune, a->fin);
     unsigned have = (e->g[FD_G_CONV_STATS] ? TB_FCONV_FWD : 0) | (e->g[FD_G_WGRAD_PRO] ? TB_FCONV_WGRAD : 0) |
                     (e->g[FD_G_DGRAD_DBN] ? TB_FCONV_DGRAD : 0);
@@ -379,29 +378,36 @@ static void cu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_ar
     const char *op = "fconv_backward_data";
     fplan *p = plan;
     call_check(p, a, op);
-    if (!a->pro || !a->dr || !a->dx || !a->dgamma || !a->dbeta) TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dx, dgamma, dbeta", op);
-    cu_check(a->dx, op, "dx");
-    cu_check_same(a->x, a->dx, op, "x", "dx");
+    if (!a->pro || !a->dr || !a->dgamma || !a->dbeta) TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dgamma, dbeta", op);
+    cu_check(a->dr, op, "dr");
     cu_check_same(a->x, a->dr, op, "x", "dr");
     fentry *e = entry_for(be, p, a->x->n, 0);
-    const tb_bn_fold *f = a->pro;
-    cu_fk_shape s = shape_of(a->x);
     if (e->g[FD_G_DGRAD_DBN]) {
         void *b[FD_R_COUNT];
         call_bufs(be, p, a, 0, b);
         cu_fgraph_run(cu_state_of(be), e->g[FD_G_DGRAD_DBN], &e->pk[FD_G_DGRAD_DBN], b);
-        cu_fk_bn_dx(cu_stream(be), &s, a->dr->data, a->x->data, f->mean, f->invstd, f->gamma, a->dgamma, a->dbeta,
-                    a->dx->data, a->accumulate_dx);
         return;
     }
-    /* the composition: dr = convT(dy, w), then the own BN backward with the ReLU mask of pro(x) */
+    /* the composition: dr = convT(dy, w), masked by pro(x), and the BN weight gradients */
     tb_tensor xp;
     prologue_into_xp(be, p, a, &xp);
     cu_conv_backward_data(be, p->conv_plan, a->g, a->dy, a->w, a->dr, 0);
-    cu_bn_shape bs = {a->x->dtype, a->x->layout, a->x->n, a->x->c, a->x->h, a->x->w};
-    cu_bn_backward_kernels(cu_stream(be), &bs, a->x->data, xp.data, a->dr->data, a->dx->data, NULL, 1,
-                           a->accumulate_dx, 0, f->gamma, f->mean, f->invstd, a->dgamma, a->dbeta,
-                           cu_scratch(be, cu_bn_scratch_bytes(&bs)));
+    cu_fk_shape s = shape_of(a->x);
+    cu_fk_dbn(cu_stream(be), &s, a->dr->data, a->x->data, xp.data, a->pro->mean, a->pro->invstd, a->dgamma, a->dbeta,
+              cu_scratch(be, cu_fk_sums_scratch(&s)));
+}
+
+static void cu_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
+    const char *op = "bn_input_grad";
+    if (!a->pro || !a->dr || !a->dx || !a->dgamma || !a->dbeta) TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dx, dgamma, dbeta", op);
+    cu_check(a->x, op, "x");
+    cu_check(a->dx, op, "dx");
+    cu_check_same(a->x, a->dx, op, "x", "dx");
+    cu_check_same(a->x, a->dr, op, "x", "dr");
+    const tb_bn_fold *f = a->pro;
+    cu_fk_shape s = shape_of(a->x);
+    cu_fk_bn_dx(cu_stream(be), &s, a->dr->data, a->x->data, f->mean, f->invstd, f->gamma, a->dgamma, a->dbeta,
+                a->dx->data, a->accumulate_dx);
 }
 
 static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a) {
@@ -459,6 +465,7 @@ void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
     be->bn_apply = cu_bn_apply;
     be->fconv_backward_filter = cu_fconv_backward_filter;
     be->fconv_backward_data = cu_fconv_backward_data;
+    be->bn_input_grad = cu_bn_input_grad;
     be->plan_commit = cu_plan_commit_op;
 }
 
