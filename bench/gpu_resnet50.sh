@@ -63,6 +63,7 @@ tb() {
   if [ "$(left)" -lt "$est" ]; then LEFT="$LEFT trainbench:$name(est ${est}s, $(left)s left)"; return; fi
   local log=$KEEP/tb_$name.log t note=""
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
+  case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; esac
   t=$(date +%s)
   local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
              --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + STEPS))
@@ -145,6 +146,18 @@ torch  eager_bf16_nhwc_256   70 bf16 nhwc 256 eager --profile 5 --profile-json "
 tb     bf16_nhwc_256_graph   60 bf16 nhwc 256 on
 tb     bf16_nhwc_256_profile 70 bf16 nhwc 256 on --op-profile 5
 tb     bf16_nhwc_256_eager   55 bf16 nhwc 256 off
+# --fuse graph (issue 30): conv + BatchNorm statistics, BN + ReLU in the next
+# conv's prologue (the first row of each precision plans and fills the plan
+# cache: later rows of the same shapes start in seconds); batch 400 is
+# MLPerf's per-GPU batch
+tb     bf16_nhwc_256_fused  150 bf16 nhwc 256 on --fuse graph
+tb     fp16_nhwc_256_fused  150 fp16 nhwc 256 on --fuse graph
+tb     bf16_nhwc_256_fused_profile 70 bf16 nhwc 256 on --fuse graph --op-profile 5
+tb     bf16_nhwc_400_fused  150 bf16 nhwc 400 on --fuse graph
+tb     fp16_nhwc_400_fused  150 fp16 nhwc 400 on --fuse graph
+tb     bf16_nhwc_400_graph   70 bf16 nhwc 400 on
+tb     fp16_nhwc_400_graph   70 fp16 nhwc 400 on
+torch  eager_bf16_nhwc_400   60 bf16 nhwc 400 eager
 tb     bf16_nhwc_128_graph   45 bf16 nhwc 128 on
 tb     bf16_nhwc_128_eager   40 bf16 nhwc 128 off
 tb     fp16_nhwc_256_graph   60 fp16 nhwc 256 on
@@ -171,6 +184,8 @@ tb     fp32_nhwc_256_graph  200 fp32 nhwc 256 on
 tb     bf16_nhwc_256_eager_2 55 bf16 nhwc 256 off
 tb     bf16_nhwc_256_graph_2 60 bf16 nhwc 256 on
 torch  eager_bf16_nhwc_256_2 45 bf16 nhwc 256 eager
+tb     bf16_nhwc_256_fused_2 50 bf16 nhwc 256 on --fuse graph
+tb     fp16_nhwc_256_fused_2 50 fp16 nhwc 256 on --fuse graph
 
 # the table
 base=$(awk -F'\t' '$1=="pytorch eager" && $2=="bf16" && $3=="nhwc" && $4=="256" {print $6; exit}' "$ROWS")
@@ -208,6 +223,14 @@ base=$(awk -F'\t' '$1=="pytorch eager" && $2=="bf16" && $3=="nhwc" && $4=="256" 
   echo '```'
   awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile.log" 2>/dev/null
   echo '```'
+  if [ -f "$KEEP/tb_bf16_nhwc_256_fused_profile.log" ]; then # issue 30: the fused step's profile beside PyTorch's
+    echo
+    echo "With --fuse graph (tb_bf16_nhwc_256_fused_profile.log):"
+    echo
+    "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_fused_profile.log" --torch-json "$PROF" \
+      || true
+    grep -E '^# (fuse graph|cuda fused|plan cache|start-up)' "$KEEP/tb_bf16_nhwc_256_fused.log" 2>/dev/null
+  fi
   echo
   echo "Stage time: $(elapsed) s."
 } >"$MD"

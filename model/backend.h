@@ -389,10 +389,13 @@ struct tb_backend {
      * (dbeta + xhat dgamma) / count), count = N*H*W (a separate op, so
      * the op profile counts it as BatchNorm work) */
     void (*bn_input_grad)(tb_backend *be, const tb_fconv_args *a);
-    /* Planning for the graph is over (tb_graph_allocate's end): a backend
-     * that caches its choices on disk writes them now and lets other
-     * processes waiting for them go on. */
-    void (*plan_commit)(tb_backend *be);
+    /* A graph's planning begins (session: a name for what is planned, at
+     * tb_graph_allocate's start) or is over (NULL: its end). A backend that
+     * caches its choices on disk takes the lock of that name at the
+     * beginning (waiting while another process of the node plans the same,
+     * then reading what it wrote) and writes its new choices and lets the
+     * others go on at the end. */
+    void (*plan_session)(tb_backend *be, const char *session);
 
     /* ---- elementwise ---------------------------------------------------------- */
     /* y = max(x, 0) */

@@ -3,6 +3,7 @@
 
 #include "model/graph_fused.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,8 +159,32 @@ void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt) {
     g->grad_arena_bytes = plan_grad_arena(g);
 }
 
+/* "graph-<hash>" of what planning depends on: the batch, dtype, layout, the
+ * fusion, and every node's kind, geometry and activation shapes. */
+static void session_name(const tb_graph *g, char *out, size_t len) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int head[4] = {g->max_batch, (int)g->dtype, (int)g->layout, g->fuse_graph};
+    const int *v = head;
+    for (int i = -1; i < g->nnodes; i++) {
+        int node[9];
+        if (i >= 0) {
+            const tb_node *nd = &g->nodes[i];
+            const tb_act *a = &g->acts[nd->out];
+            int tmp[9] = {(int)nd->kind, nd->conv.cin, nd->conv.cout, nd->conv.k, nd->conv.stride, nd->conv.pad,
+                          a->c, a->h, a->w};
+            memcpy(node, tmp, sizeof node);
+            v = node;
+        }
+        for (int k = 0; k < (i < 0 ? 4 : 9); k++) h = (h ^ (uint64_t)(unsigned)v[k]) * 0x100000001b3ULL;
+    }
+    snprintf(out, len, "graph-%016llx", (unsigned long long)h);
+}
+
 void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     const tb_param_table *pt = p->table;
+    char session[32];
+    session_name(g, session, sizeof session);
+    be->plan_session(be, session); /* the plan cache's lock: one process of a node plans this graph */
     if (g->fuse_graph) tb_fused_candidates(g); /* bn_plan reads them (stats_elsewhere) */
     for (int i = 0; i < g->nnodes; i++) { /* reserve sizes first: they are in the plan */
         tb_node *nd = &g->nodes[i];
@@ -212,7 +237,7 @@ void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
         }
     }
     if (g->fuse_graph) tb_fused_plan(g, be, p);
-    be->plan_commit(be);
+    be->plan_session(be, NULL);
 }
 
 void tb_graph_free(tb_graph *g, tb_backend *be) {

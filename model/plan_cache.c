@@ -24,9 +24,9 @@ typedef struct {
 } pc_entry;
 
 struct tb_plan_cache {
-    char dir[PC_PATH], path[PC_PATH + 128], lock_path[PC_PATH + 140];
+    char dir[PC_PATH], path[PC_PATH + 128], lock_path[PC_PATH + 140], session_path[PC_PATH + 220];
     char *key;
-    int lock_fd;    /* the lock's descriptor while held, else -1 */
+    int session_fd; /* the planning session's lock while held, else -1 */
     int no_write;   /* the lock was given up on: plan alone, write nothing */
     int dirty, refs, hits, misses;
     pc_entry *e;
@@ -285,9 +285,10 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Takes the lock: 0, 1 when the wait limit passed, -1 on an error. */
-static int take_lock(tb_plan_cache *c, int say) {
-    int fd = open(c->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+/* Takes the exclusive lock of lock_path into *fd: 0, 1 when the wait
+ * limit passed, -1 on an error. say: one line when it has to wait. */
+static int take_lock(const char *lock_path, const char *file, int say, int *fd_out) {
+    int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
         if (errno != EWOULDBLOCK) {
@@ -297,7 +298,7 @@ static int take_lock(tb_plan_cache *c, int say) {
         const char *env = getenv("TB_PLAN_CACHE_WAIT_S");
         double limit = env && atof(env) > 0 ? atof(env) : 900.0, t0 = now_s();
         if (say) { /* every rank says it: the waiting one is rarely rank 0 */
-            printf("# plan cache: another process is planning into %s; rank %d waits for it\n", c->path,
+            printf("# plan cache: another process is planning into %s; rank %d waits for it\n", file,
                    tb_log_rank() < 0 ? 0 : tb_log_rank());
             fflush(stdout);
         }
@@ -310,15 +311,15 @@ static int take_lock(tb_plan_cache *c, int say) {
             }
         }
     }
-    c->lock_fd = fd;
+    *fd_out = fd;
     return 0;
 }
 
-static void release_lock(tb_plan_cache *c) {
-    if (c->lock_fd < 0) return;
-    flock(c->lock_fd, LOCK_UN);
-    close(c->lock_fd);
-    c->lock_fd = -1;
+static void release_lock(int *fd) {
+    if (*fd < 0) return;
+    flock(*fd, LOCK_UN);
+    close(*fd);
+    *fd = -1;
 }
 
 static int make_dirs(const char *dir) {
@@ -361,22 +362,18 @@ tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t le
     snprintf(c->path, sizeof c->path, "%s/%s", dir, name);
     snprintf(c->lock_path, sizeof c->lock_path, "%s.lock", c->path);
     c->key = dup_str(key, strlen(key));
-    c->lock_fd = -1;
+    c->session_fd = -1;
     c->refs = 1;
-    int lk = take_lock(c, 1);
-    if (lk < 0) {
-        snprintf(msg, len, "plan cache: cannot lock %s (%s); planning without a cache", c->lock_path,
+    int fd = open(c->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* writable here: checked now */
+    if (fd < 0) {
+        snprintf(msg, len, "plan cache: cannot write %s (%s); planning without a cache", c->lock_path,
                  strerror(errno));
         free(c->key);
         free(c);
         return NULL;
     }
-    if (lk > 0) {
-        c->no_write = 1;
-        snprintf(msg, len, "plan cache: %s stayed locked past TB_PLAN_CACHE_WAIT_S; this process plans alone "
-                 "and writes nothing", c->lock_path);
-    }
-    char why[160];
+    close(fd);
+    char why[160]; /* the file is replaced by rename only: read whole without the lock */
     if (read_file(c, 0, why, sizeof why) < 0) {
         snprintf(msg, len, "plan cache: %s is corrupt (%s): rebuilding it", c->path, why);
         c->dirty = 1;
@@ -395,6 +392,24 @@ const char *tb_pc_get(tb_plan_cache *c, const char *entry) {
     else
         c->misses++;
     return e ? e->v : NULL;
+}
+
+void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len) {
+    msg[0] = '\0';
+    if (c->session_fd >= 0 || c->no_write) return;
+    snprintf(c->session_path, sizeof c->session_path, "%s.%.64s.lock", c->path, session);
+    int lk = take_lock(c->session_path, c->path, 1, &c->session_fd);
+    if (lk != 0) {
+        c->no_write = 1;
+        snprintf(msg, len, "plan cache: %s %s; this process plans alone and writes nothing", c->session_path,
+                 lk > 0 ? "stayed locked past TB_PLAN_CACHE_WAIT_S" : "cannot be locked");
+        return;
+    }
+    char why[160];
+    if (read_file(c, 1, why, sizeof why) < 0) { /* what the session before ours wrote */
+        snprintf(msg, len, "plan cache: %s is corrupt (%s): rebuilding it", c->path, why);
+        c->dirty = 1;
+    }
 }
 
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value) {
@@ -418,20 +433,20 @@ void tb_pc_drop(tb_plan_cache *c, const char *entry) {
 int tb_pc_commit(tb_plan_cache *c, char *msg, size_t len) {
     msg[0] = '\0';
     int rc = 0;
-    if (c->dirty && !c->no_write) {
-        if (c->lock_fd < 0) { /* planned after the first commit: merge what others wrote since */
-            int lk = take_lock(c, 0);
-            if (lk != 0) {
-                snprintf(msg, len, "plan cache: cannot lock %s to add entries; they are not kept", c->lock_path);
-                return -1;
-            }
+    if (c->dirty && !c->no_write) { /* merge what other sessions wrote since, under the file's lock */
+        int fd = -1, lk = take_lock(c->lock_path, c->path, 0, &fd);
+        if (lk != 0) {
+            snprintf(msg, len, "plan cache: cannot lock %s to add entries; they are not kept", c->lock_path);
+            rc = -1;
+        } else {
             char why[160];
             (void)read_file(c, 1, why, sizeof why); /* a corrupt file is replaced by ours */
+            rc = write_file(c, msg, len);
+            if (rc == 0) c->dirty = 0;
+            release_lock(&fd);
         }
-        rc = write_file(c, msg, len);
-        if (rc == 0) c->dirty = 0;
     }
-    release_lock(c);
+    release_lock(&c->session_fd);
     return rc;
 }
 

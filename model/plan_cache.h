@@ -24,16 +24,21 @@
  * (tb_pc_drop) and re-planned, again with one line.
  *
  * Writing is atomic: a temporary file in the same directory, fsync,
- * rename, fsync of the directory. Sharing between the processes of a node
- * (the ranks on one machine, and any other run): the first process to
- * open a key takes an exclusive lock (flock on <file>.lock) and holds it
- * until its planning is committed (tb_pc_commit, after the whole graph is
- * planned: before any collective the ranks make together); the others
- * block in tb_pc_open, saying so in one line, and then read what it wrote,
- * so one rank plans and the rest load. A lock held longer than the wait
- * limit (TB_PLAN_CACHE_WAIT_S, default 900 s) is given up on with one line:
- * that process plans alone and does not write. Later entries (a smaller
- * last batch planned lazily) are merged into the file under the lock.
+ * rename, fsync of the directory; readers never see half a file, so
+ * tb_pc_open reads without locking. Sharing between the processes of a
+ * node (the ranks on one machine, and any other run): a planning session
+ * (a model's graph, from its first plan to its commit, before any
+ * collective the ranks make together) takes an exclusive lock named after
+ * what it plans (flock on <file>.<session>.lock) with tb_pc_lock and holds
+ * it until tb_pc_commit; processes planning the same block in tb_pc_lock,
+ * saying so in one line, and then read what the holder wrote, so one rank
+ * plans and the rest load, while processes planning other graphs go on.
+ * Every write merges under a brief lock of the file (<file>.lock). A lock held
+ * longer than the wait limit (TB_PLAN_CACHE_WAIT_S, default 900 s) is
+ * given up on with one line: that process plans alone and writes nothing.
+ * Entries made outside a session (a smaller last batch planned lazily, a
+ * test calling the ops directly) are merged into the file under a brief
+ * lock at the next commit (at the latest tb_pc_close).
  *
  * Within one process, opening the same file twice gives the same cache
  * (reference counted): flock locks of one process on two descriptors
@@ -52,11 +57,15 @@ typedef struct tb_plan_cache tb_plan_cache;
  * $HOME/.cache/trainbench/plans; out gets the path. */
 const char *tb_pc_dir(const char *flag, char *out, size_t len);
 
-/* Opens dir's file for key (creating dir), waiting for another process
- * that holds its lock; NULL (after one line in msg, which is also set on
- * success when something was said: a corrupt file, a wait) when the
- * directory cannot be made or written. */
+/* Opens dir's file for key (creating dir) and reads it; NULL (with one
+ * line in msg, which is also set on success when something was said: a
+ * corrupt file) when the directory cannot be made or written. */
 tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t len);
+/* A planning session begins: takes the lock of session (a short name for
+ * what is planned: a model's graph; waiting, with a line on stdout from
+ * whichever rank waits, while another process plans the same) and reads
+ * what was written since open. msg: a line to say, or "". */
+void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len);
 /* The value of entry `entry`, or NULL. */
 const char *tb_pc_get(tb_plan_cache *c, const char *entry);
 /* Sets (or replaces) an entry; neither string may hold a newline or a tab
@@ -64,8 +73,9 @@ const char *tb_pc_get(tb_plan_cache *c, const char *entry);
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value);
 /* Forgets an entry that did not rebuild (written at the next commit). */
 void tb_pc_drop(tb_plan_cache *c, const char *entry);
-/* Writes the file if anything changed (merging what other processes wrote
- * since under the lock) and releases the lock; 0, or -1 with msg set. */
+/* Writes the file if anything changed (outside a session: merging what
+ * other processes wrote, under a brief lock) and releases the lock; 0, or
+ * -1 with msg set. */
 int tb_pc_commit(tb_plan_cache *c, char *msg, size_t len);
 /* Commits and drops this reference; the last one frees the cache. */
 void tb_pc_close(tb_plan_cache *c);

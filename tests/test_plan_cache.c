@@ -7,9 +7,10 @@
  * TB_PLAN_CACHE_WAIT_S, and hex for serialized plans.
  *
  *   test_plan_cache                  the host checks above
- *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: asks for N
- *                                    entries, plans (20 ms each) the ones it
- *                                    misses, commits, writes DIR/report.RANK
+ *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: opens, takes
+ *                                    the session's lock, asks for N entries,
+ *                                    plans (20 ms each) the ones it misses,
+ *                                    commits, writes DIR/report.RANK
  *   test_plan_cache check DIR R N    after the ranks: exactly one rank planned,
  *                                    every rank saw the same values, the
  *                                    file is whole
@@ -240,7 +241,7 @@ static void test_lock_timeout(void) {
     if (pid == 0) {
         close(pipefd[0]);
         tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
-        (void)o;
+        tb_pc_lock(o, "graph-a", msg, sizeof msg);
         if (write(pipefd[1], "x", 1) != 1) _exit(1);
         sleep(1); /* holds the lock, then dies without committing */
         _exit(0);
@@ -250,7 +251,13 @@ static void test_lock_timeout(void) {
     if (read(pipefd[0], &x, 1) != 1) printf("# the child did not start\n");
     setenv("TB_PLAN_CACHE_WAIT_S", "0.3", 1);
     tb_plan_cache *c = open_say(dir, msg, sizeof msg);
-    TB_CHECK(c && strstr(msg, "stayed locked") && strstr(msg, "writes nothing"),
+    TB_CHECK(c && msg[0] == '\0', "opening reads without the lock (%s)", msg);
+    tb_pc_lock(c, "graph-b", msg, sizeof msg);
+    TB_CHECK(msg[0] == '\0', "another graph's session is not held up by it (%s)", msg);
+    fill(c, 2, "b");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "and commits its entries (%s)", msg);
+    tb_pc_lock(c, "graph-a", msg, sizeof msg);
+    TB_CHECK(strstr(msg, "stayed locked") && strstr(msg, "writes nothing"),
              "a lock held past the wait limit: one line, plan alone (%s)", msg);
     fill(c, 3, "v");
     tb_pc_close(c);
@@ -258,7 +265,8 @@ static void test_lock_timeout(void) {
     int st = 0;
     waitpid(pid, &st, 0); /* its lock goes with it */
     c = open_say(dir, msg, sizeof msg);
-    TB_CHECK(tb_pc_count(c) == 0, "the process that gave up wrote nothing (%d entries)", tb_pc_count(c));
+    TB_CHECK(tb_pc_count(c) == 2, "the session that gave up wrote nothing, the other its 2 entries (%d entries)",
+             tb_pc_count(c));
     tb_pc_close(c);
     rm_dir(dir);
 }
@@ -275,6 +283,7 @@ static int run_rank(const char *dir, int n) {
     char msg[512], path[1100];
     tb_plan_cache *c = tb_pc_open(dir, k_key, msg, sizeof msg);
     if (!c) return 1;
+    tb_pc_lock(c, "graph-a", msg, sizeof msg); /* the session: the first rank plans, the others wait for it */
     snprintf(path, sizeof path, "%s/report.%d", dir, rank);
     FILE *r = fopen(path, "w");
     for (int i = 0; i < n; i++) {

@@ -424,7 +424,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->fconv_backward_filter = cpu_fconv_backward_filter;
     be->fconv_backward_data = cpu_fconv_backward_data;
     be->bn_input_grad = cpu_bn_input_grad;
-    be->plan_commit = cpu_plan_commit;
+    be->plan_session = cpu_plan_session;
 
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;

@@ -37,7 +37,7 @@ void cpu_fconv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) 
     snprintf(buf, len, "cpu: the unfused ops in turn");
 }
 
-void cpu_plan_commit(tb_backend *be) { (void)be; }
+void cpu_plan_session(tb_backend *be, const char *session) { (void)be, (void)session; }
 
 static void fold_check(const char *op, const tb_fconv_args *a) {
     if (!a->pro || !a->pro->scale || !a->pro->bias)

@@ -92,7 +92,7 @@ void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a);
 void cpu_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *a);
 void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a);
 void cpu_bn_input_grad(tb_backend *be, const tb_fconv_args *a);
-void cpu_plan_commit(tb_backend *be);
+void cpu_plan_session(tb_backend *be, const char *session);
 
 /* cpu_eltwise.c */
 void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);

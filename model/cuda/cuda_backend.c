@@ -606,7 +606,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->bn_forward_train = cu_bn_forward_train;
     be->bn_forward_infer = cu_bn_forward_infer;
     be->bn_backward = cu_bn_backward;
-    cu_fused_table(be, opts); /* fconv_* .. plan_commit (fused_ops.c), in backend.h's order */
+    cu_fused_table(be, opts); /* fconv_* .. plan_session (fused_ops.c), in backend.h's order */
     be->relu_forward = cu_relu_forward;
     be->relu_backward = cu_relu_backward;
     be->add_forward = cu_add_forward;

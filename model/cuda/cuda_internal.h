@@ -138,6 +138,7 @@ typedef struct {
     char plan_cache_dir[512];
     struct tb_plan_cache *plan_cache;
     int plan_cache_tried;
+    int pc_hits0, pc_misses0; /* the cache's counts when the current planning began */
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -218,10 +219,11 @@ void cu_pc_conv_drop(cu_state *st, const char *key);
 void cu_pc_conv_keep(cu_state *st, const char *key, int algo, cudnnMathType_t math, size_t ws, float ms, int det);
 void cu_plan_cache_key(const cu_state *st, char *out, size_t len);
 /* The plan cache of this backend's device and options, opened on first use
- * (NULL: --plan-cache off, or it could not be opened: one line), and its
- * commit (the table's plan_commit). */
+ * (NULL: --plan-cache off, or it could not be opened: one line), and the
+ * table's plan_session (lock and re-read at a graph's start, commit at its
+ * end; plans made outside a session are written when the backend goes). */
 struct tb_plan_cache *cu_plan_cache(cu_state *st);
-void cu_plan_commit(tb_backend *be);
+void cu_plan_session(tb_backend *be, const char *session);
 /* fused_ops.c: the fused entries of the table (and the plan cache's
  * directory from opts); fused_plan.c + cuda_plan_cache.c: their teardown. */
 void cu_fused_table(tb_backend *be, const tb_backend_opts *opts);

@@ -61,15 +61,20 @@ tb_plan_cache *cu_plan_cache(cu_state *st) {
     return st->plan_cache;
 }
 
-void cu_plan_commit(tb_backend *be) {
+void cu_plan_session(tb_backend *be, const char *session) {
     cu_state *st = cu_state_of(be);
-    tb_plan_cache *c = st->plan_cache;
+    tb_plan_cache *c = cu_plan_cache(st);
     if (!c) return;
-    int before = tb_pc_count(c);
     char msg[1024];
+    if (session) {
+        st->pc_hits0 = tb_pc_hits(c), st->pc_misses0 = tb_pc_misses(c);
+        tb_pc_lock(c, session, msg, sizeof msg);
+        if (msg[0]) tb_info("# %s", msg);
+        return;
+    }
     if (tb_pc_commit(c, msg, sizeof msg) != 0) tb_warn("%s", msg);
-    tb_info("# plan cache: %d choices found, %d made and written (%d entries)", tb_pc_hits(c), tb_pc_misses(c),
-            before);
+    tb_info("# plan cache: %d choices found, %d made and written (%d entries)", tb_pc_hits(c) - st->pc_hits0,
+            tb_pc_misses(c) - st->pc_misses0, tb_pc_count(c));
 }
 
 void cu_pc_conv_key(char *out, size_t len, const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,

@@ -104,7 +104,7 @@ int cu_fgraph_describe(const cu_fgraph *g, char *buf, size_t len);
 int cu_fgraph_live(const cu_state *st);
 void cu_fgraph_registry_free(cu_state *st);
 
-/* (cu_plan_cache, cu_plan_commit, cu_fused_table, cu_fused_free:
+/* (cu_plan_cache, cu_plan_session, cu_fused_table, cu_fused_free:
  * cuda_internal.h; the test switch tb_cuda_fused_force: cuda_backend.h) */
 #endif
 

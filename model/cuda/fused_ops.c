@@ -452,7 +452,6 @@ static void cu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
                 a->relu, a->y->data);
 }
 
-static void cu_plan_commit_op(tb_backend *be) { cu_plan_commit(be); }
 
 void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
     cu_state *st = cu_state_of(be);
@@ -466,7 +465,7 @@ void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
     be->fconv_backward_filter = cu_fconv_backward_filter;
     be->fconv_backward_data = cu_fconv_backward_data;
     be->bn_input_grad = cu_bn_input_grad;
-    be->plan_commit = cu_plan_commit_op;
+    be->plan_session = cu_plan_session;
 }
 
 void tb_cuda_fused_force(tb_backend *be, unsigned kinds) { cu_state_of(be)->fused_force = kinds; }
