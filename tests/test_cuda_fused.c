@@ -9,7 +9,8 @@
  *                          gradient + ReLU mask + BN weight gradients (dx
  *                          accumulated), bn_apply with a residual and with a
  *                          folded shortcut BN; ResNet-50 shapes (1x1, 3x3,
- *                          3x3/2, the 1x1/2 shortcut, the 4-channel stem) in
+ *                          3x3/2, the 1x1/2 shortcut, the stem with 3 and 4
+ *                          input channels) in
  *                          bf16 and fp16 NHWC, each at its plan's batch and a
  *                          smaller one on the same plan, each twice: on
  *                          cuDNN's fused graphs where they plan (the path is
@@ -155,6 +156,7 @@ static const fcase k_cases[] = {
     {"1x1 64->256, BN prologue", 8, 5, 64, 256, 1, 1, 0, 28, 28, 1},
     {"3x3/2 128->128, BN prologue", 8, 5, 128, 128, 3, 2, 1, 28, 28, 1},
     {"shortcut 1x1/2 256->512", 8, 5, 256, 512, 1, 2, 0, 14, 14, 0},
+    {"stem 7x7/2 3->64 (padded to 4 where that plans)", 8, 5, 3, 64, 7, 2, 3, 56, 56, 0},
     {"stem 7x7/2 4->64", 8, 5, 4, 64, 7, 2, 3, 56, 56, 0},
 };
 

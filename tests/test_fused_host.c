@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "model/fused_desc.h"
 #include "model/graph_fused.h"
@@ -25,6 +26,7 @@
 #include "tests/tb_test.h"
 #ifdef TB_HAVE_CUDA
 #include "model/cuda/fused_cuda.h"
+#include "model/plan_cache.h"
 #endif
 
 /* ---- 1. descriptions of every conv ----------------------------------------------------- */
@@ -252,7 +254,49 @@ static void test_schedule(void) {
     }
 }
 
+#ifdef TB_HAVE_CUDA
+/* The CUDA plan cache's host parts: knob lists as the cache stores them,
+ * and a conv direction's measured row through the cache and back. */
+static void test_cuda_cache_text(void) {
+    int64_t t[16], v[16];
+    TB_CHECK(cu_be_parse_knobs("k1=2,k3=0,k17=-1", t, v, 16) == 3 && t[0] == 1 && v[0] == 2 && t[2] == 17 && v[2] == -1,
+             "knob choices parse");
+    TB_CHECK(cu_be_parse_knobs("", t, v, 16) == 0, "no knobs parse as none");
+    TB_CHECK(cu_be_parse_knobs("k1=2,", t, v, 16) < 0 && cu_be_parse_knobs("k1:2", t, v, 16) < 0 &&
+                 cu_be_parse_knobs("k1=2 k3=0", t, v, 16) < 0 && cu_be_parse_knobs("k1=2,k2=3", t, v, 1) < 0,
+             "malformed knob lists are refused (a trailing comma, no '=', a space, more than room)");
+    char dir[128], msg[512];
+    snprintf(dir, sizeof dir, "/tmp/tb_fused_host_pc_%ld", (long)getpid());
+    cu_state st;
+    memset(&st, 0, sizeof st);
+    st.plan_cache = tb_pc_open(dir, "gpu test; key", msg, sizeof msg);
+    st.plan_cache_tried = 1;
+    TB_CHECK(st.plan_cache != NULL, "a cache for the conv rows (%s)", msg);
+    if (!st.plan_cache) return;
+    tb_conv_geom g = {64, 128, 3, 2, 1};
+    char key[160];
+    cu_pc_conv_key(key, sizeof key, &g, TB_BF16, TB_NHWC, 256, 56, 56, 1);
+    TB_CHECK(strcmp(key, "conv data 64->128 k3 s2 p1 bfloat16 NHWC n256 56x56") == 0, "conv entry key: %s", key);
+    cu_conv_perf row;
+    TB_CHECK(!cu_pc_conv_row(&st, key, &row), "no row before one is kept");
+    cu_pc_conv_keep(&st, key, 4, CUDNN_TENSOR_OP_MATH, 1 << 20, -1.0f, 1);
+    TB_CHECK(!cu_pc_conv_row(&st, key, &row), "an unmeasured (heuristic) choice is not kept");
+    cu_pc_conv_keep(&st, key, 4, CUDNN_TENSOR_OP_MATH, 1 << 20, 0.125f, 1);
+    TB_CHECK(cu_pc_conv_row(&st, key, &row) && row.algo == 4 && row.math == CUDNN_TENSOR_OP_MATH &&
+                 row.memory == 1 << 20 && fabs(row.time - 0.125) < 1e-6 && row.det == CUDNN_DETERMINISTIC &&
+                 row.status == CUDNN_STATUS_SUCCESS,
+             "a measured row comes back as a perf row cu_conv_pick can check");
+    tb_pc_close(st.plan_cache);
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) printf("# could not remove %s\n", dir);
+}
+#endif
+
 int main(void) {
+#ifdef TB_HAVE_CUDA
+    test_cuda_cache_text();
+#endif
     test_descriptions();
     test_planted();
     test_schedule();

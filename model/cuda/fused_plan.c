@@ -332,6 +332,7 @@ void cu_fpack_free(cu_fpack *pk) {
 }
 
 size_t cu_fgraph_ws(const cu_fgraph *g) { return g->ws; }
+float cu_fgraph_ms(const cu_fgraph *g) { return g->ms; }
 
 int cu_fgraph_describe(const cu_fgraph *g, char *buf, size_t len) {
     return snprintf(buf, len, "engine %lld%s [%s] (%.1f MiB%s%s)", g->engine, g->rtc ? " (compiled)" : "", g->knobs,
