@@ -7,9 +7,9 @@
 #include <string.h>
 
 static const char *k_role_names[FD_R_COUNT] = {
-    "x",        "w",        "y",         "dy",        "dw",       "dr",      "scale",  "bias",   "sum",
-    "sqsum",    "gamma",    "beta",      "mean",      "invstd",   "run_mean", "run_var", "next_mean",
-    "next_var", "eq_scale", "eq_bias",   "dgamma",    "dbeta",    "coef_a",  "coef_b", "coef_c"};
+    "x",        "w",       "y",      "dy",    "dw",     "dr",       "scale",   "bias",      "sum",
+    "sqsum",    "gamma",   "beta",   "mean",  "invstd", "run_mean", "run_var", "next_mean", "next_var",
+    "eq_scale", "eq_bias", "dgamma", "dbeta", "coef_a", "coef_b",   "coef_c"};
 
 const char *fd_role_name(int role) { return role >= 0 && role < FD_R_COUNT ? k_role_names[role] : "?"; }
 
@@ -52,8 +52,8 @@ static int fail(char *why, size_t len, const char *fmt, ...) {
 /* ---- building ---------------------------------------------------------------------------- */
 
 /* A tensor [n,c,h,w] with the strides of layout l (NHWC: C innermost). */
-static int add_tensor(fd_graph *gr, const char *name, int role, fd_dtype dt, int64_t n, int64_t c, int64_t h,
-                      int64_t w, tb_layout l) {
+static int add_tensor(fd_graph *gr, const char *name, int role, fd_dtype dt, int64_t n, int64_t c, int64_t h, int64_t w,
+                      tb_layout l) {
     if (gr->nt >= FD_MAX_TENSORS) return -1;
     int i = gr->nt++;
     fd_tensor *t = &gr->t[i];
@@ -114,8 +114,7 @@ static int pointwise(fd_graph *gr, fd_pw_mode mode, int a, int b, int out) {
 
 static int check_problem(const fd_conv_problem *p, char *why, size_t len) {
     const tb_conv_geom *g = &p->g;
-    if (g->cin < 1 || g->cout < 1 || g->k < 1 || g->stride < 1 || g->pad < 0 || p->n < 1 || p->h < 1 ||
-        p->w < 1)
+    if (g->cin < 1 || g->cout < 1 || g->k < 1 || g->stride < 1 || g->pad < 0 || p->n < 1 || p->h < 1 || p->w < 1)
         return fail(why, len, "conv %d->%d k%d s%d p%d at [%d,%d,%d] cannot be a graph", g->cin, g->cout, g->k,
                     g->stride, g->pad, p->n, p->h, p->w);
     if (p->h + 2 * g->pad < g->k || p->w + 2 * g->pad < g->k)
@@ -130,9 +129,9 @@ static void begin(fd_graph *gr, fd_kind kind) {
 }
 
 static void conv_label(fd_graph *gr, const fd_conv_problem *p, const char *tail) {
-    snprintf(gr->label, sizeof gr->label, "%s %d->%d k%d s%d %s %s n=%d %dx%d%s", fd_kind_name(gr->kind),
-             p->g.cin, p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype), tb_layout_name(p->layout), p->n,
-             p->h, p->w, tail);
+    snprintf(gr->label, sizeof gr->label, "%s %d->%d k%d s%d %s %s n=%d %dx%d%s", fd_kind_name(gr->kind), p->g.cin,
+             p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype), tb_layout_name(p->layout), p->n, p->h, p->w,
+             tail);
 }
 
 /* x, w (and, with a prologue, scale and bias and relu(x * scale + bias));
@@ -215,8 +214,8 @@ int fd_build_dgrad_dbn(fd_graph *gr, const fd_conv_problem *p, char *why, size_t
     int x = add_tensor(gr, "x", FD_R_X, io, p->n, g->cin, p->h, p->w, p->layout);
     int t = x < 0 ? -1 : add_virtual(gr, "dgrad", FD_FLOAT, &gr->t[x]);
     int pc[8];
-    static const int roles[8] = {FD_R_MEAN, FD_R_INVSTD, FD_R_GAMMA, FD_R_BETA,
-                                 FD_R_DGAMMA, FD_R_DBETA, FD_R_COEF_A, FD_R_COEF_B};
+    static const int roles[8] = {FD_R_MEAN,   FD_R_INVSTD, FD_R_GAMMA,  FD_R_BETA,
+                                 FD_R_DGAMMA, FD_R_DBETA,  FD_R_COEF_A, FD_R_COEF_B};
     for (int i = 0; i < 8; i++)
         pc[i] = add_tensor(gr, k_role_names[roles[i]], roles[i], FD_FLOAT, 1, g->cin, 1, 1, p->layout);
     int cc = add_tensor(gr, "coef_c", FD_R_COEF_C, FD_FLOAT, 1, g->cin, 1, 1, p->layout);
@@ -249,8 +248,8 @@ int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, doubl
     if (C < 1 || count < 2)
         return fail(why, len, "BN finalize over %d channels of %lld values cannot be a graph", C, (long long)count);
     static const int in_roles[6] = {FD_R_SUM, FD_R_SQSUM, FD_R_GAMMA, FD_R_BETA, FD_R_RUN_MEAN, FD_R_RUN_VAR};
-    static const int out_roles[6] = {FD_R_EQ_SCALE, FD_R_EQ_BIAS, FD_R_MEAN, FD_R_INVSTD, FD_R_NEXT_MEAN,
-                                     FD_R_NEXT_VAR};
+    static const int out_roles[6] = {FD_R_EQ_SCALE, FD_R_EQ_BIAS,   FD_R_MEAN,
+                                     FD_R_INVSTD,   FD_R_NEXT_MEAN, FD_R_NEXT_VAR};
     int in[9], out[6];
     for (int i = 0; i < 6; i++)
         in[i] = add_tensor(gr, k_role_names[in_roles[i]], in_roles[i], FD_FLOAT, 1, C, 1, 1, TB_NHWC);
@@ -295,7 +294,9 @@ static int per_channel(const fd_tensor *t, int64_t C) {
     return t->dim[0] == 1 && t->dim[1] == C && t->dim[2] == 1 && t->dim[3] == 1;
 }
 
-static int is_scalar(const fd_tensor *t) { return t->dim[0] == 1 && t->dim[1] == 1 && t->dim[2] == 1 && t->dim[3] == 1; }
+static int is_scalar(const fd_tensor *t) {
+    return t->dim[0] == 1 && t->dim[1] == 1 && t->dim[2] == 1 && t->dim[3] == 1;
+}
 
 /* conv output size of input side n with kernel k */
 static int64_t conv_out(int64_t n, int64_t k, const fd_op *o) { return (n + 2 * o->pad - k) / o->stride + 1; }
@@ -304,14 +305,19 @@ static int check_conv(const fd_graph *gr, const fd_op *o, char *why, size_t len)
     const fd_tensor *x, *w, *y; /* input image, filter, output image in the forward sense */
     if (o->nin != 2 || o->nout != 1) return fail(why, len, "a convolution takes 2 inputs and makes 1 output");
     if (o->stride < 1 || o->pad < 0) return fail(why, len, "convolution stride %d pad %d", o->stride, o->pad);
-    if (o->kind == FD_OP_CONV_FWD) x = &gr->t[o->in[0]], w = &gr->t[o->in[1]], y = &gr->t[o->out[0]];
-    else if (o->kind == FD_OP_CONV_DGRAD) y = &gr->t[o->in[0]], w = &gr->t[o->in[1]], x = &gr->t[o->out[0]];
-    else x = &gr->t[o->in[0]], y = &gr->t[o->in[1]], w = &gr->t[o->out[0]];
+    if (o->kind == FD_OP_CONV_FWD)
+        x = &gr->t[o->in[0]], w = &gr->t[o->in[1]], y = &gr->t[o->out[0]];
+    else if (o->kind == FD_OP_CONV_DGRAD)
+        y = &gr->t[o->in[0]], w = &gr->t[o->in[1]], x = &gr->t[o->out[0]];
+    else
+        x = &gr->t[o->in[0]], y = &gr->t[o->in[1]], w = &gr->t[o->out[0]];
     if (w->dim[2] != w->dim[3]) return fail(why, len, "filter %s is not square", w->name);
     if (x->dim[1] != w->dim[1] || y->dim[1] != w->dim[0] || x->dim[0] != y->dim[0])
-        return fail(why, len, "convolution %s [%lld,%lld] / %s [%lld,%lld] / %s [%lld,%lld]: channels or batch "
-                    "do not match", x->name, (long long)x->dim[0], (long long)x->dim[1], w->name,
-                    (long long)w->dim[0], (long long)w->dim[1], y->name, (long long)y->dim[0], (long long)y->dim[1]);
+        return fail(why, len,
+                    "convolution %s [%lld,%lld] / %s [%lld,%lld] / %s [%lld,%lld]: channels or batch "
+                    "do not match",
+                    x->name, (long long)x->dim[0], (long long)x->dim[1], w->name, (long long)w->dim[0],
+                    (long long)w->dim[1], y->name, (long long)y->dim[0], (long long)y->dim[1]);
     if (conv_out(x->dim[2], w->dim[2], o) != y->dim[2] || conv_out(x->dim[3], w->dim[3], o) != y->dim[3])
         return fail(why, len, "convolution output %s is %lldx%lld, the geometry gives %lldx%lld", y->name,
                     (long long)y->dim[2], (long long)y->dim[3], (long long)conv_out(x->dim[2], w->dim[2], o),
@@ -331,19 +337,17 @@ static int check_pointwise(const fd_graph *gr, const fd_op *o, char *why, size_t
         const fd_tensor *b = &gr->t[o->in[1]];
         if (bwd ? !same_dims(a, b) : !(same_dims(a, b) || per_channel(b, a->dim[1])))
             return fail(why, len, "pointwise operand %s [%lld,%lld,%lld,%lld] neither matches %s nor is [1,%lld,1,1]",
-                        b->name, (long long)b->dim[0], (long long)b->dim[1], (long long)b->dim[2],
-                        (long long)b->dim[3], a->name, (long long)a->dim[1]);
+                        b->name, (long long)b->dim[0], (long long)b->dim[1], (long long)b->dim[2], (long long)b->dim[3],
+                        a->name, (long long)a->dim[1]);
     }
     return 0;
 }
 
-static int check_channels(const fd_graph *gr, const int *ts, int n, int64_t C, int want_float, char *why,
-                          size_t len) {
+static int check_channels(const fd_graph *gr, const int *ts, int n, int64_t C, int want_float, char *why, size_t len) {
     for (int i = 0; i < n; i++) {
         const fd_tensor *t = &gr->t[ts[i]];
         if (t->by_value) continue;
-        if (!per_channel(t, C))
-            return fail(why, len, "%s must be [1,%lld,1,1] per channel", t->name, (long long)C);
+        if (!per_channel(t, C)) return fail(why, len, "%s must be [1,%lld,1,1] per channel", t->name, (long long)C);
         if (want_float && t->dt != FD_FLOAT) return fail(why, len, "statistic %s must be float", t->name);
     }
     return 0;

@@ -59,16 +59,16 @@ typedef enum {
 
 /* The buffer behind a non-virtual tensor (its uid is role + 1). */
 typedef enum {
-    FD_R_X,        /* conv input, or the folded BN's input (the previous conv's raw output) */
-    FD_R_W,        /* filter */
-    FD_R_Y,        /* conv output */
-    FD_R_DY,       /* gradient of the conv output */
-    FD_R_DW,       /* filter gradient */
-    FD_R_DR,       /* gradient of the folded BN's output before its ReLU (dgrad graph) */
-    FD_R_SCALE,    /* prologue: per-channel scale (gamma * invstd) */
-    FD_R_BIAS,     /* prologue: per-channel bias (beta - mean * gamma * invstd) */
-    FD_R_SUM,      /* per-channel sum of y */
-    FD_R_SQSUM,    /* per-channel sum of y^2 */
+    FD_R_X,     /* conv input, or the folded BN's input (the previous conv's raw output) */
+    FD_R_W,     /* filter */
+    FD_R_Y,     /* conv output */
+    FD_R_DY,    /* gradient of the conv output */
+    FD_R_DW,    /* filter gradient */
+    FD_R_DR,    /* gradient of the folded BN's output before its ReLU (dgrad graph) */
+    FD_R_SCALE, /* prologue: per-channel scale (gamma * invstd) */
+    FD_R_BIAS,  /* prologue: per-channel bias (beta - mean * gamma * invstd) */
+    FD_R_SUM,   /* per-channel sum of y */
+    FD_R_SQSUM, /* per-channel sum of y^2 */
     FD_R_GAMMA,
     FD_R_BETA,
     FD_R_MEAN,     /* saved batch mean */
@@ -81,7 +81,7 @@ typedef enum {
     FD_R_EQ_BIAS,
     FD_R_DGAMMA,
     FD_R_DBETA,
-    FD_R_COEF_A,   /* dx = A * dr + B * x + C */
+    FD_R_COEF_A, /* dx = A * dr + B * x + C */
     FD_R_COEF_B,
     FD_R_COEF_C,
     FD_R_COUNT
@@ -94,22 +94,22 @@ typedef enum {
 #define FD_MAX_IO 9
 
 typedef struct {
-    const char *name;          /* for messages: "x", "scale", "bn(x)" ... */
+    const char *name; /* for messages: "x", "scale", "bn(x)" ... */
     int64_t uid;
     int64_t dim[4], stride[4];
     fd_dtype dt;
-    int virt;                  /* an intermediate that no buffer backs */
-    int by_value;              /* a host scalar, given at execution */
-    double value;              /* by-value: epsilon, momentum, count */
-    int role;                  /* fd_role, or -1 (virtual, by value) */
+    int virt;     /* an intermediate that no buffer backs */
+    int by_value; /* a host scalar, given at execution */
+    double value; /* by-value: epsilon, momentum, count */
+    int role;     /* fd_role, or -1 (virtual, by value) */
 } fd_tensor;
 
 typedef struct {
     fd_op_kind kind;
-    fd_pw_mode mode;           /* FD_OP_POINTWISE */
-    int in[FD_MAX_IO], nin;    /* tensor indices */
+    fd_pw_mode mode;        /* FD_OP_POINTWISE */
+    int in[FD_MAX_IO], nin; /* tensor indices */
     int out[FD_MAX_IO], nout;
-    int stride, pad;           /* convolutions: square, symmetric; dilation 1 */
+    int stride, pad; /* convolutions: square, symmetric; dilation 1 */
 } fd_op;
 
 typedef enum { FD_G_CONV_STATS, FD_G_FINALIZE, FD_G_WGRAD_PRO, FD_G_DGRAD_DBN, FD_G_KINDS } fd_kind;
@@ -120,14 +120,14 @@ typedef struct {
     int nt;
     fd_op op[FD_MAX_OPS];
     int nop;
-    char label[128];           /* "conv+stats 64->64 k3 s1 bf16 NHWC n=256 56x56 pro v0" */
+    char label[128]; /* "conv+stats 64->64 k3 s1 bf16 NHWC n=256 56x56 pro v0" */
 } fd_graph;
 
 /* How the prologue's operands are typed: scale and bias float or in the
  * activation dtype, the virtual intermediates float or the activation dtype. */
 typedef struct {
-    int io_scale_bias;         /* 1: scale and bias in the activation dtype */
-    int io_virtual;            /* 1: virtual tensors in the activation dtype */
+    int io_scale_bias; /* 1: scale and bias in the activation dtype */
+    int io_virtual;    /* 1: virtual tensors in the activation dtype */
 } fd_variant;
 #define FD_VARIANTS 3
 /* The variants in the order the planner tries them: {float, float},
@@ -139,8 +139,8 @@ typedef struct {
     tb_conv_geom g;
     tb_dtype dtype;
     tb_layout layout;
-    int n, h, w;               /* x is [n, cin, h, w] */
-    int prologue;              /* CONV_STATS: x goes through relu(x * scale + bias) first */
+    int n, h, w;  /* x is [n, cin, h, w] */
+    int prologue; /* CONV_STATS: x goes through relu(x * scale + bias) first */
 } fd_conv_problem;
 
 fd_dtype fd_dtype_of(tb_dtype d);
@@ -154,8 +154,7 @@ int fd_build_conv_stats(fd_graph *gr, const fd_conv_problem *p, fd_variant v, ch
 int fd_build_wgrad_pro(fd_graph *gr, const fd_conv_problem *p, fd_variant v, char *why, size_t len);
 int fd_build_dgrad_dbn(fd_graph *gr, const fd_conv_problem *p, char *why, size_t len);
 /* C channels, count values per channel (N*H*W), momentum and eps. */
-int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, char *why,
-                      size_t len);
+int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, char *why, size_t len);
 
 /* The structural checks every graph must pass before it is lowered: unique
  * ids; every tensor used; virtual tensors produced exactly once, before

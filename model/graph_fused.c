@@ -80,7 +80,11 @@ void tb_fused_summary(const tb_graph *g, char *buf, size_t len) {
 
 static tb_bn_fold fold_of(const tb_node *b, const tb_graph_params *p) {
     const tb_param *it = p->table->items;
-    tb_bn_fold f = {b->fscale, b->fbias, b->save_mean, b->save_invstd, p->params + it[b->param].offset,
+    tb_bn_fold f = {b->fscale,
+                    b->fbias,
+                    b->save_mean,
+                    b->save_invstd,
+                    p->params + it[b->param].offset,
                     p->params + it[b->param + 1].offset};
     return f;
 }
@@ -90,17 +94,27 @@ static void finalize_args(tb_graph *g, const tb_graph_params *p, const tb_node *
     tb_tensor x, z, y;
     tb_bn_args ba;
     tb_graph_bn_args(g, b, p, n, &x, &z, &y, &ba);
-    tb_bn_finalize_args f = {x.c,          (double)n * x.h * x.w, b->fsum,         b->fsqsum,
-                             ba.gamma,     ba.beta,               ba.running_mean, ba.running_var,
-                             ba.save_mean, ba.save_invstd,        b->fscale,       b->fbias,
-                             ba.momentum,  ba.eps};
+    tb_bn_finalize_args f = {x.c,
+                             (double)n * x.h * x.w,
+                             b->fsum,
+                             b->fsqsum,
+                             ba.gamma,
+                             ba.beta,
+                             ba.running_mean,
+                             ba.running_var,
+                             ba.save_mean,
+                             ba.save_invstd,
+                             b->fscale,
+                             b->fbias,
+                             ba.momentum,
+                             ba.eps};
     *fa = f;
 }
 
 /* The buffers of conv node ci's fused op for a batch of n (pro: through
  * the BN folded into it): x, w, y, dy, dw, dx, dr, xp in t[]. */
-static void fconv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int pro, tb_bn_fold *f,
-                       tb_tensor t[8], tb_fconv_args *a) {
+static void fconv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int pro, tb_bn_fold *f, tb_tensor t[8],
+                       tb_fconv_args *a) {
     const tb_node *c = &g->nodes[ci], *b = pro ? &g->nodes[c->fpro] : NULL, *bo = NULL;
     if (c->fpeer >= 0 && g->nodes[c->fpeer].fmode != TB_BNF_UNFUSED) bo = &g->nodes[c->fpeer];
     memset(a, 0, sizeof *a);
@@ -148,8 +162,7 @@ static const char *missing_name(unsigned bits) {
 
 /* Conv node ci's fused plan; moves its folded input BN to APPLY and its
  * statistics BN to UNFUSED where the backend cannot run them. */
-static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int ci, fallback *down,
-                      fallback *off) {
+static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int ci, fallback *down, fallback *off) {
     tb_node *c = &g->nodes[ci];
     int bo = c->fpeer >= 0 && g->nodes[c->fpeer].fmode != TB_BNF_UNFUSED ? c->fpeer : -1;
     if (c->fpro >= 0 && g->nodes[c->fpro].fmode != TB_BNF_FOLD) c->fpro = -1; /* its statistics failed */

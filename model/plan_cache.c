@@ -55,8 +55,7 @@ void tb_pc_file_name(const char *key, char *out, size_t len) {
     const char *g = strstr(key, "gpu ");
     size_t k = 0;
     for (const char *s = g ? g + 4 : key; *s && *s != ';' && k + 1 < sizeof pre; s++)
-        pre[k++] = (char)((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ? *s
-                                                                                                            : '_');
+        pre[k++] = (char)((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ? *s : '_');
     pre[k] = '\0';
     snprintf(out, len, "%s-%016llx.plans", pre[0] ? pre : "plans",
              (unsigned long long)tb_pc_fnv1a(key, strlen(key), 0));
@@ -68,9 +67,7 @@ void tb_pc_hex(const unsigned char *in, size_t n, char *out) {
     out[2 * n] = '\0';
 }
 
-static int nibble(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
+static int nibble(char c) { return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1; }
 
 long tb_pc_unhex(const char *in, unsigned char *out, size_t cap) {
     size_t n = strlen(in);
@@ -229,8 +226,7 @@ static int read_file(tb_plan_cache *c, int merge, char *why, size_t len) {
         if (strncmp(line, "e ", 2) == 0) {
             char *tab = strchr(line + 2, '\t');
             *tab = '\0';
-            if (!(merge && (find(c, line + 2) || was_dropped(c, line + 2))))
-                set(c, line + 2, tab + 1, strlen(tab + 1));
+            if (!(merge && (find(c, line + 2) || was_dropped(c, line + 2)))) set(c, line + 2, tab + 1, strlen(tab + 1));
         }
         line = nl + 1;
     }
@@ -366,8 +362,7 @@ tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t le
     c->refs = 1;
     int fd = open(c->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* writable here: checked now */
     if (fd < 0) {
-        snprintf(msg, len, "plan cache: cannot write %s (%s); planning without a cache", c->lock_path,
-                 strerror(errno));
+        snprintf(msg, len, "plan cache: cannot write %s (%s); planning without a cache", c->lock_path, strerror(errno));
         free(c->key);
         free(c);
         return NULL;

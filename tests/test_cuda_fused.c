@@ -55,8 +55,8 @@ static tb_rng g_rng;
 /* ---- tensors: host float NCHW values, moved with the backend's convert --------------------------- */
 
 typedef struct {
-    float *h;        /* [n,c,h,w] float32 NCHW, representable in the dtype */
-    tb_tensor c, g;  /* CPU float32 NCHW copy; GPU copy in dtype and layout */
+    float *h;       /* [n,c,h,w] float32 NCHW, representable in the dtype */
+    tb_tensor c, g; /* CPU float32 NCHW copy; GPU copy in dtype and layout */
 } twin;
 
 static float round_dt(tb_dtype dt, float v) {
@@ -163,7 +163,7 @@ static const fcase k_cases[] = {
 typedef struct {
     const char *name;
     tb_dtype dt;
-    double tol;  /* 16-bit outputs */
+    double tol; /* 16-bit outputs */
 } fprec;
 
 static const fprec k_precs[] = {{"bf16 NHWC", TB_BF16, 1.5e-2}, {"fp16 NHWC", TB_F16, 6e-3}};
@@ -210,10 +210,20 @@ typedef struct {
 
 /* fa for backend dev (0 CPU, 1 GPU) from b */
 static tb_bn_finalize_args fin_args(bufs *b, int dev, int C, double count) {
-    tb_bn_finalize_args f = {C, count, dev ? b->sum.g : b->sum.c, dev ? b->sqsum.g : b->sqsum.c,
-                             dev ? b->g_o.g : b->g_o.c, dev ? b->b_o.g : b->b_o.c, dev ? b->rm.g : b->rm.c,
-                             dev ? b->rv.g : b->rv.c, dev ? b->sm.g : b->sm.c, dev ? b->si.g : b->si.c,
-                             dev ? b->sc_o.g : b->sc_o.c, dev ? b->bi_o.g : b->bi_o.c, 0.1, 1e-5};
+    tb_bn_finalize_args f = {C,
+                             count,
+                             dev ? b->sum.g : b->sum.c,
+                             dev ? b->sqsum.g : b->sqsum.c,
+                             dev ? b->g_o.g : b->g_o.c,
+                             dev ? b->b_o.g : b->b_o.c,
+                             dev ? b->rm.g : b->rm.c,
+                             dev ? b->rv.g : b->rv.c,
+                             dev ? b->sm.g : b->sm.c,
+                             dev ? b->si.g : b->si.c,
+                             dev ? b->sc_o.g : b->sc_o.c,
+                             dev ? b->bi_o.g : b->bi_o.c,
+                             0.1,
+                             1e-5};
     return f;
 }
 
@@ -223,11 +233,12 @@ static void run_ops(const fcase *fc, const fprec *pr, bufs *b, void *gplan, int 
     tb_tensor T[2][8]; /* per device: x, w, y, dy, dw, dx, dr, xp at batch n */
     twin *tw[8] = {&b->x, &b->w, &b->y, &b->dy, &b->dw, &b->dx, &b->dr, &b->xp};
     for (int d = 0; d < 2; d++)
-        for (int i = 0; i < 8; i++) T[d][i] = i == 1 || i == 4 ? (d ? tw[i]->g : tw[i]->c) : at_n(d ? tw[i]->g : tw[i]->c, n);
+        for (int i = 0; i < 8; i++)
+            T[d][i] = i == 1 || i == 4 ? (d ? tw[i]->g : tw[i]->c) : at_n(d ? tw[i]->g : tw[i]->c, n);
     tb_bn_fold f[2];
     tb_fconv_args a[2];
     for (int d = 0; d < 2; d++) {
-        tb_bn_fold fd = {d ? b->scale.g : b->scale.c, d ? b->bias.g : b->bias.c, d ? b->mean.g : b->mean.c,
+        tb_bn_fold fd = {d ? b->scale.g : b->scale.c,   d ? b->bias.g : b->bias.c,   d ? b->mean.g : b->mean.c,
                          d ? b->invstd.g : b->invstd.c, d ? b->gamma.g : b->gamma.c, d ? b->beta.g : b->beta.c};
         f[d] = fd;
         memset(&a[d], 0, sizeof a[d]);
@@ -319,16 +330,18 @@ static void make_bufs(const fcase *fc, const fprec *pr, bufs *b) {
     float *o = malloc(4 * (size_t)cout * sizeof *o);
     for (int c = 0; c < cout; c++)
         o[c] = (float)(0.5 + tb_rng_uniform(&g_rng)), o[cout + c] = (float)(tb_rng_uniform(&g_rng) - 0.5),
-        o[2 * cout + c] = (float)(0.2 * tb_rng_uniform(&g_rng)), o[3 * cout + c] = (float)(0.5 + tb_rng_uniform(&g_rng));
-    b->g_o = mkv(cout, o), b->b_o = mkv(cout, o + cout), b->rm = mkv(cout, o + 2 * cout), b->rv = mkv(cout, o + 3 * cout);
+        o[2 * cout + c] = (float)(0.2 * tb_rng_uniform(&g_rng)),
+        o[3 * cout + c] = (float)(0.5 + tb_rng_uniform(&g_rng));
+    b->g_o = mkv(cout, o), b->b_o = mkv(cout, o + cout), b->rm = mkv(cout, o + 2 * cout),
+    b->rv = mkv(cout, o + 3 * cout);
     b->sm = mkv(cout, NULL), b->si = mkv(cout, NULL), b->sc_o = mkv(cout, NULL), b->bi_o = mkv(cout, NULL);
     free(m), free(xv), free(wv), free(zero), free(o);
 }
 
 static void free_bufs(bufs *b) {
     twin *t[8] = {&b->x, &b->w, &b->y, &b->dy, &b->dw, &b->dx, &b->dr, &b->xp};
-    vec *v[18] = {&b->sum, &b->sqsum, &b->mean, &b->invstd, &b->gamma, &b->beta, &b->scale, &b->bias, &b->dgamma,
-                  &b->dbeta, &b->g_o, &b->b_o, &b->rm, &b->rv, &b->sm, &b->si, &b->sc_o, &b->bi_o};
+    vec *v[18] = {&b->sum,   &b->sqsum, &b->mean, &b->invstd, &b->gamma, &b->beta, &b->scale, &b->bias, &b->dgamma,
+                  &b->dbeta, &b->g_o,   &b->b_o,  &b->rm,     &b->rv,    &b->sm,   &b->si,    &b->sc_o, &b->bi_o};
     for (int i = 0; i < 8; i++) drop(t[i]);
     for (int i = 0; i < 18; i++) dropv(v[i]);
 }
@@ -379,15 +392,18 @@ static void test_apply(int pi) {
         vec s = mkv(C, v), bb = mkv(C, v + C), zs = mkv(C, v + 2 * C), zb = mkv(C, v + 3 * C);
         for (int mode = 0; mode < 3; mode++)
             for (int relu = 0; relu < 2; relu++) {
-                tb_bn_apply_args a0 = {&x.c, s.c, bb.c, mode ? &z.c : NULL, mode == 2 ? zs.c : NULL,
-                                       mode == 2 ? zb.c : NULL, relu, &y.c};
-                tb_bn_apply_args a1 = {&x.g, s.g, bb.g, mode ? &z.g : NULL, mode == 2 ? zs.g : NULL,
-                                       mode == 2 ? zb.g : NULL, relu, &y.g};
+                tb_bn_apply_args a0 = {
+                    &x.c, s.c, bb.c, mode ? &z.c : NULL, mode == 2 ? zs.c : NULL, mode == 2 ? zb.c : NULL, relu, &y.c};
+                tb_bn_apply_args a1 = {
+                    &x.g, s.g, bb.g, mode ? &z.g : NULL, mode == 2 ? zs.g : NULL, mode == 2 ? zb.g : NULL, relu, &y.g};
                 g_cpu->bn_apply(g_cpu, &a0);
                 g_gpu->bn_apply(g_gpu, &a1);
                 char what[160];
                 snprintf(what, sizeof what, "%s bn_apply C=%d %s%s", pr->name, C,
-                         mode == 0 ? "x*s+b" : mode == 1 ? "x*s+b+z" : "x*s+b+z*zs+zb", relu ? " relu" : "");
+                         mode == 0   ? "x*s+b"
+                         : mode == 1 ? "x*s+b+z"
+                                     : "x*s+b+z*zs+zb",
+                         relu ? " relu" : "");
                 cmp_t(what, &y, pr->tol);
             }
         drop(&x), drop(&z), drop(&y);
@@ -412,7 +428,7 @@ static void test_planted(void) {
 
 typedef struct {
     float loss;
-    float *g;      /* every trainable gradient, state_dict order */
+    float *g; /* every trainable gradient, state_dict order */
     char lines[512];
 } step_res;
 
@@ -432,7 +448,8 @@ static void one_step(tb_precision prec, int fuse, const float *x, const int32_t 
     o->loss = tb_model_read_loss(m);
     o->g = malloc(m->pt.n_train * sizeof(float));
     for (int i = 0; i < m->pt.count; i++)
-        if (tb_param_store_of(m->pt.items[i].role) == TB_STORE_TRAIN) tb_model_get_grad(m, i, o->g + m->pt.items[i].offset);
+        if (tb_param_store_of(m->pt.items[i].role) == TB_STORE_TRAIN)
+            tb_model_get_grad(m, i, o->g + m->pt.items[i].offset);
     int c[4];
     tb_fused_count(&m->g, 1, c);
     snprintf(o->lines, sizeof o->lines, "%d folded, %d into the block end, %d applied, %d unfused", c[2], c[3], c[1],
@@ -468,7 +485,8 @@ static void test_step(void) {
         tb_precision p;
         const char *name;
         double loss_tol, rel_tol, cos_min;
-    } k[3] = {{TB_PREC_FP32, "fp32 NHWC", 1e-4, 1e-2, 0.999}, {TB_PREC_BF16, "bf16 NHWC", 3e-2, 1e9, 0.9},
+    } k[3] = {{TB_PREC_FP32, "fp32 NHWC", 1e-4, 1e-2, 0.999},
+              {TB_PREC_BF16, "bf16 NHWC", 3e-2, 1e9, 0.9},
               {TB_PREC_FP16, "fp16 NHWC", 3e-2, 1e9, 0.9}};
     int n = 64, hw = 64;
     float *x = malloc((size_t)n * 3 * hw * hw * sizeof *x);

@@ -95,10 +95,10 @@ static void test_descriptions(void) {
         if (nd->kind == TB_NODE_BN) {
             bns++;
             for (int b = 0; b < 2; b++)
-                one_graph(&dc, &gr,
-                          fd_build_finalize(&gr, in->c, (int64_t)batches[b] * in->h * in->w, 0.1, 1e-5, why,
-                                            sizeof why) == 0,
-                          why);
+                one_graph(
+                    &dc, &gr,
+                    fd_build_finalize(&gr, in->c, (int64_t)batches[b] * in->h * in->w, 0.1, 1e-5, why, sizeof why) == 0,
+                    why);
         }
         if (nd->kind != TB_NODE_CONV) continue;
         convs++;
@@ -107,8 +107,7 @@ static void test_descriptions(void) {
                 fd_conv_problem p = {nd->conv, precs[pi].dt, precs[pi].l, batches[b], in->h, in->w, 0};
                 for (int v = 0; v < FD_VARIANTS; v++) {
                     for (p.prologue = 0; p.prologue < 2; p.prologue++)
-                        one_graph(&dc, &gr, fd_build_conv_stats(&gr, &p, fd_variant_nth(v), why, sizeof why) == 0,
-                                  why);
+                        one_graph(&dc, &gr, fd_build_conv_stats(&gr, &p, fd_variant_nth(v), why, sizeof why) == 0, why);
                     one_graph(&dc, &gr, fd_build_wgrad_pro(&gr, &p, fd_variant_nth(v), why, sizeof why) == 0, why);
                 }
                 one_graph(&dc, &gr, fd_build_dgrad_dbn(&gr, &p, why, sizeof why) == 0, why);
@@ -150,7 +149,8 @@ static void test_planted(void) {
     fd_conv_problem p = {{64, 64, 3, 1, 1}, TB_BF16, TB_NHWC, 8, 14, 14, 1};
     fd_graph base, gr;
     char why[256];
-    TB_CHECK(fd_build_conv_stats(&base, &p, fd_variant_nth(0), why, sizeof why) == 0 && fd_check(&base, why, sizeof why) == 0,
+    TB_CHECK(fd_build_conv_stats(&base, &p, fd_variant_nth(0), why, sizeof why) == 0 &&
+                 fd_check(&base, why, sizeof why) == 0,
              "the unplanted conv+stats graph passes (%s)", why);
     gr = base;
     gr.t[find_role(&gr, FD_R_X)].stride[2] += 1;

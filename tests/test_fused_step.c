@@ -36,11 +36,11 @@
 
 /* ---- 4 and 5. fallbacks and the fused step on the CPU --------------------------------------- */
 
-static tb_backend g_inner;     /* the CPU backend's own table */
-static unsigned g_refuse;      /* TB_FCONV_* bits the wrapped backend says it cannot run */
-static int g_refuse_pro_only;  /* ... only for convs with a BN folded into them */
-static int g_refuse_cin;       /* ... only for convs with this many input channels (0: all) */
-static int g_plant;            /* the finalize's momentum doubled */
+static tb_backend g_inner;    /* the CPU backend's own table */
+static unsigned g_refuse;     /* TB_FCONV_* bits the wrapped backend says it cannot run */
+static int g_refuse_pro_only; /* ... only for convs with a BN folded into them */
+static int g_refuse_cin;      /* ... only for convs with this many input channels (0: all) */
+static int g_plant;           /* the finalize's momentum doubled */
 
 static void *w_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got) {
     void *p = g_inner.fconv_plan(be, a, want, got);
@@ -58,7 +58,7 @@ typedef struct {
     float loss;
     float *grads, *state, *params; /* every trainable gradient, running statistic, updated weight */
     size_t ng, ns;
-    char lines[2048];              /* what planning printed */
+    char lines[2048]; /* what planning printed */
     int counts[4];
 } step_out;
 
@@ -222,7 +222,12 @@ static void test_steps(void) {
         {"no fused filter gradient", TB_FCONV_WGRAD, 1, 0, 0, {0, 17, 0, 3}, "no filter gradient with the BN"},
         {"no prologue in the forward", TB_FCONV_FWD, 1, 0, 0, {0, 17, 0, 3}, "no conv + statistics with the BN"},
         {"no conv + statistics at all", TB_FCONV_FWD, 0, 0, 0, {20, 0, 0, 0}, "20 BatchNorms unfused"},
-        {"no conv + statistics for 128-channel inputs", TB_FCONV_FWD, 0, 128, 1, {5, 9, 5, 1},
+        {"no conv + statistics for 128-channel inputs",
+         TB_FCONV_FWD,
+         0,
+         128,
+         1,
+         {5, 9, 5, 1},
          "1 shortcut BatchNorm applied instead of folded into the block end"},
     };
     if (FP64) run_step(be, "resnet18", TB_FUSE_BN, 2, 32, 2, &un);

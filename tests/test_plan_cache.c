@@ -71,8 +71,8 @@ static void test_names(void) {
     snprintf(other, sizeof other, "%s", k_key);
     other[strlen(other) - 1] = '1'; /* det 1: another file */
     tb_pc_file_name(other, c, sizeof c);
-    TB_CHECK(strcmp(a, b) == 0 && strcmp(a, c) != 0, "file names: a key has one name, another key another (%s, %s)",
-             a, c);
+    TB_CHECK(strcmp(a, b) == 0 && strcmp(a, c) != 0, "file names: a key has one name, another key another (%s, %s)", a,
+             c);
     TB_CHECK(strncmp(a, "NVIDIA_H200-", 12) == 0 && strstr(a, ".plans"), "file name %s: GPU prefix, .plans", a);
     char d[256];
     TB_CHECK(tb_pc_dir("off", d, sizeof d) == NULL, "--plan-cache off: no cache");
@@ -318,8 +318,10 @@ static int check_ranks(const char *dir, int ranks, int n) {
         if (k > 0) planners++;
         total += k;
         if (pl) *pl = '\0';
-        if (!first) first = strdup(s);
-        else TB_CHECK(strcmp(first, s) == 0, "rank %d saw the same values as rank 0", r);
+        if (!first)
+            first = strdup(s);
+        else
+            TB_CHECK(strcmp(first, s) == 0, "rank %d saw the same values as rank 0", r);
         free(s);
     }
     TB_CHECK(planners == 1 && total == n, "%d ranks: one planned (%d planners, %d entries planned of %d)", ranks,

@@ -130,7 +130,7 @@ void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
     const int C = a->x->c, N = a->x->n, relu = a->relu;
     const size_t HW = (size_t)a->x->h * a->x->w;
     const tb_real *x = a->x->data, *z = a->z ? (const tb_real *)a->z->data : NULL; /* [N,C,H,W] */
-    tb_real *y = a->y->data;                                                     /* [N,C,H,W] */
+    tb_real *y = a->y->data;                                                       /* [N,C,H,W] */
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int c = 0; c < C; c++) {
         const tb_real s = a->scale[c], b = a->bias[c];

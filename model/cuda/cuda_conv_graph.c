@@ -129,11 +129,13 @@ static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cu_err *err) 
     cu_cgraph_tensors(r->g, r->layout, r->n, r->h, r->w, t);
     cudnnDataType_t dt = cu_cudnn_dtype(r->dtype);
     for (int i = 0; i < 3; i++) {
-        cudnnStatus_t s = cu_be_tensor(&c->t[i], t[i].dim, t[i].stride, dt, UID_X + i, (int64_t)c->align[i], 0, 0, err);
+        cudnnStatus_t s =
+            cu_be_tensor(&c->t[i], t[i].dim, t[i].stride, dt, UID_X + i, (int64_t)c->align[i], 0, 0, err);
         if (s != CUDNN_STATUS_SUCCESS) return s;
     }
     cudnnStatus_t s = cu_be_conv_desc(r->g->stride, r->g->pad, &c->conv, err);
-    if (s == CUDNN_STATUS_SUCCESS) s = cu_be_conv_op((int)r->dir, r->beta, c->conv, c->t[0], c->t[1], c->t[2], &c->op, err);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cu_be_conv_op((int)r->dir, r->beta, c->conv, c->t[0], c->t[1], c->t[2], &c->op, err);
     return s;
 }
 
@@ -200,8 +202,8 @@ static void say(const cu_cgraph_req *r, const char *why, cudnnStatus_t s) {
 static void cache_key(const cu_cgraph_req *r, const cu_cgraph *c, char *key, size_t len) {
     static const char *dir[3] = {"fwd", "data", "filter"};
     snprintf(key, len, "cgraph %s b%g %d->%d k%d s%d p%d %s %s n%d %dx%d a%u,%u,%u m%d", dir[r->dir], (double)r->beta,
-             r->g->cin, r->g->cout, r->g->k, r->g->stride, r->g->pad, tb_dtype_name(r->dtype), tb_layout_name(r->layout),
-             r->n, r->h, r->w, c->align[0], c->align[1], c->align[2], r->measure != 0);
+             r->g->cin, r->g->cout, r->g->k, r->g->stride, r->g->pad, tb_dtype_name(r->dtype),
+             tb_layout_name(r->layout), r->n, r->h, r->w, c->align[0], c->align[1], c->align[2], r->measure != 0);
 }
 
 /* The cached engine of r rebuilt on c's graph and checked like a fresh one:
@@ -219,8 +221,9 @@ static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
     if (sscanf(v, "engine %lld knobs %63s ws %zu ms %f", &engine, knobs, &ws, &ms) == 4) {
         if (strcmp(knobs, "-") == 0) knobs[0] = '\0';
         s = cu_be_cfg_from(c->graph, engine, knobs, &c->cfg);
-        if (s == CUDNN_STATUS_SUCCESS && cu_be_engine_check(c->cfg, r->dtype, r->tf32, r->deterministic, 0, &idx, NULL, NULL))
-            s = CUDNN_STATUS_NOT_SUPPORTED;
+        if (s == CUDNN_STATUS_SUCCESS &&
+            cu_be_engine_check(c->cfg, r->dtype, r->tf32, r->deterministic, 0, &idx, NULL, NULL))
+            s = CUDNN_STATUS_NOT_SUPPORTED; /* its notes no longer pass */
         if (s == CUDNN_STATUS_SUCCESS) s = cu_be_make_plan(st->cudnn, c->cfg, &c->plan, &c->ws);
     }
     if (s != CUDNN_STATUS_SUCCESS || c->ws > st->ws_limit) {

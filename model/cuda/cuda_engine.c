@@ -39,13 +39,13 @@ cudnnStatus_t cu_be_set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t 
     return s;
 }
 
-#define TRY(call, reason)                                                                             \
-    do {                                                                                              \
-        cudnnStatus_t s_ = (call);                                                                    \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
-            if (err && !err->why) err->why = (reason), err->s = s_;                                   \
-            return s_;                                                                                \
-        }                                                                                             \
+#define TRY(call, reason)                                                                                              \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (call);                                                                                     \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            if (err && !err->why) err->why = (reason), err->s = s_;                                                    \
+            return s_;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 cudnnStatus_t cu_be_tensor(cudnnBackendDescriptor_t *d, const int64_t dim[4], const int64_t stride[4],
@@ -88,9 +88,10 @@ cudnnStatus_t cu_be_conv_desc(int stride, int pad, cudnnBackendDescriptor_t *d, 
     return CUDNN_STATUS_SUCCESS;
 }
 
-static const cudnnBackendDescriptorType_t k_conv_op[3] = {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-                                                          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-                                                          CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+static const cudnnBackendDescriptorType_t k_conv_op[3] = {
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
 /* per direction: alpha, beta, conv desc, then the X, W, Y roles */
 static const cudnnBackendAttributeName_t k_conv_attr[3][6] = {
     {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
@@ -135,8 +136,8 @@ cudnnStatus_t cu_be_op_graph(cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int
     return s;
 }
 
-void cu_be_heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int max, cudnnBackendDescriptor_t *cfgs,
-                      int *n, int cap, cu_err *err) {
+void cu_be_heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int max,
+                      cudnnBackendDescriptor_t *cfgs, int *n, int cap, cu_err *err) {
     cudnnBackendDescriptor_t heur = NULL;
     int64_t count = 0, got = 0;
     cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
@@ -209,7 +210,8 @@ const char *cu_be_engine_check(cudnnBackendDescriptor_t cfg, tb_dtype dt, int tf
     return why;
 }
 
-cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan, size_t *ws) {
+cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
+                              size_t *ws) {
     int64_t n = 0, bytes = 0;
     cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
     if (s == CUDNN_STATUS_SUCCESS)

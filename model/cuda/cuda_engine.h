@@ -51,8 +51,8 @@ cudnnStatus_t cu_be_op_graph(cudnnHandle_t h, cudnnBackendDescriptor_t *ops, int
 
 /* Up to max engine configs of mode for the finalized graph, appended to
  * cfgs[*n..cap). */
-void cu_be_heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int max, cudnnBackendDescriptor_t *cfgs,
-                      int *n, int cap, cu_err *err);
+void cu_be_heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode, int max,
+                      cudnnBackendDescriptor_t *cfgs, int *n, int cap, cu_err *err);
 
 /* What the precision rules say about the engine of cfg (cu_cgraph_reject;
  * allow_rtc: an engine compiled at run time is acceptable): NULL when it
@@ -61,7 +61,8 @@ const char *cu_be_engine_check(cudnnBackendDescriptor_t cfg, tb_dtype dt, int tf
                                long long *index, int *rtc, cu_err *err);
 
 /* A finalized plan of cfg on handle h and its workspace bytes. */
-cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan, size_t *ws);
+cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
+                              size_t *ws);
 
 /* A finalized variant pack of n (uid, pointer) pairs and the workspace. */
 cudnnStatus_t cu_be_make_pack(cudnnBackendDescriptor_t *pack, int n, const int64_t *uids, void *const *ptrs, void *ws);

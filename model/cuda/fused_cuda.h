@@ -76,9 +76,9 @@ cudnnDataType_t cu_fd_dtype(fd_dtype d);
 typedef struct cu_fgraph cu_fgraph;
 typedef struct {
     const fd_graph *desc;
-    void *const *ptr;          /* [FD_R_COUNT] the buffers by role: alignment, timing */
-    int measure;               /* time the candidates on ptr (overwrites the outputs) */
-    void *tws;                 /* workspace for the timing runs */
+    void *const *ptr; /* [FD_R_COUNT] the buffers by role: alignment, timing */
+    int measure;      /* time the candidates on ptr (overwrites the outputs) */
+    void *tws;        /* workspace for the timing runs */
     size_t tws_bytes;
 } cu_fgraph_req;
 /* The graph's plan, shared by every request of the same problem (the

@@ -117,8 +117,7 @@ __global__ void finalize_k(int C, double count, const float *sum, const float *s
     bias[c] = (float)(beta[c] - mean * s);
 }
 
-template <typename T>
-__global__ void to_dtype_k(int C, const float *scale, const float *bias, T *out) {
+template <typename T> __global__ void to_dtype_k(int C, const float *scale, const float *bias, T *out) {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c < C) out[c] = cu_to<T>(scale[c]), out[C + c] = cu_to<T>(bias[c]);
 }
@@ -172,8 +171,7 @@ __global__ void sums_comb_k(const double *part, int slices, int C, float *sum, f
 }
 
 /* dst [pixels][cout] = src [pixels][cin] then zeros (NHWC activations, OHWI filters) */
-template <typename T>
-__global__ void pad_ch_k(const T *src, T *dst, size_t pixels, int cin, int cout) {
+template <typename T> __global__ void pad_ch_k(const T *src, T *dst, size_t pixels, int cin, int cout) {
     CU_FOR(i, pixels * (size_t)cout) {
         size_t px = i / (size_t)cout;
         int c = (int)(i % (size_t)cout);
@@ -196,11 +194,11 @@ static void apply_launch(cudaStream_t st, const cu_fk_shape *s, const void *x, c
     size_t n = (size_t)s->N * s->C * s->H * s->W, HW = (size_t)s->H * s->W;
     if (fk_vec_ok(s, x, y, z ? z : x)) {
         size_t nv = n / (16 / sizeof(T));
-        apply_vec_k<T><<<cu_blocks(nv), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu,
-                                                              (T *)y, nv, s->C);
+        apply_vec_k<T>
+            <<<cu_blocks(nv), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu, (T *)y, nv, s->C);
     } else {
         apply_k<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu, (T *)y, n,
-                                                         s->C, HW, s->layout == TB_NHWC);
+                                                        s->C, HW, s->layout == TB_NHWC);
     }
 }
 
@@ -213,10 +211,10 @@ static void bn_dx_launch(cudaStream_t st, const cu_fk_shape *s, const void *dr, 
     if (fk_vec_ok(s, dr, x, dx)) {
         size_t nv = n / (16 / sizeof(T));
         bn_dx_vec_k<T><<<cu_blocks(nv), CU_THREADS, 0, st>>>((const T *)dr, (const T *)x, mean, invstd, gamma, dgamma,
-                                                              dbeta, inv_m, (T *)dx, acc, nv, s->C);
+                                                             dbeta, inv_m, (T *)dx, acc, nv, s->C);
     } else {
         bn_dx_k<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)dr, (const T *)x, mean, invstd, gamma, dgamma, dbeta,
-                                                         inv_m, (T *)dx, acc, n, s->C, HW, s->layout == TB_NHWC);
+                                                        inv_m, (T *)dx, acc, n, s->C, HW, s->layout == TB_NHWC);
     }
 }
 
@@ -230,11 +228,10 @@ static int fk_slices(const cu_fk_shape *s) {
     return rows < 256 ? (int)rows : 256;
 }
 
-template <typename T>
-static void sums_launch(cudaStream_t st, const cu_fk_shape *s, const void *y, double *part) {
+template <typename T> static void sums_launch(cudaStream_t st, const cu_fk_shape *s, const void *y, double *part) {
     size_t rows = (size_t)s->N * s->H * s->W;
     sums_part_k<T><<<fk_slices(s), 256, 0, st>>>((const T *)y, part, rows, s->C, (size_t)s->H * s->W,
-                                                  s->layout == TB_NHWC, fk_slices(s));
+                                                 s->layout == TB_NHWC, fk_slices(s));
 }
 
 template <typename T>
@@ -242,7 +239,7 @@ static void dbn_launch(cudaStream_t st, const cu_fk_shape *s, void *dr, const vo
                        const float *mean, const float *invstd, double *part) {
     size_t rows = (size_t)s->N * s->H * s->W;
     dbn_part_k<T><<<fk_slices(s), 256, 0, st>>>((T *)dr, (const T *)x, (const T *)xp, mean, invstd, part, rows, s->C,
-                                                 (size_t)s->H * s->W, s->layout == TB_NHWC, fk_slices(s));
+                                                (size_t)s->H * s->W, s->layout == TB_NHWC, fk_slices(s));
 }
 
 extern "C" void cu_fk_dbn(cudaStream_t st, const cu_fk_shape *s, void *dr, const void *x, const void *xp,
@@ -265,9 +262,8 @@ extern "C" void cu_fk_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, 
     TB_CUDA_CHECK_LAUNCH("fused stem: input channels padded");
 }
 
-extern "C" void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale,
-                            const float *bias, const void *z, const float *zscale, const float *zbias, int relu,
-                            void *y) {
+extern "C" void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,
+                            const void *z, const float *zscale, const float *zbias, int relu, void *y) {
     if (!s->N || !s->C || !s->H || !s->W) return;
     CU_DISPATCH(s->dtype, apply_launch, st, s, x, scale, bias, z, zscale, zbias, relu, y);
     TB_CUDA_CHECK_LAUNCH("bn_apply");

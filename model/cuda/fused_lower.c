@@ -15,13 +15,13 @@
 
 #include "model/cuda/fused_cuda.h"
 
-#define TRY(call, reason)                                                                             \
-    do {                                                                                              \
-        cudnnStatus_t s_ = (call);                                                                    \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
-            if (!err->why) err->why = (reason), err->s = s_;                                          \
-            return s_;                                                                                \
-        }                                                                                             \
+#define TRY(call, reason)                                                                                              \
+    do {                                                                                                               \
+        cudnnStatus_t s_ = (call);                                                                                     \
+        if (s_ != CUDNN_STATUS_SUCCESS) {                                                                              \
+            if (!err->why) err->why = (reason), err->s = s_;                                                           \
+            return s_;                                                                                                 \
+        }                                                                                                              \
     } while (0)
 
 cudnnDataType_t cu_fd_dtype(fd_dtype d) {
@@ -34,8 +34,8 @@ cudnnDataType_t cu_fd_dtype(fd_dtype d) {
     }
 }
 
-static cudnnStatus_t set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
-                              cudnnBackendDescriptor_t v, cu_err *err) {
+static cudnnStatus_t set_desc(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnBackendDescriptor_t v,
+                              cu_err *err) {
     TRY(cudnnBackendSetAttribute(d, name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &v), "an operation's tensor");
     return CUDNN_STATUS_SUCCESS;
 }
@@ -109,16 +109,21 @@ static cudnnStatus_t lower_genstats(const fd_op *o, cu_fd_lowered *lw, int k, cu
 }
 
 static cudnnStatus_t lower_finalize(const fd_op *o, cu_fd_lowered *lw, int k, cu_err *err) {
-    static const cudnnBackendAttributeName_t in[9] = {
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SUM_DESC,          CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC,          CUDNN_ATTR_OPERATION_BN_FINALIZE_BIAS_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_MEAN_DESC, CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC,        CUDNN_ATTR_OPERATION_BN_FINALIZE_EXP_AVERATE_FACTOR_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC};
-    static const cudnnBackendAttributeName_t out[6] = {
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC,          CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_MEAN_DESC,        CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_INV_STD_DESC,
-        CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC, CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_VAR_DESC};
+    static const cudnnBackendAttributeName_t in[9] = {CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SUM_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_Y_SQ_SUM_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_SCALE_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_BIAS_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_MEAN_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_PREV_RUNNING_VAR_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_EPSILON_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_EXP_AVERATE_FACTOR_DESC,
+                                                      CUDNN_ATTR_OPERATION_BN_FINALIZE_ACCUM_COUNT_DESC};
+    static const cudnnBackendAttributeName_t out[6] = {CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_SCALE_DESC,
+                                                       CUDNN_ATTR_OPERATION_BN_FINALIZE_EQ_BIAS_DESC,
+                                                       CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_MEAN_DESC,
+                                                       CUDNN_ATTR_OPERATION_BN_FINALIZE_SAVED_INV_STD_DESC,
+                                                       CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_MEAN_DESC,
+                                                       CUDNN_ATTR_OPERATION_BN_FINALIZE_UPDATED_RUNNING_VAR_DESC};
     cudnnBnFinalizeStatsMode_t mode = CUDNN_BN_FINALIZE_STATISTICS_TRAINING;
     TRY(cu_be_create(CUDNN_BACKEND_OPERATION_BN_FINALIZE_STATISTICS_DESCRIPTOR, &lw->op[k]), "creating BN_FINALIZE");
     cudnnBackendDescriptor_t op = lw->op[k];
@@ -159,7 +164,8 @@ static cudnnStatus_t lower_conv(const fd_op *o, cu_fd_lowered *lw, int k, cu_err
     if (s != CUDNN_STATUS_SUCCESS) return s;
     cudnnBackendDescriptor_t *t = lw->t;
     switch (o->kind) {
-    case FD_OP_CONV_FWD: return cu_be_conv_op(0, 0.0f, lw->aux[k], t[o->in[0]], t[o->in[1]], t[o->out[0]], &lw->op[k], err);
+    case FD_OP_CONV_FWD:
+        return cu_be_conv_op(0, 0.0f, lw->aux[k], t[o->in[0]], t[o->in[1]], t[o->out[0]], &lw->op[k], err);
     case FD_OP_CONV_DGRAD:
         return cu_be_conv_op(1, 0.0f, lw->aux[k], t[o->out[0]], t[o->in[1]], t[o->in[0]], &lw->op[k], err);
     default: return cu_be_conv_op(2, 0.0f, lw->aux[k], t[o->in[0]], t[o->out[0]], t[o->in[1]], &lw->op[k], err);

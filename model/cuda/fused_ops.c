@@ -40,7 +40,7 @@ typedef struct {
     int variant[FD_G_KINDS];
     cu_fpack pk[FD_G_KINDS];
     int fin_tried;
-    int pad4;                 /* CONV_STATS reads x and w padded from 3 to 4 channels */
+    int pad4; /* CONV_STATS reads x and w padded from 3 to 4 channels */
 } fentry;
 
 typedef struct {
@@ -50,12 +50,12 @@ typedef struct {
     int h, w, max_n, pro;
     unsigned got;
     void *conv_plan;
-    void *bufs[FD_R_COUNT];  /* the largest batch's buffers by role (timing other batch sizes) */
-    tb_tensor xp;            /* where the composition writes pro(x) */
-    void *sb_io;             /* [2][cin] the prologue's scale and bias in the activation dtype */
-    float *scratch;          /* [2][cout] finalize's next running stats, [3][cin] dgrad's coefficients */
-    int fin_own;             /* the finalize graph disagreed with the own kernel: never use it */
-    void *xpad, *wpad;       /* the stem's input and filter padded to 4 channels (pad4 entries) */
+    void *bufs[FD_R_COUNT]; /* the largest batch's buffers by role (timing other batch sizes) */
+    tb_tensor xp;           /* where the composition writes pro(x) */
+    void *sb_io;            /* [2][cin] the prologue's scale and bias in the activation dtype */
+    float *scratch;         /* [2][cout] finalize's next running stats, [3][cin] dgrad's coefficients */
+    int fin_own;            /* the finalize graph disagreed with the own kernel: never use it */
+    void *xpad, *wpad;      /* the stem's input and filter padded to 4 channels (pad4 entries) */
     fentry *e;
     int ne, cap;
 } fplan;
@@ -97,7 +97,7 @@ static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, int measure,
     for (int v = 0; v < variants; v++) {
         fd_graph d;
         fd_conv_problem q = problem(p, e->n, p->pro);
-        int rc = k == FD_G_CONV_STATS   ? fd_build_conv_stats(&d, &q, fd_variant_nth(v), why, sizeof why)
+        int rc = k == FD_G_CONV_STATS  ? fd_build_conv_stats(&d, &q, fd_variant_nth(v), why, sizeof why)
                  : k == FD_G_WGRAD_PRO ? fd_build_wgrad_pro(&d, &q, fd_variant_nth(v), why, sizeof why)
                                        : fd_build_dgrad_dbn(&d, &q, why, sizeof why);
         if (rc == 0 && fd_check(&d, why, sizeof why) != 0) rc = -1;
@@ -181,13 +181,15 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
     }
     /* the check: 12 [C] vectors of synthetic inputs and both results */
     int C = fa->C;
-    float *h = calloc((size_t)22 * C, sizeof *h), *dev = cu_malloc(st, (size_t)22 * C * sizeof *dev, "the finalize check");
+    float *h = calloc((size_t)22 * C, sizeof *h),
+          *dev = cu_malloc(st, (size_t)22 * C * sizeof *dev, "the finalize check");
     if (!h) TB_FATAL("out of host memory");
     for (int c = 0; c < C; c++) {
         double mean = 0.5 + 0.01 * (c % 97) - 0.3 * (c % 3), var = 0.2 + 0.003 * (c % 89);
         h[c] = (float)(fa->count * mean), h[C + c] = (float)(fa->count * (mean * mean + var));
         h[2 * C + c] = 1.0f + 0.01f * (float)(c % 13), h[3 * C + c] = 0.05f * (float)(c % 7) - 0.1f;
-        h[4 * C + c] = h[14 * C + c] = 0.1f * (float)(c % 5), h[5 * C + c] = h[15 * C + c] = 0.5f + 0.1f * (float)(c % 4);
+        h[4 * C + c] = h[14 * C + c] = 0.1f * (float)(c % 5),
+                  h[5 * C + c] = h[15 * C + c] = 0.5f + 0.1f * (float)(c % 4);
     }
     TB_CUDA_CHECK(cudaMemcpy(dev, h, (size_t)22 * C * sizeof *h, cudaMemcpyHostToDevice));
     float *D = dev;
@@ -267,7 +269,8 @@ static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want
     cu_check(a->x, op, "x");
     cu_check(a->w, op, "w");
     cu_check(a->y, op, "y");
-    if (a->pro && (!a->xp || !a->dr || !a->dx || !a->conv_plan)) TB_FATAL("cuda %s: a prologue needs xp, dr, dx and the conv plan", op);
+    if (a->pro && (!a->xp || !a->dr || !a->dx || !a->conv_plan))
+        TB_FATAL("cuda %s: a prologue needs xp, dr, dx and the conv plan", op);
     fplan *p = calloc(1, sizeof *p);
     if (!p) TB_FATAL("out of host memory");
     p->g = *a->g, p->dt = a->x->dtype, p->l = a->x->layout;
@@ -434,7 +437,8 @@ static void cu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_ar
     const char *op = "fconv_backward_data";
     fplan *p = plan;
     call_check(p, a, op);
-    if (!a->pro || !a->dr || !a->dgamma || !a->dbeta) TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dgamma, dbeta", op);
+    if (!a->pro || !a->dr || !a->dgamma || !a->dbeta)
+        TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dgamma, dbeta", op);
     cu_check(a->dr, op, "dr");
     cu_check_same(a->x, a->dr, op, "x", "dr");
     fentry *e = entry_for(be, p, a->x->n, 0);
@@ -455,7 +459,8 @@ static void cu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_ar
 
 static void cu_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
     const char *op = "bn_input_grad";
-    if (!a->pro || !a->dr || !a->dx || !a->dgamma || !a->dbeta) TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dx, dgamma, dbeta", op);
+    if (!a->pro || !a->dr || !a->dx || !a->dgamma || !a->dbeta)
+        TB_FATAL("cuda %s: needs the folded BatchNorm, dr, dx, dgamma, dbeta", op);
     cu_check(a->x, op, "x");
     cu_check(a->dx, op, "dx");
     cu_check_same(a->x, a->dx, op, "x", "dx");
@@ -472,7 +477,8 @@ static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args
     cu_state *st = cu_state_of(be);
     int hw = ((p->h + 2 * p->g.pad - p->g.k) / p->g.stride + 1) * ((p->w + 2 * p->g.pad - p->g.k) / p->g.stride + 1);
     int n = (int)(a->count / hw);
-    if (a->C != p->g.cout || (double)n * hw != a->count) TB_FATAL("cuda bn_finalize: C %d, count %.0f do not fit the plan", a->C, a->count);
+    if (a->C != p->g.cout || (double)n * hw != a->count)
+        TB_FATAL("cuda bn_finalize: C %d, count %.0f do not fit the plan", a->C, a->count);
     fentry *e = entry_for(be, p, n, 0);
     if (!e->fin_tried) plan_finalize(be, p, e, a);
     if (e->g[FD_G_FINALIZE]) {
@@ -507,7 +513,6 @@ static void cu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
     cu_fk_apply(cu_stream(be), &s, a->x->data, a->scale, a->bias, a->z ? a->z->data : NULL, a->zscale, a->zbias,
                 a->relu, a->y->data);
 }
-
 
 void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
     cu_state *st = cu_state_of(be);

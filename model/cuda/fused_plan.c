@@ -45,13 +45,13 @@ struct cu_fgraph {
     cudnnBackendDescriptor_t graph, plan;
     int nuids;
     int64_t uids[FG_UIDS];
-    int roles[FG_UIDS];        /* the buffer's role, or -1: a by-value scalar */
-    void *scalar[FG_UIDS];     /* by-value: its host value */
+    int roles[FG_UIDS];    /* the buffer's role, or -1: a by-value scalar */
+    void *scalar[FG_UIDS]; /* by-value: its host value */
     float fval[FG_UIDS];
     int64_t ival[FG_UIDS];
     uint32_t align[FD_R_COUNT];
     size_t ws;
-    float ms;                  /* measured, or -1 */
+    float ms; /* measured, or -1 */
     long long engine;
     int rtc, cached;
     char knobs[96];
@@ -231,7 +231,8 @@ static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype 
         size_t ws = 0;
         cudnnStatus_t s = cu_be_make_plan(st->cudnn, cfgs[i], &plan, &ws);
         if (s != CUDNN_STATUS_SUCCESS || ws > st->ws_limit || (r->measure && ws > r->tws_bytes)) {
-            last = s != CUDNN_STATUS_SUCCESS ? "no engine's plan finalized" : "every engine needs more workspace than the limit";
+            last = s != CUDNN_STATUS_SUCCESS ? "no engine's plan finalized"
+                                             : "every engine needs more workspace than the limit";
             last_s = s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_NOT_SUPPORTED;
             cu_be_destroy(&plan);
             continue;
