@@ -118,13 +118,7 @@ void cpu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a) {
 
 void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
     const char *op = "bn_apply";
-    cpu_check(a->x, op, "x");
-    cpu_check(a->y, op, "y");
-    cpu_check_same_shape(a->x, a->y, op, "x", "y");
-    if (a->z) {
-        cpu_check(a->z, op, "z");
-        cpu_check_same_shape(a->x, a->z, op, "x", "z");
-    }
+    cpu_check_xyz(op, a->x, a->y, a->z);
     if ((a->zscale != NULL) != (a->zbias != NULL) || (a->zscale && !a->z))
         TB_FATAL("cpu %s: zscale and zbias go together, with z", op);
     const int C = a->x->c, N = a->x->n, relu = a->relu;

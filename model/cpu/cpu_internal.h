@@ -75,7 +75,8 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                               const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
                               int accumulate);
 
-/* cpu_bn.c */
+/* cpu_bn.c (and x, y, z of a BN op: float32 NCHW of one shape, z optional) */
+void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cpu_bn_plan_free(tb_backend *be, void *plan);
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);

@@ -48,7 +48,7 @@
 #include "src/core/log.h"
 
 #define CG_CANDIDATES 8 /* plans finalized and timed per direction */
-#define CG_HEUR_MAX 32  /* engine configs taken from each heuristics mode */
+#define CG_HEUR_MAX CU_BE_HEUR_MAX /* engine configs taken from each heuristics mode */
 #define CG_REPS 3       /* timed runs per plan, after one untimed */
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
@@ -257,78 +257,21 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     const void *p[3] = {r->bx, r->bw, r->by};
     for (int i = 0; i < 3; i++) c->align[i] = align16(p[i]);
-    cudnnBackendDescriptor_t cfgs[2 * CG_HEUR_MAX];
-    int ncfg = 0, tried = 0;
-    const char *last_skip = NULL;
-    cudnnStatus_t skip_s = CUDNN_STATUS_NOT_SUPPORTED;
-
     if (make_op(c, r, &err) != CUDNN_STATUS_SUCCESS) goto fail;
     if (cu_be_op_graph(st->cudnn, &c->op, 1, &c->graph, &err) != CUDNN_STATUS_SUCCESS) goto fail;
     if (from_cache(st, c, r)) return c;
-    cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_A, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
-    cu_be_heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, CG_HEUR_MAX, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
-    if (ncfg == 0) {
-        if (!err.why) err.why = "the heuristics offer no engine", err.s = CUDNN_STATUS_NOT_SUPPORTED;
-        goto fail;
-    }
-    err.why = NULL; /* one mode answering is enough */
-    for (int i = 0; i < ncfg && tried < CG_CANDIDATES; i++) {
-        long long engine = -1;
-        const char *why = cu_be_engine_check(cfgs[i], r->dtype, r->tf32, r->deterministic, 0, &engine, NULL, &err);
-        if (why) {
-            last_skip = why;
-            continue;
-        }
-        cudnnBackendDescriptor_t plan = NULL, pack = NULL;
-        size_t ws = 0;
-        cudnnStatus_t s = cu_be_make_plan(st->cudnn, cfgs[i], &plan, &ws);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            last_skip = "no engine's plan finalized", skip_s = s;
-            continue;
-        }
-        if (ws > st->ws_limit || (r->measure && ws > r->tws_bytes)) {
-            last_skip = "every engine needs more workspace than the limit", skip_s = CUDNN_STATUS_NOT_SUPPORTED;
-            destroy(&plan);
-            continue;
-        }
-        tried++;
-        float ms = -1.0f;
-        if (r->measure) {
-            s = make_pack(&pack, p, r->tws);
-            if (s == CUDNN_STATUS_SUCCESS) ms = cu_be_time_plan(st->cudnn, st->stream, plan, pack, CG_REPS, &s);
-            destroy(&pack);
-            if (s != CUDNN_STATUS_SUCCESS || ms < 0) {
-                last_skip = "no engine ran", skip_s = s;
-                destroy(&plan);
-                continue;
-            }
-        }
-        if (c->plan && !(ms < c->ms)) { /* slower than the one kept */
-            destroy(&plan);
-            continue;
-        }
-        destroy(&c->plan);
-        destroy(&c->cfg);
-        c->plan = plan;
-        c->cfg = cfgs[i];
-        cfgs[i] = NULL;
-        c->ws = ws;
-        c->ms = ms;
-        c->engine = engine;
-        if (!r->measure) break; /* the heuristics' first that passes */
-    }
-    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
-    ncfg = 0;
-    if (!c->plan) {
-        if (err.why) goto fail; /* an engine could not be read: say that */
-        err.why = last_skip ? last_skip : "no engine passed", err.s = skip_s;
-        goto fail;
-    }
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
+    cu_be_search_req q = {r->dtype, r->tf32, r->deterministic, 0, st->ws_limit, CG_HEUR_MAX, CG_CANDIDATES, CG_REPS,
+                          r->measure, 3, uids, ptrs, r->tws, r->tws_bytes};
+    cu_be_pick pick;
+    cu_be_search(st->cudnn, st->stream, c->graph, &q, &pick, &err);
+    if (!pick.plan) goto fail;
+    c->plan = pick.plan, c->cfg = pick.cfg, c->ws = pick.ws, c->ms = pick.ms, c->engine = pick.engine;
     knobs_of(c);
     to_cache(st, c, r);
     return c;
 fail:
-    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
     say(r, err.why, err.s);
     cu_cgraph_free(c);
     return NULL;

@@ -210,15 +210,10 @@ const char *cu_be_engine_check(cudnnBackendDescriptor_t cfg, tb_dtype dt, int tf
     return why;
 }
 
-cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
-                              size_t *ws) {
+/* A plan whose attributes are set (s: how that went): finalized, and its
+ * workspace bytes; destroyed on any failure. */
+static cudnnStatus_t finish_plan(cudnnStatus_t s, cudnnBackendDescriptor_t *plan, size_t *ws) {
     int64_t n = 0, bytes = 0;
-    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                     &cfg);
     if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
@@ -226,6 +221,17 @@ cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cud
     if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(plan);
     *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
     return s;
+}
+
+cudnnStatus_t cu_be_make_plan(cudnnHandle_t h, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
+                              size_t *ws) {
+    cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+                                     &cfg);
+    return finish_plan(s, plan, ws);
 }
 
 cudnnStatus_t cu_be_make_pack(cudnnBackendDescriptor_t *pack, int n, const int64_t *uids, void *const *ptrs, void *ws) {
@@ -373,7 +379,6 @@ unsigned char *cu_be_plan_blob(cudnnBackendDescriptor_t plan, size_t *len) {
 
 cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, size_t len,
                                    cudnnBackendDescriptor_t *plan, size_t *ws) {
-    int64_t n = 0, bytes = 0;
     cudnnStatus_t s = cu_be_create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
     /* the order cudnn-frontend's loadFromJson uses: the serialization, then the handle */
     if (s == CUDNN_STATUS_SUCCESS)
@@ -381,11 +386,76 @@ cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, s
                                      (int64_t)len, blob);
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes);
-    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
-    if (s != CUDNN_STATUS_SUCCESS) cu_be_destroy(plan);
-    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
-    return s;
+    return finish_plan(s, plan, ws);
+}
+
+/* One candidate config: its plan if its notes pass, it finalizes, its
+ * workspace fits and (measured) it runs; NULL with the reason otherwise. */
+static cudnnBackendDescriptor_t try_config(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t cfg,
+                                           const cu_be_search_req *q, cu_be_pick *c, const char **why,
+                                           cudnnStatus_t *ws_s, cu_err *err) {
+    cudnnBackendDescriptor_t plan = NULL, pack = NULL;
+    *why = cu_be_engine_check(cfg, q->dt, q->tf32, q->deterministic, q->allow_rtc, &c->engine, &c->rtc, err);
+    if (*why) return NULL;
+    cudnnStatus_t s = cu_be_make_plan(h, cfg, &plan, &c->ws);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        *why = "no engine's plan finalized", *ws_s = s;
+        return NULL;
+    }
+    if (c->ws > q->ws_limit || (q->measure && c->ws > q->tws_bytes)) {
+        *why = "every engine needs more workspace than the limit", *ws_s = CUDNN_STATUS_NOT_SUPPORTED;
+        cu_be_destroy(&plan);
+        return NULL;
+    }
+    c->ms = -1.0f;
+    if (q->measure) {
+        s = cu_be_make_pack(&pack, q->nuids, q->uids, q->ptrs, q->tws);
+        if (s == CUDNN_STATUS_SUCCESS) c->ms = cu_be_time_plan(h, st, plan, pack, q->reps, &s);
+        cu_be_destroy(&pack);
+        if (s != CUDNN_STATUS_SUCCESS || c->ms < 0) {
+            *why = "no engine ran", *ws_s = s;
+            cu_be_destroy(&plan);
+            return NULL;
+        }
+    }
+    return plan;
+}
+
+void cu_be_search(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t graph, const cu_be_search_req *q,
+                  cu_be_pick *out, cu_err *err) {
+    cudnnBackendDescriptor_t cfgs[2 * CU_BE_HEUR_MAX];
+    int ncfg = 0, tried = 0, heur = q->heur_max < CU_BE_HEUR_MAX ? q->heur_max : CU_BE_HEUR_MAX;
+    const char *last = NULL;
+    cudnnStatus_t last_s = CUDNN_STATUS_NOT_SUPPORTED;
+    memset(out, 0, sizeof *out);
+    out->ms = -1.0f, out->engine = -1;
+    cu_be_heuristics(graph, CUDNN_HEUR_MODE_A, heur, cfgs, &ncfg, 2 * CU_BE_HEUR_MAX, err);
+    cu_be_heuristics(graph, CUDNN_HEUR_MODE_FALLBACK, heur, cfgs, &ncfg, 2 * CU_BE_HEUR_MAX, err);
+    if (ncfg == 0) {
+        if (!err->why) err->why = "the heuristics offer no engine", err->s = CUDNN_STATUS_NOT_SUPPORTED;
+        return;
+    }
+    err->why = NULL; /* one mode answering is enough */
+    for (int i = 0; i < ncfg && tried < q->candidates; i++) {
+        cu_be_pick c = {NULL, NULL, 0, -1.0f, -1, 0};
+        const char *why = NULL;
+        cudnnBackendDescriptor_t plan = try_config(h, st, cfgs[i], q, &c, &why, &last_s, err);
+        if (!plan) {
+            last = why;
+            continue;
+        }
+        tried++;
+        if (out->plan && !(c.ms < out->ms)) { /* slower than the one kept */
+            cu_be_destroy(&plan);
+            continue;
+        }
+        cu_be_destroy(&out->plan);
+        cu_be_destroy(&out->cfg);
+        c.plan = plan, c.cfg = cfgs[i];
+        cfgs[i] = NULL;
+        *out = c;
+        if (!q->measure) break; /* the heuristics' first that passes */
+    }
+    for (int i = 0; i < ncfg; i++) cu_be_destroy(&cfgs[i]);
+    if (!out->plan && !err->why) err->why = last ? last : "no engine passed", err->s = last_s;
 }

@@ -90,6 +90,37 @@ unsigned char *cu_be_plan_blob(cudnnBackendDescriptor_t plan, size_t *len);
 cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, size_t len,
                                    cudnnBackendDescriptor_t *plan, size_t *ws);
 
+/* The search both graph users run: engine configs from heuristics mode A
+ * then FALLBACK (heur_max each), each kept when its notes keep the
+ * precision (cu_be_engine_check), its plan finalizes and its workspace
+ * fits ws_limit (and tws_bytes when measured); measured: the first
+ * `candidates` of those run once and are timed over `reps` runs on the
+ * variant pack (uids, ptrs, tws) on stream s, the fastest kept; else the
+ * first. out->plan NULL when none passes (err: why). The caller owns
+ * out->plan and out->cfg. */
+#define CU_BE_HEUR_MAX 32
+typedef struct {
+    tb_dtype dt;
+    int tf32, deterministic, allow_rtc;
+    size_t ws_limit;
+    int heur_max, candidates, reps;
+    int measure;
+    int nuids;
+    const int64_t *uids;
+    void *const *ptrs;
+    void *tws;
+    size_t tws_bytes;
+} cu_be_search_req;
+typedef struct {
+    cudnnBackendDescriptor_t plan, cfg;
+    size_t ws;
+    float ms;
+    long long engine;
+    int rtc;
+} cu_be_pick;
+void cu_be_search(cudnnHandle_t h, cudaStream_t s, cudnnBackendDescriptor_t graph, const cu_be_search_req *q,
+                  cu_be_pick *out, cu_err *err);
+
 /* Parses "k<type>=<value>,..." into at most max pairs; returns how many,
  * or -1 for text that is not that form. Pure host logic (tests). */
 int cu_be_parse_knobs(const char *knobs, int64_t *types, int64_t *values, int max);

@@ -286,7 +286,8 @@ const char *cu_cgraph_reject(const int *num, int nnum, const int *beh, int nbeh,
  * either was not measured (--no-autotune: the graph API's heuristics). */
 int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms);
 
-/* cuda_bn.c */
+/* cuda_bn.c (and x, y, z of a BN op: one shape, dtype and layout, z optional) */
+void cu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cu_bn_plan_free(tb_backend *be, void *plan);
 void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);

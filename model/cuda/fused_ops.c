@@ -500,13 +500,7 @@ static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args
 
 static void cu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
     const char *op = "bn_apply";
-    cu_check(a->x, op, "x");
-    cu_check(a->y, op, "y");
-    cu_check_same(a->x, a->y, op, "x", "y");
-    if (a->z) {
-        cu_check(a->z, op, "z");
-        cu_check_same(a->x, a->z, op, "x", "z");
-    }
+    cu_check_xyz(op, a->x, a->y, a->z);
     if ((a->zscale != NULL) != (a->zbias != NULL) || (a->zscale && !a->z))
         TB_FATAL("cuda %s: zscale and zbias go together, with z", op);
     cu_fk_shape s = shape_of(a->x);

@@ -204,63 +204,19 @@ static void to_cache(cu_state *st, cu_fgraph *g) {
     free(blob);
 }
 
-/* Heuristics, notes, plans, timing: the kept plan in g, or a reason in err. */
+/* Heuristics, notes, plans, timing (cu_be_search): the kept plan in g, or a
+ * reason in err. */
 static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype dt, cu_err *err) {
-    cudnnBackendDescriptor_t cfgs[2 * FG_HEUR_MAX], best_cfg = NULL;
-    int ncfg = 0, tried = 0;
-    const char *last = NULL;
-    cudnnStatus_t last_s = CUDNN_STATUS_NOT_SUPPORTED;
-    cu_be_heuristics(g->graph, CUDNN_HEUR_MODE_A, FG_HEUR_MAX, cfgs, &ncfg, 2 * FG_HEUR_MAX, err);
-    cu_be_heuristics(g->graph, CUDNN_HEUR_MODE_FALLBACK, FG_HEUR_MAX, cfgs, &ncfg, 2 * FG_HEUR_MAX, err);
-    if (ncfg == 0) {
-        if (!err->why) err->why = "the heuristics offer no engine", err->s = CUDNN_STATUS_NOT_SUPPORTED;
-        return;
-    }
-    err->why = NULL; /* one mode answering is enough */
     void *p[FG_UIDS];
     if (r->measure) gather(g, r->ptr, p);
-    for (int i = 0; i < ncfg && tried < FG_CANDIDATES; i++) {
-        long long engine = -1;
-        int rtc = 0;
-        const char *why = cu_be_engine_check(cfgs[i], dt, st->tf32, st->deterministic, 1, &engine, &rtc, err);
-        if (why) {
-            last = why;
-            continue;
-        }
-        cudnnBackendDescriptor_t plan = NULL, pack = NULL;
-        size_t ws = 0;
-        cudnnStatus_t s = cu_be_make_plan(st->cudnn, cfgs[i], &plan, &ws);
-        if (s != CUDNN_STATUS_SUCCESS || ws > st->ws_limit || (r->measure && ws > r->tws_bytes)) {
-            last = s != CUDNN_STATUS_SUCCESS ? "no engine's plan finalized"
-                                             : "every engine needs more workspace than the limit";
-            last_s = s != CUDNN_STATUS_SUCCESS ? s : CUDNN_STATUS_NOT_SUPPORTED;
-            cu_be_destroy(&plan);
-            continue;
-        }
-        tried++;
-        float ms = -1.0f;
-        if (r->measure) {
-            s = cu_be_make_pack(&pack, g->nuids, g->uids, p, r->tws);
-            if (s == CUDNN_STATUS_SUCCESS) ms = cu_be_time_plan(st->cudnn, st->stream, plan, pack, FG_REPS, &s);
-            cu_be_destroy(&pack);
-            if (s != CUDNN_STATUS_SUCCESS || ms < 0) {
-                last = "no engine ran", last_s = s;
-                cu_be_destroy(&plan);
-                continue;
-            }
-        }
-        if (g->plan && !(ms < g->ms)) {
-            cu_be_destroy(&plan);
-            continue;
-        }
-        cu_be_destroy(&g->plan);
-        g->plan = plan, g->ws = ws, g->ms = ms, g->engine = engine, g->rtc = rtc;
-        best_cfg = cfgs[i];
-        if (!r->measure) break;
-    }
-    if (g->plan) cu_be_knobs(best_cfg, g->knobs, sizeof g->knobs);
-    for (int i = 0; i < ncfg; i++) cu_be_destroy(&cfgs[i]);
-    if (!g->plan && !err->why) err->why = last ? last : "no engine passed", err->s = last_s;
+    cu_be_search_req q = {dt, st->tf32, st->deterministic, 1, st->ws_limit, FG_HEUR_MAX, FG_CANDIDATES, FG_REPS,
+                          r->measure, g->nuids, g->uids, p, r->tws, r->tws_bytes};
+    cu_be_pick pick;
+    cu_be_search(st->cudnn, st->stream, g->graph, &q, &pick, err);
+    if (!pick.plan) return;
+    g->plan = pick.plan, g->ws = pick.ws, g->ms = pick.ms, g->engine = pick.engine, g->rtc = pick.rtc;
+    cu_be_knobs(pick.cfg, g->knobs, sizeof g->knobs);
+    cu_be_destroy(&pick.cfg);
 }
 
 cu_fgraph *cu_fgraph_get(cu_state *st, const cu_fgraph_req *r, cu_err *err) {
