@@ -208,4 +208,7 @@ else()
   endforeach()
 endif()
 set_tests_properties(${TB_GPU_TESTS} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
+# --fuse graph's tests: their own suite stage (tests/gpu/run_suite.sh fused),
+# minutes of planning and compiling fused engines the routine stage leaves out
+set_tests_properties(cuda_fused cuda_fused_step startup_plan_cache_gpu PROPERTIES LABELS "gpu;fused")
 
