@@ -15,7 +15,7 @@
  * configs from heuristics mode A then FALLBACK, each kept when its notes
  * keep the precision (cu_cgraph_reject; run-time compilation allowed: the
  * fused engines are mostly compiled), its plan finalizes and its workspace
- * fits the limit; measured: the first FG_CANDIDATES of those are run once
+ * fits the limit; measured: the first FG_CANDIDATES (2) of those are run once
  * and timed over FG_REPS runs on the buffers given, the fastest kept; not
  * measured: the first. The choice goes into the cache.
  *
@@ -30,7 +30,10 @@
 #include "model/cuda/fused_cuda.h"
 #include "src/core/log.h"
 
-#define FG_CANDIDATES 4 /* plans finalized and timed per problem (compiled engines cost seconds each) */
+/* plans finalized and timed per problem: each engine compiled at run time
+ * costs its compilation (seconds, on the first launch only: the plan cache
+ * keeps the compiled plan); TB_FUSED_CANDIDATES overrides */
+#define FG_CANDIDATES 2
 #define FG_HEUR_MAX 16  /* engine configs taken from each heuristics mode */
 #define FG_REPS 3       /* timed runs per plan, after one untimed */
 #define FG_UIDS (FD_R_COUNT + 4)
@@ -209,7 +212,9 @@ static void to_cache(cu_state *st, cu_fgraph *g) {
 static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype dt, cu_err *err) {
     void *p[FG_UIDS];
     if (r->measure) gather(g, r->ptr, p);
-    cu_be_search_req q = {dt, st->tf32, st->deterministic, 1, st->ws_limit, FG_HEUR_MAX, FG_CANDIDATES, FG_REPS,
+    const char *env = getenv("TB_FUSED_CANDIDATES");
+    int cand = env && atoi(env) > 0 ? atoi(env) : FG_CANDIDATES;
+    cu_be_search_req q = {dt, st->tf32, st->deterministic, 1, st->ws_limit, FG_HEUR_MAX, cand, FG_REPS,
                           r->measure, g->nuids, g->uids, p, r->tws, r->tws_bytes};
     cu_be_pick pick;
     cu_be_search(st->cudnn, st->stream, g->graph, &q, &pick, err);
