@@ -243,7 +243,8 @@ int fd_build_dgrad_dbn(fd_graph *gr, const fd_conv_problem *p, char *why, size_t
     return 0;
 }
 
-int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, char *why, size_t len) {
+int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, int double_scalars, char *why,
+                      size_t len) {
     begin(gr, FD_G_FINALIZE);
     if (C < 1 || count < 2)
         return fail(why, len, "BN finalize over %d channels of %lld values cannot be a graph", C, (long long)count);
@@ -253,15 +254,17 @@ int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, doubl
     int in[9], out[6];
     for (int i = 0; i < 6; i++)
         in[i] = add_tensor(gr, k_role_names[in_roles[i]], in_roles[i], FD_FLOAT, 1, C, 1, 1, TB_NHWC);
-    in[6] = add_scalar(gr, "epsilon", FD_FLOAT, eps);
-    in[7] = add_scalar(gr, "momentum", FD_FLOAT, momentum);
+    fd_dtype sd = double_scalars ? FD_DOUBLE : FD_FLOAT; /* the new samples: float; the legacy ones: double */
+    in[6] = add_scalar(gr, "epsilon", sd, eps);
+    in[7] = add_scalar(gr, "momentum", sd, momentum);
     in[8] = add_scalar(gr, "count", FD_INT64, (double)count);
     for (int i = 0; i < 6; i++)
         out[i] = add_tensor(gr, k_role_names[out_roles[i]], out_roles[i], FD_FLOAT, 1, C, 1, 1, TB_NHWC);
     fd_op *o = add_op(gr, FD_OP_BN_FINALIZE);
     if (!o) return fail(why, len, "finalize graph: out of description slots");
     op_io(o, 9, in, 6, out);
-    snprintf(gr->label, sizeof gr->label, "%s C=%d count=%lld", fd_kind_name(gr->kind), C, (long long)count);
+    snprintf(gr->label, sizeof gr->label, "%s C=%d count=%lld%s", fd_kind_name(gr->kind), C, (long long)count,
+             double_scalars ? " scalars double" : "");
     return 0;
 }
 

@@ -153,8 +153,10 @@ const char *fd_role_name(int role);
 int fd_build_conv_stats(fd_graph *gr, const fd_conv_problem *p, fd_variant v, char *why, size_t len);
 int fd_build_wgrad_pro(fd_graph *gr, const fd_conv_problem *p, fd_variant v, char *why, size_t len);
 int fd_build_dgrad_dbn(fd_graph *gr, const fd_conv_problem *p, char *why, size_t len);
-/* C channels, count values per channel (N*H*W), momentum and eps. */
-int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, char *why, size_t len);
+/* C channels, count values per channel (N*H*W), momentum and eps (float,
+ * or double by value: cudnn-frontend's legacy samples pass them so). */
+int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, double eps, int double_scalars, char *why,
+                      size_t len);
 
 /* The structural checks every graph must pass before it is lowered: unique
  * ids; every tensor used; virtual tensors produced exactly once, before

@@ -97,7 +97,7 @@ static void test_descriptions(void) {
             for (int b = 0; b < 2; b++)
                 one_graph(
                     &dc, &gr,
-                    fd_build_finalize(&gr, in->c, (int64_t)batches[b] * in->h * in->w, 0.1, 1e-5, why, sizeof why) == 0,
+                    fd_build_finalize(&gr, in->c, (int64_t)batches[b] * in->h * in->w, 0.1, 1e-5, b, why, sizeof why) == 0,
                     why);
         }
         if (nd->kind != TB_NODE_CONV) continue;
@@ -180,7 +180,7 @@ static void test_planted(void) {
     gr.nop--; /* no GEN_STATS: sum and sqsum unused */
     expect_caught("a tensor nothing uses", &gr, "is not used");
     fd_graph fin;
-    TB_CHECK(fd_build_finalize(&fin, 64, 8 * 14 * 14, 0.1, 1e-5, why, sizeof why) == 0, "finalize builds");
+    TB_CHECK(fd_build_finalize(&fin, 64, 8 * 14 * 14, 0.1, 1e-5, 0, why, sizeof why) == 0, "finalize builds");
     gr = fin;
     for (int i = 0; i < gr.nt; i++)
         if (gr.t[i].by_value && gr.t[i].dt == FD_INT64) gr.t[i].dt = FD_FLOAT;
@@ -195,7 +195,7 @@ static void test_planted(void) {
     gr = dg;
     gr.t[find_role(&gr, FD_R_DR)].dim[0] = 4;
     expect_caught("BN weights over a gradient of another batch", &gr, "does not have the shape");
-    TB_CHECK(fd_build_finalize(&gr, 0, 5, 0.1, 1e-5, why, sizeof why) != 0 && strstr(why, "cannot be a graph"),
+    TB_CHECK(fd_build_finalize(&gr, 0, 5, 0.1, 1e-5, 0, why, sizeof why) != 0 && strstr(why, "cannot be a graph"),
              "a finalize over 0 channels is refused when built (%s)", why);
 #ifdef TB_HAVE_CUDA
     /* cuDNN's own finalize catches the wrong conv size fd_check caught above */

@@ -51,6 +51,7 @@ struct cu_fgraph {
     int roles[FG_UIDS];    /* the buffer's role, or -1: a by-value scalar */
     void *scalar[FG_UIDS]; /* by-value: its host value */
     float fval[FG_UIDS];
+    double dval[FG_UIDS];
     int64_t ival[FG_UIDS];
     uint32_t align[FD_R_COUNT];
     size_t ws;
@@ -119,8 +120,11 @@ static void pack_ids(cu_fgraph *g, const fd_graph *d) {
         g->roles[k] = t->by_value ? -1 : t->role;
         if (t->by_value) {
             g->fval[k] = (float)t->value;
+            g->dval[k] = t->value;
             g->ival[k] = (int64_t)t->value;
-            g->scalar[k] = t->dt == FD_INT64 ? (void *)&g->ival[k] : (void *)&g->fval[k];
+            g->scalar[k] = t->dt == FD_INT64    ? (void *)&g->ival[k]
+                           : t->dt == FD_DOUBLE ? (void *)&g->dval[k]
+                                                : (void *)&g->fval[k];
         }
     }
 }
