@@ -98,6 +98,7 @@ tb() {
   selected "$name" trainbench || return
   local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
+  case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; esac
   t_row=$(date +%s)
   steps=$(steps_for "$est_ips" "$batch")
   for r in $(seq 1 "$runs"); do
@@ -242,6 +243,18 @@ torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
 tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
 tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
 converge converge_bf16_resnet50 90 bf16 200
+# --fuse graph (issue 30): conv + BatchNorm statistics, BN + ReLU in the next
+# conv's prologue (the first run of each precision plans and fills the plan
+# cache: later runs of the same shapes start in seconds); batch 400 is
+# MLPerf's per-GPU batch
+tb       bf16_nhwc_256_fused   150 "$REPEATS" 7200 bf16 nhwc 256 on --fuse graph
+tb       fp16_nhwc_256_fused   150 "$REPEATS" 7700 fp16 nhwc 256 on --fuse graph
+tb       bf16_nhwc_256_fused_profile 70 1 7200 bf16 nhwc 256 on --fuse graph --op-profile 5
+tb       bf16_nhwc_400_fused   150 1 7200 bf16 nhwc 400 on --fuse graph
+tb       fp16_nhwc_400_fused   150 1 7700 fp16 nhwc 400 on --fuse graph
+tb       bf16_nhwc_400_graph    70 1 7200 bf16 nhwc 400 on
+tb       fp16_nhwc_400_graph    70 1 7700 fp16 nhwc 400 on
+torch    eager_bf16_nhwc_400    60 1 bf16 nhwc 400 eager
 tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
 torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
 tb       bf16_nhwc_256_eager    45 1 7100 bf16 nhwc 256 off
@@ -316,6 +329,14 @@ base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhw
   echo '```'
   awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile_r1.log" 2>/dev/null
   echo '```'
+  if [ -f "$KEEP/tb_bf16_nhwc_256_fused_profile.log" ]; then # issue 30: the fused step's profile beside PyTorch's
+    echo
+    echo "With --fuse graph (tb_bf16_nhwc_256_fused_profile.log):"
+    echo
+    "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_fused_profile.log" --torch-json "$PROF" \
+      || true
+    grep -E '^# (fuse graph|cuda fused|plan cache|start-up)' "$KEEP/tb_bf16_nhwc_256_fused.log" 2>/dev/null
+  fi
   echo
   echo "Stage time: $(elapsed) s."
 } >"$MD"

@@ -123,6 +123,10 @@ typedef struct {
     void *plan;                /* the node's bn_plan (NULL on the CPU) */
     void *reserve;             /* bytes the plan asked for, kept from forward to backward */
     size_t reserve_bytes;
+    int stats_elsewhere;       /* --fuse graph: this node's forward may run as a conv's
+                                  statistics + bn_finalize + bn_apply instead of
+                                  bn_forward_train, so bn_backward must work from x, y and
+                                  the saved statistics alone (no state of its own forward) */
 } tb_bn_args;
 
 /* Gradients of the op above, from the saved batch statistics. */
@@ -134,6 +138,83 @@ typedef struct {
     tb_real *dgamma;             /* [C] written */
     tb_real *dbeta;              /* [C] written */
 } tb_bn_grads;
+
+/* ---- fused convolution + BatchNorm (--fuse graph, model/graph_fused.c) --------
+ * The MLPerf recipe in the backend's terms: a conv's epilogue makes the
+ * per-channel sum and sum of squares of its output; bn_finalize turns them
+ * into the BatchNorm's batch statistics, its running statistics' update and
+ * the affine y = x * scale + bias it amounts to; the next conv reads
+ * relu(x * scale + bias) in its prologue (the BN "folded" into it: no BN
+ * pass over the activations); bn_apply materialises a BN output where one
+ * is needed (a block's end, with its residual, itself possibly a folded BN
+ * of the shortcut conv; the stem before max pooling). Backward: the folded
+ * BN's conv runs its data gradient, the ReLU's mask and the BN's weight
+ * gradients as one op and its filter gradient with the same prologue. */
+
+/* A BatchNorm (with ReLU) folded into the conv that reads its output. */
+typedef struct {
+    const tb_real *scale, *bias;   /* [C] gamma * invstd, beta - mean * gamma * invstd */
+    const tb_real *mean, *invstd;  /* [C] its saved batch statistics */
+    const tb_real *gamma, *beta;   /* [C] */
+} tb_bn_fold;
+
+/* A fused conv node's buffers. With pro, the conv reads relu(x * scale +
+ * bias) per channel of x, x being the folded BN's input (the previous
+ * conv's raw output); without, x itself. */
+typedef struct {
+    const tb_conv_geom *g;
+    const tb_tensor *x;        /* [N,Cin,H,W] */
+    const tb_bn_fold *pro;     /* NULL: no prologue */
+    const tb_tensor *w;        /* [Cout,Cin,K,K] */
+    const tb_tensor *y;        /* [N,Cout,Ho,Wo] */
+    tb_real *sum, *sqsum;      /* [Cout]: sum and sum of squares of y over N, Ho, Wo */
+    const tb_tensor *dy;       /* [N,Cout,Ho,Wo] (backward) */
+    const tb_tensor *dw;       /* [Cout,Cin,K,K], overwritten */
+    const tb_tensor *dx;       /* [N,Cin,H,W] gradient of x */
+    int accumulate_dx;
+    const tb_tensor *dr;       /* [N,Cin,H,W] the gradient of the folded BN's output before its
+                                  ReLU: the backend's to write (scratch the graph owns) */
+    tb_real *dgamma, *dbeta;   /* [Cin] the folded BN's parameter gradients, written */
+    /* for a backend that runs some of it as the unfused ops (a batch size
+     * its engines refuse): where pro(x) may be written (the folded BN's
+     * output activation, [N,Cin,H,W]) and the node's conv_plan, made on it */
+    const tb_tensor *xp;
+    void *conv_plan;
+    /* fconv_plan only: the finalize of the BN these statistics feed, at the
+     * planned batch (a backend may plan its bn_finalize now); NULL: none */
+    const struct tb_bn_finalize_args *fin;
+} tb_fconv_args;
+
+/* What a fused conv plan can run: conv + statistics (with the prologue
+ * when pro is given), and with pro the filter and data gradients. */
+enum { TB_FCONV_FWD = 1, TB_FCONV_WGRAD = 2, TB_FCONV_DGRAD = 4 };
+
+/* BatchNorm statistics from a conv's sums (count values per channel):
+ * mean = sum / count, var = sqsum / count - mean^2 (biased, to normalise),
+ * save_invstd = 1 / sqrt(var + eps), running_mean and running_var updated
+ * with momentum (the unbiased variance, var * count / (count - 1)), and
+ * scale = gamma * invstd, bias = beta - mean * scale. */
+typedef struct tb_bn_finalize_args {
+    int C;
+    double count;
+    const tb_real *sum, *sqsum;
+    const tb_real *gamma, *beta;
+    tb_real *running_mean, *running_var;
+    tb_real *save_mean, *save_invstd;
+    tb_real *scale, *bias;
+    double momentum, eps;
+} tb_bn_finalize_args;
+
+/* y = act(x * scale + bias + r), r = 0 (z NULL), z, or z * zscale + zbias
+ * (a folded BatchNorm on the shortcut: MLPerf's "dual" block end). */
+typedef struct {
+    const tb_tensor *x;        /* [N,C,H,W] */
+    const tb_real *scale, *bias; /* [C] */
+    const tb_tensor *z;        /* [N,C,H,W] or NULL */
+    const tb_real *zscale, *zbias; /* [C] or NULL: z as it is */
+    int relu;
+    const tb_tensor *y;        /* [N,C,H,W] */
+} tb_bn_apply_args;
 
 /* One stretch of the flat parameter buffer sharing a weight decay. */
 typedef struct {
@@ -285,6 +366,37 @@ struct tb_backend {
     void (*bn_forward_infer)(tb_backend *be, const tb_bn_args *a);
     void (*bn_backward)(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 
+    /* ---- fused convolution + BatchNorm (--fuse graph) ---------------------------
+     * fconv_plan: per conv node, after every buffer exists, at the largest
+     * batch (a backend may time its engines on the real buffers, and make
+     * smaller batch sizes lazily on their first forward); want: TB_FCONV_*
+     * bits, *got: those it can run (the rest fall back to the unfused ops:
+     * the graph decides, model/graph_fused.c). NULL is a valid plan. */
+    void *(*fconv_plan)(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got);
+    void (*fconv_plan_free)(tb_backend *be, void *plan);
+    void (*fconv_plan_describe)(tb_backend *be, void *plan, char *buf, size_t len);
+    /* y = conv(pro(x), w); sum, sqsum of y per output channel */
+    void (*fconv_forward)(tb_backend *be, void *plan, const tb_fconv_args *a);
+    /* the statistics of the sums fconv_forward made with this plan */
+    void (*bn_finalize)(tb_backend *be, void *plan, const tb_bn_finalize_args *a);
+    void (*bn_apply)(tb_backend *be, const tb_bn_apply_args *a);
+    /* dw = corr(pro(x), dy); pro required */
+    void (*fconv_backward_filter)(tb_backend *be, void *plan, const tb_fconv_args *a);
+    /* pro required: dr = convT(dy, w) * (x * scale + bias > 0); dgamma = sum
+     * dr * xhat, dbeta = sum dr (xhat = (x - mean) * invstd) */
+    void (*fconv_backward_data)(tb_backend *be, void *plan, const tb_fconv_args *a);
+    /* then the folded BN's input gradient: dx (+)= gamma * invstd * (dr -
+     * (dbeta + xhat dgamma) / count), count = N*H*W (a separate op, so
+     * the op profile counts it as BatchNorm work) */
+    void (*bn_input_grad)(tb_backend *be, const tb_fconv_args *a);
+    /* A graph's planning begins (session: a name for what is planned, at
+     * tb_graph_allocate's start) or is over (NULL: its end). A backend that
+     * caches its choices on disk takes the lock of that name at the
+     * beginning (waiting while another process of the node plans the same,
+     * then reading what it wrote) and writes its new choices and lets the
+     * others go on at the end. */
+    void (*plan_session)(tb_backend *be, const char *session);
+
     /* ---- elementwise ---------------------------------------------------------- */
     /* y = max(x, 0) */
     void (*relu_forward)(tb_backend *be, const tb_tensor *x, const tb_tensor *y);
@@ -374,6 +486,8 @@ typedef struct {
     int no_autotune;        /* CUDA: cuDNN's heuristic choice instead of measuring */
     size_t workspace_limit; /* CUDA: most bytes a conv algorithm may use (0: 1 GiB,
                                at most 1/8 of the device) */
+    const char *plan_cache; /* CUDA: directory of the plan cache, "off" for none, NULL or
+                               "" for the default (model/plan_cache.h) */
 } tb_backend_opts;
 
 /* "cpu", "cuda" or "auto" (CUDA when built and a device is visible, else

@@ -1,6 +1,9 @@
 /* graph.c - building, planning and running the node list (see graph.h). */
 #include "model/graph.h"
 
+#include "model/graph_fused.h"
+
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +56,9 @@ tb_tensor tb_graph_grad(const tb_graph *g, int id, int n) {
 }
 
 /* ---- gradient arena planning ---------------------------------------------------
- * Backward visits nodes last to first; step s = nnodes-1-i runs node i. The
+ * Backward visits nodes last to first; step s = nnodes-1-i runs node i (or,
+ * for a BatchNorm that --fuse graph may fold into the next conv, that
+ * conv's step: tb_graph_bwd_node). The
  * gradient of activation a is first written by the earliest-running of its
  * consumers (the logits' gradient by the loss, before step 0) and last read
  * by its producer. Buffers whose [first write, last read] intervals overlap
@@ -83,7 +88,7 @@ static size_t plan_grad_arena(tb_graph *g) {
         for (int i = 0; i < g->nnodes; i++) {
             const tb_node *nd = &g->nodes[i];
             if (nd->in == a || nd->in2 == a) {
-                int step = last_step - i;
+                int step = last_step - tb_graph_bwd_node(g, i);
                 if (step < s.first) s.first = step;
             }
         }
@@ -117,7 +122,9 @@ static size_t plan_grad_arena(tb_graph *g) {
 /* ---- the activation side ------------------------------------------------------
  * One arena: every activation at the largest batch (all of them live from
  * forward to backward in training), then per BN node its saved mean and
- * 1/std (tb_real [C] each) and the reserve space its plan asked for. */
+ * 1/std (tb_real [C] each; with --fuse graph also the conv's sum and sum of
+ * squares and the scale and bias of bn_finalize) and the reserve space its
+ * plan asked for. */
 static size_t plan_act_arena(tb_graph *g, const tb_param_table *pt) {
     size_t off = 0;
     for (int a = 0; a < g->nacts; a++) {
@@ -129,7 +136,8 @@ static size_t plan_act_arena(tb_graph *g, const tb_param_table *pt) {
     for (int i = 0; i < g->nnodes; i++) {
         tb_node *nd = &g->nodes[i];
         if (nd->kind != TB_NODE_BN) continue;
-        size_t state = align_up(2 * pt->items[nd->param].numel * sizeof(tb_real), TB_ARENA_ALIGN);
+        size_t state = align_up(tb_graph_bn_state_count(g) * pt->items[nd->param].numel * sizeof(tb_real),
+                                TB_ARENA_ALIGN);
         size_t reserve = align_up(nd->reserve_bytes, TB_ARENA_ALIGN);
         nd->state_offset = off;
         off += state + reserve;
@@ -146,21 +154,44 @@ void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt) {
         act->bytes_per_sample = (size_t)act->c * act->h * act->w * es;
     }
     g->acts[g->input].need_grad = 0;
+    if (g->fuse_graph) tb_fused_candidates(g);
     g->act_arena_bytes = plan_act_arena(g, pt);
     g->grad_arena_bytes = plan_grad_arena(g);
 }
 
-static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
-                    tb_tensor *x, tb_tensor *z, tb_tensor *y, tb_bn_args *a);
+/* "graph-<hash>" of what planning depends on: the batch, dtype, layout, the
+ * fusion, and every node's kind, geometry and activation shapes. */
+static void session_name(const tb_graph *g, char *out, size_t len) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    int head[4] = {g->max_batch, (int)g->dtype, (int)g->layout, g->fuse_graph};
+    const int *v = head;
+    for (int i = -1; i < g->nnodes; i++) {
+        int node[9];
+        if (i >= 0) {
+            const tb_node *nd = &g->nodes[i];
+            const tb_act *a = &g->acts[nd->out];
+            int tmp[9] = {(int)nd->kind, nd->conv.cin, nd->conv.cout, nd->conv.k, nd->conv.stride, nd->conv.pad,
+                          a->c, a->h, a->w};
+            memcpy(node, tmp, sizeof node);
+            v = node;
+        }
+        for (int k = 0; k < (i < 0 ? 4 : 9); k++) h = (h ^ (uint64_t)(unsigned)v[k]) * 0x100000001b3ULL;
+    }
+    snprintf(out, len, "graph-%016llx", (unsigned long long)h);
+}
 
 void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     const tb_param_table *pt = p->table;
+    char session[32];
+    session_name(g, session, sizeof session);
+    be->plan_session(be, session); /* the plan cache's lock: one process of a node plans this graph */
+    if (g->fuse_graph) tb_fused_candidates(g); /* bn_plan reads them (stats_elsewhere) */
     for (int i = 0; i < g->nnodes; i++) { /* reserve sizes first: they are in the plan */
         tb_node *nd = &g->nodes[i];
         if (nd->kind != TB_NODE_BN) continue;
         tb_tensor x, z, y;
         tb_bn_args a;
-        bn_args(g, nd, p, g->max_batch, &x, &z, &y, &a); /* data pointers still NULL */
+        tb_graph_bn_args(g, nd, p, g->max_batch, &x, &z, &y, &a); /* data pointers still NULL */
         nd->reserve_bytes = 0;
         nd->plan = be->bn_plan(be, &a, &nd->reserve_bytes);
     }
@@ -180,12 +211,19 @@ void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
         if (nd->kind == TB_NODE_BN) {
             size_t c = (size_t)pt->items[nd->param].numel;
             char *base = (char *)g->act_arena + nd->state_offset;
+            size_t nstate = tb_graph_bn_state_count(g);
             nd->save_mean = (tb_real *)base;
             nd->save_invstd = nd->save_mean + c;
+            if (g->fuse_graph) { /* [C] each: sum, sqsum, scale, bias */
+                nd->fsum = nd->save_mean + 2 * c;
+                nd->fsqsum = nd->fsum + c;
+                nd->fscale = nd->fsqsum + c;
+                nd->fbias = nd->fscale + c;
+            }
             nd->reserve = nd->reserve_bytes
-                              ? base + align_up(2 * c * sizeof(tb_real), TB_ARENA_ALIGN)
+                              ? base + align_up(nstate * c * sizeof(tb_real), TB_ARENA_ALIGN)
                               : NULL;
-            be->zero(be, nd->save_mean, 2 * c * sizeof(tb_real));
+            be->zero(be, nd->save_mean, nstate * c * sizeof(tb_real));
         } else if (nd->kind == TB_NODE_CONV) {
             /* on the real buffers: a backend may time algorithms on them */
             int need_dx = g->acts[nd->in].need_grad;
@@ -198,9 +236,12 @@ void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
             nd->plan = be->conv_plan(be, &nd->conv, &x, &w, &y, need_dx ? &dx : NULL, &dw, &dy);
         }
     }
+    if (g->fuse_graph) tb_fused_plan(g, be, p);
+    be->plan_session(be, NULL);
 }
 
 void tb_graph_free(tb_graph *g, tb_backend *be) {
+    if (g->fuse_graph) tb_fused_free(g, be);
     for (int i = 0; i < g->nnodes; i++) {
         tb_node *nd = &g->nodes[i];
         if (nd->kind == TB_NODE_CONV && nd->plan) be->conv_plan_free(be, nd->plan);
@@ -250,8 +291,8 @@ tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int 
 
 /* After backward wrote a weight gradient into the op buffer: into the flat
  * tb_real gradient buffer (overwriting, as the op did). */
-static void weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
-                                const tb_param *pw, const tb_tensor *dw, tb_op_phase phase) {
+void tb_graph_weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
+                                  const tb_param *pw, const tb_tensor *dw, tb_op_phase phase) {
     if (!p->op_grads) return;
     tb_tensor flat = weight_flat(p->grads, pw);
     tb_op_prof_begin(g->prof, pw->name, phase, TB_OPK_GRAD_CONVERT);
@@ -259,8 +300,8 @@ static void weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_grap
     tb_op_prof_end(g->prof);
 }
 
-static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n,
-                    tb_tensor *x, tb_tensor *z, tb_tensor *y, tb_bn_args *a) {
+void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n, tb_tensor *x,
+                      tb_tensor *z, tb_tensor *y, tb_bn_args *a) {
     const tb_param *it = p->table->items;
     *x = tb_graph_act(g, nd->in, n);
     *y = tb_graph_act(g, nd->out, n);
@@ -281,13 +322,13 @@ static void bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params 
     a->plan = nd->plan;
     a->reserve = nd->reserve;
     a->reserve_bytes = nd->reserve_bytes;
+    a->stats_elsewhere = nd->fcand != TB_BNF_UNFUSED;
 }
 
-void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train) {
-    TB_ASSERT(n >= 1 && n <= g->max_batch);
+void tb_graph_forward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train, int i) {
     const tb_param *it = p->table->items;
     tb_op_prof *prof = g->prof;
-    for (int i = 0; i < g->nnodes; i++) {
+    {
         const tb_node *nd = &g->nodes[i];
         tb_tensor x = tb_graph_act(g, nd->in, n);
         tb_tensor y = tb_graph_act(g, nd->out, n);
@@ -307,7 +348,7 @@ void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
         case TB_NODE_BN: {
             tb_tensor z;
             tb_bn_args a;
-            bn_args(g, nd, p, n, &x, &z, &y, &a);
+            tb_graph_bn_args(g, nd, p, n, &x, &z, &y, &a);
             if (train) {
                 be->bn_forward_train(be, &a);
                 p->counters[it[nd->param + 4].offset] += 1;
@@ -334,9 +375,18 @@ void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
     }
 }
 
+void tb_graph_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train) {
+    TB_ASSERT(n >= 1 && n <= g->max_batch);
+    if (train && g->fuse_graph) {
+        tb_fused_forward(g, be, p, n);
+        return;
+    }
+    for (int i = 0; i < g->nnodes; i++) tb_graph_forward_node(g, be, p, n, train, i);
+}
+
 /* Gradient target for input `id`: NULL when none is needed; *acc tells
  * whether an earlier node already wrote it (then we add). */
-static int grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
+int tb_graph_grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
     if (id < 0 || !g->acts[id].need_grad) return 0;
     *t = tb_graph_grad(g, id, n);
     *acc = g->grad_written[id];
@@ -344,20 +394,17 @@ static int grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
     return 1;
 }
 
-void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n,
-                       tb_grad_ready_fn ready, void *ready_ctx) {
-    TB_ASSERT(n >= 1 && n <= g->max_batch);
+void tb_graph_backward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int i,
+                            tb_grad_ready_fn ready, void *ready_ctx) {
     const tb_param *it = p->table->items;
     tb_op_prof *prof = g->prof;
-    memset(g->grad_written, 0, (size_t)g->nacts);
-    g->grad_written[g->output] = 1; /* written by the loss */
-    for (int i = g->nnodes - 1; i >= 0; i--) {
+    {
         const tb_node *nd = &g->nodes[i];
         TB_ASSERT(g->grad_written[nd->out]);
         tb_tensor dy = tb_graph_grad(g, nd->out, n);
         tb_tensor dx, dx2;
         int acc = 0, acc2 = 0;
-        int has_dx = grad_target(g, nd->in, n, &dx, &acc);
+        int has_dx = tb_graph_grad_target(g, nd->in, n, &dx, &acc);
         switch (nd->kind) {
         case TB_NODE_CONV: {
             const tb_param *pw = &it[nd->param];
@@ -367,7 +414,7 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
             tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
             be->conv_backward_filter(be, nd->plan, &nd->conv, &x, &dy, &dw, 0);
             tb_op_prof_end(prof);
-            weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
+            tb_graph_weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
             /* the weight gradient is final: hand it over before dx is computed */
             if (ready) ready(ready_ctx, pw->offset, pw->numel);
             if (has_dx) {
@@ -380,8 +427,8 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
         case TB_NODE_BN: {
             tb_tensor x, z, y;
             tb_bn_args a;
-            bn_args(g, nd, p, n, &x, &z, &y, &a);
-            int has_dz = grad_target(g, nd->in2, n, &dx2, &acc2);
+            tb_graph_bn_args(g, nd, p, n, &x, &z, &y, &a);
+            int has_dz = tb_graph_grad_target(g, nd->in2, n, &dx2, &acc2);
             TB_ASSERT(has_dx);
             tb_bn_grads gr = {&dy, &dx, has_dz ? &dx2 : NULL, acc, acc2,
                               p->grads + it[nd->param].offset,
@@ -402,7 +449,7 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
             break;
         }
         case TB_NODE_ADD: {
-            int has_dx2 = grad_target(g, nd->in2, n, &dx2, &acc2);
+            int has_dx2 = tb_graph_grad_target(g, nd->in2, n, &dx2, &acc2);
             TB_ASSERT(has_dx && has_dx2);
             tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD, TB_OPK_ADD_BWD);
             be->add_backward(be, &dy, &dx, acc, &dx2, acc2);
@@ -435,10 +482,22 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
             be->linear_backward(be, &x, &w, &dy, has_dx ? &dx : NULL, acc, &dw,
                                 p->grads + it[nd->param + 1].offset);
             tb_op_prof_end(prof);
-            weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD);
+            tb_graph_weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD);
             if (ready) ready(ready_ctx, pw->offset, pw->numel + it[nd->param + 1].numel);
             break;
         }
         }
     }
+}
+
+void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n,
+                       tb_grad_ready_fn ready, void *ready_ctx) {
+    TB_ASSERT(n >= 1 && n <= g->max_batch);
+    memset(g->grad_written, 0, (size_t)g->nacts);
+    g->grad_written[g->output] = 1; /* written by the loss */
+    if (g->fuse_graph) {
+        tb_fused_backward(g, be, p, n, ready, ready_ctx);
+        return;
+    }
+    for (int i = g->nnodes - 1; i >= 0; i--) tb_graph_backward_node(g, be, p, n, i, ready, ready_ctx);
 }

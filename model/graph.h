@@ -29,6 +29,17 @@ typedef enum {
     TB_NODE_LINEAR,  /* out[N,M] = in[N,K] W^T + b                    */
 } tb_node_kind;
 
+/* --fuse graph: what becomes of a BatchNorm node (model/graph_fused.c).
+ * UNFUSED: its own bn_forward_train / bn_backward, as without fusion.
+ * APPLY: statistics from its conv's epilogue, bn_finalize, then bn_apply
+ *        writes its output (a block's end with the residual, the stem).
+ * FOLD:  statistics from its conv; no output written: the next conv reads
+ *        relu(x * scale + bias) in its prologue, and that conv's backward
+ *        makes this node's gradients.
+ * ZFOLD: statistics from its conv (a shortcut's BN without ReLU); no output
+ *        written: the block end's bn_apply adds z * scale + bias. */
+typedef enum { TB_BNF_UNFUSED = 0, TB_BNF_APPLY, TB_BNF_FOLD, TB_BNF_ZFOLD } tb_bn_fuse_mode;
+
 typedef struct {
     tb_node_kind kind;
     char name[TB_PARAM_NAME_MAX]; /* module path, e.g. "layer2.0.downsample.1" */
@@ -47,6 +58,18 @@ typedef struct {
     size_t reserve_bytes;         /* BN: asked for by bn_plan (0: none) */
     size_t state_offset;          /* BN: planned offset of save_mean (then save_invstd,
                                      then reserve) in the activation arena */
+    /* --fuse graph (model/graph_fused.c) */
+    int fcand;                    /* BN: the tb_bn_fuse_mode the node list allows */
+    int fmode;                    /* BN: the mode it runs in (fcand, or less where the
+                                     backend has no engine) */
+    int fpeer;                    /* BN FOLD: the conv that reads it; ZFOLD: the block-end
+                                     BN that adds it; -1 none */
+    int fstats;                   /* BN: the conv whose epilogue makes its statistics */
+    int fconv;                    /* CONV: runs as the backend's fused op (fconv_forward) */
+    void *fplan;                  /* CONV: its fused plan (NULL is valid: the CPU's) */
+    int fpro;                     /* CONV: the BN folded into its prologue, or -1 */
+    tb_real *fsum, *fsqsum;       /* BN [C]: its conv's sum and sum of squares (device) */
+    tb_real *fscale, *fbias;      /* BN [C]: bn_finalize's affine (device) */
 } tb_node;
 
 typedef struct {
@@ -70,6 +93,7 @@ typedef struct {
     int max_batch;
     tb_dtype dtype;
     tb_layout layout;
+    int fuse_graph;               /* --fuse graph: conv + BatchNorm fusion (graph_fused.c) */
     /* device memory owned by the graph */
     void *act_arena;
     size_t act_arena_bytes;       /* planned: activations + BN state + BN reserves */
@@ -137,5 +161,29 @@ tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int 
 /* Expects the gradient of the output (logits) to be written already. */
 void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n,
                        tb_grad_ready_fn ready, void *ready_ctx);
+
+/* ---- the parts model/graph_fused.c shares --------------------------------------- */
+/* One node's forward / backward as the unfused graph runs it. */
+void tb_graph_forward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train, int i);
+void tb_graph_backward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int i,
+                            tb_grad_ready_fn ready, void *ready_ctx);
+/* The gradient of activation id as an output: 0 when none is needed; else
+ * *t and *acc (1: an earlier node wrote it, add), and it counts as written. */
+int tb_graph_grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc);
+/* A BN node's op arguments for a batch of n (x, z, y filled in). */
+void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n, tb_tensor *x,
+                      tb_tensor *z, tb_tensor *y, tb_bn_args *a);
+/* A weight gradient written into the op buffer, converted into the flat one. */
+void tb_graph_weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
+                                  const tb_param *pw, const tb_tensor *dw, tb_op_phase phase);
+/* tb_real [C] values each BN node keeps in the activation arena: save_mean
+ * and save_invstd, and with --fuse graph sum, sqsum, scale and bias. */
+static inline size_t tb_graph_bn_state_count(const tb_graph *g) { return g->fuse_graph ? 6 : 2; }
+/* The node whose backward step runs node i's backward: i, or for a BN that
+ * --fuse graph may fold into the next conv (fcand FOLD), that conv. */
+static inline int tb_graph_bwd_node(const tb_graph *g, int i) {
+    const tb_node *nd = &g->nodes[i];
+    return g->fuse_graph && nd->kind == TB_NODE_BN && nd->fcand == TB_BNF_FOLD ? nd->fpeer : i;
+}
 
 #endif

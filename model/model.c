@@ -45,12 +45,28 @@ tb_precision tb_precision_default(const tb_backend *be) {
 
 void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo) { bo->tf32 = p == TB_PREC_TF32; }
 
+int tb_fuse_parse(const char *s, int *fuse) {
+    static const char *names[] = {"off", "bn", "graph"};
+    if (strcmp(s, "auto") == 0) {
+        *fuse = TB_FUSE_BN;
+        return 0;
+    }
+    for (int i = 0; i < 3; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *fuse = i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *tb_fuse_name(int fuse) { return fuse == TB_FUSE_GRAPH ? "graph" : fuse == TB_FUSE_BN ? "bn" : "off"; }
+
 tb_model_opts tb_model_default_opts(void) {
     tb_model_opts o;
     memset(&o, 0, sizeof o);
     o.dtype = TB_REAL_DTYPE;
     o.layout = TB_NCHW;
-    o.fuse = 1;
+    o.fuse = TB_FUSE_BN;
     return o;
 }
 
@@ -133,7 +149,8 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->g.max_batch = max_batch;
     m->g.dtype = opts->dtype;
     m->g.layout = opts->layout;
-    tb_resnet_build(cfg, height, width, opts->fuse, &m->pt, &m->g);
+    m->g.fuse_graph = opts->fuse >= TB_FUSE_GRAPH;
+    tb_resnet_build(cfg, height, width, opts->fuse != TB_FUSE_OFF, &m->pt, &m->g);
 
     /* parameters first: the graph's conv plans may run on the real buffers */
     size_t nt = m->pt.n_train * sizeof(tb_real);
@@ -469,6 +486,12 @@ size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
         const tb_node *nd = &m->g.nodes[i];
         if (nd->kind != TB_NODE_CONV) continue;
         m->be->conv_plan_describe(m->be, nd->plan, line, sizeof line);
+        if (nd->fconv) { /* --fuse graph: what its fused op runs */
+            size_t l = strlen(line);
+            int k2 = snprintf(line + l, sizeof line - l, " | fused%s: ", nd->fpro >= 0 ? " with the prologue" : "");
+            if (k2 > 0 && (size_t)k2 < sizeof line - l)
+                m->be->fconv_plan_describe(m->be, nd->fplan, line + l + k2, sizeof line - l - (size_t)k2);
+        }
         int k = snprintf(buf + used, len - used, "%s: %s\n", nd->name, line);
         if (k < 0) break;
         used += (size_t)k < len - used ? (size_t)k : len - used - 1;

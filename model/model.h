@@ -42,10 +42,22 @@ tb_precision tb_precision_default(const tb_backend *be);
 /* What the precision sets in the backend options (TF32 math). */
 void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo);
 
+/* --fuse: how much of the network runs as fused ops. OFF: BatchNorm, the
+ * residual add and the ReLU as separate nodes. BN: the add and the ReLU
+ * inside the BN node (bn_forward_train's BN_ADD_ACTIVATION). GRAPH: BN as
+ * well, with the convolutions around it: statistics in the conv's
+ * epilogue, the BN folded into the next conv's prologue
+ * (model/graph_fused.h); what a backend cannot run falls back to BN. */
+enum { TB_FUSE_OFF = 0, TB_FUSE_BN = 1, TB_FUSE_GRAPH = 2 };
+/* "auto" (today BN: GRAPH has not run on a GPU yet), "graph", "bn", "off";
+ * -1 for anything else. */
+int tb_fuse_parse(const char *s, int *fuse);
+const char *tb_fuse_name(int fuse);
+
 typedef struct {
     tb_dtype dtype;     /* activation/compute type (TB_F32) */
     tb_layout layout;   /* TB_NCHW */
-    int fuse;           /* fold residual add + ReLU into BN nodes (1 = default) */
+    int fuse;           /* TB_FUSE_* (TB_FUSE_BN = default) */
     tb_loss_scaling loss_scaling; /* init_scale 0: no loss scaling */
     int op_copies;      /* 1: op weight copies even for tb_real NCHW (where they equal the
                            master weights): runs the mixed-precision plumbing on the CPU */

@@ -26,7 +26,7 @@
 typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
-    char layout[TB_OPT_STR_MAX];
+    char layout[TB_OPT_STR_MAX], fuse[TB_OPT_STR_MAX], plan_cache[TB_OPT_STR_MAX];
     double lr, momentum, weight_decay, label_smoothing, loss_scale;
     int nesterov, no_fuse, threads, deterministic, no_autotune, workspace_mb;
 } step_flags;
@@ -67,6 +67,7 @@ int tb_cmd_step(int argc, char **argv) {
     snprintf(fl.backend, sizeof fl.backend, "cpu");
     snprintf(fl.precision, sizeof fl.precision, "fp32");
     snprintf(fl.layout, sizeof fl.layout, "auto");
+    snprintf(fl.fuse, sizeof fl.fuse, "auto");
     fl.lr = 0.1;
     fl.momentum = 0.9;
     fl.weight_decay = 1e-4;
@@ -91,7 +92,11 @@ int tb_cmd_step(int argc, char **argv) {
         {"no-autotune", TB_OPT_FLAG, &fl.no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
         {"workspace-mb", TB_OPT_INT, &fl.workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
         {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU threads (0: all cores)"},
-        {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
+        {"fuse", TB_OPT_CHOICE, fl.fuse, 0, 0, "auto|graph|bn|off",
+         "graph: conv + BatchNorm fusion (statistics in the conv's epilogue, BN + ReLU in the next conv's "
+         "prologue); bn: residual add and ReLU inside the BN op; off: separate ops; auto: bn"},
+        {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "the same as --fuse off"},
+        {"plan-cache", TB_OPT_STRING, fl.plan_cache, 0, 0, NULL, "CUDA: plan cache directory, or off (default: $TB_PLAN_CACHE, else ~/.cache/trainbench/plans)"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("step", "trainbench step --ckpt IN.h5 --batch B.h5 --out OUT.h5 [options]", argc,
@@ -120,7 +125,7 @@ int tb_cmd_step(int argc, char **argv) {
 
     tb_backend_opts bo = {.threads = fl.threads, .deterministic = fl.deterministic,
                           .no_autotune = fl.no_autotune,
-                          .workspace_limit = (size_t)fl.workspace_mb << 20};
+                          .workspace_limit = (size_t)fl.workspace_mb << 20, .plan_cache = fl.plan_cache};
     tb_precision_backend_opts(prec, &bo);
     char err[256];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
@@ -133,7 +138,10 @@ int tb_cmd_step(int argc, char **argv) {
         mo.loss_scaling.init_scale = fl.loss_scale;
         if (mo.loss_scaling.growth_interval <= 0) mo.loss_scaling.growth_interval = 2000;
     }
-    mo.fuse = !fl.no_fuse;
+    if (fl.no_fuse && strcmp(fl.fuse, "auto") != 0 && strcmp(fl.fuse, "off") != 0)
+        tb_die("step: --no-fuse is --fuse off; give one of --no-fuse and --fuse %s", fl.fuse);
+    if (tb_fuse_parse(fl.no_fuse ? "off" : fl.fuse, &mo.fuse) != 0)
+        tb_die("step: --fuse %s is not auto, graph, bn or off", fl.fuse);
     if (strcmp(fl.layout, "auto") != 0) mo.layout = strcmp(fl.layout, "nhwc") == 0 ? TB_NHWC : TB_NCHW;
     tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
     const char *bad = tb_model_degenerate_bn(m, b.n);

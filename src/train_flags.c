@@ -19,6 +19,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->step_mode, sizeof f->step_mode, "auto");
     snprintf(f->layout, sizeof f->layout, "auto");
     snprintf(f->resident, sizeof f->resident, "auto");
+    snprintf(f->fuse, sizeof f->fuse, "auto");
     f->graph_warmup = 3;
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
@@ -64,6 +65,8 @@ static void check_flags(tb_train_run *r) {
     tb_lr_schedule probe;
     if (tb_lr_schedule_init(&probe, f->lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
         tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", f->lr_schedule);
+    if (f->no_fuse && strcmp(f->fuse, "auto") != 0 && strcmp(f->fuse, "off") != 0)
+        tb_die("train: --no-fuse is --fuse off; give one of --no-fuse and --fuse %s", f->fuse);
     tb_resnet_config *cfg = &r->cfg;
     if (tb_resnet_config_init(cfg, f->model, f->classes) != 0)
         tb_die("train: unknown --model '%s'; known models: %s", f->model, tb_resnet_known_names());
@@ -142,7 +145,15 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
         {"trace", TB_OPT_STRING, f->trace, 0, 0, NULL, "per-rank timeline of the training steps (Chrome trace JSON)"},
         {"timeout", TB_OPT_DOUBLE, &f->timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog)"},
-        {"no-fuse", TB_OPT_FLAG, &f->no_fuse, 0, 0, NULL, "run residual add and ReLU as separate ops"},
+        {"fuse", TB_OPT_CHOICE, f->fuse, 0, 0, "auto|graph|bn|off",
+         "graph: BatchNorm statistics in the conv's epilogue and BN + ReLU in the next conv's prologue "
+         "(cuDNN's graph API; what an engine is missing falls back to bn, one line says which); bn: residual "
+         "add and ReLU inside the BN op; off: separate ops; auto: bn (graph has not run on a GPU yet)"},
+        {"no-fuse", TB_OPT_FLAG, &f->no_fuse, 0, 0, NULL, "the same as --fuse off"},
+        {"plan-cache", TB_OPT_STRING, f->plan_cache, 0, 0, NULL,
+         "CUDA: directory of the plan cache (measured conv algorithms and fused-graph engines, per GPU, "
+         "driver, cuDNN, precision, layout and shape; shared by the ranks of a node), or off "
+         "(default: $TB_PLAN_CACHE, else ~/.cache/trainbench/plans)"},
         {"zero-init-residual", TB_OPT_FLAG, &f->zero_init_residual, 0, 0, NULL, "each block's last BN gamma starts at 0"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };

@@ -170,6 +170,9 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
                    (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / el,
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
+            if (done == r->start[0] + 1) /* what --plan-cache saves */
+                printf("# start-up: first step done %.1f s after start-up began (the model and its plans %.1f s)\n",
+                       tb_now() - r->t_setup, r->model_s);
             fflush(stdout);
         }
     }

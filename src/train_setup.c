@@ -14,6 +14,7 @@
 #include "src/checkpoint.h"
 #include "src/core/cpu_features.h"
 #include "src/core/log.h"
+#include "src/core/timer.h"
 #include "src/launch_check.h"
 #include "src/provenance.h"
 #include "src/train_setup.h"
@@ -109,7 +110,8 @@ static void make_backend(tb_train_run *r) {
                           .device = r->device >= 0 ? r->device : 0,
                           .deterministic = f->deterministic,
                           .no_autotune = f->no_autotune,
-                          .workspace_limit = (size_t)f->workspace_mb << 20};
+                          .workspace_limit = (size_t)f->workspace_mb << 20,
+                          .plan_cache = f->plan_cache};
     tb_precision_backend_opts(r->prec, &bo);
     char err[512];
     r->be = tb_backend_create(f->backend, &bo, err, sizeof err);
@@ -206,10 +208,13 @@ static void make_model(tb_train_run *r) {
     r->src = tb_train_source(f, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN);
     r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
-    mo.fuse = !f->no_fuse;
+    if (tb_fuse_parse(f->no_fuse ? "off" : f->fuse, &mo.fuse) != 0)
+        tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
+    double t0 = tb_now();
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
+    r->model_s = tb_now() - t0;
     /* CUDA: uint8 batches from pinned slots (src/batch_upload.h), synthetic data resident */
     tb_feed_opts fo = tb_train_feed_opts(f, r->be);
     tb_source_feed(r->src, r->m, &fo);
@@ -375,6 +380,7 @@ static void print_header(const tb_train_run *r) {
 }
 
 void tb_train_setup(tb_train_run *r) {
+    r->t_setup = tb_now();
     bootstrap(r);
     tb_train_open_data(r);
     make_backend(r);

@@ -35,6 +35,8 @@ typedef struct {
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */
     char resident[TB_OPT_STR_MAX];    /* auto | on | off: synthetic / batch-file data in device memory */
+    char fuse[TB_OPT_STR_MAX];        /* auto | graph | bn | off (model/model.h TB_FUSE_*) */
+    char plan_cache[TB_OPT_STR_MAX];  /* DIR | off | "" (default directory; model/plan_cache.h) */
     int share_gpu, deterministic, no_autotune, workspace_mb, graph_warmup;
     char decode[TB_OPT_STR_MAX];      /* fast | partial | full | fast-all | gpu (data/loader.h) */
     int batch, image, classes, steps, epochs, warmup, threads, loader_threads, prefetch;
@@ -93,6 +95,8 @@ typedef struct {
     tb_lr_schedule sched;
     double dataset_size;         /* samples in the data (an epoch's order) */
     double gflop;                /* per image and training step */
+    double t_setup;              /* tb_now() when tb_train_setup began */
+    double model_s;              /* seconds tb_model_create took (its plans: --plan-cache) */
 } tb_train_run;
 
 /* What the training steps measured (train_loop.c, read by train_report.c). */

@@ -33,3 +33,40 @@ if(TARGET tb_cuda)
 endif()
 add_test(NAME cuda_host COMMAND test_cuda_host)
 set_tests_properties(cuda_host PROPERTIES TIMEOUT 300)
+
+# --fuse graph without a GPU: the fused graphs' descriptions (and, in a CUDA
+# build, their lowering to cuDNN descriptors), planted errors, the schedule;
+# then the fused step on the CPU twins against the unfused one and the
+# fallback rules, in float32 (the loss) and in float64 (everything, 1e-6:
+# the model and CPU sources with tb_real = double, as trainbench_fp64)
+add_executable(test_fused_host test_fused_host.c)
+target_link_libraries(test_fused_host PRIVATE tb_model)
+if(TARGET tb_cuda)
+  target_compile_definitions(test_fused_host PRIVATE TB_HAVE_CUDA=1)
+endif()
+add_test(NAME fused_host COMMAND test_fused_host)
+add_executable(test_fused_step test_fused_step.c)
+target_link_libraries(test_fused_step PRIVATE tb_model)
+add_test(NAME fused_step COMMAND test_fused_step)
+add_executable(test_fused_step_fp64 test_fused_step.c ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES})
+target_compile_definitions(test_fused_step_fp64 PRIVATE TB_REAL_DOUBLE=1)
+target_include_directories(test_fused_step_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
+target_link_libraries(test_fused_step_fp64 PRIVATE tb_core tb_blas OpenMP::OpenMP_C ${TB_LIBM})
+add_test(NAME fused_step_fp64 COMMAND test_fused_step_fp64)
+set_tests_properties(fused_host fused_step fused_step_fp64 PROPERTIES TIMEOUT 300)
+
+# --plan-cache (model/plan_cache.c) on the host: keys, atomic write, every
+# kind of corruption rebuilt with one line, merge, the lock's wait limit; then
+# four ranks under mpirun meeting through the file: one plans, three load
+add_executable(test_plan_cache test_plan_cache.c)
+target_link_libraries(test_plan_cache PRIVATE tb_model)
+add_test(NAME plan_cache COMMAND test_plan_cache)
+set_tests_properties(plan_cache PROPERTIES TIMEOUT 120)
+if(TB_HAVE_MPI)
+  add_test(NAME plan_cache_ranks_np4
+           COMMAND sh -c "rm -rf plan_cache_ranks && \"$0\" -n 4 \"$1\" rank plan_cache_ranks 20 && \"$1\" check plan_cache_ranks 4 20"
+                   ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:test_plan_cache>)
+  # as comm.cmake's TB_MPI_TEST_ENV (included after this file): root, oversubscribed
+  set_tests_properties(plan_cache_ranks_np4 PROPERTIES TIMEOUT 120 PROCESSORS 2 ENVIRONMENT
+                       "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;PRTE_MCA_rmaps_default_mapping_policy=:oversubscribe")
+endif()

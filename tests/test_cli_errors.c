@@ -202,6 +202,8 @@ int main(int argc, char **argv) {
     expect_error("train --image-size 16", "--image-size expects an integer in [32,");
     expect_error("train --steps 0", "give --steps or --epochs");
     expect_error("train --lr-schedule linear", "--lr-schedule 'linear' is not cosine, constant or step");
+    expect_error("train --fuse conv", "--fuse");
+    expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
     expect_error("train --val /tmp", "--val needs --data");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");

@@ -417,6 +417,17 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->bn_forward_infer = cpu_bn_forward_infer;
     be->bn_backward = cpu_bn_backward;
 
+    be->fconv_plan = cpu_fconv_plan;
+    be->fconv_plan_free = cpu_fconv_plan_free;
+    be->fconv_plan_describe = cpu_fconv_plan_describe;
+    be->fconv_forward = cpu_fconv_forward;
+    be->bn_finalize = cpu_bn_finalize;
+    be->bn_apply = cpu_bn_apply;
+    be->fconv_backward_filter = cpu_fconv_backward_filter;
+    be->fconv_backward_data = cpu_fconv_backward_data;
+    be->bn_input_grad = cpu_bn_input_grad;
+    be->plan_session = cpu_plan_session;
+
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;
     be->add_forward = cpu_add_forward;

@@ -12,14 +12,18 @@
 #include "model/cpu/cpu_internal.h"
 #include "src/core/log.h"
 
-static void bn_check(const char *op, const tb_bn_args *a) {
-    cpu_check(a->x, op, "x");
-    cpu_check(a->y, op, "y");
-    cpu_check_same_shape(a->x, a->y, op, "x", "y");
-    if (a->z) {
-        cpu_check(a->z, op, "z");
-        cpu_check_same_shape(a->x, a->z, op, "x", "z");
+void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z) {
+    cpu_check(x, op, "x");
+    cpu_check(y, op, "y");
+    cpu_check_same_shape(x, y, op, "x", "y");
+    if (z) {
+        cpu_check(z, op, "z");
+        cpu_check_same_shape(x, z, op, "x", "z");
     }
+}
+
+static void bn_check(const char *op, const tb_bn_args *a) {
+    cpu_check_xyz(op, a->x, a->y, a->z);
     if (!a->gamma || !a->beta) TB_FATAL("cpu %s: gamma or beta is NULL", op);
 }
 

@@ -75,12 +75,25 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                               const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
                               int accumulate);
 
-/* cpu_bn.c */
+/* cpu_bn.c (and x, y, z of a BN op: float32 NCHW of one shape, z optional) */
+void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cpu_bn_plan_free(tb_backend *be, void *plan);
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+
+/* cpu_fused.c: fused conv + BatchNorm (--fuse graph), composed of the above */
+void *cpu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got);
+void cpu_fconv_plan_free(tb_backend *be, void *plan);
+void cpu_fconv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
+void cpu_fconv_forward(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a);
+void cpu_bn_apply(tb_backend *be, const tb_bn_apply_args *a);
+void cpu_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a);
+void cpu_bn_input_grad(tb_backend *be, const tb_fconv_args *a);
+void cpu_plan_session(tb_backend *be, const char *session);
 
 /* cpu_eltwise.c */
 void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);

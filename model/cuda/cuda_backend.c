@@ -436,6 +436,7 @@ static void cuda_destroy(tb_backend *be) {
         TB_CUDA_CHECK(cudaSetDevice(st->device));
         TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
         cu_end_planning(st);
+        cu_fused_free(st); /* the fused plans (before the cuDNN handle goes), the plan cache */
         cu_linear_free(st);
         cu_free(st, st->ws);
         cu_free(st, st->lt_ws);
@@ -587,7 +588,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->bn_forward_train = cu_bn_forward_train;
     be->bn_forward_infer = cu_bn_forward_infer;
     be->bn_backward = cu_bn_backward;
-
+    cu_fused_table(be, opts); /* fconv_* .. plan_session (fused_ops.c), in backend.h's order */
     be->relu_forward = cu_relu_forward;
     be->relu_backward = cu_relu_backward;
     be->add_forward = cu_add_forward;
@@ -597,7 +598,6 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->maxpool_backward = cu_maxpool_backward;
     be->avgpool_forward = cu_avgpool_forward;
     be->avgpool_backward = cu_avgpool_backward;
-
     be->linear_forward = cu_linear_forward;
     be->linear_backward = cu_linear_backward;
 

@@ -37,6 +37,14 @@ void tb_cuda_conv_api(tb_backend *be, int api);
  * conv_plan run on the graph API. */
 int tb_cuda_conv_plan_on_graph(const void *plan);
 
+/* Test switch (--fuse graph): the fused conv plans made afterwards run the
+ * graphs of these kinds (bits 1 << fd_kind, model/fused_desc.h: 1 conv +
+ * statistics, 2 BN finalize, 4 wgrad with the prologue, 8 dgrad + dReLU +
+ * BN weights) as the unfused ops instead, reporting them as present so the
+ * fused schedule keeps them: the fallback composition under test. 0 (the
+ * default): every graph that plans. */
+void tb_cuda_fused_force(tb_backend *be, unsigned kinds);
+
 /* Test switch: the max-pool kernels a call would not take by itself:
  * TB_CUDA_POOL_WIDE 64-bit indices (taken for 2^31 elements or more),
  * TB_CUDA_POOL_SCALAR one channel per thread where 16-byte accesses apply;

@@ -56,7 +56,7 @@ int tb_cuda_bn_plan_on_cudnn(const void *plan) { return plan && ((const bn_plan 
 
 static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
     const tb_tensor *x = a->x;
-    if (!st->bn_cudnn) return 0;
+    if (!st->bn_cudnn || a->stats_elsewhere) return 0; /* its forward may not be cuDNN's (--fuse graph) */
     if (x->dtype == TB_F32 || x->layout != TB_NHWC || x->c % 4 != 0) return 0;
     if (a->z && !a->relu) return 0; /* no "BN + add" op without the activation */
     return 1;
@@ -126,14 +126,18 @@ void cu_bn_plan_free(tb_backend *be, void *plan) {
     free(p);
 }
 
-static void bn_check(const char *op, const tb_bn_args *a, const bn_plan *p) {
-    cu_check(a->x, op, "x");
-    cu_check(a->y, op, "y");
-    cu_check_same(a->x, a->y, op, "x", "y");
-    if (a->z) {
-        cu_check(a->z, op, "z");
-        cu_check_same(a->x, a->z, op, "x", "z");
+void cu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z) {
+    cu_check(x, op, "x");
+    cu_check(y, op, "y");
+    cu_check_same(x, y, op, "x", "y");
+    if (z) {
+        cu_check(z, op, "z");
+        cu_check_same(x, z, op, "x", "z");
     }
+}
+
+static void bn_check(const char *op, const tb_bn_args *a, const bn_plan *p) {
+    cu_check_xyz(op, a->x, a->y, a->z);
     if (!a->gamma || !a->beta) TB_FATAL("cuda %s: gamma or beta is NULL", op);
     if (!p) TB_FATAL("cuda %s: no plan (bn_plan was not called for this node)", op);
     if (a->x->c != p->shape.C || a->x->h != p->shape.H || a->x->w != p->shape.W ||

@@ -190,7 +190,31 @@ static cudnnStatus_t query_ws(void *ctx, int algo, cudnnMathType_t math, size_t 
  * memory column is the heuristics' estimate, and a Find row's was measured
  * under the search's math type, while the call checks the workspace it is
  * given against cudnnGet*WorkspaceSize's answer. */
-static void pick(const cu_state *st, const conv_plan *p, const conv_entry *e, int dir, cu_conv_perf *r, int n,
+static void conv_key(const conv_plan *p, const conv_entry *e, int dir, char *key, size_t len) {
+    cu_pc_conv_key(key, len, &p->g, p->dtype, p->layout, e->n, p->h, p->w, dir);
+}
+
+/* The plan cache's measured row for direction dir, checked as a fresh one
+ * is: 1 (rows[0], *n = 1), or 0 after dropping a row that no longer passes. */
+static int cached_row(cu_state *st, const conv_plan *p, const conv_entry *e, int dir, int measure, cu_conv_perf *rows,
+                      int *n) {
+    char key[160];
+    conv_key(p, e, dir, key, sizeof key);
+    if (!measure || !cu_pc_conv_row(st, key, rows)) return 0;
+    const conv_choice *c = dir == 0 ? &e->fwd : dir == 1 ? &e->data : &e->filter;
+    cudnnMathType_t math;
+    int relaxed = 0;
+    ws_query q = {st->cudnn, p, e, dir, c->conv};
+    if (cu_conv_pick_checked(rows, 1, p->dtype, st->tf32, st->deterministic, st->ws_limit, &math, &relaxed, query_ws,
+                             &q) == 0) {
+        *n = 1;
+        return 1;
+    }
+    cu_pc_conv_drop(st, key);
+    return 0;
+}
+
+static void pick(cu_state *st, const conv_plan *p, const conv_entry *e, int dir, cu_conv_perf *r, int n,
                  int measured, conv_choice *c) {
     static int warned;
     cudnnMathType_t math = CUDNN_DEFAULT_MATH;
@@ -214,6 +238,9 @@ static void pick(const cu_state *st, const conv_plan *p, const conv_entry *e, in
     c->ws = r[i].memory;
     c->ms = measured ? r[i].time : -1.0f;
     TB_CUDNN_CHECK(cudnnSetConvolutionMathType(c->conv, c->math));
+    char key[160];
+    conv_key(p, e, dir, key, sizeof key);
+    cu_pc_conv_keep(st, key, c->algo, c->math, c->ws, c->ms, r[i].det == CUDNN_DETERMINISTIC);
 }
 
 /* The graph-API plans of direction d (beta 0, and 1 for data: the model
@@ -265,36 +292,42 @@ static void choose(tb_backend *be, conv_plan *p, conv_entry *e, int measure) {
 
     {
         cudnnConvolutionFwdAlgoPerf_t pr[CONV_ALGOS];
-        if (measure)
-            TB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
-                h, e->x, p->xb, p->f, p->wb, e->fwd.conv, e->y, p->yb, CONV_ALGOS, &n, pr, ws, fws));
-        else
-            TB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, p->f, e->fwd.conv, e->y,
-                                                                  CONV_ALGOS, &n, pr));
-        PERF_ROWS(rows, pr, n);
+        if (!cached_row(st, p, e, 0, measure, rows, &n)) {
+            if (measure)
+                TB_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+                    h, e->x, p->xb, p->f, p->wb, e->fwd.conv, e->y, p->yb, CONV_ALGOS, &n, pr, ws, fws));
+            else
+                TB_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, e->x, p->f, e->fwd.conv, e->y,
+                                                                      CONV_ALGOS, &n, pr));
+            PERF_ROWS(rows, pr, n);
+        }
         pick(st, p, e, 0, rows, n, measure, &e->fwd);
     }
     if (e->has_data) {
         cudnnConvolutionBwdDataAlgoPerf_t pr[CONV_ALGOS];
-        if (measure)
-            TB_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-                h, p->f, p->wb, e->y, p->dyb, e->data.conv, e->x, p->dxb, CONV_ALGOS, &n, pr, ws, fws));
-        else
-            TB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                h, p->f, e->y, e->data.conv, e->x, CONV_ALGOS, &n, pr));
-        PERF_ROWS(rows, pr, n);
+        if (!cached_row(st, p, e, 1, measure, rows, &n)) {
+            if (measure)
+                TB_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+                    h, p->f, p->wb, e->y, p->dyb, e->data.conv, e->x, p->dxb, CONV_ALGOS, &n, pr, ws, fws));
+            else
+                TB_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                    h, p->f, e->y, e->data.conv, e->x, CONV_ALGOS, &n, pr));
+            PERF_ROWS(rows, pr, n);
+        }
         pick(st, p, e, 1, rows, n, measure, &e->data);
     }
     {
         cudnnConvolutionBwdFilterAlgoPerf_t pr[CONV_ALGOS];
-        if (measure)
-            TB_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                h, e->x, p->xb, e->y, p->dyb, e->filter.conv, p->f, p->dwb, CONV_ALGOS, &n, pr, ws,
-                fws));
-        else
-            TB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                h, e->x, e->y, e->filter.conv, p->f, CONV_ALGOS, &n, pr));
-        PERF_ROWS(rows, pr, n);
+        if (!cached_row(st, p, e, 2, measure, rows, &n)) {
+            if (measure)
+                TB_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                    h, e->x, p->xb, e->y, p->dyb, e->filter.conv, p->f, p->dwb, CONV_ALGOS, &n, pr, ws,
+                    fws));
+            else
+                TB_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                    h, e->x, e->y, e->filter.conv, p->f, CONV_ALGOS, &n, pr));
+            PERF_ROWS(rows, pr, n);
+        }
         pick(st, p, e, 2, rows, n, measure, &e->filter);
     }
     size_t need = 0;

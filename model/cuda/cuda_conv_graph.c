@@ -33,20 +33,23 @@
  * handle's stream). A pointer less aligned than the plan assumed returns 0
  * (the caller runs the legacy algorithm); a failing execute is fatal.
  *
- * Every descriptor is created and destroyed through create()/destroy(),
- * which count them: cu_cgraph_live() is the balance (tests).
+ * Every descriptor is created and destroyed through cuda_engine.c's
+ * cu_be_create()/cu_be_destroy(), which count them: cu_cgraph_live() is
+ * the balance (tests). The heuristics, the engines' notes, plans, packs
+ * and timing are cuda_engine.c's, shared with the fused graphs.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/cuda/cuda_engine.h"
+#include "model/plan_cache.h"
 #include "model/cuda/cuda_internal.h"
 #include "src/core/log.h"
 
 #define CG_CANDIDATES 8 /* plans finalized and timed per direction */
-#define CG_HEUR_MAX 32  /* engine configs taken from each heuristics mode */
+#define CG_HEUR_MAX CU_BE_HEUR_MAX /* engine configs taken from each heuristics mode */
 #define CG_REPS 3       /* timed runs per plan, after one untimed */
-#define CG_KNOBS 16     /* knob choices read for the description */
 
 enum { UID_X = 1, UID_W = 2, UID_Y = 3 };
 
@@ -61,28 +64,11 @@ struct cu_cgraph {
     char knobs[64];
 };
 
-/* ---- descriptors, counted ----------------------------------------------------------- */
+/* Descriptors are counted by cuda_engine.c (cu_be_live). */
+#define create cu_be_create
+#define destroy cu_be_destroy
 
-static long g_live;
-
-long cu_cgraph_live(void) { return g_live; }
-
-static cudnnStatus_t create(cudnnBackendDescriptorType_t type, cudnnBackendDescriptor_t *d) {
-    *d = NULL;
-    cudnnStatus_t s = cudnnBackendCreateDescriptor(type, d);
-    if (s == CUDNN_STATUS_SUCCESS)
-        g_live++;
-    else
-        *d = NULL;
-    return s;
-}
-
-static void destroy(cudnnBackendDescriptor_t *d) {
-    if (!*d) return;
-    TB_CUDNN_CHECK(cudnnBackendDestroyDescriptor(*d));
-    g_live--;
-    *d = NULL;
-}
+long cu_cgraph_live(void) { return cu_be_live(); }
 
 /* ---- pure parts (tests/test_cuda_host.c) --------------------------------------------- */
 
@@ -136,95 +122,21 @@ int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms)
 
 /* ---- building ------------------------------------------------------------------------- */
 
-typedef struct {
-    const char *why; /* NULL: fine */
-    cudnnStatus_t s;
-} cg_err;
-
-#define TRY(call, reason)                                                                             \
-    do {                                                                                              \
-        cudnnStatus_t s_ = (call);                                                                    \
-        if (s_ != CUDNN_STATUS_SUCCESS) {                                                             \
-            if (!err->why) err->why = (reason), err->s = s_;                                          \
-            return s_;                                                                                \
-        }                                                                                             \
-    } while (0)
-
-static cudnnStatus_t make_tensor(cudnnBackendDescriptor_t *d, const cu_cg_tensor *t, cudnnDataType_t dt,
-                                 int64_t uid, int64_t align, cg_err *err) {
-    TRY(create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, d), "creating a tensor descriptor");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dt),
-        "tensor data type");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, t->dim),
-        "tensor dimensions");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, t->stride),
-        "tensor strides");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid), "tensor id");
-    TRY(cudnnBackendSetAttribute(*d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align),
-        "tensor alignment");
-    TRY(cudnnBackendFinalize(*d), "a tensor descriptor did not finalize");
-    return CUDNN_STATUS_SUCCESS;
-}
-
-static const cudnnBackendDescriptorType_t op_type[3] = {
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-    CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
-/* per direction: alpha, beta, conv desc, then the X, W, Y roles */
-static const cudnnBackendAttributeName_t op_attr[3][6] = {
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y},
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY},
-    {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-     CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY}};
-
 /* The tensors, the convolution and the operation of request r into c
  * (t, conv, op); needs no device. */
-static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cg_err *err) {
+static cudnnStatus_t make_op(cu_cgraph *c, const cu_cgraph_req *r, cu_err *err) {
     cu_cg_tensor t[3];
     cu_cgraph_tensors(r->g, r->layout, r->n, r->h, r->w, t);
     cudnnDataType_t dt = cu_cudnn_dtype(r->dtype);
     for (int i = 0; i < 3; i++) {
-        cudnnStatus_t s = make_tensor(&c->t[i], &t[i], dt, UID_X + i, (int64_t)c->align[i], err);
+        cudnnStatus_t s =
+            cu_be_tensor(&c->t[i], t[i].dim, t[i].stride, dt, UID_X + i, (int64_t)c->align[i], 0, 0, err);
         if (s != CUDNN_STATUS_SUCCESS) return s;
     }
-    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-    int64_t nd = 2, one[2] = {1, 1}, stride[2] = {r->g->stride, r->g->stride}, pad[2] = {r->g->pad, r->g->pad};
-    TRY(create(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR, &c->conv), "creating a convolution descriptor");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp),
-        "convolution compute type");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1,
-                                 &mode),
-        "convolution mode");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, 1, &nd),
-        "convolution spatial dims");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, 2, one),
-        "convolution dilations");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, 2, stride),
-        "convolution strides");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
-        "convolution pre-paddings");
-    TRY(cudnnBackendSetAttribute(c->conv, CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, 2, pad),
-        "convolution post-paddings");
-    TRY(cudnnBackendFinalize(c->conv), "the convolution descriptor did not finalize");
-
-    int d = (int)r->dir;
-    float alpha = 1.0f, beta = r->beta; /* float: the compute type is float */
-    TRY(create(op_type[d], &c->op), "creating the operation");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][0], CUDNN_TYPE_FLOAT, 1, &alpha), "operation alpha");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][1], CUDNN_TYPE_FLOAT, 1, &beta), "operation beta");
-    TRY(cudnnBackendSetAttribute(c->op, op_attr[d][2], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->conv),
-        "operation convolution");
-    for (int i = 0; i < 3; i++)
-        TRY(cudnnBackendSetAttribute(c->op, op_attr[d][3 + i], CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c->t[i]),
-            "operation tensors");
-    TRY(cudnnBackendFinalize(c->op), "the operation did not finalize");
-    return CUDNN_STATUS_SUCCESS;
+    cudnnStatus_t s = cu_be_conv_desc(r->g->stride, r->g->pad, &c->conv, err);
+    if (s == CUDNN_STATUS_SUCCESS)
+        s = cu_be_conv_op((int)r->dir, r->beta, c->conv, c->t[0], c->t[1], c->t[2], &c->op, err);
+    return s;
 }
 
 static void free_parts(cu_cgraph *c) {
@@ -251,7 +163,7 @@ static uint32_t align16(const void *p) {
 int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len) {
     cu_cgraph c;
     memset(&c, 0, sizeof c);
-    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     const void *p[3] = {r->bx, r->bw, r->by};
     for (int i = 0; i < 3; i++) c.align[i] = align16(p[i]);
     cudnnStatus_t s = make_op(&c, r, &err);
@@ -263,170 +175,12 @@ int cu_cgraph_check_op(const cu_cgraph_req *r, char *why, size_t len) {
 
 /* ---- heuristics, notes, plans ------------------------------------------------------------ */
 
-/* The engine of cfg: its global index and whether its notes pass. */
-static const char *engine_check(const cu_cgraph_req *r, cudnnBackendDescriptor_t cfg, long long *index,
-                                cg_err *err) {
-    cudnnBackendDescriptor_t eng = NULL;
-    int64_t n = 0, idx = -1;
-    cudnnBackendNumericalNote_t num[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    cudnnBackendBehaviorNote_t beh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT];
-    int inum[CUDNN_NUMERICAL_NOTE_TYPE_COUNT], ibeh[CUDNN_BEHAVIOR_NOTE_TYPE_COUNT], nn = 0, nb = 0;
-    const char *why = NULL;
-    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &eng);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                     &eng);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &idx);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, num);
-        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-            inum[nn++] = (int)num[i];
-    }
-    if (s == CUDNN_STATUS_SUCCESS) {
-        s = cudnnBackendGetAttribute(eng, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                     CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, beh);
-        for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-            ibeh[nb++] = (int)beh[i];
-    }
-    if (s != CUDNN_STATUS_SUCCESS) {
-        if (!err->why) err->why = "reading an engine's index and notes", err->s = s;
-        why = "unreadable engine";
-    } else {
-        why = cu_cgraph_reject(inum, nn, ibeh, nb, r->dtype, r->tf32, r->deterministic);
-    }
-    destroy(&eng);
-    *index = (long long)idx;
-    return why;
-}
-
-/* Up to CG_HEUR_MAX engine configs of mode for the finalized graph,
- * appended to cfgs[*n..cap). */
-static void heuristics(cudnnBackendDescriptor_t graph, cudnnBackendHeurMode_t mode,
-                       cudnnBackendDescriptor_t *cfgs, int *n, int cap, cg_err *err) {
-    cudnnBackendDescriptor_t heur = NULL;
-    int64_t count = 0, got = 0;
-    cudnnStatus_t s = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, &heur);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     1, &graph);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(heur);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                     &count, NULL);
-    int want = (int)(count < CG_HEUR_MAX ? count : CG_HEUR_MAX);
-    if (want > cap - *n) want = cap - *n;
-    int made = 0;
-    for (; s == CUDNN_STATUS_SUCCESS && made < want; made++)
-        s = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[*n + made]);
-    if (s == CUDNN_STATUS_SUCCESS && want > 0)
-        s = cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, want,
-                                     &got, &cfgs[*n]);
-    if (s != CUDNN_STATUS_SUCCESS) {
-        if (!err->why)
-            err->why = mode == CUDNN_HEUR_MODE_A ? "heuristics mode A failed" : "heuristics FALLBACK failed",
-            err->s = s;
-        got = 0;
-    }
-    if (got > want) got = want;
-    for (int i = (int)got; i < made; i++) destroy(&cfgs[*n + i]); /* created but not filled */
-    *n += (int)got;
-    destroy(&heur);
-}
-
-static cudnnStatus_t make_plan(cu_state *st, cudnnBackendDescriptor_t cfg, cudnnBackendDescriptor_t *plan,
-                               size_t *ws) {
-    int64_t n = 0, bytes = 0;
-    cudnnStatus_t s = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &st->cudnn);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfg);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*plan);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(*plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                     &bytes);
-    if (s == CUDNN_STATUS_SUCCESS && bytes < 0) s = CUDNN_STATUS_BAD_PARAM;
-    if (s != CUDNN_STATUS_SUCCESS) destroy(plan);
-    *ws = s == CUDNN_STATUS_SUCCESS ? (size_t)bytes : 0;
-    return s;
-}
+static void knobs_of(cu_cgraph *c) { cu_be_knobs(c->cfg, c->knobs, sizeof c->knobs); }
 
 static cudnnStatus_t make_pack(cudnnBackendDescriptor_t *pack, const void *const p[3], void *ws) {
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
-    cudnnStatus_t s = create(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, pack);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, ptrs);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendSetAttribute(*pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
-    if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(*pack);
-    if (s != CUDNN_STATUS_SUCCESS) destroy(pack);
-    return s;
-}
-
-/* One untimed run, then CG_REPS timed ones on the compute stream: the mean
- * in ms, or -1 when an execute failed (its status in *bad). */
-static float time_plan(cu_state *st, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
-                       cudnnStatus_t *bad) {
-    cudaEvent_t a, b;
-    TB_CUDA_CHECK(cudaEventCreate(&a));
-    TB_CUDA_CHECK(cudaEventCreate(&b));
-    float ms = -1.0f;
-    cudnnStatus_t s = cudnnBackendExecute(st->cudnn, plan, pack);
-    if (s == CUDNN_STATUS_SUCCESS) {
-        TB_CUDA_CHECK(cudaEventRecord(a, st->stream));
-        for (int i = 0; i < CG_REPS && s == CUDNN_STATUS_SUCCESS; i++)
-            s = cudnnBackendExecute(st->cudnn, plan, pack);
-        TB_CUDA_CHECK(cudaEventRecord(b, st->stream));
-        TB_CUDA_CHECK(cudaEventSynchronize(b));
-        if (s == CUDNN_STATUS_SUCCESS) {
-            TB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-            ms /= CG_REPS;
-        }
-    }
-    if (s != CUDNN_STATUS_SUCCESS) {
-        (void)cudaGetLastError(); /* a refused launch; a sticky error returns at the next check */
-        *bad = s;
-        ms = -1.0f;
-    }
-    TB_CUDA_CHECK(cudaEventDestroy(a));
-    TB_CUDA_CHECK(cudaEventDestroy(b));
-    return ms;
-}
-
-static void knobs_of(cu_cgraph *c) {
-    cudnnBackendDescriptor_t k[CG_KNOBS] = {NULL};
-    int64_t got = 0;
-    size_t used = 0;
-    c->knobs[0] = '\0';
-    int made = 0;
-    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    for (; made < CG_KNOBS && s == CUDNN_STATUS_SUCCESS; made++)
-        s = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &k[made]);
-    if (s == CUDNN_STATUS_SUCCESS)
-        s = cudnnBackendGetAttribute(c->cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                                     CG_KNOBS, &got, k);
-    for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CG_KNOBS; i++) {
-        cudnnBackendKnobType_t type;
-        int64_t val = 0, n = 0;
-        if (cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
-                                     &type) != CUDNN_STATUS_SUCCESS ||
-            cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &val) !=
-                CUDNN_STATUS_SUCCESS)
-            break;
-        int w = snprintf(c->knobs + used, sizeof c->knobs - used, "%sk%d=%lld", used ? "," : "", (int)type,
-                         (long long)val);
-        if (w < 0 || (size_t)w >= sizeof c->knobs - used) break;
-        used += (size_t)w;
-    }
-    for (int i = 0; i < CG_KNOBS; i++) destroy(&k[i]);
+    return cu_be_make_pack(pack, 3, uids, ptrs, ws);
 }
 
 /* The first time a reason occurs: one line. */
@@ -443,98 +197,81 @@ static void say(const cu_cgraph_req *r, const char *why, cudnnStatus_t s) {
             tb_dtype_name(r->dtype), tb_layout_name(r->layout), dir[r->dir], r->n);
 }
 
+/* ---- the plan cache (model/plan_cache.h): engine, knobs, workspace, time ------------------------ */
+
+static void cache_key(const cu_cgraph_req *r, const cu_cgraph *c, char *key, size_t len) {
+    static const char *dir[3] = {"fwd", "data", "filter"};
+    snprintf(key, len, "cgraph %s b%g %d->%d k%d s%d p%d %s %s n%d %dx%d a%u,%u,%u m%d", dir[r->dir], (double)r->beta,
+             r->g->cin, r->g->cout, r->g->k, r->g->stride, r->g->pad, tb_dtype_name(r->dtype),
+             tb_layout_name(r->layout), r->n, r->h, r->w, c->align[0], c->align[1], c->align[2], r->measure != 0);
+}
+
+/* The cached engine of r rebuilt on c's graph and checked like a fresh one:
+ * 1, or 0 (nothing cached; or it no longer builds: dropped, one line). */
+static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
+    tb_plan_cache *pc = cu_plan_cache(st);
+    char key[200], knobs[64] = "";
+    cache_key(r, c, key, sizeof key);
+    const char *v = pc ? tb_pc_get(pc, key) : NULL;
+    long long engine = -1, idx = -1;
+    size_t ws = 0;
+    float ms = -1;
+    if (!v) return 0;
+    cudnnStatus_t s = CUDNN_STATUS_BAD_PARAM;
+    if (sscanf(v, "engine %lld knobs %63s ws %zu ms %f", &engine, knobs, &ws, &ms) == 4) {
+        if (strcmp(knobs, "-") == 0) knobs[0] = '\0';
+        s = cu_be_cfg_from(c->graph, engine, knobs, &c->cfg);
+        if (s == CUDNN_STATUS_SUCCESS &&
+            cu_be_engine_check(c->cfg, r->dtype, r->tf32, r->deterministic, 0, &idx, NULL, NULL))
+            s = CUDNN_STATUS_NOT_SUPPORTED; /* its notes no longer pass */
+        if (s == CUDNN_STATUS_SUCCESS) s = cu_be_make_plan(st->cudnn, c->cfg, &c->plan, &c->ws);
+    }
+    if (s != CUDNN_STATUS_SUCCESS || c->ws > st->ws_limit) {
+        destroy(&c->plan);
+        destroy(&c->cfg);
+        tb_pc_drop(pc, key);
+        tb_info("# plan cache: %s: the cached engine %lld no longer builds here (%s); planning it again", key, engine,
+                cudnnGetErrorString(s));
+        return 0;
+    }
+    c->engine = engine, c->ms = ms;
+    knobs_of(c);
+    return 1;
+}
+
+static void to_cache(cu_state *st, const cu_cgraph *c, const cu_cgraph_req *r) {
+    tb_plan_cache *pc = cu_plan_cache(st);
+    if (!pc) return;
+    char key[200], v[160];
+    cache_key(r, c, key, sizeof key);
+    snprintf(v, sizeof v, "engine %lld knobs %s ws %zu ms %.4f", c->engine, c->knobs[0] ? c->knobs : "-", c->ws,
+             (double)c->ms);
+    tb_pc_put(pc, key, v);
+}
+
 cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     cu_cgraph *c = calloc(1, sizeof *c);
     if (!c) TB_FATAL("out of host memory");
     c->ms = -1.0f;
     c->engine = -1;
-    cg_err err = {NULL, CUDNN_STATUS_SUCCESS};
+    cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     const void *p[3] = {r->bx, r->bw, r->by};
     for (int i = 0; i < 3; i++) c->align[i] = align16(p[i]);
-    cudnnBackendDescriptor_t cfgs[2 * CG_HEUR_MAX];
-    int ncfg = 0, tried = 0;
-    const char *last_skip = NULL;
-    cudnnStatus_t skip_s = CUDNN_STATUS_NOT_SUPPORTED;
-
     if (make_op(c, r, &err) != CUDNN_STATUS_SUCCESS) goto fail;
-    {
-        cg_err *e = &err;
-        cudnnStatus_t s = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &c->graph);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                                         &c->op);
-        if (s == CUDNN_STATUS_SUCCESS)
-            s = cudnnBackendSetAttribute(c->graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1,
-                                         &st->cudnn);
-        if (s == CUDNN_STATUS_SUCCESS) s = cudnnBackendFinalize(c->graph);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            e->why = "the operation graph did not finalize", e->s = s;
-            goto fail;
-        }
-    }
-    heuristics(c->graph, CUDNN_HEUR_MODE_A, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
-    heuristics(c->graph, CUDNN_HEUR_MODE_FALLBACK, cfgs, &ncfg, 2 * CG_HEUR_MAX, &err);
-    if (ncfg == 0) {
-        if (!err.why) err.why = "the heuristics offer no engine", err.s = CUDNN_STATUS_NOT_SUPPORTED;
-        goto fail;
-    }
-    err.why = NULL; /* one mode answering is enough */
-    for (int i = 0; i < ncfg && tried < CG_CANDIDATES; i++) {
-        long long engine = -1;
-        const char *why = engine_check(r, cfgs[i], &engine, &err);
-        if (why) {
-            last_skip = why;
-            continue;
-        }
-        cudnnBackendDescriptor_t plan = NULL, pack = NULL;
-        size_t ws = 0;
-        cudnnStatus_t s = make_plan(st, cfgs[i], &plan, &ws);
-        if (s != CUDNN_STATUS_SUCCESS) {
-            last_skip = "no engine's plan finalized", skip_s = s;
-            continue;
-        }
-        if (ws > st->ws_limit || (r->measure && ws > r->tws_bytes)) {
-            last_skip = "every engine needs more workspace than the limit", skip_s = CUDNN_STATUS_NOT_SUPPORTED;
-            destroy(&plan);
-            continue;
-        }
-        tried++;
-        float ms = -1.0f;
-        if (r->measure) {
-            s = make_pack(&pack, p, r->tws);
-            if (s == CUDNN_STATUS_SUCCESS) ms = time_plan(st, plan, pack, &s);
-            destroy(&pack);
-            if (s != CUDNN_STATUS_SUCCESS || ms < 0) {
-                last_skip = "no engine ran", skip_s = s;
-                destroy(&plan);
-                continue;
-            }
-        }
-        if (c->plan && !(ms < c->ms)) { /* slower than the one kept */
-            destroy(&plan);
-            continue;
-        }
-        destroy(&c->plan);
-        destroy(&c->cfg);
-        c->plan = plan;
-        c->cfg = cfgs[i];
-        cfgs[i] = NULL;
-        c->ws = ws;
-        c->ms = ms;
-        c->engine = engine;
-        if (!r->measure) break; /* the heuristics' first that passes */
-    }
-    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
-    ncfg = 0;
-    if (!c->plan) {
-        if (err.why) goto fail; /* an engine could not be read: say that */
-        err.why = last_skip ? last_skip : "no engine passed", err.s = skip_s;
-        goto fail;
-    }
+    if (cu_be_op_graph(st->cudnn, &c->op, 1, &c->graph, &err) != CUDNN_STATUS_SUCCESS) goto fail;
+    if (from_cache(st, c, r)) return c;
+    int64_t uids[3] = {UID_X, UID_W, UID_Y};
+    void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
+    cu_be_search_req q = {r->dtype, r->tf32, r->deterministic, 0, st->ws_limit, CG_HEUR_MAX, CG_CANDIDATES, CG_REPS,
+                          r->measure, 3, uids, ptrs, r->tws, r->tws_bytes};
+    cu_be_pick pick;
+    cu_be_search(st->cudnn, st->stream, c->graph, &q, &pick, &err);
+    if (!pick.plan) goto fail;
+    c->plan = pick.plan, c->cfg = pick.cfg, c->ws = pick.ws, c->ms = pick.ms, c->engine = pick.engine;
     knobs_of(c);
+    to_cache(st, c, r);
     return c;
 fail:
-    for (int i = 0; i < ncfg; i++) destroy(&cfgs[i]);
     say(r, err.why, err.s);
     cu_cgraph_free(c);
     return NULL;

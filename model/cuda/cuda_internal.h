@@ -129,6 +129,16 @@ typedef struct {
     int sm_count;
     /* which convolution API (TB_CUDA_CONV_*: TB_CONV_API, tb_cuda_conv_api) */
     int conv_api;
+    /* --fuse graph (fused_*.c): the shared fused-graph plans, and the test
+     * switch forcing the unfused composition for some graph kinds */
+    struct cu_fgraph *fgraphs;
+    unsigned fused_force;
+    /* --plan-cache (cuda_plan_cache.c): the directory ("" default, "off"),
+     * the cache once opened, whether opening was tried */
+    char plan_cache_dir[512];
+    struct tb_plan_cache *plan_cache;
+    int plan_cache_tried;
+    int pc_hits0, pc_misses0; /* the cache's counts when the current planning began */
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -198,6 +208,27 @@ typedef cudnnStatus_t (*cu_conv_ws_fn)(void *ctx, int algo, cudnnMathType_t math
 int cu_conv_pick_checked(cu_conv_perf *r, int n, tb_dtype dt, int tf32, int deterministic, size_t ws_limit,
                          cudnnMathType_t *math, int *relaxed, cu_conv_ws_fn ws, void *ctx);
 
+/* cuda_plan_cache.c: the measured legacy algorithm of a conv direction in
+ * the plan cache (model/plan_cache.h). key: the direction's problem; a row
+ * read back is checked as a fresh one is (cu_conv_pick_checked) before use;
+ * only measured choices are kept. */
+void cu_pc_conv_key(char *out, size_t len, const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
+                    int dir);
+int cu_pc_conv_row(cu_state *st, const char *key, cu_conv_perf *row);
+void cu_pc_conv_drop(cu_state *st, const char *key);
+void cu_pc_conv_keep(cu_state *st, const char *key, int algo, cudnnMathType_t math, size_t ws, float ms, int det);
+void cu_plan_cache_key(const cu_state *st, char *out, size_t len);
+/* The plan cache of this backend's device and options, opened on first use
+ * (NULL: --plan-cache off, or it could not be opened: one line), and the
+ * table's plan_session (lock and re-read at a graph's start, commit at its
+ * end; plans made outside a session are written when the backend goes). */
+struct tb_plan_cache *cu_plan_cache(cu_state *st);
+void cu_plan_session(tb_backend *be, const char *session);
+/* fused_ops.c: the fused entries of the table (and the plan cache's
+ * directory from opts); fused_plan.c + cuda_plan_cache.c: their teardown. */
+void cu_fused_table(tb_backend *be, const tb_backend_opts *opts);
+void cu_fused_free(cu_state *st);
+
 /* cuda_conv_graph.c: one conv direction on cuDNN's graph (backend) API
  * (design in the file). Directions: */
 typedef enum { CU_CONV_FWD = 0, CU_CONV_DATA = 1, CU_CONV_FILTER = 2 } cu_conv_dir;
@@ -255,7 +286,8 @@ const char *cu_cgraph_reject(const int *num, int nnum, const int *beh, int nbeh,
  * either was not measured (--no-autotune: the graph API's heuristics). */
 int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms);
 
-/* cuda_bn.c */
+/* cuda_bn.c (and x, y, z of a BN op: one shape, dtype and layout, z optional) */
+void cu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cu_bn_plan_free(tb_backend *be, void *plan);
 void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);

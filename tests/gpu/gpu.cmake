@@ -3,7 +3,7 @@
 # and exits 77, which ctest reports as skipped; in a build without the CUDA
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
-set(TB_GPU_TESTS cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
+set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
@@ -30,6 +30,19 @@ if(TARGET tb_cuda)
   # its fp32 tolerance rule for long reductions, on any machine (no label gpu)
   add_test(NAME cuda_ops_tolerances COMMAND test_cuda_ops tolerances)
   set_tests_properties(cuda_ops_tolerances PROPERTIES TIMEOUT 60)
+
+  # --fuse graph (issue 30): every fused op against the CPU's twins, on the
+  # fused graphs and on the forced composition; a whole step fused vs
+  # unfused; the second launch with the plan cache reaching its first step
+  # in under 5 s (1 and 2 ranks). RUN_SERIAL: start-up times.
+  add_executable(test_cuda_fused test_cuda_fused.c)
+  target_link_libraries(test_cuda_fused PRIVATE tb_model)
+  add_test(NAME cuda_fused COMMAND test_cuda_fused)
+  add_test(NAME cuda_fused_step COMMAND test_cuda_fused step)
+  add_test(NAME startup_plan_cache_gpu
+           COMMAND ${TB_GPU_RUN} sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/startup_cache.sh ${TB_BIN} "${MPIEXEC_EXECUTABLE}")
+  set_tests_properties(cuda_fused cuda_fused_step PROPERTIES TIMEOUT 600)
+  set_tests_properties(startup_plan_cache_gpu PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
   add_executable(test_cuda_model test_cuda_model.c)
   target_link_libraries(test_cuda_model PRIVATE tb_model)
@@ -292,4 +305,7 @@ else()
 endif()
 set_tests_properties(${TB_GPU_TESTS} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 set_tests_properties(${TB_NP2_TESTS} PROPERTIES LABELS "gpu;np2" SKIP_RETURN_CODE 77)
+# --fuse graph's tests: their own suite stage (tests/gpu/run_suite.sh fused),
+# minutes of planning and compiling fused engines the routine stage leaves out
+set_tests_properties(cuda_fused cuda_fused_step startup_plan_cache_gpu PROPERTIES LABELS "gpu;fused")
 

@@ -18,13 +18,16 @@
 #           libraries found under site-packages nvidia/, the bundle's ldd
 #   probe   trainbench probe (versions built for vs loaded, copy and GEMM
 #           ceilings) -> probe.h5
-#   tests   ctest -L gpu -LE np2 (every GPU test but the np2 ones: ops vs the
-#           CPU backend, golden steps vs PyTorch, bf16 loss falls, fp16 loss
-#           scaling, probe_gpu, NCCL and feed tests as they exist);
-#           tests:REGEX runs ctest -R REGEX
+#   tests   ctest -L gpu -LE 'np2|fused' (every GPU test but the np2 and the
+#           fused ones: ops vs the CPU backend, golden steps vs PyTorch, bf16
+#           loss falls, fp16 loss scaling, probe_gpu, NCCL and feed tests as
+#           they exist); tests:REGEX runs ctest -R REGEX
 #   np2     ctest -L np2 -j TB_SUITE_NP2_JOBS (4; each test takes 2 of them):
 #           two ranks over NCCL on the one GPU (issue 26; needs the bundle's
 #           slim NCCL >= 2.30, else they skip and the stage fails)
+#   fused   ctest -L fused: --fuse graph and --plan-cache (issue 30: the
+#           fused ops, the fused step, the start-up with the cache; about 8-12
+#           minutes, a call of its own)
 #   bench   bench/gpu_resnet50.sh: ResNet-50 (1000 classes) img/s and peak
 #           memory per precision and layout beside PyTorch on the same GPU,
 #           headline rows 3 runs of at least 10 s, and both trained side by
@@ -160,10 +163,11 @@ run_probe() {
   else stage_result probe FAIL "$t"; fi
 }
 
-run_tests() { # [REGEX | --np2]
-  local t sel=("-L" "gpu" "-LE" "np2") what="-L gpu -LE np2" jobs=$JOBS name=tests
+run_tests() { # [REGEX | --np2 | --fused]: ctest -R REGEX, the np2 or fused label, or every other GPU test
+  local t sel=("-L" "gpu" "-LE" "np2|fused") what="-L gpu -LE np2|fused" jobs=$JOBS name=tests
   t=$(date +%s)
   if [ "${1:-}" = --np2 ]; then sel=("-L" "np2"); what="-L np2"; jobs=$NP2_JOBS; name=np2
+  elif [ "${1:-}" = --fused ]; then sel=("-L" "fused"); what="-L fused"; name=fused
   elif [ -n "${1:-}" ]; then sel=("-R" "$1"); what="-R $1"; fi
   # In parallel (16 cores, one GPU with room for several small runs; the two
   # memory-accounting tests are RUN_SERIAL), and ended by the suite's budget:
@@ -275,11 +279,12 @@ for spec in "${stages[@]}"; do
     tests) run_tests ;;
     tests:*) run_tests "${s#tests:}" ;;
     np2) run_tests --np2 ;;
+    fused) run_tests --fused ;;
     bench) run_script bench bench/gpu_resnet50.sh ;;
     nccl) run_script nccl bench/gpu_nccl.sh ;;
     feed) run_script feed bench/gpu_feed.sh ;;
     wheels) run_wheels ;;
-    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 bench nccl feed wheels)" ;;
+    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 fused bench nccl feed wheels)" ;;
   esac
 done
 # one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);

@@ -1,0 +1,118 @@
+/* cuda_plan_cache.c - the CUDA backend's plan cache (model/plan_cache.h):
+ * the key of this device and options, the cache opened on first use and
+ * committed when the graph's planning is over, and the conv entries of
+ * cuda_conv.c (the measured legacy algorithm of a direction).
+ *
+ * The key: the GPU's name, SM count and compute capability; the CUDA
+ * driver (its API version and the kernel module's version from
+ * /proc/driver/nvidia/version); cuDNN's version; and the options that
+ * filter choices (TF32, --deterministic, the workspace limit, the conv API,
+ * measuring or not). The precision, layout and shapes are each entry's.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "model/cuda/fused_cuda.h"
+#include "src/core/log.h"
+
+/* "580.95.05" from the kernel module's first line, or "-". */
+static void nvrm_version(char *out, size_t len) {
+    snprintf(out, len, "-");
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (!f) return;
+    char line[256];
+    if (fgets(line, sizeof line, f)) {
+        const char *k = strstr(line, "Kernel Module");
+        if (!k) k = strstr(line, "Module");
+        if (k) {
+            const char *v = k + strcspn(k, "0123456789");
+            size_t n = strspn(v, "0123456789.");
+            if (n) snprintf(out, len, "%.*s", (int)n, v);
+        }
+    }
+    fclose(f);
+}
+
+void cu_plan_cache_key(const cu_state *st, char *out, size_t len) {
+    struct cudaDeviceProp prop;
+    TB_CUDA_CHECK(cudaGetDeviceProperties(&prop, st->device));
+    int drv = 0;
+    TB_CUDA_CHECK(cudaDriverGetVersion(&drv));
+    char nvrm[32];
+    nvrm_version(nvrm, sizeof nvrm);
+    snprintf(out, len,
+             "gpu %s; sm %d; cc %d.%d; driver %d/%s; cudnn %zu; tf32 %d; deterministic %d; workspace %zu; conv-api %d; "
+             "autotune %d",
+             prop.name, prop.multiProcessorCount, prop.major, prop.minor, drv, nvrm, cudnnGetVersion(), st->tf32,
+             st->deterministic, st->ws_limit, st->conv_api, st->autotune);
+}
+
+tb_plan_cache *cu_plan_cache(cu_state *st) {
+    if (st->plan_cache || st->plan_cache_tried) return st->plan_cache;
+    st->plan_cache_tried = 1;
+    char dir[512], key[768], msg[1024];
+    if (!tb_pc_dir(st->plan_cache_dir, dir, sizeof dir)) return NULL; /* --plan-cache off */
+    cu_plan_cache_key(st, key, sizeof key);
+    st->plan_cache = tb_pc_open(dir, key, msg, sizeof msg);
+    if (msg[0]) tb_info("# %s", msg);
+    if (st->plan_cache)
+        tb_info("# plan cache: %s (%d entries for this GPU, driver, cuDNN and options)", tb_pc_path(st->plan_cache),
+                tb_pc_count(st->plan_cache));
+    return st->plan_cache;
+}
+
+void cu_plan_session(tb_backend *be, const char *session) {
+    cu_state *st = cu_state_of(be);
+    tb_plan_cache *c = cu_plan_cache(st);
+    if (!c) return;
+    char msg[1024];
+    if (session) {
+        st->pc_hits0 = tb_pc_hits(c), st->pc_misses0 = tb_pc_misses(c);
+        tb_pc_lock(c, session, msg, sizeof msg);
+        if (msg[0]) tb_info("# %s", msg);
+        return;
+    }
+    if (tb_pc_commit(c, msg, sizeof msg) != 0) tb_warn("%s", msg);
+    tb_info("# plan cache: %d choices found, %d made and written (%d entries)", tb_pc_hits(c) - st->pc_hits0,
+            tb_pc_misses(c) - st->pc_misses0, tb_pc_count(c));
+}
+
+void cu_pc_conv_key(char *out, size_t len, const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
+                    int dir) {
+    static const char *d[3] = {"fwd", "data", "filter"};
+    snprintf(out, len, "conv %s %d->%d k%d s%d p%d %s %s n%d %dx%d", d[dir], g->cin, g->cout, g->k, g->stride, g->pad,
+             tb_dtype_name(dt), tb_layout_name(l), n, h, w);
+}
+
+int cu_pc_conv_row(cu_state *st, const char *key, cu_conv_perf *row) {
+    tb_plan_cache *c = cu_plan_cache(st);
+    const char *v = c ? tb_pc_get(c, key) : NULL;
+    int algo, math, det;
+    size_t ws;
+    float ms;
+    if (!v || sscanf(v, "algo %d math %d ws %zu ms %f det %d", &algo, &math, &ws, &ms, &det) != 5) return 0;
+    memset(row, 0, sizeof *row);
+    row->algo = algo, row->math = (cudnnMathType_t)math, row->memory = ws, row->time = ms;
+    row->status = CUDNN_STATUS_SUCCESS;
+    row->det = det ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
+    return 1;
+}
+
+void cu_pc_conv_drop(cu_state *st, const char *key) {
+    if (st->plan_cache) tb_pc_drop(st->plan_cache, key);
+    tb_info("# plan cache: %s: the cached algorithm does not pass here any more; measuring again", key);
+}
+
+void cu_pc_conv_keep(cu_state *st, const char *key, int algo, cudnnMathType_t math, size_t ws, float ms, int det) {
+    tb_plan_cache *c = cu_plan_cache(st);
+    if (!c || ms < 0) return; /* only measured choices */
+    char v[128];
+    snprintf(v, sizeof v, "algo %d math %d ws %zu ms %.4f det %d", algo, (int)math, ws, (double)ms, det);
+    tb_pc_put(c, key, v);
+}
+
+void cu_fused_free(cu_state *st) {
+    cu_fgraph_registry_free(st);
+    if (st->plan_cache) tb_pc_close(st->plan_cache); /* commits what is left */
+    st->plan_cache = NULL;
+}

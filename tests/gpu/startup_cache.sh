@@ -1,0 +1,71 @@
+#!/bin/sh
+# startup_cache.sh TRAINBENCH [MPIEXEC] - the plan cache (--plan-cache) on
+# the GPU, ctest startup_plan_cache_gpu: a bench row (ResNet-50, 224 px,
+# bf16 NHWC, batch 256, --fuse graph) launched twice on a fresh cache
+# directory: the first plans everything and writes the cache, the second
+# must find every choice there ("0 made") and finish its first step in
+# under TB_STARTUP_LIMIT_S (5) seconds after start-up began. Then the same
+# with 2 ranks sharing the GPU (--share-gpu --comm mpi, half the batch
+# each): in the first launch one rank plans and the other waits for the file
+# (the cache's "another process is planning" line), and the second launch
+# is under the limit too. Each launch's "# start-up:" and "# plan cache:"
+# lines are printed, so the log holds both times for results/.
+set -u
+TB=$1
+MPI=${2:-}
+LIMIT=${TB_STARTUP_LIMIT_S:-5}
+D=$(mktemp -d /tmp/tb_startup.XXXXXX)
+trap 'rm -rf "$D"' EXIT
+fail=0
+ROW="--backend cuda --model resnet50 --image-size 224 --synthetic --synthetic-size 512 --precision bf16 --fuse graph
+     --steps 2 --warmup-steps 1 --scaling-steps 0 --cuda-graph off --print-every 1"
+
+# first_step LOG: seconds from start-up to the first step's end, or "" when absent
+first_step() { sed -n 's/^# start-up: first step done \([0-9.]*\) s after.*/\1/p' "$1" | head -1; }
+
+# launch NAME LOG CMD...: runs it, prints its start-up and cache lines
+launch() {
+  name=$1 log=$2
+  shift 2
+  t0=$(date +%s)
+  "$@" >"$log" 2>&1
+  rc=$?
+  echo "== $name: exit $rc, $(( $(date +%s) - t0 )) s wall"
+  grep -E '^# (start-up|plan cache|fuse graph)' "$log" | sed 's/^/   /'
+  if [ "$rc" -ne 0 ]; then tail -5 "$log"; fail=1; fi
+}
+
+# under LOG WHAT: the second launch's first step within the limit, every choice from the cache
+under() {
+  s=$(first_step "$1")
+  if [ -z "$s" ]; then echo "FAIL: $2: no '# start-up:' line"; fail=1; return; fi
+  if awk -v s="$s" -v l="$LIMIT" 'BEGIN{exit !(s < l)}'; then echo "ok: $2 reached its first step in $s s (< $LIMIT s)"
+  else echo "FAIL: $2 took $s s to its first step (limit $LIMIT s)"; fail=1; fi
+  if ! grep -qE '^# plan cache: [0-9]+ choices found, 0 made' "$1"; then
+    echo "FAIL: $2 planned something again (the cache should hold every choice)"
+    fail=1
+  fi
+}
+
+# shellcheck disable=SC2086
+launch "1 rank, first launch (plans, writes the cache)" "$D/r1a.log" "$TB" $ROW --batch-size 256 --plan-cache "$D/c1" \
+  --results "$D/r1a.h5"
+# shellcheck disable=SC2086
+launch "1 rank, second launch" "$D/r1b.log" "$TB" $ROW --batch-size 256 --plan-cache "$D/c1" --results "$D/r1b.h5"
+echo "first launch: $(first_step "$D/r1a.log") s to the first step"
+under "$D/r1b.log" "the second 1-rank launch"
+
+if [ -n "$MPI" ] && [ -x "$MPI" ]; then
+  # shellcheck disable=SC2086
+  launch "2 ranks on the GPU, first launch" "$D/r2a.log" "$MPI" -n 2 "$TB" $ROW --batch-size 128 --share-gpu \
+    --comm mpi --plan-cache "$D/c2" --results "$D/r2a.h5"
+  if grep -q 'another process is planning into' "$D/r2a.log"; then echo "ok: one rank planned, the other waited for the file"
+  else echo "FAIL: no rank waited for the other's plans (the lock's line is missing)"; fail=1; fi
+  # shellcheck disable=SC2086
+  launch "2 ranks on the GPU, second launch" "$D/r2b.log" "$MPI" -n 2 "$TB" $ROW --batch-size 128 --share-gpu \
+    --comm mpi --plan-cache "$D/c2" --results "$D/r2b.h5"
+  under "$D/r2b.log" "the second 2-rank launch"
+else
+  echo "# no mpiexec in this build: the 2-rank part did not run"
+fi
+exit $fail

@@ -1,0 +1,346 @@
+/* test_plan_cache.c - the plan cache on disk (model/plan_cache.h) on the
+ * host: keys and file names, the directory rule, round trips, the atomic
+ * write, corruption of every kind rebuilt with one line (a flipped byte, a
+ * truncated file, bytes after the end, another key's file under this name,
+ * a file that is not a cache), dropped entries staying dropped through a
+ * merge, a second process's entries merged, the lock wait giving up after
+ * TB_PLAN_CACHE_WAIT_S, and hex for serialized plans.
+ *
+ *   test_plan_cache                  the host checks above
+ *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: opens, takes
+ *                                    the session's lock, asks for N entries,
+ *                                    plans (20 ms each) the ones it misses,
+ *                                    commits, writes DIR/report.RANK
+ *   test_plan_cache check DIR R N    after the ranks: exactly one rank planned,
+ *                                    every rank saw the same values, the
+ *                                    file is whole
+ * (mpirun is only the launcher: the ranks meet through the file system.)
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/plan_cache.h"
+#include "tests/tb_test.h"
+
+static const char *k_key = "gpu NVIDIA H200; sm 132; cc 9.0; driver 13000/580.95.05; cudnn 91900; opts tf32 0 det 0";
+
+static void tmp_dir(char *out, size_t len, const char *tag) {
+    snprintf(out, len, "/tmp/tb_plan_cache_%s_%ld", tag, (long)getpid());
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
+    if (system(cmd) != 0) printf("# could not clear %s\n", out);
+}
+
+static void rm_dir(const char *d) {
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
+    if (system(cmd) != 0) printf("# could not remove %s\n", d);
+}
+
+static void fill(tb_plan_cache *c, int n, const char *tag) {
+    for (int i = 0; i < n; i++) {
+        char k[64], v[96];
+        snprintf(k, sizeof k, "conv fwd %d->%d k3 bf16 NHWC n256", i, 2 * i);
+        snprintf(v, sizeof v, "%s engine %d knobs k1=%d,k3=0 ws %d ms 0.%03d", tag, i % 7, i, 1024 * i, i);
+        tb_pc_put(c, k, v);
+    }
+}
+
+static int count_ok(tb_plan_cache *c, int n, const char *tag) {
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        char k[64], v[96];
+        snprintf(k, sizeof k, "conv fwd %d->%d k3 bf16 NHWC n256", i, 2 * i);
+        snprintf(v, sizeof v, "%s engine %d knobs k1=%d,k3=0 ws %d ms 0.%03d", tag, i % 7, i, 1024 * i, i);
+        const char *got = tb_pc_get(c, k);
+        ok += got && strcmp(got, v) == 0;
+    }
+    return ok;
+}
+
+static void test_names(void) {
+    char a[128], b[128], c[128];
+    tb_pc_file_name(k_key, a, sizeof a);
+    tb_pc_file_name(k_key, b, sizeof b);
+    char other[256];
+    snprintf(other, sizeof other, "%s", k_key);
+    other[strlen(other) - 1] = '1'; /* det 1: another file */
+    tb_pc_file_name(other, c, sizeof c);
+    TB_CHECK(strcmp(a, b) == 0 && strcmp(a, c) != 0, "file names: a key has one name, another key another (%s, %s)", a,
+             c);
+    TB_CHECK(strncmp(a, "NVIDIA_H200-", 12) == 0 && strstr(a, ".plans"), "file name %s: GPU prefix, .plans", a);
+    char d[256];
+    TB_CHECK(tb_pc_dir("off", d, sizeof d) == NULL, "--plan-cache off: no cache");
+    TB_CHECK(tb_pc_dir("/x/y", d, sizeof d) && strcmp(d, "/x/y") == 0, "--plan-cache DIR: DIR");
+    setenv("TB_PLAN_CACHE", "/env/dir", 1);
+    TB_CHECK(tb_pc_dir("", d, sizeof d) && strcmp(d, "/env/dir") == 0, "default: $TB_PLAN_CACHE (%s)", d);
+    setenv("TB_PLAN_CACHE", "off", 1);
+    TB_CHECK(tb_pc_dir(NULL, d, sizeof d) == NULL, "TB_PLAN_CACHE=off: no cache");
+    unsetenv("TB_PLAN_CACHE");
+    setenv("XDG_CACHE_HOME", "/xdg", 1);
+    TB_CHECK(tb_pc_dir(NULL, d, sizeof d) && strcmp(d, "/xdg/trainbench/plans") == 0, "default: XDG (%s)", d);
+    unsetenv("XDG_CACHE_HOME");
+    setenv("HOME", "/home/u", 1);
+    TB_CHECK(tb_pc_dir(NULL, d, sizeof d) && strcmp(d, "/home/u/.cache/trainbench/plans") == 0, "default: HOME (%s)",
+             d);
+    unsigned char bytes[5] = {0, 1, 0xab, 0x7f, 0xff}, back[8];
+    char hex[16];
+    tb_pc_hex(bytes, 5, hex);
+    TB_CHECK(strcmp(hex, "0001ab7fff") == 0 && tb_pc_unhex(hex, back, sizeof back) == 5 && memcmp(back, bytes, 5) == 0,
+             "hex round trip (%s)", hex);
+    TB_CHECK(tb_pc_unhex("0g", back, 8) < 0 && tb_pc_unhex("abc", back, 8) < 0 && tb_pc_unhex("aabb", back, 1) < 0,
+             "hex: bad digits, odd length, too long refused");
+}
+
+static tb_plan_cache *open_say(const char *dir, char *msg, size_t len) {
+    tb_plan_cache *c = tb_pc_open(dir, k_key, msg, len);
+    if (msg[0]) printf("#   said: %s\n", msg);
+    return c;
+}
+
+/* Writes the file with fn applied to its text, reopens, expects "corrupt". */
+static void corrupt_case(const char *dir, const char *what, void (*fn)(char *buf, size_t *n, void *ctx), void *ctx) {
+    char msg[512];
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    fill(c, 30, "v");
+    tb_pc_close(c);
+    char path[1024];
+    c = open_say(dir, msg, sizeof msg);
+    snprintf(path, sizeof path, "%s", tb_pc_path(c));
+    tb_pc_close(c);
+    FILE *f = fopen(path, "rb");
+    char *buf = calloc(1 << 20, 1);
+    size_t n = fread(buf, 1, (1 << 20) - 64, f);
+    fclose(f);
+    fn(buf, &n, ctx);
+    f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(strstr(msg, "is corrupt") && strstr(msg, "rebuilding"), "%s: one line says corrupt, rebuilding (%s)", what,
+             msg);
+    TB_CHECK(tb_pc_count(c) == 0, "%s: nothing of it is trusted (%d entries)", what, tb_pc_count(c));
+    fill(c, 30, "w");
+    tb_pc_close(c);
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(msg[0] == '\0' && count_ok(c, 30, "w") == 30, "%s: rebuilt whole at the next commit", what);
+    tb_pc_close(c);
+    free(buf);
+}
+
+static void flip_byte(char *buf, size_t *n, void *ctx) {
+    (void)ctx;
+    buf[*n / 2] ^= 0x04; /* one bit in an entry */
+}
+static void truncate_half(char *buf, size_t *n, void *ctx) {
+    (void)buf, (void)ctx;
+    *n /= 2;
+}
+static void drop_end_line(char *buf, size_t *n, void *ctx) {
+    (void)ctx;
+    char *e = strstr(buf, "\nend ");
+    *n = (size_t)(e - buf) + 1;
+}
+static void append_junk(char *buf, size_t *n, void *ctx) {
+    (void)ctx;
+    memcpy(buf + *n, "e x\ty\n", 6);
+    *n += 6;
+}
+static void other_key(char *buf, size_t *n, void *ctx) {
+    (void)n, (void)ctx;
+    char *k = strstr(buf, "cudnn 91900");
+    k[10] = '1'; /* the same file name, another cuDNN: a stale copy */
+}
+static void not_a_cache(char *buf, size_t *n, void *ctx) {
+    (void)ctx;
+    *n = (size_t)sprintf(buf, "hello\n");
+}
+
+static void test_round_trip_and_corruption(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "rt");
+    strcat(dir, "/a/b"); /* made with its parents */
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && msg[0] == '\0' && tb_pc_count(c) == 0, "a new cache opens empty, silently");
+    fill(c, 200, "v");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "commit (%s)", msg);
+    tb_plan_cache *c2 = tb_pc_open(dir, k_key, msg, sizeof msg);
+    TB_CHECK(c2 == c, "opened twice in one process: the same cache (no self-deadlock on the lock)");
+    tb_pc_close(c2);
+    tb_pc_close(c);
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(count_ok(c, 200, "v") == 200 && tb_pc_hits(c) == 200 && tb_pc_misses(c) == 0,
+             "round trip: 200 entries read back");
+    TB_CHECK(tb_pc_get(c, "conv fwd 999") == NULL && tb_pc_misses(c) == 1, "a missing entry is a miss");
+    /* atomic write: no temporary file is left, and one left by a writer that died is not read */
+    char tmp[1100], cmd[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp.999999", tb_pc_path(c));
+    FILE *f = fopen(tmp, "w");
+    fputs("garbage", f);
+    fclose(f);
+    tb_pc_drop(c, "conv fwd 5->10 k3 bf16 NHWC n256");
+    tb_pc_close(c);
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.' | grep -qx 1", dir);
+    TB_CHECK(system(cmd) == 0, "after a commit only the dead writer's temporary file is there");
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(msg[0] == '\0' && tb_pc_count(c) == 199 && !tb_pc_get(c, "conv fwd 5->10 k3 bf16 NHWC n256"),
+             "a dropped entry is gone after the commit (%d entries)", tb_pc_count(c));
+    tb_pc_close(c);
+    corrupt_case(dir, "a flipped bit", flip_byte, NULL);
+    corrupt_case(dir, "a file cut in half", truncate_half, NULL);
+    corrupt_case(dir, "no end line", drop_end_line, NULL);
+    corrupt_case(dir, "bytes after the end line", append_junk, NULL);
+    corrupt_case(dir, "another key's file under this name", other_key, NULL);
+    corrupt_case(dir, "not a cache at all", not_a_cache, NULL);
+    rm_dir(dir);
+}
+
+/* A second process adds entries while we hold none of the lock; a dropped
+ * entry of ours is not brought back by the merge. */
+static void test_merge(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "merge");
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    fill(c, 10, "v");
+    tb_pc_commit(c, msg, sizeof msg); /* the lock goes; c stays open */
+    pid_t pid = fork();
+    if (pid == 0) {
+        tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg); /* a fresh process view after fork */
+        tb_pc_put(o, "from the child", "child value");
+        tb_pc_close(o);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tb_pc_put(c, "from the parent", "parent value");
+    tb_pc_drop(c, "conv fwd 0->0 k3 bf16 NHWC n256");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "a later commit re-takes the lock and merges (%s)", msg);
+    tb_pc_close(c);
+    c = open_say(dir, msg, sizeof msg);
+    const char *a = tb_pc_get(c, "from the child"), *b = tb_pc_get(c, "from the parent");
+    TB_CHECK(a && b && strcmp(a, "child value") == 0 && strcmp(b, "parent value") == 0,
+             "both processes' entries are in the file");
+    TB_CHECK(!tb_pc_get(c, "conv fwd 0->0 k3 bf16 NHWC n256") && tb_pc_count(c) == 11,
+             "the dropped entry stayed dropped through the merge (%d entries)", tb_pc_count(c));
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
+/* A lock held past TB_PLAN_CACHE_WAIT_S: plan alone, write nothing. */
+static void test_lock_timeout(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "lock");
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
+        tb_pc_lock(o, "graph-a", msg, sizeof msg);
+        if (write(pipefd[1], "x", 1) != 1) _exit(1);
+        sleep(1); /* holds the lock, then dies without committing */
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char x;
+    if (read(pipefd[0], &x, 1) != 1) printf("# the child did not start\n");
+    setenv("TB_PLAN_CACHE_WAIT_S", "0.3", 1);
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && msg[0] == '\0', "opening reads without the lock (%s)", msg);
+    tb_pc_lock(c, "graph-b", msg, sizeof msg);
+    TB_CHECK(msg[0] == '\0', "another graph's session is not held up by it (%s)", msg);
+    fill(c, 2, "b");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "and commits its entries (%s)", msg);
+    tb_pc_lock(c, "graph-a", msg, sizeof msg);
+    TB_CHECK(strstr(msg, "stayed locked") && strstr(msg, "writes nothing"),
+             "a lock held past the wait limit: one line, plan alone (%s)", msg);
+    fill(c, 3, "v");
+    tb_pc_close(c);
+    unsetenv("TB_PLAN_CACHE_WAIT_S");
+    int st = 0;
+    waitpid(pid, &st, 0); /* its lock goes with it */
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(tb_pc_count(c) == 2, "the session that gave up wrote nothing, the other its 2 entries (%d entries)",
+             tb_pc_count(c));
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
+static int env_rank(void) {
+    const char *v[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
+    for (int i = 0; i < 4; i++)
+        if (getenv(v[i])) return atoi(getenv(v[i]));
+    return 0;
+}
+
+static int run_rank(const char *dir, int n) {
+    int rank = env_rank(), planned = 0;
+    char msg[512], path[1100];
+    tb_plan_cache *c = tb_pc_open(dir, k_key, msg, sizeof msg);
+    if (!c) return 1;
+    tb_pc_lock(c, "graph-a", msg, sizeof msg); /* the session: the first rank plans, the others wait for it */
+    snprintf(path, sizeof path, "%s/report.%d", dir, rank);
+    FILE *r = fopen(path, "w");
+    for (int i = 0; i < n; i++) {
+        char k[32], v[64];
+        snprintf(k, sizeof k, "entry %d", i);
+        const char *got = tb_pc_get(c, k);
+        if (!got) {
+            usleep(20000); /* "timing the candidates" */
+            snprintf(v, sizeof v, "planned by rank %d", rank);
+            tb_pc_put(c, k, v);
+            got = tb_pc_get(c, k);
+            planned++;
+        }
+        fprintf(r, "%s=%s\n", k, got);
+    }
+    tb_pc_close(c);
+    fprintf(r, "#count %d\n", planned);
+    fclose(r);
+    return 0;
+}
+
+static int check_ranks(const char *dir, int ranks, int n) {
+    int planners = 0, total = 0;
+    char *first = NULL;
+    for (int r = 0; r < ranks; r++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/report.%d", dir, r);
+        char *s = tb_test_read_text(path);
+        char *pl = strstr(s, "#count ");
+        int k = pl ? atoi(pl + 7) : -1;
+        TB_CHECK(k >= 0, "rank %d reported", r);
+        if (k > 0) planners++;
+        total += k;
+        if (pl) *pl = '\0';
+        if (!first)
+            first = strdup(s);
+        else
+            TB_CHECK(strcmp(first, s) == 0, "rank %d saw the same values as rank 0", r);
+        free(s);
+    }
+    TB_CHECK(planners == 1 && total == n, "%d ranks: one planned (%d planners, %d entries planned of %d)", ranks,
+             planners, total, n);
+    char msg[512];
+    tb_plan_cache *c = tb_pc_open(dir, k_key, msg, sizeof msg);
+    TB_CHECK(c && msg[0] == '\0' && tb_pc_count(c) == n, "the shared file is whole (%d entries; %s)",
+             c ? tb_pc_count(c) : -1, msg);
+    tb_pc_close(c);
+    free(first);
+    return tb_test_exit("plan_cache_ranks");
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && strcmp(argv[1], "rank") == 0) return run_rank(argv[2], atoi(argv[3]));
+    if (argc == 5 && strcmp(argv[1], "check") == 0) return check_ranks(argv[2], atoi(argv[3]), atoi(argv[4]));
+    test_names();
+    test_round_trip_and_corruption();
+    test_merge();
+    test_lock_timeout();
+    return tb_test_exit("plan_cache");
+}
