@@ -24,6 +24,7 @@
 #include "src/cli.h"
 #include "src/commands.h"
 #include "src/h5io.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/log.h"
 #include "src/loader_feed.h"
 #include "src/nvml.h"
@@ -167,6 +168,13 @@ static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, 
 }
 
 /* "12.3" or "-" for a value not measured (NaN). */
+/* The header line saying which vector level the resize and normalise ran at. */
+static void print_cpu_level(void) {
+    char buf[256];
+    tb_cpu_dispatch_describe(buf, sizeof buf);
+    printf("# cpu vector loops: %s\n", buf);
+}
+
 static const char *num_or_dash(char *buf, size_t len, double v, int prec) {
     if (isnan(v)) snprintf(buf, len, "-");
     else snprintf(buf, len, "%.*f", prec, v);
@@ -335,6 +343,7 @@ static int cmd_feed(int argc, char **argv) {
            tb_precision_name(prec), be->name, be->device, batch, size, decode, warmup, steps,
            min_row > 0 ? " (more until a row lasts --min-row-seconds)" : "", tb_jpeg_version());
     printf("# GPU columns: %s\n", dev_note);
+    print_cpu_level();
     char t_start[32];
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
@@ -516,6 +525,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s\n",
            lo.train ? "train" : "eval", size, batch, format, decode, prefetch, rank, world, warmup, batches, repeat,
            tb_jpeg_version());
+    print_cpu_level();
     char t_start[32], decoder[640] = "", gpu_split[64] = "-";
     tb_utc_now(t_start, sizeof t_start);
     tb_table tab;
@@ -571,6 +581,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         tb_h5_library_version(buf, sizeof buf);
         tb_attrs_str(&a, "hdf5_version", buf);
         tb_attrs_str(&a, "libjpeg_turbo_version", tb_jpeg_version());
+        tb_provenance_cpu_dispatch(&a);
         tb_attrs_str(&a, "data", data);
         tb_attrs_int(&a, "samples", ds.n);
         tb_attrs_str(&a, "transform", lo.train ? "train" : "eval");

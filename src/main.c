@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "src/commands.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/log.h"
 #include "src/core/version.h"
 
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
         printf("trainbench %s (%s)\n", tb_version_string, tb_git_revision);
         return 0;
     }
+    tb_cpu_dispatch_init(); /* the vector level; a TB_CPU_LEVEL this CPU lacks ends here, in one line */
     if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
     for (int i = 0; i < k_ncommands; i++)
         if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);

@@ -11,6 +11,7 @@
 #include "src/h5io.h"
 #include "src/nvml.h"
 #include "src/probe_gpu.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/version.h"
 
 extern char **environ;
@@ -57,6 +58,13 @@ static void gpu_versions(tb_attrs *a) {
         snprintf(buf, sizeof buf, "%s (built with %s; %s)", c->loaded_s, c->compiled_s, tb_verdict_name(c->verdict));
         tb_attrs_str(a, keys[i], buf);
     }
+}
+
+void tb_provenance_cpu_dispatch(tb_attrs *a) {
+    char buf[256];
+    tb_attrs_str(a, "cpu_dispatch_level", tb_cpu_isa_name(tb_cpu_level()));
+    tb_cpu_dispatch_describe(buf, sizeof buf);
+    tb_attrs_str(a, "cpu_dispatch", buf);
 }
 
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
@@ -106,4 +114,5 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     tb_h5_library_version(buf, sizeof buf);
     tb_attrs_str(a, "hdf5_version", buf);
     tb_attrs_str(a, "libjpeg_turbo_version", tb_jpeg_version());
+    tb_provenance_cpu_dispatch(a);
 }
