@@ -11,19 +11,7 @@
 #include "model/cpu/cpu_kern.h"
 #include "src/core/cpu_features.h"
 #include "src/core/rng.h"
-
-static int g_fail, g_checks;
-
-#define CHECK(cond, ...)                             \
-    do {                                             \
-        g_checks++;                                  \
-        if (!(cond)) {                               \
-            g_fail++;                                \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                     \
-            printf("\n");                            \
-        }                                            \
-    } while (0)
+#include "tests/tb_test.h"
 
 static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }
 
@@ -174,14 +162,14 @@ int test_model_levels(const int *levels, int nlevels) {
     const size_t lens[] = {1, 2, 7, 15, 16, 17, 31, 33, 49, 63, 64, 65, 100, 196, 1003};
     for (int l = 0; l < nlevels; l++) {
         const cpu_kern *k = cpu_kern_of(levels[l]);
-        CHECK(k != NULL, "no cpu_kern table for level %d", levels[l]);
+        TB_CHECK(k != NULL, "no cpu_kern table for level %d", levels[l]);
         if (!k) continue;
         tb_rng r;
         tb_rng_seed(&r, 5, 5);
         int bad = 0;
         for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
             for (size_t off = 0; off < 3; off++) bad += check_len(k, &r, lens[i], off);
-        CHECK(bad == 0, "cpu_kern level %s: %d loop results differ from the scalar statements",
+        TB_CHECK(bad == 0, "cpu_kern level %s: %d loop results differ from the scalar statements",
               tb_cpu_isa_name((tb_isa_level)levels[l]), bad);
     }
     /* the comparison can fail: a sum fed one different element is caught */
@@ -191,7 +179,7 @@ int test_model_levels(const int *levels, int nlevels) {
     y[23] = nextafterf((float)y[23], 100.0f);
     cpu_kern_of(levels[nlevels - 1])->sum(x, 40, la);
     cpu_kern_of(levels[nlevels - 1])->sum(y, 40, lb);
-    CHECK(!same(la, lb, sizeof la), "a one-ulp change in one summand went unseen");
-    printf("# cpu_kern: %d checks, %d failed\n", g_checks, g_fail);
-    return g_fail;
+    TB_CHECK(!same(la, lb, sizeof la), "a one-ulp change in one summand went unseen");
+    printf("# cpu_kern: %d checks, %d failed\n", tb_test_checks, tb_test_failures);
+    return tb_test_failures; /* this file's count (tb_test.h's counters are per file) */
 }
