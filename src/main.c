@@ -33,6 +33,9 @@ static void usage(void) {
     printf("usage: trainbench [SUBCOMMAND] [options]    ('trainbench SUBCOMMAND --help')\n\n");
     for (int i = 0; i < k_ncommands; i++)
         printf("  %-16s %s\n", k_commands[i].name, k_commands[i].what);
+    printf("\nenvironment:\n  %-16s vector level of trainbench's own loops: baseline, avx2, avx512 or auto (the "
+           "default: the best this CPU offers); see docs/cpu_dispatch.md\n",
+           TB_CPU_LEVEL_ENV);
 }
 
 int main(int argc, char **argv) {
