@@ -167,7 +167,6 @@ static int parse_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, 
     return n;
 }
 
-/* "12.3" or "-" for a value not measured (NaN). */
 /* The header line saying which vector level the resize and normalise ran at. */
 static void print_cpu_level(void) {
     char buf[256];
@@ -175,6 +174,7 @@ static void print_cpu_level(void) {
     printf("# cpu vector loops: %s\n", buf);
 }
 
+/* "12.3" or "-" for a value not measured (NaN). */
 static const char *num_or_dash(char *buf, size_t len, double v, int prec) {
     if (isnan(v)) snprintf(buf, len, "-");
     else snprintf(buf, len, "%.*f", prec, v);
