@@ -31,7 +31,7 @@ static inline size_t hsplit_at(int x, int q, int pairs) {
     return ((size_t)(x >> 2) * pairs + q) * 64 + (size_t)(x & 3) * 8;
 }
 
-#if defined(__SSE2__)
+#if defined(__SSE2__) && !defined(__AVX2__) /* the baseline path's helpers */
 /* Two pixels at p (one, zero-padded, when `one`), as 8 words R0 R1 G0 G1 B0 B1 X0 X1. */
 static inline __m128i pair_words_sse2(const uint8_t *p, int one) {
     __m128i px;
@@ -75,6 +75,7 @@ static inline __attribute__((always_inline)) void hpass_k(const uint8_t *in, int
                                                           const tb_axis *ax, uint8_t *out, int out_stride,
                                                           const int K) {
     const int nout = ax->nout, pairs = (K + 1) / 2;
+    (void)pairs; /* unused in plain C */
     for (int r = 0; r < rows; r++) {
         const uint8_t *row = in + (size_t)r * in_stride;
         uint8_t *o = out + (size_t)r * out_stride;
@@ -285,11 +286,12 @@ static void vpass(const uint8_t *in, int in_stride, int iy0, int width4, const t
         }                                                                                               \
         return i;                                                                                       \
     }
-#if defined(__SSE2__)
+/* only the level's widest (the tail is plain C) */
+#if defined(__SSE2__) && !defined(__AVX2__)
 TB_NORM(norm4, __m128, __m128i, TB_LD128, _mm_storeu_ps, _mm_set1_epi32, _mm_set1_ps, _mm_and_si128, _mm_srli_epi32,
         _mm_cvtepi32_ps, _mm_div_ps, _mm_sub_ps, 4)
 #endif
-#if defined(__AVX2__)
+#if defined(__AVX2__) && !defined(__AVX512BW__)
 TB_NORM(norm8, __m256, __m256i, TB_LD256, _mm256_storeu_ps, _mm256_set1_epi32, _mm256_set1_ps, _mm256_and_si256,
         _mm256_srli_epi32, _mm256_cvtepi32_ps, _mm256_div_ps, _mm256_sub_ps, 8)
 #endif
