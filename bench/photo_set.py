@@ -31,7 +31,8 @@ def candidates(extra):
         pass
     try:
         import matplotlib
-        dirs.append(os.path.join(os.path.dirname(matplotlib.__file__), "mpl-data", "sample_data"))
+        # get_data_path: Debian keeps mpl-data in /usr/share/matplotlib, not beside the package
+        dirs.append(os.path.join(matplotlib.get_data_path(), "sample_data"))
     except Exception:
         pass
     dirs += extra

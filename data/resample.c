@@ -1,16 +1,15 @@
 /* resample.c - Pillow's BILINEAR resample, 8-bit RGBX (see resample.h). The
  * coefficient code follows precompute_coeffs() and normalize_coeffs_8bpc()
  * of Pillow's Resample.c step for step, so that the weights are the same
- * doubles rounded the same way. */
+ * doubles rounded the same way. The passes themselves are the vector
+ * level's (data/pixel_kern.h). */
 #include "data/resample.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SSE4_1__)
-#include <smmintrin.h>
-#endif
 
+#include "data/pixel_kern.h"
 #include "src/core/log.h"
 
 static double bilinear_filter(double x) {
@@ -24,23 +23,25 @@ void tb_axis_plan(tb_axis *a, int in_size, double in0, double in1, int out_size,
     double scale = (in1 - in0) / out_size, filterscale = scale < 1.0 ? 1.0 : scale;
     double support = 1.0 * filterscale; /* BILINEAR's support is 1 */
     int ksize = (int)ceil(support) * 2 + 1;
-    if (nout > a->cap_out) {
+    const int nout4 = (nout + 3) / 4 * 4; /* pfirst and psplit: whole groups of 4 outputs */
+    if (nout4 > a->cap_out) {
         free(a->first);
         free(a->taps);
         free(a->pfirst);
-        a->first = malloc((size_t)nout * sizeof *a->first);
-        a->taps = malloc((size_t)nout * sizeof *a->taps);
-        a->pfirst = malloc((size_t)nout * sizeof *a->pfirst);
-        a->cap_out = nout;
+        a->first = malloc((size_t)nout4 * sizeof *a->first);
+        a->taps = malloc((size_t)nout4 * sizeof *a->taps);
+        a->pfirst = malloc((size_t)nout4 * sizeof *a->pfirst);
+        a->cap_out = nout4;
     }
-    if ((int64_t)nout * ksize > a->cap_coef) {
+    if ((int64_t)nout4 * ksize > a->cap_coef) {
         free(a->coef);
         free(a->pcoef);
         free(a->psplit);
-        a->coef = malloc((size_t)nout * (size_t)ksize * sizeof *a->coef);
-        a->pcoef = malloc((size_t)nout * (size_t)ksize * sizeof *a->pcoef);
-        a->psplit = aligned_alloc(16, (size_t)nout * (size_t)(ksize + 1) / 2 * 16 * sizeof *a->psplit);
-        a->cap_coef = nout * ksize;
+        a->coef = malloc((size_t)nout4 * (size_t)ksize * sizeof *a->coef);
+        a->pcoef = malloc((size_t)nout4 * (size_t)ksize * sizeof *a->pcoef);
+        /* (ksize + 1) / 2 pairs x 16 words per output, 64-byte aligned */
+        a->psplit = aligned_alloc(64, (size_t)nout4 * (size_t)(ksize + 1) / 2 * 16 * sizeof *a->psplit);
+        a->cap_coef = nout4 * ksize;
     }
     if (!a->first || !a->taps || !a->coef || !a->pfirst || !a->pcoef || !a->psplit)
         TB_FATAL("out of host memory for resampling weights");
@@ -104,15 +105,23 @@ void tb_axis_plan(tb_axis *a, int in_size, double in0, double in1, int out_size,
             pk[t] = src >= 0 && src < a->taps[o] ? kk[src] : 0;
         }
         a->pfirst[o] = f;
-        int pairs = (kpad + 1) / 2;
+    }
+    /* the hi and lo halves, for groups of 4 outputs (pixel_kern.c): group
+     * g, pair of taps q: 64 words, the 4 outputs' hi words (k[2q], k[2q+1])
+     * x 4 channels, then their lo words likewise; outputs past nout read
+     * where the last one does, with zero weights */
+    const int pairs = (kpad + 1) / 2;
+    for (int o = nout; o < nout4; o++) a->pfirst[o] = a->pfirst[nout - 1];
+    for (int o = 0; o < nout4; o++) {
+        const int32_t *pk = a->pcoef + (size_t)o * kpad;
         for (int q = 0; q < pairs; q++) {
-            int16_t *d = a->psplit + ((size_t)o * pairs + q) * 16;
-            int32_t k0 = pk[2 * q], k1 = 2 * q + 1 < kpad ? pk[2 * q + 1] : 0;
+            int16_t *d = a->psplit + ((size_t)(o / 4) * pairs + q) * 64 + (size_t)(o % 4) * 8;
+            int32_t k0 = o < nout ? pk[2 * q] : 0, k1 = o < nout && 2 * q + 1 < kpad ? pk[2 * q + 1] : 0;
             for (int c = 0; c < 4; c++) {
                 d[2 * c] = (int16_t)(k0 >> 11);
                 d[2 * c + 1] = (int16_t)(k1 >> 11);
-                d[8 + 2 * c] = (int16_t)(k0 & 2047);
-                d[8 + 2 * c + 1] = (int16_t)(k1 & 2047);
+                d[32 + 2 * c] = (int16_t)(k0 & 2047);
+                d[32 + 2 * c + 1] = (int16_t)(k1 & 2047);
             }
         }
     }
@@ -126,152 +135,6 @@ void tb_axis_free(tb_axis *a) {
     free(a->pcoef);
     free(a->psplit);
     memset(a, 0, sizeof *a);
-}
-
-static inline uint8_t clip8(int32_t v) {
-    v >>= TB_RESAMPLE_BITS;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
-/* Horizontal pass over `rows` rows: in row r points at input x = ix0; out
- * rows of ax->nout RGBX pixels. K taps per output (the padded weights);
- * with K a constant the compiler unrolls the tap loop.
- *
- * With SSE4.1 two taps are one 16-bit multiply-add for all four channels:
- * the two pixels' bytes are interleaved (R0 R1 G0 G1 ...) and multiplied
- * with the weights' high and low 11-bit halves; hi * 2^11 + lo is the
- * same integer sum as the scalar loop, so the result is identical. */
-static inline __attribute__((always_inline)) void hpass(const uint8_t *in, int in_stride, int ix0, int rows,
-                                                        const tb_axis *ax, uint8_t *out, int out_stride,
-                                                        const int K) {
-    const int nout = ax->nout;
-#if defined(__SSE4_1__)
-    const int pairs = (K + 1) / 2;
-    const __m128i pair_bytes = _mm_setr_epi8(0, 4, 1, 5, 2, 6, 3, 7, -1, -1, -1, -1, -1, -1, -1, -1);
-    const __m128i half = _mm_set1_epi32(1 << (TB_RESAMPLE_BITS - 1));
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *row = in + (size_t)r * in_stride;
-        uint8_t *o = out + (size_t)r * out_stride;
-        for (int x = 0; x < nout; x++) {
-            const uint8_t *p = row + (size_t)(ax->pfirst[x] - ix0) * 4;
-            const __m128i *k = (const __m128i *)(const void *)(ax->psplit + (size_t)x * pairs * 16);
-            __m128i hi = _mm_setzero_si128(), lo = _mm_setzero_si128();
-            for (int q = 0; q < pairs; q++) {
-                __m128i px;
-                if (2 * q + 1 < K) { /* two pixels */
-                    px = _mm_loadl_epi64((const __m128i *)(const void *)(p + 8 * q));
-                } else { /* the last, odd tap: one pixel, no read past it */
-                    int32_t one;
-                    memcpy(&one, p + 8 * q, 4);
-                    px = _mm_cvtsi32_si128(one);
-                }
-                px = _mm_cvtepu8_epi16(_mm_shuffle_epi8(px, pair_bytes));
-                hi = _mm_add_epi32(hi, _mm_madd_epi16(px, _mm_load_si128(k + 2 * q)));
-                lo = _mm_add_epi32(lo, _mm_madd_epi16(px, _mm_load_si128(k + 2 * q + 1)));
-            }
-            __m128i s = _mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(hi, 11), lo), half);
-            s = _mm_srai_epi32(s, TB_RESAMPLE_BITS);
-            s = _mm_packus_epi16(_mm_packs_epi32(s, s), s); /* clamp to 0..255 */
-            int32_t v = _mm_cvtsi128_si32(s);
-            memcpy(o + 4 * x, &v, 4);
-        }
-    }
-#else
-    for (int r = 0; r < rows; r++) {
-        const uint8_t *row = in + (size_t)r * in_stride;
-        uint8_t *o = out + (size_t)r * out_stride;
-        for (int x = 0; x < nout; x++) {
-            const uint8_t *p = row + (size_t)(ax->pfirst[x] - ix0) * 4;
-            const int32_t *k = ax->pcoef + (size_t)x * K;
-            int32_t s[4];
-            for (int c = 0; c < 4; c++) s[c] = 1 << (TB_RESAMPLE_BITS - 1);
-            for (int t = 0; t < K; t++)
-                for (int c = 0; c < 4; c++) s[c] += p[4 * t + c] * k[t];
-            for (int c = 0; c < 4; c++) o[4 * x + c] = clip8(s[c]);
-        }
-    }
-#endif
-}
-
-static void pass_horizontal(const uint8_t *in, int in_stride, int ix0, int rows, const tb_axis *ax, uint8_t *out,
-                            int out_stride) {
-    switch (ax->kpad) {
-    case 1: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 1); break;
-    case 2: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 2); break;
-    case 3: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 3); break;
-    case 4: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 4); break;
-    case 5: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 5); break;
-    case 6: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 6); break;
-    case 7: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 7); break;
-    case 8: hpass(in, in_stride, ix0, rows, ax, out, out_stride, 8); break;
-    default: hpass(in, in_stride, ix0, rows, ax, out, out_stride, ax->kpad); break;
-    }
-}
-
-/* Vertical pass: in row r is input y = iy0 + r, RGBX, `width4` bytes used
- * per row; acc is scratch of width4 int32. With SSE4.1, 16 bytes of a row
- * at a time with their sums kept in registers over the taps, two rows per
- * 16-bit multiply-add (bytes of the two rows interleaved, weights split in
- * 11-bit halves as in the horizontal pass); the tail is plain code. */
-static void pass_vertical(const uint8_t *in, int in_stride, int iy0, int width4, const tb_axis *ay, int flip,
-                          uint8_t *out, int out_stride, int32_t *acc) {
-    const int npx = width4 / 4;
-    for (int y = 0; y < ay->nout; y++) {
-        const int32_t *k = ay->coef + (size_t)y * ay->ksize;
-        const int n = ay->taps[y];
-        const uint8_t *base = in + (size_t)(ay->first[y] - iy0) * in_stride;
-        uint8_t *o = out + (size_t)y * out_stride;
-        int i = 0;
-#if defined(__SSE4_1__)
-        const __m128i half = _mm_set1_epi32(1 << (TB_RESAMPLE_BITS - 1)), zero = _mm_setzero_si128();
-        for (; i + 16 <= width4; i += 16) {
-            __m128i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero, l3 = zero;
-            for (int t = 0; t < n; t += 2) {
-                const uint8_t *ra = base + (size_t)t * in_stride + i;
-                __m128i a = _mm_loadu_si128((const __m128i *)(const void *)ra);
-                __m128i b = t + 1 < n ? _mm_loadu_si128((const __m128i *)(const void *)(ra + in_stride)) : zero;
-                int32_t k0 = k[t], k1 = t + 1 < n ? k[t + 1] : 0;
-                __m128i kh = _mm_set1_epi32((int32_t)(((uint32_t)(k1 >> 11) << 16) | (uint32_t)(k0 >> 11)));
-                __m128i kl = _mm_set1_epi32((int32_t)(((uint32_t)(k1 & 2047) << 16) | (uint32_t)(k0 & 2047)));
-                __m128i ab_lo = _mm_unpacklo_epi8(a, b), ab_hi = _mm_unpackhi_epi8(a, b);
-                __m128i w0 = _mm_unpacklo_epi8(ab_lo, zero), w1 = _mm_unpackhi_epi8(ab_lo, zero);
-                __m128i w2 = _mm_unpacklo_epi8(ab_hi, zero), w3 = _mm_unpackhi_epi8(ab_hi, zero);
-                h0 = _mm_add_epi32(h0, _mm_madd_epi16(w0, kh));
-                h1 = _mm_add_epi32(h1, _mm_madd_epi16(w1, kh));
-                h2 = _mm_add_epi32(h2, _mm_madd_epi16(w2, kh));
-                h3 = _mm_add_epi32(h3, _mm_madd_epi16(w3, kh));
-                l0 = _mm_add_epi32(l0, _mm_madd_epi16(w0, kl));
-                l1 = _mm_add_epi32(l1, _mm_madd_epi16(w1, kl));
-                l2 = _mm_add_epi32(l2, _mm_madd_epi16(w2, kl));
-                l3 = _mm_add_epi32(l3, _mm_madd_epi16(w3, kl));
-            }
-#define TB_FINISH(h, l) \
-    _mm_srai_epi32(_mm_add_epi32(_mm_add_epi32(_mm_slli_epi32(h, 11), l), half), TB_RESAMPLE_BITS)
-            __m128i s01 = _mm_packs_epi32(TB_FINISH(h0, l0), TB_FINISH(h1, l1));
-            __m128i s23 = _mm_packs_epi32(TB_FINISH(h2, l2), TB_FINISH(h3, l3));
-#undef TB_FINISH
-            __m128i px = _mm_packus_epi16(s01, s23); /* 4 RGBX pixels, clamped */
-            if (!flip) {
-                _mm_storeu_si128((__m128i *)(void *)(o + i), px);
-            } else { /* pixels i/4 .. i/4+3 go to npx-1-i/4 .. npx-4-i/4, reversed */
-                px = _mm_shuffle_epi32(px, _MM_SHUFFLE(0, 1, 2, 3));
-                _mm_storeu_si128((__m128i *)(void *)(o + 4 * (npx - 4 - i / 4)), px);
-            }
-        }
-#endif
-        if (i < width4) { /* the rest (or all, without SSE4.1) */
-            for (int m = i; m < width4; m++) acc[m] = 1 << (TB_RESAMPLE_BITS - 1);
-            for (int t = 0; t < n; t++) {
-                const uint8_t *row = base + (size_t)t * in_stride;
-                const int32_t kt = k[t];
-                for (int m = i; m < width4; m++) acc[m] += row[m] * kt;
-            }
-            for (int m = i; m < width4; m += 4) {
-                int x = m / 4, d = flip ? npx - 1 - x : x;
-                for (int c = 0; c < 4; c++) o[4 * d + c] = clip8(acc[m + c]);
-            }
-        }
-    }
 }
 
 /* Copies n RGBX pixels, mirrored when flip. */
@@ -296,11 +159,12 @@ void tb_resample_rgbx(const uint8_t *src, int src_stride, int sx, int sy, const 
         if (!*tmp) TB_FATAL("out of host memory for resampling");
     }
     int32_t *acc = (int32_t *)(void *)(((uintptr_t)(*tmp + (size_t)rows * width4) + 63) & ~(uintptr_t)63);
+    const tb_pixel_kern *k = tb_pixel_kern_get();
     if (ay->identity) { /* no vertical pass: rows map one to one */
         const uint8_t *h = rows_in;
         int stride = src_stride;
         if (!ax->identity) { /* horizontal pass into scratch */
-            pass_horizontal(rows_in, src_stride, sx, ay->nout, ax, *tmp, width4);
+            k->hpass(rows_in, src_stride, sx, ay->nout, ax, *tmp, width4);
             h = *tmp;
             stride = width4;
         } else {
@@ -309,10 +173,10 @@ void tb_resample_rgbx(const uint8_t *src, int src_stride, int sx, int sy, const 
         for (int y = 0; y < ay->nout; y++)
             copy_row(h + (size_t)y * stride, ax->nout, flip, dst + (size_t)y * dst_stride);
     } else if (ax->identity) { /* vertical pass only, from the source */
-        pass_vertical(rows_in + (size_t)(ax->in_lo - sx) * 4, src_stride, ay->in_lo, width4, ay, flip, dst,
-                      dst_stride, acc);
+        k->vpass(rows_in + (size_t)(ax->in_lo - sx) * 4, src_stride, ay->in_lo, width4, ay, flip, dst, dst_stride,
+                 acc);
     } else {
-        pass_horizontal(rows_in, src_stride, sx, rows, ax, *tmp, width4);
-        pass_vertical(*tmp, width4, ay->in_lo, width4, ay, flip, dst, dst_stride, acc);
+        k->hpass(rows_in, src_stride, sx, rows, ax, *tmp, width4);
+        k->vpass(*tmp, width4, ay->in_lo, width4, ay, flip, dst, dst_stride, acc);
     }
 }

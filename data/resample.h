@@ -6,8 +6,9 @@
  * For the same input pixels the R, G, B output is bit-identical to Pillow's.
  *
  * Pixels are RGBX (4 bytes, the 4th unused): libjpeg-turbo writes them at
- * no extra cost, and one pixel is one 4-lane integer multiply-add, which the
- * compiler vectorises.
+ * no extra cost, and one pixel is one 4-lane integer multiply-add. The
+ * passes run at the CPU's vector level (data/pixel_kern.h), each level
+ * giving the same bytes.
  *
  * Each axis is planned on its own (tb_axis), and may compute only a window
  * of the outputs (a centre crop of the resized image), reading only the
@@ -32,12 +33,13 @@ typedef struct {
      * (window moved left at the right edge), so that the horizontal pass
      * runs a fixed-length, unrolled loop; sums are unchanged. */
     int kpad;
-    int *pfirst;     /* [nout] */
+    int *pfirst;     /* [nout rounded up to 4] (past nout: pfirst[nout-1]) */
     int32_t *pcoef;  /* [nout][kpad] */
-    /* The padded weights split as k = hi * 2^11 + lo (both < 2^12), in
-     * pairs of taps laid out for SSE's 16-bit multiply-add: for output o and
-     * pair q, 8 int16 hi then 8 int16 lo, each (k[2q], k[2q+1]) x 4. */
-    int16_t *psplit; /* [nout][(kpad+1)/2][16] */
+    /* The padded weights split as k = hi * 2^11 + lo (both < 2^12), laid
+     * out for 16-bit multiply-adds on groups of 4 outputs (pixel_kern.c):
+     * group g, pair of taps q: 64 words, the hi words (k[2q], k[2q+1]) x 4
+     * channels of outputs 4g..4g+3, then their lo words; zero past nout. */
+    int16_t *psplit; /* [ceil(nout/4)][(kpad+1)/2][64], 64-byte aligned */
     int cap_out, cap_coef;
 } tb_axis;
 

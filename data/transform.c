@@ -4,12 +4,12 @@
 #include "data/transform.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/jpeg.h"
+#include "data/pixel_kern.h"
 #include "data/resample.h"
 #include "src/core/log.h"
 #include "src/core/timer.h"
@@ -245,47 +245,25 @@ int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_
 const float tb_imagenet_mean[3] = {(float)0.485, (float)0.456, (float)0.406};
 const float tb_imagenet_std[3] = {(float)0.229, (float)0.224, (float)0.225};
 
-static float g_norm_lut[3][256]; /* ((float)v / 255 - mean) / std, float32 throughout */
-static pthread_once_t g_norm_once = PTHREAD_ONCE_INIT;
-
-static void init_norm_lut(void) {
-    for (int c = 0; c < 3; c++)
-        for (int v = 0; v < 256; v++) {
-            float x = (float)v / 255.0f;
-            g_norm_lut[c][v] = (x - tb_imagenet_mean[c]) / tb_imagenet_std[c];
-        }
-}
-
 size_t tb_sample_bytes(tb_out_format fmt, int S) {
     size_t px = (size_t)3 * S * S;
     return fmt == TB_OUT_U8_NHWC ? px : px * sizeof(float);
 }
 
+/* The loops are the vector level's (data/pixel_kern.h): ToTensor + Normalize
+ * as ((float)v / 255 - mean) / std in float32, the same floats at every level. */
 void tb_sample_store(const uint8_t *rgbx, int S, tb_out_format fmt, void *images, int j) {
-    size_t plane = (size_t)S * S;
-    if (fmt != TB_OUT_U8_NHWC) pthread_once(&g_norm_once, init_norm_lut);
+    const size_t plane = (size_t)S * S;
+    const tb_pixel_kern *k = tb_pixel_kern_get();
     switch (fmt) {
     case TB_OUT_F32_NCHW: {
         float *o = (float *)images + (size_t)j * 3 * plane;
-        float *r = o, *g = o + plane, *b = o + 2 * plane;
-        for (size_t i = 0; i < plane; i++) {
-            r[i] = g_norm_lut[0][rgbx[4 * i + 0]];
-            g[i] = g_norm_lut[1][rgbx[4 * i + 1]];
-            b[i] = g_norm_lut[2][rgbx[4 * i + 2]];
-        }
+        k->store_f32_planar(rgbx, plane, tb_imagenet_mean, tb_imagenet_std, o, o + plane, o + 2 * plane);
         break;
     }
-    case TB_OUT_F32_NHWC: {
-        float *o = (float *)images + (size_t)j * 3 * plane;
-        for (size_t i = 0; i < plane; i++)
-            for (int c = 0; c < 3; c++) o[3 * i + c] = g_norm_lut[c][rgbx[4 * i + c]];
+    case TB_OUT_F32_NHWC:
+        k->store_f32_packed(rgbx, plane, tb_imagenet_mean, tb_imagenet_std, (float *)images + (size_t)j * 3 * plane);
         break;
-    }
-    case TB_OUT_U8_NHWC: {
-        uint8_t *o = (uint8_t *)images + (size_t)j * 3 * plane;
-        for (size_t i = 0; i < plane; i++)
-            for (int c = 0; c < 3; c++) o[3 * i + c] = rgbx[4 * i + c];
-        break;
-    }
+    case TB_OUT_U8_NHWC: k->store_u8_packed(rgbx, plane, (uint8_t *)images + (size_t)j * 3 * plane); break;
     }
 }

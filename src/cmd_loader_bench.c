@@ -28,6 +28,7 @@
 #include "src/core/version.h"
 #include "src/h5io.h"
 #include "src/loader_bench_args.h"
+#include "src/provenance.h"
 #include "src/results.h"
 
 typedef struct {
@@ -226,6 +227,7 @@ static void write_results(const bench_args *a, int argc, char **argv, const tb_d
     tb_h5_library_version(buf, sizeof buf);
     tb_attrs_str(&at, "hdf5_version", buf);
     tb_attrs_str(&at, "libjpeg_turbo_version", tb_jpeg_version());
+    tb_provenance_cpu_dispatch(&at);
     tb_attrs_str(&at, "data", a->data);
     tb_attrs_int(&at, "samples", ds->n);
     tb_attrs_str(&at, "transform", lo->train ? "train" : "eval");
@@ -270,6 +272,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
            "%s; %ld CPUs\n",
            lo.train ? "train" : "eval", a.size, a.batch, a.format, a.decode, a.prefetch, a.rank, a.world, a.warmup,
            a.batches, a.repeat, tb_jpeg_version(), sysconf(_SC_NPROCESSORS_ONLN));
+    tb_bench_print_cpu_level(stdout);
     char t_start[32], decoder[900] = "", gpu_split[64] = "-", spec[1024];
     tb_utc_now(t_start, sizeof t_start);
     snprintf(spec, sizeof spec,

@@ -315,6 +315,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
            a.min_row > 0 ? " (more until a row lasts --min-row-seconds)" : "", tb_jpeg_version(),
            sysconf(_SC_NPROCESSORS_ONLN));
     printf("# GPU columns: %s\n", dev_note);
+    tb_bench_print_cpu_level(stdout);
     char t_start[32], spec[1024] = FEED_COLS;
     tb_utc_now(t_start, sizeof t_start);
     tb_bench_stage_spec(spec, sizeof spec);

@@ -26,6 +26,7 @@
 #include "comm/nccl.h"
 #include "src/cli.h"
 #include "src/commands.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/log.h"
 #include "src/core/version.h"
 #include "src/gpu_peaks.h"
@@ -33,6 +34,7 @@
 #include "src/nvml.h"
 #include "src/probe_cpu.h"
 #include "src/probe_gpu.h"
+#include "src/provenance.h"
 #include "src/results.h"
 #include "src/table_print.h"
 
@@ -67,6 +69,9 @@ int tb_cmd_probe(int argc, char **argv) {
     memset(&p, 0, sizeof p);
     tb_probe_gpu_versions(&p);
     printf("# trainbench probe on %s: trainbench %s (%s)\n#\n", host, tb_version_string, tb_git_revision);
+    char cpu_level[256];
+    tb_cpu_dispatch_describe(cpu_level, sizeof cpu_level);
+    printf("# %-28s %s\n", "CPU vector loops", cpu_level);
     int errors = 0;
     if (!p.built_with_cuda) {
         printf("# %-28s %s\n", "CUDA", "this trainbench was built without CUDA (no toolkit found at "
@@ -205,6 +210,7 @@ int tb_cmd_probe(int argc, char **argv) {
         tb_h5_library_version(buf, sizeof buf);
         tb_attrs_str(&a, "hdf5_version", buf);
         tb_attrs_str(&a, "nvidia_driver_version", drv[0] ? drv : "none");
+        tb_provenance_cpu_dispatch(&a);
         for (int i = 0; i < p.nlibs; i++) {
             const tb_lib_check *c = &p.libs[i];
             static const char *const keys[] = {"cuda", "cudnn", "cudnn_cudart", "cublas", "nccl"};

@@ -2,6 +2,8 @@
  * CPU budget and memory samples (see loader_bench_args.h). */
 #include "src/loader_bench_args.h"
 
+#include "src/core/cpu_dispatch.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,3 +149,9 @@ void tb_mem_log_print(FILE *f, const tb_mem_log *m) {
 }
 
 void tb_mem_log_free(tb_mem_log *m) { tb_table_free(&m->tab); }
+
+void tb_bench_print_cpu_level(FILE *f) {
+    char buf[256];
+    tb_cpu_dispatch_describe(buf, sizeof buf);
+    fprintf(f, "# cpu vector loops: %s\n", buf);
+}

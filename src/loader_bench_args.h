@@ -30,6 +30,9 @@ tb_decode_mode tb_bench_decode_mode(const char *d);
  * name). */
 int tb_bench_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int def_streams,
                   int max);
+/* "# cpu vector loops: avx512 (...)": the level the resize and normalise
+ * run at (src/core/cpu_dispatch.h), a header line of both modes. */
+void tb_bench_print_cpu_level(FILE *f);
 /* "12.3" or "-" for a value not measured (NaN). */
 const char *tb_bench_num(char *buf, size_t len, double v, int prec);
 

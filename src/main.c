@@ -5,6 +5,7 @@
 
 #include "model/cpu/cpu_blas.h"
 #include "src/commands.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/log.h"
 #include "src/core/version.h"
 
@@ -33,6 +34,9 @@ static void usage(void) {
     printf("usage: trainbench [SUBCOMMAND] [options]    ('trainbench SUBCOMMAND --help')\n\n");
     for (int i = 0; i < k_ncommands; i++)
         printf("  %-16s %s\n", k_commands[i].name, k_commands[i].what);
+    printf("\nenvironment:\n  %-16s vector level of trainbench's own loops: baseline, avx2, avx512 or auto (the "
+           "default: the best this CPU offers); see docs/cpu_dispatch.md\n",
+           TB_CPU_LEVEL_ENV);
 }
 
 int main(int argc, char **argv) {
@@ -48,6 +52,7 @@ int main(int argc, char **argv) {
         printf("trainbench %s (%s)\n", tb_version_string, tb_git_revision);
         return 0;
     }
+    tb_cpu_dispatch_init(); /* the vector level; a TB_CPU_LEVEL this CPU lacks ends here, in one line */
     if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
     for (int i = 0; i < k_ncommands; i++)
         if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);

@@ -13,6 +13,7 @@
 #include "src/nvml.h"
 #include "src/probe_gpu.h"
 #include "src/core/cpu_features.h"
+#include "src/core/cpu_dispatch.h"
 #include "src/core/version.h"
 
 extern char **environ;
@@ -84,6 +85,13 @@ static void cpu_attrs(tb_attrs *a) {
     tb_attrs_int(a, "blas_threads_per_call", b->threads);
 }
 
+void tb_provenance_cpu_dispatch(tb_attrs *a) {
+    char buf[256];
+    tb_attrs_str(a, "cpu_dispatch_level", tb_cpu_isa_name(tb_cpu_level()));
+    tb_cpu_dispatch_describe(buf, sizeof buf);
+    tb_attrs_str(a, "cpu_dispatch", buf);
+}
+
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts) {
     char buf[4096];
@@ -133,4 +141,5 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     tb_h5_library_version(buf, sizeof buf);
     tb_attrs_str(a, "hdf5_version", buf);
     tb_attrs_str(a, "libjpeg_turbo_version", tb_jpeg_version());
+    tb_provenance_cpu_dispatch(a);
 }

@@ -10,8 +10,13 @@
 /* Adds version, git revision, command line ("trainbench <sub> args..."),
  * world size, host names (hosts: world x 64 chars), backend, device and
  * library versions (CUDA runtime/driver, cuDNN, NCCL, MPI, HDF5,
- * libjpeg-turbo, BLAS) to a. */
+ * libjpeg-turbo, BLAS) and the CPU dispatch level to a. */
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts);
+
+/* The vector level trainbench's own loops ran at (src/core/cpu_dispatch.h):
+ * cpu_dispatch_level ("baseline", "avx2", "avx512") and cpu_dispatch (how
+ * it was chosen). Part of tb_provenance_fill; probe adds it alone. */
+void tb_provenance_cpu_dispatch(tb_attrs *a);
 
 #endif

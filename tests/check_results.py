@@ -18,7 +18,7 @@ except ImportError as e:
 ATTRS = ["trainbench_version", "git_revision", "command_line", "start_time", "end_time", "status",
          "world_size", "hostnames", "backend", "device_names", "cuda_runtime_version",
          "cuda_driver_version", "cudnn_version", "nccl_version", "mpi_version", "hdf5_version",
-         "libjpeg_turbo_version", "model", "precision", "batch_size", "image_size", "seed"]
+         "libjpeg_turbo_version", "cpu_dispatch_level", "model", "precision", "batch_size", "image_size", "seed"]
 SCALING = ["ranks", "global_batch", "img_per_s", "img_per_s_per_rank", "speedup", "efficiency",
            "epoch_time_s", "device_util_pct", "allreduce_busbw_GBps", "comm_share_pct"]
 STEPS = ["step", "loss", "lr", "img_per_s", "data_ms", "h2d_ms", "forward_ms", "backward_ms",

@@ -9,6 +9,9 @@ add_executable(trainbench_fp64
   ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES} ${TB_APP_SOURCES} ${TB_PROBE_NONE_SOURCE}
   ${PROJECT_SOURCE_DIR}/src/main.c)
 target_compile_definitions(trainbench_fp64 PRIVATE TB_REAL_DOUBLE=1)
+# the CPU backend's inner loops in double, once per vector level
+tb_dispatch_sources(TARGET trainbench_fp64 SOURCES ${TB_CPU_KERN_SOURCE} DEFINITIONS TB_REAL_DOUBLE=1
+                    LIBS OpenMP::OpenMP_C)
 target_include_directories(trainbench_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(trainbench_fp64 PRIVATE tb_data tb_comm tb_core tb_hdf5 tb_blas
                       OpenMP::OpenMP_C ${TB_LIBM} ${CMAKE_DL_LIBS})

@@ -50,6 +50,8 @@ target_link_libraries(test_fused_step PRIVATE tb_model)
 add_test(NAME fused_step COMMAND test_fused_step)
 add_executable(test_fused_step_fp64 test_fused_step.c ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES})
 target_compile_definitions(test_fused_step_fp64 PRIVATE TB_REAL_DOUBLE=1)
+tb_dispatch_sources(TARGET test_fused_step_fp64 SOURCES ${TB_CPU_KERN_SOURCE} DEFINITIONS TB_REAL_DOUBLE=1
+                    LIBS OpenMP::OpenMP_C)
 target_include_directories(test_fused_step_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
 target_link_libraries(test_fused_step_fp64 PRIVATE tb_core tb_blas OpenMP::OpenMP_C ${TB_LIBM})
 add_test(NAME fused_step_fp64 COMMAND test_fused_step_fp64)

@@ -4,12 +4,15 @@
  *
  * NCHW keeps each channel as N contiguous planes of H*W, so one thread owns
  * a channel and makes both of its passes (statistics, then normalise) while
- * the channel's data is still in cache. Statistics accumulate in double.
+ * the channel's data is still in cache. Statistics accumulate in double,
+ * in cpu_kern.h's fixed lanes (the same sums at every vector level); the
+ * inner loops are the vector level's.
  */
 #include <math.h>
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
+#include "model/cpu/cpu_kern.h"
 #include "src/core/log.h"
 
 void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z) {
@@ -56,21 +59,15 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
     const double mom = a->momentum, eps = a->eps;
     const int relu = a->relu;
 
+    const cpu_kern *k = cpu_kern_get();
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int c = 0; c < C; c++) {
         /* pass 1: mean and biased variance, shifted by the channel's first
          * value so that large means do not cancel */
         const double shift = x[(size_t)c * HW];
-        double s = 0.0, ss = 0.0;
-        for (int n = 0; n < N; n++) {
-            const tb_real *xp = x + ((size_t)n * C + c) * HW;
-#pragma omp simd reduction(+ : s, ss)
-            for (size_t i = 0; i < HW; i++) {
-                double v = (double)xp[i] - shift;
-                s += v;
-                ss += v * v;
-            }
-        }
+        double lanes[2 * CPU_KERN_LANES] = {0};
+        for (int n = 0; n < N; n++) k->bn_sums(x + ((size_t)n * C + c) * HW, HW, shift, lanes);
+        const double s = cpu_kern_lanes_sum(lanes), ss = cpu_kern_lanes_sum(lanes + CPU_KERN_LANES);
         double dmean = s / (double)M;
         double mean = shift + dmean;
         double var = ss / (double)M - dmean * dmean;
@@ -88,16 +85,7 @@ void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
         const tb_real beta = a->beta[c];
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const tb_real *xp = x + o;
-            const tb_real *zp = z ? z + o : NULL;
-            tb_real *yp = y + o;
-#pragma omp simd
-            for (size_t i = 0; i < HW; i++) {
-                tb_real v = (xp[i] - fmean) * scale + beta;
-                if (zp) v += zp[i];
-                if (relu) v = v < 0.0f ? 0.0f : v; /* keeps NaN, as torch.relu */
-                yp[i] = v;
-            }
+            k->bn_apply(x + o, z ? z + o : NULL, y + o, HW, fmean, scale, beta, relu);
         }
     }
 }
@@ -113,6 +101,7 @@ void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
     const tb_real *z = a->z ? (const tb_real *)a->z->data : NULL; /* [N,C,H,W] or NULL */
     tb_real *y = a->y->data;        /* [N,C,H,W] */
     const int relu = a->relu;
+    const cpu_kern *k = cpu_kern_get();
 
 #pragma omp parallel for collapse(2) schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int n = 0; n < N; n++) {
@@ -121,16 +110,7 @@ void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
             const tb_real scale = (tb_real)(a->gamma[c] / sqrt((double)a->running_var[c] + a->eps));
             const tb_real beta = a->beta[c];
             size_t o = ((size_t)n * C + c) * HW;
-            const tb_real *xp = x + o;
-            const tb_real *zp = z ? z + o : NULL;
-            tb_real *yp = y + o;
-#pragma omp simd
-            for (size_t i = 0; i < HW; i++) {
-                tb_real v = (xp[i] - mean) * scale + beta;
-                if (zp) v += zp[i];
-                if (relu) v = v < 0.0f ? 0.0f : v;
-                yp[i] = v;
-            }
+            k->bn_apply(x + o, z ? z + o : NULL, y + o, HW, mean, scale, beta, relu);
         }
     }
 }
@@ -157,44 +137,30 @@ void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) 
     tb_real *dx = g->dx->data;        /* [N,C,H,W] */
     tb_real *dz = g->dz ? (tb_real *)g->dz->data : NULL; /* [N,C,H,W] or NULL */
     const int relu = a->relu, acc_dx = g->accumulate_dx, acc_dz = g->accumulate_dz;
+    const cpu_kern *k = cpu_kern_get();
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int c = 0; c < C; c++) {
         const tb_real mean = a->save_mean[c];
         const double invstd = a->save_invstd[c];
         /* pass 1: dbeta = sum g, sum g * (x - mean), g = dy masked by the ReLU */
-        double sg = 0.0, sgx = 0.0;
+        double lanes[2 * CPU_KERN_LANES] = {0};
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const tb_real *xp = x + o, *yp = y + o, *dyp = dy + o;
-#pragma omp simd reduction(+ : sg, sgx)
-            for (size_t i = 0; i < HW; i++) {
-                tb_real gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
-                sg += gi;
-                sgx += (double)gi * ((double)xp[i] - (double)mean);
-            }
+            k->bn_backward_sums(x + o, y + o, dy + o, HW, mean, relu, lanes);
         }
-        double dbeta = sg, dgamma = sgx * invstd;
+        double dbeta = cpu_kern_lanes_sum(lanes), dgamma = cpu_kern_lanes_sum(lanes + CPU_KERN_LANES) * invstd;
         g->dbeta[c] = (tb_real)dbeta;
         g->dgamma[c] = (tb_real)dgamma;
 
         /* pass 2: dx = gamma*invstd * (g - dbeta/M - (x-mean)*invstd * dgamma/M) */
-        const tb_real k = (tb_real)(a->gamma[c] * invstd);
+        const tb_real kk = (tb_real)(a->gamma[c] * invstd);
         const tb_real gmean = (tb_real)(dbeta / M);
         const tb_real q = (tb_real)(dgamma * invstd / M);
         for (int n = 0; n < N; n++) {
             size_t o = ((size_t)n * C + c) * HW;
-            const tb_real *xp = x + o, *yp = y + o, *dyp = dy + o;
-            tb_real *dxp = dx + o;
-            tb_real *dzp = dz ? dz + o : NULL;
-#pragma omp simd
-            for (size_t i = 0; i < HW; i++) {
-                /* read everything before writing: dx or dz may alias dy */
-                tb_real gi = relu && yp[i] <= 0.0f ? 0.0f : dyp[i];
-                tb_real v = (gi - gmean - (xp[i] - mean) * q) * k;
-                if (dzp) dzp[i] = acc_dz ? dzp[i] + gi : gi;
-                dxp[i] = acc_dx ? dxp[i] + v : v;
-            }
+            k->bn_backward_apply(x + o, y + o, dy + o, dx + o, dz ? dz + o : NULL, HW, mean, gmean, q, kk, relu,
+                                 acc_dx, acc_dz);
         }
     }
 }

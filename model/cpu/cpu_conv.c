@@ -20,6 +20,8 @@
  *                    or, when dw has too few channels to share out (the stem
  *                    conv), images, each thread summing into its own dw copy
  * Bands are only cut to keep every thread busy or the scratch bounded.
+ * The strided row copies of im2col / col2im are the vector level's
+ * (cpu_kern.h).
  */
 #include <cblas.h>
 #include <omp.h>
@@ -27,6 +29,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
+#include "model/cpu/cpu_kern.h"
 #include "src/core/log.h"
 
 typedef struct {
@@ -114,6 +117,7 @@ static void valid_cols(const conv_dims *d, int kw, int *lo, int *hi) {
  * col are ld floats apart. x: one image [Cin,H,W]. */
 static void im2col(const conv_dims *d, const tb_real *x, int c0, int c1, int oh0, int oh1,
                    tb_real *col, size_t ld) {
+    const cpu_kern *k = cpu_kern_get();
     const int wo = d->wo;
     tb_real *row = col;
     for (int c = c0; c < c1; c++) {
@@ -131,11 +135,10 @@ static void im2col(const conv_dims *d, const tb_real *x, int c0, int c1, int oh0
                     }
                     const tb_real *src = x + ((size_t)c * d->h + ih) * d->w;
                     for (int ow = 0; ow < lo; ow++) dst[ow] = 0.0f;
-                    if (d->s == 1) {
+                    if (d->s == 1)
                         memcpy(dst + lo, src + lo + off, (size_t)(hi - lo) * sizeof(tb_real));
-                    } else {
-                        for (int ow = lo; ow < hi; ow++) dst[ow] = src[ow * d->s + off];
-                    }
+                    else if (hi > lo)
+                        k->gather(dst + lo, src + (lo * d->s + off), hi - lo, d->s);
                     for (int ow = hi; ow < wo; ow++) dst[ow] = 0.0f;
                 }
             }
@@ -147,6 +150,7 @@ static void im2col(const conv_dims *d, const tb_real *x, int c0, int c1, int oh0
  * channels [c0,c1). x: one image [Cin,H,W]. */
 static void col2im_add(const conv_dims *d, const tb_real *col, size_t ld, int c0, int c1,
                        tb_real *x) {
+    const cpu_kern *k = cpu_kern_get();
     const int wo = d->wo;
     const tb_real *row = col;
     for (int c = c0; c < c1; c++) {
@@ -160,13 +164,11 @@ static void col2im_add(const conv_dims *d, const tb_real *col, size_t ld, int c0
                     int ih = oh * d->s - d->pad + kh;
                     if (ih < 0 || ih >= d->h) continue;
                     tb_real *dst = x + ((size_t)c * d->h + ih) * d->w;
-                    if (d->s == 1) {
-                        tb_real *dp = dst + off;
-#pragma omp simd
-                        for (int ow = lo; ow < hi; ow++) dp[ow] += src[ow];
-                    } else {
-                        for (int ow = lo; ow < hi; ow++) dst[ow * d->s + off] += src[ow];
-                    }
+                    if (hi <= lo) continue;
+                    if (d->s == 1)
+                        k->accumulate(dst + (off + lo), src + lo, (size_t)(hi - lo));
+                    else
+                        k->scatter_add(dst + (lo * d->s + off), src + lo, hi - lo, d->s);
                 }
             }
         }

@@ -1,15 +1,24 @@
 /* cpu_eltwise.c - ReLU and the residual add on the CPU: flat loops over
- * all elements, split across threads in contiguous blocks. */
+ * all elements (the vector level's, cpu_kern.h), split across threads in
+ * contiguous blocks. */
 #include <math.h>
 #include <omp.h>
+#include <string.h>
 
 #include "model/cpu/cpu_internal.h"
+#include "model/cpu/cpu_kern.h"
 #include "src/core/log.h"
 
-/* Each element loop below is `for i in [0, n)`, parallel and vectorised. */
-#define CPU_FOR_EACH(be, n, i)                                                        \
-    _Pragma("omp parallel for simd schedule(static) num_threads(cpu_state_of(be)->threads)") \
-    for (size_t i = 0; i < (n); i++)
+/* Runs STMT on each thread's contiguous share [lo, hi) of n elements (STMT
+ * calls the vector level's loops, cpu_kern.h). */
+#define CPU_SHARES(be, n, lo, hi, STMT)                                                      \
+    do {                                                                                     \
+        _Pragma("omp parallel num_threads(cpu_state_of(be)->threads)") {                     \
+            size_t lo, hi;                                                                   \
+            cpu_kern_share((n), omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);      \
+            if (hi > lo) STMT;                                                               \
+        }                                                                                    \
+    } while (0)
 
 void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y) {
     cpu_check(x, "relu_forward", "x");
@@ -18,7 +27,8 @@ void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y) {
     const size_t n = tb_tensor_numel(x);
     const tb_real *xd = x->data; /* [N,C,H,W] */
     tb_real *yd = y->data;       /* [N,C,H,W] */
-    CPU_FOR_EACH(be, n, i) yd[i] = xd[i] < 0.0f ? 0.0f : xd[i]; /* NaN stays NaN */
+    const cpu_kern *k = cpu_kern_get();
+    CPU_SHARES(be, n, lo, hi, k->relu(xd + lo, yd + lo, hi - lo)); /* NaN stays NaN */
 }
 
 void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
@@ -33,12 +43,9 @@ void cpu_relu_backward(tb_backend *be, const tb_tensor *y, const tb_tensor *dy,
     const tb_real *yd = y->data;   /* [N,C,H,W] forward output */
     const tb_real *dyd = dy->data; /* [N,C,H,W] */
     tb_real *dxd = dx->data;       /* [N,C,H,W] */
+    const cpu_kern *k = cpu_kern_get();
     /* torch threshold_backward: y <= 0 ? 0 : dy */
-    if (accumulate) {
-        CPU_FOR_EACH(be, n, i) dxd[i] += yd[i] <= 0.0f ? 0.0f : dyd[i];
-    } else {
-        CPU_FOR_EACH(be, n, i) dxd[i] = yd[i] <= 0.0f ? 0.0f : dyd[i];
-    }
+    CPU_SHARES(be, n, lo, hi, k->relu_backward(yd + lo, dyd + lo, dxd + lo, hi - lo, accumulate));
 }
 
 void cpu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b,
@@ -52,7 +59,8 @@ void cpu_add_forward(tb_backend *be, const tb_tensor *a, const tb_tensor *b,
     const size_t n = tb_tensor_numel(a);
     const tb_real *ad = a->data, *bd = b->data; /* [N,C,H,W] */
     tb_real *yd = y->data;                      /* [N,C,H,W] */
-    CPU_FOR_EACH(be, n, i) yd[i] = ad[i] + bd[i];
+    const cpu_kern *k = cpu_kern_get();
+    CPU_SHARES(be, n, lo, hi, k->add(ad + lo, bd + lo, yd + lo, hi - lo));
 }
 
 /* d (+)= dy for one of the two inputs of the add. */
@@ -63,10 +71,11 @@ static void pass_gradient(tb_backend *be, const tb_tensor *dy, const tb_tensor *
     const size_t n = tb_tensor_numel(dy);
     const tb_real *dyd = dy->data; /* [N,C,H,W] */
     tb_real *dd = d->data;         /* [N,C,H,W] */
+    const cpu_kern *k = cpu_kern_get();
     if (accumulate) {
-        CPU_FOR_EACH(be, n, i) dd[i] += dyd[i];
+        CPU_SHARES(be, n, lo, hi, k->accumulate(dd + lo, dyd + lo, hi - lo));
     } else if (dd != dyd) {
-        CPU_FOR_EACH(be, n, i) dd[i] = dyd[i];
+        CPU_SHARES(be, n, lo, hi, memcpy(dd + lo, dyd + lo, (hi - lo) * sizeof *dd));
     }
 }
 

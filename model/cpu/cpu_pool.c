@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
+#include "model/cpu/cpu_kern.h"
 #include "src/core/log.h"
 
 static void pool_check(const char *op, const tb_pool_geom *g, const tb_tensor *x,
@@ -133,14 +134,13 @@ void cpu_avgpool_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y)
     const int planes = x->n * x->c;
     const tb_real *xd = x->data; /* [N,C,H,W] */
     tb_real *yd = y->data;       /* [N,C,1,1] */
+    const cpu_kern *k = cpu_kern_get();
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (int pl = 0; pl < planes; pl++) {
-        const tb_real *xp = xd + (size_t)pl * HW;
-        double s = 0.0;
-#pragma omp simd reduction(+ : s)
-        for (size_t i = 0; i < HW; i++) s += xp[i];
-        yd[pl] = (tb_real)(s / (double)HW);
+        double lanes[CPU_KERN_LANES] = {0};
+        k->sum(xd + (size_t)pl * HW, HW, lanes);
+        yd[pl] = (tb_real)(cpu_kern_lanes_sum(lanes) / (double)HW);
     }
 }
 

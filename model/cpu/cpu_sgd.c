@@ -7,11 +7,13 @@
  * lr and loss_scale come from the step scalars; with skip_nonfinite and
  * found_inf set, nothing changes. With momentum 0 the buffer is not touched
  * (torch keeps none). Then the loss scaler's bookkeeping
- * (loss_scale_update), as torch.cuda.amp.GradScaler.update.
+ * (loss_scale_update), as torch.cuda.amp.GradScaler.update. The element
+ * loop is the vector level's (cpu_kern.h).
  */
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
+#include "model/cpu/cpu_kern.h"
 #include "src/core/log.h"
 
 void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs,
@@ -24,6 +26,7 @@ void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *se
     const tb_real lr = a->sc->lr, mom = (tb_real)a->momentum, gs = 1 / a->sc->loss_scale;
     const int nesterov = a->nesterov;
     const int threads = cpu_state_of(be)->threads;
+    const cpu_kern *k = cpu_kern_get();
 
     for (int s = 0; s < nseg; s++) {
         tb_real *p = params + segs[s].offset;      /* [count] */
@@ -31,17 +34,11 @@ void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *se
         tb_real *buf = momentum ? momentum + segs[s].offset : NULL; /* [count] */
         const size_t count = segs[s].count;
         const tb_real wd = segs[s].weight_decay;
-        if (mom == 0.0f) {
-#pragma omp parallel for simd schedule(static) num_threads(threads)
-            for (size_t i = 0; i < count; i++) p[i] -= lr * (g[i] * gs + wd * p[i]);
-        } else {
-#pragma omp parallel for simd schedule(static) num_threads(threads)
-            for (size_t i = 0; i < count; i++) {
-                tb_real gi = g[i] * gs + wd * p[i];
-                tb_real bi = mom * buf[i] + gi;
-                buf[i] = bi;
-                p[i] -= lr * (nesterov ? gi + mom * bi : bi);
-            }
+#pragma omp parallel num_threads(threads)
+        {
+            size_t lo, hi;
+            cpu_kern_share(count, omp_get_thread_num(), omp_get_num_threads(), &lo, &hi);
+            if (hi > lo) k->sgd(p + lo, g + lo, buf ? buf + lo : NULL, hi - lo, lr, mom, gs, wd, nesterov);
         }
     }
 }
