@@ -11,7 +11,7 @@
 
 #define TB_TABLE_MAX_COLS 48
 #define TB_TABLE_MAX_STRS 4
-#define TB_MAX_ATTRS 64
+#define TB_MAX_ATTRS 192 /* a training run with evaluation writes about 70 root attributes */
 
 typedef struct {
     int nattrs;
