@@ -176,8 +176,8 @@ int fd_build_conv_stats(fd_graph *gr, const fd_conv_problem *p, fd_variant v, ch
     op_io(c, 2, cin, 1, &y);
     c->stride = p->g.stride, c->pad = p->g.pad;
     op_io(st, 1, &y, 2, sums);
-    char tail[24];
-    snprintf(tail, sizeof tail, p->prologue ? " pro v%d%d" : "", v.io_scale_bias, v.io_virtual);
+    char tail[24] = "";
+    if (p->prologue) snprintf(tail, sizeof tail, " pro v%d%d", v.io_scale_bias, v.io_virtual);
     conv_label(gr, p, tail);
     return 0;
 }
