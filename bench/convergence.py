@@ -18,7 +18,7 @@ What both sides get:
            (seed --seed; --zero-init-residual: each block's last BatchNorm
            gamma at 0), read by trainbench's --init; PyTorch starts from the
            same state_dict.
-  schedule trainbench's (src/lr_schedule.c): peak = lr x batch / lr-base-batch,
+  schedule trainbench's (src/train/lr_schedule.c): peak = lr x batch / lr-base-batch,
            linear warm-up from peak/W to peak over W steps, then cosine to 0
            at --steps; SGD with momentum and weight decay on every parameter
            (torch.optim.SGD semantics), label smoothing. The lr each side
@@ -137,7 +137,7 @@ def make_init(a, path):
 
 
 def lr_at(a, step):
-    """src/lr_schedule.c's cosine schedule (0-based step)."""
+    """src/train/lr_schedule.c's cosine schedule (0-based step)."""
     peak = a.lr * a.batch / a.lr_base_batch
     if step < a.warmup_steps:
         return peak * (step + 1) / a.warmup_steps

@@ -5,7 +5,7 @@ by side on the same machine, in alternating rounds: the JPEG loader
 step (bench/cpu_step_vs_pytorch.py's `train --backend cpu` command).
 
 Each --bin LABEL=PATH[:LEVEL] is one contestant: a trainbench binary, run
-with TB_CPU_LEVEL=LEVEL when given (src/core/cpu_dispatch.h). Every round
+with TB_CPU_LEVEL=LEVEL when given (core/cpu_dispatch.h). Every round
 runs every contestant once, in an order that rotates from round to round,
 so that load from other work on the machine falls on all of them alike;
 each contestant's median and best over the rounds are reported, and the

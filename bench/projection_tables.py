@@ -97,7 +97,7 @@ def main():
     w = out.append
     w("# ResNet-50 on real fabrics, projected from one GPU's measured step (issue 26)")
     w("")
-    w("**Projected, not measured**: `trainbench project` (src/projection.h: alpha-beta all-reduce costs of "
+    w("**Projected, not measured**: `trainbench project` (src/project/projection.h: alpha-beta all-reduce costs of "
       "each gradient bucket, launched as backward finishes its gradients, what stays exposed after backward) "
       "applied to one rank's measured step. Made by `" + (a.command or "bench/projection_tables.py") +
       "`; every number below comes from the `.proj.h5` files beside this one, the run file and "

@@ -50,7 +50,7 @@ import argparse
 import sys
 
 E = 2                     # bytes per bf16 activation / op-weight element
-GPUS = {                  # src/gpu_peaks.c: dense bf16 tensor TFLOP/s, HBM GB/s (datasheets)
+GPUS = {                  # src/device/gpu_peaks.c: dense bf16 tensor TFLOP/s, HBM GB/s (datasheets)
     "h100": ("H100 SXM5 80GB", 989.4, 3350.0),
     "h200": ("H200 SXM 141GB", 989.4, 4800.0),
 }

@@ -2,7 +2,7 @@
 """torch_resnet50.py: the PyTorch baseline trainbench's GPU benchmark stands
 beside. torchvision's resnet50 (1000 classes) trained with SGD (momentum
 0.9, weight decay 5e-5, trainbench's defaults) on a fixed random batch
-resident on the device, under trainbench's schedule (src/lr_schedule.c:
+resident on the device, under trainbench's schedule (src/train/lr_schedule.c:
 --lr per 256 images scaled to the batch, linear warm-up over
 --lr-warmup-steps, cosine to 0 at the last step; --label-smoothing;
 --zero-init-residual), timed the way trainbench times (warm-up steps left

@@ -1,4 +1,4 @@
-# Runtime CPU dispatch of trainbench's own hot loops (src/core/cpu_dispatch.h).
+# Runtime CPU dispatch of trainbench's own hot loops (core/cpu_dispatch.h).
 #
 # tb_dispatch_sources(TARGET t SOURCES a.c ... [DEFINITIONS d ...] [LIBS l ...])
 # compiles each source once per vector level, into object libraries

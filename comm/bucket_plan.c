@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 int tb_bucket_plan(const size_t *tensor_offsets, int ntensors, size_t cap_elems, size_t first_elems,
                    tb_bucket **out) {

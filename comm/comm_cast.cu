@@ -10,7 +10,7 @@
 #define _Noreturn [[noreturn]]
 #endif
 extern "C" {
-#include "src/core/cuda_check.h"
+#include "core/cuda_check.h"
 }
 
 __global__ void f32_to_bf16(const float *src, __nv_bfloat16 *dst, size_t n) {

@@ -14,8 +14,8 @@
 #include "comm/bf16.h"
 #include "comm/comm.h"
 #include "comm/comm_mpi.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 struct tb_comm {
     MPI_Comm comm;

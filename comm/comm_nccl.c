@@ -23,9 +23,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 struct tb_nccl {
     ncclComm_t comm;

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "comm/nccl.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 size_t tb_dev_type_size(tb_dev_type t) { return t == TB_DEV_BF16 ? 2 : t == TB_DEV_F32 ? 4 : 8; }
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 struct tb_comm {
     int unused;

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 typedef struct {
     size_t offset, count;      /* slice of the flat buffer */

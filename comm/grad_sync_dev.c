@@ -23,9 +23,9 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/comm_cast.h"
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 struct tb_grad_sync_dev {
     tb_grad_sync_dev_opts o;

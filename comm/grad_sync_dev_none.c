@@ -2,7 +2,7 @@
  * device buffer to reduce, and nothing calls it (the trainer takes the host
  * path, comm/grad_sync.c, on the CPU backend). */
 #include "comm/grad_sync_dev.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 tb_grad_sync_dev *tb_grad_sync_dev_create(const tb_grad_sync_dev_opts *o) {
     (void)o;

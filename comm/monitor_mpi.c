@@ -43,8 +43,8 @@
 
 #include "comm/comm_mpi.h"
 #include "comm/nccl.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN };
 

@@ -11,7 +11,7 @@
  * ncclCommGetAsyncError under its own deadline (a rank that never arrives
  * is named after --timeout instead of hanging the job). Only such a
  * communicator can be aborted safely from another thread: the abort cleanup
- * (registered with src/core/log.h) and the watchdog call ncclCommAbort on
+ * (registered with core/log.h) and the watchdog call ncclCommAbort on
  * every live communicator before the job ends through MPI_Abort.
  *
  * Every NCCL call goes through TB_NCCL_CHECK (comm_nccl.c): file:line, the

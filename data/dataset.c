@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/core/hash.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/hash.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 #define MAX_DEPTH 64 /* nested directories below a class (symlink loops end here) */
 

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 struct tb_gpu_decoder {
     const tb_gpu_decoder_ops *ops;

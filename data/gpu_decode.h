@@ -43,7 +43,7 @@
  * Completion, without the host waiting: a decode call queues its work on
  * the decoder's CUDA stream and returns; the loader records a fence (a CUDA
  * event) after it, and the consumer's stream waits for that fence before it
- * reads the rows (tb_gpu_fence_order, src/batch_upload.c). A decoder keeps
+ * reads the rows (tb_gpu_fence_order, src/feed/batch_upload.c). A decoder keeps
  * `inflight` decode states and waits on the host only before reusing one,
  * for the batch it decoded `inflight` calls ago. The emulation with
  * emulate_async holds a batch's rows back until its fence completes, so a

@@ -14,8 +14,8 @@
 
 #include "data/gpu_decode.h"
 #include "data/gpu_resize.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 /* rows a batch wrote, held back until its fence completes (emulate_async);
  * recycled through its decoder's free list, as a device's buffers are */

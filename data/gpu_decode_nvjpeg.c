@@ -19,7 +19,7 @@
  *   - a host wait per batch: none. A batch's work is queued on the
  *     decoder's stream; the loader records a fence (a CUDA event) after it
  *     and the training stream waits for the fence (cudaStreamWaitEvent,
- *     src/batch_upload.c), so the GPU stage's thread goes on to the next
+ *     src/feed/batch_upload.c), so the GPU stage's thread goes on to the next
  *     batch at once (sync=on: the old wait at the end of each batch);
  *   - a decode state reused while its last batch runs: `inflight` states
  *     (2) in turn, the host waiting only for the one it reuses;
@@ -53,8 +53,8 @@
 #include <string.h>
 
 #include "data/gpu_nvjpeg.h"
-#include "src/core/nvtx.h"
-#include "src/core/timer.h"
+#include "core/nvtx.h"
+#include "core/timer.h"
 
 const char *tb_nvjpeg_status_name(nvjpegStatus_t s) {
     switch (s) {

@@ -13,8 +13,8 @@
 #include "data/gpu_decode.h"
 #include "data/gpu_nvjpeg_mem.h"
 #include "data/gpu_resize.h"
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
 
 const char *tb_nvjpeg_status_name(nvjpegStatus_t s);
 

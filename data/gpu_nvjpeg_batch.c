@@ -26,8 +26,8 @@
 #include <string.h>
 
 #include "data/gpu_nvjpeg.h"
-#include "src/core/nvtx.h"
-#include "src/core/timer.h"
+#include "core/nvtx.h"
+#include "core/timer.h"
 
 /* data/gpu_resize.cu */
 void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src, uint8_t *d_tmp,

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
 
 #define PIN_MIN_SHIFT 16 /* 64 KiB */
 #define PIN_MAX_BLOCKS 256

@@ -10,7 +10,7 @@
 #endif
 extern "C" {
 #include "data/gpu_resize.h"
-#include "src/core/cuda_check.h"
+#include "core/cuda_check.h"
 }
 
 #define RS_THREADS 256

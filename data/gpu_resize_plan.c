@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "data/resample.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 struct tb_rs_planner {
     int S;

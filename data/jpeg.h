@@ -23,7 +23,7 @@
 #include <stdint.h>
 #include <turbojpeg.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* Checks a TurboJPEG call that must not fail (set-up, encoding our own
  * images): prints file:line, the rank and tjGetErrorStr2, ends the job. */

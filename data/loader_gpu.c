@@ -23,9 +23,9 @@
 
 #include "data/jpeg.h"
 #include "data/loader_internal.h"
-#include "src/core/log.h"
-#include "src/core/nvtx.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/nvtx.h"
+#include "core/timer.h"
 
 /* The decoder's intervals: host ones on the stage's thread track, device
  * ones on its device track. */

@@ -15,10 +15,10 @@
 
 #include "data/jpeg.h"
 #include "data/loader_internal.h"
-#include "src/core/log.h"
-#include "src/core/nvtx.h"
-#include "src/core/rng.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/nvtx.h"
+#include "core/rng.h"
+#include "core/timer.h"
 
 /* ---- stages --------------------------------------------------------------------------- */
 

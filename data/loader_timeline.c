@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 static const char *const k_names[TB_STAGE_COUNT] = {
     "read",         "check",      "decode",     "resize",     "gpu_plan",   "gpu_submit",

@@ -30,7 +30,7 @@
  * trace (Perfetto, chrome://tracing): one track per worker, per GPU stage
  * (host and device) and for the consumer. Device intervals are placed on
  * the host clock through an anchor event (data/gpu_decode_nvjpeg.c).
- * Every host stage is also an NVTX range (src/core/nvtx.h), which Nsight
+ * Every host stage is also an NVTX range (core/nvtx.h), which Nsight
  * Systems shows on the thread's row. */
 #ifndef TB_LOADER_TIMELINE_H
 #define TB_LOADER_TIMELINE_H

@@ -15,7 +15,7 @@
 #include <immintrin.h>
 #endif
 
-#include "src/core/cpu_dispatch.h"
+#include "core/cpu_dispatch.h"
 
 static inline uint8_t clip8(int32_t v) {
     v >>= TB_RESAMPLE_BITS;

@@ -1,5 +1,5 @@
 /* pixel_kern.h - the loader's per-pixel hot loops, one table per vector
- * level (src/core/cpu_dispatch.h): the two passes of the Pillow-exact
+ * level (core/cpu_dispatch.h): the two passes of the Pillow-exact
  * resize (data/resample.h) and the output stores (normalise to float32
  * NCHW / NHWC, or pack RGBX to RGB bytes).
  *

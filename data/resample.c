@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "data/pixel_kern.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 static double bilinear_filter(double x) {
     if (x < 0.0) x = -x;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 
 /* A smooth pattern: a sum of 4 random plane waves per channel,
  * cos(fy*y + ph + fx*x) = cos(a)cos(b) - sin(a)sin(b) with a = fy*y + ph and

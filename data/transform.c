@@ -11,8 +11,8 @@
 #include "data/jpeg.h"
 #include "data/pixel_kern.h"
 #include "data/resample.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 /* ---- geometry ------------------------------------------------------------------ */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_backend.h"
-#include "src/core/log.h"
+#include "core/log.h"
 #ifdef TB_HAVE_CUDA
 #include "model/cuda/cuda_backend.h"
 #endif

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 #define TB_ARENA_ALIGN 256
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 const char *tb_bn_fuse_mode_name(int mode) {
     static const char *n[4] = {"unfused", "applied", "folded", "folded into the block end"};

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "model/layout.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* Host-set step scalars and labels go up through small rings of pinned
  * slots, each reused only once the copy that last read it has completed. */

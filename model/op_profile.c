@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 static const char *const k_kind[TB_OPK_COUNT] = {
     "conv_fwd",    "conv_dgrad",  "conv_wgrad", "bn_fwd",         "bn_bwd",          "relu_fwd",

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 tb_param_store tb_param_store_of(tb_param_role role) {
     switch (role) {

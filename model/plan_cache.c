@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 #define PC_MAGIC "trainbench-plan-cache 1"
 #define PC_PATH 1024

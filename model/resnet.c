@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 static const struct {
     const char *name;

@@ -1,5 +1,5 @@
 # tests/dispatch.cmake: runtime CPU dispatch of the hot loops
-# (src/core/cpu_dispatch.h). Included by tests/CMakeLists.txt (TB_TEST_DIR, TB_BIN).
+# (core/cpu_dispatch.h). Included by tests/CMakeLists.txt (TB_TEST_DIR, TB_BIN).
 #   cpu_dispatch_unit   test_cpu_dispatch.c (+ _model.c): the level rule with
 #                       made-up CPUs; every level this CPU has against scalar
 #                       references and each other, bit for bit: the resize on

@@ -7,7 +7,7 @@
 # collectives take a type tag), so their normal libraries are linked.
 add_executable(trainbench_fp64
   ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES} ${TB_APP_SOURCES} ${TB_PROBE_NONE_SOURCE}
-  ${PROJECT_SOURCE_DIR}/src/main.c)
+  ${PROJECT_SOURCE_DIR}/src/cmd/main.c)
 target_compile_definitions(trainbench_fp64 PRIVATE TB_REAL_DOUBLE=1)
 # the CPU backend's inner loops in double, once per vector level
 tb_dispatch_sources(TARGET trainbench_fp64 SOURCES ${TB_CPU_KERN_SOURCE} DEFINITIONS TB_REAL_DOUBLE=1

@@ -1,4 +1,4 @@
-# Launch mistakes (src/launch_check.c), each provoked for real: the run must
+# Launch mistakes (src/train/launch_check.c), each provoked for real: the run must
 # end with its message on every rank and a non-zero exit. Plus preflight on
 # a healthy launch and with a silent rank or a stuck all-reduce (test-only
 # fault injection: TB_TEST_FAULT=hang-rollcall:R | hang-allreduce:R |

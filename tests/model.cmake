@@ -13,12 +13,12 @@ target_link_libraries(test_cli_errors PRIVATE tb_app)
 add_test(NAME cli_bad_input COMMAND test_cli_errors $<TARGET_FILE:trainbench>)
 set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)
 
-# src/core/: abort cleanups (ncclCommAbort's slot) run before the job ends
+# core/: abort cleanups (ncclCommAbort's slot) run before the job ends
 find_package(Threads REQUIRED) # the trap test runs a second thread
 add_executable(test_core test_core.c)
 target_link_libraries(test_core PRIVATE tb_core Threads::Threads)
 add_test(NAME core_abort_cleanups COMMAND test_core)
-# src/core/cpu_features: CPUID + XGETBV against the kernel's /proc/cpuinfo flags
+# core/cpu_features: CPUID + XGETBV against the kernel's /proc/cpuinfo flags
 add_executable(test_cpu_features test_cpu_features.c)
 target_link_libraries(test_cpu_features PRIVATE tb_core)
 add_test(NAME core_cpu_features COMMAND test_cpu_features)

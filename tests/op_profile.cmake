@@ -1,4 +1,4 @@
-# train --op-profile (model/op_profile.h, src/train_profile.c): the profiler
+# train --op-profile (model/op_profile.h, src/train/train_profile.c): the profiler
 # on a step through every op kind (C, on the CPU backend), the whole train
 # path with its tables and results groups checked against the graph, the
 # asynchronous (event) step and the unfused graph, two ranks, the flag's

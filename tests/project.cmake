@@ -33,7 +33,7 @@ if(TB_HAVE_MPI)
   tb_project_test(project_fit_np2 project_ar fit project_ar.h5 project_ar.txt)
   tb_project_test(project_run_np2 "report_b;report_np1" run report_np2.h5 report_np1.h5)
   # the same timeline from the asynchronous step (the CUDA backend's code
-  # path, src/step_timeline.h), here on the CPU backend's events and clocks:
+  # path, src/train/step_timeline.h), here on the CPU backend's events and clocks:
   # /grad_ready and /buckets, the projection and report's overlap table
   add_test(NAME project_run_async_np2_train
            COMMAND sh -c "rm -f project_async_np2.h5 && \"$0\" \"$@\" > project_async_np2.log"

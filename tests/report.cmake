@@ -2,7 +2,7 @@
 # that trainbench writes here with tiny settings: one rank, two ranks under
 # mpirun (when MPI is built in; else a second one-rank run with another
 # batch size to compare against), and a run stopped by an injected NaN
-# (TB_TEST_FAULT, src/faults.h). tests/test_report.py reads the same files
+# (TB_TEST_FAULT, core/faults.h). tests/test_report.py reads the same files
 # with h5py and checks the printed numbers against them.
 set(TB_REPORT_RUN --model resnet18 --image-size 32 --batch-size 4 --steps 6 --warmup-steps 2
     --scaling-steps 2 --scaling-warmup 1 --threads 1)

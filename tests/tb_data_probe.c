@@ -28,7 +28,7 @@
 #include "data/gpu_decode.h"
 #include "data/loader.h"
 #include "data/transform.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 typedef struct {
     const double *u;

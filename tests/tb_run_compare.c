@@ -25,9 +25,9 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "src/checkpoint.h"
-#include "src/core/log.h"
-#include "src/results_read.h"
+#include "src/results/checkpoint.h"
+#include "core/log.h"
+#include "src/results/results_read.h"
 #include "tests/tb_test.h"
 
 static tb_model *load(const char *path, tb_backend *be) {

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <turbojpeg.h>
 
-#include "src/core/rng.h"
+#include "core/rng.h"
 
 static char tbj_dir[64] = "/tmp/tb_feed_XXXXXX";
 

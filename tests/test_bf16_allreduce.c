@@ -23,7 +23,7 @@
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 /* Reference rounding from the definition: the two bf16 neighbours of f,

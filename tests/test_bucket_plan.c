@@ -19,7 +19,7 @@
 #include "comm/bucket_plan.h"
 #include "comm/grad_sync.h"
 #include "model/resnet.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 /* Tensor boundaries of the trainable flat buffer of a model. */

@@ -1,4 +1,4 @@
-/* test_core.c - src/core/: the abort path runs every registered cleanup
+/* test_core.c - core/: the abort path runs every registered cleanup
  * (ncclCommAbort's slot) last-registered first, skips removed ones, and
  * still ends the process with the exit code; a thread's fatal trap (the
  * CUDA graph capture's) catches that thread's tb_die / TB_FATAL with their
@@ -13,7 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 #include "tests/tb_test.h"
 
 static int g_pipe[2];

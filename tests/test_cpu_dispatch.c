@@ -1,4 +1,4 @@
-/* test_cpu_dispatch.c - runtime CPU dispatch (src/core/cpu_dispatch.h):
+/* test_cpu_dispatch.c - runtime CPU dispatch (core/cpu_dispatch.h):
  * the level rule (best, forced, refused in one line), and every level this
  * CPU has against the others and against plain scalar references:
  *   - the loader's resize passes (Pillow's 22-bit weights, exact) on many
@@ -16,8 +16,8 @@
 #include "data/pixel_kern.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "src/core/cpu_dispatch.h"
-#include "src/core/rng.h"
+#include "core/cpu_dispatch.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 

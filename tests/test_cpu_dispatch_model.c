@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "model/cpu/cpu_kern.h"
-#include "src/core/cpu_features.h"
-#include "src/core/rng.h"
+#include "core/cpu_features.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }

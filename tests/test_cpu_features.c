@@ -1,10 +1,10 @@
-/* test_cpu_features.c - src/core/cpu_features: what CPUID + XGETBV report
+/* test_cpu_features.c - core/cpu_features: what CPUID + XGETBV report
  * against the kernel's own reading (/proc/cpuinfo "flags", which Linux
  * clears for units it does not enable), the level rule, and the names. */
 #include <stdio.h>
 #include <string.h>
 
-#include "src/core/cpu_features.h"
+#include "core/cpu_features.h"
 #include "tests/tb_test.h"
 
 /* Is the whole word `flag` in /proc/cpuinfo's first "flags" line? -1: no such line. */

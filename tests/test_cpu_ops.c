@@ -30,8 +30,8 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "model/cpu/cpu_internal.h" /* to force the conv code paths */
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 
 #define FWD_ATOL 1e-5
 #define FWD_RTOL 1e-5

@@ -46,7 +46,7 @@
 #include "model/layout.h"
 #include "model/graph_fused.h"
 #include "model/model.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_cpu, *g_gpu;

@@ -20,7 +20,7 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/layout.h"
 #include "model/model.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 #ifdef TB_HAVE_CUDA
 #include "model/cuda/cuda_backend.h"

@@ -50,8 +50,8 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/model.h"
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_cpu;

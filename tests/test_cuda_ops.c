@@ -39,8 +39,8 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/layout.h"
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 
 typedef struct {
     const char *name;

@@ -19,7 +19,7 @@
 #include "data/loader.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static char g_dir[64] = "/tmp/tb_data_XXXXXX";

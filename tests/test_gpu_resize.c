@@ -14,7 +14,7 @@
 #include "data/gpu_resize.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static double draw(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }

@@ -4,8 +4,8 @@
  * among them), and the datasheet lookup by device name. */
 #include <string.h>
 
-#include "src/gpu_peaks.h"
-#include "src/gpu_versions.h"
+#include "src/device/gpu_peaks.h"
+#include "src/device/gpu_versions.h"
 #include "tests/tb_test.h"
 
 static void expect(tb_lib_kind k, int built, int loaded, tb_ver_verdict want, const char *in_note) {

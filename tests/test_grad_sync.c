@@ -23,8 +23,8 @@
 
 #include "comm/comm.h"
 #include "comm/grad_sync.h"
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static double value(int rank, size_t i) { return (double)((i * 7 + (size_t)rank * 13) % 1000); }

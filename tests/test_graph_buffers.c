@@ -37,8 +37,8 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/cpu/cpu_internal.h" /* split knobs and the scratch to poison */
 #include "model/model.h"
-#include "src/core/log.h"
-#include "src/core/rng.h"
+#include "core/log.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 /* ---- state of the wrapped run ----------------------------------------------- */

@@ -1,5 +1,5 @@
-/* test_h5_lock.c - HDF5 from several threads (src/h5io.h's lock,
- * src/run_report.h), as a training run's rank 0 does it: the main thread
+/* test_h5_lock.c - HDF5 from several threads (src/results/h5io.h's lock,
+ * src/results/run_report.h), as a training run's rank 0 does it: the main thread
  * writes checkpoints while the watchdog (another thread) writes the results
  * file and the snapshot thread keeps a "running" copy on disk. The test
  * prints whether the linked libhdf5 is itself thread-safe: Debian 12's is,
@@ -32,11 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/core/timer.h"
-#include "src/h5io.h"
-#include "src/results.h"
-#include "src/results_read.h"
-#include "src/run_report.h"
+#include "core/timer.h"
+#include "src/results/h5io.h"
+#include "src/results/results.h"
+#include "src/results/results_read.h"
+#include "src/results/run_report.h"
 #include "tests/tb_test.h"
 
 static char g_dir[256];

@@ -34,7 +34,7 @@
 #include "data/jpeg.h"
 #include "data/loader.h"
 #include "data/transform.h"
-#include "src/core/timer.h"
+#include "core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 #include "tests/tb_test_loader.h"

@@ -24,8 +24,8 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
-#include "src/core/procmem.h"
-#include "src/core/timer.h"
+#include "core/procmem.h"
+#include "core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 #include "tests/tb_test_loader.h"

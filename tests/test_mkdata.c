@@ -17,7 +17,7 @@
 #include <turbojpeg.h>
 
 #include "data/mkdata.h"
-#include "src/core/rng.h"
+#include "core/rng.h"
 #include "tests/tb_test.h"
 
 enum { CLASSES = 6, PER = 8, MIN_SIDE = 96, MAX_SIDE = 160 };

@@ -12,9 +12,9 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "src/checkpoint.h"
-#include "src/core/rng.h"
-#include "src/core/log.h"
+#include "src/results/checkpoint.h"
+#include "core/rng.h"
+#include "core/log.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_be;

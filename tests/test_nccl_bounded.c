@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "comm/nccl.h"
-#include "src/core/timer.h"
+#include "core/timer.h"
 #include "tests/tb_test.h"
 
 static atomic_int g_started = 0;

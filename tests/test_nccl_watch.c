@@ -65,10 +65,10 @@
 
 #include "comm/comm.h"
 #include "comm/nccl.h"
-#include "src/core/cuda_check.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
-#include "src/gpu_runtime.h"
+#include "core/cuda_check.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "src/device/gpu_runtime.h"
 #include "tests/tb_test.h"
 
 enum { PH_EAGER, PH_CAPTURE, PH_CAPTURED, PH_REPLAY, PH_REFUSE, PH_GUARD, PH_COUNT };

@@ -19,9 +19,9 @@
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/op_profile.h"
-#include "src/core/log.h"
-#include "src/core/rng.h"
-#include "src/trainer.h"
+#include "core/log.h"
+#include "core/rng.h"
+#include "src/train/trainer.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_be;

@@ -1,5 +1,5 @@
 /* test_project.c - the projection's arithmetic against hand-computed cases
- * (src/projection.h, src/fabric.h): ring, tree and hierarchical all-reduce
+ * (src/project/projection.h, src/project/fabric.h): ring, tree and hierarchical all-reduce
  * costs; bucket cutting and the overlap schedule against a hand-made
  * timeline; the projected step; the alpha-beta fit on synthetic tables
  * with known alpha and beta (exact, noisy, several rank counts, both
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/fabric.h"
-#include "src/projection.h"
-#include "src/projection_profile.h"
+#include "src/project/fabric.h"
+#include "src/project/projection.h"
+#include "src/project/projection_profile.h"
 #include "tests/tb_test.h"
 
 static const char *g_tmp = ".";

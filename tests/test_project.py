@@ -2,7 +2,7 @@
 """test_project.py - `trainbench project` checked against files trainbench
 wrote in the test (tests/project.cmake) and against an independent
 re-implementation of its arithmetic here (numpy), so a wrong formula in
-src/projection.c or src/fabric.c cannot pass by agreeing with itself.
+src/project/projection.c or src/project/fabric.c cannot pass by agreeing with itself.
 
 Modes (one ctest each):
   fit AR.h5 AR.txt     a real `allreduce-bench` run under mpirun -np 2: its

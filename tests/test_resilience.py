@@ -30,7 +30,7 @@ Modes (one ctest each):
            collective.
 Every failure mode also checks that no process of the job is left (by the
 run's unique results path on their command lines).
-Fault injection: TB_TEST_FAULT (src/faults.h), test only.
+Fault injection: TB_TEST_FAULT (core/faults.h), test only.
 
 Every check prints "ok" or "FAIL" with what it saw; a missing or unreadable
 file is a FAIL line, and any other error of the test itself is reported as

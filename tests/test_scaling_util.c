@@ -1,6 +1,6 @@
-/* test_scaling_util.c - the scaling row's device utilisation (src/scaling.c):
+/* test_scaling_util.c - the scaling row's device utilisation (src/results/scaling.c):
  * NVML's GPU-Util as the median over ranks; a row one of whose ranks read
- * NVML over a window too short for it (util_short, src/nvml.h) shows none
+ * NVML over a window too short for it (util_short, src/device/nvml.h) shows none
  * ("-" and a note naming --scaling-min-seconds) instead of a number -- the first
  * H200 run printed 0 % for a 0.11-s row of a busy GPU -- but keeps GPM's SM
  * activity; and without NVML (the CPU backend) the compute share of the
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/scaling.h"
+#include "src/results/scaling.h"
 #include "tests/tb_test.h"
 
 static tb_rank_summary rank(double util, int samples, int is_short) {

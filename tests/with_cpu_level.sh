@@ -1,6 +1,6 @@
 #!/bin/sh
 # with_cpu_level.sh [--skip-if-auto TEST] LEVEL TRAINBENCH CMD...: runs CMD
-# with TB_CPU_LEVEL=LEVEL (src/core/cpu_dispatch.h). When this CPU (or
+# with TB_CPU_LEVEL=LEVEL (core/cpu_dispatch.h). When this CPU (or
 # build) lacks the level, trainbench's one-line refusal is printed as the
 # SKIP reason and the exit status is 77 (ctest: skipped). With
 # --skip-if-auto, a LEVEL that is the one trainbench picks by itself here

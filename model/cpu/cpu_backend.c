@@ -21,8 +21,8 @@
 
 #include "model/cpu/cpu_blas.h"
 #include "model/cpu/cpu_internal.h"
-#include "src/core/log.h"
-#include "src/core/timer.h"
+#include "core/log.h"
+#include "core/timer.h"
 
 /* Scratch for im2col and friends, all threads together (a target: convs
  * are split finer until their pieces fit). */

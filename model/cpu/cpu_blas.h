@@ -29,7 +29,7 @@
 
 #include <stddef.h>
 
-#include "src/core/cpu_features.h"
+#include "core/cpu_features.h"
 
 typedef enum {
     TB_BLAS_KERNELS_DETECTED = 0, /* the library's own choice, right for the CPU */

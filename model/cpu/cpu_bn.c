@@ -13,7 +13,7 @@
 
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z) {
     cpu_check(x, op, "x");

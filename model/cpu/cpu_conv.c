@@ -30,7 +30,7 @@
 
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 typedef struct {
     int n, cin, h, w;   /* x [N,Cin,H,W] */

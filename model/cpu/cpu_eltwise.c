@@ -7,7 +7,7 @@
 
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* Runs STMT on each thread's contiguous share [lo, hi) of n elements (STMT
  * calls the vector level's loops, cpu_kern.h). */

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 void *cpu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got) {
     (void)be, (void)a;

@@ -6,7 +6,7 @@
  * no reduction order depends on the width). */
 #include "model/cpu/cpu_kern.h"
 
-#include "src/core/cpu_dispatch.h"
+#include "core/cpu_dispatch.h"
 
 #define L CPU_KERN_LANES
 

@@ -1,5 +1,5 @@
 /* cpu_kern.h - the CPU backend's own inner loops (everything that is not
- * BLAS), one table per vector level (src/core/cpu_dispatch.h): element-wise
+ * BLAS), one table per vector level (core/cpu_dispatch.h): element-wise
  * ReLU and add, BatchNorm's statistics, normalisation and backward, the
  * im2col / col2im row copies, SGD, the pooling sums.
  *

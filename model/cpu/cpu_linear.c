@@ -10,7 +10,7 @@
 #include <omp.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* Rows N, inner size K and outputs M of a linear layer, checked. */
 static void linear_dims(const char *op, const tb_tensor *x, const tb_tensor *w,

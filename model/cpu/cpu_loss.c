@@ -12,7 +12,7 @@
 #include <stdlib.h>
 
 #include "model/cpu/cpu_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
                       double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits) {

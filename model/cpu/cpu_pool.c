@@ -13,7 +13,7 @@
 
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 static void pool_check(const char *op, const tb_pool_geom *g, const tb_tensor *x,
                        const tb_tensor *y) {

@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "model/cuda/cuda_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* cuBLASLt's workspace: 32 MiB, what NVIDIA recommends for Hopper. */
 #define CU_LT_WS_BYTES ((size_t)32 << 20)

@@ -28,7 +28,7 @@
 
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 typedef struct {
     cu_bn_shape shape;          /* at the largest batch */

@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "model/cuda/cuda_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 #define CONV_ALGOS 16 /* more than any direction's algorithm count */
 

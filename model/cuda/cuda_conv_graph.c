@@ -45,7 +45,7 @@
 #include "model/cuda/cuda_engine.h"
 #include "model/plan_cache.h"
 #include "model/cuda/cuda_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 #define CG_CANDIDATES 8 /* plans finalized and timed per direction */
 #define CG_HEUR_MAX CU_BE_HEUR_MAX /* engine configs taken from each heuristics mode */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 #define CU_BE_KNOBS 16 /* knob choices read per engine config */
 

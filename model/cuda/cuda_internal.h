@@ -45,7 +45,7 @@ extern "C" {
 
 #include "model/backend.h"
 #include "model/cuda/cuda_backend.h"
-#include "src/core/cuda_check.h"
+#include "core/cuda_check.h"
 
 /* ---- the parts only the host-compiled files see ------------------------------- */
 #ifndef __CUDACC__
@@ -53,7 +53,7 @@ extern "C" {
 #include <cudnn.h>
 #include <pthread.h>
 
-#include "src/core/cublas_check.h"
+#include "core/cublas_check.h"
 
 #define TB_CUDNN_CHECK(call)                                                                 \
     do {                                                                                     \

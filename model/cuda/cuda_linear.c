@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "model/cuda/cuda_internal.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 struct cu_gemm {
     cu_gemm_kind kind;

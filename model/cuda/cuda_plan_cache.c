@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "model/cuda/fused_cuda.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* "580.95.05" from the kernel module's first line, or "-". */
 static void nvrm_version(char *out, size_t len) {

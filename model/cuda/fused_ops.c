@@ -32,7 +32,7 @@
 #include <string.h>
 
 #include "model/cuda/fused_cuda.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 typedef struct {
     int n;

@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "model/cuda/fused_cuda.h"
-#include "src/core/log.h"
+#include "core/log.h"
 
 /* plans finalized and timed per problem: each engine compiled at run time
  * costs its compilation (seconds, on the first launch only: the plan cache

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "model/resnet.h"
-#include "src/batchfile.h"
+#include "src/results/batchfile.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/h5_build.h"
 

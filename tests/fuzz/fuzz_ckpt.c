@@ -25,7 +25,7 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "src/checkpoint.h"
+#include "src/results/checkpoint.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "tests/fuzz/h5_build.h"
 

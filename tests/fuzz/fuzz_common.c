@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/core/log.h"
+#include "core/log.h"
 
 int fz_outcome = 0;
 

@@ -8,8 +8,8 @@
 
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
-#include "src/checkpoint.h"
-#include "src/core/log.h"
+#include "src/results/checkpoint.h"
+#include "core/log.h"
 
 int main(int argc, char **argv) {
     if (argc != 2) {

@@ -1,4 +1,4 @@
-/* fake_nvml.c - a stand-in libnvidia-ml.so.1 for host tests of src/nvml.c:
+/* fake_nvml.c - a stand-in libnvidia-ml.so.1 for host tests of src/device/nvml.c:
  * one device at PCI bus id 0000:01:00.0 ("Fake H100"), readings that move
  * in a known way (GPU-Util alternates 20/80, SM clock 1980 MHz, GPM SM
  * activity 42.5 %), two NVLinks up. Only the entry points trainbench uses. */

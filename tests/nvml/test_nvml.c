@@ -1,4 +1,4 @@
-/* test_nvml.c - src/nvml.c against tests/nvml/fake_nvml.c (loaded as
+/* test_nvml.c - src/device/nvml.c against tests/nvml/fake_nvml.c (loaded as
  * libnvidia-ml.so.1 through LD_LIBRARY_PATH): symbol loading, device
  * lookup by PCI bus id and its error, static facts, one reading, the
  * sampler's window (mean GPU-Util of alternating 20/80 readings = 50, GPM
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/nvml.h"
+#include "src/device/nvml.h"
 #include "tests/tb_test.h"
 
 static void sleep_s(double s) {

@@ -1,0 +1,174 @@
+/* cli.c - flag parsing and validation (see cli.h). */
+#include "core/cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+/* The one-letter alias of option `name` in "b=minbytes,e=maxbytes", or 0. */
+static char alias_of(const char *aliases, const char *name) {
+    if (!aliases) return 0;
+    size_t n = strlen(name);
+    for (const char *p = aliases; *p; ) {
+        if (p[1] == '=' && strncmp(p + 2, name, n) == 0 && (p[2 + n] == ',' || p[2 + n] == '\0'))
+            return p[0];
+        const char *comma = strchr(p, ',');
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return 0;
+}
+
+static void print_help(const char *usage, const tb_opt *opts, const char *aliases) {
+    printf("usage: %s\n\noptions:\n", usage);
+    for (const tb_opt *o = opts; o->name; o++) {
+        char lhs[64], def[96] = "";
+        const char *arg = o->kind == TB_OPT_FLAG     ? ""
+                          : o->kind == TB_OPT_SIZE   ? " BYTES"
+                          : o->kind == TB_OPT_INT    ? " N"
+                          : o->kind == TB_OPT_DOUBLE ? " X"
+                          : o->kind == TB_OPT_CHOICE ? " WHICH"
+                                                     : " VALUE";
+        char al = alias_of(aliases, o->name);
+        if (al)
+            snprintf(lhs, sizeof lhs, "-%c, --%s%s", al, o->name, arg);
+        else
+            snprintf(lhs, sizeof lhs, "--%s%s", o->name, arg);
+        switch (o->kind) {
+        case TB_OPT_INT: snprintf(def, sizeof def, " (default %d)", *(int *)o->dst); break;
+        case TB_OPT_DOUBLE: snprintf(def, sizeof def, " (default %g)", *(double *)o->dst); break;
+        case TB_OPT_SIZE: snprintf(def, sizeof def, " (default %zu)", *(size_t *)o->dst); break;
+        case TB_OPT_STRING:
+        case TB_OPT_CHOICE:
+            if (*(char *)o->dst) snprintf(def, sizeof def, " (default %s)", (char *)o->dst);
+            break;
+        default: break;
+        }
+        printf("  %-26s %s%s\n", lhs, o->help, def);
+        if (o->kind == TB_OPT_CHOICE) printf("  %-26s one of: %s\n", "", o->choices);
+    }
+    printf("  %-26s %s\n", "--help", "this text");
+}
+
+static int in_choices(const char *v, const char *choices) {
+    size_t n = strlen(v);
+    const char *s = choices;
+    while (*s) {
+        const char *bar = strchr(s, '|');
+        size_t len = bar ? (size_t)(bar - s) : strlen(s);
+        if (len == n && strncmp(s, v, n) == 0) return 1;
+        if (!bar) break;
+        s = bar + 1;
+    }
+    return 0;
+}
+
+static void set_value(const char *cmd, const tb_opt *o, const char *v) {
+    char *end = NULL;
+    errno = 0;
+    switch (o->kind) {
+    case TB_OPT_INT: {
+        long x = strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || errno || x < o->min || x > o->max)
+            tb_die("%s: --%s expects an integer in [%.0f, %.0f], got '%s'", cmd,
+                   o->name, o->min, o->max, v);
+        *(int *)o->dst = (int)x;
+        break;
+    }
+    case TB_OPT_DOUBLE: {
+        double x = strtod(v, &end);
+        if (*v == '\0' || *end != '\0' || errno || !isfinite(x) || x < o->min || x > o->max)
+            tb_die("%s: --%s expects a number in [%g, %g], got '%s'", cmd, o->name,
+                   o->min, o->max, v);
+        *(double *)o->dst = x;
+        break;
+    }
+    case TB_OPT_SIZE: {
+        double x = strtod(v, &end);
+        double mult = 1;
+        if (end && *end) {
+            switch (*end) {
+            case 'K': case 'k': mult = 1024.0; break;
+            case 'M': case 'm': mult = 1024.0 * 1024; break;
+            case 'G': case 'g': mult = 1024.0 * 1024 * 1024; break;
+            default: mult = -1;
+            }
+            if (end[1] != '\0' && !(end[1] == 'B' && end[2] == '\0')) mult = -1;
+        }
+        x *= mult;
+        if (*v == '\0' || errno || mult < 0 || !(x >= o->min) || x > o->max || x != (double)(size_t)x)
+            tb_die("%s: --%s expects a byte count like 4096, 64K or 128M in [%.0f, %.0f], got '%s'",
+                   cmd, o->name, o->min, o->max, v);
+        *(size_t *)o->dst = (size_t)x;
+        break;
+    }
+    case TB_OPT_CHOICE:
+        if (!in_choices(v, o->choices))
+            tb_die("%s: --%s expects one of %s, got '%s'", cmd, o->name, o->choices, v);
+        /* fall through */
+    case TB_OPT_STRING:
+        if (strlen(v) >= TB_OPT_STR_MAX)
+            tb_die("%s: --%s value is too long", cmd, o->name);
+        snprintf((char *)o->dst, TB_OPT_STR_MAX, "%s", v);
+        break;
+    case TB_OPT_FLAG: break;
+    }
+}
+
+void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts) {
+    tb_cli_parse_aliased(cmd, usage, argc, argv, opts, NULL);
+}
+
+void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
+                          const tb_opt *opts, const char *aliases) {
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            print_help(usage, opts, aliases);
+            exit(0);
+        }
+        const tb_opt *o = opts;
+        const char *eq = NULL;
+        size_t len = 0;
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] == '\0') { /* -x */
+            for (; o->name; o++)
+                if (alias_of(aliases, o->name) == a[1]) break;
+            len = 1;
+        } else if (strncmp(a, "--", 2) == 0) {
+            const char *name = a + 2;
+            eq = strchr(name, '=');
+            len = eq ? (size_t)(eq - name) : strlen(name);
+            for (; o->name; o++)
+                if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
+        } else {
+            tb_die("%s: unexpected argument '%s'; flags start with --, see "
+                   "'trainbench %s --help'",
+                   cmd, a, cmd);
+        }
+        if (!o->name)
+            tb_die("%s: unknown option '%.*s'; see 'trainbench %s --help'", cmd,
+                   (int)len + (a[1] == '-' ? 2 : 1), a, cmd);
+        if (o->kind == TB_OPT_FLAG) {
+            if (eq) tb_die("%s: --%s takes no value", cmd, o->name);
+            *(int *)o->dst = 1;
+            continue;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (!v) {
+            if (i + 1 >= argc)
+                tb_die("%s: --%s needs a value; see 'trainbench %s --help'", cmd,
+                       o->name, cmd);
+            v = argv[++i];
+        }
+        set_value(cmd, o, v);
+    }
+}
+
+void tb_cli_require(const char *cmd, const char *flag, const char *value) {
+    if (!value || !*value)
+        tb_die("%s: --%s is required; see 'trainbench %s --help'", cmd, flag, cmd);
+}

@@ -1,0 +1,37 @@
+/* faults.c - TB_TEST_FAULT parsing and the process-level faults (faults.h).
+ * The in-backward strike, which needs the NCCL communicators, is the
+ * trainer's: src/train/fault_strike.c. */
+#include "core/faults.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+
+int tb_fault(const char *kind, int rank, int64_t step) {
+    const char *v = getenv("TB_TEST_FAULT");
+    if (!v) return 0;
+    size_t n = strlen(kind);
+    if (strncmp(v, kind, n) != 0 || v[n] != ':') return 0;
+    char *end;
+    long r = strtol(v + n + 1, &end, 10);
+    if (r != -1 && r != rank) return 0;
+    if (*end != ':' || step < 0) return 1;
+    return strtoll(end + 1, NULL, 10) == step;
+}
+
+void tb_fault_process(int rank, int64_t step) {
+    if (tb_fault("kill", rank, step)) raise(SIGKILL);
+    if (tb_fault("freeze", rank, step)) raise(SIGSTOP);
+    if (tb_fault("exit0", rank, step)) {
+        fflush(stdout);
+        _Exit(0);
+    }
+}
+
+int tb_fault_in_backward(int rank, int64_t step) {
+    return tb_fault("kill-bwd", rank, step) || tb_fault("freeze-bwd", rank, step) ||
+           tb_fault("nccl-abort", rank, step);
+}

@@ -1,0 +1,44 @@
+/* faults.h - test-only fault injection, so the failure paths can be tested
+ * for real. One environment variable, never set in production:
+ *
+ *   TB_TEST_FAULT=KIND:RANK[:STEP]
+ *
+ *   kill          SIGKILL this rank at the start of STEP
+ *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
+ *   exit0         exit(0) at the start of STEP, without a word (a rank that
+ *                 leaves early)
+ *   kill-bwd      SIGKILL this rank inside the backward pass of STEP, once a
+ *                 gradient bucket has gone to communication (the asynchronous
+ *                 step: collectives of this step queued, others still to
+ *                 come)
+ *   freeze-bwd    SIGSTOP there instead
+ *   nccl-abort    there: this rank aborts its NCCL communicators
+ *                 (ncclCommAbort) and parks, alive; the peers' collectives
+ *                 then never complete, or fail with NCCL's asynchronous
+ *                 error where a transport notices (sockets)
+ *   nan           a NaN in this rank's gradients in STEP
+ *   perturb       this rank's weights drift at the end (replica check)
+ *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
+ *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight
+ *                 (the roll call; before the warm-up all-reduce; after it,
+ *                 before the barrier of the timed one)
+ *
+ * RANK -1 matches every rank; STEP may be omitted for the kinds without a
+ * step. */
+#ifndef TB_FAULTS_H
+#define TB_FAULTS_H
+
+#include <stdint.h>
+
+/* 1 when fault `kind` is set for this rank and step (step < 0: any). */
+int tb_fault(const char *kind, int rank, int64_t step);
+
+/* Carries out kill / freeze / exit0 if one is set for (rank, step). */
+void tb_fault_process(int rank, int64_t step);
+
+/* 1 when a fault inside backward (kill-bwd, freeze-bwd, nccl-abort) is set
+ * for (rank, step); the trainer then calls tb_fault_strike_in_backward
+ * (src/train/fault_strike.h) at the moment described above. */
+int tb_fault_in_backward(int rank, int64_t step);
+
+#endif

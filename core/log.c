@@ -1,0 +1,171 @@
+/* log.c - rank-aware one-line messages and the job-wide abort path. */
+#include "core/log.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int g_rank = -1;
+static int g_world = 1;
+static char g_host[64] = "";
+static tb_abort_hook g_abort_hook = NULL;
+
+void tb_log_set_identity(int rank, int world, const char *host) {
+    g_rank = rank;
+    g_world = world;
+    snprintf(g_host, sizeof g_host, "%s", host ? host : "");
+}
+
+int tb_log_rank(void) { return g_rank; }
+const char *tb_log_host(void) { return g_host; }
+
+void tb_set_abort_hook(tb_abort_hook hook) { g_abort_hook = hook; }
+
+/* One thread ends the process: the first to reach tb_die / TB_FATAL /
+ * tb_abort prints and exits; any other thread that gets there meanwhile
+ * (two loader threads meeting two bad files under --strict-data) waits for
+ * the exit, so the job prints one error line, not several. The same thread
+ * may come back (a fuzz target's abort hook longjmps out and reads on). */
+static atomic_int g_ending = 0;
+static _Thread_local int t_ending = 0;
+
+static void claim_the_end(void) {
+    if (t_ending) return;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_ending, &expected, 1))
+        for (;;) pause(); /* another thread is ending the process */
+    t_ending = 1;
+}
+
+/* Cleanups that must run before the job is torn down (ncclCommAbort on a
+ * live communicator, so no rank is left inside a collective). */
+#define TB_MAX_ABORT_CLEANUPS 8
+static struct {
+    tb_abort_cleanup fn;
+    void *ctx;
+} g_cleanups[TB_MAX_ABORT_CLEANUPS];
+static atomic_int g_ncleanups = 0;
+
+int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx) {
+    int i = atomic_fetch_add(&g_ncleanups, 1);
+    if (i >= TB_MAX_ABORT_CLEANUPS) TB_FATAL("more than %d abort cleanups", TB_MAX_ABORT_CLEANUPS);
+    g_cleanups[i].ctx = ctx;
+    g_cleanups[i].fn = fn;
+    return i;
+}
+
+void tb_remove_abort_cleanup(int id) {
+    if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
+}
+
+static atomic_int g_skip_atexit = 0;
+
+void tb_abort_skip_atexit(void) { atomic_store(&g_skip_atexit, 1); }
+
+_Noreturn void tb_abort(int exit_code) {
+    claim_the_end();
+    fflush(stdout);
+    fflush(stderr);
+    int n = atomic_load(&g_ncleanups);
+    for (int i = n - 1; i >= 0; i--) /* last registered first */
+        if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
+    if (g_abort_hook) g_abort_hook(exit_code);
+    if (atomic_load(&g_skip_atexit)) {
+        fflush(stdout);
+        fflush(stderr);
+        _exit(exit_code);
+    }
+    exit(exit_code);
+}
+
+/* Formats "trainbench[rank R host]: <kind>fmt\n" and writes it with one
+ * call, so lines from many ranks on one terminal never interleave. */
+static void emit(const char *kind, const char *fmt, va_list ap) {
+    char line[4096];
+    size_t n;
+    if (g_rank >= 0 && g_world > 1)
+        n = (size_t)snprintf(line, sizeof line, "trainbench[rank %d %s]: %s", g_rank, g_host, kind);
+    else
+        n = (size_t)snprintf(line, sizeof line, "trainbench: %s", kind);
+    if (n < sizeof line) n += (size_t)vsnprintf(line + n, sizeof line - n, fmt, ap);
+    if (n > sizeof line - 2) n = sizeof line - 2;
+    line[n++] = '\n';
+    fwrite(line, 1, n, stderr);
+    fflush(stderr);
+}
+
+static _Thread_local tb_fatal_trap *t_trap = NULL;
+
+void tb_fatal_trap_set(tb_fatal_trap *trap) { t_trap = trap; }
+
+/* Takes this thread's trap off (tb_die / tb_fatal_at write its message,
+ * then spring it: longjmp). */
+static tb_fatal_trap *take_trap(void) {
+    tb_fatal_trap *tr = t_trap;
+    t_trap = NULL;
+    return tr;
+}
+
+_Noreturn void tb_die(const char *fmt, ...) {
+    va_list ap;
+    tb_fatal_trap *tr = take_trap();
+    if (tr) {
+        va_start(ap, fmt);
+        vsnprintf(tr->msg, sizeof tr->msg, fmt, ap);
+        va_end(ap);
+        longjmp(tr->env, 1);
+    }
+    claim_the_end();
+    fflush(stdout);
+    va_start(ap, fmt);
+    emit("error: ", fmt, ap);
+    va_end(ap);
+    tb_abort(1);
+}
+
+void tb_say_error(const char *fmt, ...) {
+    va_list ap;
+    fflush(stdout);
+    va_start(ap, fmt);
+    emit("error: ", fmt, ap);
+    va_end(ap);
+}
+
+_Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
+    char kind[512];
+    va_list ap;
+    tb_fatal_trap *tr = take_trap();
+    if (tr) {
+        int n = snprintf(tr->msg, sizeof tr->msg, "%s:%d: ", file, line);
+        if (n < 0 || (size_t)n >= sizeof tr->msg) n = 0;
+        va_start(ap, fmt);
+        vsnprintf(tr->msg + n, sizeof tr->msg - (size_t)n, fmt, ap);
+        va_end(ap);
+        longjmp(tr->env, 1);
+    }
+    claim_the_end();
+    fflush(stdout);
+    snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
+    va_start(ap, fmt);
+    emit(kind, fmt, ap);
+    va_end(ap);
+    tb_abort(1);
+}
+
+void tb_warn(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emit("warning: ", fmt, ap);
+    va_end(ap);
+}
+
+void tb_info(const char *fmt, ...) {
+    if (g_rank > 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fputc('\n', stdout);
+    fflush(stdout);
+}

@@ -1,0 +1,71 @@
+/* log.h - one-line diagnostics, and fatal errors that end the whole job.
+ *
+ * Every message names the rank and host once MPI is up ("trainbench[rank 3
+ * node07]: ..."). tb_die() is for user errors (bad flag, missing file): one
+ * line that says what is wrong and what to do. TB_FATAL() is for internal or
+ * library errors and adds file:line. Both end through the abort hook, which
+ * comm/ sets to MPI_Abort so one failing rank takes the whole job down. */
+#ifndef TB_LOG_H
+#define TB_LOG_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* Identity printed in every message; rank < 0 means "not distributed". */
+void tb_log_set_identity(int rank, int world, const char *host);
+int tb_log_rank(void);
+const char *tb_log_host(void);
+
+/* Called instead of exit() by tb_die/TB_FATAL; must not return. */
+typedef void (*tb_abort_hook)(int exit_code);
+void tb_set_abort_hook(tb_abort_hook hook);
+
+/* Work that must happen before the job is torn down, run by tb_abort (last
+ * registered first) before the abort hook: ncclCommAbort on a live NCCL
+ * communicator, so MPI_Abort never leaves a rank inside a collective. A
+ * cleanup must not call tb_die/TB_FATAL. Returns an id for removal. */
+typedef void (*tb_abort_cleanup)(void *ctx);
+int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx);
+void tb_remove_abort_cleanup(int id);
+
+/* Ends the job: cleanups, then the abort hook (exit code 1 by default). */
+_Noreturn void tb_abort(int exit_code);
+/* From now on tb_abort ends the process with _exit, not exit: a cleanup
+ * left a thread running inside a library (an ncclCommAbort that did not
+ * return in time), and exit's handlers (the CUDA runtime's teardown) would
+ * free what that thread still uses. Any thread may call it. */
+void tb_abort_skip_atexit(void);
+
+_Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+_Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The error line of tb_die without ending anything: for verdicts every rank
+ * reaches together, which then leave through a collective exit. */
+void tb_say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Informational line, printed by rank 0 only (or when not distributed). */
+void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* A trap for the calling thread's next tb_die / TB_FATAL: while one is set,
+ * that call prints nothing and ends nothing; it writes its message into
+ * trap->msg ("file:line: ..." for TB_FATAL), clears the trap and longjmps
+ * to trap->env (setjmp then returns 1). Other threads are not affected.
+ * For a stretch of work that can be undone and redone another way: the
+ * CUDA graph capture of the training step (src/train/trainer.c), where a call
+ * that fails inside the capture means "capture failed", not "end the
+ * job". The frames it leaves must hold no lock; what they allocated on
+ * the heap leaks. Set NULL to remove it. */
+typedef struct {
+    jmp_buf env;
+    char msg[512];
+} tb_fatal_trap;
+void tb_fatal_trap_set(tb_fatal_trap *trap);
+
+#define TB_FATAL(...) tb_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+#define TB_ASSERT(cond)                                                       \
+    do {                                                                      \
+        if (!(cond)) TB_FATAL("internal check failed: %s", #cond);            \
+    } while (0)
+
+#endif

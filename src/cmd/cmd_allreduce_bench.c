@@ -1,0 +1,308 @@
+/* cmd_allreduce_bench.c - `trainbench allreduce-bench`: nccl-tests style
+ * all-reduce sweep on the path training uses, chosen with --comm: mpi (MPI
+ * on host buffers, the CPU backend's path: the gradient thread's
+ * non-blocking call and wait, comm/grad_sync.h) or nccl (NCCL on device
+ * buffers of the GPU local rank mod visible devices, the CUDA backend's
+ * path):
+ *
+ *   #       size         count    type   redop     time   algbw   busbw  #wrong
+ *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
+ *
+ * time: mean per all-reduce over --iters after --warmup, the slowest rank's
+ * (mpi: host clock around the call; nccl: CUDA events around the
+ * collective on its stream);
+ * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
+ * #wrong: elements of the last timed all-reduce that differ from the exact
+ * sum (inputs are small integers, so float sums are exact).
+ *
+ * The sum is in place, as in training, so every all-reduce (warm-up and
+ * timed) starts from the inputs again: the buffer is restored from a copy
+ * (on the device for nccl) and the ranks meet at a barrier, neither of them
+ * timed; each all-reduce is timed on its own. An NCCL all-reduce that has
+ * not finished after --timeout ends the run (ncclCommAbort) instead of
+ * hanging it. Repeating an in-place sum without that multiplies the
+ * values by the world size each time (inf after ~80 float iterations on 3
+ * ranks), and would time arithmetic on inf.
+ *
+ * --share-gpu lets ranks share a GPU (--comm nccl: NCCL >= 2.30 with
+ * NCCL_MULTI_RANK_GPU_ENABLE=1): the header, the bandwidth line and the
+ * results file (attribute shared_gpu) then say how many ranks share one,
+ * so that the figure is not read as a fabric's.
+ *
+ * --results FILE: the table as a results file (kind allreduce-bench,
+ * provenance attributes, /allreduce with bytes, count, time_us, algbw_GBps,
+ * busbw_GBps, wrong), which `trainbench project --fabric fit:FILE` fits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/bf16.h"
+#include "comm/comm.h"
+#include "comm/grad_sync.h"
+#include "comm/nccl.h"
+#include "model/backend.h"
+#include "core/cli.h"
+#include "src/cmd/commands.h"
+#include "src/train/launch_check.h"
+#include "src/results/provenance.h"
+#include "src/results/results.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+static double input_value(int rank, size_t i) { return (double)((i + 3 * (size_t)rank) % 64); }
+
+/* Element types: float and double on both paths, bf16 on NCCL (inputs
+ * below 64: sums of up to 4 ranks are exact in bfloat16's 8 bits). */
+typedef enum { EL_F32, EL_F64, EL_BF16 } el_type;
+static size_t el_size(el_type t) { return t == EL_F32 ? 4 : t == EL_F64 ? 8 : 2; }
+
+static void fill(void *buf, size_t count, el_type t, int rank) {
+    for (size_t i = 0; i < count; i++) {
+        if (t == EL_F32) ((float *)buf)[i] = (float)input_value(rank, i);
+        else if (t == EL_F64) ((double *)buf)[i] = input_value(rank, i);
+        else ((uint16_t *)buf)[i] = tb_f32_to_bf16((float)input_value(rank, i));
+    }
+}
+
+/* Elements that differ from the exact sum; in bf16 beyond 4 ranks (sums
+ * past 256), by more than a rounding per addition of bfloat16's 8 bits. */
+static long long count_wrong(const void *buf, size_t count, el_type t, int world) {
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int r = 0; r < world; r++) want += input_value(r, i);
+        double got = t == EL_F32 ? ((const float *)buf)[i]
+                     : t == EL_F64 ? ((const double *)buf)[i]
+                                   : tb_bf16_to_f32(((const uint16_t *)buf)[i]);
+        double tol = 0;
+        if (t == EL_BF16 && want > 256) tol = (world - 1) * ldexp(1.0, (int)floor(log2(want)) - 7);
+        wrong += fabs(got - want) > tol;
+    }
+    return wrong;
+}
+
+/* The NCCL path: device buffers on the CUDA backend's device and stream. */
+typedef struct {
+    tb_backend *be;
+    tb_nccl *nccl;
+    void *buf, *inputs;          /* device */
+    tb_event *e0, *e1;
+    double timeout;
+} nccl_bench;
+
+/* Waits for e with a deadline: a hung all-reduce ends the run. */
+static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes) {
+    double t0 = tb_now();
+    while (!nb->be->event_done(nb->be, e)) {
+        tb_nccl_check_async(nb->nccl, "the all-reduce");
+        if (tb_now() - t0 > nb->timeout) {
+            tb_nccl_abort_all();
+            tb_die("allreduce-bench: the NCCL all-reduce of %zu bytes did not finish within %g s (--timeout): a "
+                   "rank or the interconnect is stuck; run trainbench preflight to find which",
+                   bytes, nb->timeout);
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* One timed all-reduce of count elements from the inputs: seconds. */
+static double nccl_once(nccl_bench *nb, tb_comm *w, size_t count, el_type t) {
+    tb_backend *be = nb->be;
+    be->copy_d2d(be, nb->buf, nb->inputs, count * el_size(t)); /* untimed: back to the inputs */
+    be->sync(be);
+    tb_comm_barrier(w);
+    be->event_record(be, nb->e0, NULL);
+    tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
+    tb_nccl_allreduce_sum(nb->nccl, nb->buf, nb->buf, count, dt, be->native_stream(be, NULL));
+    be->event_record(be, nb->e1, NULL);
+    wait_deadline(nb, nb->e1, count * el_size(t));
+    return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3;
+}
+
+int tb_cmd_allreduce_bench(int argc, char **argv) {
+    size_t minb = 8, maxb = (size_t)128 << 20, factor_sz = 2;
+    int iters = 20, warmup = 5, check = 1, share_gpu = 0;
+    double timeout = 300;
+    char dtype[TB_OPT_STR_MAX] = "float", results[TB_OPT_STR_MAX] = "", t_start[32];
+    char comm[TB_OPT_STR_MAX] = "mpi";
+    tb_utc_now(t_start, sizeof t_start);
+    const tb_opt opts[] = {
+        {"minbytes", TB_OPT_SIZE, &minb, 1, 1e12, NULL, "smallest message"},
+        {"maxbytes", TB_OPT_SIZE, &maxb, 1, 1e12, NULL, "largest message"},
+        {"stepfactor", TB_OPT_SIZE, &factor_sz, 2, 1024, NULL, "multiply the size by this"},
+        {"iters", TB_OPT_INT, &iters, 1, 1000000, NULL, "timed all-reduces per size"},
+        {"warmup", TB_OPT_INT, &warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
+        {"check", TB_OPT_INT, &check, 0, 1, NULL, "verify every result (1) or not (0)"},
+        {"dtype", TB_OPT_CHOICE, dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
+        {"comm", TB_OPT_CHOICE, comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
+        {"timeout", TB_OPT_DOUBLE, &timeout, 0.1, 1e7, NULL, "nccl: seconds an all-reduce may take before the run ends"},
+        {"results", TB_OPT_STRING, results, 0, 0, NULL, "also write the table to this HDF5 results file"},
+        {"share-gpu", TB_OPT_FLAG, &share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
+        {NULL, 0, NULL, 0, 0, NULL, NULL},
+    };
+    tb_cli_parse_aliased("allreduce-bench",
+                         "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype");
+    if (minb > maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", minb, maxb);
+    int use_nccl = strcmp(comm, "nccl") == 0;
+    el_type t = strcmp(dtype, "double") == 0 ? EL_F64 : strcmp(dtype, "bf16") == 0 ? EL_BF16 : EL_F32;
+    if (t == EL_BF16 && !use_nccl)
+        tb_die("allreduce-bench: --dtype bf16 needs --comm nccl (MPI has no bfloat16 sum)");
+
+    tb_comm_info info;
+    tb_comm_init(&argc, &argv, &info);
+    tb_launch_check_singleton(&info);
+    tb_comm *w = tb_comm_world();
+    nccl_bench nb;
+    memset(&nb, 0, sizeof nb);
+    nb.timeout = timeout;
+    int ndev = 0, device = -1;
+    if (use_nccl) {
+        if (!tb_nccl_built())
+            tb_die("allreduce-bench --comm nccl: this trainbench was built without NCCL; use --comm mpi");
+        device = tb_launch_pick_device(&info, "cuda", &ndev);
+        tb_backend_opts bo = {.device = device >= 0 ? device : 0, .no_autotune = 1};
+        char err[512];
+        nb.be = tb_backend_create("cuda", &bo, err, sizeof err);
+        if (!nb.be) tb_die("allreduce-bench --comm nccl: %s", err);
+    }
+    tb_launch_check_ranks(&info, nb.be, ndev, device, share_gpu, "allreduce-bench", argc, argv);
+    if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "allreduce-bench");
+    int sharing = use_nccl ? tb_launch_ranks_per_device(&info, nb.be) : 1;
+    char shared[160] = "";
+    if (sharing > 1)
+        snprintf(shared, sizeof shared, "%d ranks share one GPU: the bandwidth of that path, not of a fabric", sharing);
+    size_t es = el_size(t);
+    char lib[256];
+    tb_comm_library_version(lib, sizeof lib);
+    if (use_nccl) {
+        int c = 0, l = 0;
+        tb_nccl_versions(&c, &l);
+        snprintf(lib, sizeof lib, "NCCL %d.%d.%d on %.100s", l / 10000, l % 10000 / 100, l % 100, nb.be->device);
+        nb.nccl = tb_nccl_create(w, device, timeout);
+        nb.buf = nb.be->alloc(nb.be, maxb + es);
+        nb.inputs = nb.be->alloc(nb.be, maxb + es);
+        nb.e0 = nb.be->event_create(nb.be, 1);
+        nb.e1 = nb.be->event_create(nb.be, 1);
+    }
+    const char *path = use_nccl ? "nccl-device" : "mpi-host";
+    double poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */
+
+    char *hosts = calloc((size_t)info.world, 64);
+    tb_table tab;
+    memset(&tab, 0, sizeof tab);
+    tb_comm_gather(w, info.host, hosts, 64, 0);
+    if (info.rank == 0) {
+        printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum", info.world, path, lib,
+               dtype);
+        if (use_nccl)
+            printf("\n");
+        else if (poll_s > 0)
+            printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * poll_s);
+        else
+            printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
+        for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
+        if (shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", shared);
+        if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
+        printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
+               "algbw", "busbw", "#wrong");
+        printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+               "(GB/s)", "");
+    }
+
+    void *buf = malloc(maxb + es), *inputs = malloc(maxb + es);
+    if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", maxb);
+    double sum_bus = 0;
+    int nsizes = 0;
+    long long total_wrong = 0;
+    for (size_t bytes = minb; bytes <= maxb; bytes *= factor_sz) {
+        size_t count = bytes / es;
+        if (count == 0) count = 1;
+        fill(inputs, count, t, info.rank);
+        if (use_nccl) nb.be->copy_h2d(nb.be, nb.inputs, inputs, count * es);
+        double dt = 0;
+        for (int i = 0; i < warmup + iters; i++) {
+            if (use_nccl) {
+                double once = nccl_once(&nb, w, count, t);
+                if (i >= warmup) dt += once;
+                continue;
+            }
+            memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
+            tb_comm_barrier(w);
+            double t0 = tb_now();
+            tb_comm_allreduce_sum_idle(w, buf, count, t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, poll_s);
+            if (i >= warmup) dt += tb_now() - t0;
+        }
+        if (use_nccl) nb.be->copy_d2h(nb.be, buf, nb.buf, count * es);
+        dt /= iters;
+        tb_comm_allreduce_max(w, &dt, 1, TB_FLOAT64);
+
+        long long wrong = 0;
+        if (check) { /* buf holds the last timed all-reduce */
+            wrong = count_wrong(buf, count, t, info.world);
+            int64_t wsum = wrong;
+            tb_comm_allreduce_sum(w, &wsum, 1, TB_INT64);
+            wrong = wsum;
+        }
+        total_wrong += wrong;
+        double algbw = (double)(count * es) / dt * 1e-9;
+        double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
+        sum_bus += busbw;
+        nsizes++;
+        if (info.rank == 0) {
+            char wrong_s[24] = "N/A";
+            if (check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
+            printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
+                   t == EL_F32 ? "float" : t == EL_F64 ? "double" : "bf16", "sum", dt * 1e6, algbw, busbw, wrong_s);
+            double row[6] = {(double)(count * es), (double)count, dt * 1e6, algbw, busbw,
+                             check ? (double)wrong : -1};
+            if (results[0]) tb_table_row(&tab, row, NULL);
+        }
+        if (bytes > maxb / factor_sz) break;
+    }
+    if (info.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %.3f GB/s%s%s%s\n", nsizes ? sum_bus / nsizes : 0.0, shared[0] ? " (" : "",
+               shared, shared[0] ? ")" : "");
+        if (results[0]) {
+            tb_attrs a;
+            memset(&a, 0, sizeof a);
+            tb_backend none = {.name = "none"};
+            snprintf(none.device, sizeof none.device, "host buffers (%s sum)", dtype);
+            tb_provenance_fill(&a, "allreduce-bench", argc, argv, use_nccl ? nb.be : &none, info.world, hosts);
+            char t_end[32];
+            tb_utc_now(t_end, sizeof t_end);
+            tb_attrs_str(&a, "kind", "allreduce-bench");
+            tb_attrs_str(&a, "start_time", t_start);
+            tb_attrs_str(&a, "end_time", t_end);
+            tb_attrs_str(&a, "status", total_wrong ? "wrong results" : "complete");
+            tb_attrs_str(&a, "path", path);
+            tb_attrs_str(&a, "dtype", dtype);
+            tb_attrs_int(&a, "iters", iters);
+            tb_attrs_int(&a, "warmup", warmup);
+            tb_attrs_str(&a, "shared_gpu", shared[0] ? shared : "no (one rank per device)");
+            const tb_table *tabs[1] = {&tab};
+            tb_results_write(results, &a, tabs, 1);
+            tb_attrs_free(&a);
+            tb_table_free(&tab);
+            printf("# results written to %s\n", results);
+        }
+    }
+    free(hosts);
+    free(buf);
+    free(inputs);
+    if (use_nccl) {
+        nb.be->sync(nb.be);
+        nb.be->event_destroy(nb.be, nb.e0);
+        nb.be->event_destroy(nb.be, nb.e1);
+        nb.be->release(nb.be, nb.buf);
+        nb.be->release(nb.be, nb.inputs);
+        tb_nccl_destroy(nb.nccl);
+        nb.be->destroy(nb.be);
+    }
+    tb_comm_finalize();
+    return total_wrong ? 1 : 0;
+}

@@ -1,0 +1,60 @@
+/* main.c - trainbench's entry point: picks the subcommand (train when none
+ * is named) and hands it the remaining flags. */
+#include <stdio.h>
+#include <string.h>
+
+#include "model/cpu/cpu_blas.h"
+#include "src/cmd/commands.h"
+#include "core/cpu_dispatch.h"
+#include "core/log.h"
+#include "core/version.h"
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} subcommand;
+
+static const subcommand k_commands[] = {
+    {"train", tb_cmd_train, "train the ResNet and time it (the default)"},
+    {"step", tb_cmd_step, "one training step from a checkpoint and a batch file (golden checks)"},
+    {"mkdata", tb_cmd_mkdata, "write an ImageNet-like synthetic JPEG data set"},
+    {"loader-bench", tb_cmd_loader_bench, "measure the JPEG loader: img/s per thread count"},
+    {"allreduce-bench", tb_cmd_allreduce_bench, "all-reduce sweep (nccl-tests style) on the training path"},
+    {"preflight", tb_cmd_preflight, "per-rank check of hosts, devices, versions, environment; one timed all-reduce"},
+    {"probe", tb_cmd_probe, "is the GPU stack assembled right: versions built for vs loaded, device, copy and GEMM ceilings"},
+    {"report", tb_cmd_report, "a results file's provenance and tables; two files side by side (--format md|csv)"},
+    {"project", tb_cmd_project, "predict N-rank efficiency from one rank's step and a fabric, beside the measured rows"},
+};
+static const int k_ncommands = (int)(sizeof k_commands / sizeof k_commands[0]);
+
+static void usage(void) {
+    printf("trainbench %s (%s): trains a ResNet on CPU or GPU and measures it\n\n", tb_version_string,
+           tb_git_revision);
+    printf("usage: trainbench [SUBCOMMAND] [options]    ('trainbench SUBCOMMAND --help')\n\n");
+    for (int i = 0; i < k_ncommands; i++)
+        printf("  %-16s %s\n", k_commands[i].name, k_commands[i].what);
+    printf("\nenvironment:\n  %-16s vector level of trainbench's own loops: baseline, avx2, avx512 or auto (the "
+           "default: the best this CPU offers); see docs/cpu_dispatch.md\n",
+           TB_CPU_LEVEL_ENV);
+}
+
+int main(int argc, char **argv) {
+    /* before anything else: may re-run the program with OPENBLAS_CORETYPE
+     * set, when the BLAS fell back to kernels below the CPU's */
+    tb_cpu_blas_kernels_ensure(argv);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+                      strcmp(argv[1], "help") == 0)) {
+        usage();
+        return 0;
+    }
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        printf("trainbench %s (%s)\n", tb_version_string, tb_git_revision);
+        return 0;
+    }
+    tb_cpu_dispatch_init(); /* the vector level; a TB_CPU_LEVEL this CPU lacks ends here, in one line */
+    if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
+    for (int i = 0; i < k_ncommands; i++)
+        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);
+    tb_die("unknown subcommand '%s'; run 'trainbench --help' for the list", argv[1]);
+}

@@ -1,0 +1,295 @@
+/* batch_source.c - synthetic, loader and batch-file sources (batch_source.h). */
+#include "src/feed/batch_source.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard.h"
+#include "data/synthetic.h"
+#include "src/results/batchfile.h"
+#include "core/log.h"
+#include "core/timer.h"
+
+typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
+
+struct tb_source {
+    src_kind kind;
+    int batch, rank, world, image;
+    tb_last_batch last;        /* the epoch's remainder (data/shard.h) */
+    int64_t n;                 /* samples in an epoch's order (all ranks) */
+    int64_t epoch, step;       /* position */
+    /* synthetic */
+    tb_synthetic syn;
+    /* batch file */
+    tb_batchfile bf;
+    /* synthetic + batch file: this rank's current batch */
+    float *images;             /* [batch,3,S,S] */
+    int32_t *labels;           /* [batch] */
+    /* synthetic + batch file, resident (tb_feed_opts.resident): the pool or
+     * the file's rows in device memory, batches named by row */
+    tb_backend *dbe;           /* the backend that holds dpool */
+    float *dpool;              /* [dpool_rows,3,S,S] device */
+    int64_t dpool_rows;
+    size_t dpool_bytes;
+    int32_t *rows;             /* [batch] host: this batch's rows of dpool */
+    /* loader */
+    tb_loader_opts lo;         /* as created (tb_source_feed remakes the loader from it) */
+    tb_loader *ld;             /* NULL once an upload owns it */
+    tb_upload *up;             /* tb_source_feed: uint8 batches through staging buffers */
+    const tb_batch *held;
+    int started;               /* an epoch was started */
+};
+
+static tb_source *alloc_source(src_kind kind, int batch, int rank, int world, tb_last_batch last) {
+    tb_source *s = calloc(1, sizeof *s);
+    if (!s) TB_FATAL("out of host memory");
+    s->kind = kind;
+    s->batch = batch;
+    s->rank = rank;
+    s->world = world;
+    s->last = last;
+    return s;
+}
+
+static void alloc_batch(tb_source *s) {
+    size_t per = (size_t)3 * s->image * s->image;
+    s->images = malloc((size_t)s->batch * per * sizeof *s->images);
+    s->labels = malloc((size_t)s->batch * sizeof *s->labels);
+    if (!s->images || !s->labels)
+        tb_die("cannot allocate a batch of %d images of %dx%d; lower --batch-size", s->batch,
+               s->image, s->image);
+}
+
+tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size,
+                               uint64_t seed, int rank, int world, tb_last_batch last) {
+    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world, last);
+    s->image = image;
+    s->n = epoch_size;
+    /* a pool of distinct samples, about 1 GB at most */
+    size_t sample_bytes = (size_t)3 * image * image * sizeof(float);
+    int64_t pool = (int64_t)batch * 16 < 256 ? 256 : (int64_t)batch * 16;
+    if (pool > epoch_size) pool = epoch_size;
+    if ((size_t)pool * sample_bytes > ((size_t)1 << 30)) pool = (int64_t)(((size_t)1 << 30) / sample_bytes);
+    if (pool < 1) pool = 1;
+    tb_synthetic_init(&s->syn, classes, image, image, (int)pool, seed);
+    alloc_batch(s);
+    return s;
+}
+
+tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank,
+                               int world, tb_last_batch last) {
+    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world, last);
+    tb_batchfile_read(path, classes, min_side, &s->bf);
+    if (s->bf.h != s->bf.w)
+        tb_die("batch file '%s' holds %dx%d images; training needs square ones", path, s->bf.h,
+               s->bf.w);
+    s->image = s->bf.h;
+    s->n = s->bf.n;
+    alloc_batch(s);
+    return s;
+}
+
+tb_source *tb_source_loader(const tb_loader_opts *o) {
+    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch);
+    TB_ASSERT(o->format == TB_OUT_F32_NCHW);
+    s->lo = *o;
+    s->image = o->image_size;
+    s->n = o->ds->n;
+    if (o->decode == TB_DECODE_GPU) return s; /* made by tb_source_feed: uint8 batches on the device */
+    char err[512];
+    s->ld = tb_loader_create(o, err, sizeof err);
+    if (!s->ld) tb_die("%s", err);
+    return s;
+}
+
+tb_feed_opts tb_feed_default(const tb_backend *be) {
+    tb_feed_opts f = {0, 0, 0};
+    if (strcmp(be->name, "cuda") == 0) f.u8 = f.pinned = f.resident = 1;
+    return f;
+}
+
+/* tb_source_feed's preconditions, for every kind of source. */
+static void check_feed_target(const tb_source *s, const tb_model *m) {
+    if (s->started || s->up || s->dpool) TB_FATAL("tb_source_feed after the source started");
+    if (m->height != s->image || m->width != s->image || m->max_batch < s->batch)
+        TB_FATAL("tb_source_feed: the model takes %dx%d batches of %d, the source makes %dx%d of %d", m->height,
+                 m->width, m->max_batch, s->image, s->image, s->batch);
+}
+
+/* Synthetic pool or batch-file rows, once, into the model's device memory. */
+static void make_resident(tb_source *s, tb_model *m) {
+    check_feed_target(s, m);
+    const float *host = s->kind == SRC_SYNTHETIC ? s->syn.images : s->bf.images;
+    int64_t rows = s->kind == SRC_SYNTHETIC ? s->syn.pool : s->bf.n;
+    s->dpool_rows = rows;
+    s->dpool_bytes = (size_t)rows * 3 * s->image * s->image * sizeof(float);
+    s->dbe = m->be;
+    s->dpool = m->be->alloc(m->be, s->dpool_bytes);
+    m->be->copy_h2d(m->be, s->dpool, host, s->dpool_bytes);
+    s->rows = malloc((size_t)s->batch * sizeof *s->rows);
+    if (!s->rows) TB_FATAL("out of host memory");
+    free(s->images); /* batches are rows now */
+    s->images = NULL;
+}
+
+int64_t tb_source_resident_bytes(const tb_source *s) {
+    return (int64_t)s->dpool_bytes;
+}
+
+void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
+    tb_feed_opts f = fo ? *fo : tb_feed_default(m->be);
+    if (s->kind != SRC_LOADER) {
+        if (f.resident) make_resident(s, m);
+        return;
+    }
+    if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
+        tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
+    if (!f.u8) return;
+    check_feed_target(s, m);
+    tb_loader_destroy(s->ld); /* NULL with --decode gpu */
+    s->ld = NULL;
+    tb_loader_opts o = s->lo;
+    o.format = TB_OUT_U8_NHWC;
+    o.gpu_flip = 1;
+    if (f.pinned) {
+        o.host_alloc = tb_upload_pinned_alloc;
+        o.host_free = tb_upload_pinned_free;
+        o.host_ctx = m->be;
+    }
+    char err[512];
+    tb_loader *ld = tb_loader_create(&o, err, sizeof err);
+    if (!ld) tb_die("%s", err);
+    tb_upload_opts uo = {f.pinned, f.pinned};
+    s->up = tb_upload_create(m, ld, &uo);
+}
+
+tb_upload *tb_source_upload(tb_source *s) { return s->up; }
+
+static tb_loader *loader_of(const tb_source *s) {
+    tb_loader *ld = s->up ? tb_upload_loader(s->up) : s->ld;
+    if (!ld) TB_FATAL("a --decode gpu source used before tb_source_feed gave it a device");
+    return ld;
+}
+
+int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
+int64_t tb_source_epoch_trained(const tb_source *s) {
+    return tb_shard_epoch_trained(s->n, s->world, s->batch, s->last);
+}
+tb_last_batch tb_source_last_batch(const tb_source *s) { return s->last; }
+int64_t tb_source_steps(const tb_source *s) {
+    return tb_shard_steps(s->n, s->world, s->batch, s->last); /* the loader's rule too (data/shard.h) */
+}
+int tb_source_image_size(const tb_source *s) { return s->image; }
+
+void tb_source_start_epoch(tb_source *s, int64_t epoch, int64_t first_step) {
+    s->epoch = epoch;
+    s->step = first_step;
+    s->started = 1;
+    if (s->up)
+        tb_upload_start_epoch(s->up, epoch, first_step);
+    else if (s->kind == SRC_LOADER)
+        tb_loader_start_epoch(loader_of(s), epoch, first_step);
+}
+
+/* Positions [p, p + run) of the epoch's order into batch rows [at, at + run). */
+static void fetch(tb_source *s, int64_t p, int run, int at) {
+    size_t per = (size_t)3 * s->image * s->image;
+    if (s->dpool) { /* resident: only which rows */
+        if (s->kind == SRC_SYNTHETIC) {
+            tb_synthetic_rows(&s->syn, s->epoch, p, run, s->rows + at, s->labels + at);
+        } else {
+            for (int i = 0; i < run; i++) s->rows[at + i] = (int32_t)(p + i);
+            memcpy(s->labels + at, s->bf.labels + p, (size_t)run * sizeof(int32_t));
+        }
+    } else if (s->kind == SRC_SYNTHETIC) {
+        tb_synthetic_samples(&s->syn, s->epoch, p, run, s->images + (size_t)at * per, s->labels + at);
+    } else {
+        memcpy(s->images + (size_t)at * per, s->bf.images + (size_t)p * per, (size_t)run * per * sizeof(float));
+        memcpy(s->labels + at, s->bf.labels + p, (size_t)run * sizeof(int32_t));
+    }
+}
+
+int tb_source_next(tb_source *s, tb_source_batch *b) {
+    memset(b, 0, sizeof *b);
+    if (s->step >= tb_source_steps(s)) return 0;
+    b->step = s->step;
+    b->global_n = tb_shard_global_count(s->n, s->world, s->batch, s->last, s->step);
+    if (s->up) {
+        int64_t global_n = b->global_n;
+        if (!tb_upload_next(s->up, b)) return 0;
+        b->global_n = global_n;
+        s->step++;
+        return 1;
+    }
+    if (s->kind == SRC_LOADER) {
+        const tb_batch *lb = tb_loader_next(s->ld);
+        if (!lb) return 0;
+        s->held = lb;
+        b->images = lb->images;
+        b->labels = lb->labels;
+        b->n = lb->n;
+        b->wait_s = lb->wait_s;
+        s->step++;
+        return 1;
+    }
+    double t0 = tb_now();
+    int64_t start;
+    int count;
+    tb_shard_range(s->n, s->world, s->batch, s->last, s->step, s->rank, &start, &count);
+    /* positions past n (--last-batch pad) wrap to the start of the order */
+    for (int done = 0; done < count;) {
+        int64_t p = (start + done) % s->n;
+        int run = count - done < s->n - p ? count - done : (int)(s->n - p);
+        fetch(s, p, run, done);
+        done += run;
+    }
+    if (s->dpool) {
+        b->pool = s->dpool;
+        b->pool_rows = s->dpool_rows;
+        b->rows = s->rows;
+    } else {
+        b->images = s->images;
+    }
+    b->labels = s->labels;
+    b->n = count;
+    b->wait_s = tb_now() - t0;
+    s->step++;
+    return 1;
+}
+
+void tb_source_release(tb_source *s) {
+    if (s->up) {
+        tb_upload_release(s->up);
+        return;
+    }
+    if (s->kind == SRC_LOADER && s->held) {
+        tb_loader_release(s->ld, s->held);
+        s->held = NULL;
+    }
+}
+
+void tb_source_stats(const tb_source *s, tb_loader_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (s->kind == SRC_LOADER) tb_loader_get_stats(loader_of(s), st);
+}
+
+void tb_source_destroy(tb_source *s) {
+    if (!s) return;
+    if (s->kind == SRC_LOADER) {
+        tb_source_release(s);
+        if (s->up)
+            tb_upload_destroy(s->up); /* waits for its copies, destroys the loader */
+        else if (s->ld)
+            tb_loader_destroy(s->ld);
+    }
+    if (s->dpool) { /* the last batches' copies read it: let them finish */
+        s->dbe->sync(s->dbe);
+        s->dbe->release(s->dbe, s->dpool);
+    }
+    free(s->rows);
+    if (s->kind == SRC_SYNTHETIC) tb_synthetic_free(&s->syn);
+    if (s->kind == SRC_BATCHFILE) tb_batchfile_free(&s->bf);
+    free(s->images);
+    free(s->labels);
+    free(s);
+}

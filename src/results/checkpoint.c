@@ -1,0 +1,194 @@
+/* checkpoint.c - saving and loading model state in HDF5 (see checkpoint.h). */
+#include "src/results/checkpoint.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/faults.h"
+#include "src/results/h5io.h"
+#include "core/log.h"
+#include "core/version.h"
+
+static const char *k_hint = "pass a trainbench checkpoint (convert torchvision weights with "
+                            "model/convert_torchvision.py)";
+
+void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
+    memset(meta, 0, sizeof *meta);
+    hid_t f = tb_h5_open_read(path, "checkpoint", "check the path");
+    if (tb_h5_attr_read_str(f, "model", meta->model, sizeof meta->model) != 0)
+        tb_die("'%s' is not a trainbench checkpoint (no 'model' attribute); %s", path, k_hint);
+    if (tb_h5_attr_read_i64(f, "classes", &meta->classes) != 0 || meta->classes < 1)
+        tb_die("checkpoint '%s' has no valid 'classes' attribute; %s", path, k_hint);
+    if (!tb_h5_exists(f, "/params"))
+        tb_die("checkpoint '%s' has no /params group; %s", path, k_hint);
+    /* optional counters: default 0 */
+    tb_h5_attr_read_i64(f, "image_size", &meta->image_size);
+    tb_h5_attr_read_i64(f, "step", &meta->step);
+    tb_h5_attr_read_i64(f, "epoch", &meta->epoch);
+    tb_h5_attr_read_i64(f, "seed", &meta->seed);
+    tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
+    tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
+    tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
+    tb_h5_close_read(f);
+}
+
+void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
+                           const tb_resnet_config *cfg) {
+    if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes)
+        tb_die("checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
+               "classes; match --model/--classes or use another checkpoint",
+               path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
+}
+
+/* Checks that group `grp` of the file holds exactly the names the model
+ * expects (trainable_only: the momentum group), with the right shapes. */
+static void check_names(const char *path, hid_t f, const char *grp, const tb_model *m,
+                        int trainable_only) {
+    const tb_param_table *pt = &m->pt;
+    hid_t g = H5_CHECK(H5Gopen2(f, grp, H5P_DEFAULT));
+    int count = 0;
+    char **names = tb_h5_list(g, &count);
+    char extra[128] = "";
+    for (int i = 0; i < count && !extra[0]; i++) {
+        int idx = tb_params_find(pt, names[i]);
+        if (idx < 0 || (trainable_only &&
+                        tb_param_store_of(pt->items[idx].role) != TB_STORE_TRAIN))
+            snprintf(extra, sizeof extra, "%s", names[i]);
+    }
+    /* freed before any message: under the fuzz targets tb_die returns to the caller */
+    tb_h5_free_names(names, count);
+    if (extra[0])
+        tb_die("checkpoint '%s' has %s/%s, which %s with %d classes does not have; the file "
+               "is for another model",
+               path, grp, extra, m->cfg.name, m->cfg.classes);
+    for (int i = 0; i < pt->count; i++) {
+        const tb_param *p = &pt->items[i];
+        if (trainable_only && tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
+        char full[128];
+        snprintf(full, sizeof full, "%s/%s", grp, p->name);
+        if (!tb_h5_exists(f, full))
+            tb_die("checkpoint '%s' lacks %s, which %s has; the file is incomplete or for another "
+                   "model",
+                   path, full, m->cfg.name);
+        int64_t dims[8];
+        int nd = tb_h5_shape(f, full, dims);
+        int same = nd == p->ndim;
+        for (int d = 0; same && d < nd; d++) same = dims[d] == p->shape[d];
+        if (!same) {
+            char want[64], got[64] = "[";
+            tb_params_shape_str(p, want, sizeof want);
+            for (int d = 0; d < nd; d++)
+                snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", d ? ", " : "",
+                         (long long)dims[d]);
+            strncat(got, "]", sizeof got - strlen(got) - 1);
+            tb_die("checkpoint '%s': %s has shape %s but %s with %d classes expects %s", path, full,
+                   got, m->cfg.name, m->cfg.classes, want);
+        }
+        int want_float = p->role != TB_ROLE_BN_COUNTER;
+        if (tb_h5_is_float(f, full) != want_float)
+            tb_die("checkpoint '%s': %s should be %s", path, full,
+                   want_float ? "floating point (float32)" : "an integer (int64)");
+    }
+    H5_CHECK(H5Gclose(g));
+}
+
+void tb_ckpt_load(const char *path, tb_model *m) {
+    const tb_param_table *pt = &m->pt;
+    hid_t f = tb_h5_open_read(path, "checkpoint", "check the path");
+    check_names(path, f, "/params", m, 0);
+    int has_momentum = tb_h5_exists(f, "/momentum");
+    if (has_momentum) check_names(path, f, "/momentum", m, 1);
+
+    size_t maxn = 1;
+    for (int i = 0; i < pt->count; i++)
+        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
+    float *buf = malloc(maxn * sizeof *buf);
+    if (!buf) TB_FATAL("out of host memory");
+    for (int i = 0; i < pt->count; i++) {
+        const tb_param *p = &pt->items[i];
+        char full[128];
+        snprintf(full, sizeof full, "/params/%s", p->name);
+        if (p->role == TB_ROLE_BN_COUNTER) {
+            int64_t v;
+            tb_h5_read_i64(f, full, &v);
+            tb_model_set_tensor(m, i, &v);
+            continue;
+        }
+        tb_h5_read_f32(f, full, buf);
+        tb_model_set_tensor(m, i, buf);
+        if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
+        if (has_momentum) {
+            snprintf(full, sizeof full, "/momentum/%s", p->name);
+            tb_h5_read_f32(f, full, buf);
+        } else {
+            memset(buf, 0, p->numel * sizeof *buf);
+        }
+        tb_model_set_momentum(m, i, buf);
+    }
+    free(buf);
+    tb_h5_close_read(f);
+}
+
+void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,
+                      int64_t epoch, int64_t seed) {
+    memset(meta, 0, sizeof *meta);
+    snprintf(meta->model, sizeof meta->model, "%s", m->cfg.name);
+    meta->classes = m->cfg.classes;
+    meta->image_size = image_size;
+    meta->step = step;
+    meta->epoch = epoch;
+    meta->seed = seed;
+}
+
+void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
+    const tb_param_table *pt = &m->pt;
+    tb_h5_lock("checkpoint write"); /* held already when `file` came from tb_h5_create_atomic */
+    tb_h5_attr_write_str(file, "model", meta->model);
+    tb_h5_attr_write_i64(file, "classes", meta->classes);
+    tb_h5_attr_write_i64(file, "image_size", meta->image_size);
+    tb_h5_attr_write_i64(file, "step", meta->step);
+    tb_h5_attr_write_i64(file, "epoch", meta->epoch);
+    tb_h5_attr_write_i64(file, "seed", meta->seed);
+    tb_h5_attr_write_i64(file, "epoch_step", meta->epoch_step);
+    tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
+    tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
+
+    hid_t gp = H5_CHECK(H5Gcreate2(file, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t gm = H5_CHECK(H5Gcreate2(file, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    size_t maxn = 1;
+    for (int i = 0; i < pt->count; i++)
+        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
+    float *buf = malloc(maxn * sizeof *buf);
+    if (!buf) TB_FATAL("out of host memory");
+    for (int i = 0; i < pt->count; i++) {
+        const tb_param *p = &pt->items[i];
+        /* test only: die half-way through writing this checkpoint */
+        if (i == pt->count / 2 && tb_fault("kill-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step))
+            raise(SIGKILL);
+        if (p->role == TB_ROLE_BN_COUNTER) {
+            int64_t v;
+            tb_model_get_tensor(m, i, &v);
+            tb_h5_write_i64(gp, p->name, 0, NULL, &v);
+            continue;
+        }
+        tb_model_get_tensor(m, i, buf);
+        tb_h5_write_f32(gp, p->name, p->ndim, p->shape, buf);
+        if (tb_param_store_of(p->role) == TB_STORE_TRAIN) {
+            tb_model_get_momentum(m, i, buf);
+            tb_h5_write_f32(gm, p->name, p->ndim, p->shape, buf);
+        }
+    }
+    free(buf);
+    H5_CHECK(H5Gclose(gm));
+    H5_CHECK(H5Gclose(gp));
+    tb_h5_unlock();
+}
+
+void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {
+    tb_h5_writer w;
+    tb_h5_create_atomic(&w, path, "checkpoint");
+    tb_ckpt_write(w.file, m, meta);
+    tb_h5_commit_atomic(&w);
+}

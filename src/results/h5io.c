@@ -1,0 +1,465 @@
+/* h5io.c - HDF5 helpers: the process-wide lock, checked calls, typed
+ * reads/writes, atomic files. */
+#include "src/results/h5io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/timer.h"
+
+/* ---- the lock -------------------------------------------------------------------------- */
+
+/* A recursive lock with a timed wait and a record of who holds it: g_mu
+ * guards the fields and is never held while HDF5 runs. */
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_free;            /* signalled when depth drops to 0 */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static pthread_t g_owner;
+static long g_depth = 0;                 /* 0: free */
+static double g_since = 0;               /* when the outermost holder took it */
+static char g_what[64] = "";             /* the outermost holder's operation */
+
+/* At exit HDF5 closes itself (H5_term_library, registered with atexit when
+ * the library starts): wait until no other thread is inside the library, and
+ * keep it out afterwards. A thread stuck in HDF5 for seconds at exit leaves
+ * the process without that clean-up rather than racing it. */
+static void wait_at_exit(void) {
+    char holder[64];
+    double held = 0;
+    if (tb_h5_lock_timed("exit", 10.0, holder, sizeof holder, &held) == 0) return;
+    tb_warn("exiting while another thread has been inside HDF5 (%s) for %.1f s; HDF5 is not closed",
+            holder, held);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+static void lock_init(void) {
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    pthread_cond_init(&g_free, &a);
+    pthread_condattr_destroy(&a);
+    /* HDF5 registers its atexit clean-up when it starts; ours, registered
+     * after it, runs before it */
+    H5open();
+    atexit(wait_at_exit);
+}
+
+static int lock_until(const char *what, const struct timespec *deadline, char *holder, size_t holder_len,
+                      double *held_s) {
+    pthread_once(&g_once, lock_init);
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&g_mu);
+    if (g_depth > 0 && pthread_equal(g_owner, self)) {
+        g_depth++;
+        pthread_mutex_unlock(&g_mu);
+        return 0;
+    }
+    while (g_depth > 0) {
+        if (!deadline) {
+            pthread_cond_wait(&g_free, &g_mu);
+        } else if (pthread_cond_timedwait(&g_free, &g_mu, deadline) == ETIMEDOUT && g_depth > 0) {
+            if (holder) snprintf(holder, holder_len, "%s", g_what);
+            if (held_s) *held_s = tb_now() - g_since;
+            pthread_mutex_unlock(&g_mu);
+            return -1;
+        }
+    }
+    g_owner = self;
+    g_depth = 1;
+    g_since = tb_now();
+    snprintf(g_what, sizeof g_what, "%s", what ? what : "HDF5 call");
+    pthread_mutex_unlock(&g_mu);
+    return 0;
+}
+
+void tb_h5_lock(const char *what) { lock_until(what, NULL, NULL, 0, NULL); }
+
+int tb_h5_lock_timed(const char *what, double wait_s, char *holder, size_t holder_len, double *held_s) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    if (wait_s < 0) wait_s = 0;
+    until.tv_sec += (time_t)wait_s;
+    until.tv_nsec += (long)((wait_s - (double)(time_t)wait_s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    return lock_until(what, &until, holder, holder_len, held_s);
+}
+
+void tb_h5_unlock(void) {
+    pthread_mutex_lock(&g_mu);
+    int mine = g_depth > 0 && pthread_equal(g_owner, pthread_self());
+    if (mine && --g_depth == 0) pthread_cond_broadcast(&g_free);
+    pthread_mutex_unlock(&g_mu);
+    if (!mine) TB_FATAL("internal check failed: the HDF5 lock was released by a thread that does not hold it");
+}
+
+/* ---- errors ---------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    size_t len;
+} err_walk;
+
+/* Keeps the last (innermost when walking downward) record: "func: message". */
+static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    (void)n;
+    err_walk *w = data;
+    char minor[160] = "";
+    H5Eget_msg(e->min_num, NULL, minor, sizeof minor);
+    snprintf(w->buf, w->len, "%s: %s%s%s", e->func_name ? e->func_name : "?",
+             e->desc && *e->desc ? e->desc : "", e->desc && *e->desc && *minor ? " - " : "",
+             minor);
+    return 0;
+}
+
+void tb_h5_last_error(char *buf, size_t len) {
+    err_walk w = {buf, len};
+    buf[0] = '\0';
+    tb_h5_lock("error report");
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, walk_cb, &w);
+    tb_h5_unlock();
+}
+
+hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
+    if (value >= 0) return value;
+    char msg[512];
+    tb_h5_last_error(msg, sizeof msg);
+    tb_fatal_at(file, line, "HDF5 call failed: %s: %s", expr, msg[0] ? msg : "no HDF5 message");
+}
+
+void tb_h5_quiet(void) {
+    tb_h5_lock("setup");
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    tb_h5_unlock();
+}
+
+void tb_h5_library_version(char *buf, size_t len) {
+    unsigned maj = 0, min = 0, rel = 0;
+    tb_h5_lock("version query");
+    H5get_libversion(&maj, &min, &rel);
+    tb_h5_unlock();
+    snprintf(buf, len, "%u.%u.%u", maj, min, rel);
+}
+
+/* ---- files -------------------------------------------------------------------------- */
+
+hid_t tb_h5_open_read(const char *path, const char *what, const char *hint) {
+    if (access(path, R_OK) != 0)
+        tb_die("cannot read %s '%s': %s; %s", what, path, strerror(errno), hint);
+    char op[64];
+    snprintf(op, sizeof op, "%s read", what);
+    tb_h5_lock(op); /* until tb_h5_close_read */
+    tb_h5_quiet();
+    htri_t is = H5Fis_hdf5(path);
+    if (is <= 0) tb_die("%s '%s' is not an HDF5 file; %s", what, path, hint);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) {
+        char msg[512];
+        tb_h5_last_error(msg, sizeof msg);
+        tb_die("cannot open %s '%s' (%s); %s", what, path, msg, hint);
+    }
+    return f;
+}
+
+void tb_h5_close_read(hid_t file) {
+    H5_CHECK(H5Fclose(file));
+    tb_h5_unlock();
+}
+
+void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
+    if (strlen(path) >= sizeof w->path) tb_die("%s path is too long: '%s'", what, path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
+    char op[64];
+    snprintf(op, sizeof op, "%s write", what);
+    tb_h5_lock(op); /* until commit or abandon */
+    tb_h5_quiet();
+    errno = 0;
+    w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (w->file < 0) {
+        int err = errno;
+        tb_h5_unlock();
+        tb_die("cannot write %s '%s': %s; check that its directory exists and is writable",
+               what, path, err ? strerror(err) : "HDF5 could not create it");
+    }
+}
+
+static void fsync_path(const char *path, int directory) {
+    int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return;
+    fsync(fd);
+    close(fd);
+}
+
+/* The lock is held to the rename: two writers of one path (a results
+ * snapshot and the final write) share the temporary name, and the one that
+ * took the lock last must land last. */
+static void commit(tb_h5_writer *w, int sync_first) {
+    H5_CHECK(H5Fflush(w->file, H5F_SCOPE_GLOBAL));
+    H5_CHECK(H5Fclose(w->file));
+    w->file = -1;
+    if (sync_first) fsync_path(w->tmp, 0);
+    if (rename(w->tmp, w->path) != 0) {
+        int err = errno;
+        unlink(w->tmp);
+        tb_h5_unlock();
+        tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(err));
+    }
+    tb_h5_unlock();
+    if (!sync_first) fsync_path(w->path, 0);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", w->path);
+    fsync_path(dirname(dir), 1);
+}
+
+void tb_h5_commit_atomic(tb_h5_writer *w) { commit(w, 1); }
+void tb_h5_commit_atomic_now(tb_h5_writer *w) { commit(w, 0); }
+
+void tb_h5_abandon_atomic(tb_h5_writer *w) {
+    if (w->file >= 0) H5Fclose(w->file);
+    w->file = -1;
+    unlink(w->tmp);
+    tb_h5_unlock();
+}
+
+/* ---- datasets ------------------------------------------------------------------------ */
+
+static void write_ds(hid_t loc, const char *name, hid_t type, int ndim, const int64_t *dims,
+                     const void *data) {
+    tb_h5_lock(NULL);
+    hsize_t hd[8];
+    for (int i = 0; i < ndim; i++) hd[i] = (hsize_t)dims[i];
+    hid_t space = ndim == 0 ? H5_CHECK(H5Screate(H5S_SCALAR))
+                            : H5_CHECK(H5Screate_simple(ndim, hd, NULL));
+    hid_t ds = H5_CHECK(H5Dcreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data));
+    H5_CHECK(H5Dclose(ds));
+    H5_CHECK(H5Sclose(space));
+    tb_h5_unlock();
+}
+
+void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims, const float *data) {
+    write_ds(loc, name, H5T_NATIVE_FLOAT, ndim, dims, data);
+}
+
+void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims,
+                     const int64_t *data) {
+    write_ds(loc, name, H5T_NATIVE_INT64, ndim, dims, data);
+}
+
+int tb_h5_exists(hid_t loc, const char *path) {
+    /* check every prefix: H5Lexists fails on a missing intermediate group */
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", path);
+    int found = 1;
+    tb_h5_lock(NULL);
+    for (char *s = buf + 1; found; s++) {
+        char c = *s;
+        if (c == '/' || c == '\0') {
+            *s = '\0';
+            found = H5Lexists(loc, buf, H5P_DEFAULT) > 0;
+            *s = c;
+            if (c == '\0') break;
+        }
+    }
+    tb_h5_unlock();
+    return found;
+}
+
+int tb_h5_shape(hid_t loc, const char *name, int64_t *dims) {
+    tb_h5_lock(NULL);
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    hid_t space = H5_CHECK(H5Dget_space(ds));
+    /* a null dataspace has rank 0 like a scalar, but no value: reading it
+     * would leave the caller's buffer as it was */
+    if (H5Sget_simple_extent_type(space) == H5S_NULL)
+        tb_die("dataset '%s' holds no value (HDF5 null dataspace)", name);
+    int nd = (int)H5_CHECK(H5Sget_simple_extent_ndims(space));
+    if (nd > 8) tb_die("dataset '%s' has %d dimensions; at most 8 are expected", name, nd);
+    hsize_t hd[8];
+    H5_CHECK(H5Sget_simple_extent_dims(space, hd, NULL));
+    for (int i = 0; i < nd; i++) dims[i] = (int64_t)hd[i];
+    H5_CHECK(H5Sclose(space));
+    H5_CHECK(H5Dclose(ds));
+    tb_h5_unlock();
+    return nd;
+}
+
+int tb_h5_is_float(hid_t loc, const char *name) {
+    tb_h5_lock(NULL);
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    hid_t t = H5_CHECK(H5Dget_type(ds));
+    H5T_class_t c = H5Tget_class(t);
+    H5_CHECK(H5Tclose(t));
+    H5_CHECK(H5Dclose(ds));
+    tb_h5_unlock();
+    return c == H5T_FLOAT ? 1 : c == H5T_INTEGER ? 0 : -1;
+}
+
+static void read_ds(hid_t loc, const char *name, hid_t memtype, void *dst) {
+    tb_h5_lock(NULL);
+    hid_t ds = H5_CHECK(H5Dopen2(loc, name, H5P_DEFAULT));
+    H5_CHECK(H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst));
+    H5_CHECK(H5Dclose(ds));
+    tb_h5_unlock();
+}
+
+void tb_h5_read_f32(hid_t loc, const char *name, float *dst) {
+    read_ds(loc, name, H5T_NATIVE_FLOAT, dst);
+}
+
+void tb_h5_read_i64(hid_t loc, const char *name, int64_t *dst) {
+    read_ds(loc, name, H5T_NATIVE_INT64, dst);
+}
+
+typedef struct {
+    char **names;
+    int count, cap;
+} name_list;
+
+static herr_t list_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+    (void)g;
+    (void)info;
+    name_list *l = data;
+    if (l->count == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->names = realloc(l->names, (size_t)l->cap * sizeof *l->names);
+        if (!l->names) TB_FATAL("out of host memory");
+    }
+    if (!(l->names[l->count] = strdup(name))) TB_FATAL("out of host memory");
+    l->count++;
+    return 0;
+}
+
+char **tb_h5_list(hid_t group, int *count) {
+    name_list l = {NULL, 0, 0};
+    tb_h5_lock(NULL);
+    herr_t rc = H5Literate(group, H5_INDEX_NAME, H5_ITER_INC, NULL, list_cb, &l);
+    tb_h5_unlock();
+    if (rc < 0) {
+        /* a damaged link table fails part-way: free the names read so far,
+         * then report (the fuzz targets' abort hook returns to the caller) */
+        tb_h5_free_names(l.names, l.count);
+        H5_CHECK(rc);
+    }
+    *count = l.count;
+    return l.names;
+}
+
+void tb_h5_free_names(char **names, int count) {
+    for (int i = 0; i < count; i++) free(names[i]);
+    free(names);
+}
+
+/* ---- attributes ----------------------------------------------------------------------- */
+
+static void write_attr(hid_t loc, const char *name, hid_t type, const void *value) {
+    tb_h5_lock(NULL);
+    hid_t space = H5_CHECK(H5Screate(H5S_SCALAR));
+    if (H5Aexists(loc, name) > 0) H5_CHECK(H5Adelete(loc, name));
+    hid_t a = H5_CHECK(H5Acreate2(loc, name, type, space, H5P_DEFAULT, H5P_DEFAULT));
+    H5_CHECK(H5Awrite(a, type, value));
+    H5_CHECK(H5Aclose(a));
+    H5_CHECK(H5Sclose(space));
+    tb_h5_unlock();
+}
+
+void tb_h5_attr_write_str(hid_t loc, const char *name, const char *value) {
+    /* variable-length UTF-8: h5py reads it as str */
+    tb_h5_lock(NULL);
+    hid_t t = H5_CHECK(H5Tcopy(H5T_C_S1));
+    H5_CHECK(H5Tset_size(t, H5T_VARIABLE));
+    H5_CHECK(H5Tset_cset(t, H5T_CSET_UTF8));
+    write_attr(loc, name, t, &value);
+    H5_CHECK(H5Tclose(t));
+    tb_h5_unlock();
+}
+
+void tb_h5_attr_write_i64(hid_t loc, const char *name, int64_t value) {
+    write_attr(loc, name, H5T_NATIVE_INT64, &value);
+}
+
+void tb_h5_attr_write_f64(hid_t loc, const char *name, double value) {
+    write_attr(loc, name, H5T_NATIVE_DOUBLE, &value);
+}
+
+/* 1 when attribute a holds exactly one value (scalar, or any shape of one
+ * element): H5Aread writes every element, and the callers read one. */
+static int attr_is_single(hid_t a) {
+    hid_t space = H5_CHECK(H5Aget_space(a));
+    hssize_t n = H5Sget_simple_extent_npoints(space);
+    H5_CHECK(H5Sclose(space));
+    return n == 1;
+}
+
+static int attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
+    hid_t ft = H5_CHECK(H5Aget_type(a));
+    int rc = -1;
+    if (H5Tget_class(ft) == H5T_STRING && attr_is_single(a)) {
+        if (H5Tis_variable_str(ft) > 0) {
+            hid_t mt = H5_CHECK(H5Tcopy(H5T_C_S1));
+            H5_CHECK(H5Tset_size(mt, H5T_VARIABLE));
+            H5_CHECK(H5Tset_cset(mt, H5Tget_cset(ft)));
+            char *s = NULL;
+            if (H5Aread(a, mt, &s) >= 0 && s) {
+                snprintf(buf, len, "%s", s);
+                H5free_memory(s);
+                rc = 0;
+            }
+            H5_CHECK(H5Tclose(mt));
+        } else {
+            size_t n = H5Tget_size(ft);
+            char *tmp = calloc(n + 1, 1);
+            hid_t mt = H5_CHECK(H5Tcopy(ft));
+            if (tmp && H5Aread(a, mt, tmp) >= 0) {
+                snprintf(buf, len, "%s", tmp);
+                rc = 0;
+            }
+            free(tmp);
+            H5_CHECK(H5Tclose(mt));
+        }
+    }
+    H5_CHECK(H5Tclose(ft));
+    H5_CHECK(H5Aclose(a));
+    return rc;
+}
+
+int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
+    tb_h5_lock(NULL);
+    int rc = attr_read_str(loc, name, buf, len);
+    tb_h5_unlock();
+    return rc;
+}
+
+static int attr_read_i64(hid_t loc, const char *name, int64_t *value) {
+    if (H5Aexists(loc, name) <= 0) return -1;
+    hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
+    hid_t ft = H5_CHECK(H5Aget_type(a));
+    int rc = -1;
+    if (H5Tget_class(ft) == H5T_INTEGER && attr_is_single(a) && H5Aread(a, H5T_NATIVE_INT64, value) >= 0)
+        rc = 0;
+    H5_CHECK(H5Tclose(ft));
+    H5_CHECK(H5Aclose(a));
+    return rc;
+}
+
+int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value) {
+    tb_h5_lock(NULL);
+    int rc = attr_read_i64(loc, name, value);
+    tb_h5_unlock();
+    return rc;
+}

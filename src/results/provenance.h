@@ -1,0 +1,28 @@
+/* provenance.h - what a results file must record about the run's software
+ * and machines (docs/SEEDS.md section 5): versions of trainbench and of every
+ * library on the path, the command line, hosts, backend and devices. */
+#ifndef TB_PROVENANCE_H
+#define TB_PROVENANCE_H
+
+#include "model/backend.h"
+#include "src/device/probe_cpu.h"
+#include "src/results/results.h"
+
+/* Adds version, git revision, command line ("trainbench <sub> args..."),
+ * world size, host names (hosts: world x 64 chars), backend, device and
+ * library versions (CUDA runtime/driver, cuDNN, NCCL, MPI, HDF5,
+ * libjpeg-turbo, BLAS) and the CPU dispatch level to a. */
+void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
+                        const tb_backend *be, int world, const char *hosts);
+
+/* The vector level trainbench's own loops ran at (core/cpu_dispatch.h):
+ * cpu_dispatch_level ("baseline", "avx2", "avx512") and cpu_dispatch (how
+ * it was chosen). Part of tb_provenance_fill; probe adds it alone. */
+void tb_provenance_cpu_dispatch(tb_attrs *a);
+
+/* probe's CPU section as attributes: cpu_model, cpu_features, cpu_isa_level,
+ * blas_kernels, blas_kernels_origin, blas_config, cpu_sgemm_*, cpu_peak_gflops,
+ * cpu_clock_ghz. */
+void tb_provenance_cpu_probe(tb_attrs *a, const tb_probe_cpu *p);
+
+#endif

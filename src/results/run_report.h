@@ -1,0 +1,68 @@
+/* run_report.h - what a training run will write to its results file,
+ * assembled while it runs, so that it can be written at any moment: at the
+ * end with status "complete", or by the watchdog or a failure path (from
+ * another thread) with status "aborted", the reason, and what was measured
+ * so far. Rank 0 only; the tables and attributes are under one lock.
+ *
+ * While the run goes, a snapshot thread keeps the file on disk with status
+ * "running" (and `updated_time`): written as soon as the run has filled in
+ * its provenance (the attribute `status`), then whenever something changed,
+ * at most every TB_RUN_REPORT_SNAPSHOT_S seconds and never more than ~2 % of
+ * the time (50 x the last write's duration apart). So a rank 0 killed
+ * before it can mark the file aborted (the launcher's SIGKILL follows its
+ * SIGTERM by one second, odls_base_sigkill_timeout in Open MPI) still leaves
+ * the provenance and the steps measured up to a few seconds before. Each
+ * write is atomic (temporary name, rename); the final write always lands
+ * last. HDF5 calls are serialised by the lock in h5io.h. */
+#ifndef TB_RUN_REPORT_H
+#define TB_RUN_REPORT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "src/results/results.h"
+
+#define TB_RUN_REPORT_SNAPSHOT_S 2.0
+
+typedef struct {
+    char path[4096];          /* "" : no results file */
+    pthread_mutex_t mu;
+    tb_attrs attrs;           /* provenance and run settings, set at start */
+    tb_table steps, ranks, scaling;
+    tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
+    tb_table devices;         /* per rank: device, memory, fp16 skips, CUDA graph steps, bus id */
+    tb_table convs;           /* per rank: the conv algorithms chosen (tb_model_describe_convs) */
+    tb_table op_profile, op_kinds; /* --op-profile: per op row (name, phase, kind) and per op kind,
+                                 ms per step; written when they have rows (src/results/op_profile_report.h) */
+    int written;              /* the final file is written (under mu) */
+    int replaceable;          /* ... by the watchdog, and it may write once more */
+    /* snapshots (thread started by init when path is set) */
+    atomic_int final_started; /* a final write began: no snapshot after it */
+    pthread_t snap_thread;
+    int snap_running;
+    pthread_cond_t snap_cv;   /* wakes the snapshot thread to stop */
+    int snap_stop;            /* under mu */
+    size_t snap_rows;         /* steps in the last snapshot written */
+    int snapshots;            /* how many were written */
+} tb_run_report;
+
+void tb_run_report_init(tb_run_report *r, const char *path);
+void tb_run_report_lock(tb_run_report *r);
+void tb_run_report_unlock(tb_run_report *r);
+/* Writes the file (under the lock): status "complete" or "aborted", the
+ * reason (may be NULL), the end time. Safe from any thread. wait_s > 0 (the
+ * watchdog, with the launcher's SIGKILL about to follow): waits at most
+ * wait_s for the tables and for HDF5 (a checkpoint being written), renames
+ * before fsyncing, and when it cannot write says so in one line naming what
+ * held it and what the file on disk holds. Later calls do nothing, except
+ * that an "aborted" file the watchdog wrote is rewritten by its next call
+ * (the provisional reason at SIGTERM, then the precise one: monitor.h). */
+void tb_run_report_write(tb_run_report *r, const char *status, const char *reason, double wait_s);
+/* The watchdog's provisional "aborted" mark (written on its own thread while
+ * the watchdog finds out who is gone): as above, but it never replaces a
+ * file already written, so a precise reason that got there first stays. */
+void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s);
+/* Stops the snapshot thread and frees everything. */
+void tb_run_report_free(tb_run_report *r);
+
+#endif

@@ -1,0 +1,191 @@
+/* train_data.c - the data side of `trainbench train`: the data sets, opened
+ * and compared on every rank, the batch source for training, validation or a
+ * scaling row, and the --last-batch rule's start-up checks and header line.
+ * Every check here is decided alike on every rank, so all fail together. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/shard.h"
+#include "core/log.h"
+#include "src/train/train_setup.h"
+
+tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
+                           tb_source_use use) {
+    tb_last_batch last = use == TB_USE_VAL ? TB_LAST_KEEP : TB_LAST_PAD;
+    if (use == TB_USE_TRAIN && tb_last_batch_parse(f->last_batch, &last) != 0)
+        tb_die("train: --last-batch '%s' is not drop, pad or keep", f->last_batch);
+    int train = use != TB_USE_VAL;
+    if (f->batch_file[0])
+        return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world, last);
+    if (!f->data[0])
+        return tb_source_synthetic(classes, f->image, f->batch, f->synthetic_size, (uint64_t)f->seed,
+                                   rank, world, last);
+    tb_loader_opts o;
+    memset(&o, 0, sizeof o);
+    o.ds = train ? &d->train_ds : &d->val_ds;
+    o.batch = f->batch;
+    o.image_size = f->image;
+    o.train = train;
+    o.threads = f->loader_threads;
+    o.prefetch = f->prefetch;
+    o.rank = rank;
+    o.world = world;
+    o.last_batch = last;
+    o.seed = (uint64_t)f->seed;
+    o.strict = f->strict_data;
+    o.format = TB_OUT_F32_NCHW;
+    o.decode = strcmp(f->decode, "partial") == 0    ? TB_DECODE_PARTIAL
+               : strcmp(f->decode, "full") == 0     ? TB_DECODE_FULL
+               : strcmp(f->decode, "fast-all") == 0 ? TB_DECODE_FAST_ALL
+               : strcmp(f->decode, "gpu") == 0 && use != TB_USE_VAL ? TB_DECODE_GPU /* validation: CPU */
+                                                    : TB_DECODE_FAST;
+    o.gpu_device = -1; /* the device the CUDA backend made current */
+    return tb_source_loader(&o);
+}
+
+tb_feed_opts tb_train_feed_opts(const tb_train_flags *f, const tb_backend *be) {
+    tb_feed_opts fo = tb_feed_default(be);
+    if (strcmp(f->resident, "on") == 0) fo.resident = 1;
+    if (strcmp(f->resident, "off") == 0) fo.resident = 0;
+    return fo;
+}
+
+/* ---- every rank sees the same data set ---------------------------------------------- */
+
+/* Appends "rank R (host)" to a list of at most 4 ranks, then counts the rest. */
+static void name_rank(char *list, size_t len, int *named, int rank, const char *hosts, const char *extra) {
+    size_t used = strlen(list);
+    if (*named < 4)
+        snprintf(list + used, len - used, "%srank %d (%s)%s", *named ? ", " : "", rank, hosts + 64 * (size_t)rank,
+                 extra);
+    ++*named;
+}
+
+/* Indexes `path` on every rank and makes sure that every rank sees the same
+ * data set: its count, classes and tb_dataset_hash (relative paths and
+ * labels, in order) are compared with rank 0's. A rank that cannot index it,
+ * or indexes another tree, ends the run on every rank together, with one
+ * line naming the ranks and hosts. */
+static void open_same_dataset(tb_train_run *r, const char *flag, const char *path, tb_dataset *ds) {
+    char err[512] = "";
+    int ok = tb_dataset_open(path, ds, err, sizeof err) == 0;
+    int nranks = r->info.world;
+    int64_t mine[4] = {ok, ok ? ds->n : 0, ok ? ds->classes : 0, ok ? (int64_t)tb_dataset_hash(ds) : 0};
+    int64_t *all = malloc((size_t)nranks * sizeof mine);
+    if (!all) TB_FATAL("out of host memory");
+    tb_comm_allgather(r->world, mine, all, sizeof mine);
+    char list[1024] = "";
+    int named = 0;
+    for (int q = 0; q < nranks; q++)
+        if (!all[4 * q]) name_rank(list, sizeof list, &named, q, r->hosts, "");
+    if (named) {
+        if (!ok) tb_train_die_together(r, "%s: %s", flag, err);
+        tb_train_die_together(r, "%s '%s' cannot be indexed on %s%s (see %s error line); every rank needs the "
+                              "same data set",
+                              flag, path, list, named > 4 ? " and more" : "", named > 1 ? "their" : "its");
+    }
+    for (int q = 1; q < nranks; q++) {
+        const int64_t *o = all + 4 * q;
+        if (o[1] == all[1] && o[2] == all[2] && o[3] == all[3]) continue;
+        char extra[160];
+        snprintf(extra, sizeof extra, ": %lld images in %lld classes, hash %016llx", (long long)o[1],
+                 (long long)o[2], (unsigned long long)o[3]);
+        name_rank(list, sizeof list, &named, q, r->hosts, extra);
+    }
+    if (named)
+        tb_train_die_together(r,
+                              "%s '%s' is not the same data set on every rank: rank 0 (%s) indexes %lld images "
+                              "in %lld classes (hash %016llx) but %s%s; give every rank the same tree (one path "
+                              "on a shared file system, or identical copies: same files, same class folders)",
+                              flag, path, r->hosts, (long long)all[1], (long long)all[2],
+                              (unsigned long long)all[3], list, named > 4 ? " and more" : "");
+    free(all);
+}
+
+/* --last-batch drop trains full global steps only: refuses, on every rank
+ * alike, data smaller than one (pad and keep train it). */
+static void require_a_step(tb_train_run *r, int64_t n) {
+    const tb_train_flags *f = &r->fl;
+    if (strcmp(f->last_batch, "drop") != 0 || n >= (int64_t)r->info.world * f->batch) return;
+    tb_train_die_together(r,
+                          "%s has %lld %s, fewer than ranks x batch = %d x %d, so --last-batch drop (the "
+                          "default) leaves no step to train; use a smaller --batch-size, more data, or "
+                          "--last-batch pad (repeats samples to fill the step)",
+                          f->data[0] ? "--data" : "the data", (long long)n, f->data[0] ? "images" : "samples",
+                          r->info.world, f->batch);
+}
+
+void tb_train_open_data(tb_train_run *r) {
+    tb_train_data *d = &r->d;
+    memset(d, 0, sizeof *d);
+    r->classes = r->fl.classes;
+    if (!r->fl.data[0]) return;
+    open_same_dataset(r, "--data", r->fl.data, &d->train_ds);
+    d->have_train_ds = 1;
+    r->classes = d->train_ds.classes;
+    require_a_step(r, d->train_ds.n); /* before the loader is made for it */
+    if (r->fl.val[0]) {
+        open_same_dataset(r, "--val", r->fl.val, &d->val_ds);
+        d->have_val_ds = 1;
+        if (d->val_ds.classes != r->classes)
+            tb_train_die_together(r, "--val has %d classes but --data has %d; they must match",
+                                  d->val_ds.classes, r->classes);
+    }
+    if (r->info.rank == 0) tb_dataset_describe(&d->train_ds, stdout, 20);
+}
+
+/* ---- the --last-batch rule ------------------------------------------------------------ */
+
+/* --last-batch keep: refuses, on every rank alike (each computes the same
+ * plan), a last step that gives some rank a count of samples with which a
+ * BatchNorm would normalise a single value per channel. */
+static void require_trainable_last_step(tb_train_run *r) {
+    if (tb_source_last_batch(r->src) != TB_LAST_KEEP) return;
+    int nranks = r->info.world, batch = r->fl.batch;
+    int64_t n = tb_source_epoch_size(r->src), last = tb_source_steps(r->src) - 1;
+    for (int q = 0; q < nranks; q++) {
+        int64_t first;
+        int count;
+        tb_shard_range(n, nranks, batch, TB_LAST_KEEP, last, q, &first, &count);
+        const char *bn = count > 0 ? tb_model_degenerate_bn(r->m, count) : NULL;
+        if (bn)
+            tb_train_die_together(r,
+                                  "--last-batch keep: the epoch's last step gives rank %d %d sample%s (%lld "
+                                  "samples over %d rank%s x batch %d), so %s would normalise a single value "
+                                  "per channel; use --last-batch %s, or another --batch-size",
+                                  q, count, count == 1 ? "" : "s", (long long)n, nranks, nranks > 1 ? "s" : "",
+                                  batch, bn, n >= (int64_t)nranks * batch ? "drop (the default) or pad" : "pad");
+    }
+}
+
+void tb_train_check_epoch_plan(tb_train_run *r) {
+    require_a_step(r, tb_source_epoch_size(r->src));
+    const char *bad = tb_model_degenerate_bn(r->m, r->fl.batch);
+    if (bad)
+        tb_train_die_together(r, "--batch-size %d at %dx%d leaves one value per channel in %s; raise either",
+                              r->fl.batch, r->image, r->image, bad);
+    require_trainable_last_step(r);
+}
+
+void tb_train_print_epoch_plan(const tb_train_run *r) {
+    const tb_source *src = r->src;
+    int64_t n = tb_source_epoch_size(src), trained = tb_source_epoch_trained(src);
+    int gb = r->global_batch;
+    tb_last_batch l = tb_source_last_batch(src);
+    if (n % gb == 0)
+        printf("# last batch: %s; nothing to drop or pad: the global batch %d divides the %lld samples\n",
+               tb_last_batch_name(l), gb, (long long)n);
+    else if (l == TB_LAST_DROP)
+        printf("# last batch: drop: an epoch trains %lld of its %lld samples, full steps only; %lld left out "
+               "(--last-batch pad or keep to use %s)\n",
+               (long long)trained, (long long)n, (long long)(n - trained), n - trained > 1 ? "them" : "it");
+    else if (l == TB_LAST_PAD)
+        printf("# last batch: pad: an epoch trains %lld samples, its %lld plus %lld repeated from the start of "
+               "its order to fill the last step\n",
+               (long long)trained, (long long)n, (long long)(trained - n));
+    else
+        printf("# last batch: keep: an epoch trains each of its %lld samples once; its last step holds %lld "
+               "of %d (uneven shards: a rank may get none)\n",
+               (long long)n, (long long)(n % gb), gb);
+}

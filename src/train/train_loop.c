@@ -1,0 +1,278 @@
+/* train_loop.c - the training steps of `trainbench train` on every rank:
+ * the LR schedule, a progress line every --print-every steps, checkpoints,
+ * top-1/top-5 on --val after each epoch, per-step records (warm-up steps
+ * marked and left out of the timing), a stop with the step and tensor name
+ * on NaN/Inf. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "src/results/checkpoint.h"
+#include "core/log.h"
+#include "core/timer.h"
+#include "src/train/trace.h"
+#include "src/train/train_setup.h"
+
+/* The loop's clocks and counters, shared by its helpers. */
+typedef struct {
+    int64_t warm_end;            /* first timed step */
+    double t_begin, t_timed;     /* start of the loop, of the timed steps */
+    double cpu_timed;            /* process CPU time at the start of the timed steps */
+    double loader_cpu_timed;     /* the loader threads' CPU time then */
+    double samples_run;          /* since start-up, all ranks (a short last step counts what it holds) */
+    /* steps queued whose records have not been flushed yet: their epochs, in order */
+    int64_t *epochs;
+    int nq, qhead, qcap;
+    tb_step_record *recs;        /* collected, waiting for the flush's collectives */
+    int nrec, rcap;
+} loop_clock;
+
+static void queue_epoch(loop_clock *c, int64_t epoch) {
+    if (c->qhead > 0 && c->qhead == c->nq) c->qhead = c->nq = 0;
+    if (c->nq == c->qcap) {
+        c->qcap = c->qcap ? 2 * c->qcap : 64;
+        c->epochs = realloc(c->epochs, (size_t)c->qcap * sizeof *c->epochs);
+        if (!c->epochs) TB_FATAL("out of host memory");
+    }
+    c->epochs[c->nq++] = epoch;
+}
+
+/* Top-1 and top-5 accuracy over the whole validation set, every sample
+ * counted once across ranks; returns how many samples were counted. */
+static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon, int64_t step,
+                        double *top1, double *top5) {
+    int classes = m->cfg.classes;
+    float *logits = malloc((size_t)m->max_batch * (size_t)classes * sizeof *logits);
+    double counts[3] = {0, 0, 0}; /* top1, top5, samples */
+    tb_source_batch b;
+    tb_monitor_progress(mon, step, "evaluation", 0);
+    tb_source_start_epoch(val, 0, 0);
+    while (tb_source_next(val, &b)) {
+        if (b.n > 0) {
+            tb_model_set_batch(m, b.images, b.labels, b.n);
+            tb_model_forward(m, 0);
+            tb_model_read_logits(m, logits);
+            for (int i = 0; i < b.n; i++) {
+                const float *row = logits + (size_t)i * classes;
+                float mine = row[b.labels[i]];
+                int better = 0; /* classes ranked strictly above the label */
+                for (int c = 0; c < classes; c++) better += row[c] > mine;
+                counts[0] += better < 1;
+                counts[1] += better < 5;
+            }
+            counts[2] += b.n;
+        }
+        tb_source_release(val);
+    }
+    tb_monitor_progress(mon, step, "evaluation all-reduce", 1);
+    tb_comm_allreduce_sum(comm, counts, 3, TB_FLOAT64);
+    *top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
+    *top5 = counts[2] > 0 ? counts[1] / counts[2] : NAN;
+    free(logits);
+    return (int64_t)counts[2];
+}
+
+/* --val after a full epoch, on every rank; rank 0 prints it. */
+static void evaluate_epoch(tb_train_run *r, tb_train_outcome *o, int64_t epoch) {
+    tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL);
+    o->val_images = evaluate(r->m, val, r->world, r->mon, o->step, &o->top1, &o->top5);
+    tb_source_destroy(val);
+    if (o->val_images != r->d.val_ds.n)
+        TB_FATAL("evaluation counted %lld images of %lld: the validation shards overlap or "
+                 "leave samples out",
+                 (long long)o->val_images, (long long)r->d.val_ds.n);
+    if (r->info.rank == 0) {
+        printf("eval   epoch %lld  top-1 %.2f %%  top-5 %.2f %%  (%lld images)\n", (long long)epoch,
+               100 * o->top1, 100 * o->top5, (long long)o->val_images);
+        fflush(stdout);
+    }
+}
+
+void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
+                              int64_t epoch_step) {
+    tb_ckpt_meta meta;
+    tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
+    meta.epoch_step = epoch_step;
+    tb_run_report_lock(&r->report);
+    tb_ckpt_save(path, r->m, &meta);
+    tb_run_report_unlock(&r->report);
+}
+
+/* The stop for a non-finite record (rec.nonfinite: the device flag, the
+ * update was skipped) or a non-finite global loss; every rank reaches it
+ * alike (the summed gradients and the loss all-reduce are the same
+ * everywhere). */
+static void stop_nonfinite(tb_train_run *r, const tb_step_record *rec, double loss) {
+    char err[512];
+    size_t n = 0;
+    if (rec->nonfinite) {
+        const char *g = tb_trainer_first_nonfinite(r->tr, r->m->grads, &n);
+        snprintf(err, sizeof err,
+                 "step %lld: the %sgradients hold NaN/Inf (the device's check), so the update was skipped and the "
+                 "run stops%s%s%s (lower --lr, or check the data)",
+                 (long long)rec->step, r->info.world > 1 ? "summed " : "", g ? "; the gradient of " : "", g ? g : "",
+                 g ? " holds them now" : "");
+        tb_train_stop_together(r, err);
+    }
+    const char *p = tb_trainer_first_nonfinite(r->tr, r->m->params, &n);
+    snprintf(err, sizeof err, "step %lld: the loss is %g; %s%s%s", (long long)rec->step, loss,
+             p ? "the first non-finite tensor is " : "every parameter is finite (an "
+                                                     "activation overflowed: lower --lr)",
+             p ? p : "", p ? " (lower --lr)" : "");
+    tb_train_stop_together(r, err);
+}
+
+/* The records of every step queued so far (waiting for the device), their rows of the results file's /steps table, their
+ * global losses (one all-reduce for all of them), their NaN checks, the
+ * slowest rank's step times (one more), and the progress line. Collective;
+ * after each step on the CPU, every --print-every steps (and wherever the
+ * loop needs the numbers) on CUDA. */
+static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
+    tb_step_record rec;
+    while (tb_trainer_collect(r->tr, &rec, 1)) {
+        if (c->nrec == c->rcap) {
+            c->rcap = c->rcap ? 2 * c->rcap : 64;
+            c->recs = realloc(c->recs, (size_t)c->rcap * sizeof *c->recs);
+            if (!c->recs) TB_FATAL("out of host memory");
+        }
+        c->recs[c->nrec++] = rec;
+        if (rec.step >= c->warm_end) tb_rank_summary_add(&o->mine, &rec);
+    }
+    int n = c->nrec;
+    if (n == 0) return;
+    double *loss = malloc(2 * (size_t)n * sizeof *loss), *slowest = loss + n;
+    if (!loss) TB_FATAL("out of host memory");
+    tb_monitor_progress(r->mon, c->recs[n - 1].step, "loss all-reduce", 1);
+    tb_trainer_global_losses(r->tr, c->recs, n, loss);
+    for (int i = 0; i < n; i++)
+        if (c->recs[i].nonfinite || !isfinite(loss[i])) stop_nonfinite(r, &c->recs[i], loss[i]);
+    for (int i = 0; i < n; i++) slowest[i] = c->recs[i].total;
+    tb_monitor_progress(r->mon, c->recs[n - 1].step, "step-time all-reduce", 1);
+    tb_comm_allreduce_max(r->world, slowest, (size_t)n, TB_FLOAT64);
+    for (int i = 0; i < n; i++) {
+        const tb_step_record *q = &c->recs[i];
+        int64_t epoch = c->epochs[c->qhead++];
+        int64_t step = q->step;
+        o->loss = loss[i];
+        if (step == r->start[0]) o->first_loss = o->loss;
+        if (r->info.rank == 0) {
+            double row[14] = {(double)step, (double)epoch, step >= c->warm_end, loss[i], q->lr,
+                              q->global_n / slowest[i], (double)q->global_n, 1e3 * q->total};
+            for (int p = 0; p < TB_PH_COUNT; p++) row[8 + p] = 1e3 * q->phase[p];
+            tb_run_report_lock(&r->report);
+            tb_table_row(&r->report.steps, row, NULL);
+            tb_run_report_unlock(&r->report);
+        }
+        int64_t done = step + 1;
+        if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
+            double el = tb_now() - c->t_begin;
+            printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / el,
+                   (double)(r->total - done) * el / (double)(done - r->start[0]));
+            if (done == r->start[0] + 1) /* what --plan-cache saves */
+                printf("# start-up: first step done %.1f s after start-up began (the model and its plans %.1f s)\n",
+                       tb_now() - r->t_setup, r->model_s);
+            fflush(stdout);
+        }
+    }
+    c->nrec = 0;
+    free(loss);
+}
+
+void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
+    if (r->util) {
+        tb_nvml_stats st;
+        tb_nvml_sampler_stats(r->util, &st);
+        /* GPU-Util of a window shorter than NVML's sample period is mostly
+         * the time before it (src/device/nvml.h): not reported. GPM's SM activity
+         * is measured between two samples inside the window: kept (the H200
+         * run's 0.11-s row: GPU-Util 0 %, SM activity 67.6 %) */
+        s->util_short = !tb_nvml_util_valid(&st);
+        s->util_samples = st.samples;
+        s->util_pct = s->util_short ? NAN : st.util_pct_mean;
+        s->sm_active_pct = st.sm_active_pct_mean;
+    }
+    tb_mem_info mi;
+    r->be->memory(r->be, &mi);
+    s->peak_mem_bytes = (double)mi.peak;
+}
+
+/* One training step on batch b, its records, progress line and checkpoint. */
+static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const tb_source_batch *b,
+                       int64_t epoch, int64_t *epoch_step) {
+    int64_t step = o->step;
+    if (step == c->warm_end) {
+        flush(r, o, c); /* the untimed steps end on the device before the clock starts */
+        tb_monitor_progress(r->mon, step, "timing barrier", 1);
+        tb_comm_barrier(r->world);
+        c->t_timed = tb_now();
+        tb_loader_stats ls;
+        tb_source_stats(r->src, &ls);
+        c->loader_cpu_timed = ls.cpu_s;
+        c->cpu_timed = tb_process_cpu_s();
+        if (r->util) tb_nvml_sampler_reset(r->util);
+    }
+    char err[512];
+    double lr = tb_lr_at(&r->sched, step);
+    queue_epoch(c, epoch);
+    if (tb_trainer_step(r->tr, b, step, lr, err, sizeof err) != 0) tb_train_stop_together(r, err);
+    tb_source_release(r->src);
+    c->samples_run += (double)b->global_n;
+    step = ++o->step;
+    ++*epoch_step;
+    int ckpt = r->fl.ckpt_every > 0 && step % r->fl.ckpt_every == 0;
+    /* the numbers are needed now: to print, to checkpoint, at the end of an
+     * epoch (evaluation), at the end of the timed warm-up; otherwise the
+     * device runs on and the records wait */
+    int need = !r->hp.async || step == r->start[0] + 1 || step % r->fl.print_every == 0 || step == r->total ||
+               ckpt || step == c->warm_end || *epoch_step == r->steps_per_epoch;
+    /* every rank flushes at the same steps, with the same records: the
+     * flush's all-reduces pair up */
+    if (need) flush(r, o, c);
+    if (ckpt && r->info.rank == 0) {
+        tb_monitor_progress(r->mon, step, "checkpoint", 0);
+        tb_train_save_checkpoint(r, r->fl.ckpt, step, epoch, *epoch_step);
+    }
+}
+
+void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
+    memset(o, 0, sizeof *o);
+    o->loss = o->first_loss = o->top1 = o->top5 = NAN;
+    o->step = r->start[0];
+    loop_clock c;
+    memset(&c, 0, sizeof c);
+    c.warm_end = r->start[0] + r->fl.warmup;
+    c.t_begin = tb_now();
+    if (r->fl.trace[0]) { /* one time origin for every rank */
+        tb_monitor_progress(r->mon, o->step, "trace barrier", 1);
+        tb_comm_barrier(r->world);
+        tb_trace_start(r->info.rank, (size_t)2000000);
+    }
+    for (int64_t epoch = r->start[1]; o->step < r->total; epoch++) {
+        int64_t epoch_step = epoch == r->start[1] ? r->start[2] : 0;
+        tb_source_start_epoch(r->src, epoch, epoch_step);
+        tb_source_batch b;
+        while (o->step < r->total) {
+            tb_monitor_progress(r->mon, o->step, "data", 0);
+            if (!tb_source_next(r->src, &b)) break;
+            train_step(r, o, &c, &b, epoch, &epoch_step);
+        }
+        if (r->d.have_val_ds && epoch_step == r->steps_per_epoch) {
+            flush(r, o, &c);
+            evaluate_epoch(r, o, epoch);
+            tb_trainer_invalidate_graph(r->tr); /* other batch sizes ran meanwhile */
+        }
+    }
+    flush(r, o, &c);
+    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed : 0;
+    if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
+        tb_loader_stats ls;
+        tb_source_stats(r->src, &ls);
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed;
+        o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
+    }
+    if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);
+    free(c.epochs);
+    free(c.recs);
+}
