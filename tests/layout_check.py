@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""layout_check.py - the include graph runs one way, floor by floor.
+
+Floors, bottom to top (docs/DESIGN.md, "Layout"):
+
+  0  core/                         the basics (messages, clocks, CLI parsing, check macros)
+  1  model/  data/  comm/          the model and its backends, the loader, the collectives
+  2  src/device/                   facts about the machine
+  3  src/results/                  results and checkpoint files, provenance, tables
+  4  src/feed/  src/project/       batches to the device; the N-rank projection
+  5  src/train/                    the training run and its step
+  6  src/cmd/                      one file per subcommand
+
+A file may include its own room and any room on a lower floor; never a
+higher floor, never a sideways room on its own floor. tests/ and bench/
+stand above everything and are not checked.
+
+  layout_check.py [ROOT]            exit 1 and one line per violation
+  layout_check.py --table [ROOT]    the rooms with their files and lines (markdown)
+  layout_check.py --selftest        plants violations in a copy of the rules and
+                                    checks that each is caught
+"""
+import os
+import re
+import sys
+
+FLOORS = [
+    ("core",),
+    ("model", "data", "comm"),
+    ("src/device",),
+    ("src/results",),
+    ("src/feed", "src/project"),
+    ("src/train",),
+    ("src/cmd",),
+]
+SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def room_of(path):
+    """The room a repository path belongs to, or None (tests, bench, generated)."""
+    for floor in FLOORS:
+        for room in floor:
+            if path == room or path.startswith(room + "/"):
+                return room
+    return None
+
+
+def floor_of(room):
+    for i, floor in enumerate(FLOORS):
+        if room in floor:
+            return i
+    raise KeyError(room)
+
+
+def violation(src_path, inc_path):
+    """A one-line reason when src_path may not include inc_path, else None."""
+    a, b = room_of(src_path), room_of(inc_path)
+    if a is None or b is None or a == b:
+        return None
+    fa, fb = floor_of(a), floor_of(b)
+    if fb > fa:
+        return f"{src_path} includes {inc_path}: {a}/ (floor {fa}) may not include the higher {b}/ (floor {fb})"
+    if fb == fa:
+        return f"{src_path} includes {inc_path}: {a}/ and {b}/ share floor {fa} (no sideways includes)"
+    return None
+
+
+def sources(root):
+    for top in ("core", "model", "data", "comm", "src"):
+        for dirpath, _, files in os.walk(os.path.join(root, top)):
+            for f in sorted(files):
+                if SOURCE.search(f):
+                    full = os.path.join(dirpath, f)
+                    yield os.path.relpath(full, root), full
+
+
+def check(root):
+    bad = []
+    for rel, full in sources(root):
+        if room_of(rel) is None:
+            if rel.startswith("src/") and SOURCE.search(rel):
+                bad.append(f"{rel}: in src/ but in no room (move it into one of {', '.join(r for f in FLOORS for r in f if r.startswith('src/'))})")
+            continue
+        with open(full, encoding="utf-8", errors="replace") as fh:
+            for inc in INCLUDE.findall(fh.read()):
+                why = violation(rel, inc)
+                if why:
+                    bad.append(why)
+    return bad
+
+
+def table(root):
+    counts = {}
+    for rel, full in sources(root):
+        room = room_of(rel)
+        if room is None:
+            continue
+        with open(full, encoding="utf-8", errors="replace") as fh:
+            n = sum(1 for _ in fh)
+        c = counts.setdefault(room, [0, 0])
+        c[0] += 1
+        c[1] += n
+    print("| floor | room | files | lines |")
+    print("| ---: | --- | ---: | ---: |")
+    for i in reversed(range(len(FLOORS))):
+        for room in FLOORS[i]:
+            files, lines = counts.get(room, [0, 0])
+            print(f"| {i} | {room}/ | {files} | {lines} |")
+
+
+def selftest():
+    planted = [
+        ("core/log.c", "comm/comm.h"),                  # the bottom floor reaching up
+        ("model/resnet.c", "data/loader.h"),            # sideways on floor 1
+        ("comm/grad_sync.c", "src/train/trainer.h"),    # a lower floor into src/
+        ("src/results/scaling.h", "src/train/trainer.h"),
+        ("src/feed/batch_source.c", "src/project/fabric.h"),
+        ("src/train/trainer.c", "src/cmd/commands.h"),
+        ("src/device/nvml.c", "src/results/results.h"),
+    ]
+    allowed = [
+        ("src/cmd/cmd_train.c", "src/train/train_setup.h"),
+        ("src/train/trainer.c", "comm/grad_sync.h"),
+        ("src/results/provenance.c", "src/device/nvml.h"),
+        ("model/cpu/cpu_conv.c", "model/model.h"),
+        ("data/loader.c", "core/log.h"),
+        ("tests/test_data.c", "src/cmd/commands.h"),
+    ]
+    fails = 0
+    for src, inc in planted:
+        if violation(src, inc) is None:
+            print(f"selftest: NOT caught: {src} -> {inc}")
+            fails += 1
+    for src, inc in allowed:
+        why = violation(src, inc)
+        if why:
+            print(f"selftest: wrongly refused: {why}")
+            fails += 1
+    print(f"selftest: {len(planted)} planted violations, {len(planted) + len(allowed) - fails} of "
+          f"{len(planted) + len(allowed)} verdicts right")
+    return 1 if fails else 0
+
+
+def main(argv):
+    args = [a for a in argv if not a.startswith("--")]
+    root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    if "--selftest" in argv:
+        return selftest()
+    if "--table" in argv:
+        table(root)
+        return 0
+    bad = check(root)
+    for line in bad:
+        print(line)
+    print(f"layout: {len(bad)} include(s) against the floors")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
