@@ -199,8 +199,8 @@ static tb_loader_opts loader_opts(const tb_dataset *ds, int prefetch) {
 /* The float batches of the CPU transform, every step of `epochs` epochs. */
 static float *reference(const tb_dataset *ds, int epochs, int *steps_out, int32_t *labels, tb_decode_mode mode) {
     tb_loader_opts o = loader_opts(ds, 3);
-    o.decode = mode;
-    tb_source *src = tb_source_loader(&o);
+    tb_feed_opts host = {.decode = mode}; /* float32 batches read on the host */
+    tb_source *src = tb_source_loader(&o, &host, NULL);
     int64_t steps = tb_source_steps(src);
     size_t per = (size_t)BATCH * 3 * S * S;
     float *ref = calloc((size_t)(epochs * steps) * per, sizeof *ref);
@@ -209,7 +209,8 @@ static float *reference(const tb_dataset *ds, int epochs, int *steps_out, int32_
         tb_source_start_epoch(src, e, 0);
         tb_source_batch b;
         while (tb_source_next(src, &b)) {
-            memcpy(ref + (size_t)k * per, b.images, (size_t)b.n * 3 * S * S * sizeof(float));
+            TB_CHECK(b.in.kind == TB_INPUT_F32, "a float32 feed gave a batch of input kind %d", (int)b.in.kind);
+            memcpy(ref + (size_t)k * per, b.in.f32, (size_t)b.n * 3 * S * S * sizeof(float));
             memcpy(labels + (size_t)k * BATCH, b.labels, (size_t)b.n * sizeof(int32_t));
             k++;
             tb_source_release(src);
@@ -241,14 +242,15 @@ static feed_result feed(tb_model *m, const tb_dataset *ds, const tb_feed_opts *f
     feed_result r;
     memset(&r, 0, sizeof r);
     tb_loader_opts o = loader_opts(ds, prefetch);
+    tb_feed_opts f = *fo;
     if (gpu_emulated) { /* 1: the host emulation of the decoder; 2: nvJPEG */
-        o.decode = TB_DECODE_GPU;
+        f.decode = TB_DECODE_GPU;
         o.gpu_device = -1;
         o.gpu_emulate = gpu_emulated == 1;
         o.gpu_emulate_fail_every = gpu_emulated == 1 ? 5 : 0;
     }
-    tb_source *src = tb_source_loader(&o);
-    tb_source_feed(src, m, fo);
+    tb_source *src = tb_source_loader(&o, &f, be);
+    tb_source_feed(src, m);
     TB_CHECK(tb_source_upload(src) != NULL, "tb_source_feed made no upload");
     long fw0 = g_cpu ? tb_cpu_event_forced_waits(be) : 0;
     if (g_cpu) tb_cpu_event_hold(be, hold);
@@ -320,8 +322,9 @@ static double *train_run(tb_backend *be, const tb_dataset *ds, const tb_feed_opt
     hp.graph_warmup = 1;
     tb_trainer *t = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
     tb_loader_opts o = loader_opts(ds, 3);
-    tb_source *src = tb_source_loader(&o);
-    if (fo) tb_source_feed(src, m, fo);
+    tb_feed_opts host = {.decode = TB_DECODE_FAST}; /* float32 batches straight in */
+    tb_source *src = tb_source_loader(&o, fo ? fo : &host, be);
+    tb_source_feed(src, m); /* an upload for a uint8 feed; nothing for float32 */
     double *loss = calloc(256, sizeof *loss);
     int64_t *seen = calloc(256, sizeof *seen);
     *nrec = 0;
@@ -359,7 +362,7 @@ static void check_async_seam(tb_backend *be, const tb_dataset *ds) {
     int n_sync, n_async;
     tb_upload_stats st;
     double *l_sync = train_run(be, ds, NULL, 0, epochs, &p_sync, &n_sync, NULL);
-    tb_feed_opts pinned = {1, 1, 0};
+    tb_feed_opts pinned = {.u8 = 1, .pinned = 1};
     long changed0 = g_eng.changed;
     g_eng.defer = 1; /* copies read their slot only when waited for */
     double *l_async = train_run(be, ds, &pinned, 1, epochs, &p_async, &n_async, &st);
@@ -412,7 +415,7 @@ static int main_cuda(const tb_dataset *ds) {
     int32_t ref_labels[2 * NFILES + BATCH];
     int steps = 0;
     float *ref = reference(ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
-    tb_feed_opts pinned = {1, 1, 0}, pageable = {1, 0, 0};
+    tb_feed_opts pinned = {.u8 = 1, .pinned = 1}, pageable = {.u8 = 1, .pinned = 0};
     for (int prefetch = 2; prefetch <= 4; prefetch += 2) {
         feed_result a = feed(m, ds, &pinned, prefetch, 0, epochs, ref, ref_labels, 0);
         printf("# cuda pinned, prefetch %d: %lld lookahead, %lld slot waits, %lld released pending\n", prefetch,
@@ -478,7 +481,7 @@ int main(int argc, char **argv) {
     float *ref = reference(&ds, epochs, &steps, ref_labels, TB_DECODE_FAST);
     TB_CHECK(steps == epochs * ((NFILES + BATCH - 1) / BATCH), "reference: %d steps", steps);
 
-    tb_feed_opts pinned = {1, 1, 0}, pageable = {1, 0, 0};
+    tb_feed_opts pinned = {.u8 = 1, .pinned = 1}, pageable = {.u8 = 1, .pinned = 0};
     feed_result a = feed(m, &ds, &pinned, 3, 0, epochs, ref, ref_labels, 0);
     printf("# pinned, events complete: %d steps, %lld lookahead, %lld slot waits, %lld buffer waits, max held %d\n",
            a.steps, (long long)a.st.lookahead, (long long)a.st.slot_waits, (long long)a.st.buffer_waits,

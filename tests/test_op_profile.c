@@ -237,7 +237,8 @@ static void test_async_window(void) {
     for (int j = 0; j < N; j++) y[j] = (int32_t)tb_rng_below(&r, CLASSES);
     tb_source_batch b;
     memset(&b, 0, sizeof b);
-    b.images = img;
+    b.in.kind = TB_INPUT_F32;
+    b.in.f32 = img;
     b.labels = y;
     b.n = N;
     b.global_n = N;

@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "core/version.h"
+#include "src/feed/feed_plan.h"
 #include "src/results/h5io.h"
 #include "src/cmd/loader_bench_args.h"
 #include "src/results/provenance.h"
@@ -129,7 +130,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {.name = "prefetch", .kind = TB_OPT_INT, .dst = &a->prefetch, .min = 2, .max = 1024, .help = "batch slots in the ring"},
         {.name = "format", .kind = TB_OPT_CHOICE, .dst = a->format, .choices = "f32-nchw|f32-nhwc|u8-nhwc",
          .help = "output layout"},
-        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = a->decode, .choices = "fast|fast-all|partial|full|gpu",
+        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = a->decode, .choices = TB_DECODE_CHOICES,
          .help = "fast: crop at DCT scale 1/2..1/8; fast-all: any k/8; partial: crop; full: all; gpu: nvJPEG"},
         {.name = "decode-streams", .kind = TB_OPT_INT, .dst = &a->decode_streams, .max = 16,
          .help = "--decode gpu: batches decoded on the GPU at once, each on its own thread, nvJPEG state and CUDA "
@@ -177,7 +178,7 @@ static tb_loader_opts loader_opts(bench_args *a, const tb_dataset *ds) {
     lo.format = strcmp(a->format, "f32-nhwc") == 0  ? TB_OUT_F32_NHWC
                 : strcmp(a->format, "u8-nhwc") == 0 ? TB_OUT_U8_NHWC
                                                     : TB_OUT_F32_NCHW;
-    lo.decode = tb_bench_decode_mode(a->decode);
+    if (tb_decode_parse(a->decode, &lo.decode) != 0) tb_die("loader-bench: --decode '%s' is unknown", a->decode);
     lo.gpu_device = -1;
     lo.gpu_stages = a->decode_streams;
     lo.gpu_options = a->nvjpeg[0] ? a->nvjpeg : NULL;

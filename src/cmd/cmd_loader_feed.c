@@ -19,6 +19,7 @@
 #include "core/cli.h"
 #include "src/cmd/commands.h"
 #include "core/log.h"
+#include "src/feed/feed_plan.h"
 #include "src/cmd/loader_bench_args.h"
 #include "src/cmd/loader_feed.h"
 #include "src/device/nvml.h"
@@ -34,6 +35,7 @@ typedef struct {
     int feed, batch, size, steps, warmup, seed, compute_threads, strict, decode_streams;
     double lr, min_row;
     tb_feed_config rowv[MAX_ROWS];
+    tb_decode_mode mode;         /* --decode, parsed */
     tb_decode_mode rowd[MAX_ROWS];
     int nrows, any_gpu;
 } feed_args;
@@ -76,7 +78,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
         {.name = "model", .kind = TB_OPT_STRING, .dst = a->model, .help = "resnet18 .. resnet152"},
         {.name = "precision", .kind = TB_OPT_CHOICE, .dst = a->precision, .choices = "auto|fp32|tf32|bf16|fp16",
          .help = "compute precision (auto: bf16 on CUDA, fp32 on the CPU)"},
-        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = a->decode, .choices = "fast|fast-all|partial|full|gpu",
+        {.name = "decode", .kind = TB_OPT_CHOICE, .dst = a->decode, .choices = TB_DECODE_CHOICES,
          .help = "how much of each JPEG the CPU decodes; gpu: nvJPEG on the device (CUDA backend)"},
         {.name = "decode-streams", .kind = TB_OPT_INT, .dst = &a->decode_streams, .max = 16,
          .help = "--decode gpu: batches decoded on the GPU at once, each on its own thread, nvJPEG state and CUDA "
@@ -98,6 +100,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
     tb_cli_parse("loader-bench", "trainbench loader-bench --feed --data DIR [--threads 0,1,2,4,8,16] [options]", argc,
                  argv, opts);
     tb_cli_require("loader-bench", "data", a->data);
+    if (tb_decode_parse(a->decode, &a->mode) != 0) tb_die("loader-bench --feed: --decode '%s' is unknown", a->decode);
 }
 
 /* The rows: --rows, else the product of --threads, --prefetch, --pinned. */
@@ -110,13 +113,13 @@ static void make_rows(feed_args *a) {
     if (np <= 0)
         tb_die("loader-bench --feed: --prefetch expects a list like 2,4 (each 2..1024), got '%s'", a->prefetch);
     if (nn <= 0) tb_die("loader-bench --feed: --pinned expects on, off or on,off, got '%s'", a->pinned);
-    tb_decode_mode def = tb_bench_decode_mode(a->decode);
+    tb_decode_mode def = a->mode;
     a->nrows = 0;
     if (a->rows[0]) {
         a->nrows = tb_bench_rows(a->rows, a->rowv, a->rowd, def, a->decode_streams, MAX_ROWS);
         if (a->nrows <= 0)
             tb_die("loader-bench --feed: --rows expects THREADS:PREFETCH:on|off[:DECODE[:STREAMS]],... (or `resident`: "
-                   "the same step on data in device memory; prefetch >= 2; decode fast|fast-all|partial|full|gpu; "
+                   "the same step on data in device memory; prefetch >= 2; decode " TB_DECODE_CHOICES "; "
                    "streams 0..16), got '%s'",
                    a->rows);
     } else {
@@ -306,7 +309,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
     tb_nvml *nv;
     tb_nvml_sampler *smp = start_nvml(be, &nv, dev_note, sizeof dev_note);
     if (a.min_row < 0) a.min_row = smp ? TB_NVML_UTIL_ROW_S : 0;
-    tb_feed_setup fs = {&ds, tr, smp, a.batch, a.size, 1, a.warmup, a.steps, tb_bench_decode_mode(a.decode),
+    tb_feed_setup fs = {&ds, tr, smp, a.batch, a.size, 1, a.warmup, a.steps, a.mode,
                         (uint64_t)a.seed, a.lr, a.min_row, a.nvjpeg[0] ? a.nvjpeg : NULL,
                         a.timeline[0] ? a.timeline : NULL, 0};
     printf("# loader-bench --feed: %s %s on %s (%s), batch %d at %d, decode %s, %d+%d steps per row%s, %s; %ld "
@@ -335,7 +338,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
            "ms per batch and share of the wall time busy, per stage; ahead%%: batches whose copy overlapped the step "
            "before; cores: process CPU seconds per wall second (the CPU budget), img/s/core: img/s per core used, "
            "ldr_cores: the loader threads' own CPU seconds per wall second\n",
-           tb_bench_decode_mode(a.decode) == TB_DECODE_GPU ? "fast" : a.decode);
+           a.mode == TB_DECODE_GPU ? "fast" : a.decode);
     if (a.results[0]) write_results(&a, argc, argv, be, prec, &ds, t_start, dev_note, &tab);
     tb_table_free(&tab);
     if (smp) tb_nvml_sampler_stop(smp);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/procmem.h"
+#include "src/feed/feed_plan.h"
 #include "src/device/gpu_runtime.h"
 
 int tb_bench_int_list(const char *s, int lo, int *out, int max) {
@@ -42,14 +43,6 @@ int tb_bench_onoff_list(const char *s, int *out, int max) {
     return n;
 }
 
-tb_decode_mode tb_bench_decode_mode(const char *d) {
-    return strcmp(d, "partial") == 0    ? TB_DECODE_PARTIAL
-           : strcmp(d, "full") == 0     ? TB_DECODE_FULL
-           : strcmp(d, "fast-all") == 0 ? TB_DECODE_FAST_ALL
-           : strcmp(d, "gpu") == 0      ? TB_DECODE_GPU
-                                        : TB_DECODE_FAST;
-}
-
 int tb_bench_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_decode_mode def, int def_streams,
                   int max) {
     int n = 0;
@@ -79,16 +72,15 @@ int tb_bench_rows(const char *s, tb_feed_config *rows, tb_decode_mode *dec, tb_d
         if (got < 3 || item[used] != '\0' || t < 0 || t > 1024 || pf < 2 || pf > 1024) return -1;
         if (streams < 0 || streams > 16) return -1;
         if (strcmp(pin, "on") != 0 && strcmp(pin, "off") != 0) return -1;
-        if (got >= 4 && strcmp(mode, "fast") != 0 && strcmp(mode, "fast-all") != 0 && strcmp(mode, "partial") != 0 &&
-            strcmp(mode, "full") != 0 && strcmp(mode, "gpu") != 0)
-            return -1;
+        tb_decode_mode row_mode = def;
+        if (got >= 4 && tb_decode_parse(mode, &row_mode) != 0) return -1; /* %n does not count in got */
         memset(&rows[n], 0, sizeof rows[n]);
         rows[n].threads = t;
         rows[n].prefetch = pf;
         rows[n].pinned = strcmp(pin, "on") == 0;
         rows[n].decode_streams = streams;
         snprintf(rows[n].nvjpeg, sizeof rows[n].nvjpeg, "%s", nvj);
-        dec[n] = got >= 4 ? tb_bench_decode_mode(mode) : def; /* %n does not count in got */
+        dec[n] = row_mode;
         n++;
     }
     return n;

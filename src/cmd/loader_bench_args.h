@@ -20,8 +20,6 @@
 int tb_bench_int_list(const char *s, int lo, int *out, int max);
 /* "on,off" -> {1, 0}; -1 when malformed. */
 int tb_bench_onoff_list(const char *s, int *out, int max);
-/* fast|fast-all|partial|full|gpu (anything else: fast). */
-tb_decode_mode tb_bench_decode_mode(const char *d);
 /* --rows "T:P:on|off[:decode[:streams[:nvjpeg]]],...,resident": explicit
  * rows (streams: --decode-streams for that row, def_streams when left out;
  * nvjpeg: that row's --nvjpeg choices joined by '+', "sync=on+roi=off";

@@ -21,13 +21,16 @@ tb_cpu_budget tb_feed_cpu_budget(double cpu_s, double loader_cpu_s, double wall_
 }
 
 /* The row's batch source: the loader as configured, fed as the CUDA
- * backend feeds it (uint8, pinned or not), or the resident synthetic pool. */
+ * backend feeds it (uint8, pinned or not) on any backend, or the resident
+ * synthetic pool; the feed decided before the source is made. */
 static tb_source *make_source(const tb_feed_setup *fs, const tb_feed_config *c, tb_model *m) {
+    tb_feed_ask ask = {fs->decode, 0, TB_FEED_ON, c->pinned ? TB_FEED_ON : TB_FEED_OFF, TB_FEED_OFF};
+    if (c->resident) ask.u8 = ask.pinned = TB_FEED_OFF, ask.resident = TB_FEED_ON;
+    tb_feed_opts fo = tb_feed_decide(m->be, &ask);
     if (c->resident) {
         tb_source *src = tb_source_synthetic(fs->ds->classes, fs->image_size, fs->batch, fs->ds->n, fs->seed, 0, 1,
-                                             TB_LAST_DROP);
-        tb_feed_opts fo = {.u8 = 0, .pinned = 0, .resident = 1};
-        tb_source_feed(src, m, &fo);
+                                             TB_LAST_DROP, &fo);
+        tb_source_feed(src, m);
         return src;
     }
     tb_loader_opts lo;
@@ -42,15 +45,13 @@ static tb_source *make_source(const tb_feed_setup *fs, const tb_feed_config *c, 
     lo.world = 1;
     lo.last_batch = TB_LAST_DROP; /* full batches only, as the seeds' DataLoader(drop_last=True) */
     lo.seed = fs->seed;
-    lo.format = TB_OUT_F32_NCHW;
-    lo.decode = fs->decode;
+    lo.format = TB_OUT_F32_NCHW; /* uint8 NHWC, set by the feed */
     lo.gpu_device = -1; /* --decode gpu: the device the CUDA backend made current */
     lo.gpu_stages = c->decode_streams;
     lo.gpu_options = c->nvjpeg[0] ? c->nvjpeg : fs->gpu_options;
     lo.timeline_events = fs->timeline ? (size_t)4000000 : 0;
-    tb_source *src = tb_source_loader(&lo);
-    tb_feed_opts fo = {.u8 = 1, .pinned = c->pinned};
-    tb_source_feed(src, m, &fo);
+    tb_source *src = tb_source_loader(&lo, &fo, m->be);
+    tb_source_feed(src, m);
     return src;
 }
 

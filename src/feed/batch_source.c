@@ -14,6 +14,7 @@ typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
 
 struct tb_source {
     src_kind kind;
+    tb_feed_opts feed;         /* decided before the source was made (feed_plan.h) */
     int batch, rank, world, image;
     tb_last_batch last;        /* the epoch's remainder (data/shard.h) */
     int64_t n;                 /* samples in an epoch's order (all ranks) */
@@ -25,7 +26,7 @@ struct tb_source {
     /* synthetic + batch file: this rank's current batch */
     float *images;             /* [batch,3,S,S] */
     int32_t *labels;           /* [batch] */
-    /* synthetic + batch file, resident (tb_feed_opts.resident): the pool or
+    /* synthetic + batch file, resident (feed.resident): the pool or
      * the file's rows in device memory, batches named by row */
     tb_backend *dbe;           /* the backend that holds dpool */
     float *dpool;              /* [dpool_rows,3,S,S] device */
@@ -33,17 +34,18 @@ struct tb_source {
     size_t dpool_bytes;
     int32_t *rows;             /* [batch] host: this batch's rows of dpool */
     /* loader */
-    tb_loader_opts lo;         /* as created (tb_source_feed remakes the loader from it) */
     tb_loader *ld;             /* NULL once an upload owns it */
-    tb_upload *up;             /* tb_source_feed: uint8 batches through staging buffers */
+    tb_upload *up;             /* tb_source_feed of a uint8 feed: batches through staging buffers */
     const tb_batch *held;
     int started;               /* an epoch was started */
 };
 
-static tb_source *alloc_source(src_kind kind, int batch, int rank, int world, tb_last_batch last) {
+static tb_source *alloc_source(src_kind kind, int batch, int rank, int world, tb_last_batch last,
+                               const tb_feed_opts *fo) {
     tb_source *s = calloc(1, sizeof *s);
     if (!s) TB_FATAL("out of host memory");
     s->kind = kind;
+    if (fo) s->feed = *fo; /* else float32 on the host: all zeros */
     s->batch = batch;
     s->rank = rank;
     s->world = world;
@@ -60,9 +62,9 @@ static void alloc_batch(tb_source *s) {
                s->image, s->image);
 }
 
-tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size,
-                               uint64_t seed, int rank, int world, tb_last_batch last) {
-    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world, last);
+tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size, uint64_t seed, int rank,
+                               int world, tb_last_batch last, const tb_feed_opts *fo) {
+    tb_source *s = alloc_source(SRC_SYNTHETIC, batch, rank, world, last, fo);
     s->image = image;
     s->n = epoch_size;
     /* a pool of distinct samples, about 1 GB at most */
@@ -76,9 +78,9 @@ tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_
     return s;
 }
 
-tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank,
-                               int world, tb_last_batch last) {
-    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world, last);
+tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank, int world,
+                               tb_last_batch last, const tb_feed_opts *fo) {
+    tb_source *s = alloc_source(SRC_BATCHFILE, batch, rank, world, last, fo);
     tb_batchfile_read(path, classes, min_side, &s->bf);
     if (s->bf.h != s->bf.w)
         tb_die("batch file '%s' holds %dx%d images; training needs square ones", path, s->bf.h,
@@ -89,23 +91,17 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
     return s;
 }
 
-tb_source *tb_source_loader(const tb_loader_opts *o) {
-    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch);
-    TB_ASSERT(o->format == TB_OUT_F32_NCHW);
-    s->lo = *o;
+tb_source *tb_source_loader(const tb_loader_opts *o, const tb_feed_opts *fo, tb_backend *be) {
+    TB_ASSERT(fo); /* the loader's decode and format come from the feed */
+    tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch, fo);
     s->image = o->image_size;
     s->n = o->ds->n;
-    if (o->decode == TB_DECODE_GPU) return s; /* made by tb_source_feed: uint8 batches on the device */
+    tb_loader_opts lo = *o;
+    tb_feed_loader_opts(&s->feed, be, &lo); /* the loader made once, as the feed needs it */
     char err[512];
-    s->ld = tb_loader_create(o, err, sizeof err);
+    s->ld = tb_loader_create(&lo, err, sizeof err);
     if (!s->ld) tb_die("%s", err);
     return s;
-}
-
-tb_feed_opts tb_feed_default(const tb_backend *be) {
-    tb_feed_opts f = {0, 0, 0};
-    if (strcmp(be->name, "cuda") == 0) f.u8 = f.pinned = f.resident = 1;
-    return f;
 }
 
 /* tb_source_feed's preconditions, for every kind of source. */
@@ -136,39 +132,22 @@ int64_t tb_source_resident_bytes(const tb_source *s) {
     return (int64_t)s->dpool_bytes;
 }
 
-void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo) {
-    tb_feed_opts f = fo ? *fo : tb_feed_default(m->be);
+void tb_source_feed(tb_source *s, tb_model *m) {
     if (s->kind != SRC_LOADER) {
-        if (f.resident) make_resident(s, m);
+        if (s->feed.resident) make_resident(s, m);
         return;
     }
-    if (!f.u8 && s->lo.decode == TB_DECODE_GPU)
-        tb_die("--decode gpu decodes into device memory and needs the CUDA backend (this run uses %s)", m->be->name);
-    if (!f.u8) return;
+    if (!s->feed.u8) return;
     check_feed_target(s, m);
-    tb_loader_destroy(s->ld); /* NULL with --decode gpu */
+    tb_upload_opts uo = {s->feed.pinned, s->feed.pinned};
+    s->up = tb_upload_create(m, s->ld, &uo); /* owns the loader from now on */
     s->ld = NULL;
-    tb_loader_opts o = s->lo;
-    o.format = TB_OUT_U8_NHWC;
-    o.gpu_flip = 1;
-    if (f.pinned) {
-        o.host_alloc = tb_upload_pinned_alloc;
-        o.host_free = tb_upload_pinned_free;
-        o.host_ctx = m->be;
-    }
-    char err[512];
-    tb_loader *ld = tb_loader_create(&o, err, sizeof err);
-    if (!ld) tb_die("%s", err);
-    tb_upload_opts uo = {f.pinned, f.pinned};
-    s->up = tb_upload_create(m, ld, &uo);
 }
 
 tb_upload *tb_source_upload(tb_source *s) { return s->up; }
 
 static tb_loader *loader_of(const tb_source *s) {
-    tb_loader *ld = s->up ? tb_upload_loader(s->up) : s->ld;
-    if (!ld) TB_FATAL("a --decode gpu source used before tb_source_feed gave it a device");
-    return ld;
+    return s->up ? tb_upload_loader(s->up) : s->ld;
 }
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
@@ -222,10 +201,12 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
         return 1;
     }
     if (s->kind == SRC_LOADER) {
+        if (s->feed.u8) TB_FATAL("a uint8 loader source used before tb_source_feed gave it a model");
         const tb_batch *lb = tb_loader_next(s->ld);
         if (!lb) return 0;
         s->held = lb;
-        b->images = lb->images;
+        b->in.kind = TB_INPUT_F32;
+        b->in.f32 = lb->images;
         b->labels = lb->labels;
         b->n = lb->n;
         b->wait_s = lb->wait_s;
@@ -244,11 +225,13 @@ int tb_source_next(tb_source *s, tb_source_batch *b) {
         done += run;
     }
     if (s->dpool) {
-        b->pool = s->dpool;
-        b->pool_rows = s->dpool_rows;
-        b->rows = s->rows;
+        b->in.kind = TB_INPUT_ROWS;
+        b->in.rows.pool = s->dpool;
+        b->in.rows.pool_rows = s->dpool_rows;
+        b->in.rows.rows = s->rows;
     } else {
-        b->images = s->images;
+        b->in.kind = TB_INPUT_F32;
+        b->in.f32 = s->images;
     }
     b->labels = s->labels;
     b->n = count;

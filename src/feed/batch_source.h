@@ -12,36 +12,30 @@
 #include "data/loader.h"
 #include "model/model.h"
 #include "src/feed/batch_upload.h" /* tb_source_batch, tb_batch_upload_apply */
+#include "src/feed/feed_plan.h"    /* tb_feed_opts */
 
 typedef struct tb_source tb_source;
 
-/* epoch_size virtual samples drawn from a pool of patterned images. */
-tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size,
-                               uint64_t seed, int rank, int world, tb_last_batch last);
-/* A batch file read whole; epochs walk its rows in order (no shuffle). */
-tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank,
-                               int world, tb_last_batch last);
-/* The JPEG loader (its options carry rank, world, batch, last_batch, transform). */
-tb_source *tb_source_loader(const tb_loader_opts *o);
+/* Each constructor takes the feed decided for the source (feed_plan.h;
+ * NULL: float32 batches read on the host, nothing resident). */
 
-/* How a loader's batches reach the model (batch_upload.h). */
-typedef struct {
-    int u8;          /* uint8 NHWC crops + flip flags, normalised and flipped on the device */
-    int pinned;      /* loader slots in the backend's pinned memory, copied asynchronously
-                        on a copy stream, the next batch's copy overlapping this step */
-    int resident;    /* synthetic and batch-file sources: their pool (or rows) uploaded once
-                        into device memory and each batch gathered there (no per-step upload,
-                        as DeepLearningExamples' synthetic data and a benchmark's on-device batch) */
-} tb_feed_opts;
-/* CUDA: uint8, pinned and resident; CPU: float batches straight in (none). */
-tb_feed_opts tb_feed_default(const tb_backend *be);
-/* Makes a loader source feed model m as fo says (NULL: tb_feed_default of
- * m's backend): the loader is remade with uint8 output, deferred flip and
- * (pinned) the backend's host allocation, behind a tb_upload. No-op for
- * loader sources when u8 = 0; a synthetic or batch-file source with
- * resident = 1 puts its data in m's device memory. Before the first
- * start_epoch. */
-void tb_source_feed(tb_source *s, tb_model *m, const tb_feed_opts *fo);
+/* epoch_size virtual samples drawn from a pool of patterned images. */
+tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_size, uint64_t seed, int rank,
+                               int world, tb_last_batch last, const tb_feed_opts *fo);
+/* A batch file read whole; epochs walk its rows in order (no shuffle). */
+tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int batch, int rank, int world,
+                               tb_last_batch last, const tb_feed_opts *fo);
+/* The JPEG loader (its options carry rank, world, batch, last_batch,
+ * transform; format float32 NCHW), made once with the options the feed fo
+ * (not NULL) implies (tb_feed_loader_opts: its decode, uint8, pinned slots
+ * in be's host memory; be may be NULL for a float32 feed). */
+tb_source *tb_source_loader(const tb_loader_opts *o, const tb_feed_opts *fo, tb_backend *be);
+
+/* The feed's device side on model m, before the first start_epoch: a
+ * uint8 loader source gets its tb_upload (staging buffers sized for m), a
+ * resident synthetic or batch-file source puts its data in m's device
+ * memory. No-op for the other feeds. */
+void tb_source_feed(tb_source *s, tb_model *m);
 /* Device bytes a resident source holds (0: not resident). */
 int64_t tb_source_resident_bytes(const tb_source *s);
 /* The upload behind a fed loader source, NULL otherwise. */

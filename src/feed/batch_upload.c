@@ -140,16 +140,16 @@ static void take(tb_upload *u, const tb_batch *b, held_state st) {
 
 static void fill(tb_upload *u, const tb_batch *lb, double wait_s, tb_source_batch *b) {
     memset(b, 0, sizeof *b);
-    b->images_u8 = lb->images;
-    b->on_device = lb->on_device;
-    b->flip = lb->flip;
+    b->in.kind = lb->on_device ? TB_INPUT_U8_DEVICE : TB_INPUT_U8;
+    b->in.u8.images = lb->images;
+    b->in.u8.flip = lb->flip;
+    b->in.u8.up = u;
+    b->in.u8.buf = u->held[lb->slot].buf;
+    b->in.u8.slot = lb->slot;
     b->labels = lb->labels;
     b->n = lb->n;
     b->step = lb->step;
     b->wait_s = wait_s;
-    b->up = u;
-    b->buf = u->held[lb->slot].buf;
-    b->slot = lb->slot;
 }
 
 int tb_upload_next(tb_upload *u, tb_source_batch *b) {
@@ -238,33 +238,27 @@ static tb_input_norm imagenet_norm(void) {
     return nm;
 }
 
-void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
-    tb_input_norm nm = imagenet_norm();
-    tb_upload *u = b->up;
-    if (!u) {
-        if (b->rows)
-            tb_model_set_batch_rows(m, b->pool, b->pool_rows, b->rows, b->labels, b->n);
-        else if (b->images)
-            tb_model_set_batch(m, b->images, b->labels, b->n);
-        else
-            tb_model_set_batch_u8(m, b->images_u8, b->flip, b->labels, b->n, &nm);
-        return;
-    }
+/* A batch of an upload: the compute stream waits for its copy (or copies
+ * it now, pageable slots), input_u8 normalises and flips it. */
+static void apply_upload(tb_model *m, const tb_source_batch *b, const tb_input_norm *nm) {
+    tb_upload *u = b->in.u8.up;
+    const int on_device = b->in.kind == TB_INPUT_U8_DEVICE;
+    const uint8_t *images = b->in.u8.images, *flip = b->in.u8.flip;
     TB_ASSERT(u->m == m && b->n >= 1 && b->n <= u->max_batch);
     tb_backend *be = u->be;
-    const int k = b->buf;
+    const int k = b->in.u8.buf, slot = b->in.u8.slot;
     tb_model_set_labels(m, b->labels, b->n);
-    const uint8_t *src = b->on_device ? b->images_u8 : u->dimg[k];
+    const uint8_t *src = on_device ? images : u->dimg[k];
     tb_op_prof *prof = m->g.prof; /* --op-profile (NULL: off) */
     if (!u->o.pinned) { /* pageable slots: copied now, in order on the compute stream */
-        if (!b->on_device) {
+        if (!on_device) {
             tb_op_prof_begin(prof, "images", TB_OPP_INPUT, TB_OPK_UPLOAD);
-            be->copy_h2d(be, u->dimg[k], b->images_u8, (size_t)b->n * u->S * u->S * 3);
+            be->copy_h2d(be, u->dimg[k], images, (size_t)b->n * u->S * u->S * 3);
             tb_op_prof_end(prof);
         }
-        if (b->flip) {
+        if (flip) {
             tb_op_prof_begin(prof, "flips", TB_OPP_INPUT, TB_OPK_UPLOAD);
-            be->copy_h2d(be, u->dflip[k], b->flip, (size_t)b->n);
+            be->copy_h2d(be, u->dflip[k], flip, (size_t)b->n);
             tb_op_prof_end(prof);
         }
     } else {
@@ -273,15 +267,40 @@ void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
     }
     /* a GPU-decoded batch: the compute stream waits for the GPU stage's
      * device work on it (its fence); the host does not */
-    if (b->on_device) tb_loader_batch_order(u->ld, u->held[b->slot].b, be->native_stream(be, NULL));
+    if (on_device) tb_loader_batch_order(u->ld, u->held[slot].b, be->native_stream(be, NULL));
     tb_tensor x = tb_graph_act(&m->g, m->g.input, b->n);
     tb_op_prof_begin(prof, "input", TB_OPP_INPUT, TB_OPK_INPUT);
-    be->input_u8(be, src, b->flip ? u->dflip[k] : NULL, &nm, &x);
+    be->input_u8(be, src, flip ? u->dflip[k] : NULL, nm, &x);
     tb_op_prof_end(prof);
     be->event_record(be, u->consumed[k], NULL);
     u->consumed_set[k] = 1;
-    if (b->on_device) { /* the loader slot itself was read: it waits for this op */
-        be->event_record(be, u->guard[b->slot], NULL);
-        u->held[b->slot].guard_set = 1;
+    if (on_device) { /* the loader slot itself was read: it waits for this op */
+        be->event_record(be, u->guard[slot], NULL);
+        u->held[slot].guard_set = 1;
     }
+}
+
+void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b) {
+    tb_input_norm nm = imagenet_norm();
+    const tb_batch_input *in = &b->in;
+    switch (in->kind) {
+    case TB_INPUT_F32:
+        tb_model_set_batch(m, in->f32, b->labels, b->n);
+        return;
+    case TB_INPUT_ROWS:
+        tb_model_set_batch_rows(m, in->rows.pool, in->rows.pool_rows, in->rows.rows, b->labels, b->n);
+        return;
+    case TB_INPUT_U8:
+        if (!in->u8.up) {
+            tb_model_set_batch_u8(m, in->u8.images, in->u8.flip, b->labels, b->n, &nm);
+            return;
+        }
+        apply_upload(m, b, &nm);
+        return;
+    case TB_INPUT_U8_DEVICE:
+        TB_ASSERT(in->u8.up); /* device slots come through an upload */
+        apply_upload(m, b, &nm);
+        return;
+    }
+    TB_FATAL("batch input of unknown kind %d", (int)in->kind);
 }

@@ -39,22 +39,42 @@
 
 typedef struct tb_upload tb_upload;
 
+/* The forms a batch's images come in; each batch has exactly one. */
+typedef enum {
+    TB_INPUT_F32,        /* float32 normalised, host: [n,3,S,S] */
+    TB_INPUT_ROWS,       /* resident: rows of a float32 pool in device memory */
+    TB_INPUT_U8,         /* uint8 crops + flip flags, host (pinned or not): [n,S,S,3] */
+    TB_INPUT_U8_DEVICE,  /* uint8 crops in device memory (GPU decode) + host flip flags: [n,S,S,3] */
+} tb_input_kind;
+
+/* A batch's images: a kind and the one descriptor it names. */
 typedef struct {
-    const float *images;       /* [n,3,S,S] float32 normalised, host; NULL for uint8 and row batches */
-    const float *pool;         /* resident data: [pool_rows,3,S,S] float32 in device memory ... */
-    int64_t pool_rows;
-    const int32_t *rows;       /* ... and [n] host: sample i is pool row rows[i]; NULL: not resident */
-    const uint8_t *images_u8;  /* [n,S,S,3] uint8, host (pinned or not) or device (on_device) */
-    const uint8_t *flip;       /* [n] host: 1 mirrors sample j; NULL: none */
-    int on_device;             /* images_u8 is device memory (GPU decode) */
+    tb_input_kind kind;
+    union {
+        const float *f32;          /* TB_INPUT_F32: [n,3,S,S] host */
+        struct {
+            const float *pool;     /* [pool_rows,3,S,S] float32, device */
+            int64_t pool_rows;
+            const int32_t *rows;   /* [n] host: sample i is pool row rows[i] */
+        } rows;                    /* TB_INPUT_ROWS */
+        struct {
+            const uint8_t *images; /* [n,S,S,3] uint8, host or (TB_INPUT_U8_DEVICE) device */
+            const uint8_t *flip;   /* [n] host: 1 mirrors sample j; NULL: none */
+            tb_upload *up;         /* the upload this batch came through; NULL: a plain host batch
+                                      (TB_INPUT_U8 only) */
+            int buf;               /* staging buffer of `up` holding it (0 or 1) */
+            int slot;              /* loader slot */
+        } u8;                      /* TB_INPUT_U8, TB_INPUT_U8_DEVICE */
+    };
+} tb_batch_input;
+
+typedef struct {
+    tb_batch_input in;         /* the images, in one form */
     const int32_t *labels;     /* [n] host */
     int n;                     /* this rank's samples (0 possible in an epoch's last step) */
     int64_t global_n;          /* samples in this step across all ranks */
     int64_t step;              /* step within the epoch */
     double wait_s;             /* time spent producing or waiting for the batch */
-    tb_upload *up;             /* the upload this batch came through; NULL: plain host batch */
-    int buf;                   /* staging buffer of `up` holding it (0 or 1) */
-    int slot;                  /* loader slot */
 } tb_source_batch;
 
 typedef struct {
@@ -98,9 +118,9 @@ void tb_upload_release(tb_upload *u);
 void tb_upload_stats_get(const tb_upload *u, tb_upload_stats *st);
 
 /* The step's input: labels to the device (checked on the host), the
- * images into the model's input activation. For a plain batch:
- * tb_model_set_batch (float) or tb_model_set_batch_u8; for a batch of an
- * upload: the compute stream waits for its copy, input_u8 normalises and
+ * images into the model's input activation, by the input's kind: float32:
+ * tb_model_set_batch; resident rows: tb_model_set_batch_rows; a plain uint8
+ * host batch: tb_model_set_batch_u8; a batch of an upload: the compute stream waits for its copy, input_u8 normalises and
  * flips it, and the event that frees its staging buffer (and, for device
  * slots, its loader slot) is recorded. tb_trainer_step calls this. */
 void tb_batch_upload_apply(tb_model *m, const tb_source_batch *b);

@@ -10,17 +10,27 @@
 #include "core/log.h"
 #include "src/train/train_setup.h"
 
+tb_feed_opts tb_train_feed(const tb_train_flags *f, const tb_backend *be, tb_source_use use) {
+    tb_feed_ask ask = {TB_DECODE_FAST, use == TB_USE_VAL, TB_FEED_AUTO, TB_FEED_AUTO, TB_FEED_AUTO};
+    if (tb_decode_parse(f->decode, &ask.decode) != 0) /* the flag table took only its choices */
+        tb_die("train: --decode '%s' is not one of " TB_DECODE_CHOICES, f->decode);
+    if (strcmp(f->resident, "on") == 0) ask.resident = TB_FEED_ON;
+    if (strcmp(f->resident, "off") == 0) ask.resident = TB_FEED_OFF;
+    return tb_feed_decide(be, &ask);
+}
+
 tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
-                           tb_source_use use) {
+                           tb_source_use use, tb_backend *be) {
     tb_last_batch last = use == TB_USE_VAL ? TB_LAST_KEEP : TB_LAST_PAD;
     if (use == TB_USE_TRAIN && tb_last_batch_parse(f->last_batch, &last) != 0)
         tb_die("train: --last-batch '%s' is not drop, pad or keep", f->last_batch);
     int train = use != TB_USE_VAL;
+    tb_feed_opts fo = tb_train_feed(f, be, use); /* before anything is made for the source */
     if (f->batch_file[0])
-        return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world, last);
+        return tb_source_batchfile(f->batch_file, classes, TB_RESNET_MIN_IMAGE, f->batch, rank, world, last, &fo);
     if (!f->data[0])
-        return tb_source_synthetic(classes, f->image, f->batch, f->synthetic_size, (uint64_t)f->seed,
-                                   rank, world, last);
+        return tb_source_synthetic(classes, f->image, f->batch, f->synthetic_size, (uint64_t)f->seed, rank, world,
+                                   last, &fo);
     tb_loader_opts o;
     memset(&o, 0, sizeof o);
     o.ds = train ? &d->train_ds : &d->val_ds;
@@ -34,21 +44,9 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.last_batch = last;
     o.seed = (uint64_t)f->seed;
     o.strict = f->strict_data;
-    o.format = TB_OUT_F32_NCHW;
-    o.decode = strcmp(f->decode, "partial") == 0    ? TB_DECODE_PARTIAL
-               : strcmp(f->decode, "full") == 0     ? TB_DECODE_FULL
-               : strcmp(f->decode, "fast-all") == 0 ? TB_DECODE_FAST_ALL
-               : strcmp(f->decode, "gpu") == 0 && use != TB_USE_VAL ? TB_DECODE_GPU /* validation: CPU */
-                                                    : TB_DECODE_FAST;
-    o.gpu_device = -1; /* the device the CUDA backend made current */
-    return tb_source_loader(&o);
-}
-
-tb_feed_opts tb_train_feed_opts(const tb_train_flags *f, const tb_backend *be) {
-    tb_feed_opts fo = tb_feed_default(be);
-    if (strcmp(f->resident, "on") == 0) fo.resident = 1;
-    if (strcmp(f->resident, "off") == 0) fo.resident = 0;
-    return fo;
+    o.format = TB_OUT_F32_NCHW; /* the feed's uint8, if so, set by tb_source_loader */
+    o.gpu_device = -1;          /* the device the CUDA backend made current */
+    return tb_source_loader(&o, &fo, be);
 }
 
 /* ---- every rank sees the same data set ---------------------------------------------- */

@@ -98,7 +98,7 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"threads", TB_OPT_INT, &f->threads, 0, 4096, NULL, "CPU compute threads per rank (0: cores / ranks on the host)"},
         {"loader-threads", TB_OPT_INT, &f->loader_threads, 1, 256, NULL, "JPEG decode threads per rank"},
         {"prefetch", TB_OPT_INT, &f->prefetch, 2, 64, NULL, "batches the loader prepares ahead"},
-        {"decode", TB_OPT_CHOICE, f->decode, 0, 0, "fast|fast-all|partial|full|gpu",
+        {"decode", TB_OPT_CHOICE, f->decode, 0, 0, TB_DECODE_CHOICES,
          "JPEG decode: libjpeg-turbo on the CPU (fast: crop at DCT scale), or gpu: nvJPEG (CUDA backend)"},
         {"seed", TB_OPT_INT, &f->seed, 0, 2147483647, NULL, "seed for weights, data order and augmentation"},
         {"precision", TB_OPT_CHOICE, f->precision, 0, 0, "auto|fp32|tf32|bf16|fp16",

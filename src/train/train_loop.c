@@ -50,7 +50,7 @@ static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *
     tb_source_start_epoch(val, 0, 0);
     while (tb_source_next(val, &b)) {
         if (b.n > 0) {
-            tb_model_set_batch(m, b.images, b.labels, b.n);
+            tb_batch_upload_apply(m, &b); /* float32 host batches (validation's feed) */
             tb_model_forward(m, 0);
             tb_model_read_logits(m, logits);
             for (int i = 0; i < b.n; i++) {
@@ -75,7 +75,7 @@ static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *
 
 /* --val after a full epoch, on every rank; rank 0 prints it. */
 static void evaluate_epoch(tb_train_run *r, tb_train_outcome *o, int64_t epoch) {
-    tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL);
+    tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
     o->val_images = evaluate(r->m, val, r->world, r->mon, o->step, &o->top1, &o->top5);
     tb_source_destroy(val);
     if (o->val_images != r->d.val_ds.n)

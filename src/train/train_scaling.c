@@ -48,9 +48,8 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     tb_trainer *t = tb_trainer_create(r->m, sub, nsub, hp);
     tb_trainer_set_monitor(t, r->mon);
     tb_trainer_sync_state(t);
-    tb_source *src = tb_train_source(f, &r->d, r->classes, tb_comm_rank(sub), k, TB_USE_SCALING);
-    tb_feed_opts fo = tb_train_feed_opts(f, r->be); /* as the training run's source */
-    tb_source_feed(src, r->m, &fo);
+    tb_source *src = tb_train_source(f, &r->d, r->classes, tb_comm_rank(sub), k, TB_USE_SCALING, r->be);
+    tb_source_feed(src, r->m); /* fed as the training run's source */
     int64_t epoch = 0;
     tb_source_start_epoch(src, epoch, 0);
     double t_start = 0;

@@ -205,7 +205,7 @@ static void start_nvml(tb_train_run *r) {
 static void make_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     r->cfg.classes = r->classes;
-    r->src = tb_train_source(f, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN);
+    r->src = tb_train_source(f, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN, r->be);
     r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
     if (tb_fuse_parse(f->no_fuse ? "off" : f->fuse, &mo.fuse) != 0)
@@ -216,8 +216,7 @@ static void make_model(tb_train_run *r) {
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
     r->model_s = tb_now() - t0;
     /* CUDA: uint8 batches from pinned slots (src/feed/batch_upload.h), synthetic data resident */
-    tb_feed_opts fo = tb_train_feed_opts(f, r->be);
-    tb_source_feed(r->src, r->m, &fo);
+    tb_source_feed(r->src, r->m);
     tb_train_check_epoch_plan(r);
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);

@@ -144,12 +144,14 @@ void tb_train_print_epoch_plan(const tb_train_run *r);
  * k ranks has a step even when the data holds less than k x batch). */
 typedef enum { TB_USE_TRAIN, TB_USE_VAL, TB_USE_SCALING } tb_source_use;
 
-/* The batch source of `rank` of `world`. */
+/* How a source for `use` feeds a model on be (src/feed/feed_plan.h): the
+ * backend's default, --decode (gpu: CPU fast for validation), --resident
+ * on/off overriding the default for synthetic data. */
+tb_feed_opts tb_train_feed(const tb_train_flags *f, const tb_backend *be, tb_source_use use);
+/* The batch source of `rank` of `world`, made once for the feed
+ * tb_train_feed decides (tb_source_feed then gives it the model). */
 tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classes, int rank, int world,
-                           tb_source_use use);
-/* How the run's sources feed the model: tb_feed_default of its backend,
- * with --resident on/off overriding the default for synthetic data. */
-tb_feed_opts tb_train_feed_opts(const tb_train_flags *f, const tb_backend *be);
+                           tb_source_use use, tb_backend *be);
 
 /* train_loop.c: the training steps on every rank. */
 void tb_train_loop(tb_train_run *r, tb_train_outcome *o);
