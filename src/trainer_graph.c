@@ -120,7 +120,8 @@ int tb_trainer_step_async(tb_trainer *t, const tb_source_batch *b, int64_t step,
     tb_fault_process(t->rank, step);
     /* at most SLOTS - 1 steps in flight: a step's data phase reads the
      * previous step's end event, which must not be re-recorded before */
-    while (t->queued - t->harvested >= TB_TRAINER_SLOTS - 1) tb_trainer_harvest(t, (int)(t->harvested % TB_TRAINER_SLOTS), 1);
+    while (t->queued - t->harvested >= TB_TRAINER_SLOTS - 1)
+        tb_trainer_harvest(t, (int)(t->harvested % TB_TRAINER_SLOTS), 1);
     int s = (int)(t->queued % TB_TRAINER_SLOTS);
     slot_t *p = &t->slot[s];
     memset(&p->rec, 0, sizeof p->rec);
