@@ -1,6 +1,7 @@
 /* bucket_plan.h - gradient buckets over a flat buffer and the one order in
- * which every rank launches them: the pure part of the device gradient path
- * (grad_sync_dev.c), tested on the host (tests/test_bucket_plan.c).
+ * which every rank launches them: the one bucketer of every gradient
+ * transport (grad_sync.c on the host, grad_sync_dev.c on the device),
+ * tested on the host (tests/test_bucket_plan.c).
  *
  * Buckets hold whole tensors and are cut from the END of the flat buffer,
  * because backward finishes the last layers' gradients first. As PyTorch's
@@ -14,8 +15,7 @@
  * unlaunched, until every bucket after it has been launched. Collectives are
  * matched by order on every transport (NCCL and MPI alike), so a rank whose
  * ranges arrive in another order (a rank with no samples reports the whole
- * buffer at once) still pairs each bucket with the same bucket everywhere
- * (the rule comm/grad_sync.c keeps on the host path). */
+ * buffer at once) still pairs each bucket with the same bucket everywhere. */
 #ifndef TB_BUCKET_PLAN_H
 #define TB_BUCKET_PLAN_H
 

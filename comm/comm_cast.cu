@@ -4,7 +4,7 @@
 
 #include "comm/comm_cast.h"
 
-/* nvcc reads the C header of src/core as C++: C linkage, and C11's
+/* nvcc reads the C header of core/ as C++: C linkage, and C11's
  * _Noreturn spelled the C++ way (as model/cuda/cuda_internal.h does). */
 #if !defined(_Noreturn)
 #define _Noreturn [[noreturn]]

@@ -8,7 +8,8 @@
  * The all-reduces are blocking collectives matched by order, so every rank
  * must launch the buckets in the same order: always the last bucket of the
  * flat buffer first, down to bucket 0 (the order backward normally
- * completes them). A bucket completed early waits, unlaunched, until every
+ * completes them; the cut and the order are bucket_plan.h's, shared with
+ * the device path). A bucket completed early waits, unlaunched, until every
  * bucket after it in the buffer has been launched. Without this, a rank
  * whose ranges arrive in another order (a rank with no samples reports the
  * whole buffer at once) would pair its buckets with different buckets on
@@ -23,21 +24,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/bucket_plan.h"
 #include "core/log.h"
 #include "core/timer.h"
-
-typedef struct {
-    size_t offset, count;      /* slice of the flat buffer */
-    size_t remaining;          /* elements not yet reported in this backward */
-} bucket;
 
 struct tb_grad_sync {
     tb_comm *comm;
     char *grads;
     size_t count, elem;
     tb_comm_type type;
-    bucket *b;                 /* ascending offsets */
+    tb_bucket *b;              /* ascending offsets (bucket_plan.h) */
     int nb;
+    tb_bucket_tracker tr;      /* the fixed launch order (bucket_plan.h) */
+    int *launch;               /* [nb] scratch for the tracker */
     int overlap;
 
     pthread_t thread;
@@ -45,7 +44,7 @@ struct tb_grad_sync {
     pthread_cond_t cv;
     int *queue;                /* FIFO of bucket indices */
     int qhead, qtail;          /* qtail - qhead queued, qhead..qtail in flight order */
-    int next_launch;           /* the next bucket to launch (nb-1 down to 0; -1: all) */
+    int qready;                /* queue[qtail..qready): complete, in launch order, held back (overlap off) */
     int done;                  /* buckets reduced in this step */
     int stop;
 
@@ -130,28 +129,15 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     if (first_bucket_bytes == 0 || first > per) first = per;
     if (first < 1) first = 1;
 
-    /* whole tensors, accumulated from the end of the buffer; the first
-     * bucket closes at `first`, the others at `per` */
-    gs->b = calloc((size_t)ntensors, sizeof *gs->b);
-    gs->queue = calloc((size_t)ntensors, sizeof *gs->queue);
-    gs->t_start = calloc((size_t)ntensors, sizeof *gs->t_start);
-    gs->t_end = calloc((size_t)ntensors, sizeof *gs->t_end);
-    if (!gs->b || !gs->queue || !gs->t_start || !gs->t_end) TB_FATAL("out of host memory");
-    size_t end = count;
-    for (int i = ntensors - 1; i >= 0; i--) {
-        size_t start = tensor_offsets[i];
-        if (end - start >= (gs->nb == 0 ? first : per) || i == 0) {
-            bucket bk = {start, end - start, 0};
-            gs->b[gs->nb++] = bk;
-            end = start;
-        }
-    }
-    /* built back to front: reverse to ascending offsets */
-    for (int i = 0; i < gs->nb / 2; i++) {
-        bucket tmp = gs->b[i];
-        gs->b[i] = gs->b[gs->nb - 1 - i];
-        gs->b[gs->nb - 1 - i] = tmp;
-    }
+    /* whole tensors from the end of the buffer, the first bucket closing
+     * at `first`, the others at `per` (bucket_plan.h) */
+    gs->nb = tb_bucket_plan(tensor_offsets, ntensors, per, first, &gs->b);
+    tb_bucket_tracker_init(&gs->tr, gs->b, gs->nb);
+    gs->launch = calloc((size_t)gs->nb, sizeof *gs->launch);
+    gs->queue = calloc((size_t)gs->nb, sizeof *gs->queue);
+    gs->t_start = calloc((size_t)gs->nb, sizeof *gs->t_start);
+    gs->t_end = calloc((size_t)gs->nb, sizeof *gs->t_end);
+    if (!gs->launch || !gs->queue || !gs->t_start || !gs->t_end) TB_FATAL("out of host memory");
     gs->poll_s = tb_grad_sync_poll_s();
     const char *st = getenv("TB_GRAD_SYNC_STATS");
     if (st && *st && strcmp(st, "0") != 0) {
@@ -244,7 +230,9 @@ void tb_grad_sync_destroy(tb_grad_sync *gs) {
     free(gs->m_wait);
     pthread_mutex_destroy(&gs->mu);
     pthread_cond_destroy(&gs->cv);
+    tb_bucket_tracker_free(&gs->tr);
     free(gs->b);
+    free(gs->launch);
     free(gs->queue);
     free(gs->t_start);
     free(gs->t_end);
@@ -266,11 +254,8 @@ void tb_grad_sync_bucket_times(const tb_grad_sync *gs, const double **start, con
 void tb_grad_sync_begin(tb_grad_sync *gs) {
     pthread_mutex_lock(&gs->mu);
     TB_ASSERT(gs->qhead == gs->qtail);
-    for (int i = 0; i < gs->nb; i++) {
-        gs->b[i].remaining = gs->b[i].count;
-    }
-    gs->qhead = gs->qtail = 0;
-    gs->next_launch = gs->nb - 1;
+    tb_bucket_tracker_begin(&gs->tr);
+    gs->qhead = gs->qtail = gs->qready = 0;
     gs->done = 0;
     gs->busy = 0;
     gs->first_start = 0;
@@ -279,38 +264,21 @@ void tb_grad_sync_begin(tb_grad_sync *gs) {
     pthread_mutex_unlock(&gs->mu);
 }
 
-/* Launches, in the fixed order (last bucket first), every bucket whose
- * turn has come and that is complete. Caller holds mu. */
-static void launch_in_order(tb_grad_sync *gs) {
-    int any = 0;
-    while (gs->next_launch >= 0 && gs->b[gs->next_launch].remaining == 0) {
-        int i = gs->next_launch--;
-        gs->queue[gs->qtail++] = i;
-        any = 1;
-    }
-    if (any) pthread_cond_broadcast(&gs->cv);
+/* Hands the complete buckets held back so far to the thread. Caller holds mu. */
+static void launch_ready(tb_grad_sync *gs) {
+    if (gs->qtail == gs->qready) return;
+    gs->qtail = gs->qready;
+    pthread_cond_broadcast(&gs->cv);
 }
 
 void tb_grad_sync_ready(void *arg, size_t offset, size_t count) {
     tb_grad_sync *gs = arg;
-    size_t end = offset + count;
-    TB_ASSERT(end <= gs->count);
-    /* the last bucket starting at or before offset */
-    int lo = 0, hi = gs->nb - 1;
-    while (lo < hi) {
-        int mid = (lo + hi + 1) / 2;
-        if (gs->b[mid].offset <= offset) lo = mid;
-        else hi = mid - 1;
-    }
+    TB_ASSERT(offset + count <= gs->count);
     pthread_mutex_lock(&gs->mu);
-    for (int i = lo; i < gs->nb && gs->b[i].offset < end; i++) {
-        bucket *bk = &gs->b[i];
-        size_t a = offset > bk->offset ? offset : bk->offset;
-        size_t z = end < bk->offset + bk->count ? end : bk->offset + bk->count;
-        TB_ASSERT(z - a <= bk->remaining);
-        bk->remaining -= z - a;
-    }
-    if (gs->overlap) launch_in_order(gs);
+    /* the buckets whose turn has come, in the fixed order (bucket_plan.h) */
+    int n = tb_bucket_tracker_ready(&gs->tr, offset, count, gs->launch);
+    for (int k = 0; k < n; k++) gs->queue[gs->qready++] = gs->launch[k];
+    if (gs->overlap) launch_ready(gs);
     pthread_mutex_unlock(&gs->mu);
 }
 
@@ -324,12 +292,13 @@ void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st) {
         gs->m_cpu[gs->ns] = c - gs->m0_cpu;
         gs->m_wait[gs->ns] = w - gs->m0_wait;
     }
-    for (int i = gs->nb - 1; i >= 0; i--)
-        if (gs->b[i].remaining != 0)
-            TB_FATAL("gradient bucket %d [%zu, +%zu) was never completed by backward (%zu left)", i,
-                     gs->b[i].offset, gs->b[i].count, gs->b[i].remaining);
-    launch_in_order(gs);
-    TB_ASSERT(gs->next_launch == -1);
+    size_t missing = 0;
+    int i = tb_bucket_tracker_incomplete(&gs->tr, &missing);
+    if (i >= 0)
+        TB_FATAL("gradient bucket %d [%zu, +%zu) was never completed by backward (%zu left)", i, gs->b[i].offset,
+                 gs->b[i].count, missing);
+    launch_ready(gs);
+    TB_ASSERT(gs->qready == gs->nb);
     while (gs->done < gs->nb) pthread_cond_wait(&gs->cv, &gs->mu);
     double t1 = tb_now();
     if (st) {
@@ -339,7 +308,7 @@ void tb_grad_sync_finish(tb_grad_sync *gs, tb_grad_sync_step *st) {
         st->first_start_s = gs->first_start ? gs->first_start - gs->t_begin : 0;
         st->bytes = (double)gs->count * (double)gs->elem;
     }
-    gs->qhead = gs->qtail = 0;
+    gs->qhead = gs->qtail = gs->qready = 0;
     if (gs->stats) gs->ns++;
     pthread_mutex_unlock(&gs->mu);
 }

@@ -315,7 +315,7 @@ static double *train_run(tb_backend *be, const tb_dataset *ds, const tb_feed_opt
     hp.weight_decay = 5e-5;
     hp.bucket_bytes = (size_t)25 << 20;
     hp.overlap = 1;
-    hp.path = TB_PATH_HOST; /* one rank: none */
+    hp.transport = "mpi-host"; /* one rank: none */
     hp.device = -1;
     hp.timeout_s = 300;
     hp.async = async;

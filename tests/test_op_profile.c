@@ -222,7 +222,7 @@ static void test_async_window(void) {
     hp.momentum = 0.9;
     hp.bucket_bytes = (size_t)25 << 20;
     hp.overlap = 1;
-    hp.path = TB_PATH_HOST; /* one rank: none */
+    hp.transport = "mpi-host"; /* one rank: none */
     hp.device = -1;
     hp.timeout_s = 300;
     hp.async = 1;

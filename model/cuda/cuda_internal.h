@@ -33,7 +33,7 @@
 
 #include <cuda_runtime_api.h>
 
-/* nvcc reads the C headers of src/core and model/ as C++: C linkage, and
+/* nvcc reads the C headers of core/ and model/ as C++: C linkage, and
  * C11's _Noreturn spelled the C++ way. */
 #if defined(__cplusplus) && !defined(_Noreturn)
 #define _Noreturn [[noreturn]]

@@ -302,7 +302,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
      * CUDA graph after its warm-up (src/train/trainer.h); one rank, no reduction */
     int cuda = strcmp(be->name, "cuda") == 0;
     tb_train_hparams hp = {.momentum = 0.9, .weight_decay = 5e-5, .bucket_bytes = (size_t)25 << 20, .overlap = 1,
-                           .path = TB_PATH_HOST, .device = -1, .timeout_s = 300, .async = cuda, .cuda_graph = cuda,
+                           .transport = "mpi-host", .device = -1, .timeout_s = 300, .async = cuda, .cuda_graph = cuda,
                            .graph_warmup = 3};
     tb_trainer *tr = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
     char dev_note[512];

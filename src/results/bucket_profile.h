@@ -3,7 +3,7 @@
  * every rank count, one rank included) and when each bucket's all-reduce
  * ran. Recorded on rank 0 only, between tb_bprof_start and
  * tb_bprof_tables_fill, through two hooks in the training step
- * (src/train/trainer.c): tb_bprof_wrap around the model's grad-ready callback and
+ * (src/train/trainer_step.c): tb_bprof_wrap around the model's grad-ready callback and
  * tb_bprof_step after the all-reduce. Two tables of the results file,
  * times in ms from the start of backward, medians over the steps recorded
  * for that rank count (its first `skip` steps, the warm-up, left out):

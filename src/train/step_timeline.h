@@ -1,5 +1,5 @@
 /* step_timeline.h - the gradient timeline of the asynchronous training
- * step (src/train/trainer.c), for `trainbench project` and `report`: when
+ * step (src/train/trainer_graph.c), for `trainbench project` and `report`: when
  * backward finished each gradient range and, per bucket, when its
  * gradients were done, when its all-reduce started on the communication
  * stream and when it ended, all against the start of backward.

@@ -219,7 +219,7 @@ static void devices(tb_train_run *r) {
     tb_step_scalars sc;
     tb_model_read_scalars(r->m, &sc);
     size_t comm_bytes = 0; /* the bf16 wire buffer lives with the trainer, gone by now: its size */
-    if (r->hp.bf16_allreduce && r->hp.path != TB_PATH_HOST) comm_bytes = r->m->pt.n_train * 2;
+    if (r->hp.bf16_allreduce && !(r->hp.transport && strcmp(r->hp.transport, "mpi-host") == 0)) comm_bytes = r->m->pt.n_train * 2;
     double row[9] = {r->info.rank, r->device, r->ndev, mi.peak / 1048576.0, mi.in_use / 1048576.0,
                      mi.device_total / 1048576.0, comm_bytes / 1048576.0, sc.skipped_steps, sc.loss_scale};
     memcpy(mine.v, row, sizeof row);

@@ -112,11 +112,11 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
         tb_rank_summary mine;
         memset(&mine, 0, sizeof mine);
         tb_train_hparams hp = r->hp;
-        if (k == 1 && wsize > 1) hp.path_on_one_rank = 0; /* the 1-rank row runs without communication */
+        if (k == 1 && wsize > 1) hp.transport_on_one_rank = 0; /* the 1-rank row runs without communication */
         /* the row's NCCL communicator: split from the world's (collective
          * over it, so every rank takes part), the world's own for all ranks */
         tb_nccl *nsub = NULL;
-        if (r->nccl && hp.path == TB_PATH_NCCL && (k > 1 || wsize == 1)) {
+        if (r->nccl && hp.transport && strcmp(hp.transport, "nccl") == 0 && (k > 1 || wsize == 1)) {
             tb_monitor_progress(r->mon, 0, "NCCL communicator split", 1);
             nsub = k == wsize ? r->nccl : tb_nccl_first_n(r->nccl, k, f->timeout);
         }

@@ -133,7 +133,7 @@ static void choose_comm(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     int cuda = strcmp(r->be->name, "cuda") == 0, nccl_req = strcmp(f->comm, "nccl") == 0;
     int mpi_req = strcmp(f->comm, "mpi") == 0, bf16 = strcmp(f->allreduce_dtype, "bf16") == 0;
-    tb_comm_path path;
+    const char *path; /* a row of comm/grad_transport.h */
     if (!cuda) {
         if (nccl_req)
             tb_train_die_together(r, "--comm nccl needs the CUDA backend (NCCL moves device buffers); the %s "
@@ -144,14 +144,14 @@ static void choose_comm(tb_train_run *r) {
                                      "backend all-reduces float32 host buffers",
                                   r->be->name);
         if (f->share_gpu) tb_train_die_together(r, "--share-gpu is for the CUDA backend");
-        path = TB_PATH_HOST;
+        path = "mpi-host";
     } else if (nccl_req || (!mpi_req && tb_nccl_built())) {
         if (!tb_nccl_built())
             tb_train_die_together(r, "--comm nccl: this trainbench was built without NCCL (configure with NCCL, "
                                      "NCCL_ROOT); use --comm mpi");
-        path = TB_PATH_NCCL;
+        path = "nccl";
     } else {
-        path = TB_PATH_STAGED;
+        path = "mpi-staged";
     }
     int explicit_path = nccl_req || mpi_req;
     r->hp = (tb_train_hparams){
@@ -162,8 +162,8 @@ static void choose_comm(tb_train_run *r) {
         .no_bn_decay = f->no_bn_decay,
         .bucket_bytes = (size_t)(f->bucket_mb * 1048576.0),
         .overlap = !f->no_overlap,
-        .path = path,
-        .path_on_one_rank = explicit_path,
+        .transport = path,
+        .transport_on_one_rank = explicit_path,
         .first_bucket_bytes = (size_t)(f->first_bucket_mb * 1048576.0),
         .bf16_allreduce = bf16,
         .device = r->device,
@@ -177,7 +177,7 @@ static void choose_comm(tb_train_run *r) {
     if (r->hp.async && f->trace[0] && r->info.rank == 0)
         tb_warn("--trace records the synchronous step's host-clock phases; the asynchronous step's phases come "
                 "from device events and are in the results file's /steps, not in the trace");
-    if (path == TB_PATH_NCCL && (r->info.world > 1 || explicit_path)) {
+    if (strcmp(path, "nccl") == 0 && (r->info.world > 1 || explicit_path)) {
         if (f->share_gpu) tb_launch_check_share_gpu_nccl(&r->info, "train");
         tb_monitor_progress(r->mon, 0, "NCCL communicator set-up", 1);
         r->nccl = tb_nccl_create(r->world, r->device, f->timeout);
@@ -306,7 +306,7 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_int(a, "scaling_steps", f->scaling_steps);
     tb_attrs_num(a, "scaling_min_seconds", tb_train_scaling_min_s(r)); /* rows ran on until this long */
     tb_attrs_str(a, "device_util_source", r->util ? "NVML GPU-Util (and GPM SM activity where supported), mean over the timed steps" : tb_scaling_util_label(r->be->name));
-    tb_attrs_str(a, "comm_path", tb_comm_path_name(tb_trainer_path(r->tr)));
+    tb_attrs_str(a, "comm_path", tb_trainer_transport_name(r->tr));
     tb_attrs_str(a, "allreduce_dtype", f->allreduce_dtype);
     tb_attrs_num(a, "bucket_mb", f->bucket_mb);
     tb_attrs_num(a, "first_bucket_mb", f->first_bucket_mb);
@@ -353,15 +353,15 @@ static void print_header(const tb_train_run *r) {
            f->label_smoothing, f->bucket_mb,
            f->first_bucket_mb > 0 && f->first_bucket_mb < f->bucket_mb ? f->first_bucket_mb : f->bucket_mb,
            f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
-    tb_comm_path path = tb_trainer_path(r->tr);
-    if (path == TB_PATH_STAGED || path == TB_PATH_NCCL) {
+    const tb_transport_row *path = tb_trainer_transport(r->tr);
+    if (path && path->on_device) {
         int c = 0, l = 0;
         tb_nccl_versions(&c, &l);
         char nv[48] = "";
-        if (path == TB_PATH_NCCL) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", l / 10000, l % 10000 / 100, l % 100);
+        if (path->device_queued) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", l / 10000, l % 10000 / 100, l % 100);
         const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
         printf("# gradients: %s%s on device %d, %s on the wire; steps %s; CUDA graph %s%s\n",
-               tb_comm_path_name(path), nv, r->device,
+               path->name, nv, r->device,
                r->hp.bf16_allreduce ? "bfloat16" : "float32", r->hp.async ? "asynchronous" : "synchronous",
                gwhy[0] ? "off: " : "on after --graph-warmup steps", gwhy);
     } else if (r->be->native_stream(r->be, NULL)) {

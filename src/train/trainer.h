@@ -16,15 +16,15 @@
  * BatchNorm running statistics are broadcast from rank 0 before every
  * forward, as PyTorch DDP does.
  *
- * Communication paths (tb_comm_path):
- *   none    one rank, nothing to reduce
- *   host    CPU backend: comm/grad_sync.c, MPI on host buffers
- *   staged  CUDA backend over MPI: comm/grad_sync_dev.c through pinned
- *           host memory (two ranks sharing a GPU, or no NCCL)
- *   nccl    CUDA backend over NCCL: comm/grad_sync_dev.c on a
- *           communication stream; broadcasts with ncclBroadcast
+ * Gradient transports: the rows of comm/grad_transport.h, picked by name
+ * (hp.transport), or none (one rank, nothing to reduce):
+ *   mpi-host    CPU backend: comm/grad_sync.c, MPI on host buffers
+ *   mpi-staged  CUDA backend over MPI: comm/grad_sync_dev.c through pinned
+ *               host memory (two ranks sharing a GPU, or no NCCL)
+ *   nccl        CUDA backend over NCCL: comm/grad_sync_dev.c on a
+ *               communication stream; broadcasts with ncclBroadcast
  *
- * Two ways to run a step:
+ * Two ways to run a step, one body (src/train/trainer_step.c):
  *   sync    (the CPU backend) the step returns finished: its record is
  *           complete, NaN/Inf in the gradients is found before the update
  *           (tb_trainer_step returns -1). Phase times from the host clock.
@@ -47,17 +47,13 @@
 #include "comm/comm.h"
 #include "comm/grad_sync.h"
 #include "comm/grad_sync_dev.h"
+#include "comm/grad_transport.h"
 #include "comm/monitor.h"
 #include "comm/nccl.h"
 #include "model/model.h"
 #include "src/feed/batch_source.h"
 #include "src/results/step_phases.h"
 #include "src/device/gpu_runtime.h"
-
-
-typedef enum { TB_PATH_NONE, TB_PATH_HOST, TB_PATH_STAGED, TB_PATH_NCCL } tb_comm_path;
-/* "none", "mpi-host", "mpi-staged", "nccl" */
-const char *tb_comm_path_name(tb_comm_path p);
 
 
 typedef struct {
@@ -67,8 +63,9 @@ typedef struct {
     size_t first_bucket_bytes;   /* the first bucket launched, host and device paths (1 MiB as DDP; 0: cut like the rest) */
     int overlap;                 /* start buckets during backward */
     /* the device paths */
-    tb_comm_path path;           /* for more than one rank (and on one rank when explicit) */
-    int path_on_one_rank;        /* 1: keep `path` even on a single rank (--comm given) */
+    const char *transport;       /* the row of comm/grad_transport.h ("mpi-host", "mpi-staged", "nccl";
+                                    NULL: none) for more than one rank (and on one rank when explicit) */
+    int transport_on_one_rank;   /* 1: keep a device `transport` even on a single rank (--comm given) */
     int bf16_allreduce;          /* --allreduce-dtype bf16 */
     int device;                  /* CUDA ordinal of the backend */
     double timeout_s;            /* NCCL's deadlines (--timeout) */
@@ -82,15 +79,17 @@ typedef struct {
 typedef struct tb_trainer tb_trainer;
 
 /* comm: the ranks of this trainer; nccl: their NCCL communicator (NULL
- * unless hp->path is nccl). */
+ * unless hp->transport is "nccl"). */
 tb_trainer *tb_trainer_create(tb_model *m, tb_comm *comm, tb_nccl *nccl, const tb_train_hparams *hp);
 void tb_trainer_destroy(tb_trainer *t);
 /* The watchdog to tell what this rank does (may be NULL). */
 void tb_trainer_set_monitor(tb_trainer *t, tb_monitor *mon);
 /* The model it trains. */
 tb_model *tb_trainer_model(const tb_trainer *t);
-/* The path the trainer took (none on one rank unless explicit). */
-tb_comm_path tb_trainer_path(const tb_trainer *t);
+/* The transport the trainer took: its row, NULL for none (one rank unless
+ * explicit); its name, "none" for none. */
+const tb_transport_row *tb_trainer_transport(const tb_trainer *t);
+const char *tb_trainer_transport_name(const tb_trainer *t);
 /* Makes every rank's parameters, momentum, statistics and counters equal to
  * rank 0's (start of training, after a resume). */
 void tb_trainer_sync_state(tb_trainer *t);
