@@ -5,7 +5,9 @@
  *    the buffer, the first bucket cut (the buffer's last) is the small one
  *    (>= 1 MiB, closed at the first tensor boundary past it), the others
  *    reach the 25 MiB cap except the one at offset 0; the plan is printed;
- *  - with first = cap the plan equals comm/grad_sync.c's (the host path);
+ *  - the host path (comm/grad_sync.c) cuts its buckets with this plan: for
+ *    the same caps in bytes its buckets are the plan's, element for element
+ *    (its byte-to-element conversion and first-bucket size included);
  *  - fixed launch order: whatever order and pieces the ranges are reported
  *    in (descending as backward, ascending, random, the whole buffer at
  *    once as a rank without samples), every bucket is launched exactly
@@ -78,8 +80,8 @@ static void check_plan_shape(const char *model, const size_t *off, int nt, size_
     free(b);
 }
 
-/* The device plan is the host path's (grad_sync.c) for the same cap and
- * first bucket (0: cut like the rest). */
+/* The host path (grad_sync.c), given caps in bytes, holds the buckets the
+ * plan cuts from the same caps in elements (first 0: cut like the rest). */
 static void check_same_as_host_path(const size_t *off, int nt, size_t cap_bytes, size_t first_bytes) {
     tb_bucket *b;
     int nb = tb_bucket_plan(off, nt, cap_bytes / 4, first_bytes / 4, &b);
