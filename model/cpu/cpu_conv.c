@@ -232,15 +232,21 @@ static size_t fwd_ws(const conv_dims *d, int G, int rows) {
     return col + (G > 1 ? (size_t)d->cout * G * d->P : 0);
 }
 
-static conv_split split_forward(const cpu_state *st, const conv_dims *d) {
+/* Image groups for forward / backward data: as wide as group_size allows while a group's scratch
+ * (bands of all dim rows/channels) fits; bands are set by the caller. */
+static conv_split split_groups(const cpu_state *st, const conv_dims *d, int dim, ws_fn ws) {
     conv_split p;
     p.by_images = 0;
-    size_t cap = cap_floats(st);
-    p.G = fit_group(d, group_size(st, d), d->ho, fwd_ws, cap);
+    p.G = fit_group(d, group_size(st, d), dim, ws, cap_floats(st));
     p.ngroups = ceil_div(d->n, p.G);
+    return p;
+}
+
+static conv_split split_forward(const cpu_state *st, const conv_dims *d) {
+    conv_split p = split_groups(st, d, d->ho, fwd_ws);
     int bands = 1;
     if (p.G == 1) /* rows bands: balance the threads, bound the scratch */
-        bands = fit_bands(d, 1, st->threads / gcd(d->n, st->threads), d->ho, fwd_ws, cap);
+        bands = fit_bands(d, 1, st->threads / gcd(d->n, st->threads), d->ho, fwd_ws, cap_floats(st));
     set_bands(&p, d, d->ho, bands, fwd_ws);
     return p;
 }
@@ -253,13 +259,9 @@ static size_t bwd_data_ws(const conv_dims *d, int G, int ch) {
 }
 
 static conv_split split_backward_data(const cpu_state *st, const conv_dims *d) {
-    conv_split p;
-    p.by_images = 0;
-    size_t cap = cap_floats(st);
-    p.G = fit_group(d, group_size(st, d), d->cin, bwd_data_ws, cap);
-    p.ngroups = ceil_div(d->n, p.G);
+    conv_split p = split_groups(st, d, d->cin, bwd_data_ws);
     int bands = st->threads / gcd(p.ngroups, st->threads);
-    set_bands(&p, d, d->cin, fit_bands(d, p.G, bands, d->cin, bwd_data_ws, cap), bwd_data_ws);
+    set_bands(&p, d, d->cin, fit_bands(d, p.G, bands, d->cin, bwd_data_ws, cap_floats(st)), bwd_data_ws);
     return p;
 }
 
