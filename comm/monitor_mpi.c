@@ -30,7 +30,7 @@
  * left inside a kernel waiting for a peer; tb_nccl_abort_all waits for
  * that at most TB_NCCL_ABORT_WAIT_S seconds (ncclCommAbort can hang too),
  * then MPI_Abort follows regardless. */
-#include "comm/monitor.h"
+#include "comm/monitor_mpi_internal.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -46,61 +46,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 
-enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN };
-
-#define WHAT_MAX 48
-#define WHY_MAX 512
-/* A rank told to abort waits this long for rank 0's MPI_Abort, then exits
- * by itself: longer than rank 0's 2 s wait for every rank's line. */
-#define ABORT_SELF_EXIT_S 4.0
-
-typedef struct {
-    int64_t step;
-    double in_for;           /* seconds the sender had been in `what` when it sent */
-    int collective;
-    char what[WHAT_MAX];
-} progress_msg;
-
-typedef struct {             /* rank 0 -> every rank */
-    progress_msg root;       /* rank 0's own progress */
-    int quiet_rank;          /* the rank heard from longest ago (-1: none) */
-    double quiet_for;
-    progress_msg quiet;      /* its last progress */
-} tick_msg;
-
-struct tb_monitor {
-    MPI_Comm comm;
-    int rank, size;
-    int ending;              /* abort_all or teardown under way: MPI failures are expected */
-    char *hosts;
-    double timeout, period;
-    tb_monitor_abort_fn fn;
-    void *ctx;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    int stop;
-    /* this rank's progress, written by the main thread under mu */
-    int64_t step;
-    char what[WHAT_MAX];
-    int collective;
-    double since;
-    /* rank 0: what each rank said last, and when (local clock) */
-    double *heard;
-    progress_msg *last;
-    MPI_Request status_rq;
-    progress_msg status_in;
-    MPI_Request *tick_rq;    /* [size] */
-    tick_msg *tick_out;      /* [size]: rank r's tick stays untouched until tick_rq[r] completes */
-    /* the others: rank 0's last tick */
-    double tick_heard;
-    tick_msg tick;
-    MPI_Request status_out_rq;
-    progress_msg status_out;
-    int64_t sent_step;       /* step of the last status sent */
-};
-
-/* Ping and pong carry no data: sent from this constant, any number at once. */
-static const char k_ping = 1;
+const char mon_ping = 1;
 
 static volatile sig_atomic_t g_sigterm = 0;
 static void on_sigterm(int s) {
@@ -108,28 +54,7 @@ static void on_sigterm(int s) {
     g_sigterm = 1;
 }
 
-static void sleep_s(double s) {
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    nanosleep(&ts, NULL);
-}
-
-static const char *host(const tb_monitor *m, int r) { return m->hosts + 64 * (size_t)r; }
-
-static _Noreturn void abort_all(tb_monitor *m, const char *why);
-
-/* MPI_SUCCESS, or: while watching, ends the job naming the call and MPI's
- * error string; while already ending it, returns the code to the caller. */
-#define MON_CHECK(m, call) mon_check((m), (call), #call, __FILE__, __LINE__)
-static int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int line) {
-    if (rc == MPI_SUCCESS || m->ending) return rc;
-    char msg[MPI_MAX_ERROR_STRING] = "", why[WHY_MAX];
-    int len = 0;
-    MPI_Error_string(rc, msg, &len);
-    snprintf(why, sizeof why, "the watchdog's MPI call failed: %s (%s:%d): %s", expr, file, line, msg);
-    abort_all(m, why);
-}
-
-static progress_msg own_progress(tb_monitor *m) {
+progress_msg mon_own_progress(tb_monitor *m) {
     progress_msg p;
     pthread_mutex_lock(&m->mu);
     p.step = m->step;
@@ -145,7 +70,7 @@ static progress_msg own_progress(tb_monitor *m) {
         char why[WHY_MAX];
         snprintf(why, sizeof why, "rank %d (%s): %s, at step %lld, %s%s", m->rank, host(m, m->rank), st.error,
                  (long long)p.step, p.collective ? "in the " : "in ", p.what);
-        abort_all(m, why);
+        mon_abort_all(m, why);
     }
     if (st.pending && st.pending_s > 2 * m->period && (!p.collective || st.pending_s > p.in_for)) {
         p.step = st.step;
@@ -156,8 +81,7 @@ static progress_msg own_progress(tb_monitor *m) {
     return p;
 }
 
-/* Answers pings while we wait for something else. */
-static void answer_pings(tb_monitor *m) {
+void mon_answer_pings(tb_monitor *m) {
     int flag = 1;
     while (flag) {
         MPI_Status st;
@@ -168,166 +92,11 @@ static void answer_pings(tb_monitor *m) {
             MPI_SUCCESS)
             return;
         MPI_Request rq;
-        /* from the constant k_ping, so freeing the request before it completes is safe */
-        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq)) ==
+        /* from the constant mon_ping, so freeing the request before it completes is safe */
+        if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq)) ==
             MPI_SUCCESS)
             MON_CHECK(m, MPI_Request_free(&rq));
     }
-}
-
-/* Ends the job after telling the others why (rank 0, or anyone when rank 0
- * is silent). Does not return. */
-static _Noreturn void abort_all(tb_monitor *m, const char *why) {
-    /* written once, then only read: every send below goes out from it */
-    static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "%s", why);
-    m->ending = 1;
-    double t0 = tb_now();
-    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
-    int n = 0;
-    if (rq)
-        for (int r = 0; r < m->size; r++)
-            if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
-                                    MPI_SUCCESS)
-                n++;
-    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
-    /* Let the others print their line before MPI_Abort kills them. Rank 0
-     * (the only rank the others take a reason from) waits for each to say
-     * it has printed, until 2 s after the reason went out: on a loaded
-     * machine a fixed pause was too short for a descheduled monitor thread.
-     * A rank that is gone or frozen does not answer; the wait ends at its
-     * deadline, well before the others end themselves (ABORT_SELF_EXIT_S
-     * after the reason reached them), so MPI_Abort still ends the job. */
-    int others = m->size - 1;
-    char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
-    MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
-    int acks = in && rs;
-    char *seen = acks ? in + m->size : NULL;
-    for (int r = 1; acks && r < m->size; r++)
-        if (MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_ABORT_SEEN, m->comm, &rs[r])) != MPI_SUCCESS)
-            seen[r] = 1, others--;
-    double deadline = t0 + (acks ? 2.0 : 0.5);
-    for (int sent = 0; tb_now() < deadline;) {
-        if (!sent && MON_CHECK(m, MPI_Testall(n, rq, &sent, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) sent = 1;
-        for (int r = 1; acks && r < m->size; r++) {
-            int got = 0;
-            if (!seen[r] && (MON_CHECK(m, MPI_Test(&rs[r], &got, MPI_STATUS_IGNORE)) != MPI_SUCCESS || got))
-                seen[r] = 1, others--;
-        }
-        if (sent && (!acks || others == 0)) break;
-        sleep_s(0.01);
-    }
-    sleep_s(acks ? 0.05 : 0.2);
-    tb_nccl_abort_all();
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    _exit(1);
-}
-
-static void describe(char *buf, size_t len, const progress_msg *p) {
-    snprintf(buf, len, "step %lld, %s%s", (long long)p->step, p->collective ? "in the " : "in ", p->what);
-}
-
-typedef struct {
-    tb_monitor *m;
-    char why[WHY_MAX];
-} early_mark;
-
-static void *early_mark_main(void *p) {
-    early_mark *e = p;
-    e->m->fn(e->why, 0, e->m->ctx);
-    free(e);
-    return NULL;
-}
-
-/* The launcher is tearing the job down (a rank died or left): name the
- * ranks that no longer answer a ping. */
-static _Noreturn void on_teardown(tb_monitor *m) {
-    m->ending = 1; /* peers are dying: failed calls below mean "gone" */
-    if (m->rank == 0) {
-        /* Open MPI's SIGKILL follows 1 s after its SIGTERM
-         * (odls_base_sigkill_timeout): mark the results file now, on a
-         * thread of its own, so that the HDF5 write (up to 0.5 s waiting for
-         * the main thread's lock, slower under a sanitizer) does not hold up
-         * the 0.3 s of pings and the line this rank prints. */
-        progress_msg me = own_progress(m);
-        char where[96];
-        describe(where, sizeof where, &me);
-        double now = tb_now();
-        int q = -1;
-        for (int r = 1; r < m->size; r++)
-            if (q < 0 || m->heard[r] < m->heard[q]) q = r;
-        early_mark *e = malloc(sizeof *e);
-        if (e) {
-            e->m = m;
-            snprintf(e->why, sizeof e->why,
-                     "the launcher is ending the job (SIGTERM: a rank died or left) while rank 0 was at %s; "
-                     "rank %d (%s) had been silent longest (%.1f s); written before the ranks were pinged",
-                     where, q, host(m, q), now - m->heard[q]);
-            pthread_t t;
-            if (pthread_create(&t, NULL, early_mark_main, e) == 0)
-                pthread_detach(t);
-            else
-                early_mark_main(e);
-        }
-    }
-    int *pong = calloc((size_t)m->size, sizeof *pong);
-    int *dead = calloc((size_t)m->size, sizeof *dead); /* a call to it failed */
-    char *in = calloc((size_t)m->size, 1);
-    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
-    if (!pong || !dead || !in || !rq) _exit(1);
-    for (int r = 0; r < m->size; r++) {
-        rq[r] = MPI_REQUEST_NULL;
-        if (r == m->rank) {
-            pong[r] = 1;
-            continue;
-        }
-        MPI_Request s;
-        /* from the constant k_ping: freed before completion safely */
-        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, r, TAG_PING, m->comm, &s)) != MPI_SUCCESS ||
-            MON_CHECK(m, MPI_Request_free(&s)) != MPI_SUCCESS ||
-            MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_PONG, m->comm, &rq[r])) != MPI_SUCCESS)
-            dead[r] = 1;
-    }
-    double deadline = tb_now() + 0.3;
-    while (tb_now() < deadline) {
-        answer_pings(m);
-        int all = 1;
-        for (int r = 0; r < m->size; r++) {
-            if (pong[r] || dead[r]) continue;
-            int done = 0;
-            if (MON_CHECK(m, MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) {
-                dead[r] = 1;
-                continue;
-            }
-            pong[r] = done;
-            all &= done;
-        }
-        if (all) break;
-        sleep_s(0.005);
-    }
-    progress_msg me = own_progress(m);
-    char where[96], why[WHY_MAX], gone[256] = "";
-    describe(where, sizeof where, &me);
-    size_t used = 0;
-    int ngone = 0;
-    for (int r = 0; r < m->size && used < sizeof gone; r++)
-        if (!pong[r]) {
-            used += (size_t)snprintf(gone + used, sizeof gone - used, "%s%d (%s)", ngone ? ", " : "", r,
-                                     host(m, r));
-            ngone++;
-        }
-    if (ngone)
-        snprintf(why, sizeof why,
-                 "rank%s %s %s gone: the launcher is ending the job (this rank was at %s)",
-                 ngone > 1 ? "s" : "", gone, ngone > 1 ? "are" : "is", where);
-    else
-        snprintf(why, sizeof why,
-                 "the launcher is ending the job (SIGTERM) at %s; every other rank still answers", where);
-    m->fn(why, 1, m->ctx);
-    fflush(stdout);
-    fflush(stderr);
-    tb_nccl_abort_all();
-    _exit(1);
 }
 
 /* Rank 0: is anyone silent, or is a collective overdue? Fills why. A rank
@@ -338,14 +107,14 @@ static int verdict(tb_monitor *m, char *why, size_t len) {
     for (int r = 1; r < m->size; r++)
         if (now - m->heard[r] > m->timeout) {
             char where[96];
-            describe(where, sizeof where, &m->last[r]);
+            mon_describe(where, sizeof where, &m->last[r]);
             snprintf(why, len,
                      "rank %d (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
                      "%g); it was last at %s",
                      r, host(m, r), now - m->heard[r], m->timeout, where);
             return 1;
         }
-    m->last[0] = own_progress(m);
+    m->last[0] = mon_own_progress(m);
     m->heard[0] = now;
     for (int r = 0; r < m->size; r++)
         if (now - m->heard[r] > fresh) return 0; /* wait: silence decides */
@@ -357,7 +126,7 @@ static int verdict(tb_monitor *m, char *why, size_t len) {
             const progress_msg *o = &m->last[q];
             if (o->collective && o->step == p->step && strcmp(o->what, p->what) == 0) continue;
             char where[96];
-            describe(where, sizeof where, o);
+            mon_describe(where, sizeof where, o);
             snprintf(why, len,
                      "rank %d (%s) has not joined the %s of step %lld after %.1f s (--timeout %g): it "
                      "is at %s",
@@ -390,7 +159,7 @@ static void root_tick(tb_monitor *m) {
     double now = tb_now();
     tick_msg t;
     memset(&t, 0, sizeof t);
-    t.root = own_progress(m);
+    t.root = mon_own_progress(m);
     t.quiet_rank = -1;
     for (int r = 1; r < m->size; r++)
         if (t.quiet_rank < 0 || now - m->heard[r] > t.quiet_for) {
@@ -428,8 +197,8 @@ static void other_poll(tb_monitor *m) {
         m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
-        MPI_Request ack; /* printed: rank 0 may end the job (from the constant k_ping) */
-        if (MON_CHECK(m, MPI_Isend(&k_ping, 1, MPI_CHAR, 0, TAG_ABORT_SEEN, m->comm, &ack)) == MPI_SUCCESS)
+        MPI_Request ack; /* printed: rank 0 may end the job (from the constant mon_ping) */
+        if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, 0, TAG_ABORT_SEEN, m->comm, &ack)) == MPI_SUCCESS)
             MON_CHECK(m, MPI_Request_free(&ack));
         tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
         sleep_s(ABORT_SELF_EXIT_S); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
@@ -443,7 +212,7 @@ static void other_status(tb_monitor *m) {
     if (m->status_out_rq != MPI_REQUEST_NULL)
         MON_CHECK(m, MPI_Test(&m->status_out_rq, &done, MPI_STATUS_IGNORE));
     if (!done) return;
-    m->status_out = own_progress(m); /* the previous send from it has completed */
+    m->status_out = mon_own_progress(m); /* the previous send from it has completed */
     m->sent_step = m->status_out.step;
     MON_CHECK(m, MPI_Isend(&m->status_out, sizeof m->status_out, MPI_BYTE, 0, TAG_STATUS, m->comm,
                            &m->status_out_rq));
@@ -457,8 +226,8 @@ static void *monitor_thread(void *arg) {
         int stop = m->stop;
         pthread_mutex_unlock(&m->mu);
         if (stop) break;
-        if (g_sigterm) on_teardown(m);
-        answer_pings(m);
+        if (g_sigterm) mon_on_teardown(m);
+        mon_answer_pings(m);
         char why[WHY_MAX];
         if (m->rank == 0) {
             root_poll(m);
@@ -466,7 +235,7 @@ static void *monitor_thread(void *arg) {
                 root_tick(m);
                 next = tb_now() + m->period;
             }
-            if (verdict(m, why, sizeof why)) abort_all(m, why);
+            if (verdict(m, why, sizeof why)) mon_abort_all(m, why);
         } else {
             other_poll(m);
             pthread_mutex_lock(&m->mu);
@@ -478,12 +247,12 @@ static void *monitor_thread(void *arg) {
             }
             if (tb_now() - m->tick_heard > m->timeout) {
                 char where[96];
-                describe(where, sizeof where, &m->tick.root);
+                mon_describe(where, sizeof where, &m->tick.root);
                 snprintf(why, sizeof why,
                          "rank 0 (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
                          "%g); it was last at %s",
                          host(m, 0), tb_now() - m->tick_heard, m->timeout, where);
-                abort_all(m, why);
+                mon_abort_all(m, why);
             }
         }
         sleep_s(m->period / 8 < 0.01 ? m->period / 8 : 0.01);

@@ -172,3 +172,27 @@ void tb_cli_require(const char *cmd, const char *flag, const char *value) {
     if (!value || !*value)
         tb_die("%s: --%s is required; see 'trainbench %s --help'", cmd, flag, cmd);
 }
+
+void tb_cli_split(int argc, char **argv, const tb_opt *opts, tb_cli_args *out) {
+    out->flags = calloc((size_t)argc + 1, sizeof *out->flags);
+    out->words = calloc((size_t)argc + 2, sizeof *out->words); /* words[0..1] exist even when empty */
+    out->nflags = out->nwords = 0;
+    if (!out->flags || !out->words) TB_FATAL("out of host memory");
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] == '-' && s[1] != '\0') {
+            out->flags[out->nflags++] = argv[i];
+            if (strncmp(s, "--", 2) == 0 && !strchr(s, '=') && i + 1 < argc)
+                for (const tb_opt *o = opts; o->name; o++)
+                    if (strcmp(o->name, s + 2) == 0 && o->kind != TB_OPT_FLAG) out->flags[out->nflags++] = argv[++i];
+            continue;
+        }
+        out->words[out->nwords++] = argv[i];
+    }
+}
+
+void tb_cli_args_free(tb_cli_args *a) {
+    free(a->flags);
+    free(a->words);
+    a->flags = a->words = NULL;
+}

@@ -37,6 +37,20 @@ void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, con
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases);
 
+/* argv split for subcommands that take file names among their flags: the flags with the values
+ * of the non-flag options that follow them (for tb_cli_parse), and the positional words, both in
+ * argv order and pointing into argv. */
+typedef struct {
+    char **flags;
+    int nflags;
+    char **words;
+    int nwords;
+} tb_cli_args;
+
+/* Splits argv[0..argc) by opts into out; tb_cli_args_free releases the two lists. */
+void tb_cli_split(int argc, char **argv, const tb_opt *opts, tb_cli_args *out);
+void tb_cli_args_free(tb_cli_args *a);
+
 /* Dies naming the flag when a required string flag was left empty. */
 void tb_cli_require(const char *cmd, const char *flag, const char *value);
 

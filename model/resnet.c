@@ -144,59 +144,27 @@ static int bn_node(builder *b, const char *module, int param, int in, int z, int
 
 /* ---- blocks -------------------------------------------------------------------- */
 
-static int basic_block(builder *b, const char *blk, int x, int inplanes, int planes, int stride) {
-    char m[TB_PARAM_NAME_MAX];
-    int down = stride != 1 || inplanes != planes;
-    join(m, blk, "conv1");
-    int pc1 = conv_params(b, m, inplanes, planes, 3);
-    join(m, blk, "bn1");
-    int pb1 = bn_params(b, m, planes);
-    join(m, blk, "conv2");
-    int pc2 = conv_params(b, m, planes, planes, 3);
-    join(m, blk, "bn2");
-    int pb2 = bn_params(b, m, planes);
-    int pdc = -1, pdb = -1;
-    if (down) {
-        join(m, blk, "downsample.0");
-        pdc = conv_params(b, m, inplanes, planes, 1);
-        join(m, blk, "downsample.1");
-        pdb = bn_params(b, m, planes);
-    }
+/* One convolution of a block's main path: conv<i+1> then bn<i+1>. */
+typedef struct {
+    int cin, cout, k, stride, pad;
+} block_conv;
 
-    join(m, blk, "conv1");
-    int t = conv_node(b, m, pc1, x, stride, 1);
-    join(m, blk, "bn1");
-    t = bn_node(b, m, pb1, t, -1, 1);
-    join(m, blk, "conv2");
-    t = conv_node(b, m, pc2, t, 1, 1);
-    int shortcut = x;
-    if (down) {
-        join(m, blk, "downsample.0");
-        int d = conv_node(b, m, pdc, x, stride, 0);
-        join(m, blk, "downsample.1");
-        shortcut = bn_node(b, m, pdb, d, -1, 0);
-    }
-    join(m, blk, "bn2");
-    return bn_node(b, m, pb2, t, shortcut, 1);
-}
-
-static int bottleneck_block(builder *b, const char *blk, int x, int inplanes, int planes,
-                            int stride) {
-    char m[TB_PARAM_NAME_MAX];
-    int width = planes, outc = planes * 4;
+/* A residual block: parameters first (conv1, bn1, ..., downsample.0/.1 when the shape changes),
+ * then nodes: conv -> bn+relu for every stage but the last, the shortcut, then the last bn with
+ * the shortcut added and relu. basic and bottleneck blocks differ only in their stage list. */
+static int residual_block(builder *b, const char *blk, int x, int inplanes, int outc, int stride,
+                          const block_conv *st, int n) {
+    char m[TB_PARAM_NAME_MAX], sfx[16];
+    int pc[3], pb[3];
     int down = stride != 1 || inplanes != outc;
-    join(m, blk, "conv1");
-    int pc1 = conv_params(b, m, inplanes, width, 1);
-    join(m, blk, "bn1");
-    int pb1 = bn_params(b, m, width);
-    join(m, blk, "conv2");
-    int pc2 = conv_params(b, m, width, width, 3);
-    join(m, blk, "bn2");
-    int pb2 = bn_params(b, m, width);
-    join(m, blk, "conv3");
-    int pc3 = conv_params(b, m, width, outc, 1);
-    join(m, blk, "bn3");
-    int pb3 = bn_params(b, m, outc);
+    for (int i = 0; i < n; i++) {
+        snprintf(sfx, sizeof sfx, "conv%d", i + 1);
+        join(m, blk, sfx);
+        pc[i] = conv_params(b, m, st[i].cin, st[i].cout, st[i].k);
+        snprintf(sfx, sizeof sfx, "bn%d", i + 1);
+        join(m, blk, sfx);
+        pb[i] = bn_params(b, m, st[i].cout);
+    }
     int pdc = -1, pdb = -1;
     if (down) {
         join(m, blk, "downsample.0");
@@ -205,16 +173,16 @@ static int bottleneck_block(builder *b, const char *blk, int x, int inplanes, in
         pdb = bn_params(b, m, outc);
     }
 
-    join(m, blk, "conv1");
-    int t = conv_node(b, m, pc1, x, 1, 0);
-    join(m, blk, "bn1");
-    t = bn_node(b, m, pb1, t, -1, 1);
-    join(m, blk, "conv2");
-    t = conv_node(b, m, pc2, t, stride, 1);
-    join(m, blk, "bn2");
-    t = bn_node(b, m, pb2, t, -1, 1);
-    join(m, blk, "conv3");
-    t = conv_node(b, m, pc3, t, 1, 0);
+    int t = x;
+    for (int i = 0; i < n; i++) {
+        snprintf(sfx, sizeof sfx, "conv%d", i + 1);
+        join(m, blk, sfx);
+        t = conv_node(b, m, pc[i], t, st[i].stride, st[i].pad);
+        if (i == n - 1) break;
+        snprintf(sfx, sizeof sfx, "bn%d", i + 1);
+        join(m, blk, sfx);
+        t = bn_node(b, m, pb[i], t, -1, 1);
+    }
     int shortcut = x;
     if (down) {
         join(m, blk, "downsample.0");
@@ -222,8 +190,24 @@ static int bottleneck_block(builder *b, const char *blk, int x, int inplanes, in
         join(m, blk, "downsample.1");
         shortcut = bn_node(b, m, pdb, d, -1, 0);
     }
-    join(m, blk, "bn3");
-    return bn_node(b, m, pb3, t, shortcut, 1);
+    snprintf(sfx, sizeof sfx, "bn%d", n);
+    join(m, blk, sfx);
+    return bn_node(b, m, pb[n - 1], t, shortcut, 1);
+}
+
+/* Two 3x3 convolutions, planes wide; the first carries the stride. */
+static int basic_block(builder *b, const char *blk, int x, int inplanes, int planes, int stride) {
+    const block_conv st[2] = {{inplanes, planes, 3, stride, 1}, {planes, planes, 3, 1, 1}};
+    return residual_block(b, blk, x, inplanes, planes, stride, st, 2);
+}
+
+/* 1x1 down to planes, 3x3 with the stride, 1x1 up to 4 * planes. */
+static int bottleneck_block(builder *b, const char *blk, int x, int inplanes, int planes,
+                            int stride) {
+    int width = planes, outc = planes * 4;
+    const block_conv st[3] = {
+        {inplanes, width, 1, 1, 0}, {width, width, 3, stride, 1}, {width, outc, 1, 1, 0}};
+    return residual_block(b, blk, x, inplanes, outc, stride, st, 3);
 }
 
 /* ---- the network ------------------------------------------------------------------ */

@@ -19,7 +19,7 @@
 add_executable(tb_data_probe tb_data_probe.c)
 target_link_libraries(tb_data_probe PRIVATE tb_data)
 
-add_executable(test_data test_data.c)
+add_executable(test_data test_data.c test_data_files.c)  # bad files and the index in the second
 target_link_libraries(test_data PRIVATE tb_data)
 add_test(NAME data_unit COMMAND test_data ${TB_BIN})
 set_tests_properties(data_unit PROPERTIES TIMEOUT 300 LABELS "data")

@@ -26,7 +26,7 @@ add_test(NAME core_cpu_features COMMAND test_cpu_features)
 # The GPU work's host side, on every machine: layout math and 16-bit formats,
 # the CPU convert / input ops, step scalars, CPU events, the arena plan, and
 # in a CUDA build the cuDNN descriptor shapes and device discovery.
-add_executable(test_cuda_host test_cuda_host.c)
+add_executable(test_cuda_host test_cuda_host.c test_cuda_host_descs.c test_cuda_host_kernels.c)  # CUDA build checks in the two others
 target_link_libraries(test_cuda_host PRIVATE tb_app)
 if(TARGET tb_cuda)
   target_compile_definitions(test_cuda_host PRIVATE TB_HAVE_CUDA=1)

@@ -8,8 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A test split over several files defines TB_TEST_SHARED_COUNTS before
+ * including this (in its private header) and defines the two counters in
+ * the file with main; a one-file test keeps them static here. */
+#ifdef TB_TEST_SHARED_COUNTS
+extern int tb_test_failures;
+extern int tb_test_checks;
+#else
 static int tb_test_failures = 0;
 static int tb_test_checks = 0;
+#endif
 
 #define TB_CHECK(cond, ...)                                                   \
     do {                                                                      \

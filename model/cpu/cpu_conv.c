@@ -203,6 +203,28 @@ static size_t cap_floats(const cpu_state *st) {
     return st->ws_cap_bytes / sizeof(tb_real) / (size_t)st->threads;
 }
 
+/* Scratch per thread (floats) of a G-image group with `per` rows/channels per band. */
+typedef size_t (*ws_fn)(const conv_dims *d, int G, int per);
+
+/* The largest group at most G whose scratch (bands of `per`) fits in cap. */
+static int fit_group(const conv_dims *d, int G, int per, ws_fn ws, size_t cap) {
+    while (G > 1 && ws(d, G, per) > cap) G--;
+    return G;
+}
+
+/* The fewest bands, from `bands` up to dim, whose scratch fits in cap. */
+static int fit_bands(const conv_dims *d, int G, int bands, int dim, ws_fn ws, size_t cap) {
+    while (bands < dim && ws(d, G, ceil_div(dim, bands)) > cap) bands++;
+    return bands > dim ? dim : bands;
+}
+
+/* Fills the band fields of p for dim cut into `bands`, and the scratch they need. */
+static void set_bands(conv_split *p, const conv_dims *d, int dim, int bands, ws_fn ws) {
+    p->per_band = ceil_div(dim, bands);
+    p->bands = ceil_div(dim, p->per_band);
+    p->ws = ws(d, p->G, p->per_band);
+}
+
 /* Scratch per thread: im2col of `rows` output rows of G images, plus the
  * GEMM result of a group before it is copied out. */
 static size_t fwd_ws(const conv_dims *d, int G, int rows) {
@@ -210,22 +232,22 @@ static size_t fwd_ws(const conv_dims *d, int G, int rows) {
     return col + (G > 1 ? (size_t)d->cout * G * d->P : 0);
 }
 
-static conv_split split_forward(const cpu_state *st, const conv_dims *d) {
+/* Image groups for forward / backward data: as wide as group_size allows while a group's scratch
+ * (bands of all dim rows/channels) fits; bands are set by the caller. */
+static conv_split split_groups(const cpu_state *st, const conv_dims *d, int dim, ws_fn ws) {
     conv_split p;
     p.by_images = 0;
-    size_t cap = cap_floats(st);
-    p.G = group_size(st, d);
-    while (p.G > 1 && fwd_ws(d, p.G, d->ho) > cap) p.G--;
+    p.G = fit_group(d, group_size(st, d), dim, ws, cap_floats(st));
     p.ngroups = ceil_div(d->n, p.G);
+    return p;
+}
+
+static conv_split split_forward(const cpu_state *st, const conv_dims *d) {
+    conv_split p = split_groups(st, d, d->ho, fwd_ws);
     int bands = 1;
-    if (p.G == 1) { /* rows bands: balance the threads, bound the scratch */
-        bands = st->threads / gcd(d->n, st->threads);
-        while (bands < d->ho && fwd_ws(d, 1, ceil_div(d->ho, bands)) > cap) bands++;
-        if (bands > d->ho) bands = d->ho;
-    }
-    p.per_band = ceil_div(d->ho, bands);
-    p.bands = ceil_div(d->ho, p.per_band);
-    p.ws = fwd_ws(d, p.G, p.per_band);
+    if (p.G == 1) /* rows bands: balance the threads, bound the scratch */
+        bands = fit_bands(d, 1, st->threads / gcd(d->n, st->threads), d->ho, fwd_ws, cap_floats(st));
+    set_bands(&p, d, d->ho, bands, fwd_ws);
     return p;
 }
 
@@ -237,18 +259,9 @@ static size_t bwd_data_ws(const conv_dims *d, int G, int ch) {
 }
 
 static conv_split split_backward_data(const cpu_state *st, const conv_dims *d) {
-    conv_split p;
-    p.by_images = 0;
-    size_t cap = cap_floats(st);
-    p.G = group_size(st, d);
-    while (p.G > 1 && bwd_data_ws(d, p.G, d->cin) > cap) p.G--;
-    p.ngroups = ceil_div(d->n, p.G);
+    conv_split p = split_groups(st, d, d->cin, bwd_data_ws);
     int bands = st->threads / gcd(p.ngroups, st->threads);
-    while (bands < d->cin && bwd_data_ws(d, p.G, ceil_div(d->cin, bands)) > cap) bands++;
-    if (bands > d->cin) bands = d->cin;
-    p.per_band = ceil_div(d->cin, bands);
-    p.bands = ceil_div(d->cin, p.per_band);
-    p.ws = bwd_data_ws(d, p.G, p.per_band);
+    set_bands(&p, d, d->cin, fit_bands(d, p.G, bands, d->cin, bwd_data_ws, cap_floats(st)), bwd_data_ws);
     return p;
 }
 
@@ -264,7 +277,8 @@ static size_t bwd_filter_ws(const conv_dims *d, int G, int per) {
 
 /* Scratch per thread when splitting by images: a private dw, the group's
  * im2col and its dy side by side. */
-static size_t filter_by_images_ws(const conv_dims *d, int G) {
+static size_t filter_by_images_ws(const conv_dims *d, int G, int per) {
+    (void)per; /* every thread takes whole images: no bands */
     size_t col = d->direct && G == 1 ? 0 : (size_t)d->ckk * G * d->P;
     return (size_t)d->cout * d->ckk + col + (G > 1 ? (size_t)d->cout * G * d->P : 0);
 }
@@ -275,26 +289,22 @@ static conv_split split_backward_filter(const cpu_state *st, const conv_dims *d)
     int dim = filter_by_cout(d) ? d->cout : d->cin;
     p.by_images = 0;
     if (dim < 4 * st->threads && st->threads > 1) { /* too few channels for bands */
-        p.G = group_size(st, d);
-        while (p.G > 1 && filter_by_images_ws(d, p.G) > cap) p.G--;
-        if (filter_by_images_ws(d, p.G) <= cap) {
+        p.G = fit_group(d, group_size(st, d), 1, filter_by_images_ws, cap);
+        if (filter_by_images_ws(d, p.G, 1) <= cap) {
             p.by_images = 1;
             p.ngroups = ceil_div(d->n, p.G);
             p.bands = p.per_band = 1;
-            p.ws = filter_by_images_ws(d, p.G);
+            p.ws = filter_by_images_ws(d, p.G, 1);
             return p;
         }
     }
     int bands = st->threads < dim ? st->threads : dim;
     /* every thread walks all images, so groups may take the whole batch */
     size_t want = ((size_t)st->conv_min_cols + d->P - 1) / d->P;
-    p.G = want > (size_t)d->n ? d->n : (int)want;
-    while (p.G > 1 && bwd_filter_ws(d, p.G, ceil_div(dim, bands)) > cap) p.G--;
+    p.G = fit_group(d, want > (size_t)d->n ? d->n : (int)want, ceil_div(dim, bands),
+                    bwd_filter_ws, cap);
     p.ngroups = ceil_div(d->n, p.G);
-    while (bands < dim && bwd_filter_ws(d, p.G, ceil_div(dim, bands)) > cap) bands++;
-    p.per_band = ceil_div(dim, bands);
-    p.bands = ceil_div(dim, p.per_band);
-    p.ws = bwd_filter_ws(d, p.G, p.per_band);
+    set_bands(&p, d, dim, fit_bands(d, p.G, bands, dim, bwd_filter_ws, cap), bwd_filter_ws);
     return p;
 }
 

@@ -122,187 +122,243 @@ static double nccl_once(nccl_bench *nb, tb_comm *w, size_t count, el_type t) {
     return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3;
 }
 
-int tb_cmd_allreduce_bench(int argc, char **argv) {
-    size_t minb = 8, maxb = (size_t)128 << 20, factor_sz = 2;
-    int iters = 20, warmup = 5, check = 1, share_gpu = 0;
-    double timeout = 300;
-    char dtype[TB_OPT_STR_MAX] = "float", results[TB_OPT_STR_MAX] = "", t_start[32];
-    char comm[TB_OPT_STR_MAX] = "mpi";
-    tb_utc_now(t_start, sizeof t_start);
+/* The command line. */
+typedef struct {
+    size_t minb, maxb, factor_sz;
+    int iters, warmup, check, share_gpu;
+    double timeout;
+    char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
+} bench_args;
+
+/* A sweep: its arguments, the path it times and what it has measured. */
+typedef struct {
+    bench_args a;
+    tb_comm_info info;
+    tb_comm *w;
+    nccl_bench nb;
+    int use_nccl, device, ndev;
+    el_type t;
+    size_t es;            /* bytes per element */
+    char shared[160];     /* "" or how many ranks share one GPU */
+    char lib[256];        /* the library on the path */
+    const char *path;     /* "nccl-device" or "mpi-host" */
+    double poll_s;        /* the gradient thread's test interval (grad_sync.h) */
+    char *hosts;          /* world x 64 chars */
+    tb_table tab;         /* rank 0 with --results */
+    double sum_bus;
+    int nsizes;
+    long long total_wrong;
+} bench;
+
+static void parse_args(int argc, char **argv, bench_args *a) {
+    *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor_sz = 2, .iters = 20, .warmup = 5, .check = 1,
+                      .timeout = 300, .dtype = "float", .comm = "mpi"};
+    tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
-        {"minbytes", TB_OPT_SIZE, &minb, 1, 1e12, NULL, "smallest message"},
-        {"maxbytes", TB_OPT_SIZE, &maxb, 1, 1e12, NULL, "largest message"},
-        {"stepfactor", TB_OPT_SIZE, &factor_sz, 2, 1024, NULL, "multiply the size by this"},
-        {"iters", TB_OPT_INT, &iters, 1, 1000000, NULL, "timed all-reduces per size"},
-        {"warmup", TB_OPT_INT, &warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
-        {"check", TB_OPT_INT, &check, 0, 1, NULL, "verify every result (1) or not (0)"},
-        {"dtype", TB_OPT_CHOICE, dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
-        {"comm", TB_OPT_CHOICE, comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
-        {"timeout", TB_OPT_DOUBLE, &timeout, 0.1, 1e7, NULL, "nccl: seconds an all-reduce may take before the run ends"},
-        {"results", TB_OPT_STRING, results, 0, 0, NULL, "also write the table to this HDF5 results file"},
-        {"share-gpu", TB_OPT_FLAG, &share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
+        {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
+        {"maxbytes", TB_OPT_SIZE, &a->maxb, 1, 1e12, NULL, "largest message"},
+        {"stepfactor", TB_OPT_SIZE, &a->factor_sz, 2, 1024, NULL, "multiply the size by this"},
+        {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
+        {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
+        {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
+        {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
+        {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
+        {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "nccl: seconds an all-reduce may take before the run ends"},
+        {"results", TB_OPT_STRING, a->results, 0, 0, NULL, "also write the table to this HDF5 results file"},
+        {"share-gpu", TB_OPT_FLAG, &a->share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse_aliased("allreduce-bench",
                          "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
                          argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype");
-    if (minb > maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", minb, maxb);
-    int use_nccl = strcmp(comm, "nccl") == 0;
-    el_type t = strcmp(dtype, "double") == 0 ? EL_F64 : strcmp(dtype, "bf16") == 0 ? EL_BF16 : EL_F32;
-    if (t == EL_BF16 && !use_nccl)
-        tb_die("allreduce-bench: --dtype bf16 needs --comm nccl (MPI has no bfloat16 sum)");
+    if (a->minb > a->maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", a->minb, a->maxb);
+}
 
-    tb_comm_info info;
-    tb_comm_init(&argc, &argv, &info);
-    tb_launch_check_singleton(&info);
-    tb_comm *w = tb_comm_world();
-    nccl_bench nb;
-    memset(&nb, 0, sizeof nb);
-    nb.timeout = timeout;
-    int ndev = 0, device = -1;
-    if (use_nccl) {
+/* The CUDA backend for --comm nccl, the launch checks, and the path's library, buffers and events. */
+static void open_path(bench *b, int argc, char **argv) {
+    nccl_bench *nb = &b->nb;
+    b->device = -1;
+    if (b->use_nccl) {
         if (!tb_nccl_built())
             tb_die("allreduce-bench --comm nccl: this trainbench was built without NCCL; use --comm mpi");
-        device = tb_launch_pick_device(&info, "cuda", &ndev);
-        tb_backend_opts bo = {.device = device >= 0 ? device : 0, .no_autotune = 1};
+        b->device = tb_launch_pick_device(&b->info, "cuda", &b->ndev);
+        tb_backend_opts bo = {.device = b->device >= 0 ? b->device : 0, .no_autotune = 1};
         char err[512];
-        nb.be = tb_backend_create("cuda", &bo, err, sizeof err);
-        if (!nb.be) tb_die("allreduce-bench --comm nccl: %s", err);
+        nb->be = tb_backend_create("cuda", &bo, err, sizeof err);
+        if (!nb->be) tb_die("allreduce-bench --comm nccl: %s", err);
     }
-    tb_launch_check_ranks(&info, nb.be, ndev, device, share_gpu, "allreduce-bench", argc, argv);
-    if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "allreduce-bench");
-    int sharing = use_nccl ? tb_launch_ranks_per_device(&info, nb.be) : 1;
-    char shared[160] = "";
+    tb_launch_check_ranks(&b->info, nb->be, b->ndev, b->device, b->a.share_gpu, "allreduce-bench", argc, argv);
+    if (b->use_nccl && b->a.share_gpu && b->info.world > 1)
+        tb_launch_check_share_gpu_nccl(&b->info, "allreduce-bench");
+    int sharing = b->use_nccl ? tb_launch_ranks_per_device(&b->info, nb->be) : 1;
     if (sharing > 1)
-        snprintf(shared, sizeof shared, "%d ranks share one GPU: the bandwidth of that path, not of a fabric", sharing);
-    size_t es = el_size(t);
-    char lib[256];
-    tb_comm_library_version(lib, sizeof lib);
-    if (use_nccl) {
+        snprintf(b->shared, sizeof b->shared, "%d ranks share one GPU: the bandwidth of that path, not of a fabric",
+                 sharing);
+    b->es = el_size(b->t);
+    tb_comm_library_version(b->lib, sizeof b->lib);
+    if (b->use_nccl) {
         int c = 0, l = 0;
         tb_nccl_versions(&c, &l);
-        snprintf(lib, sizeof lib, "NCCL %d.%d.%d on %.100s", l / 10000, l % 10000 / 100, l % 100, nb.be->device);
-        nb.nccl = tb_nccl_create(w, device, timeout);
-        nb.buf = nb.be->alloc(nb.be, maxb + es);
-        nb.inputs = nb.be->alloc(nb.be, maxb + es);
-        nb.e0 = nb.be->event_create(nb.be, 1);
-        nb.e1 = nb.be->event_create(nb.be, 1);
+        snprintf(b->lib, sizeof b->lib, "NCCL %d.%d.%d on %.100s", l / 10000, l % 10000 / 100, l % 100,
+                 nb->be->device);
+        nb->nccl = tb_nccl_create(b->w, b->device, b->a.timeout);
+        nb->buf = nb->be->alloc(nb->be, b->a.maxb + b->es);
+        nb->inputs = nb->be->alloc(nb->be, b->a.maxb + b->es);
+        nb->e0 = nb->be->event_create(nb->be, 1);
+        nb->e1 = nb->be->event_create(nb->be, 1);
     }
-    const char *path = use_nccl ? "nccl-device" : "mpi-host";
-    double poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */
+    b->path = b->use_nccl ? "nccl-device" : "mpi-host";
+    b->poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */
+}
 
-    char *hosts = calloc((size_t)info.world, 64);
-    tb_table tab;
-    memset(&tab, 0, sizeof tab);
-    tb_comm_gather(w, info.host, hosts, 64, 0);
-    if (info.rank == 0) {
-        printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum", info.world, path, lib,
-               dtype);
-        if (use_nccl)
-            printf("\n");
-        else if (poll_s > 0)
-            printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * poll_s);
-        else
-            printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
-        for (int r = 0; r < info.world; r++) printf("#  Rank %2d on %s\n", r, hosts + 64 * r);
-        if (shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", shared);
-        if (results[0]) tb_table_init(&tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
-        printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
-               "algbw", "busbw", "#wrong");
-        printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
-               "(GB/s)", "");
+/* Rank 0: the path, the hosts and the table's head. */
+static void print_header(bench *b) {
+    const tb_comm_info *info = &b->info;
+    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum", info->world, b->path, b->lib,
+           b->a.dtype);
+    if (b->use_nccl)
+        printf("\n");
+    else if (b->poll_s > 0)
+        printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * b->poll_s);
+    else
+        printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
+    for (int r = 0; r < info->world; r++) printf("#  Rank %2d on %s\n", r, b->hosts + 64 * r);
+    if (b->shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", b->shared);
+    if (b->a.results[0]) tb_table_init(&b->tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
+    printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
+           "#wrong");
+    printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+}
+
+/* Mean seconds per all-reduce of count elements over --iters after --warmup (the slowest rank's);
+ * buf then holds the last timed all-reduce. */
+static double time_size(bench *b, void *buf, void *inputs, size_t count) {
+    nccl_bench *nb = &b->nb;
+    size_t es = b->es;
+    fill(inputs, count, b->t, b->info.rank);
+    if (b->use_nccl) nb->be->copy_h2d(nb->be, nb->inputs, inputs, count * es);
+    double dt = 0;
+    for (int i = 0; i < b->a.warmup + b->a.iters; i++) {
+        if (b->use_nccl) {
+            double once = nccl_once(nb, b->w, count, b->t);
+            if (i >= b->a.warmup) dt += once;
+            continue;
+        }
+        memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
+        tb_comm_barrier(b->w);
+        double t0 = tb_now();
+        tb_comm_allreduce_sum_idle(b->w, buf, count, b->t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, b->poll_s);
+        if (i >= b->a.warmup) dt += tb_now() - t0;
     }
+    if (b->use_nccl) nb->be->copy_d2h(nb->be, buf, nb->buf, count * es);
+    dt /= b->a.iters;
+    tb_comm_allreduce_max(b->w, &dt, 1, TB_FLOAT64);
+    return dt;
+}
 
-    void *buf = malloc(maxb + es), *inputs = malloc(maxb + es);
-    if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", maxb);
-    double sum_bus = 0;
-    int nsizes = 0;
-    long long total_wrong = 0;
-    for (size_t bytes = minb; bytes <= maxb; bytes *= factor_sz) {
+/* Every size from -b to -e: time it, check it, print its row (rank 0). */
+static void sweep(bench *b) {
+    const bench_args *a = &b->a;
+    size_t es = b->es;
+    void *buf = malloc(a->maxb + es), *inputs = malloc(a->maxb + es);
+    if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", a->maxb);
+    for (size_t bytes = a->minb; bytes <= a->maxb; bytes *= a->factor_sz) {
         size_t count = bytes / es;
         if (count == 0) count = 1;
-        fill(inputs, count, t, info.rank);
-        if (use_nccl) nb.be->copy_h2d(nb.be, nb.inputs, inputs, count * es);
-        double dt = 0;
-        for (int i = 0; i < warmup + iters; i++) {
-            if (use_nccl) {
-                double once = nccl_once(&nb, w, count, t);
-                if (i >= warmup) dt += once;
-                continue;
-            }
-            memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
-            tb_comm_barrier(w);
-            double t0 = tb_now();
-            tb_comm_allreduce_sum_idle(w, buf, count, t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, poll_s);
-            if (i >= warmup) dt += tb_now() - t0;
-        }
-        if (use_nccl) nb.be->copy_d2h(nb.be, buf, nb.buf, count * es);
-        dt /= iters;
-        tb_comm_allreduce_max(w, &dt, 1, TB_FLOAT64);
-
+        double dt = time_size(b, buf, inputs, count);
         long long wrong = 0;
-        if (check) { /* buf holds the last timed all-reduce */
-            wrong = count_wrong(buf, count, t, info.world);
+        if (a->check) { /* buf holds the last timed all-reduce */
+            wrong = count_wrong(buf, count, b->t, b->info.world);
             int64_t wsum = wrong;
-            tb_comm_allreduce_sum(w, &wsum, 1, TB_INT64);
+            tb_comm_allreduce_sum(b->w, &wsum, 1, TB_INT64);
             wrong = wsum;
         }
-        total_wrong += wrong;
+        b->total_wrong += wrong;
         double algbw = (double)(count * es) / dt * 1e-9;
-        double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
-        sum_bus += busbw;
-        nsizes++;
-        if (info.rank == 0) {
+        double busbw = algbw * (b->info.world > 1 ? 2.0 * (b->info.world - 1) / b->info.world : 0.0);
+        b->sum_bus += busbw;
+        b->nsizes++;
+        if (b->info.rank == 0) {
             char wrong_s[24] = "N/A";
-            if (check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
+            if (a->check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
             printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
-                   t == EL_F32 ? "float" : t == EL_F64 ? "double" : "bf16", "sum", dt * 1e6, algbw, busbw, wrong_s);
+                   b->t == EL_F32 ? "float" : b->t == EL_F64 ? "double" : "bf16", "sum", dt * 1e6, algbw, busbw,
+                   wrong_s);
             double row[6] = {(double)(count * es), (double)count, dt * 1e6, algbw, busbw,
-                             check ? (double)wrong : -1};
-            if (results[0]) tb_table_row(&tab, row, NULL);
+                             a->check ? (double)wrong : -1};
+            if (a->results[0]) tb_table_row(&b->tab, row, NULL);
         }
-        if (bytes > maxb / factor_sz) break;
+        if (bytes > a->maxb / a->factor_sz) break;
     }
-    if (info.rank == 0) {
-        printf("# Out of bounds values : %lld %s\n", total_wrong, total_wrong ? "FAILED" : "OK");
-        printf("# Avg bus bandwidth    : %.3f GB/s%s%s%s\n", nsizes ? sum_bus / nsizes : 0.0, shared[0] ? " (" : "",
-               shared, shared[0] ? ")" : "");
-        if (results[0]) {
-            tb_attrs a;
-            memset(&a, 0, sizeof a);
-            tb_backend none = {.name = "none"};
-            snprintf(none.device, sizeof none.device, "host buffers (%s sum)", dtype);
-            tb_provenance_fill(&a, "allreduce-bench", argc, argv, use_nccl ? nb.be : &none, info.world, hosts);
-            char t_end[32];
-            tb_utc_now(t_end, sizeof t_end);
-            tb_attrs_str(&a, "kind", "allreduce-bench");
-            tb_attrs_str(&a, "start_time", t_start);
-            tb_attrs_str(&a, "end_time", t_end);
-            tb_attrs_str(&a, "status", total_wrong ? "wrong results" : "complete");
-            tb_attrs_str(&a, "path", path);
-            tb_attrs_str(&a, "dtype", dtype);
-            tb_attrs_int(&a, "iters", iters);
-            tb_attrs_int(&a, "warmup", warmup);
-            tb_attrs_str(&a, "shared_gpu", shared[0] ? shared : "no (one rank per device)");
-            const tb_table *tabs[1] = {&tab};
-            tb_results_write(results, &a, tabs, 1);
-            tb_attrs_free(&a);
-            tb_table_free(&tab);
-            printf("# results written to %s\n", results);
-        }
-    }
-    free(hosts);
     free(buf);
     free(inputs);
-    if (use_nccl) {
-        nb.be->sync(nb.be);
-        nb.be->event_destroy(nb.be, nb.e0);
-        nb.be->event_destroy(nb.be, nb.e1);
-        nb.be->release(nb.be, nb.buf);
-        nb.be->release(nb.be, nb.inputs);
-        tb_nccl_destroy(nb.nccl);
-        nb.be->destroy(nb.be);
+}
+
+/* Rank 0 with --results: the table as a results file of kind allreduce-bench. */
+static void write_results(bench *b, int argc, char **argv) {
+    const bench_args *ar = &b->a;
+    tb_attrs a;
+    memset(&a, 0, sizeof a);
+    tb_backend none = {.name = "none"};
+    snprintf(none.device, sizeof none.device, "host buffers (%.32s sum)", ar->dtype);
+    tb_provenance_fill(&a, "allreduce-bench", argc, argv, b->use_nccl ? b->nb.be : &none, b->info.world, b->hosts);
+    char t_end[32];
+    tb_utc_now(t_end, sizeof t_end);
+    tb_attrs_str(&a, "kind", "allreduce-bench");
+    tb_attrs_str(&a, "start_time", ar->t_start);
+    tb_attrs_str(&a, "end_time", t_end);
+    tb_attrs_str(&a, "status", b->total_wrong ? "wrong results" : "complete");
+    tb_attrs_str(&a, "path", b->path);
+    tb_attrs_str(&a, "dtype", ar->dtype);
+    tb_attrs_int(&a, "iters", ar->iters);
+    tb_attrs_int(&a, "warmup", ar->warmup);
+    tb_attrs_str(&a, "shared_gpu", b->shared[0] ? b->shared : "no (one rank per device)");
+    const tb_table *tabs[1] = {&b->tab};
+    tb_results_write(ar->results, &a, tabs, 1);
+    tb_attrs_free(&a);
+    tb_table_free(&b->tab);
+    printf("# results written to %s\n", ar->results);
+}
+
+static void close_path(bench *b) {
+    nccl_bench *nb = &b->nb;
+    if (!b->use_nccl) return;
+    nb->be->sync(nb->be);
+    nb->be->event_destroy(nb->be, nb->e0);
+    nb->be->event_destroy(nb->be, nb->e1);
+    nb->be->release(nb->be, nb->buf);
+    nb->be->release(nb->be, nb->inputs);
+    tb_nccl_destroy(nb->nccl);
+    nb->be->destroy(nb->be);
+}
+
+int tb_cmd_allreduce_bench(int argc, char **argv) {
+    static bench b;
+    memset(&b, 0, sizeof b);
+    parse_args(argc, argv, &b.a);
+    b.use_nccl = strcmp(b.a.comm, "nccl") == 0;
+    b.t = strcmp(b.a.dtype, "double") == 0 ? EL_F64 : strcmp(b.a.dtype, "bf16") == 0 ? EL_BF16 : EL_F32;
+    if (b.t == EL_BF16 && !b.use_nccl)
+        tb_die("allreduce-bench: --dtype bf16 needs --comm nccl (MPI has no bfloat16 sum)");
+
+    tb_comm_init(&argc, &argv, &b.info);
+    tb_launch_check_singleton(&b.info);
+    b.w = tb_comm_world();
+    b.nb.timeout = b.a.timeout;
+    open_path(&b, argc, argv);
+
+    b.hosts = calloc((size_t)b.info.world, 64);
+    tb_comm_gather(b.w, b.info.host, b.hosts, 64, 0);
+    if (b.info.rank == 0) print_header(&b);
+    sweep(&b);
+    if (b.info.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", b.total_wrong, b.total_wrong ? "FAILED" : "OK");
+        printf("# Avg bus bandwidth    : %.3f GB/s%s%s%s\n", b.nsizes ? b.sum_bus / b.nsizes : 0.0,
+               b.shared[0] ? " (" : "", b.shared, b.shared[0] ? ")" : "");
+        if (b.a.results[0]) write_results(&b, argc, argv);
     }
+    free(b.hosts);
+    close_path(&b);
     tb_comm_finalize();
-    return total_wrong ? 1 : 0;
+    return b.total_wrong ? 1 : 0;
 }

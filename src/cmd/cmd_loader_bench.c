@@ -211,22 +211,9 @@ static void write_results(const bench_args *a, int argc, char **argv, const tb_d
                           const tb_table *mem) {
     tb_attrs at;
     memset(&at, 0, sizeof at);
-    char buf[4096], host[64] = "localhost", t_end[32];
+    char host[64] = "localhost";
     gethostname(host, sizeof host - 1);
-    size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench loader-bench");
-    for (int i = 0; i < argc && used < sizeof buf; i++)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
-    tb_utc_now(t_end, sizeof t_end);
-    tb_attrs_str(&at, "kind", "loader-bench");
-    tb_attrs_str(&at, "trainbench_version", tb_version_string);
-    tb_attrs_str(&at, "git_revision", tb_git_revision);
-    tb_attrs_str(&at, "command_line", buf);
-    tb_attrs_str(&at, "start_time", t_start);
-    tb_attrs_str(&at, "end_time", t_end);
-    tb_attrs_str(&at, "status", "complete");
-    tb_attrs_str(&at, "hostnames", host);
-    tb_h5_library_version(buf, sizeof buf);
-    tb_attrs_str(&at, "hdf5_version", buf);
+    tb_provenance_head(&at, "loader-bench", argc, argv, t_start, host);
     tb_attrs_str(&at, "libjpeg_turbo_version", tb_jpeg_version());
     tb_provenance_cpu_dispatch(&at);
     tb_attrs_str(&at, "data", a->data);

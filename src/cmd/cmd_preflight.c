@@ -191,6 +191,139 @@ static double mpi_allreduce(tb_comm *w, float *buf, size_t count, double timeout
     return secs;
 }
 
+/* This rank's row of the roll call: host, device, versions, environment, BLAS and NCCL. */
+static void my_row(const tb_comm_info *info, const tb_backend *be, int use_nccl, pf_row *row) {
+    memset(row, 0, sizeof *row);
+    snprintf(row->host, sizeof row->host, "%s", info->host);
+    row->local_rank = info->local_rank;
+    row->local_size = info->local_size;
+    snprintf(row->device, sizeof row->device, "%.16s: %.100s", be->name, be->device);
+    snprintf(row->key, sizeof row->key, "%s", be->device_key[0] ? be->device_key : "-");
+    char mpi[128], h5[32];
+    tb_comm_library_version(mpi, sizeof mpi);
+    tb_h5_library_version(h5, sizeof h5);
+    snprintf(row->versions, sizeof row->versions, "trainbench %.16s (%.24s), %.40s, HDF5 %.12s, %.24s, %.100s",
+             tb_version_string, tb_git_revision, mpi, h5, tb_jpeg_version(), be->versions);
+    tb_launch_env(row->env, sizeof row->env, 1);
+    const tb_cpu_blas_info *blas = tb_cpu_blas_info_get();
+    snprintf(row->blas, sizeof row->blas, "%.31s%s (%s)", blas->kernels, blas->below_best ? "!" : "",
+             tb_cpu_isa_name(tb_cpu_isa_best(tb_cpu_features_get())));
+    if (tb_nccl_built()) {
+        int c = 0, l = 0;
+        tb_nccl_versions(&c, &l);
+        tb_lib_check chk;
+        tb_version_judge(TB_LIB_NCCL, c, l, &chk);
+        snprintf(row->nccl, sizeof row->nccl, "compiled %s, loaded %s: %s", chk.compiled_s, chk.loaded_s,
+                 tb_verdict_name(chk.verdict));
+        row->nccl_bad = chk.verdict == TB_VER_ERROR || (use_nccl && chk.verdict == TB_VER_ABSENT);
+    }
+}
+
+/* Rank 0 collects every rank's row with a deadline; a rank that does not answer is named and ends
+ * the run. */
+static pf_row *roll_call(tb_comm *w, const tb_comm_info *info, pf_row *me, double timeout) {
+    maybe_hang("rollcall", info->rank);
+    pf_row *rows = calloc((size_t)info->world, sizeof *rows);
+    int *arrived = calloc((size_t)info->world, sizeof *arrived);
+    int missing = tb_comm_roll_call(w, me, rows, sizeof *me, timeout, arrived);
+    if (info->rank == 0 && missing > 0) {
+        char list[1024] = "";
+        size_t used = 0;
+        for (int r = 0; r < info->world && used < sizeof list; r++)
+            if (!arrived[r]) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", used ? ", " : "", r);
+        tb_die("preflight: rank%s %s did not answer within %g s (%s never reported): check %s, then "
+               "rerun",
+               missing > 1 ? "s" : "", list, timeout, missing > 1 ? "their hosts" : "its host",
+               missing > 1 ? "those nodes" : "that node");
+    }
+    free(arrived);
+    return rows;
+}
+
+/* Rank 0: the per-rank table, versions, environment, NCCL libraries and GPU topology. */
+static void print_table(const tb_comm_info *info, const pf_row *rows, int gpu, const size_t *tcounts,
+                        const char *topos) {
+    int hosts = 0;
+    for (int r = 0; r < info->world; r++) {
+        int seen = 0;
+        for (int q = 0; q < r; q++) seen |= strcmp(rows[q].host, rows[r].host) == 0;
+        hosts += !seen;
+    }
+    printf("# trainbench preflight: %d rank%s on %d host%s\n#\n", info->world, info->world > 1 ? "s" : "",
+           hosts, hosts > 1 ? "s" : "");
+    printf("# %4s  %-16s %7s  %-40s %-16s %s\n", "rank", "host", "local", "device", "bus id / cpus",
+           "BLAS kernels (cpu level)");
+    int below = 0;
+    for (int r = 0; r < info->world; r++) {
+        printf("  %4d  %-16s %3d/%-3d  %-40.40s %-16s %s\n", r, rows[r].host, rows[r].local_rank,
+               rows[r].local_size, rows[r].device, rows[r].key, rows[r].blas);
+        below |= strchr(rows[r].blas, '!') != NULL;
+    }
+    if (below)
+        printf("# !: kernels below what that CPU can run (OPENBLAS_CORETYPE set there, or a BLAS built "
+               "without them): the CPU backend runs slower on it\n");
+    printf("#\n# versions (identical on every rank: the launch check compared them)\n#   %s\n",
+           rows[0].versions);
+    printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");
+    for (int r = 0; r < info->world; r++)
+        printf("#   rank %d: %s\n", r, rows[r].env[0] ? rows[r].env : "(none set)");
+    if (rows[0].nccl[0]) {
+        printf("#\n# NCCL library, compiled against vs loaded\n");
+        for (int r = 0; r < info->world; r++) printf("#   rank %d: %s\n", r, rows[r].nccl);
+    }
+    if (gpu) {
+        printf("#\n# GPU topology between the ranks of each host (NVML)\n");
+        size_t at = 0;
+        for (int r = 0; r < info->world; r++) {
+            if (tcounts[r] > 1) printf("%s", topos + at);
+            at += tcounts[r];
+        }
+    }
+    fflush(stdout);
+}
+
+/* One timed, checked all-reduce over all ranks, reported as nccl-tests does (rank 0): nonzero when
+ * it was wrong, or (rank 0) when the NCCL library is bad. */
+static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be, int use_nccl, int device,
+                           size_t bytes, double timeout, int nccl_bad) {
+    size_t count = bytes / sizeof(float);
+    float *buf = malloc(count * sizeof *buf);
+    if (!buf) tb_die("preflight: cannot allocate %zu bytes for the all-reduce; lower --bytes", bytes);
+    fill_inputs(buf, count, info->rank);
+    maybe_hang("allreduce", info->rank);
+    double secs = 0, warm = 0;
+    if (use_nccl) secs = nccl_allreduce(w, be, device, buf, count, timeout, info->rank, &warm);
+    else secs = mpi_allreduce(w, buf, count, timeout, info->rank, &warm);
+    long long wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        double want = 0;
+        for (int r = 0; r < info->world; r++) want += (double)((i + (size_t)r) % 32);
+        wrong += buf[i] != (float)want;
+    }
+    int64_t totals[1] = {wrong};
+    tb_comm_allreduce_sum(w, totals, 1, TB_INT64);
+    double times[2] = {secs, warm};
+    tb_comm_allreduce_max(w, times, 2, TB_FLOAT64);
+    secs = times[0];
+    warm = times[1];
+    if (info->rank == 0) {
+        double algbw = (double)bytes / secs * 1e-9;
+        double busbw = algbw * (info->world > 1 ? 2.0 * (info->world - 1) / info->world : 0.0);
+        printf("#\n# all-reduce (%s): %zu bytes float32 sum over %d ranks in %.3f ms, algbw %.3f GB/s, "
+               "busbw %.3f GB/s, #wrong %lld\n",
+               use_nccl ? "NCCL, device buffers" : "MPI, host buffers", bytes, info->world, secs * 1e3, algbw, busbw,
+               (long long)totals[0]);
+        printf("#   timed after an untimed warm-up all-reduce of the same size (%.3f ms on the slowest rank: "
+               "connection setup%s) and a barrier\n",
+               warm * 1e3, use_nccl ? ", NCCL's kernels loaded" : "");
+        if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
+        printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
+    }
+    if (info->rank == 0 && nccl_bad) totals[0] = 1;
+    free(buf);
+    return totals[0] ? 1 : 0;
+}
+
 int tb_cmd_preflight(int argc, char **argv) {
     double timeout = 60;
     size_t bytes = (size_t)64 << 20;
@@ -225,44 +358,8 @@ int tb_cmd_preflight(int argc, char **argv) {
 
     /* 1. roll call */
     pf_row me;
-    memset(&me, 0, sizeof me);
-    snprintf(me.host, sizeof me.host, "%s", info.host);
-    me.local_rank = info.local_rank;
-    me.local_size = info.local_size;
-    snprintf(me.device, sizeof me.device, "%.16s: %.100s", be->name, be->device);
-    snprintf(me.key, sizeof me.key, "%s", be->device_key[0] ? be->device_key : "-");
-    char mpi[128], h5[32];
-    tb_comm_library_version(mpi, sizeof mpi);
-    tb_h5_library_version(h5, sizeof h5);
-    snprintf(me.versions, sizeof me.versions, "trainbench %.16s (%.24s), %.40s, HDF5 %.12s, %.24s, %.100s",
-             tb_version_string, tb_git_revision, mpi, h5, tb_jpeg_version(), be->versions);
-    tb_launch_env(me.env, sizeof me.env, 1);
-    const tb_cpu_blas_info *blas = tb_cpu_blas_info_get();
-    snprintf(me.blas, sizeof me.blas, "%.31s%s (%s)", blas->kernels, blas->below_best ? "!" : "",
-             tb_cpu_isa_name(tb_cpu_isa_best(tb_cpu_features_get())));
-    if (tb_nccl_built()) {
-        int c = 0, l = 0;
-        tb_nccl_versions(&c, &l);
-        tb_lib_check chk;
-        tb_version_judge(TB_LIB_NCCL, c, l, &chk);
-        snprintf(me.nccl, sizeof me.nccl, "compiled %s, loaded %s: %s", chk.compiled_s, chk.loaded_s,
-                 tb_verdict_name(chk.verdict));
-        me.nccl_bad = chk.verdict == TB_VER_ERROR || (use_nccl && chk.verdict == TB_VER_ABSENT);
-    }
-    maybe_hang("rollcall", info.rank);
-    pf_row *rows = calloc((size_t)info.world, sizeof *rows);
-    int *arrived = calloc((size_t)info.world, sizeof *arrived);
-    int missing = tb_comm_roll_call(w, &me, rows, sizeof me, timeout, arrived);
-    if (info.rank == 0 && missing > 0) {
-        char list[1024] = "";
-        size_t used = 0;
-        for (int r = 0; r < info.world && used < sizeof list; r++)
-            if (!arrived[r]) used += (size_t)snprintf(list + used, sizeof list - used, "%s%d", used ? ", " : "", r);
-        tb_die("preflight: rank%s %s did not answer within %g s (%s never reported): check %s, then "
-               "rerun",
-               missing > 1 ? "s" : "", list, timeout, missing > 1 ? "their hosts" : "its host",
-               missing > 1 ? "those nodes" : "that node");
-    }
+    my_row(&info, be, use_nccl, &me);
+    pf_row *rows = roll_call(w, &info, &me, timeout);
 
     /* 2. launch mistakes (a collective: everyone answered) */
     tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
@@ -273,90 +370,17 @@ int tb_cmd_preflight(int argc, char **argv) {
     char *topos = tb_comm_gather_bytes(w, topo, strlen(topo) + 1, 0, tcounts);
 
     /* 3. the table */
-    if (info.rank == 0) {
-        int hosts = 0;
-        for (int r = 0; r < info.world; r++) {
-            int seen = 0;
-            for (int q = 0; q < r; q++) seen |= strcmp(rows[q].host, rows[r].host) == 0;
-            hosts += !seen;
-        }
-        printf("# trainbench preflight: %d rank%s on %d host%s\n#\n", info.world, info.world > 1 ? "s" : "",
-               hosts, hosts > 1 ? "s" : "");
-        printf("# %4s  %-16s %7s  %-40s %-16s %s\n", "rank", "host", "local", "device", "bus id / cpus",
-               "BLAS kernels (cpu level)");
-        int below = 0;
-        for (int r = 0; r < info.world; r++) {
-            printf("  %4d  %-16s %3d/%-3d  %-40.40s %-16s %s\n", r, rows[r].host, rows[r].local_rank,
-                   rows[r].local_size, rows[r].device, rows[r].key, rows[r].blas);
-            below |= strchr(rows[r].blas, '!') != NULL;
-        }
-        if (below)
-            printf("# !: kernels below what that CPU can run (OPENBLAS_CORETYPE set there, or a BLAS built "
-                   "without them): the CPU backend runs slower on it\n");
-        printf("#\n# versions (identical on every rank: the launch check compared them)\n#   %s\n",
-               rows[0].versions);
-        printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");
-        for (int r = 0; r < info.world; r++)
-            printf("#   rank %d: %s\n", r, rows[r].env[0] ? rows[r].env : "(none set)");
-        if (rows[0].nccl[0]) {
-            printf("#\n# NCCL library, compiled against vs loaded\n");
-            for (int r = 0; r < info.world; r++) printf("#   rank %d: %s\n", r, rows[r].nccl);
-        }
-        if (gpu) {
-            printf("#\n# GPU topology between the ranks of each host (NVML)\n");
-            size_t at = 0;
-            for (int r = 0; r < info.world; r++) {
-                if (tcounts[r] > 1) printf("%s", topos + at);
-                at += tcounts[r];
-            }
-        }
-        fflush(stdout);
-    }
+    if (info.rank == 0) print_table(&info, rows, gpu, tcounts, topos);
     free(topos);
     free(tcounts);
     int nccl_bad = 0;
     for (int r = 0; info.rank == 0 && r < info.world; r++) nccl_bad |= rows[r].nccl_bad;
 
     /* 4. one timed, checked all-reduce */
-    size_t count = bytes / sizeof(float);
-    float *buf = malloc(count * sizeof *buf);
-    if (!buf) tb_die("preflight: cannot allocate %zu bytes for the all-reduce; lower --bytes", bytes);
-    fill_inputs(buf, count, info.rank);
-    maybe_hang("allreduce", info.rank);
-    double secs = 0, warm = 0;
-    if (use_nccl) secs = nccl_allreduce(w, be, device, buf, count, timeout, info.rank, &warm);
-    else secs = mpi_allreduce(w, buf, count, timeout, info.rank, &warm);
-    long long wrong = 0;
-    for (size_t i = 0; i < count; i++) {
-        double want = 0;
-        for (int r = 0; r < info.world; r++) want += (double)((i + (size_t)r) % 32);
-        wrong += buf[i] != (float)want;
-    }
-    int64_t totals[1] = {wrong};
-    tb_comm_allreduce_sum(w, totals, 1, TB_INT64);
-    double times[2] = {secs, warm};
-    tb_comm_allreduce_max(w, times, 2, TB_FLOAT64);
-    secs = times[0];
-    warm = times[1];
-    if (info.rank == 0) {
-        double algbw = (double)bytes / secs * 1e-9;
-        double busbw = algbw * (info.world > 1 ? 2.0 * (info.world - 1) / info.world : 0.0);
-        printf("#\n# all-reduce (%s): %zu bytes float32 sum over %d ranks in %.3f ms, algbw %.3f GB/s, "
-               "busbw %.3f GB/s, #wrong %lld\n",
-               use_nccl ? "NCCL, device buffers" : "MPI, host buffers", bytes, info.world, secs * 1e3, algbw, busbw,
-               (long long)totals[0]);
-        printf("#   timed after an untimed warm-up all-reduce of the same size (%.3f ms on the slowest rank: "
-               "connection setup%s) and a barrier\n",
-               warm * 1e3, use_nccl ? ", NCCL's kernels loaded" : "");
-        if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
-        printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
-    }
-    if (info.rank == 0 && nccl_bad) totals[0] = 1;
-    free(buf);
+    int failed = timed_allreduce(w, &info, be, use_nccl, device, bytes, timeout, nccl_bad);
     free(rows);
-    free(arrived);
     be->destroy(be);
-    int rc = totals[0] ? 1 : 0;
+    int rc = failed;
     tb_comm_finalize();
     return rc;
 }

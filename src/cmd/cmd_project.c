@@ -244,6 +244,126 @@ static void list_fabrics(void) {
 
 /* ---- the subcommand -------------------------------------------------------------------------- */
 
+/* What is projected from: a results file, or a published profile, and the rows measured. */
+typedef struct {
+    tb_results run;
+    int have_run;
+    tb_proj_profile prof;
+    tb_proj_measured meas[64];
+    int nmeas;
+} project_input;
+
+static void load_input(const char *run_path, const char *profile_path, project_input *in) {
+    char err[8192];
+    tb_proj_published pub[TB_PROJ_MAX_MEASURED];
+    int npub = 0;
+    in->have_run = 0;
+    in->nmeas = 0;
+    if (run_path) {
+        if (tb_results_load(run_path, &in->run, err, sizeof err) != 0) tb_die("project: %s", err);
+        in->have_run = 1;
+        if (tb_proj_profile_from_results(&in->run, &in->prof, err, sizeof err) != 0) tb_die("project: %s", err);
+        in->nmeas = measured_from_results(&in->run, in->meas, 64);
+        return;
+    }
+    if (tb_proj_profile_from_file(profile_path, &in->prof, pub, &npub, err, sizeof err) != 0)
+        tb_die("project: %s", err);
+    for (int i = 0; i < npub; i++) {
+        tb_proj_measured *x = &in->meas[in->nmeas++];
+        x->ranks = pub[i].ranks;
+        x->efficiency = pub[i].efficiency;
+        x->step_ms = x->img_per_s = x->exposed_ms = x->busbw_GBps = NAN;
+        for (int p = 0; p < TB_PH_COUNT; p++) x->phase_ms[p] = NAN;
+        snprintf(x->label, sizeof x->label, "%s", pub[i].label);
+    }
+}
+
+/* The fabric from --fabric (fit by default when the run timed its buckets). */
+static void choose_fabric(char *fabric_spec, size_t speclen, project_input *in, int rpn, tb_fabric *fab) {
+    char err[8192];
+    if (!fabric_spec[0]) {
+        const tb_rtable *b = in->have_run ? tb_results_table(&in->run, "buckets") : NULL;
+        if (!b || b->rows == 0)
+            tb_die("project: name a fabric with --fabric (a preset from --list-fabrics, a file, or "
+                   "fit:BENCH)%s",
+                   in->have_run ? "; this file has no bucket timings to fit" : "");
+        snprintf(fabric_spec, speclen, "fit");
+    }
+    if (strcmp(fabric_spec, "fit") == 0) {
+        if (!in->have_run) tb_die("project: --fabric fit fits RUN.h5's bucket timings; with --profile use fit:BENCH");
+        if (fit_run_buckets(&in->run, fab, err, sizeof err) != 0) tb_die("project: %s", err);
+    } else if (tb_fabric_resolve(fabric_spec, fab, err, sizeof err) != 0) {
+        tb_die("project: %s", err);
+    }
+    if (rpn > 0) fab->ranks_per_node = rpn;
+}
+
+/* The rank counts projected (--ranks, else 1, the measured ones and 2..4096), sorted: their number. */
+static int rank_counts(const char *ranks_s, const project_input *in, int *ranks) {
+    int nranks = 0;
+    if (ranks_s[0]) {
+        nranks = parse_ranks(ranks_s, ranks, 128);
+        if (nranks < 1) tb_die("project: --ranks wants a comma-separated list of rank counts >= 1, e.g. 2,4,8");
+    } else {
+        nranks = add_unique(ranks, nranks, 1);
+        for (int i = 0; i < in->nmeas && nranks < 100; i++) nranks = add_unique(ranks, nranks, in->meas[i].ranks);
+        for (int n = 2; n <= 4096; n *= 2) nranks = add_unique(ranks, nranks, n);
+    }
+    qsort(ranks, (size_t)nranks, sizeof *ranks, cmp_int);
+    return nranks;
+}
+
+/* The rank counts whose buckets are printed (--buckets-at, else the measured ones above 1). */
+static int bucket_counts(const char *buckets_s, const project_input *in, int *branks) {
+    int nb = 0;
+    if (buckets_s[0]) {
+        nb = parse_ranks(buckets_s, branks, 64);
+        if (nb < 1) tb_die("project: --buckets-at wants a comma-separated list of rank counts");
+    } else {
+        for (int i = 0; i < in->nmeas && nb < 64; i++)
+            if (in->meas[i].ranks > 1) nb = add_unique(branks, nb, in->meas[i].ranks);
+    }
+    return nb;
+}
+
+/* --out: RUN.h5 copied with the /projection table, or a new results file of kind projection. */
+static void write_projection(const char *out, const char *run_path, const tb_proj_request *q, const char *set_s,
+                             int argc, char **argv) {
+    tb_table t;
+    tb_proj_store(&t, q);
+    tb_attrs a;
+    memset(&a, 0, sizeof a);
+    char buf[4096];
+    tb_fabric_describe(q->f, buf, sizeof buf);
+    tb_attrs_str(&a, "projection_fabric", buf);
+    tb_attrs_str(&a, "projection_fabric_source", q->f->source);
+    tb_attrs_str(&a, "projection_profile", q->p->what);
+    tb_attrs_str(&a, "projection_ready_source", q->p->ready_source);
+    tb_attrs_str(&a, "projection_set", set_s);
+    size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench project");
+    for (int i = 0; i < argc && used < sizeof buf; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
+    tb_attrs_str(&a, "projection_command_line", buf);
+    const tb_table *tabs[1] = {&t};
+    if (run_path) {
+        tb_results_copy_with_tables(run_path, out, &a, tabs, 1);
+    } else {
+        char now[32];
+        tb_utc_now(now, sizeof now);
+        tb_attrs_str(&a, "kind", "projection");
+        tb_attrs_str(&a, "trainbench_version", tb_version_string);
+        tb_attrs_str(&a, "git_revision", tb_git_revision);
+        tb_attrs_str(&a, "command_line", buf);
+        tb_attrs_str(&a, "start_time", now);
+        tb_attrs_str(&a, "end_time", now);
+        tb_attrs_str(&a, "status", "complete");
+        tb_results_write(out, &a, tabs, 1);
+    }
+    tb_attrs_free(&a);
+    tb_table_free(&t);
+    printf("# projection written to %s\n", out);
+}
+
 int tb_cmd_project(int argc, char **argv) {
     char fabric_spec[TB_OPT_STR_MAX] = "", profile_path[TB_OPT_STR_MAX] = "", ranks_s[TB_OPT_STR_MAX] = "";
     char whatif_s[TB_OPT_STR_MAX] = "bucket=5M,bf16,no-overlap,batch=2", set_s[TB_OPT_STR_MAX] = "";
@@ -263,24 +383,12 @@ int tb_cmd_project(int argc, char **argv) {
         {"list-fabrics", TB_OPT_FLAG, &list, 0, 0, NULL, "print the presets with their sources"},
         {NULL, TB_OPT_FLAG, NULL, 0, 0, NULL, NULL},
     };
-    char **flags = calloc((size_t)argc + 1, sizeof *flags);
-    const char *run_path = NULL;
-    int nflags = 0;
-    if (!flags) TB_FATAL("out of host memory");
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (s[0] == '-' && s[1] != '\0') {
-            flags[nflags++] = argv[i];
-            if (strncmp(s, "--", 2) == 0 && !strchr(s, '=') && i + 1 < argc)
-                for (const tb_opt *o = opts; o->name; o++)
-                    if (strcmp(o->name, s + 2) == 0 && o->kind != TB_OPT_FLAG) flags[nflags++] = argv[++i];
-            continue;
-        }
-        if (run_path) tb_die("project: one results file at a time, got '%s' after '%s'", s, run_path);
-        run_path = s;
-    }
-    tb_cli_parse("project", k_usage, nflags, flags, opts);
-    free(flags);
+    tb_cli_args args;
+    tb_cli_split(argc, argv, opts, &args);
+    if (args.nwords > 1) tb_die("project: one results file at a time, got '%s' after '%s'", args.words[1], args.words[0]);
+    const char *run_path = args.words[0];
+    tb_cli_parse("project", k_usage, args.nflags, args.flags, opts);
+    tb_cli_args_free(&args);
     if (list) {
         list_fabrics();
         return 0;
@@ -290,113 +398,28 @@ int tb_cmd_project(int argc, char **argv) {
     if (!run_path == !profile_path[0])
         tb_die("project: name one input: a results file (trainbench project RUN.h5) or --profile FILE");
 
-    char err[8192];
-    tb_results run;
-    int have_run = 0;
-    tb_proj_profile prof;
-    tb_proj_measured meas[64];
-    int nmeas = 0;
-    tb_proj_published pub[TB_PROJ_MAX_MEASURED];
-    int npub = 0;
-    if (run_path) {
-        if (tb_results_load(run_path, &run, err, sizeof err) != 0) tb_die("project: %s", err);
-        have_run = 1;
-        if (tb_proj_profile_from_results(&run, &prof, err, sizeof err) != 0) tb_die("project: %s", err);
-        nmeas = measured_from_results(&run, meas, 64);
-    } else {
-        if (tb_proj_profile_from_file(profile_path, &prof, pub, &npub, err, sizeof err) != 0)
-            tb_die("project: %s", err);
-        for (int i = 0; i < npub; i++) {
-            tb_proj_measured *x = &meas[nmeas++];
-            x->ranks = pub[i].ranks;
-            x->efficiency = pub[i].efficiency;
-            x->step_ms = x->img_per_s = x->exposed_ms = x->busbw_GBps = NAN;
-            for (int p = 0; p < TB_PH_COUNT; p++) x->phase_ms[p] = NAN;
-            snprintf(x->label, sizeof x->label, "%s", pub[i].label);
-        }
-    }
-
+    static project_input in;
+    load_input(run_path, profile_path, &in);
     tb_fabric fab;
-    if (!fabric_spec[0]) {
-        const tb_rtable *b = have_run ? tb_results_table(&run, "buckets") : NULL;
-        if (!b || b->rows == 0)
-            tb_die("project: name a fabric with --fabric (a preset from --list-fabrics, a file, or "
-                   "fit:BENCH)%s",
-                   have_run ? "; this file has no bucket timings to fit" : "");
-        snprintf(fabric_spec, sizeof fabric_spec, "fit");
-    }
-    if (strcmp(fabric_spec, "fit") == 0) {
-        if (!have_run) tb_die("project: --fabric fit fits RUN.h5's bucket timings; with --profile use fit:BENCH");
-        if (fit_run_buckets(&run, &fab, err, sizeof err) != 0) tb_die("project: %s", err);
-    } else if (tb_fabric_resolve(fabric_spec, &fab, err, sizeof err) != 0) {
-        tb_die("project: %s", err);
-    }
-    if (rpn > 0) fab.ranks_per_node = rpn;
+    choose_fabric(fabric_spec, sizeof fabric_spec, &in, rpn, &fab);
 
-    tb_proj_knobs base = tb_proj_knobs_of(&prof);
+    char err[8192];
+    tb_proj_knobs base = tb_proj_knobs_of(&in.prof);
     if (set_s[0] && parse_changes(set_s, &base, &base, NULL, err, sizeof err) < 0) tb_die("project: --set %s", err);
     tb_proj_whatif w[TB_PROJ_MAX_WHATIF];
     int nw = whatif_s[0] ? parse_changes(whatif_s, &base, NULL, w, err, sizeof err) : 0;
     if (nw < 0) tb_die("project: --what-if %s", err);
 
-    int ranks[128], nranks = 0;
-    if (ranks_s[0]) {
-        nranks = parse_ranks(ranks_s, ranks, 128);
-        if (nranks < 1) tb_die("project: --ranks wants a comma-separated list of rank counts >= 1, e.g. 2,4,8");
-    } else {
-        nranks = add_unique(ranks, nranks, 1);
-        for (int i = 0; i < nmeas && nranks < 100; i++) nranks = add_unique(ranks, nranks, meas[i].ranks);
-        for (int n = 2; n <= 4096; n *= 2) nranks = add_unique(ranks, nranks, n);
-    }
-    qsort(ranks, (size_t)nranks, sizeof *ranks, cmp_int);
-    int branks[64], nb = 0;
-    if (buckets_s[0]) {
-        nb = parse_ranks(buckets_s, branks, 64);
-        if (nb < 1) tb_die("project: --buckets-at wants a comma-separated list of rank counts");
-    } else {
-        for (int i = 0; i < nmeas && nb < 64; i++)
-            if (meas[i].ranks > 1) nb = add_unique(branks, nb, meas[i].ranks);
-    }
+    int ranks[128], branks[64];
+    int nranks = rank_counts(ranks_s, &in, ranks);
+    int nb = bucket_counts(buckets_s, &in, branks);
 
-    tb_proj_request q = {&prof, &fab, base, ranks, nranks, w, nw, meas, nmeas, have_run ? &run : NULL, branks, nb};
+    tb_proj_request q = {&in.prof, &fab, base, ranks, nranks, w, nw, in.meas, in.nmeas,
+                         in.have_run ? &in.run : NULL, branks, nb};
     int rc = tb_proj_report(stdout, fmt, &q) == 0 ? 0 : 1;
     fflush(stdout);
-    if (rc == 0 && out[0]) {
-        tb_table t;
-        tb_proj_store(&t, &q);
-        tb_attrs a;
-        memset(&a, 0, sizeof a);
-        char buf[4096];
-        tb_fabric_describe(&fab, buf, sizeof buf);
-        tb_attrs_str(&a, "projection_fabric", buf);
-        tb_attrs_str(&a, "projection_fabric_source", fab.source);
-        tb_attrs_str(&a, "projection_profile", prof.what);
-        tb_attrs_str(&a, "projection_ready_source", prof.ready_source);
-        tb_attrs_str(&a, "projection_set", set_s);
-        size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench project");
-        for (int i = 0; i < argc && used < sizeof buf; i++)
-            used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
-        tb_attrs_str(&a, "projection_command_line", buf);
-        const tb_table *tabs[1] = {&t};
-        if (have_run) {
-            tb_results_copy_with_tables(run_path, out, &a, tabs, 1);
-        } else {
-            char now[32];
-            tb_utc_now(now, sizeof now);
-            tb_attrs_str(&a, "kind", "projection");
-            tb_attrs_str(&a, "trainbench_version", tb_version_string);
-            tb_attrs_str(&a, "git_revision", tb_git_revision);
-            tb_attrs_str(&a, "command_line", buf);
-            tb_attrs_str(&a, "start_time", now);
-            tb_attrs_str(&a, "end_time", now);
-            tb_attrs_str(&a, "status", "complete");
-            tb_results_write(out, &a, tabs, 1);
-        }
-        tb_attrs_free(&a);
-        tb_table_free(&t);
-        printf("# projection written to %s\n", out);
-    }
-    tb_proj_profile_free(&prof);
-    if (have_run) tb_results_free(&run);
+    if (rc == 0 && out[0]) write_projection(out, in.have_run ? run_path : NULL, &q, set_s, argc, argv);
+    tb_proj_profile_free(&in.prof);
+    if (in.have_run) tb_results_free(&in.run);
     return rc;
 }

@@ -437,27 +437,16 @@ int tb_cmd_report(int argc, char **argv) {
         {NULL, TB_OPT_FLAG, NULL, 0, 0, NULL, NULL},
     };
     /* file names are positional; the flags (and their values) go to the parser */
-    char **flags = calloc((size_t)argc + 1, sizeof *flags);
-    const char *files[2];
-    int nflags = 0, nfiles = 0;
-    if (!flags) TB_FATAL("out of host memory");
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (s[0] == '-' && s[1] != '\0') {
-            flags[nflags++] = argv[i];
-            if (strncmp(s, "--", 2) == 0 && !strchr(s, '=') && i + 1 < argc)
-                for (const tb_opt *o = opts; o->name; o++)
-                    if (strcmp(o->name, s + 2) == 0 && o->kind != TB_OPT_FLAG) flags[nflags++] = argv[++i];
-            continue;
-        }
-        if (nfiles == 2)
-            tb_die("report: at most two results files (A and B), got '%s' as a third; see 'trainbench report "
-                   "--help'",
-                   s);
-        files[nfiles++] = s;
-    }
-    tb_cli_parse("report", k_usage, nflags, flags, opts);
-    free(flags);
+    tb_cli_args args;
+    tb_cli_split(argc, argv, opts, &args);
+    if (args.nwords > 2)
+        tb_die("report: at most two results files (A and B), got '%s' as a third; see 'trainbench report "
+               "--help'",
+               args.words[2]);
+    const char *files[2] = {args.words[0], args.words[1]};
+    int nfiles = args.nwords;
+    tb_cli_parse("report", k_usage, args.nflags, args.flags, opts);
+    tb_cli_args_free(&args);
     if (nfiles == 0) tb_die("report: name a results file: trainbench report RUN.h5 [B.h5] [--format text|md|csv]");
     tb_format fmt = TB_FMT_TEXT;
     if (tb_format_parse(format, &fmt) != 0) tb_die("report: --format expects text, md or csv");

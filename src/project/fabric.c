@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/keyval.h"
 #include "core/log.h"
 #include "src/results/results_read.h"
 
@@ -323,12 +324,6 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
 
 /* ---- files and names ---------------------------------------------------------------------- */
 
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
-    return s;
-}
 
 static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t errlen) {
     FILE *in = fopen(path, "r");
@@ -346,18 +341,13 @@ static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t er
     int lineno = 0, have_bw = 0;
     while (fgets(line, sizeof line, in)) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *s = trim(line);
-        if (!*s) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
+        char *key, *val;
+        int got = tb_keyval_line(line, path, lineno, &key, &val, err, errlen);
+        if (got == 0) continue;
+        if (got < 0) {
             fclose(in);
             return -1;
         }
-        *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
         if (strcmp(key, "name") == 0) {
             snprintf(f->name, sizeof f->name, "%s", val);
             continue;
@@ -366,10 +356,8 @@ static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t er
             snprintf(f->source, sizeof f->source, "%s", val);
             continue;
         }
-        char *end;
-        errno = 0;
-        double v = strtod(val, &end);
-        if (end == val || *trim(end) || errno || !(v >= 0) || !isfinite(v)) {
+        double v;
+        if (tb_keyval_number(val, &v) != 0) {
             snprintf(err, errlen, "%s:%d: %s wants a number >= 0, got '%s'", path, lineno, key, val);
             fclose(in);
             return -1;

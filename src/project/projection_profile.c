@@ -11,6 +11,7 @@
 
 #include "model/graph.h"
 #include "model/resnet.h"
+#include "core/keyval.h"
 #include "core/log.h"
 
 /* ---- the model's gradient layout and work per layer ------------------------------------------- */
@@ -209,12 +210,6 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
 
 /* ---- from a profile file --------------------------------------------------------------------- */
 
-static char *trim(char *s) {
-    while (isspace((unsigned char)*s)) s++;
-    size_t n = strlen(s);
-    while (n > 0 && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
-    return s;
-}
 
 int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_published *pub, int *npub,
                               char *err, size_t errlen) {
@@ -239,18 +234,13 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
     int lineno = 0, rc = 0;
     while (rc == 0 && fgets(line, sizeof line, in)) {
         lineno++;
-        char *hash = strchr(line, '#');
-        if (hash) *hash = '\0';
-        char *s = trim(line);
-        if (!*s) continue;
-        char *eq = strchr(s, '=');
-        if (!eq) {
-            snprintf(err, errlen, "%s:%d: expected 'key = value', got '%s'", path, lineno, s);
+        char *key, *val;
+        int got = tb_keyval_line(line, path, lineno, &key, &val, err, errlen);
+        if (got == 0) continue;
+        if (got < 0) {
             rc = -1;
             break;
         }
-        *eq = '\0';
-        char *key = trim(s), *val = trim(eq + 1);
         if (strcmp(key, "model") == 0) snprintf(model, sizeof model, "%s", val);
         else if (strcmp(key, "name") == 0) snprintf(name, sizeof name, "%s", val);
         else if (strcmp(key, "source") == 0) snprintf(source, sizeof source, "%s", val);
@@ -265,15 +255,13 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
                 rc = -1;
                 break;
             }
-            if (*end == ':') snprintf(m.label, sizeof m.label, "%s", trim(end + 1));
+            if (*end == ':') snprintf(m.label, sizeof m.label, "%s", tb_keyval_trim(end + 1));
             if (*npub < TB_PROJ_MAX_MEASURED) pub[(*npub)++] = m;
         } else {
             size_t k;
             for (k = 0; k < sizeof nums / sizeof nums[0]; k++)
                 if (strcmp(key, nums[k].key) == 0) break;
-            char *end;
-            errno = 0;
-            double v = k < sizeof nums / sizeof nums[0] ? strtod(val, &end) : NAN;
+            double v = NAN;
             if (k == sizeof nums / sizeof nums[0]) {
                 snprintf(err, errlen,
                          "%s:%d: unknown key '%s' (known: name, source, model, classes, image_size, "
@@ -281,7 +269,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
                          "backward_ms, optimizer_ms, bucket_mb, first_bucket_mb, overlap, measured)",
                          path, lineno, key);
                 rc = -1;
-            } else if (end == val || *trim(end) || errno || !(v >= 0) || !isfinite(v)) {
+            } else if (tb_keyval_number(val, &v) != 0) {
                 snprintf(err, errlen, "%s:%d: %s wants a number >= 0, got '%s'", path, lineno, key, val);
                 rc = -1;
             } else {

@@ -93,16 +93,39 @@ void tb_provenance_cpu_dispatch(tb_attrs *a) {
     tb_attrs_str(a, "cpu_dispatch", buf);
 }
 
+/* command_line: "trainbench <sub> args..." as the user typed it. */
+static void command_line(tb_attrs *a, const char *subcommand, int argc, char **argv) {
+    char buf[4096];
+    size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench %s", subcommand);
+    for (int i = 0; i < argc && used < sizeof buf; i++)
+        used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
+    tb_attrs_str(a, "command_line", buf);
+}
+
+void tb_provenance_head(tb_attrs *a, const char *subcommand, int argc, char **argv, const char *t_start,
+                        const char *host) {
+    char buf[4096], t_end[32];
+    tb_utc_now(t_end, sizeof t_end);
+    tb_attrs_str(a, "kind", subcommand);
+    tb_attrs_str(a, "trainbench_version", tb_version_string);
+    tb_attrs_str(a, "git_revision", tb_git_revision);
+    command_line(a, subcommand, argc, argv);
+    tb_attrs_str(a, "start_time", t_start);
+    tb_attrs_str(a, "end_time", t_end);
+    tb_attrs_str(a, "status", "complete");
+    tb_attrs_str(a, "hostnames", host);
+    tb_h5_library_version(buf, sizeof buf);
+    tb_attrs_str(a, "hdf5_version", buf);
+}
+
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts) {
     char buf[4096];
     tb_attrs_str(a, "trainbench_version", tb_version_string);
     tb_attrs_str(a, "git_revision", tb_git_revision);
 
-    size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench %s", subcommand);
-    for (int i = 0; i < argc && used < sizeof buf; i++)
-        used += (size_t)snprintf(buf + used, sizeof buf - used, " %s", argv[i]);
-    tb_attrs_str(a, "command_line", buf);
+    command_line(a, subcommand, argc, argv);
+    size_t used;
 
     tb_attrs_int(a, "world_size", world);
     /* distinct hosts in rank order, with their rank counts */

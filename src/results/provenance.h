@@ -15,6 +15,12 @@
 void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
                         const tb_backend *be, int world, const char *hosts);
 
+/* The head of a one-host tool's results file (probe, loader-bench): kind
+ * (= subcommand), version, git revision, command line, start_time t_start,
+ * end_time now, status "complete", hostnames host and the HDF5 version. */
+void tb_provenance_head(tb_attrs *a, const char *subcommand, int argc, char **argv, const char *t_start,
+                        const char *host);
+
 /* The vector level trainbench's own loops ran at (core/cpu_dispatch.h):
  * cpu_dispatch_level ("baseline", "avx2", "avx512") and cpu_dispatch (how
  * it was chosen). Part of tb_provenance_fill; probe adds it alone. */

@@ -23,7 +23,7 @@ if(TARGET tb_cuda)
   # sh gpu_run.sh CHECKER CMD...: CMD only when a device is visible, else exit 77
   set(TB_GPU_RUN sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_run.sh $<TARGET_FILE:tb_gpu_check>)
 
-  add_executable(test_cuda_ops test_cuda_ops.c)
+  add_executable(test_cuda_ops test_cuda_ops.c test_cuda_ops_layers.c)  # convs and BN; the other ops
   target_link_libraries(test_cuda_ops PRIVATE tb_model)
   add_test(NAME cuda_ops COMMAND test_cuda_ops)
   set_tests_properties(cuda_ops PROPERTIES TIMEOUT 900)

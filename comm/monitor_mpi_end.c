@@ -1,0 +1,176 @@
+/* monitor_mpi_end.c - how the MPI watchdog ends a job (see monitor_mpi.c):
+ * a failed watch call, a verdict or a peer's abort (mon_abort_all: the reason
+ * to every rank, the results file marked, MPI_Abort), and the launcher's
+ * teardown (mon_on_teardown: ping every rank, name the ones gone, exit). */
+#include "comm/monitor_mpi_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/nccl.h"
+#include "core/timer.h"
+
+int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int line) {
+    if (rc == MPI_SUCCESS || m->ending) return rc;
+    char msg[MPI_MAX_ERROR_STRING] = "", why[WHY_MAX];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    snprintf(why, sizeof why, "the watchdog's MPI call failed: %s (%s:%d): %s", expr, file, line, msg);
+    mon_abort_all(m, why);
+}
+
+/* Ends the job after telling the others why (rank 0, or anyone when rank 0
+ * is silent). Does not return. */
+_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
+    /* written once, then only read: every send below goes out from it */
+    static char msg[WHY_MAX];
+    snprintf(msg, sizeof msg, "%s", why);
+    m->ending = 1;
+    double t0 = tb_now();
+    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
+    int n = 0;
+    if (rq)
+        for (int r = 0; r < m->size; r++)
+            if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
+                                    MPI_SUCCESS)
+                n++;
+    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
+    /* Let the others print their line before MPI_Abort kills them. Rank 0
+     * (the only rank the others take a reason from) waits for each to say
+     * it has printed, until 2 s after the reason went out: on a loaded
+     * machine a fixed pause was too short for a descheduled monitor thread.
+     * A rank that is gone or frozen does not answer; the wait ends at its
+     * deadline, well before the others end themselves (ABORT_SELF_EXIT_S
+     * after the reason reached them), so MPI_Abort still ends the job. */
+    int others = m->size - 1;
+    char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
+    MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
+    int acks = in && rs;
+    char *seen = acks ? in + m->size : NULL;
+    for (int r = 1; acks && r < m->size; r++)
+        if (MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_ABORT_SEEN, m->comm, &rs[r])) != MPI_SUCCESS)
+            seen[r] = 1, others--;
+    double deadline = t0 + (acks ? 2.0 : 0.5);
+    for (int sent = 0; tb_now() < deadline;) {
+        if (!sent && MON_CHECK(m, MPI_Testall(n, rq, &sent, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) sent = 1;
+        for (int r = 1; acks && r < m->size; r++) {
+            int got = 0;
+            if (!seen[r] && (MON_CHECK(m, MPI_Test(&rs[r], &got, MPI_STATUS_IGNORE)) != MPI_SUCCESS || got))
+                seen[r] = 1, others--;
+        }
+        if (sent && (!acks || others == 0)) break;
+        sleep_s(0.01);
+    }
+    sleep_s(acks ? 0.05 : 0.2);
+    tb_nccl_abort_all();
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+void mon_describe(char *buf, size_t len, const progress_msg *p) {
+    snprintf(buf, len, "step %lld, %s%s", (long long)p->step, p->collective ? "in the " : "in ", p->what);
+}
+
+typedef struct {
+    tb_monitor *m;
+    char why[WHY_MAX];
+} early_mark;
+
+static void *early_mark_main(void *p) {
+    early_mark *e = p;
+    e->m->fn(e->why, 0, e->m->ctx);
+    free(e);
+    return NULL;
+}
+
+/* The launcher is tearing the job down (a rank died or left): name the
+ * ranks that no longer answer a ping. */
+_Noreturn void mon_on_teardown(tb_monitor *m) {
+    m->ending = 1; /* peers are dying: failed calls below mean "gone" */
+    if (m->rank == 0) {
+        /* Open MPI's SIGKILL follows 1 s after its SIGTERM
+         * (odls_base_sigkill_timeout): mark the results file now, on a
+         * thread of its own, so that the HDF5 write (up to 0.5 s waiting for
+         * the main thread's lock, slower under a sanitizer) does not hold up
+         * the 0.3 s of pings and the line this rank prints. */
+        progress_msg me = mon_own_progress(m);
+        char where[96];
+        mon_describe(where, sizeof where, &me);
+        double now = tb_now();
+        int q = -1;
+        for (int r = 1; r < m->size; r++)
+            if (q < 0 || m->heard[r] < m->heard[q]) q = r;
+        early_mark *e = malloc(sizeof *e);
+        if (e) {
+            e->m = m;
+            snprintf(e->why, sizeof e->why,
+                     "the launcher is ending the job (SIGTERM: a rank died or left) while rank 0 was at %s; "
+                     "rank %d (%s) had been silent longest (%.1f s); written before the ranks were pinged",
+                     where, q, host(m, q), now - m->heard[q]);
+            pthread_t t;
+            if (pthread_create(&t, NULL, early_mark_main, e) == 0)
+                pthread_detach(t);
+            else
+                early_mark_main(e);
+        }
+    }
+    int *pong = calloc((size_t)m->size, sizeof *pong);
+    int *dead = calloc((size_t)m->size, sizeof *dead); /* a call to it failed */
+    char *in = calloc((size_t)m->size, 1);
+    MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
+    if (!pong || !dead || !in || !rq) _exit(1);
+    for (int r = 0; r < m->size; r++) {
+        rq[r] = MPI_REQUEST_NULL;
+        if (r == m->rank) {
+            pong[r] = 1;
+            continue;
+        }
+        MPI_Request s;
+        /* from the constant mon_ping: freed before completion safely */
+        if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, r, TAG_PING, m->comm, &s)) != MPI_SUCCESS ||
+            MON_CHECK(m, MPI_Request_free(&s)) != MPI_SUCCESS ||
+            MON_CHECK(m, MPI_Irecv(&in[r], 1, MPI_CHAR, r, TAG_PONG, m->comm, &rq[r])) != MPI_SUCCESS)
+            dead[r] = 1;
+    }
+    double deadline = tb_now() + 0.3;
+    while (tb_now() < deadline) {
+        mon_answer_pings(m);
+        int all = 1;
+        for (int r = 0; r < m->size; r++) {
+            if (pong[r] || dead[r]) continue;
+            int done = 0;
+            if (MON_CHECK(m, MPI_Test(&rq[r], &done, MPI_STATUS_IGNORE)) != MPI_SUCCESS) {
+                dead[r] = 1;
+                continue;
+            }
+            pong[r] = done;
+            all &= done;
+        }
+        if (all) break;
+        sleep_s(0.005);
+    }
+    progress_msg me = mon_own_progress(m);
+    char where[96], why[WHY_MAX], gone[256] = "";
+    mon_describe(where, sizeof where, &me);
+    size_t used = 0;
+    int ngone = 0;
+    for (int r = 0; r < m->size && used < sizeof gone; r++)
+        if (!pong[r]) {
+            used += (size_t)snprintf(gone + used, sizeof gone - used, "%s%d (%s)", ngone ? ", " : "", r,
+                                     host(m, r));
+            ngone++;
+        }
+    if (ngone)
+        snprintf(why, sizeof why,
+                 "rank%s %s %s gone: the launcher is ending the job (this rank was at %s)",
+                 ngone > 1 ? "s" : "", gone, ngone > 1 ? "are" : "is", where);
+    else
+        snprintf(why, sizeof why,
+                 "the launcher is ending the job (SIGTERM) at %s; every other rank still answers", where);
+    m->fn(why, 1, m->ctx);
+    fflush(stdout);
+    fflush(stderr);
+    tb_nccl_abort_all();
+    _exit(1);
+}

@@ -1,0 +1,96 @@
+/* monitor_mpi_internal.h - what the MPI watchdog's two files share
+ * (monitor_mpi.c watches, monitor_mpi_end.c ends the job): the messages, the
+ * monitor's state and the helpers each side calls. Private to comm/. */
+#ifndef TB_MONITOR_MPI_INTERNAL_H
+#define TB_MONITOR_MPI_INTERNAL_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "comm/monitor.h"
+
+enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN };
+
+#define WHAT_MAX 48
+#define WHY_MAX 512
+/* A rank told to abort waits this long for rank 0's MPI_Abort, then exits
+ * by itself: longer than rank 0's 2 s wait for every rank's line. */
+#define ABORT_SELF_EXIT_S 4.0
+
+typedef struct {
+    int64_t step;
+    double in_for;           /* seconds the sender had been in `what` when it sent */
+    int collective;
+    char what[WHAT_MAX];
+} progress_msg;
+
+typedef struct {             /* rank 0 -> every rank */
+    progress_msg root;       /* rank 0's own progress */
+    int quiet_rank;          /* the rank heard from longest ago (-1: none) */
+    double quiet_for;
+    progress_msg quiet;      /* its last progress */
+} tick_msg;
+
+struct tb_monitor {
+    MPI_Comm comm;
+    int rank, size;
+    int ending;              /* abort_all or teardown under way: MPI failures are expected */
+    char *hosts;
+    double timeout, period;
+    tb_monitor_abort_fn fn;
+    void *ctx;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    int stop;
+    /* this rank's progress, written by the main thread under mu */
+    int64_t step;
+    char what[WHAT_MAX];
+    int collective;
+    double since;
+    /* rank 0: what each rank said last, and when (local clock) */
+    double *heard;
+    progress_msg *last;
+    MPI_Request status_rq;
+    progress_msg status_in;
+    MPI_Request *tick_rq;    /* [size] */
+    tick_msg *tick_out;      /* [size]: rank r's tick stays untouched until tick_rq[r] completes */
+    /* the others: rank 0's last tick */
+    double tick_heard;
+    tick_msg tick;
+    MPI_Request status_out_rq;
+    progress_msg status_out;
+    int64_t sent_step;       /* step of the last status sent */
+};
+
+/* Ping and pong carry no data: sent from this constant, any number at once. */
+extern const char mon_ping;
+
+static inline void sleep_s(double s) {
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+static inline const char *host(const tb_monitor *m, int r) { return m->hosts + 64 * (size_t)r; }
+
+/* MPI_SUCCESS, or: while watching, ends the job naming the call and MPI's
+ * error string; while already ending it, returns the code to the caller. */
+#define MON_CHECK(m, call) mon_check((m), (call), #call, __FILE__, __LINE__)
+int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int line);
+
+/* This rank's progress (or the collective its GPU is stuck in, when older). */
+progress_msg mon_own_progress(tb_monitor *m);
+/* Answers pings while we wait for something else. */
+void mon_answer_pings(tb_monitor *m);
+/* "step N, in[ the] WHAT" */
+void mon_describe(char *buf, size_t len, const progress_msg *p);
+/* Ends the job after telling the others why (rank 0, or anyone when rank 0
+ * is silent). Does not return. */
+_Noreturn void mon_abort_all(tb_monitor *m, const char *why);
+/* The launcher is tearing the job down (a rank died or left): names the
+ * ranks that no longer answer a ping, then exits. */
+_Noreturn void mon_on_teardown(tb_monitor *m);
+
+#endif

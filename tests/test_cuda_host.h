@@ -1,0 +1,73 @@
+/* test_cuda_host.h - what the three files of test_cuda_host share (see
+ * test_cuda_host.c): its random numbers and, in a CUDA build, the walk
+ * over ResNet-50's conv nodes. */
+#ifndef TB_TEST_CUDA_HOST_H
+#define TB_TEST_CUDA_HOST_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "data/loader.h"
+#include "data/transform.h"
+#include "model/cpu/cpu_backend.h"
+#include "model/layout.h"
+#include "model/model.h"
+#include "core/rng.h"
+#define TB_TEST_SHARED_COUNTS /* test_cuda_host.c defines them */
+#include "tests/tb_test.h"
+#ifdef TB_HAVE_CUDA
+#include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_index.h"
+#include "model/cuda/cuda_internal.h"
+#endif
+
+extern tb_rng g_rng;
+
+#ifdef TB_HAVE_CUDA
+/* Calls visit for every conv node of resnet50 built at 224x224 (sz 0) and
+ * 64x48 (sz 1), in NCHW then NHWC, with its input and output activations. */
+typedef void (*conv_visit)(void *ctx, int sz, tb_layout l, const tb_node *nd, const tb_act *in, const tb_act *out);
+static inline void each_resnet50_conv(conv_visit visit, void *ctx) {
+    const int sizes[2][2] = {{224, 224}, {64, 48}};
+    for (int sz = 0; sz < 2; sz++) {
+        tb_resnet_config cfg;
+        tb_resnet_config_init(&cfg, "resnet50", 10);
+        tb_param_table pt = {0};
+        tb_graph g = {0};
+        tb_resnet_build(&cfg, sizes[sz][0], sizes[sz][1], 1, &pt, &g);
+        for (int i = 0; i < g.nnodes; i++) {
+            const tb_node *nd = &g.nodes[i];
+            if (nd->kind != TB_NODE_CONV) continue;
+            for (int l = 0; l < 2; l++) visit(ctx, sz, (tb_layout)l, nd, &g.acts[nd->in], &g.acts[nd->out]);
+        }
+        tb_params_free(&pt);
+        free(g.nodes);
+        free(g.acts);
+    }
+}
+#endif
+
+#ifdef TB_HAVE_CUDA
+/* in test_cuda_host_descs.c */
+void test_cudnn_descs(void);
+void test_linear_gemm_shapes(void);
+void test_conv_pick(void);
+void test_conv_pick_checked(void);
+void test_kernel_index_math(void);
+
+/* in test_cuda_host_kernels.c */
+void test_pool_tiling(void);
+void test_pool_tiled_backward(tb_backend *be);
+void test_bn_descs(void);
+void test_bn_fallback_status(void);
+void test_cgraph_tensors(void);
+void test_cgraph_notes(void);
+void test_take_graph(void);
+void test_cuda_discovery(void);
+#endif
+
+#endif

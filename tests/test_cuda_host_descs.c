@@ -1,0 +1,339 @@
+/* test_cuda_host_descs.c - test_cuda_host's CUDA build checks of what the
+ * host hands cuDNN and cuBLASLt: conv descriptor shapes of every ResNet-50
+ * conv, the linear GEMM shapes, the conv algorithm pick, and the own
+ * kernels' index math (see test_cuda_host.c). */
+#include "tests/test_cuda_host.h"
+
+#ifdef TB_HAVE_CUDA
+
+typedef struct {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t f;
+    cudnnConvolutionDescriptor_t conv;
+    int bad, checked;
+} cudnn_descs_ctx;
+
+/* One conv node's legacy descriptors (NCHW f32, NHWC bf16) against the graph's shapes. */
+static void check_cudnn_descs(void *vc, int sz, tb_layout lay, const tb_node *nd, const tb_act *in,
+                              const tb_act *out) {
+    (void)sz;
+    cudnn_descs_ctx *cx = vc;
+    int l = lay == TB_NHWC;
+    tb_dtype dt = l ? TB_BF16 : TB_F32;
+    cu_conv_set_descs(&nd->conv, dt, lay, 5, in->h, in->w, cx->x, cx->y, cx->f, cx->conv);
+    int n, c, h, w;
+    cudnnGetConvolution2dForwardOutputDim(cx->conv, cx->x, cx->f, &n, &c, &h, &w);
+    cudnnDataType_t d;
+    int yn, yc, yh, yw, ns, cs, hs, ws;
+    cudnnGetTensor4dDescriptor(cx->y, &d, &yn, &yc, &yh, &yw, &ns, &cs, &hs, &ws);
+    int want_cs = l ? 1 : out->h * out->w, want_ws = l ? out->c : 1;
+    int want_hs = l ? out->w * out->c : out->w;
+    cudnnDataType_t fd;
+    cudnnTensorFormat_t ff;
+    int k, fc, fh, fw;
+    cudnnGetFilter4dDescriptor(cx->f, &fd, &ff, &k, &fc, &fh, &fw);
+    if (n != 5 || c != out->c || h != out->h || w != out->w || yn != 5 || yc != out->c || yh != out->h ||
+        yw != out->w || ns != out->c * out->h * out->w || cs != want_cs || hs != want_hs || ws != want_ws ||
+        d != (l ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT) || ff != (l ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW) ||
+        k != nd->conv.cout || fc != nd->conv.cin || fh != nd->conv.k || fw != nd->conv.k) {
+        cx->bad++;
+        printf("  %s %s: cuDNN out [%d,%d,%d,%d], graph [5,%d,%d,%d]\n", nd->name, tb_layout_name(lay), n, c, h,
+               w, out->c, out->h, out->w);
+    }
+    cx->checked++;
+}
+
+void test_cudnn_descs(void) {
+    cudnn_descs_ctx cx = {0};
+    if (cudnnCreateTensorDescriptor(&cx.x) != CUDNN_STATUS_SUCCESS) {
+        printf("# cuDNN descriptors unavailable on this host: shape checks skipped\n");
+        return;
+    }
+    cudnnCreateTensorDescriptor(&cx.y);
+    cudnnCreateFilterDescriptor(&cx.f);
+    cudnnCreateConvolutionDescriptor(&cx.conv);
+    each_resnet50_conv(check_cudnn_descs, &cx);
+    TB_CHECK(cx.bad == 0 && cx.checked > 200,
+             "cuDNN descriptors of %d resnet50 conv nodes (224x224, 64x48; NCHW f32 and NHWC bf16) "
+             "match the graph's shapes and strides: %d differ",
+             cx.checked, cx.bad);
+    cudnnDestroyTensorDescriptor(cx.x);
+    cudnnDestroyTensorDescriptor(cx.y);
+    cudnnDestroyFilterDescriptor(cx.f);
+    cudnnDestroyConvolutionDescriptor(cx.conv);
+}
+
+/* The linear layer's cuBLASLt view (cu_linear_gemm_shape), run as cuBLASLt
+ * defines a GEMM (column-major, D = op(A) op(B), ld = rows) on the row-major
+ * buffers the ops pass, must give the row-major results of backend.h:
+ * y = x w^T, dx = dy w, dw = dy^T x; the bias runs along D's rows (FWD) and
+ * BGRADB along D's columns, reducing over the GEMM's k = N (DW). */
+static void colmajor_gemm(const cu_gemm_shape *s, const double *A, const double *B, double *D,
+                          int *ok) {
+    uint64_t m = s->trans_a ? s->a_cols : s->a_rows, ka = s->trans_a ? s->a_rows : s->a_cols;
+    uint64_t kb = s->trans_b ? s->b_cols : s->b_rows, n = s->trans_b ? s->b_rows : s->b_cols;
+    *ok = ka == kb && m == s->d_rows && n == s->d_cols;
+    if (!*ok) return;
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            double acc = 0;
+            for (uint64_t l = 0; l < ka; l++) {
+                double a = s->trans_a ? A[l + i * s->a_rows] : A[i + l * s->a_rows];
+                double b = s->trans_b ? B[j + l * s->b_rows] : B[l + j * s->b_rows];
+                acc += a * b;
+            }
+            D[i + j * s->d_rows] = acc;
+        }
+}
+
+void test_linear_gemm_shapes(void) {
+    const int dims[3][3] = {{5, 7, 3}, {1, 4, 9}, {6, 1, 2}}; /* N, K, M */
+    for (int t = 0; t < 3; t++) {
+        int N = dims[t][0], K = dims[t][1], M = dims[t][2];
+        double *x = malloc(sizeof(double) * N * K), *w = malloc(sizeof(double) * M * K);
+        double *dy = malloc(sizeof(double) * N * M), *D = malloc(sizeof(double) * 64 * 64);
+        for (int i = 0; i < N * K; i++) x[i] = (double)tb_rng_below(&g_rng, 7) - 3;
+        for (int i = 0; i < M * K; i++) w[i] = (double)tb_rng_below(&g_rng, 7) - 3;
+        for (int i = 0; i < N * M; i++) dy[i] = (double)tb_rng_below(&g_rng, 7) - 3;
+        int ok, bad = 0;
+        /* forward: A = w, B = x, D = y [N,M] row-major */
+        cu_gemm_shape s = cu_linear_gemm_shape(CU_GEMM_FWD, N, K, M);
+        colmajor_gemm(&s, w, x, D, &ok);
+        for (int n = 0; ok && n < N; n++)
+            for (int m = 0; m < M; m++) {
+                double r = 0;
+                for (int k = 0; k < K; k++) r += x[n * K + k] * w[m * K + k];
+                bad += D[n * M + m] != r;
+            }
+        TB_CHECK(ok && !bad && s.d_rows == (uint64_t)M,
+                 "cuBLASLt forward [%d,%d]x[%d,%d]^T: y row-major, bias along D's %d rows", N, K,
+                 M, K, M);
+        /* dx = dy w: A = w, B = dy, D = dx [N,K] */
+        s = cu_linear_gemm_shape(CU_GEMM_DX, N, K, M);
+        colmajor_gemm(&s, w, dy, D, &ok);
+        bad = 0;
+        for (int n = 0; ok && n < N; n++)
+            for (int k = 0; k < K; k++) {
+                double r = 0;
+                for (int m = 0; m < M; m++) r += dy[n * M + m] * w[m * K + k];
+                bad += D[n * K + k] != r;
+            }
+        TB_CHECK(ok && !bad, "cuBLASLt dx = dy w [%d,%d,%d]: row-major dx", N, K, M);
+        /* dw = dy^T x: A = x, B = dy, D = dw [M,K]; BGRADB: columns of D = M, k = N */
+        s = cu_linear_gemm_shape(CU_GEMM_DW, N, K, M);
+        colmajor_gemm(&s, x, dy, D, &ok);
+        bad = 0;
+        for (int m = 0; ok && m < M; m++)
+            for (int k = 0; k < K; k++) {
+                double r = 0;
+                for (int n = 0; n < N; n++) r += dy[n * M + m] * x[n * K + k];
+                bad += D[m * K + k] != r;
+            }
+        uint64_t gemm_k = s.trans_a ? s.a_rows : s.a_cols;
+        TB_CHECK(ok && !bad && s.d_cols == (uint64_t)M && gemm_k == (uint64_t)N,
+                 "cuBLASLt dw = dy^T x [%d,%d,%d]: row-major dw; BGRADB gives %d sums over k = %d",
+                 N, K, M, M, N);
+        free(x), free(w), free(dy), free(D);
+    }
+    TB_CHECK(cu_ptr_align(NULL) == 256 && cu_ptr_align((void *)(uintptr_t)0x7f0000001000) == 256 &&
+                 cu_ptr_align((void *)(uintptr_t)0x7f0000001080) == 128 &&
+                 cu_ptr_align((void *)(uintptr_t)0x7f0000001010) == 16 &&
+                 cu_ptr_align((void *)(uintptr_t)0x7f0000001002) == 2 &&
+                 cu_ptr_align((void *)(uintptr_t)0x7f0000001001) == 1,
+             "pointer alignments for cuBLASLt's MIN_ALIGNMENT preferences");
+}
+
+/* Algorithm choice from synthetic cuDNN answers (cu_conv_pick). */
+void test_conv_pick(void) {
+    const size_t lim = 1000;
+    const cu_conv_perf all[7] = {
+        {0, CUDNN_STATUS_NOT_SUPPORTED_SHAPE, 0.1f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {1, CUDNN_STATUS_SUCCESS, 0.2f, 5000, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {2, CUDNN_STATUS_SUCCESS, 0.3f, 10, CUDNN_NON_DETERMINISTIC, CUDNN_FMA_MATH},
+        {3, CUDNN_STATUS_SUCCESS, 0.4f, 10, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH},
+        {4, CUDNN_STATUS_SUCCESS, 0.5f, 10, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {5, CUDNN_STATUS_SUCCESS, 0.6f, 10, CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH},
+        {6, CUDNN_STATUS_SUCCESS, 0.7f, 10, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+    };
+    static const struct {
+        tb_dtype dt;
+        int tf32, det, want;
+        cudnnMathType_t math;
+    } cases[] = {
+        {TB_F32, 0, 0, 2, CUDNN_FMA_MATH},       {TB_F32, 0, 1, 4, CUDNN_FMA_MATH},
+        {TB_F32, 1, 0, 2, CUDNN_FMA_MATH},       {TB_F32, 1, 1, 3, CUDNN_TENSOR_OP_MATH},
+        {TB_BF16, 0, 0, 2, CUDNN_FMA_MATH},      {TB_BF16, 0, 1, 3, CUDNN_TENSOR_OP_MATH},
+    };
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+        int relaxed = -1;
+        int i = cu_conv_pick(all, 7, cases[c].dt, cases[c].tf32, cases[c].det, lim, &m, &relaxed);
+        if (i != cases[c].want || m != cases[c].math || relaxed != 0) {
+            bad++;
+            printf("  case %zu: picked %d (want %d), math %d\n", c, i, cases[c].want, (int)m);
+        }
+    }
+    TB_CHECK(bad == 0, "conv algorithm choice: skips refused rows (cuDNN 9 sub-codes), rows over "
+                       "the workspace limit, non-deterministic rows under --deterministic, TF32 "
+                       "for IEEE float32 (%d cases wrong)", bad);
+    /* only a DEFAULT_MATH row for IEEE float32: taken in the relaxed pass, run as FMA */
+    const cu_conv_perf few[4] = {all[0], all[1], all[5], all[6]};
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    int relaxed = 0;
+    int i = cu_conv_pick(few, 4, TB_F32, 0, 0, lim, &m, &relaxed);
+    TB_CHECK(i == 2 && relaxed == 1 && m == CUDNN_FMA_MATH,
+             "IEEE float32 with only a DEFAULT_MATH row: relaxed pick, FMA math set (got %d, %d, %d)",
+             i, relaxed, (int)m);
+    i = cu_conv_pick(few + 3, 1, TB_F32, 1, 0, lim, &m, &relaxed);
+    int j = cu_conv_pick(few + 3, 1, TB_F16, 0, 0, lim, &m, &relaxed);
+    int b = cu_conv_pick(few + 3, 1, TB_BF16, 0, 0, lim, &m, &relaxed);
+    int none = cu_conv_pick(few, 2, TB_BF16, 0, 0, lim, &m, &relaxed);
+    TB_CHECK(i == -1 && j == 0 && b == -1 && none == -1,
+             "fp16 down-conversion only for fp16 data (not float32, even tf32, not bf16); no "
+             "usable row: -1 (got %d, %d, %d, %d)", i, j, b, none);
+    const cudnnStatus_t declined[] = {CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_NOT_SUPPORTED_SHAPE,
+                                      CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+                                      CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE};
+    const cudnnStatus_t errors[] = {CUDNN_STATUS_SUCCESS, CUDNN_STATUS_BAD_PARAM,
+                                    CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH,
+                                    CUDNN_STATUS_INTERNAL_ERROR, CUDNN_STATUS_EXECUTION_FAILED};
+    bad = 0;
+    for (size_t k = 0; k < 4; k++) bad += !cu_cudnn_declined(declined[k]);
+    for (size_t k = 0; k < 5; k++) bad += cu_cudnn_declined(errors[k]);
+    TB_CHECK(bad == 0, "cuDNN 9 NOT_SUPPORTED sub-codes count as declined, other errors do not");
+}
+
+/* A fake cudnnGet*WorkspaceSize: per algorithm, a status and bytes; the
+ * math type it was asked under is kept. */
+typedef struct {
+    cudnnStatus_t st[8];
+    size_t bytes[8];
+    cudnnMathType_t asked[8];
+    int calls;
+} fake_ws;
+
+static cudnnStatus_t fake_ws_query(void *ctx, int algo, cudnnMathType_t math, size_t *bytes) {
+    fake_ws *f = ctx;
+    f->calls++;
+    f->asked[algo] = math;
+    *bytes = f->bytes[algo];
+    return f->st[algo];
+}
+
+/* The choice checked against cuDNN's workspace query (cu_conv_pick_checked):
+ * --no-autotune's heuristic rows carry an estimate, the call checks the
+ * workspace it is given against the query for the algorithm. */
+void test_conv_pick_checked(void) {
+    const size_t lim = 1000;
+    cu_conv_perf r[4] = {
+        {0, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {1, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+        {2, CUDNN_STATUS_SUCCESS, -1.0f, 100, CUDNN_DETERMINISTIC, CUDNN_DEFAULT_MATH},
+        {3, CUDNN_STATUS_SUCCESS, -1.0f, 0, CUDNN_DETERMINISTIC, CUDNN_FMA_MATH},
+    };
+    /* algo 0: the query refuses it (NOT_SUPPORTED_SHAPE); algo 1: its real
+     * workspace passes the limit; algo 3: fits, 40 bytes beyond the row's 0 */
+    fake_ws f = {{CUDNN_STATUS_NOT_SUPPORTED_SHAPE, CUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS},
+                 {0, 5000, 100, 40},
+                 {CUDNN_DEFAULT_MATH},
+                 0};
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    int relaxed = -1;
+    int i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == 3 && r[3].memory == 40 && m == CUDNN_FMA_MATH && relaxed == 0 && f.calls == 3,
+             "checked conv choice: a row the workspace query refuses, and one whose queried workspace passes "
+             "the limit, are passed over; the taken row's workspace is the query's (got row %d, %zu bytes, "
+             "math %d, relaxed %d, %d queries)",
+             i, r[3].memory, (int)m, relaxed, f.calls);
+    TB_CHECK(r[0].status == CUDNN_STATUS_NOT_SUPPORTED && r[1].status == CUDNN_STATUS_NOT_SUPPORTED &&
+                 f.asked[1] == CUDNN_FMA_MATH,
+             "checked conv choice: passed-over rows are marked refused; the query is asked under the math "
+             "the call will run with (FMA for IEEE float32)");
+    /* nothing left but the DEFAULT_MATH row: the relaxed pass, queried under FMA */
+    f.st[3] = CUDNN_STATUS_BAD_PARAM;
+    r[3].status = CUDNN_STATUS_SUCCESS;
+    i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == 2 && relaxed == 1 && m == CUDNN_FMA_MATH && f.asked[2] == CUDNN_FMA_MATH && r[2].memory == 100,
+             "checked conv choice: relaxed row taken after the query refused the rest (got %d, relaxed %d)", i,
+             relaxed);
+    f.st[2] = CUDNN_STATUS_NOT_SUPPORTED;
+    r[2].status = CUDNN_STATUS_SUCCESS;
+    i = cu_conv_pick_checked(r, 4, TB_F32, 0, 0, lim, &m, &relaxed, fake_ws_query, &f);
+    TB_CHECK(i == -1, "checked conv choice: every row refused by the query: -1 (got %d)", i);
+    /* no query: cu_conv_pick */
+    cu_conv_perf one[1] = {{5, CUDNN_STATUS_SUCCESS, 0.1f, 10, CUDNN_DETERMINISTIC, CUDNN_TENSOR_OP_MATH}};
+    i = cu_conv_pick_checked(one, 1, TB_BF16, 0, 0, lim, &m, &relaxed, NULL, NULL);
+    TB_CHECK(i == 0 && one[0].memory == 10 && m == CUDNN_TENSOR_OP_MATH,
+             "checked conv choice without a query: the plain choice");
+}
+
+/* The own kernels' index math (cuda_index.h) against brute force. */
+void test_kernel_index_math(void) {
+    int bad = 0, cases = 0;
+    for (int k = 1; k <= 7; k++)
+        for (int st = 1; st <= 3; st++)
+            for (int pad = 0; pad <= k / 2; pad++)
+                for (int H = k - 2 * pad > 1 ? k - 2 * pad : 1; H <= 23; H++) {
+                    if (H + 2 * pad < k) continue;
+                    int out = (H + 2 * pad - k) / st + 1;
+                    for (int i = 0; i < H; i++) {
+                        int o0, o1, lo = -1, hi = -2;
+                        cu_pool_windows(i, k, st, pad, out, &o0, &o1);
+                        for (int o = 0; o < out; o++)
+                            if (o * st - pad <= i && i < o * st - pad + k) {
+                                if (lo < 0) lo = o;
+                                hi = o;
+                            }
+                        if (lo < 0 ? o0 <= o1 : (o0 != lo || o1 != hi)) bad++;
+                        cases++;
+                    }
+                }
+    TB_CHECK(bad == 0, "max-pool backward: windows containing each input (%d cases, %d wrong)", cases, bad);
+
+    const size_t counts[] = {0, 5, 0, 0, 3, 7, 0, 1, 0};
+    const int ns = (int)(sizeof counts / sizeof counts[0]);
+    cu_sgd_seg segs[9];
+    size_t start = 0;
+    for (int s = 0; s < ns; s++) {
+        segs[s].offset = 1000 * (size_t)s;
+        segs[s].start = start;
+        segs[s].count = counts[s];
+        segs[s].weight_decay = 0;
+        start += counts[s];
+    }
+    bad = 0;
+    for (size_t v = 0; v < start; v++) {
+        int f = cu_sgd_find(segs, ns, v);
+        if (!(segs[f].count > 0 && segs[f].start <= v && v < segs[f].start + segs[f].count)) bad++;
+    }
+    TB_CHECK(bad == 0, "SGD: each of %zu elements finds its segment among %d (zero-count ones "
+                       "included): %d wrong", start, ns, bad);
+
+    const size_t Ms[] = {1, 2, 255, 256, 257, 4095, 4096, 4097, 100000, 802816, 3211264, 205520896};
+    bad = 0;
+    for (size_t t = 0; t < sizeof Ms / sizeof Ms[0]; t++)
+        for (int l = 0; l < 2; l++) {
+            int S = cu_bn_slices(Ms[t], (tb_layout)l);
+            int cap = l == TB_NCHW ? CU_BN_NCHW_MAX_SLICES : CU_BN_NHWC_MAX_SLICES;
+            size_t prev = 0;
+            int okp = S >= 1 && S <= cap;
+            for (int s = 0; s < S; s++) {
+                size_t j0, j1;
+                cu_slice_range(Ms[t], S, s, &j0, &j1);
+                okp &= j0 == prev && j1 >= j0;
+                prev = j1;
+            }
+            okp &= prev == Ms[t];
+            bad += !okp;
+        }
+    TB_CHECK(bad == 0, "BatchNorm partial-sum slices cover every value once, in order (%d shapes wrong)", bad);
+}
+
+/* Max pooling's tiling (cuda_index.h): for every geometry the tiles cut
+ * each axis into consecutive owned ranges, each tile's window range is
+ * exactly the windows touching its inputs and fits the slots, the slots of
+ * a tile are distinct, block indices decompose one to one (32 and 64 bits),
+ * and the shared memory fits without opt-in. */
+
+#endif

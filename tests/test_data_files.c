@@ -1,0 +1,198 @@
+/* test_data_files.c - test_data's bad files (--strict-data included) and
+ * the dataset index (see test_data.c). */
+#include "tests/test_data.h"
+
+/* ---- bad files ------------------------------------------------------------------------------ */
+
+void test_bad_files(void) {
+    mkdir(path("bad"), 0777);
+    mkdir(path("bad/a"), 0777);
+    /* good odd files */
+    write_jpeg(path("bad/a/gray.jpg"), 90, 70, TJSAMP_GRAY, 0, TJPF_GRAY, 1);
+    write_jpeg(path("bad/a/cmyk.jpg"), 90, 70, TJSAMP_444, 0, TJPF_CMYK, 2);
+    write_jpeg(path("bad/a/prog.jpg"), 90, 70, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB, 3);
+    setenv("TJ_RESTART", "1B", 1);
+    write_jpeg(path("bad/a/restart.jpg"), 90, 70, TJSAMP_420, 0, TJPF_RGB, 4);
+    unsetenv("TJ_RESTART");
+    write_jpeg(path("bad/a/s444.jpg"), 90, 70, TJSAMP_444, 0, TJPF_RGB, 5);
+    write_jpeg(path("bad/a/s422.jpg"), 90, 70, TJSAMP_422, 0, TJPF_RGB, 6);
+    /* bad ones */
+    write_bytes(path("bad/a/zero.jpg"), "", 0);
+    unsigned long n;
+    unsigned char *j = make_jpeg(120, 100, TJSAMP_420, 0, TJPF_RGB, 7, &n);
+    write_bytes(path("bad/a/trunc.jpg"), j, n * 6 / 10);
+    /* truncated, then an end-of-image marker appended: only libjpeg's
+     * warning ("premature end of data segment") can tell */
+    unsigned char *te = malloc(n);
+    memcpy(te, j, n * 4 / 10);
+    te[n * 4 / 10] = 0xFF;
+    te[n * 4 / 10 + 1] = 0xD9;
+    write_bytes(path("bad/a/trunc_eoi.jpg"), te, n * 4 / 10 + 2);
+    /* corrupt entropy data: a restart marker where none may be, plus junk */
+    memcpy(te, j, n);
+    for (unsigned long i = n / 3; i < n / 3 + 40; i++) te[i] = (unsigned char)(i * 37);
+    te[n / 3] = 0xFF;
+    te[n / 3 + 1] = 0xD3;
+    write_bytes(path("bad/a/corrupt.jpg"), te, n);
+    free(te);
+    tjFree(j);
+    const unsigned char png[] = {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+    write_bytes(path("bad/a/png.jpg"), png, sizeof png);
+    write_bytes(path("bad/a/text.jpg"), "hello, not an image\n", 20);
+    const char *badnames[6] = {"zero", "trunc.jpg", "trunc_eoi", "corrupt", "png", "text"};
+
+    /* each file on its own: the good decode in all modes, the bad are bad */
+    tb_sampler *sp = tb_sampler_create();
+    uint8_t rgbx[32 * 32 * 4];
+    const char *good[6] = {"gray", "cmyk", "prog", "restart", "s444", "s422"};
+    const char *all[12] = {"gray", "cmyk", "prog", "restart", "s444", "s422",
+                           "zero", "trunc", "trunc_eoi", "corrupt", "png", "text"};
+    for (int i = 0; i < 12; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/bad/a/%s.jpg", g_dir, all[i]);
+        FILE *f = fopen(p, "rb");
+        uint8_t *buf = malloc(1 << 20);
+        size_t len = fread(buf, 1, 1 << 20, f);
+        fclose(f);
+        for (int mode = 0; mode < 3; mode++) {
+            char err[256] = "";
+            int rc = tb_sample_render(sp, buf, len, (tb_decode_mode)mode, 0, 32, NULL, NULL, NULL, rgbx, NULL, err,
+                                      sizeof err);
+            if (i < 6)
+                TB_CHECK(rc == 0, "%s (mode %d) should decode: %s", all[i], mode, err);
+            else
+                TB_CHECK(rc != 0, "%s (mode %d) decoded; it is bad", all[i], mode);
+            if (mode == 0 && i >= 6 && rc != 0) printf("bad file %-10s -> %s\n", all[i], err);
+        }
+        /* a crop of the top rows only, which are all in the file: the
+         * truncation is still caught (no end-of-image marker) although
+         * libjpeg never reaches the missing data */
+        if (strcmp(all[i], "trunc") == 0) {
+            tb_geometry top = tb_geometry_from_box((tb_box){0, 0, 16, 40}, 32, 0);
+            char err[256] = "";
+            int rc = tb_sample_render(sp, buf, len, TB_DECODE_PARTIAL, 1, 32, NULL, NULL, &top, rgbx, NULL, err,
+                                      sizeof err);
+            TB_CHECK(rc != 0, "truncated file decoded for a crop of its top rows");
+        }
+        free(buf);
+    }
+    (void)good;
+    tb_sampler_destroy(sp);
+
+    /* in the loader: 12 files, 6 bad; eval over 2 epochs with batch 12 */
+    tb_dataset ds;
+    char err[256];
+    TB_CHECK(tb_dataset_open(path("bad"), &ds, err, sizeof err) == 0, "open: %s", err);
+    TB_CHECK(ds.n == 12, "bad corpus indexed %lld files, want 12", (long long)ds.n);
+    tb_loader_opts o;
+    memset(&o, 0, sizeof o);
+    o.ds = &ds;
+    o.batch = 12;
+    o.image_size = 32;
+    o.threads = 3;
+    o.prefetch = 2;
+    o.world = 1;
+    o.format = TB_OUT_U8_NHWC;
+    tb_loader *ld = tb_loader_create(&o, err, sizeof err);
+    int delivered = 0;
+    for (int e = 0; e < 2; e++) {
+        tb_loader_start_epoch(ld, e, 0);
+        const tb_batch *b;
+        while ((b = tb_loader_next(ld)) != NULL) {
+            delivered += b->n;
+            tb_loader_release(ld, b);
+        }
+    }
+    tb_loader_stats st;
+    tb_loader_get_stats(ld, &st);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+    TB_CHECK(delivered == 24 && st.images == 24, "delivered %d samples (%lld decoded), want 24", delivered,
+             (long long)st.images);
+    TB_CHECK(st.skipped == 12, "skipped %lld, want 12 (6 bad files x 2 epochs)", (long long)st.skipped);
+    int named = 0;
+    for (int k = 0; k < 3; k++) {
+        int known = 0;
+        for (int m = 0; m < 6; m++) known |= strstr(st.first_bad[k], badnames[m]) != NULL;
+        named += known;
+    }
+    TB_CHECK(named == 3, "first_bad does not name three bad files: '%s' '%s' '%s'", st.first_bad[0], st.first_bad[1],
+             st.first_bad[2]);
+
+    /* --strict-data: the run ends with one line naming the file */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "'%s' loader-bench --data '%s' --threads 1 --batch-size 12 --batches 1 --warmup 0 --eval "
+             "--image-size 32 --strict-data >'%s' 2>'%s'",
+             g_bin, path("bad"), path("strict.out"), path("strict.err"));
+    int rc = system(cmd);
+    int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+    char *e = tb_test_read_text(path("strict.err"));
+    int lines = 0;
+    for (char *c = e; *c; c++) lines += *c == '\n';
+    int names = 0;
+    for (int m = 0; m < 6; m++) names |= strstr(e, badnames[m]) != NULL;
+    TB_CHECK(code != 0 && lines == 1 && names && strstr(e, "strict-data"),
+             "--strict-data: exit %d, %d stderr lines, want non-zero and one line naming a bad file:\n%s", code, lines,
+             e);
+    printf("strict: exit %d: %s", code, e);
+    free(e);
+    /* without it the same run completes and reports the skips */
+    snprintf(cmd, sizeof cmd,
+             "'%s' loader-bench --data '%s' --threads 2 --batch-size 12 --batches 2 --warmup 0 --eval "
+             "--image-size 32 >'%s' 2>'%s'",
+             g_bin, path("bad"), path("lenient.out"), path("lenient.err"));
+    rc = system(cmd);
+    char *out = tb_test_read_text(path("lenient.out"));
+    TB_CHECK(WIFEXITED(rc) && WEXITSTATUS(rc) == 0 && strstr(out, "#   skipped "),
+             "loader-bench without --strict-data failed or did not report skips:\n%s", out);
+    free(out);
+}
+
+/* ---- dataset index ------------------------------------------------------------------------ */
+
+void test_dataset(void) {
+    mkdir(path("tree"), 0777);
+    const char *dirs[] = {"tree/b", "tree/a", "tree/a/sub", "tree/a/sub-2", "tree/C", "tree/a/sub/deep"};
+    for (int i = 0; i < 6; i++) mkdir(path(dirs[i]), 0777);
+    const char *files[] = {"tree/b/2.jpg", "tree/b/1.JPEG", "tree/b/notes.txt", "tree/a/z.jpg", "tree/a/sub/y.jpg",
+                           "tree/a/sub-2/x.jpeg", "tree/a/sub/deep/w.Jpg", "tree/C/k.png", "tree/C/m.jpg",
+                           "tree/loose.jpg"};
+    for (int i = 0; i < 10; i++) write_bytes(path(files[i]), "", 0);
+    tb_dataset ds;
+    char err[256];
+    TB_CHECK(tb_dataset_open(path("tree"), &ds, err, sizeof err) == 0, "open tree: %s", err);
+    /* classes by byte order: C < a < b; samples by (directory path, name):
+     * a: "a" z.jpg, "a/sub" y.jpg, "a/sub-2" x.jpeg, "a/sub/deep" w.Jpg
+     * ("a/sub-2" < "a/sub/deep" because '-' < '/') */
+    const char *want[] = {"C/m.jpg",          "a/z.jpg",          "a/sub/y.jpg", "a/sub-2/x.jpeg",
+                          "a/sub/deep/w.Jpg", "b/1.JPEG",         "b/2.jpg"};
+    const int wl[] = {0, 1, 1, 1, 1, 2, 2};
+    int ok = ds.n == 7 && ds.classes == 3;
+    for (int i = 0; ok && i < 7; i++) ok = strcmp(tb_dataset_relpath(&ds, i), want[i]) == 0 && ds.labels[i] == wl[i];
+    TB_CHECK(ok, "ImageFolder order/labels wrong (n %lld, classes %d)", (long long)ds.n, ds.classes);
+    if (!ok)
+        for (int64_t i = 0; i < ds.n; i++) printf("  %d %s\n", ds.labels[i], tb_dataset_relpath(&ds, i));
+    TB_CHECK(ds.skipped_ext == 2 && ds.skipped_loose == 1, "skipped: %lld ext, %lld loose; want 2, 1",
+             (long long)ds.skipped_ext, (long long)ds.skipped_loose);
+    tb_dataset_close(&ds);
+
+    /* list files: comments, blank lines, spaces in paths; errors name the line */
+    FILE *f = fopen(path("l1.txt"), "w");
+    fprintf(f, "# header\n\nx y.jpg 3\n/abs/p.jpg\t0\r\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("l1.txt"), &ds, err, sizeof err) == 0, "list: %s", err);
+    TB_CHECK(ds.n == 2 && ds.classes == 4 && strcmp(tb_dataset_relpath(&ds, 0), "x y.jpg") == 0 &&
+                 ds.labels[0] == 3 && strcmp(tb_dataset_relpath(&ds, 1), "/abs/p.jpg") == 0,
+             "list parse: n %lld classes %d", (long long)ds.n, ds.classes);
+    char full[512];
+    tb_dataset_path(&ds, 0, full, sizeof full);
+    TB_CHECK(strcmp(full, path("x y.jpg")) == 0, "relative list path resolves to %s", full);
+    tb_dataset_close(&ds);
+    f = fopen(path("l2.txt"), "w");
+    fprintf(f, "a.jpg 1\nb.jpg -2\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("l2.txt"), &ds, err, sizeof err) != 0 && strstr(err, ":2:"),
+             "negative label not reported with its line: '%s'", err);
+    TB_CHECK(tb_dataset_open(path("nonexistent"), &ds, err, sizeof err) != 0, "missing path accepted");
+}
