@@ -17,6 +17,9 @@ stand above everything and are not checked.
 
   layout_check.py [ROOT]            exit 1 and one line per violation
   layout_check.py --table [ROOT]    the rooms with their files and lines (markdown)
+  layout_check.py --doc FILE [ROOT] the rooms table in FILE (docs/DESIGN.md) against
+                                    the tree: every room, its file count, its lines
+                                    within 15 %
   layout_check.py --selftest        plants violations in a copy of the rules and
                                     checks that each is caught
 """
@@ -90,7 +93,7 @@ def check(root):
     return bad
 
 
-def table(root):
+def count(root):
     counts = {}
     for rel, full in sources(root):
         room = room_of(rel)
@@ -101,12 +104,38 @@ def table(root):
         c = counts.setdefault(room, [0, 0])
         c[0] += 1
         c[1] += n
+    return counts
+
+
+def table(root):
+    counts = count(root)
     print("| floor | room | files | lines |")
     print("| ---: | --- | ---: | ---: |")
     for i in reversed(range(len(FLOORS))):
         for room in FLOORS[i]:
             files, lines = counts.get(room, [0, 0])
             print(f"| {i} | {room}/ | {files} | {lines} |")
+
+
+DOC_ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*(\S+?)/\s*\|\s*(\d+)\s*\|\s*(\d+)\s*\|\s*$", re.M)
+
+
+def doc_stale(doc_text, counts):
+    """Lines saying where the rooms table of a document disagrees with counts."""
+    rows = {m.group(2): (int(m.group(1)), int(m.group(3)), int(m.group(4))) for m in DOC_ROW.finditer(doc_text)}
+    bad = []
+    for i, floor in enumerate(FLOORS):
+        for room in floor:
+            files, lines = counts.get(room, [0, 0])
+            if room not in rows:
+                bad.append(f"{room}/: not in the rooms table")
+                continue
+            f, nf, nl = rows.pop(room)
+            if f != i or nf != files or abs(nl - lines) > 0.15 * lines:
+                bad.append(f"{room}/: the table says floor {f}, {nf} files, {nl} lines; the tree has floor {i}, "
+                           f"{files} files, {lines} lines (tests/layout_check.py --table)")
+    bad += [f"{r}/: in the rooms table but not a room" for r in rows]
+    return bad
 
 
 def selftest():
@@ -137,19 +166,42 @@ def selftest():
         if why:
             print(f"selftest: wrongly refused: {why}")
             fails += 1
-    print(f"selftest: {len(planted)} planted violations, {len(planted) + len(allowed) - fails} of "
-          f"{len(planted) + len(allowed)} verdicts right")
+    counts = {r: [3, 100] for f in FLOORS for r in f}
+    good = "\n".join(f"| {i} | {r}/ | 3 | 100 |" for i, f in enumerate(FLOORS) for r in f)
+    stale = [good.replace("| 3 | src/cmd/ | 3 | 100 |", "| 3 | src/cmd/ | 3 | 100 |").replace(
+                 "| 6 | src/cmd/ | 3 | 100 |", "| 6 | src/cmd/ | 4 | 100 |"),       # a file more
+             good.replace("| 5 | src/train/ | 3 | 100 |", "| 5 | src/train/ | 3 | 130 |"),  # 30 % more lines
+             good.replace("| 2 | src/device/ | 3 | 100 |\n", ""),                     # a room left out
+             good + "\n| 4 | src/extra/ | 1 | 10 |"]                                   # a room that is not one
+    if doc_stale(good, counts):
+        print("selftest: a right rooms table refused")
+        fails += 1
+    for k, doc in enumerate(stale):
+        if not doc_stale(doc, counts):
+            print(f"selftest: stale rooms table {k} NOT caught")
+            fails += 1
+    print(f"selftest: {len(planted)} planted violations and {len(stale)} stale tables, "
+          f"{len(planted) + len(allowed) + len(stale) + 1 - fails} of {len(planted) + len(allowed) + len(stale) + 1} "
+          "verdicts right")
     return 1 if fails else 0
 
 
 def main(argv):
-    args = [a for a in argv if not a.startswith("--")]
+    doc = argv[argv.index("--doc") + 1] if "--doc" in argv and argv.index("--doc") + 1 < len(argv) else None
+    args = [a for a in argv if not a.startswith("--") and a != doc]
     root = args[0] if args else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     if "--selftest" in argv:
         return selftest()
     if "--table" in argv:
         table(root)
         return 0
+    if doc:
+        with open(doc, encoding="utf-8") as fh:
+            bad = doc_stale(fh.read(), count(root))
+        for line in bad:
+            print(f"{doc}: {line}")
+        print(f"layout: {len(bad)} stale row(s) in {doc}'s rooms table")
+        return 1 if bad else 0
     bad = check(root)
     for line in bad:
         print(line)
