@@ -12,10 +12,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/gpu_decode.h"
-#include "data/gpu_resize.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/gpu_decode.h"
+#include "data/gpu_resize.h"
 
 /* rows a batch wrote, held back until its fence completes (emulate_async);
  * recycled through its decoder's free list, as a device's buffers are */

@@ -52,9 +52,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/gpu_nvjpeg.h"
 #include "core/nvtx.h"
 #include "core/timer.h"
+#include "data/gpu_nvjpeg.h"
 
 const char *tb_nvjpeg_status_name(nvjpegStatus_t s) {
     switch (s) {

@@ -10,11 +10,11 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include "core/cuda_check.h"
+#include "core/log.h"
 #include "data/gpu_decode.h"
 #include "data/gpu_nvjpeg_mem.h"
 #include "data/gpu_resize.h"
-#include "core/cuda_check.h"
-#include "core/log.h"
 
 const char *tb_nvjpeg_status_name(nvjpegStatus_t s);
 

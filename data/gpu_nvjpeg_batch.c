@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/gpu_nvjpeg.h"
 #include "core/nvtx.h"
 #include "core/timer.h"
+#include "data/gpu_nvjpeg.h"
 
 /* data/gpu_resize.cu */
 void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src, uint8_t *d_tmp,

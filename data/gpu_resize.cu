@@ -9,8 +9,8 @@
 #define _Noreturn [[noreturn]]
 #endif
 extern "C" {
-#include "data/gpu_resize.h"
 #include "core/cuda_check.h"
+#include "data/gpu_resize.h"
 }
 
 #define RS_THREADS 256

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/resample.h"
 #include "core/log.h"
+#include "data/resample.h"
 
 struct tb_rs_planner {
     int S;

@@ -23,13 +23,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/jpeg.h"
-#include "data/loader_internal.h"
-#include "data/shard.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "data/jpeg.h"
+#include "data/loader_internal.h"
+#include "data/shard.h"
 
 /* ---- sharding (loader.h, data/shard.h) --------------------------------------------- */
 

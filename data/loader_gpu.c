@@ -21,11 +21,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "data/jpeg.h"
-#include "data/loader_internal.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/timer.h"
+#include "data/jpeg.h"
+#include "data/loader_internal.h"
 
 /* The decoder's intervals: host ones on the stage's thread track, device
  * ones on its device track. */

@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/jpeg.h"
-#include "data/loader_internal.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/rng.h"
 #include "core/timer.h"
+#include "data/jpeg.h"
+#include "data/loader_internal.h"
 
 /* ---- stages --------------------------------------------------------------------------- */
 

@@ -12,9 +12,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/jpeg.h"
 #include "core/log.h"
 #include "core/rng.h"
+#include "data/jpeg.h"
 
 #define TWO_PI 6.283185307179586
 #define NOISE_IMAGENET (1.0f / 3.0f) /* --like imagenet's pixel noise: about 0.6 bytes per pixel at its mix */

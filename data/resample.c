@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/pixel_kern.h"
 #include "core/log.h"
+#include "data/pixel_kern.h"
 
 static double bilinear_filter(double x) {
     if (x < 0.0) x = -x;

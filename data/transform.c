@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/timer.h"
 #include "data/jpeg.h"
 #include "data/pixel_kern.h"
 #include "data/resample.h"
-#include "core/log.h"
-#include "core/timer.h"
 
 /* ---- geometry ------------------------------------------------------------------ */
 

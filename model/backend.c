@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/cpu/cpu_backend.h"
 #include "core/log.h"
+#include "model/cpu/cpu_backend.h"
 #ifdef TB_HAVE_CUDA
 #include "model/cuda/cuda_backend.h"
 #endif

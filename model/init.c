@@ -2,8 +2,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "model/resnet.h"
 #include "core/rng.h"
+#include "model/resnet.h"
 
 /* "layer2.1.bn3.weight" is the last BN of a Bottleneck; ".bn2." of a BasicBlock. */
 static int is_last_bn_of_block(const tb_resnet_config *cfg, const char *name) {

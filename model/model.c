@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/layout.h"
 #include "core/log.h"
+#include "model/layout.h"
 
 /* Host-set step scalars and labels go up through small rings of pinned
  * slots, each reused only once the copy that last read it has completed. */

@@ -12,7 +12,9 @@ Floors, bottom to top (docs/DESIGN.md, "Layout"):
   6  src/cmd/                      one file per subcommand
 
 A file may include its own room and any room on a lower floor; never a
-higher floor, never a sideways room on its own floor. tests/ and bench/
+higher floor, never a sideways room on its own floor. A room's headers are
+its public face, except those named *_internal.h: its private state, for
+its own files (and tests) only. tests/ and bench/
 stand above everything and are not checked.
 
   layout_check.py [ROOT]            exit 1 and one line per violation
@@ -59,7 +61,11 @@ def floor_of(room):
 def violation(src_path, inc_path):
     """A one-line reason when src_path may not include inc_path, else None."""
     a, b = room_of(src_path), room_of(inc_path)
-    if a is None or b is None or a == b:
+    if a is None or b is None:
+        return None
+    if a != b and inc_path.endswith("_internal.h"):
+        return f"{src_path} includes {inc_path}: {b}/'s private header (only {b}/ itself may)"
+    if a == b:
         return None
     fa, fb = floor_of(a), floor_of(b)
     if fb > fa:
@@ -147,6 +153,7 @@ def selftest():
         ("src/feed/batch_source.c", "src/project/fabric.h"),
         ("src/train/trainer.c", "src/cmd/commands.h"),
         ("src/device/nvml.c", "src/results/results.h"),
+        ("src/cmd/cmd_train.c", "src/train/trainer_internal.h"),  # another room's private state
     ]
     allowed = [
         ("src/cmd/cmd_train.c", "src/train/train_setup.h"),
@@ -155,6 +162,8 @@ def selftest():
         ("model/cpu/cpu_conv.c", "model/model.h"),
         ("data/loader.c", "core/log.h"),
         ("tests/test_data.c", "src/cmd/commands.h"),
+        ("src/train/trainer_graph.c", "src/train/trainer_internal.h"),
+        ("tests/test_cpu_ops.c", "model/cpu/cpu_internal.h"),
     ]
     fails = 0
     for src, inc in planted:

@@ -3,10 +3,10 @@
  * through trainbench can be checked bit for bit. Usage: tb_ckpt_copy IN OUT */
 #include <stdio.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/results/checkpoint.h"
-#include "core/log.h"
 
 int main(int argc, char **argv) {
     if (argc != 3) {

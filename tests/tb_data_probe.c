@@ -24,11 +24,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "data/dataset.h"
 #include "data/gpu_decode.h"
 #include "data/loader.h"
 #include "data/transform.h"
-#include "core/log.h"
 
 typedef struct {
     const double *u;

@@ -23,10 +23,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/results/checkpoint.h"
-#include "core/log.h"
 #include "src/results/results_read.h"
 #include "tests/tb_test.h"
 

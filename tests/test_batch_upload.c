@@ -35,15 +35,15 @@
 #include <string.h>
 #include <time.h>
 
+#include "comm/comm.h"
+#include "core/log.h"
 #include "data/dataset.h"
-#include "data/loader.h"
 #include "data/gpu_decode.h"
+#include "data/loader.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/feed/batch_source.h"
 #include "src/feed/batch_upload.h"
-#include "comm/comm.h"
-#include "core/log.h"
 #include "src/train/trainer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"

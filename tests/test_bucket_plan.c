@@ -20,8 +20,8 @@
 
 #include "comm/bucket_plan.h"
 #include "comm/grad_sync.h"
-#include "model/resnet.h"
 #include "core/rng.h"
+#include "model/resnet.h"
 #include "tests/tb_test.h"
 
 /* Tensor boundaries of the trainable flat buffer of a model. */

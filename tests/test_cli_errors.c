@@ -13,11 +13,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/results/checkpoint.h"
 #include "src/results/h5io.h"
-#include "core/log.h"
 #include "tests/tb_test.h"
 
 static char g_dir[64] = "/tmp/tb_cli_XXXXXX";

@@ -12,12 +12,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/cpu_dispatch.h"
+#include "core/rng.h"
 #include "data/loader.h"
 #include "data/pixel_kern.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "core/cpu_dispatch.h"
-#include "core/rng.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/cpu_kern.h"
 #include "core/cpu_features.h"
 #include "core/rng.h"
+#include "model/cpu/cpu_kern.h"
 #include "tests/tb_test.h"
 
 static int same(const void *a, const void *b, size_t n) { return memcmp(a, b, n) == 0; }

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/cpu_backend.h"
-#include "model/cpu/cpu_internal.h" /* to force the conv code paths */
 #include "core/log.h"
 #include "core/rng.h"
+#include "model/cpu/cpu_backend.h"
+#include "model/cpu/cpu_internal.h" /* to force the conv code paths */
 
 #define FWD_ATOL 1e-5
 #define FWD_RTOL 1e-5

@@ -41,12 +41,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
-#include "model/layout.h"
 #include "model/graph_fused.h"
+#include "model/layout.h"
 #include "model/model.h"
-#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_cpu, *g_gpu;

@@ -11,12 +11,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/rng.h"
 #include "data/loader.h"
 #include "data/transform.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/layout.h"
 #include "model/model.h"
-#include "core/rng.h"
 #define TB_TEST_SHARED_COUNTS /* test_cuda_host.c defines them */
 #include "tests/tb_test.h"
 #ifdef TB_HAVE_CUDA

@@ -47,11 +47,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/model.h"
-#include "core/log.h"
-#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_cpu;

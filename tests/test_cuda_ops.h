@@ -9,11 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/layout.h"
-#include "core/log.h"
-#include "core/rng.h"
 
 typedef struct {
     const char *name;

@@ -11,12 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/rng.h"
 #include "data/dataset.h"
 #include "data/jpeg.h"
 #include "data/loader.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "core/rng.h"
 #define TB_TEST_SHARED_COUNTS /* test_data.c defines them */
 #include "tests/tb_test.h"
 

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/rng.h"
 #include "data/gpu_resize.h"
 #include "data/resample.h"
 #include "data/transform.h"
-#include "core/rng.h"
 #include "tests/tb_test.h"
 
 static double draw(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }

@@ -10,11 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/cpu/cpu_internal.h" /* split knobs and the scratch to poison */
 #include "model/model.h"
-#include "core/log.h"
-#include "core/rng.h"
 #define TB_TEST_SHARED_COUNTS /* test_graph_buffers.c defines them */
 #include "tests/tb_test.h"
 

@@ -29,12 +29,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timer.h"
 #include "data/dataset.h"
 #include "data/gpu_decode.h"
 #include "data/jpeg.h"
 #include "data/loader.h"
 #include "data/transform.h"
-#include "core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 #include "tests/tb_test_loader.h"

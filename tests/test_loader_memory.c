@@ -22,10 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/dataset.h"
-#include "data/loader.h"
 #include "core/procmem.h"
 #include "core/timer.h"
+#include "data/dataset.h"
+#include "data/loader.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 #include "tests/tb_test_loader.h"

@@ -25,12 +25,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/timer.h"
 #include "data/dataset.h"
 #include "data/gpu_decode.h"
 #include "data/loader.h"
 #include "data/loader_timeline.h"
 #include "data/transform.h"
-#include "core/timer.h"
 #include "tests/tb_test.h"
 #include "tests/tb_test_jpeg.h"
 #include "tests/tb_test_loader.h"

@@ -16,8 +16,8 @@
 #include <sys/wait.h>
 #include <turbojpeg.h>
 
-#include "data/mkdata.h"
 #include "core/rng.h"
+#include "data/mkdata.h"
 #include "tests/tb_test.h"
 
 enum { CLASSES = 6, PER = 8, MIN_SIDE = 96, MAX_SIDE = 160 };

@@ -10,11 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/log.h"
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/results/checkpoint.h"
-#include "core/rng.h"
-#include "core/log.h"
 #include "tests/tb_test.h"
 
 static tb_backend *g_be;

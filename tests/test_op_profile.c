@@ -16,11 +16,11 @@
 #include <time.h>
 
 #include "comm/comm.h"
+#include "core/log.h"
+#include "core/rng.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "model/op_profile.h"
-#include "core/log.h"
-#include "core/rng.h"
 #include "src/train/trainer.h"
 #include "tests/tb_test.h"
 

@@ -19,10 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/cpu/cpu_blas.h"
-#include "model/cpu/cpu_internal.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "model/cpu/cpu_blas.h"
+#include "model/cpu/cpu_internal.h"
 
 /* Scratch for im2col and friends, all threads together (a target: convs
  * are split finer until their pieces fit). */

@@ -11,9 +11,9 @@
 #include <math.h>
 #include <omp.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "core/log.h"
 
 void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z) {
     cpu_check(x, op, "x");

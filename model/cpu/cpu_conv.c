@@ -28,9 +28,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "core/log.h"
 
 typedef struct {
     int n, cin, h, w;   /* x [N,Cin,H,W] */

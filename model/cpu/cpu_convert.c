@@ -10,9 +10,9 @@
  */
 #include <omp.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/layout.h"
-#include "core/log.h"
 
 static void convert_check(const tb_tensor *src, const tb_tensor *dst) {
     if (!src || !dst || (!src->data && tb_tensor_numel(src)) || (!dst->data && tb_tensor_numel(dst)))

@@ -5,9 +5,9 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "core/log.h"
 
 /* Runs STMT on each thread's contiguous share [lo, hi) of n elements (STMT
  * calls the vector level's loops, cpu_kern.h). */

@@ -21,8 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/cpu_internal.h"
 #include "core/log.h"
+#include "model/cpu/cpu_internal.h"
 
 void *cpu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got) {
     (void)be, (void)a;

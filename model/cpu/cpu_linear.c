@@ -9,8 +9,8 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "model/cpu/cpu_internal.h"
 #include "core/log.h"
+#include "model/cpu/cpu_internal.h"
 
 /* Rows N, inner size K and outputs M of a linear layer, checked. */
 static void linear_dims(const char *op, const tb_tensor *x, const tb_tensor *w,

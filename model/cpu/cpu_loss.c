@@ -11,8 +11,8 @@
 #include <omp.h>
 #include <stdlib.h>
 
-#include "model/cpu/cpu_internal.h"
 #include "core/log.h"
+#include "model/cpu/cpu_internal.h"
 
 void cpu_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_t *labels,
                       double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits) {

@@ -11,9 +11,9 @@
 #include <omp.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "core/log.h"
 
 static void pool_check(const char *op, const tb_pool_geom *g, const tb_tensor *x,
                        const tb_tensor *y) {

@@ -12,9 +12,9 @@
  */
 #include <omp.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_internal.h"
 #include "model/cpu/cpu_kern.h"
-#include "core/log.h"
 
 void cpu_sgd_update(tb_backend *be, const tb_sgd_op *a, const tb_sgd_segment *segs,
                     int nseg, tb_real *params, const tb_real *grads, tb_real *momentum) {

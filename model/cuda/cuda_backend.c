@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_internal.h"
 #include "core/log.h"
+#include "model/cuda/cuda_internal.h"
 
 /* cuBLASLt's workspace: 32 MiB, what NVIDIA recommends for Hopper. */
 #define CU_LT_WS_BYTES ((size_t)32 << 20)

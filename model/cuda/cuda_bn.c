@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_internal.h"
-#include "core/log.h"
 
 typedef struct {
     cu_bn_shape shape;          /* at the largest batch */

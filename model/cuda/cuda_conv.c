@@ -33,8 +33,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_internal.h"
 #include "core/log.h"
+#include "model/cuda/cuda_internal.h"
 
 #define CONV_ALGOS 16 /* more than any direction's algorithm count */
 

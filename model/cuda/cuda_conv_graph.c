@@ -42,10 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_engine.h"
-#include "model/plan_cache.h"
-#include "model/cuda/cuda_internal.h"
 #include "core/log.h"
+#include "model/cuda/cuda_engine.h"
+#include "model/cuda/cuda_internal.h"
+#include "model/plan_cache.h"
 
 #define CG_CANDIDATES 8 /* plans finalized and timed per direction */
 #define CG_HEUR_MAX CU_BE_HEUR_MAX /* engine configs taken from each heuristics mode */

@@ -43,9 +43,9 @@
 extern "C" {
 #endif
 
+#include "core/cuda_check.h"
 #include "model/backend.h"
 #include "model/cuda/cuda_backend.h"
-#include "core/cuda_check.h"
 
 /* ---- the parts only the host-compiled files see ------------------------------- */
 #ifndef __CUDACC__

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_internal.h"
 #include "core/log.h"
+#include "model/cuda/cuda_internal.h"
 
 struct cu_gemm {
     cu_gemm_kind kind;

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/cuda_internal.h"
 #include "core/log.h"
+#include "model/cuda/cuda_internal.h"
 
 /* ---- memory accounting --------------------------------------------------------------- */
 

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/cuda/fused_cuda.h"
 #include "core/log.h"
+#include "model/cuda/fused_cuda.h"
 
 /* "580.95.05" from the kernel module's first line, or "-". */
 static void nvrm_version(char *out, size_t len) {

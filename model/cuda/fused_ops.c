@@ -31,8 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/fused_cuda.h"
 #include "core/log.h"
+#include "model/cuda/fused_cuda.h"
 
 typedef struct {
     int n;

@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cuda/fused_cuda.h"
 #include "core/log.h"
+#include "model/cuda/fused_cuda.h"
 
 /* plans finalized and timed per problem: each engine compiled at run time
  * costs its compilation (seconds, on the first launch only: the plan cache

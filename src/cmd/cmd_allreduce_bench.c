@@ -42,14 +42,14 @@
 #include "comm/comm.h"
 #include "comm/grad_sync.h"
 #include "comm/nccl.h"
-#include "model/backend.h"
 #include "core/cli.h"
-#include "src/cmd/commands.h"
-#include "src/train/launch_check.h"
-#include "src/results/provenance.h"
-#include "src/results/results.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "model/backend.h"
+#include "src/cmd/commands.h"
+#include "src/results/provenance.h"
+#include "src/results/results.h"
+#include "src/train/launch_check.h"
 
 static double input_value(int rank, size_t i) { return (double)((i + 3 * (size_t)rank) % 64); }
 

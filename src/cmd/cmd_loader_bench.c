@@ -18,17 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "data/dataset.h"
-#include "data/jpeg.h"
-#include "data/loader.h"
 #include "core/cli.h"
-#include "src/cmd/commands.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "core/version.h"
+#include "data/dataset.h"
+#include "data/jpeg.h"
+#include "data/loader.h"
+#include "src/cmd/commands.h"
+#include "src/cmd/loader_bench_args.h"
 #include "src/feed/feed_plan.h"
 #include "src/results/h5io.h"
-#include "src/cmd/loader_bench_args.h"
 #include "src/results/provenance.h"
 #include "src/results/results.h"
 

@@ -13,16 +13,16 @@
 #include <unistd.h>
 
 #include "comm/comm.h"
+#include "core/cli.h"
+#include "core/log.h"
 #include "data/dataset.h"
 #include "data/gpu_decode.h"
 #include "data/jpeg.h"
-#include "core/cli.h"
 #include "src/cmd/commands.h"
-#include "core/log.h"
-#include "src/feed/feed_plan.h"
 #include "src/cmd/loader_bench_args.h"
 #include "src/cmd/loader_feed.h"
 #include "src/device/nvml.h"
+#include "src/feed/feed_plan.h"
 #include "src/results/provenance.h"
 #include "src/results/results.h"
 

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "data/mkdata.h"
 #include "core/cli.h"
-#include "src/cmd/commands.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/mkdata.h"
+#include "src/cmd/commands.h"
 
 int tb_cmd_mkdata(int argc, char **argv) {
     char out[TB_OPT_STR_MAX] = "", like[TB_OPT_STR_MAX] = "plain";

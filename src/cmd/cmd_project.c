@@ -17,9 +17,9 @@
 #include <string.h>
 
 #include "core/cli.h"
-#include "src/cmd/commands.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "src/cmd/commands.h"
 #include "src/project/projection_profile.h"
 #include "src/project/projection_report.h"
 

@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "core/cli.h"
-#include "src/cmd/commands.h"
 #include "core/log.h"
+#include "src/cmd/commands.h"
 #include "src/results/op_profile_report.h"
 #include "src/results/overlap_report.h"
 #include "src/results/results_read.h"

@@ -15,13 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cli.h"
+#include "core/log.h"
 #include "model/model.h"
+#include "src/cmd/commands.h"
 #include "src/results/batchfile.h"
 #include "src/results/checkpoint.h"
-#include "core/cli.h"
-#include "src/cmd/commands.h"
 #include "src/results/h5io.h"
-#include "core/log.h"
 
 typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];

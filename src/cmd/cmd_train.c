@@ -12,8 +12,8 @@
  *    also written, marked "aborted", when the run fails (run_report.h). */
 #include <stdlib.h>
 
-#include "src/cmd/commands.h"
 #include "core/log.h"
+#include "src/cmd/commands.h"
 #include "src/train/train_setup.h"
 
 int tb_cmd_train(int argc, char **argv) {

@@ -3,11 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model/cpu/cpu_blas.h"
-#include "src/cmd/commands.h"
 #include "core/cpu_dispatch.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "model/cpu/cpu_blas.h"
+#include "src/cmd/commands.h"
 
 typedef struct {
     const char *name;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/cpu/cpu_blas.h"
 #include "core/cpu_features.h"
+#include "model/cpu/cpu_blas.h"
 
 /* The model name and the clock the peak is taken at: cpufreq's maximum
  * where the kernel has one, else /proc/cpuinfo's "cpu MHz" (in a VM, the

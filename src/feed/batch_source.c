@@ -4,11 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
+#include "core/timer.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
 #include "src/results/batchfile.h"
-#include "core/log.h"
-#include "core/timer.h"
 
 typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
 

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/transform.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "data/transform.h"
 
 typedef enum {
     HELD_NONE,     /* the loader has the slot */

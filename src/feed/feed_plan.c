@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "src/feed/batch_upload.h" /* tb_upload_pinned_alloc / free */
 #include "core/log.h"
+#include "src/feed/batch_upload.h" /* tb_upload_pinned_alloc / free */
 
 int tb_decode_parse(const char *name, tb_decode_mode *out) {
     static const struct {

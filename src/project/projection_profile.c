@@ -9,10 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/graph.h"
-#include "model/resnet.h"
 #include "core/keyval.h"
 #include "core/log.h"
+#include "model/graph.h"
+#include "model/resnet.h"
 
 /* ---- the model's gradient layout and work per layer ------------------------------------------- */
 

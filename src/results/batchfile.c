@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/results/h5io.h"
 #include "core/log.h"
+#include "src/results/h5io.h"
 
 /* 1 when every element of the dataset was written: one created but never
  * written (or only in part) reads as fill values, so a 2 KB file could

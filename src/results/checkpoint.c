@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "core/faults.h"
-#include "src/results/h5io.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "src/results/h5io.h"
 
 static const char *k_hint = "pass a trainbench checkpoint (convert torchvision weights with "
                             "model/convert_torchvision.py)";

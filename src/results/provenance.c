@@ -7,15 +7,15 @@
 
 #include "comm/comm.h"
 #include "comm/nccl.h"
+#include "core/cpu_dispatch.h"
+#include "core/cpu_features.h"
+#include "core/version.h"
 #include "data/jpeg.h"
 #include "model/cpu/cpu_blas.h"
-#include "src/results/h5io.h"
 #include "src/device/nvml.h"
 #include "src/device/probe_cpu.h"
 #include "src/device/probe_gpu.h"
-#include "core/cpu_features.h"
-#include "core/cpu_dispatch.h"
-#include "core/version.h"
+#include "src/results/h5io.h"
 
 extern char **environ;
 

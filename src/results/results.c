@@ -8,8 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "src/results/h5io.h"
 #include "core/log.h"
+#include "src/results/h5io.h"
 
 void tb_table_init(tb_table *t, const char *group, const char *names) {
     memset(t, 0, sizeof *t);

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/results/h5io.h"
 #include "core/log.h"
+#include "src/results/h5io.h"
 
 const char *const tb_results_required_attrs[] = {
     "trainbench_version", "git_revision", "command_line", "start_time", "end_time", "status",

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/results/bucket_profile.h"
-#include "src/results/op_profile_report.h"
-#include "src/results/h5io.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "src/results/bucket_profile.h"
+#include "src/results/h5io.h"
+#include "src/results/op_profile_report.h"
 
 static struct timespec deadline_in(clockid_t clock, double s) {
     struct timespec t;

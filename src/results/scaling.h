@@ -24,8 +24,8 @@
 
 #include <stdio.h>
 
-#include "src/results/table_print.h"
 #include "src/results/step_phases.h"
+#include "src/results/table_print.h"
 
 /* One rank's timed steps. */
 typedef struct {

@@ -9,11 +9,11 @@
 #include "comm/comm.h"
 #include "comm/device_map.h"
 #include "comm/nccl.h"
+#include "core/log.h"
+#include "core/version.h"
 #include "data/jpeg.h"
 #include "src/device/gpu_runtime.h"
 #include "src/results/h5io.h"
-#include "core/log.h"
-#include "core/version.h"
 
 extern char **environ;
 

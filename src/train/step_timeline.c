@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/results/bucket_profile.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "src/device/gpu_runtime.h"
+#include "src/results/bucket_profile.h"
 
 typedef struct {
     int n;                       /* ranges recorded this step */

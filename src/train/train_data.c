@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "data/shard.h"
 #include "core/log.h"
+#include "data/shard.h"
 #include "src/train/train_setup.h"
 
 tb_feed_opts tb_train_feed(const tb_train_flags *f, const tb_backend *be, tb_source_use use) {

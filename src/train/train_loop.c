@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/results/checkpoint.h"
 #include "core/log.h"
 #include "core/timer.h"
+#include "src/results/checkpoint.h"
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
 

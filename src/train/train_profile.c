@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/op_profile.h"
 #include "core/hash.h"
 #include "core/log.h"
+#include "model/op_profile.h"
 #include "src/results/op_profile_report.h"
 #include "src/train/train_setup.h"
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/results/bucket_profile.h"
 #include "core/faults.h"
 #include "core/log.h"
+#include "src/results/bucket_profile.h"
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
 

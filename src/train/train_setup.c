@@ -10,13 +10,13 @@
 #include <unistd.h>
 
 #include "comm/nccl.h"
-#include "model/cpu/cpu_blas.h"
-#include "src/results/checkpoint.h"
 #include "core/cpu_features.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "src/train/launch_check.h"
+#include "model/cpu/cpu_blas.h"
+#include "src/results/checkpoint.h"
 #include "src/results/provenance.h"
+#include "src/train/launch_check.h"
 #include "src/train/train_setup.h"
 
 /* ---- failures --------------------------------------------------------------------------- */

@@ -14,13 +14,13 @@
 
 #include "comm/comm.h"
 #include "comm/monitor.h"
-#include "model/model.h"
-#include "src/feed/batch_source.h"
 #include "core/cli.h"
-#include "src/train/lr_schedule.h"
+#include "model/model.h"
 #include "src/device/nvml.h"
+#include "src/feed/batch_source.h"
 #include "src/results/run_report.h"
 #include "src/results/scaling.h"
+#include "src/train/lr_schedule.h"
 #include "src/train/trainer.h"
 
 typedef struct {

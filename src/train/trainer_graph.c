@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/log.h"
 #include "core/faults.h"
+#include "core/log.h"
 #include "src/train/trainer_internal.h"
 
 /* Why the step cannot be captured, or "" when it can. */

@@ -16,10 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/results/bucket_profile.h"
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "core/faults.h"
+#include "src/results/bucket_profile.h"
 #include "src/train/fault_strike.h"
 #include "src/train/trace.h"
 #include "src/train/trainer_internal.h"

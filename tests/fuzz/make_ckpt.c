@@ -6,10 +6,10 @@
  * Usage: fuzz_make_ckpt OUT.h5 */
 #include <stdio.h>
 
+#include "core/log.h"
 #include "model/cpu/cpu_backend.h"
 #include "model/model.h"
 #include "src/results/checkpoint.h"
-#include "core/log.h"
 
 int main(int argc, char **argv) {
     if (argc != 2) {
