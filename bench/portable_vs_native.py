@@ -64,7 +64,8 @@ def step_rate(binary, level, model, batch, size, threads, warmup, steps):
     if level:
         os.environ["TB_CPU_LEVEL"] = level
     try:
-        return trainbench_rate(binary, model, batch, size, threads, 1000, warmup, steps)
+        rate, cmd, _kernels = trainbench_rate(binary, model, batch, size, threads, 1000, warmup, steps)
+        return rate, cmd
     finally:
         os.environ.pop("TB_CPU_LEVEL", None)
         if old is not None:
