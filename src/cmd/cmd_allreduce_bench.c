@@ -47,9 +47,8 @@
 #include "core/timer.h"
 #include "model/backend.h"
 #include "src/cmd/commands.h"
-#include "src/results/provenance.h"
 #include "src/results/results.h"
-#include "src/train/launch_check.h"
+#include "src/train/train.h"
 
 static double input_value(int rank, size_t i) { return (double)((i + 3 * (size_t)rank) % 64); }
 

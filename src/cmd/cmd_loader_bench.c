@@ -27,9 +27,7 @@
 #include "data/loader.h"
 #include "src/cmd/commands.h"
 #include "src/cmd/loader_bench_args.h"
-#include "src/feed/feed_plan.h"
-#include "src/results/h5io.h"
-#include "src/results/provenance.h"
+#include "src/feed/feed.h"
 #include "src/results/results.h"
 
 typedef struct {

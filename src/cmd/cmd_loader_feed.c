@@ -21,9 +21,8 @@
 #include "src/cmd/commands.h"
 #include "src/cmd/loader_bench_args.h"
 #include "src/cmd/loader_feed.h"
-#include "src/device/nvml.h"
-#include "src/feed/feed_plan.h"
-#include "src/results/provenance.h"
+#include "src/device/device.h"
+#include "src/feed/feed.h"
 #include "src/results/results.h"
 
 #define MAX_ROWS 256

@@ -36,10 +36,9 @@
 #include "model/backend.h"
 #include "model/cpu/cpu_blas.h"
 #include "src/cmd/commands.h"
-#include "src/device/gpu_versions.h"
-#include "src/device/nvml.h"
-#include "src/results/h5io.h"
-#include "src/train/launch_check.h"
+#include "src/device/device.h"
+#include "src/results/results.h"
+#include "src/train/train.h"
 
 typedef struct {
     char host[64];

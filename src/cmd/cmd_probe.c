@@ -29,14 +29,8 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "src/cmd/commands.h"
-#include "src/device/gpu_peaks.h"
-#include "src/device/nvml.h"
-#include "src/device/probe_cpu.h"
-#include "src/device/probe_gpu.h"
-#include "src/results/h5io.h"
-#include "src/results/provenance.h"
+#include "src/device/device.h"
 #include "src/results/results.h"
-#include "src/results/table_print.h"
 
 typedef struct {
     const char *check;  /* "h2d pinned" */

@@ -20,8 +20,7 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "src/cmd/commands.h"
-#include "src/project/projection_profile.h"
-#include "src/project/projection_report.h"
+#include "src/project/project.h"
 
 static const char k_usage[] =
     "trainbench project RUN.h5 [--fabric NAME|FILE|A+B|fit|fit:BENCH] [--ranks 1,2,4,...] [--what-if LIST]\n"

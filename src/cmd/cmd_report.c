@@ -16,10 +16,7 @@
 #include "core/cli.h"
 #include "core/log.h"
 #include "src/cmd/commands.h"
-#include "src/results/op_profile_report.h"
-#include "src/results/overlap_report.h"
-#include "src/results/results_read.h"
-#include "src/results/table_print.h"
+#include "src/results/results.h"
 
 static const char k_usage[] =
     "trainbench report RUN.h5 [B.h5] [--format text|md|csv]\n\n"

@@ -19,9 +19,7 @@
 #include "core/log.h"
 #include "model/model.h"
 #include "src/cmd/commands.h"
-#include "src/results/batchfile.h"
-#include "src/results/checkpoint.h"
-#include "src/results/h5io.h"
+#include "src/results/results.h"
 
 typedef struct {
     char ckpt[TB_OPT_STR_MAX], batch[TB_OPT_STR_MAX], out[TB_OPT_STR_MAX];

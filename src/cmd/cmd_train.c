@@ -14,7 +14,7 @@
 
 #include "core/log.h"
 #include "src/cmd/commands.h"
-#include "src/train/train_setup.h"
+#include "src/train/train.h"
 
 int tb_cmd_train(int argc, char **argv) {
     tb_train_run *r = calloc(1, sizeof *r); /* the flags' strings make it large for the stack */

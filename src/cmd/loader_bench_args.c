@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "core/procmem.h"
-#include "src/device/gpu_runtime.h"
-#include "src/feed/feed_plan.h"
+#include "src/device/device.h"
+#include "src/feed/feed.h"
 
 int tb_bench_int_list(const char *s, int lo, int *out, int max) {
     int n = 0;

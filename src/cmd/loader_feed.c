@@ -9,7 +9,7 @@
 
 #include "core/log.h"
 #include "core/timer.h"
-#include "src/feed/batch_source.h"
+#include "src/feed/feed.h"
 
 tb_cpu_budget tb_feed_cpu_budget(double cpu_s, double loader_cpu_s, double wall_s, double img_per_s) {
     tb_cpu_budget b = {NAN, NAN, NAN};

@@ -44,8 +44,8 @@
 
 #include "data/dataset.h"
 #include "data/loader.h"
-#include "src/device/nvml.h"
-#include "src/train/trainer.h"
+#include "src/device/device.h"
+#include "src/train/train.h"
 
 /* One row's loader configuration. */
 typedef struct {

@@ -8,7 +8,7 @@
 #include "core/timer.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
-#include "src/results/batchfile.h"
+#include "src/results/results.h"
 
 typedef enum { SRC_SYNTHETIC, SRC_BATCHFILE, SRC_LOADER } src_kind;
 

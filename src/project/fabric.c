@@ -11,7 +11,7 @@
 
 #include "core/keyval.h"
 #include "core/log.h"
-#include "src/results/results_read.h"
+#include "src/results/results.h"
 
 /* ---- presets ------------------------------------------------------------------------------- */
 

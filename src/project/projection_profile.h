@@ -31,7 +31,7 @@
 #define TB_PROJECTION_PROFILE_H
 
 #include "src/project/projection.h"
-#include "src/results/results_read.h"
+#include "src/results/results.h"
 
 #define TB_PROJ_MAX_MEASURED 16
 

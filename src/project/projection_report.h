@@ -24,9 +24,6 @@
 
 #include "src/project/projection.h"
 #include "src/results/results.h"
-#include "src/results/results_read.h"
-#include "src/results/step_phases.h"
-#include "src/results/table_print.h"
 
 #define TB_PROJ_MAX_WHATIF 8
 

@@ -35,7 +35,7 @@
 
 #include "comm/grad_sync.h"
 #include "model/graph.h"
-#include "src/results/results.h"
+#include "src/results/results_file.h"
 
 /* Starts recording (rank 0, before the scaling rows); skip: steps left
  * out at the start of each rank count. */

@@ -18,7 +18,7 @@
 
 #include <stdio.h>
 
-#include "src/results/results.h"
+#include "src/results/results_file.h"
 #include "src/results/table_print.h"
 
 typedef struct {

@@ -12,9 +12,7 @@
 #include "core/version.h"
 #include "data/jpeg.h"
 #include "model/cpu/cpu_blas.h"
-#include "src/device/nvml.h"
-#include "src/device/probe_cpu.h"
-#include "src/device/probe_gpu.h"
+#include "src/device/device.h"
 #include "src/results/h5io.h"
 
 extern char **environ;

@@ -5,8 +5,8 @@
 #define TB_PROVENANCE_H
 
 #include "model/backend.h"
-#include "src/device/probe_cpu.h"
-#include "src/results/results.h"
+#include "src/device/device.h"
+#include "src/results/results_file.h"
 
 /* Adds version, git revision, command line ("trainbench <sub> args..."),
  * world size, host names (hosts: world x 64 chars), backend, device and

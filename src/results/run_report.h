@@ -20,7 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "src/results/results.h"
+#include "src/results/results_file.h"
 
 #define TB_RUN_REPORT_SNAPSHOT_S 2.0
 

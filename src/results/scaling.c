@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/device/nvml.h"
+#include "src/device/device.h"
 #include "src/results/table_print.h"
 
 void tb_rank_summary_add(tb_rank_summary *s, const tb_step_record *r) {

@@ -12,8 +12,8 @@
 #include "core/log.h"
 #include "core/version.h"
 #include "data/jpeg.h"
-#include "src/device/gpu_runtime.h"
-#include "src/results/h5io.h"
+#include "src/device/device.h"
+#include "src/results/results.h"
 
 extern char **environ;
 

@@ -7,8 +7,8 @@
 
 #include "core/log.h"
 #include "core/timer.h"
-#include "src/device/gpu_runtime.h"
-#include "src/results/bucket_profile.h"
+#include "src/device/device.h"
+#include "src/results/results.h"
 
 typedef struct {
     int n;                       /* ranges recorded this step */

@@ -10,7 +10,7 @@
 
 #include "core/log.h"
 #include "core/timer.h"
-#include "src/results/checkpoint.h"
+#include "src/results/results.h"
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
 

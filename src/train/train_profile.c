@@ -23,7 +23,7 @@
 #include "core/hash.h"
 #include "core/log.h"
 #include "model/op_profile.h"
-#include "src/results/op_profile_report.h"
+#include "src/results/results.h"
 #include "src/train/train_setup.h"
 
 /* The op list's identity: row count and every row's key, in order. */

@@ -10,7 +10,7 @@
 
 #include "core/faults.h"
 #include "core/log.h"
-#include "src/results/bucket_profile.h"
+#include "src/results/results.h"
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
 

@@ -14,8 +14,7 @@
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/cpu/cpu_blas.h"
-#include "src/results/checkpoint.h"
-#include "src/results/provenance.h"
+#include "src/results/results.h"
 #include "src/train/launch_check.h"
 #include "src/train/train_setup.h"
 

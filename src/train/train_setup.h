@@ -16,10 +16,9 @@
 #include "comm/monitor.h"
 #include "core/cli.h"
 #include "model/model.h"
-#include "src/device/nvml.h"
-#include "src/feed/batch_source.h"
-#include "src/results/run_report.h"
-#include "src/results/scaling.h"
+#include "src/device/device.h"
+#include "src/feed/feed.h"
+#include "src/results/results.h"
 #include "src/train/lr_schedule.h"
 #include "src/train/trainer.h"
 

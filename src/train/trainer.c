@@ -13,7 +13,7 @@
 #include "core/faults.h"
 #include "core/hash.h"
 #include "core/log.h"
-#include "src/results/bucket_profile.h"
+#include "src/results/results.h"
 #include "src/train/trainer_internal.h"
 
 static tb_comm_type real_type(void) { return sizeof(tb_real) == 4 ? TB_FLOAT32 : TB_FLOAT64; }

@@ -51,9 +51,9 @@
 #include "comm/monitor.h"
 #include "comm/nccl.h"
 #include "model/model.h"
-#include "src/device/gpu_runtime.h"
-#include "src/feed/batch_source.h"
-#include "src/results/step_phases.h"
+#include "src/device/device.h"
+#include "src/feed/feed.h"
+#include "src/results/results.h"
 
 
 typedef struct {

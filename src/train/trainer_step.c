@@ -19,7 +19,7 @@
 #include "core/faults.h"
 #include "core/log.h"
 #include "core/timer.h"
-#include "src/results/bucket_profile.h"
+#include "src/results/results.h"
 #include "src/train/fault_strike.h"
 #include "src/train/trace.h"
 #include "src/train/trainer_internal.h"

@@ -1,5 +1,5 @@
-/* results.c - tables and provenance into the results HDF5 file. */
-#include "src/results/results.h"
+/* results_file.c - tables and provenance into the results HDF5 file. */
+#include "src/results/results_file.h"
 
 #include <errno.h>
 #include <stdio.h>
