@@ -17,7 +17,10 @@ never sees them): e.g. the BLAS kernels before and after trainbench chose
 them on a machine whose OpenBLAS fell back, emulated with
   --tb-variant "generic kernels:OPENBLAS_CORETYPE=Prescott"
   --tb-variant "trainbench's choice:OPENBLAS_CORETYPE=Prescott,TB_TEST_BLAS_FALLBACK=1"
-Each row names the BLAS kernels trainbench ran (its header line).
+Each row names the BLAS kernels trainbench ran (its header line). A
+variant's binary=PATH runs that trainbench instead of --trainbench (an A/B
+of two builds in the same rounds):
+  --tb-variant "before:binary=/tmp/old/build/trainbench" --tb-variant "after:"
 """
 import argparse
 import os
@@ -67,11 +70,11 @@ def trainbench_rate(binary, model, batch, size, threads, classes, warmup, steps,
     return float(m.group(1)), (prefix + " " if prefix else "") + " ".join(cmd), k.group(1) if k else "?"
 
 
-def parse_variant(text):
-    """'LABEL:NAME=VALUE,...' -> (label, {NAME: VALUE})"""
+def parse_variant(text, default_binary):
+    """'LABEL:NAME=VALUE,...' -> (label, binary, {NAME: VALUE}); binary=PATH is the trainbench to run"""
     label, _, envs = text.partition(":")
     env = dict(kv.split("=", 1) for kv in envs.split(",") if kv)
-    return label, env
+    return label, env.pop("binary", default_binary), env
 
 
 def cpu_name():
@@ -100,22 +103,22 @@ def main():
     a = ap.parse_args()
 
     import torch
-    variants = [parse_variant(v) for v in a.tb_variant] or [("", {})]
+    variants = [parse_variant(v, a.trainbench) for v in a.tb_variant] or [("", a.trainbench, {})]
     rows = []
     for cfg in a.configs.split(","):
         batch, size = (int(v) for v in cfg.split("x"))
-        tb = {label: [] for label, _ in variants}
+        tb = {label: [] for label, _, _ in variants}
         pt, cmds, kern = [], {}, {}
         for r in range(a.rounds):
-            for label, env in variants:
-                rate, cmds[label], kern[label] = trainbench_rate(a.trainbench, a.model, batch, size, a.threads,
+            for label, binary, env in variants:
+                rate, cmds[label], kern[label] = trainbench_rate(binary, a.model, batch, size, a.threads,
                                                                  a.classes, a.warmup, a.steps, env)
                 tb[label].append(rate)
             pt.append(pytorch_rate(a.model, batch, size, a.threads, a.classes, a.warmup, a.steps))
             print(f"# {a.model} {batch}x3x{size}x{size} round {r + 1}: " +
-                  ", ".join(f"trainbench{' (' + l + ')' if l else ''} {tb[l][-1]:.2f} img/s" for l, _ in variants) +
+                  ", ".join(f"trainbench{' (' + l + ')' if l else ''} {tb[l][-1]:.2f} img/s" for l, _, _ in variants) +
                   f", pytorch {pt[-1]:.2f} img/s", flush=True)
-        for label, _ in variants:
+        for label, _, _ in variants:
             rows.append((batch, size, max(tb[label]), statistics.median(tb[label]), max(pt), statistics.median(pt),
                          cmds[label], label, kern[label]))
 
@@ -127,7 +130,8 @@ def main():
                      f"| {tbb:.2f} / {tbm:.2f} | {ptb:.2f} / {ptm:.2f} | {tbb / ptb:.2f}x | {tbm / ptm:.2f}x |")
     print("\n".join(table))
     if a.out:
-        tbv = subprocess.run([a.trainbench, "--version"], capture_output=True, text=True).stdout.strip()
+        tbv = "; ".join(dict.fromkeys(subprocess.run([b, "--version"], capture_output=True, text=True).stdout.strip()
+                                      for _, b, _ in variants))
         with open(a.out + ".tmp", "w") as f:
             f.write(f"# {a.model} CPU training step: trainbench vs PyTorch\n\n")
             f.write(f"Machine: {cpu_name()}, {os.cpu_count()} cores; {platform.platform()}\n\n")

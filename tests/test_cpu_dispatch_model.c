@@ -44,6 +44,7 @@ static int check_len(const cpu_kern *k, tb_rng *r, size_t n, size_t off) {
     fill(r, y, cap);
     fill(r, z, cap);
     if (n > 7) x[off + 7] = (tb_real)NAN;
+    if (n > 11) y[off + 11] = (tb_real)NAN; /* a NaN ReLU output passes its gradient through, as torch's */
     int bad = 0;
     tb_real *X = x + off, *Y = y + off, *Z = z + off, *A = a + off, *B = b + off;
 

@@ -6,6 +6,9 @@
  * no reduction order depends on the width). */
 #include "model/cpu/cpu_kern.h"
 
+#include <stdint.h>
+#include <string.h>
+
 #include "core/cpu_dispatch.h"
 
 #define L CPU_KERN_LANES
@@ -33,6 +36,24 @@ static void add(const tb_real *a, const tb_real *b, tb_real *y, size_t n) {
 static void accumulate(tb_real *d, const tb_real *s, size_t n) {
 #pragma omp simd
     for (size_t i = 0; i < n; i++) d[i] += s[i];
+}
+
+/* y <= 0 ? 0 : d, as a bit mask: the same value (+0.0f where y <= 0, d
+ * where y > 0 or y is NaN), but a compare and an and that every level
+ * vectorises, where the select left loops with a conditional load of d
+ * scalar (BatchNorm's backward sums ran 4-13x slower than its forward's). */
+#ifdef TB_REAL_DOUBLE
+typedef uint64_t real_bits;
+#else
+typedef uint32_t real_bits;
+#endif
+static inline tb_real relu_mask(tb_real y, tb_real d) {
+    real_bits b;
+    _Static_assert(sizeof b == sizeof d, "real_bits is tb_real's width");
+    memcpy(&b, &d, sizeof b);
+    b &= y <= 0 ? (real_bits)0 : ~(real_bits)0;
+    memcpy(&d, &b, sizeof b);
+    return d;
 }
 
 /* ---- BatchNorm ------------------------------------------------------------------ */
@@ -87,12 +108,19 @@ static void bn_backward_sums(const tb_real *x, const tb_real *y, const tb_real *
     }
     const double dm = (double)mean;
     size_t i = 0;
-    for (; i + L <= n; i += L)
-        for (int l = 0; l < L; l++) {
-            tb_real g = relu_on && y[i + l] <= 0 ? 0 : dy[i + l];
-            sg[l] += g;
-            sgx[l] += (double)g * ((double)x[i + l] - dm);
+    /* each block of L is masked first, then summed lane by lane */
+    for (; i + L <= n; i += L) {
+        tb_real g[L];
+        if (relu_on) {
+            for (int l = 0; l < L; l++) g[l] = relu_mask(y[i + l], dy[i + l]);
+        } else {
+            for (int l = 0; l < L; l++) g[l] = dy[i + l];
         }
+        for (int l = 0; l < L; l++) {
+            sg[l] += g[l];
+            sgx[l] += (double)g[l] * ((double)x[i + l] - dm);
+        }
+    }
     for (int l = 0; i < n; i++, l++) {
         tb_real g = relu_on && y[i] <= 0 ? 0 : dy[i];
         sg[l] += g;
@@ -110,7 +138,7 @@ static void bn_backward_apply(const tb_real *x, const tb_real *y, const tb_real 
 #pragma omp simd
     for (size_t i = 0; i < n; i++) {
         /* read everything before writing: dx or dz may be dy */
-        tb_real g = relu_on && y[i] <= 0 ? 0 : dy[i];
+        tb_real g = relu_on ? relu_mask(y[i], dy[i]) : dy[i];
         tb_real v = (g - gmean - (x[i] - mean) * q) * k;
         if (dz) dz[i] = acc_dz ? dz[i] + g : g;
         dx[i] = acc_dx ? dx[i] + v : v;
