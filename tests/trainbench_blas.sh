@@ -8,7 +8,10 @@ set -u
 : "${TB_BLAS_KERNELS:?set TB_BLAS_KERNELS to OpenBLAS kernels (tests/blas_kernels_run.sh does)}"
 err=$(mktemp)
 trap 'rm -f "$err"' EXIT
-OPENBLAS_CORETYPE=$TB_BLAS_KERNELS OPENBLAS_VERBOSE=2 "$TB_BLAS_TRAINBENCH" "$@" 2>"$err"
+# the kernels are set as a user sets them: an emulated fallback
+# (TB_TEST_BLAS_FALLBACK=1, say for a whole suite run) must not take them
+# for the library's own choice and replace them
+OPENBLAS_CORETYPE=$TB_BLAS_KERNELS OPENBLAS_VERBOSE=2 env -u TB_TEST_BLAS_FALLBACK "$TB_BLAS_TRAINBENCH" "$@" 2>"$err"
 rc=$?
 cat "$err" >&2
 core=$(sed -n 's/^Core: //p' "$err" | tail -n 1)
