@@ -89,7 +89,13 @@ def cores(r):
 
 
 def notes(r):
-    return [l for l in r.stderr.splitlines() if l.startswith("trainbench:") and "OPENBLAS_CORETYPE" in l]
+    """The line about the kernels: on stdout, in the output of the commands that run the BLAS."""
+    return [l for l in r.stdout.splitlines() if l.startswith("# BLAS choice") and "OPENBLAS_CORETYPE" in l]
+
+
+def err_lines(r):
+    """stderr without the library's own OPENBLAS_VERBOSE lines"""
+    return [l for l in r.stderr.splitlines() if l.strip() and not re.match(r"^(Core|Unknown CPU model)", l)]
 
 
 def attrs(path):
@@ -138,6 +144,13 @@ def fallback(tb, d, best):
           f"training results: {a.get('blas_kernels')} ({a.get('blas_kernels_origin')})")
     check(re.search(r"^# cpu: .*BLAS: OpenBLAS \S+ %s kernels \(chosen by trainbench: OpenBLAS picked Prescott\)"
                     % best, r.stdout, re.M) is not None, "the train header names the kernels and who chose them")
+    n = notes(r)
+    check(len(n) == 1 and f"re-ran with OPENBLAS_CORETYPE={best}" in n[0], f"and one header line says so: {n}")
+    # nothing on stderr: a command's error stays one line where the library fell back
+    r = run([tb, "report", os.path.join(d, "no-such.h5")], emu)
+    e = err_lines(r)
+    check(r.returncode != 0 and len(e) == 1 and "cannot read" in e[0] and not notes(r),
+          f"a one-line error stays one line after a fallback, and a command without the BLAS says nothing of it: {e}")
     check(a.get("blas_threads_per_call") == 1 and best not in a.get("compute_libraries", best),
           f"one BLAS thread per call ({a.get('blas_threads_per_call')}); compute_libraries without the kernels "
           f"(they may differ between ranks): {a.get('compute_libraries')}")

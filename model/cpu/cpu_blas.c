@@ -108,23 +108,6 @@ void tb_cpu_blas_summary(char *buf, size_t len) {
 
 /* ---- the re-exec ------------------------------------------------------------ */
 
-/* Is this rank 0 of a launcher's job (or no job)? Before MPI_Init only the
- * launcher's environment can say. */
-static int launcher_rank0(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", NULL};
-    for (int i = 0; vars[i]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v) return atoi(v) == 0;
-    }
-    return 1;
-}
-
-static void say(const char *note) {
-    if (!note[0] || !launcher_rank0()) return;
-    fprintf(stderr, "trainbench: %s\n", note);
-    fflush(stderr);
-}
-
 static void cpu_units(char *buf, size_t len) {
     tb_isa_level lvl = tb_cpu_isa_best(tb_cpu_features_get());
     snprintf(buf, len, "%s", lvl == TB_ISA_AVX512 ? "AVX-512" : lvl == TB_ISA_AVX2 ? "AVX2" : "AVX");
@@ -148,7 +131,6 @@ static void after_reexec(tb_cpu_blas_info *b, const char *fell_from) {
                  b->library, fell_from, units, b->best, b->kernels);
     unsetenv("TB_BLAS_REEXEC");
     unsetenv("TB_TEST_BLAS_FALLBACK");
-    say(b->note);
 }
 
 void tb_cpu_blas_kernels_ensure(char **argv) {
@@ -172,7 +154,6 @@ void tb_cpu_blas_kernels_ensure(char **argv) {
                      "OPENBLAS_CORETYPE=%.40s (yours) runs %.63s's %.63s kernels; this CPU (%.63s) can run %.63s, which are "
                      "faster: unset it to let trainbench choose",
                      user, b->library, b->kernels, units, b->best);
-        say(b->note);
         return;
     }
     b->origin = TB_BLAS_KERNELS_DETECTED;
@@ -183,7 +164,6 @@ void tb_cpu_blas_kernels_ensure(char **argv) {
                  "%.63s was built for its %.63s kernels only (no DYNAMIC_ARCH); this CPU (%.63s) can run %.63s: install a "
                  "DYNAMIC_ARCH OpenBLAS (Debian's libopenblas0) or one built for this CPU",
                  b->library, b->kernels, units, b->best);
-        say(b->note);
         return;
     }
     char was[32];
@@ -203,7 +183,6 @@ void tb_cpu_blas_kernels_ensure(char **argv) {
              "%.63s picked its %.63s kernels on a CPU with %.63s and trainbench could not re-run itself (/proc/self/exe: "
              "%.63s): set OPENBLAS_CORETYPE=%.63s yourself for the %.63s kernels",
              b->library, was, units, strerror(e), b->best, b->best);
-    say(b->note);
 }
 
 /* ---- threads ------------------------------------------------------------------ */

@@ -49,12 +49,14 @@ typedef struct {
     int dynamic;        /* DYNAMIC_ARCH: the kernels can be chosen at run time */
     int below_best;     /* the kernels running are below what the CPU can run */
     int threads;        /* BLAS threads per call (tb_cpu_blas_threads; 1 until it runs) */
-    char note[768];     /* the one line printed about the choice ("" when there is nothing to say) */
+    char note[768];     /* the one line about the choice ("" when there is nothing to say): the commands
+                           that run the BLAS print it as "# BLAS choice" (train's header, probe,
+                           preflight); nothing goes to stderr, so a command's one-line error stays
+                           one line on a machine whose library fell back */
 } tb_cpu_blas_info;
 
 /* First thing in main: may re-execute the program (never returns then) with
- * OPENBLAS_CORETYPE set. Prints the one line (rank 0 of a launcher's job, by
- * its environment) after the re-exec, or when the kernels cannot be fixed. */
+ * OPENBLAS_CORETYPE set. Prints nothing: what it did is in note. */
 void tb_cpu_blas_kernels_ensure(char **argv);
 
 /* The library and kernels of this process (valid at any time). */

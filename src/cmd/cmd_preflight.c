@@ -261,6 +261,8 @@ static void print_table(const tb_comm_info *info, const pf_row *rows, int gpu, c
     if (below)
         printf("# !: kernels below what that CPU can run (OPENBLAS_CORETYPE set there, or a BLAS built "
                "without them): the CPU backend runs slower on it\n");
+    const char *note = tb_cpu_blas_info_get()->note;
+    if (note[0]) printf("# BLAS choice (rank 0): %s\n", note);
     printf("#\n# versions (identical on every rank: the launch check compared them)\n#   %s\n",
            rows[0].versions);
     printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");

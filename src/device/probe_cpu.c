@@ -49,6 +49,7 @@ void tb_probe_cpu_measure(tb_probe_cpu *p, int quick) {
     tb_cpu_blas_summary(p->blas, sizeof p->blas);
     snprintf(p->kernels, sizeof p->kernels, "%s", b->kernels);
     tb_cpu_blas_origin_str(b, p->kernels_origin, sizeof p->kernels_origin);
+    snprintf(p->blas_note, sizeof p->blas_note, "%s", b->note);
     cpu_model_clock(p);
     p->cores = tb_cpu_allowed_cores();
     p->peak_gflops = p->ghz > 0 ? p->cores * tb_cpu_isa_flops_per_cycle(lvl) * p->ghz : -1;
@@ -62,6 +63,7 @@ void tb_probe_cpu_print(const tb_probe_cpu *p, FILE *out) {
     fprintf(out, "# %-28s %s\n", "CPU", p->model);
     fprintf(out, "# %-28s %s (level %s)\n", "vector units", p->units, p->level);
     fprintf(out, "# %-28s %s\n", "BLAS", p->blas);
+    if (p->blas_note[0]) fprintf(out, "# %-28s %s\n", "BLAS choice", p->blas_note);
     if (p->ms < 0) {
         fprintf(out, "# %-28s not measured: %s\n", "sgemm", p->err);
         return;

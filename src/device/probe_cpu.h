@@ -14,6 +14,7 @@ typedef struct {
     char blas[256];      /* "OpenBLAS 0.3.21 SkylakeX kernels (detected by OpenBLAS)" */
     char kernels[32];    /* "SkylakeX" */
     char kernels_origin[96];
+    char blas_note[768]; /* what trainbench did about the kernels, or a user's choice below the CPU's ("": nothing) */
     int cores;           /* cores this process may use (the SGEMM's workers) */
     double ghz;          /* clock the peak is taken at */
     char clock_source[64];

@@ -335,6 +335,8 @@ static void print_header(const tb_train_run *r) {
         tb_cpu_features_str(cf, units, sizeof units);
         tb_cpu_blas_summary(blas, sizeof blas);
         printf("# cpu: %s (level %s); BLAS: %s\n", units, tb_cpu_isa_name(tb_cpu_isa_best(cf)), blas);
+        const char *note = tb_cpu_blas_info_get()->note;
+        if (note[0]) printf("# BLAS choice: %s\n", note);
     }
     printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
            f->batch_file[0] ? f->batch_file : f->data[0] ? f->data : "synthetic", r->dataset_size,
