@@ -122,7 +122,7 @@ static void bn_backward_sums(const tb_real *x, const tb_real *y, const tb_real *
         }
     }
     for (int l = 0; i < n; i++, l++) {
-        tb_real g = relu_on && y[i] <= 0 ? 0 : dy[i];
+        tb_real g = relu_on ? relu_mask(y[i], dy[i]) : dy[i];
         sg[l] += g;
         sgx[l] += (double)g * ((double)x[i] - dm);
     }
