@@ -317,10 +317,10 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     tb_op_prof_begin(g->prof, c->name, TB_OPP_BACKWARD_DATA, TB_OPK_CONV_DGRAD);
     be->fconv_backward_data(be, c->fplan, &a);
     tb_op_prof_end(g->prof);
-    if (ready) ready(ready_ctx, it[b->param].offset, 2 * it[b->param].numel);
     tb_op_prof_begin(g->prof, b->name, TB_OPP_BACKWARD, TB_OPK_BN_BWD);
-    be->bn_input_grad(be, &a);
+    be->bn_input_grad(be, &a); /* reads dgamma and dbeta: they are ready only after it */
     tb_op_prof_end(g->prof);
+    if (ready) ready(ready_ctx, it[b->param].offset, 2 * it[b->param].numel);
 }
 
 void tb_fused_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, tb_grad_ready_fn ready,
