@@ -129,9 +129,10 @@ static void begin(fd_graph *gr, fd_kind kind) {
 }
 
 static void conv_label(fd_graph *gr, const fd_conv_problem *p, const char *tail) {
-    snprintf(gr->label, sizeof gr->label, "%s %d->%d k%d s%d %s %s n=%d %dx%d%s", fd_kind_name(gr->kind), p->g.cin,
-             p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dtype), tb_layout_name(p->layout), p->n, p->h, p->w,
-             tail);
+    /* the label is the plan's key (registry, plan cache): every dimension that shapes a tensor is in it */
+    snprintf(gr->label, sizeof gr->label, "%s %d->%d k%d s%d p%d %s %s n=%d %dx%d%s", fd_kind_name(gr->kind),
+             p->g.cin, p->g.cout, p->g.k, p->g.stride, p->g.pad, tb_dtype_name(p->dtype), tb_layout_name(p->layout),
+             p->n, p->h, p->w, tail);
 }
 
 /* x, w (and, with a prologue, scale and bias and relu(x * scale + bias));

@@ -120,7 +120,7 @@ typedef struct {
     int nt;
     fd_op op[FD_MAX_OPS];
     int nop;
-    char label[128]; /* "conv+stats 64->64 k3 s1 bf16 NHWC n=256 56x56 pro v0" */
+    char label[128]; /* "conv+stats 64->64 k3 s1 p1 bf16 NHWC n=256 56x56 pro v0" */
 } fd_graph;
 
 /* How the prologue's operands are typed: scale and bias float or in the

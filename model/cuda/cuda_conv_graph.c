@@ -61,7 +61,7 @@ struct cu_cgraph {
     size_t ws;
     float ms; /* measured, or -1 */
     long long engine;
-    char knobs[64];
+    char knobs[160];
 };
 
 /* Descriptors are counted by cuda_engine.c (cu_be_live). */
@@ -210,7 +210,7 @@ static void cache_key(const cu_cgraph_req *r, const cu_cgraph *c, char *key, siz
  * 1, or 0 (nothing cached; or it no longer builds: dropped, one line). */
 static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
     tb_plan_cache *pc = cu_plan_cache(st);
-    char key[200], knobs[64] = "";
+    char key[200], knobs[160] = "";
     cache_key(r, c, key, sizeof key);
     const char *v = pc ? tb_pc_get(pc, key) : NULL;
     long long engine = -1, idx = -1;
@@ -218,7 +218,7 @@ static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
     float ms = -1;
     if (!v) return 0;
     cudnnStatus_t s = CUDNN_STATUS_BAD_PARAM;
-    if (sscanf(v, "engine %lld knobs %63s ws %zu ms %f", &engine, knobs, &ws, &ms) == 4) {
+    if (sscanf(v, "engine %lld knobs %159s ws %zu ms %f", &engine, knobs, &ws, &ms) == 4) {
         if (strcmp(knobs, "-") == 0) knobs[0] = '\0';
         s = cu_be_cfg_from(c->graph, engine, knobs, &c->cfg);
         if (s == CUDNN_STATUS_SUCCESS &&
@@ -241,8 +241,8 @@ static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
 
 static void to_cache(cu_state *st, const cu_cgraph *c, const cu_cgraph_req *r) {
     tb_plan_cache *pc = cu_plan_cache(st);
-    if (!pc) return;
-    char key[200], v[160];
+    if (!pc || strcmp(c->knobs, "?") == 0) return; /* knobs too long to store (cu_be_knobs) */
+    char key[200], v[256];
     cache_key(r, c, key, sizeof key);
     snprintf(v, sizeof v, "engine %lld knobs %s ws %zu ms %.4f", c->engine, c->knobs[0] ? c->knobs : "-", c->ws,
              (double)c->ms);

@@ -296,7 +296,7 @@ void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len) {
             break;
         int w = snprintf(buf + used, len - used, "%sk%d=%lld", used ? "," : "", (int)type, (long long)val);
         if (w < 0 || (size_t)w >= len - used) { /* a truncated list would rebuild another config */
-            buf[0] = '\0';
+            snprintf(buf, len, "?");
             break;
         }
         used += (size_t)w;

@@ -99,6 +99,9 @@ typedef struct {
 /* Runs g on the buffers by role (ptr[FD_R_COUNT]) with the shared workspace.
  * An execute error is fatal. Capturable. */
 void cu_fgraph_run(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr);
+/* The same, for checks that fall back: CUDNN_STATUS_SUCCESS once it ran,
+ * else the status and in why the reason (alignment, workspace, cuDNN). */
+cudnnStatus_t cu_fgraph_try(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr, char *why, size_t len);
 void cu_fpack_free(cu_fpack *pk);
 size_t cu_fgraph_ws(const cu_fgraph *g);
 float cu_fgraph_ms(const cu_fgraph *g); /* measured ms, or -1 */

@@ -40,6 +40,7 @@ typedef struct {
     int variant[FD_G_KINDS];
     cu_fpack pk[FD_G_KINDS];
     int fin_tried;
+    double fin_momentum, fin_eps; /* what the finalize graph was planned with (by value in it) */
     int pad4; /* CONV_STATS reads x and w padded from 3 to 4 channels */
 } fentry;
 
@@ -91,7 +92,8 @@ static int pad4_ok(const fplan *p) { return p->g.cin == 3 && !p->pro && p->l == 
  * measured on the largest batch's buffers when measure. */
 static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, int measure, void *tws, size_t tws_bytes) {
     if (st->fused_force & (1u << k)) return;
-    int variants = k == FD_G_WGRAD_PRO || (k == FD_G_CONV_STATS && p->pro) ? FD_VARIANTS : 1;
+    /* {io, ...} variants are {float, float} again when io is float32 */
+    int variants = p->dt != TB_F32 && (k == FD_G_WGRAD_PRO || (k == FD_G_CONV_STATS && p->pro)) ? FD_VARIANTS : 1;
     cu_err first = {NULL, CUDNN_STATUS_SUCCESS};
     char label[128] = "", why[192];
     for (int v = 0; v < variants; v++) {
@@ -126,8 +128,8 @@ static void plan_pad4(cu_state *st, fplan *p, fentry *e, int measure, void *tws,
     if (!p->xpad) {
         p->xpad = cu_malloc(st, xb, "the stem's 4-channel input");
         p->wpad = cu_malloc(st, wb, "the stem's 4-channel filter");
-        TB_CUDA_CHECK(cudaMemset(p->xpad, 0, xb));
-        TB_CUDA_CHECK(cudaMemset(p->wpad, 0, wb));
+        TB_CUDA_CHECK(cudaMemsetAsync(p->xpad, 0, xb, st->stream)); /* the compute stream is non-blocking */
+        TB_CUDA_CHECK(cudaMemsetAsync(p->wpad, 0, wb, st->stream));
     }
     fd_graph d;
     fd_conv_problem q = problem(p, e->n, 0);
@@ -158,32 +160,11 @@ static void plan_pad4(cu_state *st, fplan *p, fentry *e, int measure, void *tws,
                 g3 ? "measured faster" : "no engine for 3");
 }
 
-/* The finalize graph of entry e (count values per channel), checked against
- * the own kernel on synthetic sums; NULL leaves e on the own kernel. */
-static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_finalize_args *fa) {
-    cu_state *st = cu_state_of(be);
-    e->fin_tried = 1;
-    if (p->fin_own || (st->fused_force & (1u << FD_G_FINALIZE))) return;
-    fd_graph d;
-    char why[192], label[128] = "";
-    cu_err err = {NULL, CUDNN_STATUS_SUCCESS}, first = err;
-    void *bufs[FD_R_COUNT] = {NULL};
-    bufs[FD_R_SUM] = (void *)fa->sum, bufs[FD_R_SQSUM] = (void *)fa->sqsum, bufs[FD_R_GAMMA] = (void *)fa->gamma;
-    bufs[FD_R_BETA] = (void *)fa->beta, bufs[FD_R_RUN_MEAN] = fa->running_mean, bufs[FD_R_RUN_VAR] = fa->running_var;
-    bufs[FD_R_EQ_SCALE] = fa->scale, bufs[FD_R_EQ_BIAS] = fa->bias, bufs[FD_R_MEAN] = fa->save_mean;
-    bufs[FD_R_INVSTD] = fa->save_invstd, bufs[FD_R_NEXT_MEAN] = p->scratch, bufs[FD_R_NEXT_VAR] = p->scratch + fa->C;
-    for (int v = 0; v < 2 && !e->g[FD_G_FINALIZE]; v++) { /* eps and momentum by value as float, then double */
-        if (fd_build_finalize(&d, fa->C, (int64_t)fa->count, fa->momentum, fa->eps, v, why, sizeof why) != 0) return;
-        cu_fgraph_req r = {&d, bufs, 0, NULL, 0};
-        e->g[FD_G_FINALIZE] = cu_fgraph_get(st, &r, &err);
-        if (!e->g[FD_G_FINALIZE] && !first.why) first = err, snprintf(label, sizeof label, "%s", d.label);
-    }
-    if (!e->g[FD_G_FINALIZE]) {
-        say_missing(label, FD_G_FINALIZE, TB_F32, &first);
-        return;
-    }
-    /* the check: 12 [C] vectors of synthetic inputs and both results */
-    int C = fa->C;
+/* The finalize graph g against the own kernel on synthetic sums: -1 when it
+ * agrees, the index into what[] of the first result that differs, or 6 when
+ * g could not run (why says how). */
+static int finalize_check(cu_state *st, cu_fgraph *g, const tb_bn_finalize_args *fa, char *why, size_t len) {
+    int C = fa->C; /* 12 [C] vectors of synthetic inputs and both results */
     float *h = calloc((size_t)22 * C, sizeof *h),
           *dev = cu_malloc(st, (size_t)22 * C * sizeof *dev, "the finalize check");
     if (!h) TB_FATAL("out of host memory");
@@ -194,7 +175,8 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
         h[4 * C + c] = h[14 * C + c] = 0.1f * (float)(c % 5),
                   h[5 * C + c] = h[15 * C + c] = 0.5f + 0.1f * (float)(c % 4);
     }
-    TB_CUDA_CHECK(cudaMemcpy(dev, h, (size_t)22 * C * sizeof *h, cudaMemcpyHostToDevice));
+    /* on the compute stream (non-blocking: a legacy-stream copy would not order against it) */
+    TB_CUDA_CHECK(cudaMemcpyAsync(dev, h, (size_t)22 * C * sizeof *h, cudaMemcpyHostToDevice, st->stream));
     float *D = dev;
     void *cb[FD_R_COUNT] = {NULL};
     cb[FD_R_SUM] = D, cb[FD_R_SQSUM] = D + C, cb[FD_R_GAMMA] = D + 2 * C, cb[FD_R_BETA] = D + 3 * C;
@@ -202,34 +184,85 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
     cb[FD_R_EQ_BIAS] = D + 7 * C, cb[FD_R_MEAN] = D + 8 * C, cb[FD_R_INVSTD] = D + 9 * C;
     cb[FD_R_NEXT_MEAN] = D + 10 * C, cb[FD_R_NEXT_VAR] = D + 11 * C;
     cu_fpack pk = {0};
-    cu_fgraph_run(st, e->g[FD_G_FINALIZE], &pk, cb);
+    cudnnStatus_t s = cu_fgraph_try(st, g, &pk, cb, why, len);
     cu_fpack_free(&pk);
-    cu_fk_finalize(st->stream, C, fa->count, D, D + C, D + 2 * C, D + 3 * C, D + 14 * C, D + 15 * C, D + 18 * C,
-                   D + 19 * C, D + 16 * C, D + 17 * C, fa->momentum, fa->eps);
-    TB_CUDA_CHECK(cudaMemcpyAsync(h, dev, (size_t)22 * C * sizeof *h, cudaMemcpyDeviceToHost, st->stream));
-    TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
-    /* graph: scale 6, bias 7, mean 8, invstd 9, next mean 10, next var 11; own: 16, 17, 18, 19, 14, 15 */
-    static const int gi[6] = {6, 7, 8, 9, 10, 11}, oi[6] = {16, 17, 18, 19, 14, 15};
-    static const char *what[6] = {"scale", "bias", "saved mean", "saved 1/std", "running mean", "running variance"};
     int bad = -1;
-    for (int k = 0; k < 6 && bad < 0; k++)
-        for (int c = 0; c < C; c++) {
-            double a = h[gi[k] * C + c], b = h[oi[k] * C + c];
-            if (!(fabs(a - b) <= 1e-3 * fabs(b) + 1e-5)) {
-                bad = k;
-                break;
+    if (s != CUDNN_STATUS_SUCCESS) {
+        size_t n = strlen(why);
+        snprintf(why + n, len - n, ": %s", cudnnGetErrorString(s));
+        (void)cudaGetLastError();
+        bad = 6;
+    } else {
+        cu_fk_finalize(st->stream, C, fa->count, D, D + C, D + 2 * C, D + 3 * C, D + 14 * C, D + 15 * C, D + 18 * C,
+                       D + 19 * C, D + 16 * C, D + 17 * C, fa->momentum, fa->eps);
+        TB_CUDA_CHECK(cudaMemcpyAsync(h, dev, (size_t)22 * C * sizeof *h, cudaMemcpyDeviceToHost, st->stream));
+        TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+        /* graph: scale 6, bias 7, mean 8, invstd 9, next mean 10, next var 11; own: 16, 17, 18, 19, 14, 15 */
+        static const int gi[6] = {6, 7, 8, 9, 10, 11}, oi[6] = {16, 17, 18, 19, 14, 15};
+        for (int k = 0; k < 6 && bad < 0; k++)
+            for (int c = 0; c < C; c++) {
+                double x = h[gi[k] * C + c], y = h[oi[k] * C + c];
+                if (!(fabs(x - y) <= 1e-3 * fabs(y) + 1e-5)) {
+                    bad = k;
+                    break;
+                }
             }
-        }
+    }
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     free(h);
     cu_free(st, dev);
-    if (bad >= 0) {
+    return bad;
+}
+
+/* The finalize graph of entry e (count values per channel): eps and momentum
+ * by value as float, then as double (the legacy sample's form), the first
+ * that plans, runs and agrees with the own kernel (finalize_check); none
+ * leaves e, and the plan's later entries, on the own kernel. */
+static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_finalize_args *fa) {
+    cu_state *st = cu_state_of(be);
+    e->fin_tried = 1;
+    e->fin_momentum = fa->momentum, e->fin_eps = fa->eps;
+    if (p->fin_own || (st->fused_force & (1u << FD_G_FINALIZE))) return;
+    fd_graph d;
+    char why[192], label[128] = "", ran[256] = "";
+    cu_err err = {NULL, CUDNN_STATUS_SUCCESS}, first = err;
+    void *bufs[FD_R_COUNT] = {NULL};
+    bufs[FD_R_SUM] = (void *)fa->sum, bufs[FD_R_SQSUM] = (void *)fa->sqsum, bufs[FD_R_GAMMA] = (void *)fa->gamma;
+    bufs[FD_R_BETA] = (void *)fa->beta, bufs[FD_R_RUN_MEAN] = fa->running_mean, bufs[FD_R_RUN_VAR] = fa->running_var;
+    bufs[FD_R_EQ_SCALE] = fa->scale, bufs[FD_R_EQ_BIAS] = fa->bias, bufs[FD_R_MEAN] = fa->save_mean;
+    bufs[FD_R_INVSTD] = fa->save_invstd, bufs[FD_R_NEXT_MEAN] = p->scratch, bufs[FD_R_NEXT_VAR] = p->scratch + fa->C;
+    static const char *what[7] = {"scale",        "bias",          "saved mean", "saved 1/std",
+                                  "running mean", "running variance", "run"};
+    int planned = 0, bad = -1;
+    for (int v = 0; v < 2; v++) {
+        if (fd_build_finalize(&d, fa->C, (int64_t)fa->count, fa->momentum, fa->eps, v, why, sizeof why) != 0) return;
+        cu_fgraph_req r = {&d, bufs, 0, NULL, 0};
+        cu_fgraph *g = cu_fgraph_get(st, &r, &err);
+        if (!g) {
+            if (!first.why) first = err, snprintf(label, sizeof label, "%s", d.label);
+            continue;
+        }
+        planned = 1;
+        bad = finalize_check(st, g, fa, ran, sizeof ran);
+        if (bad < 0) {
+            e->g[FD_G_FINALIZE] = g;
+            return;
+        }
+        snprintf(label, sizeof label, "%s", d.label);
+        cu_fgraph_put(st, g);
+    }
+    if (!planned) {
+        say_missing(label, FD_G_FINALIZE, TB_F32, &first);
+        return;
+    }
+    if (bad == 6)
+        tb_info("# cuda fused: cuDNN's BN finalize planned but did not run (%s); BN finalize runs on the own kernel",
+                ran);
+    else
         tb_info("# cuda fused: cuDNN's BN finalize (%s) disagrees with backend.h's BatchNorm on the %s (momentum "
                 "%.2g, unbiased running variance); BN finalize runs on the own kernel",
-                d.label, what[bad], fa->momentum);
-        p->fin_own = 1;
-        cu_fgraph_put(st, e->g[FD_G_FINALIZE]);
-        e->g[FD_G_FINALIZE] = NULL;
-    }
+                label, what[bad], fa->momentum);
+    p->fin_own = 1;
 }
 
 static fentry *new_entry(tb_backend *be, fplan *p, int n, int measure, const tb_bn_finalize_args *fin) {
@@ -484,6 +517,13 @@ static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args
         TB_FATAL("cuda bn_finalize: C %d, count %.0f do not fit the plan", a->C, a->count);
     fentry *e = entry_for(be, p, n, 0);
     if (!e->fin_tried) plan_finalize(be, p, e, a);
+    if (e->g[FD_G_FINALIZE] && (a->momentum != e->fin_momentum || a->eps != e->fin_eps)) {
+        cu_not_capturing(be, "a BatchNorm's momentum or eps changed"); /* by value in the graph: plan again */
+        cu_fgraph_put(st, e->g[FD_G_FINALIZE]);
+        cu_fpack_free(&e->pk[FD_G_FINALIZE]);
+        e->g[FD_G_FINALIZE] = NULL;
+        plan_finalize(be, p, e, a);
+    }
     if (e->g[FD_G_FINALIZE]) {
         void *b[FD_R_COUNT] = {NULL};
         b[FD_R_SUM] = (void *)a->sum, b[FD_R_SQSUM] = (void *)a->sqsum, b[FD_R_GAMMA] = (void *)a->gamma;

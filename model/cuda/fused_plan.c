@@ -58,7 +58,7 @@ struct cu_fgraph {
     float ms; /* measured, or -1 */
     long long engine;
     int rtc, cached;
-    char knobs[96];
+    char knobs[160];
     cu_fgraph *next;
 };
 
@@ -155,9 +155,9 @@ static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
     size_t ws = 0;
     float ms = -1;
     int rtc = 0;
-    char knobs[96] = "";
+    char knobs[160] = "";
     cudnnStatus_t s = CUDNN_STATUS_BAD_PARAM;
-    if (sscanf(v, "engine %lld knobs %95s ws %zu ms %f rtc %d", &engine, knobs, &ws, &ms, &rtc) == 5) {
+    if (sscanf(v, "engine %lld knobs %159s ws %zu ms %f rtc %d", &engine, knobs, &ws, &ms, &rtc) == 5) {
         if (strcmp(knobs, "-") == 0) knobs[0] = '\0';
         const char *blob = strstr(v, " blob ");
         if (blob) { /* a compiled engine's plan: no compilation */
@@ -193,14 +193,14 @@ static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
 
 static void to_cache(cu_state *st, cu_fgraph *g) {
     tb_plan_cache *pc = cu_plan_cache(st);
-    if (!pc) return;
+    if (!pc || strcmp(g->knobs, "?") == 0) return; /* knobs too long to store (cu_be_knobs) */
     char ck[600];
     cache_key(g, ck, sizeof ck);
     size_t blen = 0;
     unsigned char *blob = g->rtc ? cu_be_plan_blob(g->plan, &blen) : NULL;
-    char *v = malloc(256 + 2 * blen + 8);
+    char *v = malloc(320 + 2 * blen + 8);
     if (!v) TB_FATAL("out of host memory");
-    int k = snprintf(v, 256, "engine %lld knobs %s ws %zu ms %.4f rtc %d", g->engine, g->knobs[0] ? g->knobs : "-",
+    int k = snprintf(v, 320, "engine %lld knobs %s ws %zu ms %.4f rtc %d", g->engine, g->knobs[0] ? g->knobs : "-",
                      g->ws, (double)g->ms, g->rtc);
     if (blob) {
         memcpy(v + k, " blob ", 6);
@@ -273,23 +273,48 @@ cu_fgraph *cu_fgraph_get(cu_state *st, const cu_fgraph_req *r, cu_err *err) {
 
 /* ---- running ------------------------------------------------------------------------------------------- */
 
-void cu_fgraph_run(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr) {
+/* CUDNN_STATUS_SUCCESS once g has run on ptr; else why it could not: a
+ * buffer less aligned than planned or a workspace too small (*ours set, why
+ * says which), or cuDNN's status from the pack or the execute. */
+static cudnnStatus_t fgraph_exec(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr, char *why, size_t len,
+                                 int *ours) {
+    *ours = 1;
     void *p[FG_UIDS];
     gather(g, ptr, p);
     for (int k = 0; k < g->nuids; k++)
-        if (g->roles[k] >= 0 && cu_ptr_align(p[k]) < g->align[g->roles[k]])
-            TB_FATAL("cuda fused: %s: buffer %s is less aligned (%u bytes) than planned (%u)", g->label,
+        if (g->roles[k] >= 0 && cu_ptr_align(p[k]) < g->align[g->roles[k]]) {
+            snprintf(why, len, "%s: buffer %s is less aligned (%u bytes) than planned (%u)", g->label,
                      fd_role_name(g->roles[k]), cu_ptr_align(p[k]), g->align[g->roles[k]]);
-    if (g->ws > st->ws_bytes)
-        TB_FATAL("cuda fused: the workspace (%zu bytes) is smaller than %s's plan needs (%zu)", st->ws_bytes, g->label,
+            return CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER;
+        }
+    if (g->ws > st->ws_bytes) {
+        snprintf(why, len, "the workspace (%zu bytes) is smaller than %s's plan needs (%zu)", st->ws_bytes, g->label,
                  g->ws);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    *ours = 0;
+    snprintf(why, len, "%s", g->label);
     if (!pk->pack || memcmp(p, pk->ptr, (size_t)g->nuids * sizeof *p) != 0 || pk->ws != st->ws) {
         cu_be_destroy(&pk->pack);
-        TB_CUDNN_CHECK(cu_be_make_pack(&pk->pack, g->nuids, g->uids, p, st->ws));
+        cudnnStatus_t s = cu_be_make_pack(&pk->pack, g->nuids, g->uids, p, st->ws);
+        if (s != CUDNN_STATUS_SUCCESS) return s;
         memcpy(pk->ptr, p, (size_t)g->nuids * sizeof *p);
         pk->ws = st->ws;
     }
-    TB_CUDNN_CHECK(cudnnBackendExecute(st->cudnn, g->plan, pk->pack));
+    return cudnnBackendExecute(st->cudnn, g->plan, pk->pack);
+}
+
+void cu_fgraph_run(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr) {
+    char why[256];
+    int ours;
+    cudnnStatus_t s = fgraph_exec(st, g, pk, ptr, why, sizeof why, &ours);
+    if (s != CUDNN_STATUS_SUCCESS && ours) TB_FATAL("cuda fused: %s", why);
+    TB_CUDNN_CHECK(s);
+}
+
+cudnnStatus_t cu_fgraph_try(cu_state *st, cu_fgraph *g, cu_fpack *pk, void *const *ptr, char *why, size_t len) {
+    int ours;
+    return fgraph_exec(st, g, pk, ptr, why, len, &ours);
 }
 
 void cu_fpack_free(cu_fpack *pk) {
