@@ -36,7 +36,11 @@
 # PATH). TB_NCCL_BUDGET (s, default 300; capped by run_suite's
 # TB_STAGE_BUDGET) bounds the stage: parts that no longer fit are left out
 # and named. TB_NCCL_ONLY=issue26 runs part 5 alone (parts 2-4 ran on the
-# H200 on 2026-11-27: results/gpu_h200_2026-11-27*).
+# H200 on 2026-11-27: results/gpu_h200_2026-11-27*); TB_NCCL_STEPS, a
+# regular expression on part 5's step names (scaling_nccl_np2,
+# allreduce_nccl_np2_float, timeline_1rank, allreduce_nccl_np2_bf16,
+# np4_allreduce), runs only those, for a call that finishes what an
+# earlier one left out.
 set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
 KEEP=$OUT/keep/nccl
@@ -167,12 +171,15 @@ if [ "$ONLY26" = 0 ] && fits 100 "scaling_shared_gpu"; then
 fi
 
 # 5. issue 26: two ranks over NCCL on the one GPU
+want() { [ -z "${TB_NCCL_STEPS:-}" ] || echo "$1" | grep -Eq "$TB_NCCL_STEPS"; }
 np2() { # NAME EST CMD...: one step of part 5, its output kept and quoted
   local name=$1 est=$2
   shift 2
   fits "$est" "$name" || return 1
   echo "== $name: $*"
-  timeout "$(left)" env NCCL_MULTI_RANK_GPU_ENABLE=1 "$@" >"$KEEP/$name.txt" 2>&1
+  # NCCL's warnings in the log (NCCL prints nothing by default): the
+  # multi-rank mode is experimental, a stall should leave NCCL's words
+  timeout "$(left)" env NCCL_MULTI_RANK_GPU_ENABLE=1 NCCL_DEBUG="${NCCL_DEBUG:-WARN}" "$@" >"$KEEP/$name.txt" 2>&1
   local rc=$?
   { echo; echo "### $name (exit $rc)"; echo; echo "\`$*\`"; echo; echo '```'; tail -n 60 "$KEEP/$name.txt"; echo '```'; } >>"$MD"
   return $rc
@@ -187,27 +194,15 @@ CHECK=$ROOT/build-gpu/tests/tb_gpu_check
 if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
   R50=(--backend cuda --model resnet50 --image-size 224 --precision bf16 --layout nhwc --synthetic --batch-size 256
        --cuda-graph on --timeout 300)
-  np2 allreduce_nccl_np2_float 90 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu -b 8 -e 256M -f 2 -n 10 -w 3 \
-    --timeout 120 --results "$KEEP/allreduce_nccl_np2_float.h5" || FAILED="$FAILED allreduce_nccl_np2_float"
-  np2 allreduce_nccl_np2_bf16 90 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu --dtype bf16 -b 8 -e 256M -f 2 \
-    -n 10 -w 3 --timeout 120 --results "$KEEP/allreduce_nccl_np2_bf16.h5" || FAILED="$FAILED allreduce_nccl_np2_bf16"
-  # the 1-rank timeline (CUDA events) of the headline configuration: the projection's input
-  if np2 timeline_1rank 120 "$TB" "${R50[@]}" --steps 25 --warmup-steps 5 --scaling-steps 20 --scaling-warmup 5 \
-       --results "$KEEP/timeline_1rank.h5"; then
-    "$TB" report "$KEEP/timeline_1rank.h5" --format md >"$KEEP/timeline_1rank.md" 2>&1
-    if TB=$TB PY=$PY sh "$ROOT/bench/project_h200.sh" "$KEEP/timeline_1rank.h5" "$KEEP/projection_h200" \
-         >"$KEEP/projection_h200.log" 2>&1; then
-      { echo; echo "Projection of that timeline: keep/nccl/projection_h200.md (bench/project_h200.sh)"; } >>"$MD"
-    else
-      FAILED="$FAILED projection_h200"
-    fi
-  else
-    FAILED="$FAILED timeline_1rank"
-  fi
-  # the 2-rank NCCL scaling table with the bucket overlap (--no-autotune:
+  # the order puts what the issue asks first: the 2-rank training over NCCL,
+  # then the all-reduce it is modelled with, the model check, the 1-rank
+  # timeline for the projection, the bf16 wire
+  # 5a. the 2-rank NCCL scaling table with the bucket overlap (--no-autotune:
   # two ranks timing conv algorithms at once on one GPU would time each
   # other; start-up stays short)
-  if np2 scaling_nccl_np2 200 "${MPI[@]}" "$TB" "${R50[@]}" --comm nccl --share-gpu --no-autotune --steps 30 \
+  if ! want scaling_nccl_np2; then
+    :
+  elif np2 scaling_nccl_np2 200 "${MPI[@]}" "$TB" "${R50[@]}" --comm nccl --share-gpu --no-autotune --steps 30 \
        --warmup-steps 10 --scaling-steps 20 --scaling-warmup 5 --results "$KEEP/scaling_nccl_np2.h5"; then
     "$TB" report "$KEEP/scaling_nccl_np2.h5" --format md >"$KEEP/scaling_nccl_np2.md" 2>&1
     {
@@ -219,29 +214,51 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
       echo
       sed -n '/gradient all-reduce overlap/,$p' "$KEEP/scaling_nccl_np2.md"
     } >>"$MD"
-    # the model check: the 2-rank step predicted from the 1-rank row's timeline and the
-    # measured 2-rank all-reduce, beside the measured 2-rank row; and with each rank's
-    # compute doubled (the two ranks share the GPU's time)
-    if [ -f "$KEEP/allreduce_nccl_np2_float.h5" ]; then
-      for set in "" "batch=2"; do
-        tag=${set:+_compute_x2}
-        "$TB" project "$KEEP/scaling_nccl_np2.h5" --fabric "fit:$KEEP/allreduce_nccl_np2_float.h5" --ranks 1,2 \
-          ${set:+--set "$set"} --format md >"$KEEP/model_check$tag.md" 2>&1 || FAILED="$FAILED model_check$tag"
-        {
-          echo
-          echo "### Model check${set:+ with the compute of each rank x2 (--set $set: the ranks time-slice the GPU)}"
-          echo
-          echo "\`trainbench project scaling_nccl_np2.h5 --fabric fit:allreduce_nccl_np2_float.h5 --ranks 1,2${set:+ --set $set}\`"
-          echo
-          cat "$KEEP/model_check$tag.md"
-        } >>"$MD"
-      done
-    fi
   else
     FAILED="$FAILED scaling_nccl_np2"
   fi
+  # 5b. the all-reduce over 2 ranks (sizes x4 apart: 12 sizes, 8 B to 128 MiB, and 256 MiB)
+  want allreduce_nccl_np2_float && { np2 allreduce_nccl_np2_float 60 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu -b 8 -e 256M -f 4 -n 10 -w 3 \
+    --timeout 120 --results "$KEEP/allreduce_nccl_np2_float.h5" || FAILED="$FAILED allreduce_nccl_np2_float"; }
+  # 5c. the model check: the 2-rank step predicted from the 2-rank run's own
+  # 1-rank row (its timeline) and the measured 2-rank all-reduce, beside the
+  # measured 2-rank row; and with each rank's compute doubled (the two ranks
+  # share the GPU's time)
+  if [ -f "$KEEP/scaling_nccl_np2.h5" ] && [ -f "$KEEP/allreduce_nccl_np2_float.h5" ]; then
+    for set in "" "batch=2"; do
+      tag=${set:+_compute_x2}
+      "$TB" project "$KEEP/scaling_nccl_np2.h5" --fabric "fit:$KEEP/allreduce_nccl_np2_float.h5" --ranks 1,2 \
+        ${set:+--set "$set"} --format md >"$KEEP/model_check$tag.md" 2>&1 || FAILED="$FAILED model_check$tag"
+      {
+        echo
+        echo "### Model check${set:+ with the compute of each rank x2 (--set $set: the ranks time-slice the GPU)}"
+        echo
+        echo "\`trainbench project scaling_nccl_np2.h5 --fabric fit:allreduce_nccl_np2_float.h5 --ranks 1,2${set:+ --set $set}\`"
+        echo
+        cat "$KEEP/model_check$tag.md"
+      } >>"$MD"
+    done
+  fi
+  # 5d. the 1-rank timeline (CUDA events) of the headline configuration: the projection's input
+  if ! want timeline_1rank; then
+    :
+  elif np2 timeline_1rank 120 "$TB" "${R50[@]}" --steps 25 --warmup-steps 5 --scaling-steps 20 --scaling-warmup 5 \
+       --results "$KEEP/timeline_1rank.h5"; then
+    "$TB" report "$KEEP/timeline_1rank.h5" --format md >"$KEEP/timeline_1rank.md" 2>&1
+    if TB=$TB PY=$PY sh "$ROOT/bench/project_h200.sh" "$KEEP/timeline_1rank.h5" "$KEEP/projection_h200" \
+         >"$KEEP/projection_h200.log" 2>&1; then
+      { echo; echo "Projection of that timeline: keep/nccl/projection_h200.md (bench/project_h200.sh)"; } >>"$MD"
+    else
+      FAILED="$FAILED projection_h200"
+    fi
+  else
+    FAILED="$FAILED timeline_1rank"
+  fi
+  # 5e. the bf16 wire
+  want allreduce_nccl_np2_bf16 && { np2 allreduce_nccl_np2_bf16 60 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu --dtype bf16 -b 8 -e 256M -f 4 \
+    -n 10 -w 3 --timeout 120 --results "$KEEP/allreduce_nccl_np2_bf16.h5" || FAILED="$FAILED allreduce_nccl_np2_bf16"; }
   # -np 4 (two ranks per GPU is what NCCL 2.30 documents): what NCCL says, not a pass/fail
-  np2 np4_allreduce 90 mpirun -np 4 --bind-to none --oversubscribe "$TB" allreduce-bench --comm nccl --share-gpu \
+  want np4_allreduce && np2 np4_allreduce 90 mpirun -np 4 --bind-to none --oversubscribe "$TB" allreduce-bench --comm nccl --share-gpu \
     -b 8 -e 64M -f 8 -n 5 -w 2 --timeout 60 || true
 elif "$CHECK" >/dev/null 2>&1; then
   echo "(not run: a GPU but no NCCL >= 2.30 loaded; carry a slim build, TB_BUNDLE_NCCL)" >>"$MD"

@@ -8,7 +8,15 @@
  * lets the abort cleanup and the watchdog call ncclCommAbort on every one
  * of them from any thread before MPI_Abort: on a helper thread, waited for
  * at most TB_NCCL_ABORT_WAIT_S seconds (tb_nccl_run_bounded), after the
- * threads inside NCCL calls on them have left. */
+ * threads inside NCCL calls on them have left.
+ *
+ * NCCL's calls on one communicator are not thread-safe: with two ranks a
+ * non-blocking collective leaves a background job that the next
+ * ncclCommGetAsyncError finishes and frees, so two threads polling at once
+ * could free it twice. Every call on a registered communicator holds its
+ * slot's call lock for the call alone (not across wait_ready's pauses);
+ * the watchdog only tries the lock and skips a communicator in use (its
+ * caller is polling it then). */
 #define _GNU_SOURCE /* dladdr */
 #include "comm/nccl.h"
 
@@ -40,6 +48,29 @@ struct tb_nccl {
 static _Atomic(ncclComm_t) g_live[MAX_COMMS];
 static atomic_int g_aborted = 0;
 static pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t g_call_mu[MAX_COMMS]; /* one per slot: see the top */
+static pthread_once_t g_call_once = PTHREAD_ONCE_INIT;
+
+static void call_locks_init(void) {
+    for (int i = 0; i < MAX_COMMS; i++) pthread_mutex_init(&g_call_mu[i], NULL);
+}
+
+/* slot < 0: a communicator no other thread can reach (unregistered) */
+static void call_lock(int slot) {
+    if (slot >= 0) pthread_mutex_lock(&g_call_mu[slot]);
+}
+
+static void call_unlock(int slot) {
+    if (slot >= 0) pthread_mutex_unlock(&g_call_mu[slot]);
+}
+
+/* r = call, under slot's call lock */
+#define LOCKED_CALL(slot, r, call)                                                                                    \
+    do {                                                                                                                \
+        call_lock(slot);                                                                                                \
+        (r) = (call);                                                                                                   \
+        call_unlock(slot);                                                                                              \
+    } while (0)
 static int g_cleanup_id = -1;
 /* TB_NCCL_ABORT_WAIT_S, read by the first tb_nccl_create (before any
  * communicator is registered, so before any abort can read it) */
@@ -87,6 +118,7 @@ static void abort_cleanup(void *ctx) {
 }
 
 static int register_comm(ncclComm_t c) {
+    pthread_once(&g_call_once, call_locks_init);
     pthread_mutex_lock(&g_reg_mu);
     if (g_cleanup_id < 0) g_cleanup_id = tb_add_abort_cleanup(abort_cleanup, NULL);
     int slot = -1;
@@ -208,13 +240,15 @@ static void pause_us(long us) {
     nanosleep(&ts, NULL);
 }
 
-/* Polls c out of ncclInProgress. An asynchronous error, or t0 + timeout
- * passing, ends the job with one line saying what was being done. */
-static void wait_ready(ncclComm_t c, const char *what, double t0, double timeout) {
+/* Polls c (registered in slot, or -1) out of ncclInProgress. An
+ * asynchronous error, or t0 + timeout passing, ends the job with one line
+ * saying what was being done. */
+static void wait_ready(ncclComm_t c, int slot, const char *what, double t0, double timeout) {
     for (int spins = 0;; spins++) {
         park_if_aborted();
-        ncclResult_t st = ncclInProgress;
-        TB_NCCL_CHECK(c, ncclCommGetAsyncError(c, &st));
+        ncclResult_t st = ncclInProgress, r;
+        LOCKED_CALL(slot, r, ncclCommGetAsyncError(c, &st));
+        TB_NCCL_CHECK(c, r);
         if (st == ncclSuccess) return;
         if (st != ncclInProgress) {
             char last[600];
@@ -325,7 +359,7 @@ tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
     tb_nccl *n = wrap(comm, rank, size, device, timeout_s);
     char what[96];
     snprintf(what, sizeof what, "creating the NCCL communicator of %d rank%s", size, size > 1 ? "s" : "");
-    wait_ready(comm, what, t0, timeout_s);
+    wait_ready(comm, n->slot, what, t0, timeout_s);
     leave();
     return n;
 }
@@ -339,11 +373,13 @@ tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s) {
     double t0 = tb_now();
     char what[96];
     snprintf(what, sizeof what, "splitting the NCCL communicator of the first %d rank%s", n, n > 1 ? "s" : "");
-    TB_NCCL_CHECK(parent->comm,
-                  ncclCommSplit(parent->comm, member ? 0 : NCCL_SPLIT_NOCOLOR, parent->rank, &child, &cfg));
+    ncclResult_t r;
+    LOCKED_CALL(parent->slot, r,
+                ncclCommSplit(parent->comm, member ? 0 : NCCL_SPLIT_NOCOLOR, parent->rank, &child, &cfg));
+    TB_NCCL_CHECK(parent->comm, r);
     /* the split is an operation of the parent: it is done (and the child
      * pointer valid) when the parent leaves ncclInProgress */
-    wait_ready(parent->comm, what, t0, timeout_s);
+    wait_ready(parent->comm, parent->slot, what, t0, timeout_s);
     if (!member) {
         if (child) TB_FATAL("ncclCommSplit gave a communicator to a rank without a color");
         leave();
@@ -351,7 +387,7 @@ tb_nccl *tb_nccl_first_n(tb_nccl *parent, int n, double timeout_s) {
     }
     if (!child) TB_FATAL("ncclCommSplit gave no communicator to rank %d of the first %d", parent->rank, n);
     tb_nccl *s = wrap(child, parent->rank, n, parent->device, timeout_s);
-    wait_ready(child, what, t0, timeout_s);
+    wait_ready(child, s->slot, what, t0, timeout_s);
     leave();
     return s;
 }
@@ -362,7 +398,7 @@ void tb_nccl_destroy(tb_nccl *n) {
         TB_CUDA_CHECK(cudaSetDevice(n->device));
         double t0 = tb_now();
         TB_NCCL_CHECK(n->comm, ncclCommFinalize(n->comm));
-        wait_ready(n->comm, "finalizing the NCCL communicator", t0, n->timeout);
+        wait_ready(n->comm, -1, "finalizing the NCCL communicator", t0, n->timeout); /* unregistered: ours */
         TB_NCCL_CHECK(n->comm, ncclCommDestroy(n->comm));
     }
     free(n);
@@ -375,25 +411,28 @@ void tb_nccl_allreduce_sum(tb_nccl *n, const void *send, void *recv, size_t coun
                            void *stream) {
     enter();
     double t0 = tb_now();
-    if (TB_NCCL_CHECK(n->comm, ncclAllReduce(send, recv, count, nccl_type(t), ncclSum, n->comm,
-                                             (cudaStream_t)stream)) == ncclInProgress)
-        wait_ready(n->comm, "queueing an NCCL all-reduce", t0, n->timeout);
+    ncclResult_t r;
+    LOCKED_CALL(n->slot, r, ncclAllReduce(send, recv, count, nccl_type(t), ncclSum, n->comm, (cudaStream_t)stream));
+    if (TB_NCCL_CHECK(n->comm, r) == ncclInProgress)
+        wait_ready(n->comm, n->slot, "queueing an NCCL all-reduce", t0, n->timeout);
     leave();
 }
 
 void tb_nccl_bcast(tb_nccl *n, void *buf, size_t count, tb_dev_type t, int root, void *stream) {
     enter();
     double t0 = tb_now();
-    if (TB_NCCL_CHECK(n->comm, ncclBroadcast(buf, buf, count, nccl_type(t), root, n->comm,
-                                             (cudaStream_t)stream)) == ncclInProgress)
-        wait_ready(n->comm, "queueing an NCCL broadcast", t0, n->timeout);
+    ncclResult_t r;
+    LOCKED_CALL(n->slot, r, ncclBroadcast(buf, buf, count, nccl_type(t), root, n->comm, (cudaStream_t)stream));
+    if (TB_NCCL_CHECK(n->comm, r) == ncclInProgress)
+        wait_ready(n->comm, n->slot, "queueing an NCCL broadcast", t0, n->timeout);
     leave();
 }
 
 void tb_nccl_check_async(tb_nccl *n, const char *what) {
     enter();
-    ncclResult_t st = ncclSuccess;
-    TB_NCCL_CHECK(n->comm, ncclCommGetAsyncError(n->comm, &st));
+    ncclResult_t st = ncclSuccess, r;
+    LOCKED_CALL(n->slot, r, ncclCommGetAsyncError(n->comm, &st));
+    TB_NCCL_CHECK(n->comm, r);
     if (st == ncclSuccess || st == ncclInProgress) {
         leave();
         return;
@@ -505,14 +544,16 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
     pthread_mutex_unlock(&g_watch_mu);
     if (st->nccl_error) return;
     /* every live communicator's asynchronous error (under the registry lock,
-     * so none is destroyed meanwhile) */
+     * so none is destroyed meanwhile; one in use by another thread is
+     * skipped: that thread is polling it) */
     pthread_mutex_lock(&g_reg_mu);
     for (int i = 0; i < MAX_COMMS && !st->nccl_error; i++) {
         ncclComm_t c = atomic_load(&g_live[i]);
-        if (!c) continue;
+        if (!c || pthread_mutex_trylock(&g_call_mu[i]) != 0) continue;
         ncclResult_t as = ncclSuccess;
-        if (ncclCommGetAsyncError(c, &as) != ncclSuccess) continue;
-        if (as == ncclSuccess || as == ncclInProgress) continue;
+        ncclResult_t r = ncclCommGetAsyncError(c, &as);
+        pthread_mutex_unlock(&g_call_mu[i]);
+        if (r != ncclSuccess || as == ncclSuccess || as == ncclInProgress) continue;
         char last[600];
         last_error(c, last, sizeof last);
         st->nccl_error = 1;

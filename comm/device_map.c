@@ -2,6 +2,7 @@
 #include "comm/device_map.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int tb_device_for_local_rank(int local_rank, int devices) {
@@ -60,10 +61,14 @@ int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why,
                  major, minor, patch, major, minor);
         return 0;
     }
-    if (!multi_rank_env || strcmp(multi_rank_env, "1") != 0) {
+    /* NCCL reads the variable as an integer, any non-zero one enables it */
+    char *end = NULL;
+    long on = multi_rank_env ? strtol(multi_rank_env, &end, 10) : 0;
+    if (!multi_rank_env || !multi_rank_env[0] || *end || on == 0) {
         snprintf(why, len,
                  "--share-gpu with --comm nccl: NCCL %d.%d.%d runs several ranks on one GPU only with "
-                 "NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental in NCCL; it is %s%s%s): set it for every rank "
+                 "NCCL_MULTI_RANK_GPU_ENABLE=1 (experimental in NCCL; it is %s%s%s; trainbench reads the "
+                 "environment, not NCCL's config files): set it for every rank "
                  "(mpirun -x NCCL_MULTI_RANK_GPU_ENABLE=1), or use --comm mpi",
                  major, minor, patch, multi_rank_env ? "'" : "unset", multi_rank_env ? multi_rank_env : "",
                  multi_rank_env ? "'" : "");

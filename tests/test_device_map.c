@@ -123,7 +123,9 @@ int main(void) {
              "2.30.7 without the variable: refused: '%s'", w);
     TB_CHECK(tb_share_gpu_nccl_verdict(23007, "0", w, sizeof w) == -1 && strstr(w, "it is '0'"),
              "2.30.7 with the variable 0: refused: '%s'", w);
-    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "yes", w, sizeof w) == -1, "trainbench asks for exactly 1");
+    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "yes", w, sizeof w) == -1, "not an integer: refused");
+    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "", w, sizeof w) == -1, "empty: refused");
+    TB_CHECK(tb_share_gpu_nccl_verdict(23000, "2", w, sizeof w) == 1, "any non-zero integer, as NCCL reads it");
     TB_CHECK(tb_share_gpu_nccl_verdict(23000, "1", w, sizeof w) == 1 && strstr(w, "NCCL 2.30.0") &&
                  strstr(w, "not a fabric's"),
              "2.30.0 with the variable: allowed: '%s'", w);

@@ -3,11 +3,14 @@
 # the one GPU over NCCL (issue 26), only when CHECKER (tb_gpu_check) finds
 # a CUDA device and a loaded NCCL >= 2.30; otherwise prints its reason and
 # exits 77 (ctest: skipped; the GPU suite counts a skip on a GPU machine as
-# a failure). COMMAND runs with NCCL_MULTI_RANK_GPU_ENABLE=1, which mpirun's
-# local ranks inherit.
+# a failure). COMMAND runs with NCCL_MULTI_RANK_GPU_ENABLE=1 and
+# NCCL_DEBUG=WARN (unless set), which mpirun's local ranks inherit.
 checker=$1
 shift
 "$checker" --nccl-min 23000 || exit $?
 NCCL_MULTI_RANK_GPU_ENABLE=1
-export NCCL_MULTI_RANK_GPU_ENABLE
+# NCCL's warnings in the test's log (NCCL prints nothing by default): the
+# multi-rank mode is experimental, and a stall should leave NCCL's words
+NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+export NCCL_MULTI_RANK_GPU_ENABLE NCCL_DEBUG
 exec "$@"
