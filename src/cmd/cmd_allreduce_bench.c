@@ -9,20 +9,24 @@
  *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
  *
  * time: mean per all-reduce over --iters after --warmup, the slowest rank's
- * (mpi: host clock around the call; nccl: CUDA events around the
- * collective on its stream);
+ * (mpi: host clock around each call; nccl: CUDA events around the --iters
+ * collectives queued back to back on one stream, as nccl-tests times);
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
  * #wrong: elements of the last timed all-reduce that differ from the exact
  * sum (inputs are small integers, so float sums are exact).
  *
- * The sum is in place, as in training, so every all-reduce (warm-up and
- * timed) starts from the inputs again: the buffer is restored from a copy
- * (on the device for nccl) and the ranks meet at a barrier, neither of them
- * timed; each all-reduce is timed on its own. An NCCL all-reduce that has
- * not finished after --timeout ends the run (ncclCommAbort) instead of
- * hanging it. Repeating an in-place sum without that multiplies the
+ * mpi: the sum is in place, as in training, so every all-reduce (warm-up
+ * and timed) starts from the inputs again: the buffer is restored from a
+ * copy and the ranks meet at a barrier, neither timed; each all-reduce is
+ * timed on its own. Repeating an in-place sum without that multiplies the
  * values by the world size each time (inf after ~80 float iterations on 3
- * ranks), and would time arithmetic on inf.
+ * ranks), and would time arithmetic on inf. nccl: out of place (inputs to
+ * the buffer; NCCL runs the same kernels in place), so the all-reduces can
+ * be queued back to back from the same inputs: timing each on its own
+ * would count NCCL's host-side queueing (a thread of its own per call with
+ * a non-blocking communicator of several ranks) as device time. An NCCL
+ * all-reduce that has not finished after --timeout ends the run
+ * (ncclCommAbort) instead of hanging it.
  *
  * --share-gpu lets ranks share a GPU (--comm nccl: NCCL >= 2.30 with
  * NCCL_MULTI_RANK_GPU_ENABLE=1): the header, the bandwidth line and the
@@ -107,18 +111,23 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes) {
     }
 }
 
-/* One timed all-reduce of count elements from the inputs: seconds. */
-static double nccl_once(nccl_bench *nb, tb_comm *w, size_t count, el_type t) {
+/* n all-reduces of count elements, inputs -> buf, queued back to back
+ * between one pair of events: seconds per all-reduce. Each call returns
+ * once NCCL has queued it (with a non-blocking communicator of several
+ * ranks, from a thread of NCCL's own), so the next one is queued while the
+ * device runs this one: one event pair per all-reduce would count that
+ * host-side queueing as device time. */
+static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int n) {
     tb_backend *be = nb->be;
-    be->copy_d2d(be, nb->buf, nb->inputs, count * el_size(t)); /* untimed: back to the inputs */
     be->sync(be);
     tb_comm_barrier(w);
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
-    tb_nccl_allreduce_sum(nb->nccl, nb->buf, nb->buf, count, dt, be->native_stream(be, NULL));
+    for (int i = 0; i < n; i++)
+        tb_nccl_allreduce_sum(nb->nccl, nb->inputs, nb->buf, count, dt, be->native_stream(be, NULL));
     be->event_record(be, nb->e1, NULL);
     wait_deadline(nb, nb->e1, count * el_size(t));
-    return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3;
+    return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3 / n;
 }
 
 /* The command line. */
@@ -237,12 +246,11 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     fill(inputs, count, b->t, b->info.rank);
     if (b->use_nccl) nb->be->copy_h2d(nb->be, nb->inputs, inputs, count * es);
     double dt = 0;
-    for (int i = 0; i < b->a.warmup + b->a.iters; i++) {
-        if (b->use_nccl) {
-            double once = nccl_once(nb, b->w, count, b->t);
-            if (i >= b->a.warmup) dt += once;
-            continue;
-        }
+    if (b->use_nccl) { /* out of place: every all-reduce sums the inputs, none grows the values */
+        if (b->a.warmup > 0) (void)nccl_loop(nb, b->w, count, b->t, b->a.warmup);
+        dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
+    }
+    for (int i = 0; !b->use_nccl && i < b->a.warmup + b->a.iters; i++) {
         memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
         tb_comm_barrier(b->w);
         double t0 = tb_now();
