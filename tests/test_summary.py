@@ -104,6 +104,32 @@ def test_new_layout():
         shutil.rmtree(d)
 
 
+def test_golden_lines():
+    """The golden tests' step lines in ctest's whole logs: the fp32/tf32 rule's and the 16-bit amp rule's,
+    a ratio that reads inf, and one test in two logs of a call (its second run's keys numbered)."""
+    d = tempfile.mkdtemp(prefix="tb_summary_golden_")
+    try:
+        os.makedirs(os.path.join(d, "keep"))
+        log = ("1/2 Test: golden_cuda_bf16_resnet18\n"
+               "# step 1: ok: amp rule: worst err/bound 0.412 (grads/fc.weight), median err/floor over gradients "
+               "0.93; 41 s\n"
+               "2/2 Test: golden_cuda_fp32_resnet18\n"
+               "# step 2: ok: trainbench 0 flip(s); plain rule: worst err/bound 0.0213 (grads/fc.bias), worst "
+               "err/floor inf (grads/fc.bias)\n")
+        for name in ("ctest-full-a-LastTest.log", "ctest-full-b-LastTest.log"):
+            with open(os.path.join(d, "keep", name), "w") as f:
+                f.write(log)
+        rows = {k: v for k, v, _u, _s in make_summary.summarize(d)}
+        amp = "golden/golden_cuda_bf16_resnet18/step1/"
+        check(rows.get(amp + "err_over_bound") == "0.412" and rows.get(amp + "median_err_over_floor") == "0.93",
+              "the amp rule's step line: worst err/bound and the median (%s)" % rows.get(amp + "err_over_bound"))
+        check(rows.get("golden/golden_cuda_fp32_resnet18/step2/err_over_floor") == "inf",
+              "a ratio of inf is kept (%s)" % rows.get("golden/golden_cuda_fp32_resnet18/step2/err_over_floor"))
+        check(rows.get(amp + "err_over_bound#2") == "0.412", "the same test in a second log: its keys numbered #2")
+    finally:
+        shutil.rmtree(d)
+
+
 def quiet_check(page, runs_):
     """check_pages on one page, its output kept: (ok, text)."""
     r = subprocess.run([sys.executable, os.path.join(SUMMARY, "check_pages.py"), page, "--runs"] + runs_,
@@ -146,6 +172,7 @@ def main(argv=None):
     if a.part == "summaries":
         test_stored()
         test_new_layout()
+        test_golden_lines()
     else:
         test_pages()
     print("# test_summary %s: %s" % (a.part, "PASS" if not FAILS else "%d FAILED" % len(FAILS)))

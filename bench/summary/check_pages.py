@@ -130,7 +130,9 @@ def check_tables(lines, figs, exempt, report):
         base = None
         if ratio_col is not None and ips_col is not None:
             for r in rows:
-                if len(r) > max(ratio_col, ips_col) and clean(r[ratio_col]).strip() == "1.00":
+                # the first 1.00 row: the one the table's ratios were computed against
+                # (a later row near it prints 1.00 too, but is not the base)
+                if base is None and len(r) > max(ratio_col, ips_col) and clean(r[ratio_col]).strip() == "1.00":
                     base = clean(r[ips_col]).split()[0]
         for r in rows:
             where = " | ".join(r[:3])

@@ -37,6 +37,8 @@ def _config(r):
     fw = "trainbench" if fw == "trainbench" else slug(fw.replace("pytorch ", "pytorch_"))
     graph = r["graph"].strip()
     g = "graph" if graph.startswith("on") else "eager" if graph.startswith("off") else "-"
+    if "fuse graph" in graph:
+        g += "+fused"
     if "op profile" in graph or r.get("profile"):
         g += "+profile"
     return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))

@@ -5,7 +5,10 @@ whole log).
 
 Keys: tests/<log>/<test name> (Passed, Failed, ...), tests/<log>/<test
 name>/seconds, tests/<log>/passed|failed|skipped|total;
-golden/<test>/step<k>/err_over_bound|err_over_floor|flips."""
+golden/<test>/step<k>/err_over_bound|err_over_floor|flips (the fp32/tf32
+rules), golden/<test>/step<k>/err_over_bound|median_err_over_floor (the
+16-bit amp rule). A ratio may read inf or nan (a tensor PyTorch computed
+exactly): it is kept as such."""
 import os
 import re
 
@@ -14,8 +17,11 @@ from _util import NUM, files, read, rel, row
 PROGRESS = re.compile(r"^\s*\d+/(\d+) Test\s+#\d+: (\S+) \.*\s*(\*+)?(Passed|Failed|Skipped|Timeout|Not Run|Exception)"
                       r"[^\d]*(%s)? ?s?e?c?" % NUM, re.M)
 TEST_START = re.compile(r"^\d+/\d+ Test: (\S+)$", re.M)
+RATIO = r"%s|inf|nan" % NUM
 GOLDEN_STEP = re.compile(r"^# step (\d+): (ok|FAIL): trainbench (\d+) flip\(s\); \w+ rule: worst err/bound (%s) "
-                         r"\([^)]*\), worst err/floor (%s)" % (NUM, NUM), re.M)
+                         r"\([^)]*\), worst err/floor (%s)" % (RATIO, RATIO), re.M)
+AMP_STEP = re.compile(r"^# step (\d+): (ok|FAIL): amp rule: worst err/bound (%s) \([^)]*\), median err/floor over "
+                      r"gradients (%s)" % (RATIO, RATIO), re.M)
 
 
 def _golden(run_dir, path, text):
@@ -29,6 +35,11 @@ def _golden(run_dir, path, text):
             out += [row(k + "flips", int(g.group(3)), "flips", src),
                     row(k + "err_over_bound", float(g.group(4)), "x", src),
                     row(k + "err_over_floor", float(g.group(5)), "x", src)]
+        for g in AMP_STEP.finditer(text, at, end):
+            k = "golden/%s/step%s/" % (name, g.group(1))
+            src = rel(run_dir, path)
+            out += [row(k + "err_over_bound", float(g.group(3)), "x", src),
+                    row(k + "median_err_over_floor", float(g.group(4)), "x", src)]
     return out
 
 
@@ -52,4 +63,16 @@ def extract(run_dir):
                     row("tests/%s/skipped" % log, count["Skipped"], "tests", src),
                     row("tests/%s/total" % log, len(verdicts), "tests", src)]
         out += _golden(run_dir, path, text)
+    return _numbered(out)
+
+
+def _numbered(rows):
+    """A golden test run twice in one call (two whole logs in keep/) gives
+    its keys again: the second gets #2 (as resnet50.py numbers a repeated
+    configuration), so neither is lost and the summary is still written."""
+    seen, out = {}, []
+    for key, value, unit, src in rows:
+        n = seen.get(key, 0) + 1
+        seen[key] = n
+        out.append(("%s#%d" % (key, n) if n > 1 else key, value, unit, src))
     return out

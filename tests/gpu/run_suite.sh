@@ -127,9 +127,11 @@ EOF
 # shellcheck disable=SC1091
 . tests/gpu/suite_env.sh
 tb_suite_libpath "$NVLIBS"
-# the tests' interpreter and launcher, as configured on the development machine
+# the tests' interpreter and launcher, as configured on the development
+# machine (quoted whole arguments only: a warm machine's second call must
+# not rewrite the bundle's own .../root/usr/bin/mpiexec again)
 find build-gpu -name CTestTestfile.cmake -exec sed -i \
-  -e "s#/usr/bin/python3#$PY#g" -e "s#/usr/bin/mpiexec#$TB_BUNDLE/root/usr/bin/mpiexec#g" {} +
+  -e "s#\"/usr/bin/python3\"#\"$PY\"#g" -e "s#\"/usr/bin/mpiexec\"#\"$TB_BUNDLE/root/usr/bin/mpiexec\"#g" {} +
 TB=$ROOT/build-gpu/trainbench
 export TB PY OUT ROOT
 say "# trainbench GPU suite, bundle $(cat gpu-bundle/git_revision), checkout $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
@@ -159,7 +161,9 @@ run_env() {
 run_probe() {
   local t
   t=$(date +%s)
-  if "$TB" probe --expect-gpu --results "$OUT/keep/probe.h5"; then stage_result probe ok "$t"
+  # its text in keep/ too: the summary reads probe.txt there (bench/summary/probe.py)
+  if "$TB" probe --expect-gpu --results "$OUT/keep/probe.h5" 2>&1 | tee "$OUT/keep/probe.txt"; [ "${PIPESTATUS[0]}" -eq 0 ]
+  then stage_result probe ok "$t"
   else stage_result probe FAIL "$t"; fi
 }
 
