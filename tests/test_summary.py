@@ -163,6 +163,25 @@ def test_pages():
         shutil.rmtree(d)
     check(check_pages.ratio_ok("1.54", 6606, 4279) and not check_pages.ratio_ok("1.44", 6606, 4279),
           "ratio_ok: 6606 / 4279 is 1.54, not 1.44")
+    # a table whose ratios are over its first 1.00 row, with a later row near it that prints 1.00 too
+    d = tempfile.mkdtemp(prefix="tb_pages_base_")
+    try:
+        run = os.path.join(d, "run")
+        os.makedirs(run)
+        with open(os.path.join(run, "summary.tsv"), "w") as f:
+            f.write(make_summary.HEADER + "\n")
+            for k, v in (("a", "2410"), ("b", "7230"), ("c", "2398")):
+                f.write("resnet50/%s/img_per_s\t%s\timg/s\tx.log\n" % (k, v))
+        page = os.path.join(d, "page.md")
+        table = "| row | img/s | x eager |\n|---|---:|---:|\n| eager | 2410 | 1.00 |\n| tb | 7230 | %s |\n| eager 400 | 2398 | 1.00 |\n"
+        for ratio, want_ok in (("3.00", True), ("3.02", False)):
+            with open(page, "w") as f:
+                f.write("# page\n\n" + table % ratio)
+            ok, out = quiet_check(page, [run])
+            check(ok == want_ok, "a table's ratio %s over its first 1.00 row (2410), not a later one (2398): %s"
+                  % (ratio, "passes" if want_ok else "fails"))
+    finally:
+        shutil.rmtree(d)
 
 
 def main(argv=None):
