@@ -101,7 +101,9 @@ static void report_one(nvj *v, nvj_timing *t, const tb_gpu_sink *sink) {
     for (int k = 1; k < 4; k++)
         if (t->has[k]) {
             double at = host_time(v, t->ev[k]);
-            tb_nvj_host(sink, stage[k], t->tag, prev, at);
+            /* the device starts interval k after its previous event and after the host queued it */
+            double from = t->queued[k] > prev ? t->queued[k] : prev;
+            tb_nvj_host(sink, stage[k], t->tag, from < at ? from : at, at);
             prev = at;
         }
     t->live = 0;
@@ -126,6 +128,7 @@ int tb_nvj_report(nvj *v, const tb_gpu_sink *sink, int wait) {
         } else {
             cudaError_t q = cudaEventQuery(e);
             if (q == cudaErrorNotReady) {
+                (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
                 left++;
                 continue;
             }
@@ -144,11 +147,16 @@ nvj_timing *tb_nvj_timing_begin(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
         report_one(v, t, sink);
     }
     memset(t->has, 0, sizeof t->has);
+    memset(t->queued, 0, sizeof t->queued);
     t->tag = tag;
     t->live = 1;
     t->has[0] = 1;
     TB_CUDA_CHECK(cudaEventRecord(t->ev[0], v->cs));
     return t;
+}
+
+void tb_nvj_timing_queued(nvj_timing *t, int k) {
+    if (t->queued[k] == 0) t->queued[k] = tb_now();
 }
 
 void tb_nvj_timing_mark(nvj *v, nvj_timing *t, int k) {
@@ -162,6 +170,7 @@ nvj_ctx *tb_nvj_take_ctx(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
     if (c->used) {
         cudaError_t q = cudaEventQuery(c->done);
         if (q == cudaErrorNotReady) { /* its last batch still runs: the host waits for it */
+            (void)cudaGetLastError();
             wait_event(c->done, tag, sink);
         } else {
             TB_CUDA_CHECK(q);
@@ -353,9 +362,10 @@ static void make_states(nvj *v) {
     for (int i = 0; i < NVJ_TIMINGS; i++)
         for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreate(&v->tim[i].ev[k]));
     TB_CUDA_CHECK(cudaEventCreate(&v->anchor));
+    double before = tb_now(); /* the anchor completes between its record and the wait's return */
     TB_CUDA_CHECK(cudaEventRecord(v->anchor, v->cs));
     TB_CUDA_CHECK(cudaEventSynchronize(v->anchor));
-    v->anchor_host = tb_now();
+    v->anchor_host = 0.5 * (before + tb_now());
 }
 
 static void describe(nvj *v, const char *chosen) {

@@ -47,10 +47,14 @@ typedef struct {
 } nvj_ctx;
 
 /* A batch's device times: events at its start, after the rows' upload,
- * after nvJPEG, after the resize (what it has of them). */
+ * after nvJPEG, after the resize (what it has of them); and the host time
+ * each interval's first work was queued (0: not noted), before which the
+ * device cannot have started it: the host's planning and nvJPEG's host
+ * phase must not read as device time when the stream sat idle. */
 typedef struct {
     cudaEvent_t ev[4];
     int has[4];
+    double queued[4];
     int live;                      /* recorded, not reported yet */
     int64_t tag;
 } nvj_timing;
@@ -111,6 +115,8 @@ nvj_ctx *tb_nvj_take_ctx(nvj *v, int64_t tag, const tb_gpu_sink *sink);
 nvj_timing *tb_nvj_timing_begin(nvj *v, int64_t tag, const tb_gpu_sink *sink);
 /* Records event k (1 uploaded, 2 decoded, 3 resized) of t on the stream. */
 void tb_nvj_timing_mark(nvj *v, nvj_timing *t, int k);
+/* Notes now as when interval k's first work is queued (the first call counts). */
+void tb_nvj_timing_queued(nvj_timing *t, int k);
 /* Reports the timings whose last event has completed (wait: waits for all). */
 int tb_nvj_report(nvj *v, const tb_gpu_sink *sink, int wait);
 /* A host interval of stage `stage` to the sink. */

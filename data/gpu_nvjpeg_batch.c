@@ -201,7 +201,8 @@ static int roi_trouble(nvjpegStatus_t s) {
 }
 
 /* Plans and decodes the jobs in calls of `chunk`; returns the decode state of the last call (NULL: none ran). */
-static nvj_ctx *decode_jobs(nvj *v, tb_gpu_job *jobs, int n, int64_t tag, const tb_gpu_sink *sink) {
+static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int64_t tag,
+                            const tb_gpu_sink *sink) {
     int with_roi = v->hw && v->roi;
     nvj_ctx *last = NULL;
     for (int attempt = 0; attempt < 2; attempt++) {
@@ -210,12 +211,14 @@ static nvj_ctx *decode_jobs(nvj *v, tb_gpu_job *jobs, int n, int64_t tag, const 
             if (jobs[i].status != TB_GPU_JOB_FAILED) jobs[i].status = TB_GPU_JOB_DONE; /* candidates */
         int m = plan_batch(v, jobs, n, with_roi);
         stage_end(sink, TB_STAGE_GPU_PLAN, tag, t0);
-        int chunk = v->o.chunk > 0 ? v->o.chunk : (m > 0 ? m : 1), retry_whole = 0;
+        int chunk = v->o.chunk > 0 ? v->o.chunk : (m > 0 ? m : 1), retry_whole = 0, calls_ok = 1;
         for (int k0 = 0; k0 < m && !retry_whole; k0 += chunk) {
             int cnt = m - k0 < chunk ? m - k0 : chunk;
             last = tb_nvj_take_ctx(v, tag, sink);
+            tb_nvj_timing_queued(t, 2);
             nvjpegStatus_t s = decode_call(v, last, k0, cnt, with_roi, tag, sink);
             if (s == NVJPEG_STATUS_SUCCESS) continue;
+            calls_ok = 0;
             if (with_roi && roi_trouble(s) && attempt == 0) {
                 /* the batched call with regions failed although the support
                  * check took them: the batch again as whole images; if that
@@ -231,9 +234,10 @@ static nvj_ctx *decode_jobs(nvj *v, tb_gpu_job *jobs, int n, int64_t tag, const 
         }
         if (!retry_whole) {
             if (attempt == 1 && v->roi && m > 0 && v->roi_failed != NVJPEG_STATUS_SUCCESS) {
-                int whole_ok = 0; /* proven only when some whole image decoded */
-                for (int i = 0; i < n; i++) whole_ok |= jobs[i].status == TB_GPU_JOB_DONE;
-                if (whole_ok) {
+                /* proven only when every whole-image call decoded: a call that
+                 * failed whole too had a damaged file in it (isolated above),
+                 * and then the regions were not shown to be the trouble */
+                if (calls_ok) { /* m > 0: at least one call, every one decoded */
                     v->roi = 0;
                     size_t used = strlen(v->desc);
                     snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
@@ -251,7 +255,7 @@ static nvj_ctx *decode_jobs(nvj *v, tb_gpu_job *jobs, int n, int64_t tag, const 
 
 /* The resize of what decoded, through the last call's decode state (its
  * pinned descriptors and tables: free, the host waited for its last use). */
-static void resize(nvj *v, nvj_ctx *c, tb_gpu_job *jobs, int n, uint8_t *dev_images, int64_t tag,
+static void resize(nvj *v, nvj_ctx *c, nvj_timing *t, tb_gpu_job *jobs, int n, uint8_t *dev_images, int64_t tag,
                    const tb_gpu_sink *sink) {
     int ok = 0, max_rows = 1;
     for (int i = 0; i < n; i++)
@@ -274,6 +278,7 @@ static void resize(nvj *v, nvj_ctx *c, tb_gpu_job *jobs, int n, uint8_t *dev_ima
     v->d_tab = dev_grow(v, v->d_tab, &tcap, tlen * sizeof *tab);
     v->dtab_cap = tcap / sizeof *v->d_tab;
     v->d_tmp = dev_grow(v, v->d_tmp, &v->tmp_cap, tb_rs_scratch_bytes(v->pl) + 1);
+    tb_nvj_timing_queued(t, 3);
     TB_CUDA_CHECK(cudaMemcpyAsync(v->d_tab, c->h_tab, tlen * sizeof *tab, cudaMemcpyHostToDevice, v->cs));
     TB_CUDA_CHECK(
         cudaMemcpyAsync(v->d_desc, c->h_desc, (size_t)ok * sizeof *c->h_desc, cudaMemcpyHostToDevice, v->cs));
@@ -294,6 +299,7 @@ void tb_nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, con
     nvj_timing *t = tb_nvj_timing_begin(v, tag, sink);
     if (nh > 0) {
         double t0 = stage_begin(TB_STAGE_GPU_SUBMIT);
+        tb_nvj_timing_queued(t, 1);
         for (int i = 0; i < nh; i++)
             TB_CUDA_CHECK(cudaMemcpyAsync(dev_images + (size_t)host_rows[i] * row_bytes,
                                           host_images + (size_t)host_rows[i] * row_bytes, row_bytes,
@@ -303,9 +309,9 @@ void tb_nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, con
     }
     if (n > 0) {
         v->roi_failed = NVJPEG_STATUS_SUCCESS;
-        nvj_ctx *last = decode_jobs(v, jobs, n, tag, sink);
+        nvj_ctx *last = decode_jobs(v, t, jobs, n, tag, sink);
         tb_nvj_timing_mark(v, t, 2);
-        if (last) resize(v, last, jobs, n, dev_images, tag, sink);
+        if (last) resize(v, last, t, jobs, n, dev_images, tag, sink);
         tb_nvj_timing_mark(v, t, 3);
     }
     if (v->o.sync) { /* sync=on: the host waits here, as before fences */

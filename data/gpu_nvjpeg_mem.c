@@ -116,7 +116,10 @@ void *tb_nvj_pinned_alloc(tb_nvj_mem *m, size_t bytes) {
         pin_block *b = &m->pin[i];
         if (!b->in_use && b->cap == cap) {
             cudaError_t q = cudaEventQuery(b->freed);
-            if (q == cudaErrorNotReady) continue;
+            if (q == cudaErrorNotReady) {
+                (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
+                continue;
+            }
             TB_CUDA_CHECK(q);
             b->in_use = 1;
             pthread_mutex_unlock(&m->mu);

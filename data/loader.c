@@ -521,6 +521,10 @@ void tb_loader_destroy(tb_loader *ld) {
     for (int i = 0; ld->slots && i < ld->nslots; i++) {
         slot *sl = &ld->slots[i];
         tb_batch *b = &sl->b;
+        if (sl->fenced) { /* a batch never handed out: its copies and kernels end before its memory goes */
+            tb_gpu_fence_sync(sl->fence);
+            sl->fenced = 0;
+        }
         if (b->images) {
             if (b->on_device) tb_gpu_decoder_free(ld->gpu, b->images);
             else ld->o.host_free(ld->o.host_ctx, b->images);
