@@ -258,8 +258,10 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
   want allreduce_nccl_np2_bf16 && { np2 allreduce_nccl_np2_bf16 60 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu --dtype bf16 -b 8 -e 256M -f 4 \
     -n 10 -w 3 --timeout 120 --results "$KEEP/allreduce_nccl_np2_bf16.h5" || FAILED="$FAILED allreduce_nccl_np2_bf16"; }
   # -np 4 (two ranks per GPU is what NCCL 2.30 documents): what NCCL says, not a pass/fail
-  want np4_allreduce && np2 np4_allreduce 90 mpirun -np 4 --bind-to none --oversubscribe "$TB" allreduce-bench --comm nccl --share-gpu \
-    -b 8 -e 64M -f 8 -n 5 -w 2 --timeout 60 || true
+  if want np4_allreduce; then
+    np2 np4_allreduce 90 mpirun -np 4 --bind-to none --oversubscribe "$TB" allreduce-bench --comm nccl --share-gpu \
+      -b 8 -e 64M -f 8 -n 5 -w 2 --timeout 60 || true
+  fi
 elif "$CHECK" >/dev/null 2>&1; then
   echo "(not run: a GPU but no NCCL >= 2.30 loaded; carry a slim build, TB_BUNDLE_NCCL)" >>"$MD"
   FAILED="$FAILED issue26(no NCCL >= 2.30 with a GPU)"

@@ -48,6 +48,10 @@ set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
 KEEP=$OUT/keep/resnet50
 mkdir -p "$KEEP"
+# one plan cache for the stage's rows (the suite turns the default one off):
+# a row's repeats and the later rows of a shape start from the plans the
+# first one searched, so the budget goes to timed steps
+export TB_PLAN_CACHE=$KEEP/plans
 BUDGET=${TB_BENCH_BUDGET:-500}
 # run_suite.sh's cap for this stage (what is left of the device call)
 if [ -n "${TB_STAGE_BUDGET:-}" ] && [ "$TB_STAGE_BUDGET" -lt "$BUDGET" ]; then BUDGET=$TB_STAGE_BUDGET; fi

@@ -155,6 +155,8 @@ void tb_gpu_decoder_destroy(tb_gpu_decoder *d) {
 const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d) { return d->ops->describe(d->impl); }
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes) { return d->ops->alloc(d->impl, bytes); }
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p) { d->ops->release(d->impl, p); }
+void *tb_gpu_decoder_host_alloc(tb_gpu_decoder *d, size_t bytes) { return d->ops->host_alloc(d->impl, bytes); }
+void tb_gpu_decoder_host_free(tb_gpu_decoder *d, void *p) { d->ops->host_free(d->impl, p); }
 void tb_gpu_decoder_download(tb_gpu_decoder *d, void *host, const void *dev, size_t bytes) {
     d->ops->download(d->impl, host, dev, bytes);
 }

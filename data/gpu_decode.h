@@ -140,6 +140,12 @@ const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d);
 /* Device memory (freed with tb_gpu_decoder_free), NULL when out of memory. */
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes);
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p);
+/* Host memory for the rows the CPU renders into a GPU batch (host_images
+ * below): pinned, whatever the feed's --pinned says, so that their copies
+ * up are asynchronous and do not stall the GPU stage; NULL when none is
+ * left. Freed with tb_gpu_decoder_host_free once nothing reads it. */
+void *tb_gpu_decoder_host_alloc(tb_gpu_decoder *d, size_t bytes);
+void tb_gpu_decoder_host_free(tb_gpu_decoder *d, void *p);
 /* Device to host after every batch this decoder queued (tools and tests:
  * tests/tb_data_probe). A batch another decoder made is read after
  * tb_gpu_fence_sync on its fence. */
@@ -195,6 +201,8 @@ typedef struct {
     void (*fence_record)(void *impl, void *fence);
     void (*fence_order)(void *fence, void *stream);
     void (*fence_sync)(void *fence);
+    void *(*host_alloc)(void *impl, size_t bytes); /* pinned host rows (tb_gpu_decoder_host_alloc) */
+    void (*host_free)(void *impl, void *p);
 } tb_gpu_decoder_ops;
 
 /* nvJPEG (data/gpu_decode_nvjpeg.c; TB_HAVE_NVJPEG), else NULL and why. */

@@ -349,9 +349,21 @@ static void emu_fence_order(void *fence, void *stream) {
 
 static void emu_fence_sync(void *fence) { fence_complete(fence); }
 
+/* host rows: plain memory (nothing to pin without a device) */
+static void *emu_host_alloc(void *impl, size_t bytes) {
+    (void)impl;
+    return malloc(bytes);
+}
+
+static void emu_host_free(void *impl, void *p) {
+    (void)impl;
+    free(p);
+}
+
 static const tb_gpu_decoder_ops k_emu_ops = {
     emu_destroy,      emu_describe,      emu_alloc,        emu_release,     emu_download, emu_memory, emu_decode,
     emu_poll,         emu_fence_create,  emu_fence_destroy, emu_fence_record, emu_fence_order, emu_fence_sync,
+    emu_host_alloc,   emu_host_free,
 };
 
 void *tb_gpu_emu_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops) {

@@ -227,13 +227,36 @@ static void nvj_download(void *impl, void *host, const void *dev, size_t bytes) 
     TB_CUDA_CHECK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }
 
+/* The loader's host rows: pinned at their exact size (the pinned cache's
+ * power-of-two classes would nearly double a batch's rows), counted. */
+static void *nvj_host_alloc(void *impl, size_t bytes) {
+    nvj *v = impl;
+    TB_CUDA_CHECK(cudaSetDevice(v->device));
+    size_t *p = NULL; /* a header of 16 bytes keeps the size for the count */
+    if (cudaHostAlloc((void **)&p, bytes + 16, cudaHostAllocDefault) != cudaSuccess) {
+        (void)cudaGetLastError(); /* out of pinned memory is the caller's message */
+        return NULL;
+    }
+    p[0] = bytes;
+    __atomic_add_fetch(&v->host_bytes, (int64_t)bytes, __ATOMIC_RELAXED);
+    return (char *)p + 16;
+}
+
+static void nvj_host_free(void *impl, void *q) {
+    nvj *v = impl;
+    if (!q) return;
+    size_t *p = (size_t *)((char *)q - 16);
+    __atomic_sub_fetch(&v->host_bytes, (int64_t)p[0], __ATOMIC_RELAXED);
+    TB_CUDA_CHECK(cudaFreeHost(p));
+}
+
 static void nvj_memory(const void *impl, int64_t *device_bytes, int64_t *pinned_bytes) {
     const nvj *v = impl;
     int64_t dev = 0, pinned = 0;
     tb_nvj_mem_counts(v->mem, &dev, &pinned, NULL, NULL);
-    /* what this file holds outside the pool: the slots, the pinned descriptors */
+    /* what this file holds outside the pool: the slots, the pinned descriptors, the host rows */
     *device_bytes = dev + __atomic_load_n(&v->slot_bytes, __ATOMIC_RELAXED);
-    *pinned_bytes = pinned;
+    *pinned_bytes = pinned + __atomic_load_n(&v->host_bytes, __ATOMIC_RELAXED);
 }
 
 static const char *nvj_describe(const void *impl) { return ((const nvj *)impl)->desc; }
@@ -394,6 +417,7 @@ static void describe(nvj *v, const char *chosen) {
 static const tb_gpu_decoder_ops k_nvj_ops = {
     nvj_destroy, nvj_describe, nvj_alloc, nvj_release, nvj_download, nvj_memory, tb_nvj_decode,
     nvj_poll, nvj_fence_create, nvj_fence_destroy, nvj_fence_record, nvj_fence_order, nvj_fence_sync,
+    nvj_host_alloc, nvj_host_free,
 };
 
 void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops, char *err,

@@ -80,6 +80,7 @@ typedef struct {
     tb_nvj_mem *mem;               /* the stream-ordered pool and pinned cache ... */
     nvjpegDevAllocatorV2_t dev_alloc; /* ... as nvJPEG's allocators (kept here: the handle may */
     nvjpegPinnedAllocatorV2_t pin_alloc; /* hold on to the tables it was given) */
+    int64_t host_bytes;            /* pinned host rows handed out by nvj_host_alloc */
     int64_t slot_bytes;            /* device memory handed out by nvj_alloc ... */
     struct {
         void *p;

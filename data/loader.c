@@ -179,7 +179,7 @@ static int alloc_slots(tb_loader *ld, char *err, size_t errlen) {
         if (ld->gpu) { /* the batch on the device; rows rendered here go up from host_images */
             b->images = tb_gpu_decoder_alloc(ld->gpu, bytes);
             b->on_device = 1;
-            sl->host_images = o->host_alloc(o->host_ctx, bytes);
+            sl->host_images = tb_gpu_decoder_host_alloc(ld->gpu, bytes); /* pinned: see gpu_decode.h */
             sl->jobs = calloc((size_t)o->batch, sizeof *sl->jobs);
             sl->spill = calloc((size_t)o->batch, sizeof *sl->spill);
             sl->kind = calloc((size_t)o->batch, 1);
@@ -531,7 +531,7 @@ void tb_loader_destroy(tb_loader *ld) {
         }
         if (b->labels) ld->o.host_free(ld->o.host_ctx, b->labels);
         if (b->flip) ld->o.host_free(ld->o.host_ctx, b->flip);
-        if (sl->host_images) ld->o.host_free(ld->o.host_ctx, sl->host_images);
+        if (sl->host_images) tb_gpu_decoder_host_free(ld->gpu, sl->host_images);
         for (int j = 0; sl->spill && j < ld->o.batch; j++) free(sl->spill[j]);
         free(sl->spill);
         free(sl->arena);

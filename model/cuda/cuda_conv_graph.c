@@ -226,7 +226,10 @@ static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
             s = CUDNN_STATUS_NOT_SUPPORTED; /* its notes no longer pass */
         if (s == CUDNN_STATUS_SUCCESS) s = cu_be_make_plan(st->cudnn, c->cfg, &c->plan, &c->ws);
     }
-    if (s != CUDNN_STATUS_SUCCESS || c->ws > st->ws_limit) {
+    /* the search's own workspace bounds (cu_be_search): a cached engine a fresh search would refuse is planned again */
+    if (s == CUDNN_STATUS_SUCCESS && (c->ws > st->ws_limit || (r->measure && c->ws > r->tws_bytes)))
+        s = CUDNN_STATUS_NOT_SUPPORTED;
+    if (s != CUDNN_STATUS_SUCCESS) {
         destroy(&c->plan);
         destroy(&c->cfg);
         tb_pc_drop(pc, key);

@@ -9,7 +9,7 @@
 
 #include "core/log.h"
 
-#define CU_BE_KNOBS 16 /* knob choices read per engine config */
+#define CU_BE_KNOBS CUDNN_KNOB_TYPE_COUNTS /* knob choices read per engine config: every kind cuDNN has */
 
 static long g_live;
 
@@ -286,6 +286,10 @@ void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len) {
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, CU_BE_KNOBS,
                                      &got, k);
+    if (s == CUDNN_STATUS_SUCCESS && got > CU_BE_KNOBS) { /* more than read: a cut list is another config */
+        snprintf(buf, len, "?");
+        s = CUDNN_STATUS_NOT_SUPPORTED;
+    }
     for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CU_BE_KNOBS; i++) {
         cudnnBackendKnobType_t type;
         int64_t val = 0, n = 0;

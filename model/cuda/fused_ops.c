@@ -164,25 +164,27 @@ static void plan_pad4(cu_state *st, fplan *p, fentry *e, int measure, void *tws,
  * agrees, the index into what[] of the first result that differs, or 6 when
  * g could not run (why says how). */
 static int finalize_check(cu_state *st, cu_fgraph *g, const tb_bn_finalize_args *fa, char *why, size_t len) {
-    int C = fa->C; /* 12 [C] vectors of synthetic inputs and both results */
-    float *h = calloc((size_t)22 * C, sizeof *h),
-          *dev = cu_malloc(st, (size_t)22 * C * sizeof *dev, "the finalize check");
+    /* 22 [C] vectors of synthetic inputs and both results, each at a
+     * 16-byte boundary (P floats apart) as the graph's buffers were planned */
+    int C = fa->C, P = (C + 3) & ~3;
+    float *h = calloc((size_t)22 * P, sizeof *h),
+          *dev = cu_malloc(st, (size_t)22 * P * sizeof *dev, "the finalize check");
     if (!h) TB_FATAL("out of host memory");
     for (int c = 0; c < C; c++) {
         double mean = 0.5 + 0.01 * (c % 97) - 0.3 * (c % 3), var = 0.2 + 0.003 * (c % 89);
-        h[c] = (float)(fa->count * mean), h[C + c] = (float)(fa->count * (mean * mean + var));
-        h[2 * C + c] = 1.0f + 0.01f * (float)(c % 13), h[3 * C + c] = 0.05f * (float)(c % 7) - 0.1f;
-        h[4 * C + c] = h[14 * C + c] = 0.1f * (float)(c % 5),
-                  h[5 * C + c] = h[15 * C + c] = 0.5f + 0.1f * (float)(c % 4);
+        h[c] = (float)(fa->count * mean), h[P + c] = (float)(fa->count * (mean * mean + var));
+        h[2 * P + c] = 1.0f + 0.01f * (float)(c % 13), h[3 * P + c] = 0.05f * (float)(c % 7) - 0.1f;
+        h[4 * P + c] = h[14 * P + c] = 0.1f * (float)(c % 5),
+                  h[5 * P + c] = h[15 * P + c] = 0.5f + 0.1f * (float)(c % 4);
     }
     /* on the compute stream (non-blocking: a legacy-stream copy would not order against it) */
-    TB_CUDA_CHECK(cudaMemcpyAsync(dev, h, (size_t)22 * C * sizeof *h, cudaMemcpyHostToDevice, st->stream));
+    TB_CUDA_CHECK(cudaMemcpyAsync(dev, h, (size_t)22 * P * sizeof *h, cudaMemcpyHostToDevice, st->stream));
     float *D = dev;
     void *cb[FD_R_COUNT] = {NULL};
-    cb[FD_R_SUM] = D, cb[FD_R_SQSUM] = D + C, cb[FD_R_GAMMA] = D + 2 * C, cb[FD_R_BETA] = D + 3 * C;
-    cb[FD_R_RUN_MEAN] = D + 4 * C, cb[FD_R_RUN_VAR] = D + 5 * C, cb[FD_R_EQ_SCALE] = D + 6 * C;
-    cb[FD_R_EQ_BIAS] = D + 7 * C, cb[FD_R_MEAN] = D + 8 * C, cb[FD_R_INVSTD] = D + 9 * C;
-    cb[FD_R_NEXT_MEAN] = D + 10 * C, cb[FD_R_NEXT_VAR] = D + 11 * C;
+    cb[FD_R_SUM] = D, cb[FD_R_SQSUM] = D + P, cb[FD_R_GAMMA] = D + 2 * P, cb[FD_R_BETA] = D + 3 * P;
+    cb[FD_R_RUN_MEAN] = D + 4 * P, cb[FD_R_RUN_VAR] = D + 5 * P, cb[FD_R_EQ_SCALE] = D + 6 * P;
+    cb[FD_R_EQ_BIAS] = D + 7 * P, cb[FD_R_MEAN] = D + 8 * P, cb[FD_R_INVSTD] = D + 9 * P;
+    cb[FD_R_NEXT_MEAN] = D + 10 * P, cb[FD_R_NEXT_VAR] = D + 11 * P;
     cu_fpack pk = {0};
     cudnnStatus_t s = cu_fgraph_try(st, g, &pk, cb, why, len);
     cu_fpack_free(&pk);
@@ -193,15 +195,15 @@ static int finalize_check(cu_state *st, cu_fgraph *g, const tb_bn_finalize_args 
         (void)cudaGetLastError();
         bad = 6;
     } else {
-        cu_fk_finalize(st->stream, C, fa->count, D, D + C, D + 2 * C, D + 3 * C, D + 14 * C, D + 15 * C, D + 18 * C,
-                       D + 19 * C, D + 16 * C, D + 17 * C, fa->momentum, fa->eps);
-        TB_CUDA_CHECK(cudaMemcpyAsync(h, dev, (size_t)22 * C * sizeof *h, cudaMemcpyDeviceToHost, st->stream));
+        cu_fk_finalize(st->stream, C, fa->count, D, D + P, D + 2 * P, D + 3 * P, D + 14 * P, D + 15 * P, D + 18 * P,
+                       D + 19 * P, D + 16 * P, D + 17 * P, fa->momentum, fa->eps);
+        TB_CUDA_CHECK(cudaMemcpyAsync(h, dev, (size_t)22 * P * sizeof *h, cudaMemcpyDeviceToHost, st->stream));
         TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
         /* graph: scale 6, bias 7, mean 8, invstd 9, next mean 10, next var 11; own: 16, 17, 18, 19, 14, 15 */
         static const int gi[6] = {6, 7, 8, 9, 10, 11}, oi[6] = {16, 17, 18, 19, 14, 15};
         for (int k = 0; k < 6 && bad < 0; k++)
             for (int c = 0; c < C; c++) {
-                double x = h[gi[k] * C + c], y = h[oi[k] * C + c];
+                double x = h[gi[k] * P + c], y = h[oi[k] * P + c];
                 if (!(fabs(x - y) <= 1e-3 * fabs(y) + 1e-5)) {
                     bad = k;
                     break;
@@ -516,7 +518,10 @@ static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args
     if (a->C != p->g.cout || (double)n * hw != a->count)
         TB_FATAL("cuda bn_finalize: C %d, count %.0f do not fit the plan", a->C, a->count);
     fentry *e = entry_for(be, p, n, 0);
-    if (!e->fin_tried) plan_finalize(be, p, e, a);
+    if (!e->fin_tried) {
+        cu_not_capturing(be, "planning a BN finalize for a new batch size"); /* allocates, copies, waits */
+        plan_finalize(be, p, e, a);
+    }
     if (e->g[FD_G_FINALIZE] && (a->momentum != e->fin_momentum || a->eps != e->fin_eps)) {
         cu_not_capturing(be, "a BatchNorm's momentum or eps changed"); /* by value in the graph: plan again */
         cu_fgraph_put(st, e->g[FD_G_FINALIZE]);

@@ -269,7 +269,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
     tb_table tab;
     tb_table_init(&tab, "loader", spec);
     tb_mem_log mem;
-    if (a.memory_every > 0) tb_mem_log_init(&mem);
+    if (a.memory_every > 0) tb_mem_log_init(&mem, lo.decode == TB_DECODE_GPU);
     printf("# %7s %9s %9s %8s %9s %10s %10s %8s %8s %8s %6s %6s %10s %9s\n", "threads", "img/s", "img/s/thr", "MB/s",
            "ms/batch", "decode_ms", "resize_ms", "wait_ms", "skipped", "stage_ms", "stage%", "cores", "img/s/core",
            "ldr_cores");

@@ -107,8 +107,9 @@ void tb_bench_print_stages(FILE *f, const double ms[TB_STAGE_COUNT]) {
 
 /* ---- memory samples -------------------------------------------------------------------- */
 
-void tb_mem_log_init(tb_mem_log *m) {
+void tb_mem_log_init(tb_mem_log *m, int device) {
     memset(m, 0, sizeof *m);
+    m->device = device;
     tb_table_init(&m->tab, "memory",
                   "batch:i,t_s,rss_mib,decoder_device_mib,decoder_pinned_mib,device_used_mib");
 }
@@ -117,7 +118,7 @@ void tb_mem_log_sample(tb_mem_log *m, const tb_loader *ld, int64_t batches, doub
     int64_t dev = 0, pinned = 0;
     tb_loader_memory(ld, &dev, &pinned);
     double used = NAN, total = 0;
-    if (tb_gpu_mem_used(&used, &total) != 0) used = NAN;
+    if (!m->device || tb_gpu_mem_used(&used, &total) != 0) used = NAN;
     long long rss = tb_rss_bytes();
     double v[6] = {(double)batches, t_s, rss >= 0 ? (double)rss / 1048576.0 : NAN, (double)dev / 1048576.0,
                    (double)pinned / 1048576.0, used / 1048576.0};

@@ -44,8 +44,11 @@ typedef struct {
     tb_table tab;              /* batch, t_s, rss_mib, decoder_device_mib, decoder_pinned_mib, device_used_mib */
     double first[5], last[5];  /* the first and last sample's values (columns 2..6) */
     int n;
+    int device; /* the device's memory in use is sampled (the loader decodes on it) */
 } tb_mem_log;
-void tb_mem_log_init(tb_mem_log *m);
+/* device: sample the device's memory in use too; only where the run holds a
+ * CUDA context already (a query would make one: hundreds of MB, mid-run). */
+void tb_mem_log_init(tb_mem_log *m, int device);
 /* One sample now, after `batches` timed batches, `t_s` into the run. */
 void tb_mem_log_sample(tb_mem_log *m, const tb_loader *ld, int64_t batches, double t_s);
 /* "# memory: RSS 812.3 -> 813.0 MiB (+0.09 %), ..." over the samples. */

@@ -133,7 +133,13 @@ tb_suite_libpath "$NVLIBS"
 find build-gpu -name CTestTestfile.cmake -exec sed -i \
   -e "s#\"/usr/bin/python3\"#\"$PY\"#g" -e "s#\"/usr/bin/mpiexec\"#\"$TB_BUNDLE/root/usr/bin/mpiexec\"#g" {} +
 TB=$ROOT/build-gpu/trainbench
-export TB PY OUT ROOT
+# No plan cache unless a test names its own (--plan-cache DIR: the fused
+# stage's startup_plan_cache_gpu): a cache shared by the whole call would
+# make every later test run the plans an earlier one cached, restored
+# rather than searched, and the suite's other tests should run what they
+# name; TB_PLAN_CACHE set by the caller wins.
+TB_PLAN_CACHE=${TB_PLAN_CACHE:-off}
+export TB PY OUT ROOT TB_PLAN_CACHE
 say "# trainbench GPU suite, bundle $(cat gpu-bundle/git_revision), checkout $(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo '?')"
 
 # ---- stages ------------------------------------------------------------------------------
