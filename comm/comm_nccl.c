@@ -503,6 +503,10 @@ void tb_dev_watch_clear(void) {
     pthread_mutex_unlock(&g_watch_mu);
 }
 
+static atomic_int g_watch_capturing = 0;
+
+void tb_dev_watch_capturing(int on) { atomic_store(&g_watch_capturing, on); }
+
 void tb_dev_watch_poll(tb_dev_watch_state *st) {
     memset(st, 0, sizeof *st);
     if (atomic_load(&g_aborted)) return;
@@ -542,7 +546,7 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
         g_watch_n--;
     }
     pthread_mutex_unlock(&g_watch_mu);
-    if (st->nccl_error) return;
+    if (st->nccl_error || atomic_load(&g_watch_capturing)) return;
     /* every live communicator's asynchronous error (under the registry lock,
      * so none is destroyed meanwhile; one in use by another thread is
      * skipped: that thread is polling it) */

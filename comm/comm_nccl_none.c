@@ -58,4 +58,5 @@ void tb_dev_watch_push(void *event, void *stream, int64_t step, const char *what
     (void)event, (void)stream, (void)step, (void)what;
 }
 void tb_dev_watch_clear(void) {}
+void tb_dev_watch_capturing(int on) { (void)on; }
 void tb_dev_watch_poll(tb_dev_watch_state *st) { memset(st, 0, sizeof *st); }

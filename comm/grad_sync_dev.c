@@ -350,9 +350,12 @@ int tb_grad_sync_dev_bucket_times(tb_grad_sync_dev *g, int slot, void *ref_event
     for (int i = 0; i < g->nb; i++) {
         size_t k = (size_t)slot * (size_t)g->nb + (size_t)i;
         float r = 0, s = 0, e = 0;
-        TB_CUDA_CHECK(cudaEventElapsedTime(&r, (cudaEvent_t)ref_event, g->rtime[k]));
-        TB_CUDA_CHECK(cudaEventElapsedTime(&s, (cudaEvent_t)ref_event, g->start[k]));
-        TB_CUDA_CHECK(cudaEventElapsedTime(&e, (cudaEvent_t)ref_event, g->end[k]));
+        if (cudaEventElapsedTime(&r, (cudaEvent_t)ref_event, g->rtime[k]) != cudaSuccess ||
+            cudaEventElapsedTime(&s, (cudaEvent_t)ref_event, g->start[k]) != cudaSuccess ||
+            cudaEventElapsedTime(&e, (cudaEvent_t)ref_event, g->end[k]) != cudaSuccess) {
+            (void)cudaGetLastError(); /* a report: the caller drops the sample, the run goes on */
+            return -1;
+        }
         ready[i] = r * 1e-3;
         start[i] = s * 1e-3;
         end[i] = e * 1e-3;

@@ -103,6 +103,7 @@ int tb_grad_sync_dev_timing_events(tb_grad_sync_dev *g, int slot, void **events)
  * backward): ready[i] (gradients done), start[i] and end[i] (the
  * collective on the communication stream), i in bucket order. Returns the
  * bucket count; 0 on the MPI path (host-timed: no device timeline). */
+/* (-1 when CUDA cannot time an event: the sample is dropped, not the run) */
 int tb_grad_sync_dev_bucket_times(tb_grad_sync_dev *g, int slot, void *ref_event, double *ready, double *start,
                                   double *end);
 /* The statistics of the step last run in `slot`, whose events must have

@@ -124,6 +124,12 @@ double tb_nccl_abort_wait_s(char *err, size_t len);
 void tb_dev_watch_push(void *event, void *stream, int64_t step, const char *what);
 /* Forgets every pending entry (their events are about to be destroyed). */
 void tb_dev_watch_clear(void);
+/* on 1 while the calling rank captures a CUDA graph of its step, 0 after:
+ * the watch's poll then leaves the communicators alone (with two ranks an
+ * asynchronous-error poll can finish a collective's background job, whose
+ * kernels go into the capturing stream; nothing runs during a capture, so
+ * there is nothing to learn from it). */
+void tb_dev_watch_capturing(int on);
 
 typedef struct {
     int pending;           /* 1: some watched collective has not completed */

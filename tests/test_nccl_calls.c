@@ -17,8 +17,10 @@
  * main thread creates a communicator, splits it, runs 3000 all-reduces and
  * broadcasts and destroys both, while a second thread calls
  * tb_dev_watch_poll in a loop (the watchdog's call). Checks: no call ever
- * overlapped another, the watch polled the communicators many times, and
- * every communicator was set up, finalized and destroyed once. */
+ * overlapped another, the watch polled the communicators many times but
+ * not while the rank said it captures a CUDA graph
+ * (tb_dev_watch_capturing), and every communicator was set up, finalized
+ * and destroyed once. */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <pthread.h>
@@ -207,6 +209,14 @@ int main(void) {
         if (i % 50 == 0) tb_nccl_check_async(n, "the test's all-reduces");
     }
     int polls = atomic_load(&g_watch_polls);
+    /* while the rank captures its step the watch leaves the communicators alone */
+    tb_dev_watch_capturing(1);
+    busy_us(2000); /* a poll begun before the flag ends */
+    int before = atomic_load(&g_watch_polls);
+    for (int i = 0; i < 500; i++) tb_nccl_allreduce_sum(n, buf, buf, 4, TB_DEV_F32, NULL);
+    int during = atomic_load(&g_watch_polls) - before;
+    tb_dev_watch_capturing(0);
+    TB_CHECK(during == 0, "no watch poll of a communicator during a capture (%d)", during);
     tb_nccl_destroy(child);
     tb_nccl_destroy(n);
     atomic_store(&g_stop, 1);

@@ -32,6 +32,16 @@ int tb_gpu_mem_used(double *used, double *total) {
     return 0;
 }
 
+int tb_gpu_event_seconds(void *from, void *to, double *s) {
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, (cudaEvent_t)from, (cudaEvent_t)to) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    *s = (double)ms * 1e-3;
+    return 0;
+}
+
 int tb_gpu_bus_id(int device, char *buf, size_t len) {
     if (cudaDeviceGetPCIBusId(buf, (int)len, device) != cudaSuccess) {
         (void)cudaGetLastError();

@@ -28,6 +28,11 @@ int tb_gpu_bus_id(int device, char *buf, size_t len);
  * a device or CUDA. */
 int tb_gpu_mem_used(double *used, double *total);
 
+/* Seconds from event `from` to event `to` (both completed) into *s; -1,
+ * the runtime's error cleared, when CUDA cannot say: for reports that
+ * must not end a run (the step timeline). */
+int tb_gpu_event_seconds(void *from, void *to, double *s);
+
 /* Queues a copy from device memory into pinned host memory on stream and
  * returns at once (record an event after it to know when it landed). */
 void tb_gpu_copy_d2h_async(void *dst, const void *src, size_t bytes, void *stream);

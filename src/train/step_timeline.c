@@ -146,8 +146,13 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
     slot_tl *p = &tl->s[slot];
     if (p->n == 0) return; /* no backward in that step (no samples on this rank) */
     double *ready = xcalloc((size_t)p->n, sizeof *ready);
-    for (int i = 0; i < p->n; i++)
-        ready[i] = tl->native ? tl->be->event_elapsed_ms(tl->be, bwd0, p->ev[i]) * 1e-3 : p->host[i] - p->host_bwd0;
+    int lost = 0; /* an event CUDA cannot time: the step's sample is dropped (a report must not end the run) */
+    for (int i = 0; i < p->n; i++) {
+        if (!tl->native) ready[i] = p->host[i] - p->host_bwd0;
+        else if (tb_gpu_event_seconds(tl->be->native_event(tl->be, bwd0), tl->be->native_event(tl->be, p->ev[i]),
+                                      &ready[i]) != 0)
+            lost = 1;
+    }
     int nb = gs ? tb_grad_sync_bucket_count(gs) : gsd && !tb_grad_sync_dev_staged(gsd) ? tb_grad_sync_dev_bucket_count(gsd) : 0;
     size_t *b_off = xcalloc((size_t)nb, sizeof *b_off), *b_cnt = xcalloc((size_t)nb, sizeof *b_cnt);
     double *b_ready = xcalloc((size_t)nb, sizeof *b_ready);
@@ -162,8 +167,14 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
         }
     } else if (nb > 0) {
         for (int b = 0; b < nb; b++) tb_grad_sync_dev_bucket(gsd, b, &b_off[b], &b_cnt[b]);
-        tb_grad_sync_dev_bucket_times(gsd, slot, tl->be->native_event(tl->be, bwd0), b_ready, b_start, b_end);
+        if (tb_grad_sync_dev_bucket_times(gsd, slot, tl->be->native_event(tl->be, bwd0), b_ready, b_start, b_end) < 0)
+            lost = 1;
         measured_ready = 1;
+    }
+    if (lost) {
+        static int said;
+        if (!said++) tb_warn("step timeline: CUDA could not time a gradient or bucket event; that step's sample is "
+                             "left out of /grad_ready and /buckets (the run goes on)");
     }
     tb_bprof_sample x = {.ranks = ranks, .nr = p->n, .r_off = p->off, .r_cnt = p->cnt, .r_ready = ready,
                          .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_ready = measured_ready ? b_ready : NULL,
@@ -172,7 +183,7 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
                          .exposed_s = exposed_s,
                          .clock = tl->native ? "CUDA events on the compute and communication streams"
                                              : "host clock (the CPU's asynchronous step)"};
-    tb_bprof_add(&x);
+    if (!lost) tb_bprof_add(&x);
     free(ready);
     free(b_off);
     free(b_cnt);

@@ -71,13 +71,16 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     static tb_fatal_trap trap; /* static: not clobbered by the longjmp */
     if (setjmp(trap.env) == 0) {
         tb_fatal_trap_set(&trap);
+        tb_dev_watch_capturing(1);
         if (tb_gpu_capture_begin(t->stream, why, sizeof why) == 0) {
             body(t, b, step, lr, s, 1);
             graph_events(t, s);
             g = tb_gpu_capture_end(t->stream, t->gev, t->nev, why, sizeof why);
         }
+        tb_dev_watch_capturing(0);
         tb_fatal_trap_set(NULL);
     } else { /* sprung (and cleared): a call inside the capture failed */
+        tb_dev_watch_capturing(0);
         snprintf(why, sizeof why, "inside the capture: %.150s", trap.msg);
         tb_gpu_capture_abandon(t->stream);
         g = NULL;
