@@ -32,6 +32,7 @@ FILES = {
     "build_sh": "launch/container/build.sh",
     "dockerfile": "launch/container/Dockerfile",
     "apptainer": "launch/container/trainbench.def",
+    "cmake": "CMakeLists.txt",
 }
 CI_CONFIGURE_EXTRAS = {"-DTB_WERROR=ON", "$nvjpeg_arg"}
 
@@ -176,6 +177,15 @@ def check(f):
         code = [l for l in f[key].replace("\\\n", " ").splitlines() if not l.lstrip().startswith("#")]
         if not any(re.search(r"\bsh \S*launch/container/build\.sh", l) for l in code):
             err.append("%s does not run launch/container/build.sh" % FILES[key])
+    # every source folder the top CMakeLists.txt adds goes into both images
+    dirs = re.findall(r"^\s*add_subdirectory\((\w+)\)", f["cmake"], re.M)
+    copied = {"dockerfile": set(re.findall(r"^COPY (\S+) ", f["dockerfile"], re.M)),
+              "apptainer": set(re.findall(r"^\s+(\S+) /opt/trainbench/\s*$", f["apptainer"], re.M))}
+    for key, have in copied.items():
+        for d in dirs:
+            if d not in have:
+                err.append("%s does not copy %s/, which CMakeLists.txt builds (add_subdirectory(%s))" % (
+                    FILES[key], d, d))
     return err
 
 
@@ -204,6 +214,9 @@ def plants(f):
          mod("dockerfile", "    sh launch/container/build.sh", "    true")),
         ("the Apptainer recipe builds on its own", "trainbench.def does not run",
          mod("apptainer", "sh /opt/trainbench/launch/container/build.sh", "true")),
+        ("the Dockerfile leaves out a source folder", "does not copy core/", mod("dockerfile", "COPY core core\n", "")),
+        ("the Apptainer recipe leaves out a source folder", "does not copy core/",
+         mod("apptainer", "    core /opt/trainbench/\n", "")),
         ("the apt alternative's NCCL moves", "the apt alternative installs NCCL 2.29.2",
          mod("readme", "libnccl2=2.28.9-1+cuda13.0", "libnccl2=2.29.2-1+cuda13.0")),
     ]
