@@ -96,10 +96,17 @@ if [ "$wheels" = 1 ]; then
 fi
 
 # ---- the driver, if any: CUDA 13.0 needs 580 or newer ------------------------------
+# /sys/module/nvidia/version holds the version alone; /proc's line reads
+# "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05 ..." or, with
+# the open kernel module of current servers, "... Open Kernel Module for
+# x86_64  580.95.05 ...": the version is the first dotted number standing
+# alone (not the 86 of x86_64). TB_DRIVER_VERSION_FILE replaces both (tests).
 drv=""
-if [ -r /proc/driver/nvidia/version ]; then
-    drv=$(sed -n 's/.*Kernel Module[^0-9]*\([0-9][0-9.]*\).*/\1/p' /proc/driver/nvidia/version | head -n 1)
-fi
+for f in ${TB_DRIVER_VERSION_FILE:-/sys/module/nvidia/version /proc/driver/nvidia/version}; do
+    [ -r "$f" ] || continue
+    drv=$(awk '{for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+\.[0-9][0-9.]*$/) {print $i; exit}}' "$f")
+    [ -n "$drv" ] && break
+done
 if [ -z "$drv" ]; then
     echo "install_gpu.sh: no NVIDIA driver is loaded here: the CUDA backend builds, and trainbench runs on the CPU until there is a GPU"
 elif [ "${drv%%.*}" -lt 580 ] 2>/dev/null; then

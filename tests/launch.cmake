@@ -9,6 +9,12 @@ add_test(NAME launch_scripts_dry_run
          COMMAND sh ${TB_TEST_DIR}/multihost/test_launch_scripts.sh ${CMAKE_SOURCE_DIR})
 set_tests_properties(launch_scripts_dry_run PROPERTIES TIMEOUT 120)
 
+# launch/install_gpu.sh's reading of the driver version (open and
+# proprietary kernel modules, /sys, none)
+add_test(NAME install_gpu_driver_version
+         COMMAND sh ${TB_TEST_DIR}/test_install_gpu_driver.sh ${CMAKE_SOURCE_DIR})
+set_tests_properties(install_gpu_driver_version PROPERTIES TIMEOUT 60)
+
 # shellcheck as POSIX sh, when installed
 add_test(NAME launch_scripts_shellcheck
          COMMAND sh ${TB_TEST_DIR}/multihost/lint.sh ${CMAKE_SOURCE_DIR})
