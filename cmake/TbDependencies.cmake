@@ -130,6 +130,25 @@ if(NOT TB_CUDA STREQUAL "OFF")
                             "from there; create it as a link to lib (ln -s lib ${_tb_cu13}/lib64)")
       endif()
     endif()
+    # A build directory configured before with another CUDA (a toolkit in
+    # /usr/local/cuda) keeps that compiler, which CMake cannot change there,
+    # and its cached libraries: mixing them with the wheels' would build
+    # against two CUDAs. The compiler: stop with what to do; the libraries:
+    # searched again (from the wheels, or CUDNN_ROOT / NCCL_ROOT).
+    string(FIND "${CMAKE_CUDA_COMPILER}" "${_tb_cu13}/" _tb_in_wheels)
+    if(CMAKE_CUDA_COMPILER AND NOT _tb_in_wheels EQUAL 0)
+      message(FATAL_ERROR "this build directory (${CMAKE_BINARY_DIR}) was configured with the CUDA compiler "
+                          "${CMAKE_CUDA_COMPILER}, which CMake cannot change in it; to build with NVIDIA's wheels "
+                          "in ${_tb_nv}, configure a fresh directory (rm -rf ${CMAKE_BINARY_DIR}, then the same "
+                          "cmake command), or keep that CUDA with -DTB_CUDA_WHEELS= and no .venv-cuda")
+    endif()
+    foreach(_tb_v CUDA_cudart_LIBRARY CUDA_cublas_LIBRARY CUDA_cublasLt_LIBRARY CUDA_CUDART TB_CUDNN_INCLUDE
+                  TB_CUDNN_LIB TB_NCCL_INCLUDE TB_NCCL_LIB)
+      string(FIND "${${_tb_v}}" "${_tb_nv}/" _tb_in_wheels)
+      if(${_tb_v} AND NOT _tb_in_wheels EQUAL 0)
+        unset(${_tb_v} CACHE)
+      endif()
+    endforeach()
     if(NOT CMAKE_CUDA_COMPILER AND EXISTS "${_tb_cu13}/bin/nvcc")
       # also replaces a NOTFOUND left by an earlier configure without the wheels
       set(CMAKE_CUDA_COMPILER "${_tb_cu13}/bin/nvcc" CACHE FILEPATH "CUDA compiler" FORCE)
