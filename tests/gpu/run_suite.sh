@@ -107,6 +107,9 @@ elif [ ! -x "$ROOT/build-gpu/trainbench" ]; then
   exit 1
 fi
 [ "$build_here" = "$source_here/build-gpu" ] || say "setup      WARN     bundle built in $build_here, not $source_here/build-gpu"
+# the machine's own library path, before the bundle's: the wheels stage
+# keeps its driver directories (libcuda.so.1, libnvidia-ml.so.1)
+MACHINE_LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 # shellcheck disable=SC1091
 . gpu-bundle/env.sh
 
@@ -222,8 +225,9 @@ run_script() { # name script
 
 # the README's GPU build: CUDA libraries through its RUNPATH only
 run_wheels() {
-  local t w venv sub view base f pid lp miss bad=0
+  local t w venv sub view base f pid lp miss d dup bad=0
   t=$(date +%s)
+  if [ "$STAGE_LEFT" -lt 60 ]; then stage_result wheels FAIL "$t" "only ${STAGE_LEFT} s left for it: not started"; return; fi
   w=$ROOT/gpu-bundle/wheels
   if [ ! -x "$w/trainbench" ]; then stage_result wheels FAIL "$t" "the bundle has no wheels/ (make_bundle.sh with TB_BUNDLE_WHEELS=DIR)"; return; fi
   venv=$(cat "$w/venv_path"); sub=$(cat "$w/nvidia_subdir"); view=$venv/$sub
@@ -247,6 +251,11 @@ run_wheels() {
     case "$(basename "$f")" in libnvjpeg*|libcudnn*|libcublas*|libnccl*|libcudart*|libnvrtc*) ;; *) ln -sf "$f" "$ROOT/gpu-bundle/lib-nocuda/" ;; esac
   done
   lp=$ROOT/gpu-bundle/lib-nocuda:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib
+  # the driver where the machine's path has it (not in ld.so.cache on every machine)
+  for d in $(printf '%s' "$MACHINE_LD_LIBRARY_PATH" | tr ':' ' '); do
+    if [ -e "$d/libcuda.so.1" ] || [ -e "$d/libnvidia-ml.so.1" ]; then lp=$lp:$d; fi
+  done
+  echo "driver libraries: $(ldconfig -p 2>/dev/null | grep -oE '(libcuda|libnvidia-ml)\.so\.1 .*=> \S+' | tr '\n' ';') path: $lp"
   echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -E 'RUNPATH|RPATH' | grep -oE '\[.*\]')"
   LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$OUT/keep/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
   for l in libcudnn.so.9 libnccl.so.2 libcublas.so.13 libcublasLt.so.13 libnvjpeg.so.13; do
@@ -254,17 +263,25 @@ run_wheels() {
     case "$f" in "$view"/*) echo "ok   $l => $f" ;; *) echo "FAIL $l => ${f:-not found}"; bad=1 ;; esac
   done
   miss=$(grep -c 'not found' "$OUT/keep/wheels_ldd.txt")
-  if ! LD_LIBRARY_PATH=$lp "$w/trainbench" probe --expect-gpu --results "$OUT/keep/probe_wheels.h5"; then
+  if ! LD_LIBRARY_PATH=$lp timeout $(( STAGE_LEFT / 3 )) "$w/trainbench" probe --expect-gpu \
+       --results "$OUT/keep/probe_wheels.h5"; then
     stage_result wheels FAIL "$t" "probe --expect-gpu failed: no usable GPU for the wheels build (see suite.log)"; return
   fi
   # one training run; while it trains, the CUDA libraries the process has mapped
-  LD_LIBRARY_PATH=$lp "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
+  LD_LIBRARY_PATH=$lp timeout $(( STAGE_LEFT - ($(date +%s) - t) - 10 )) "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
     --scaling-steps 10 --results "$OUT/keep/train_wheels.h5" >"$OUT/keep/train_wheels.log" 2>&1 &
   pid=$!
   for _ in $(seq 240); do grep -q '^step ' "$OUT/keep/train_wheels.log" 2>/dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   grep -oE '/[^ ]*lib(cudnn[a-z_]*|nccl|cublas|cublasLt|nvjpeg|nvrtc|cuda)\.so[.0-9]*' "/proc/$pid/maps" 2>/dev/null | sort -u | sed 's/^/mapped: /' | tee "$OUT/keep/wheels_maps.txt"
   wait "$pid" || bad=1
   cat "$OUT/keep/train_wheels.log"
+  # one file per library name, and the driver's own libcuda (not a stub)
+  dup=$(sed 's/^mapped: //' "$OUT/keep/wheels_maps.txt" | while read -r f; do echo "$(basename "$f") $(readlink -f "$f")"; done |
+        sort -u | awk '{n[$1]++} END {for (k in n) if (n[k] > 1) printf "%s ", k}')
+  if [ -n "$dup" ]; then echo "FAIL loaded from two files each: $dup"; bad=1; fi
+  if ! grep -qE '/libcuda\.so' "$OUT/keep/wheels_maps.txt" || grep -qE 'stubs/libcuda' "$OUT/keep/wheels_maps.txt"; then
+    echo "FAIL libcuda: not the driver's ($(grep libcuda "$OUT/keep/wheels_maps.txt" || echo 'not mapped'))"; bad=1
+  fi
   if [ "$bad" = 0 ] && [ "$miss" = 0 ] && grep -q '^# scaling, every row' "$OUT/keep/train_wheels.log"; then
     stage_result wheels ok "$t" "CUDA libraries through the RUNPATH only; probe and training ran"
   else stage_result wheels FAIL "$t" "see suite.log (ldd, probe, train_wheels.log)"; fi
