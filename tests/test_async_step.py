@@ -36,6 +36,7 @@ when mpiexec is needed and missing.
 """
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,14 @@ def main():
         ck, res = os.path.join(tmp, f"{name}.ckpt.h5"), os.path.join(tmp, f"{name}.h5")
         text = run(launch + base + flags + ["--save", ck, "--results", res])
         out[name] = (ck, res, text)
+    if a.mode == "graph-eager":
+        # the attribute says only that nothing blocked the graph: B must have replayed steps from it
+        m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out["graph"][2], re.M)
+        if not m or int(m.group(1)) == 0:
+            print("FAIL: the graph run replayed no step from its CUDA graph (%s)"
+                  % (m.group(0) if m else "no '# cuda graph: on; N training steps replayed' line"))
+            sys.exit(1)
+        print("# graph run: %s training steps replayed from its CUDA graph" % m.group(1))
     if a.mode.startswith("resident"):
         said = ["data resident on the device" in out[n][2] for n, _ in pair]
         if said != [False, True]:

@@ -284,7 +284,7 @@ def main():
             # its own communicator's error): either way the collective, the step and a host are named
             failure_mode(a, "nccl-abort:1:5", 1, (0,), "", reason_ranks=(0, 1),
                          said=r"(.*rank 1 \([^)]+\) has not joined the NCCL all-reduce of bucket [0-9]+ of step "
-                              r"[0-9]+|rank 0 \([^)]+\): NCCL reports .*at step [0-9]+)")
+                              r"[0-9]+|rank 0 \([^)]+\): (NCCL|CUDA) reports .*at step [0-9]+)")
         elif a.mode == "nan":
             mode_nan(a)
         elif a.mode == "resume":

@@ -293,6 +293,11 @@ if(TARGET tb_cuda)
     add_test(NAME nccl_np2_frozen_in_backward COMMAND ${TB_NP2_FAIL} frozen-bwd)
     add_test(NAME nccl_np2_async_error COMMAND ${TB_NP2_FAIL} nccl-abort)
     set_tests_properties(${TB_NP2_TESTS} PROPERTIES TIMEOUT 600 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+    # started first (ctest -j runs the costlier first): what the issue asks
+    # that no other stage reruns (the failures, the bf16 ResNet-50 replicas),
+    # so a budget that ends the stage leaves the small dp tests Not Run
+    set_tests_properties(nccl_np2_killed_in_backward nccl_np2_frozen_in_backward nccl_np2_async_error
+                         nccl_np2_resnet50_bf16_dp_exact PROPERTIES COST 1000)
   else()
     foreach(t ${TB_NP2_TESTS})
       add_test(NAME ${t} COMMAND sh -c "echo 'SKIP: ${t}: this build lacks NCCL or MPI'; exit 77")

@@ -12,5 +12,9 @@ NCCL_MULTI_RANK_GPU_ENABLE=1
 # NCCL's warnings in the test's log (NCCL prints nothing by default): the
 # multi-rank mode is experimental, and a stall should leave NCCL's words
 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-export NCCL_MULTI_RANK_GPU_ENABLE NCCL_DEBUG
+# no core binding: Open MPI binds each of 2 ranks to one core by default,
+# and two such tests at once put 4 ranks (their CUDA spin-waits, NCCL's
+# proxy threads, the watchdog) on cores 0 and 1 of a 16-core machine
+OMPI_MCA_hwloc_base_binding_policy=${OMPI_MCA_hwloc_base_binding_policy:-none}
+export NCCL_MULTI_RANK_GPU_ENABLE NCCL_DEBUG OMPI_MCA_hwloc_base_binding_policy
 exec "$@"
