@@ -96,9 +96,13 @@ tb_mca() {
 # tb_fabric auto|ib|roce|tcp: fill TB_SET_ENV and TB_SET_MCA from the knobs
 #   auto: no transport settings (Open MPI and NCCL pick UCX/InfiniBand
 #         themselves when present); only the interface and GDR knobs apply
-#   TB_IB_HCA       HCA ports, e.g. mlx5_0:1 or mlx5_0:1,mlx5_1:1 (ib, roce)
+#   TB_IB_HCA       HCA ports, e.g. mlx5_0:1 or mlx5_0:1,mlx5_1:1 (ib, roce);
+#                   unset: NCCL and UCX use every port they find (one named
+#                   port on an 8-GPU node with 4-8 ports would leave NCCL
+#                   a fraction of the bandwidth, without an error)
 #   TB_GID_INDEX    RoCE v2 GID index (roce; default NCCL_IB_GID_INDEX or
-#                   UCX_IB_GID_INDEX when one is set, else 3)
+#                   UCX_IB_GID_INDEX when one is set, else unset: NCCL >=
+#                   2.21 and UCX choose the RoCE v2 GID themselves)
 #   TB_IB_TC        IB traffic class, e.g. 106 for a lossless RoCE queue
 #   TB_IFACE        TCP interface or subnet (eth0, ib0, 10.1.0.0/16)
 #   TB_NCCL_SOCKET_IFNAME  NCCL bootstrap interface (default: TB_IFACE when
@@ -120,32 +124,36 @@ tb_fabric() {
             fi
             ;;
         ib)
-            tb_hca=${TB_IB_HCA:-mlx5_0:1}
             tb_mca pml ucx
             tb_mca osc ucx
             tb_mca btl ^openib
-            tb_env UCX_NET_DEVICES "$tb_hca"
-            tb_env NCCL_IB_HCA "$tb_hca"
+            if [ -n "${TB_IB_HCA:-}" ]; then
+                tb_env UCX_NET_DEVICES "$TB_IB_HCA"
+                tb_env NCCL_IB_HCA "$TB_IB_HCA"
+            fi
             if [ -n "${TB_IB_TC:-}" ]; then
                 tb_env NCCL_IB_TC "$TB_IB_TC"
                 tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
             fi
             ;;
         roce)
-            tb_hca=${TB_IB_HCA:-mlx5_0:1}
             # one GID index for both: a value already given to NCCL or UCX
-            # is taken for the other too
-            tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-3}}}
-            tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
+            # is taken for the other too; none given: both choose
+            tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-}}}
+            [ -z "$tb_gid" ] || tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
             [ -n "$tb_ifname" ] ||
                 tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
             tb_mca pml ucx
             tb_mca osc ucx
             tb_mca btl ^openib
-            tb_env UCX_NET_DEVICES "$tb_hca"
-            tb_env UCX_IB_GID_INDEX "$tb_gid"
-            tb_env NCCL_IB_HCA "$tb_hca"
-            tb_env NCCL_IB_GID_INDEX "$tb_gid"
+            if [ -n "${TB_IB_HCA:-}" ]; then
+                tb_env UCX_NET_DEVICES "$TB_IB_HCA"
+                tb_env NCCL_IB_HCA "$TB_IB_HCA"
+            fi
+            if [ -n "$tb_gid" ]; then
+                tb_env UCX_IB_GID_INDEX "$tb_gid"
+                tb_env NCCL_IB_GID_INDEX "$tb_gid"
+            fi
             if [ -n "${TB_IB_TC:-}" ]; then
                 tb_env NCCL_IB_TC "$TB_IB_TC"
                 tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"

@@ -40,12 +40,14 @@
 #   TB_HOSTFILE=           the hostfile, as --hostfile
 #   TB_FABRIC=auto         auto | ib | roce | tcp, as --fabric
 #   TB_NP=                 ranks, as -n (default: sum of the hostfile's slots)
-#   TB_IB_HCA=mlx5_0:1     HCA ports for UCX_NET_DEVICES and NCCL_IB_HCA,
-#                          comma-separated (mlx5_0:1,mlx5_1:1) (ib, roce)
-#   TB_GID_INDEX=3         RoCE v2 GID index (roce): the row of `show_gids`
+#   TB_IB_HCA=             HCA ports for UCX_NET_DEVICES and NCCL_IB_HCA,
+#                          comma-separated (mlx5_0:1,mlx5_1:1) (ib, roce;
+#                          unset: NCCL and UCX use every port they find)
+#   TB_GID_INDEX=          RoCE v2 GID index (roce): the row of `show_gids`
 #                          with VER v2 and the port's IPv4 address (when
 #                          unset, NCCL_IB_GID_INDEX or UCX_IB_GID_INDEX if
-#                          one is set, so that both use the same index)
+#                          one is set, so that both use the same index;
+#                          else NCCL and UCX choose the RoCE v2 GID)
 #   TB_IB_TC=              traffic class for NCCL_IB_TC and
 #                          UCX_IB_TRAFFIC_CLASS (e.g. 106: the switch's
 #                          lossless queue); unset: the fabric's default

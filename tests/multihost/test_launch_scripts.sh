@@ -193,10 +193,15 @@ expect_words "hostfile: ib" \
     "-np 16|--mca pml ucx|--mca osc ucx|--mca btl '^openib'|-x UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1|-x NCCL_IB_HCA=mlx5_0:1,mlx5_1:1|-x NCCL_SOCKET_IFNAME=ib0|--mca oob_tcp_if_include ib0|-x NCCL_NET_GDR_LEVEL=PHB" \
     "GID_INDEX|NCCL_IB_DISABLE|NCCL_IB_TC" \
     TB_IB_HCA=mlx5_0:1,mlx5_1:1 TB_IFACE=ib0 TB_GDR_LEVEL=PHB "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
-expect_words "hostfile: roce, GID index 3 by default" \
-    "--mca pml ucx|-x UCX_NET_DEVICES=mlx5_0:1|-x NCCL_IB_HCA=mlx5_0:1|-x NCCL_IB_GID_INDEX=3|-x UCX_IB_GID_INDEX=3|-x NCCL_SOCKET_IFNAME=ens1f0np0|--mca oob_tcp_if_include ens1f0np0|-x NCCL_IB_TC=106|-x UCX_IB_TRAFFIC_CLASS=106" \
-    "NCCL_NET_GDR_LEVEL|NCCL_IB_DISABLE" \
+expect_words "hostfile: roce without TB_IB_HCA or a GID index: NCCL and UCX choose ports and GID" \
+    "--mca pml ucx|-x NCCL_SOCKET_IFNAME=ens1f0np0|--mca oob_tcp_if_include ens1f0np0|-x NCCL_IB_TC=106|-x UCX_IB_TRAFFIC_CLASS=106" \
+    "NCCL_NET_GDR_LEVEL|NCCL_IB_DISABLE|NCCL_IB_HCA|UCX_NET_DEVICES|GID_INDEX" \
     TB_IFACE=ens1f0np0 TB_IB_TC=106 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: roce with TB_IB_HCA and TB_GID_INDEX" \
+    "-x UCX_NET_DEVICES=mlx5_0:1|-x NCCL_IB_HCA=mlx5_0:1|-x NCCL_IB_GID_INDEX=3|-x UCX_IB_GID_INDEX=3" "NCCL_IB_DISABLE" \
+    TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: ib without TB_IB_HCA: every port" "--mca pml ucx" "NCCL_IB_HCA|UCX_NET_DEVICES" \
+    TB_IFACE=ib0 "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
 expect_words "hostfile: roce, TB_GID_INDEX=5" "-x NCCL_IB_GID_INDEX=5|-x UCX_IB_GID_INDEX=5" "=3" \
     TB_GID_INDEX=5 TB_IFACE=eth2 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_words "hostfile: roce, NCCL_IB_GID_INDEX set: exported by name, UCX follows it" \
@@ -231,7 +236,7 @@ expect_line "slurm: srun line" \
 expect_words "slurm: roce knobs become the ranks' environment" \
     "OMPI_MCA_pml=ucx|UCX_NET_DEVICES=mlx5_0:1|NCCL_IB_HCA=mlx5_0:1|NCCL_IB_GID_INDEX=3|UCX_IB_GID_INDEX=3|NCCL_SOCKET_IFNAME=ens1f0|NCCL_NET_GDR_LEVEL=PIX|srun --mpi=pmix_v4 --cpu-bind=sockets|--gpus-per-task=1" \
     "OMP_NUM_THREADS|-x " \
-    $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
+    $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
     TB_SRUN_ARGS=--gpus-per-task=1 TB_DRY_RUN=1 sh "$L/slurm.sbatch" -- trainbench
 # shellcheck disable=SC2086
 expect_same_args "slurm: printed line = what runs" \
@@ -270,7 +275,7 @@ expect_line "slurm_mpirun: mpirun reads the allocation" \
 # shellcheck disable=SC2086
 expect_line "slurm_mpirun: TB_SLURM_HOSTFILE=1 writes the allocation" \
     "mpirun -np 16 --hostfile $work/job.hosts$root_flag --map-by slot:PE=12 --bind-to core --mca pml ucx --mca osc ucx --mca btl '^openib' -x UCX_NET_DEVICES=mlx5_0:1 -x NCCL_IB_HCA=mlx5_0:1 -x OMP_NUM_THREADS=12 -x NCCL_DEBUG -x PATH trainbench" \
-    $job NCCL_DEBUG=INFO TB_FABRIC=ib TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/job.hosts" TB_DRY_RUN=1 \
+    $job NCCL_DEBUG=INFO TB_FABRIC=ib TB_IB_HCA=mlx5_0:1 TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/job.hosts" TB_DRY_RUN=1 \
     sh "$L/slurm_mpirun.sbatch" trainbench
 checks=$((checks + 1))
 [ "$(cat "$work/job.hosts" 2>/dev/null)" = "gpu07 slots=8
