@@ -182,8 +182,12 @@ typedef struct {
 static void *write_worker(void *arg) {
     write_job *job = arg;
     const tb_mkdata_opts *o = job->o;
-    tjhandle tj = tjInitCompress();
-    if (!tj) TB_FATAL("TurboJPEG: tjInitCompress: %s", tjGetErrorStr2(NULL));
+    /* two handles: TurboJPEG 2.1 keeps a progressive encode's settings in
+     * its handle (optimized Huffman tables), and a baseline file encoded
+     * after it with the same handle got those tables over data coded with
+     * the standard ones: a header that parses over a corrupt bitstream */
+    tjhandle tj = tjInitCompress(), tj_prog = tjInitCompress();
+    if (!tj || !tj_prog) TB_FATAL("TurboJPEG: tjInitCompress: %s", tjGetErrorStr2(NULL));
     /* one output buffer big enough for the largest image, never reallocated */
     int side = o->like == TB_MKDATA_IMAGENET ? 800 : o->max_side;
     unsigned long cap = tjBufSize(side, side, TJSAMP_444);
@@ -201,7 +205,8 @@ static void *write_worker(void *arg) {
         tb_mkdata_image(o, cls, idx, &rgb, &w, &h);
         unsigned long size = cap;
         tb_mkdata_coding cd = tb_mkdata_coding_of(o, cls, idx);
-        TJ_CHECK(tj, tjCompress2(tj, rgb, w, 0, h, TJPF_RGB, &jpg, &size, cd.subsamp, cd.quality,
+        tjhandle th = cd.progressive ? tj_prog : tj;
+        TJ_CHECK(th, tjCompress2(th, rgb, w, 0, h, TJPF_RGB, &jpg, &size, cd.subsamp, cd.quality,
                                  TJFLAG_NOREALLOC | (cd.progressive ? TJFLAG_PROGRESSIVE : 0)));
         free(rgb);
         char cname[64], fname[64], path[4200];
@@ -222,6 +227,7 @@ static void *write_worker(void *arg) {
     }
     tjFree(jpg);
     tjDestroy(tj);
+    tjDestroy(tj_prog);
     pthread_mutex_lock(&job->mu);
     job->bytes += bytes;
     job->pixels += pixels;

@@ -61,8 +61,9 @@ static void check_imagenet(const char *bin) {
     o.seed = 3;
     o.like = TB_MKDATA_IMAGENET;
     tjhandle tj = tjInitDecompress();
-    int files = 0, coded_as_said = 0, long500 = 0, too_big = 0, kinds[6] = {0};
+    int files = 0, coded_as_said = 0, long500 = 0, too_big = 0, kinds[6] = {0}, progressives = 0, broken = 0;
     double bytes = 0;
+    char first_broken[512] = "";
     for (int c = 0; c < 2; c++)
         for (int i = 0; i < 40; i++) {
             char p[512];
@@ -81,6 +82,15 @@ static void check_imagenet(const char *bin) {
             int progressive = 0; /* SOF2 marker */
             for (size_t k = 0; k + 1 < n && !progressive; k++) progressive = a[k] == 0xff && a[k + 1] == 0xc2;
             coded_as_said += ss == cd.subsamp && progressive == cd.progressive;
+            progressives += progressive;
+            /* the whole file decodes, strictly: a header can be right over a broken bitstream (a
+             * TurboJPEG handle reused after a progressive encode once wrote optimized Huffman
+             * tables over data coded with the standard ones) */
+            unsigned char *px = malloc((size_t)w * h * 3);
+            if (!px || tjDecompress2(tj, a, n, px, w, 0, h, TJPF_RGB, TJFLAG_STOPONWARNING) != 0) {
+                if (!broken++) snprintf(first_broken, sizeof first_broken, "%.300s: %.150s", p, tjGetErrorStr2(tj));
+            }
+            free(px);
             if (ss >= 0 && ss < 6) kinds[ss]++;
             long500 += (w > h ? w : h) == 500;
             too_big += w > 800 || h > 800;
@@ -94,6 +104,10 @@ static void check_imagenet(const char *bin) {
            long500, nkinds, mean_kb);
     TB_CHECK(files == 80 && coded_as_said == files, "%d of %d files coded as tb_mkdata_coding_of says", coded_as_said,
              files);
+    TB_CHECK(progressives >= 1, "the set holds a progressive file (%d), whose encode must not spoil later ones",
+             progressives);
+    TB_CHECK(broken == 0, "every file decodes without a warning: %d of %d do not (first: %s)", broken, files,
+             first_broken);
     TB_CHECK(long500 >= 40 && long500 <= 76 && too_big == 0 && nkinds >= 2,
              "%d of %d with the long side 500 (want about 3 in 4), %d past 800 px, %d subsamplings", long500, files,
              too_big, nkinds);
