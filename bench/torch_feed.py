@@ -7,7 +7,10 @@ training on the GPU, by loader configuration. DATA is an ImageFolder tree
 For each configuration (workers, pin_memory, prefetch_factor, persistent
 workers) it trains --steps timed steps after --warmup, with the standard
 training transform (RandomResizedCrop 224, horizontal flip, ToTensor,
-Normalize), bf16 autocast and channels_last, and reports:
+Normalize), bf16 autocast and channels_last, and reports (the warm-up is
+--warmup steps plus workers x prefetch_factor more, the batches the
+workers queued during the first steps, so the timed steps see the loader's
+steady state, as trainbench's rows do):
   img/s         images trained per second
   ms/batch      wall time per step
   wait %        share of the step the main thread spent waiting for the
@@ -149,7 +152,12 @@ def run(args, workers, pin, prefetch, persistent):
         loss.backward()
         opt.step()
 
-    for _ in range(args.warmup):
+    # the warm-up, then as many steps again as the workers queued meanwhile
+    # (workers x prefetch_factor batches, filled while cuDNN autotuned the
+    # first step): timed, that queue would drain at the GPU's speed and
+    # read as loader throughput
+    queued = workers * prefetch if workers > 0 else 0
+    for _ in range(args.warmup + queued):
         step(*next(it))
     if cuda:
         torch.cuda.synchronize()
