@@ -37,10 +37,14 @@ from torchvision import transforms
 
 
 class UtilSampler:
-    """GPU-Util from NVML every 100 ms, on a thread; mean over the window."""
+    """GPU-Util over the window: the driver's own timestamped samples whose
+    whole period lies in it (nvmlDeviceGetSamples), as trainbench's rows
+    take it (src/device/nvml.c); else NVML's reading every 100 ms, on a
+    thread, averaged."""
 
     def __init__(self, index):
         self.vals, self.stop, self.t = [], threading.Event(), None
+        self.t0_us = int(time.time() * 1e6)
         try:
             import pynvml
             pynvml.nvmlInit()
@@ -58,11 +62,33 @@ class UtilSampler:
         return self
 
     def __exit__(self, *a):
+        self.t1_us = int(time.time() * 1e6)
         self.stop.set()
         if self.t:
             self.t.join()
 
+    def driver_mean(self):
+        """(mean, samples) of the driver's samples inside the window, or (nan, 0)."""
+        if not self.nv:
+            return float("nan"), 0
+        try:
+            vt, samples = self.nv.nvmlDeviceGetSamples(self.h, self.nv.NVML_GPU_UTILIZATION_SAMPLES, self.t0_us)
+        except Exception:
+            return float("nan"), 0
+        field = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}.get(vt, "uiVal")
+        pts = sorted((s.timeStamp, float(getattr(s.sampleValue, field))) for s in samples)
+        steps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:]) if b[0] > a[0])
+        if not steps:
+            return float("nan"), 0
+        period = steps[len(steps) // 2]
+        t1 = getattr(self, "t1_us", None) or int(time.time() * 1e6)
+        inside = [v for t, v in pts if self.t0_us + period - period // 20 <= t <= t1]
+        return (sum(inside) / len(inside), len(inside)) if inside else (float("nan"), 0)
+
     def mean(self):
+        m, n = self.driver_mean()
+        if n:
+            return m
         return sum(self.vals) / len(self.vals) if self.vals else float("nan")
 
 
@@ -177,8 +203,10 @@ def run(args, workers, pin, prefetch, persistent):
             torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         cpu = cpu_used(c0, cpu_now())
-    resolved = dt >= 1.0  # NVML's GPU-Util speaks for a window of 1 s or more
-    util = u.mean() if resolved else float("nan")
+    # the driver's samples inside the window speak for it; NVML's readings
+    # only over a window of 1 s or more
+    dm, dk = u.driver_mean()
+    util = dm if dk else (u.mean() if dt >= 1.0 else float("nan"))
     cores = cpu / dt
     return {
         "framework": "pytorch", "loader": "torchvision ImageFolder + Pillow + DataLoader",

@@ -42,6 +42,20 @@ typedef struct {
     nvmlGpmSample_t sample1, sample2;
     nvmlGpmMetric_t metrics[TB_NVML_GPM_METRIC_MAX];
 } nvmlGpmMetricsGet_t;
+typedef union {
+    double dVal;
+    int siVal;
+    unsigned int uiVal;
+    unsigned long ulVal;
+    unsigned long long ullVal;
+    signed long long sllVal;
+    unsigned short usVal;
+} nvmlValue_t;
+typedef struct {
+    unsigned long long timeStamp; /* CPU time, microseconds */
+    nvmlValue_t sampleValue;
+} nvmlSample_t;
+enum { NVML_GPU_UTILIZATION_SAMPLES = 1 };
 enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2 };
 enum { NVML_TEMPERATURE_GPU = 0 };
 enum { NVML_FEATURE_ENABLED = 1 };
@@ -72,6 +86,8 @@ struct tb_nvml {
     nvmlReturn_t (*DeviceGetPowerUsage)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*DeviceGetP2PStatus)(nvmlDevice_t, nvmlDevice_t, int, int *);
     nvmlReturn_t (*DeviceGetTopologyCommonAncestor)(nvmlDevice_t, nvmlDevice_t, int *);
+    /* the driver's own GPU-Util samples, timestamped: optional */
+    nvmlReturn_t (*DeviceGetSamples)(nvmlDevice_t, int, unsigned long long, int *, unsigned int *, nvmlSample_t *);
     /* GPM: optional (drivers before R520 lack it) */
     nvmlReturn_t (*GpmQueryDeviceSupport)(nvmlDevice_t, nvmlGpmSupport_t *);
     nvmlReturn_t (*GpmSampleAlloc)(nvmlGpmSample_t *);
@@ -136,6 +152,7 @@ tb_nvml *tb_nvml_open(char *err, size_t errlen) {
     OPT(DeviceGetPowerUsage, "nvmlDeviceGetPowerUsage");
     OPT(DeviceGetP2PStatus, "nvmlDeviceGetP2PStatus");
     OPT(DeviceGetTopologyCommonAncestor, "nvmlDeviceGetTopologyCommonAncestor");
+    OPT(DeviceGetSamples, "nvmlDeviceGetSamples");
     OPT(GpmQueryDeviceSupport, "nvmlGpmQueryDeviceSupport");
     OPT(GpmSampleAlloc, "nvmlGpmSampleAlloc");
     OPT(GpmSampleFree, "nvmlGpmSampleFree");
@@ -276,14 +293,22 @@ struct tb_nvml_sampler {
     int stop;
     /* the window */
     double t0; /* the window's start, tb_now() */
+    unsigned long long t0_us; /* the same, CLOCK_REALTIME microseconds (the driver's samples' clock) */
     int n, n_clock, n_power, n_sm;
     double util_sum, sm_sum, clock_sum, clock_min, power_sum, temp_max;
     nvmlGpmSample_t gpm[2];
     int gpm_have;                       /* gpm[0] holds the previous sample */
 };
 
+static unsigned long long wall_us(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000ULL;
+}
+
 static void window_clear(tb_nvml_sampler *s) {
     s->t0 = tb_now();
+    s->t0_us = wall_us();
     s->n = s->n_clock = s->n_power = s->n_sm = 0;
     s->util_sum = s->sm_sum = s->clock_sum = s->power_sum = 0;
     s->clock_min = INFINITY;
@@ -380,12 +405,84 @@ void tb_nvml_sampler_reset(tb_nvml_sampler *s) {
     pthread_mutex_unlock(&s->mu);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+    unsigned long long x = *(const unsigned long long *)a, y = *(const unsigned long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tb_nvml_util_in_window(const unsigned long long *ts_us, const double *pct, int n, unsigned long long t0_us,
+                           double *mean) {
+    if (n < 2) return 0;
+    /* the sample period: the median step between successive timestamps */
+    unsigned long long *t = malloc((size_t)n * sizeof *t), *d = malloc((size_t)n * sizeof *d);
+    if (!t || !d) TB_FATAL("out of host memory");
+    memcpy(t, ts_us, (size_t)n * sizeof *t);
+    qsort(t, (size_t)n, sizeof *t, cmp_u64);
+    int nd = 0;
+    for (int i = 1; i < n; i++)
+        if (t[i] > t[i - 1]) d[nd++] = t[i] - t[i - 1];
+    unsigned long long period = 0;
+    if (nd > 0) {
+        qsort(d, (size_t)nd, sizeof *d, cmp_u64);
+        period = d[nd / 2];
+    }
+    free(t);
+    free(d);
+    if (period == 0) return 0;
+    /* a sample speaks for the period ending at its timestamp: inside the
+     * window when that period began at t0 or later (a twentieth of a
+     * period of jitter allowed) */
+    double sum = 0;
+    int used = 0;
+    for (int i = 0; i < n; i++)
+        if (ts_us[i] >= t0_us + period - period / 20) {
+            sum += pct[i];
+            used++;
+        }
+    if (used) *mean = sum / used;
+    return used;
+}
+
+/* GPU-Util over the window from the driver's own timestamped samples
+ * (nvmlDeviceGetSamples), into *mean: the number of samples used, 0 when
+ * the driver has none to give (then the readings' mean stands). */
+static int driver_util(tb_nvml_sampler *s, double *mean) {
+    tb_nvml *nv = s->d->nv;
+    if (!nv->DeviceGetSamples) return 0;
+    unsigned int n = 0;
+    int vt = 0;
+    if (nv->DeviceGetSamples(s->d->h, NVML_GPU_UTILIZATION_SAMPLES, s->t0_us, &vt, &n, NULL) != 0 || n == 0)
+        return 0;
+    nvmlSample_t *buf = calloc(n, sizeof *buf);
+    unsigned long long *ts = calloc(n, sizeof *ts);
+    double *v = calloc(n, sizeof *v);
+    if (!buf || !ts || !v) TB_FATAL("out of host memory");
+    int used = 0;
+    if (nv->DeviceGetSamples(s->d->h, NVML_GPU_UTILIZATION_SAMPLES, s->t0_us, &vt, &n, buf) == 0) {
+        for (unsigned i = 0; i < n; i++) {
+            const nvmlValue_t *x = &buf[i].sampleValue;
+            ts[i] = buf[i].timeStamp;
+            v[i] = vt == 0 ? x->dVal : vt == 1 ? (double)x->uiVal : vt == 2 ? (double)x->ulVal
+                 : vt == 3 ? (double)x->ullVal : vt == 4 ? (double)x->sllVal : vt == 5 ? (double)x->siVal
+                                                                             : (double)x->usVal;
+        }
+        used = tb_nvml_util_in_window(ts, v, (int)n, s->t0_us, mean);
+    }
+    free(buf);
+    free(ts);
+    free(v);
+    return used;
+}
+
 void tb_nvml_sampler_stats(tb_nvml_sampler *s, tb_nvml_stats *o) {
     pthread_mutex_lock(&s->mu);
     if (s->n == 0) take_reading(s); /* a window shorter than the period: one reading at its end */
     o->samples = s->n;
     o->window_s = tb_now() - s->t0;
     o->util_pct_mean = s->n ? s->util_sum / s->n : NAN;
+    double dm = NAN;
+    o->util_driver_samples = driver_util(s, &dm);
+    if (o->util_driver_samples > 0) o->util_pct_mean = dm;
     o->sm_active_pct_mean = s->n_sm ? s->sm_sum / s->n_sm : NAN;
     o->sm_clock_mhz_mean = s->n_clock ? s->clock_sum / s->n_clock : NAN;
     o->sm_clock_mhz_min = s->n_clock ? s->clock_min : NAN;

@@ -76,7 +76,10 @@ const char *tb_nvml_level_name(int level);
  * read 0 % because the driver's period still held the idle barrier before
  * it. So window_s says how long the window was, and a caller reports
  * GPU-Util only for windows of TB_NVML_UTIL_MIN_WINDOW_S or more (NVML's
- * longest sample period). */
+ * longest sample period). Where the driver gives its own timestamped
+ * samples (nvmlDeviceGetSamples), GPU-Util is instead the mean of those
+ * whose whole period lies in the window (util_driver_samples), which
+ * speaks for a window of any length that holds one. */
 #define TB_NVML_UTIL_MIN_WINDOW_S 1.0
 /* How long a measured row (a scaling row, a feed row) runs at least by
  * default where NVML samples the GPU: the minimum window, with a margin. */
@@ -85,14 +88,25 @@ typedef struct tb_nvml_sampler tb_nvml_sampler;
 typedef struct {
     int samples;
     double window_s;           /* since the sampler started or was last reset */
-    double util_pct_mean;      /* GPU-Util */
+    double util_pct_mean;      /* GPU-Util: from the driver's samples when util_driver_samples > 0 */
+    int util_driver_samples;   /* the driver's own timestamped GPU-Util samples whose whole period lies in
+                                * the window (nvmlDeviceGetSamples); 0: none, the readings' mean stands */
     double sm_active_pct_mean; /* GPM SM activity; NaN when unsupported */
     double sm_clock_mhz_mean, sm_clock_mhz_min;
     double power_w_mean, temp_c_max;
 } tb_nvml_stats;
-/* Whether st's GPU-Util speaks for its window: one of
- * TB_NVML_UTIL_MIN_WINDOW_S or more (above). */
-static inline int tb_nvml_util_valid(const tb_nvml_stats *st) { return st->window_s >= TB_NVML_UTIL_MIN_WINDOW_S; }
+/* Whether st's GPU-Util speaks for its window: the driver's own samples
+ * inside it, or a window of TB_NVML_UTIL_MIN_WINDOW_S or more (above). */
+static inline int tb_nvml_util_valid(const tb_nvml_stats *st) {
+    return st->util_driver_samples > 0 || st->window_s >= TB_NVML_UTIL_MIN_WINDOW_S;
+}
+/* The driver's GPU-Util samples (timestamps ts_us, CPU microseconds, in any
+ * order; each the busy % of the sample period ending at its timestamp)
+ * whose whole period lies after t0_us: their mean into *mean, and how many
+ * (0: fewer than two samples to tell the period from, or none inside). The
+ * period is the median step between timestamps. */
+int tb_nvml_util_in_window(const unsigned long long *ts_us, const double *pct, int n, unsigned long long t0_us,
+                           double *mean);
 tb_nvml_sampler *tb_nvml_sampler_start(tb_nvml_dev *d, double period_s);
 void tb_nvml_sampler_reset(tb_nvml_sampler *s);
 void tb_nvml_sampler_stats(tb_nvml_sampler *s, tb_nvml_stats *out);

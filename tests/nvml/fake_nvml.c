@@ -1,8 +1,11 @@
 /* fake_nvml.c - a stand-in libnvidia-ml.so.1 for host tests of src/device/nvml.c:
  * one device at PCI bus id 0000:01:00.0 ("Fake H100"), readings that move
  * in a known way (GPU-Util alternates 20/80, SM clock 1980 MHz, GPM SM
- * activity 42.5 %), two NVLinks up. Only the entry points trainbench uses. */
+ * activity 42.5 %), two NVLinks up, the driver's own GPU-Util samples every
+ * 100 ms of the wall clock reading 70 %. Only the entry points trainbench
+ * uses. */
 #include <string.h>
+#include <time.h>
 
 typedef int nvmlReturn_t;
 typedef struct nvmlDevice_st *nvmlDevice_t;
@@ -56,6 +59,30 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t d, nvmlUtilization_t *u)
     (void)d;
     u->gpu = (g_util_calls++ % 2) ? 80 : 20;
     u->memory = 30;
+    return 0;
+}
+typedef union { double d; unsigned int ui; unsigned long long ull; } nvmlValue_t;
+typedef struct { unsigned long long timeStamp; nvmlValue_t sampleValue; } nvmlSample_t;
+/* GPU-Util samples (type 1) at every 100-ms boundary of the wall clock after
+ * lastSeen up to now, each 70 %, as unsigned ints (value type 1); samples
+ * NULL: their count. 6 = NVML_ERROR_NOT_FOUND when there are none. */
+nvmlReturn_t nvmlDeviceGetSamples(nvmlDevice_t d, int type, unsigned long long last, int *vt, unsigned int *n,
+                                  nvmlSample_t *out) {
+    (void)d;
+    if (type != 1) return 2; /* NVML_ERROR_INVALID_ARGUMENT */
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    unsigned long long now = (unsigned long long)t.tv_sec * 1000000ULL + (unsigned long long)t.tv_nsec / 1000ULL;
+    unsigned long long first = (last / 100000ULL + 1) * 100000ULL;
+    unsigned int k = 0;
+    for (unsigned long long s = first; s <= now && (!out || k < *n); s += 100000ULL, k++)
+        if (out) {
+            out[k].timeStamp = s;
+            out[k].sampleValue.ui = 70;
+        }
+    if (k == 0) return 6;
+    *vt = 1;
+    *n = k;
     return 0;
 }
 nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t d, int type, unsigned int *c) {

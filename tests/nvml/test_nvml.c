@@ -3,7 +3,10 @@
  * lookup by PCI bus id and its error, static facts, one reading, the
  * sampler's window (mean GPU-Util of alternating 20/80 readings = 50, GPM
  * SM activity between successive samples = 42.5), reset, and a window
- * shorter than the period read once at its end. */
+ * shorter than the period read once at its end; GPU-Util from the
+ * driver's own timestamped samples inside the window (the fake's 70 %)
+ * in place of the readings' mean, and the window rule on made-up samples
+ * (a sample whose period began before the window is left out). */
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -51,14 +54,32 @@ int main(void) {
     TB_CHECK(tb_nvml_peer(d, d, &nvlink, &p2p, &level) == 0 && nvlink == 1 && level == 0, "peer %d %d %d",
              nvlink, p2p, level);
 
+    /* the window rule on made-up samples, 100 ms apart, out of order: the
+     * one at t0 + 50 ms speaks for [t0 - 50 ms, t0 + 50 ms] (idle before the
+     * window): left out; those at t0 + 150 and + 250 ms count */
+    {
+        unsigned long long t0 = 1000000000ULL, ts[4] = {t0 + 150000, t0 - 50000, t0 + 250000, t0 + 50000};
+        double pct[4] = {100, 0, 100, 0}, m = -1;
+        int used = tb_nvml_util_in_window(ts, pct, 4, t0, &m);
+        TB_CHECK(used == 2 && m == 100, "window rule: %d samples, mean %g (want 2, 100: the straddling one out)",
+                 used, m);
+        TB_CHECK(tb_nvml_util_in_window(ts, pct, 1, t0, &m) == 0, "one sample: no period to tell, none used");
+        /* jitter of a few ms around the 100-ms period keeps a sample that starts at t0 */
+        unsigned long long tj[3] = {t0 + 98000, t0 + 199000, t0 + 301000};
+        double pj[3] = {40, 60, 80};
+        used = tb_nvml_util_in_window(tj, pj, 3, t0, &m);
+        TB_CHECK(used == 3 && fabs(m - 60) < 1e-9, "jittered samples: %d used, mean %g (want 3, 60)", used, m);
+    }
+
     tb_nvml_sampler *s = tb_nvml_sampler_start(d, 0.01);
     sleep_s(0.25);
     tb_nvml_stats a;
     tb_nvml_sampler_stats(s, &a);
     TB_CHECK(a.samples >= 6, "samples %d after 0.25 s at 10 ms", a.samples);
-    /* alternating 20/80: the mean of n readings is 50 for even n, within 60/n otherwise */
-    TB_CHECK(fabs(a.util_pct_mean - 50) <= 60.0 / a.samples + 1e-9, "util mean %g over %d", a.util_pct_mean,
-             a.samples);
+    /* the driver's samples (70 %) in place of the readings' mean (alternating 20/80: about 50) */
+    TB_CHECK(a.util_driver_samples >= 1 && a.util_pct_mean == 70 && tb_nvml_util_valid(&a),
+             "GPU-Util from %d driver samples: %g (want >= 1, 70, valid in a 0.25-s window)", a.util_driver_samples,
+             a.util_pct_mean);
     TB_CHECK(fabs(a.sm_active_pct_mean - 42.5) < 1e-9, "SM activity %g", a.sm_active_pct_mean);
     TB_CHECK(a.sm_clock_mhz_mean == 1980 && a.sm_clock_mhz_min == 1980 && a.temp_c_max == 41, "clock %g/%g temp %g",
              a.sm_clock_mhz_mean, a.sm_clock_mhz_min, a.temp_c_max);
