@@ -115,7 +115,7 @@ else
 fi
 du -sh "$SET" | sed 's/^/# data set: /'
 # into the page cache (bounded: a TB_FEED_DATA tree may be ImageNet's 140 GB)
-timeout 60 find "$SET" -type f -name '*.[jJ][pP]*' -exec cat {} + >/dev/null || echo "# page cache: pre-read cut at 60 s"
+timeout 60 find "$SET" -type f -name '*.[jJ][pP]*' -exec cat {} + >/dev/null || echo "# page cache: pre-read incomplete (cut at 60 s, or a file it could not read)"
 
 # ---- 2. decode alone -----------------------------------------------------------------------
 decode decode_gpu 40 --decode gpu --threads 4,16 --timeline "$KEEP/decode_gpu_timeline.json"

@@ -217,7 +217,7 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
   else
     FAILED="$FAILED scaling_nccl_np2"
   fi
-  # 5b. the all-reduce over 2 ranks (sizes x4 apart: 12 sizes, 8 B to 128 MiB, and 256 MiB)
+  # 5b. the all-reduce over 2 ranks (sizes x4 apart: 13 sizes, 8 B to 128 MiB)
   want allreduce_nccl_np2_float && { np2 allreduce_nccl_np2_float 60 "${MPI[@]}" "$TB" allreduce-bench --comm nccl --share-gpu -b 8 -e 256M -f 4 -n 10 -w 3 \
     --timeout 120 --results "$KEEP/allreduce_nccl_np2_float.h5" || FAILED="$FAILED allreduce_nccl_np2_float"; }
   # 5c. the model check: the 2-rank step predicted from the 2-rank run's own

@@ -44,7 +44,6 @@ class UtilSampler:
 
     def __init__(self, index):
         self.vals, self.stop, self.t = [], threading.Event(), None
-        self.t0_us = int(time.time() * 1e6)
         try:
             import pynvml
             pynvml.nvmlInit()
@@ -53,6 +52,7 @@ class UtilSampler:
             self.nv = None
 
     def __enter__(self):
+        self.t0_us = int(time.time() * 1e6)  # the window starts here, after NVML's set-up
         if self.nv:
             def run():
                 while not self.stop.wait(0.1):

@@ -140,7 +140,8 @@ if(NOT TB_CUDA STREQUAL "OFF")
       message(FATAL_ERROR "this build directory (${CMAKE_BINARY_DIR}) was configured with the CUDA compiler "
                           "${CMAKE_CUDA_COMPILER}, which CMake cannot change in it; to build with NVIDIA's wheels "
                           "in ${_tb_nv}, configure a fresh directory (rm -rf ${CMAKE_BINARY_DIR}, then the same "
-                          "cmake command), or keep that CUDA with -DTB_CUDA_WHEELS= and no .venv-cuda")
+                          "cmake command), or keep that CUDA: move ${PROJECT_SOURCE_DIR}/.venv-cuda away and "
+                          "configure without -DTB_CUDA_WHEELS")
     endif()
     foreach(_tb_v CUDA_cudart_LIBRARY CUDA_cublas_LIBRARY CUDA_cublasLt_LIBRARY CUDA_CUDART TB_CUDNN_INCLUDE
                   TB_CUDNN_LIB TB_NCCL_INCLUDE TB_NCCL_LIB)

@@ -505,7 +505,18 @@ void tb_dev_watch_clear(void) {
 
 static atomic_int g_watch_capturing = 0;
 
-void tb_dev_watch_capturing(int on) { atomic_store(&g_watch_capturing, on); }
+void tb_dev_watch_capturing(int on) {
+    atomic_store(&g_watch_capturing, on);
+    if (!on) return;
+    /* a poll that read the flag clear may be inside a call: each slot's
+     * lock taken once lets it finish before the capture begins (a later
+     * poll sees the flag after its trylock and leaves the slot alone) */
+    pthread_once(&g_call_once, call_locks_init);
+    for (int i = 0; i < MAX_COMMS; i++) {
+        pthread_mutex_lock(&g_call_mu[i]);
+        pthread_mutex_unlock(&g_call_mu[i]);
+    }
+}
 
 void tb_dev_watch_poll(tb_dev_watch_state *st) {
     memset(st, 0, sizeof *st);
@@ -554,6 +565,10 @@ void tb_dev_watch_poll(tb_dev_watch_state *st) {
     for (int i = 0; i < MAX_COMMS && !st->nccl_error; i++) {
         ncclComm_t c = atomic_load(&g_live[i]);
         if (!c || pthread_mutex_trylock(&g_call_mu[i]) != 0) continue;
+        if (atomic_load(&g_watch_capturing)) { /* a capture began meanwhile */
+            pthread_mutex_unlock(&g_call_mu[i]);
+            break;
+        }
         ncclResult_t as = ncclSuccess;
         ncclResult_t r = ncclCommGetAsyncError(c, &as);
         pthread_mutex_unlock(&g_call_mu[i]);

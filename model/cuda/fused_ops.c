@@ -237,7 +237,13 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
                                   "running mean", "running variance", "run"};
     int planned = 0, bad = -1;
     for (int v = 0; v < 2; v++) {
-        if (fd_build_finalize(&d, fa->C, (int64_t)fa->count, fa->momentum, fa->eps, v, why, sizeof why) != 0) return;
+        if (fd_build_finalize(&d, fa->C, (int64_t)fa->count, fa->momentum, fa->eps, v, why, sizeof why) != 0) {
+            if (!first.why) { /* no description: reported below with what was tried */
+                first.why = why, first.s = CUDNN_STATUS_BAD_PARAM;
+                snprintf(label, sizeof label, "the BN finalize of %d channels", fa->C);
+            }
+            break;
+        }
         cu_fgraph_req r = {&d, bufs, 0, NULL, 0};
         cu_fgraph *g = cu_fgraph_get(st, &r, &err);
         if (!g) {

@@ -95,12 +95,13 @@ typedef struct {
     double timeout;
 } nccl_bench;
 
-/* Waits for e with a deadline: a hung all-reduce ends the run. */
-static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes) {
+/* Waits for e, recorded after n all-reduces, with a deadline of --timeout
+ * per all-reduce: a hung one ends the run. */
+static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
     double t0 = tb_now();
     while (!nb->be->event_done(nb->be, e)) {
         tb_nccl_check_async(nb->nccl, "the all-reduce");
-        if (tb_now() - t0 > nb->timeout) {
+        if (tb_now() - t0 > nb->timeout * n) {
             tb_nccl_abort_all();
             tb_die("allreduce-bench: the NCCL all-reduce of %zu bytes did not finish within %g s (--timeout): a "
                    "rank or the interconnect is stuck; run trainbench preflight to find which",
@@ -126,7 +127,7 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     for (int i = 0; i < n; i++)
         tb_nccl_allreduce_sum(nb->nccl, nb->inputs, nb->buf, count, dt, be->native_stream(be, NULL));
     be->event_record(be, nb->e1, NULL);
-    wait_deadline(nb, nb->e1, count * el_size(t));
+    wait_deadline(nb, nb->e1, count * el_size(t), n);
     return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3 / n;
 }
 

@@ -225,7 +225,7 @@ run_script() { # name script
 
 # the README's GPU build: CUDA libraries through its RUNPATH only
 run_wheels() {
-  local t w venv sub view base f pid lp miss d dup bad=0
+  local t w venv sub view base f pid killer lp miss d dup left bad=0
   t=$(date +%s)
   if [ "$STAGE_LEFT" -lt 60 ]; then stage_result wheels FAIL "$t" "only ${STAGE_LEFT} s left for it: not started"; return; fi
   w=$ROOT/gpu-bundle/wheels
@@ -252,9 +252,9 @@ run_wheels() {
   done
   lp=$ROOT/gpu-bundle/lib-nocuda:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/openmpi/lib:$TB_BUNDLE/root/usr/lib/x86_64-linux-gnu/pmix2/lib
   # the driver where the machine's path has it (not in ld.so.cache on every machine)
-  for d in $(printf '%s' "$MACHINE_LD_LIBRARY_PATH" | tr ':' ' '); do
-    if [ -e "$d/libcuda.so.1" ] || [ -e "$d/libnvidia-ml.so.1" ]; then lp=$lp:$d; fi
-  done
+  while IFS= read -r d; do
+    if [ -n "$d" ] && { [ -e "$d/libcuda.so.1" ] || [ -e "$d/libnvidia-ml.so.1" ]; }; then lp=$lp:$d; fi
+  done <<< "$(printf '%s' "$MACHINE_LD_LIBRARY_PATH" | tr ':' '\n')"
   echo "driver libraries: $(ldconfig -p 2>/dev/null | grep -oE '(libcuda|libnvidia-ml)\.so\.1 .*=> \S+' | tr '\n' ';') path: $lp"
   echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -E 'RUNPATH|RPATH' | grep -oE '\[.*\]')"
   LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$OUT/keep/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
@@ -267,16 +267,24 @@ run_wheels() {
        --results "$OUT/keep/probe_wheels.h5"; then
     stage_result wheels FAIL "$t" "probe --expect-gpu failed: no usable GPU for the wheels build (see suite.log)"; return
   fi
-  # one training run; while it trains, the CUDA libraries the process has mapped
-  LD_LIBRARY_PATH=$lp timeout $(( STAGE_LEFT - ($(date +%s) - t) - 10 )) "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
+  # one training run; while it trains, the CUDA libraries the process has
+  # mapped (trainbench itself is $pid: under timeout, $! would be timeout's
+  # pid and its maps hold no CUDA library; a killer of its own bounds it)
+  LD_LIBRARY_PATH=$lp "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
     --scaling-steps 10 --results "$OUT/keep/train_wheels.h5" >"$OUT/keep/train_wheels.log" 2>&1 &
   pid=$!
+  left=$(( STAGE_LEFT - ($(date +%s) - t) - 10 )); [ "$left" -lt 30 ] && left=30
+  ( sleep "$left"; kill "$pid" 2>/dev/null ) &
+  killer=$!
   for _ in $(seq 240); do grep -q '^step ' "$OUT/keep/train_wheels.log" 2>/dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
   grep -oE '/[^ ]*lib(cudnn[a-z_]*|nccl|cublas|cublasLt|nvjpeg|nvrtc|cuda)\.so[.0-9]*' "/proc/$pid/maps" 2>/dev/null | sort -u | sed 's/^/mapped: /' | tee "$OUT/keep/wheels_maps.txt"
   wait "$pid" || bad=1
+  kill "$killer" 2>/dev/null
   cat "$OUT/keep/train_wheels.log"
-  # one file per library name, and the driver's own libcuda (not a stub)
-  dup=$(sed 's/^mapped: //' "$OUT/keep/wheels_maps.txt" | while read -r f; do echo "$(basename "$f") $(readlink -f "$f")"; done |
+  # one file per library (by the name up to .so: libcublas.so.13 and a
+  # system libcublas.so.13.1.0.3 are the same library twice), and the
+  # driver's own libcuda (not a stub)
+  dup=$(sed 's/^mapped: //' "$OUT/keep/wheels_maps.txt" | while read -r f; do b=$(basename "$f"); echo "${b%%.so*} $(readlink -f "$f")"; done |
         sort -u | awk '{n[$1]++} END {for (k in n) if (n[k] > 1) printf "%s ", k}')
   if [ -n "$dup" ]; then echo "FAIL loaded from two files each: $dup"; bad=1; fi
   if ! grep -qE '/libcuda\.so' "$OUT/keep/wheels_maps.txt" || grep -qE 'stubs/libcuda' "$OUT/keep/wheels_maps.txt"; then

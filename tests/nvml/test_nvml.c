@@ -83,6 +83,17 @@ int main(void) {
     TB_CHECK(fabs(a.sm_active_pct_mean - 42.5) < 1e-9, "SM activity %g", a.sm_active_pct_mean);
     TB_CHECK(a.sm_clock_mhz_mean == 1980 && a.sm_clock_mhz_min == 1980 && a.temp_c_max == 41, "clock %g/%g temp %g",
              a.sm_clock_mhz_mean, a.sm_clock_mhz_min, a.temp_c_max);
+    /* a driver without samples: the readings' mean (alternating 20/80: 50
+     * for an even count, within 60/n otherwise) */
+    setenv("FAKE_NVML_NO_SAMPLES", "1", 1);
+    tb_nvml_sampler_reset(s);
+    sleep_s(0.25);
+    tb_nvml_stats r;
+    tb_nvml_sampler_stats(s, &r);
+    unsetenv("FAKE_NVML_NO_SAMPLES");
+    TB_CHECK(r.util_driver_samples == 0 && r.samples >= 6 && fabs(r.util_pct_mean - 50) <= 60.0 / r.samples + 1e-9,
+             "no driver samples: %d of them, the readings' mean %g over %d", r.util_driver_samples, r.util_pct_mean,
+             r.samples);
     tb_nvml_sampler_reset(s);
     tb_nvml_stats b;
     tb_nvml_sampler_stats(s, &b);
