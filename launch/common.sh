@@ -109,6 +109,23 @@ tb_mca() {
 #                   it names interfaces; NCCL takes no subnets)
 #   TB_GDR_LEVEL    NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS)
 #   TB_BTL          Open MPI BTLs for tcp (default tcp,self,vader)
+# tb_fabric_ucx: what ib and roce share: MPI over UCX, the HCA ports
+# (TB_IB_HCA, when set) and the traffic class (TB_IB_TC, when set) for UCX
+# and NCCL alike
+tb_fabric_ucx() {
+    tb_mca pml ucx
+    tb_mca osc ucx
+    tb_mca btl ^openib
+    if [ -n "${TB_IB_HCA:-}" ]; then
+        tb_env UCX_NET_DEVICES "$TB_IB_HCA"
+        tb_env NCCL_IB_HCA "$TB_IB_HCA"
+    fi
+    if [ -n "${TB_IB_TC:-}" ]; then
+        tb_env NCCL_IB_TC "$TB_IB_TC"
+        tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
+    fi
+}
+
 tb_fabric() {
     tb_ifname=${TB_NCCL_SOCKET_IFNAME:-}
     if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
@@ -124,17 +141,7 @@ tb_fabric() {
             fi
             ;;
         ib)
-            tb_mca pml ucx
-            tb_mca osc ucx
-            tb_mca btl ^openib
-            if [ -n "${TB_IB_HCA:-}" ]; then
-                tb_env UCX_NET_DEVICES "$TB_IB_HCA"
-                tb_env NCCL_IB_HCA "$TB_IB_HCA"
-            fi
-            if [ -n "${TB_IB_TC:-}" ]; then
-                tb_env NCCL_IB_TC "$TB_IB_TC"
-                tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
-            fi
+            tb_fabric_ucx
             ;;
         roce)
             # one GID index for both: a value already given to NCCL or UCX
@@ -143,20 +150,10 @@ tb_fabric() {
             [ -z "$tb_gid" ] || tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
             [ -n "$tb_ifname" ] ||
                 tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
-            tb_mca pml ucx
-            tb_mca osc ucx
-            tb_mca btl ^openib
-            if [ -n "${TB_IB_HCA:-}" ]; then
-                tb_env UCX_NET_DEVICES "$TB_IB_HCA"
-                tb_env NCCL_IB_HCA "$TB_IB_HCA"
-            fi
+            tb_fabric_ucx
             if [ -n "$tb_gid" ]; then
                 tb_env UCX_IB_GID_INDEX "$tb_gid"
                 tb_env NCCL_IB_GID_INDEX "$tb_gid"
-            fi
-            if [ -n "${TB_IB_TC:-}" ]; then
-                tb_env NCCL_IB_TC "$TB_IB_TC"
-                tb_env UCX_IB_TRAFFIC_CLASS "$TB_IB_TC"
             fi
             ;;
         tcp)

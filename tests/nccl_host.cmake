@@ -34,7 +34,7 @@ if(TB_HAVE_NCCL)
   # comm_nccl.c against stand-ins of NCCL and the CUDA runtime (in the test):
   # the watchdog's polls never overlap the trainer's calls on a communicator
   add_executable(test_nccl_calls test_nccl_calls.c ${PROJECT_SOURCE_DIR}/comm/comm_nccl.c
-                 ${PROJECT_SOURCE_DIR}/comm/nccl_bounded.c)
+                 ${PROJECT_SOURCE_DIR}/comm/nccl_bounded.c ${PROJECT_SOURCE_DIR}/comm/comm_single.c)
   target_include_directories(test_nccl_calls PRIVATE ${PROJECT_SOURCE_DIR} ${TB_NCCL_INCLUDE}
                              ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(test_nccl_calls PRIVATE tb_core Threads::Threads ${CMAKE_DL_LIBS})

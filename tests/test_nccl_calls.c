@@ -10,7 +10,8 @@
  * the 1-rank GPU runs could not show it.
  *
  * How: comm_nccl.c is built here against stand-ins of the NCCL and CUDA
- * runtime functions it calls (below; no libnccl, no libcudart). Each
+ * runtime functions it calls (below; no libnccl, no libcudart) and the
+ * single-process comm.h (comm/comm_single.c: rank 0 of 1). Each
  * stand-in NCCL call on a communicator counts the threads inside it and
  * stays inside for ~20 us; a collective or a set-up leaves the
  * communicator "in progress" for a few polls, as a 2-rank one does. The
@@ -56,20 +57,6 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
 cudaError_t cudaGetLastError(void) { return cudaSuccess; }
 const char *cudaGetErrorString(cudaError_t e) { return e == cudaSuccess ? "no error" : "error"; }
 const char *cudaGetErrorName(cudaError_t e) { return e == cudaSuccess ? "cudaSuccess" : "cudaError"; }
-
-/* ---- stand-ins: comm.h (one process, rank 0 of 1) ------------------------------------- */
-
-int tb_comm_rank(const tb_comm *c) {
-    (void)c;
-    return 0;
-}
-int tb_comm_size(const tb_comm *c) {
-    (void)c;
-    return 1;
-}
-void tb_comm_bcast(tb_comm *c, void *buf, size_t count, tb_comm_type t, int root) {
-    (void)c, (void)buf, (void)count, (void)t, (void)root;
-}
 
 /* ---- stand-ins: NCCL -------------------------------------------------------------------- */
 
@@ -198,7 +185,7 @@ static void *watch_thread(void *arg) {
 int main(void) {
     pthread_t w;
     TB_CHECK(pthread_create(&w, NULL, watch_thread, NULL) == 0, "the watch thread starts");
-    tb_nccl *n = tb_nccl_create(NULL, 0, 60);
+    tb_nccl *n = tb_nccl_create(tb_comm_world(), 0, 60);
     tb_nccl *child = tb_nccl_first_n(n, 1, 60);
     TB_CHECK(child != NULL, "the split gives rank 0 a communicator");
     float buf[4] = {0};

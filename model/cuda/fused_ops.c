@@ -233,8 +233,8 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
     bufs[FD_R_BETA] = (void *)fa->beta, bufs[FD_R_RUN_MEAN] = fa->running_mean, bufs[FD_R_RUN_VAR] = fa->running_var;
     bufs[FD_R_EQ_SCALE] = fa->scale, bufs[FD_R_EQ_BIAS] = fa->bias, bufs[FD_R_MEAN] = fa->save_mean;
     bufs[FD_R_INVSTD] = fa->save_invstd, bufs[FD_R_NEXT_MEAN] = p->scratch, bufs[FD_R_NEXT_VAR] = p->scratch + fa->C;
-    static const char *what[7] = {"scale",        "bias",          "saved mean", "saved 1/std",
-                                  "running mean", "running variance", "run"};
+    static const char *what[6] = {"scale",        "bias",          "saved mean", "saved 1/std",
+                                  "running mean", "running variance"}; /* by finalize_check's index */
     int planned = 0, bad = -1;
     for (int v = 0; v < 2; v++) {
         if (fd_build_finalize(&d, fa->C, (int64_t)fa->count, fa->momentum, fa->eps, v, why, sizeof why) != 0) {
