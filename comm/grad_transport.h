@@ -50,6 +50,16 @@ typedef struct {
 
 typedef struct tb_transport tb_transport;
 
+/* One bucket of a finished step, for the timelines (train/step_timeline.c,
+ * results/bucket_profile.c, --trace): elements [off, off + cnt) of the flat
+ * buffer; its gradients done (ready_s; NAN where the row does not measure
+ * it), its collective's start and end, in seconds from the caller's
+ * reference. */
+typedef struct {
+    size_t off, cnt;
+    double ready_s, start_s, end_s;
+} tb_bucket_time;
+
 typedef struct {
     const char *name;            /* what --comm, the logs and the results file's comm_path say */
     int on_device;               /* 1: the gradients are in device memory (a CUDA backend) */
@@ -58,7 +68,7 @@ typedef struct {
                                     wait, statistics from events (event_stats), followed by the
                                     device watch, capturable in a CUDA graph */
     const char *graph_blocker;   /* why a step using it cannot be captured (NULL: it can) */
-    /* Sets tr->impl (and tr->gs or tr->gsd when it is built on them). */
+    /* Sets tr->impl. */
     void (*create)(tb_transport *tr, const tb_transport_opts *o);
     void (*destroy)(tb_transport *tr);
     /* rank 0's count elements of buf (in the row's memory) to every rank */
@@ -79,14 +89,21 @@ typedef struct {
     void (*event_stats)(tb_transport *tr, int slot, void *ref_event, tb_grad_sync_step *st);
     /* the timing events of slot that a CUDA graph records (NULL events: count) */
     int (*timing_events)(tb_transport *tr, int slot, void **events);
+    /* The buckets of the step last finished (host-timed rows: the last step
+     * finished, whatever the slot; device rows: the one last run in slot,
+     * its events complete), times from ref_host (a tb_now() time) on the
+     * host clock or from ref_event (cudaEvent_t) on the device's. Fills
+     * b[0..n) (NULL: count only) and returns n; 0 where the row keeps no
+     * times on the clock asked for (mpi-staged: host-timed MPI calls; a
+     * device row given no ref_event); -1 when CUDA could not time an event
+     * (the caller drops the sample, never the run). */
+    int (*bucket_times)(tb_transport *tr, int slot, double ref_host, void *ref_event, tb_bucket_time *b);
 } tb_transport_row;
 
 struct tb_transport {
     const tb_transport_row *row;
     tb_transport_opts o;         /* a copy (tensor_offsets not kept) */
-    void *impl;
-    tb_grad_sync *gs;            /* the host bucketer when the row uses it (bucket timelines) */
-    tb_grad_sync_dev *gsd;       /* the device one when the row uses it */
+    void *impl;                  /* the row's own state (a tb_grad_sync, a tb_grad_sync_dev) */
 };
 
 /* The table, NULL-terminated. */

@@ -89,7 +89,7 @@ static group *group_for(const tb_bprof_sample *x) {
     g->nb = x->nb;
     g->b_off = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_off);
     g->b_cnt = grow(NULL, (size_t)(g->nb ? g->nb : 1) * sizeof *g->b_cnt);
-    for (int i = 0; i < g->nb; i++) g->b_off[i] = x->b_off[i], g->b_cnt[i] = x->b_cnt[i];
+    for (int i = 0; i < g->nb; i++) g->b_off[i] = x->b[i].off, g->b_cnt[i] = x->b[i].cnt;
     return g;
 }
 
@@ -98,7 +98,7 @@ void tb_bprof_add(const tb_bprof_sample *x) {
     group *g = group_for(x);
     int same = g->nr == x->nr && g->nb == x->nb;
     for (int i = 0; same && i < g->nr; i++) same = g->r_off[i] == x->r_off[i] && g->r_cnt[i] == x->r_cnt[i];
-    for (int b = 0; same && b < g->nb; b++) same = g->b_off[b] == x->b_off[b] && g->b_cnt[b] == x->b_cnt[b];
+    for (int b = 0; same && b < g->nb; b++) same = g->b_off[b] == x->b[b].off && g->b_cnt[b] == x->b[b].cnt;
     if (!same) return; /* another graph: not this rank count's timeline */
     if (g->steps == g->cap) {
         g->cap = g->cap ? 2 * g->cap : 32;
@@ -115,12 +115,13 @@ void tb_bprof_add(const tb_bprof_sample *x) {
     for (int i = 0; i < g->nr; i++) ready[i] = x->r_ready[i];
     for (int b = 0; b < g->nb; b++) {
         double last = 0; /* without a measured one: the bucket is ready when its last range is */
-        for (int i = 0; !x->b_ready && i < g->nr; i++)
+        int measured = !isnan(x->b[b].ready_s);
+        for (int i = 0; !measured && i < g->nr; i++)
             if (g->r_off[i] < g->b_off[b] + g->b_cnt[b] && g->r_off[i] + g->r_cnt[i] > g->b_off[b])
                 last = fmax(last, ready[i]);
-        g->b_ready[s * (size_t)g->nb + (size_t)b] = x->b_ready ? x->b_ready[b] : last;
-        g->b_start[s * (size_t)g->nb + (size_t)b] = x->b_start[b];
-        g->b_end[s * (size_t)g->nb + (size_t)b] = x->b_end[b];
+        g->b_ready[s * (size_t)g->nb + (size_t)b] = measured ? x->b[b].ready_s : last;
+        g->b_start[s * (size_t)g->nb + (size_t)b] = x->b[b].start_s;
+        g->b_end[s * (size_t)g->nb + (size_t)b] = x->b[b].end_s;
     }
     g->bwd[s] = x->backward_s;
     g->exposed[s] = x->exposed_s;
@@ -132,39 +133,20 @@ void tb_bprof_add(const tb_bprof_sample *x) {
     if (x->clock) snprintf(g_rec.clock, sizeof g_rec.clock, "%s", x->clock);
 }
 
-void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
+void tb_bprof_step(int ranks, int nb, const tb_bucket_time *b, size_t elem_bytes, size_t bucket_bytes,
                    size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done) {
     int nr = g_rec.n;
     g_rec.n = 0;
     if (!g_rec.on || nr == 0) return;
-    int nb = gs ? tb_grad_sync_bucket_count(gs) : 0;
-    size_t *b_off = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_off);
-    size_t *b_cnt = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_cnt);
     double *r_ready = grow(NULL, (size_t)nr * sizeof *r_ready);
-    double *b_start = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_start);
-    double *b_end = grow(NULL, (size_t)(nb ? nb : 1) * sizeof *b_end);
     for (int i = 0; i < nr; i++) r_ready[i] = g_rec.t[i] - t_bwd0;
-    if (gs) {
-        const double *st, *en;
-        tb_grad_sync_bucket_times(gs, &st, &en);
-        for (int b = 0; b < nb; b++) {
-            tb_grad_sync_bucket(gs, b, &b_off[b], &b_cnt[b]);
-            b_start[b] = st[b] - t_bwd0;
-            b_end[b] = en[b] - t_bwd0;
-        }
-    }
     tb_bprof_sample x = {.ranks = ranks, .nr = nr, .r_off = g_rec.off, .r_cnt = g_rec.cnt, .r_ready = r_ready,
-                         .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_start = b_start, .b_end = b_end,
-                         .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
+                         .nb = nb, .b = b, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap,
                          .backward_s = t_bwd1 - t_bwd0, .exposed_s = t_done - t_bwd1,
                          .clock = "host clock (synchronous step)"};
     tb_bprof_add(&x);
-    free(b_off);
-    free(b_cnt);
     free(r_ready);
-    free(b_start);
-    free(b_end);
 }
 
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets) {

@@ -33,7 +33,7 @@
 
 #include <stddef.h>
 
-#include "comm/grad_sync.h"
+#include "comm/grad_transport.h"
 #include "model/graph.h"
 #include "src/results/results_file.h"
 
@@ -45,16 +45,17 @@ int tb_bprof_on(void);
 /* Hook 1, before backward: when recording, *fn / *ctx are replaced by a
  * recorder that notes the time and calls the original (which may be NULL). */
 void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx);
-/* Hook 2, after the all-reduce: the step of `ranks` ranks is complete
- * (gs NULL on one rank; elem_bytes the gradient element size);
- * t_bwd0/t_bwd1 the start and end of backward, t_done the end of the
- * all-reduce wait (tb_now() clock). Does nothing unless recording. */
-void tb_bprof_step(int ranks, const tb_grad_sync *gs, size_t elem_bytes, size_t bucket_bytes,
+/* Hook 2, after the all-reduce: the step of `ranks` ranks is complete;
+ * its nb buckets (0 on one rank) with times from t_bwd0 (the transport's
+ * bucket_times); elem_bytes the gradient element size; t_bwd0/t_bwd1 the
+ * start and end of backward, t_done the end of the all-reduce wait
+ * (tb_now() clock). Does nothing unless recording. */
+void tb_bprof_step(int ranks, int nb, const tb_bucket_time *b, size_t elem_bytes, size_t bucket_bytes,
                    size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done);
 
 /* One finished step, all times in seconds from the start of backward:
- * ranges in the order backward finished them, buckets in grad_sync's
- * order (b_ready NULL: the last of their ranges). Does nothing unless
+ * ranges in the order backward finished them, buckets in the transport's
+ * order (a NAN ready_s: the last of their ranges). Does nothing unless
  * recording. */
 typedef struct {
     int ranks;
@@ -62,8 +63,7 @@ typedef struct {
     const size_t *r_off, *r_cnt;      /* elements */
     const double *r_ready;
     int nb;
-    const size_t *b_off, *b_cnt;
-    const double *b_ready, *b_start, *b_end;
+    const tb_bucket_time *b;          /* [nb] */
     size_t elem_bytes, bucket_bytes, first_bucket_bytes;
     int overlap;
     double backward_s, exposed_s;     /* exposed: waited for after backward */

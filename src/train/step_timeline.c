@@ -16,8 +16,8 @@ typedef struct {
     tb_event **ev;               /* [max] GPU: compute-stream events */
     double *host;                /* [max] CPU: host clock when the hook ran */
     double host_bwd0;            /* CPU: backward's start, host clock */
-    int nb;                      /* CPU: buckets of the step */
-    double *b_start, *b_end;     /* [nb] CPU: communication thread's clock */
+    int nb, bcap;                /* CPU: buckets of the step */
+    tb_bucket_time *bk;          /* [nb] CPU: communication thread's clock, from host_bwd0 */
 } slot_tl;
 
 struct tb_step_timeline {
@@ -68,8 +68,7 @@ void tb_step_timeline_destroy(tb_step_timeline *tl) {
         free(p->off);
         free(p->cnt);
         free(p->host);
-        free(p->b_start);
-        free(p->b_end);
+        free(p->bk);
     }
     free(tl->s);
     free(tl);
@@ -117,20 +116,16 @@ void tb_step_timeline_skip(tb_step_timeline *tl, int slot) {
     tl->s[slot].nb = 0;
 }
 
-void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, const tb_grad_sync *gs) {
+void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, tb_transport *tr) {
     slot_tl *p = &tl->s[slot];
-    int nb = tb_grad_sync_bucket_count(gs);
-    if (!p->b_start) {
-        p->b_start = xcalloc((size_t)nb, sizeof *p->b_start);
-        p->b_end = xcalloc((size_t)nb, sizeof *p->b_end);
+    if (tl->native) return; /* the device's buckets are read from events at the harvest */
+    int nb = tr->row->bucket_times(tr, slot, p->host_bwd0, NULL, NULL);
+    if (nb > p->bcap) {
+        free(p->bk);
+        p->bk = xcalloc((size_t)nb, sizeof *p->bk);
+        p->bcap = nb;
     }
-    const double *st, *en;
-    tb_grad_sync_bucket_times(gs, &st, &en);
-    for (int b = 0; b < nb; b++) {
-        p->b_start[b] = st[b] - p->host_bwd0;
-        p->b_end[b] = en[b] - p->host_bwd0;
-    }
-    p->nb = nb;
+    p->nb = nb > 0 && tr->row->bucket_times(tr, slot, p->host_bwd0, NULL, p->bk) == nb ? nb : 0;
 }
 
 int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events) {
@@ -140,9 +135,29 @@ int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events)
     return tl->max;
 }
 
+/* The buckets of slot's step: the host path's kept by host_buckets (kept
+ * stays 0), the device path's read from the transport's events into a new
+ * list (*kept 1: the caller frees it). *n -1: CUDA could not time them. */
+static tb_bucket_time *slot_buckets(tb_step_timeline *tl, int slot, tb_event *bwd0, tb_transport *tr, int *n,
+                                    int *kept) {
+    slot_tl *p = &tl->s[slot];
+    *kept = 0;
+    if (!tl->native) {
+        *n = p->nb;
+        return p->bk;
+    }
+    void *ref = tl->be->native_event(tl->be, bwd0);
+    *n = tr ? tr->row->bucket_times(tr, slot, 0, ref, NULL) : 0;
+    if (*n <= 0) return NULL;
+    tb_bucket_time *bk = xcalloc((size_t)*n, sizeof *bk);
+    *kept = 1;
+    if (tr->row->bucket_times(tr, slot, 0, ref, bk) != *n) *n = -1;
+    return bk;
+}
+
 void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_event *bwd0, double backward_s,
-                              double exposed_s, const tb_grad_sync *gs, tb_grad_sync_dev *gsd, size_t elem_bytes,
-                              size_t bucket_bytes, size_t first_bucket_bytes, int overlap) {
+                              double exposed_s, tb_transport *tr, size_t elem_bytes, size_t bucket_bytes,
+                              size_t first_bucket_bytes, int overlap) {
     slot_tl *p = &tl->s[slot];
     if (p->n == 0) return; /* no backward in that step (no samples on this rank) */
     double *ready = xcalloc((size_t)p->n, sizeof *ready);
@@ -153,41 +168,21 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
                                       &ready[i]) != 0)
             lost = 1;
     }
-    int nb = gs ? tb_grad_sync_bucket_count(gs) : gsd && !tb_grad_sync_dev_staged(gsd) ? tb_grad_sync_dev_bucket_count(gsd) : 0;
-    size_t *b_off = xcalloc((size_t)nb, sizeof *b_off), *b_cnt = xcalloc((size_t)nb, sizeof *b_cnt);
-    double *b_ready = xcalloc((size_t)nb, sizeof *b_ready);
-    double *b_start = xcalloc((size_t)nb, sizeof *b_start), *b_end = xcalloc((size_t)nb, sizeof *b_end);
-    int measured_ready = 0;
-    if (gs) {
-        if (p->nb != nb) nb = 0; /* the step's bucket times were not kept: ranges only */
-        for (int b = 0; b < nb; b++) {
-            tb_grad_sync_bucket(gs, b, &b_off[b], &b_cnt[b]);
-            b_start[b] = p->b_start[b];
-            b_end[b] = p->b_end[b];
-        }
-    } else if (nb > 0) {
-        for (int b = 0; b < nb; b++) tb_grad_sync_dev_bucket(gsd, b, &b_off[b], &b_cnt[b]);
-        if (tb_grad_sync_dev_bucket_times(gsd, slot, tl->be->native_event(tl->be, bwd0), b_ready, b_start, b_end) < 0)
-            lost = 1;
-        measured_ready = 1;
-    }
+    int nb, own;
+    tb_bucket_time *bk = slot_buckets(tl, slot, bwd0, tr, &nb, &own);
+    if (nb < 0) lost = 1;
     if (lost) {
         static int said;
         if (!said++) tb_warn("step timeline: CUDA could not time a gradient or bucket event; that step's sample is "
                              "left out of /grad_ready and /buckets (the run goes on)");
     }
     tb_bprof_sample x = {.ranks = ranks, .nr = p->n, .r_off = p->off, .r_cnt = p->cnt, .r_ready = ready,
-                         .nb = nb, .b_off = b_off, .b_cnt = b_cnt, .b_ready = measured_ready ? b_ready : NULL,
-                         .b_start = b_start, .b_end = b_end, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
+                         .nb = nb > 0 ? nb : 0, .b = bk, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap, .backward_s = backward_s,
                          .exposed_s = exposed_s,
                          .clock = tl->native ? "CUDA events on the compute and communication streams"
                                              : "host clock (the CPU's asynchronous step)"};
     if (!lost) tb_bprof_add(&x);
     free(ready);
-    free(b_off);
-    free(b_cnt);
-    free(b_ready);
-    free(b_start);
-    free(b_end);
+    if (own) free(bk);
 }

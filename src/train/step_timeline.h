@@ -24,8 +24,7 @@
 
 #include <stddef.h>
 
-#include "comm/grad_sync.h"
-#include "comm/grad_sync_dev.h"
+#include "comm/grad_transport.h"
 #include "model/backend.h"
 #include "model/graph.h"
 
@@ -47,9 +46,9 @@ void tb_step_timeline_wrap(tb_step_timeline *tl, int slot, tb_grad_ready_fn *fn,
 void tb_step_timeline_replay(tb_step_timeline *tl, int slot, int captured);
 /* A step without backward on this rank (no samples): nothing to record. */
 void tb_step_timeline_skip(tb_step_timeline *tl, int slot);
-/* The host path, after tb_grad_sync_finish: the buckets' times of this
+/* The host path, after the transport's finish: the buckets' times of this
  * step (the communication thread's clock), kept for the harvest. */
-void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, const tb_grad_sync *gs);
+void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, tb_transport *tr);
 
 /* The range events of `slot` in recording order (cudaEvent_t as void *;
  * a graph launch retargets them): fills events (max_ranges of them; NULL:
@@ -58,11 +57,11 @@ int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events)
 
 /* The step in `slot` has finished (its events are complete): hands its
  * timeline to bucket_profile.h. bwd0: the event at the start of backward;
- * backward_s, exposed_s: from the step's phase events; gs / gsd: its
- * gradient path (or NULL); elem_bytes: gradient element size; bucket caps
+ * backward_s, exposed_s: from the step's phase events; tr: its
+ * gradient transport (or NULL; its bucket_times); elem_bytes: gradient element size; bucket caps
  * and overlap as the run's. */
 void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_event *bwd0, double backward_s,
-                              double exposed_s, const tb_grad_sync *gs, tb_grad_sync_dev *gsd, size_t elem_bytes,
-                              size_t bucket_bytes, size_t first_bucket_bytes, int overlap);
+                              double exposed_s, tb_transport *tr, size_t elem_bytes, size_t bucket_bytes,
+                              size_t first_bucket_bytes, int overlap);
 
 #endif

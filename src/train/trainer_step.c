@@ -133,6 +133,26 @@ static int check_finite(tb_trainer *t, int64_t step, char *err, size_t errlen) {
     return -1;
 }
 
+/* The sync step's buckets (host clock, from t_bwd0; NULL, *n 0: none) */
+static tb_bucket_time *host_buckets(const tb_trainer *t, double t_bwd0, int *n) {
+    tb_transport *tr = t->tr;
+    *n = tr ? tr->row->bucket_times(tr, 0, t_bwd0, NULL, NULL) : 0;
+    if (*n <= 0) return *n = 0, NULL;
+    tb_bucket_time *b = calloc((size_t)*n, sizeof *b);
+    if (!b) TB_FATAL("out of host memory");
+    if (tr->row->bucket_times(tr, 0, t_bwd0, NULL, b) != *n) *n = 0;
+    return b;
+}
+
+/* The sync step's hook 2 of bucket_profile.h */
+static void sync_bprof(const tb_trainer *t, const tb_step_mode *md) {
+    int nb;
+    tb_bucket_time *b = host_buckets(t, md->t[E_FWD], &nb);
+    tb_bprof_step(t->world, nb, b, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes, t->hp.overlap,
+                  md->t[E_FWD], md->t[E_BWD], md->t[E_COMM]);
+    free(b);
+}
+
 int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr, tb_step_mode *md,
                          char *err, size_t errlen) {
     tb_model *m = t->m;
@@ -152,11 +172,10 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     }
     if (tr || md->sync) tb_monitor_progress(t->mon, step, "gradient all-reduce", !tr_device_queued(t));
     if (tr) tr->row->finish(tr, md->slot, &md->rec->sync);
-    if (t->tl && tr && tr->gs) tb_step_timeline_host_buckets(t->tl, md->slot, tr->gs);
+    if (t->tl && tr) tb_step_timeline_host_buckets(t->tl, md->slot, tr);
     mark(t, md, E_COMM);
     if (md->sync) {
-        tb_bprof_step(t->world, tr ? tr->gs : NULL, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
-                      t->hp.overlap, md->t[E_FWD], md->t[E_BWD], md->t[E_COMM]);
+        sync_bprof(t, md);
         if (check_finite(t, step, err, errlen) != 0) return -1;
     }
     tb_monitor_progress(t->mon, step, "optimizer", 0);
@@ -187,15 +206,12 @@ static void trace_sync(const tb_trainer *t, const tb_step_mode *md, double wait_
     tb_trace_event(tb_phase_name[TB_PH_H2D], TB_TRACE_COMPUTE, x[E_BN], x[E_H2D], step, -1, 0);
     for (int p = TB_PH_FWD; p < TB_PH_COUNT; p++)
         tb_trace_event(tb_phase_name[p], TB_TRACE_COMPUTE, edges[p], edges[p + 1], step, -1, 0);
-    if (t->tr && t->tr->gs) {
-        const double *bs, *be_;
-        tb_grad_sync_bucket_times(t->tr->gs, &bs, &be_);
-        for (int i = 0; i < tb_grad_sync_bucket_count(t->tr->gs); i++) {
-            size_t off, cnt;
-            tb_grad_sync_bucket(t->tr->gs, i, &off, &cnt);
-            tb_trace_event("all-reduce bucket", TB_TRACE_COMM, bs[i], be_[i], step, i, (double)cnt * sizeof(tb_real));
-        }
-    }
+    int nb;
+    tb_bucket_time *bk = host_buckets(t, 0, &nb);
+    for (int i = 0; i < nb; i++)
+        tb_trace_event("all-reduce bucket", TB_TRACE_COMM, bk[i].start_s, bk[i].end_s, step, i,
+                       (double)bk[i].cnt * sizeof(tb_real));
+    free(bk);
 }
 
 int tb_trainer_step_sync(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr, char *err,
@@ -250,8 +266,8 @@ int tb_trainer_harvest(tb_trainer *t, int s, int wait) {
     if (t->tr) r->sync.exposed_s = EL(E_BWD, E_COMM);
     if (t->tl)
         tb_step_timeline_harvest(t->tl, s, t->world, p->ev[E_FWD], EL(E_FWD, E_BWD), EL(E_BWD, E_COMM),
-                                 t->tr ? t->tr->gs : NULL, t->tr ? t->tr->gsd : NULL, sizeof(tb_real),
-                                 t->hp.bucket_bytes, t->hp.first_bucket_bytes, t->hp.overlap);
+                                 t->tr, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
+                                 t->hp.overlap);
 #undef EL
     const tb_step_scalars *sc = p->sc_host;
     if (r->n > 0) r->loss = (double)sc->loss;
