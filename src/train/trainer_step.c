@@ -48,7 +48,8 @@ static void ready_with_nan(void *ctx, size_t offset, size_t count) {
 /* The gradient-ready callback with a fault inside backward (faults.h
  * kill-bwd, freeze-bwd, nccl-abort): it strikes once a bucket has gone to
  * communication (on a device path; else at the first range), so that
- * collectives of this step are in flight and others are still to come. */
+ * collectives of this step are in flight and others are still to come
+ * (with --no-overlap none goes before finish: the step body strikes then). */
 static void ready_with_fault(void *ctx, size_t offset, size_t count) {
     tb_trainer *t = ctx;
     if (t->fault_nan) ready_with_nan(ctx, offset, count);
@@ -172,6 +173,10 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     }
     if (tr || md->sync) tb_monitor_progress(t->mon, step, "gradient all-reduce", !tr_device_queued(t));
     if (tr) tr->row->finish(tr, md->slot, &md->rec->sync);
+    if (t->fault_mid) { /* --no-overlap: no bucket left during backward; strike with all of them queued */
+        t->fault_mid = 0;
+        tb_fault_strike_in_backward(t->rank);
+    }
     if (t->tl && tr) tb_step_timeline_host_buckets(t->tl, md->slot, tr);
     mark(t, md, E_COMM);
     if (md->sync) {
