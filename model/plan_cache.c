@@ -21,14 +21,17 @@
 typedef struct {
     char *k, *v;
     uint64_t h;
+    int mine; /* put by this process: kept in a merge; others' entries follow the file */
 } pc_entry;
 
 struct tb_plan_cache {
     char dir[PC_PATH], path[PC_PATH + 128], lock_path[PC_PATH + 140], session_path[PC_PATH + 220];
     char *key;
+    char session[80]; /* the planning session's name while one is open */
     int session_fd; /* the planning session's lock while held, else -1 */
     int no_write;   /* the lock was given up on: plan alone, write nothing */
-    int dirty, refs, hits, misses;
+    int no_lock;    /* the file system has no flock: atomic renames only */
+    int dirty, refs, hits, misses, puts;
     pc_entry *e;
     int n, cap;
     char **dropped; /* entries this process found stale: not merged back */
@@ -113,10 +116,12 @@ static char *dup_str(const char *s, size_t n) {
     return d;
 }
 
-/* Sets k = v (n bytes of v); returns 1 when something changed. */
-static int set(tb_plan_cache *c, const char *k, const char *v, size_t vn) {
+/* Sets k = v (n bytes of v), mine when this process made it; returns 1
+ * when something changed. */
+static int set(tb_plan_cache *c, const char *k, const char *v, size_t vn, int mine) {
     pc_entry *e = find(c, k);
     if (e) {
+        e->mine |= mine;
         if (strlen(e->v) == vn && memcmp(e->v, v, vn) == 0) return 0;
         free(e->v);
         e->v = dup_str(v, vn);
@@ -131,7 +136,21 @@ static int set(tb_plan_cache *c, const char *k, const char *v, size_t vn) {
     e->k = dup_str(k, strlen(k));
     e->v = dup_str(v, vn);
     e->h = tb_pc_fnv1a(k, strlen(k), 0);
+    e->mine = mine;
     return 1;
+}
+
+/* Forgets the entries read from the file (a merge reads them again: what
+ * another process replaced or dropped since must not come back). */
+static void forget_theirs(tb_plan_cache *c) {
+    int k = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (c->e[i].mine)
+            c->e[k++] = c->e[i];
+        else
+            free(c->e[i].k), free(c->e[i].v);
+    }
+    c->n = k;
 }
 
 static int was_dropped(const tb_plan_cache *c, const char *k) {
@@ -162,8 +181,9 @@ static char *slurp(const char *path, size_t *n) {
     return buf;
 }
 
-/* Reads the file's entries into c (those c has, and those it dropped, are
- * kept as they are when merge). 1: no file; 0: read; -1: corrupt (why). */
+/* Reads the file's entries into c (when merge: the file's replace those c
+ * read before; those c made, and those it dropped, are kept as they are).
+ * 1: no file; 0: read; -1: corrupt (why). */
 static int read_file(tb_plan_cache *c, int merge, char *why, size_t len) {
     size_t n = 0;
     char *buf = slurp(c->path, &n);
@@ -220,13 +240,15 @@ static int read_file(tb_plan_cache *c, int merge, char *why, size_t len) {
         snprintf(why, len, "checksum mismatch");
         goto out;
     }
+    if (merge) forget_theirs(c);
     for (line = buf + magic + 1; line < body_end;) {
         char *nl = memchr(line, '\n', (size_t)(body_end - line));
         *nl = '\0';
         if (strncmp(line, "e ", 2) == 0) {
             char *tab = strchr(line + 2, '\t');
             *tab = '\0';
-            if (!(merge && (find(c, line + 2) || was_dropped(c, line + 2)))) set(c, line + 2, tab + 1, strlen(tab + 1));
+            if (!(merge && (find(c, line + 2) || was_dropped(c, line + 2))))
+                set(c, line + 2, tab + 1, strlen(tab + 1), 0);
         }
         line = nl + 1;
     }
@@ -237,8 +259,10 @@ out:
 }
 
 static int write_file(tb_plan_cache *c, char *msg, size_t len) {
-    char tmp[PC_PATH + 200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", c->path, (long)getpid());
+    char tmp[PC_PATH + 200], host[64] = "";
+    if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0'; /* pids repeat across the nodes of a shared file system */
+    host[strcspn(host, "/")] = '\0';
+    snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld", c->path, host, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
         snprintf(msg, len, "cannot write %s: %s", tmp, strerror(errno));
@@ -282,11 +306,17 @@ static double now_s(void) {
 }
 
 /* Takes the exclusive lock of lock_path into *fd: 0, 1 when the wait
- * limit passed, -1 on an error. say: one line when it has to wait. */
+ * limit passed, 2 when the file system has no flock (Lustre without
+ * -o flock, NFS without lockd: *fd stays -1), -1 on an error. say: one
+ * line when it has to wait. */
 static int take_lock(const char *lock_path, const char *file, int say, int *fd_out) {
     int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return -1;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == ENOLCK || errno == ENOSYS || errno == EOPNOTSUPP || errno == EINVAL) {
+            close(fd);
+            return 2;
+        }
         if (errno != EWOULDBLOCK) {
             close(fd);
             return -1;
@@ -389,12 +419,24 @@ const char *tb_pc_get(tb_plan_cache *c, const char *entry) {
     return e ? e->v : NULL;
 }
 
+/* The entry that says a session's planning was committed to the file: the
+ * processes that come later load it without taking the session's lock. */
+static void session_mark(const tb_plan_cache *c, char *out, size_t len) { snprintf(out, len, "session %s", c->session); }
+
 void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len) {
     msg[0] = '\0';
-    if (c->session_fd >= 0 || c->no_write) return;
-    snprintf(c->session_path, sizeof c->session_path, "%s.%.64s.lock", c->path, session);
-    int lk = take_lock(c->session_path, c->path, 1, &c->session_fd);
-    if (lk != 0) {
+    if (c->session[0] || c->no_write) return;
+    snprintf(c->session, sizeof c->session, "%.64s", session);
+    char mark[96];
+    session_mark(c, mark, sizeof mark);
+    if (find(c, mark)) return; /* planned into the file before this process opened it */
+    snprintf(c->session_path, sizeof c->session_path, "%s.%s.lock", c->path, c->session);
+    int lk = c->no_lock ? 2 : take_lock(c->session_path, c->path, 1, &c->session_fd);
+    if (lk == 2 && !c->no_lock) {
+        c->no_lock = 1;
+        snprintf(msg, len, "plan cache: the file system of %s does not lock files (flock); every process plans what "
+                 "it misses and replaces the file whole", c->dir);
+    } else if (lk == 1 || lk < 0) {
         c->no_write = 1;
         snprintf(msg, len, "plan cache: %s %s; this process plans alone and writes nothing", c->session_path,
                  lk > 0 ? "stayed locked past TB_PLAN_CACHE_WAIT_S" : "cannot be locked");
@@ -405,11 +447,15 @@ void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len) {
         snprintf(msg, len, "plan cache: %s is corrupt (%s): rebuilding it", c->path, why);
         c->dirty = 1;
     }
+    if (c->session_fd >= 0 && find(c, mark)) release_lock(&c->session_fd); /* the holder before planned it all */
 }
+
+int tb_pc_session_locked(const tb_plan_cache *c) { return c->session_fd >= 0; }
 
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value) {
     if (strpbrk(entry, "\t\n") || strchr(value, '\n')) TB_FATAL("plan cache: entry '%s' holds a tab or newline", entry);
-    c->dirty |= set(c, entry, value, strlen(value));
+    c->dirty |= set(c, entry, value, strlen(value), 1);
+    c->puts++;
 }
 
 void tb_pc_drop(tb_plan_cache *c, const char *entry) {
@@ -428,9 +474,14 @@ void tb_pc_drop(tb_plan_cache *c, const char *entry) {
 int tb_pc_commit(tb_plan_cache *c, char *msg, size_t len) {
     msg[0] = '\0';
     int rc = 0;
+    if (c->session_fd >= 0) { /* planned under the session's lock: the next processes need not wait */
+        char mark[96];
+        session_mark(c, mark, sizeof mark);
+        c->dirty |= set(c, mark, "planned", 7, 1);
+    }
     if (c->dirty && !c->no_write) { /* merge what other sessions wrote since, under the file's lock */
-        int fd = -1, lk = take_lock(c->lock_path, c->path, 0, &fd);
-        if (lk != 0) {
+        int fd = -1, lk = c->no_lock ? 2 : take_lock(c->lock_path, c->path, 0, &fd);
+        if (lk == 1 || lk < 0) {
             snprintf(msg, len, "plan cache: cannot lock %s to add entries; they are not kept", c->lock_path);
             rc = -1;
         } else {
@@ -442,6 +493,7 @@ int tb_pc_commit(tb_plan_cache *c, char *msg, size_t len) {
         }
     }
     release_lock(&c->session_fd);
+    c->session[0] = '\0';
     return rc;
 }
 
@@ -471,3 +523,5 @@ const char *tb_pc_path(const tb_plan_cache *c) { return c->path; }
 int tb_pc_count(const tb_plan_cache *c) { return c->n; }
 int tb_pc_hits(const tb_plan_cache *c) { return c->hits; }
 int tb_pc_misses(const tb_plan_cache *c) { return c->misses; }
+int tb_pc_puts(const tb_plan_cache *c) { return c->puts; }
+int tb_pc_writes(const tb_plan_cache *c) { return !c->no_write; }

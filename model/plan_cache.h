@@ -33,9 +33,15 @@
  * it until tb_pc_commit; processes planning the same block in tb_pc_lock,
  * saying so in one line, and then read what the holder wrote, so one rank
  * plans and the rest load, while processes planning other graphs go on.
- * Every write merges under a brief lock of the file (<file>.lock). A lock held
+ * Every write merges under a brief lock of the file (<file>.lock): the
+ * entries this process made win, the rest follow the file (what another
+ * process re-planned or dropped since is not written back). A lock held
  * longer than the wait limit (TB_PLAN_CACHE_WAIT_S, default 900 s) is
  * given up on with one line: that process plans alone and writes nothing.
+ * On a file system without flock (Lustre without -o flock, NFS without
+ * lockd), one line says so and every process plans what it misses; the
+ * renames still keep the file whole. Temporary files are named
+ * <file>.tmp.<host>.<pid>.
  * Entries made outside a session (a smaller last batch planned lazily, a
  * test calling the ops directly) are merged into the file under a brief
  * lock at the next commit (at the latest tb_pc_close).
@@ -64,8 +70,14 @@ tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t le
 /* A planning session begins: takes the lock of session (a short name for
  * what is planned: a model's graph; waiting, with a line on stdout from
  * whichever rank waits, while another process plans the same) and reads
- * what was written since open. msg: a line to say, or "". */
+ * what was written since open. A session committed under its lock leaves
+ * the entry "session <name>" in the file: a process that finds it (at
+ * open, or once the lock is its) loads without holding the lock, so the
+ * ranks of a node rebuild their plans side by side, not one after the
+ * other. msg: a line to say (every rank), or "". */
 void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len);
+/* 1 while this process holds a session's lock (it plans for the others). */
+int tb_pc_session_locked(const tb_plan_cache *c);
 /* The value of entry `entry`, or NULL. */
 const char *tb_pc_get(tb_plan_cache *c, const char *entry);
 /* Sets (or replaces) an entry; neither string may hold a newline or a tab
@@ -82,10 +94,13 @@ void tb_pc_close(tb_plan_cache *c);
 
 /* The file this cache reads and writes. */
 const char *tb_pc_path(const tb_plan_cache *c);
-/* Entries, and what this process added / found since it opened. */
+/* Entries, and what this process found / missed / put since it opened;
+ * 0 from tb_pc_writes when a lock was given up on (nothing is written). */
 int tb_pc_count(const tb_plan_cache *c);
 int tb_pc_hits(const tb_plan_cache *c);
 int tb_pc_misses(const tb_plan_cache *c);
+int tb_pc_puts(const tb_plan_cache *c);
+int tb_pc_writes(const tb_plan_cache *c);
 
 /* Pure helpers (tests): the FNV-1a 64 hash, and the file name of a key. */
 uint64_t tb_pc_fnv1a(const void *data, size_t n, uint64_t h);

@@ -3,8 +3,10 @@
  * write, corruption of every kind rebuilt with one line (a flipped byte, a
  * truncated file, bytes after the end, another key's file under this name,
  * a file that is not a cache), dropped entries staying dropped through a
- * merge, a second process's entries merged, the lock wait giving up after
- * TB_PLAN_CACHE_WAIT_S, and hex for serialized plans.
+ * merge, a second process's entries merged, an entry another process
+ * re-planned not overwritten by a stale copy, the lock wait giving up after
+ * TB_PLAN_CACHE_WAIT_S, a file system without flock, and hex for
+ * serialized plans.
  *
  *   test_plan_cache                  the host checks above
  *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: opens, takes
@@ -12,11 +14,15 @@
  *                                    plans (20 ms each) the ones it misses,
  *                                    commits, writes DIR/report.RANK
  *   test_plan_cache check DIR R N    after the ranks: exactly one rank planned,
- *                                    every rank saw the same values, the
- *                                    file is whole
+ *                                    and only it held the session's lock
+ *                                    (the others load side by side), every
+ *                                    rank saw the same values, the file is
+ *                                    whole
  * (mpirun is only the launcher: the ranks meet through the file system.)
  */
 #define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +32,19 @@
 
 #include "model/plan_cache.h"
 #include "tests/tb_test.h"
+
+/* flock as a file system without it answers (Lustre without -o flock):
+ * this definition stands in for libc's while g_no_flock is set */
+static int g_no_flock;
+int flock(int fd, int op) {
+    static int (*real)(int, int);
+    if (g_no_flock) {
+        errno = ENOLCK;
+        return -1;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "flock");
+    return real(fd, op);
+}
 
 static const char *k_key = "gpu NVIDIA H200; sm 132; cc 9.0; driver 13000/580.95.05; cudnn 91900; opts tf32 0 det 0";
 
@@ -265,8 +284,65 @@ static void test_lock_timeout(void) {
     int st = 0;
     waitpid(pid, &st, 0); /* its lock goes with it */
     c = open_say(dir, msg, sizeof msg);
-    TB_CHECK(tb_pc_count(c) == 2, "the session that gave up wrote nothing, the other its 2 entries (%d entries)",
+    TB_CHECK(tb_pc_count(c) == 3 && tb_pc_get(c, "session graph-b") && !tb_pc_get(c, "session graph-a"),
+             "the session that gave up wrote nothing, the other its 2 entries and its mark (%d entries)",
              tb_pc_count(c));
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
+/* Two processes opened the file holding X; the second finds X stale,
+ * re-plans it and commits first. The first then merges: it must see the new
+ * X and not write its old copy back; and, finding the session's mark, it
+ * loads without holding the session's lock. */
+static void test_merge_stale(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "stale");
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    tb_pc_put(c, "X", "old");
+    tb_pc_close(c);
+    tb_plan_cache *a = open_say(dir, msg, sizeof msg);
+    TB_CHECK(a && tb_pc_get(a, "X") && strcmp(tb_pc_get(a, "X"), "old") == 0, "both processes read X=old");
+    pid_t pid = fork();
+    if (pid == 0) {
+        tb_plan_cache *b = tb_pc_open(dir, k_key, msg, sizeof msg);
+        tb_pc_lock(b, "graph-a", msg, sizeof msg);
+        tb_pc_drop(b, "X");
+        tb_pc_put(b, "X", "new");
+        tb_pc_close(b);
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tb_pc_lock(a, "graph-a", msg, sizeof msg);
+    const char *x = tb_pc_get(a, "X");
+    TB_CHECK(x && strcmp(x, "new") == 0, "the merge at the session's start reads the re-planned X (%s)", x ? x : "none");
+    TB_CHECK(!tb_pc_session_locked(a), "a session planned before is loaded without its lock");
+    tb_pc_put(a, "Y", "y");
+    TB_CHECK(tb_pc_commit(a, msg, sizeof msg) == 0, "commit (%s)", msg);
+    tb_pc_close(a);
+    c = open_say(dir, msg, sizeof msg);
+    x = tb_pc_get(c, "X");
+    TB_CHECK(x && strcmp(x, "new") == 0 && tb_pc_get(c, "Y"), "the file keeps the new X and gains Y (X=%s)",
+             x ? x : "none");
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
+/* A file system without flock: one line, and the cache is still written. */
+static void test_no_flock(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "noflock");
+    g_no_flock = 1;
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    tb_pc_lock(c, "graph-a", msg, sizeof msg);
+    TB_CHECK(strstr(msg, "does not lock files") != NULL, "one line says the file system does not lock (%s)", msg);
+    fill(c, 5, "v");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "and the entries are written all the same (%s)", msg);
+    tb_pc_close(c);
+    g_no_flock = 0;
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && count_ok(c, 5, "v") == 5, "the next launch finds them");
     tb_pc_close(c);
     rm_dir(dir);
 }
@@ -279,11 +355,12 @@ static int env_rank(void) {
 }
 
 static int run_rank(const char *dir, int n) {
-    int rank = env_rank(), planned = 0;
+    int rank = env_rank(), planned = 0, held;
     char msg[512], path[1100];
     tb_plan_cache *c = tb_pc_open(dir, k_key, msg, sizeof msg);
     if (!c) return 1;
     tb_pc_lock(c, "graph-a", msg, sizeof msg); /* the session: the first rank plans, the others wait for it */
+    held = tb_pc_session_locked(c);
     snprintf(path, sizeof path, "%s/report.%d", dir, rank);
     FILE *r = fopen(path, "w");
     for (int i = 0; i < n; i++) {
@@ -296,17 +373,19 @@ static int run_rank(const char *dir, int n) {
             tb_pc_put(c, k, v);
             got = tb_pc_get(c, k);
             planned++;
+        } else {
+            usleep(5000); /* "rebuilding the plan": with the lock's holder done, without the lock */
         }
         fprintf(r, "%s=%s\n", k, got);
     }
     tb_pc_close(c);
-    fprintf(r, "#count %d\n", planned);
+    fprintf(r, "#held %d\n#count %d\n", held, planned);
     fclose(r);
     return 0;
 }
 
 static int check_ranks(const char *dir, int ranks, int n) {
-    int planners = 0, total = 0;
+    int planners = 0, total = 0, holders = 0, planner_held = 0;
     char *first = NULL;
     for (int r = 0; r < ranks; r++) {
         char path[1100];
@@ -315,7 +394,11 @@ static int check_ranks(const char *dir, int ranks, int n) {
         char *pl = strstr(s, "#count ");
         int k = pl ? atoi(pl + 7) : -1;
         TB_CHECK(k >= 0, "rank %d reported", r);
-        if (k > 0) planners++;
+        char *hd = strstr(s, "#held ");
+        int held = hd ? atoi(hd + 6) : -1;
+        holders += held == 1;
+        if (k > 0) planners++, planner_held = held == 1;
+        if (hd) *hd = '\0';
         total += k;
         if (pl) *pl = '\0';
         if (!first)
@@ -326,10 +409,12 @@ static int check_ranks(const char *dir, int ranks, int n) {
     }
     TB_CHECK(planners == 1 && total == n, "%d ranks: one planned (%d planners, %d entries planned of %d)", ranks,
              planners, total, n);
+    TB_CHECK(holders == 1 && planner_held, "only the planner held the session's lock; the others loaded side by side "
+             "(%d holders)", holders);
     char msg[512];
     tb_plan_cache *c = tb_pc_open(dir, k_key, msg, sizeof msg);
-    TB_CHECK(c && msg[0] == '\0' && tb_pc_count(c) == n, "the shared file is whole (%d entries; %s)",
-             c ? tb_pc_count(c) : -1, msg);
+    TB_CHECK(c && msg[0] == '\0' && tb_pc_count(c) == n + 1 && tb_pc_get(c, "session graph-a"),
+             "the shared file is whole (%d entries and the session's mark; %s)", c ? tb_pc_count(c) - 1 : -1, msg);
     tb_pc_close(c);
     free(first);
     return tb_test_exit("plan_cache_ranks");
@@ -342,5 +427,7 @@ int main(int argc, char **argv) {
     test_round_trip_and_corruption();
     test_merge();
     test_lock_timeout();
+    test_merge_stale();
+    test_no_flock();
     return tb_test_exit("plan_cache");
 }

@@ -138,7 +138,7 @@ typedef struct {
     char plan_cache_dir[512];
     struct tb_plan_cache *plan_cache;
     int plan_cache_tried;
-    int pc_hits0, pc_misses0; /* the cache's counts when the current planning began */
+    int pc_hits0, pc_misses0, pc_puts0; /* the cache's counts when the current planning began */
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }

@@ -68,13 +68,16 @@ void cu_plan_session(tb_backend *be, const char *session) {
     char msg[1024];
     if (session) {
         st->pc_hits0 = tb_pc_hits(c), st->pc_misses0 = tb_pc_misses(c);
+        st->pc_puts0 = tb_pc_puts(c);
         tb_pc_lock(c, session, msg, sizeof msg);
-        if (msg[0]) tb_info("# %s", msg);
+        if (msg[0]) tb_warn("%s", msg); /* every rank: the one that waited or gave up is rarely rank 0 */
         return;
     }
     if (tb_pc_commit(c, msg, sizeof msg) != 0) tb_warn("%s", msg);
-    tb_info("# plan cache: %d choices found, %d made and written (%d entries)", tb_pc_hits(c) - st->pc_hits0,
-            tb_pc_misses(c) - st->pc_misses0, tb_pc_count(c));
+    int made = tb_pc_puts(c) - st->pc_puts0, missed = tb_pc_misses(c) - st->pc_misses0;
+    tb_info("# plan cache: %d choices found, %d made and %s (%d entries)%s", tb_pc_hits(c) - st->pc_hits0, made,
+            tb_pc_writes(c) ? "written" : "not written", tb_pc_count(c),
+            missed > made ? "; the rest have no plan here and are searched at every launch" : "");
 }
 
 void cu_pc_conv_key(char *out, size_t len, const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,
