@@ -452,3 +452,25 @@ int fd_pack_roles(const fd_graph *gr, int roles[FD_R_COUNT]) {
         if (!gr->t[i].virt && !gr->t[i].by_value) roles[n++] = gr->t[i].role;
     return n;
 }
+
+static uint64_t mix(uint64_t h, int64_t v) {
+    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)((v >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
+    return h;
+}
+
+uint64_t fd_graph_hash(const fd_graph *gr) {
+    uint64_t h = mix(0xcbf29ce484222325ULL, gr->kind);
+    h = mix(mix(h, gr->nt), gr->nop);
+    for (int i = 0; i < gr->nt; i++) {
+        const fd_tensor *t = &gr->t[i];
+        h = mix(mix(mix(mix(mix(h, t->uid), t->dt), t->virt), t->by_value), t->role);
+        for (int d = 0; d < 4; d++) h = mix(mix(h, t->dim[d]), t->stride[d]);
+    }
+    for (int i = 0; i < gr->nop; i++) {
+        const fd_op *o = &gr->op[i];
+        h = mix(mix(mix(mix(mix(mix(h, o->kind), o->mode), o->nin), o->nout), o->stride), o->pad);
+        for (int k = 0; k < o->nin; k++) h = mix(h, o->in[k]);
+        for (int k = 0; k < o->nout; k++) h = mix(h, o->out[k]);
+    }
+    return h;
+}

@@ -170,6 +170,13 @@ int fd_build_finalize(fd_graph *gr, int C, int64_t count, double momentum, doubl
  * problem in why. */
 int fd_check(const fd_graph *gr, char *why, size_t len);
 
+/* A 64-bit hash of what a plan of gr runs: every tensor's uid, shape,
+ * strides, dtype, virtual and by-value flags and role, every op's kind,
+ * mode, operands and geometry (not the names or the by-value values, which
+ * the plan takes at execution). The plan cache keys fused plans by it, so
+ * a plan saved for another graph under the same label is never loaded. */
+uint64_t fd_graph_hash(const fd_graph *gr);
+
 /* The roles a graph's variant pack needs (its non-virtual, non-scalar
  * tensors), in tensor order; returns how many (<= FD_R_COUNT). */
 int fd_pack_roles(const fd_graph *gr, int roles[FD_R_COUNT]);

@@ -145,6 +145,39 @@ static int find_role(const fd_graph *gr, int role) {
     return -1;
 }
 
+/* The plan cache's graph hash: the same graph twice gives one hash; a
+ * change to what the plan runs (an op's mode, a tensor's dtype or flags,
+ * a stride) gives another, a name or a by-value value does not. */
+static void test_graph_hash(void) {
+    fd_conv_problem p = {{64, 64, 3, 1, 1}, TB_BF16, TB_NHWC, 8, 14, 14, 1};
+    fd_graph a, b;
+    char why[256];
+    TB_CHECK(fd_build_conv_stats(&a, &p, fd_variant_nth(0), why, sizeof why) == 0 &&
+                 fd_build_conv_stats(&b, &p, fd_variant_nth(0), why, sizeof why) == 0,
+             "conv+stats builds (%s)", why);
+    uint64_t h = fd_graph_hash(&a);
+    TB_CHECK(fd_graph_hash(&b) == h, "one graph, one hash");
+    b.t[0].name = "another name";
+    for (int i = 0; i < b.nt; i++)
+        if (b.t[i].by_value) b.t[i].value += 1;
+    TB_CHECK(fd_graph_hash(&b) == h, "names and by-value values are not in it");
+    int changed = 0, tried = 0;
+    for (int k = 0; k < 5; k++) {
+        b = a;
+        if (k == 0) b.op[0].mode = b.op[0].mode == FD_PW_ADD ? FD_PW_MUL : FD_PW_ADD;
+        if (k == 1) b.t[0].dt = b.t[0].dt == FD_BF16 ? FD_HALF : FD_BF16;
+        if (k == 2) b.t[b.nt - 1].virt = !b.t[b.nt - 1].virt;
+        if (k == 3) b.t[0].stride[3] += 1;
+        if (k == 4) b.op[b.nop - 1].in[0] = b.op[b.nop - 1].in[0] + 1;
+        tried++;
+        changed += fd_graph_hash(&b) != h;
+    }
+    TB_CHECK(changed == tried, "each change to what the plan runs changes the hash (%d of %d)", changed, tried);
+    for (int v = 1; v < FD_VARIANTS; v++)
+        TB_CHECK(fd_build_conv_stats(&b, &p, fd_variant_nth(v), why, sizeof why) == 0 && fd_graph_hash(&b) != h,
+                 "prologue variant %d has a hash of its own", v);
+}
+
 static void test_planted(void) {
     fd_conv_problem p = {{64, 64, 3, 1, 1}, TB_BF16, TB_NHWC, 8, 14, 14, 1};
     fd_graph base, gr;
@@ -299,6 +332,7 @@ int main(void) {
 #endif
     test_descriptions();
     test_planted();
+    test_graph_hash();
     test_schedule();
     return tb_test_exit("fused_host");
 }

@@ -244,7 +244,7 @@ static int from_cache(cu_state *st, cu_cgraph *c, const cu_cgraph_req *r) {
 
 static void to_cache(cu_state *st, const cu_cgraph *c, const cu_cgraph_req *r) {
     tb_plan_cache *pc = cu_plan_cache(st);
-    if (!pc || strcmp(c->knobs, "?") == 0) return; /* knobs too long to store (cu_be_knobs) */
+    if (!pc || strcmp(c->knobs, "?") == 0) return; /* knobs unread or too long to store (cu_be_knobs) */
     char key[200], v[256];
     cache_key(r, c, key, sizeof key);
     snprintf(v, sizeof v, "engine %lld knobs %s ws %zu ms %.4f", c->engine, c->knobs[0] ? c->knobs : "-", c->ws,

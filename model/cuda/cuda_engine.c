@@ -286,8 +286,8 @@ void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len) {
     if (s == CUDNN_STATUS_SUCCESS)
         s = cudnnBackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, CU_BE_KNOBS,
                                      &got, k);
-    if (s == CUDNN_STATUS_SUCCESS && got > CU_BE_KNOBS) { /* more than read: a cut list is another config */
-        snprintf(buf, len, "?");
+    if (s != CUDNN_STATUS_SUCCESS || got > CU_BE_KNOBS) { /* unread, or more than read: "" or a cut list is */
+        snprintf(buf, len, "?");                           /* another config (never cached) */
         s = CUDNN_STATUS_NOT_SUPPORTED;
     }
     for (int64_t i = 0; s == CUDNN_STATUS_SUCCESS && i < got && i < CU_BE_KNOBS; i++) {
@@ -296,8 +296,10 @@ void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len) {
         if (cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n, &type) !=
                 CUDNN_STATUS_SUCCESS ||
             cudnnBackendGetAttribute(k[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n, &val) !=
-                CUDNN_STATUS_SUCCESS)
+                CUDNN_STATUS_SUCCESS) {
+            snprintf(buf, len, "?"); /* a part of the list is another config */
             break;
+        }
         int w = snprintf(buf + used, len - used, "%sk%d=%lld", used ? "," : "", (int)type, (long long)val);
         if (w < 0 || (size_t)w >= len - used) { /* a truncated list would rebuild another config */
             snprintf(buf, len, "?");

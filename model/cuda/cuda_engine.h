@@ -73,9 +73,9 @@ float cu_be_time_plan(cudnnHandle_t h, cudaStream_t s, cudnnBackendDescriptor_t 
                       int reps, cudnnStatus_t *bad);
 
 /* The knob choices of cfg as "k<type>=<value>,..." (what the plan cache
- * stores beside the engine's global index); "?" when they do not fit in
- * len: such a config is not cached (rebuilt from a cut list it would be
- * another, unmeasured config). */
+ * stores beside the engine's global index); "?" when cuDNN does not give
+ * them all or they do not fit in len: such a config is not cached (rebuilt
+ * from a cut or empty list it would be another, unmeasured config). */
 void cu_be_knobs(cudnnBackendDescriptor_t cfg, char *buf, size_t len);
 
 /* An engine config for engine `index` of the finalized graph with the knob

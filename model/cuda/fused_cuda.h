@@ -69,6 +69,11 @@ typedef struct {
  * needs no device. On failure everything made is destroyed and err says
  * which step cuDNN refused. */
 cudnnStatus_t cu_fd_lower(const fd_graph *gr, const uint32_t *align, cu_fd_lowered *lw, cu_err *err);
+/* The lowering's revision, in every fused plan's cache key beside
+ * fd_graph_hash: raise it whenever cu_fd_lower sets an attribute otherwise
+ * (compute type, a pointwise op's clips or NaN rule, a mode), so that plans
+ * saved for the old lowering are planned again, not loaded. */
+#define CU_FD_LOWER_REV 1
 void cu_fd_lowered_free(cu_fd_lowered *lw);
 cudnnDataType_t cu_fd_dtype(fd_dtype d);
 

@@ -106,7 +106,9 @@ static void make_key(cu_fgraph *g, const fd_graph *d, int measure) {
     for (int i = 0; i < d->nt && used < sizeof g->key; i++)
         if (d->t[i].by_value)
             used += (size_t)snprintf(g->key + used, sizeof g->key - used, " %s=%.9g", d->t[i].name, d->t[i].value);
-    if (used < sizeof g->key) snprintf(g->key + used, sizeof g->key - used, " m%d", measure);
+    if (used < sizeof g->key) /* the graph itself: a saved plan runs the graph it was made for */
+        snprintf(g->key + used, sizeof g->key - used, " m%d g%016llx.%d", measure,
+                 (unsigned long long)fd_graph_hash(d), CU_FD_LOWER_REV);
 }
 
 /* The variant pack's ids in tensor order: buffers by role, scalars by value. */
@@ -193,7 +195,7 @@ static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
 
 static void to_cache(cu_state *st, cu_fgraph *g) {
     tb_plan_cache *pc = cu_plan_cache(st);
-    if (!pc || strcmp(g->knobs, "?") == 0) return; /* knobs too long to store (cu_be_knobs) */
+    if (!pc || strcmp(g->knobs, "?") == 0) return; /* knobs unread or too long to store (cu_be_knobs) */
     char ck[600];
     cache_key(g, ck, sizeof ck);
     size_t blen = 0;
