@@ -18,9 +18,18 @@ with:
                  on (the first step's momentum buffer is the gradient
                  itself), the output of a momentum 0.1 lower than asked
                  (what `trainbench step --momentum 0.8` writes for 0.9,
-                 computed from trainbench's own gradients). A plant the
+                 computed from trainbench's own gradients); under the
+                 16-bit rule also the loosest gradient halved, a whole
+                 stage's gradients x 1.25 and noise of twice PyTorch's
+                 error added to every gradient (amp_plants). A plant the
                  rule lets through fails the test: a rule that cannot fail
                  proves nothing.
+  scale check    (the 16-bit rule) per gradient tensor, |<out,ref>/<ref,ref>
+                 - 1| <= SCALE_K x PyTorch's own + SCALE_Q x PyTorch's
+                 relative L2 error: rounding noise is mostly orthogonal to
+                 the gradient, a wrong scale is not; where PyTorch's own
+                 L2 error reaches 0.25-0.5 (the cap decides the L2 bound),
+                 this is what catches a gradient off by 0.5x or 1.25x.
 """
 import time
 
@@ -33,10 +42,24 @@ import numpy as np
 UPDATE_ULPS = 16.0
 EPS32 = 2.0 ** -24
 PLANT_MOMENTUM_DELTA = 0.1
+# the 16-bit rule's scale check, per gradient tensor: |<out,ref>/<ref,ref> - 1|
+# <= SCALE_K x PyTorch's own + SCALE_Q x PyTorch's relative L2 error
+# (docs/golden_16bit.md; tests/golden_amp_calibrate.py measures them)
+SCALE_K = 3.0
+SCALE_Q = 0.5
 
 
 def _f64(x):
     return np.asarray(x, np.float64)
+
+
+def scale_err(x, ref):
+    """|<x, ref> / <ref, ref> - 1|: how far x's projection on ref lies from
+    ref (a tensor scaled by s: |s - 1|; rounding noise, mostly orthogonal to
+    ref, moves it far less than the relative L2 error)."""
+    r = _f64(ref).ravel()
+    rr = float(r @ r)
+    return abs(float(_f64(x).ravel() @ r) / rr - 1) if rr > 0 else 0.0
 
 
 def trainable_names(out):
@@ -121,11 +144,16 @@ def plant_momentum(out, params0, momentum0, a, delta=PLANT_MOMENTUM_DELTA):
     return bad
 
 
-def plants(out, params0, momentum0, a, judge, rows, relative=False):
+def plants(out, params0, momentum0, a, judge, rows, relative=False, extra=()):
     """Plants errors into `out` and asks the rule: judge(outd) -> (ok, rows)
     for the per-tensor rule in force (relative: its bounds are relative
-    errors). Returns (all caught, lines)."""
+    errors); extra: more (what, plant(out) -> planted copy) the whole rule
+    must fail. Returns (all caught, lines)."""
     lines, all_caught = [], True
+    for what, plant in extra:
+        caught = not judge(plant(out))[0]
+        all_caught &= caught
+        lines.append("# planted: %s: %s by the rule" % (what, "caught" if caught else "NOT CAUGHT"))
     target, share = loosest_grad(rows, relative)
     if target is not None:
         bad = dict(out)
@@ -160,9 +188,50 @@ class Verdict:
     judge(outd) -> (ok, rows), the same rule on another output (the plants);
     relative: the rows' bounds are relative errors (the L2 rule)."""
 
-    def __init__(self, ok, summary, base, rows, judge, relative=False):
+    def __init__(self, ok, summary, base, rows, judge, relative=False, extra_plants=()):
         self.ok, self.summary, self.base, self.rows, self.judge = ok, summary, base, rows, judge
-        self.relative = relative
+        self.relative, self.extra_plants = relative, extra_plants
+
+
+def _scaled(out, names, f):
+    bad = dict(out)
+    for n in names:
+        bad[n] = (_f64(out[n]) * f).astype(np.float32)
+    return bad
+
+
+def amp_plants(base, rows):
+    """The 16-bit rule's own plants (beyond the zeroed tensor and the
+    momentum): the loosest gradient halved; every gradient of the stage
+    with the loosest bounds x 1.25 (a wrong scale in a code path a whole
+    stage shares); random noise of twice PyTorch's own relative error added
+    to every gradient (inside each L2 bound of 3 x PyTorch's: the median
+    rule's plant)."""
+    grads = [r for r in rows if r.name.startswith("grads/") and r.ref_max > 0]
+    if not grads:
+        return []
+    loosest = max(grads, key=lambda r: r.bound).name
+    stages = {}
+    for r in grads:
+        stages.setdefault(r.name.split("/")[1].split(".")[0], []).append(r)
+    stage = max(stages, key=lambda k: float(np.median([r.bound for r in stages[k]])))
+    names = [r.name for r in stages[stage]]
+
+    def noisier(o):
+        rng = np.random.default_rng(1)
+        bad = dict(o)
+        for r in grads:
+            noise = rng.standard_normal(np.shape(o[r.name]))
+            nn = float(np.linalg.norm(noise))
+            if nn > 0:
+                noise *= 2 * r.floor_err * r.ref_max / nn  # ref_max: ||ref|| in the L2 rows
+            bad[r.name] = (_f64(o[r.name]) + noise).astype(np.float32)
+        return bad
+    return [("%s x 0.5 (the loosest L2 bound)" % loosest, lambda o: _scaled(o, [loosest], 0.5)),
+            ("every gradient of %s (%d tensors, the loosest stage) x 1.25" % (stage, len(names)),
+             lambda o: _scaled(o, names, 1.25)),
+            ("noise of twice PyTorch's own error added to every gradient (within each L2 bound: the median "
+             "rule's to catch)", noisier)]
 
 
 def amp_step(case, images, labels, out, o):
@@ -176,6 +245,7 @@ def amp_step(case, images, labels, out, o):
     base = case.step(images, labels, device=o.truth_device)
     names = sorted(base.datasets)
     floor = dict.fromkeys(names, 0.0)
+    sfloor = dict.fromkeys(names, 0.0)
     for v in o.variants:
         t1 = time.time()
         rv = case.step(images, labels, dtype=torch.float32, variant=v)
@@ -185,25 +255,41 @@ def amp_step(case, images, labels, out, o):
             return Verdict(False, "PyTorch %s skipped its step" % v, base, [], lambda d: (False, []), True)
         for n in names:
             floor[n] = max(floor[n], compare_h5.rel_l2_err(rv.datasets[n], base.datasets[n]))
+            if n.startswith("grads/"):
+                sfloor[n] = max(sfloor[n], scale_err(rv.datasets[n], base.datasets[n]))
         worst = max((n for n in names if n.startswith("grads/")), key=lambda n: floor[n])
         print("#   PyTorch %-15s loss %.6f, gradients' relative L2 error up to %.3g (%s) (%.1f s)"
               % (v, float(rv.datasets["loss"]), floor[worst], worst, time.time() - t1), flush=True)
         del rv
+
+    def scale_rows(outd):
+        """(name, scale error, bound) per gradient: the scale check"""
+        return [(n, scale_err(outd[n], base.datasets[n]), SCALE_K * sfloor[n] + SCALE_Q * floor[n])
+                for n in names if n.startswith("grads/") and n in outd]
 
     def judge(outd):
         r = [compare_h5.l2_row(n, outd[n], base.datasets[n], floor[n], o.factor, o.rel, o.cap)
              for n in names if n in outd]
         ratios = [x.over_floor for x in r if x.name.startswith("grads/") and x.floor_err > 0]
         med = float(np.median(ratios)) if ratios else 0.0
-        return all(x.ok for x in r) and med <= o.median, r, med
+        sc = scale_rows(outd)
+        return all(x.ok for x in r) and med <= o.median and all(e <= b for _, e, b in sc), r, med
     ok, rows, med = judge(out)
+    sc = scale_rows(out)
     title = ("against the plain float64 step, relative L2 error per tensor (||out - ref|| / ||ref||); bound = "
              "min(%g x floor_rel + %g, %g), floor_rel = PyTorch autocast's own relative L2 error (worst of %s)"
              % (o.factor, o.rel, o.cap, ", ".join(o.variants)))
     compare_h5.print_bound_table(rows, title, o.top, cols=("||ref||", "rel_err", "floor_rel"))
     print("# median over the gradients of trainbench's error / PyTorch's: %.3g (at most %g)%s"
           % (med, o.median, "" if med <= o.median else ": FAIL, trainbench is typically worse than PyTorch"))
+    sworst = max(sc, key=lambda x: x[1] / x[2] if x[2] > 0 else float("inf")) if sc else ("-", 0.0, 1.0)
+    sbad = [x for x in sc if not x[1] <= x[2]]
+    print("# scale per gradient, |<out,ref>/<ref,ref> - 1| <= %g x PyTorch's + %g x PyTorch's relative L2 error: "
+          "%s; worst %.4f against %.4f (%s)" % (SCALE_K, SCALE_Q, "ok" if not sbad else "FAIL in %d" % len(sbad),
+                                                sworst[1], sworst[2], sworst[0]))
+    for n, e, b in sbad[:12]:
+        print("  FAIL scale %s: %.4f > %.4f (the gradient is scaled, not just rounded)" % (n, e, b))
     worst = max(rows, key=lambda r: r.over_bound)
     summary = ("amp rule: worst err/bound %.3g (%s), median err/floor over gradients %.3g; %.0f s"
                % (worst.over_bound, worst.name, med, time.time() - t0))
-    return Verdict(ok, summary, base, rows, lambda d: judge(d)[:2], True)
+    return Verdict(ok, summary, base, rows, lambda d: judge(d)[:2], True, amp_plants(base, rows))

@@ -398,12 +398,19 @@ def verdict_extras(case, out, attrs, v, a):
         print("  FAIL trainbench skipped the update (its scaled gradients overflowed at loss scale %s)"
               % attrs.get("loss_scale"))
         ok = False
+    if a.loss_scale > 0 and attrs.get("loss_scale") != a.loss_scale:
+        print("  FAIL trainbench ran at loss scale %s, not the --loss-scale %g asked" % (attrs.get("loss_scale"),
+                                                                                       a.loss_scale))
+        ok = False
+    elif a.loss_scale <= 0 and "loss_scale" in attrs:
+        print("  FAIL trainbench scaled the loss (%s) where no --loss-scale was asked" % attrs["loss_scale"])
+        ok = False
     p0, m0 = case.state_arrays()
     upd_ok, lines = golden_rules.update_check(out, p0, m0, a)
     for line in lines:
         print(line)
     if not a.no_plant and v.rows:
-        caught, lines = golden_rules.plants(out, p0, m0, a, v.judge, v.rows, v.relative)
+        caught, lines = golden_rules.plants(out, p0, m0, a, v.judge, v.rows, v.relative, v.extra_plants)
         for line in lines:
             print(line)
         ok = ok and caught
