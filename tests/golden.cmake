@@ -194,8 +194,13 @@ tb_python_test(convert_roundtrip_torchvision 600
 # trainbench's own gradients), so a wrong momentum, decay or loss scale
 # fails whatever the gradients' 16-bit noise. Without a device (or without
 # torch) each exits 77.
+# The same 16-bit steps with --fuse graph (issue 30: the fused conv +
+# BatchNorm-statistics graphs on cuDNN's graph API), ResNet-50:
+# golden_cuda_{bf16,fp16}_resnet50_fuse_graph, in the GPU suite's fused
+# stage (label fused: planning the fused engines takes minutes).
 set(TB_GOLDEN_GPU_TESTS golden_cuda_fp32_resnet18 golden_cuda_fp32_resnet50 golden_cuda_tf32_resnet18
-    golden_cuda_bf16_resnet18 golden_cuda_bf16_resnet50 golden_cuda_fp16_resnet18 golden_cuda_fp16_resnet50)
+    golden_cuda_bf16_resnet18 golden_cuda_bf16_resnet50 golden_cuda_fp16_resnet18 golden_cuda_fp16_resnet50
+    golden_cuda_bf16_resnet50_fuse_graph golden_cuda_fp16_resnet50_fuse_graph)
 set(_tb_r18_16 --model resnet18 --classes 10 --batch 16 --height 64 --width 64 --steps 3
   --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --seed 72 --residual-gamma 0.1)
 set(_tb_r50_16 --model resnet50 --classes 7 --batch 8 --height 96 --width 96 --steps 3
@@ -227,6 +232,9 @@ if(TARGET tb_gpu_check AND TB_PYTHON)
     add_test(NAME golden_cuda_${p}_resnet50 COMMAND ${TB_GPU_RUN} ${TB_PYTHON}
       ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50_16} ${_tb_${p}}
       --workdir ${_tb_golden_work}/cuda_${p}_resnet50)
+    add_test(NAME golden_cuda_${p}_resnet50_fuse_graph COMMAND ${TB_GPU_RUN} ${TB_PYTHON}
+      ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50_16} ${_tb_${p}}
+      --step-arg=--fuse --step-arg=graph --workdir ${_tb_golden_work}/cuda_${p}_resnet50_fuse_graph)
   endforeach()
 else()
   foreach(t ${TB_GOLDEN_GPU_TESTS})
@@ -236,3 +244,5 @@ else()
 endif()
 set_tests_properties(${TB_GOLDEN_GPU_TESTS} PROPERTIES LABELS "gpu;golden;python" SKIP_RETURN_CODE 77
                      TIMEOUT 900 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
+set_tests_properties(golden_cuda_bf16_resnet50_fuse_graph golden_cuda_fp16_resnet50_fuse_graph
+                     PROPERTIES LABELS "gpu;golden;python;fused")
