@@ -23,12 +23,6 @@ void tb_trainer_graph_blocker(const tb_trainer *t, char *why, size_t len) {
     else if (getenv("TB_TEST_FAULT")) snprintf(why, len, "TB_TEST_FAULT is set (faults are injected eagerly)");
 }
 
-static int seen_batch(const tb_trainer *t, int n) {
-    for (int i = 0; i < t->nseen; i++)
-        if (t->seen[i] == n) return 1;
-    return 0;
-}
-
 /* The step body queued eagerly (or recorded into a capture) in slot s. */
 static void body(tb_trainer *t, const tb_source_batch *b, int64_t step, double lr, int s, int capturing) {
     tb_step_mode md = {.sync = 0, .slot = s, .capturing = capturing, .rec = &t->slot[s].rec};
@@ -109,6 +103,10 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     t->graph_n = b->n;
     t->graph_slot = s;
     t->recapture = 0;
+    /* the host captured while the device sat idle: that time is the
+     * step's, in its h2d phase, not in the BatchNorm broadcast's (comm)
+     * interval that starts at E_H2D */
+    tb_trainer_rec_ev(t, t->slot[s].ev[E_H2D]);
     tb_gpu_graph_launch(g, t->stream, t->gev);
     if (first)
         tb_info("# cuda graph: the step (BatchNorm broadcast to optimizer) captured at batch %d after %d eager "
@@ -162,13 +160,11 @@ int tb_trainer_step_async(tb_trainer *t, const tb_source_batch *b, int64_t step,
         m->preset = 0;                /* the replay read the preset scalars */
         p->rec.graph = 1;
         t->replays++;
-    } else if (t->graph_on && !t->force_eager && full && seen_batch(t, b->n) &&
-               (t->recapture || t->eager_full >= t->hp.graph_warmup)) {
+    } else if (t->graph_on && !t->force_eager && full && t->eager_full >= 1 &&
+               (t->recapture || t->eager_full >= t->hp.graph_warmup)) { /* a full step ran eagerly: its plans exist */
         if (capture_and_launch(t, b, step, lr, s)) p->rec.graph = 1;
         else body(t, b, step, lr, s, 0);
     } else {
-        if (b->n > 0 && !seen_batch(t, b->n) && t->nseen < (int)(sizeof t->seen / sizeof t->seen[0]))
-            t->seen[t->nseen++] = b->n; /* its conv plans are made in this step */
         if (!full && t->graph) t->recapture = 1;
         body(t, b, step, lr, s, 0);
         if (full) t->eager_full++;

@@ -56,7 +56,6 @@ struct tb_trainer {
     int graph_slot;              /* the ring slot the graph was captured in */
     int eager_full;              /* eager full-batch steps since the last (re)start */
     int recapture;
-    int seen[16], nseen;         /* batch sizes run eagerly (their conv plans exist) */
     int replays;
     int pending_steps;           /* steps queued while a capture was due (tb_trainer_graph_pending) */
     int force_eager;             /* tb_trainer_force_eager: no replay, no capture */
