@@ -21,10 +21,10 @@ tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, cha
         snprintf(err, errlen, "unknown backend '%s': use cpu, cuda or auto", name);
         return NULL;
     }
-    char why[224] = "";
+    char why[400] = "";
 #ifdef TB_HAVE_CUDA
     if (strcmp(name, "cuda") == 0 || is_auto) {
-        char reason[160] = "";
+        char reason[256] = "";
         int n = is_auto ? tb_cuda_device_count(reason, sizeof reason) : 1;
         if (n > 0) {
             tb_backend *be = tb_cuda_backend_create(opts, err, errlen);
@@ -39,7 +39,7 @@ tb_backend *tb_backend_create(const char *name, const tb_backend_opts *opts, cha
             return be;
         }
         snprintf(why, sizeof why,
-                 "--backend auto: cpu (%.130s; the CUDA backend is built and runs where a GPU is)",
+                 "--backend auto: cpu (%.250s; the CUDA backend is built and runs where a GPU is)",
                  reason);
     }
 #else

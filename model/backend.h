@@ -285,7 +285,7 @@ struct tb_backend {
     char device_key[64];       /* what no other rank on this host may share: the GPU's
                                   PCI bus id, or the CPU set this rank is bound to
                                   ("" when not bound to a part of the machine) */
-    char choice[256];          /* why this backend: "--backend auto: cuda (1 device visible)" */
+    char choice[400];          /* why this backend: "--backend auto: cuda (1 device visible)" */
     void *priv;                /* backend state: handles, streams, workspace */
     void *compute_stream;      /* cudaStream_t for CUDA, NULL for CPU */
 

@@ -290,7 +290,7 @@ static void version_str(char *buf, size_t len) {
 }
 
 tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_t errlen) {
-    char why[160];
+    char why[256];
     int count = tb_cuda_device_count(why, sizeof why);
     if (count <= 0) {
         snprintf(err, errlen, "--backend cuda: no usable CUDA device: %s", why);

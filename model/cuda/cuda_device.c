@@ -11,9 +11,11 @@
 
 /* The kernel module's version line, "NVRM version: NVIDIA UNIX x86_64 Kernel
  * Module  580.65.06  Sun Jul 27 ..." -> "580.65.06"; 0 when no NVIDIA driver
- * is loaded (no /proc/driver/nvidia/version). */
+ * is loaded (no /proc/driver/nvidia/version; TB_TEST_NVIDIA_VERSION_FILE
+ * stands in for it in tests). */
 static int driver_version(char *out, size_t len) {
-    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    const char *path = getenv("TB_TEST_NVIDIA_VERSION_FILE");
+    FILE *f = fopen(path && path[0] ? path : "/proc/driver/nvidia/version", "r");
     if (!f) return 0;
     char line[256] = "";
     int ok = fgets(line, sizeof line, f) != NULL;
@@ -45,8 +47,13 @@ int tb_cuda_device_count(char *why, size_t len) {
     int rt = 0;
     (void)cudaRuntimeGetVersion(&rt);
     char drv[32] = "";
+    int need = rt / 1000 >= 13 ? 580 : rt / 1000 == 12 ? 525 : 0; /* the driver branch a CUDA major needs */
     if (e == cudaErrorInsufficientDriver && !driver_version(drv, sizeof drv))
         snprintf(why, len, "no GPU found: no NVIDIA driver is loaded on this machine");
+    else if (e == cudaErrorInsufficientDriver && need && atoi(drv) >= need) /* new enough: libcuda is missing */
+        snprintf(why, len, "no usable GPU: NVIDIA driver %s is loaded but libcuda.so.1 cannot be (a container "
+                 "needs the NVIDIA runtime: docker --gpus all, apptainer --nv; else put it on the library path)",
+                 drv);
     else if (e == cudaErrorInsufficientDriver)
         snprintf(why, len, "no usable GPU: NVIDIA driver %s is older than this build's CUDA %d.%d needs%s",
                  drv[0] ? drv : "(version unknown)", rt / 1000, rt % 1000 / 10,

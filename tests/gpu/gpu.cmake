@@ -22,6 +22,11 @@ if(TARGET tb_cuda)
   target_link_libraries(tb_gpu_check PRIVATE tb_model tb_comm)
   # sh gpu_run.sh CHECKER CMD...: CMD only when a device is visible, else exit 77
   set(TB_GPU_RUN sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/gpu_run.sh $<TARGET_FILE:tb_gpu_check>)
+  # the CUDA build's line on a machine without a usable GPU, per driver state
+  add_test(NAME no_gpu_driver_lines
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/no_gpu_run.sh $<TARGET_FILE:tb_gpu_check>
+                   sh ${CMAKE_CURRENT_SOURCE_DIR}/no_gpu_driver_lines.sh $<TARGET_FILE:tb_gpu_check>)
+  set_tests_properties(no_gpu_driver_lines PROPERTIES TIMEOUT 60 SKIP_RETURN_CODE 77)
 
   add_executable(test_cuda_ops test_cuda_ops.c test_cuda_ops_layers.c)  # convs and BN; the other ops
   target_link_libraries(test_cuda_ops PRIVATE tb_model)

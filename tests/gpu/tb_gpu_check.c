@@ -11,7 +11,7 @@
 #include "model/cuda/cuda_backend.h"
 
 int main(int argc, char **argv) {
-    char why[200];
+    char why[320];
     int n = tb_cuda_device_count(why, sizeof why);
     if (n <= 0) {
         printf("SKIP: no CUDA device: %s\n", why);
