@@ -29,7 +29,7 @@ struct tb_plan_cache {
     char *key;
     char session[80]; /* the planning session's name while one is open */
     int session_fd; /* the planning session's lock while held, else -1 */
-    int no_write;   /* the lock was given up on: plan alone, write nothing */
+    int no_write;   /* the lock was given up on, or the directory is read-only: write nothing */
     int no_lock;    /* the file system has no flock: atomic renames only */
     int dirty, refs, hits, misses, puts;
     pc_entry *e;
@@ -391,17 +391,23 @@ tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t le
     c->session_fd = -1;
     c->refs = 1;
     int fd = open(c->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644); /* writable here: checked now */
-    if (fd < 0) {
-        snprintf(msg, len, "plan cache: cannot write %s (%s); planning without a cache", c->lock_path, strerror(errno));
+    int err = errno;
+    if (fd < 0 && !((err == EROFS || err == EACCES || err == EPERM) && access(c->path, R_OK) == 0)) {
+        snprintf(msg, len, "plan cache: cannot write %s (%s); planning without a cache", c->lock_path, strerror(err));
         free(c->key);
         free(c);
         return NULL;
     }
-    close(fd);
+    if (fd >= 0) close(fd);
+    c->no_write = fd < 0; /* a read-only cache a site provides: used as it is, nothing written */
     char why[160]; /* the file is replaced by rename only: read whole without the lock */
     if (read_file(c, 0, why, sizeof why) < 0) {
-        snprintf(msg, len, "plan cache: %s is corrupt (%s): rebuilding it", c->path, why);
+        snprintf(msg, len, "plan cache: %s is corrupt (%s): %s", c->path, why,
+                 c->no_write ? "not used (it is read-only)" : "rebuilding it");
         c->dirty = 1;
+    } else if (c->no_write) {
+        snprintf(msg, len, "plan cache: %s is read-only (%s): its %d entries are used, new choices are not kept",
+                 c->dir, strerror(err), c->n);
     }
     pthread_mutex_lock(&g_lock);
     c->next = g_open;

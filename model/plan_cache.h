@@ -65,7 +65,9 @@ const char *tb_pc_dir(const char *flag, char *out, size_t len);
 
 /* Opens dir's file for key (creating dir) and reads it; NULL (with one
  * line in msg, which is also set on success when something was said: a
- * corrupt file) when the directory cannot be made or written. */
+ * corrupt file) when the directory cannot be made or written. A read-only
+ * directory holding the file (a cache a site ships in a container image)
+ * is used as it is: one line, no locks, nothing written. */
 tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t len);
 /* A planning session begins: takes the lock of session (a short name for
  * what is planned: a model's graph; waiting, with a line on stdout from

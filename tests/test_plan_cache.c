@@ -5,8 +5,8 @@
  * a file that is not a cache), dropped entries staying dropped through a
  * merge, a second process's entries merged, an entry another process
  * re-planned not overwritten by a stale copy, the lock wait giving up after
- * TB_PLAN_CACHE_WAIT_S, a file system without flock, and hex for
- * serialized plans.
+ * TB_PLAN_CACHE_WAIT_S, a file system without flock, a read-only cache
+ * used as it is, and hex for serialized plans.
  *
  *   test_plan_cache                  the host checks above
  *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: opens, takes
@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,26 @@ int flock(int fd, int op) {
     }
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "flock");
     return real(fd, op);
+}
+
+/* open as a read-only file system answers for the cache's lock files
+ * (a site's cache in a container image), while g_read_only is set */
+static int g_read_only;
+int open(const char *path, int flags, ...) {
+    static int (*real)(const char *, int, ...);
+    mode_t mode = 0;
+    if (flags & O_CREAT) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = (mode_t)va_arg(ap, int);
+        va_end(ap);
+    }
+    if (g_read_only && strstr(path, ".lock")) {
+        errno = EROFS;
+        return -1;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "open");
+    return real(path, flags, mode);
 }
 
 static const char *k_key = "gpu NVIDIA H200; sm 132; cc 9.0; driver 13000/580.95.05; cudnn 91900; opts tf32 0 det 0";
@@ -347,6 +369,32 @@ static void test_no_flock(void) {
     rm_dir(dir);
 }
 
+/* A read-only cache directory: its entries used, one line, nothing written. */
+static void test_read_only(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "ro");
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    fill(c, 4, "v");
+    tb_pc_close(c);
+    g_read_only = 1;
+    c = tb_pc_open(dir, k_key, msg, sizeof msg);
+    TB_CHECK(c && strstr(msg, "read-only") && strstr(msg, "4 entries are used"), "one line says so (%s)", msg);
+    if (c) {
+        TB_CHECK(count_ok(c, 4, "v") == 4 && !tb_pc_writes(c), "its entries are found; nothing will be written");
+        tb_pc_lock(c, "graph-a", msg, sizeof msg);
+        TB_CHECK(msg[0] == '\0' && !tb_pc_session_locked(c), "no lock is taken (%s)", msg);
+        tb_pc_put(c, "new", "choice");
+        TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "commit writes nothing and says nothing (%s)", msg);
+        tb_pc_close(c);
+    }
+    g_read_only = 0;
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && tb_pc_count(c) == 4 && !tb_pc_get(c, "new"), "the file is as it was (%d entries)",
+             c ? tb_pc_count(c) : -1);
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
 static int env_rank(void) {
     const char *v[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"};
     for (int i = 0; i < 4; i++)
@@ -429,5 +477,6 @@ int main(int argc, char **argv) {
     test_lock_timeout();
     test_merge_stale();
     test_no_flock();
+    test_read_only();
     return tb_test_exit("plan_cache");
 }
