@@ -135,13 +135,13 @@ int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events)
     return tl->max;
 }
 
-/* The buckets of slot's step: the host path's kept by host_buckets (kept
- * stays 0), the device path's read from the transport's events into a new
- * list (*kept 1: the caller frees it). *n -1: CUDA could not time them. */
+/* The buckets of slot's step: the host path's kept by host_buckets (*own
+ * 0), the device path's read from the transport's events into a new list
+ * (*own 1: the caller frees it). *n -1: CUDA could not time them. */
 static tb_bucket_time *slot_buckets(tb_step_timeline *tl, int slot, tb_event *bwd0, tb_transport *tr, int *n,
-                                    int *kept) {
+                                    int *own) {
     slot_tl *p = &tl->s[slot];
-    *kept = 0;
+    *own = 0;
     if (!tl->native) {
         *n = p->nb;
         return p->bk;
@@ -150,7 +150,7 @@ static tb_bucket_time *slot_buckets(tb_step_timeline *tl, int slot, tb_event *bw
     *n = tr ? tr->row->bucket_times(tr, slot, 0, ref, NULL) : 0;
     if (*n <= 0) return NULL;
     tb_bucket_time *bk = xcalloc((size_t)*n, sizeof *bk);
-    *kept = 1;
+    *own = 1;
     if (tr->row->bucket_times(tr, slot, 0, ref, bk) != *n) *n = -1;
     return bk;
 }
