@@ -180,8 +180,10 @@ def main():
     w("")
     w("What the model leaves out on every row (so a projection is a ceiling set by the fabric, not a forecast): "
       "the input pipeline and the host, NCCL's kernels taking SMs from the compute kernels while buckets "
-      "overlap backward, compute that does not shrink linearly with the per-GPU batch, evaluation, and link "
-      "rates below the datasheet's (NCCL reaches 80-95 % of them). This run's classes and data are those of "
+      "overlap backward, compute that does not shrink linearly with the per-GPU batch, evaluation, link "
+      "rates below the datasheet's (NCCL reaches 80-95 % of them), and NVLink SHARP (NVLS, NCCL's default "
+      "all-reduce in an H100/H200 node: ~480 GB/s bus bandwidth on 8 GPUs where its ring reaches ~370 of the "
+      "450 GB/s line rate, NVIDIA/nccl-tests#212; the presets' line rate lies between). This run's classes and data are those of "
       "its command line, not ImageNet's 1,000 classes (a smaller fc layer: fewer gradient bytes).")
     print("\n".join(out))
     sys.exit(1 if missing else 0)

@@ -82,6 +82,21 @@ static void test_costs(void) {
                  strstr(err, "nvlink-only"),
              "16 ranks on a one-node fabric: '%s'", err);
     TB_CHECK(tb_allreduce_cost(&f4, 8, 1e6, &c, err, sizeof err) == 0, "8 ranks fit one node");
+    /* a network and no node links: 8 ranks a node would cross links it does not describe */
+    tb_fabric f5 = fab(8, 0, 0, 400, 14);
+    snprintf(f5.name, sizeof f5.name, "net-only");
+    TB_CHECK(tb_allreduce_cost(&f5, 16, 1e6, &c, err, sizeof err) == -1 && strstr(err, "no intra-node link"),
+             "16 ranks, 8 a node, on a network-only fabric: '%s'", err);
+    /* the tree's network depth is NCCL's log2i (rounded down): 3 nodes, 1 hop */
+    tb_fabric f6 = fab(8, 400, 2, 100, 10);
+    TB_CHECK(tb_allreduce_cost(&f6, 24, 8192, &c, err, sizeof err) == 0, "3 nodes: %s", err);
+    TB_CHECK_CLOSE(c.tree_s, 2 * 8192 / 1e11 + 2 * (7 * 2e-6 + 1 * 10e-6), 0, 1e-12, "tree on 3 nodes: 1 hop");
+    /* NCCL's base latency: once per collective, in every algorithm */
+    f6.base_us = 8.4;
+    tb_ar_cost c2;
+    TB_CHECK(tb_allreduce_cost(&f6, 24, 8192, &c2, err, sizeof err) == 0, "with a base latency: %s", err);
+    TB_CHECK_CLOSE(c2.tree_s - c.tree_s, 8.4e-6, 0, 1e-12, "base latency on the tree");
+    TB_CHECK_CLOSE(c2.ring_s - c.ring_s, 8.4e-6, 0, 1e-12, "base latency on the ring");
 }
 
 /* ---- buckets and overlap ------------------------------------------------------------------------ */
@@ -187,14 +202,17 @@ static void test_buckets(void) {
     TB_CHECK(n == 2 && b[0].offset == 200 && b[1].offset == 0, "first bucket = cap: the plain cut");
     free(b);
     k.first_bucket_bytes = 0;
-    /* half the bytes: all four ranges in one 200-byte bucket; twice the batch doubles ready times */
+    /* bf16 on the wire: the buffer is cut as in fp32 (the caps hold the
+     * gradients' bytes, as comm/grad_sync_dev.c cuts), half of each bucket
+     * moves; twice the batch doubles ready times */
     k.bucket_bytes = 200;
     k.byte_scale = 0.5;
     k.batch_scale = 2;
     n = tb_proj_buckets(&p, &k, &b);
-    TB_CHECK(n == 1 && b[0].bytes == 200 && fabs(b[0].ready_s - 0.080) < 1e-15,
-             "bf16 + batch x2: one bucket of 200 ready at 80 ms (got %d, %g, %g)", n, n ? b[0].bytes : -1,
-             n ? b[0].ready_s : -1);
+    TB_CHECK(n == 2 && b[0].bytes == 100 && b[1].bytes == 100 && fabs(b[0].ready_s - 0.040) < 1e-15 &&
+                 fabs(b[1].ready_s - 0.080) < 1e-15,
+             "bf16 + batch x2: the fp32 cut, 100 bytes each on the wire, ready at 40 and 80 ms (got %d, %g, %g)",
+             n, n ? b[0].bytes : -1, n ? b[0].ready_s : -1);
     free(b);
 }
 
@@ -373,7 +391,8 @@ static void test_fabric_files(void) {
                  f.ranks_per_node == 8 && strstr(f.source, "900 GB/s"),
              "preset nvlink4-h100 (%s)", err);
     TB_CHECK(tb_fabric_resolve("nvlink4-h100+ndr400x8", &f, err, sizeof err) == 0 && f.intra_bw_GBps == 450 &&
-                 f.inter_bw_GBps == 400 && f.alpha_inter_us == 9.6 && strstr(f.source, "ConnectX-7"),
+                 f.inter_bw_GBps == 400 && f.alpha_inter_us == 14.0 && f.base_us == 8.4 &&
+                 strstr(f.source, "ConnectX-7"),
              "node + network (%s)", err);
     TB_CHECK(tb_fabric_resolve("ndr400x8+nvlink4-h100", &f, err, sizeof err) == -1 && strstr(err, "node first"),
              "network first: '%s'", err);
@@ -460,11 +479,29 @@ static void test_profile_file(void) {
              "bad measured line: '%s'", err);
 }
 
+/* Buckets of no bytes (tensors of size 0): NCCL returns at once, so they cost nothing. */
+static void test_empty_buckets(void) {
+    tb_grad_range r[4];
+    tb_proj_profile p = hand_profile(r);
+    for (int i = 0; i < 4; i++) r[i].bytes = 0;
+    p.grad_bytes = 0;
+    tb_fabric f = fab(8, 450, 3.4, 0, 0);
+    f.base_us = 8.4;
+    tb_proj_knobs k = tb_proj_knobs_of(&p);
+    tb_proj_result res;
+    char err[512];
+    TB_CHECK(tb_project(&p, &f, 8, &k, &res, NULL, err, sizeof err) == 0, "project: %s", err);
+    TB_CHECK(res.comm_s == 0 && res.exposed_s == 0 && isnan(res.busbw_GBps),
+             "empty buckets: no all-reduce time, no bus bandwidth (comm %g s, exposed %g s, busbw %g)", res.comm_s,
+             res.exposed_s, res.busbw_GBps);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_tmp = argv[1];
     test_costs();
     test_buckets();
     test_step();
+    test_empty_buckets();
     test_fit();
     test_bench_text();
     test_fabric_files();

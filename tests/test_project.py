@@ -154,11 +154,12 @@ def ring_tree(n, nbytes, bw, alpha):
     return min(ring, tree), ("ring" if ring <= tree else "tree")
 
 
-def cut_buckets(ranges, cap, first):
+def cut_buckets(ranges, cap, first, wire=1.0):
     """The buckets as comm/grad_sync.c cuts them: whole ranges from the end of
     the buffer until the cap, the first one (launched first) at its own cap
     (0: the cap), as PyTorch DDP's 1 MiB first bucket. (ready, offset, bytes)
-    in launch order."""
+    in launch order; wire: bytes moved per gradient byte (bf16: 0.5), which
+    does not change the cut (comm/grad_sync_dev.c cuts the float32 buffer)."""
     first = first if 0 < first < cap else cap
     rs = sorted(ranges, key=lambda r: -r[0])
     buckets, acc, ready = [], 0.0, 0.0
@@ -166,19 +167,19 @@ def cut_buckets(ranges, cap, first):
         acc += nb
         ready = max(ready, rd)
         if acc >= (first if not buckets else cap) or i == len(rs) - 1:
-            buckets.append((ready, off, acc))
+            buckets.append((ready, off * wire, acc * wire))
             acc, ready = 0.0, 0.0
     buckets.sort(key=lambda b: -b[1])  # one fixed order: last layers first
     return buckets
 
 
-def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes, first=0.0):
+def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes, first=0.0, wire=1.0):
     """The projection of n ranks, computed here: ranges (offset, bytes, ready_s)."""
     compute = step_ms / 1e3
     bwd = phases["backward"] / 1e3
     if n == 1:
         return {"step": compute, "eff": 1.0, "exposed": 0.0, "comm": 0.0}
-    buckets = cut_buckets(ranges, cap, first)
+    buckets = cut_buckets(ranges, cap, first, wire)
     free, comm = 0.0, 0.0
     for rd, _, nb in buckets:
         c, _ = ring_tree(n, nb, bw, alpha)
@@ -399,9 +400,8 @@ def mode_run(a):
                     "if_batch_x2_efficiency"):
             if key not in pr:
                 fail(f"/projection lacks {key}")
-        half = [(o / 2, b / 2, r) for o, b, r in ranges]
         close(pr["if_bf16_efficiency"][1],
-              project_here(half, one, step1, batch, 2, bw, alpha, cap, state_bytes, first)["eff"],
+              project_here(ranges, one, step1, batch, 2, bw, alpha, cap, state_bytes, first, wire=0.5)["eff"],
               1e-9, "2 ranks: bf16 what-if vs the model here")
         close(pr["if_bucket_5M_efficiency"][1],
               project_here(ranges, one, step1, batch, 2, bw, alpha, 5 * 1048576, state_bytes, first)["eff"], 1e-9,

@@ -19,8 +19,13 @@
  * preset is what the wires allow, not what a library reaches on them (NCCL
  * typically reports 80-95 % of these as busbw; measure and use fit: for the
  * real figure). Latencies per ring step are NCCL's own tuning constants for
- * the Simple protocol (NCCL src/graph/tuning.cc, hwLat: NVLink ring 3.4 us,
- * PCI ring 5.7 us, network ring 9.6 us). The emulated hosts are the
+ * the Simple protocol (NCCL src/graph/tuning.cc, hwLatencies, the same from
+ * 2.18 to 2.30: NVLink ring 3.4 us, PCI ring 5.7 us, network ring 14.0 us),
+ * and every NCCL collective pays its base latency once (baseLatencies, ring
+ * and tree Simple: 8.4 us). Not modelled: NVLink SHARP (NVLS), NCCL's
+ * default all-reduce on H100/H200 nodes (~480 GB/s busbw on 8 GPUs, where
+ * its ring reaches ~370 of the 450 GB/s line rate: NVIDIA/nccl-tests#212):
+ * these presets give the line rate, between the two. The emulated hosts are the
  * network-namespace hosts of tests/multihost/ (one rank each), with the
  * rates and round trips measured in results/multihost_scaling.md. */
 const tb_fabric_preset tb_fabric_presets[] = {
@@ -31,69 +36,69 @@ const tb_fabric_preset tb_fabric_presets[] = {
      * the ring; the host memory copy itself is not modelled. */
     {"pcie4", "PCIe Gen4 x16 per GPU, host-staged, 8 GPUs per node",
      {"pcie4", "PCI-SIG PCIe Base Spec 4.0: 16 GT/s x16, 128b/130b = 31.5 GB/s per direction; "
-               "latency: NCCL tuning.cc PCI ring 5.7 us",
-      8, 31.5, 5.7, 0, 0}},
+               "latency: NCCL tuning.cc PCI ring 5.7 us, base 8.4 us",
+      8, 31.5, 5.7, 0, 0, 8.4}},
     /* PCI Express Base Specification 5.0 (PCI-SIG, 2019): 32 GT/s per lane. */
     {"pcie5", "PCIe Gen5 x16 per GPU, host-staged, 8 GPUs per node",
      {"pcie5", "PCI-SIG PCIe Base Spec 5.0: 32 GT/s x16, 128b/130b = 63.0 GB/s per direction; "
-               "latency: NCCL tuning.cc PCI ring 5.7 us",
-      8, 63.0, 5.7, 0, 0}},
+               "latency: NCCL tuning.cc PCI ring 5.7 us, base 8.4 us",
+      8, 63.0, 5.7, 0, 0, 8.4}},
     /* NVIDIA H100 Tensor Core GPU datasheet: SXM5 NVLink 900 GB/s (18 NVLink 4
      * links, total of both directions) -> 450 GB/s per direction. */
     {"nvlink4-h100", "NVLink 4, H100 SXM5, 8 GPUs per node (NVSwitch)",
      {"nvlink4-h100", "NVIDIA H100 datasheet: NVLink 900 GB/s total = 450 GB/s per direction; "
-                      "latency: NCCL tuning.cc NVLink ring 3.4 us",
-      8, 450.0, 3.4, 0, 0}},
+                      "latency: NCCL tuning.cc NVLink ring 3.4 us, base 8.4 us",
+      8, 450.0, 3.4, 0, 0, 8.4}},
     /* NVIDIA H800 SXM5 (the export variant of the H100): NVLink 400 GB/s
      * total -> 200 GB/s per direction. */
     {"nvlink4-h800", "NVLink 4 at the H800's reduced rate, 8 GPUs per node",
      {"nvlink4-h800", "NVIDIA H800 SXM5 specification: NVLink 400 GB/s total = 200 GB/s per "
-                      "direction; latency: NCCL tuning.cc NVLink ring 3.4 us",
-      8, 200.0, 3.4, 0, 0}},
+                      "direction; latency: NCCL tuning.cc NVLink ring 3.4 us, base 8.4 us",
+      8, 200.0, 3.4, 0, 0, 8.4}},
     /* NVIDIA A100 Tensor Core GPU datasheet: SXM4 NVLink 600 GB/s total. */
     {"nvlink3-a100", "NVLink 3, A100 SXM4, 8 GPUs per node (NVSwitch)",
      {"nvlink3-a100", "NVIDIA A100 datasheet: NVLink 600 GB/s total = 300 GB/s per direction; "
-                      "latency: NCCL tuning.cc NVLink ring 3.4 us",
-      8, 300.0, 3.4, 0, 0}},
+                      "latency: NCCL tuning.cc NVLink ring 3.4 us, base 8.4 us",
+      8, 300.0, 3.4, 0, 0, 8.4}},
     /* InfiniBand NDR: 400 Gb/s per port (IBTA); DGX H100 user guide: eight
      * single-port ConnectX-7 NDR adapters for the compute fabric, one per
      * GPU -> 8 x 50 GB/s = 400 GB/s per node and direction. */
     {"ndr400x8", "InfiniBand NDR 400 Gb/s x 8 NICs per node (DGX H100 compute fabric)",
      {"ndr400x8", "IBTA NDR 400 Gb/s per port; NVIDIA DGX H100 User Guide: 8 x ConnectX-7 NDR = "
-                  "400 GB/s per node and direction; latency: NCCL tuning.cc network ring 9.6 us",
-      8, 0, 0, 400.0, 9.6}},
+                  "400 GB/s per node and direction; latency: NCCL 2.18-2.30 tuning.cc network ring 14.0 us",
+      8, 0, 0, 400.0, 14.0, 8.4}},
     /* InfiniBand HDR: 200 Gb/s per port (IBTA); DGX A100 user guide: eight
      * single-port ConnectX-6 HDR adapters for the compute fabric. */
     {"hdr200x8", "InfiniBand HDR 200 Gb/s x 8 NICs per node (DGX A100 compute fabric)",
      {"hdr200x8", "IBTA HDR 200 Gb/s per port; NVIDIA DGX A100 User Guide: 8 x ConnectX-6 HDR = "
-                  "200 GB/s per node and direction; latency: NCCL tuning.cc network ring 9.6 us",
-      8, 0, 0, 200.0, 9.6}},
+                  "200 GB/s per node and direction; latency: NCCL 2.18-2.30 tuning.cc network ring 14.0 us",
+      8, 0, 0, 200.0, 14.0, 8.4}},
     /* RoCE v2 on two 200 Gb/s Ethernet ports (IEEE 802.3bs/cd 200GbE),
      * e.g. one dual-port ConnectX-6 Dx / ConnectX-7 per node. */
     {"roce200x2", "RoCE v2, 200 Gb/s Ethernet x 2 ports per node",
      {"roce200x2", "IEEE 802.3 200GbE x 2 ports = 50 GB/s per node and direction; latency: NCCL "
-                   "tuning.cc network ring 9.6 us",
-      8, 0, 0, 50.0, 9.6}},
+                   "2.18-2.30 tuning.cc network ring 14.0 us",
+      8, 0, 0, 50.0, 14.0, 8.4}},
     /* tests/multihost emulated hosts, one rank per host (results/multihost_scaling.md):
      * veth + bridge unshaped: 23,808 Mbit/s for one TCP stream, 69 us round trip. */
     {"emu-unshaped", "emulated hosts (netns, veth + bridge), unshaped, 1 rank per host",
      {"emu-unshaped", "results/multihost_scaling.md link probe: one TCP stream 23,808 Mbit/s "
                       "(2.976 GB/s), round trip 69 us (alpha = half)",
-      1, 2.976, 35.0, 2.976, 35.0}},
+      1, 2.976, 35.0, 2.976, 35.0, 0}},
     /* tc tbf at 1gbit on each host's uplink and downlink; probe 955 Mbit/s, 74 us. */
     {"emu-1gbit", "emulated hosts, tc tbf 1 Gbit/s per host and direction, 1 rank per host",
      {"emu-1gbit", "tests/multihost/hosts.sh --rate 1gbit (tc tbf, both directions); "
                    "results/multihost_scaling.md: probe 955 Mbit/s, round trip 74 us",
-      1, 0.125, 37.0, 0.125, 37.0}},
+      1, 0.125, 37.0, 0.125, 37.0, 0}},
     {"emu-100mbit", "emulated hosts, tc tbf 100 Mbit/s per host and direction, 1 rank per host",
      {"emu-100mbit", "tests/multihost/hosts.sh --rate 100mbit (tc tbf, both directions); "
                      "results/multihost_scaling.md: probe 97 Mbit/s, round trip 74 us",
-      1, 0.0125, 37.0, 0.0125, 37.0}},
+      1, 0.0125, 37.0, 0.0125, 37.0, 0}},
     /* hosts.sh --delay 2ms: netem on each host's uplink, +2 ms per one-way trip. */
     {"emu-delay2ms", "emulated hosts, unshaped rate, netem 2 ms on each uplink, 1 rank per host",
      {"emu-delay2ms", "tests/multihost/hosts.sh --delay 2ms (netem, +2 ms one way); rate as "
                       "emu-unshaped (2.976 GB/s)",
-      1, 2.976, 2035.0, 2.976, 2035.0}},
+      1, 2.976, 2035.0, 2.976, 2035.0, 0}},
 };
 const int tb_fabric_npresets = (int)(sizeof tb_fabric_presets / sizeof tb_fabric_presets[0]);
 
@@ -367,10 +372,11 @@ static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t er
         else if (strcmp(key, "alpha_intra_us") == 0) f->alpha_intra_us = v;
         else if (strcmp(key, "inter_bw_GBps") == 0) f->inter_bw_GBps = v, have_bw = 1;
         else if (strcmp(key, "alpha_inter_us") == 0) f->alpha_inter_us = v;
+        else if (strcmp(key, "base_us") == 0) f->base_us = v;
         else {
             snprintf(err, errlen,
                      "%s:%d: unknown key '%s' (known: name, source, ranks_per_node, intra_bw_GBps, "
-                     "alpha_intra_us, inter_bw_GBps, alpha_inter_us)",
+                     "alpha_intra_us, inter_bw_GBps, alpha_inter_us, base_us)",
                      path, lineno, key);
             fclose(in);
             return -1;
@@ -424,6 +430,7 @@ int tb_fabric_resolve(const char *spec, tb_fabric *f, char *err, size_t errlen) 
     *f = node;
     f->inter_bw_GBps = net.inter_bw_GBps;
     f->alpha_inter_us = net.alpha_inter_us;
+    f->base_us = fmax(node.base_us, net.base_us);
     if (f->ranks_per_node <= 0) f->ranks_per_node = net.ranks_per_node;
     snprintf(f->name, sizeof f->name, "%.90s", spec);
     snprintf(f->source, sizeof f->source, "node: %.240s; network: %.240s", node.source, net.source);
@@ -441,5 +448,7 @@ void tb_fabric_describe(const tb_fabric *f, char *buf, size_t len) {
     if (f->inter_bw_GBps > 0)
         snprintf(inter, sizeof inter, "network %.4g GB/s per node, %.3g us per step", f->inter_bw_GBps,
                  f->alpha_inter_us);
-    snprintf(buf, len, "%s: %s%s; %s", f->name, intra, inter, rpn);
+    char base[48] = "";
+    if (f->base_us > 0) snprintf(base, sizeof base, "; %.3g us per collective", f->base_us);
+    snprintf(buf, len, "%s: %s%s%s; %s", f->name, intra, inter, base, rpn);
 }

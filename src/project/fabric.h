@@ -30,6 +30,7 @@ typedef struct {
     int ranks_per_node;        /* 0: unknown (a single-node fabric: every rank in one node) */
     double intra_bw_GBps, alpha_intra_us;
     double inter_bw_GBps, alpha_inter_us;  /* 0: no network described */
+    double base_us;            /* once per collective (NCCL's base latency; 0 for MPI's hosts) */
 } tb_fabric;
 
 typedef struct {

@@ -49,12 +49,12 @@ static int layout(const tb_fabric *f, int n, int *m, int *p, char *err, size_t e
                  f->name, rpn, rpn == 1 ? "" : "s", n, f->name);
         return -1;
     }
-    if (*m == 1 && !(f->intra_bw_GBps > 0)) {
+    if (*p > 1 && !(f->intra_bw_GBps > 0)) { /* hops inside a node are not free */
         if (err)
             snprintf(err, errlen,
-                 "fabric '%s' describes no intra-node link, so it cannot carry %d ranks in one node; add "
+                 "fabric '%s' describes no intra-node link, so it cannot carry %d ranks in a node; add "
                  "one (--fabric nvlink4-h100+%s)",
-                 f->name, n, f->name);
+                 f->name, *p, f->name);
         return -1;
     }
     return 0;
@@ -63,13 +63,20 @@ static int layout(const tb_fabric *f, int n, int *m, int *p, char *err, size_t e
 /* The ring's bus bandwidth in bytes/s. */
 static double ring_bw(const tb_fabric *f, int m, int p) {
     if (m == 1) return 1e9 * f->intra_bw_GBps;
-    if (p == 1 || !(f->intra_bw_GBps > 0)) return 1e9 * f->inter_bw_GBps;
+    if (p == 1) return 1e9 * f->inter_bw_GBps;
     return 1e9 * fmin(f->intra_bw_GBps, f->inter_bw_GBps);
 }
 
 static int ceil_log2(int m) {
     int k = 0;
     while ((1 << k) < m) k++;
+    return k;
+}
+
+/* NCCL's log2i (log2Down): the tree's network depth for m nodes */
+static int floor_log2(int m) {
+    int k = 0;
+    while ((2 << k) <= m) k++;
     return k;
 }
 
@@ -86,11 +93,12 @@ int tb_allreduce_cost(const tb_fabric *f, int n, double bytes, tb_ar_cost *c, ch
     c->nodes = m;
     c->per_node = p;
     double a_in = 1e-6 * f->alpha_intra_us, a_net = 1e-6 * f->alpha_inter_us, b = ring_bw(f, m, p);
+    double base = 1e-6 * f->base_us; /* once per collective (NCCL's base latency) */
     int steps = 2 * (n - 1), net_steps = 2 * (m - 1);
-    c->ring_s = 2.0 * (n - 1) / n * bytes / b + (steps - net_steps) * a_in + net_steps * a_net;
-    c->tree_s = 2.0 * bytes / b + 2.0 * ((p - 1) * a_in + ceil_log2(m) * a_net);
+    c->ring_s = base + 2.0 * (n - 1) / n * bytes / b + (steps - net_steps) * a_in + net_steps * a_net;
+    c->tree_s = base + 2.0 * bytes / b + 2.0 * ((p - 1) * a_in + floor_log2(m) * a_net);
     if (m > 1 && p > 1 && f->intra_bw_GBps > 0)
-        c->hier_s = 2.0 * (p - 1) / p * bytes / (1e9 * f->intra_bw_GBps) +
+        c->hier_s = base + 2.0 * (p - 1) / p * bytes / (1e9 * f->intra_bw_GBps) +
                     2.0 * (m - 1) / m * bytes / (1e9 * f->inter_bw_GBps) + 2.0 * (p - 1) * a_in +
                     2.0 * (m - 1) * a_net;
     c->best = TB_AR_RING;
@@ -137,7 +145,8 @@ double tb_busbw_GBps(int n, double bytes, double seconds) {
 /* ---- buckets and overlap ------------------------------------------------------------------------ */
 
 tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p) {
-    tb_proj_knobs k = {p->bucket_bytes, p->first_bucket_bytes, 1.0, 1.0, p->overlap, TB_AR_AUTO};
+    tb_proj_knobs k = {p->bucket_bytes, p->first_bucket_bytes, p->wire_scale > 0 ? p->wire_scale : 1.0, 1.0,
+                       p->overlap, TB_AR_AUTO};
     return k;
 }
 
@@ -159,18 +168,18 @@ int tb_proj_buckets(const tb_proj_profile *p, const tb_proj_knobs *k, tb_proj_bu
     /* the first bucket cut (launched first) closes at its own cap */
     double first = k->first_bucket_bytes > 0 && k->first_bucket_bytes < cap ? k->first_bucket_bytes : cap;
     int nb = 0;
-    double acc = 0, ready = 0, lo = 0;
+    double acc = 0, wire = 0, ready = 0, lo = 0;
     for (int i = 0; i < p->nranges; i++) { /* from the end of the buffer, as grad_sync cuts */
-        double bytes = r[i].bytes * k->byte_scale;
-        acc += bytes;
+        acc += r[i].bytes; /* the caps hold the gradients' own bytes: a bf16 wire halves what moves, */
+        wire += r[i].bytes * k->byte_scale; /* not how the buffer is cut (comm/grad_sync_dev.c) */
         lo = r[i].offset * k->byte_scale;
         ready = fmax(ready, r[i].ready_s * k->batch_scale);
         if (acc >= (nb == 0 ? first : cap) || i == p->nranges - 1) {
             b[nb].offset = lo;
-            b[nb].bytes = acc;
+            b[nb].bytes = wire;
             b[nb].ready_s = ready;
             nb++;
-            acc = 0;
+            acc = wire = 0;
             ready = 0;
         }
     }
@@ -210,6 +219,7 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
     r->buckets = nb;
     double largest = -1;
     for (int i = 0; i < nb && ranks > 1; i++) {
+        if (!(b[i].bytes > 0)) continue; /* nothing to sum: NCCL returns at once (cost 0) */
         if (tb_allreduce_cost(f, ranks, b[i].bytes, &b[i].cost, err, errlen) != 0) {
             free(b);
             return -1;

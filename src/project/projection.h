@@ -4,12 +4,13 @@
  * time, img/s and weak-scaling efficiency.
  *
  * All-reduce of S bytes on n ranks, m = ceil(n / ranks_per_node) nodes of
- * p ranks, B = bus bandwidth (per direction), alpha per step:
+ * p ranks, B = bus bandwidth (per direction), alpha per step, each plus the
+ * fabric's base latency once (NCCL's baseLatencies; 0 on MPI's hosts):
  *   ring  2(n-1)/n S / B_ring + (2(n-1) - 2(m-1)) alpha_intra + 2(m-1) alpha_inter
  *         B_ring = intra (one node) or min(intra, network per node): a flat
  *         ring crosses every node boundary once per channel, so each node's
  *         NICs carry 2(n-1)/n S in each direction
- *   tree  2 S / B_ring + 2 ((p-1) alpha_intra + ceil(log2 m) alpha_inter)
+ *   tree  2 S / B_ring + 2 ((p-1) alpha_intra + floor(log2 m) alpha_inter)
  *         (NCCL's double binary tree: algorithm bandwidth B/2, a chain
  *         inside the node, a tree across nodes)
  *   hier  2(p-1)/p S / B_intra + 2(m-1)/m S / B_net
@@ -21,10 +22,14 @@
  * network; tree 2((p-1) intra + log2(nNodes) inter)). busbw = algbw x
  * 2(n-1)/n as nccl-tests reports it, so a ring's busbw is B_ring.
  *
+ * A fabric with ranks in a node needs its intra-node link (hops inside a
+ * node are not free). Buckets of no bytes cost nothing.
+ *
  * Overlap: buckets are cut from the gradient ranges as comm/grad_sync.c
  * cuts them (whole ranges accumulated from the end of the flat buffer until
  * a bucket reaches the cap; the first bucket cut, DDP-style, at the first
- * bucket's cap) and become ready when backward has finished
+ * bucket's cap; bf16 on the wire halves each bucket's bytes, not the cut,
+ * as comm/grad_sync_dev.c does) and become ready when backward has finished
  * their last range. They are launched in one fixed order, last layers first
  * (every rank must issue the collectives in the same order), each when it
  * is ready and the one before it has been launched; one communication
@@ -59,6 +64,7 @@ typedef struct {
     double bucket_bytes;       /* the run's bucket cap */
     double first_bucket_bytes; /* the run's first bucket cap (0: bucket_bytes) */
     int overlap;               /* the run overlapped buckets with backward */
+    double wire_scale;         /* bytes on the wire per gradient byte (0.5: --allreduce-dtype bf16; 0: 1) */
     tb_grad_range *ranges;     /* in the order backward finished them */
     int nranges;
 } tb_proj_profile;

@@ -168,6 +168,11 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     int nmeas = 0;
     for (size_t i = 0; gr && i < gr->rows; i++) nmeas += tb_rtable_num(gr, "ranks", i) == 1;
     settings_from_command_line(tb_results_str(r, "command_line", NULL), &p->bucket_bytes, &p->overlap);
+    /* the run's own settings where it recorded them (its defaults are not the command line's) */
+    double bucket_mb = tb_results_num(r, "bucket_mb", NAN), first_mb = tb_results_num(r, "first_bucket_mb", NAN);
+    if (bucket_mb > 0) p->bucket_bytes = bucket_mb * 1048576.0;
+    if (first_mb >= 0) p->first_bucket_bytes = first_mb * 1048576.0;
+    p->wire_scale = strcmp(tb_results_str(r, "allreduce_dtype", "fp32"), "bf16") == 0 ? 0.5 : 1.0;
     if (nmeas > 0) {
         p->ranges = calloc((size_t)nmeas, sizeof *p->ranges);
         if (!p->ranges) TB_FATAL("out of host memory");
