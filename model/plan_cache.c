@@ -121,8 +121,8 @@ static char *dup_str(const char *s, size_t n) {
 static int set(tb_plan_cache *c, const char *k, const char *v, size_t vn, int mine) {
     pc_entry *e = find(c, k);
     if (e) {
+        if (strlen(e->v) == vn && memcmp(e->v, v, vn) == 0) return 0; /* the same: still the file's */
         e->mine |= mine;
-        if (strlen(e->v) == vn && memcmp(e->v, v, vn) == 0) return 0;
         free(e->v);
         e->v = dup_str(v, vn);
         return 1;
@@ -460,8 +460,9 @@ int tb_pc_session_locked(const tb_plan_cache *c) { return c->session_fd >= 0; }
 
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value) {
     if (strpbrk(entry, "\t\n") || strchr(value, '\n')) TB_FATAL("plan cache: entry '%s' holds a tab or newline", entry);
-    c->dirty |= set(c, entry, value, strlen(value), 1);
-    c->puts++;
+    int changed = set(c, entry, value, strlen(value), 1);
+    c->dirty |= changed;
+    c->puts += changed; /* a choice found and put back unchanged was not made here */
 }
 
 void tb_pc_drop(tb_plan_cache *c, const char *entry) {

@@ -83,7 +83,9 @@ int tb_pc_session_locked(const tb_plan_cache *c);
 /* The value of entry `entry`, or NULL. */
 const char *tb_pc_get(tb_plan_cache *c, const char *entry);
 /* Sets (or replaces) an entry; neither string may hold a newline or a tab
- * in entry. Written at the next commit. */
+ * in entry. Written at the next commit. Putting back the value an entry
+ * already holds changes nothing (not counted by tb_pc_puts, and the entry
+ * still follows the file in a merge). */
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value);
 /* Forgets an entry that did not rebuild (written at the next commit). */
 void tb_pc_drop(tb_plan_cache *c, const char *entry);

@@ -325,6 +325,8 @@ static void test_merge_stale(void) {
     tb_pc_close(c);
     tb_plan_cache *a = open_say(dir, msg, sizeof msg);
     TB_CHECK(a && tb_pc_get(a, "X") && strcmp(tb_pc_get(a, "X"), "old") == 0, "both processes read X=old");
+    tb_pc_put(a, "X", "old"); /* found and kept as it was (the legacy conv path puts back what it found) */
+    TB_CHECK(tb_pc_puts(a) == 0, "putting back an unchanged value makes nothing (%d made)", tb_pc_puts(a));
     pid_t pid = fork();
     if (pid == 0) {
         tb_plan_cache *b = tb_pc_open(dir, k_key, msg, sizeof msg);

@@ -185,11 +185,7 @@ static cudnnStatus_t query_ws(void *ctx, int algo, cudnnMathType_t math, size_t 
     }
 }
 
-/* The first acceptable row (rows come sorted best first) whose workspace,
- * asked of cuDNN for the math type it will run with, fits: cudnnGet*_v7's
- * memory column is the heuristics' estimate, and a Find row's was measured
- * under the search's math type, while the call checks the workspace it is
- * given against cudnnGet*WorkspaceSize's answer. */
+/* The plan cache's entry name of direction dir. */
 static void conv_key(const conv_plan *p, const conv_entry *e, int dir, char *key, size_t len) {
     cu_pc_conv_key(key, len, &p->g, p->dtype, p->layout, e->n, p->h, p->w, dir);
 }
@@ -214,6 +210,12 @@ static int cached_row(cu_state *st, const conv_plan *p, const conv_entry *e, int
     return 0;
 }
 
+/* The first acceptable row (rows come sorted best first) whose workspace,
+ * asked of cuDNN for the math type it will run with, fits: cudnnGet*_v7's
+ * memory column is the heuristics' estimate, and a Find row's was measured
+ * under the search's math type, while the call checks the workspace it is
+ * given against cudnnGet*WorkspaceSize's answer. Measured choices go to the
+ * plan cache (one found there is put back unchanged: nothing is made). */
 static void pick(cu_state *st, const conv_plan *p, const conv_entry *e, int dir, cu_conv_perf *r, int n,
                  int measured, conv_choice *c) {
     static int warned;

@@ -46,6 +46,8 @@ struct cu_fgraph {
     char label[128];
     cu_fd_lowered lw;
     cudnnBackendDescriptor_t graph, plan;
+    cudnnBackendDescriptor_t cfg; /* the plan's engine config: kept as long as the plan (as the conv path and
+                                     cudnn-frontend's ExecutionPlan keep theirs) */
     int nuids;
     int64_t uids[FG_UIDS];
     int roles[FG_UIDS];    /* the buffer's role, or -1: a by-value scalar */
@@ -72,6 +74,7 @@ static cu_fgraph *find(cu_state *st, const char *key) {
 
 static void free_parts(cu_fgraph *g) {
     cu_be_destroy(&g->plan);
+    cu_be_destroy(&g->cfg);
     cu_be_destroy(&g->graph);
     cu_fd_lowered_free(&g->lw);
 }
@@ -178,11 +181,13 @@ static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
                 cu_be_engine_check(cfg, io_dtype(d), st->tf32, st->deterministic, 1, &idx, NULL, NULL))
                 s = CUDNN_STATUS_NOT_SUPPORTED; /* its notes no longer pass */
             if (s == CUDNN_STATUS_SUCCESS) s = cu_be_make_plan(st->cudnn, cfg, &g->plan, &g->ws);
-            cu_be_destroy(&cfg);
+            if (s == CUDNN_STATUS_SUCCESS) g->cfg = cfg;
+            else cu_be_destroy(&cfg);
         }
     }
     if (s != CUDNN_STATUS_SUCCESS || g->ws > st->ws_limit) {
         cu_be_destroy(&g->plan);
+        cu_be_destroy(&g->cfg);
         tb_pc_drop(pc, ck);
         tb_info("# plan cache: %s: the cached engine %lld no longer builds here (%s); planning it again", d->label,
                 engine, cudnnGetErrorString(s));
@@ -227,7 +232,7 @@ static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype 
     if (!pick.plan) return;
     g->plan = pick.plan, g->ws = pick.ws, g->ms = pick.ms, g->engine = pick.engine, g->rtc = pick.rtc;
     cu_be_knobs(pick.cfg, g->knobs, sizeof g->knobs);
-    cu_be_destroy(&pick.cfg);
+    g->cfg = pick.cfg;
 }
 
 cu_fgraph *cu_fgraph_get(cu_state *st, const cu_fgraph_req *r, cu_err *err) {
