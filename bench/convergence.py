@@ -346,12 +346,14 @@ def main(argv=None):
     print("# data: %d learnable samples of %d classes at %d px, %.0f MB (%.1f s)"
           % (a.pool, a.classes, a.image_size, images.nbytes / 1e6, time.time() - t0), flush=True)
     tb = run_trainbench(a, data, init)
+    if tb is None:   # no PyTorch run to compare with: its device time is not spent
+        os.remove(data)
+        os.remove(init)
+        print("# convergence: FAIL: trainbench did not run through")
+        return 1
     pt = run_torch(a, images, labels, state)
     os.remove(data)   # large at 224 px (and the weights at 1000 classes), both made again from the seed
     os.remove(init)
-    if tb is None:
-        print("# convergence: FAIL: trainbench did not run through")
-        return 1
     with open(os.path.join(a.out, "curves.tsv"), "w") as f:
         f.write("step\tlr_trainbench\tloss_trainbench\tlr_pytorch\tloss_pytorch\n")
         for i in range(min(len(tb[1]), len(pt[1]))):

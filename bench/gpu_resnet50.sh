@@ -84,12 +84,21 @@ selected() {
   return 1
 }
 
-# stats VALUES...: "median min max spread%" of img/s figures (spread = (max - min) / median)
+# stats VALUES...: "median min max spread%" of img/s figures (spread = (max - min) / median;
+# "-" for min, max and spread when there is one value: no spread to speak of)
 stats() {
   printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {
     m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+    if (NR < 2) { printf "%.2f - - -\n", m; exit }
     printf "%.2f %.2f %.2f %.2f\n", m, v[1], v[NR], (m > 0 ? 100 * (v[NR] - v[1]) / m : 0) }'
 }
+# rerun_est WALL_S: a repeat's estimate from the first run's wall time (its
+# plans come from the stage's plan cache: the first run's search is not
+# repeated), with a margin
+rerun_est() { echo $(( $1 * 12 / 10 + 5 )); }
+# loss_fell START END: whether a row's loss fell (both numbers, END < START)
+loss_fell() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 < a + 0) }'; }
+LOSS_BAD=""
 # steps_for IMG_PER_S BATCH: timed steps that last MIN_S at that rate (+15 %), at least 20
 steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * r / b) + 1; print (n < 20 ? 20 : n) }'; }
 
@@ -134,8 +143,9 @@ tb() {
     ips_all+=("$ips")
     if [ "$r" -eq 1 ]; then # the first run's details and command; later runs sized from its rate
       cmd1="${cmd[*]}"
-      loss0=$(printf '%s\n' "$line" | sed -n 's/.*, loss \([0-9.]*\) -> .*/\1/p')
-      loss1=$(printf '%s\n' "$line" | sed -n 's/.* -> \([0-9.]*\), .*/\1/p')
+      loss0=$(printf '%s\n' "$line" | sed -n 's/.*, loss \([0-9.a-z]*\) -> .*/\1/p')
+      loss1=$(printf '%s\n' "$line" | sed -n 's/.* -> \([0-9.a-z]*\), .*/\1/p')
+      loss_fell "$loss0" "$loss1" || LOSS_BAD="$LOSS_BAD trainbench:$name($loss0 -> $loss1)"
       classes=$(sed -n 's/^# trainbench train: [a-z0-9]*, \([0-9]*\) classes.*/\1/p' "$log" | head -1)
       peak=$(sed -n 's/^# rank 0: device .* peak \([0-9.]*\) MiB allocated.*/\1/p' "$log" | tail -1)
       # rank 0's row of "training run, ms per step by rank": rank step data h2d ...
@@ -145,7 +155,7 @@ tb() {
     fi
     # the shortest run's timed seconds (each should be at least MIN_S)
     timed=$(awk -v n="$steps" -v b="$batch" -v r="$ips" -v t="$timed" 'BEGIN { x = n * b / r; if (t != "" && t < x) x = t; printf "%.1f", x }')
-    [ "$r" -eq 1 ] && steps=$(steps_for "$ips" "$batch")
+    if [ "$r" -eq 1 ]; then steps=$(steps_for "$ips" "$batch"); est=$(rerun_est $(( $(date +%s) - t ))); fi
     echo "   $ips img/s, $line, $(( $(date +%s) - t )) s"
   done
   [ ${#ips_all[@]} -eq 0 ] && return
@@ -198,7 +208,13 @@ EOF
       return
     fi
     ips_all+=("${line%%$'\t'*}")
-    if [ "$r" -eq 1 ]; then first=$line; cmd1="${cmd[*]}"; fi
+    if [ "$r" -eq 1 ]; then
+      first=$line
+      cmd1="${cmd[*]}"
+      est=$(rerun_est $(( $(date +%s) - t )))
+      IFS=$'\t' read -r _ _ _ _ l0 l1 _ <<<"$line"
+      loss_fell "$l0" "$l1" || LOSS_BAD="$LOSS_BAD pytorch:$name($l0 -> $l1)"
+    fi
     echo "   ${line%%$'\t'*} img/s, $(( $(date +%s) - t )) s"
   done
   [ ${#ips_all[@]} -eq 0 ] && return
@@ -247,6 +263,11 @@ torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
 tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
 tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
 converge converge_bf16_resnet50 90 bf16 200
+# what issue 29 and 30 compare against in the same call: torch.compile, and
+# where the time goes on both sides
+torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
+tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
+torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
 # --fuse graph (issue 30): conv + BatchNorm statistics, BN + ReLU in the next
 # conv's prologue (the first run of each precision plans and fills the plan
 # cache: later runs of the same shapes start in seconds); batch 400 is
@@ -259,14 +280,11 @@ tb       fp16_nhwc_400_fused   150 1 7700 fp16 nhwc 400 on --fuse graph
 tb       bf16_nhwc_400_graph    70 1 7200 bf16 nhwc 400 on
 tb       fp16_nhwc_400_graph    70 1 7700 fp16 nhwc 400 on
 torch    eager_bf16_nhwc_400    60 1 bf16 nhwc 400 eager
-tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
-torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
 tb       bf16_nhwc_256_eager    45 1 7100 bf16 nhwc 256 off
 tb       bf16_nhwc_128_graph    40 1 6600 bf16 nhwc 128 on
 tb       bf16_nhwc_128_eager    40 1 6500 bf16 nhwc 128 off
 torch    eager_bf16_nhwc_128    35 1 bf16 nhwc 128 eager
 tb       fp16_nhwc_128_graph    40 1 7100 fp16 nhwc 128 on
-torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
 tb       tf32_nchw_256_graph    55 1 2400 tf32 nchw 256 on
 tb       tf32_nhwc_256_graph    55 1 3100 tf32 nhwc 256 on
 tb       fp32_nchw_256_graph    95 1 1150 fp32 nchw 256 on
@@ -301,7 +319,9 @@ base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhw
   tail -n +2 "$ROWS" | while IFS=$'\t' read -r fw prec layout batch graph ips lo hi spread runs timed step h2d peak wall l0 l1 classes cmd; do
     ratio=-
     if [ -n "$base" ] && [ "$ips" != - ]; then ratio=$(awk -v a="$ips" -v b="$base" 'BEGIN{printf "%.2f", a/b}'); fi
-    echo "| $fw | $prec | $layout | $batch | $graph | $ips | $lo-$hi | $spread | $runs x $timed | $ratio | $step | $h2d | $peak | $l0 -> $l1 | $classes | $wall |"
+    range="$lo-$hi"
+    [ "$lo" = - ] && range=-
+    echo "| $fw | $prec | $layout | $batch | $graph | $ips | $range | $spread | $runs x $timed | $ratio | $step | $h2d | $peak | $l0 -> $l1 | $classes | $wall |"
   done
   echo
   echo "Commands (each row's first run; its other runs the same with their own step count and file names):"
@@ -309,6 +329,8 @@ base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhw
   tail -n +2 "$ROWS" | while IFS=$'\t' read -r fw prec layout batch graph _rest; do
     echo "- $fw $prec $layout $batch $graph: \`$(printf '%s\n' "$_rest" | awk -F'\t' '{print $NF}')\`"
   done
+  echo
+  echo "Loss that did not fall from the first step to the last (the stage fails):${LOSS_BAD:- none}."
   echo
   echo "Left out by design: PyTorch fp32/tf32/fp16 and torch.compile at 128; repeats of the rows after the"
   echo "headline ones. Left out for time in this run:${LEFT:- none}.${ONLY:+ Rows selected by TB_BENCH_ONLY=\"$ONLY\"; not selected:${UNSELECTED}.}"
@@ -351,6 +373,10 @@ cat "$MD"
 # not failed)
 # any exit but 0 (agreed) and 124 (cut at the deadline: left out for time,
 # named in the section's title) fails: 1 a disagreement, others a crash
+if [ -n "$LOSS_BAD" ]; then
+  echo "loss did not fall in:$LOSS_BAD (see the table)"
+  exit 1
+fi
 if printf '%s\n' "$CONVERGED" | awk '{for (i = 1; i < NF; i++) if ($i ~ /:exit$/ && $(i + 1) != 0 && $(i + 1) != 124) bad = 1}
                                     END {exit !bad}'; then
   echo "the side-by-side training failed or differs from PyTorch's:$CONVERGED (see above)"

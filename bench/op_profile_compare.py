@@ -109,6 +109,18 @@ def main():
               if top else f"| {cat} | {fmt(x)} | {fmt(y)} | {ratio} | {', '.join(tb_kinds.get(cat, []))} | |")
     xs = tb["ops_ms"] if tb and tb["ops_ms"] is not None else (sum(tb_cat.values()) if tb else None)
     ys = pt["ms_per_step_ops"] if pt else None
+    # the two shares issue 30 reads: every convolution, and BatchNorm with the
+    # element-wise work (trainbench folds ReLU and the residual add into its
+    # BatchNorm kinds where it fuses them; PyTorch runs them as element-wise
+    # kernels): ms and % of each side's sum of ops
+    for label, cats in (("all convolutions", ["conv_fwd", "conv_dgrad", "conv_wgrad", "conv_bwd", "conv_gemm"]),
+                        ("BatchNorm + element-wise", ["bn_fwd", "bn_bwd", "elementwise"])):
+        gx = sum(tb_cat.get(c, 0.0) for c in cats) if tb else None
+        gy = sum(pt_cat.get(c, 0.0) for c in cats) if pt else None
+        sx = f" ({100 * gx / xs:.1f} %)" if gx is not None and xs else ""
+        sy = f" ({100 * gy / ys:.1f} %)" if gy is not None and ys else ""
+        print(f"| *{label}* (% of ops) | {fmt(gx)}{sx} | {fmt(gy)}{sy} | "
+              f"{f'{gx / gy:.2f}' if gx and gy else '-'} | {', '.join(cats)} | |")
     print(f"| **sum of ops** | {fmt(xs)} | {fmt(ys)} | {f'{xs / ys:.2f}' if xs and ys else '-'} | | |")
     xstep = tb["step_ms"] if tb else None
     ystep = pt["ms_per_step_timed"] if pt else None

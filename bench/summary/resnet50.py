@@ -6,7 +6,8 @@ row's own log where the run dir has it.
 Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
 `eager` or `-`, a `+profile` suffix for the op-profile row, and `#2`, `#3`
-for a configuration measured again in the same file."""
+for a configuration measured again in the same run (the same file, or
+another bench call's rows.tsv in the same run directory)."""
 import os
 import re
 
@@ -46,13 +47,13 @@ def _config(r):
 
 def extract(run_dir):
     out = []
+    seen = {}  # across the run's files too: two bench calls in one run (issue 30's plan) number theirs on
     for path in files(run_dir, r"rows\.tsv"):
         here = os.path.dirname(path)
         lines = [ln.rstrip("\n") for ln in open(path) if ln.strip()]
         header = OLD
         if lines and lines[0].startswith("framework\t"):
             header, lines = tuple(lines[0].split("\t")), lines[1:]
-        seen = {}
         for ln in lines:
             r = dict(zip(header, ln.split("\t")))
             cfg = _config(r)
