@@ -27,8 +27,10 @@ tb_add() {
 # tb_add_split STRING: append STRING's whitespace-separated words (for
 # TB_MPIRUN_ARGS and TB_SRUN_ARGS; no quoting inside them)
 tb_add_split() {
+    set -f # split, but never glob a [ * ? against this directory
     # shellcheck disable=SC2086  # splitting is the point
     [ -z "$1" ] || tb_add $1
+    set +f
 }
 
 tb_die() {
@@ -54,18 +56,21 @@ tb_need_count() {
 # Variables passed on by name when set: NCCL_*, UCX_*, OMP_*, trainbench's
 # gradient-thread knobs (TB_GRAD_SYNC_*: comm/grad_sync.h), the CUDA
 # device selection, BLAS threads, plus the names in TB_EXPORT (and, for
-# remote hosts, PATH and LD_LIBRARY_PATH: tb_passthrough_names remote).
+# remote hosts, PATH and LD_LIBRARY_PATH: tb_passthrough_names remote; under
+# Slurm, slurm: the same without CUDA_VISIBLE_DEVICES, which Slurm sets per node).
 tb_passthrough_names() {
     {
         env | sed -n -e 's/^\(NCCL_[A-Za-z0-9_]*\)=.*/\1/p' \
                      -e 's/^\(UCX_[A-Za-z0-9_]*\)=.*/\1/p' \
                      -e 's/^\(OMP_[A-Za-z0-9_]*\)=.*/\1/p' \
                      -e 's/^\(TB_GRAD_SYNC_[A-Z0-9_]*\)=.*/\1/p'
-        for tb_n in CUDA_VISIBLE_DEVICES CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
+        tb_cvd=CUDA_VISIBLE_DEVICES
+        [ "${1:-}" = slurm ] && tb_cvd= # Slurm sets each node's own: the batch node's would override them
+        for tb_n in $tb_cvd CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
                     OPENBLAS_NUM_THREADS ${TB_EXPORT:-}; do
             if tb_is_set "$tb_n"; then echo "$tb_n"; fi
         done
-        if [ "${1:-}" = remote ]; then
+        if [ "${1:-}" = remote ] || [ "${1:-}" = slurm ]; then
             for tb_n in PATH LD_LIBRARY_PATH; do
                 if tb_is_set "$tb_n"; then echo "$tb_n"; fi
             done
@@ -109,6 +114,17 @@ tb_mca() {
 #                   it names interfaces; NCCL takes no subnets)
 #   TB_GDR_LEVEL    NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS)
 #   TB_BTL          Open MPI BTLs for tcp (default tcp,self,vader)
+# tb_nccl_exact LIST: LIST as NCCL's exact match ("=mlx5_1:1"): NCCL
+# matches NCCL_IB_HCA and NCCL_SOCKET_IFNAME by prefix, so mlx5_1 would
+# also take mlx5_10 and mlx5_11 (and eth1 eth10); a list that already
+# starts with = or ^ (exclude) is NCCL's own syntax, kept
+tb_nccl_exact() {
+    case $1 in
+        =* | ^*) echo "$1" ;;
+        *) echo "=$1" ;;
+    esac
+}
+
 # tb_fabric_ucx: what ib and roce share: MPI over UCX, the HCA ports
 # (TB_IB_HCA, when set) and the traffic class (TB_IB_TC, when set) for UCX
 # and NCCL alike
@@ -117,8 +133,11 @@ tb_fabric_ucx() {
     tb_mca osc ucx
     tb_mca btl ^openib
     if [ -n "${TB_IB_HCA:-}" ]; then
-        tb_env UCX_NET_DEVICES "$TB_IB_HCA"
-        tb_env NCCL_IB_HCA "$TB_IB_HCA"
+        case $TB_IB_HCA in
+            ^*) ;; # NCCL's exclude list: UCX takes names only, so it keeps every port
+            *) tb_env UCX_NET_DEVICES "${TB_IB_HCA#=}" ;;
+        esac
+        tb_env NCCL_IB_HCA "$(tb_nccl_exact "$TB_IB_HCA")"
     fi
     if [ -n "${TB_IB_TC:-}" ]; then
         tb_env NCCL_IB_TC "$TB_IB_TC"
@@ -171,7 +190,7 @@ tb_fabric() {
         tb_mca oob_tcp_if_include "$TB_IFACE"
     fi
     if [ -n "$tb_ifname" ]; then
-        tb_env NCCL_SOCKET_IFNAME "$tb_ifname"
+        tb_env NCCL_SOCKET_IFNAME "$(tb_nccl_exact "$tb_ifname")"
     fi
     if [ -n "${TB_GDR_LEVEL:-}" ]; then
         tb_env NCCL_NET_GDR_LEVEL "$TB_GDR_LEVEL"

@@ -104,18 +104,23 @@ done
 [ -n "$hostfile" ] || tb_die "--hostfile FILE (or TB_HOSTFILE) is required"
 [ -r "$hostfile" ] || tb_die "cannot read hostfile '$hostfile'"
 
-# slots per node: "host slots=N" (N >= 1) or a bare "host" (1 slot)
+# slots per node: "host slots=N" (N >= 1, its GPUs). A bare "host" is
+# refused: Open MPI 4.1 counts every core of it as a slot, so all ranks
+# would land on the first host.
 slots=$(awk '
     { sub(/#.*/, "") }
     NF == 0 { next }
-    { n = 1
+    { n = ""
       for (i = 2; i <= NF; i++)
           if ($i ~ /^slots=/) { n = substr($i, 7) }
+      if (n == "") { print "bare " NR " " $1; exit }
       if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; exit }
       hosts++; total += n }
     END { if (hosts) print total " " hosts }' "$hostfile")
 case $slots in
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
+    bare*) tb_bare=${slots#bare }
+           tb_die "hostfile $hostfile line ${tb_bare%% *}: no slots= (Open MPI would count every core as a slot and put all ranks on the first host): write '${tb_bare#* } slots=<its GPUs>'" ;;
     '') tb_die "hostfile $hostfile names no host" ;;
 esac
 [ -n "$np" ] || np=${slots%% *}
@@ -137,7 +142,7 @@ if [ -n "${TB_PE:-}" ]; then
     tb_need_count TB_PE "$TB_PE"
     tb_add --map-by "slot:PE=$TB_PE" --bind-to core
 else
-    tb_add --map-by slot --bind-to socket
+    tb_add --map-by socket --rank-by core --bind-to socket # local rank r on GPU r: 0..k-1 on the first socket
 fi
 tb_add_mpirun_fabric
 for name in $(tb_passthrough_names remote); do

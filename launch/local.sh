@@ -80,6 +80,9 @@ cores=${TB_CORES:-$(tb_physical_cores)}
 tb_need_count TB_CORES "$cores"
 
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np"
+if [ -n "${SLURM_JOB_ID:-}" ]; then # inside an allocation: this machine's cores, not the job's task count
+    tb_add --mca ras ^slurm
+fi
 if [ "$(id -u)" = 0 ]; then
     tb_add --allow-run-as-root
 fi

@@ -20,6 +20,12 @@ if(TB_HAVE_MPI)
   add_test(NAME launch_nccl_env_on_rank0_only
            COMMAND ${TB_EXPECT_ALL} 3 "NCCL_IB_HCA is set on rank 0 \\(mlx5_0\\) but not on rank 1"
                    ${MPIEXEC_EXECUTABLE} -n 1 env NCCL_IB_HCA=mlx5_0 ${TB_BIN} ${TB_PF} : -n 2 ${TB_BIN} ${TB_PF})
+  # per-rank UCX_NET_DEVICES (each rank its closest NIC, as multi-rail
+  # wrappers set it) is not a launch mistake
+  add_test(NAME launch_per_rank_ucx_devices
+           COMMAND ${TB_TEST_DIR}/expect_pass.sh "preflight: OK" --
+                   ${MPIEXEC_EXECUTABLE} -n 1 env UCX_NET_DEVICES=mlx5_0:1 ${TB_BIN} ${TB_PF} : -n 1
+                   env UCX_NET_DEVICES=mlx5_1:1 ${TB_BIN} ${TB_PF})
   # ranks whose --data resolves to different trees stop together, naming them
   add_test(NAME launch_different_data
            COMMAND ${TB_TEST_DIR}/different_data.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
@@ -42,13 +48,14 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "the barrier before the timed all-reduce did not complete within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-barrier:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
   set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
-                       launch_nccl_env_on_rank0_only launch_different_data preflight_np3
+                       launch_nccl_env_on_rank0_only launch_per_rank_ucx_devices launch_different_data preflight_np3
                        preflight_names_silent_rank
                        preflight_stuck_allreduce preflight_stuck_barrier
                        PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # a slot per rank: under ctest -j the 3-second deadlines must not race a
   # neighbouring test for the cores
-  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments PROPERTIES PROCESSORS 2)
+  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments launch_per_rank_ucx_devices
+                       PROPERTIES PROCESSORS 2)
   set_tests_properties(launch_nccl_env_on_rank0_only preflight_np3 preflight_names_silent_rank
                        preflight_stuck_allreduce preflight_stuck_barrier PROPERTIES PROCESSORS 3)
 endif()

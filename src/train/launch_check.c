@@ -43,7 +43,7 @@ void tb_launch_check_singleton(const tb_comm_info *info) {
     char mpi[128];
     tb_comm_library_version(mpi, sizeof mpi);
     tb_die("launch mistake: the launcher started %d tasks (%s=%s) but MPI sees a world of 1, so "
-           "every task would train alone as rank 0; under Slurm use srun --mpi=pmix (or pmi2), "
+           "every task would train alone as rank 0; under Slurm use srun --mpi=pmix, "
            "otherwise the mpirun of the MPI trainbench was built with (%s)",
            n, var, getenv(var), mpi);
 }
@@ -73,13 +73,16 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* NCCL_ and UCX_ settings must agree across ranks; with `all`, also the
+/* NCCL_ and UCX_ settings must agree across ranks (but UCX_NET_DEVICES,
+ * which multi-rail wrappers set per rank); with `all`, also the
  * MPI transport choices a user makes (not mpirun's own OMPI_MCA_orte_*,
  * ess, pmix... bookkeeping) and the device and thread selection. */
 static int relevant(const char *kv, int all) {
     static const char *const user[] = {"OMPI_MCA_pml", "OMPI_MCA_btl", "OMPI_MCA_mtl", "OMPI_MCA_osc",
                                        "OMPI_MCA_coll", "OMPI_MCA_oob_tcp_if", "OMPI_MCA_hwloc",
                                        "CUDA_VISIBLE_DEVICES=", "OMP_NUM_THREADS="};
+    /* each rank its closest NIC: the multi-rail wrappers set it per rank */
+    if (strncmp(kv, "UCX_NET_DEVICES=", 16) == 0) return 0;
     if (strncmp(kv, "NCCL_", 5) == 0 || strncmp(kv, "UCX_", 4) == 0) return 1;
     if (!all) return 0;
     for (size_t i = 0; i < sizeof user / sizeof user[0]; i++)

@@ -150,6 +150,9 @@ expect_line "local: no GPU -> 1 rank with every core" \
 expect_line "local: nvidia-smi lists 4 GPUs -> 4 ranks" \
     "mpirun -np 4$root_flag --map-by slot:PE=4 --bind-to core trainbench" \
     PATH="$work/gpubin:$base_path" TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: inside a Slurm allocation: this machine's cores, not the job's tasks" \
+    "mpirun -np 2 --mca ras '^slurm'$root_flag --map-by slot:PE=4 --bind-to core trainbench" \
+    SLURM_JOB_ID=9 SLURM_TASKS_PER_NODE=1 TB_CORES=8 "$L/local.sh" -n 2 --dry-run -- trainbench
 expect_line "local: CUDA_VISIBLE_DEVICES=2,3 -> 2 ranks, exported" \
     "mpirun -np 2$root_flag --map-by slot:PE=8 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
     PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=2,3 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
@@ -180,25 +183,25 @@ expect_error "local: bad TB_BIND" "TB_BIND must be core or none" TB_BIND=socket 
 echo "== hostfile.sh"
 H=$work/hosts16
 expect_line "hostfile: auto fabric, slots summed" \
-    "mpirun -np 16 --hostfile $H$root_flag --map-by slot --bind-to socket -x PATH trainbench train" \
+    "mpirun -np 16 --hostfile $H$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench train" \
     "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench train
 expect_line "hostfile: tcp on eth1, 8 cores per rank" \
-    "mpirun -np 16 --hostfile $H$root_flag --map-by slot:PE=8 --bind-to core --mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME=eth1 -x PATH trainbench" \
+    "mpirun -np 16 --hostfile $H$root_flag --map-by slot:PE=8 --bind-to core --mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME==eth1 -x PATH trainbench" \
     TB_IFACE=eth1 TB_PE=8 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
 expect_words "hostfile: tcp on a subnet: MPI takes it, NCCL_SOCKET_IFNAME does not" \
     "--mca btl_tcp_if_include 10.1.0.0/16|--mca oob_tcp_if_include 10.1.0.0/16|--mca btl tcp,self" \
     "NCCL_SOCKET_IFNAME" \
     TB_IFACE=10.1.0.0/16 TB_BTL=tcp,self "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
 expect_words "hostfile: ib" \
-    "-np 16|--mca pml ucx|--mca osc ucx|--mca btl '^openib'|-x UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1|-x NCCL_IB_HCA=mlx5_0:1,mlx5_1:1|-x NCCL_SOCKET_IFNAME=ib0|--mca oob_tcp_if_include ib0|-x NCCL_NET_GDR_LEVEL=PHB" \
+    "-np 16|--mca pml ucx|--mca osc ucx|--mca btl '^openib'|-x UCX_NET_DEVICES=mlx5_0:1,mlx5_1:1|-x NCCL_IB_HCA==mlx5_0:1,mlx5_1:1|-x NCCL_SOCKET_IFNAME==ib0|--mca oob_tcp_if_include ib0|-x NCCL_NET_GDR_LEVEL=PHB" \
     "GID_INDEX|NCCL_IB_DISABLE|NCCL_IB_TC" \
     TB_IB_HCA=mlx5_0:1,mlx5_1:1 TB_IFACE=ib0 TB_GDR_LEVEL=PHB "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
 expect_words "hostfile: roce without TB_IB_HCA or a GID index: NCCL and UCX choose ports and GID" \
-    "--mca pml ucx|-x NCCL_SOCKET_IFNAME=ens1f0np0|--mca oob_tcp_if_include ens1f0np0|-x NCCL_IB_TC=106|-x UCX_IB_TRAFFIC_CLASS=106" \
+    "--mca pml ucx|-x NCCL_SOCKET_IFNAME==ens1f0np0|--mca oob_tcp_if_include ens1f0np0|-x NCCL_IB_TC=106|-x UCX_IB_TRAFFIC_CLASS=106" \
     "NCCL_NET_GDR_LEVEL|NCCL_IB_DISABLE|NCCL_IB_HCA|UCX_NET_DEVICES|GID_INDEX" \
     TB_IFACE=ens1f0np0 TB_IB_TC=106 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_words "hostfile: roce with TB_IB_HCA and TB_GID_INDEX" \
-    "-x UCX_NET_DEVICES=mlx5_0:1|-x NCCL_IB_HCA=mlx5_0:1|-x NCCL_IB_GID_INDEX=3|-x UCX_IB_GID_INDEX=3" "NCCL_IB_DISABLE" \
+    "-x UCX_NET_DEVICES=mlx5_0:1|-x NCCL_IB_HCA==mlx5_0:1|-x NCCL_IB_GID_INDEX=3|-x UCX_IB_GID_INDEX=3" "NCCL_IB_DISABLE" \
     TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_words "hostfile: ib without TB_IB_HCA: every port" "--mca pml ucx" "NCCL_IB_HCA|UCX_NET_DEVICES" \
     TB_IFACE=ib0 "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
@@ -223,6 +226,15 @@ expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" 
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
 printf 'nodeA slots=0\n' >"$work/bad_hosts"
 expect_error "hostfile: slots=0" "slots must be a positive number" "$L/hostfile.sh" --hostfile "$work/bad_hosts" -- trainbench
+printf 'gpu01 slots=8\ngpu02\n' >"$work/bare_hosts"
+expect_error "hostfile: a bare host name (Open MPI: every core a slot)" "line 2: no slots= (Open MPI would count every core as a slot" \
+    "$L/hostfile.sh" --hostfile "$work/bare_hosts" -- trainbench
+expect_words "hostfile: NCCL's own exclude list and exact list are passed as given" \
+    "-x 'NCCL_IB_HCA=^mlx5_2:1'|-x NCCL_SOCKET_IFNAME==eth2" "NCCL_IB_HCA==^|NCCL_SOCKET_IFNAME===|UCX_NET_DEVICES" \
+    TB_IB_HCA="^mlx5_2:1" TB_IFACE=eth2 "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
+expect_words "hostfile: an exact list keeps one =, UCX gets the names" \
+    "-x NCCL_IB_HCA==mlx5_0:1|-x UCX_NET_DEVICES=mlx5_0:1" "NCCL_IB_HCA===" \
+    TB_IB_HCA="=mlx5_0:1" TB_IFACE=ib0 "$L/hostfile.sh" --hostfile "$H" --fabric ib --dry-run -- trainbench
 expect_error "hostfile: bad GID index" "TB_GID_INDEX must be a number" \
     TB_GID_INDEX=x TB_IFACE=e "$L/hostfile.sh" --hostfile "$H" --fabric roce -- trainbench
 
@@ -230,11 +242,11 @@ echo "== slurm.sbatch (faked job: 2 nodes x 8 tasks, 12 CPUs each)"
 job="SLURM_JOB_ID=42 SLURM_JOB_NODELIST=gpu[07-08] SLURM_JOB_NUM_NODES=2 SLURM_NTASKS=16 SLURM_TASKS_PER_NODE=8(x2) SLURM_CPUS_PER_TASK=12"
 # shellcheck disable=SC2086  # $job is a list of assignments
 expect_line "slurm: srun line" \
-    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 trainbench train --model resnet50" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 trainbench train --model resnet50" \
     $job TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench train --model resnet50
 # shellcheck disable=SC2086
 expect_words "slurm: roce knobs become the ranks' environment" \
-    "OMPI_MCA_pml=ucx|UCX_NET_DEVICES=mlx5_0:1|NCCL_IB_HCA=mlx5_0:1|NCCL_IB_GID_INDEX=3|UCX_IB_GID_INDEX=3|NCCL_SOCKET_IFNAME=ens1f0|NCCL_NET_GDR_LEVEL=PIX|srun --mpi=pmix_v4 --cpu-bind=sockets|--gpus-per-task=1" \
+    "OMPI_MCA_pml=ucx|UCX_NET_DEVICES=mlx5_0:1|NCCL_IB_HCA==mlx5_0:1|NCCL_IB_GID_INDEX=3|UCX_IB_GID_INDEX=3|NCCL_SOCKET_IFNAME==ens1f0|NCCL_NET_GDR_LEVEL=PIX|srun --mpi=pmix_v4 --cpu-bind=sockets|--gpus-per-task=1" \
     "OMP_NUM_THREADS|-x " \
     $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
     TB_SRUN_ARGS=--gpus-per-task=1 TB_DRY_RUN=1 sh "$L/slurm.sbatch" -- trainbench
@@ -245,11 +257,11 @@ expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L
 # containers: pyxis's srun options, or apptainer exec --nv in front of the command
 # shellcheck disable=SC2086
 expect_line "slurm: pyxis image and mounts" \
-    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/data:/data trainbench --data /data/train" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/data:/data trainbench --data /data/train" \
     $job TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench --data /data/train
 # shellcheck disable=SC2086
 expect_line "slurm: apptainer exec --nv per task" \
-    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --cpus-per-task=12 apptainer exec --nv --bind /data /img/trainbench.sif trainbench" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 apptainer exec --nv --bind /data /img/trainbench.sif trainbench" \
     $job TB_SIF=/img/trainbench.sif TB_CONTAINER_MOUNTS=/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_error "slurm: two container kinds at once" "set one" \
@@ -274,20 +286,24 @@ expect_line "slurm_mpirun: mpirun reads the allocation" \
     $job TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench train
 # shellcheck disable=SC2086
 expect_line "slurm_mpirun: TB_SLURM_HOSTFILE=1 writes the allocation" \
-    "mpirun -np 16 --hostfile $work/job.hosts$root_flag --map-by slot:PE=12 --bind-to core --mca pml ucx --mca osc ucx --mca btl '^openib' -x UCX_NET_DEVICES=mlx5_0:1 -x NCCL_IB_HCA=mlx5_0:1 -x OMP_NUM_THREADS=12 -x NCCL_DEBUG -x PATH trainbench" \
+    "mpirun -np 16 --hostfile $work/job.hosts$root_flag --map-by slot:PE=12 --bind-to core --mca pml ucx --mca osc ucx --mca btl '^openib' -x UCX_NET_DEVICES=mlx5_0:1 -x NCCL_IB_HCA==mlx5_0:1 -x OMP_NUM_THREADS=12 -x NCCL_DEBUG -x PATH trainbench" \
     $job NCCL_DEBUG=INFO TB_FABRIC=ib TB_IB_HCA=mlx5_0:1 TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/job.hosts" TB_DRY_RUN=1 \
     sh "$L/slurm_mpirun.sbatch" trainbench
 checks=$((checks + 1))
 [ "$(cat "$work/job.hosts" 2>/dev/null)" = "gpu07 slots=8
 gpu08 slots=8" ] || fail "slurm_mpirun: hostfile is '$(cat "$work/job.hosts" 2>/dev/null)'"
 expect_line "slurm_mpirun: uneven tasks per node, no CPUs per task" \
-    "mpirun -np 10 --hostfile $work/uneven.hosts$root_flag --map-by slot --bind-to socket -x PATH trainbench" \
+    "mpirun -np 10 --hostfile $work/uneven.hosts$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench" \
     SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-2],login3" SLURM_TASKS_PER_NODE="4(x2),2" \
     TB_SLURM_HOSTFILE=1 TB_HOSTFILE_PATH="$work/uneven.hosts" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 checks=$((checks + 1))
 [ "$(cat "$work/uneven.hosts" 2>/dev/null)" = "n1 slots=4
 n2 slots=4
 login3 slots=2" ] || fail "slurm_mpirun: uneven hostfile is '$(cat "$work/uneven.hosts" 2>/dev/null)'"
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: not the batch node's CUDA_VISIBLE_DEVICES (each node has its own)" \
+    "-x OMP_NUM_THREADS=12" "CUDA_VISIBLE_DEVICES" \
+    $job CUDA_VISIBLE_DEVICES=0,1,2,3,4,5,6,7 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_same_args "slurm_mpirun: printed line = what runs" \
     $job TB_MPIRUN="$work/fake_launcher" sh "$L/slurm_mpirun.sbatch" trainbench --results "x y.h5" "it's"
