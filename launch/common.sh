@@ -237,9 +237,17 @@ tb_add_env_fabric() {
     done
 }
 
-# tb_physical_cores: cores of this machine (not hardware threads)
+# tb_physical_cores: the cores (not hardware threads) this process may run
+# on: those of the CPUs in its affinity (a Slurm job's or container's
+# cpuset), not every core of the machine
 tb_physical_cores() {
-    tb_c=$(lscpu -p=CORE,SOCKET 2>/dev/null | grep -v '^#' | sort -u | wc -l) || tb_c=0
+    tb_allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>/dev/null)
+    tb_c=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v allowed="$tb_allowed" '
+        BEGIN { n = split(allowed, r, ","); for (i = 1; i <= n; i++) { m = split(r[i], ab, "-");
+                lo = ab[1]; hi = (m > 1 ? ab[2] : ab[1]); for (c = lo; c <= hi; c++) ok[c] = 1 } }
+        /^#/ { next }
+        allowed == "" || ($1 in ok) { core[$2 "," $3] = 1 }
+        END { for (k in core) t++; print t + 0 }') || tb_c=0
     if [ "${tb_c:-0}" -gt 0 ] 2>/dev/null; then
         echo "$tb_c"
     else

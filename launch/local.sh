@@ -30,8 +30,9 @@
 #   TB_MPIRUN=mpirun       the launcher
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace
 #                          (e.g. "--mca btl self,vader")
-#   TB_CORES=              cores to share out (default: physical cores from
-#                          lscpu -p=CORE,SOCKET, else nproc)
+#   TB_CORES=              cores to share out (default: the physical cores
+#                          of the CPUs this process may use, from lscpu and
+#                          its affinity: a job's cpuset; else nproc)
 #   TB_PE=                 cores per rank (default: TB_CORES / N, at least 1)
 #   TB_BIND=core           core: each rank bound to its TB_PE cores;
 #                          none: no binding and no PE mapping. When N >

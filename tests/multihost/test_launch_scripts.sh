@@ -150,6 +150,12 @@ expect_line "local: no GPU -> 1 rank with every core" \
 expect_line "local: nvidia-smi lists 4 GPUs -> 4 ranks" \
     "mpirun -np 4$root_flag --map-by slot:PE=4 --bind-to core trainbench" \
     PATH="$work/gpubin:$base_path" TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+checks=$((checks + 1))
+if command -v taskset >/dev/null 2>&1 && command -v lscpu >/dev/null 2>&1; then
+    got=$(run_clean taskset -c 0 "$L/local.sh" -n 1 --dry-run -- trainbench 2>/dev/null)
+    [ "$got" = "mpirun -np 1$root_flag --map-by slot:PE=1 --bind-to core trainbench" ] ||
+        fail "local: the cores of its cpuset (taskset -c 0: one), not the machine's: got $got"
+fi
 expect_line "local: inside a Slurm allocation: this machine's cores, not the job's tasks" \
     "mpirun -np 2 --mca ras '^slurm'$root_flag --map-by slot:PE=4 --bind-to core trainbench" \
     SLURM_JOB_ID=9 SLURM_TASKS_PER_NODE=1 TB_CORES=8 "$L/local.sh" -n 2 --dry-run -- trainbench
