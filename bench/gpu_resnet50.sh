@@ -92,10 +92,17 @@ stats() {
     if (NR < 2) { printf "%.2f - - -\n", m; exit }
     printf "%.2f %.2f %.2f %.2f\n", m, v[1], v[NR], (m > 0 ? 100 * (v[NR] - v[1]) / m : 0) }'
 }
-# rerun_est WALL_S: a repeat's estimate from the first run's wall time (its
-# plans come from the stage's plan cache: the first run's search is not
-# repeated), with a margin
-rerun_est() { echo $(( $1 * 12 / 10 + 5 )); }
+# rerun_est WALL_S [LOG]: a repeat's estimate from the first run's wall time
+# less the planning its log reports ("# start-up: ... (the model and its
+# plans M s)": a repeat's plans come from the stage's plan cache), with a
+# margin
+rerun_est() {
+  local plan=0
+  [ -n "${2:-}" ] && plan=$(sed -n 's/^# start-up: .*(the model and its plans \([0-9]*\)[0-9.]* s).*/\1/p' "$2" | head -1)
+  local w=$(( $1 - ${plan:-0} ))
+  [ "$w" -lt 1 ] && w=1
+  echo $(( w * 12 / 10 + 5 ))
+}
 # loss_fell START END: whether a row's loss fell (both numbers, END < START)
 loss_fell() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 < a + 0) }'; }
 LOSS_BAD=""
@@ -155,7 +162,7 @@ tb() {
     fi
     # the shortest run's timed seconds (each should be at least MIN_S)
     timed=$(awk -v n="$steps" -v b="$batch" -v r="$ips" -v t="$timed" 'BEGIN { x = n * b / r; if (t != "" && t < x) x = t; printf "%.1f", x }')
-    if [ "$r" -eq 1 ]; then steps=$(steps_for "$ips" "$batch"); est=$(rerun_est $(( $(date +%s) - t ))); fi
+    if [ "$r" -eq 1 ]; then steps=$(steps_for "$ips" "$batch"); est=$(rerun_est $(( $(date +%s) - t )) "$log"); fi
     echo "   $ips img/s, $line, $(( $(date +%s) - t )) s"
   done
   [ ${#ips_all[@]} -eq 0 ] && return

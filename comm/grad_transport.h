@@ -96,7 +96,8 @@ typedef struct {
      * b[0..n) (NULL: count only) and returns n; 0 where the row keeps no
      * times on the clock asked for (mpi-staged: host-timed MPI calls; a
      * device row given no ref_event); -1 when CUDA could not time an event
-     * (the caller drops the sample, never the run). */
+     * (the caller drops the sample, never the run). NULL: a row that keeps
+     * no bucket times (ranges only in the timelines). */
     int (*bucket_times)(tb_transport *tr, int slot, double ref_host, void *ref_event, tb_bucket_time *b);
 } tb_transport_row;
 

@@ -27,10 +27,11 @@ tb_add() {
 # tb_add_split STRING: append STRING's whitespace-separated words (for
 # TB_MPIRUN_ARGS and TB_SRUN_ARGS; no quoting inside them)
 tb_add_split() {
+    case $- in *f*) tb_noglob=1 ;; *) tb_noglob= ;; esac
     set -f # split, but never glob a [ * ? against this directory
     # shellcheck disable=SC2086  # splitting is the point
     [ -z "$1" ] || tb_add $1
-    set +f
+    [ -n "$tb_noglob" ] || set +f # the caller's own setting back
 }
 
 tb_die() {

@@ -113,10 +113,10 @@ slots=$(awk '
     { n = ""
       for (i = 2; i <= NF; i++)
           if ($i ~ /^slots=/) { n = substr($i, 7) }
-      if (n == "") { print "bare " NR " " $1; exit }
-      if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; exit }
+      if (n == "") { print "bare " NR " " $1; err = 1; exit }
+      if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; err = 1; exit }
       hosts++; total += n }
-    END { if (hosts) print total " " hosts }' "$hostfile")
+    END { if (!err && hosts) print total " " hosts }' "$hostfile")
 case $slots in
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
     bare*) tb_bare=${slots#bare }

@@ -476,6 +476,11 @@ void tb_pc_drop(tb_plan_cache *c, const char *entry) {
     c->dropped = realloc(c->dropped, (size_t)(c->ndropped + 1) * sizeof *c->dropped);
     if (!c->dropped) TB_FATAL("out of host memory");
     c->dropped[c->ndropped++] = dup_str(entry, strlen(entry));
+    char mark[96];
+    if (c->session[0] && strncmp(entry, "session ", 8) != 0) {
+        session_mark(c, mark, sizeof mark); /* the session is no longer whole in the file: the next */
+        if (!was_dropped(c, mark)) tb_pc_drop(c, mark); /* launch plans it under the lock again */
+    }
 }
 
 int tb_pc_commit(tb_plan_cache *c, char *msg, size_t len) {

@@ -87,7 +87,9 @@ const char *tb_pc_get(tb_plan_cache *c, const char *entry);
  * already holds changes nothing (not counted by tb_pc_puts, and the entry
  * still follows the file in a merge). */
 void tb_pc_put(tb_plan_cache *c, const char *entry, const char *value);
-/* Forgets an entry that did not rebuild (written at the next commit). */
+/* Forgets an entry that did not rebuild (written at the next commit), and
+ * the open session's mark with it: the next launch re-plans under the lock,
+ * one process for the node. */
 void tb_pc_drop(tb_plan_cache *c, const char *entry);
 /* Writes the file if anything changed (outside a session: merging what
  * other processes wrote, under a brief lock) and releases the lock; 0, or
@@ -99,7 +101,8 @@ void tb_pc_close(tb_plan_cache *c);
 /* The file this cache reads and writes. */
 const char *tb_pc_path(const tb_plan_cache *c);
 /* Entries, and what this process found / missed / put since it opened;
- * 0 from tb_pc_writes when a lock was given up on (nothing is written). */
+ * 0 from tb_pc_writes when a lock was given up on or the directory is
+ * read-only (nothing is written). */
 int tb_pc_count(const tb_plan_cache *c);
 int tb_pc_hits(const tb_plan_cache *c);
 int tb_pc_misses(const tb_plan_cache *c);

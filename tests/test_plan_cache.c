@@ -350,6 +350,16 @@ static void test_merge_stale(void) {
     TB_CHECK(x && strcmp(x, "new") == 0 && tb_pc_get(c, "Y"), "the file keeps the new X and gains Y (X=%s)",
              x ? x : "none");
     tb_pc_close(c);
+    /* a later launch finds an entry stale inside the marked session: the mark goes with it */
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && tb_pc_get(c, "session graph-a"), "the session's mark is in the file");
+    tb_pc_lock(c, "graph-a", msg, sizeof msg);
+    tb_pc_drop(c, "Y");
+    tb_pc_close(c);
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && !tb_pc_get(c, "session graph-a") && !tb_pc_get(c, "Y") && tb_pc_get(c, "X"),
+             "a drop inside it takes the session's mark out: the next launch plans under the lock");
+    tb_pc_close(c);
     rm_dir(dir);
 }
 

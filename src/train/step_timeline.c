@@ -118,7 +118,7 @@ void tb_step_timeline_skip(tb_step_timeline *tl, int slot) {
 
 void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, tb_transport *tr) {
     slot_tl *p = &tl->s[slot];
-    if (tl->native) return; /* the device's buckets are read from events at the harvest */
+    if (tl->native || !tr->row->bucket_times) return; /* device: read from events at the harvest */
     int nb = tr->row->bucket_times(tr, slot, p->host_bwd0, NULL, NULL);
     if (nb > p->bcap) {
         free(p->bk);
@@ -147,7 +147,7 @@ static tb_bucket_time *slot_buckets(tb_step_timeline *tl, int slot, tb_event *bw
         return p->bk;
     }
     void *ref = tl->be->native_event(tl->be, bwd0);
-    *n = tr ? tr->row->bucket_times(tr, slot, 0, ref, NULL) : 0;
+    *n = tr && tr->row->bucket_times ? tr->row->bucket_times(tr, slot, 0, ref, NULL) : 0;
     if (*n <= 0) return NULL;
     tb_bucket_time *bk = xcalloc((size_t)*n, sizeof *bk);
     *own = 1;

@@ -162,8 +162,12 @@ int tb_trainer_step_async(tb_trainer *t, const tb_source_batch *b, int64_t step,
         t->replays++;
     } else if (t->graph_on && !t->force_eager && full && t->eager_full >= 1 &&
                (t->recapture || t->eager_full >= t->hp.graph_warmup)) { /* a full step ran eagerly: its plans exist */
-        if (capture_and_launch(t, b, step, lr, s)) p->rec.graph = 1;
-        else body(t, b, step, lr, s, 0);
+        if (capture_and_launch(t, b, step, lr, s)) {
+            p->rec.graph = 1;
+        } else {
+            tb_trainer_rec_ev(t, p->ev[E_H2D]); /* the failed capture's time: h2d's, as a capture's */
+            body(t, b, step, lr, s, 0);
+        }
     } else {
         if (!full && t->graph) t->recapture = 1;
         body(t, b, step, lr, s, 0);

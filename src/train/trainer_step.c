@@ -137,7 +137,7 @@ static int check_finite(tb_trainer *t, int64_t step, char *err, size_t errlen) {
 /* The sync step's buckets (host clock, from t_bwd0; NULL, *n 0: none) */
 static tb_bucket_time *host_buckets(const tb_trainer *t, double t_bwd0, int *n) {
     tb_transport *tr = t->tr;
-    *n = tr ? tr->row->bucket_times(tr, 0, t_bwd0, NULL, NULL) : 0;
+    *n = tr && tr->row->bucket_times ? tr->row->bucket_times(tr, 0, t_bwd0, NULL, NULL) : 0;
     if (*n <= 0) return *n = 0, NULL;
     tb_bucket_time *b = calloc((size_t)*n, sizeof *b);
     if (!b) TB_FATAL("out of host memory");
@@ -173,7 +173,7 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     }
     if (tr || md->sync) tb_monitor_progress(t->mon, step, "gradient all-reduce", !tr_device_queued(t));
     if (tr) tr->row->finish(tr, md->slot, &md->rec->sync);
-    if (t->fault_mid) { /* --no-overlap: no bucket left during backward; strike with all of them queued */
+    if (t->fault_mid && b->n > 0) { /* --no-overlap: no bucket left during backward; strike with all queued */
         t->fault_mid = 0;
         tb_fault_strike_in_backward(t->rank);
     }
