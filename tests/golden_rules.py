@@ -47,6 +47,11 @@ PLANT_MOMENTUM_DELTA = 0.1
 # (docs/golden_16bit.md; tests/golden_amp_calibrate.py measures them)
 SCALE_K = 3.0
 SCALE_Q = 0.5
+# + SCALE_U x the format's unit (--floor-rel: 2^-7 bf16, 2^-10 fp16): a
+# scale within half a unit is the output's own rounding (the H200's first
+# run: bf16 ResNet-50's fc.bias at 1.0019 against PyTorch's float32 loss
+# gradient's 1.0001; bound 0.0008 without it)
+SCALE_U = 0.5
 
 
 def _f64(x):
@@ -212,8 +217,12 @@ def amp_plants(base, rows):
         return []
     loosest = max(grads, key=lambda r: r.bound).name
     stages = {}
-    for r in grads:
-        stages.setdefault(r.name.split("/")[1].split(".")[0], []).append(r)
+    for r in grads:  # ResNet's stages (layer1..layer4): the stem's conv1 / bn1 and fc are no stage
+        top = r.name.split("/")[1].split(".")[0]
+        if top.startswith("layer"):
+            stages.setdefault(top, []).append(r)
+    if not stages:
+        stages = {"every gradient": grads}
     stage = max(stages, key=lambda k: float(np.median([r.bound for r in stages[k]])))
     names = [r.name for r in stages[stage]]
 
@@ -264,7 +273,7 @@ def amp_step(case, images, labels, out, o):
 
     def scale_rows(outd):
         """(name, scale error, bound) per gradient: the scale check"""
-        return [(n, scale_err(outd[n], base.datasets[n]), SCALE_K * sfloor[n] + SCALE_Q * floor[n])
+        return [(n, scale_err(outd[n], base.datasets[n]), SCALE_K * sfloor[n] + SCALE_Q * floor[n] + SCALE_U * o.rel)
                 for n in names if n.startswith("grads/") and n in outd]
 
     def judge(outd):
@@ -284,9 +293,10 @@ def amp_step(case, images, labels, out, o):
           % (med, o.median, "" if med <= o.median else ": FAIL, trainbench is typically worse than PyTorch"))
     sworst = max(sc, key=lambda x: x[1] / x[2] if x[2] > 0 else float("inf")) if sc else ("-", 0.0, 1.0)
     sbad = [x for x in sc if not x[1] <= x[2]]
-    print("# scale per gradient, |<out,ref>/<ref,ref> - 1| <= %g x PyTorch's + %g x PyTorch's relative L2 error: "
-          "%s; worst %.4f against %.4f (%s)" % (SCALE_K, SCALE_Q, "ok" if not sbad else "FAIL in %d" % len(sbad),
-                                                sworst[1], sworst[2], sworst[0]))
+    print("# scale per gradient, |<out,ref>/<ref,ref> - 1| <= %g x PyTorch's + %g x PyTorch's relative L2 error + %g: "
+          "%s; worst %.4f against %.4f (%s)" % (SCALE_K, SCALE_Q, SCALE_U * o.rel,
+                                                "ok" if not sbad else "FAIL in %d" % len(sbad), sworst[1], sworst[2],
+                                                sworst[0]))
     for n, e, b in sbad[:12]:
         print("  FAIL scale %s: %.4f > %.4f (the gradient is scaled, not just rounded)" % (n, e, b))
     worst = max(rows, key=lambda r: r.over_bound)

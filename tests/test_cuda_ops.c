@@ -170,8 +170,15 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
                              dev ? dg.gpu : dg.cpu, dev ? dbv.gpu : dbv.cpu};
             (dev ? gb : g_cpu)->bn_backward(dev ? gb : g_cpu, &a[dev], &g);
         }
+        /* dx = gamma invstd (dy - mean dy - xhat mean(dy xhat)): where few
+         * values share a channel its terms cancel (two: to 0 exactly), and
+         * what is left is the rounding of terms of size gamma invstd |dy| */
+        double term = 0;
+        for (int c = 0; c < C; c++) term = fmax(term, fabs(gamma.cpu[c] * si.cpu[c]));
+        double dymax = 0;
+        for (size_t i = 0; i < (size_t)n * C * h * w; i++) dymax = fmax(dymax, fabs(dy.host[i]));
         snprintf(what, sizeof what, "bn bwd dx acc%d %s", acc, tag);
-        same(what, &dx, p->tol);
+        same_scaled(what, &dx, p->tol, acc ? 0 : term * dymax);
         if (has_z) {
             snprintf(what, sizeof what, "bn bwd dz acc%d %s", acc, tag);
             same(what, &dz, p->tol);

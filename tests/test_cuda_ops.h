@@ -50,18 +50,26 @@ static inline void report(const char *what, double maxerr, double maxref, int ok
     fflush(stdout);
 }
 
-/* got vs ref over n floats: tol * max|ref| + tol * |ref| (tol 0: exact). */
-static inline int compare(const char *what, const float *got, const float *ref, size_t n, double tol) {
+/* got vs ref over n floats: tol * max(max|ref|, scale) + tol * |ref| (tol
+ * 0: exact); scale: the size of the terms the output is a difference of,
+ * where those cancel (0: none) */
+static inline int compare_scaled(const char *what, const float *got, const float *ref, size_t n, double tol,
+                                 double scale) {
     double maxref = 0, maxerr = 0;
     for (size_t i = 0; i < n; i++) maxref = fmax(maxref, fabs(ref[i]));
+    double top = fmax(maxref, scale);
     int ok = 1;
     for (size_t i = 0; i < n; i++) {
         double e = fabs((double)got[i] - (double)ref[i]);
-        if (!(e <= tol * maxref + tol * fabs(ref[i])) && !(got[i] == ref[i])) ok = 0;
+        if (!(e <= tol * top + tol * fabs(ref[i])) && !(got[i] == ref[i])) ok = 0;
         if (!(e <= maxerr)) maxerr = e;
     }
     report(what, maxerr, maxref, ok);
     return ok;
+}
+
+static inline int compare(const char *what, const float *got, const float *ref, size_t n, double tol) {
+    return compare_scaled(what, got, ref, n, tol, 0);
 }
 
 /* ---- tensors on both backends ---------------------------------------------------------------- */
@@ -139,12 +147,14 @@ static inline void drop(pair *t) {
 }
 
 /* GPU result vs the CPU result of the same op. */
-static inline int same(const char *what, const pair *t, double tol) {
+static inline int same_scaled(const char *what, const pair *t, double tol, double scale) {
     float *g = download(t);
-    int ok = compare(what, g, t->cpu.data, tb_tensor_numel(&t->cpu), tol);
+    int ok = compare_scaled(what, g, t->cpu.data, tb_tensor_numel(&t->cpu), tol, scale);
     free(g);
     return ok;
 }
+
+static inline int same(const char *what, const pair *t, double tol) { return same_scaled(what, t, tol, 0); }
 
 /* A float vector on both backends. */
 typedef struct {

@@ -170,9 +170,29 @@ static void test_loader(tb_gpu_decoder *dl) {
     const char *alt[2] = {"sync=on,inflight=1,alloc=nvjpeg", "chunk=3,sort=off,inflight=3"};
     for (int v = 0; v < 2; v++) {
         run_out a = run(&ds, TB_DECODE_GPU, dl, alt[v]);
-        int diff = a.n != g.n || memcmp(a.labels, g.labels, 4 * (size_t)g.n) != 0 ||
-                   memcmp(a.img, g.img, per * (size_t)g.n) != 0;
-        printf("# --nvjpeg %s: %d samples, %s the default's\n", alt[v], a.n, diff ? "NOT" : "byte for byte");
+        /* the damaged file nvJPEG decodes without an error (the samples the
+         * CPU path replaced) has no defined pixels: its bytes differ from run
+         * to run (seen on the H200: only that sample differed, by up to 255) */
+        int diff = a.n != g.n || memcmp(a.labels, g.labels, 4 * (size_t)g.n) != 0, undefined = 0;
+        for (int i = 0; !diff && i < g.n; i++) {
+            if (i < c.n && c.labels[i] != g.labels[i]) {
+                undefined++;
+                continue;
+            }
+            diff = memcmp(a.img + (size_t)i * per, g.img + (size_t)i * per, per) != 0;
+        }
+        printf("# --nvjpeg %s: %d samples, %s the default's (%d of the damaged file not compared)\n", alt[v], a.n,
+               diff ? "NOT" : "byte for byte", undefined);
+        for (int i = 0, shown = 0; diff && i < a.n && i < g.n; i++) { /* which samples, and by how much */
+            const uint8_t *x = a.img + (size_t)i * per, *y = g.img + (size_t)i * per;
+            int worst_px = 0;
+            size_t nd = 0;
+            for (size_t q = 0; q < per; q++)
+                if (x[q] != y[q]) nd++, worst_px = abs(x[q] - y[q]) > worst_px ? abs(x[q] - y[q]) : worst_px;
+            if ((nd || a.labels[i] != g.labels[i]) && shown++ < 12)
+                printf("#   sample %d (label %d / %d): %zu of %zu bytes differ, by up to %d\n", i, a.labels[i],
+                       g.labels[i], nd, per, worst_px);
+        }
         TB_CHECK(!diff, "--nvjpeg %s gives other batches than the default (fenced) path", alt[v]);
         free(a.img), free(a.labels), free(a.flip);
     }
