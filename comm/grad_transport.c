@@ -43,6 +43,15 @@ void tb_transport_destroy(tb_transport *tr) {
     free(tr);
 }
 
+tb_bucket_time *tb_transport_bucket_times(tb_transport *tr, int slot, double ref_host, void *ref_event, int *n) {
+    *n = tr && tr->row->bucket_times ? tr->row->bucket_times(tr, slot, ref_host, ref_event, NULL) : 0;
+    if (*n <= 0) return NULL;
+    tb_bucket_time *b = calloc((size_t)*n, sizeof *b);
+    if (!b) TB_FATAL("out of host memory");
+    if (tr->row->bucket_times(tr, slot, ref_host, ref_event, b) != *n) *n = -1;
+    return b;
+}
+
 void tb_transport_bcast_staged(const tb_transport_opts *o, void *buf, size_t count) {
     size_t bytes = count * (o->type == TB_FLOAT32 ? 4 : 8);
     int rank = tb_comm_rank(o->comm);

@@ -94,10 +94,11 @@ typedef struct {
      * its events complete), times from ref_host (a tb_now() time) on the
      * host clock or from ref_event (cudaEvent_t) on the device's. Fills
      * b[0..n) (NULL: count only) and returns n; 0 where the row keeps no
-     * times on the clock asked for (mpi-staged: host-timed MPI calls; a
-     * device row given no ref_event); -1 when CUDA could not time an event
-     * (the caller drops the sample, never the run). NULL: a row that keeps
-     * no bucket times (ranges only in the timelines). */
+     * times on the clock asked for (a device row given no ref_event); -1
+     * when CUDA could not time an event (the caller drops the sample, never
+     * the run). NULL: a row that keeps no bucket times (mpi-staged: its
+     * MPI calls are host-timed on another clock; ranges only in the
+     * timelines). tb_transport_bucket_times gives them as a new list. */
     int (*bucket_times)(tb_transport *tr, int slot, double ref_host, void *ref_event, tb_bucket_time *b);
 } tb_transport_row;
 
@@ -114,6 +115,10 @@ const tb_transport_row *tb_transport_find(const char *name);
 /* A transport of row `name` (a fatal error when there is none). */
 tb_transport *tb_transport_create(const char *name, const tb_transport_opts *o);
 void tb_transport_destroy(tb_transport *tr);
+/* The row's bucket_times as a new list (the caller frees it): *n buckets;
+ * NULL with *n 0 when the row keeps none (tr NULL, bucket_times NULL or 0
+ * buckets on that clock); *n -1 when CUDA could not time them. */
+tb_bucket_time *tb_transport_bucket_times(tb_transport *tr, int slot, double ref_host, void *ref_event, int *n);
 /* The broadcast of the host-staged rows: rank 0's buffer copied into
  * o->stage, broadcast over o->comm, copied back on the other ranks. */
 void tb_transport_bcast_staged(const tb_transport_opts *o, void *buf, size_t count);

@@ -16,7 +16,7 @@ typedef struct {
     tb_event **ev;               /* [max] GPU: compute-stream events */
     double *host;                /* [max] CPU: host clock when the hook ran */
     double host_bwd0;            /* CPU: backward's start, host clock */
-    int nb, bcap;                /* CPU: buckets of the step */
+    int nb;                      /* CPU: buckets of the step */
     tb_bucket_time *bk;          /* [nb] CPU: communication thread's clock, from host_bwd0 */
 } slot_tl;
 
@@ -118,14 +118,10 @@ void tb_step_timeline_skip(tb_step_timeline *tl, int slot) {
 
 void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, tb_transport *tr) {
     slot_tl *p = &tl->s[slot];
-    if (tl->native || !tr->row->bucket_times) return; /* device: read from events at the harvest */
-    int nb = tr->row->bucket_times(tr, slot, p->host_bwd0, NULL, NULL);
-    if (nb > p->bcap) {
-        free(p->bk);
-        p->bk = xcalloc((size_t)nb, sizeof *p->bk);
-        p->bcap = nb;
-    }
-    p->nb = nb > 0 && tr->row->bucket_times(tr, slot, p->host_bwd0, NULL, p->bk) == nb ? nb : 0;
+    if (tl->native) return; /* device: read from events at the harvest */
+    free(p->bk);
+    p->bk = tb_transport_bucket_times(tr, slot, p->host_bwd0, NULL, &p->nb);
+    if (p->nb < 0) p->nb = 0;
 }
 
 int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events) {
@@ -133,26 +129,6 @@ int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events)
     if (events)
         for (int k = 0; k < tl->max; k++) events[k] = tl->be->native_event(tl->be, tl->s[slot].ev[k]);
     return tl->max;
-}
-
-/* The buckets of slot's step: the host path's kept by host_buckets (*own
- * 0), the device path's read from the transport's events into a new list
- * (*own 1: the caller frees it). *n -1: CUDA could not time them. */
-static tb_bucket_time *slot_buckets(tb_step_timeline *tl, int slot, tb_event *bwd0, tb_transport *tr, int *n,
-                                    int *own) {
-    slot_tl *p = &tl->s[slot];
-    *own = 0;
-    if (!tl->native) {
-        *n = p->nb;
-        return p->bk;
-    }
-    void *ref = tl->be->native_event(tl->be, bwd0);
-    *n = tr && tr->row->bucket_times ? tr->row->bucket_times(tr, slot, 0, ref, NULL) : 0;
-    if (*n <= 0) return NULL;
-    tb_bucket_time *bk = xcalloc((size_t)*n, sizeof *bk);
-    *own = 1;
-    if (tr->row->bucket_times(tr, slot, 0, ref, bk) != *n) *n = -1;
-    return bk;
 }
 
 void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_event *bwd0, double backward_s,
@@ -168,8 +144,12 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
                                       &ready[i]) != 0)
             lost = 1;
     }
-    int nb, own;
-    tb_bucket_time *bk = slot_buckets(tl, slot, bwd0, tr, &nb, &own);
+    /* the host path's buckets kept by host_buckets; the device path's read
+     * now from the transport's events (nb -1: CUDA could not time them) */
+    int nb = p->nb;
+    tb_bucket_time *own = tl->native ? tb_transport_bucket_times(tr, slot, 0, tl->be->native_event(tl->be, bwd0), &nb)
+                                     : NULL;
+    const tb_bucket_time *bk = tl->native ? own : p->bk;
     if (nb < 0) lost = 1;
     if (lost) {
         static int said;
@@ -184,5 +164,5 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
                                              : "host clock (the CPU's asynchronous step)"};
     if (!lost) tb_bprof_add(&x);
     free(ready);
-    if (own) free(bk);
+    free(own);
 }

@@ -134,23 +134,13 @@ static int check_finite(tb_trainer *t, int64_t step, char *err, size_t errlen) {
     return -1;
 }
 
-/* The sync step's buckets (host clock, from t_bwd0; NULL, *n 0: none) */
-static tb_bucket_time *host_buckets(const tb_trainer *t, double t_bwd0, int *n) {
-    tb_transport *tr = t->tr;
-    *n = tr && tr->row->bucket_times ? tr->row->bucket_times(tr, 0, t_bwd0, NULL, NULL) : 0;
-    if (*n <= 0) return *n = 0, NULL;
-    tb_bucket_time *b = calloc((size_t)*n, sizeof *b);
-    if (!b) TB_FATAL("out of host memory");
-    if (tr->row->bucket_times(tr, 0, t_bwd0, NULL, b) != *n) *n = 0;
-    return b;
-}
-
-/* The sync step's hook 2 of bucket_profile.h */
+/* The sync step's hook 2 of bucket_profile.h: its buckets on the host
+ * clock, from the start of backward (read only while it records) */
 static void sync_bprof(const tb_trainer *t, const tb_step_mode *md) {
-    int nb;
-    tb_bucket_time *b = host_buckets(t, md->t[E_FWD], &nb);
-    tb_bprof_step(t->world, nb, b, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes, t->hp.overlap,
-                  md->t[E_FWD], md->t[E_BWD], md->t[E_COMM]);
+    int nb = 0;
+    tb_bucket_time *b = tb_bprof_on() ? tb_transport_bucket_times(t->tr, 0, md->t[E_FWD], NULL, &nb) : NULL;
+    tb_bprof_step(t->world, nb > 0 ? nb : 0, b, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
+                  t->hp.overlap, md->t[E_FWD], md->t[E_BWD], md->t[E_COMM]);
     free(b);
 }
 
@@ -212,7 +202,7 @@ static void trace_sync(const tb_trainer *t, const tb_step_mode *md, double wait_
     for (int p = TB_PH_FWD; p < TB_PH_COUNT; p++)
         tb_trace_event(tb_phase_name[p], TB_TRACE_COMPUTE, edges[p], edges[p + 1], step, -1, 0);
     int nb;
-    tb_bucket_time *bk = host_buckets(t, 0, &nb);
+    tb_bucket_time *bk = tb_transport_bucket_times(t->tr, 0, 0, NULL, &nb); /* host clock, absolute */
     for (int i = 0; i < nb; i++)
         tb_trace_event("all-reduce bucket", TB_TRACE_COMM, bk[i].start_s, bk[i].end_s, step, i,
                        (double)bk[i].cnt * sizeof(tb_real));
