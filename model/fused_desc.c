@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "model/plan_cache.h"
+
 static const char *k_role_names[FD_R_COUNT] = {
     "x",        "w",       "y",      "dy",    "dw",     "dr",       "scale",   "bias",      "sum",
     "sqsum",    "gamma",   "beta",   "mean",  "invstd", "run_mean", "run_var", "next_mean", "next_var",
@@ -453,13 +455,15 @@ int fd_pack_roles(const fd_graph *gr, int roles[FD_R_COUNT]) {
     return n;
 }
 
+/* the plan cache's FNV-1a over v's 8 bytes, lowest first */
 static uint64_t mix(uint64_t h, int64_t v) {
-    for (int i = 0; i < 8; i++) h = (h ^ (uint64_t)((v >> (8 * i)) & 0xff)) * 0x100000001b3ULL;
-    return h;
+    unsigned char b[8];
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)v >> (8 * i));
+    return tb_pc_fnv1a(b, sizeof b, h);
 }
 
 uint64_t fd_graph_hash(const fd_graph *gr) {
-    uint64_t h = mix(0xcbf29ce484222325ULL, gr->kind);
+    uint64_t h = mix(0, gr->kind); /* 0: FNV's offset basis */
     h = mix(mix(h, gr->nt), gr->nop);
     for (int i = 0; i < gr->nt; i++) {
         const fd_tensor *t = &gr->t[i];

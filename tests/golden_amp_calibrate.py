@@ -34,16 +34,6 @@ def rel_l2(x, ref):
     return d / n if n > 0 else d
 
 
-def scale_err(x, ref):
-    """|<x, ref> / <ref, ref> - 1|: how far x's projection on ref is from ref
-    itself (a tensor scaled by s gives |s - 1|; rounding noise, mostly
-    orthogonal to ref, far less than its relative L2 error)."""
-    import numpy as np
-    r = np.asarray(ref, np.float64).ravel()
-    rr = float(r @ r)
-    return abs(float(np.asarray(x, np.float64).ravel() @ r) / rr - 1) if rr > 0 else 0.0
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
@@ -59,6 +49,8 @@ def main(argv=None):
     sys.path.insert(0, HERE)
     from gen_golden import build_model
     from golden_torch import run_step
+    import golden_rules
+    from golden_rules import scale_err
     torch.set_num_threads(a.threads)
     va, vb = a.variants.split(",")
     hp = argparse.Namespace(lr=0.01, momentum=0.9, weight_decay=1e-4, nesterov=False, label_smoothing=0.1,
@@ -103,7 +95,6 @@ def main(argv=None):
         print("#   float64 with the input x (1 + 2^-9 noise): gradients move by %.3f (median), %.3f (largest); "
               "%.0f s" % (float(np.median(ep)), max(ep), time.time() - t0), flush=True)
         # the scale rule: |s_A - 1| <= SCALE_K x |s_B - 1| + SCALE_Q x B's relative L2 error
-        import golden_rules
         kq = [sa[n] / (golden_rules.SCALE_K * sb[n] + golden_rules.SCALE_Q * eb[n]) for n in grads]
         wk = grads[int(np.argmax(kq))]
         print("#   scale |<x,ref>/<ref,ref> - 1|: A median %.4f, largest %.4f; B median %.4f, largest %.4f; A over "
@@ -111,7 +102,7 @@ def main(argv=None):
                   float(np.median(list(sa.values()))), max(sa.values()), float(np.median(list(sb.values()))),
                   max(sb.values()), golden_rules.SCALE_K, golden_rules.SCALE_Q, max(kq), wk))
         for f in (0.5, 0.8, 1.25):
-            caught = sum(1 for n in grads if abs(f * (1 + 0) - 1) > 0 and
+            caught = sum(1 for n in grads if
                          scale_err(f * np.asarray(ra.datasets[n], np.float64), base.datasets[n]) >
                          golden_rules.SCALE_K * sb[n] + golden_rules.SCALE_Q * eb[n])
             print("#   A's gradients x %g: the scale rule catches %d of %d" % (f, caught, len(grads)))

@@ -183,8 +183,7 @@ static int fit_run_buckets(const tb_results *r, tb_fabric *f, char *err, size_t 
     tb_ar_sample *s = calloc(b && b->rows ? b->rows : 1, sizeof *s);
     if (!s) TB_FATAL("out of host memory");
     int n = 0;
-    /* /buckets records gradient bytes; with --allreduce-dtype bf16 half of them moved */
-    double wire = strcmp(tb_results_str(r, "allreduce_dtype", "fp32"), "bf16") == 0 ? 0.5 : 1.0;
+    double wire = tb_proj_wire_scale(r); /* /buckets records gradient bytes; bf16 moved half */
     for (size_t i = 0; b && i < b->rows; i++) {
         int ranks = (int)tb_rtable_num(b, "ranks", i);
         if (ranks < 2) continue;

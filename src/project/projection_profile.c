@@ -115,6 +115,10 @@ static int step_from_ranks(const tb_results *r, tb_proj_profile *p, char *row_wh
     return 0;
 }
 
+double tb_proj_wire_scale(const tb_results *r) {
+    return strcmp(tb_results_str(r, "allreduce_dtype", "fp32"), "bf16") == 0 ? 0.5 : 1.0;
+}
+
 int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
     const tb_rtable *sc = tb_results_table(r, "scaling");
@@ -172,7 +176,7 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     double bucket_mb = tb_results_num(r, "bucket_mb", NAN), first_mb = tb_results_num(r, "first_bucket_mb", NAN);
     if (bucket_mb > 0) p->bucket_bytes = bucket_mb * 1048576.0;
     if (first_mb >= 0) p->first_bucket_bytes = first_mb * 1048576.0;
-    p->wire_scale = strcmp(tb_results_str(r, "allreduce_dtype", "fp32"), "bf16") == 0 ? 0.5 : 1.0;
+    p->wire_scale = tb_proj_wire_scale(r);
     if (nmeas > 0) {
         p->ranges = calloc((size_t)nmeas, sizeof *p->ranges);
         if (!p->ranges) TB_FATAL("out of host memory");

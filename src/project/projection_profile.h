@@ -48,6 +48,11 @@ typedef struct {
 int tb_proj_model_ranges(const char *model, int classes, int image, double elem_bytes, tb_grad_range **ranges,
                          int *n, double *n_train, double *n_state, char *err, size_t errlen);
 
+/* Bytes on the wire per gradient byte of a run: 0.5 when it ran with
+ * --allreduce-dtype bf16 (its /grad_ready and /buckets count the float32
+ * gradients), else 1. */
+double tb_proj_wire_scale(const tb_results *r);
+
 /* From a results file. Returns 0, or -1 with one line in err (no 1-rank
  * scaling row, unknown model). */
 int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *err, size_t errlen);
