@@ -225,13 +225,17 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
   # measured 2-rank row; and with each rank's compute doubled (the two ranks
   # share the GPU's time)
   if [ -f "$KEEP/scaling_nccl_np2.h5" ] && [ -f "$KEEP/allreduce_nccl_np2_float.h5" ]; then
-    for set in "" "batch=2"; do
-      tag=${set:+_compute_x2}
+    for set in "" "batch=2" "share=2"; do
+      case $set in batch=2) tag=_compute_x2 ;; share=2) tag=_shared ;; *) tag= ;; esac
       "$TB" project "$KEEP/scaling_nccl_np2.h5" --fabric "fit:$KEEP/allreduce_nccl_np2_float.h5" --ranks 1,2 \
         ${set:+--set "$set"} --format md >"$KEEP/model_check$tag.md" 2>&1 || FAILED="$FAILED model_check$tag"
       {
         echo
-        echo "### Model check${set:+ with the compute of each rank x2 (--set $set: the ranks time-slice the GPU)}"
+        case $set in
+          batch=2) echo "### Model check with the compute of each rank x2 (--set $set)" ;;
+          share=2) echo "### Model check for two ranks time-slicing one GPU (--set $set: each step holds both ranks' compute, the all-reduces not overlapped)" ;;
+          *) echo "### Model check" ;;
+        esac
         echo
         echo "\`trainbench project scaling_nccl_np2.h5 --fabric fit:allreduce_nccl_np2_float.h5 --ranks 1,2${set:+ --set $set}\`"
         echo

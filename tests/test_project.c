@@ -256,6 +256,16 @@ static void test_step(void) {
     TB_CHECK_CLOSE(res.efficiency, 0.8, 1e-6, 0, "efficiency at the implied bandwidth");
     TB_CHECK(x > 1, "80 %% needs more than the fabric's bandwidth (x = %g)", x);
     TB_CHECK(isnan(tb_proj_bandwidth_factor(&p, &f, 2, &k, 1.0)), "100 %% is out of reach with a last bucket");
+    /* 2 ranks time-slicing one device (share=2): 2 x 100 ms of compute, then
+     * both buckets one after the other (60 ms), nothing overlapped: 260 ms */
+    k.share = 2;
+    TB_CHECK(tb_project(&p, &f, 2, &k, &res, NULL, err, sizeof err) == 0, "project shared: %s", err);
+    TB_CHECK_CLOSE(res.exposed_s, 0.060, 1e-12, 0, "shared: every bucket exposed");
+    TB_CHECK_CLOSE(res.step_s, 0.260, 1e-12, 0, "shared: step = 2 x compute + the all-reduces");
+    TB_CHECK_CLOSE(res.efficiency, 100.0 / 260.0, 0, 1e-12, "shared: efficiency against the 1-rank step");
+    /* one rank with share=2: alone on its device */
+    TB_CHECK(tb_project(&p, &f, 1, &k, &res, NULL, err, sizeof err) == 0 && res.step_s == 0.100,
+             "shared, 1 rank: step %g", res.step_s);
 }
 
 /* ---- the fit -------------------------------------------------------------------------------- */

@@ -35,7 +35,9 @@ static const char k_usage[] =
     "LIST: comma-separated changes, each one what-if column (--what-if) or applied to every column\n"
     "(--set): bucket=SIZE (5M, 512K), first-bucket=SIZE (the first bucket launched; 0: as the rest),\n"
     "bf16 (half the gradient bytes), fp32, no-overlap, overlap,\n"
-    "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto.\n"
+    "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto,\n"
+    "share=N (N ranks time-slice one device, as --share-gpu runs them: each rank's step holds the\n"
+    "compute of N, and the all-reduces run after it, not overlapped).\n"
     "--out FILE: RUN.h5 copied with a /projection table (atomic; FILE may be RUN.h5 itself).";
 
 /* ---- knobs from text -------------------------------------------------------------------------- */
@@ -90,6 +92,13 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
         k->batch_scale = v;
         snprintf(key, keylen, "batch_x%g", v);
         snprintf(label, lablen, "batch x%g", v);
+    } else if (strcmp(name, "share") == 0) {
+        char *end;
+        long v = strtol(val, &end, 10);
+        if (*end || !val[0] || v < 1 || v > 64) goto bad;
+        k->share = (int)v;
+        snprintf(key, keylen, "share_%ld", v);
+        snprintf(label, lablen, "%ld ranks per device", v);
     } else if (strcmp(name, "algo") == 0) {
         if (tb_ar_algo_parse(val, &k->algo) != 0) goto bad;
         snprintf(key, keylen, "algo_%s", val);
@@ -102,8 +111,8 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
     return 0;
 bad:
     snprintf(err, errlen,
-             "'%s' is not a change: use bucket=SIZE, first-bucket=SIZE, bf16, fp32, no-overlap, overlap, batch=X or "
-             "algo=ring|tree|hier|auto",
+             "'%s' is not a change: use bucket=SIZE, first-bucket=SIZE, bf16, fp32, no-overlap, overlap, batch=X, "
+             "share=N or algo=ring|tree|hier|auto",
              item);
     return -1;
 }

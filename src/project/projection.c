@@ -146,7 +146,7 @@ double tb_busbw_GBps(int n, double bytes, double seconds) {
 
 tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p) {
     tb_proj_knobs k = {p->bucket_bytes, p->first_bucket_bytes, p->wire_scale > 0 ? p->wire_scale : 1.0, 1.0,
-                       p->overlap, TB_AR_AUTO};
+                       p->overlap, TB_AR_AUTO, 1};
     return k;
 }
 
@@ -232,8 +232,10 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
             r->algo = k->algo == TB_AR_AUTO ? b[i].cost.best : k->algo;
         }
     }
+    /* ranks time-slicing one device: the compute of all of them, nothing overlapped */
+    int share = k->share > 1 ? (k->share < ranks ? k->share : ranks) : 1;
     if (ranks > 1) {
-        r->exposed_s = tb_proj_schedule(b, nb, p->backward_s * k->batch_scale, k->overlap);
+        r->exposed_s = tb_proj_schedule(b, nb, share * p->backward_s * k->batch_scale, share > 1 ? 0 : k->overlap);
         r->bcast_s = tb_bcast_cost(f, ranks, p->state_bytes);
         double bytes = p->grad_bytes * k->byte_scale;
         r->busbw_GBps = tb_busbw_GBps(ranks, bytes, r->comm_s);
@@ -241,7 +243,7 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
         r->busbw_GBps = NAN;
         r->algo = TB_AR_AUTO;
     }
-    r->step_s = r->compute_s + r->exposed_s + r->bcast_s;
+    r->step_s = share * r->compute_s + r->exposed_s + r->bcast_s;
     r->img_per_s = r->step_s > 0 ? ranks * p->batch * k->batch_scale / r->step_s : 0;
     r->efficiency = r->step_s > 0 ? r->compute_s / r->step_s : 0;
     if (buckets) *buckets = b;

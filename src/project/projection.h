@@ -40,7 +40,14 @@
  * Step: the 1-rank step (data + h2d + forward + backward + optimizer + the
  * loop's own overhead, compute scaled by batch_scale except the optimizer)
  * + exposed + the BatchNorm statistics broadcast before each forward.
- * efficiency = step(1) / step(N) (weak scaling: T1 / (N x TN)). */
+ * efficiency = step(1) / step(N) (weak scaling: T1 / (N x TN)).
+ *
+ * Shared device (share = s > 1, min(s, N) ranks per device, as
+ * `--share-gpu` runs them): the device time-slices between the ranks'
+ * processes, so a rank's step holds the compute of all s (s x the 1-rank
+ * step), and the all-reduces do not overlap it: one rank's NCCL kernel can
+ * only finish once its peer's process holds the device, so every bucket
+ * costs its full time after the compute (overlap off, serialized). */
 #ifndef TB_PROJECTION_H
 #define TB_PROJECTION_H
 
@@ -105,6 +112,7 @@ typedef struct {
     double batch_scale;        /* per-rank batch x this: compute and ready times scale */
     int overlap;
     tb_ar_algo algo;
+    int share;                 /* ranks time-slicing one device (--share-gpu); 0 or 1: a device each */
 } tb_proj_knobs;
 
 /* The knobs of the profiled run itself. */

@@ -75,7 +75,8 @@ static void print_inputs(FILE *f, tb_format fmt, const tb_proj_request *q) {
             "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s of <= %.3g MiB%s, "
             "overlap %s, all-reduce %s; BN statistics %.1f kB broadcast per step",
             k->batch_scale, 1e-6 * p->grad_bytes * k->byte_scale, k->byte_scale, nb, nb == 1 ? "" : "s",
-            k->bucket_bytes / 1048576.0, first, k->overlap ? "on" : "off",
+            k->bucket_bytes / 1048576.0, first,
+            k->share > 1 ? "off (ranks share a device)" : k->overlap ? "on" : "off",
             k->algo == TB_AR_AUTO ? "the fastest of ring, tree, hier" : tb_ar_algo_name(k->algo),
             1e-3 * p->state_bytes);
     tb_note(f, fmt, "fabric %s", fab);
@@ -156,6 +157,11 @@ static int print_whatif(FILE *f, tb_format fmt, const tb_proj_request *q) {
 
 /* ---- buckets ---------------------------------------------------------------------------------- */
 
+/* Ranks per device at n ranks under the base knobs (--set share=N). */
+static int share_of(const tb_proj_request *q, int n) {
+    return q->base.share > 1 ? (q->base.share < n ? q->base.share : n) : 1;
+}
+
 static int print_buckets(FILE *f, tb_format fmt, const tb_proj_request *q, int n) {
     tb_proj_result r;
     tb_proj_bucket *b;
@@ -183,7 +189,7 @@ static int print_buckets(FILE *f, tb_format fmt, const tb_proj_request *q, int n
     char title[256];
     snprintf(title, sizeof title,
              "%d ranks: buckets in launch order, ms from the start of backward (predicted backward ends at %.1f)", n,
-             ms(q->p->backward_s * q->base.batch_scale));
+             ms(q->p->backward_s * q->base.batch_scale) * share_of(q, n));
     tb_tab *t = tb_tab_new(fmt, title, cols, (int)(sizeof cols / sizeof cols[0]));
     int rows = r.buckets > nm ? r.buckets : nm;
     for (int i = 0; i < rows; i++) {
@@ -282,9 +288,12 @@ static int print_differences(FILE *f, tb_format fmt, const tb_proj_request *q) {
                                      "measured here; %.1f with the 1-rank one)",
                          fabs(diff), x->predicted, ms(r.exposed_s + r.bcast_s));
             } else {
-                x->predicted = ms(one[ph]);
+                x->predicted = ms(one[ph]) * share_of(q, m->ranks);
                 double diff = x->measured - x->predicted;
-                snprintf(x->reading, sizeof x->reading, "%s than on 1 rank%s", diff >= 0 ? "slower" : "faster",
+                int sh = share_of(q, m->ranks);
+                char base[32] = "on 1 rank";
+                if (sh > 1) snprintf(base, sizeof base, "%d x 1 rank", sh);
+                snprintf(x->reading, sizeof x->reading, "%s than %s%s", diff >= 0 ? "slower" : "faster", base,
                          ph == TB_PH_BWD && diff > 0 ? " (compute shares the machine with the all-reduce)" : "");
             }
         }
@@ -318,6 +327,12 @@ static int print_differences(FILE *f, tb_format fmt, const tb_proj_request *q) {
         nlines++;
     }
     if (t) tb_tab_print(t, f);
+    if (t && q->base.share > 1)
+        tb_note(f, fmt,
+                "share=%d: the ranks time-slice one device, so each phase is predicted at %d x its 1-rank time and "
+                "the all-reduces after the compute; a rank's events see its collectives partly inside backward "
+                "(the peer's time slice), so compare the step",
+                q->base.share, q->base.share);
     for (int i = 0; i < nlines; i++) tb_note(f, fmt, "%s", lines[i]);
     free(lines);
     return rc;
