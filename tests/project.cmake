@@ -53,7 +53,14 @@ tb_project_test(project_profile "" profile ${PROJECT_SOURCE_DIR}/results/project
 # published rows' file, none typed): made again here and compared
 if(TB_PYTHON)
   add_test(NAME project_h200_tables_reproduce
-           COMMAND sh -c "d=$(mktemp -d) && TB=\"$0\" PY=\"$1\" sh \"$2/bench/project_h200.sh\" \"$2/results/gpu_h200_2026-11-27/tb_bf16_nhwc_256_graph.h5\" \"$d/projection_h200\" >/dev/null && sed -e \"s#$d/projection_h200#results/projection_h200#g\" -e \"s#$2/##g\" \"$d/projection_h200.md\" | diff -u \"$2/results/projection_h200.md\" - ; rc=$?; rm -rf \"$d\"; exit $rc"
+           COMMAND sh -c "d=$(mktemp -d) && TB=\"$0\" PY=\"$1\" sh \"$2/bench/project_h200.sh\" \"$2/results/gpu_h200_2026-12-04b/call1/nccl/timeline_1rank.h5\" \"$d/projection_h200\" >/dev/null && sed -e \"s#$d/projection_h200#results/projection_h200#g\" -e \"s#$2/##g\" \"$d/projection_h200.md\" | diff -u \"$2/results/projection_h200.md\" - ; rc=$?; rm -rf \"$d\"; exit $rc"
                    ${TB_BIN} ${TB_PYTHON} ${PROJECT_SOURCE_DIR})
   set_tests_properties(project_h200_tables_reproduce PROPERTIES TIMEOUT 120)
 endif()
+# issue 26's model check on the H200's stored 2-rank NCCL run (two ranks
+# time-slicing one GPU): --set share=2 within 5 % of the measured step, the
+# two-GPU projection (the planted error) beyond it
+add_test(NAME project_shared_gpu_model_check
+         COMMAND sh ${PROJECT_SOURCE_DIR}/tests/project_shared_gpu.sh ${TB_BIN}
+                 ${PROJECT_SOURCE_DIR}/results/gpu_h200_2026-12-04b/call1/nccl)
+set_tests_properties(project_shared_gpu_model_check PROPERTIES TIMEOUT 60)
