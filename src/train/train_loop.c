@@ -128,6 +128,19 @@ static void stop_nonfinite(tb_train_run *r, const tb_step_record *rec, double lo
  * slowest rank's step times (one more), and the progress line. Collective;
  * after each step on the CPU, every --print-every steps (and wherever the
  * loop needs the numbers) on CUDA. */
+/* The first step's start-up line: the total, the model's plans (what
+ * bench/gpu_resnet50.sh reads), then each part of it. */
+static void print_startup(const tb_train_run *r) {
+    double now = tb_now();
+    char parts[256];
+    int n = 0;
+    for (int i = 0; i < TB_SETUP_PARTS && n < (int)sizeof parts; i++)
+        n += snprintf(parts + n, sizeof parts - (size_t)n, "%s %.1f, ", tb_setup_part_name[i], r->setup_s[i]);
+    printf("# start-up: first step done %.1f s after start-up began (the model and its plans %.1f s); parts: %sfirst "
+           "step %.1f s\n",
+           now - r->t_setup, r->model_s, parts, now - r->t_ready);
+}
+
 static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
     tb_step_record rec;
     while (tb_trainer_collect(r->tr, &rec, 1)) {
@@ -170,9 +183,7 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
                    (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / el,
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
-            if (done == r->start[0] + 1) /* what --plan-cache saves */
-                printf("# start-up: first step done %.1f s after start-up began (the model and its plans %.1f s)\n",
-                       tb_now() - r->t_setup, r->model_s);
+            if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
         }
     }

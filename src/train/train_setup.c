@@ -379,15 +379,20 @@ static void print_header(const tb_train_run *r) {
     fflush(stdout);
 }
 
+const char *const tb_setup_part_name[TB_SETUP_PARTS] = {"bootstrap", "data", "device", "communicator",
+                                                        "model+feed+init", "trainer"};
+
 void tb_train_setup(tb_train_run *r) {
-    r->t_setup = tb_now();
-    bootstrap(r);
-    tb_train_open_data(r);
-    make_backend(r);
-    choose_comm(r);
-    start_nvml(r);
-    make_model(r);
-    make_trainer(r);
+    double t = r->t_setup = tb_now(), u;
+#define TB_PART(i, call) (call, u = tb_now(), r->setup_s[i] = u - t, t = u)
+    TB_PART(0, bootstrap(r));
+    TB_PART(1, tb_train_open_data(r));
+    TB_PART(2, make_backend(r));
+    TB_PART(3, (choose_comm(r), start_nvml(r)));
+    TB_PART(4, make_model(r));
+    TB_PART(5, make_trainer(r));
+#undef TB_PART
+    r->t_ready = t;
     if (r->info.rank == 0) {
         record_settings(r);
         print_header(r);

@@ -22,6 +22,11 @@
 #include "src/train/lr_schedule.h"
 #include "src/train/trainer.h"
 
+/* bootstrap (MPI, hosts), data, device (backend, CUDA context, libraries),
+ * communicator and NVML, model (+ its batches on the device and its
+ * initial weights), trainer */
+#define TB_SETUP_PARTS 6
+
 typedef struct {
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
     char data[TB_OPT_STR_MAX], val[TB_OPT_STR_MAX], batch_file[TB_OPT_STR_MAX];
@@ -96,7 +101,12 @@ typedef struct {
     double gflop;                /* per image and training step */
     double t_setup;              /* tb_now() when tb_train_setup began */
     double model_s;              /* seconds tb_model_create took (its plans: --plan-cache) */
+    double setup_s[TB_SETUP_PARTS]; /* seconds of each part of tb_train_setup (tb_setup_part_name) */
+    double t_ready;              /* tb_now() when tb_train_setup ended */
 } tb_train_run;
+
+/* The parts of start-up the first step's line breaks down. */
+extern const char *const tb_setup_part_name[TB_SETUP_PARTS];
 
 /* What the training steps measured (train_loop.c, read by train_report.c). */
 typedef struct {
