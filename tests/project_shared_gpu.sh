@@ -21,9 +21,11 @@ judge() { # LABEL WANT(in|out) PROJECTED MEASURED
     printf "%-34s projected %7.2f ms, measured %7.2f ms: %+6.1f %% (%s %s %%)\n", l, p, m, d, inside ? "within" : "beyond", t
     exit (w == "in") == inside ? 0 : 1 }'
 }
+# shellcheck disable=SC2046 # two numbers, split on purpose
 set -- $(step2 --set share=2)
 [ $# -eq 2 ] || { echo "FAIL: no 2-rank row from trainbench project --set share=2"; exit 1; }
 judge "2 ranks sharing the GPU (share=2)" in "$1" "$2" || { echo "FAIL: the shared-GPU model misses the measured step"; exit 1; }
+# shellcheck disable=SC2046
 set -- $(step2)
 [ $# -eq 2 ] || { echo "FAIL: no 2-rank row from trainbench project"; exit 1; }
 judge "planted: as if 2 GPUs (no share)" out "$1" "$2" || { echo "FAIL: the check cannot tell the two models apart"; exit 1; }
