@@ -222,8 +222,9 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
     --timeout 120 --results "$KEEP/allreduce_nccl_np2_float.h5" || FAILED="$FAILED allreduce_nccl_np2_float"; }
   # 5c. the model check: the 2-rank step predicted from the 2-rank run's own
   # 1-rank row (its timeline) and the measured 2-rank all-reduce, beside the
-  # measured 2-rank row; and with each rank's compute doubled (the two ranks
-  # share the GPU's time)
+  # measured 2-rank row: as two GPUs, with each rank's compute doubled, and
+  # as two ranks time-slicing the GPU (share=2: judged, within 5 % of the
+  # measured step, by tests/project_shared_gpu.sh as CI judges the stored run)
   if [ -f "$KEEP/scaling_nccl_np2.h5" ] && [ -f "$KEEP/allreduce_nccl_np2_float.h5" ]; then
     for set in "" "batch=2" "share=2"; do
       case $set in batch=2) tag=_compute_x2 ;; share=2) tag=_shared ;; *) tag= ;; esac
@@ -242,6 +243,10 @@ if "$CHECK" --nccl-min 23000 >/dev/null 2>&1; then
         cat "$KEEP/model_check$tag.md"
       } >>"$MD"
     done
+    sh "$ROOT/tests/project_shared_gpu.sh" "$TB" "$KEEP" >"$KEEP/model_check_shared.txt" 2>&1
+    rc=$?
+    { echo; echo '```'; cat "$KEEP/model_check_shared.txt"; echo '```'; } >>"$MD"
+    [ "$rc" -eq 0 ] || FAILED="$FAILED model_check_shared"
   fi
   # 5d. the 1-rank timeline (CUDA events) of the headline configuration: the projection's input
   if ! want timeline_1rank; then

@@ -263,9 +263,20 @@ static void test_step(void) {
     TB_CHECK_CLOSE(res.exposed_s, 0.060, 1e-12, 0, "shared: every bucket exposed");
     TB_CHECK_CLOSE(res.step_s, 0.260, 1e-12, 0, "shared: step = 2 x compute + the all-reduces");
     TB_CHECK_CLOSE(res.efficiency, 100.0 / 260.0, 0, 1e-12, "shared: efficiency against the 1-rank step");
+    TB_CHECK_CLOSE(res.img_per_s, 16 / 0.260, 0, 1e-12, "shared: img/s of both ranks");
     /* one rank with share=2: alone on its device */
     TB_CHECK(tb_project(&p, &f, 1, &k, &res, NULL, err, sizeof err) == 0 && res.step_s == 0.100,
              "shared, 1 rank: step %g", res.step_s);
+    /* share=4 on 2 ranks: only 2 share it (min(share, ranks)) */
+    k.share = 4;
+    TB_CHECK(tb_project(&p, &f, 2, &k, &res, NULL, err, sizeof err) == 0, "project share=4: %s", err);
+    TB_CHECK_CLOSE(res.step_s, 0.260, 1e-12, 0, "share=4 on 2 ranks: as share=2");
+    /* with batch x2: 2 x 170 ms of compute + 60: 400 ms, against the 170 ms 1-rank step */
+    k.share = 2;
+    k.batch_scale = 2;
+    TB_CHECK(tb_project(&p, &f, 2, &k, &res, NULL, err, sizeof err) == 0, "project shared x2: %s", err);
+    TB_CHECK_CLOSE(res.step_s, 0.400, 1e-12, 0, "shared at batch x2: step");
+    TB_CHECK_CLOSE(res.efficiency, 170.0 / 400.0, 0, 1e-12, "shared at batch x2: efficiency");
 }
 
 /* ---- the fit -------------------------------------------------------------------------------- */

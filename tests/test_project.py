@@ -481,6 +481,8 @@ def mode_run(a):
     one_error_line([a.trainbench, "project", np1, "--fabric", "fit"], r"bucket timings of 2 or more ranks")
     one_error_line([a.trainbench, "project", path, "--fabric", "no-such-fabric"], r"--list-fabrics")
     one_error_line([a.trainbench, "project", path, "--fabric", "emu-1gbit", "--what-if", "faster"], r"not a change")
+    for bad in ("share=0", "share=", "share=abc", "share=65", "share=2.5", "share=+3", "share= 2"):
+        one_error_line([a.trainbench, "project", path, "--fabric", "emu-1gbit", "--set", bad], r"not a change")
     one_error_line([a.trainbench, "project", path, "--fabric", "emu-1gbit", "--ranks", "0,2"], r"--ranks")
     one_error_line([a.trainbench, "project", path, "--fabric", "nvlink4-h100", "--ranks", "16"], r"no network")
     one_error_line([a.trainbench, "project", "/nonexistent/run.h5", "--fabric", "emu-1gbit"], r"cannot read")

@@ -95,7 +95,7 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
     } else if (strcmp(name, "share") == 0) {
         char *end;
         long v = strtol(val, &end, 10);
-        if (*end || !val[0] || v < 1 || v > 64) goto bad;
+        if (*end || !(val[0] >= '0' && val[0] <= '9') || v < 1 || v > 64) goto bad;
         k->share = (int)v;
         snprintf(key, keylen, "share_%ld", v);
         snprintf(label, lablen, "%ld ranks per device", v);

@@ -232,8 +232,10 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
             r->algo = k->algo == TB_AR_AUTO ? b[i].cost.best : k->algo;
         }
     }
-    /* ranks time-slicing one device: the compute of all of them, nothing overlapped */
+    /* ranks time-slicing one device: the compute of all of them (backward,
+     * and so the ready times, share x as long), nothing overlapped */
     int share = k->share > 1 ? (k->share < ranks ? k->share : ranks) : 1;
+    for (int i = 0; i < nb; i++) b[i].ready_s *= share;
     if (ranks > 1) {
         r->exposed_s = tb_proj_schedule(b, nb, share * p->backward_s * k->batch_scale, share > 1 ? 0 : k->overlap);
         r->bcast_s = tb_bcast_cost(f, ranks, p->state_bytes);

@@ -329,10 +329,10 @@ static int print_differences(FILE *f, tb_format fmt, const tb_proj_request *q) {
     if (t) tb_tab_print(t, f);
     if (t && q->base.share > 1)
         tb_note(f, fmt,
-                "share=%d: the ranks time-slice one device, so each phase is predicted at %d x its 1-rank time and "
-                "the all-reduces after the compute; a rank's events see its collectives partly inside backward "
-                "(the peer's time slice), so compare the step",
-                q->base.share, q->base.share);
+                "share=%d: up to %d ranks time-slice one device, so each phase is predicted at min(%d, ranks) x its "
+                "1-rank time and the all-reduces after the compute (overlap has no effect); a rank's events see its "
+                "collectives partly inside backward (the peer's time slice), so compare the step",
+                q->base.share, q->base.share, q->base.share);
     for (int i = 0; i < nlines; i++) tb_note(f, fmt, "%s", lines[i]);
     free(lines);
     return rc;

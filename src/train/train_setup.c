@@ -379,8 +379,8 @@ static void print_header(const tb_train_run *r) {
     fflush(stdout);
 }
 
-const char *const tb_setup_part_name[TB_SETUP_PARTS] = {"bootstrap", "data", "device", "communicator",
-                                                        "model+feed+init", "trainer"};
+const char *const tb_setup_part_name[TB_SETUP_PARTS] = {"bootstrap", "data", "device", "communicator+nvml",
+                                                        "model+feed+init", "trainer+header"};
 
 void tb_train_setup(tb_train_run *r) {
     double t = r->t_setup = tb_now(), u;
@@ -390,13 +390,9 @@ void tb_train_setup(tb_train_run *r) {
     TB_PART(2, make_backend(r));
     TB_PART(3, (choose_comm(r), start_nvml(r)));
     TB_PART(4, make_model(r));
-    TB_PART(5, make_trainer(r));
+    TB_PART(5, (make_trainer(r), r->info.rank == 0 ? (record_settings(r), print_header(r)) : (void)0));
 #undef TB_PART
     r->t_ready = t;
-    if (r->info.rank == 0) {
-        record_settings(r);
-        print_header(r);
-    }
 }
 
 void tb_train_teardown(tb_train_run *r) {

@@ -24,7 +24,7 @@
 
 /* bootstrap (MPI, hosts), data, device (backend, CUDA context, libraries),
  * communicator and NVML, model (+ its batches on the device and its
- * initial weights), trainer */
+ * initial weights), trainer (+ rank 0's settings record and header) */
 #define TB_SETUP_PARTS 6
 
 typedef struct {
