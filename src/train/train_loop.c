@@ -123,11 +123,6 @@ static void stop_nonfinite(tb_train_run *r, const tb_step_record *rec, double lo
     tb_train_stop_together(r, err);
 }
 
-/* The records of every step queued so far (waiting for the device), their rows of the results file's /steps table, their
- * global losses (one all-reduce for all of them), their NaN checks, the
- * slowest rank's step times (one more), and the progress line. Collective;
- * after each step on the CPU, every --print-every steps (and wherever the
- * loop needs the numbers) on CUDA. */
 /* The first step's start-up line: the total, the model's plans (what
  * bench/gpu_resnet50.sh reads), then each part of it. */
 static void print_startup(const tb_train_run *r) {
@@ -141,6 +136,11 @@ static void print_startup(const tb_train_run *r) {
            now - r->t_setup, r->model_s, parts, now - r->t_ready);
 }
 
+/* The records of every step queued so far (waiting for the device), their
+ * rows of the results file's /steps table, their global losses (one all-reduce for all of them), their NaN checks, the
+ * slowest rank's step times (one more), and the progress line. Collective;
+ * after each step on the CPU, every --print-every steps (and wherever the
+ * loop needs the numbers) on CUDA. */
 static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
     tb_step_record rec;
     while (tb_trainer_collect(r->tr, &rec, 1)) {

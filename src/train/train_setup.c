@@ -379,6 +379,15 @@ static void print_header(const tb_train_run *r) {
     fflush(stdout);
 }
 
+/* The trainer, then rank 0's settings record and header. */
+static void make_trainer_and_header(tb_train_run *r) {
+    make_trainer(r);
+    if (r->info.rank == 0) {
+        record_settings(r);
+        print_header(r);
+    }
+}
+
 const char *const tb_setup_part_name[TB_SETUP_PARTS] = {"bootstrap", "data", "device", "communicator+nvml",
                                                         "model+feed+init", "trainer+header"};
 
@@ -390,7 +399,7 @@ void tb_train_setup(tb_train_run *r) {
     TB_PART(2, make_backend(r));
     TB_PART(3, (choose_comm(r), start_nvml(r)));
     TB_PART(4, make_model(r));
-    TB_PART(5, (make_trainer(r), r->info.rank == 0 ? (record_settings(r), print_header(r)) : (void)0));
+    TB_PART(5, make_trainer_and_header(r));
 #undef TB_PART
     r->t_ready = t;
 }
