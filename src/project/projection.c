@@ -150,6 +150,10 @@ tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p) {
     return k;
 }
 
+int tb_proj_share(const tb_proj_knobs *k, int ranks) {
+    return k->share > 1 ? (k->share < ranks ? k->share : ranks) : 1;
+}
+
 static int by_offset_desc(const void *a, const void *b) {
     double x = ((const tb_grad_range *)a)->offset, y = ((const tb_grad_range *)b)->offset;
     return x > y ? -1 : x < y;
@@ -234,7 +238,7 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
     }
     /* ranks time-slicing one device: the compute of all of them (backward,
      * and so the ready times, share x as long), nothing overlapped */
-    int share = k->share > 1 ? (k->share < ranks ? k->share : ranks) : 1;
+    int share = tb_proj_share(k, ranks);
     for (int i = 0; i < nb; i++) b[i].ready_s *= share;
     if (ranks > 1) {
         r->exposed_s = tb_proj_schedule(b, nb, share * p->backward_s * k->batch_scale, share > 1 ? 0 : k->overlap);

@@ -117,6 +117,9 @@ typedef struct {
 
 /* The knobs of the profiled run itself. */
 tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p);
+/* Ranks per device at `ranks` ranks under k: min(share, ranks), 1 when
+ * each rank has its own device. */
+int tb_proj_share(const tb_proj_knobs *k, int ranks);
 
 typedef struct {
     double offset, bytes;      /* bytes after byte_scale */

@@ -157,11 +157,6 @@ static int print_whatif(FILE *f, tb_format fmt, const tb_proj_request *q) {
 
 /* ---- buckets ---------------------------------------------------------------------------------- */
 
-/* Ranks per device at n ranks under the base knobs (--set share=N). */
-static int share_of(const tb_proj_request *q, int n) {
-    return q->base.share > 1 ? (q->base.share < n ? q->base.share : n) : 1;
-}
-
 static int print_buckets(FILE *f, tb_format fmt, const tb_proj_request *q, int n) {
     tb_proj_result r;
     tb_proj_bucket *b;
@@ -189,7 +184,7 @@ static int print_buckets(FILE *f, tb_format fmt, const tb_proj_request *q, int n
     char title[256];
     snprintf(title, sizeof title,
              "%d ranks: buckets in launch order, ms from the start of backward (predicted backward ends at %.1f)", n,
-             ms(q->p->backward_s * q->base.batch_scale) * share_of(q, n));
+             ms(q->p->backward_s * q->base.batch_scale) * tb_proj_share(&q->base, n));
     tb_tab *t = tb_tab_new(fmt, title, cols, (int)(sizeof cols / sizeof cols[0]));
     int rows = r.buckets > nm ? r.buckets : nm;
     for (int i = 0; i < rows; i++) {
@@ -288,9 +283,9 @@ static int print_differences(FILE *f, tb_format fmt, const tb_proj_request *q) {
                                      "measured here; %.1f with the 1-rank one)",
                          fabs(diff), x->predicted, ms(r.exposed_s + r.bcast_s));
             } else {
-                x->predicted = ms(one[ph]) * share_of(q, m->ranks);
+                int sh = tb_proj_share(&q->base, m->ranks);
+                x->predicted = ms(one[ph]) * sh;
                 double diff = x->measured - x->predicted;
-                int sh = share_of(q, m->ranks);
                 char base[32] = "on 1 rank";
                 if (sh > 1) snprintf(base, sizeof base, "%d x 1 rank", sh);
                 snprintf(x->reading, sizeof x->reading, "%s than %s%s", diff >= 0 ? "slower" : "faster", base,
