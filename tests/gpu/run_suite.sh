@@ -56,6 +56,10 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
+# keep/ afresh: on 2026-12-04 each call's $OUT came with an earlier
+# session's keep/ of the same call number (probe.txt, nccl/, ctest logs),
+# which the summary would have read as this call's
+rm -rf "$OUT/keep"
 mkdir -p "$OUT" "$OUT/keep"
 LOG=$OUT/suite.log
 SUM=$OUT/summary.txt
