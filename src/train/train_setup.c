@@ -201,11 +201,16 @@ static void start_nvml(tb_train_run *r) {
 /* The training source and the model, checked against the --last-batch
  * rule, then seeded (or loaded: rank 0 reads --init or --resume's
  * checkpoint; the trainer's broadcast gives everyone the state). */
+/* The batch source (a synthetic run makes its sample pool here). */
+static void make_source(tb_train_run *r) {
+    r->cfg.classes = r->classes;
+    r->src = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN, r->be);
+    r->image = tb_source_image_size(r->src);
+}
+
+/* The model on the backend, with its plans (--plan-cache). */
 static void make_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    r->cfg.classes = r->classes;
-    r->src = tb_train_source(f, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN, r->be);
-    r->image = tb_source_image_size(r->src);
     tb_model_opts mo = tb_model_opts_for(r->prec);
     if (tb_fuse_parse(f->no_fuse ? "off" : f->fuse, &mo.fuse) != 0)
         tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
@@ -214,9 +219,19 @@ static void make_model(tb_train_run *r) {
     double t0 = tb_now();
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
     r->model_s = tb_now() - t0;
-    /* CUDA: uint8 batches from pinned slots (src/feed/batch_upload.h), synthetic data resident */
+}
+
+/* The source feeds the model: CUDA takes uint8 batches from pinned slots
+ * (src/feed/batch_upload.h) and uploads a resident synthetic pool here. */
+static void feed_model(tb_train_run *r) {
     tb_source_feed(r->src, r->m);
     tb_train_check_epoch_plan(r);
+}
+
+/* The weights: seeded init, then --init or --resume's checkpoint on rank 0,
+ * and where the run starts, broadcast. */
+static void init_model(tb_train_run *r) {
+    const tb_train_flags *f = &r->fl;
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
@@ -389,7 +404,8 @@ static void make_trainer_and_header(tb_train_run *r) {
 }
 
 const char *const tb_setup_part_name[TB_SETUP_PARTS] = {"bootstrap", "data", "device", "communicator+nvml",
-                                                        "model+feed+init", "trainer+header"};
+                                                        "source",    "model",  "feed",
+                                                        "init",      "trainer+header"};
 
 void tb_train_setup(tb_train_run *r) {
     double t = r->t_setup = tb_now(), u;
@@ -398,8 +414,11 @@ void tb_train_setup(tb_train_run *r) {
     TB_PART(1, tb_train_open_data(r));
     TB_PART(2, make_backend(r));
     TB_PART(3, (choose_comm(r), start_nvml(r)));
-    TB_PART(4, make_model(r));
-    TB_PART(5, make_trainer_and_header(r));
+    TB_PART(4, make_source(r));
+    TB_PART(5, make_model(r));
+    TB_PART(6, feed_model(r));
+    TB_PART(7, init_model(r));
+    TB_PART(8, make_trainer_and_header(r));
 #undef TB_PART
     r->t_ready = t;
 }

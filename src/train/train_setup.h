@@ -23,9 +23,10 @@
 #include "src/train/trainer.h"
 
 /* bootstrap (MPI, hosts), data, device (backend, CUDA context, libraries),
- * communicator and NVML, model (+ its batches on the device and its
- * initial weights), trainer (+ rank 0's settings record and header) */
-#define TB_SETUP_PARTS 6
+ * communicator and NVML, source (a synthetic run's sample pool), model (+
+ * its plans), feed (the pool resident on the device), init (the initial
+ * weights, a checkpoint's), trainer (+ rank 0's settings record and header) */
+#define TB_SETUP_PARTS 9
 
 typedef struct {
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
