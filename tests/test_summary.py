@@ -11,9 +11,10 @@ results_summaries and results_pages_figures; stdlib only, about a second).
              on a made-up run in the new bench layout (rows.tsv with a header,
              repeats, loss at start and end).
   pages      bench/summary/check_pages.py passes every results/gpu_*.md
-             against the runs, and fails planted errors: the 1.44x this page
-             once had for 6606 / 4279, a rate changed in a table (7182 ->
-             7128), a rate changed in the prose.
+             and README.md against the runs, and fails planted errors: the
+             1.44x this page once had for 6606 / 4279, a rate changed in a
+             table (7182 -> 7128), a rate changed in the prose, one changed
+             in a README table cell.
 """
 import argparse
 import glob
@@ -139,7 +140,8 @@ def quiet_check(page, runs_):
 
 def test_pages():
     runs_ = runs()
-    pages = sorted(glob.glob(os.path.join(ROOT, "results", "gpu_*.md")))
+    # the README's measured figures too (its table quotes them in prose cells)
+    pages = sorted(glob.glob(os.path.join(ROOT, "results", "gpu_*.md"))) + [os.path.join(ROOT, "README.md")]
     for p in pages:
         ok, out = quiet_check(p, runs_)
         check(ok, "%s: every checked figure found and every ratio right\n%s" % (os.path.basename(p), out.strip()))
@@ -161,6 +163,22 @@ def test_pages():
             check(not ok and expect in out, "planted %r -> %r: check_pages fails with %r" % (good, bad, expect))
     finally:
         shutil.rmtree(d)
+    # a rate in a table cell of a column that names no unit (the README's "figure" column)
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    good, bad = "fp16 7594.38 img/s", "fp16 7954.38 img/s"
+    if good not in readme:
+        check(False, "the README's planted anchor %r is there" % good)
+    else:
+        d = tempfile.mkdtemp(prefix="tb_pages_readme_")
+        try:
+            p = os.path.join(d, "README.md")
+            with open(p, "w") as f:
+                f.write(readme.replace(good, bad, 1))
+            ok, out = quiet_check(p, runs_)
+            check(not ok and "NOT FOUND 7954.38" in out,
+                  "planted %r -> %r in the README's table: check_pages fails" % (good, bad))
+        finally:
+            shutil.rmtree(d)
     check(check_pages.ratio_ok("1.54", 6606, 4279) and not check_pages.ratio_ok("1.44", 6606, 4279),
           "ratio_ok: 6606 / 4279 is 1.54, not 1.44")
     # a table whose ratios are over its first 1.00 row, with a later row near it that prints 1.00 too

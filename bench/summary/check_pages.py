@@ -5,7 +5,8 @@ runs' summaries (summary.tsv, bench/summary/make_summary.py).
   check_pages.py PAGE.md [PAGE.md ...] --runs RUN_DIR [RUN_DIR ...] [-v]
 
 What is checked, in the page's prose and tables:
-  rates    every number followed by img/s, GB/s or TFLOP/s, and every cell
+  rates    every number followed by img/s, GB/s or TFLOP/s (in prose and in
+           any table cell), and every cell
            of a table column whose header names one of them (or `peak MiB`),
            must equal a figure of that unit in one of the runs' summaries,
            rounded to the digits the page prints (7,182 matches 7182.10);
@@ -148,6 +149,13 @@ def check_tables(lines, figs, exempt, report):
                 if rm and im:
                     report.ratio(rm.group(1), im.group(1), base, ratio_ok(rm.group(1), value(im.group(1)), value(base)),
                                  "table row '%s'" % where)
+            for j, cell in enumerate(r):   # prose in a cell of another column: "bf16 7112.24 img/s, ..."
+                if j in unit_cols:
+                    continue
+                for m in RATE.finditer(clean(cell)):
+                    if m.group(1) not in exempt:
+                        report.figure(m.group(1), m.group(2), figs.find(m.group(1), m.group(2)),
+                                      "text in table row '%s'" % where)
             for cell in r:   # the matrix form: "7182, 1.53x, 14139"
                 m = re.match(r"\s*(%s)\*?, (\d+\.\d+)x, (\d+)" % NUM, clean(cell))
                 if m and m.group(1) not in exempt:
