@@ -44,8 +44,8 @@
 #   ran on 2026-11-27: 96.8 dB against the CPU path).
 #
 # Left out to fit the budget (run them by hand with more time): 1 and 2
-# loader threads, prefetch 2 with pinned slots, several GPU stages beyond
-# the default 2 (--decode-streams), --nvjpeg choices in the feed table (one
+# loader threads, prefetch 2 with pinned slots, GPU stages other than 2, 4
+# and 6 (--decode-streams), --nvjpeg choices in the feed table (one
 # --nvjpeg per call), PyTorch without pin_memory or with more workers,
 # several epochs from disk (the set is read from the page cache).
 set -u
@@ -123,11 +123,14 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 
 # ---- 4. trainbench's feed table, batch 256 -----------------------------------------------------
 # THREADS:PREFETCH:PINNED[:DECODE[:STREAMS[:NVJPEG]]]; resident: the same step on data in device memory;
-# the last three nvJPEG rows are the A/B of what held the GPU path on 2026-11-27, in training: the host
-# waiting for every batch (sync=on, as then), the decode stream at the default priority, the hybrid decoder
+# the last nvJPEG rows are A/Bs of what holds the GPU path in training: the host waiting for every
+# batch (sync=on, as on 2026-11-27), the hybrid decoder, and more GPU stages: on 2026-12-04 (c) a
+# stage's submit took as long as its device decode (55-58 ms a batch alone, 97-112 in training), so
+# 2 stages fed 3,828 img/s while the 7 hardware engines decode 7,566 alone; stream priority made no
+# difference there and was dropped for the 4- and 6-stage rows
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
-ROWS=$ROWS,16:3:on:gpu:2,0:2:off,8:2:off,16:2:off
-ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:priority=default,16:4:on:gpu:2:backend=hybrid
+ROWS=$ROWS,4:4:on:gpu:4,0:2:off,8:2:off,16:2:off
+ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:6,16:4:on:gpu:2:backend=hybrid
 step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 
