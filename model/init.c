@@ -13,6 +13,9 @@ static int is_last_bn_of_block(const tb_resnet_config *cfg, const char *name) {
 
 void tb_resnet_init(const tb_resnet_config *cfg, const tb_param_table *pt, uint64_t seed,
                     tb_real *params, tb_real *state, int64_t *counters) {
+    /* each tensor draws from its own generator: the same bits on any number
+     * of threads (ResNet-50's 25 M normals took 0.6 s of start-up on one) */
+#pragma omp parallel for schedule(dynamic, 1)
     for (int i = 0; i < pt->count; i++) {
         const tb_param *p = &pt->items[i];
         tb_rng rng;
