@@ -26,9 +26,9 @@
 #      row (the same step on data in device memory: the on-device rate of
 #      the same call), then threads 4, 8, 16 x CPU / nvJPEG x prefetch 3 / 4
 #      (pinned), the seeds' rows (main thread, 8 and 16 threads, prefetch
-#      2, pageable), and 16 threads of nvJPEG with the host waiting for each
-#      batch (sync=on: the 2026-11-27 code), at the default stream priority,
-#      and on the hybrid decoder
+#      2, pageable), nvJPEG with 4 GPU stages (4 threads) and 6 (16
+#      threads), and 16 threads of nvJPEG with the host waiting for each
+#      batch (sync=on: the 2026-11-27 code) and on the hybrid decoder
 #   5. PyTorch on the same files and GPU: torchvision ImageFolder + Pillow +
 #      DataLoader feeding torchvision's ResNet-50 (bf16 autocast,
 #      channels_last), batch 256, workers 4 and 16 with pin_memory, rows of
@@ -125,12 +125,13 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 # THREADS:PREFETCH:PINNED[:DECODE[:STREAMS[:NVJPEG]]]; resident: the same step on data in device memory;
 # the last nvJPEG rows are A/Bs of what holds the GPU path in training: the host waiting for every
 # batch (sync=on, as on 2026-11-27), the hybrid decoder, and more GPU stages: on 2026-12-04 (c) a
-# stage's submit took as long as its device decode (55-58 ms a batch alone, 97-112 in training), so
+# stage's submit took as long as its device decode (55-58 ms a batch alone, 91-112 in training), so
 # 2 stages fed 3,828 img/s while the 7 hardware engines decode 7,566 alone; stream priority made no
-# difference there and was dropped for the 4- and 6-stage rows
+# difference there and was dropped for the 4- and 6-stage rows (prefetch 6 and 8: a ring slot per
+# stage, 2 more for the step and the next batch, docs/data.md)
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
-ROWS=$ROWS,4:4:on:gpu:4,0:2:off,8:2:off,16:2:off
-ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:6,16:4:on:gpu:2:backend=hybrid
+ROWS=$ROWS,4:6:on:gpu:4,0:2:off,8:2:off,16:2:off
+ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:8:on:gpu:6,16:4:on:gpu:2:backend=hybrid
 step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 

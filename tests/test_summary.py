@@ -14,11 +14,12 @@ results_summaries and results_pages_figures; stdlib only, about a second).
              and README.md against the runs, and fails planted errors: the
              1.44x this page once had for 6606 / 4279, a rate changed in a
              table (7182 -> 7128), a rate changed in the prose, one changed
-             in a README table cell.
+             in a README table cell; results/README.md is checked too.
 """
 import argparse
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -140,8 +141,9 @@ def quiet_check(page, runs_):
 
 def test_pages():
     runs_ = runs()
-    # the README's measured figures too (its table quotes them in prose cells)
-    pages = sorted(glob.glob(os.path.join(ROOT, "results", "gpu_*.md"))) + [os.path.join(ROOT, "README.md")]
+    # the READMEs' measured figures too (their tables quote them in prose cells)
+    pages = sorted(glob.glob(os.path.join(ROOT, "results", "gpu_*.md"))) + [
+        os.path.join(ROOT, "README.md"), os.path.join(ROOT, "results", "README.md")]
     for p in pages:
         ok, out = quiet_check(p, runs_)
         check(ok, "%s: every checked figure found and every ratio right\n%s" % (os.path.basename(p), out.strip()))
@@ -165,17 +167,19 @@ def test_pages():
         shutil.rmtree(d)
     # a rate in a table cell of a column that names no unit (the README's "figure" column)
     readme = open(os.path.join(ROOT, "README.md")).read()
-    good, bad = "fp16 7594.38 img/s", "fp16 7954.38 img/s"
-    if good not in readme:
-        check(False, "the README's planted anchor %r is there" % good)
+    m = re.search(r"\| [^|\n]*?\bfp16 (\d+\.\d+) img/s", readme)   # a rate in the figures table's text
+    if not m:
+        check(False, "the README's table quotes an fp16 rate to plant an error in")
     else:
+        good = "fp16 %s img/s" % m.group(1)
+        bad = "fp16 %.2f img/s" % (float(m.group(1)) + 360.0)
         d = tempfile.mkdtemp(prefix="tb_pages_readme_")
         try:
             p = os.path.join(d, "README.md")
             with open(p, "w") as f:
                 f.write(readme.replace(good, bad, 1))
             ok, out = quiet_check(p, runs_)
-            check(not ok and "NOT FOUND 7954.38" in out,
+            check(not ok and "NOT FOUND " + bad.split()[1] in out,
                   "planted %r -> %r in the README's table: check_pages fails" % (good, bad))
         finally:
             shutil.rmtree(d)

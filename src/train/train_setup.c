@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include "comm/nccl.h"
@@ -122,6 +123,9 @@ static void make_backend(tb_train_run *r) {
                "use fp32 on %s", r->be->name);
     snprintf(r->fl.precision, sizeof r->fl.precision, "%s", tb_precision_name(r->prec));
     if (r->be->threads > 0) r->threads = r->be->threads; /* what runs: at most the CPUs this rank may use */
+    /* start-up's host loops (the synthetic pool, the initial weights) on the
+     * same share: 8 ranks of a node would otherwise each take every core */
+    omp_set_num_threads(r->threads);
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
     r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
 }
@@ -198,9 +202,6 @@ static void start_nvml(tb_train_run *r) {
     r->util = tb_nvml_sampler_start(d, 0.05);
 }
 
-/* The training source and the model, checked against the --last-batch
- * rule, then seeded (or loaded: rank 0 reads --init or --resume's
- * checkpoint; the trainer's broadcast gives everyone the state). */
 /* The batch source (a synthetic run makes its sample pool here). */
 static void make_source(tb_train_run *r) {
     r->cfg.classes = r->classes;

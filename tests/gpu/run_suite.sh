@@ -63,6 +63,7 @@ rm -rf "$OUT/keep"
 mkdir -p "$OUT" "$OUT/keep"
 LOG=$OUT/suite.log
 SUM=$OUT/summary.txt
+: >"$LOG"
 : >"$SUM"
 exec > >(tee -a "$LOG") 2>&1
 T0=$(date +%s)
