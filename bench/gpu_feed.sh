@@ -27,8 +27,10 @@
 #      the same call), then threads 4, 8, 16 x CPU / nvJPEG x prefetch 3 / 4
 #      (pinned), the seeds' rows (main thread, 8 and 16 threads, prefetch
 #      2, pageable), nvJPEG with 4 GPU stages (4 threads) and 6 (16
-#      threads), and 16 threads of nvJPEG with the host waiting for each
-#      batch (sync=on: the 2026-11-27 code) and on the hybrid decoder
+#      threads), 16 threads of nvJPEG with the host waiting for each batch
+#      (sync=on: the 2026-11-27 code) and on the hybrid decoder, and the
+#      batch split between nvJPEG and the loader threads (cpu=25 at 4
+#      threads, cpu=60 at 16)
 #   5. PyTorch on the same files and GPU: torchvision ImageFolder + Pillow +
 #      DataLoader feeding torchvision's ResNet-50 (bf16 autocast,
 #      channels_last), batch 256, workers 4 and 16 with pin_memory, rows of
@@ -132,6 +134,9 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
 ROWS=$ROWS,4:6:on:gpu:4,0:2:off,8:2:off,16:2:off
 ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:8:on:gpu:6,16:4:on:gpu:2:backend=hybrid
+# and the batch split between the engine and the loader threads' libjpeg-turbo (--nvjpeg cpu=PCT): at 4
+# threads nvJPEG left 2 of the 4 cores idle, at 16 it used 1.7
+ROWS=$ROWS,4:4:on:gpu:2:cpu=25,16:4:on:gpu:2:cpu=60
 step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 

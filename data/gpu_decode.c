@@ -37,6 +37,10 @@ int tb_gpu_decodable(const tb_jpeg_format *f, char *why, size_t len) {
     return no == NULL;
 }
 
+int tb_gpu_cpu_row(int pct, int row) {
+    return pct > 0 && (int)(((int64_t)row + 1) * pct / 100) > (int)((int64_t)row * pct / 100);
+}
+
 /* ---- options --------------------------------------------------------------------------- */
 
 tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side) {
@@ -81,6 +85,8 @@ static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, 
         o->inflight = b;
     } else if (strcmp(key, "alloc") == 0 && (strcmp(val, "pool") == 0 || strcmp(val, "nvjpeg") == 0)) {
         o->nvjpeg_alloc = strcmp(val, "nvjpeg") == 0;
+    } else if (strcmp(key, "cpu") == 0 && (b = small_int(val, 0, 90)) >= 0) {
+        o->cpu_share = b;
     } else if (strcmp(key, "sort") == 0 && (b = onoff(val)) >= 0) {
         o->no_sort = !b;
     } else {
@@ -90,7 +96,8 @@ static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, 
 bad:
     snprintf(err, errlen,
              "--nvjpeg: '%s=%s' is not one of backend=auto|hardware|hybrid, roi=on|off, priority=high|default, "
-             "chunk=N (0: whole batch), sync=on|off, inflight=1..4, alloc=pool|nvjpeg, sort=on|off",
+             "chunk=N (0: whole batch), sync=on|off, inflight=1..4, alloc=pool|nvjpeg, sort=on|off, "
+             "cpu=0..90 (percent of each batch decoded by the loader threads)",
              key, val);
     return -1;
 }
@@ -122,9 +129,10 @@ void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t 
     const char *be = o->backend == TB_GPU_BACKEND_HARDWARE ? "hardware"
                      : o->backend == TB_GPU_BACKEND_HYBRID ? "hybrid"
                                                            : "auto";
-    snprintf(buf, len, "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s", be,
+    snprintf(buf, len, "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s,cpu=%d", be,
              o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
-             o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on");
+             o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on",
+             o->cpu_share);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------ */

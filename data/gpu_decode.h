@@ -84,6 +84,10 @@ typedef struct {
     int no_sort;            /* 1: jobs in batch order (0: sorted by chroma subsampling and size per call) */
     int emulate_async;      /* emulation: a batch's rows land only when its fence completes (the consumer
                                ordered on it, or waited for it), as device work would */
+    int cpu_share;          /* percent (0..90) of each batch's rows the loader threads decode with
+                               libjpeg-turbo beside the GPU stage, though the GPU could take them (the
+                               loader's rule, tb_gpu_cpu_row; DALI's hw_decoder_load the other way
+                               round); 0: every row the GPU path takes goes to it */
 } tb_gpu_decoder_opts;
 
 enum { TB_GPU_BACKEND_AUTO = 0, TB_GPU_BACKEND_HARDWARE = 1, TB_GPU_BACKEND_HYBRID = 2 };
@@ -94,7 +98,7 @@ tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side)
 
 /* Sets o's nvJPEG choices from "backend=auto|hardware|hybrid,roi=on|off,
  * priority=high|default,chunk=N,sync=on|off,inflight=N,alloc=pool|nvjpeg,
- * sort=on|off" (any subset, any order; "" leaves them). 0, or -1 with one
+ * sort=on|off,cpu=PCT" (any subset, any order; "" leaves them). 0, or -1 with one
  * line in err naming the bad item. */
 int tb_gpu_decoder_parse(const char *spec, tb_gpu_decoder_opts *o, char *err, size_t errlen);
 /* The choices as the same KEY=VALUE list (for logs and results files). */
@@ -184,6 +188,13 @@ void tb_gpu_fence_sync(tb_gpu_fence *f);
 
 /* 1 when the GPU path takes a JPEG coded as f says; else 0 and the reason. */
 int tb_gpu_decodable(const tb_jpeg_format *f, char *why, size_t len);
+
+/* --nvjpeg cpu=PCT's rule: 1 when batch row `row` goes to the loader
+ * threads' CPU decode. Rows are spread evenly over the batch, the first
+ * ones to the GPU: exactly floor(n * pct / 100) of rows 0..n-1 for any n,
+ * so the split does not depend on timing and the batch's bytes do not
+ * depend on it on the host emulation (the CPU renders what it renders). */
+int tb_gpu_cpu_row(int pct, int row);
 
 /* ---- backends (gpu_decode.c dispatches) ---------------------------------------------- */
 typedef struct {

@@ -126,6 +126,8 @@ typedef struct {
     int64_t gpu_decoded;                 /* --decode gpu: samples decoded and resized on the GPU */
     int64_t gpu_to_cpu;                  /* --decode gpu: samples the CPU rendered instead (a
                                             format the GPU path does not take, or nvJPEG failed) */
+    int64_t gpu_cpu_share;               /* --decode gpu --nvjpeg cpu=PCT: samples the GPU path takes
+                                            that the loader threads decoded by that share */
     double decode_s, resize_s;           /* summed over worker threads; decode_s
                                             includes reading the file (and, with
                                             --decode gpu, the GPU stage's decode calls) */

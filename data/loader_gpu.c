@@ -180,6 +180,7 @@ int tb_loader_gpu_create(struct tb_loader *ld, char *err, size_t errlen) {
         }
     }
     ld->gpu = ld->gpus[0];
+    ld->gpu_cpu_share = go.cpu_share;
     for (int i = 0; i < ld->nslots; i++) ld->slots[i].fence = tb_gpu_fence_create(ld->gpu);
     snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; %d GPU stage%s; CPU fallback %s",
              tb_gpu_decoder_describe(ld->gpu), ld->ngpu, ld->ngpu > 1 ? "s (own decoder and stream each)" : "",

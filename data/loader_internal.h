@@ -95,6 +95,7 @@ struct tb_loader {
                                   allocates and frees the slots' device memory and fences */
     tb_gpu_decoder *gpu;       /* gpus[0]; NULL: CPU decode */
     int ngpu;                  /* GPU stages */
+    int gpu_cpu_share;         /* --nvjpeg cpu=PCT: rows the loader threads decode (tb_gpu_cpu_row) */
     pthread_t *gpu_threads;    /* [ngpu] the GPU stages (worker threads only) */
     worker **gpu_ws;           /* [ngpu] their state (decoder, CPU fallback renders) */
     int gpu_started;           /* GPU-stage threads running */

@@ -69,6 +69,7 @@ void tb_loader_merge_stats(tb_loader_stats *into, tb_loader_stats *from) {
     into->skipped += from->skipped;
     into->gpu_decoded += from->gpu_decoded;
     into->gpu_to_cpu += from->gpu_to_cpu;
+    into->gpu_cpu_share += from->gpu_cpu_share;
     into->decode_s += from->decode_s;
     into->resize_s += from->resize_s;
     into->gpu_batches += from->gpu_batches;
@@ -178,7 +179,8 @@ void tb_loader_slot_refill(slot *s, int batch) {
  * bad), however many bad candidates follow it. With --decode gpu and
  * allow_gpu, a candidate whose checks pass and whose coding the GPU takes
  * becomes a GPU job instead of being rendered here (the GPU stage decodes
- * it, or calls this again with allow_gpu = 0 from that candidate). */
+ * it, or calls this again with allow_gpu = 0 from that candidate), unless
+ * its row is the CPU's share (--nvjpeg cpu=PCT, tb_gpu_cpu_row). */
 void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0, int allow_gpu) {
     tb_loader *ld = w->ld;
     const tb_dataset *ds = ld->o.ds;
@@ -209,7 +211,9 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
                 tb_sample_plan_info pi;
                 tb_loader_stage_begin(TB_STAGE_CHECK);
                 rc = tb_sample_plan(w->sp, w->file, len, ld->o.train, S, rng_uniform, &r, NULL, &pi, err, sizeof err);
-                if (rc == 0 && tb_gpu_decodable(&pi.fmt, NULL, 0)) {
+                int decodable = rc == 0 && tb_gpu_decodable(&pi.fmt, NULL, 0);
+                int share = decodable && tb_gpu_cpu_row(ld->gpu_cpu_share, j); /* --nvjpeg cpu=PCT */
+                if (decodable && !share) {
                     tb_gpu_job *job = &s->jobs[j];
                     memset(job, 0, sizeof *job);
                     job->jpeg = keep_file(s, j, w->file, len);
@@ -230,8 +234,10 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
                     return;
                 }
                 tb_loader_stage_end(w, TB_STAGE_CHECK, tr);
-                if (rc == 0) { /* a coding the GPU path does not take: rendered here, same geometry */
-                    w->acc.gpu_to_cpu++;
+                if (rc == 0) { /* the CPU's share, or a coding the GPU path does not take: rendered here,
+                                  same geometry */
+                    if (share) w->acc.gpu_cpu_share++;
+                    else w->acc.gpu_to_cpu++;
                     tr = tb_loader_stage_begin(TB_STAGE_DECODE);
                     rendered = 1;
                     rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, NULL, NULL, &pi.g, w->rgbx,

@@ -62,6 +62,14 @@ target_link_libraries(test_loader_feed PRIVATE tb_data)
 add_test(NAME data_loader_feed COMMAND test_loader_feed ${TB_TEST_DIR}/fuzz/corpus/jpeg)
 set_tests_properties(data_loader_feed PROPERTIES TIMEOUT 300 LABELS "data")
 
+# --nvjpeg cpu=PCT (issue 31) on the host emulation: the rule's exact
+# counts, the batches byte for byte the CPU path's at cpu=50 and 90, the
+# share's samples moving one for one out of the GPU's count.
+add_executable(test_loader_cpu_share test_loader_cpu_share.c)
+target_link_libraries(test_loader_cpu_share PRIVATE tb_data)
+add_test(NAME data_loader_cpu_share COMMAND test_loader_cpu_share)
+set_tests_properties(data_loader_cpu_share PROPERTIES TIMEOUT 120 LABELS "data")
+
 # The loader's stage timeline, CPU-time accounting and --decode gpu's
 # fences (issue 31) on the host: intervals inside the run and equal to the
 # per-stage sums, the Chrome trace, the emulated GPU path with rows held

@@ -135,7 +135,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
                  "stream (0: 2)"},
         {.name = "nvjpeg", .kind = TB_OPT_STRING, .dst = a->nvjpeg,
          .help = "--decode gpu: backend=auto|hardware|hybrid,roi=on|off,priority=high|default,chunk=N,sync=on|off,"
-                 "inflight=N,alloc=pool|nvjpeg,sort=on|off"},
+                 "inflight=N,alloc=pool|nvjpeg,sort=on|off,cpu=PCT (that share of each batch on the loader threads)"},
         {.name = "timeline", .kind = TB_OPT_STRING, .dst = a->timeline,
          .help = "write the last row's stage intervals as a Chrome trace (Perfetto, chrome://tracing)"},
         {.name = "memory-every", .kind = TB_OPT_INT, .dst = &a->memory_every, .max = 1 << 30,
@@ -198,9 +198,10 @@ static void print_row(int threads, const bench_row *b, int gpu) {
     tb_bench_print_stages(stdout, b->stages_ms);
     for (int k = 0; k < 3 && b->st.first_bad[k][0]; k++) printf("#   skipped %s\n", b->st.first_bad[k]);
     if (gpu)
-        printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead (since the loader started); at most %d "
-               "batches in the GPU stage at once\n",
-               b->decoder, (long long)b->st.gpu_decoded, (long long)b->st.gpu_to_cpu, b->st.gpu_stage_max);
+        printf("#   %s: %lld samples decoded on the GPU, %lld by the CPU instead, %lld by the CPU's share (cpu=) "
+               "(since the loader started); at most %d batches in the GPU stage at once\n",
+               b->decoder, (long long)b->st.gpu_decoded, (long long)b->st.gpu_to_cpu, (long long)b->st.gpu_cpu_share,
+               b->st.gpu_stage_max);
     fflush(stdout);
 }
 

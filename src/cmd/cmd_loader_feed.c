@@ -84,7 +84,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
                  "stream (0: 2; 1 with threads 0)"},
         {.name = "nvjpeg", .kind = TB_OPT_STRING, .dst = a->nvjpeg,
          .help = "--decode gpu: backend=auto|hardware|hybrid,roi=on|off,priority=high|default,chunk=N,sync=on|off,"
-                 "inflight=N,alloc=pool|nvjpeg,sort=on|off"},
+                 "inflight=N,alloc=pool|nvjpeg,sort=on|off,cpu=PCT (that share of each batch on the loader threads)"},
         {.name = "timeline", .kind = TB_OPT_STRING, .dst = a->timeline,
          .help = "write each loader row's stage timeline as a Chrome trace, FILE.rowK.json"},
         {.name = "lr", .kind = TB_OPT_DOUBLE, .dst = &a->lr, .min = 0, .max = 100, .help = "SGD learning rate"},
@@ -231,8 +231,10 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
         tb_bench_print_stages(stdout, r->stage_ms);
     if (!c->resident && d == TB_DECODE_GPU && c->nvjpeg[0]) printf("#   gpu*: this row's --nvjpeg %s\n", c->nvjpeg);
     if (!c->resident && d == TB_DECODE_GPU)
-        printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead; %d GPU stage%s\n", r->decoder,
-               (long long)r->gpu_decoded, (long long)r->gpu_to_cpu, r->gpu_stages, r->gpu_stages == 1 ? "" : "s");
+        printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead, %lld by the CPU's share (cpu=); "
+               "%d GPU stage%s\n",
+               r->decoder, (long long)r->gpu_decoded, (long long)r->gpu_to_cpu, (long long)r->gpu_cpu_share,
+               r->gpu_stages, r->gpu_stages == 1 ? "" : "s");
     if (r->timeline[0]) printf("#   timeline of the row's loader stages: %s\n", r->timeline);
     fflush(stdout);
     double row[FEED_NCOLS] = {c->threads,        c->prefetch,      c->pinned,           !c->resident && d == TB_DECODE_GPU,

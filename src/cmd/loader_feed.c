@@ -118,6 +118,7 @@ static void row_finish(const tb_feed_setup *fs, const tb_feed_config *c, const r
     r->skipped = s1.skipped;
     r->gpu_decoded = s1.gpu_decoded - rc->s0.gpu_decoded;
     r->gpu_to_cpu = s1.gpu_to_cpu - rc->s0.gpu_to_cpu;
+    r->gpu_cpu_share = s1.gpu_cpu_share - rc->s0.gpu_cpu_share;
     r->slot_waits = u1.slot_waits - rc->u0.slot_waits;
     if (fs->timeline) {
         char err[512];

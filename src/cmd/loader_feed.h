@@ -92,6 +92,7 @@ typedef struct {
     double lookahead_pct;        /* batches whose copy overlapped the previous step */
     int64_t images, skipped, slot_waits;
     int64_t gpu_decoded, gpu_to_cpu;   /* --decode gpu: samples decoded on the GPU / by the CPU instead */
+    int64_t gpu_cpu_share;             /* --nvjpeg cpu=PCT: samples the loader threads decoded by that share */
     int nvml_samples;
     int timed_steps;                   /* `steps`, or more to fill min_row_s */
     double row_s;                      /* wall time of the timed steps */
