@@ -10,6 +10,8 @@
  *      and 35 dB over all (thresholds not calibrated: nvJPEG's IDCT and chroma
  *      upsampling differ from libjpeg's; bench/loader_psnr.py --gpu
  *      measures by how much on real photos), most samples decoded on the GPU;
+ *      with --nvjpeg cpu=50 every sample is the CPU path's bytes on the
+ *      CPU's rows and the default GPU path's elsewhere;
  *   2. every seed of the fuzz corpus (tests/fuzz/corpus/jpeg) through the
  *      GPU path's per-sample decision: a file the CPU path's checks reject
  *      never reaches nvJPEG; every valid file nvJPEG takes (its header
@@ -41,8 +43,9 @@ typedef struct {
     uint8_t *img; /* [n][S][S][3] host */
     int32_t *labels;
     uint8_t *flip;
+    int *row;     /* [n] each sample's row in its batch */
     int n;
-    int64_t skipped, gpu_decoded, gpu_to_cpu;
+    int64_t skipped, gpu_decoded, gpu_to_cpu, gpu_cpu_share;
 } run_out;
 
 static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl, const char *nvjpeg) {
@@ -74,6 +77,7 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
     r.img = calloc((size_t)ds->n * 2 + BATCH, per);
     r.labels = calloc((size_t)ds->n * 2 + BATCH, 4);
     r.flip = calloc((size_t)ds->n * 2 + BATCH, 1);
+    r.row = calloc((size_t)ds->n * 2 + BATCH, sizeof *r.row);
     for (int e = 0; e < 2; e++) {
         tb_loader_start_epoch(ld, e, 0);
         const tb_batch *b;
@@ -86,6 +90,7 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
                 memcpy(r.img + (size_t)r.n * per, b->images, per * (size_t)b->n);
             memcpy(r.labels + r.n, b->labels, 4 * (size_t)b->n);
             memcpy(r.flip + r.n, b->flip, (size_t)b->n);
+            for (int q = 0; q < b->n; q++) r.row[r.n + q] = q;
             r.n += b->n;
             tb_loader_release(ld, b);
         }
@@ -96,8 +101,35 @@ static run_out run(const tb_dataset *ds, tb_decode_mode mode, tb_gpu_decoder *dl
     r.skipped = st.skipped;
     r.gpu_decoded = st.gpu_decoded;
     r.gpu_to_cpu = st.gpu_to_cpu;
+    r.gpu_cpu_share = st.gpu_cpu_share;
     tb_loader_destroy(ld);
     return r;
+}
+
+/* --nvjpeg cpu=50 (h): each sample the CPU path's bytes (c) where its row is
+ * the CPU's share (tb_gpu_cpu_row), the GPU default's (g) elsewhere; the
+ * damaged file nvJPEG decodes (where c and g differ in label) not compared. */
+static void test_cpu_share(const run_out *c, const run_out *g, run_out h) {
+    size_t per = (size_t)S * S * 3;
+    int wrong = 0, compared = 0;
+    for (int i = 0; i < h.n && i < c->n && i < g->n; i++) {
+        if (c->labels[i] != g->labels[i]) continue;
+        if (h.labels[i] != c->labels[i] || h.flip[i] != c->flip[i]) {
+            wrong++;
+            continue;
+        }
+        const uint8_t *want = tb_gpu_cpu_row(50, h.row[i]) ? c->img : g->img;
+        wrong += memcmp(h.img + (size_t)i * per, want + (size_t)i * per, per) != 0;
+        compared++;
+    }
+    printf("# --nvjpeg cpu=50: %d samples, %lld on the GPU, %lld by the CPU's share, %lld by the CPU instead; "
+           "%d compared, %d not the bytes of their row's decoder\n",
+           h.n, (long long)h.gpu_decoded, (long long)h.gpu_cpu_share, (long long)h.gpu_to_cpu, compared, wrong);
+    TB_CHECK(h.n == g->n && wrong == 0 && h.gpu_cpu_share > 0 && h.gpu_decoded + h.gpu_cpu_share == g->gpu_decoded,
+             "--nvjpeg cpu=50: %d samples not their row's decoder's bytes (CPU path on the CPU's rows, nvJPEG "
+             "elsewhere); GPU %lld + share %lld against %lld",
+             wrong, (long long)h.gpu_decoded, (long long)h.gpu_cpu_share, (long long)g->gpu_decoded);
+    free(h.img), free(h.labels), free(h.flip), free(h.row);
 }
 
 static void test_loader(tb_gpu_decoder *dl) {
@@ -194,8 +226,11 @@ static void test_loader(tb_gpu_decoder *dl) {
                        g.labels[i], nd, per, worst_px);
         }
         TB_CHECK(!diff, "--nvjpeg %s gives other batches than the default (fenced) path", alt[v]);
-        free(a.img), free(a.labels), free(a.flip);
+        free(a.img), free(a.labels), free(a.flip), free(a.row);
     }
+    test_cpu_share(&c, &g, run(&ds, TB_DECODE_GPU, dl, "cpu=50"));
+    free(c.img), free(c.labels), free(c.flip), free(c.row);
+    free(g.img), free(g.labels), free(g.flip), free(g.row);
     tb_dataset_close(&ds);
 }
 
