@@ -220,7 +220,7 @@ def seeds_table(tb_rows, torch_rows, out):
 
 def decode_tables(paths, out):
     out += ["## Decode alone (no training): the loader's ceiling", "",
-            "| decoder | threads | img/s | ms per batch | batch, size | cores used | img/s per core | samples GPU / CPU |",
+            "| decoder | threads | img/s | ms per batch | batch, size | cores used | img/s per core | samples GPU / CPU (/ CPU's share) |",
             "|---|---:|---:|---:|---|---:|---:|---|"]
     for path in paths:
         try:

@@ -203,6 +203,7 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         tb_loader_stage_end(w, TB_STAGE_READ, t0);
         double tr = tb_now();
         int rendered = 0; /* a render ran (its NVTX range is open) */
+        int routed = 0;   /* rendered here though --decode gpu: 1 the CPU's share, 2 a coding the GPU does not take */
         if (read_rc == 0) {
             tb_rng r;
             tb_rng_seed(&r, ld->o.seed, tb_hash2((uint64_t)epoch, (uint64_t)sample));
@@ -236,8 +237,7 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
                 tb_loader_stage_end(w, TB_STAGE_CHECK, tr);
                 if (rc == 0) { /* the CPU's share, or a coding the GPU path does not take: rendered here,
                                   same geometry */
-                    if (share) w->acc.gpu_cpu_share++;
-                    else w->acc.gpu_to_cpu++;
+                    routed = share ? 1 : 2;
                     tr = tb_loader_stage_begin(TB_STAGE_DECODE);
                     rendered = 1;
                     rc = tb_sample_render(w->sp, w->file, len, cpu_mode, ld->o.train, S, NULL, NULL, &pi.g, w->rgbx,
@@ -271,6 +271,8 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         if (s->b.flip) s->b.flip[j] = (uint8_t)info.flip;
         s->b.labels[j] = ds->labels[sample];
         w->acc.images++;
+        w->acc.gpu_cpu_share += routed == 1; /* samples, not attempts: a bad file's replacement counts once */
+        w->acc.gpu_to_cpu += routed == 2;
         w->acc.bytes_read += (int64_t)len;
         w->acc.decode_s += (t1 - t0) - info.resize_s;
         w->acc.resize_s += info.resize_s + (tb_now() - t1);

@@ -20,7 +20,7 @@ except ImportError as e:
 COLS = ["threads", "prefetch", "pinned", "gpu_decode", "img_per_s", "ms_per_batch", "wait_pct", "h2d_ms", "step_ms",
         "gpu_util_pct", "gpu_idle_pct", "sm_active_pct", "decode_ms_per_img", "lookahead_pct", "images", "skipped", "gpu_decoded",
         "gpu_to_cpu", "gpu_stage_ms_per_batch", "gpu_stage_busy_pct", "gpu_stages", "timed_steps", "row_s",
-        "resident", "cpu_cores", "loader_cores", "img_per_s_per_core"]
+        "resident", "cpu_cores", "loader_cores", "img_per_s_per_core", "gpu_cpu_share"]
 STAGES = ["read", "check", "decode", "resize", "gpu_plan", "gpu_submit", "gpu_wait", "gpu_fallback", "dev_upload",
           "dev_decode", "dev_resize", "next_wait"]
 COLS += [f"stage_{s}_ms" for s in STAGES]

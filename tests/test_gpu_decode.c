@@ -125,9 +125,10 @@ static void test_cpu_share(const run_out *c, const run_out *g, run_out h) {
     printf("# --nvjpeg cpu=50: %d samples, %lld on the GPU, %lld by the CPU's share, %lld by the CPU instead; "
            "%d compared, %d not the bytes of their row's decoder\n",
            h.n, (long long)h.gpu_decoded, (long long)h.gpu_cpu_share, (long long)h.gpu_to_cpu, compared, wrong);
-    TB_CHECK(h.n == g->n && wrong == 0 && h.gpu_cpu_share > 0 && h.gpu_decoded + h.gpu_cpu_share == g->gpu_decoded,
+    /* the damaged file on a CPU row is the share's to replace (nvJPEG may have kept it): no exact sum */
+    TB_CHECK(h.n == g->n && wrong == 0 && h.gpu_cpu_share > 0 && h.gpu_decoded < g->gpu_decoded,
              "--nvjpeg cpu=50: %d samples not their row's decoder's bytes (CPU path on the CPU's rows, nvJPEG "
-             "elsewhere); GPU %lld + share %lld against %lld",
+             "elsewhere); GPU %lld and share %lld against the default's GPU %lld",
              wrong, (long long)h.gpu_decoded, (long long)h.gpu_cpu_share, (long long)g->gpu_decoded);
     free(h.img), free(h.labels), free(h.flip), free(h.row);
 }

@@ -11,7 +11,8 @@ source_log)], read from the console log of `trainbench loader-bench --feed`
                                device memory, same call (the `resident` row)
   feed_resident_cpu_cores      its cores
   feed_jpeg_of_resident_pct    feed_jpeg_img_s / feed_resident_img_s, %
-  feed_nvjpeg_4thr_img_s       the best nvJPEG row with 4 loader threads
+  feed_nvjpeg_4thr_img_s       the best nvJPEG row with 4 loader threads (on the default
+                               --nvjpeg choices: not the A/B rows marked gpu*)
   feed_nvjpeg_4thr_cpu_cores   its cores
   feed_cpu_4thr_img_s          the best libjpeg-turbo row with 4 loader threads
   feed_cpu_4thr_cpu_cores      its cores
@@ -69,6 +70,8 @@ def parse_log(path):
                     row[k] = float(v)
                 except ValueError:
                     row[k] = v.rstrip("*")  # "-", "on", "cpu", "gpu" ("gpu*": its own --nvjpeg), "resident"
+                    if k == "decode":
+                        row["own_nvjpeg"] = v.endswith("*")
             rows.append(row)
     return batch, rows
 
@@ -105,7 +108,10 @@ def extract(run_dir):
     add("feed_resident_img_s", resident, "feed_resident_cpu_cores")
     if jpeg and resident and resident["img/s"] > 0:
         out.append(("feed_jpeg_of_resident_pct", 100.0 * jpeg["img/s"] / resident["img/s"], "%", src))
-    add("feed_nvjpeg_4thr_img_s", best(rows, lambda r: r.get("decode") == "gpu" and r.get("threads") == 4.0),
+    # nvJPEG on its defaults (any stage count): not the A/B rows with their own --nvjpeg (sync=on, hybrid,
+    # cpu=PCT, whose batch is partly the CPU's)
+    add("feed_nvjpeg_4thr_img_s", best(rows, lambda r: r.get("decode") == "gpu" and not r.get("own_nvjpeg")
+                                       and r.get("threads") == 4.0),
         "feed_nvjpeg_4thr_cpu_cores")
     add("feed_cpu_4thr_img_s", best(rows, lambda r: r.get("decode") == "cpu" and r.get("threads") == 4.0),
         "feed_cpu_4thr_cpu_cores")

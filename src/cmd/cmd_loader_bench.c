@@ -286,8 +286,8 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         }
         print_row(tlist[i], &best, lo.decode == TB_DECODE_GPU);
         snprintf(decoder, sizeof decoder, "%s", best.decoder);
-        snprintf(gpu_split, sizeof gpu_split, "%lld / %lld", (long long)best.st.gpu_decoded,
-                 (long long)best.st.gpu_to_cpu);
+        snprintf(gpu_split, sizeof gpu_split, "%lld / %lld / %lld", (long long)best.st.gpu_decoded,
+                 (long long)best.st.gpu_to_cpu, (long long)best.st.gpu_cpu_share);
         double row[15 + TB_STAGE_COUNT] = {tlist[i],       best.img_s,       best.img_s / tlist[i], best.mb_s,
                                            best.ms_batch,  best.decode_ms,   best.resize_ms,        best.wait_ms,
                                            (double)best.skipped, best.stage_ms, best.stage_pct, (double)best.stages,

@@ -203,8 +203,8 @@ static tb_nvml_sampler *start_nvml(tb_backend *be, tb_nvml **nv, char *dev_note,
     "threads:i,prefetch:i,pinned:i,gpu_decode:i,img_per_s,ms_per_batch,wait_pct,h2d_ms,step_ms,gpu_util_pct,"      \
     "gpu_idle_pct,sm_active_pct,decode_ms_per_img,lookahead_pct,images:i,skipped:i,gpu_decoded:i,gpu_to_cpu:i,"    \
     "gpu_stage_ms_per_batch,gpu_stage_busy_pct,gpu_stages:i,timed_steps:i,row_s,resident:i,cpu_cores,loader_cores," \
-    "img_per_s_per_core"
-#define FEED_NCOLS (27 + TB_STAGE_COUNT)
+    "img_per_s_per_core,gpu_cpu_share:i"
+#define FEED_NCOLS (28 + TB_STAGE_COUNT)
 
 static void print_header(void) {
     printf("# %7s %8s %6s %8s %9s %9s %7s %7s %9s %9s %8s %8s %8s %6s %10s %7s %7s %6s %10s %9s\n", "threads",
@@ -243,8 +243,9 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
                               r->decode_ms_per_img, r->lookahead_pct, (double)r->images, (double)r->skipped,
                               (double)r->gpu_decoded, (double)r->gpu_to_cpu, r->gpu_stage_ms, r->gpu_stage_busy_pct,
                               (double)r->gpu_stages, r->timed_steps, r->row_s, c->resident,
-                              r->cores,          r->loader_cores,  r->img_per_s_per_core};
-    for (int k = 0; k < TB_STAGE_COUNT; k++) row[27 + k] = r->stage_ms[k];
+                              r->cores,          r->loader_cores,  r->img_per_s_per_core,
+                              (double)r->gpu_cpu_share};
+    for (int k = 0; k < TB_STAGE_COUNT; k++) row[28 + k] = r->stage_ms[k];
     tb_table_row(tab, row, c->nvjpeg[0] ? c->nvjpeg : "");
 }
 
