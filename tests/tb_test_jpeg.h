@@ -79,6 +79,17 @@ static void tbj_write(const char *p, int w, int h, int subsamp, int flags, uint6
     tjFree(j);
 }
 
+/* A w x h 4:2:0 JPEG whose headers pass and whose data is damaged: the
+ * scan cut short at 60 % and the end marker kept (bad for libjpeg, and so
+ * for the CPU path and the emulated GPU decoder). */
+static inline void tbj_write_damaged(const char *p, int w, int h, uint64_t seed) {
+    unsigned long len;
+    unsigned char *jp = tbj_make(w, h, TJSAMP_420, 0, seed, &len);
+    memcpy(jp + len * 6 / 10, "\xff\xd9", 2);
+    tbj_write_bytes(p, jp, len * 6 / 10 + 2);
+    tjFree(jp);
+}
+
 /* n JPEGs under DIR/sub listed in DIR/list with label = index (so a label
  * names its sample); every bad_every-th is not a JPEG; every
  * progressive_every-th is progressive (0: none). Sides 40..86 x 30..72. */

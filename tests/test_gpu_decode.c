@@ -135,11 +135,7 @@ static void test_cpu_share(const run_out *c, const run_out *g, run_out h) {
 
 static void test_loader(tb_gpu_decoder *dl) {
     tbj_make_list("g.txt", "g", 60, 9, 7); /* 6 non-JPEG, progressive every 7th */
-    unsigned long len;
-    unsigned char *jp = tbj_make(120, 90, TJSAMP_420, 0, 5, &len);
-    memcpy(jp + len * 6 / 10, "\xff\xd9", 2); /* scan cut short, then EOI: corrupt data */
-    tbj_write_bytes(tbj_path("g/s013.jpg"), jp, len * 6 / 10 + 2);
-    tjFree(jp);
+    tbj_write_damaged(tbj_path("g/s013.jpg"), 120, 90, 5); /* scan cut short, then EOI: corrupt data */
     tb_dataset ds;
     char err[256];
     if (tb_dataset_open(tbj_path("g.txt"), &ds, err, sizeof err) != 0) {

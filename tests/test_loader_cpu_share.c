@@ -146,13 +146,9 @@ int main(void) {
      * routing, and the replacement on the same row must count once */
     const int damaged[4] = {13, 24, 37, 48}; /* neither "not a jpeg" (i % 11 == 10) nor progressive (i % 5 == 0) */
     for (int d = 0; d < 4; d++) {
-        unsigned long len;
-        unsigned char *jp = tbj_make(64, 48, TJSAMP_420, 0, 40 + d, &len);
-        memcpy(jp + len * 6 / 10, "\xff\xd9", 2); /* the scan cut short: corrupt data, then EOI */
         char name[32];
         snprintf(name, sizeof name, "share/s%03d.jpg", damaged[d]);
-        tbj_write_bytes(tbj_path(name), jp, len * 6 / 10 + 2);
-        tjFree(jp);
+        tbj_write_damaged(tbj_path(name), 64, 48, 40 + (uint64_t)d);
     }
     tb_dataset ds;
     char err[256];

@@ -575,11 +575,7 @@ int main(int argc, char **argv) {
      * marker kept: bad for libjpeg, and so for the emulated GPU decoder),
      * progressive files the GPU path leaves to the CPU */
     tbj_make_list("gpu.txt", "gpu", 30, 7, 5);
-    unsigned long len;
-    unsigned char *jp = tbj_make(64, 48, TJSAMP_420, 0, 99, &len);
-    memcpy(jp + len * 6 / 10, "\xff\xd9", 2); /* the scan cut short: corrupt data, then EOI */
-    tbj_write_bytes(tbj_path("gpu/s010.jpg"), jp, len * 6 / 10 + 2);
-    tjFree(jp);
+    tbj_write_damaged(tbj_path("gpu/s010.jpg"), 64, 48, 99); /* the scan cut short: corrupt data, then EOI */
     if (tb_dataset_open(tbj_path("gpu.txt"), &ds, err, sizeof err) != 0) {
         printf("FAIL: open list: %s\n", err);
         return 1;
