@@ -2,7 +2,7 @@
  * no decoding, so compute can be measured apart from input.
  *
  * Each class has a fixed smooth random pattern; a sample is its class's
- * pattern at a random contrast plus Gaussian noise, so a network can learn
+ * pattern at a random contrast plus near-Gaussian noise (synthetic.c), so a network can learn
  * the classes and the loss visibly falls. A pool of samples is made once
  * from the seed; batches walk the pool in a seeded order. */
 #ifndef TB_SYNTHETIC_H

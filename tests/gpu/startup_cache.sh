@@ -1,7 +1,8 @@
 #!/bin/sh
 # startup_cache.sh TRAINBENCH [MPIEXEC] - the plan cache (--plan-cache) on
-# the GPU, ctest startup_plan_cache_gpu: a bench row (ResNet-50, 224 px,
-# bf16 NHWC, batch 256, --fuse graph) launched twice on a fresh cache
+# the GPU, ctest startup_plan_cache_gpu: a bench row (ResNet-50 with 1000
+# classes, 224 px, bf16 NHWC, batch 256, --fuse graph, the bench's synthetic
+# data: a 1 GiB pool made on the host and uploaded) launched twice on a fresh cache
 # directory: the first plans everything and writes the cache, the second
 # must find every choice there ("0 made") and finish its first step in
 # under TB_STARTUP_LIMIT_S (5) seconds after start-up began. Then the same
@@ -21,7 +22,7 @@ LIMIT=${TB_STARTUP_LIMIT_S:-5}
 D=$(mktemp -d /tmp/tb_startup.XXXXXX)
 trap 'rm -rf "$D"' EXIT
 fail=0
-ROW="--backend cuda --model resnet50 --image-size 224 --synthetic --synthetic-size 512 --precision bf16 --fuse graph
+ROW="--backend cuda --model resnet50 --image-size 224 --classes 1000 --synthetic --precision bf16 --fuse graph
      --steps 2 --warmup-steps 1 --scaling-steps 0 --cuda-graph off --print-every 1"
 
 # first_step LOG: seconds from start-up to the first step's end, or "" when absent
