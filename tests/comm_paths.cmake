@@ -72,10 +72,11 @@ set_tests_properties(share_gpu_needs_comm_mpi cuda_graph_on_needs_a_stream
                      allreduce_bench_nccl_needs_gpu PROPERTIES
                      SKIP_RETURN_CODE 77 TIMEOUT 120)
 # NCCL's environment is recorded in the results file: what is set, and
-# which of the important variables are not (NCCL's defaults apply)
+# which of the important variables are not (NCCL's defaults apply); and
+# trainbench's own switches (TB_*: which kernels ran)
 add_test(NAME nccl_env_recorded
-         COMMAND env NCCL_DEBUG=WARN NCCL_IB_HCA=mlx5_0:1 NCCL_SOCKET_IFNAME=eth0 ${TB_PY} -c
-                 "import subprocess, sys, h5py; subprocess.run([sys.argv[1], '--backend', 'cpu', '--image-size', '32', '--batch-size', '2', '--steps', '1', '--warmup-steps', '0', '--scaling-steps', '0', '--threads', '1', '--results', 'nccl_env.h5'], check=True, capture_output=True); a = h5py.File('nccl_env.h5').attrs; s = lambda k: a[k].decode() if isinstance(a[k], bytes) else str(a[k]); env, unset, path = s('nccl_environment'), s('nccl_environment_unset'), s('comm_path'); print('nccl_environment:', env); print('unset:', unset); print('comm_path:', path); ok = all(x in env.split() for x in ('NCCL_DEBUG=WARN', 'NCCL_IB_HCA=mlx5_0:1', 'NCCL_SOCKET_IFNAME=eth0')) and 'NCCL_IB_HCA' not in unset and 'NCCL_NET_GDR_LEVEL' in unset and path == 'none'; sys.exit(0 if ok else 1)"
+         COMMAND env NCCL_DEBUG=WARN NCCL_IB_HCA=mlx5_0:1 NCCL_SOCKET_IFNAME=eth0 TB_BN_KERNELS=own ${TB_PY} -c
+                 "import subprocess, sys, h5py; subprocess.run([sys.argv[1], '--backend', 'cpu', '--image-size', '32', '--batch-size', '2', '--steps', '1', '--warmup-steps', '0', '--scaling-steps', '0', '--threads', '1', '--results', 'nccl_env.h5'], check=True, capture_output=True); a = h5py.File('nccl_env.h5').attrs; s = lambda k: a[k].decode() if isinstance(a[k], bytes) else str(a[k]); env, unset, path, tbenv = s('nccl_environment'), s('nccl_environment_unset'), s('comm_path'), s('trainbench_environment'); print('nccl_environment:', env); print('unset:', unset); print('comm_path:', path); print('trainbench_environment:', tbenv); ok = all(x in env.split() for x in ('NCCL_DEBUG=WARN', 'NCCL_IB_HCA=mlx5_0:1', 'NCCL_SOCKET_IFNAME=eth0')) and 'NCCL_IB_HCA' not in unset and 'NCCL_NET_GDR_LEVEL' in unset and path == 'none' and 'TB_BN_KERNELS=own' in tbenv.split() and 'NCCL_DEBUG=WARN' not in tbenv; sys.exit(0 if ok else 1)"
                  ${TB_BIN})
 set_tests_properties(nccl_env_recorded PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 # the comparison tool itself fails on runs that differ (one lr apart)

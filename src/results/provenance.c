@@ -34,6 +34,16 @@ static void nccl_environment(char *set, size_t set_len, char *unset, size_t unse
         if (!getenv(key[i])) used += (size_t)snprintf(unset + used, unset_len - used, "%s%s", used ? " " : "", key[i]);
 }
 
+/* The TB_* variables this process has ("NAME=value" joined by spaces):
+ * the switches that change which kernels run (TB_CONV_API, TB_BN_KERNELS,
+ * TB_FUSED_CANDIDATES) and where plans live (TB_PLAN_CACHE). */
+static void tb_environment(char *set, size_t set_len) {
+    size_t used = 0;
+    set[0] = '\0';
+    for (char **e = environ; *e && used < set_len; e++)
+        if (strncmp(*e, "TB_", 3) == 0) used += (size_t)snprintf(set + used, set_len - used, "%s%s", used ? " " : "", *e);
+}
+
 /* Which libnccl file runs (a slim build of tests/gpu/slim_nccl.sh says
  * what it holds): two installs of one version are told apart. */
 static void nccl_library(tb_attrs *a) {
@@ -158,6 +168,8 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     nccl_environment(set, sizeof set, unset, sizeof unset);
     tb_attrs_str(a, "nccl_environment", set[0] ? set : "(no NCCL_* variable set)");
     tb_attrs_str(a, "nccl_environment_unset", unset[0] ? unset : "(all set)");
+    tb_environment(set, sizeof set);
+    tb_attrs_str(a, "trainbench_environment", set[0] ? set : "(no TB_* variable set)");
     tb_comm_library_version(buf, sizeof buf);
     tb_attrs_str(a, "mpi_version", buf);
     tb_h5_library_version(buf, sizeof buf);
