@@ -268,6 +268,71 @@ void test_conv_pick_checked(void) {
              "checked conv choice without a query: the plain choice");
 }
 
+/* One geometry emulated thread by thread: adds to *bad every (row, channel
+ * vector) not visited exactly once and every row walked past M. */
+static void emulate_bn_vec(const cu_bn_vgeom *g, size_t M, int *bad) {
+    unsigned char *seen = calloc(M * (size_t)g->nv, 1);
+    if (!seen) TB_FATAL("out of host memory");
+    for (int s = 0; s < g->S; s++)
+        for (int bxi = 0; bxi < g->gx; bxi++)
+            for (int ty = 0; ty < g->by; ty++)
+                for (int tx = 0; tx < g->bx; tx++) {
+                    size_t r, end, step;
+                    int cv = cu_bn_vec_thread(g, M, bxi, s, tx, ty, &r, &end, &step);
+                    if (cv < 0) ++*bad;
+                    if (cv >= g->nv) continue;
+                    for (; r < end; r += step) {
+                        if (r >= M) {
+                            ++*bad;
+                            break;
+                        }
+                        seen[r * g->nv + cv]++;
+                    }
+                }
+    for (size_t i = 0; i < M * (size_t)g->nv; i++) *bad += seen[i] != 1;
+    free(seen);
+}
+
+/* The BatchNorm vector path's geometry (cuda_index.h), emulated: every
+ * (row, channel vector) of a shape is visited by exactly one thread, each
+ * thread's channel vector is the same over its rows (its registers hold
+ * that vector's coefficients), blocks fit 256 threads and the partial-sum
+ * kernel's shared memory, the elementwise kernels' finer split the same
+ * (and never fewer slices than the sums'), and C not a multiple of V takes
+ * the scalar path. */
+static void test_bn_vec_geom(void) {
+    static const int Cs[] = {3, 4, 8, 12, 16, 24, 64, 128, 256, 512, 520, 1024, 2048};
+    /* 131073 and 802816 rows: past the 512-slice cap (130816 rows) */
+    static const size_t Ms[] = {1, 2, 7, 255, 256, 257, 1000, 12544, 50176, 131073, 802816};
+    int bad_cover = 0, bad_block = 0, bad_elig = 0, shapes = 0;
+    for (int es = 2; es <= 4; es += 2)
+        for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
+            for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+                const int C = Cs[ci];
+                const size_t M = Ms[mi];
+                cu_bn_vgeom g;
+                int ok = cu_bn_vec_geom(C, es, M, &g);
+                if (ok != (C % (16 / es) == 0)) bad_elig++;
+                if (!ok || M * (size_t)g.nv > ((size_t)1 << 24)) continue; /* the largest: seconds each */
+                shapes++;
+                const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
+                if (g.V * g.nv != C || g.bx < 1 || g.bx > 32 || g.bx * g.by > CU_BN_VEC_THREADS ||
+                    g.by < 1 || g.S != cu_bn_slices(M, TB_NHWC) ||
+                    cu_bn_vec_smem_doubles(&g) > (size_t)2 * CU_BN_VEC_THREADS * g.V || ga.S < g.S ||
+                    ga.S > 65535 || ga.gx != g.gx || ga.bx != g.bx || ga.by != g.by)
+                    bad_block++;
+                emulate_bn_vec(&g, M, &bad_cover);
+                emulate_bn_vec(&ga, M, &bad_cover);
+            }
+    printf("# BatchNorm vector path: %d shapes emulated thread by thread (sums and elementwise splits)\n", shapes);
+    TB_CHECK(bad_elig == 0, "BatchNorm vector path: taken exactly where C is a multiple of 16 bytes' elements "
+                            "(%d wrong)", bad_elig);
+    TB_CHECK(bad_block == 0 && bad_cover == 0,
+             "BatchNorm vector path: %d shapes, every (row, channel vector) visited by exactly one thread, blocks "
+             "of at most %d threads (%d shapes with a bad block, %d visits wrong)",
+             shapes, CU_BN_VEC_THREADS, bad_block, bad_cover);
+}
+
 /* The own kernels' index math (cuda_index.h) against brute force. */
 void test_kernel_index_math(void) {
     int bad = 0, cases = 0;
@@ -328,6 +393,7 @@ void test_kernel_index_math(void) {
             bad += !okp;
         }
     TB_CHECK(bad == 0, "BatchNorm partial-sum slices cover every value once, in order (%d shapes wrong)", bad);
+    test_bn_vec_geom();
 }
 
 /* Max pooling's tiling (cuda_index.h): for every geometry the tiles cut

@@ -296,9 +296,15 @@ int main(int argc, char **argv) {
         test_bn(p, 3, 12, 5, 5, 0, 0, 1);
         test_bn(p, 2, 64, 28, 28, 1, 1, 1);
         test_bn(p, 1, 8, 1, 2, 0, 1, 1);
+        test_bn(p, 2, 6, 5, 5, 1, 1, 1); /* 6 channels: the own scalar kernels in every layout and type */
         if (p->dt != TB_F32 && p->l == TB_NHWC) { /* the cuDNN fused path and the own kernels */
             test_bn(p, 4, 16, 9, 7, 1, 1, 0);
             test_bn(p, 2, 64, 28, 28, 1, 1, 0);
+            /* the own kernels' vector path (cuda_bn_kernels.cu): 3 vectors a row (a block 3 wide), 65 (32-wide
+             * blocks, the third with one column); and 12 channels, not a whole vector: the scalar NHWC kernels */
+            test_bn(p, 2, 24, 5, 6, 1, 1, 0);
+            test_bn(p, 2, 520, 3, 3, 0, 1, 0);
+            test_bn(p, 3, 12, 5, 5, 0, 0, 0);
         }
         test_eltwise(p);
         test_pools(p);

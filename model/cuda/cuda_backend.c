@@ -275,6 +275,16 @@ static int conv_api_from_env(void) {
     tb_die("TB_CONV_API=%s: expected auto, graph or legacy (which cuDNN API runs the convolutions)", v);
 }
 
+/* TB_BN_KERNELS: auto (unset or empty: cuDNN's fused BatchNorm where it
+ * takes the node, the own kernels elsewhere) or own (the own kernels for
+ * every node: the bench's A/B of the two). */
+static int bn_cudnn_from_env(void) {
+    const char *v = getenv("TB_BN_KERNELS");
+    if (!v || !*v || strcmp(v, "auto") == 0) return 1;
+    if (strcmp(v, "own") == 0) return 0;
+    tb_die("TB_BN_KERNELS=%s: expected auto or own (which kernels run the BatchNorms)", v);
+}
+
 static void version_str(char *buf, size_t len) {
     int rt = 0, drv = 0;
     (void)cudaRuntimeGetVersion(&rt);
@@ -321,7 +331,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->tf32 = opts && opts->tf32;
     st->deterministic = opts && opts->deterministic;
     st->autotune = !(opts && opts->no_autotune);
-    st->bn_cudnn = 1;
+    st->bn_cudnn = bn_cudnn_from_env();
     st->conv_api = conv_api_from_env();
     st->sm_count = prop.multiProcessorCount;
     TB_CUDA_CHECK(cudaMemGetInfo(&st->free_start, &st->total));

@@ -21,7 +21,22 @@
  * of 256 threads reduces one slice of one channel; NHWC interleaves the
  * channels, so a block of 32x8 threads takes 32 neighbouring channels (the
  * loads coalesce) and 8 rows at a time of a slice of rows.
+ *
+ * The vector path (NHWC, C a multiple of V = 16 / element size, 16-byte
+ * aligned buffers: every ResNet BatchNorm in 16-bit and float32 NHWC) does
+ * the same three steps with 16-byte loads and stores, each thread owning V
+ * channels for the whole kernel (cu_bn_vec_geom, cuda_index.h): their
+ * shift, mean and coefficients stay in registers, no channel index is
+ * computed per element (the scalar kernels divide a 64-bit index for every
+ * element); each thread takes two rows a pass, every load issued first;
+ * the elementwise steps cut the rows finer than the sums, for enough
+ * blocks on small layers (cu_bn_vec_apply_geom). The arithmetic per
+ * element is the scalar kernels' (the sums in
+ * double, the elementwise steps in float with _rn intrinsics); only the
+ * order of the double additions differs.
  */
+#include <string.h>
+
 #include "model/cuda/cuda_kernels.cuh"
 
 /* slice counts: cu_bn_slices (cuda_index.h) */
@@ -112,9 +127,17 @@ __global__ void bn_partials_nhwc(bn_term<T, BWD> t, size_t M, int C, int S, doub
 }
 
 template <typename T, int BWD>
-static void partials(cudaStream_t st, const cu_bn_shape *s, bn_term<T, BWD> t, double2 *part) {
+__global__ void bn_partials_vec(bn_term<T, BWD> t, size_t M, int C, cu_bn_vgeom g, double2 *part);
+
+/* g: the vector path's geometry, or NULL */
+template <typename T, int BWD>
+static void partials(cudaStream_t st, const cu_bn_shape *s, bn_term<T, BWD> t, const cu_bn_vgeom *g,
+                     double2 *part) {
     int S = slices(s);
-    if (s->layout == TB_NCHW) {
+    if (g) {
+        dim3 grid(g->gx, g->S), block(g->bx, g->by);
+        bn_partials_vec<T, BWD><<<grid, block, 0, st>>>(t, (size_t)s->N * s->H * s->W, s->C, *g, part);
+    } else if (s->layout == TB_NCHW) {
         dim3 grid(S, s->C);
         bn_partials_nchw<T, BWD><<<grid, CU_THREADS, 0, st>>>(t, s->N, s->C, s->H * s->W, S, part);
     } else {
@@ -216,6 +239,178 @@ __global__ void bn_apply_backward(const T *x, const T *y, const T *dy, T *dx, T 
     }
 }
 
+/* ---- the vector path (NHWC, C % V == 0, 16-byte aligned) ---------------------------------- */
+
+template <typename T> struct alignas(16) bn_vec { /* one 16-byte word of V elements */
+    static constexpr int V = 16 / sizeof(T);
+    T e[V];
+};
+template <typename T> __device__ __forceinline__ bn_vec<T> vld(const T *p, size_t j) {
+    const uint4 w = reinterpret_cast<const uint4 *>(p)[j];
+    bn_vec<T> v;
+    memcpy(&v, &w, sizeof w);
+    return v;
+}
+template <typename T> __device__ __forceinline__ void vst(T *p, size_t j, const bn_vec<T> &v) {
+    uint4 w;
+    memcpy(&w, &v, sizeof w);
+    reinterpret_cast<uint4 *>(p)[j] = w;
+}
+
+/* step 1's terms of one word: the forward's (x - shift) and its square;
+ * the backward's g and g * (x - mean) */
+template <typename T>
+__device__ __forceinline__ void add_fwd(const bn_vec<T> &xv, const float *ref, double *a, double *b) {
+#pragma unroll
+    for (int k = 0; k < bn_vec<T>::V; k++) {
+        double v = (double)cu_f(xv.e[k]) - (double)ref[k];
+        a[k] += v;
+        b[k] += v * v;
+    }
+}
+template <typename T>
+__device__ __forceinline__ void add_bwd(const bn_vec<T> &xv, const bn_vec<T> &yv, const bn_vec<T> &dv, int relu,
+                                        const float *ref, double *a, double *b) {
+#pragma unroll
+    for (int k = 0; k < bn_vec<T>::V; k++) {
+        float gk = relu && cu_f(yv.e[k]) <= 0.0f ? 0.0f : cu_f(dv.e[k]);
+        a[k] += gk;
+        b[k] += (double)gk * ((double)cu_f(xv.e[k]) - (double)ref[k]);
+    }
+}
+
+/* step 1: partial sums of slice s for this thread's V channels, two rows
+ * at a time (every load of both issued first), the block's by rows of
+ * them added in shared memory in ty order; part[s][c] */
+template <typename T, int BWD>
+__global__ void __launch_bounds__(CU_BN_VEC_THREADS)
+    bn_partials_vec(bn_term<T, BWD> t, size_t M, int C, cu_bn_vgeom g, double2 *part) {
+    constexpr int V = bn_vec<T>::V, NT = CU_BN_VEC_THREADS;
+    __shared__ double red[2 * NT * V]; /* cu_bn_vec_smem_doubles: [sums | squares][k][thread] */
+    size_t r, end, step;
+    const int cv = cu_bn_vec_thread(&g, M, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, &r, &end, &step);
+    const int tid = threadIdx.y * g.bx + threadIdx.x;
+    double a[V], b[V];
+    float ref[V]; /* forward: the channel's first value (the shift); backward: its mean */
+#pragma unroll
+    for (int k = 0; k < V; k++) a[k] = b[k] = 0.0, ref[k] = 0.0f;
+    if (cv < g.nv) {
+#pragma unroll
+        for (int k = 0; k < V; k++) ref[k] = BWD ? t.mean[cv * V + k] : cu_ld(t.x, (size_t)cv * V + k);
+        for (; r < end; r += 2 * step) {
+            const size_t j0 = r * (size_t)g.nv + cv, j1 = (r + step) * (size_t)g.nv + cv;
+            const int two = r + step < end;
+            const bn_vec<T> x0 = vld(t.x, j0), x1 = two ? vld(t.x, j1) : x0;
+            if (!BWD) {
+                add_fwd(x0, ref, a, b);
+                if (two) add_fwd(x1, ref, a, b);
+            } else {
+                const bn_vec<T> d0 = vld(t.dy, j0), d1 = two ? vld(t.dy, j1) : d0;
+                const bn_vec<T> y0 = t.relu ? vld(t.y, j0) : d0, y1 = t.relu && two ? vld(t.y, j1) : d1;
+                add_bwd(x0, y0, d0, t.relu, ref, a, b);
+                if (two) add_bwd(x1, y1, d1, t.relu, ref, a, b);
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++) red[k * NT + tid] = a[k], red[(V + k) * NT + tid] = b[k];
+    __syncthreads();
+    if (threadIdx.y != 0 || cv >= g.nv) return;
+    for (int y = 1; y < g.by; y++) {
+        const int o = y * g.bx + threadIdx.x;
+#pragma unroll
+        for (int k = 0; k < V; k++) a[k] += red[k * NT + o], b[k] += red[(V + k) * NT + o];
+    }
+#pragma unroll
+    for (int k = 0; k < V; k++) part[(size_t)blockIdx.y * C + (size_t)cv * V + k] = make_double2(a[k], b[k]);
+}
+
+/* y = act((x - mean) * scale + beta + z) of one word */
+template <typename T>
+__device__ __forceinline__ bn_vec<T> apply_word(const bn_vec<T> &xv, const bn_vec<T> &zv, int has_z, int relu,
+                                                const float *mu, const float *sc, const float *be) {
+    bn_vec<T> yv;
+#pragma unroll
+    for (int k = 0; k < bn_vec<T>::V; k++) {
+        float v = __fadd_rn(__fmul_rn(__fsub_rn(cu_f(xv.e[k]), mu[k]), sc[k]), be[k]);
+        if (has_z) v = __fadd_rn(v, cu_f(zv.e[k]));
+        if (relu) v = v < 0.0f ? 0.0f : v; /* keeps NaN, as torch.relu */
+        yv.e[k] = cu_to<T>(v);
+    }
+    return yv;
+}
+
+/* step 3 forward over this thread's rows (g: cu_bn_vec_apply_geom's), two
+ * at a time, both rows read before either is written (y may be x) */
+template <typename T>
+__global__ void __launch_bounds__(CU_BN_VEC_THREADS)
+    bn_apply_vec(const T *x, const T *z, T *y, size_t M, int C, cu_bn_vgeom g, int relu, const float *coef,
+                 const float *beta) {
+    constexpr int V = bn_vec<T>::V;
+    size_t r, end, step;
+    const int cv = cu_bn_vec_thread(&g, M, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, &r, &end, &step);
+    if (cv >= g.nv) return;
+    float mu[V], sc[V], be[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int c = cv * V + k;
+        mu[k] = coef[c], sc[k] = coef[C + c], be[k] = beta[c];
+    }
+    for (; r < end; r += 2 * step) {
+        const size_t j0 = r * (size_t)g.nv + cv, j1 = (r + step) * (size_t)g.nv + cv;
+        const int two = r + step < end;
+        const bn_vec<T> x0 = vld(x, j0), x1 = two ? vld(x, j1) : x0;
+        const bn_vec<T> z0 = z ? vld(z, j0) : x0, z1 = z && two ? vld(z, j1) : x1;
+        vst(y, j0, apply_word(x0, z0, z != NULL, relu, mu, sc, be));
+        if (two) vst(y, j1, apply_word(x1, z1, z != NULL, relu, mu, sc, be));
+    }
+}
+
+/* step 3 backward: dx (+)= (g - gmean - (x - mean) * q) * k, dz (+)= g
+ * (g: cu_bn_vec_apply_geom's) */
+template <typename T>
+__global__ void __launch_bounds__(CU_BN_VEC_THREADS)
+    bn_apply_backward_vec(const T *x, const T *y, const T *dy, T *dx, T *dz, size_t M, int C, cu_bn_vgeom g,
+                          int relu, int acc_dx, int acc_dz, const float *coef) {
+    constexpr int V = bn_vec<T>::V;
+    size_t r, end, step;
+    const int cv = cu_bn_vec_thread(&g, M, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, &r, &end, &step);
+    if (cv >= g.nv) return;
+    float mu[V], kk[V], gm[V], q[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        const int c = cv * V + k;
+        mu[k] = coef[c], kk[k] = coef[C + c], gm[k] = coef[2 * C + c], q[k] = coef[3 * C + c];
+    }
+    for (; r < end; r += step) {
+        const size_t j = r * (size_t)g.nv + cv;
+        /* read everything before writing: dx or dz may alias dy */
+        const bn_vec<T> xv = vld(x, j), dv = vld(dy, j);
+        bn_vec<T> yv = dv, dxo = dv, dzo = dv, dxv, dzv;
+        if (relu) yv = vld(y, j);
+        if (acc_dx) dxo = vld(dx, j);
+        if (dz && acc_dz) dzo = vld(dz, j);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float gk = relu && cu_f(yv.e[k]) <= 0.0f ? 0.0f : cu_f(dv.e[k]);
+            float xm = __fsub_rn(cu_f(xv.e[k]), mu[k]);
+            float v = __fmul_rn(__fsub_rn(__fsub_rn(gk, gm[k]), __fmul_rn(xm, q[k])), kk[k]);
+            dzv.e[k] = cu_to<T>(acc_dz ? __fadd_rn(cu_f(dzo.e[k]), gk) : gk);
+            dxv.e[k] = cu_to<T>(acc_dx ? __fadd_rn(cu_f(dxo.e[k]), v) : v);
+        }
+        if (dz) vst(dz, j, dzv);
+        vst(dx, j, dxv);
+    }
+}
+
+/* The vector path's geometry for this call, or 0: the scalar kernels. */
+static int vec_geom(const cu_bn_shape *s, const void *const *bufs, int nbufs, cu_bn_vgeom *g) {
+    if (s->layout != TB_NHWC) return 0;
+    for (int i = 0; i < nbufs; i++)
+        if (bufs[i] && ((uintptr_t)bufs[i] & 15u)) return 0;
+    return cu_bn_vec_geom(s->C, (int)tb_dtype_size(s->dtype), (size_t)s->N * s->H * s->W, g);
+}
+
 /* ---- launchers ---------------------------------------------------------------------------- */
 
 static float *coef_of(const cu_bn_shape *s, void *scratch) {
@@ -229,7 +424,10 @@ static void train(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
     bn_term<T, 0> t = {(const T *)x, NULL, NULL, NULL, 0};
     double2 *part = (double2 *)scratch;
     float *coef = coef_of(s, scratch);
-    partials<T, 0>(st, s, t, part);
+    const void *bufs[] = {x, z, y};
+    cu_bn_vgeom g;
+    const int vec = vec_geom(s, bufs, 3, &g);
+    partials<T, 0>(st, s, t, vec ? &g : NULL, part);
     size_t M = (size_t)s->N * s->H * s->W, HW = (size_t)s->H * s->W;
     size_t first_stride = s->layout == TB_NCHW ? HW : 1; /* channel c's first element */
     bn_finalize_train<T><<<(s->C + 127) / 128, 128, 0, st>>>(part, slices(s), s->C, M, (const T *)x,
@@ -237,8 +435,13 @@ static void train(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
                                                             mom, eps, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm statistics");
     size_t n = M * s->C;
-    bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
-                                                     HW, s->layout, relu, coef, beta);
+    if (vec) {
+        const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
+        bn_apply_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>((const T *)x, (const T *)z, (T *)y, M,
+                                                                           s->C, ga, relu, coef, beta);
+    } else
+        bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
+                                                         HW, s->layout, relu, coef, beta);
     TB_CUDA_CHECK_LAUNCH("BatchNorm apply");
 }
 
@@ -250,8 +453,16 @@ static void infer(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
     bn_finalize_infer<<<(s->C + 127) / 128, 128, 0, st>>>(s->C, gamma, rm, rv, eps, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm inference coefficients");
     size_t HW = (size_t)s->H * s->W, n = (size_t)s->N * HW * s->C;
-    bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
-                                                     HW, s->layout, relu, coef, beta);
+    const void *bufs[] = {x, z, y};
+    cu_bn_vgeom g;
+    if (vec_geom(s, bufs, 3, &g)) {
+        const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, (size_t)s->N * HW);
+        bn_apply_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>((const T *)x, (const T *)z, (T *)y,
+                                                                           (size_t)s->N * HW, s->C, ga, relu, coef,
+                                                                           beta);
+    } else
+        bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
+                                                         HW, s->layout, relu, coef, beta);
     TB_CUDA_CHECK_LAUNCH("BatchNorm inference apply");
 }
 
@@ -263,15 +474,23 @@ static void backward(cudaStream_t st, const cu_bn_shape *s, const void *x, const
     bn_term<T, 1> t = {(const T *)x, (const T *)y, (const T *)dy, sm, relu};
     double2 *part = (double2 *)scratch;
     float *coef = coef_of(s, scratch);
-    partials<T, 1>(st, s, t, part);
+    const void *bufs[] = {x, relu ? y : NULL, dy, dx, dz};
+    cu_bn_vgeom g;
+    const int vec = vec_geom(s, bufs, 5, &g);
+    partials<T, 1>(st, s, t, vec ? &g : NULL, part);
     size_t M = (size_t)s->N * s->H * s->W, HW = (size_t)s->H * s->W;
     bn_finalize_backward<<<(s->C + 127) / 128, 128, 0, st>>>(part, slices(s), s->C, M, gamma, sm,
                                                             si, dgamma, dbeta, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm backward sums");
     size_t n = M * s->C;
-    bn_apply_backward<T><<<cu_blocks(n), CU_THREADS, 0, st>>>(
-        (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, n, s->C, HW, s->layout, relu,
-        acc_dx, acc_dz, coef);
+    if (vec) {
+        const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
+        bn_apply_backward_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>(
+            (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, M, s->C, ga, relu, acc_dx, acc_dz, coef);
+    } else
+        bn_apply_backward<T><<<cu_blocks(n), CU_THREADS, 0, st>>>(
+            (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, n, s->C, HW, s->layout, relu,
+            acc_dx, acc_dz, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm backward apply");
 }
 

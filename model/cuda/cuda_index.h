@@ -164,4 +164,67 @@ static inline TB_HD void cu_slice_range(size_t M, int S, int s, size_t *j0, size
     *j1 = b < M ? b : M;
 }
 
+/* The BatchNorm kernels' vector path (NHWC with C a multiple of V = 16 /
+ * element size, every buffer 16-byte aligned): a thread moves V
+ * neighbouring channels of a row as one 16-byte word. Grid gx x S, blocks
+ * of bx x by threads (bx <= 32 channel vectors side by side, so a warp
+ * reads whole rows); thread (tx, ty) of block (bxi, s) owns channel vector
+ * cv = bxi * bx + tx (channels cv*V ... cv*V + V-1) for the whole kernel,
+ * so its per-channel values stay in registers, and walks rows r0 + ty,
+ * r0 + ty + by, ... < r1 of slice s (cu_slice_range over the M rows, S =
+ * cu_bn_slices). The partial-sum kernel adds a block's by rows of sums in
+ * shared memory: 2 doubles per channel per thread. */
+#define CU_BN_VEC_THREADS 256
+typedef struct {
+    int V, nv;  /* channels per vector, vectors per row (C / V) */
+    int bx, by; /* block */
+    int gx, S;  /* grid: channel-vector groups x slices */
+} cu_bn_vgeom;
+
+/* 1 and the geometry when C takes vectors of esize-byte elements, else 0. */
+static inline TB_HD int cu_bn_vec_geom(int C, int esize, size_t M, cu_bn_vgeom *g) {
+    int V = 16 / esize;
+    if (C <= 0 || C % V != 0) return 0;
+    g->V = V;
+    g->nv = C / V;
+    g->bx = g->nv < 32 ? g->nv : 32;
+    g->by = CU_BN_VEC_THREADS / g->bx;
+    g->gx = (g->nv + g->bx - 1) / g->bx;
+    g->S = cu_bn_slices(M, TB_NHWC);
+    return 1;
+}
+
+/* Thread (tx, ty) of block (bxi, s): its channel vector (>= nv: idle) and
+ * its rows first, first + step, ... < end. */
+static inline TB_HD int cu_bn_vec_thread(const cu_bn_vgeom *g, size_t M, int bxi, int s, int tx, int ty,
+                                         size_t *first, size_t *end, size_t *step) {
+    size_t r0, r1;
+    cu_slice_range(M, g->S, s, &r0, &r1);
+    *first = r0 + (size_t)ty;
+    *end = r1;
+    *step = (size_t)g->by;
+    return bxi * g->bx + tx;
+}
+
+/* Shared-memory doubles the partial-sum kernel uses per block: 2 per channel per thread */
+static inline TB_HD size_t cu_bn_vec_smem_doubles(const cu_bn_vgeom *g) {
+    return (size_t)2 * g->bx * g->by * g->V;
+}
+
+/* The elementwise kernels keep no sums, so they may cut the rows finer
+ * than the partial sums (whose S sizes the scratch): at least
+ * CU_BN_VEC_APPLY_BLOCKS blocks where there are rows for them (a slice of
+ * at least 2 * by rows: each thread takes 2 rows a pass), so a small
+ * layer4 batch still fills the GPU. */
+#define CU_BN_VEC_APPLY_BLOCKS 1024
+static inline TB_HD cu_bn_vgeom cu_bn_vec_apply_geom(const cu_bn_vgeom *g, size_t M) {
+    cu_bn_vgeom a = *g;
+    size_t want = (CU_BN_VEC_APPLY_BLOCKS + (size_t)g->gx - 1) / (size_t)g->gx;
+    size_t most = (M + 2 * (size_t)g->by - 1) / (2 * (size_t)g->by);
+    if (want > most) want = most;
+    if (want > 65535) want = 65535;
+    if ((int)want > a.S) a.S = (int)want;
+    return a;
+}
+
 #endif
