@@ -113,12 +113,15 @@ steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * 
 #   EST_S: one run's wall time with its start-up; EST_IPS: the img/s expected
 #   (the H200's, 2026-11-27), which sizes the first run
 tb() {
-  local name=$1 est=$2 runs=$3 est_ips=$4 prec=$5 layout=$6 batch=$7 graph=$8
+  local name=$1 est=$2 runs=$3 est_ips=$4 prec=$5 layout=$6 batch=$7 graph=$8 envs=()
   shift 8
+  # leading TB_NAME=value arguments: the row's environment (TB_BN_KERNELS=own), in its command
+  while [ $# -gt 0 ] && [[ "$1" == TB_*=* ]]; do envs+=("$1"); shift; done
   selected "$name" trainbench || return
   local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
   case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; esac
+  [ ${#envs[@]} -gt 0 ] && note="$note, ${envs[*]}"
   t_row=$(date +%s)
   steps=$(steps_for "$est_ips" "$batch")
   for r in $(seq 1 "$runs"); do
@@ -128,7 +131,9 @@ tb() {
     fi
     local log=$KEEP/tb_${name}_r$r.log t rc line ips
     t=$(date +%s)
-    local cmd=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
+    local cmd=()
+    [ ${#envs[@]} -gt 0 ] && cmd=(env "${envs[@]}")
+    cmd+=("$TB" --backend cuda --model resnet50 --image-size 224 --synthetic --precision "$prec"
                --layout "$layout" --batch-size "$batch" --cuda-graph "$graph" --steps $((WARM + steps))
                --warmup-steps "$WARM" --scaling-steps 0 --print-every 1000 "${SCHED[@]}"
                --results "$KEEP/tb_${name}_r$r.h5" "$@")
@@ -270,20 +275,26 @@ torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
 tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
 tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
 converge converge_bf16_resnet50 90 bf16 200
-# what issue 29 and 30 compare against in the same call: torch.compile, and
 # where the time goes on both sides
-torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
 tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
 torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-json "$PROF"
 # --fuse graph (issue 30): conv + BatchNorm statistics, BN + ReLU in the next
 # conv's prologue (the first run of each precision plans and fills the plan
 # cache: later runs of the same shapes start in seconds); batch 400 is
-# MLPerf's per-GPU batch
-tb       bf16_nhwc_256_fused   150 "$REPEATS" 7200 bf16 nhwc 256 on --fuse graph
-tb       fp16_nhwc_256_fused   150 "$REPEATS" 7700 fp16 nhwc 256 on --fuse graph
+# MLPerf's per-GPU batch. The estimates: the bf16 fused row with its op
+# profile took 51 s on a fresh cache (2026-12-04)
+tb       bf16_nhwc_256_fused    80 "$REPEATS" 7200 bf16 nhwc 256 on --fuse graph
+tb       fp16_nhwc_256_fused    80 "$REPEATS" 7700 fp16 nhwc 256 on --fuse graph
 tb       bf16_nhwc_256_fused_profile 70 1 7200 bf16 nhwc 256 on --fuse graph --op-profile 5
-tb       bf16_nhwc_400_fused   150 1 7200 bf16 nhwc 400 on --fuse graph
-tb       fp16_nhwc_400_fused   150 1 7700 fp16 nhwc 400 on --fuse graph
+tb       fp16_nhwc_256_fused_profile 70 1 7700 fp16 nhwc 256 on --fuse graph --op-profile 5
+# every BatchNorm on trainbench's own kernels (their NHWC vector path) against cuDNN's fused BN kernels
+tb       fp16_nhwc_256_ownbn    45 "$REPEATS" 7700 fp16 nhwc 256 on TB_BN_KERNELS=own
+tb       bf16_nhwc_256_ownbn_profile 50 1 7200 bf16 nhwc 256 on TB_BN_KERNELS=own --op-profile 5
+# what issue 29 and 30 compare against in the same call: torch.compile (after
+# the rows above: its compilation alone can take minutes)
+torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
+tb       bf16_nhwc_400_fused   100 1 7200 bf16 nhwc 400 on --fuse graph
+tb       fp16_nhwc_400_fused   100 1 7700 fp16 nhwc 400 on --fuse graph
 tb       bf16_nhwc_400_graph    70 1 7200 bf16 nhwc 400 on
 tb       fp16_nhwc_400_graph    70 1 7700 fp16 nhwc 400 on
 torch    eager_bf16_nhwc_400    60 1 bf16 nhwc 400 eager
@@ -362,14 +373,15 @@ base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhw
   echo '```'
   awk '/^# op profile: /{f=1} f{print} f && /^#   \(step:/{exit}' "$KEEP/tb_bf16_nhwc_256_profile_r1.log" 2>/dev/null
   echo '```'
-  if [ -f "$KEEP/tb_bf16_nhwc_256_fused_profile_r1.log" ]; then # issue 30: the fused step's profile beside PyTorch's
+  # issue 30: the other profiled steps beside PyTorch's (--fuse graph, the own BatchNorm kernels)
+  for prow in bf16_nhwc_256_fused_profile fp16_nhwc_256_fused_profile bf16_nhwc_256_ownbn_profile; do
+    [ -f "$KEEP/tb_${prow}_r1.log" ] || continue
     echo
-    echo "With --fuse graph (tb_bf16_nhwc_256_fused_profile_r1.log):"
+    echo "Row ${prow} (tb_${prow}_r1.log; its command in rows.tsv):"
     echo
-    "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_bf16_nhwc_256_fused_profile_r1.log" \
-      --torch-json "$PROF" || true
-    grep -E '^# (fuse graph|cuda fused|plan cache|start-up)' "$KEEP/tb_bf16_nhwc_256_fused_r1.log" 2>/dev/null
-  fi
+    "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_${prow}_r1.log" --torch-json "$PROF" || true
+    grep -E '^# (fuse graph|cuda fused|cuda bn|plan cache|start-up)' "$KEEP/tb_${prow}_r1.log" 2>/dev/null
+  done
   echo
   echo "Stage time: $(elapsed) s."
 } >"$MD"

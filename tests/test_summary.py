@@ -89,6 +89,10 @@ def test_new_layout():
             f.write("\t".join(("trainbench", "bf16", "nhwc", "256", "on (300 replays)", "7180.5", "7170.0", "7190.2",
                                "0.28", "3", "10.7", "35.65", "0.25", "14139", "41", "6.9312", "6.1021", "1000",
                                "trainbench --results /x/resnet50/tb_bf16_nhwc_256_graph_r1.h5")) + "\n")
+            # the A/B row with every BatchNorm on the own kernels: a key of its own, not the graph row's "#2"
+            f.write("\t".join(("trainbench", "bf16", "nhwc", "256", "on (300 replays), TB_BN_KERNELS=own", "7000.0",
+                               "-", "-", "-", "1", "10.7", "36.57", "0.25", "14139", "41", "6.9312", "6.1021",
+                               "1000", "env TB_BN_KERNELS=own trainbench --results /x/resnet50/tb_x_r1.h5")) + "\n")
         with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
             f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
                     "# 25557032 parameters, 24.6 GFLOP per image per step\n"
@@ -99,6 +103,10 @@ def test_new_layout():
         check(rows.get(k + "img_per_s", ("",))[0] == "7180.5" and rows[k + "repeats"][0] == "3" and
               rows[k + "loss_end"][0] == "6.1021" and rows[k + "img_per_s"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
               "new rows.tsv: median img/s, repeats, loss at the end, cited from the row's log")
+        ko = "resnet50/trainbench/bf16/nhwc/256/graph+ownbn/img_per_s"
+        check(rows.get(ko, ("",))[0] == "7000.0" and not any(k.startswith("resnet50/trainbench/bf16/nhwc/256/graph#2")
+                                                          for k in rows),
+              "the TB_BN_KERNELS=own row under graph+ownbn, apart from the graph row")
         check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
               rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
               "training log: what was trained (1000 classes, 25557032 parameters)")

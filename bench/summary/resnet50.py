@@ -5,7 +5,9 @@ row's own log where the run dir has it.
 
 Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
-`eager` or `-`, a `+profile` suffix for the op-profile row, and `#2`, `#3`
+`eager` or `-`, a `+fused` suffix for `--fuse graph`, `+ownbn` for every
+BatchNorm on the own kernels (TB_BN_KERNELS=own), `+profile` for an
+op-profile row, and `#2`, `#3`
 for a configuration measured again in the same run (the same file, or
 another bench call's rows.tsv in the same run directory)."""
 import os
@@ -40,6 +42,8 @@ def _config(r):
     g = "graph" if graph.startswith("on") else "eager" if graph.startswith("off") else "-"
     if "fuse graph" in graph:
         g += "+fused"
+    if "TB_BN_KERNELS=own" in graph:
+        g += "+ownbn"
     if "op profile" in graph or r.get("profile"):
         g += "+profile"
     return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))
