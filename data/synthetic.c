@@ -42,8 +42,8 @@ static void class_pattern(float *dst, int h, int w, uint64_t seed, int cls) {
 /* Noise of standard deviation 0.7: the sum of the four 16-bit parts of one
  * draw (Irwin-Hall, n = 4: near-Gaussian, bounded at 3.46 sigma), centred.
  * One draw and no transcendental per pixel: Box-Muller (a log, a sqrt and a
- * cos in double) made a 224 px bench row's pool in 9.6 s on one core, the
- * largest part of its start-up. The sum and the scale are exact in float. */
+ * cos in double) made a 224 px bench row's pool in 6.1 s on one core, this
+ * in 1.1 s (results/startup_pool_cpu.md). The sum is exact in float. */
 static inline float pixel_noise(tb_rng *r) {
     uint64_t u = tb_rng_u64(r);
     int32_t s = (int32_t)(u & 0xffff) + (int32_t)(u >> 16 & 0xffff) + (int32_t)(u >> 32 & 0xffff) +
