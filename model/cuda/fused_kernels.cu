@@ -166,6 +166,7 @@ __global__ void sums_comb_k(const double *part, int slices, int C, float *sum, f
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     double s = 0, q = 0;
+#pragma unroll 8 /* 8 loads in flight, added in slice order */
     for (int k = 0; k < slices; k++) s += part[((size_t)k * C + c) * 2], q += part[((size_t)k * C + c) * 2 + 1];
     sum[c] = (float)s, sqsum[c] = (float)q;
 }
