@@ -13,6 +13,7 @@
 #include <turbojpeg.h>
 
 #include "core/rng.h"
+#include "data/dataset.h"
 
 static char tbj_dir[64] = "/tmp/tb_feed_XXXXXX";
 
@@ -108,6 +109,15 @@ static void tbj_make_list(const char *list, const char *sub, int n, int bad_ever
         fprintf(f, "%s %d\n", name, i);
     }
     fclose(f);
+}
+
+/* Opens the list file DIR/list into *ds, or the test ends with the reason. */
+static inline void tbj_open_list(const char *list, tb_dataset *ds) {
+    char err[256];
+    if (tb_dataset_open(tbj_path(list), ds, err, sizeof err) != 0) {
+        printf("FAIL: open list: %s\n", err);
+        exit(1);
+    }
 }
 
 #endif

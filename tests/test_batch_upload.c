@@ -455,11 +455,7 @@ int main(int argc, char **argv) {
     tbj_init();
     tbj_make_list("up.txt", "up", NFILES, 9, 4); /* bad files 8, 17, 26; some progressive */
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("up.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("up.txt", &ds);
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
         int rc = main_cuda(&ds);
         tb_dataset_close(&ds);

@@ -262,11 +262,7 @@ static void test_loader_levels(void) {
     }
     fclose(f);
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("lv.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        exit(1);
-    }
+    tbj_open_list("lv.txt", &ds);
     const struct {
         int train;
         tb_out_format fmt;

@@ -137,11 +137,7 @@ static void test_loader(tb_gpu_decoder *dl) {
     tbj_make_list("g.txt", "g", 60, 9, 7); /* 6 non-JPEG, progressive every 7th */
     tbj_write_damaged(tbj_path("g/s013.jpg"), 120, 90, 5); /* scan cut short, then EOI: corrupt data */
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("g.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: %s\n", err);
-        exit(1);
-    }
+    tbj_open_list("g.txt", &ds);
     run_out c = run(&ds, TB_DECODE_PARTIAL, dl, NULL), g = run(&ds, TB_DECODE_GPU, dl, NULL);
     /* Labels name their file (label = index). Where they differ, the GPU
      * path must have kept the damaged file s013 that the CPU path replaced

@@ -151,11 +151,7 @@ int main(void) {
         tbj_write_damaged(tbj_path(name), 64, 48, 40 + (uint64_t)d);
     }
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("share.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("share.txt", &ds);
     test_rule();
     test_share(&ds);
     tb_dataset_close(&ds);

@@ -560,11 +560,7 @@ int main(int argc, char **argv) {
     tbj_init();
     tbj_make_list("feed.txt", "feed", 30, 7, 5); /* 4 bad files, some progressive */
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("feed.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("feed.txt", &ds);
     test_inline(&ds);
     test_gpu_flip(&ds);
     test_try_next(&ds);
@@ -576,10 +572,7 @@ int main(int argc, char **argv) {
      * progressive files the GPU path leaves to the CPU */
     tbj_make_list("gpu.txt", "gpu", 30, 7, 5);
     tbj_write_damaged(tbj_path("gpu/s010.jpg"), 64, 48, 99); /* the scan cut short: corrupt data, then EOI */
-    if (tb_dataset_open(tbj_path("gpu.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("gpu.txt", &ds);
     test_gpu_emulated(&ds, 0, 0, 6);
     test_gpu_emulated(&ds, 3, 0, 12);
     test_gpu_emulated(&ds, 4, 1, 10);

@@ -130,11 +130,7 @@ int main(void) {
     (void)tbj_make_list;                      /* the shared helper's varied sizes: not here */
     make_uniform_list("mem.txt", "mem", 48); /* 3 bad files, some progressive */
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("mem.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("mem.txt", &ds);
     TB_CHECK(tb_rss_bytes() > 0, "cannot read this process's resident set size (/proc/self/statm)");
     const char *what[2] = {"CPU decode", "GPU path (emulated, fenced)"};
     for (int gpu = 0; gpu <= 1; gpu++) {

@@ -305,11 +305,7 @@ int main(void) {
     tbj_init();
     tbj_make_list("tl.txt", "tl", 40, 8, 9); /* 5 bad files, some progressive */
     tb_dataset ds;
-    char err[256];
-    if (tb_dataset_open(tbj_path("tl.txt"), &ds, err, sizeof err) != 0) {
-        printf("FAIL: open list: %s\n", err);
-        return 1;
-    }
+    tbj_open_list("tl.txt", &ds);
     test_options();
     test_cpu_timeline(&ds);
     test_gpu_fences(&ds);
