@@ -30,8 +30,6 @@ for which in new old; do
       "$bin" train --backend cpu --model resnet18 --classes 1000 --image-size 224 --batch-size 112 --steps 1 \
         --warmup-steps 0 --scaling-steps 0 --threads "$t" --results "$OUT/${which}_t${t}_r$r.h5" >"$log" 2>&1
       src=$(sed -n 's/^# start-up: .*parts: .* source \([0-9.]*\),.*/\1/p' "$log")
-      # an older build has no "source" part: its pool is in "model+feed+init"
-      [ -n "$src" ] || src=$(sed -n 's/^# start-up: .*model+feed+init \([0-9.]*\),.*/\1/p' "$log")
       init=$(sed -n 's/^# start-up: .*, init \([0-9.]*\),.*/\1/p' "$log")
       printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$which" "$t" "$r" "${src:--}" "${init:--}" "$(basename "$log")" >>"$OUT/runs.tsv"
       rm -f "$OUT/${which}_t${t}_r$r.h5"

@@ -17,6 +17,15 @@
 
 extern char **environ;
 
+/* The variables this process has whose names start with prefix,
+ * "NAME=value" joined by spaces in environment order. */
+static void vars_with_prefix(const char *prefix, char *set, size_t set_len) {
+    size_t used = 0, n = strlen(prefix);
+    set[0] = '\0';
+    for (char **e = environ; *e && used < set_len; e++)
+        if (strncmp(*e, prefix, n) == 0) used += (size_t)snprintf(set + used, set_len - used, "%s%s", used ? " " : "", *e);
+}
+
 /* The NCCL_* variables this process has, "NAME=value" joined by spaces in
  * environment order, and the ones that matter most that it lacks (NCCL's
  * defaults then apply): what the results file must show of NCCL's setup. */
@@ -25,23 +34,11 @@ static void nccl_environment(char *set, size_t set_len, char *unset, size_t unse
                                       "NCCL_IB_TC", "NCCL_IB_TIMEOUT", "NCCL_IB_RETRY_CNT", "NCCL_IB_DISABLE",
                                       "NCCL_NET", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL", "NCCL_ALGO",
                                       "NCCL_PROTO"};
+    vars_with_prefix("NCCL_", set, set_len);
     size_t used = 0;
-    set[0] = unset[0] = '\0';
-    for (char **e = environ; *e && used < set_len; e++)
-        if (strncmp(*e, "NCCL_", 5) == 0) used += (size_t)snprintf(set + used, set_len - used, "%s%s", used ? " " : "", *e);
-    used = 0;
+    unset[0] = '\0';
     for (size_t i = 0; i < sizeof key / sizeof key[0] && used < unset_len; i++)
         if (!getenv(key[i])) used += (size_t)snprintf(unset + used, unset_len - used, "%s%s", used ? " " : "", key[i]);
-}
-
-/* The TB_* variables this process has ("NAME=value" joined by spaces):
- * the switches that change which kernels run (TB_CONV_API, TB_BN_KERNELS,
- * TB_FUSED_CANDIDATES) and where plans live (TB_PLAN_CACHE). */
-static void tb_environment(char *set, size_t set_len) {
-    size_t used = 0;
-    set[0] = '\0';
-    for (char **e = environ; *e && used < set_len; e++)
-        if (strncmp(*e, "TB_", 3) == 0) used += (size_t)snprintf(set + used, set_len - used, "%s%s", used ? " " : "", *e);
 }
 
 /* Which libnccl file runs (a slim build of tests/gpu/slim_nccl.sh says
@@ -168,7 +165,8 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
     nccl_environment(set, sizeof set, unset, sizeof unset);
     tb_attrs_str(a, "nccl_environment", set[0] ? set : "(no NCCL_* variable set)");
     tb_attrs_str(a, "nccl_environment_unset", unset[0] ? unset : "(all set)");
-    tb_environment(set, sizeof set);
+    /* TB_*: the switches that change which kernels run (TB_CONV_API, TB_BN_KERNELS, TB_FUSED_CANDIDATES) */
+    vars_with_prefix("TB_", set, sizeof set);
     tb_attrs_str(a, "trainbench_environment", set[0] ? set : "(no TB_* variable set)");
     tb_comm_library_version(buf, sizeof buf);
     tb_attrs_str(a, "mpi_version", buf);
