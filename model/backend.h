@@ -355,6 +355,20 @@ struct tb_backend {
                                  const tb_tensor *x, const tb_tensor *dy,
                                  const tb_tensor *dw, int accumulate);
 
+    /* ---- the weight gradient beside the data gradient ---------------------
+     * branch_begin: 1 when the ops queued from here to branch_end go to a
+     * second queue, which starts after everything queued before it (CUDA
+     * with TB_WGRAD_STREAM=on: a second stream with its own cuDNN
+     * workspace); 0 when every op stays in order on the one queue (the CPU;
+     * CUDA otherwise), and then the caller calls neither of the others.
+     * Between branch_end and branch_join the caller queues only ops that
+     * neither read what the branch writes nor write what it reads (the
+     * conv's data gradient); everything queued after branch_join waits for
+     * the branch. model/graph.c: conv_backward. */
+    int (*branch_begin)(tb_backend *be);
+    void (*branch_end)(tb_backend *be);
+    void (*branch_join)(tb_backend *be);
+
     /* ---- batch normalisation (+ residual add + ReLU) ----------------------
      * bn_plan: per-node state (descriptors), from the args of the largest
      * batch (data pointers may be NULL); *reserve_bytes: memory the node

@@ -394,6 +394,39 @@ int tb_graph_grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
     return 1;
 }
 
+/* A conv's weight gradient dw = corr(x, dy), then its input gradient dx
+ * (+)= convT(dy, w) (dx NULL: none needed). Where the backend has a second
+ * queue, dw goes there and runs beside dx (not while the op profile times
+ * each op alone); the ready hook then comes after the join, so that
+ * whatever it records on the compute queue follows dw. */
+static void conv_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, const tb_node *nd,
+                          const tb_tensor *dy, const tb_tensor *dx, int acc, tb_grad_ready_fn ready,
+                          void *ready_ctx) {
+    const tb_param *pw = &p->table->items[nd->param];
+    tb_op_prof *prof = g->prof;
+    tb_tensor x = tb_graph_act(g, nd->in, n);            /* [n, cin, h, w] */
+    tb_tensor w = tb_graph_weight(g, p, nd->param);      /* [cout, cin, k, k] */
+    tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
+    int side = dx && !(prof && prof->in_step) && be->branch_begin(be);
+    tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
+    be->conv_backward_filter(be, nd->plan, &nd->conv, &x, dy, &dw, 0);
+    tb_op_prof_end(prof);
+    tb_graph_weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
+    if (side) be->branch_end(be);
+    /* in order, the weight gradient is final: hand it over before dx is computed */
+    else if (ready) ready(ready_ctx, pw->offset, pw->numel);
+    if (dx) {
+        tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_DATA, TB_OPK_CONV_DGRAD);
+        be->conv_backward_data(be, nd->plan, &nd->conv, dy, &w, dx, acc);
+        tb_op_prof_end(prof);
+    }
+    if (side) {
+        be->branch_join(be);
+        g->wgrad_branching++;
+        if (ready) ready(ready_ctx, pw->offset, pw->numel);
+    }
+}
+
 void tb_graph_backward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int i,
                             tb_grad_ready_fn ready, void *ready_ctx) {
     const tb_param *it = p->table->items;
@@ -406,24 +439,9 @@ void tb_graph_backward_node(tb_graph *g, tb_backend *be, const tb_graph_params *
         int acc = 0, acc2 = 0;
         int has_dx = tb_graph_grad_target(g, nd->in, n, &dx, &acc);
         switch (nd->kind) {
-        case TB_NODE_CONV: {
-            const tb_param *pw = &it[nd->param];
-            tb_tensor x = tb_graph_act(g, nd->in, n);
-            tb_tensor w = tb_graph_weight(g, p, nd->param);
-            tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
-            tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
-            be->conv_backward_filter(be, nd->plan, &nd->conv, &x, &dy, &dw, 0);
-            tb_op_prof_end(prof);
-            tb_graph_weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
-            /* the weight gradient is final: hand it over before dx is computed */
-            if (ready) ready(ready_ctx, pw->offset, pw->numel);
-            if (has_dx) {
-                tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_DATA, TB_OPK_CONV_DGRAD);
-                be->conv_backward_data(be, nd->plan, &nd->conv, &dy, &w, &dx, acc);
-                tb_op_prof_end(prof);
-            }
+        case TB_NODE_CONV:
+            conv_backward(g, be, p, n, nd, &dy, has_dx ? &dx : NULL, acc, ready, ready_ctx);
             break;
-        }
         case TB_NODE_BN: {
             tb_tensor x, z, y;
             tb_bn_args a;
@@ -495,9 +513,10 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
     TB_ASSERT(n >= 1 && n <= g->max_batch);
     memset(g->grad_written, 0, (size_t)g->nacts);
     g->grad_written[g->output] = 1; /* written by the loss */
-    if (g->fuse_graph) {
+    g->wgrad_branching = 0;
+    if (g->fuse_graph)
         tb_fused_backward(g, be, p, n, ready, ready_ctx);
-        return;
-    }
-    for (int i = g->nnodes - 1; i >= 0; i--) tb_graph_backward_node(g, be, p, n, i, ready, ready_ctx);
+    else
+        for (int i = g->nnodes - 1; i >= 0; i--) tb_graph_backward_node(g, be, p, n, i, ready, ready_ctx);
+    if (g->wgrad_branching) g->wgrad_branches = g->wgrad_branching;
 }

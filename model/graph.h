@@ -106,6 +106,10 @@ typedef struct {
     unsigned char *grad_written;  /* [nacts] host scratch for backward */
     tb_op_prof *prof;             /* --op-profile: times every op of forward and backward
                                      (and the model's own, model.c); NULL: off */
+    int wgrad_branches;           /* convs whose weight gradient went to the backend's
+                                     second queue (be->branch_begin) in the last backward
+                                     that sent any there (the op profile's steps send none) */
+    int wgrad_branching;          /* the same, counted during the current backward */
 } tb_graph;
 
 /* Where the parameters live (device pointers) when the graph runs. */

@@ -11,3 +11,12 @@ add_executable(test_graph_buffers test_graph_buffers.c test_graph_buffers_wrap.c
 target_link_libraries(test_graph_buffers PRIVATE tb_model)
 add_test(NAME graph_buffers COMMAND test_graph_buffers)
 set_tests_properties(graph_buffers PROPERTIES TIMEOUT 900 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")
+
+# The conv's weight gradient on the backend's second queue (backend.h
+# branch_*), its ops run early and late around the data gradient and, as a
+# planted fault, after backward: the same training, every range final when
+# the ready hook gets it (tests/test_graph_branch.c).
+add_executable(test_graph_branch test_graph_branch.c)
+target_link_libraries(test_graph_branch PRIVATE tb_model)
+add_test(NAME graph_branch COMMAND test_graph_branch)
+set_tests_properties(graph_branch PROPERTIES TIMEOUT 300 ENVIRONMENT "OMP_WAIT_POLICY=PASSIVE")

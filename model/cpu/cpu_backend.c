@@ -233,6 +233,21 @@ static void *cpu_native(tb_backend *be, void *obj) {
 static void *cpu_native_stream(tb_backend *be, tb_stream *s) { return cpu_native(be, s); }
 static void *cpu_native_event(tb_backend *be, tb_event *e) { return cpu_native(be, e); }
 
+/* One queue: every op runs to completion in the order it is called, so the
+ * weight gradient never goes beside the data gradient (backend.h). */
+static int cpu_branch_begin(tb_backend *be) {
+    (void)be;
+    return 0;
+}
+static void cpu_branch_end(tb_backend *be) {
+    (void)be;
+    TB_FATAL("cpu branch_end: no branch began (branch_begin gave 0)");
+}
+static void cpu_branch_join(tb_backend *be) {
+    (void)be;
+    TB_FATAL("cpu branch_join: no branch began (branch_begin gave 0)");
+}
+
 static void release_locked(cpu_state *st) {
     double now = tb_now();
     for (tb_event *e = st->events; e; e = e->next)
@@ -410,6 +425,9 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->conv_forward = cpu_conv_forward;
     be->conv_backward_data = cpu_conv_backward_data;
     be->conv_backward_filter = cpu_conv_backward_filter;
+    be->branch_begin = cpu_branch_begin;
+    be->branch_end = cpu_branch_end;
+    be->branch_join = cpu_branch_join;
 
     be->bn_plan = cpu_bn_plan;
     be->bn_plan_free = cpu_bn_plan_free;

@@ -2,7 +2,9 @@
  * events, workspaces, handles (the counterpart of cpu/cpu_backend.c).
  *
  * One device per backend (opts->device), one non-blocking compute stream on
- * which every op is queued, a cuDNN and a cuBLASLt handle bound to it.
+ * which every op is queued, a cuDNN and a cuBLASLt handle bound to it (and,
+ * with TB_WGRAD_STREAM=on, a second stream for the convolutions' weight
+ * gradients: cuda_branch.c).
  * Memory comes from cudaMalloc at set-up (the model and graph allocate
  * everything before the first step: no allocation inside a step); a table
  * of live allocations gives the bytes in use and the peak, beside
@@ -237,6 +239,7 @@ static void cuda_destroy(tb_backend *be) {
         TB_CUDA_CHECK(cudaSetDevice(st->device));
         TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
         cu_end_planning(st);
+        cu_branch_free(st);
         cu_fused_free(st); /* the fused plans (before the cuDNN handle goes), the plan cache */
         cu_linear_free(st);
         cu_free(st, st->ws);
@@ -350,6 +353,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
                "and libcudnn_cnn.so.9 of the same cuDNN release as libcudnn.so.9 on "
                "LD_LIBRARY_PATH",
                cudnnGetVersion(), cudnnGetErrorString(vs));
+    cu_branch_init(st, cu_branch_from_env());
     TB_CUBLAS_CHECK(cublasLtCreate(&st->lt));
     st->lt_ws = cu_malloc(st, CU_LT_WS_BYTES, "the cuBLASLt workspace");
     st->lt_ws_bytes = CU_LT_WS_BYTES;
@@ -393,6 +397,9 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->conv_forward = cu_conv_forward;
     be->conv_backward_data = cu_conv_backward_data;
     be->conv_backward_filter = cu_conv_backward_filter;
+    be->branch_begin = cu_branch_begin;
+    be->branch_end = cu_branch_end;
+    be->branch_join = cu_branch_join;
 
     be->bn_plan = cu_bn_plan;
     be->bn_plan_free = cu_bn_plan_free;

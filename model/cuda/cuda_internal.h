@@ -139,6 +139,14 @@ typedef struct {
     struct tb_plan_cache *plan_cache;
     int plan_cache_tried;
     int pc_hits0, pc_misses0, pc_puts0; /* the cache's counts when the current planning began */
+    /* TB_WGRAD_STREAM=on (cuda_branch.c): the weight gradients' second
+     * stream, its fork and join events, its own conv workspace (swapped
+     * with ws while a branch is open), the branch's state */
+    int branch_on, in_branch, join_pending;
+    cudaStream_t side;
+    cudaEvent_t fork_ev, join_ev;
+    void *side_ws;
+    size_t side_ws_bytes;
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -156,6 +164,16 @@ void *cu_find_workspace(cu_state *st, size_t *bytes);
 void cu_end_planning(cu_state *st);
 cudnnDataType_t cu_cudnn_dtype(tb_dtype d);
 cudaDataType_t cu_cuda_dtype(tb_dtype d);
+
+/* cuda_branch.c: the weight gradient on a second stream beside the data
+ * gradient (TB_WGRAD_STREAM: 0 off, 1 on; init makes the stream and events
+ * when on; free waits for it and frees them). */
+int cu_branch_from_env(void);
+void cu_branch_init(cu_state *st, int on);
+void cu_branch_free(cu_state *st);
+int cu_branch_begin(tb_backend *be);
+void cu_branch_end(tb_backend *be);
+void cu_branch_join(tb_backend *be);
 
 /* cuda_conv.c */
 void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,

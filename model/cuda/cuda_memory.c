@@ -115,6 +115,7 @@ void *cu_workspace(cu_state *st, size_t bytes) {
                  "step eagerly at this batch size before capturing",
                  (double)bytes / 1048576.0);
     TB_CUDA_CHECK(cudaStreamSynchronize(st->stream)); /* nothing may still use the old one */
+    if (st->side) TB_CUDA_CHECK(cudaStreamSynchronize(st->side));
     cu_free(st, st->ws);
     st->ws = cu_malloc(st, bytes, "the convolution workspace");
     st->ws_bytes = bytes;

@@ -1,0 +1,110 @@
+/* cuda_branch.c - the weight gradient beside the data gradient
+ * (TB_WGRAD_STREAM=on; backend.h: branch_begin, branch_end, branch_join).
+ *
+ * A conv's filter gradient, and its conversion into the flat float32
+ * gradients, go on a second non-blocking stream that first waits for the
+ * compute stream (the fork event); the conv's data gradient goes on the
+ * compute stream meanwhile; at the join the compute stream waits for the
+ * second one (the join event). Inside a CUDA graph capture the same two
+ * events make the two branches of the captured graph. MLPerf's ResNet-50
+ * (MXNet) runs its wgrads beside its dgrads the same way: a late layer's
+ * wgrad (1x1, 512 -> 2048 at 7x7) is a small matrix with a long reduction
+ * that leaves most SMs idle.
+ *
+ * While a branch is open, what every op queues on is the second stream:
+ * be->compute_stream, the cuDNN handle's stream (legacy calls and
+ * cudnnBackendExecute take it from the handle) and the shared workspace
+ * (st->ws, swapped with the second stream's own), so the two convolutions
+ * never share a workspace. The second workspace is made as large as the
+ * first before a branch opens, outside a capture (a captured step is always
+ * preceded by an eager one at its batch size).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/cuda/cuda_internal.h"
+
+/* TB_WGRAD_STREAM: off (unset or empty) or on. */
+int cu_branch_from_env(void) {
+    const char *v = getenv("TB_WGRAD_STREAM");
+    if (!v || !*v || strcmp(v, "off") == 0) return 0;
+    if (strcmp(v, "on") == 0) return 1;
+    tb_die("TB_WGRAD_STREAM=%s: expected on or off (whether the convolutions' weight gradients run on a "
+           "second stream beside their data gradients)",
+           v);
+}
+
+void cu_branch_init(cu_state *st, int on) {
+    st->branch_on = on;
+    if (!on) return;
+    TB_CUDA_CHECK(cudaStreamCreateWithFlags(&st->side, cudaStreamNonBlocking));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&st->fork_ev, cudaEventDisableTiming));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&st->join_ev, cudaEventDisableTiming));
+}
+
+void cu_branch_free(cu_state *st) {
+    if (!st->side) return;
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->side));
+    cu_free(st, st->side_ws);
+    st->side_ws = NULL;
+    st->side_ws_bytes = 0;
+    TB_CUDA_CHECK(cudaEventDestroy(st->fork_ev));
+    TB_CUDA_CHECK(cudaEventDestroy(st->join_ev));
+    TB_CUDA_CHECK(cudaStreamDestroy(st->side));
+    st->side = NULL;
+}
+
+static void swap_ws(cu_state *st) {
+    void *p = st->ws;
+    size_t b = st->ws_bytes;
+    st->ws = st->side_ws, st->ws_bytes = st->side_ws_bytes;
+    st->side_ws = p, st->side_ws_bytes = b;
+}
+
+/* The second stream's workspace holds at least what the shared one does. */
+static void side_workspace(cu_state *st) {
+    if (st->side_ws_bytes >= st->ws_bytes) return;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    TB_CUDA_CHECK(cudaStreamIsCapturing(st->stream, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+        TB_FATAL("cuda: growing the second stream's workspace to %.1f MiB inside a CUDA graph capture: run "
+                 "one step eagerly at this batch size before capturing",
+                 (double)st->ws_bytes / 1048576.0);
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->side)); /* nothing may still use the old one */
+    cu_free(st, st->side_ws);
+    st->side_ws = cu_malloc(st, st->ws_bytes, "the second stream's convolution workspace");
+    st->side_ws_bytes = st->ws_bytes;
+}
+
+int cu_branch_begin(tb_backend *be) {
+    cu_state *st = cu_state_of(be);
+    if (!st->branch_on) return 0;
+    if (st->in_branch || st->join_pending) TB_FATAL("cuda branch_begin: the last branch was not joined");
+    side_workspace(st);
+    TB_CUDA_CHECK(cudaEventRecord(st->fork_ev, st->stream));
+    TB_CUDA_CHECK(cudaStreamWaitEvent(st->side, st->fork_ev, 0));
+    be->compute_stream = st->side;
+    TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->side));
+    swap_ws(st);
+    st->in_branch = 1;
+    return 1;
+}
+
+void cu_branch_end(tb_backend *be) {
+    cu_state *st = cu_state_of(be);
+    if (!st->in_branch) TB_FATAL("cuda branch_end: no branch is open");
+    TB_CUDA_CHECK(cudaEventRecord(st->join_ev, st->side));
+    swap_ws(st);
+    TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
+    be->compute_stream = st->stream;
+    st->in_branch = 0;
+    st->join_pending = 1;
+}
+
+void cu_branch_join(tb_backend *be) {
+    cu_state *st = cu_state_of(be);
+    if (!st->join_pending) TB_FATAL("cuda branch_join: no branch has ended");
+    TB_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->join_ev, 0));
+    st->join_pending = 0;
+}
