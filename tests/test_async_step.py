@@ -13,6 +13,9 @@ GPU machine has none):
   staged-plain  CUDA: a 1-rank --comm mpi run (staged through pinned memory)
                 against the plain run: bit for bit
   graph-eager   CUDA: --cuda-graph on against off: bit for bit
+  wgrad-stream  CUDA, --cuda-graph on: TB_WGRAD_STREAM=on (each conv's weight
+                gradient on a second stream beside its data gradient, two
+                branches of the captured graph) against off: bit for bit
   nccl-staged   CUDA, 2 ranks sharing the GPU (--share-gpu; NCCL >= 2.30
                 with NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl against --comm
                 mpi (staged through pinned memory): bit for bit, as a sum of two
@@ -67,9 +70,10 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--mode", default="sync-async",
                     choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
-                             "resident-cuda", "nccl-staged"],
+                             "resident-cuda", "nccl-staged", "wgrad-stream"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
-                         "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire")
+                         "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire, "
+                         "TB_WGRAD_STREAM on vs off")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
     ap.add_argument("--tolerance", type=float, default=0.0,
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
@@ -103,19 +107,31 @@ def main():
     elif a.mode == "bf16-fp32":
         base += ["--backend", "cuda", "--comm", "nccl"]
         pair = (("fp32", []), ("bf16", ["--allreduce-dtype", "bf16"]))
+    elif a.mode == "wgrad-stream":
+        base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
+        pair = (("serial", []), ("branched", []))
     else:
         base += ["--backend", "cuda"]
         pair = (("eager", ["--cuda-graph", "off"]), ("graph", ["--cuda-graph", "on", "--graph-warmup", "2"]))
+    envs = {"serial": dict(os.environ, TB_WGRAD_STREAM="off"), "branched": dict(os.environ, TB_WGRAD_STREAM="on")}
     launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
     tmp = tempfile.mkdtemp(prefix="tb_async_")
     out = {}
     for name, flags in pair:
         ck, res = os.path.join(tmp, f"{name}.ckpt.h5"), os.path.join(tmp, f"{name}.h5")
-        text = run(launch + base + flags + ["--save", ck, "--results", res])
+        text = run(launch + base + flags + ["--save", ck, "--results", res], envs.get(name))
         out[name] = (ck, res, text)
-    if a.mode == "graph-eager":
+    if a.mode == "wgrad-stream":
+        said = [re.search(r"^# wgrad stream: on; ([0-9]+) convolutions' weight gradients on a second stream",
+                          out[n][2], re.M) for n, _ in pair]
+        if said[0] or not said[1] or int(said[1].group(1)) == 0:
+            print("FAIL: the line '# wgrad stream: on; N convolutions' ...' with N > 0 must be in the branched "
+                  "run alone: serial %s, branched %s" % tuple(m.group(0) if m else "none" for m in said))
+            sys.exit(1)
+        print("# branched run: %s convolutions' weight gradients on the second stream" % said[1].group(1))
+    if a.mode in ("graph-eager", "wgrad-stream"):
         # the attribute says only that nothing blocked the graph: B must have replayed steps from it
-        m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out["graph"][2], re.M)
+        m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out[pair[1][0]][2], re.M)
         if not m or int(m.group(1)) == 0:
             print("FAIL: the graph run replayed no step from its CUDA graph (%s)"
                   % (m.group(0) if m else "no '# cuda graph: on; N training steps replayed' line"))
@@ -133,7 +149,7 @@ def main():
         cmp += ["--momentum-band"] + [repr(v) for v in a.momentum_band]
     if cpu:
         cmp += ["--attr", "step_mode=async"]
-    if a.mode == "graph-eager":
+    if a.mode in ("graph-eager", "wgrad-stream"):
         cmp += ["--attr", "cuda_graph=on"]
     if a.mode == "nccl-plain":
         cmp += ["--attr", "comm_path=nccl"]

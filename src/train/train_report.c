@@ -277,6 +277,15 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         tb_attrs_int(&r->report.attrs, "cuda_graph_replays", replays);
         tb_run_report_unlock(&r->report);
     }
+    int branched = r->m ? r->m->g.wgrad_branches : 0; /* in the last backward that branched (run from the host) */
+    if (r->info.rank == 0 && branched > 0) {
+        printf("# wgrad stream: on; %d convolutions' weight gradients on a second stream beside their data "
+               "gradients\n",
+               branched);
+        tb_run_report_lock(&r->report);
+        tb_attrs_int(&r->report.attrs, "wgrad_stream_convs", branched);
+        tb_run_report_unlock(&r->report);
+    }
     tb_train_op_profile(r, o); /* --op-profile: after everything that reports the training */
     tb_trainer_destroy(r->tr);
     r->tr = NULL;

@@ -6,6 +6,7 @@
 set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
+    wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -144,6 +145,19 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC}
                    --mode graph-eager --batch 8 --image-size 64 --synthetic-size 64 --steps 7
                    --extra "--precision fp32 --no-autotune --deterministic --comm nccl")
+  # each conv's weight gradient on a second stream beside its data gradient
+  # (TB_WGRAD_STREAM=on, two branches of the captured graph) against one
+  # stream: bit for bit, in fp32 and in the bench's bf16 NHWC ResNet-50 (the
+  # weight gradients' conversion on the second stream too), and with the
+  # NCCL buckets ordered after each join
+  add_test(NAME wgrad_stream_equals_serial
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream ${TB_GPU_EXACT})
+  add_test(NAME wgrad_stream_equals_serial_bf16
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 7 --extra "--precision bf16 --layout nhwc --no-autotune --deterministic")
+  add_test(NAME wgrad_stream_equals_serial_nccl
+           COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
+                   --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
   # the synthetic pool resident in device memory (the CUDA default) against
   # batches uploaded from the host
   add_test(NAME resident_equals_host_gpu
@@ -176,6 +190,7 @@ if(TARGET tb_cuda)
   target_link_libraries(test_nccl_watch PRIVATE tb_app)
   add_test(NAME nccl_watch_gpu COMMAND ${TB_GPU_NCCL_RUN} $<TARGET_FILE:test_nccl_watch>)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
+                       wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
                        nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
