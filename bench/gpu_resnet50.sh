@@ -115,7 +115,7 @@ steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * 
 tb() {
   local name=$1 est=$2 runs=$3 est_ips=$4 prec=$5 layout=$6 batch=$7 graph=$8 envs=()
   shift 8
-  # leading TB_NAME=value arguments: the row's environment (TB_BN_KERNELS=own), in its command
+  # leading TB_NAME=value arguments: the row's environment (TB_BN_KERNELS=own, TB_WGRAD_STREAM=on), in its command
   while [ $# -gt 0 ] && [[ "$1" == TB_*=* ]]; do envs+=("$1"); shift; done
   selected "$name" trainbench || return
   local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
@@ -290,6 +290,10 @@ tb       fp16_nhwc_256_fused_profile 70 1 7700 fp16 nhwc 256 on --fuse graph --o
 # every BatchNorm on trainbench's own kernels (their NHWC vector path) against cuDNN's fused BN kernels
 tb       fp16_nhwc_256_ownbn    45 "$REPEATS" 7700 fp16 nhwc 256 on TB_BN_KERNELS=own
 tb       bf16_nhwc_256_ownbn_profile 50 1 7200 bf16 nhwc 256 on TB_BN_KERNELS=own --op-profile 5
+# each conv's weight gradient on a second stream beside its data gradient
+# (TB_WGRAD_STREAM=on, as MLPerf's MXNet ResNet-50 does), unfused and fused
+tb       fp16_nhwc_256_wgrad    45 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on
+tb       fp16_nhwc_256_fused_wgrad 60 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on --fuse graph
 # what issue 29 and 30 compare against in the same call: torch.compile (after
 # the rows above: its compilation alone can take minutes)
 torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile

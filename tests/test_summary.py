@@ -93,6 +93,12 @@ def test_new_layout():
             f.write("\t".join(("trainbench", "bf16", "nhwc", "256", "on (300 replays), TB_BN_KERNELS=own", "7000.0",
                                "-", "-", "-", "1", "10.7", "36.57", "0.25", "14139", "41", "6.9312", "6.1021",
                                "1000", "env TB_BN_KERNELS=own trainbench --results /x/resnet50/tb_x_r1.h5")) + "\n")
+            # the fused row with the weight gradients on a second stream: its own key too
+            f.write("\t".join(("trainbench", "fp16", "nhwc", "256", "on (300 replays), fuse graph, TB_WGRAD_STREAM=on",
+                               "7900.0", "-", "-", "-", "1", "10.7", "32.41", "0.25", "14139", "41", "6.9312",
+                               "6.1021", "1000",
+                               "env TB_WGRAD_STREAM=on trainbench --fuse graph --results /x/resnet50/tb_y_r1.h5"))
+                    + "\n")
         with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
             f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
                     "# 25557032 parameters, 24.6 GFLOP per image per step\n"
@@ -107,6 +113,8 @@ def test_new_layout():
         check(rows.get(ko, ("",))[0] == "7000.0" and not any(k.startswith("resnet50/trainbench/bf16/nhwc/256/graph#2")
                                                           for k in rows),
               "the TB_BN_KERNELS=own row under graph+ownbn, apart from the graph row")
+        check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+fused+wgrad/img_per_s", ("",))[0] == "7900.0",
+              "the TB_WGRAD_STREAM=on fused row under graph+fused+wgrad")
         check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
               rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
               "training log: what was trained (1000 classes, 25557032 parameters)")

@@ -6,7 +6,8 @@ row's own log where the run dir has it.
 Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
 `eager` or `-`, a `+fused` suffix for `--fuse graph`, `+ownbn` for every
-BatchNorm on the own kernels (TB_BN_KERNELS=own), `+profile` for an
+BatchNorm on the own kernels (TB_BN_KERNELS=own), `+wgrad` for the weight
+gradients on a second stream (TB_WGRAD_STREAM=on), `+profile` for an
 op-profile row, and `#2`, `#3`
 for a configuration measured again in the same run (the same file, or
 another bench call's rows.tsv in the same run directory)."""
@@ -44,6 +45,8 @@ def _config(r):
         g += "+fused"
     if "TB_BN_KERNELS=own" in graph:
         g += "+ownbn"
+    if "TB_WGRAD_STREAM=on" in graph:
+        g += "+wgrad"
     if "op profile" in graph or r.get("profile"):
         g += "+profile"
     return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))
