@@ -115,10 +115,12 @@ static void cuda_copy_d2d(tb_backend *be, void *dst, const void *src, size_t byt
 }
 
 /* Everything queued on the compute stream (other streams order themselves
- * with events). The device being idle, a Find workspace left over from a
+ * with events; a weight-gradient branch left open by an abandoned capture
+ * is closed first: cuda_branch.c). The device being idle, a Find workspace left over from a
  * plan made in the last forward pass goes now (the trainer syncs before it
  * captures a CUDA graph: the replays would otherwise keep it for good). */
 static void cuda_sync(tb_backend *be) {
+    if (cu_state_of(be)->side) cu_branch_close(be);
     TB_CUDA_CHECK(cudaStreamSynchronize(cu_stream(be)));
     cu_end_planning(cu_state_of(be));
 }

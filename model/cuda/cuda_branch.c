@@ -15,9 +15,11 @@
  * be->compute_stream, the cuDNN handle's stream (legacy calls and
  * cudnnBackendExecute take it from the handle) and the shared workspace
  * (st->ws, swapped with the second stream's own), so the two convolutions
- * never share a workspace. The second workspace is made as large as the
- * first before a branch opens, outside a capture (a captured step is always
- * preceded by an eager one at its batch size).
+ * never share a workspace. The two workspaces grow together
+ * (cu_workspace, whichever is swapped in), so a plan made with either
+ * stream's fits the other's. A capture abandoned inside a branch (a failure
+ * the trainer's trap caught) leaves it open: the backend's sync closes it
+ * before the step runs again eagerly.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -62,26 +64,32 @@ static void swap_ws(cu_state *st) {
     st->side_ws = p, st->side_ws_bytes = b;
 }
 
-/* The second stream's workspace holds at least what the shared one does. */
-static void side_workspace(cu_state *st) {
-    if (st->side_ws_bytes >= st->ws_bytes) return;
-    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-    TB_CUDA_CHECK(cudaStreamIsCapturing(st->stream, &cs));
-    if (cs != cudaStreamCaptureStatusNone)
-        TB_FATAL("cuda: growing the second stream's workspace to %.1f MiB inside a CUDA graph capture: run "
-                 "one step eagerly at this batch size before capturing",
-                 (double)st->ws_bytes / 1048576.0);
-    TB_CUDA_CHECK(cudaStreamSynchronize(st->side)); /* nothing may still use the old one */
-    cu_free(st, st->side_ws);
-    st->side_ws = cu_malloc(st, st->ws_bytes, "the second stream's convolution workspace");
-    st->side_ws_bytes = st->ws_bytes;
+/* Puts the compute stream, the cuDNN handle's stream and the workspaces
+ * back as they are outside a branch, when a branch was left open (a
+ * capture abandoned inside it) or ended without its join; waits for both
+ * streams. */
+void cu_branch_close(tb_backend *be) {
+    cu_state *st = cu_state_of(be);
+    if (!st->in_branch && !st->join_pending) return;
+    if (st->in_branch) {
+        swap_ws(st);
+        TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
+        be->compute_stream = st->stream;
+    }
+    st->in_branch = st->join_pending = 0;
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->side));
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+    tb_warn("cuda: the weight gradient's second stream was left open (by an abandoned CUDA graph capture); "
+            "closed, and both streams waited for");
 }
 
 int cu_branch_begin(tb_backend *be) {
     cu_state *st = cu_state_of(be);
     if (!st->branch_on) return 0;
     if (st->in_branch || st->join_pending) TB_FATAL("cuda branch_begin: the last branch was not joined");
-    side_workspace(st);
+    if (st->side_ws_bytes != st->ws_bytes)
+        TB_FATAL("cuda branch_begin: the second stream's workspace (%zu bytes) is not the shared one's size (%zu)",
+                 st->side_ws_bytes, st->ws_bytes);
     TB_CUDA_CHECK(cudaEventRecord(st->fork_ev, st->stream));
     TB_CUDA_CHECK(cudaStreamWaitEvent(st->side, st->fork_ev, 0));
     be->compute_stream = st->side;

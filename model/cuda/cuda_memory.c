@@ -119,6 +119,11 @@ void *cu_workspace(cu_state *st, size_t bytes) {
     cu_free(st, st->ws);
     st->ws = cu_malloc(st, bytes, "the convolution workspace");
     st->ws_bytes = bytes;
+    if (st->side) { /* TB_WGRAD_STREAM=on: the other stream's, as large (cuda_branch.c) */
+        cu_free(st, st->side_ws);
+        st->side_ws = cu_malloc(st, bytes, "the second stream's convolution workspace");
+        st->side_ws_bytes = bytes;
+    }
     return st->ws;
 }
 
