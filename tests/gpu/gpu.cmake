@@ -7,6 +7,7 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
+    wgrad_stream_graph_val wgrad_stream_short_batch
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -96,6 +97,27 @@ if(TARGET tb_cuda)
                    --image-size 64 --batch-size 20 --last-batch drop --steps 10 --cuda-graph on
                    --graph-warmup 2 --warmup-steps 2 --scaling-steps 0 --loader-threads 2 --results "")
   set_tests_properties(train_cuda_graph_val PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED mkdata_gpu)
+  # the same with the weight gradients on a second stream: the evaluation's
+  # short batch grows the conv workspace, both streams' grow together, and
+  # the step captured straight after it keeps its graph; then --last-batch
+  # keep's short training batch (96 images: 40, 40, 16), eager, makes its
+  # filter entries inside the branches (--fuse graph: the plain convs'
+  # filter gradients are planned at the largest batch only)
+  add_test(NAME wgrad_stream_graph_val
+           COMMAND ${TB_GPU_RUN} env TB_WGRAD_STREAM=on ${TB_TEST_DIR}/expect_pass.sh "eval +epoch 1 +top-1"
+                   "# cuda graph: on; [0-9]+ training steps replayed"
+                   "# wgrad stream: on; [1-9][0-9]* convolutions' weight gradients on a second stream"
+                   -- ${TB_BIN} --backend cuda --precision bf16 --data mkdata_gpu --val mkdata_gpu
+                   --image-size 64 --batch-size 20 --last-batch drop --steps 10 --cuda-graph on
+                   --graph-warmup 2 --warmup-steps 2 --scaling-steps 0 --loader-threads 2 --results "")
+  add_test(NAME wgrad_stream_short_batch
+           COMMAND ${TB_GPU_RUN} env TB_WGRAD_STREAM=on ${TB_TEST_DIR}/expect_pass.sh
+                   "# wgrad stream: on; [1-9][0-9]* convolutions' weight gradients on a second stream"
+                   -- ${TB_BIN} --backend cuda --precision fp16 --fuse graph --no-autotune --model resnet50
+                   --data mkdata_gpu --image-size 64 --batch-size 40 --last-batch keep --steps 12 --cuda-graph on
+                   --graph-warmup 2 --warmup-steps 2 --scaling-steps 0 --loader-threads 2 --results "")
+  set_tests_properties(wgrad_stream_graph_val wgrad_stream_short_batch PROPERTIES TIMEOUT 600
+                       FIXTURES_REQUIRED mkdata_gpu)
 
   # --op-profile after timed steps replayed from a CUDA graph: the profiled
   # steps run eagerly (real timing events), every kind of the bf16 step is
