@@ -363,8 +363,9 @@ struct tb_backend {
      * CUDA otherwise), and then the caller calls neither of the others.
      * Between branch_end and branch_join the caller queues only ops that
      * neither read what the branch writes nor write what it reads (the
-     * conv's data gradient); everything queued after branch_join waits for
-     * the branch. model/graph.c: conv_backward. */
+     * conv's data gradient and, with a folded BN, the BN's input gradient);
+     * everything queued after branch_join waits for the branch.
+     * model/graph.c: conv_backward; model/graph_fused.c: conv_backward_fused. */
     int (*branch_begin)(tb_backend *be);
     void (*branch_end)(tb_backend *be);
     void (*branch_join)(tb_backend *be);

@@ -19,10 +19,11 @@
  * differ: both checks must say so, or the test fails.
  *
  * Also counted: every conv with an input gradient branches (all but the
- * stem; under --fuse graph, all but the stem and the convs that run as the
- * backend's fused op); none while the op profile times a step (each op
- * alone); none on the plain CPU backend. ResNet-18 and ResNet-50, fused
- * and unfused. Exit 0 when every check passes.
+ * stem; under --fuse graph the convs with a folded BN too, whose filter
+ * gradient is the backend's fconv_backward_filter); none while the op
+ * profile times a step (each op alone); none on the plain CPU backend.
+ * ResNet-18 and ResNet-50, fused and unfused. Exit 0 when every check
+ * passes.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -41,11 +42,16 @@ static const char *mode_name[] = {"plain", "early", "late", "planted: after back
 /* ---- the wrapper: a second queue whose ops run early, late or too late ---------- */
 
 typedef struct {
-    int convert;                  /* 0: conv_backward_filter, 1: convert */
+    int kind;                     /* 0: conv_backward_filter, 1: convert, 2: fconv_backward_filter */
     void *plan;
     const tb_conv_geom *g;
     tb_tensor a, b, c;            /* filter: x, dy, dw; convert: src, dst */
     int acc;
+    /* fused: the args with every tensor and the fold copied here (the
+     * caller's live on its stack) */
+    tb_fconv_args fa;
+    tb_tensor ft[8];
+    tb_bn_fold fold;
 } held_op;
 
 #define MAX_HELD 256
@@ -58,15 +64,24 @@ static int g_nheld, g_nbranch_ops; /* held ops of the open (or ended) branch; of
 static void run_held(tb_backend *be, int from, int to) {
     for (int i = from; i < to; i++) {
         held_op *h = &g_held[i];
-        if (h->convert) g_real.convert(be, &h->a, &h->b, h->acc);
+        if (h->kind == 1) g_real.convert(be, &h->a, &h->b, h->acc);
+        else if (h->kind == 2) g_real.fconv_backward_filter(be, h->plan, &h->fa);
         else g_real.conv_backward_filter(be, h->plan, h->g, &h->a, &h->b, &h->c, h->acc);
     }
 }
 
-static void hold(const held_op *h) {
+static held_op *hold(const held_op *h) {
     if (g_nheld == MAX_HELD) TB_FATAL("test_graph_branch: more than %d held ops", MAX_HELD);
-    g_held[g_nheld++] = *h;
+    g_held[g_nheld] = *h;
     g_nbranch_ops++;
+    return &g_held[g_nheld++];
+}
+
+/* A tensor argument copied into the held op (NULL stays NULL). */
+static const tb_tensor *keep_t(held_op *h, int i, const tb_tensor *t) {
+    if (!t) return NULL;
+    h->ft[i] = *t;
+    return &h->ft[i];
 }
 
 static int w_branch_begin(tb_backend *be) {
@@ -98,7 +113,7 @@ static void w_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geo
         g_real.conv_backward_filter(be, plan, g, x, dy, dw, accumulate);
         return;
     }
-    held_op h = {0, plan, g, *x, *dy, *dw, accumulate};
+    held_op h = {.kind = 0, .plan = plan, .g = g, .a = *x, .b = *dy, .c = *dw, .acc = accumulate};
     hold(&h);
 }
 
@@ -107,16 +122,40 @@ static void w_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst
         g_real.convert(be, src, dst, accumulate);
         return;
     }
-    held_op h = {1, NULL, NULL, *src, *dst, {0}, accumulate};
+    held_op h = {.kind = 1, .a = *src, .b = *dst, .acc = accumulate};
     hold(&h);
 }
 
-/* The data gradient is the main queue's op of a branch's window: never inside it. */
+static void w_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *a) {
+    if (!g_open) {
+        g_outside++;
+        g_real.fconv_backward_filter(be, plan, a);
+        return;
+    }
+    held_op tmp = {.kind = 2, .plan = plan};
+    held_op *h = hold(&tmp);
+    h->fa = *a;
+    h->fa.x = keep_t(h, 0, a->x), h->fa.w = keep_t(h, 1, a->w), h->fa.y = keep_t(h, 2, a->y);
+    h->fa.dy = keep_t(h, 3, a->dy), h->fa.dw = keep_t(h, 4, a->dw), h->fa.dx = keep_t(h, 5, a->dx);
+    h->fa.dr = keep_t(h, 6, a->dr), h->fa.xp = keep_t(h, 7, a->xp);
+    if (a->pro) h->fold = *a->pro, h->fa.pro = &h->fold;
+    h->fa.fin = NULL; /* planning only */
+}
+
+/* The data gradients are the main queue's ops of a branch's window: never inside it. */
 static int g_data_inside;
 static void w_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *dy,
                                  const tb_tensor *w, const tb_tensor *dx, int accumulate) {
     if (g_open) g_data_inside++;
     g_real.conv_backward_data(be, plan, g, dy, w, dx, accumulate);
+}
+static void w_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a) {
+    if (g_open) g_data_inside++;
+    g_real.fconv_backward_data(be, plan, a);
+}
+static void w_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
+    if (g_open) g_data_inside++;
+    g_real.bn_input_grad(be, a);
 }
 
 static void wrap(tb_backend *be) {
@@ -127,6 +166,9 @@ static void wrap(tb_backend *be) {
     be->conv_backward_filter = w_conv_backward_filter;
     be->conv_backward_data = w_conv_backward_data;
     be->convert = w_convert;
+    be->fconv_backward_filter = w_fconv_backward_filter;
+    be->fconv_backward_data = w_fconv_backward_data;
+    be->bn_input_grad = w_bn_input_grad;
 }
 
 /* ---- the ready hook: is each range final when it is handed over? ---------------- */
@@ -181,14 +223,13 @@ static float *copy_out(const tb_real *p, size_t n) {
     return c;
 }
 
-/* Convs that go through conv_backward with an input gradient (the ones that branch). */
+/* Convs with an input gradient (the ones that branch; a fused conv's is
+ * its folded BN's input gradient): all but the stem. */
 static int convs_with_dx(const tb_graph *g) {
     int k = 0;
     for (int i = 0; i < g->nnodes; i++) {
         const tb_node *nd = &g->nodes[i];
-        if (nd->kind != TB_NODE_CONV || !g->acts[nd->in].need_grad) continue;
-        if (g->fuse_graph && nd->fpro >= 0) continue; /* the fused op's own backward */
-        k++;
+        k += nd->kind == TB_NODE_CONV && g->acts[nd->in].need_grad;
     }
     return k;
 }

@@ -15,7 +15,11 @@
  * be->compute_stream, the cuDNN handle's stream (legacy calls and
  * cudnnBackendExecute take it from the handle) and the shared workspace
  * (st->ws, swapped with the second stream's own), so the two convolutions
- * never share a workspace. The two workspaces grow together
+ * never share a workspace. Under --fuse graph a conv with a folded BN
+ * branches too; where its filter gradient runs as the composition
+ * (fused_ops.c), the relu(x * scale + bias) it reads goes to the second
+ * stream's own buffer (side_xp), since the data gradient's composition
+ * writes the shared one beside it. The two workspaces grow together
  * (cu_workspace, whichever is swapped in), so a plan made with either
  * stream's fits the other's. A capture abandoned inside a branch (a failure
  * the trainer's trap caught) leaves it open: the backend's sync closes it
@@ -51,10 +55,21 @@ void cu_branch_free(cu_state *st) {
     cu_free(st, st->side_ws);
     st->side_ws = NULL;
     st->side_ws_bytes = 0;
+    cu_free(st, st->side_xp);
+    st->side_xp = NULL;
+    st->side_xp_bytes = 0;
     TB_CUDA_CHECK(cudaEventDestroy(st->fork_ev));
     TB_CUDA_CHECK(cudaEventDestroy(st->join_ev));
     TB_CUDA_CHECK(cudaStreamDestroy(st->side));
     st->side = NULL;
+}
+
+void cu_branch_xp_reserve(cu_state *st, size_t bytes) {
+    if (!st->side || bytes <= st->side_xp_bytes) return;
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->side));
+    cu_free(st, st->side_xp);
+    st->side_xp = cu_malloc(st, bytes, "the second stream's copy of a folded BatchNorm's output");
+    st->side_xp_bytes = bytes;
 }
 
 static void swap_ws(cu_state *st) {

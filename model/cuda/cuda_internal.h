@@ -147,6 +147,10 @@ typedef struct {
     cudaEvent_t fork_ev, join_ev;
     void *side_ws;
     size_t side_ws_bytes;
+    /* the fused composition's pro(x) inside a branch (fused_ops.c), as
+     * large as the largest folded BN's output */
+    void *side_xp;
+    size_t side_xp_bytes;
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -177,6 +181,9 @@ void cu_branch_join(tb_backend *be);
 /* A branch left open (a capture abandoned inside it): closed, both streams
  * waited for, one line; nothing when none is (cuda_sync calls it). */
 void cu_branch_close(tb_backend *be);
+/* The second stream's buffer for the fused composition's pro(x) holds at
+ * least `bytes` (made at plan time, when the branch is on). */
+void cu_branch_xp_reserve(cu_state *st, size_t bytes);
 
 /* cuda_conv.c */
 void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,

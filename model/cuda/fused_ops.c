@@ -320,7 +320,10 @@ static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want
     p->g = *a->g, p->dt = a->x->dtype, p->l = a->x->layout;
     p->h = a->x->h, p->w = a->x->w, p->max_n = a->x->n, p->pro = a->pro != NULL;
     p->conv_plan = a->conv_plan;
-    if (a->xp) p->xp = *a->xp;
+    if (a->xp) {
+        p->xp = *a->xp;
+        cu_branch_xp_reserve(st, tb_tensor_numel(a->xp) * tb_dtype_size(a->xp->dtype));
+    }
     void **b = p->bufs;
     b[FD_R_X] = a->x->data, b[FD_R_W] = a->w->data, b[FD_R_Y] = a->y->data;
     b[FD_R_SUM] = a->sum, b[FD_R_SQSUM] = a->sqsum;
@@ -426,10 +429,20 @@ static void call_bufs(tb_backend *be, fplan *p, const tb_fconv_args *a, int vari
     }
 }
 
-/* The composition's pro(x): relu(x * scale + bias) into xp (n of the call). */
+/* The composition's pro(x): relu(x * scale + bias) into xp (n of the call);
+ * inside a weight-gradient branch into the second stream's own buffer, as
+ * the data gradient's composition writes xp beside it (cuda_branch.c). */
 static const tb_tensor *prologue_into_xp(tb_backend *be, fplan *p, const tb_fconv_args *a, tb_tensor *xp) {
+    cu_state *st = cu_state_of(be);
     *xp = p->xp;
     xp->n = a->x->n;
+    if (st->in_branch) {
+        size_t need = tb_tensor_numel(xp) * tb_dtype_size(xp->dtype);
+        if (need > st->side_xp_bytes)
+            TB_FATAL("cuda fconv: the second stream's pro(x) buffer holds %zu bytes, %zu needed", st->side_xp_bytes,
+                     need);
+        xp->data = st->side_xp;
+    }
     cu_fk_shape s = shape_of(a->x);
     cu_fk_apply(cu_stream(be), &s, a->x->data, a->pro->scale, a->pro->bias, NULL, NULL, NULL, 1, xp->data);
     return xp;
