@@ -7,7 +7,7 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
-    wgrad_stream_graph_val wgrad_stream_short_batch
+    wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -177,6 +177,12 @@ if(TARGET tb_cuda)
   add_test(NAME wgrad_stream_equals_serial_bf16
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream --model resnet50 --batch 16 --image-size 64
                    --synthetic-size 64 --steps 7 --extra "--precision bf16 --layout nhwc --no-autotune --deterministic")
+  # --fuse graph in bf16 (where some fused kinds run as the unfused
+  # composition: its pro(x) in the second stream's own buffer)
+  add_test(NAME wgrad_stream_equals_serial_fused
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 7
+                   --extra "--precision bf16 --fuse graph --no-autotune --deterministic")
   add_test(NAME wgrad_stream_equals_serial_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
                    --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
@@ -213,6 +219,7 @@ if(TARGET tb_cuda)
   add_test(NAME nccl_watch_gpu COMMAND ${TB_GPU_NCCL_RUN} $<TARGET_FILE:test_nccl_watch>)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
                        wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
+                       wgrad_stream_equals_serial_fused
                        nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
