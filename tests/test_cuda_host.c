@@ -404,6 +404,7 @@ int main(void) {
     test_bn_descs();
     test_bn_fallback_status();
     test_cuda_discovery();
+    test_branch_env();
 #else
     printf("# this build has no CUDA backend: descriptor and discovery checks not built\n");
 #endif

@@ -68,6 +68,7 @@ void test_cgraph_tensors(void);
 void test_cgraph_notes(void);
 void test_take_graph(void);
 void test_cuda_discovery(void);
+void test_branch_env(void);
 #endif
 
 #endif
