@@ -487,8 +487,6 @@ void test_cuda_discovery(void) {
     if (be) be->destroy(be);
 }
 
-#endif
-
 /* TB_WGRAD_STREAM (cuda_branch.c): unset, empty and off keep one stream, on
  * the second; anything else is one line naming the variable and the two
  * values, never a silent default. */
@@ -519,3 +517,4 @@ void test_branch_env(void) {
              "TB_WGRAD_STREAM=yes: %s", died ? trap.msg : "accepted");
     printf("# TB_WGRAD_STREAM: unset/''/off -> one stream, on -> two; yes -> '%.60s...'\n", died ? trap.msg : "");
 }
+#endif
