@@ -59,21 +59,22 @@ static tb_backend g_real;
 static mode g_mode;
 static int g_open, g_pending, g_begun, g_outside;
 static held_op g_held[MAX_HELD];
-static int g_nheld, g_nbranch_ops; /* held ops of the open (or ended) branch; of all branches */
+static int g_nheld; /* held ops not yet run */
 
-static void run_held(tb_backend *be, int from, int to) {
-    for (int i = from; i < to; i++) {
+/* Runs every held op, in the order queued, and empties the queue. */
+static void run_held(tb_backend *be) {
+    for (int i = 0; i < g_nheld; i++) {
         held_op *h = &g_held[i];
         if (h->kind == 1) g_real.convert(be, &h->a, &h->b, h->acc);
         else if (h->kind == 2) g_real.fconv_backward_filter(be, h->plan, &h->fa);
         else g_real.conv_backward_filter(be, h->plan, h->g, &h->a, &h->b, &h->c, h->acc);
     }
+    g_nheld = 0;
 }
 
 static held_op *hold(const held_op *h) {
     if (g_nheld == MAX_HELD) TB_FATAL("test_graph_branch: more than %d held ops", MAX_HELD);
     g_held[g_nheld] = *h;
-    g_nbranch_ops++;
     return &g_held[g_nheld++];
 }
 
@@ -89,7 +90,6 @@ static int w_branch_begin(tb_backend *be) {
     if (g_open || g_pending) TB_FATAL("test_graph_branch: branch_begin before the last branch was joined");
     g_open = 1;
     g_begun++;
-    if (g_mode != PLANT_AFTER) g_nheld = 0;
     return 1;
 }
 
@@ -97,13 +97,13 @@ static void w_branch_end(tb_backend *be) {
     if (!g_open) TB_FATAL("test_graph_branch: branch_end with no branch open");
     g_open = 0;
     g_pending = 1;
-    if (g_mode == EARLY) run_held(be, 0, g_nheld);
+    if (g_mode == EARLY) run_held(be);
 }
 
 static void w_branch_join(tb_backend *be) {
     if (!g_pending) TB_FATAL("test_graph_branch: branch_join with no branch ended");
     g_pending = 0;
-    if (g_mode == LATE) run_held(be, 0, g_nheld);
+    if (g_mode == LATE) run_held(be);
 }
 
 static void w_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
@@ -239,7 +239,7 @@ static outcome train(const shape *s, mode md, int profile, int *expect) {
     tb_backend *be = tb_cpu_backend_create(&bo);
     g_mode = md;
     if (md != PLAIN) wrap(be);
-    g_open = g_pending = g_begun = g_outside = g_nheld = g_nbranch_ops = g_data_inside = 0;
+    g_open = g_pending = g_begun = g_outside = g_nheld = g_data_inside = 0;
     tb_resnet_config cfg;
     TB_ASSERT(tb_resnet_config_init(&cfg, s->model, s->classes) == 0);
     tb_model_opts o = tb_model_default_opts();
@@ -271,8 +271,7 @@ static outcome train(const shape *s, mode md, int profile, int *expect) {
         log->grads = m->grads, log->n = 0;
         tb_model_backward(m, on_ready, log);
         if (md == PLANT_AFTER) { /* the planted fault: the branches run only now */
-            run_held(be, 0, g_nheld);
-            g_nheld = 0;
+            run_held(be);
         }
         if (prof) tb_op_prof_step_end(prof, NULL, NULL);
         r.not_final += ranges_not_final(log);
