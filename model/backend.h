@@ -365,7 +365,8 @@ struct tb_backend {
      * neither read what the branch writes nor write what it reads (the
      * conv's data gradient and, with a folded BN, the BN's input gradient);
      * everything queued after branch_join waits for the branch.
-     * model/graph.c: conv_backward; model/graph_fused.c: conv_backward_fused. */
+     * model/graph.c: tb_graph_wgrad_begin/_end/_join, for conv_backward and
+     * graph_fused.c's conv_backward_fused. */
     int (*branch_begin)(tb_backend *be);
     void (*branch_end)(tb_backend *be);
     void (*branch_join)(tb_backend *be);

@@ -394,11 +394,27 @@ int tb_graph_grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc) {
     return 1;
 }
 
+int tb_graph_wgrad_begin(tb_graph *g, tb_backend *be) {
+    return !(g->prof && g->prof->in_step) && be->branch_begin(be);
+}
+
+void tb_graph_wgrad_end(tb_backend *be, int side, const tb_param *pw, tb_grad_ready_fn ready, void *ready_ctx) {
+    if (side) be->branch_end(be);
+    /* in order, the weight gradient is final: hand it over before dx is computed */
+    else if (ready) ready(ready_ctx, pw->offset, pw->numel);
+}
+
+void tb_graph_wgrad_join(tb_graph *g, tb_backend *be, int side, const tb_param *pw, tb_grad_ready_fn ready,
+                         void *ready_ctx) {
+    if (!side) return;
+    be->branch_join(be);
+    g->wgrad_branching++;
+    if (ready) ready(ready_ctx, pw->offset, pw->numel);
+}
+
 /* A conv's weight gradient dw = corr(x, dy), then its input gradient dx
  * (+)= convT(dy, w) (dx NULL: none needed). Where the backend has a second
- * queue, dw goes there and runs beside dx (not while the op profile times
- * each op alone); the ready hook then comes after the join, so that
- * whatever it records on the compute queue follows dw. */
+ * queue, dw goes there and runs beside dx (tb_graph_wgrad_*). */
 static void conv_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, const tb_node *nd,
                           const tb_tensor *dy, const tb_tensor *dx, int acc, tb_grad_ready_fn ready,
                           void *ready_ctx) {
@@ -407,24 +423,18 @@ static void conv_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p,
     tb_tensor x = tb_graph_act(g, nd->in, n);            /* [n, cin, h, w] */
     tb_tensor w = tb_graph_weight(g, p, nd->param);      /* [cout, cin, k, k] */
     tb_tensor dw = tb_graph_weight_grad(g, p, nd->param);
-    int side = dx && !(prof && prof->in_step) && be->branch_begin(be);
+    int side = dx && tb_graph_wgrad_begin(g, be);
     tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
     be->conv_backward_filter(be, nd->plan, &nd->conv, &x, dy, &dw, 0);
     tb_op_prof_end(prof);
     tb_graph_weight_grad_to_flat(g, be, p, pw, &dw, TB_OPP_BACKWARD_FILTER);
-    if (side) be->branch_end(be);
-    /* in order, the weight gradient is final: hand it over before dx is computed */
-    else if (ready) ready(ready_ctx, pw->offset, pw->numel);
+    tb_graph_wgrad_end(be, side, pw, ready, ready_ctx);
     if (dx) {
         tb_op_prof_begin(prof, nd->name, TB_OPP_BACKWARD_DATA, TB_OPK_CONV_DGRAD);
         be->conv_backward_data(be, nd->plan, &nd->conv, dy, &w, dx, acc);
         tb_op_prof_end(prof);
     }
-    if (side) {
-        be->branch_join(be);
-        g->wgrad_branching++;
-        if (ready) ready(ready_ctx, pw->offset, pw->numel);
-    }
+    tb_graph_wgrad_join(g, be, side, pw, ready, ready_ctx);
 }
 
 void tb_graph_backward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int i,

@@ -180,6 +180,18 @@ void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_param
 /* A weight gradient written into the op buffer, converted into the flat one. */
 void tb_graph_weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
                                   const tb_param *pw, const tb_tensor *dw, tb_op_phase phase);
+/* A conv's weight gradient beside its data gradient (backend.h branch_*),
+ * for conv_backward (graph.c) and conv_backward_fused (graph_fused.c):
+ * wgrad_begin before the weight gradient's ops gives 1 when they go to the
+ * backend's second queue (never while the op profile times each op
+ * alone); wgrad_end after them ends the branch, or, in order, hands the
+ * range of pw over to the ready hook now; wgrad_join after the ops queued
+ * beside the branch joins it and then hands the range over (the hook's
+ * event then follows the weight gradient). */
+int tb_graph_wgrad_begin(tb_graph *g, tb_backend *be);
+void tb_graph_wgrad_end(tb_backend *be, int side, const tb_param *pw, tb_grad_ready_fn ready, void *ready_ctx);
+void tb_graph_wgrad_join(tb_graph *g, tb_backend *be, int side, const tb_param *pw, tb_grad_ready_fn ready,
+                         void *ready_ctx);
 /* tb_real [C] values each BN node keeps in the activation arena: save_mean
  * and save_invstd, and with --fuse graph sum, sqsum, scale and bias. */
 static inline size_t tb_graph_bn_state_count(const tb_graph *g) { return g->fuse_graph ? 6 : 2; }

@@ -297,7 +297,7 @@ void tb_fused_forward(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
  * data gradient through the BN's ReLU and normalisation, which makes the
  * BN's parameter gradients and the gradient of the BN's input. Where the
  * backend has a second queue, the filter gradient goes there beside the
- * rest, and the ready hook follows the join (graph.c: conv_backward). */
+ * rest (tb_graph_wgrad_*). */
 static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int ci,
                                 tb_grad_ready_fn ready, void *ready_ctx) {
     tb_node *c = &g->nodes[ci];
@@ -308,13 +308,12 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     tb_bn_fold f;
     tb_fconv_args a;
     fconv_args(g, p, ci, n, 1, &f, t, &a);
-    int side = !(g->prof && g->prof->in_step) && be->branch_begin(be);
+    int side = tb_graph_wgrad_begin(g, be);
     tb_op_prof_begin(g->prof, c->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
     be->fconv_backward_filter(be, c->fplan, &a);
     tb_op_prof_end(g->prof);
     tb_graph_weight_grad_to_flat(g, be, p, pw, a.dw, TB_OPP_BACKWARD_FILTER);
-    if (side) be->branch_end(be);
-    else if (ready) ready(ready_ctx, pw->offset, pw->numel);
+    tb_graph_wgrad_end(be, side, pw, ready, ready_ctx);
     g->grad_written[b->out] = 1; /* dr: this op's scratch */
     int has_dx = tb_graph_grad_target(g, b->in, n, &t[5], &a.accumulate_dx);
     TB_ASSERT(has_dx);
@@ -324,11 +323,7 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     tb_op_prof_begin(g->prof, b->name, TB_OPP_BACKWARD, TB_OPK_BN_BWD);
     be->bn_input_grad(be, &a); /* reads dgamma and dbeta: they are ready only after it */
     tb_op_prof_end(g->prof);
-    if (side) {
-        be->branch_join(be);
-        g->wgrad_branching++;
-        if (ready) ready(ready_ctx, pw->offset, pw->numel);
-    }
+    tb_graph_wgrad_join(g, be, side, pw, ready, ready_ctx);
     if (ready) ready(ready_ctx, it[b->param].offset, 2 * it[b->param].numel);
 }
 
