@@ -79,6 +79,13 @@ static void swap_ws(cu_state *st) {
     st->side_ws = p, st->side_ws_bytes = b;
 }
 
+/* Ops queue on the compute stream again, with its cuDNN stream and workspace. */
+static void back_to_main(tb_backend *be, cu_state *st) {
+    swap_ws(st);
+    TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
+    be->compute_stream = st->stream;
+}
+
 /* Puts the compute stream, the cuDNN handle's stream and the workspaces
  * back as they are outside a branch, when a branch was left open (a
  * capture abandoned inside it) or ended without its join; waits for both
@@ -86,11 +93,7 @@ static void swap_ws(cu_state *st) {
 void cu_branch_close(tb_backend *be) {
     cu_state *st = cu_state_of(be);
     if (!st->in_branch && !st->join_pending) return;
-    if (st->in_branch) {
-        swap_ws(st);
-        TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
-        be->compute_stream = st->stream;
-    }
+    if (st->in_branch) back_to_main(be, st);
     st->in_branch = st->join_pending = 0;
     TB_CUDA_CHECK(cudaStreamSynchronize(st->side));
     TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
@@ -118,9 +121,7 @@ void cu_branch_end(tb_backend *be) {
     cu_state *st = cu_state_of(be);
     if (!st->in_branch) TB_FATAL("cuda branch_end: no branch is open");
     TB_CUDA_CHECK(cudaEventRecord(st->join_ev, st->side));
-    swap_ws(st);
-    TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
-    be->compute_stream = st->stream;
+    back_to_main(be, st);
     st->in_branch = 0;
     st->join_pending = 1;
 }
