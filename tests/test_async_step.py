@@ -16,6 +16,9 @@ GPU machine has none):
   wgrad-stream  CUDA, --cuda-graph on: TB_WGRAD_STREAM=on (each conv's weight
                 gradient on a second stream beside its data gradient, two
                 branches of the captured graph) against off: bit for bit
+  stem-pad      CUDA, --cuda-graph on: TB_STEM_PAD=4 (the stem's 3 input
+                channels padded to 4, another cuDNN kernel summing in
+                another order) against off: within --tolerance
   nccl-staged   CUDA, 2 ranks sharing the GPU (--share-gpu; NCCL >= 2.30
                 with NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl against --comm
                 mpi (staged through pinned memory): bit for bit, as a sum of two
@@ -70,10 +73,10 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--mode", default="sync-async",
                     choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
-                             "resident-cuda", "nccl-staged", "wgrad-stream"],
+                             "resident-cuda", "nccl-staged", "wgrad-stream", "stem-pad"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
                          "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire, "
-                         "TB_WGRAD_STREAM on vs off")
+                         "TB_WGRAD_STREAM on vs off, TB_STEM_PAD=4 vs off")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
     ap.add_argument("--tolerance", type=float, default=0.0,
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
@@ -110,10 +113,14 @@ def main():
     elif a.mode == "wgrad-stream":
         base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
         pair = (("serial", []), ("branched", []))
+    elif a.mode == "stem-pad":
+        base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
+        pair = (("plain", []), ("padded", []))
     else:
         base += ["--backend", "cuda"]
         pair = (("eager", ["--cuda-graph", "off"]), ("graph", ["--cuda-graph", "on", "--graph-warmup", "2"]))
-    envs = {"serial": dict(os.environ, TB_WGRAD_STREAM="off"), "branched": dict(os.environ, TB_WGRAD_STREAM="on")}
+    envs = {"serial": dict(os.environ, TB_WGRAD_STREAM="off"), "branched": dict(os.environ, TB_WGRAD_STREAM="on"),
+            "plain": dict(os.environ, TB_STEM_PAD="off"), "padded": dict(os.environ, TB_STEM_PAD="4")}
     launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
     tmp = tempfile.mkdtemp(prefix="tb_async_")
     out = {}
@@ -129,7 +136,15 @@ def main():
                   "run alone: serial %s, branched %s" % tuple(m.group(0) if m else "none" for m in said))
             sys.exit(1)
         print("# branched run: %s convolutions' weight gradients on the second stream" % said[1].group(1))
-    if a.mode in ("graph-eager", "wgrad-stream"):
+    if a.mode == "stem-pad":
+        said = [re.search(r"^# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4 ", out[n][2], re.M)
+                for n, _ in pair]
+        if said[0] or not said[1]:
+            print("FAIL: the line '# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4' must be "
+                  "in the padded run alone: plain %s, padded %s" % tuple("yes" if m else "no" for m in said))
+            sys.exit(1)
+        print("# padded run: the stem reads its input padded to 4 channels")
+    if a.mode in ("graph-eager", "wgrad-stream", "stem-pad"):
         # the attribute says only that nothing blocked the graph: B must have replayed steps from it
         m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out[pair[1][0]][2], re.M)
         if not m or int(m.group(1)) == 0:
@@ -149,7 +164,7 @@ def main():
         cmp += ["--momentum-band"] + [repr(v) for v in a.momentum_band]
     if cpu:
         cmp += ["--attr", "step_mode=async"]
-    if a.mode in ("graph-eager", "wgrad-stream"):
+    if a.mode in ("graph-eager", "wgrad-stream", "stem-pad"):
         cmp += ["--attr", "cuda_graph=on"]
     if a.mode == "nccl-plain":
         cmp += ["--attr", "comm_path=nccl"]

@@ -395,6 +395,7 @@ int main(void) {
     test_linear_gemm_shapes();
     test_conv_pick();
     test_conv_pick_checked();
+    test_conv_pad_rules();
     test_cgraph_tensors();
     test_cgraph_notes();
     test_take_graph();

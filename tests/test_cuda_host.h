@@ -57,6 +57,7 @@ void test_cudnn_descs(void);
 void test_linear_gemm_shapes(void);
 void test_conv_pick(void);
 void test_conv_pick_checked(void);
+void test_conv_pad_rules(void);
 void test_kernel_index_math(void);
 
 /* in test_cuda_host_kernels.c */

@@ -268,6 +268,98 @@ void test_conv_pick_checked(void) {
              "checked conv choice without a query: the plain choice");
 }
 
+/* ---- TB_STEM_PAD (cuda_conv_pad.c) ---- */
+
+typedef struct {
+    int mode, eligible, stem, cands4, cands8;
+} pad_walk;
+
+/* Counts the ResNet-50 convs a padded plan would be tried for (bf16 and
+ * fp16, no input gradient where the graph asks none: the stem's input). */
+static void count_pad(void *vc, int sz, tb_layout lay, const tb_node *nd, const tb_act *in, const tb_act *out) {
+    (void)sz, (void)out;
+    pad_walk *pw = vc;
+    for (int d = 0; d < 2; d++) {
+        int cands[2] = {0, 0};
+        /* the image (no producer) needs no gradient */
+        int n = cu_conv_pad_candidates(pw->mode, nd->conv.cin, d ? TB_F16 : TB_BF16, lay, in->producer >= 0, cands);
+        pw->eligible += n > 0;
+        pw->stem += n > 0 && in->c == 3 && nd->conv.k == 7;
+        for (int i = 0; i < n; i++) pw->cands4 += cands[i] == 4, pw->cands8 += cands[i] == 8;
+    }
+}
+
+static int pad_env(const char *v, int *died, char *msg, size_t len) {
+    if (v) setenv("TB_STEM_PAD", v, 1);
+    else unsetenv("TB_STEM_PAD");
+    static tb_fatal_trap trap;
+    volatile int r = 99;
+    *died = 0;
+    if (setjmp(trap.env) == 0) {
+        tb_fatal_trap_set(&trap);
+        r = cu_conv_pad_from_env();
+        tb_fatal_trap_set(NULL);
+    } else {
+        *died = 1;
+        snprintf(msg, len, "%s", trap.msg);
+    }
+    unsetenv("TB_STEM_PAD");
+    return r;
+}
+
+/* The values TB_STEM_PAD takes (anything else: one line naming it); which
+ * convs may pad (in ResNet-50: the stem alone, in bf16/fp16 NHWC, to 4 and
+ * 8 under auto); what runs for measured times: forced counts always, auto
+ * the fastest below the plain conv and never an unmeasured one. */
+void test_conv_pad_rules(void) {
+    static const struct {
+        const char *v;
+        int want;
+    } ok[] = {{NULL, 0}, {"", 0}, {"off", 0}, {"auto", -1}, {"4", 4}, {"8", 8}};
+    int bad = 0, died;
+    char msg[512] = "";
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) bad += pad_env(ok[k].v, &died, msg, sizeof msg) != ok[k].want;
+    TB_CHECK(bad == 0, "TB_STEM_PAD unset, '', off, auto, 4, 8: %d read wrong", bad);
+    (void)pad_env("3", &died, msg, sizeof msg);
+    TB_CHECK(died && strstr(msg, "TB_STEM_PAD=3: expected off, auto, 4 or 8") && !strchr(msg, '\n'),
+             "TB_STEM_PAD=3: one line: %s", died ? msg : "accepted");
+
+    const int modes[4] = {-1, 4, 8, 0};
+    for (int m = 0; m < 4; m++) {
+        pad_walk pw = {modes[m], 0, 0, 0, 0};
+        each_resnet50_conv(count_pad, &pw);
+        /* 2 sizes x 2 dtypes in NHWC; nothing in NCHW */
+        int want = modes[m] ? 4 : 0;
+        TB_CHECK(pw.eligible == want && pw.stem == want &&
+                     pw.cands4 == (modes[m] == -1 || modes[m] == 4 ? want : 0) &&
+                     pw.cands8 == (modes[m] == -1 || modes[m] == 8 ? want : 0),
+                 "TB_STEM_PAD mode %d over ResNet-50: %d convs may pad (want %d, all the stem: %d), to 4: %d, to 8: %d",
+                 modes[m], pw.eligible, want, pw.stem, pw.cands4, pw.cands8);
+    }
+    int c[2] = {0, 0};
+    TB_CHECK(cu_conv_pad_candidates(-1, 3, TB_F32, TB_NHWC, 0, c) == 0 &&
+                 cu_conv_pad_candidates(-1, 3, TB_BF16, TB_NCHW, 0, c) == 0 &&
+                 cu_conv_pad_candidates(-1, 3, TB_BF16, TB_NHWC, 1, c) == 0 &&
+                 cu_conv_pad_candidates(-1, 4, TB_BF16, TB_NHWC, 0, c) == 0 &&
+                 cu_conv_pad_candidates(-1, 8, TB_F16, TB_NHWC, 0, c) == 0 &&
+                 cu_conv_pad_candidates(4, 5, TB_F16, TB_NHWC, 0, c) == 0,
+             "no padded plan for float32, NCHW, an input gradient, 4 or 8 channels, or 5 forced to 4");
+    TB_CHECK(cu_conv_pad_candidates(-1, 5, TB_F16, TB_NHWC, 0, c) == 1 && c[0] == 8 &&
+                 cu_conv_pad_candidates(-1, 1, TB_BF16, TB_NHWC, 0, c) == 2 && c[0] == 4 && c[1] == 8,
+             "5 channels try 8; 1 channel tries 4 and 8");
+
+    const int both[2] = {4, 8};
+    const float fast[2] = {0.7f, 0.9f}, slow[2] = {3.0f, -1.0f}, eight[2] = {-1.0f, 2.0f}, none[2] = {-1.0f, -1.0f};
+    TB_CHECK(cu_conv_pad_pick(0, 2.9f, both, fast, 2) == 0 && cu_conv_pad_pick(4, 2.9f, both, slow, 2) == 4 &&
+                 cu_conv_pad_pick(8, -1.0f, both, none, 2) == 8 && cu_conv_pad_pick(8, 2.9f, both, fast, 1) == 0,
+             "off never pads; 4 or 8 forced pad whatever was measured, when that count was planned");
+    TB_CHECK(cu_conv_pad_pick(-1, 2.9f, both, fast, 2) == 4 && cu_conv_pad_pick(-1, 2.9f, both, slow, 2) == 0 &&
+                 cu_conv_pad_pick(-1, 2.9f, both, eight, 2) == 8 && cu_conv_pad_pick(-1, 0.7f, both, fast, 2) == 0 &&
+                 cu_conv_pad_pick(-1, -1.0f, both, fast, 2) == 0 && cu_conv_pad_pick(-1, 2.9f, both, none, 2) == 0,
+             "auto: the fastest padded plan below the plain conv (a tie keeps it); nothing unmeasured");
+    printf("# TB_STEM_PAD: off/auto/4/8 read; the stem alone may pad in ResNet-50 (bf16/fp16 NHWC)\n");
+}
+
 /* One geometry emulated thread by thread: adds to *bad every (row, channel
  * vector) not visited exactly once and every row walked past M. */
 static void emulate_bn_vec(const cu_bn_vgeom *g, size_t M, int *bad) {

@@ -117,6 +117,94 @@ static void test_conv(const prec *p, const conv_case *c, int api) {
     drop(&x), drop(&w), drop(&y), drop(&dy), drop(&dx), drop(&dw);
 }
 
+/* 1 when the GPU copy of t is within tol of the CPU's by same()'s rule; nothing reported */
+static int quietly_same(const pair *t, double tol) {
+    float *g = download(t);
+    const float *r = t->cpu.data;
+    size_t n = tb_tensor_numel(&t->cpu);
+    double top = 0;
+    for (size_t i = 0; i < n; i++) top = fmax(top, fabs(r[i]));
+    int ok = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!(fabs((double)g[i] - r[i]) <= tol * top + tol * fabs(r[i])) && g[i] != r[i]) ok = 0;
+    free(g);
+    return ok;
+}
+
+/* The stem (3 input channels, no input gradient) on copies padded to mode
+ * channels (cuda_conv_pad.c; 4 or 8 forced, -1 auto: whatever measured
+ * fastest): forward and filter gradient (overwrite and accumulate) against
+ * the CPU's 3-channel conv, at the planned batch, a smaller one prepared by
+ * its forward, and one whose filter gradient comes first (its input padded
+ * there). Forced, the plan must say it pads; then a planted error (the
+ * added channels filled with 1, not 0) must fail the forward's check. */
+static void test_conv_pad(const prec *p, int mode) {
+    tb_backend *gb = gpu_for(p);
+    tb_cuda_conv_pad(gb, mode);
+    const conv_case c = {4, 3, 32, 40, 36, 7, 2, 3};
+    int ho = (c.h + 2 * c.p - c.k) / c.s + 1, wo = (c.w + 2 * c.p - c.k) / c.s + 1;
+    tb_conv_geom g = {c.cin, c.cout, c.k, c.s, c.p};
+    pair x = mk(p, c.n, c.cin, c.h, c.w, 0, -1, 1), w = mk(p, c.cout, c.cin, c.k, c.k, 0, -1, 1);
+    pair y = mk(p, c.n, c.cout, ho, wo, 2, 0, 0), dy = mk(p, c.n, c.cout, ho, wo, 0, -1, 1);
+    pair dw = mk(p, c.cout, c.cin, c.k, c.k, 2, 0, 0);
+    void *gplan = gb->conv_plan(gb, &g, &x.gpu, &w.gpu, &y.gpu, NULL, &dw.gpu, &dy.gpu);
+    void *cplan = g_cpu->conv_plan(g_cpu, &g, &x.cpu, &w.cpu, &y.cpu, NULL, &dw.cpu, &dy.cpu);
+    int padded = tb_cuda_conv_plan_padded(gplan);
+    char what[200], desc[1024];
+    gb->conv_plan_describe(gb, gplan, desc, sizeof desc);
+    printf("#   TB_STEM_PAD=%s: %s\n", mode < 0 ? "auto" : mode == 4 ? "4" : "8", desc);
+    if (mode > 0) {
+        snprintf(what, sizeof what, "conv stem %s: TB_STEM_PAD=%d pads the input to %d channels (%d)", p->name, mode,
+                 mode, padded);
+        report(what, padded, mode, padded == mode);
+    }
+    double k_fwd = (double)c.cin * c.k * c.k;
+    const int batches[3] = {c.n, 2, 3};
+    for (int pass = 0; pass < 3; pass++) {
+        int n = batches[pass];
+        pair *ts[] = {&x, &y, &dy};
+        for (int i = 0; i < 3; i++) ts[i]->cpu.n = ts[i]->gpu.n = ts[i]->n = n;
+        if (pass == 2) { /* new values in x, no forward: the filter gradient must pad them itself */
+            for (size_t i = 0; i < tb_tensor_numel(&x.cpu); i++)
+                x.host[i] = round_to(p->dt, (float)(2.0 * tb_rng_uniform(&g_rng) - 1.0));
+            upload(&x);
+        }
+        for (int dev = 0; dev < 2; dev++) {
+            tb_backend *be = dev ? gb : g_cpu;
+            void *plan = dev ? gplan : cplan;
+            tb_tensor *tx = dev ? &x.gpu : &x.cpu;
+            if (pass < 2) be->conv_forward(be, plan, &g, tx, dev ? &w.gpu : &w.cpu, dev ? &y.gpu : &y.cpu);
+            be->conv_backward_filter(be, plan, &g, tx, dev ? &dy.gpu : &dy.cpu, dev ? &dw.gpu : &dw.cpu, 0);
+        }
+        if (pass < 2) {
+            snprintf(what, sizeof what, "conv stem n%d fwd %s, padded to %d", n, p->name, padded);
+            same(what, &y, tol_sum(p, k_fwd));
+        }
+        snprintf(what, sizeof what, "conv stem n%d bwd filter%s %s, padded to %d", n, pass == 2 ? " (no fwd)" : "",
+                 p->name, padded);
+        same(what, &dw, tol_sum(p, (double)n * ho * wo));
+        gb->conv_backward_filter(gb, gplan, &g, &x.gpu, &dy.gpu, &dw.gpu, 1);
+        g_cpu->conv_backward_filter(g_cpu, cplan, &g, &x.cpu, &dy.cpu, &dw.cpu, 1);
+        snprintf(what, sizeof what, "conv stem n%d bwd filter (accumulate) %s, padded to %d", n, p->name, padded);
+        same(what, &dw, tol_sum(p, (double)n * ho * wo));
+    }
+    if (mode > 0) { /* planted: the added channels hold 1 */
+        tb_cuda_conv_pad_fill(gb, 1.0f);
+        gb->conv_forward(gb, gplan, &g, &x.gpu, &w.gpu, &y.gpu);
+        g_cpu->conv_forward(g_cpu, cplan, &g, &x.cpu, &w.cpu, &y.cpu);
+        int caught = !quietly_same(&y, tol_sum(p, k_fwd));
+        snprintf(what, sizeof what, "conv stem %s, padded to %d: a planted fill of 1 fails the fwd check", p->name,
+                 padded);
+        report(what, caught, 1, caught);
+        tb_cuda_conv_pad_fill(gb, 0.0f);
+    }
+    tb_cuda_conv_pad(gb, 0);
+    gb->conv_plan_free(gb, gplan);
+    g_cpu->conv_plan_free(g_cpu, cplan);
+    x.n = y.n = dy.n = c.n;
+    drop(&x), drop(&w), drop(&y), drop(&dy), drop(&dw);
+}
+
 /* ==== batch norm ================================================================================ */
 
 static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int relu, int cudnn) {
@@ -291,6 +379,11 @@ int main(int argc, char **argv) {
         snprintf(what, sizeof what, "conv %s: the graph API runs some of the cases' directions (%d choices)",
                  p->name, g_graph_choices);
         report(what, g_graph_choices, 0, g_graph_choices > 0);
+        if (p->dt != TB_F32 && p->l == TB_NHWC) { /* the stem on 4 and 8 channels, and as measured */
+            test_conv_pad(p, 4);
+            test_conv_pad(p, 8);
+            test_conv_pad(p, -1);
+        }
         test_bn(p, 4, 16, 9, 7, 0, 1, 1);
         test_bn(p, 4, 16, 9, 7, 1, 1, 1);
         test_bn(p, 3, 12, 5, 5, 0, 0, 1);

@@ -270,6 +270,8 @@ void tb_cuda_pool_force(tb_backend *be, int flags) { cu_state_of(be)->pool_force
 int cu_pool_force_flags(tb_backend *be) { return cu_state_of(be)->pool_force; }
 
 void tb_cuda_conv_api(tb_backend *be, int api) { cu_state_of(be)->conv_api = api; }
+void tb_cuda_conv_pad(tb_backend *be, int mode) { cu_state_of(be)->conv_pad = mode; }
+void tb_cuda_conv_pad_fill(tb_backend *be, float v) { cu_state_of(be)->conv_pad_fill = v; }
 
 /* TB_CONV_API: auto (unset or empty), graph or legacy. */
 static int conv_api_from_env(void) {
@@ -338,6 +340,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->autotune = !(opts && opts->no_autotune);
     st->bn_cudnn = bn_cudnn_from_env();
     st->conv_api = conv_api_from_env();
+    st->conv_pad = cu_conv_pad_from_env();
     st->sm_count = prop.multiProcessorCount;
     TB_CUDA_CHECK(cudaMemGetInfo(&st->free_start, &st->total));
     st->ws_limit = opts && opts->workspace_limit ? opts->workspace_limit : CU_WS_LIMIT_DEFAULT;

@@ -37,6 +37,17 @@ void tb_cuda_conv_api(tb_backend *be, int api);
  * conv_plan run on the graph API. */
 int tb_cuda_conv_plan_on_graph(const void *plan);
 
+/* A conv with few input channels and no input gradient (ResNet's 3-channel
+ * stem, bf16/fp16 NHWC) on copies of its input and filter padded with
+ * zeros: 0 never (the default), -1 auto (4 or 8 channels when measured
+ * faster), 4 or 8 always. TB_STEM_PAD=off|auto|4|8 sets it when the backend
+ * is made; this test switch sets it for plans made afterwards. */
+void tb_cuda_conv_pad(tb_backend *be, int mode);
+/* Test switch (a planted error): the value the added channels get (0). */
+void tb_cuda_conv_pad_fill(tb_backend *be, float v);
+/* Test query: the channel count this conv_plan pads its input to, or 0. */
+int tb_cuda_conv_plan_padded(const void *plan);
+
 /* Test switch (--fuse graph): the fused conv plans made afterwards run the
  * graphs of these kinds (bits 1 << fd_kind, model/fused_desc.h: 1 conv +
  * statistics, 2 BN finalize, 4 wgrad with the prologue, 8 dgrad + dReLU +

@@ -27,6 +27,12 @@
  * (legacy). The legacy choice is always made: it runs where the graph API
  * refused the shape, and for a call whose buffers are less aligned than
  * the graph plan assumed.
+ *
+ * A conv with few input channels and no input gradient (ResNet's stem) may
+ * run on copies padded to 4 or 8 channels instead (TB_STEM_PAD,
+ * cuda_conv_pad.c): a second plan of this kind on the padded geometry,
+ * which the calls pass on to. The plan's types: cuda_conv_plan.h; its
+ * description in words: cuda_conv_describe.c.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -34,42 +40,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "model/cuda/cuda_internal.h"
-
-#define CONV_ALGOS 16 /* more than any direction's algorithm count */
-
-typedef struct {
-    int algo;                 /* cudnnConvolution*Algo_t */
-    cudnnMathType_t math;
-    size_t ws;                /* workspace bytes */
-    float ms;                 /* measured time, or -1 (heuristic choice) */
-    cudnnConvolutionDescriptor_t conv; /* this direction's math type */
-    /* the graph API, by beta (forward: [0] only): the plan that runs, or
-     * NULL (legacy); what it offered when the legacy algorithm won */
-    cu_cgraph *graph[2];
-    float graph_ms[2];        /* -1: not measured or none */
-    long long graph_engine[2]; /* -1: none */
-} conv_choice;
-
-typedef struct {
-    int n;
-    cudnnTensorDescriptor_t x, y;
-    conv_choice fwd, data, filter;
-    int has_data;
-} conv_entry;
-
-typedef struct {
-    tb_conv_geom g;
-    tb_dtype dtype;
-    tb_layout layout;
-    int h, w, max_n;
-    cudnnFilterDescriptor_t f;
-    /* the buffers of the largest batch, for measuring other batch sizes */
-    const void *xb, *wb;
-    void *yb, *dxb, *dwb, *dyb;
-    conv_entry *e;
-    int ne, cap;
-} conv_plan;
+#include "model/cuda/cuda_conv_plan.h"
 
 /* ---- descriptors --------------------------------------------------------------- */
 
@@ -415,13 +386,23 @@ void *cu_conv_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x,
     TB_CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->f));
     cu_conv_set_descs(g, p->dtype, p->layout, x->n, x->h, x->w, NULL, NULL, p->f, NULL);
     new_entry(be, p, x->n, cu_state_of(be)->autotune);
+    if (!dx) p->pad = cu_conv_pad_plan(be, g, x, w, y, dw, dy, cu_conv_plan_ms(p));
     return p;
 }
 
+float cu_conv_plan_ms(const void *plan) {
+    const conv_plan *p = plan;
+    const conv_entry *e = &p->e[0];
+    float t[3] = {cu_conv_choice_ms(&e->fwd), e->has_data ? cu_conv_choice_ms(&e->data) : 0.0f,
+                  cu_conv_choice_ms(&e->filter)};
+    if (t[0] < 0 || t[1] < 0 || t[2] < 0) return -1.0f;
+    return t[0] + t[1] + t[2];
+}
+
 void cu_conv_plan_free(tb_backend *be, void *plan) {
-    (void)be;
     conv_plan *p = plan;
     if (!p) return;
+    cu_conv_pad_free(be, p->pad);
     for (int i = 0; i < p->ne; i++) {
         TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->e[i].x));
         TB_CUDNN_CHECK(cudnnDestroyTensorDescriptor(p->e[i].y));
@@ -435,84 +416,6 @@ void cu_conv_plan_free(tb_backend *be, void *plan) {
     TB_CUDNN_CHECK(cudnnDestroyFilterDescriptor(p->f));
     free(p->e);
     free(p);
-}
-
-static const char *fwd_names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                  "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-static const char *data_names[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                                   "WINOGRAD_NONFUSED"};
-static const char *filter_names[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                                     "WINOGRAD_NONFUSED", "FFT_TILING"};
-
-static const char *math_name(cudnnMathType_t m) {
-    return m == CUDNN_FMA_MATH ? "fma" : m == CUDNN_TENSOR_OP_MATH ? "tensor-op"
-           : m == CUDNN_DEFAULT_MATH                              ? "default"
-                                                                  : "tensor-op+conversion";
-}
-
-/* Moves *used past k characters snprintf wrote into buf[len] (clamped
- * when the text was truncated). */
-static void advance(size_t *used, size_t len, int k) {
-    if (k > 0) *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
-}
-
-/* Appends what runs for beta b of direction dir ("data+": accumulate):
- * the graph API's engine, or the legacy algorithm and what the graph API
- * offered against it. */
-static void describe_choice(char *buf, size_t len, size_t *used, const char *dir, const char *const *names,
-                            int nnames, const conv_choice *c, int b) {
-    if (*used + 1 >= len) return;
-    if (b == 1 && !c->graph[1] && c->graph_engine[1] < 0) return; /* the same legacy algorithm as beta 0 */
-    const char *nm = c->algo >= 0 && c->algo < nnames ? names[c->algo] : "?";
-    int k;
-    if (c->graph[b]) {
-        k = snprintf(buf + *used, len - *used, " %s%s ", dir, b ? "+" : "");
-        advance(used, len, k);
-        if (*used + 1 >= len) return;
-        k = cu_cgraph_describe(c->graph[b], buf + *used, len - *used);
-        advance(used, len, k);
-        if (*used + 1 >= len || c->ms < 0) return;
-        k = snprintf(buf + *used, len - *used, " vs legacy %s %.3f ms", nm, (double)c->ms);
-    } else {
-        /* what the graph API measured (not "graph-api": that names what runs) */
-        char alt[64] = "";
-        if (c->graph_engine[b] >= 0 && c->graph_ms[b] >= 0)
-            snprintf(alt, sizeof alt, "; graph engine %lld %.3f ms", c->graph_engine[b], (double)c->graph_ms[b]);
-        if (c->ms >= 0)
-            k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, %.3f ms%s)", dir,
-                         b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0, (double)c->ms, alt);
-        else
-            k = snprintf(buf + *used, len - *used, " %s%s legacy %s (%s, %.1f MiB, heuristic)", dir,
-                         b ? "+" : "", nm, math_name(c->math), (double)c->ws / 1048576.0);
-    }
-    advance(used, len, k);
-}
-
-int tb_cuda_conv_plan_on_graph(const void *plan) {
-    const conv_plan *p = plan;
-    int n = 0;
-    for (int i = 0; p && i < p->ne; i++) {
-        const conv_choice *cs[3] = {&p->e[i].fwd, &p->e[i].data, &p->e[i].filter};
-        for (int d = 0; d < 3; d++)
-            for (int b = 0; b < 2; b++) n += cs[d]->graph[b] != NULL;
-    }
-    return n;
-}
-
-void cu_conv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
-    (void)be;
-    conv_plan *p = plan;
-    size_t used = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < p->ne && used + 1 < len; i++) {
-        const conv_entry *e = &p->e[i];
-        int k = snprintf(buf + used, len - used, "%sn=%d:", i ? "; " : "", e->n);
-        advance(&used, len, k);
-        describe_choice(buf, len, &used, "fwd", fwd_names, 8, &e->fwd, 0);
-        for (int b = 0; b < 2 && e->has_data; b++)
-            describe_choice(buf, len, &used, "data", data_names, 6, &e->data, b);
-        for (int b = 0; b < 2; b++) describe_choice(buf, len, &used, "filter", filter_names, 7, &e->filter, b);
-    }
 }
 
 /* Checks a call's tensors against the plan and returns the entry for its batch. */
@@ -542,6 +445,10 @@ static conv_entry *call_entry(tb_backend *be, conv_plan *p, const char *op, cons
 void cu_conv_forward(tb_backend *be, void *plan, const tb_conv_geom *g, const tb_tensor *x,
                      const tb_tensor *w, const tb_tensor *y) {
     conv_plan *p = plan;
+    if (p && p->pad) {
+        cu_conv_pad_forward(be, p->pad, g, x, w, y);
+        return;
+    }
     conv_entry *e = call_entry(be, p, "conv_forward", g, x, w, y, 1);
     cu_state *st = cu_state_of(be);
     if (e->fwd.graph[0] && cu_cgraph_run(st, e->fwd.graph[0], x->data, w->data, y->data)) return;
@@ -571,6 +478,10 @@ void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                              const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
                              int accumulate) {
     conv_plan *p = plan;
+    if (p && p->pad) {
+        cu_conv_pad_backward_filter(be, p->pad, g, x, dy, dw, accumulate);
+        return;
+    }
     conv_entry *e = call_entry(be, p, "conv_backward_filter", g, x, dw, dy, 0);
     cu_state *st = cu_state_of(be);
     cu_cgraph *gp = e->filter.graph[accumulate ? 1 : 0];

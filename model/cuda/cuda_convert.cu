@@ -8,6 +8,12 @@
  *   input_rows dst[n,c,h,w] = pool[rows[n],c,h,w] (float32 NCHW), one
  *              rounding: the resident batch's gather and conversion in one
  *              kernel (was a device copy per row, then convert).
+ *   pad_channels    dst[p][0..cout) = src[p][0..cin), then zeros: a pixel's
+ *              channels (NHWC activations, KRSC filters) padded, for a conv
+ *              that runs faster on 4 or 8 input channels than on 3
+ *              (cuda_conv_pad.c, the fused stem);
+ *   unpad_channels  dst[p][0..ckeep) (+)= src[p][0..ckeep) of cfull: its
+ *              filter gradient back (copies, or one float32 sum, one rounding).
  * One thread per destination element, in the destination's order (the
  * writes coalesce; a layout change reads with a stride).
  */
@@ -21,6 +27,40 @@ __global__ void convert_k(int N, int C, int H, int W, tb_layout sl, const S *src
         int n, c, h, w;
         tb_layout_coords(dl, C, H, W, i, &n, &c, &h, &w);
         float v = cu_ld(src, tb_layout_offset(sl, C, H, W, n, c, h, w));
+        if (acc) v = __fadd_rn(v, cu_ld(dst, i));
+        cu_st(dst, i, v);
+    }
+}
+
+/* One thread per pixel; COUT > 0: the padded pixel is one aligned store of
+ * COUT elements (8 or 16 bytes for 16-bit types at 4 or 8 channels) */
+template <typename T, int COUT> struct __align__(COUT * sizeof(T)) cu_px {
+    T v[COUT];
+};
+template <typename T, int COUT>
+__global__ void pad_px_k(const T *src, T *dst, size_t pixels, int cin, float fill) {
+    CU_FOR(p, pixels) {
+        cu_px<T, COUT> r;
+#pragma unroll
+        for (int c = 0; c < COUT; c++) r.v[c] = c < cin ? src[p * cin + c] : cu_to<T>(fill);
+        ((cu_px<T, COUT> *)dst)[p] = r;
+    }
+}
+
+template <typename T> __global__ void pad_k(const T *src, T *dst, size_t pixels, int cin, int cout, float fill) {
+    CU_FOR(i, pixels * (size_t)cout) {
+        size_t p = i / (size_t)cout;
+        int c = (int)(i % (size_t)cout);
+        dst[i] = c < cin ? src[p * cin + c] : cu_to<T>(fill);
+    }
+}
+
+template <typename T>
+__global__ void unpad_k(const T *src, T *dst, size_t pixels, int cfull, int ckeep, int acc) {
+    CU_FOR(i, pixels * (size_t)ckeep) {
+        size_t p = i / (size_t)ckeep;
+        int c = (int)(i % (size_t)ckeep);
+        float v = cu_ld(src, p * cfull + c);
         if (acc) v = __fadd_rn(v, cu_ld(dst, i));
         cu_st(dst, i, v);
     }
@@ -72,6 +112,24 @@ static void convert_launch(cudaStream_t st, tb_dtype dt, int N, int C, int H, in
     }
 }
 
+template <typename T>
+static void pad_launch(cudaStream_t st, size_t pixels, int cin, int cout, const void *src, void *dst, float fill) {
+    const T *s = (const T *)src;
+    T *d = (T *)dst;
+    int al = ((uintptr_t)dst % (cout * sizeof(T))) == 0;
+    if (cout == 4 && al)
+        pad_px_k<T, 4><<<cu_blocks(pixels), CU_THREADS, 0, st>>>(s, d, pixels, cin, fill);
+    else if (cout == 8 && al)
+        pad_px_k<T, 8><<<cu_blocks(pixels), CU_THREADS, 0, st>>>(s, d, pixels, cin, fill);
+    else
+        pad_k<T><<<cu_blocks(pixels * cout), CU_THREADS, 0, st>>>(s, d, pixels, cin, cout, fill);
+}
+
+template <typename T>
+static void unpad_launch(cudaStream_t st, size_t pixels, int cfull, int ckeep, const void *src, void *dst, int acc) {
+    unpad_k<T><<<cu_blocks(pixels * ckeep), CU_THREADS, 0, st>>>((const T *)src, (T *)dst, pixels, cfull, ckeep, acc);
+}
+
 template <typename D>
 static void input_launch(cudaStream_t st, int N, int H, int W, const uint8_t *src,
                          const uint8_t *flip, tb_input_norm norm, tb_layout dl, void *dst) {
@@ -119,4 +177,20 @@ extern "C" void cu_input_rows(tb_backend *be, const float *pool, const int32_t *
     CU_DISPATCH(dst->dtype, input_rows_launch, cu_stream(be), dst->n, dst->c, dst->h, dst->w, pool,
                 rows, dst->layout, dst->data);
     TB_CUDA_CHECK_LAUNCH("input_rows");
+}
+
+extern "C" void cu_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int cout, const void *src,
+                                void *dst, float fill) {
+    if (!pixels) return;
+    if (cin < 1 || cout < cin) TB_FATAL("cuda pad_channels: %d channels padded to %d", cin, cout);
+    CU_DISPATCH(dt, pad_launch, st, pixels, cin, cout, src, dst, fill);
+    TB_CUDA_CHECK_LAUNCH("pad_channels");
+}
+
+extern "C" void cu_unpad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cfull, int ckeep, const void *src,
+                                  void *dst, int accumulate) {
+    if (!pixels) return;
+    if (ckeep < 1 || cfull < ckeep) TB_FATAL("cuda unpad_channels: %d of %d channels kept", ckeep, cfull);
+    CU_DISPATCH(dt, unpad_launch, st, pixels, cfull, ckeep, src, dst, accumulate);
+    TB_CUDA_CHECK_LAUNCH("unpad_channels");
 }

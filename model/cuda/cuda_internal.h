@@ -151,6 +151,11 @@ typedef struct {
      * large as the largest folded BN's output */
     void *side_xp;
     size_t side_xp_bytes;
+    /* TB_STEM_PAD (cuda_conv_pad.c; tb_cuda_conv_pad): 0 off, -1 auto, 4
+     * or 8; the added channels' value (0; else the planted-error switch
+     * tb_cuda_conv_pad_fill) */
+    int conv_pad;
+    float conv_pad_fill;
 } cu_state;
 
 static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->priv; }
@@ -199,6 +204,37 @@ void cu_conv_backward_data(tb_backend *be, void *plan, const tb_conv_geom *g,
 void cu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
                              const tb_tensor *x, const tb_tensor *dy, const tb_tensor *dw,
                              int accumulate);
+/* The first entry's (the planned batch's) chosen times summed over its
+ * directions; -1 when any was not measured (heuristic choices). */
+float cu_conv_plan_ms(const void *plan);
+
+/* cuda_conv_pad.c: a conv with few input channels (ResNet's 3-channel
+ * stem) on copies of its input and filter padded with zeros to 4 or 8
+ * channels (TB_STEM_PAD: off, auto, 4 or 8; cu_state.conv_pad 0, -1, 4, 8). */
+typedef struct cu_conv_pad cu_conv_pad;
+int cu_conv_pad_from_env(void);
+/* The padded channel counts worth planning for a conv under mode (into
+ * cands[2]); 0 when none: mode off, not bf16/fp16 NHWC, an input gradient
+ * wanted, or cin 4 or >= 8. */
+int cu_conv_pad_candidates(int mode, int cin, tb_dtype dt, tb_layout l, int has_dx, int cands[2]);
+/* What runs: 0 (the plain conv) or a padded count. Forced (4, 8): that
+ * count when it was planned (ms >= 0 or not). auto: the candidate with the
+ * smallest measured time (its conv + pad kernels) below ms_plain; nothing
+ * unmeasured is ever chosen. */
+int cu_conv_pad_pick(int mode, float ms_plain, const int *cands, const float *ms, int n);
+/* The padded plan for a conv whose plain plan measured ms_plain, or NULL
+ * when the plain conv runs (one line the first time a padded one runs). */
+cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x, const tb_tensor *w,
+                              const tb_tensor *y, const tb_tensor *dw, const tb_tensor *dy, float ms_plain);
+void cu_conv_pad_free(tb_backend *be, cu_conv_pad *p);
+void cu_conv_pad_forward(tb_backend *be, cu_conv_pad *p, const tb_conv_geom *g, const tb_tensor *x,
+                         const tb_tensor *w, const tb_tensor *y);
+void cu_conv_pad_backward_filter(tb_backend *be, cu_conv_pad *p, const tb_conv_geom *g, const tb_tensor *x,
+                                 const tb_tensor *dy, const tb_tensor *dw, int accumulate);
+void cu_conv_pad_describe(tb_backend *be, const cu_conv_pad *p, char *buf, size_t len);
+void *cu_conv_pad_inner(const cu_conv_pad *p);
+int cu_conv_pad_channels(const cu_conv_pad *p);
+
 /* The cuDNN descriptor shapes of a conv node: x [n,cin,h,w] and y in the
  * activation layout, the filter [cout,cin,k,k] in the matching format
  * (NCHW = KCRS, NHWC = KRSC), the conv descriptor (pad, stride, float
@@ -421,6 +457,13 @@ void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int 
 void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                  const tb_input_norm *norm, const tb_tensor *dst);
 void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst);
+/* dst [pixels][cout] = src [pixels][cin] then `fill` (0; other values only
+ * for the planted-error test switch tb_cuda_conv_pad_fill); and back:
+ * dst [pixels][ckeep] (+)= the first ckeep channels of src [pixels][cfull]. */
+void cu_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int cout, const void *src, void *dst,
+                     float fill);
+void cu_unpad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cfull, int ckeep, const void *src, void *dst,
+                       int accumulate);
 
 /* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
  * cuDNN's fused path does not take. Partial sums: S slices per channel,

@@ -45,8 +45,6 @@ void cu_fk_bn_dx(cudaStream_t st, const cu_fk_shape *s, const void *dr, const vo
  * of cu_fk_sums_scratch bytes */
 size_t cu_fk_sums_scratch(const cu_fk_shape *s);
 void cu_fk_sums(cudaStream_t st, const cu_fk_shape *s, const void *y, float *sum, float *sqsum, void *scratch);
-/* dst [pixels][cout] = src [pixels][cin] and zeros, channels innermost */
-void cu_fk_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int cout, const void *src, void *dst);
 /* dr = 0 where xp <= 0 (in place); dbeta = sum dr, dgamma = sum dr * (x -
  * mean) * invstd per channel; scratch of cu_fk_sums_scratch bytes */
 void cu_fk_dbn(cudaStream_t st, const cu_fk_shape *s, void *dr, const void *x, const void *xp, const float *mean,

@@ -14,8 +14,8 @@
  *             output, then dbeta = sum dr and dgamma = sum dr * xhat, as
  *             the sums
  *   to_dtype  the prologue's scale and bias rounded to a 16-bit dtype
- *   pad       channels-last data with its channels padded with zeros (the
- *             stem's 3 input channels to 4, MLPerf's)
+ * (The stem's input padded from 3 to 4 channels, MLPerf's, is
+ * cu_pad_channels of cuda_convert.cu, shared with cuda_conv_pad.c.)
  *
  * apply and bn_dx take 16 bytes per thread (8 bf16/fp16 or 4 float values
  * of one pixel's channels) in NHWC when C is a multiple of that and the
@@ -171,15 +171,6 @@ __global__ void sums_comb_k(const double *part, int slices, int C, float *sum, f
     sum[c] = (float)s, sqsum[c] = (float)q;
 }
 
-/* dst [pixels][cout] = src [pixels][cin] then zeros (NHWC activations, OHWI filters) */
-template <typename T> __global__ void pad_ch_k(const T *src, T *dst, size_t pixels, int cin, int cout) {
-    CU_FOR(i, pixels * (size_t)cout) {
-        size_t px = i / (size_t)cout;
-        int c = (int)(i % (size_t)cout);
-        dst[i] = c < cin ? src[px * cin + c] : cu_to<T>(0.0f);
-    }
-}
-
 /* ---- launchers --------------------------------------------------------------------------------- */
 
 static int fk_al16(const void *p) { return ((uintptr_t)p & 15) == 0; }
@@ -249,18 +240,6 @@ extern "C" void cu_fk_dbn(cudaStream_t st, const cu_fk_shape *s, void *dr, const
     CU_DISPATCH(s->dtype, dbn_launch, st, s, dr, x, xp, mean, invstd, (double *)scratch);
     sums_comb_k<<<(s->C + 127) / 128, 128, 0, st>>>((const double *)scratch, fk_slices(s), s->C, dbeta, dgamma);
     TB_CUDA_CHECK_LAUNCH("fused BN weight gradients (composition)");
-}
-
-template <typename T>
-static void pad_launch(cudaStream_t st, size_t pixels, int cin, int cout, const void *src, void *dst) {
-    pad_ch_k<T><<<cu_blocks(pixels * cout), CU_THREADS, 0, st>>>((const T *)src, (T *)dst, pixels, cin, cout);
-}
-
-extern "C" void cu_fk_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int cout, const void *src,
-                                   void *dst) {
-    if (!pixels) return;
-    CU_DISPATCH(dt, pad_launch, st, pixels, cin, cout, src, dst);
-    TB_CUDA_CHECK_LAUNCH("fused stem: input channels padded");
 }
 
 extern "C" void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,

@@ -460,8 +460,8 @@ static void cu_fconv_forward(tb_backend *be, void *plan, const tb_fconv_args *a)
         call_bufs(be, p, a, e->variant[FD_G_CONV_STATS], b);
         if (e->pad4) { /* the input and the filter (changed by every update) into their 4-channel copies */
             cudaStream_t s = cu_stream(be);
-            cu_fk_pad_channels(s, p->dt, (size_t)a->x->n * p->h * p->w, 3, 4, a->x->data, p->xpad);
-            cu_fk_pad_channels(s, p->dt, (size_t)p->g.cout * p->g.k * p->g.k, 3, 4, a->w->data, p->wpad);
+            cu_pad_channels(s, p->dt, (size_t)a->x->n * p->h * p->w, 3, 4, a->x->data, p->xpad, 0.0f);
+            cu_pad_channels(s, p->dt, (size_t)p->g.cout * p->g.k * p->g.k, 3, 4, a->w->data, p->wpad, 0.0f);
             b[FD_R_X] = p->xpad, b[FD_R_W] = p->wpad;
         }
         cu_fgraph_run(cu_state_of(be), e->g[FD_G_CONV_STATS], &e->pk[FD_G_CONV_STATS], b);

@@ -7,7 +7,7 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
-    wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch
+    wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch stem_pad_equals_plain
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -186,6 +186,15 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream --model resnet50 --batch 16 --image-size 64
                    --synthetic-size 64 --steps 7
                    --extra "--precision fp32 --layout nhwc --fuse graph --no-autotune --deterministic")
+  # the stem on 4 channels (cuda_conv_pad.c) through whole steps, captured
+  # and replayed: fp16 NHWC ResNet-50, 5 steps, weights and momentum within
+  # 5 % relative L2 of the unpadded run's, losses within 10x that (cuda_ops
+  # checks the op itself against the CPU, with a planted error). First GPU
+  # run: calibrate
+  add_test(NAME stem_pad_equals_plain
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode stem-pad --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 5 --tolerance 5e-2
+                   --extra "--precision fp16 --layout nhwc --no-autotune --deterministic")
   add_test(NAME wgrad_stream_equals_serial_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
                    --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
@@ -222,7 +231,7 @@ if(TARGET tb_cuda)
   add_test(NAME nccl_watch_gpu COMMAND ${TB_GPU_NCCL_RUN} $<TARGET_FILE:test_nccl_watch>)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
                        wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
-                       wgrad_stream_equals_serial_fused
+                       wgrad_stream_equals_serial_fused stem_pad_equals_plain
                        nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
