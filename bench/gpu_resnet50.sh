@@ -115,7 +115,8 @@ steps_for() { awk -v r="$1" -v b="$2" -v s="$MIN_S" 'BEGIN { n = int(1.15 * s * 
 tb() {
   local name=$1 est=$2 runs=$3 est_ips=$4 prec=$5 layout=$6 batch=$7 graph=$8 envs=()
   shift 8
-  # leading TB_NAME=value arguments: the row's environment (TB_BN_KERNELS=own, TB_WGRAD_STREAM=on), in its command
+  # leading TB_NAME=value arguments: the row's environment (TB_BN_KERNELS=own, TB_WGRAD_STREAM=on, TB_STEM_PAD=auto),
+  # in its command
   while [ $# -gt 0 ] && [[ "$1" == TB_*=* ]]; do envs+=("$1"); shift; done
   selected "$name" trainbench || return
   local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
@@ -274,6 +275,10 @@ rm -f "$PROF"
 torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
 tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
 tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
+# the stem's 3 input channels padded to 4 or 8 where that measured faster
+# (TB_STEM_PAD=auto; MLPerf feeds it 4): its log's '# cuda conv: ...' line
+# gives the stem's forward + filter gradient time on 3 channels and padded
+tb       fp16_nhwc_256_stempad  45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto
 converge converge_bf16_resnet50 90 bf16 200
 # where the time goes on both sides
 tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5

@@ -99,6 +99,13 @@ def test_new_layout():
                                "6.1021", "1000",
                                "env TB_WGRAD_STREAM=on trainbench --fuse graph --results /x/resnet50/tb_y_r1.h5"))
                     + "\n")
+            # the stem padded where faster, and a row that names TB_STEM_PAD=off: only the first gets +stempad
+            f.write("\t".join(("trainbench", "fp16", "nhwc", "256", "on (300 replays), TB_STEM_PAD=auto", "7800.0",
+                               "-", "-", "-", "1", "10.7", "32.82", "0.25", "14139", "41", "6.9312", "6.1021",
+                               "1000", "env TB_STEM_PAD=auto trainbench --results /x/resnet50/tb_z_r1.h5")) + "\n")
+            f.write("\t".join(("trainbench", "fp16", "nhwc", "128", "on (300 replays), TB_STEM_PAD=off", "7100.0",
+                               "-", "-", "-", "1", "10.7", "18.03", "0.25", "9000", "41", "6.9312", "6.1021",
+                               "1000", "env TB_STEM_PAD=off trainbench --results /x/resnet50/tb_w_r1.h5")) + "\n")
         with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
             f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
                     "# 25557032 parameters, 24.6 GFLOP per image per step\n"
@@ -115,6 +122,9 @@ def test_new_layout():
               "the TB_BN_KERNELS=own row under graph+ownbn, apart from the graph row")
         check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+fused+wgrad/img_per_s", ("",))[0] == "7900.0",
               "the TB_WGRAD_STREAM=on fused row under graph+fused+wgrad")
+        check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+stempad/img_per_s", ("",))[0] == "7800.0" and
+              rows.get("resnet50/trainbench/fp16/nhwc/128/graph/img_per_s", ("",))[0] == "7100.0",
+              "the TB_STEM_PAD=auto row under graph+stempad; TB_STEM_PAD=off adds no suffix")
         check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
               rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
               "training log: what was trained (1000 classes, 25557032 parameters)")

@@ -7,7 +7,8 @@ Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
 `eager` or `-`, a `+fused` suffix for `--fuse graph`, `+ownbn` for every
 BatchNorm on the own kernels (TB_BN_KERNELS=own), `+wgrad` for the weight
-gradients on a second stream (TB_WGRAD_STREAM=on), `+profile` for an
+gradients on a second stream (TB_WGRAD_STREAM=on), `+stempad` for the
+stem's input padded where faster (TB_STEM_PAD=auto, 4 or 8), `+profile` for an
 op-profile row, and `#2`, `#3`
 for a configuration measured again in the same run (the same file, or
 another bench call's rows.tsv in the same run directory)."""
@@ -47,6 +48,8 @@ def _config(r):
         g += "+ownbn"
     if "TB_WGRAD_STREAM=on" in graph:
         g += "+wgrad"
+    if re.search(r"TB_STEM_PAD=(auto|4|8)\b", graph):
+        g += "+stempad"
     if "op profile" in graph or r.get("profile"):
         g += "+profile"
     return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))
