@@ -245,11 +245,12 @@ void test_loss_scale_growth(tb_backend *gb) {
     gb->release(gb, gs);
 }
 
-void test_convert_input(void) {
+/* convert on the CPU and the GPU over every dtype x layout x accumulate
+ * combination of one [N,C,H,W] shape: *bad counts the combinations whose
+ * results differ by a bit */
+static void convert_shape(int N, int C, int H, int W, int *bad, int *combos) {
     static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
-    const int N = 3, C = 5, H = 4, W = 7;
     size_t n = (size_t)N * C * H * W;
-    int bad = 0, combos = 0;
     for (int sd = 0; sd < 3; sd++)
         for (int dd = 0; dd < 3; dd++)
             for (int sl = 0; sl < 2; sl++)
@@ -271,17 +272,26 @@ void test_convert_input(void) {
                         g_gpu->convert(g_gpu, &a, &b, acc);
                         g_gpu->copy_d2h(g_gpu, hg, gd, n * ds);
                         memcpy(hc, cd, n * ds);
-                        if (memcmp(hc, hg, n * ds)) bad++;
-                        combos++;
+                        if (memcmp(hc, hg, n * ds)) (*bad)++;
+                        (*combos)++;
                         g_cpu->release(g_cpu, cs), g_cpu->release(g_cpu, cd);
                         g_gpu->release(g_gpu, gsrc), g_gpu->release(g_gpu, gd);
                         free(hs), free(hd), free(hc), free(hg);
                     }
+}
+
+void test_convert_input(void) {
+    static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
+    /* a layout change; 1x1 (the plain pass: NCHW and NHWC coincide); a layer3 3x3 filter's shape */
+    static const int shapes[3][4] = {{3, 5, 4, 7}, {5, 7, 1, 1}, {64, 48, 3, 3}};
+    int bad = 0, combos = 0;
+    for (int sh = 0; sh < 3; sh++)
+        convert_shape(shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3], &bad, &combos);
     char what[160];
-    snprintf(what, sizeof what, "convert: %d dtype x layout x accumulate combinations bit-exact", combos);
+    snprintf(what, sizeof what, "convert: %d shape x dtype x layout x accumulate combinations bit-exact", combos);
     report(what, bad, 0, bad == 0);
 
-    const int S = 9;
+    const int N = 3, S = 9; /* input_u8: 3 images of 9x9 */
     size_t px = (size_t)N * S * S * 3;
     uint8_t *u8 = malloc(px), flip[3] = {1, 0, 1};
     for (size_t i = 0; i < px; i++) u8[i] = (uint8_t)tb_rng_below(&g_rng, 256);

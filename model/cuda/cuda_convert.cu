@@ -15,18 +15,47 @@
  *   unpad_channels  dst[p][0..ckeep) (+)= src[p][0..ckeep) of cfull: its
  *              filter gradient back (copies, or one float32 sum, one rounding).
  * One thread per destination element, in the destination's order (the
- * writes coalesce; a layout change reads with a stride).
+ * writes coalesce; a layout change reads with a stride, its index math in
+ * 32 bits below 2^31 elements); no layout change (or 1x1 spatial) is a
+ * plain element-by-element pass.
  */
 #include "model/cuda/cuda_kernels.cuh"
 
-template <typename S, typename D>
-__global__ void convert_k(int N, int C, int H, int W, tb_layout sl, const S *src, tb_layout dl,
-                          D *dst, int acc) {
-    size_t n_el = (size_t)N * C * H * W;
+/* Element i of a [N,C,H,W] tensor in layout l -> its coordinates, in the
+ * index type I (32-bit where the tensor has fewer than 2^31 elements: a
+ * 64-bit division is several times the instructions of a 32-bit one, and
+ * three a element made the weights' conversion compute-bound). */
+template <typename I>
+__device__ __forceinline__ void coords(tb_layout l, I C, I H, I W, I i, I *n, I *c, I *h, I *w) {
+    if (l == TB_NCHW) {
+        *w = i % W, i /= W;
+        *h = i % H, i /= H;
+        *c = i % C, *n = i / C;
+    } else {
+        *c = i % C, i /= C;
+        *w = i % W, i /= W;
+        *h = i % H, *n = i / H;
+    }
+}
+
+template <typename S, typename D, typename I>
+__global__ void convert_k(I N, I C, I H, I W, tb_layout sl, const S *src, tb_layout dl, D *dst, int acc) {
+    I n_el = N * C * H * W;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
+        I n, c, h, w;
+        coords<I>(dl, C, H, W, i, &n, &c, &h, &w);
+        I j = sl == TB_NCHW ? ((n * C + c) * H + h) * W + w : ((n * H + h) * W + w) * C + c;
+        float v = cu_ld(src, j);
+        if (acc) v = __fadd_rn(v, cu_ld(dst, i));
+        cu_st(dst, i, v);
+    }
+}
+
+/* The same order in both (one layout, or H = W = 1, where NCHW and NHWC
+ * coincide: every 1x1 filter and the linear layer's): element i to i. */
+template <typename S, typename D> __global__ void convert_flat_k(size_t n_el, const S *src, D *dst, int acc) {
     CU_FOR(i, n_el) {
-        int n, c, h, w;
-        tb_layout_coords(dl, C, H, W, i, &n, &c, &h, &w);
-        float v = cu_ld(src, tb_layout_offset(sl, C, H, W, n, c, h, w));
+        float v = cu_ld(src, i);
         if (acc) v = __fadd_rn(v, cu_ld(dst, i));
         cu_st(dst, i, v);
     }
@@ -94,11 +123,17 @@ __global__ void input_rows_k(int N, int C, int H, int W, const float *pool, cons
 }
 
 template <typename S, typename D>
-static void convert_launch2(cudaStream_t st, int N, int C, int H, int W, tb_layout sl,
-                            const void *src, tb_layout dl, void *dst, int acc) {
+static void convert_launch2(cudaStream_t st, int N, int C, int H, int W, tb_layout sl, const void *src, tb_layout dl,
+                            void *dst, int acc) {
     size_t n = (size_t)N * C * H * W;
-    convert_k<S, D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, sl, (const S *)src, dl,
-                                                         (D *)dst, acc);
+    const S *s = (const S *)src;
+    D *d = (D *)dst;
+    if (sl == dl || (H == 1 && W == 1))
+        convert_flat_k<S, D><<<cu_blocks(n), CU_THREADS, 0, st>>>(n, s, d, acc);
+    else if (n < ((size_t)1 << 31))
+        convert_k<S, D, unsigned><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, sl, s, dl, d, acc);
+    else
+        convert_k<S, D, size_t><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, sl, s, dl, d, acc);
 }
 
 template <typename S>
