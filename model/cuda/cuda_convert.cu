@@ -15,16 +15,17 @@
  *   unpad_channels  dst[p][0..ckeep) (+)= src[p][0..ckeep) of cfull: its
  *              filter gradient back (copies, or one float32 sum, one rounding).
  * One thread per destination element, in the destination's order (the
- * writes coalesce; a layout change reads with a stride, its index math in
- * 32 bits below 2^31 elements); no layout change (or 1x1 spatial) is a
- * plain element-by-element pass.
+ * writes coalesce; a layout change reads with a stride), the index math in
+ * 32 bits below 2^31 elements (64 above); convert with no layout change (or
+ * 1x1 spatial) is a plain element-by-element pass; pad_channels one thread
+ * a pixel.
  */
 #include "model/cuda/cuda_kernels.cuh"
 
 /* Element i of a [N,C,H,W] tensor in layout l -> its coordinates, in the
  * index type I (32-bit where the tensor has fewer than 2^31 elements: a
  * 64-bit division is several times the instructions of a 32-bit one, and
- * three a element made the weights' conversion compute-bound). */
+ * three an element made the weights' conversion compute-bound). */
 template <typename I>
 __device__ __forceinline__ void coords(tb_layout l, I C, I H, I W, I i, I *n, I *c, I *h, I *w) {
     if (l == TB_NCHW) {
@@ -95,30 +96,29 @@ __global__ void unpad_k(const T *src, T *dst, size_t pixels, int cfull, int ckee
     }
 }
 
-template <typename D>
-__global__ void input_k(int N, int H, int W, const uint8_t *src, const uint8_t *flip,
-                        tb_input_norm norm, tb_layout dl, D *dst) {
-    size_t n_el = (size_t)N * 3 * H * W;
-    CU_FOR(i, n_el) {
-        int n, c, h, w;
-        tb_layout_coords(dl, 3, H, W, i, &n, &c, &h, &w);
-        int ws = flip && flip[n] ? W - 1 - w : w;
-        float v = (float)src[(((size_t)n * H + h) * W + ws) * 3 + c];
+template <typename D, typename I>
+__global__ void input_k(I N, I H, I W, const uint8_t *src, const uint8_t *flip, tb_input_norm norm, tb_layout dl,
+                        D *dst) {
+    I n_el = N * 3 * H * W;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
+        I n, c, h, w;
+        coords<I>(dl, 3, H, W, i, &n, &c, &h, &w);
+        I ws = flip && flip[n] ? W - 1 - w : w;
+        float v = (float)src[((n * H + h) * W + ws) * 3 + c];
         float x = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), norm.mean[c]), norm.std[c]);
         cu_st(dst, i, x);
     }
 }
 
-template <typename D>
-__global__ void input_rows_k(int N, int C, int H, int W, const float *pool, const int32_t *rows,
-                             tb_layout dl, D *dst) {
-    size_t per = (size_t)C * H * W; /* one pool row */
-    size_t n_el = (size_t)N * per;
-    CU_FOR(i, n_el) {
-        int n, c, h, w;
-        tb_layout_coords(dl, C, H, W, i, &n, &c, &h, &w);
+template <typename D, typename I>
+__global__ void input_rows_k(I N, I C, I H, I W, const float *pool, const int32_t *rows, tb_layout dl, D *dst) {
+    size_t per = (size_t)C * H * W; /* one pool row (the pool itself may pass 2^31 elements) */
+    I n_el = N * C * H * W;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
+        I n, c, h, w;
+        coords<I>(dl, C, H, W, i, &n, &c, &h, &w);
         const float *row = pool + (size_t)rows[n] * per;
-        cu_st(dst, i, row[tb_layout_offset(TB_NCHW, C, H, W, 0, c, h, w)]);
+        cu_st(dst, i, row[(c * H + h) * W + w]);
     }
 }
 
@@ -165,18 +165,25 @@ static void unpad_launch(cudaStream_t st, size_t pixels, int cfull, int ckeep, c
     unpad_k<T><<<cu_blocks(pixels * ckeep), CU_THREADS, 0, st>>>((const T *)src, (T *)dst, pixels, cfull, ckeep, acc);
 }
 
+/* a 32-bit index below 2^31 elements (as convert_launch2) */
 template <typename D>
-static void input_launch(cudaStream_t st, int N, int H, int W, const uint8_t *src,
-                         const uint8_t *flip, tb_input_norm norm, tb_layout dl, void *dst) {
+static void input_launch(cudaStream_t st, int N, int H, int W, const uint8_t *src, const uint8_t *flip,
+                         tb_input_norm norm, tb_layout dl, void *dst) {
     size_t n = (size_t)N * 3 * H * W;
-    input_k<D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, H, W, src, flip, norm, dl, (D *)dst);
+    if (n < ((size_t)1 << 31))
+        input_k<D, unsigned><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, H, W, src, flip, norm, dl, (D *)dst);
+    else
+        input_k<D, size_t><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, H, W, src, flip, norm, dl, (D *)dst);
 }
 
 template <typename D>
-static void input_rows_launch(cudaStream_t st, int N, int C, int H, int W, const float *pool,
-                              const int32_t *rows, tb_layout dl, void *dst) {
+static void input_rows_launch(cudaStream_t st, int N, int C, int H, int W, const float *pool, const int32_t *rows,
+                              tb_layout dl, void *dst) {
     size_t n = (size_t)N * C * H * W;
-    input_rows_k<D><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, pool, rows, dl, (D *)dst);
+    if (n < ((size_t)1 << 31))
+        input_rows_k<D, unsigned><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, pool, rows, dl, (D *)dst);
+    else
+        input_rows_k<D, size_t><<<cu_blocks(n), CU_THREADS, 0, st>>>(N, C, H, W, pool, rows, dl, (D *)dst);
 }
 
 extern "C" void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
