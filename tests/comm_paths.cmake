@@ -84,6 +84,12 @@ add_test(NAME run_compare_detects_difference
          COMMAND sh -c "for lr in 0.1 0.2; do \"$0\" --backend cpu --image-size 32 --batch-size 4 --steps 3 --warmup-steps 1 --scaling-steps 0 --threads 1 --lr $lr --save cmp_$lr.ckpt.h5 --results cmp_$lr.h5 >/dev/null 2>&1 || exit 1; done; exec \"$1\" 'differs: max' \"$2\" cmp_0.1.ckpt.h5 cmp_0.2.ckpt.h5 cmp_0.1.h5 cmp_0.2.h5"
                  ${TB_BIN} ${TB_TEST_DIR}/expect_fail.sh $<TARGET_FILE:tb_run_compare>)
 set_tests_properties(run_compare_detects_difference PROPERTIES TIMEOUT 120)
+# --tensor: one parameter alone (lr 0.1 against 0.11: ResNet-18's stem and its momentum have moved by more than
+# 1e-9 of themselves; the same within 100 passes; a name no model has is an error)
+add_test(NAME run_compare_one_tensor
+         COMMAND sh -c "for lr in 0.1 0.11; do \"$0\" --backend cpu --image-size 32 --batch-size 4 --steps 3 --warmup-steps 1 --scaling-steps 0 --threads 1 --lr $lr --save one_$lr.ckpt.h5 --results one_$lr.h5 >/dev/null 2>&1 || exit 1; done; set -- \"$1\" \"$2\" one_0.1.ckpt.h5 one_0.11.ckpt.h5 one_0.1.h5 one_0.11.h5 --tolerance 100; \"$1\" 'conv1.weight: relative L2 difference .* above 1e-09' \"$2\" \"$3\" \"$4\" \"$5\" \"$6\" \"$7\" \"$8\" --tensor conv1.weight 1e-9 || exit 1; \"$1\" '--tensor conv9.weight: no such parameter' \"$2\" \"$3\" \"$4\" \"$5\" \"$6\" \"$7\" \"$8\" --tensor conv9.weight 1 || exit 1; \"$2\" \"$3\" \"$4\" \"$5\" \"$6\" \"$7\" \"$8\" --tensor conv1.weight 100"
+                 ${TB_BIN} ${TB_TEST_DIR}/expect_fail.sh $<TARGET_FILE:tb_run_compare>)
+set_tests_properties(run_compare_one_tensor PROPERTIES TIMEOUT 120)
 # its phase-sum rule: float32 event rounding passes (the first GPU run's
 # 131.120983 ms of phases in a 131.120980 ms step), a real overrun fails
 add_test(NAME run_compare_phase_rule COMMAND tb_run_compare --self-test)

@@ -16,9 +16,9 @@ GPU machine has none):
   wgrad-stream  CUDA, --cuda-graph on: TB_WGRAD_STREAM=on (each conv's weight
                 gradient on a second stream beside its data gradient, two
                 branches of the captured graph) against off: bit for bit
-  stem-pad      CUDA, --cuda-graph on: TB_STEM_PAD=4 (the stem's 3 input
-                channels padded to 4, another cuDNN kernel summing in
-                another order) against off: within --tolerance
+  stem-pad      CUDA: TB_STEM_PAD=4 (the stem's 3 input channels padded to
+                4, another cuDNN kernel summing in another order) against
+                off: within --tolerance (and --tensor for the stem alone)
   nccl-staged   CUDA, 2 ranks sharing the GPU (--share-gpu; NCCL >= 2.30
                 with NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl against --comm
                 mpi (staged through pinned memory): bit for bit, as a sum of two
@@ -82,6 +82,10 @@ def main():
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
     ap.add_argument("--momentum-band", nargs=2, type=float, metavar=("LO", "HI"),
                     help="the momentum alone must differ by a relative L2 in (LO, HI] (tb_run_compare)")
+    ap.add_argument("--tensor", nargs=2, metavar=("NAME", "T"),
+                    help="one parameter's values and momentum, each within a relative L2 T (tb_run_compare)")
+    ap.add_argument("--expect-line", default="",
+                    help="a regular expression both runs' output must match (a switch under test took effect)")
     a = ap.parse_args()
     if a.ranks > 1 and not a.mpiexec:
         print("SKIP: no mpiexec (trainbench built without MPI)")
@@ -114,7 +118,7 @@ def main():
         base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
         pair = (("serial", []), ("branched", []))
     elif a.mode == "stem-pad":
-        base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
+        base += ["--backend", "cuda"]
         pair = (("plain", []), ("padded", []))
     else:
         base += ["--backend", "cuda"]
@@ -144,7 +148,13 @@ def main():
                   "in the padded run alone: plain %s, padded %s" % tuple("yes" if m else "no" for m in said))
             sys.exit(1)
         print("# padded run: the stem reads its input padded to 4 channels")
-    if a.mode in ("graph-eager", "wgrad-stream", "stem-pad"):
+    if a.expect_line:
+        said = [bool(re.search(a.expect_line, out[n][2], re.M)) for n, _ in pair]
+        if not all(said):
+            print("FAIL: '%s' must be in both runs' output: %s" % (a.expect_line, said))
+            sys.exit(1)
+        print("# both runs: '%s'" % a.expect_line)
+    if a.mode in ("graph-eager", "wgrad-stream"):
         # the attribute says only that nothing blocked the graph: B must have replayed steps from it
         m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out[pair[1][0]][2], re.M)
         if not m or int(m.group(1)) == 0:
@@ -164,8 +174,10 @@ def main():
         cmp += ["--momentum-band"] + [repr(v) for v in a.momentum_band]
     if cpu:
         cmp += ["--attr", "step_mode=async"]
-    if a.mode in ("graph-eager", "wgrad-stream", "stem-pad"):
+    if a.mode in ("graph-eager", "wgrad-stream"):
         cmp += ["--attr", "cuda_graph=on"]
+    if a.tensor:
+        cmp += ["--tensor"] + a.tensor
     if a.mode == "nccl-plain":
         cmp += ["--attr", "comm_path=nccl"]
     if a.mode == "staged-plain":

@@ -135,8 +135,9 @@ static int quietly_same(const pair *t, double tol) {
  * channels (cuda_conv_pad.c; 4 or 8 forced, -1 auto: whatever measured
  * fastest): forward and filter gradient (overwrite and accumulate) against
  * the CPU's 3-channel conv, at the planned batch, a smaller one prepared by
- * its forward, and one whose filter gradient comes first (its input padded
- * there). Forced, the plan must say it pads; then a planted error (the
+ * its forward, and twice with new input and no forward (its filter
+ * gradient pads the input itself: --fuse graph's stem never runs this
+ * forward). Forced, the plan must say it pads; then a planted error (the
  * added channels filled with 1, not 0) must fail the forward's check. */
 static void test_conv_pad(const prec *p, int mode) {
     tb_backend *gb = gpu_for(p);
@@ -159,12 +160,15 @@ static void test_conv_pad(const prec *p, int mode) {
         report(what, padded, mode, padded == mode);
     }
     double k_fwd = (double)c.cin * c.k * c.k;
-    const int batches[3] = {c.n, 2, 3};
-    for (int pass = 0; pass < 3; pass++) {
+    /* forward and filter gradient at the planned batch and a smaller one; then new values in x and the filter
+     * gradient alone, at the forward's last batch (the same buffer and size: a kept copy would be stale) and
+     * at a new one */
+    const int batches[4] = {c.n, 2, 2, 3};
+    for (int pass = 0; pass < 4; pass++) {
         int n = batches[pass];
         pair *ts[] = {&x, &y, &dy};
         for (int i = 0; i < 3; i++) ts[i]->cpu.n = ts[i]->gpu.n = ts[i]->n = n;
-        if (pass == 2) { /* new values in x, no forward: the filter gradient must pad them itself */
+        if (pass >= 2) { /* new values in x, no forward: the filter gradient must pad them itself */
             for (size_t i = 0; i < tb_tensor_numel(&x.cpu); i++)
                 x.host[i] = round_to(p->dt, (float)(2.0 * tb_rng_uniform(&g_rng) - 1.0));
             upload(&x);
@@ -180,7 +184,7 @@ static void test_conv_pad(const prec *p, int mode) {
             snprintf(what, sizeof what, "conv stem n%d fwd %s, padded to %d", n, p->name, padded);
             same(what, &y, tol_sum(p, k_fwd));
         }
-        snprintf(what, sizeof what, "conv stem n%d bwd filter%s %s, padded to %d", n, pass == 2 ? " (no fwd)" : "",
+        snprintf(what, sizeof what, "conv stem n%d bwd filter%s %s, padded to %d", n, pass >= 2 ? " (no fwd)" : "",
                  p->name, padded);
         same(what, &dw, tol_sum(p, (double)n * ho * wo));
         gb->conv_backward_filter(gb, gplan, &g, &x.gpu, &dy.gpu, &dw.gpu, 1);

@@ -16,11 +16,14 @@
  *
  * The added channels hold zeros: they add nothing to y, and their filter
  * gradient is dropped; the same convolution, summed in another order. The
- * forward pads both (x changes every step, w every update). The filter
- * gradient reads the forward's copy of x when its x is the one that forward
- * padded (the graph keeps an activation unchanged until its backward),
- * else pads it again. There is no input gradient (the plan must be made
- * without dx: the stem's input needs none).
+ * forward pads both (x changes every step, w every update); the filter
+ * gradient pads x again rather than trust the forward's copy: under --fuse
+ * graph the stem's training forward is a fused graph that never passes
+ * here while an evaluation's forward does, so the copy could hold the
+ * evaluation's images (a pad is ~0.05 ms at batch 256). There is no input
+ * gradient (the plan must be made without dx: the stem's input needs none).
+ * An accumulating filter gradient (the model never asks for one) rounds
+ * twice: the padded result, then the sum.
  *
  * TB_STEM_PAD: off (unset or empty; the default until a GPU has measured
  * it), auto (each padded plan measured beside the plain one, its conv
@@ -28,6 +31,7 @@
  * or 8 (that count whenever it plans). Eligible: bf16 and fp16 NHWC convs
  * with fewer than 8 input channels, other than 4, and no input gradient.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,8 +46,6 @@ struct cu_conv_pad {
     int h, w, max_n;
     void *inner;                /* cuda_conv.c's plan of g4 */
     void *xpad, *wpad, *dwpad;  /* [max_n,h,w,cp], [cout,k,k,cp], [cout,k,k,cp] */
-    const void *fresh_x;        /* the x the last forward padded into xpad, at batch fresh_n */
-    int fresh_n;
     float ms_plain, ms_conv, ms_pad; /* -1: not measured */
 };
 
@@ -102,8 +104,9 @@ static void pad_w(tb_backend *be, cu_conv_pad *p, const tb_tensor *w) {
                     cu_state_of(be)->conv_pad_fill);
 }
 
-/* What padding adds to a step: x and w padded, dw cut back, at the planned
- * batch (3 runs after one, on the compute stream; the plan's buffers). */
+/* What padding adds to a step: x padded twice (forward and filter
+ * gradient), w padded, dw cut back, at the planned batch (3 runs after
+ * one, on the compute stream; the plan's buffers). */
 static float time_pads(tb_backend *be, cu_conv_pad *p, const tb_tensor *x, const tb_tensor *w, const tb_tensor *dw) {
     cudaStream_t s = cu_stream(be);
     cudaEvent_t a, b;
@@ -114,6 +117,7 @@ static float time_pads(tb_backend *be, cu_conv_pad *p, const tb_tensor *x, const
         if (rep == 1) TB_CUDA_CHECK(cudaEventRecord(a, s));
         pad_x(be, p, x);
         pad_w(be, p, w);
+        pad_x(be, p, x);
         cu_unpad_channels(s, p->dt, w_pixels(p), p->cp, p->cin, p->dwpad, dw->data, 0);
     }
     TB_CUDA_CHECK(cudaEventRecord(b, s));
@@ -182,6 +186,10 @@ cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_te
     int cands[2];
     int n = cu_conv_pad_candidates(st->conv_pad, g->cin, x->dtype, x->layout, 0, cands);
     if (n == 0 || (st->conv_pad == -1 && ms_plain < 0)) return NULL; /* auto without a measurement: nothing to plan */
+    /* cuDNN's legacy API indexes with int: a count whose padded input passes it is not tried */
+    for (int i = 0; i < n; i++)
+        if ((double)x->n * x->h * x->w * cands[i] > (double)INT_MAX) cands[i--] = cands[--n];
+    if (n == 0) return NULL;
     cu_conv_pad *made[2] = {NULL, NULL};
     float ms[2];
     for (int i = 0; i < n; i++) {
@@ -201,19 +209,21 @@ cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_te
     return keep;
 }
 
-/* Dies unless x (and w or dw, wt) are this conv's: cin channels, its
- * dtype, NHWC, the geometry it was planned for. The padded plan checks
- * the rest (sizes, the batch against its largest). */
+/* Dies unless x (and w or dw, wt) are this conv's, before anything is
+ * padded into the plan's buffers: cin channels, its size, a batch no larger
+ * than planned, its dtype, NHWC, the geometry it was planned for. The
+ * padded plan checks y and dy. */
 static void check(const cu_conv_pad *p, const char *op, const tb_conv_geom *g, const tb_tensor *x,
                   const tb_tensor *wt) {
     cu_check(x, op, "x");
     cu_check(wt, op, "w");
-    if (memcmp(g, &p->g, sizeof *g) != 0 || x->c != p->cin || wt->c != p->cin || x->dtype != p->dt ||
+    if (memcmp(g, &p->g, sizeof *g) != 0 || x->c != p->cin || x->h != p->h || x->w != p->w || x->n > p->max_n ||
+        wt->n != p->g.cout || wt->c != p->cin || wt->h != p->g.k || wt->w != p->g.k || x->dtype != p->dt ||
         wt->dtype != p->dt || x->layout != TB_NHWC || wt->layout != TB_NHWC)
-        TB_FATAL("cuda %s: x [%d,%d,%d,%d] %s, w [%d,%d,%d,%d] do not fit the plan (conv %d->%d k=%d stride=%d, "
-                 "%s NHWC, padded to %d channels)",
+        TB_FATAL("cuda %s: x [%d,%d,%d,%d] %s, w [%d,%d,%d,%d] do not fit the plan (conv %d->%d k=%d stride=%d "
+                 "at %dx%d, batch <= %d, %s NHWC, padded to %d channels)",
                  op, x->n, x->c, x->h, x->w, tb_dtype_name(x->dtype), wt->n, wt->c, wt->h, wt->w, p->g.cin,
-                 p->g.cout, p->g.k, p->g.stride, tb_dtype_name(p->dt), p->cp);
+                 p->g.cout, p->g.k, p->g.stride, p->h, p->w, p->max_n, tb_dtype_name(p->dt), p->cp);
 }
 
 void cu_conv_pad_forward(tb_backend *be, cu_conv_pad *p, const tb_conv_geom *g, const tb_tensor *x,
@@ -223,14 +233,12 @@ void cu_conv_pad_forward(tb_backend *be, cu_conv_pad *p, const tb_conv_geom *g, 
     pad_w(be, p, w);
     tb_tensor x4 = padded(x, p->xpad, p->cp), w4 = padded(w, p->wpad, p->cp);
     cu_conv_forward(be, p->inner, &p->g4, &x4, &w4, y);
-    p->fresh_x = x->data;
-    p->fresh_n = x->n;
 }
 
 void cu_conv_pad_backward_filter(tb_backend *be, cu_conv_pad *p, const tb_conv_geom *g, const tb_tensor *x,
                                  const tb_tensor *dy, const tb_tensor *dw, int accumulate) {
     check(p, "conv_backward_filter", g, x, dw);
-    if (p->fresh_x != x->data || p->fresh_n != x->n) pad_x(be, p, x);
+    pad_x(be, p, x);
     tb_tensor x4 = padded(x, p->xpad, p->cp), dw4 = padded(dw, p->dwpad, p->cp);
     cu_conv_backward_filter(be, p->inner, &p->g4, &x4, dy, &dw4, 0);
     cu_unpad_channels(cu_stream(be), p->dt, w_pixels(p), p->cp, p->cin, p->dwpad, dw->data, accumulate);

@@ -13,7 +13,8 @@
  *              that runs faster on 4 or 8 input channels than on 3
  *              (cuda_conv_pad.c, the fused stem);
  *   unpad_channels  dst[p][0..ckeep) (+)= src[p][0..ckeep) of cfull: its
- *              filter gradient back (copies, or one float32 sum, one rounding).
+ *              filter gradient back (copies, or a float32 sum rounded once
+ *              more).
  * One thread per destination element, in the destination's order (the
  * writes coalesce; a layout change reads with a stride), the index math in
  * 32 bits below 2^31 elements (64 above); convert with no layout change (or
