@@ -106,6 +106,12 @@ def test_new_layout():
             f.write("\t".join(("trainbench", "fp16", "nhwc", "128", "on (300 replays), TB_STEM_PAD=off", "7100.0",
                                "-", "-", "-", "1", "10.7", "18.03", "0.25", "9000", "41", "6.9312", "6.1021",
                                "1000", "env TB_STEM_PAD=off trainbench --results /x/resnet50/tb_w_r1.h5")) + "\n")
+        with open(os.path.join(d, "resnet50", "tb_z_r1.log"), "w") as f:
+            f.write("# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4 (measured, pads "
+                    "included: 3: 2.861 ms, 4: 0.713 ms, 8: 0.802 ms)\n")
+        with open(os.path.join(d, "resnet50", "tb_w_r1.log"), "w") as f:
+            f.write("# cuda conv: the 7x7/2 conv with 3 input channels stays on 3 (measured, pads included: "
+                    "3: 1.100 ms, 4: 1.300 ms, 8: not measured)\n")
         with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
             f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
                     "# 25557032 parameters, 24.6 GFLOP per image per step\n"
@@ -125,6 +131,16 @@ def test_new_layout():
         check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+stempad/img_per_s", ("",))[0] == "7800.0" and
               rows.get("resnet50/trainbench/fp16/nhwc/128/graph/img_per_s", ("",))[0] == "7100.0",
               "the TB_STEM_PAD=auto row under graph+stempad; TB_STEM_PAD=off adds no suffix")
+        kp, kq = "resnet50/trainbench/fp16/nhwc/256/graph+stempad/", "resnet50/trainbench/fp16/nhwc/128/graph/"
+        check(rows.get(kp + "stem_channels", ("",))[0] == "4" and rows.get(kp + "stem_ms_3", ("",))[0] == "2.861" and
+              rows.get(kp + "stem_ms_4", ("",))[0] == "0.713" and rows.get(kp + "stem_ms_8", ("",))[0] == "0.802" and
+              rows[kp + "stem_ms_4"][2] == "resnet50/tb_z_r1.log",
+              "the stem's line: what ran (4 channels) and each measured time, cited from the row's log")
+        check(rows.get(kq + "stem_channels", ("",))[0] == "3" and rows.get(kq + "stem_ms_4", ("",))[0] == "1.300" and
+              kq + "stem_ms_8" not in rows,
+              "a stem kept on 3 channels: 3, and no time where none was measured")
+        check(not any(k.startswith("resnet50/trainbench/bf16/nhwc/256/graph/stem") for k in rows),
+              "a log without the line adds no stem keys")
         check(rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/classes", ("",))[0] == "1000" and
               rows.get("train/resnet50/tb_bf16_nhwc_256_graph_r1/parameters", ("",))[0] == "25557032",
               "training log: what was trained (1000 classes, 25557032 parameters)")

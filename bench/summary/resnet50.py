@@ -11,11 +11,16 @@ gradients on a second stream (TB_WGRAD_STREAM=on), `+stempad` for the
 stem's input padded where faster (TB_STEM_PAD=auto, 4 or 8), `+profile` for an
 op-profile row, and `#2`, `#3`
 for a configuration measured again in the same run (the same file, or
-another bench call's rows.tsv in the same run directory)."""
+another bench call's rows.tsv in the same run directory).
+
+A row whose log has the stem's `# cuda conv:` line (TB_STEM_PAD) adds
+stem_channels (what ran: 3, 4 or 8) and, where measured, stem_ms_<n> per
+channel count tried (its conv's forward + filter gradient, pads included,
+from the plan)."""
 import os
 import re
 
-from _util import files, number, rel, row, slug
+from _util import NUM, files, number, read, rel, row, slug
 
 OLD = ("framework", "precision", "layout", "batch", "graph", "img_per_s", "ms_per_step", "h2d_ms", "peak_mib",
        "wall_s", "command")
@@ -55,6 +60,22 @@ def _config(r):
     return "/".join((fw, r["precision"].strip(), r["layout"].strip(), r["batch"].strip(), g))
 
 
+STEM = re.compile(r"^# cuda conv: the \d+x\d+/\d+ conv with (\d+) input channels (?:reads them padded to|stays on) "
+                  r"(\d+) \(([^)]*)\)", re.M)
+
+
+def _stem(run_dir, src, key):
+    """The stem's padding line of a row's log: rows for what ran and each measured time."""
+    path = os.path.join(run_dir, src)
+    m = STEM.search(read(path)) if src.endswith(".log") and os.path.isfile(path) else None
+    if not m:
+        return []
+    out = [row(key + "/stem_channels", m.group(2), "channels", src)]
+    for c, ms in re.findall(r"(\d+): (" + NUM + r") ms", m.group(3)):
+        out.append(row(key + "/stem_ms_" + c, ms, "ms", src))
+    return out
+
+
 def extract(run_dir):
     out = []
     seen = {}  # across the run's files too: two bench calls in one run (issue 30's plan) number theirs on
@@ -78,4 +99,5 @@ def extract(run_dir):
                 v = number(r.get(col, "-")) if r.get(col, "-") not in ("-", "") else None
                 if v is not None:
                     out.append(row(key + "/" + col, v, unit, src))
+            out += _stem(run_dir, src, key)
     return out

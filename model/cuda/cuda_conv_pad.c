@@ -167,17 +167,26 @@ static float total_ms(const cu_conv_pad *p) {
     return p->ms_conv >= 0 && p->ms_pad >= 0 ? p->ms_conv + p->ms_pad : -1.0f;
 }
 
-static void say(const cu_conv_pad *p, int mode) {
+/* One line, the first time a conv is planned under TB_STEM_PAD: what runs
+ * and, under auto, every measured time (conv + pads) it was chosen from. */
+static void say(const tb_conv_geom *g, int mode, int pick, float ms_plain, const int *cands, const float *ms, int n) {
     static int said;
     if (said++) return;
-    char why[128];
-    if (mode == -1)
-        snprintf(why, sizeof why, "measured %.3f ms with the pads (%.3f ms) against %.3f ms on %d", (double)total_ms(p),
-                 (double)p->ms_pad, (double)p->ms_plain, p->cin);
+    char why[160];
+    if (mode == -1) {
+        int k = snprintf(why, sizeof why, "measured, pads included: %d: %.3f ms", g->cin, (double)ms_plain);
+        for (int i = 0; i < n && k > 0 && (size_t)k < sizeof why; i++)
+            k += ms[i] >= 0 ? snprintf(why + k, sizeof why - (size_t)k, ", %d: %.3f ms", cands[i], (double)ms[i])
+                            : snprintf(why + k, sizeof why - (size_t)k, ", %d: not measured", cands[i]);
+    } else {
+        snprintf(why, sizeof why, "TB_STEM_PAD=%d", mode);
+    }
+    if (pick)
+        tb_info("# cuda conv: the %dx%d/%d conv with %d input channels reads them padded to %d (%s)", g->k, g->k,
+                g->stride, g->cin, pick, why);
     else
-        snprintf(why, sizeof why, "TB_STEM_PAD=%d", p->cp);
-    tb_info("# cuda conv: the %dx%d/%d conv with %d input channels reads them padded to %d (%s)", p->g.k, p->g.k,
-            p->g.stride, p->cin, p->cp, why);
+        tb_info("# cuda conv: the %dx%d/%d conv with %d input channels stays on %d (%s)", g->k, g->k, g->stride,
+                g->cin, g->cin, why);
 }
 
 cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_tensor *x, const tb_tensor *w,
@@ -202,10 +211,8 @@ cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_te
         if (made[i]->cp == pick) keep = made[i];
         else cu_conv_pad_free(be, made[i]);
     }
-    if (keep) {
-        keep->ms_plain = ms_plain;
-        say(keep, st->conv_pad);
-    }
+    if (keep) keep->ms_plain = ms_plain;
+    say(g, st->conv_pad, pick, ms_plain, cands, ms, n);
     return keep;
 }
 
