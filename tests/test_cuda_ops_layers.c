@@ -1,6 +1,7 @@
 /* test_cuda_ops_layers.c - test_cuda_ops' elementwise, pooling, linear,
  * loss, SGD, loss scaling, convert and input ops, streams, events and the
  * memory accounting, against the CPU backend (see test_cuda_ops.c). */
+#include "model/cuda/cuda_internal.h"
 #include "tests/test_cuda_ops.h"
 
 /* ==== elementwise, pooling ================================================================= */
@@ -278,6 +279,55 @@ static void convert_shape(int N, int C, int H, int W, int *bad, int *combos) {
                         g_gpu->release(g_gpu, gsrc), g_gpu->release(g_gpu, gd);
                         free(hs), free(hd), free(hc), free(hg);
                     }
+}
+
+/* cu_pad_channels and cu_unpad_channels (cuda_convert.cu: TB_STEM_PAD, the
+ * fused stem) against the host, bit for bit: pixels of cin channels padded
+ * to cout with zeros (4 and 8: the one-store-a-pixel kernels; 5 and a
+ * destination one element off: the generic one), and the first ckeep of
+ * cfull channels back, overwriting and accumulating (a float32 sum rounded
+ * once to the type). */
+static int pad_case(tb_dtype dt, int cin, int cout, int offset) {
+    const size_t px = 1000, es = tb_dtype_size(dt), nin = px * cin, nout = px * cout + offset;
+    char *src = malloc(nin * es), *got = malloc(nout * es), *old = malloc(nin * es), *ref = malloc(nin * es);
+    for (size_t i = 0; i < nin; i++) tb_host_store(src, dt, i, tb_rng_normal(&g_rng));
+    for (size_t i = 0; i < nin; i++) tb_host_store(old, dt, i, tb_rng_normal(&g_rng));
+    char *gs = g_gpu->alloc(g_gpu, nin * es), *gd = g_gpu->alloc(g_gpu, nout * es), *gk = g_gpu->alloc(g_gpu, nin * es);
+    g_gpu->copy_h2d(g_gpu, gs, src, nin * es);
+    cudaStream_t st = (cudaStream_t)g_gpu->compute_stream;
+    cu_pad_channels(st, dt, px, cin, cout, gs, gd + offset * es, 0.0f);
+    g_gpu->copy_d2h(g_gpu, got, gd, nout * es);
+    int bad = 0;
+    for (size_t p = 0; p < px; p++)
+        for (int c = 0; c < cout; c++) {
+            double want = c < cin ? tb_host_load(src, dt, p * cin + c) : 0.0;
+            bad += tb_host_load(got, dt, offset + p * cout + c) != want;
+        }
+    for (int acc = 0; acc <= 1; acc++) { /* back: the padded copy's first cin channels onto old */
+        g_gpu->copy_h2d(g_gpu, gk, old, nin * es);
+        cu_unpad_channels(st, dt, px, cout, cin, gd + offset * es, gk, acc);
+        g_gpu->copy_d2h(g_gpu, ref, gk, nin * es);
+        for (size_t i = 0; i < nin; i++) {
+            char one[8];
+            float v = (float)tb_host_load(src, dt, i);
+            if (acc) v = v + (float)tb_host_load(old, dt, i);
+            tb_host_store(one, dt, 0, v);
+            bad += tb_host_load(ref, dt, i) != tb_host_load(one, dt, 0);
+        }
+    }
+    g_gpu->release(g_gpu, gs), g_gpu->release(g_gpu, gd), g_gpu->release(g_gpu, gk);
+    free(src), free(got), free(old), free(ref);
+    return bad;
+}
+
+void test_pad_kernels(void) {
+    static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
+    static const int cases[4][3] = {{3, 4, 0}, {3, 8, 0}, {3, 5, 0}, {3, 4, 1}}; /* cin, cout, destination offset */
+    int bad = 0;
+    for (int d = 0; d < 3; d++)
+        for (int k = 0; k < 4; k++) bad += pad_case(dts[d], cases[k][0], cases[k][1], cases[k][2]);
+    report("pad_channels 3 -> 4, 8, 5 and 4 off alignment, and back (overwrite, accumulate), 3 dtypes: bit-exact",
+           bad, 0, bad == 0);
 }
 
 void test_convert_input(void) {
