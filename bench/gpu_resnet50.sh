@@ -299,6 +299,8 @@ tb       bf16_nhwc_256_ownbn_profile 50 1 7200 bf16 nhwc 256 on TB_BN_KERNELS=ow
 # (TB_WGRAD_STREAM=on, as MLPerf's MXNet ResNet-50 does), unfused and fused
 tb       fp16_nhwc_256_wgrad    45 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on
 tb       fp16_nhwc_256_fused_wgrad 60 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on --fuse graph
+# both, unfused: the candidate for the fastest row if each helps alone
+tb       fp16_nhwc_256_stempad_wgrad 45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto TB_WGRAD_STREAM=on
 # what issue 29 and 30 compare against in the same call: torch.compile (after
 # the rows above: its compilation alone can take minutes)
 torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
