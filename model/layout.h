@@ -54,6 +54,27 @@ static inline TB_HD void tb_layout_coords(tb_layout l, int C, int H, int W, size
     }
 }
 
+/* The same two in 32-bit arithmetic, for tensors of fewer than 2^31
+ * elements (the GPU's conversion and input kernels: a 64-bit division is
+ * several times the instructions of a 32-bit one). */
+static inline TB_HD uint32_t tb_layout_offset32(tb_layout l, uint32_t C, uint32_t H, uint32_t W, uint32_t n,
+                                                uint32_t c, uint32_t h, uint32_t w) {
+    return l == TB_NCHW ? ((n * C + c) * H + h) * W + w : ((n * H + h) * W + w) * C + c;
+}
+
+static inline TB_HD void tb_layout_coords32(tb_layout l, uint32_t C, uint32_t H, uint32_t W, uint32_t i,
+                                            uint32_t *n, uint32_t *c, uint32_t *h, uint32_t *w) {
+    if (l == TB_NCHW) {
+        *w = i % W, i /= W;
+        *h = i % H, i /= H;
+        *c = i % C, *n = i / C;
+    } else {
+        *c = i % C, i /= C;
+        *w = i % W, i /= W;
+        *h = i % H, *n = i / H;
+    }
+}
+
 /* Channel of element index i (HW = H*W). */
 static inline TB_HD int tb_layout_channel(tb_layout l, int C, size_t HW, size_t i) {
     return l == TB_NCHW ? (int)((i / HW) % (size_t)C) : (int)(i % (size_t)C);

@@ -43,9 +43,35 @@ static void test_layout_math(void) {
         free(seen);
     }
     TB_CHECK(bad == 0, "layout offset / coords / channel: %d mismatches", bad);
+    /* the 32-bit twins the GPU's conversion and input kernels run below 2^31 elements: every element of small
+     * shapes, then random indices and both ends of shapes just under 2^31 */
+    int bad32 = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int big = trial >= 40;
+        int C = big ? 1 + (int)tb_rng_below(&g_rng, 2048) : 1 + (int)tb_rng_below(&g_rng, 9);
+        int H = big ? 1 + (int)tb_rng_below(&g_rng, 230) : 1 + (int)tb_rng_below(&g_rng, 7);
+        int W = big ? 1 + (int)tb_rng_below(&g_rng, 230) : 1 + (int)tb_rng_below(&g_rng, 7);
+        size_t per = (size_t)C * H * W, N = big ? (((size_t)1 << 31) - 1) / per : 1 + tb_rng_below(&g_rng, 4);
+        size_t n = N * per;
+        for (int l = 0; l < 2; l++)
+            for (size_t k = 0; k < (big ? 20000 : n); k++) {
+                size_t i = !big ? k : k == 0 ? 0 : k == 1 ? n - 1 : tb_rng_below(&g_rng, n);
+                int a, c, h, w;
+                uint32_t a2, c2, h2, w2;
+                tb_layout_coords((tb_layout)l, C, H, W, i, &a, &c, &h, &w);
+                tb_layout_coords32((tb_layout)l, (uint32_t)C, (uint32_t)H, (uint32_t)W, (uint32_t)i, &a2, &c2, &h2, &w2);
+                if ((int)a2 != a || (int)c2 != c || (int)h2 != h || (int)w2 != w) bad32++;
+                for (int sl = 0; sl < 2; sl++)
+                    if (tb_layout_offset32((tb_layout)sl, (uint32_t)C, (uint32_t)H, (uint32_t)W, a2, c2, h2, w2) !=
+                        tb_layout_offset((tb_layout)sl, C, H, W, a, c, h, w))
+                        bad32++;
+            }
+    }
+    TB_CHECK(bad32 == 0, "32-bit layout coords / offset against the 64-bit ones: %d mismatches", bad32);
     /* a conv weight [Cout=2,Cin=3,3,3] OHWI: element (o1,i2,h0,w1) at ((1*3+0)*3+1)*3+2 = 32 */
     TB_CHECK(tb_layout_offset(TB_NHWC, 3, 3, 3, 1, 2, 0, 1) == 32, "OHWI offset of (1,2,0,1)");
-    printf("# layout math: 40 random shapes, both layouts, every element\n");
+    printf("# layout math: 40 random shapes, both layouts, every element; the 32-bit twins on 40 more and 20 of "
+           "just under 2^31 elements\n");
 }
 
 /* ---- 16-bit formats ------------------------------------------------------------------------ */

@@ -332,17 +332,18 @@ void test_pad_kernels(void) {
 
 void test_convert_input(void) {
     static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
-    /* a layout change; 1x1 (the plain pass: NCHW and NHWC coincide); a layer3 3x3 filter's shape */
-    static const int shapes[3][4] = {{3, 5, 4, 7}, {5, 7, 1, 1}, {64, 48, 3, 3}};
+    /* a layout change; 1x1 (the plain pass: NCHW and NHWC coincide); H = 1 < W (not the plain pass); a layer3
+     * 3x3 filter's shape */
+    static const int shapes[4][4] = {{3, 5, 4, 7}, {5, 7, 1, 1}, {3, 5, 1, 7}, {64, 48, 3, 3}};
     int bad = 0, combos = 0;
-    for (int sh = 0; sh < 3; sh++)
+    for (int sh = 0; sh < 4; sh++)
         convert_shape(shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3], &bad, &combos);
     char what[160];
     snprintf(what, sizeof what, "convert: %d shape x dtype x layout x accumulate combinations bit-exact", combos);
     report(what, bad, 0, bad == 0);
 
-    const int N = 3, S = 9; /* input_u8: 3 images of 9x9 */
-    size_t px = (size_t)N * S * S * 3;
+    const int N = 3, S = 9, SW = 7; /* input_u8: 3 images of 9x7 (not square: an H/W swap shows) */
+    size_t px = (size_t)N * S * SW * 3;
     uint8_t *u8 = malloc(px), flip[3] = {1, 0, 1};
     for (size_t i = 0; i < px; i++) u8[i] = (uint8_t)tb_rng_below(&g_rng, 256);
     tb_input_norm norm = {{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}};
@@ -354,7 +355,7 @@ void test_convert_input(void) {
             size_t ds = tb_dtype_size(dts[d]), ne = px;
             void *co = g_cpu->alloc(g_cpu, ne * ds), *go = g_gpu->alloc(g_gpu, ne * ds);
             char *hg = malloc(ne * ds);
-            tb_tensor t = {co, N, 3, S, S, dts[d], (tb_layout)l};
+            tb_tensor t = {co, N, 3, S, SW, dts[d], (tb_layout)l};
             g_cpu->input_u8(g_cpu, u8, flip, &norm, &t);
             t.data = go;
             g_gpu->input_u8(g_gpu, gu, gu + px, &norm, &t);
@@ -373,8 +374,9 @@ void test_convert_input(void) {
  * the CPU's op (itself checked against per-row copies + convert in
  * test_cuda_host), bit-exact in every dtype and layout; rows repeated, out
  * of order, in a run, reaching the pool's last row; a real-size input
- * (batch 32, 3x224x224) so the grid-stride loop and the 64-bit row offsets
- * are exercised. */
+ * (batch 32, 3x224x224: 4.8M elements, the 32-bit kernel in one pass of
+ * its grid; the 64-bit kernel, for 2^31 elements and more, is the same
+ * code on model/layout.h's 64-bit functions, checked on the host). */
 void test_input_rows(void) {
     static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
     static const struct {

@@ -23,21 +23,28 @@
  */
 #include "model/cuda/cuda_kernels.cuh"
 
-/* Element i of a [N,C,H,W] tensor in layout l -> its coordinates, in the
- * index type I (32-bit where the tensor has fewer than 2^31 elements: a
- * 64-bit division is several times the instructions of a 32-bit one, and
- * three an element made the weights' conversion compute-bound). */
-template <typename I>
-__device__ __forceinline__ void coords(tb_layout l, I C, I H, I W, I i, I *n, I *c, I *h, I *w) {
-    if (l == TB_NCHW) {
-        *w = i % W, i /= W;
-        *h = i % H, i /= H;
-        *c = i % C, *n = i / C;
-    } else {
-        *c = i % C, i /= C;
-        *w = i % W, i /= W;
-        *h = i % H, *n = i / H;
-    }
+/* Element i of a [N,C,H,W] tensor in layout l -> its coordinates, and
+ * back, in the index type I: model/layout.h's functions, the 32-bit ones
+ * where the tensor has fewer than 2^31 elements (a 64-bit division is
+ * several times the instructions of a 32-bit one, and three an element
+ * made the weights' conversion compute-bound). */
+__device__ __forceinline__ void coords(tb_layout l, unsigned C, unsigned H, unsigned W, unsigned i, unsigned *n,
+                                       unsigned *c, unsigned *h, unsigned *w) {
+    tb_layout_coords32(l, C, H, W, i, n, c, h, w);
+}
+__device__ __forceinline__ void coords(tb_layout l, size_t C, size_t H, size_t W, size_t i, size_t *n, size_t *c,
+                                       size_t *h, size_t *w) {
+    int a, b, d, e;
+    tb_layout_coords(l, (int)C, (int)H, (int)W, i, &a, &b, &d, &e);
+    *n = (size_t)a, *c = (size_t)b, *h = (size_t)d, *w = (size_t)e;
+}
+__device__ __forceinline__ unsigned offset(tb_layout l, unsigned C, unsigned H, unsigned W, unsigned n, unsigned c,
+                                           unsigned h, unsigned w) {
+    return tb_layout_offset32(l, C, H, W, n, c, h, w);
+}
+__device__ __forceinline__ size_t offset(tb_layout l, size_t C, size_t H, size_t W, size_t n, size_t c, size_t h,
+                                         size_t w) {
+    return tb_layout_offset(l, (int)C, (int)H, (int)W, (int)n, (int)c, (int)h, (int)w);
 }
 
 template <typename S, typename D, typename I>
@@ -45,9 +52,8 @@ __global__ void convert_k(I N, I C, I H, I W, tb_layout sl, const S *src, tb_lay
     I n_el = N * C * H * W;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
         I n, c, h, w;
-        coords<I>(dl, C, H, W, i, &n, &c, &h, &w);
-        I j = sl == TB_NCHW ? ((n * C + c) * H + h) * W + w : ((n * H + h) * W + w) * C + c;
-        float v = cu_ld(src, j);
+        coords(dl, C, H, W, i, &n, &c, &h, &w);
+        float v = cu_ld(src, offset(sl, C, H, W, n, c, h, w));
         if (acc) v = __fadd_rn(v, cu_ld(dst, i));
         cu_st(dst, i, v);
     }
@@ -103,9 +109,9 @@ __global__ void input_k(I N, I H, I W, const uint8_t *src, const uint8_t *flip, 
     I n_el = N * 3 * H * W;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
         I n, c, h, w;
-        coords<I>(dl, 3, H, W, i, &n, &c, &h, &w);
+        coords(dl, (I)3, H, W, i, &n, &c, &h, &w);
         I ws = flip && flip[n] ? W - 1 - w : w;
-        float v = (float)src[((n * H + h) * W + ws) * 3 + c];
+        float v = (float)src[offset(TB_NHWC, (I)3, H, W, n, c, h, ws)];
         float x = __fdiv_rn(__fsub_rn(__fdiv_rn(v, 255.0f), norm.mean[c]), norm.std[c]);
         cu_st(dst, i, x);
     }
@@ -117,9 +123,9 @@ __global__ void input_rows_k(I N, I C, I H, I W, const float *pool, const int32_
     I n_el = N * C * H * W;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_el; i += (I)gridDim.x * blockDim.x) {
         I n, c, h, w;
-        coords<I>(dl, C, H, W, i, &n, &c, &h, &w);
+        coords(dl, C, H, W, i, &n, &c, &h, &w);
         const float *row = pool + (size_t)rows[n] * per;
-        cu_st(dst, i, row[(c * H + h) * W + w]);
+        cu_st(dst, i, row[offset(TB_NCHW, C, H, W, (I)0, c, h, w)]);
     }
 }
 
