@@ -52,6 +52,27 @@ static inline void each_resnet50_conv(conv_visit visit, void *ctx) {
 #endif
 
 #ifdef TB_HAVE_CUDA
+/* fn(), a backend's reading of environment variable name, with name set
+ * to v (NULL: unset), then unset again; *died = 1 with its one-line message
+ * in msg when it refused the value (a trapped tb_die). */
+static inline int env_read(const char *name, const char *v, int (*fn)(void), int *died, char *msg, size_t len) {
+    if (v) setenv(name, v, 1);
+    else unsetenv(name);
+    static tb_fatal_trap trap;
+    volatile int r = 99;
+    *died = 0;
+    if (setjmp(trap.env) == 0) {
+        tb_fatal_trap_set(&trap);
+        r = fn();
+        tb_fatal_trap_set(NULL);
+    } else {
+        *died = 1;
+        snprintf(msg, len, "%s", trap.msg);
+    }
+    unsetenv(name);
+    return r;
+}
+
 /* in test_cuda_host_descs.c */
 void test_cudnn_descs(void);
 void test_linear_gemm_shapes(void);

@@ -289,24 +289,6 @@ static void count_pad(void *vc, int sz, tb_layout lay, const tb_node *nd, const 
     }
 }
 
-static int pad_env(const char *v, int *died, char *msg, size_t len) {
-    if (v) setenv("TB_STEM_PAD", v, 1);
-    else unsetenv("TB_STEM_PAD");
-    static tb_fatal_trap trap;
-    volatile int r = 99;
-    *died = 0;
-    if (setjmp(trap.env) == 0) {
-        tb_fatal_trap_set(&trap);
-        r = cu_conv_pad_from_env();
-        tb_fatal_trap_set(NULL);
-    } else {
-        *died = 1;
-        snprintf(msg, len, "%s", trap.msg);
-    }
-    unsetenv("TB_STEM_PAD");
-    return r;
-}
-
 /* The values TB_STEM_PAD takes (anything else: one line naming it); which
  * convs may pad (in ResNet-50: the stem alone, in bf16/fp16 NHWC, to 4 and
  * 8 under auto); what runs for measured times: forced counts always, auto
@@ -318,9 +300,10 @@ void test_conv_pad_rules(void) {
     } ok[] = {{NULL, 0}, {"", 0}, {"off", 0}, {"auto", -1}, {"4", 4}, {"8", 8}};
     int bad = 0, died;
     char msg[512] = "";
-    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) bad += pad_env(ok[k].v, &died, msg, sizeof msg) != ok[k].want;
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) 
+        bad += env_read("TB_STEM_PAD", ok[k].v, cu_conv_pad_from_env, &died, msg, sizeof msg) != ok[k].want;
     TB_CHECK(bad == 0, "TB_STEM_PAD unset, '', off, auto, 4, 8: %d read wrong", bad);
-    (void)pad_env("3", &died, msg, sizeof msg);
+    (void)env_read("TB_STEM_PAD", "3", cu_conv_pad_from_env, &died, msg, sizeof msg);
     TB_CHECK(died && strstr(msg, "TB_STEM_PAD=3: expected off, auto, 4 or 8") && !strchr(msg, '\n'),
              "TB_STEM_PAD=3: one line: %s", died ? msg : "accepted");
 
