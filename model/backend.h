@@ -214,6 +214,12 @@ typedef struct {
     const tb_real *zscale, *zbias; /* [C] or NULL: z as it is */
     int relu;
     const tb_tensor *y;        /* [N,C,H,W] */
+    /* the BatchNorm node whose output this is (its bn_plan and reserve
+     * space: a backend may keep there what that node's bn_backward reads,
+     * as after bn_forward_train); NULL: none */
+    void *bn_plan;
+    void *reserve;
+    size_t reserve_bytes;
 } tb_bn_apply_args;
 
 /* One stretch of the flat parameter buffer sharing a weight decay. */

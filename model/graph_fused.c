@@ -265,7 +265,8 @@ static void bn_forward_fused(tb_graph *g, tb_backend *be, const tb_graph_params 
     p->counters[p->table->items[nd->param + 4].offset] += 1;
     if (nd->fmode != TB_BNF_APPLY) return; /* folded: its consumer applies it */
     tb_tensor x = tb_graph_act(g, nd->in, n), y = tb_graph_act(g, nd->out, n), z;
-    tb_bn_apply_args a = {&x, nd->fscale, nd->fbias, NULL, NULL, NULL, nd->relu, &y};
+    tb_bn_apply_args a = {&x, nd->fscale, nd->fbias, NULL, NULL, NULL, nd->relu, &y, nd->plan, nd->reserve,
+                          nd->reserve_bytes};
     if (nd->in2 >= 0) {
         const tb_node *zb = &g->nodes[g->acts[nd->in2].producer];
         if (zb->kind == TB_NODE_BN && zb->fmode == TB_BNF_ZFOLD) {

@@ -8,7 +8,8 @@
  *                          the filter gradient with the prologue, the data
  *                          gradient + ReLU mask + BN weight gradients (dx
  *                          accumulated), bn_apply with a residual and with a
- *                          folded shortcut BN; ResNet-50 shapes (1x1, 3x3,
+ *                          folded shortcut BN (and the ReLU mask it leaves
+ *                          for its node's backward); ResNet-50 shapes (1x1, 3x3,
  *                          3x3/2, the 1x1/2 shortcut, the stem with 3 and 4
  *                          input channels) in
  *                          bf16 and fp16 NHWC, each at its plan's batch and a
@@ -399,10 +400,10 @@ static void test_apply(int pi) {
         vec s = mkv(C, v), bb = mkv(C, v + C), zs = mkv(C, v + 2 * C), zb = mkv(C, v + 3 * C);
         for (int mode = 0; mode < 3; mode++)
             for (int relu = 0; relu < 2; relu++) {
-                tb_bn_apply_args a0 = {
-                    &x.c, s.c, bb.c, mode ? &z.c : NULL, mode == 2 ? zs.c : NULL, mode == 2 ? zb.c : NULL, relu, &y.c};
-                tb_bn_apply_args a1 = {
-                    &x.g, s.g, bb.g, mode ? &z.g : NULL, mode == 2 ? zs.g : NULL, mode == 2 ? zb.g : NULL, relu, &y.g};
+                tb_bn_apply_args a0 = {&x.c,   s.c,  bb.c, mode ? &z.c : NULL, mode == 2 ? zs.c : NULL,
+                                       mode == 2 ? zb.c : NULL, relu, &y.c, NULL, NULL, 0};
+                tb_bn_apply_args a1 = {&x.g,   s.g,  bb.g, mode ? &z.g : NULL, mode == 2 ? zs.g : NULL,
+                                       mode == 2 ? zb.g : NULL, relu, &y.g, NULL, NULL, 0};
                 g_cpu->bn_apply(g_cpu, &a0);
                 g_gpu->bn_apply(g_gpu, &a1);
                 char what[160];
@@ -415,6 +416,72 @@ static void test_apply(int pi) {
             }
         drop(&x), drop(&z), drop(&y);
         dropv(&s), dropv(&bb), dropv(&zs), dropv(&zb);
+        free(v);
+    }
+}
+
+/* bn_apply of a BatchNorm node (its plan and reserve: a block's end under
+ * --fuse graph) writes the own kernels' ReLU mask where the 16-byte path
+ * runs (C % 8 == 0) and nowhere else; the node's backward (the own kernels:
+ * its statistics come from elsewhere) from that mask gives the bits of the
+ * backward from y (cuda_bn.c's test switch off); a planted all-ones mask
+ * (every element kept) changes dx, so the backward does read it. */
+static void test_apply_mask(int pi) {
+    const fprec *pr = &k_precs[pi];
+    const int n = 4, h = 9, w = 7;
+    for (int C = 72; C; C = C == 72 ? 13 : 0) {
+        twin x = mk(n, C, h, w, pr->dt, TB_NHWC, NULL), z = mk(n, C, h, w, pr->dt, TB_NHWC, NULL);
+        twin y = mk(n, C, h, w, pr->dt, TB_NHWC, NULL), dy = mk(n, C, h, w, pr->dt, TB_NHWC, NULL);
+        twin dx = mk(n, C, h, w, pr->dt, TB_NHWC, NULL), dz = mk(n, C, h, w, pr->dt, TB_NHWC, NULL);
+        float *v = malloc(8 * (size_t)C * sizeof *v);
+        for (int i = 0; i < 8 * C; i++) v[i] = (float)(0.5 + tb_rng_uniform(&g_rng)); /* gamma, invstd > 0 */
+        for (int i = 0; i < 3 * C; i++) v[i] -= 1.0f; /* scale, bias, mean in [-0.5, 0.5) */
+        vec s = mkv(C, v), bb = mkv(C, v + C), mean = mkv(C, v + 2 * C), invstd = mkv(C, v + 3 * C);
+        vec gamma = mkv(C, v + 4 * C), beta = mkv(C, v + 5 * C), rm = mkv(C, v + 6 * C), rv = mkv(C, v + 7 * C);
+        vec dg = mkv(C, NULL), db = mkv(C, NULL);
+        tb_bn_args a = {&x.g, &z.g, &y.g, 1, gamma.g, beta.g, rm.g, rv.g, mean.g, invstd.g, 0.1, 1e-5, NULL, NULL, 0, 1};
+        a.plan = g_gpu->bn_plan(g_gpu, &a, &a.reserve_bytes);
+        a.reserve = a.reserve_bytes ? g_gpu->alloc(g_gpu, a.reserve_bytes) : NULL;
+        tb_bn_apply_args ap = {&x.g, s.g, bb.g, &z.g, NULL, NULL, 1, &y.g, a.plan, a.reserve, a.reserve_bytes};
+        g_gpu->bn_apply(g_gpu, &ap);
+        const int want = C % 8 == 0 ? n : 0, got = tb_cuda_bn_plan_masked(a.plan);
+        TB_CHECK(got == want, "%s bn_apply C=%d of a BN node: its ReLU mask written for batch %d (want %d)", pr->name,
+                 C, got, want);
+        float *out[3][4] = {{NULL}};
+        for (int run = 0; want && run < 3; run++) { /* the mask, y (switch off), the planted all-ones mask */
+            tb_cuda_bn_relu_mask(g_gpu, run != 1);
+            if (run == 2) {
+                unsigned char *ones = malloc(a.reserve_bytes);
+                memset(ones, 0xff, a.reserve_bytes);
+                g_gpu->copy_h2d(g_gpu, a.reserve, ones, a.reserve_bytes);
+                free(ones);
+            }
+            tb_bn_grads g = {&dy.g, &dx.g, &dz.g, 0, 0, dg.g, db.g};
+            g_gpu->bn_backward(g_gpu, &a, &g);
+            out[run][0] = down(&dx.g), out[run][1] = down(&dz.g);
+            out[run][2] = malloc((size_t)C * 4), out[run][3] = malloc((size_t)C * 4);
+            g_gpu->copy_d2h(g_gpu, out[run][2], dg.g, (size_t)C * 4);
+            g_gpu->copy_d2h(g_gpu, out[run][3], db.g, (size_t)C * 4);
+        }
+        tb_cuda_bn_relu_mask(g_gpu, 1);
+        const size_t ne = (size_t)n * C * h * w;
+        static const char *names[4] = {"dx", "dz", "dgamma", "dbeta"};
+        for (int k = 0; want && k < 4; k++)
+            TB_CHECK(memcmp(out[0][k], out[1][k], (k < 2 ? ne : (size_t)C) * 4) == 0,
+                     "%s C=%d: the applied BN's backward %s from bn_apply's ReLU mask = from y, bit for bit", pr->name,
+                     C, names[k]);
+        size_t differ = 0;
+        for (size_t i = 0; want && i < ne; i++) differ += out[2][0][i] != out[1][0][i];
+        if (want)
+            TB_CHECK(differ > 0, "%s C=%d: a planted all-ones ReLU mask changes dx (%zu of %zu elements)", pr->name, C,
+                     differ, ne);
+        for (int run = 0; run < 3; run++)
+            for (int k = 0; k < 4; k++) free(out[run][k]);
+        if (a.reserve) g_gpu->release(g_gpu, a.reserve);
+        g_gpu->bn_plan_free(g_gpu, a.plan);
+        drop(&x), drop(&z), drop(&y), drop(&dy), drop(&dx), drop(&dz);
+        vec *vs[] = {&s, &bb, &mean, &invstd, &gamma, &beta, &rm, &rv, &dg, &db};
+        for (int i = 0; i < 10; i++) dropv(vs[i]);
         free(v);
     }
 }
@@ -467,6 +534,7 @@ int main(int argc, char **argv) {
             for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++)
                 for (int forced = 0; forced < 2; forced++) run_case(&k_cases[c], pi, forced);
             test_apply(pi);
+            test_apply_mask(pi);
         }
         printf("# fused graphs reached (conv + statistics on a cuDNN graph): bf16 %d of %zu shapes, fp16 %d of %zu\n",
                g_graph_cases[0], sizeof k_cases / sizeof k_cases[0], g_graph_cases[1],

@@ -374,12 +374,14 @@ static void emulate_bn_vec(const cu_bn_vgeom *g, size_t M, int *bad) {
  * that vector's coefficients), blocks fit 256 threads and the partial-sum
  * kernel's shared memory, the elementwise kernels' finer split the same
  * (and never fewer slices than the sums'), and C not a multiple of V takes
- * the scalar path. */
+ * the scalar path. The ReLU mask has a byte for each (row, channel vector)
+ * word the threads visit (word row * C/V + vector), and none where the
+ * scalar path runs. */
 static void test_bn_vec_geom(void) {
     static const int Cs[] = {3, 4, 8, 12, 16, 24, 64, 128, 256, 512, 520, 1024, 2048};
     /* 131073 and 802816 rows: past the 512-slice cap (130816 rows) */
     static const size_t Ms[] = {1, 2, 7, 255, 256, 257, 1000, 12544, 50176, 131073, 802816};
-    int bad_cover = 0, bad_block = 0, bad_elig = 0, shapes = 0;
+    int bad_cover = 0, bad_block = 0, bad_elig = 0, bad_mask = 0, shapes = 0;
     for (int es = 2; es <= 4; es += 2)
         for (size_t ci = 0; ci < sizeof Cs / sizeof Cs[0]; ci++)
             for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
@@ -388,6 +390,10 @@ static void test_bn_vec_geom(void) {
                 cu_bn_vgeom g;
                 int ok = cu_bn_vec_geom(C, es, M, &g);
                 if (ok != (C % (16 / es) == 0)) bad_elig++;
+                /* as [N, C, H, W] = [1, C, M, 1] and [M/7 whole images of 7x1 rows] */
+                if (cu_bn_mask_bytes(1, C, (int)M, 1, es) != (ok ? M * (size_t)g.nv : 0)) bad_mask++;
+                if (M % 7 == 0 && cu_bn_mask_bytes((int)(M / 7), C, 7, 1, es) != (ok ? M * (size_t)g.nv : 0))
+                    bad_mask++;
                 if (!ok || M * (size_t)g.nv > ((size_t)1 << 24)) continue; /* the largest: seconds each */
                 shapes++;
                 const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
@@ -402,6 +408,9 @@ static void test_bn_vec_geom(void) {
     printf("# BatchNorm vector path: %d shapes emulated thread by thread (sums and elementwise splits)\n", shapes);
     TB_CHECK(bad_elig == 0, "BatchNorm vector path: taken exactly where C is a multiple of 16 bytes' elements "
                             "(%d wrong)", bad_elig);
+    TB_CHECK(bad_mask == 0 && cu_bn_mask_bytes(0, 64, 7, 7, 2) == 0 && cu_bn_mask_bytes(256, 64, 56, 56, 2) == 6422528,
+             "BatchNorm ReLU mask: a byte per 16-byte word of the vector path, none for the scalar path (%d shapes "
+             "wrong)", bad_mask);
     TB_CHECK(bad_block == 0 && bad_cover == 0,
              "BatchNorm vector path: %d shapes, every (row, channel vector) visited by exactly one thread, blocks "
              "of at most %d threads (%d shapes with a bad block, %d visits wrong)",

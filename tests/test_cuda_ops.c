@@ -211,6 +211,60 @@ static void test_conv_pad(const prec *p, int mode) {
 
 /* ==== batch norm ================================================================================ */
 
+/* The own kernels' ReLU mask (cuda_bn.c): the training forward wrote it
+ * where they ran the 16-byte path with a ReLU (and nowhere else); the
+ * backward reading it gives the bits of the backward reading y (the test
+ * switch off); and a planted mask of all ones (every element kept) changes
+ * dx, so the backward does read it. */
+static void check_relu_mask(tb_backend *gb, const tb_bn_args *a, pair *dy, pair *dx, pair *dz,
+                            vec *dg, vec *db, const char *tag) {
+    char what[200];
+    const tb_tensor *x = a->x;
+    const int V = 16 / (int)tb_dtype_size(x->dtype);
+    const size_t need = (size_t)x->n * x->h * x->w * (size_t)(x->c / V); /* a byte per 16-byte word */
+    /* (a node cuDNN refused at run time keeps cuDNN's reserve: the mask where it fits) */
+    int want = a->relu && x->layout == TB_NHWC && x->c % V == 0 && !tb_cuda_bn_plan_on_cudnn(a->plan) &&
+                       a->reserve_bytes >= need
+                   ? x->n
+                   : 0;
+    int got = tb_cuda_bn_plan_masked(a->plan);
+    snprintf(what, sizeof what, "bn relu mask written for batch %d (want %d) %s", got, want, tag);
+    report(what, got, want, got == want);
+    if (!want) return;
+    size_t ne = (size_t)x->n * x->c * x->h * x->w;
+    float *out[3][4];
+    for (int run = 0; run < 3; run++) { /* the mask, y (switch off), the planted all-ones mask */
+        tb_cuda_bn_relu_mask(gb, run != 1);
+        if (run == 2) {
+            unsigned char *ones = malloc(a->reserve_bytes);
+            memset(ones, 0xff, a->reserve_bytes);
+            gb->copy_h2d(gb, a->reserve, ones, a->reserve_bytes);
+            free(ones);
+        }
+        tb_bn_grads g = {&dy->gpu, &dx->gpu, dz ? &dz->gpu : NULL, 0, 0, dg->gpu, db->gpu};
+        gb->bn_backward(gb, a, &g);
+        out[run][0] = download(dx);
+        out[run][1] = dz ? download(dz) : NULL;
+        out[run][2] = malloc((size_t)x->c * 4), out[run][3] = malloc((size_t)x->c * 4);
+        gb->copy_d2h(gb, out[run][2], dg->gpu, (size_t)x->c * 4);
+        gb->copy_d2h(gb, out[run][3], db->gpu, (size_t)x->c * 4);
+    }
+    tb_cuda_bn_relu_mask(gb, 1);
+    static const char *names[4] = {"dx", "dz", "dgamma", "dbeta"};
+    for (int k = 0; k < 4; k++) {
+        if (!out[0][k]) continue;
+        size_t n = k < 2 ? ne : (size_t)x->c;
+        snprintf(what, sizeof what, "bn bwd %s from the relu mask = from y, bit for bit %s", names[k], tag);
+        report(what, 0, 0, memcmp(out[0][k], out[1][k], n * 4) == 0);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < ne; i++) differ += out[2][0][i] != out[1][0][i];
+    snprintf(what, sizeof what, "bn bwd planted all-ones relu mask changes dx (%zu of %zu) %s", differ, ne, tag);
+    report(what, (double)differ, (double)ne, differ > 0);
+    for (int run = 0; run < 3; run++)
+        for (int k = 0; k < 4; k++) free(out[run][k]);
+}
+
 static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int relu, int cudnn) {
     tb_backend *gb = gpu_for(p);
     tb_cuda_bn_use_cudnn(gb, cudnn);
@@ -280,6 +334,7 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
         snprintf(what, sizeof what, "bn bwd dbeta acc%d %s", acc, tag);
         samev(what, &dbv, p->dt == TB_F32 ? 1e-4 : 2e-2);
     }
+    check_relu_mask(gb, &a[1], &dy, &dx, has_z ? &dz : NULL, &dg, &dbv, tag);
     for (int dev = 0; dev < 2; dev++) (dev ? gb : g_cpu)->bn_forward_infer(dev ? gb : g_cpu, &a[dev]);
     snprintf(what, sizeof what, "bn infer y %s", tag);
     same(what, &y, p->tol);

@@ -24,6 +24,13 @@ void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
  * kernels (0: the own kernels, chosen at plan time or after cuDNN refused
  * a call). */
 int tb_cuda_bn_plan_on_cudnn(const void *plan);
+/* Test switch: the own BatchNorm kernels keep the ReLU's mask from forward
+ * to backward where they can (1, the default) or the backward reads y
+ * (0; read at each forward and backward). */
+void tb_cuda_bn_relu_mask(tb_backend *be, int on);
+/* Test query: the batch whose ReLU mask the node's last forward wrote (0:
+ * none, and its backward reads y). */
+int tb_cuda_bn_plan_masked(const void *plan);
 
 /* Which cuDNN API runs the convolutions (chosen per node, batch size and
  * direction at plan time): AUTO (the default) the graph (backend) API's

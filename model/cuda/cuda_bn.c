@@ -22,12 +22,21 @@
  * (backward: the own backward needs only x, y and the saved statistics,
  * which both paths keep alike). The first refusal in a process, at plan
  * time or at run time, is one "# cuda bn:" line (rank 0) with cuDNN's status.
+ *
+ * The own kernels' ReLU mask: a node planned on them with a ReLU whose C
+ * takes 16-byte words (NHWC) has its reserve space sized for the mask
+ * (cu_bn_mask_bytes), which the own training forward writes, or bn_apply
+ * under --fuse graph (cu_bn_apply_mask), and the own backward reads
+ * instead of y. The plan notes the batch the last forward wrote it for
+ * (mask_n, 0: none; cuDNN's forward and the inference forward clear it),
+ * so a backward never reads a mask its forward did not write.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_index.h"
 #include "model/cuda/cuda_internal.h"
 
 typedef struct {
@@ -39,7 +48,9 @@ typedef struct {
     int xd_n;
     cudnnTensorDescriptor_t pd; /* [1,C,1,1] float: gamma, beta, statistics */
     cudnnActivationDescriptor_t act;
-    size_t reserve;             /* bytes at the largest batch */
+    size_t reserve;             /* cuDNN's bytes at the largest batch */
+    size_t mask_per_sample;     /* the own kernels' ReLU mask: bytes per sample (0: none) */
+    int mask_n;                 /* the batch the mask holds y's ReLU for (0: none) */
 } bn_plan;
 
 /* One line, the first time cuDNN refuses a node (later ones go quietly). */
@@ -82,6 +93,9 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
     p->has_z = a->z != NULL;
     /* the own kernels' scratch, at the largest batch: sized now, not in a step */
     cu_scratch(be, cu_bn_scratch_bytes(&s));
+    if (a->relu && x->layout == TB_NHWC)
+        p->mask_per_sample = cu_bn_mask_bytes(1, x->c, x->h, x->w, (int)tb_dtype_size(x->dtype));
+    *reserve_bytes = p->mask_per_sample * (size_t)x->n; /* the own kernels' (cuDNN's below, if it plans) */
     if (!cudnn_eligible(st, a)) return p;
 
     p->ops = a->z ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION
@@ -111,7 +125,7 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
     }
     p->cudnn = 1;
     p->reserve = res;
-    *reserve_bytes = res;
+    *reserve_bytes = res; /* after a refusal, the mask only where it fits (mask_at) */
     cu_workspace(st, fws > bws ? fws : bws);
     return p;
 }
@@ -148,6 +162,35 @@ static void bn_check(const char *op, const tb_bn_args *a, const bn_plan *p) {
                  p->shape.W);
 }
 
+/* The node's ReLU mask at batch n in its reserve space, or NULL (none
+ * planned, the test switch off, or no room). */
+static void *mask_at(const cu_state *st, const bn_plan *p, void *reserve, size_t reserve_bytes, int n) {
+    size_t need = p->mask_per_sample * (size_t)n;
+    if (!st->bn_mask || !need || !reserve || reserve_bytes < need) return NULL;
+    return reserve;
+}
+
+void *cu_bn_apply_mask(tb_backend *be, void *plan, void *reserve, size_t reserve_bytes, const tb_tensor *x,
+                       int relu) {
+    bn_plan *p = plan;
+    if (!p) return NULL;
+    if (x->c != p->shape.C || x->h != p->shape.H || x->w != p->shape.W || x->n > p->shape.N ||
+        x->dtype != p->shape.dtype || x->layout != p->shape.layout || relu != p->relu)
+        TB_FATAL("cuda bn_apply: the call [%d,%d,%d,%d]%s does not fit its BatchNorm's plan [<=%d,%d,%d,%d]%s",
+                 x->n, x->c, x->h, x->w, relu ? " relu" : "", p->shape.N, p->shape.C, p->shape.H, p->shape.W,
+                 p->relu ? " relu" : "");
+    p->mask_n = 0; /* until cu_bn_apply_masked says it was written */
+    return mask_at(cu_state_of(be), p, reserve, reserve_bytes, x->n);
+}
+
+void cu_bn_apply_masked(void *plan, int n, int wrote) {
+    if (plan) ((bn_plan *)plan)->mask_n = wrote ? n : 0;
+}
+
+int tb_cuda_bn_plan_masked(const void *plan) { return plan ? ((const bn_plan *)plan)->mask_n : 0; }
+
+void tb_cuda_bn_relu_mask(tb_backend *be, int on) { cu_state_of(be)->bn_mask = on; }
+
 static cu_bn_shape shape_of(const tb_tensor *x) {
     cu_bn_shape s = {x->dtype, x->layout, x->n, x->c, x->h, x->w};
     return s;
@@ -172,22 +215,26 @@ void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
             a->beta, a->momentum, a->running_mean, a->running_var, a->eps, a->save_mean,
             a->save_invstd, p->ops == CUDNN_BATCHNORM_OPS_BN ? NULL : p->act, st->ws, st->ws_bytes,
             a->reserve, a->reserve_bytes);
+        p->mask_n = 0; /* the reserve holds cuDNN's state, if anything */
         if (r == CUDNN_STATUS_SUCCESS) return;
         if (!cu_bn_falls_back(r)) TB_CUDNN_CHECK(r);
         say_refused(p, a->x->n, "in forward", r);
         p->cudnn = 0; /* declined at run time: the own kernels from now on */
     }
     cu_bn_shape s = shape_of(a->x);
-    cu_bn_train_kernels(cu_stream(be), &s, a->x->data, a->z ? a->z->data : NULL, a->y->data,
-                        a->relu, a->gamma, a->beta, a->running_mean, a->running_var, a->save_mean,
-                        a->save_invstd, a->momentum, a->eps,
-                        cu_scratch(be, cu_bn_scratch_bytes(&s)));
+    int wrote = cu_bn_train_kernels(cu_stream(be), &s, a->x->data, a->z ? a->z->data : NULL, a->y->data,
+                                    a->relu, a->gamma, a->beta, a->running_mean, a->running_var,
+                                    a->save_mean, a->save_invstd, a->momentum, a->eps,
+                                    cu_scratch(be, cu_bn_scratch_bytes(&s)),
+                                    mask_at(st, p, a->reserve, a->reserve_bytes, a->x->n));
+    p->mask_n = wrote ? a->x->n : 0;
 }
 
 void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a) {
     const char *op = "bn_forward_infer";
     bn_check(op, a, a->plan);
     if (!a->running_mean || !a->running_var) TB_FATAL("cuda %s: running statistics are NULL", op);
+    ((bn_plan *)a->plan)->mask_n = 0; /* y changes; the mask does not */
     cu_bn_shape s = shape_of(a->x);
     cu_bn_infer_kernels(cu_stream(be), &s, a->x->data, a->z ? a->z->data : NULL, a->y->data,
                         a->relu, a->gamma, a->beta, a->running_mean, a->running_var, a->eps,
@@ -225,8 +272,9 @@ void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
         say_refused(p, a->x->n, "in backward", r);
     }
     cu_bn_shape s = shape_of(a->x);
+    const void *mask = p->mask_n == a->x->n ? mask_at(st, p, a->reserve, a->reserve_bytes, a->x->n) : NULL;
     cu_bn_backward_kernels(cu_stream(be), &s, a->x->data, a->y->data, g->dy->data, g->dx->data,
                            g->dz ? g->dz->data : NULL, a->relu, g->accumulate_dx,
                            g->accumulate_dz, a->gamma, a->save_mean, a->save_invstd, g->dgamma,
-                           g->dbeta, cu_scratch(be, cu_bn_scratch_bytes(&s)));
+                           g->dbeta, cu_scratch(be, cu_bn_scratch_bytes(&s)), mask);
 }

@@ -34,6 +34,14 @@
  * element is the scalar kernels' (the sums in
  * double, the elementwise steps in float with _rn intrinsics); only the
  * order of the double additions differs.
+ *
+ * The ReLU mask (vector path, with a ReLU, where the caller gives one: the
+ * node's reserve space, cuda_bn.c): the forward writes a byte per 16-byte
+ * word of y, bit k set where element k was kept (cu_relu_keep_bits), and
+ * the backward reads that byte instead of the word of y: one read of an
+ * activation-sized tensor fewer in each of its two passes (16 bytes
+ * become 1). The bits are the test the backward makes on y, so its
+ * results are the same bits either way.
  */
 #include <string.h>
 
@@ -56,6 +64,7 @@ struct bn_term {
     const T *x, *y, *dy;
     const float *mean; /* backward */
     int relu;
+    const uint8_t *mask; /* backward, vector path: the forward's ReLU mask (NULL: y is read) */
     __device__ __forceinline__ void get(size_t i, int c, double shift, double *a, double *b) const {
         if (!BWD) {
             double v = (double)cu_ld(x, i) - shift;
@@ -271,14 +280,24 @@ __device__ __forceinline__ void add_fwd(const bn_vec<T> &xv, const float *ref, d
     }
 }
 template <typename T>
-__device__ __forceinline__ void add_bwd(const bn_vec<T> &xv, const bn_vec<T> &yv, const bn_vec<T> &dv, int relu,
-                                        const float *ref, double *a, double *b) {
+__device__ __forceinline__ void add_bwd(const bn_vec<T> &xv, const bn_vec<T> &dv, unsigned keep, const float *ref,
+                                        double *a, double *b) {
 #pragma unroll
     for (int k = 0; k < bn_vec<T>::V; k++) {
-        float gk = relu && cu_f(yv.e[k]) <= 0.0f ? 0.0f : cu_f(dv.e[k]);
+        float gk = keep >> k & 1u ? cu_f(dv.e[k]) : 0.0f;
         a[k] += gk;
         b[k] += (double)gk * ((double)cu_f(xv.e[k]) - (double)ref[k]);
     }
+}
+
+/* Which elements of word j the ReLU kept (bit k: element k; all without a
+ * ReLU): from the forward's mask where there is one, else from y. */
+template <typename T>
+__device__ __forceinline__ unsigned keep_word(int relu, const uint8_t *mask, const T *y, size_t j) {
+    if (!relu) return 0xffu;
+    if (mask) return mask[j];
+    const bn_vec<T> yv = vld(y, j);
+    return cu_relu_keep_bits<T, bn_vec<T>::V>(yv.e);
 }
 
 /* step 1: partial sums of slice s for this thread's V channels, two rows
@@ -308,9 +327,9 @@ __global__ void __launch_bounds__(CU_BN_VEC_THREADS)
                 if (two) add_fwd(x1, ref, a, b);
             } else {
                 const bn_vec<T> d0 = vld(t.dy, j0), d1 = two ? vld(t.dy, j1) : d0;
-                const bn_vec<T> y0 = t.relu ? vld(t.y, j0) : d0, y1 = t.relu && two ? vld(t.y, j1) : d1;
-                add_bwd(x0, y0, d0, t.relu, ref, a, b);
-                if (two) add_bwd(x1, y1, d1, t.relu, ref, a, b);
+                const unsigned k0 = keep_word(t.relu, t.mask, t.y, j0), k1 = two ? keep_word(t.relu, t.mask, t.y, j1) : 0u;
+                add_bwd(x0, d0, k0, ref, a, b);
+                if (two) add_bwd(x1, d1, k1, ref, a, b);
             }
         }
     }
@@ -343,11 +362,12 @@ __device__ __forceinline__ bn_vec<T> apply_word(const bn_vec<T> &xv, const bn_ve
 }
 
 /* step 3 forward over this thread's rows (g: cu_bn_vec_apply_geom's), two
- * at a time, both rows read before either is written (y may be x) */
+ * at a time, both rows read before either is written (y may be x); mask
+ * (with relu, or NULL): each word's ReLU mask byte */
 template <typename T>
 __global__ void __launch_bounds__(CU_BN_VEC_THREADS)
     bn_apply_vec(const T *x, const T *z, T *y, size_t M, int C, cu_bn_vgeom g, int relu, const float *coef,
-                 const float *beta) {
+                 const float *beta, uint8_t *mask) {
     constexpr int V = bn_vec<T>::V;
     size_t r, end, step;
     const int cv = cu_bn_vec_thread(&g, M, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, &r, &end, &step);
@@ -363,17 +383,23 @@ __global__ void __launch_bounds__(CU_BN_VEC_THREADS)
         const int two = r + step < end;
         const bn_vec<T> x0 = vld(x, j0), x1 = two ? vld(x, j1) : x0;
         const bn_vec<T> z0 = z ? vld(z, j0) : x0, z1 = z && two ? vld(z, j1) : x1;
-        vst(y, j0, apply_word(x0, z0, z != NULL, relu, mu, sc, be));
-        if (two) vst(y, j1, apply_word(x1, z1, z != NULL, relu, mu, sc, be));
+        const bn_vec<T> y0 = apply_word(x0, z0, z != NULL, relu, mu, sc, be);
+        vst(y, j0, y0);
+        if (mask) mask[j0] = (uint8_t)cu_relu_keep_bits<T, V>(y0.e);
+        if (two) {
+            const bn_vec<T> y1 = apply_word(x1, z1, z != NULL, relu, mu, sc, be);
+            vst(y, j1, y1);
+            if (mask) mask[j1] = (uint8_t)cu_relu_keep_bits<T, V>(y1.e);
+        }
     }
 }
 
 /* step 3 backward: dx (+)= (g - gmean - (x - mean) * q) * k, dz (+)= g
- * (g: cu_bn_vec_apply_geom's) */
+ * (g: cu_bn_vec_apply_geom's; mask: the forward's, or NULL: y is read) */
 template <typename T>
 __global__ void __launch_bounds__(CU_BN_VEC_THREADS)
     bn_apply_backward_vec(const T *x, const T *y, const T *dy, T *dx, T *dz, size_t M, int C, cu_bn_vgeom g,
-                          int relu, int acc_dx, int acc_dz, const float *coef) {
+                          int relu, int acc_dx, int acc_dz, const float *coef, const uint8_t *mask) {
     constexpr int V = bn_vec<T>::V;
     size_t r, end, step;
     const int cv = cu_bn_vec_thread(&g, M, blockIdx.x, blockIdx.y, threadIdx.x, threadIdx.y, &r, &end, &step);
@@ -388,13 +414,13 @@ __global__ void __launch_bounds__(CU_BN_VEC_THREADS)
         const size_t j = r * (size_t)g.nv + cv;
         /* read everything before writing: dx or dz may alias dy */
         const bn_vec<T> xv = vld(x, j), dv = vld(dy, j);
-        bn_vec<T> yv = dv, dxo = dv, dzo = dv, dxv, dzv;
-        if (relu) yv = vld(y, j);
+        const unsigned keep = keep_word(relu, mask, y, j);
+        bn_vec<T> dxo = dv, dzo = dv, dxv, dzv;
         if (acc_dx) dxo = vld(dx, j);
         if (dz && acc_dz) dzo = vld(dz, j);
 #pragma unroll
         for (int k = 0; k < V; k++) {
-            float gk = relu && cu_f(yv.e[k]) <= 0.0f ? 0.0f : cu_f(dv.e[k]);
+            float gk = keep >> k & 1u ? cu_f(dv.e[k]) : 0.0f;
             float xm = __fsub_rn(cu_f(xv.e[k]), mu[k]);
             float v = __fmul_rn(__fsub_rn(__fsub_rn(gk, gm[k]), __fmul_rn(xm, q[k])), kk[k]);
             dzv.e[k] = cu_to<T>(acc_dz ? __fadd_rn(cu_f(dzo.e[k]), gk) : gk);
@@ -422,8 +448,8 @@ static float *coef_of(const cu_bn_shape *s, void *scratch) {
 template <typename T>
 static void train(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z, void *y,
                   int relu, const float *gamma, const float *beta, float *rm, float *rv,
-                  float *sm, float *si, double mom, double eps, void *scratch) {
-    bn_term<T, 0> t = {(const T *)x, NULL, NULL, NULL, 0};
+                  float *sm, float *si, double mom, double eps, void *scratch, void *mask, int *wrote) {
+    bn_term<T, 0> t = {(const T *)x, NULL, NULL, NULL, 0, NULL};
     double2 *part = (double2 *)scratch;
     float *coef = coef_of(s, scratch);
     const void *bufs[] = {x, z, y};
@@ -437,10 +463,11 @@ static void train(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
                                                             mom, eps, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm statistics");
     size_t n = M * s->C;
+    *wrote = vec && relu && mask;
     if (vec) {
         const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
-        bn_apply_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>((const T *)x, (const T *)z, (T *)y, M,
-                                                                           s->C, ga, relu, coef, beta);
+        bn_apply_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>(
+            (const T *)x, (const T *)z, (T *)y, M, s->C, ga, relu, coef, beta, *wrote ? (uint8_t *)mask : NULL);
     } else
         bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
                                                          HW, s->layout, relu, coef, beta);
@@ -461,7 +488,7 @@ static void infer(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
         const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, (size_t)s->N * HW);
         bn_apply_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>((const T *)x, (const T *)z, (T *)y,
                                                                            (size_t)s->N * HW, s->C, ga, relu, coef,
-                                                                           beta);
+                                                                           beta, NULL);
     } else
         bn_apply<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, (const T *)z, (T *)y, n, s->C,
                                                          HW, s->layout, relu, coef, beta);
@@ -472,13 +499,14 @@ template <typename T>
 static void backward(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *y,
                      const void *dy, void *dx, void *dz, int relu, int acc_dx, int acc_dz,
                      const float *gamma, const float *sm, const float *si, float *dgamma,
-                     float *dbeta, void *scratch) {
-    bn_term<T, 1> t = {(const T *)x, (const T *)y, (const T *)dy, sm, relu};
+                     float *dbeta, void *scratch, const void *mask) {
     double2 *part = (double2 *)scratch;
     float *coef = coef_of(s, scratch);
     const void *bufs[] = {x, relu ? y : NULL, dy, dx, dz};
     cu_bn_vgeom g;
     const int vec = vec_geom(s, bufs, 5, &g);
+    const uint8_t *m = vec && relu ? (const uint8_t *)mask : NULL; /* the scalar kernels read y */
+    bn_term<T, 1> t = {(const T *)x, (const T *)y, (const T *)dy, sm, relu, m};
     partials<T, 1>(st, s, t, vec ? &g : NULL, part);
     size_t M = (size_t)s->N * s->H * s->W, HW = (size_t)s->H * s->W;
     bn_finalize_backward<<<(s->C + 127) / 128, 128, 0, st>>>(part, slices(s), s->C, M, gamma, sm,
@@ -488,7 +516,7 @@ static void backward(cudaStream_t st, const cu_bn_shape *s, const void *x, const
     if (vec) {
         const cu_bn_vgeom ga = cu_bn_vec_apply_geom(&g, M);
         bn_apply_backward_vec<T><<<dim3(ga.gx, ga.S), dim3(ga.bx, ga.by), 0, st>>>(
-            (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, M, s->C, ga, relu, acc_dx, acc_dz, coef);
+            (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, M, s->C, ga, relu, acc_dx, acc_dz, coef, m);
     } else
         bn_apply_backward<T><<<cu_blocks(n), CU_THREADS, 0, st>>>(
             (const T *)x, (const T *)y, (const T *)dy, (T *)dx, (T *)dz, n, s->C, HW, s->layout, relu,
@@ -496,13 +524,15 @@ static void backward(cudaStream_t st, const cu_bn_shape *s, const void *x, const
     TB_CUDA_CHECK_LAUNCH("BatchNorm backward apply");
 }
 
-extern "C" void cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x,
-                                    const void *z, void *y, int relu, const float *gamma,
-                                    const float *beta, float *running_mean, float *running_var,
-                                    float *save_mean, float *save_invstd, double momentum,
-                                    double eps, void *scratch) {
+extern "C" int cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x,
+                                   const void *z, void *y, int relu, const float *gamma,
+                                   const float *beta, float *running_mean, float *running_var,
+                                   float *save_mean, float *save_invstd, double momentum,
+                                   double eps, void *scratch, void *relu_mask) {
+    int wrote = 0;
     CU_DISPATCH(s->dtype, train, st, s, x, z, y, relu, gamma, beta, running_mean, running_var,
-                save_mean, save_invstd, momentum, eps, scratch);
+                save_mean, save_invstd, momentum, eps, scratch, relu_mask, &wrote);
+    return wrote;
 }
 
 extern "C" void cu_bn_infer_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x,
@@ -517,7 +547,8 @@ extern "C" void cu_bn_backward_kernels(cudaStream_t st, const cu_bn_shape *s, co
                                        const void *y, const void *dy, void *dx, void *dz, int relu,
                                        int acc_dx, int acc_dz, const float *gamma,
                                        const float *save_mean, const float *save_invstd,
-                                       float *dgamma, float *dbeta, void *scratch) {
+                                       float *dgamma, float *dbeta, void *scratch,
+                                       const void *relu_mask) {
     CU_DISPATCH(s->dtype, backward, st, s, x, y, dy, dx, dz, relu, acc_dx, acc_dz, gamma,
-                save_mean, save_invstd, dgamma, dbeta, scratch);
+                save_mean, save_invstd, dgamma, dbeta, scratch, relu_mask);
 }

@@ -194,6 +194,16 @@ static inline TB_HD int cu_bn_vec_geom(int C, int esize, size_t M, cu_bn_vgeom *
     return 1;
 }
 
+/* Bytes of the ReLU mask (cuda_kernels.cuh, cu_relu_keep_bits) of an
+ * [N,C,H,W] NHWC tensor of esize-byte elements: one per 16-byte word (word
+ * j = row * C/V + channel vector, the vector path's and bn_apply's order);
+ * 0 when C takes no 16-byte words. */
+static inline TB_HD size_t cu_bn_mask_bytes(int N, int C, int H, int W, int esize) {
+    int V = 16 / esize;
+    if (N <= 0 || C <= 0 || H <= 0 || W <= 0 || C % V != 0) return 0;
+    return (size_t)N * H * W * (size_t)(C / V);
+}
+
 /* Thread (tx, ty) of block (bxi, s): its channel vector (>= nv: idle) and
  * its rows first, first + step, ... < end. */
 static inline TB_HD int cu_bn_vec_thread(const cu_bn_vgeom *g, size_t M, int bxi, int s, int tx, int ty,

@@ -124,6 +124,8 @@ typedef struct {
     size_t free_start, total;
     /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
     int bn_cudnn;
+    /* test switch (tb_cuda_bn_relu_mask): the own BatchNorm kernels' ReLU mask */
+    int bn_mask;
     /* test switch (tb_cuda_pool_force): max-pool kernels forced */
     int pool_force;
     int sm_count;
@@ -357,6 +359,12 @@ void cu_bn_plan_free(tb_backend *be, void *plan);
 void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+/* --fuse graph's bn_apply of a BatchNorm node (its plan and reserve): where
+ * its ReLU mask goes (NULL: none; fused_ops.c), then whether the kernel
+ * wrote it at batch n (the node's own backward reads it then). */
+void *cu_bn_apply_mask(tb_backend *be, void *plan, void *reserve, size_t reserve_bytes, const tb_tensor *x,
+                       int relu);
+void cu_bn_apply_masked(void *plan, int n, int wrote);
 
 /* cuda_linear.c */
 void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,
@@ -477,19 +485,24 @@ typedef struct {
 } cu_bn_shape;
 /* Scratch bytes the kernels need for a shape (cu_scratch). */
 size_t cu_bn_scratch_bytes(const cu_bn_shape *s);
-void cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
-                         void *y, int relu, const float *gamma, const float *beta,
-                         float *running_mean, float *running_var, float *save_mean,
-                         float *save_invstd, double momentum, double eps, void *scratch);
+/* relu_mask (NULL: none): cu_bn_mask_bytes (cuda_index.h) at s's batch,
+ * written when the vector path runs with a ReLU; returns 1 when it was. */
+int cu_bn_train_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
+                        void *y, int relu, const float *gamma, const float *beta,
+                        float *running_mean, float *running_var, float *save_mean,
+                        float *save_invstd, double momentum, double eps, void *scratch,
+                        void *relu_mask);
 void cu_bn_infer_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x, const void *z,
                          void *y, int relu, const float *gamma, const float *beta,
                          const float *running_mean, const float *running_var, double eps,
                          void *scratch);
+/* relu_mask: what cu_bn_train_kernels (or cu_fk_apply) wrote for this y,
+ * or NULL (y is read); read only where the vector path runs */
 void cu_bn_backward_kernels(cudaStream_t st, const cu_bn_shape *s, const void *x,
                             const void *y, const void *dy, void *dx, void *dz, int relu,
                             int acc_dx, int acc_dz, const float *gamma, const float *save_mean,
                             const float *save_invstd, float *dgamma, float *dbeta,
-                            void *scratch);
+                            void *scratch, const void *relu_mask);
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,17 @@ template <> __device__ __forceinline__ __half cu_to<__half>(float v) { return __
 template <typename T> __device__ __forceinline__ float cu_ld(const T *p, size_t i) { return cu_f(p[i]); }
 template <typename T> __device__ __forceinline__ void cu_st(T *p, size_t i, float v) { p[i] = cu_to<T>(v); }
 
+/* The ReLU mask the own BatchNorm kernels keep from forward to backward
+ * (cu_bn_mask_bytes, cuda_index.h): one byte per 16-byte word of y, bit k
+ * set where the word's element k was kept by the ReLU: not y <= 0 (y > 0,
+ * or NaN), the test the backward otherwise makes on y itself. */
+template <typename T, int V> __device__ __forceinline__ unsigned cu_relu_keep_bits(const T *e) {
+    unsigned m = 0;
+#pragma unroll
+    for (int k = 0; k < V; k++) m |= (cu_f(e[k]) <= 0.0f ? 0u : 1u) << k;
+    return m;
+}
+
 /* Threads per block of the elementwise kernels, and a grid for n elements
  * (grid-stride loops cover the rest). */
 #define CU_THREADS 256

@@ -29,9 +29,12 @@ typedef struct {
     tb_layout layout;
     int N, C, H, W;
 } cu_fk_shape;
-/* y = act(x * s + b + r), r = 0, z, or z * zs + zb (per channel) */
-void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,
-                 const void *z, const float *zscale, const float *zbias, int relu, void *y);
+/* y = act(x * s + b + r), r = 0, z, or z * zs + zb (per channel);
+ * relu_mask (NULL: none): the own BatchNorm kernels' ReLU mask of y
+ * (cuda_bn_kernels.cu), written where the 16-byte path runs with a ReLU;
+ * returns 1 when it was */
+int cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,
+                const void *z, const float *zscale, const float *zbias, int relu, void *y, void *relu_mask);
 /* the BN finalize of backend.h, one thread per channel, in double */
 void cu_fk_finalize(cudaStream_t st, int C, double count, const float *sum, const float *sqsum, const float *gamma,
                     const float *beta, float *running_mean, float *running_var, float *save_mean, float *save_invstd,

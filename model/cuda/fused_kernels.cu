@@ -45,10 +45,11 @@ __global__ void apply_k(const T *x, const float *s, const float *b, const T *z, 
     }
 }
 
-/* NHWC, C % V == 0: V consecutive channels of one pixel per thread */
+/* NHWC, C % V == 0: V consecutive channels of one pixel per thread; mask
+ * (or NULL): word j's ReLU mask byte (cu_relu_keep_bits) */
 template <typename T>
 __global__ void apply_vec_k(const T *x, const float *s, const float *b, const T *z, const float *zs, const float *zb,
-                            int relu, T *y, size_t nvec, int C) {
+                            int relu, T *y, size_t nvec, int C, uint8_t *mask) {
     constexpr int V = 16 / sizeof(T);
     CU_FOR(j, nvec) {
         int c0 = (int)((j * V) % (size_t)C);
@@ -60,6 +61,7 @@ __global__ void apply_vec_k(const T *x, const float *s, const float *b, const T 
         for (int k = 0; k < V; k++)
             ye[k] = cu_to<T>(fk_apply1(cu_f(xe[k]), c0 + k, s, b, cu_f(ze[k]), z != NULL, zs, zb, relu));
         reinterpret_cast<uint4 *>(y)[j] = yv;
+        if (mask) mask[j] = (uint8_t)cu_relu_keep_bits<T, V>(ye);
     }
 }
 
@@ -182,12 +184,13 @@ static int fk_vec_ok(const cu_fk_shape *s, const void *a, const void *b, const v
 
 template <typename T>
 static void apply_launch(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *sc, const float *bi,
-                         const void *z, const float *zs, const float *zb, int relu, void *y) {
+                         const void *z, const float *zs, const float *zb, int relu, void *y, void *mask, int *wrote) {
     size_t n = (size_t)s->N * s->C * s->H * s->W, HW = (size_t)s->H * s->W;
     if (fk_vec_ok(s, x, y, z ? z : x)) {
         size_t nv = n / (16 / sizeof(T));
-        apply_vec_k<T>
-            <<<cu_blocks(nv), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu, (T *)y, nv, s->C);
+        *wrote = relu && mask;
+        apply_vec_k<T><<<cu_blocks(nv), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu, (T *)y,
+                                                             nv, s->C, *wrote ? (uint8_t *)mask : NULL);
     } else {
         apply_k<T><<<cu_blocks(n), CU_THREADS, 0, st>>>((const T *)x, sc, bi, (const T *)z, zs, zb, relu, (T *)y, n,
                                                         s->C, HW, s->layout == TB_NHWC);
@@ -242,11 +245,13 @@ extern "C" void cu_fk_dbn(cudaStream_t st, const cu_fk_shape *s, void *dr, const
     TB_CUDA_CHECK_LAUNCH("fused BN weight gradients (composition)");
 }
 
-extern "C" void cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,
-                            const void *z, const float *zscale, const float *zbias, int relu, void *y) {
-    if (!s->N || !s->C || !s->H || !s->W) return;
-    CU_DISPATCH(s->dtype, apply_launch, st, s, x, scale, bias, z, zscale, zbias, relu, y);
+extern "C" int cu_fk_apply(cudaStream_t st, const cu_fk_shape *s, const void *x, const float *scale, const float *bias,
+                           const void *z, const float *zscale, const float *zbias, int relu, void *y, void *relu_mask) {
+    if (!s->N || !s->C || !s->H || !s->W) return 0;
+    int wrote = 0;
+    CU_DISPATCH(s->dtype, apply_launch, st, s, x, scale, bias, z, zscale, zbias, relu, y, relu_mask, &wrote);
     TB_CUDA_CHECK_LAUNCH("bn_apply");
+    return wrote;
 }
 
 extern "C" void cu_fk_finalize(cudaStream_t st, int C, double count, const float *sum, const float *sqsum,

@@ -444,7 +444,7 @@ static const tb_tensor *prologue_into_xp(tb_backend *be, fplan *p, const tb_fcon
         xp->data = st->side_xp;
     }
     cu_fk_shape s = shape_of(a->x);
-    cu_fk_apply(cu_stream(be), &s, a->x->data, a->pro->scale, a->pro->bias, NULL, NULL, NULL, 1, xp->data);
+    cu_fk_apply(cu_stream(be), &s, a->x->data, a->pro->scale, a->pro->bias, NULL, NULL, NULL, 1, xp->data, NULL);
     return xp;
 }
 
@@ -571,8 +571,10 @@ static void cu_bn_apply(tb_backend *be, const tb_bn_apply_args *a) {
     if ((a->zscale != NULL) != (a->zbias != NULL) || (a->zscale && !a->z))
         TB_FATAL("cuda %s: zscale and zbias go together, with z", op);
     cu_fk_shape s = shape_of(a->x);
-    cu_fk_apply(cu_stream(be), &s, a->x->data, a->scale, a->bias, a->z ? a->z->data : NULL, a->zscale, a->zbias,
-                a->relu, a->y->data);
+    void *mask = cu_bn_apply_mask(be, a->bn_plan, a->reserve, a->reserve_bytes, a->x, a->relu);
+    int wrote = cu_fk_apply(cu_stream(be), &s, a->x->data, a->scale, a->bias, a->z ? a->z->data : NULL, a->zscale,
+                            a->zbias, a->relu, a->y->data, mask);
+    cu_bn_apply_masked(a->bn_plan, a->x->n, wrote);
 }
 
 void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
