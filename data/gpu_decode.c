@@ -89,6 +89,10 @@ static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, 
         o->cpu_share = b;
     } else if (strcmp(key, "sort") == 0 && (b = onoff(val)) >= 0) {
         o->no_sort = !b;
+    } else if (strcmp(key, "barrier") == 0 && (b = onoff(val)) >= 0) {
+        o->no_barrier = !b;
+    } else if (strcmp(key, "stall") == 0 && (b = small_int(val, 0, 1000)) >= 0) {
+        o->stall_ms = b;
     } else {
         goto bad;
     }
@@ -97,7 +101,8 @@ bad:
     snprintf(err, errlen,
              "--nvjpeg: '%s=%s' is not one of backend=auto|hardware|hybrid, roi=on|off, priority=high|default, "
              "chunk=N (0: whole batch), sync=on|off, inflight=1..4, alloc=pool|nvjpeg, sort=on|off, "
-             "cpu=0..90 (percent of each batch decoded by the loader threads)",
+             "cpu=0..90 (percent of each batch decoded by the loader threads), barrier=on|off, stall=0..1000 "
+             "(ms; tests)",
              key, val);
     return -1;
 }
@@ -129,10 +134,11 @@ void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t 
     const char *be = o->backend == TB_GPU_BACKEND_HARDWARE ? "hardware"
                      : o->backend == TB_GPU_BACKEND_HYBRID ? "hybrid"
                                                            : "auto";
-    snprintf(buf, len, "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s,cpu=%d", be,
-             o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
+    snprintf(buf, len,
+             "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s,cpu=%d,barrier=%s,stall=%d",
+             be, o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
              o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on",
-             o->cpu_share);
+             o->cpu_share, o->no_barrier ? "off" : "on", o->stall_ms);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------ */

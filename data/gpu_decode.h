@@ -88,6 +88,10 @@ typedef struct {
                                libjpeg-turbo beside the GPU stage, though the GPU could take them (the
                                loader's rule, tb_gpu_cpu_row; DALI's hw_decoder_load the other way
                                round); 0: every row the GPU path takes goes to it */
+    int no_barrier;         /* 1: no host wait before a hardware call for the previous batch's queued
+                               work (wrong: the engine writes when called; its test shows the race) */
+    int stall_ms;           /* a test: the decoder's stream spins this long before each resize, so
+                               that it is still queued when the next batch's decode call comes */
 } tb_gpu_decoder_opts;
 
 enum { TB_GPU_BACKEND_AUTO = 0, TB_GPU_BACKEND_HARDWARE = 1, TB_GPU_BACKEND_HYBRID = 2 };
@@ -98,7 +102,7 @@ tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side)
 
 /* Sets o's nvJPEG choices from "backend=auto|hardware|hybrid,roi=on|off,
  * priority=high|default,chunk=N,sync=on|off,inflight=N,alloc=pool|nvjpeg,
- * sort=on|off,cpu=PCT" (any subset, any order; "" leaves them). 0, or -1 with one
+ * sort=on|off,cpu=PCT,barrier=on|off,stall=MS" (any subset, any order; "" leaves them). 0, or -1 with one
  * line in err naming the bad item. */
 int tb_gpu_decoder_parse(const char *spec, tb_gpu_decoder_opts *o, char *err, size_t errlen);
 /* The choices as the same KEY=VALUE list (for logs and results files). */

@@ -16,7 +16,7 @@
  * alloc=nvjpeg: nvJPEG's own cudaMalloc / cudaHostAlloc).
  *
  * What holds a decode behind training, and what this file does about it:
- *   - a host wait per batch: none. A batch's work is queued on the
+ *   - a host wait per batch: none (but the hardware engine's, below). A batch's work is queued on the
  *     decoder's stream; the loader records a fence (a CUDA event) after it
  *     and the training stream waits for the fence (cudaStreamWaitEvent,
  *     src/feed/batch_upload.c), so the GPU stage's thread goes on to the next
@@ -30,6 +30,18 @@
  *     non-blocking; priority=default: the default), so the block scheduler
  *     starts them first as SMs free up; it orders kernels only: the
  *     hardware JPEG engine and the copy engines do not look at it.
+ * One host wait the hardware engine needs: it writes its output when
+ * nvjpegDecodeBatched(Ex) is called, not after the work already queued on
+ * the stream it is given (found and measured by torchcodec, PR #1634, on
+ * H100 with nvJPEG 12.3-13.2; a cudaStreamWaitEvent does not order it
+ * either). The previous batch's resize, still queued, reads the decode
+ * buffer the next call writes, and the pool may hand a hardware call
+ * memory freed on the stream while queued work reads it. So before a
+ * batch's first hardware call the host waits for an event recorded after
+ * the previous batch's work (hw_barrier in gpu_nvjpeg_batch.c; a gpu_wait
+ * interval when it has to wait): planning the batch (milliseconds of host work)
+ * comes first, so the previous resize (under a millisecond) is normally
+ * long done.
  * Each batch's device time (rows uploaded, nvJPEG, resize) comes from
  * events, placed on the host clock by an anchor event recorded and waited
  * for at start-up: tb_gpu_sink gets them once the batch has finished.
@@ -306,6 +318,7 @@ static void nvj_destroy(void *impl) {
         for (int k = 0; k < 4; k++)
             if (v->tim[i].ev[k]) TB_CUDA_CHECK(cudaEventDestroy(v->tim[i].ev[k]));
     if (v->anchor) TB_CUDA_CHECK(cudaEventDestroy(v->anchor));
+    if (v->readers_done) TB_CUDA_CHECK(cudaEventDestroy(v->readers_done));
     if (v->js) TB_NVJPEG_CHECK(nvjpegJpegStreamDestroy(v->js));
     if (v->mem) {
         tb_nvj_dev_free(v->mem, v->d_dec, v->dec_cap, v->cs);
@@ -384,6 +397,7 @@ static void make_states(nvj *v) {
     }
     for (int i = 0; i < NVJ_TIMINGS; i++)
         for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreate(&v->tim[i].ev[k]));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->readers_done, cudaEventDisableTiming));
     TB_CUDA_CHECK(cudaEventCreate(&v->anchor));
     double before = tb_now(); /* the anchor completes between its record and the wait's return */
     TB_CUDA_CHECK(cudaEventRecord(v->anchor, v->cs));

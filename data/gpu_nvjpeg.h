@@ -75,6 +75,12 @@ typedef struct {
     int nctx, next_ctx;
     nvj_timing tim[NVJ_TIMINGS];
     int next_tim;
+    /* the end of the last batch's work on cs (its resize reads d_dec): the
+     * hardware engine writes its output when the call is made, not in the
+     * stream's order, so the host waits for this before a hardware call
+     * (hw_barrier, gpu_nvjpeg_batch.c) */
+    cudaEvent_t readers_done;
+    int readers_live;              /* recorded, not waited for yet */
     cudaEvent_t anchor;            /* device time 0 of the timings ... */
     double anchor_host;            /* ... at this tb_now() */
     tb_nvj_mem *mem;               /* the stream-ordered pool and pinned cache ... */

@@ -20,8 +20,9 @@
  *     image by image so that only the failing files go back to the CPU;
  *   - data/gpu_resize.cu crops and resizes into the slot's rows with the
  *     CPU path's Pillow weights.
- * Nothing here waits for the device unless a call fails or sync=on; the
- * batch's events give its device times (tb_nvj_report). */
+ * Nothing here waits for the device unless a call fails, sync=on, or the
+ * previous batch's work is still queued when a hardware call would write
+ * (hw_barrier); the batch's events give its device times (tb_nvj_report). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,6 +31,7 @@
 #include "data/gpu_nvjpeg.h"
 
 /* data/gpu_resize.cu */
+void tb_rs_stall(int ms, cudaStream_t stream);
 void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src, uint8_t *d_tmp,
                   uint8_t *d_dst, int max_rows, cudaStream_t stream);
 
@@ -171,6 +173,23 @@ static nvjpegStatus_t decode_call(nvj *v, nvj_ctx *c, int k0, int cnt, int with_
     return s;
 }
 
+/* Before a batch's first hardware call: the host waits until the previous
+ * batch's work on the stream is done (gpu_decode_nvjpeg.c: the engine
+ * writes when called, not in stream order). */
+static void hw_barrier(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
+    if (!v->hw || !v->readers_live || v->o.no_barrier) return; /* barrier=off: the race, for its test */
+    v->readers_live = 0;
+    cudaError_t q = cudaEventQuery(v->readers_done);
+    if (q != cudaErrorNotReady) {
+        TB_CUDA_CHECK(q);
+        return;
+    }
+    (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
+    double t0 = stage_begin(TB_STAGE_GPU_WAIT);
+    TB_CUDA_CHECK(cudaEventSynchronize(v->readers_done));
+    stage_end(sink, TB_STAGE_GPU_WAIT, tag, t0);
+}
+
 static void wait_stream(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
     double t0 = stage_begin(TB_STAGE_GPU_WAIT);
     TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
@@ -212,6 +231,7 @@ static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int6
         int m = plan_batch(v, jobs, n, with_roi);
         stage_end(sink, TB_STAGE_GPU_PLAN, tag, t0);
         int chunk = v->o.chunk > 0 ? v->o.chunk : (m > 0 ? m : 1), retry_whole = 0, calls_ok = 1;
+        if (m > 0) hw_barrier(v, tag, sink);
         for (int k0 = 0; k0 < m && !retry_whole; k0 += chunk) {
             int cnt = m - k0 < chunk ? m - k0 : chunk;
             last = tb_nvj_take_ctx(v, tag, sink);
@@ -285,6 +305,7 @@ static void resize(nvj *v, nvj_ctx *c, nvj_timing *t, tb_gpu_job *jobs, int n, u
     /* a failed nvJPEG call may leave the runtime's last error set on this
      * thread: cleared, so that the launch check reports the launch's own */
     (void)cudaGetLastError();
+    tb_rs_stall(v->o.stall_ms, v->cs); /* stall=MS (a test): the resize still queued when the next call comes */
     tb_rs_launch(v->d_desc, ok, v->d_tab, v->o.S, v->d_dec, v->d_tmp, dev_images, max_rows, v->cs);
     TB_CUDA_CHECK(cudaEventRecord(c->done, v->cs)); /* its pinned tables are read up to here */
     stage_end(sink, TB_STAGE_GPU_SUBMIT, tag, t0);
@@ -313,6 +334,10 @@ void tb_nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, con
         tb_nvj_timing_mark(v, t, 2);
         if (last) resize(v, last, t, jobs, n, dev_images, tag, sink);
         tb_nvj_timing_mark(v, t, 3);
+    }
+    if (v->hw) { /* what the next hardware call must not overtake (hw_barrier) */
+        TB_CUDA_CHECK(cudaEventRecord(v->readers_done, v->cs));
+        v->readers_live = 1;
     }
     if (v->o.sync) { /* sync=on: the host waits here, as before fences */
         wait_stream(v, tag, sink);

@@ -35,6 +35,23 @@ __global__ void rs_vertical(const tb_rs_desc *desc, const int32_t *tab, int S, c
     for (int c = 0; c < 3; c++) o[c] = tb_rs_v(&d, tab, S, tmp, y, x, c);
 }
 
+/* One thread that keeps the stream busy for ns nanoseconds of the device's
+ * global timer (--nvjpeg stall=MS: a test of the hardware call's barrier). */
+__global__ void rs_stall(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(100000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+extern "C" void tb_rs_stall(int ms, cudaStream_t stream) {
+    if (ms <= 0) return;
+    rs_stall<<<1, 1, 0, stream>>>((unsigned long long)ms * 1000000ull);
+    TB_CUDA_CHECK_LAUNCH("rs_stall");
+}
+
 /* n samples; max_rows: the largest d.rows among them. Queued on stream. */
 extern "C" void tb_rs_launch(const tb_rs_desc *d_desc, int n, const int32_t *d_tab, int S, const uint8_t *d_src,
                              uint8_t *d_tmp, uint8_t *d_dst, int max_rows, cudaStream_t stream) {
