@@ -126,7 +126,8 @@ typedef struct {
     int stats_elsewhere;       /* --fuse graph: this node's forward may run as a conv's
                                   statistics + bn_finalize + bn_apply instead of
                                   bn_forward_train, so bn_backward must work from x, y and
-                                  the saved statistics alone (no state of its own forward) */
+                                  the saved statistics (and what bn_apply, given this node's
+                                  plan and reserve, left there) */
 } tb_bn_args;
 
 /* Gradients of the op above, from the saved batch statistics. */

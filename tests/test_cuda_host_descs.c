@@ -374,9 +374,10 @@ static void emulate_bn_vec(const cu_bn_vgeom *g, size_t M, int *bad) {
  * that vector's coefficients), blocks fit 256 threads and the partial-sum
  * kernel's shared memory, the elementwise kernels' finer split the same
  * (and never fewer slices than the sums'), and C not a multiple of V takes
- * the scalar path. The ReLU mask has a byte for each (row, channel vector)
- * word the threads visit (word row * C/V + vector), and none where the
- * scalar path runs. */
+ * the scalar path. The ReLU mask's size is a byte per (row, channel
+ * vector) word, M * C/V, for any split of M into images, and 0 where the
+ * scalar path runs (the kernels' word index, row * C/V + vector, is
+ * checked on the GPU by cuda_ops and cuda_fused). */
 static void test_bn_vec_geom(void) {
     static const int Cs[] = {3, 4, 8, 12, 16, 24, 64, 128, 256, 512, 520, 1024, 2048};
     /* 131073 and 802816 rows: past the 512-slice cap (130816 rows) */

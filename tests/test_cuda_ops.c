@@ -338,6 +338,9 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
     for (int dev = 0; dev < 2; dev++) (dev ? gb : g_cpu)->bn_forward_infer(dev ? gb : g_cpu, &a[dev]);
     snprintf(what, sizeof what, "bn infer y %s", tag);
     same(what, &y, p->tol);
+    int stale = tb_cuda_bn_plan_masked(a[1].plan);
+    snprintf(what, sizeof what, "bn relu mask: none after infer %s", tag);
+    report(what, stale, 0, stale == 0);
     for (int dev = 0; dev < 2; dev++) {
         tb_backend *be = dev ? gb : g_cpu;
         if (a[dev].reserve) be->release(be, a[dev].reserve);
