@@ -38,10 +38,16 @@
  * buffer the next call writes, and the pool may hand a hardware call
  * memory freed on the stream while queued work reads it. So before a
  * batch's first hardware call the host waits for an event recorded after
- * the previous batch's work (hw_barrier in gpu_nvjpeg_batch.c; a gpu_wait
- * interval when it has to wait): planning the batch (milliseconds of host work)
- * comes first, so the previous resize (under a millisecond) is normally
- * long done.
+ * the previous batch's work, and before each further call of a batch
+ * (chunk=N) for the call before it (hw_barrier in gpu_nvjpeg_batch.c; a
+ * gpu_wait interval when it has to wait): planning the batch (milliseconds
+ * of host work) comes first, so the previous resize (under a millisecond)
+ * should be done by then. The other direction is assumed, not shown: work
+ * queued after a hardware call (the resize, the events the host and the
+ * consumer wait on) runs after the engine's writes. On the H200 the call
+ * returned only when its decode was done (gpu_submit 57.12 ms against
+ * 58.26 ms of device decode a batch alone, results/gpu_h200_2026-12-04c),
+ * and the fenced path's bytes equal sync=on's.
  * Each batch's device time (rows uploaded, nvJPEG, resize) comes from
  * events, placed on the host clock by an anchor event recorded and waited
  * for at start-up: tb_gpu_sink gets them once the batch has finished.
@@ -53,13 +59,10 @@
  * memory comes from the first decoder's nvj_alloc and is written by every
  * decoder's stream (one device: any stream may).
  *
- * What has run on a GPU, and what has not: the version before this one
- * (host sync at the end of each batch, one state, cudaMalloc'ed buffers)
- * ran on an H100 and an H200 (results/gpu_h200_2026-11-27): 21006 img/s
- * alone with 2 GPU stages, 5770 feeding ResNet-50. This version's fences,
- * states in turn, pools, chunks, sort and event timings have been compiled
- * here with -Werror and have NOT run on a GPU yet; their logic runs on the
- * host through the emulation (tests/test_loader_timeline.c). */
+ * What has run on a GPU: the fences, states in turn, pools, chunks, sort
+ * and event timings on the H200 (results/gpu_h200_2026-12-04*.md; 7566
+ * img/s alone with 2 GPU stages, 3828 feeding ResNet-50 at batch 256). The
+ * hardware call's barrier (hw_barrier) has NOT run on a GPU yet. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -173,20 +173,22 @@ static nvjpegStatus_t decode_call(nvj *v, nvj_ctx *c, int k0, int cnt, int with_
     return s;
 }
 
-/* Before a batch's first hardware call: the host waits until the previous
- * batch's work on the stream is done (gpu_decode_nvjpeg.c: the engine
- * writes when called, not in stream order). */
-static void hw_barrier(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
-    if (!v->hw || !v->readers_live || v->o.no_barrier) return; /* barrier=off: the race, for its test */
-    v->readers_live = 0;
-    cudaError_t q = cudaEventQuery(v->readers_done);
+/* Before a hardware call the host waits for event e, after everything on
+ * the stream the call must not overtake (gpu_decode_nvjpeg.c: the engine
+ * writes when called, not in stream order): before a batch's first call
+ * the previous batch's work (readers_done), before each further call of a
+ * batch (chunk=N) the call before it, whose nvJPEG work may free memory
+ * the pool hands to the next. */
+static void hw_barrier(nvj *v, cudaEvent_t e, int64_t tag, const tb_gpu_sink *sink) {
+    if (!v->hw || v->o.no_barrier) return; /* barrier=off: the race, for its test */
+    cudaError_t q = cudaEventQuery(e);
     if (q != cudaErrorNotReady) {
         TB_CUDA_CHECK(q);
         return;
     }
     (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
     double t0 = stage_begin(TB_STAGE_GPU_WAIT);
-    TB_CUDA_CHECK(cudaEventSynchronize(v->readers_done));
+    TB_CUDA_CHECK(cudaEventSynchronize(e));
     stage_end(sink, TB_STAGE_GPU_WAIT, tag, t0);
 }
 
@@ -231,9 +233,11 @@ static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int6
         int m = plan_batch(v, jobs, n, with_roi);
         stage_end(sink, TB_STAGE_GPU_PLAN, tag, t0);
         int chunk = v->o.chunk > 0 ? v->o.chunk : (m > 0 ? m : 1), retry_whole = 0, calls_ok = 1;
-        if (m > 0) hw_barrier(v, tag, sink);
+        if (m > 0 && v->readers_live) hw_barrier(v, v->readers_done, tag, sink);
+        v->readers_live = 0;
         for (int k0 = 0; k0 < m && !retry_whole; k0 += chunk) {
             int cnt = m - k0 < chunk ? m - k0 : chunk;
+            if (k0 > 0 && last) hw_barrier(v, last->done, tag, sink);
             last = tb_nvj_take_ctx(v, tag, sink);
             tb_nvj_timing_queued(t, 2);
             nvjpegStatus_t s = decode_call(v, last, k0, cnt, with_roi, tag, sink);

@@ -11,10 +11,11 @@
  *      upsampling differ from libjpeg's; bench/loader_psnr.py --gpu
  *      measures by how much on real photos), most samples decoded on the GPU;
  *      with --nvjpeg cpu=50 every sample is the CPU path's bytes on the
- *      CPU's rows and the default GPU path's elsewhere; with stall=20 (each
- *      resize still queued when the next decode call comes) the same bytes
- *      as without, the hardware call's barrier holding; stall=20,barrier=off
- *      (the race) reported;
+ *      CPU's rows and the default GPU path's elsewhere; with stall=20 (a
+ *      resize often still queued when the next decode call comes) the same
+ *      bytes as without, the hardware call's barrier holding;
+ *      stall=20,barrier=off (the race) reported: only its "differ" line
+ *      shows that the stall check could fail on that run;
  *   2. every seed of the fuzz corpus (tests/fuzz/corpus/jpeg) through the
  *      GPU path's per-sample decision: a file the CPU path's checks reject
  *      never reaches nvJPEG; every valid file nvJPEG takes (its header
