@@ -476,6 +476,9 @@ struct tb_backend {
      * (round to nearest even) and layouts: fp32 OIHW master weights to
      * bf16/fp16 OHWI op copies, their gradients back. */
     void (*convert)(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
+    /* convert for each pair k < n of src[k], dst[k] (in one pass where the
+     * backend can: the op weights' refresh after each step) */
+    void (*convert_many)(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
     /* The batch as the loader gives it, uint8 [N,H,W,3] (RGB) and flip[N]
      * (1: mirror left-right; NULL: none), to the input activation dst
      * [N,3,H,W] in its dtype and layout, normalised (tb_input_norm). */

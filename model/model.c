@@ -355,22 +355,27 @@ static tb_graph_params graph_params(tb_model *m) {
     return p;
 }
 
-/* The op copies of the conv and fc weights from the master weights (phase:
- * for the op profile). */
+/* The op copies of the conv and fc weights from the master weights, as one
+ * convert_many (phase: for the op profile, which names it "weights"). */
 static void refresh_op_weights(tb_model *m, tb_op_phase phase) {
     tb_graph_params p = graph_params(m);
+    tb_tensor *src = malloc(2 * (size_t)m->pt.count * sizeof *src), *dst = src + m->pt.count;
+    if (!src) TB_FATAL("out of host memory");
+    int n = 0;
     for (int i = 0; i < m->pt.count; i++) {
         const tb_param *q = &m->pt.items[i];
         if (q->role != TB_ROLE_CONV_WEIGHT && q->role != TB_ROLE_FC_WEIGHT) continue;
-        tb_tensor dst = tb_graph_weight(&m->g, &p, i);
-        tb_tensor src = dst;
-        src.data = m->params + q->offset;
-        src.dtype = TB_REAL_DTYPE;
-        src.layout = TB_NCHW;
-        tb_op_prof_begin(m->g.prof, q->name, phase, TB_OPK_WEIGHT_CONVERT);
-        m->be->convert(m->be, &src, &dst, 0);
-        tb_op_prof_end(m->g.prof);
+        dst[n] = tb_graph_weight(&m->g, &p, i);
+        src[n] = dst[n];
+        src[n].data = m->params + q->offset;
+        src[n].dtype = TB_REAL_DTYPE;
+        src[n].layout = TB_NCHW;
+        n++;
     }
+    tb_op_prof_begin(m->g.prof, "weights", phase, TB_OPK_WEIGHT_CONVERT);
+    m->be->convert_many(m->be, src, dst, n, 0);
+    tb_op_prof_end(m->g.prof);
+    free(src);
     m->op_stale = 0;
 }
 

@@ -474,6 +474,7 @@ int main(int argc, char **argv) {
     test_sgd(g_gpu, 0.0, 0);
     test_loss_scale_growth(g_gpu);
     test_convert_input();
+    test_convert_many();
     test_pad_kernels();
     test_input_rows();
     test_ordering();

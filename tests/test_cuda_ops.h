@@ -191,6 +191,7 @@ void test_xent(const prec *p, int N, int M, double eps);
 void test_sgd(tb_backend *gb, double momentum, int nesterov);
 void test_loss_scale_growth(tb_backend *gb);
 void test_convert_input(void);
+void test_convert_many(void);
 void test_pad_kernels(void);
 void test_input_rows(void);
 void test_ordering(void);

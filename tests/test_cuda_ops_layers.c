@@ -370,6 +370,64 @@ void test_convert_input(void) {
     free(u8);
 }
 
+/* convert_many (the op weights' refresh in one launch): 70 pairs of
+ * filter-like shapes (1x1, 3x3, 7x7, the fc's [1000,2048,1,1], a 1x7),
+ * float32 NCHW into each dtype in NHWC (and one NCHW pair: the plain pass
+ * beside layout changes), overwrite and accumulate, bit for bit the
+ * pairs' own convert; 70 > 64 items: two launches; the same list again (the
+ * table kept), and a list mixing destination dtypes (one convert a pair). */
+void test_convert_many(void) {
+    enum { K = 70 };
+    static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
+    tb_tensor src[K], dst[K], ref[K];
+    size_t bytes[K];
+    char what[160];
+    for (int d = 0; d < 4; d++) { /* 3: mixed destination dtypes */
+        for (int k = 0; k < K; k++) {
+            static const int kk[5] = {1, 3, 7, 1, 1};
+            int o = 8 + (int)tb_rng_below(&g_rng, 64), i = 3 + (int)tb_rng_below(&g_rng, 40), sh = k % 5;
+            int h = kk[sh], w = sh == 4 ? 7 : kk[sh];
+            if (k == 3) o = 1000, i = 2048, h = w = 1;
+            tb_dtype dt = d < 3 ? dts[d] : dts[k % 3];
+            tb_layout dl = k == 5 ? TB_NCHW : TB_NHWC;
+            size_t ne = (size_t)o * i * h * w;
+            bytes[k] = ne * tb_dtype_size(dt);
+            tb_tensor s = {g_gpu->alloc(g_gpu, ne * 4), o, i, h, w, TB_F32, TB_NCHW};
+            tb_tensor t = {g_gpu->alloc(g_gpu, bytes[k]), o, i, h, w, dt, dl}, r = t;
+            r.data = g_gpu->alloc(g_gpu, bytes[k]);
+            float *v = malloc(ne * 4);
+            for (size_t q = 0; q < ne; q++) v[q] = (float)(tb_rng_normal(&g_rng) * 2.0);
+            g_gpu->copy_h2d(g_gpu, s.data, v, ne * 4);
+            for (size_t q = 0; q < ne; q++) v[q] = (float)tb_rng_normal(&g_rng);
+            tb_tensor vt = {v, o, i, h, w, TB_F32, TB_NCHW}, vd = {malloc(bytes[k]), o, i, h, w, dt, dl};
+            g_cpu->convert(g_cpu, &vt, &vd, 0); /* the same starting values in both (accumulate) */
+            g_gpu->copy_h2d(g_gpu, t.data, vd.data, bytes[k]);
+            g_gpu->copy_h2d(g_gpu, r.data, vd.data, bytes[k]);
+            free(v), free(vd.data);
+            src[k] = s, dst[k] = t, ref[k] = r;
+        }
+        for (int acc = 0; acc < 2; acc++)
+            for (int rep = 0; rep < 2; rep++) { /* the second time on the kept table */
+                for (int k = 0; k < K; k++) g_gpu->convert(g_gpu, &src[k], &ref[k], acc);
+                g_gpu->convert_many(g_gpu, src, dst, K, acc);
+                int bad = 0;
+                for (int k = 0; k < K; k++) {
+                    char *a = malloc(bytes[k]), *b = malloc(bytes[k]);
+                    g_gpu->copy_d2h(g_gpu, a, dst[k].data, bytes[k]);
+                    g_gpu->copy_d2h(g_gpu, b, ref[k].data, bytes[k]);
+                    bad += memcmp(a, b, bytes[k]) != 0;
+                    free(a), free(b);
+                }
+                snprintf(what, sizeof what, "convert_many: %d pairs f32 NCHW -> %s%s, %s, pass %d = convert, bit for bit", K,
+                         d < 3 ? tb_dtype_name(dts[d]) : "mixed dtypes", d < 3 ? " NHWC (one NCHW)" : "",
+                         acc ? "accumulate" : "overwrite", rep + 1);
+                report(what, bad, 0, bad == 0);
+            }
+        for (int k = 0; k < K; k++)
+            g_gpu->release(g_gpu, src[k].data), g_gpu->release(g_gpu, dst[k].data), g_gpu->release(g_gpu, ref[k].data);
+    }
+}
+
 /* input_rows (resident data): the GPU's gather-and-convert kernel against
  * the CPU's op (itself checked against per-row copies + convert in
  * test_cuda_host), bit-exact in every dtype and layout; rows repeated, out

@@ -463,6 +463,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->sgd_update = cpu_sgd_update;
     be->loss_scale_update = cpu_loss_scale_update;
     be->convert = cpu_convert;
+    be->convert_many = cpu_convert_many;
     be->input_u8 = cpu_input_u8;
     be->input_rows = cpu_input_rows;
     be->count_nonfinite = cpu_count_nonfinite;

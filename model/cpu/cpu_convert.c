@@ -49,6 +49,11 @@ void cpu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int
     }
 }
 
+/* Each pair k < n as cpu_convert (the CUDA backend does them in one launch). */
+void cpu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate) {
+    for (int k = 0; k < n; k++) cpu_convert(be, &src[k], &dst[k], accumulate);
+}
+
 /* dst[n,c,h,w] = ((float)src[n,h,w',c] / 255 - mean[c]) / std[c] in float32,
  * w' = flip[n] ? W-1-w : w, rounded once to dst's dtype. */
 void cpu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,

@@ -132,6 +132,7 @@ void cpu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_inter
 
 /* cpu_convert.c */
 void cpu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
+void cpu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
 void cpu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                   const tb_input_norm *norm, const tb_tensor *dst);
 void cpu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst);

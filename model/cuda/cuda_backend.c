@@ -248,8 +248,8 @@ static void cuda_destroy(tb_backend *be) {
         cu_free(st, st->lt_ws);
         cu_free(st, st->scratch);
         cu_free(st, st->loss_scratch);
-        cu_free(st, st->seg_dev);
-        free(st->seg_host);
+        cu_dev_table_free(st, &st->sgd_segs);
+        cu_dev_table_free(st, &st->cvt_items);
         if (st->used_slots)
             tb_warn("cuda backend: %zu allocations (%.1f MiB) still live at destroy",
                     st->used_slots, (double)st->in_use / 1048576.0);
@@ -429,6 +429,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->sgd_update = cu_sgd_update;
     be->loss_scale_update = cu_loss_scale_update;
     be->convert = cu_convert;
+    be->convert_many = cu_convert_many;
     be->input_u8 = cu_input_u8;
     be->input_rows = cu_input_rows;
     be->count_nonfinite = cu_count_nonfinite;

@@ -2,6 +2,8 @@
  * GPU (the counterpart of cpu/cpu_convert.c), with the same index math
  * (model/layout.h) and arithmetic:
  *   convert    dst[n,c,h,w] (+)= src[n,c,h,w]: float32 sum, one rounding
+ *   convert_many  the same for a list of tensor pairs in one launch (up to
+ *              CU_CVT_ITEMS a launch; the list: cuda_convert_many.c);
  *   input_u8   dst[n,c,h,w] = ((float)src[n,h,w',c] / 255 - mean[c]) / std[c]
  *              with w' = flip[n] ? W-1-w : w, IEEE division (__fdiv_rn), so
  *              a float32 input is bit-identical to the loader's float path.
@@ -66,6 +68,34 @@ template <typename S, typename D> __global__ void convert_flat_k(size_t n_el, co
         float v = cu_ld(src, i);
         if (acc) v = __fadd_rn(v, cu_ld(dst, i));
         cu_st(dst, i, v);
+    }
+}
+
+/* Items copied to shared memory once per block; each element finds its
+ * item by bisection over the starts. Below 2^31 elements a launch. */
+template <typename S, typename D>
+__global__ void convert_many_k(const cu_cvt_item *items, int k, unsigned total, int acc) {
+    __shared__ cu_cvt_item it[CU_CVT_ITEMS];
+    for (int q = threadIdx.x; q < k; q += blockDim.x) it[q] = items[q];
+    __syncthreads();
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+        int lo = 0, hi = k - 1;
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) / 2;
+            if (it[mid].start <= i) lo = mid;
+            else hi = mid - 1;
+        }
+        const cu_cvt_item *t = &it[lo];
+        const unsigned j = i - t->start;
+        unsigned s = j;
+        if (!t->flat) {
+            unsigned n, c, h, w;
+            coords(t->dl, t->C, t->H, t->W, j, &n, &c, &h, &w);
+            s = offset(t->sl, t->C, t->H, t->W, n, c, h, w);
+        }
+        float v = cu_ld((const S *)t->src, s);
+        if (acc) v = __fadd_rn(v, cu_ld((const D *)t->dst, j));
+        cu_st((D *)t->dst, j, v);
     }
 }
 
@@ -205,6 +235,28 @@ extern "C" void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor
     CU_DISPATCH(src->dtype, convert_launch, cu_stream(be), dst->dtype, src->n, src->c, src->h,
                 src->w, src->layout, src->data, dst->layout, dst->data, accumulate);
     TB_CUDA_CHECK_LAUNCH(op);
+}
+
+template <typename S, typename D>
+static void convert_many_launch2(cudaStream_t st, const cu_cvt_item *items, int k, unsigned total, int acc) {
+    convert_many_k<S, D><<<cu_blocks(total), CU_THREADS, 0, st>>>(items, k, total, acc);
+}
+
+template <typename S>
+static void convert_many_launch(cudaStream_t st, tb_dtype dt, const cu_cvt_item *items, int k, unsigned total,
+                                int acc) {
+    switch (dt) {
+    case TB_F32: convert_many_launch2<S, float>(st, items, k, total, acc); break;
+    case TB_BF16: convert_many_launch2<S, __nv_bfloat16>(st, items, k, total, acc); break;
+    case TB_F16: convert_many_launch2<S, __half>(st, items, k, total, acc); break;
+    default: TB_FATAL("cuda convert_many: no kernel for %s", tb_dtype_name(dt));
+    }
+}
+
+extern "C" void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_item *items,
+                                      int k, unsigned total, int acc) {
+    CU_DISPATCH(sdt, convert_many_launch, st, ddt, items, k, total, acc);
+    TB_CUDA_CHECK_LAUNCH("convert_many");
 }
 
 extern "C" void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
