@@ -326,13 +326,26 @@ __global__ void avgpool_fwd(cu_pool_shape s, const T *x, T *y) {
     }
 }
 
-template <typename T>
+/* dx[n,c,h,w] (+)= dy[n,c] / (H*W); the plane's (n, c) in 32-bit index math
+ * below 2^31 elements (as the conversions: three 64-bit divisions an
+ * element made this 0.14 ms of the H200's bf16 step for 13M elements) */
+__device__ __forceinline__ void avg_nc(tb_layout l, int C, int H, int W, uint32_t i, uint32_t *n, uint32_t *c) {
+    uint32_t h, w;
+    tb_layout_coords32(l, (uint32_t)C, (uint32_t)H, (uint32_t)W, i, n, c, &h, &w);
+}
+__device__ __forceinline__ void avg_nc(tb_layout l, int C, int H, int W, size_t i, size_t *n, size_t *c) {
+    int a, b, h, w;
+    tb_layout_coords(l, C, H, W, i, &a, &b, &h, &w);
+    *n = (size_t)a, *c = (size_t)b;
+}
+
+template <typename T, typename I>
 __global__ void avgpool_bwd(cu_pool_shape s, const T *dy, T *dx, int acc) {
-    size_t n_in = (size_t)s.N * s.C * s.H * s.W;
+    const I n_in = (I)s.N * (I)s.C * (I)s.H * (I)s.W;
     const float hw = (float)((size_t)s.H * s.W);
-    CU_FOR(i, n_in) {
-        int n, c, h, w;
-        tb_layout_coords(s.layout, s.C, s.H, s.W, i, &n, &c, &h, &w);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n_in; i += (I)gridDim.x * blockDim.x) {
+        I n, c;
+        avg_nc(s.layout, s.C, s.H, s.W, i, &n, &c);
         float v = __fdiv_rn(cu_ld(dy, (size_t)n * s.C + c), hw);
         cu_st(dx, i, acc ? __fadd_rn(cu_ld(dx, i), v) : v);
     }
@@ -429,7 +442,10 @@ template <typename T>
 static void avgpool_bwd_launch(cudaStream_t st, const cu_pool_shape *s, const void *dy, void *dx,
                                int acc) {
     size_t n = (size_t)s->N * s->C * s->H * s->W;
-    avgpool_bwd<T><<<cu_blocks(n), CU_THREADS, 0, st>>>(*s, (const T *)dy, (T *)dx, acc);
+    if (n < CU_POOL_INDEX32_LIMIT)
+        avgpool_bwd<T, uint32_t><<<cu_blocks(n), CU_THREADS, 0, st>>>(*s, (const T *)dy, (T *)dx, acc);
+    else
+        avgpool_bwd<T, size_t><<<cu_blocks(n), CU_THREADS, 0, st>>>(*s, (const T *)dy, (T *)dx, acc);
 }
 
 static cu_pool_shape pool_shape(const char *op, const tb_pool_geom *g, const tb_tensor *x,
