@@ -477,7 +477,8 @@ struct tb_backend {
      * bf16/fp16 OHWI op copies, their gradients back. */
     void (*convert)(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
     /* convert for each pair k < n of src[k], dst[k] (in one pass where the
-     * backend can: the op weights' refresh after each step) */
+     * backend can: the op weights' refresh after each step); no pair's dst
+     * may overlap another pair's src or dst */
     void (*convert_many)(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
     /* The batch as the loader gives it, uint8 [N,H,W,3] (RGB) and flip[N]
      * (1: mirror left-right; NULL: none), to the input activation dst

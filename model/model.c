@@ -470,8 +470,8 @@ void tb_model_set_op_profile(tb_model *m, tb_op_prof *p) { m->g.prof = p; }
 int tb_model_op_profile_capacity(const tb_model *m) {
     /* forward: one op per node; backward: at most three per node (a conv's
      * weight gradient, its conversion, its input gradient); the op weight
-     * refresh (conv and fc weights, fewer than nodes) in the update and,
-     * when stale, before the forward; uploads, input, loss, check, SGD and
+     * refresh (one op) in the update and, when stale, before the forward;
+     * uploads, input, loss, check, SGD and
      * the loss scale: a handful */
     return 6 * m->g.nnodes + 16;
 }

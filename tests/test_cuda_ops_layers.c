@@ -374,8 +374,9 @@ void test_convert_input(void) {
  * filter-like shapes (1x1, 3x3, 7x7, the fc's [1000,2048,1,1], a 1x7),
  * float32 NCHW into each dtype in NHWC (and one NCHW pair: the plain pass
  * beside layout changes), overwrite and accumulate, bit for bit the
- * pairs' own convert; 70 > 64 items: two launches; the same list again (the
- * table kept), and a list mixing destination dtypes (one convert a pair). */
+ * pairs' own convert; 70 > 64 items: two launches (counted); the same
+ * list again, and a list mixing destination dtypes (one convert a pair, no
+ * launch of its own). */
 void test_convert_many(void) {
     enum { K = 70 };
     static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
@@ -409,7 +410,12 @@ void test_convert_many(void) {
         for (int acc = 0; acc < 2; acc++)
             for (int rep = 0; rep < 2; rep++) { /* the second time on the kept table */
                 for (int k = 0; k < K; k++) g_gpu->convert(g_gpu, &src[k], &ref[k], acc);
+                long l0 = tb_cuda_convert_many_launches(g_gpu);
                 g_gpu->convert_many(g_gpu, src, dst, K, acc);
+                long launches = tb_cuda_convert_many_launches(g_gpu) - l0, want = d < 3 ? 2 : 0;
+                snprintf(what, sizeof what, "convert_many: %d pairs in %ld launches (want %ld: 64 a launch; mixed "
+                         "dtypes pair by pair)", K, launches, want);
+                report(what, (double)launches, (double)want, launches == want);
                 int bad = 0;
                 for (int k = 0; k < K; k++) {
                     char *a = malloc(bytes[k]), *b = malloc(bytes[k]);
@@ -418,7 +424,8 @@ void test_convert_many(void) {
                     bad += memcmp(a, b, bytes[k]) != 0;
                     free(a), free(b);
                 }
-                snprintf(what, sizeof what, "convert_many: %d pairs f32 NCHW -> %s%s, %s, pass %d = convert, bit for bit", K,
+                snprintf(what, sizeof what, "convert_many: %d pairs f32 NCHW -> %s%s, %s, pass %d = convert, bit for bit",
+                         K,
                          d < 3 ? tb_dtype_name(dts[d]) : "mixed dtypes", d < 3 ? " NHWC (one NCHW)" : "",
                          acc ? "accumulate" : "overwrite", rep + 1);
                 report(what, bad, 0, bad == 0);

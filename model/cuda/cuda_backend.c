@@ -248,8 +248,8 @@ static void cuda_destroy(tb_backend *be) {
         cu_free(st, st->lt_ws);
         cu_free(st, st->scratch);
         cu_free(st, st->loss_scratch);
-        cu_dev_table_free(st, &st->sgd_segs);
-        cu_dev_table_free(st, &st->cvt_items);
+        cu_free(st, st->seg_dev);
+        free(st->seg_host);
         if (st->used_slots)
             tb_warn("cuda backend: %zu allocations (%.1f MiB) still live at destroy",
                     st->used_slots, (double)st->in_use / 1048576.0);

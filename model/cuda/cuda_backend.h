@@ -28,6 +28,9 @@ int tb_cuda_bn_plan_on_cudnn(const void *plan);
  * to backward where they can (1, the default) or the backward reads y
  * (0; read at each forward and backward). */
 void tb_cuda_bn_relu_mask(tb_backend *be, int on);
+/* Test query: convert_many's kernel launches so far (0 for a list it
+ * converted pair by pair). */
+long tb_cuda_convert_many_launches(tb_backend *be);
 /* Test query: the batch whose ReLU mask the node's last forward wrote (0:
  * none, and its backward reads y). */
 int tb_cuda_bn_plan_masked(const void *plan);

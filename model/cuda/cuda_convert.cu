@@ -3,7 +3,7 @@
  * (model/layout.h) and arithmetic:
  *   convert    dst[n,c,h,w] (+)= src[n,c,h,w]: float32 sum, one rounding
  *   convert_many  the same for a list of tensor pairs in one launch (up to
- *              CU_CVT_ITEMS a launch; the list: cuda_convert_many.c);
+ *              CU_CVT_ITEMS a launch, passed by value; cuda_convert_many.c);
  *   input_u8   dst[n,c,h,w] = ((float)src[n,h,w',c] / 255 - mean[c]) / std[c]
  *              with w' = flip[n] ? W-1-w : w, IEEE division (__fdiv_rn), so
  *              a float32 input is bit-identical to the loader's float path.
@@ -71,14 +71,19 @@ template <typename S, typename D> __global__ void convert_flat_k(size_t n_el, co
     }
 }
 
-/* Items copied to shared memory once per block; each element finds its
- * item by bisection over the starts. Below 2^31 elements a launch. */
+/* The list's items copied from the kernel parameters to shared memory
+ * once per block (each by a constant offset: a parameter array indexed at
+ * run time would be copied to every thread's local memory); each element
+ * finds its item by bisection over the starts. */
 template <typename S, typename D>
-__global__ void convert_many_k(const cu_cvt_item *items, int k, unsigned total, int acc) {
+__global__ void convert_many_k(const cu_cvt_list list, int acc) {
     __shared__ cu_cvt_item it[CU_CVT_ITEMS];
-    for (int q = threadIdx.x; q < k; q += blockDim.x) it[q] = items[q];
+#pragma unroll
+    for (int q = 0; q < CU_CVT_ITEMS; q++)
+        if ((int)threadIdx.x == q && q < list.k) it[q] = list.it[q];
     __syncthreads();
-    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int k = list.k;
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < list.total; i += gridDim.x * blockDim.x) {
         int lo = 0, hi = k - 1;
         while (lo < hi) {
             const int mid = (lo + hi + 1) / 2;
@@ -237,25 +242,29 @@ extern "C" void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor
     TB_CUDA_CHECK_LAUNCH(op);
 }
 
+/* at most CU_CVT_BLOCKS blocks (the grid-stride loop does the rest): each
+ * block's copy of the items is then paid for by many elements */
+#define CU_CVT_BLOCKS 2048u
 template <typename S, typename D>
-static void convert_many_launch2(cudaStream_t st, const cu_cvt_item *items, int k, unsigned total, int acc) {
-    convert_many_k<S, D><<<cu_blocks(total), CU_THREADS, 0, st>>>(items, k, total, acc);
+static void convert_many_launch2(cudaStream_t st, const cu_cvt_list *list, int acc) {
+    unsigned b = cu_blocks(list->total);
+    convert_many_k<S, D><<<b < CU_CVT_BLOCKS ? b : CU_CVT_BLOCKS, CU_THREADS, 0, st>>>(*list, acc);
 }
 
 template <typename S>
-static void convert_many_launch(cudaStream_t st, tb_dtype dt, const cu_cvt_item *items, int k, unsigned total,
-                                int acc) {
+static void convert_many_launch(cudaStream_t st, tb_dtype dt, const cu_cvt_list *list, int acc) {
     switch (dt) {
-    case TB_F32: convert_many_launch2<S, float>(st, items, k, total, acc); break;
-    case TB_BF16: convert_many_launch2<S, __nv_bfloat16>(st, items, k, total, acc); break;
-    case TB_F16: convert_many_launch2<S, __half>(st, items, k, total, acc); break;
+    case TB_F32: convert_many_launch2<S, float>(st, list, acc); break;
+    case TB_BF16: convert_many_launch2<S, __nv_bfloat16>(st, list, acc); break;
+    case TB_F16: convert_many_launch2<S, __half>(st, list, acc); break;
     default: TB_FATAL("cuda convert_many: no kernel for %s", tb_dtype_name(dt));
     }
 }
 
-extern "C" void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_item *items,
-                                      int k, unsigned total, int acc) {
-    CU_DISPATCH(sdt, convert_many_launch, st, ddt, items, k, total, acc);
+extern "C" void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_list *list,
+                                      int acc) {
+    if (list->k < 1 || list->k > CU_CVT_ITEMS) TB_FATAL("cuda convert_many: %d items in a launch", list->k);
+    CU_DISPATCH(sdt, convert_many_launch, st, ddt, list, acc);
     TB_CUDA_CHECK_LAUNCH("convert_many");
 }
 

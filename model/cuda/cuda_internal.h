@@ -86,13 +86,6 @@ typedef struct {
     size_t bytes;
 } cu_alloc_slot;
 
-/* A small table the kernels read from device memory (sgd_update's
- * segments, convert_many's items) and the host copy of what it holds. */
-typedef struct {
-    void *dev, *host;
-    size_t bytes, cap;
-} cu_dev_table;
-
 typedef struct {
     int device;
     cudaStream_t stream;        /* the compute stream */
@@ -116,8 +109,10 @@ typedef struct {
     /* the loss's per-row values and its last-block counter (zeroed once) */
     void *loss_scratch;
     size_t loss_rows;
-    /* sgd_update's segment table and convert_many's items on the device */
-    cu_dev_table sgd_segs, cvt_items;
+    /* sgd_update's segment table on the device, and the host copy it holds */
+    tb_sgd_segment *seg_host;
+    int seg_n, seg_cap;
+    void *seg_dev;
     /* cuBLASLt problems seen so far */
     cu_gemm *gemms;
     int ngemms, gemms_cap;
@@ -131,6 +126,8 @@ typedef struct {
     int bn_cudnn;
     /* test switch (tb_cuda_bn_relu_mask): the own BatchNorm kernels' ReLU mask */
     int bn_mask;
+    /* convert_many's launches so far (test query tb_cuda_convert_many_launches) */
+    long cvt_launches;
     /* test switch (tb_cuda_pool_force): max-pool kernels forced */
     int pool_force;
     int sm_count;
@@ -172,13 +169,6 @@ static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->pri
 /* Device memory outside be->alloc (workspaces), counted in the same totals. */
 void *cu_malloc(cu_state *st, size_t bytes, const char *what);
 void cu_free(cu_state *st, void *p);
-/* cuda_memory.c: t's device copy of `bytes` of data: the one uploaded
- * before when they are the same bytes, else uploaded now (never while
- * capturing: cu_not_capturing names `what`); cu_dev_table_free at the end. */
-const void *cu_dev_table_put(tb_backend *be, cu_dev_table *t, const void *data, size_t bytes, const char *what);
-/* 1 when data is what t holds (no upload needed). */
-int cu_dev_table_holds(const cu_dev_table *t, const void *data, size_t bytes);
-void cu_dev_table_free(cu_state *st, cu_dev_table *t);
 /* cuda_convert_many.c: convert for each pair, in one launch where they share dtypes */
 void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
 /* The shared workspace holds at least `bytes` (grown outside a capture). */
@@ -470,10 +460,12 @@ typedef struct {
     float weight_decay;
 } cu_sgd_seg;
 
-/* convert_many's items (cuda_convert_many.c): pair k covers elements
- * [start, start + n) of the launch's index space (items in start order,
- * n > 0); flat: the same element order on both sides (layouts equal, or
- * 1x1). Up to CU_CVT_ITEMS a launch, under 2^31 elements. */
+/* convert_many's launch (cuda_convert_many.c), passed to the kernel by
+ * value (3 KB of kernel parameters: no table in device memory to keep in
+ * step with a captured graph): item q covers elements [start, start + n)
+ * of the launch's index space (items in start order, n > 0, total under
+ * 2^31); flat: the same element order on both sides (layouts equal, or
+ * 1x1). */
 #define CU_CVT_ITEMS 64
 typedef struct {
     const void *src;
@@ -482,6 +474,11 @@ typedef struct {
     int flat;
     tb_layout sl, dl;
 } cu_cvt_item;
+typedef struct {
+    cu_cvt_item it[CU_CVT_ITEMS];
+    int k;          /* items */
+    unsigned total; /* elements */
+} cu_cvt_list;
 /* cuda_memory.c: the device copy of a segment list (re-uploaded only when
  * it changes); *total = the segments' summed count. */
 const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, int nseg,
@@ -489,9 +486,8 @@ const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, in
 
 /* cuda_convert.cu */
 void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
-/* items in device memory, src of dtype sdt, dst of ddt */
-void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_item *items, int k,
-                            unsigned total, int acc);
+/* one launch: src of dtype sdt, dst of ddt */
+void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_list *list, int acc);
 void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                  const tb_input_norm *norm, const tb_tensor *dst);
 void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst);

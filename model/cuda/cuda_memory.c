@@ -178,40 +178,25 @@ void *cu_loss_scratch(tb_backend *be, int N) {
     return st->loss_scratch;
 }
 
-int cu_dev_table_holds(const cu_dev_table *t, const void *data, size_t bytes) {
-    return t->host && bytes == t->bytes && memcmp(data, t->host, bytes) == 0;
-}
-
-const void *cu_dev_table_put(tb_backend *be, cu_dev_table *t, const void *data, size_t bytes, const char *what) {
-    if (cu_dev_table_holds(t, data, bytes)) return t->dev;
-    cu_state *st = cu_state_of(be);
-    char why[96];
-    snprintf(why, sizeof why, "uploading a new %s", what);
-    cu_not_capturing(be, why);
-    TB_CUDA_CHECK(cudaStreamSynchronize(st->stream)); /* queued kernels may still read the old one */
-    if (bytes > t->cap || !t->host) {
-        free(t->host);
-        cu_free(st, t->dev);
-        t->cap = bytes ? bytes : 1;
-        t->host = malloc(t->cap);
-        if (!t->host) TB_FATAL("out of host memory");
-        t->dev = cu_malloc(st, t->cap, what);
-    }
-    memcpy(t->host, data, bytes);
-    t->bytes = bytes;
-    TB_CUDA_CHECK(cudaMemcpy(t->dev, t->host, bytes, cudaMemcpyHostToDevice)); /* once per table */
-    return t->dev;
-}
-
-void cu_dev_table_free(cu_state *st, cu_dev_table *t) {
-    cu_free(st, t->dev);
-    free(t->host);
-    memset(t, 0, sizeof *t);
-}
-
 const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, int nseg,
                                   size_t *total) {
-    cu_sgd_seg *h = calloc((size_t)(nseg > 0 ? nseg : 1), sizeof *h); /* padding zeroed: compared byte for byte */
+    cu_state *st = cu_state_of(be);
+    size_t sum = 0;
+    for (int i = 0; i < nseg; i++) sum += segs[i].count;
+    *total = sum;
+    if (nseg == st->seg_n && nseg > 0 && memcmp(segs, st->seg_host, (size_t)nseg * sizeof *segs) == 0)
+        return st->seg_dev;
+    cu_not_capturing(be, "uploading a new SGD segment table");
+    if (nseg > st->seg_cap) {
+        TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
+        free(st->seg_host);
+        cu_free(st, st->seg_dev);
+        st->seg_cap = nseg;
+        st->seg_host = malloc((size_t)nseg * sizeof *st->seg_host);
+        if (!st->seg_host) TB_FATAL("out of host memory");
+        st->seg_dev = cu_malloc(st, (size_t)nseg * sizeof(cu_sgd_seg), "the SGD segment table");
+    }
+    cu_sgd_seg *h = malloc((size_t)(nseg ? nseg : 1) * sizeof *h);
     if (!h) TB_FATAL("out of host memory");
     size_t start = 0;
     for (int i = 0; i < nseg; i++) {
@@ -221,9 +206,12 @@ const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, in
         h[i].weight_decay = (float)segs[i].weight_decay;
         start += segs[i].count;
     }
-    *total = start;
-    const cu_sgd_seg *d = cu_dev_table_put(be, &cu_state_of(be)->sgd_segs, h, (size_t)nseg * sizeof *h,
-                                           "SGD segment table");
+    /* a synchronous copy: h is freed below, and this runs once per table */
+    TB_CUDA_CHECK(cudaMemcpyAsync(st->seg_dev, h, (size_t)nseg * sizeof *h,
+                                  cudaMemcpyHostToDevice, st->stream));
+    TB_CUDA_CHECK(cudaStreamSynchronize(st->stream));
     free(h);
-    return d;
+    if (nseg) memcpy(st->seg_host, segs, (size_t)nseg * sizeof *segs);
+    st->seg_n = nseg;
+    return st->seg_dev;
 }
