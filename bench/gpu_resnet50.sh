@@ -279,6 +279,10 @@ tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
 # (TB_STEM_PAD=auto; MLPerf feeds it 4): its log's '# cuda conv: ...' line
 # gives the stem's forward + filter gradient time on 3 channels and padded
 tb       fp16_nhwc_256_stempad  45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto
+# every unfused candidate at once (the stem padded where faster, the own
+# BatchNorm kernels with their ReLU mask, the weight gradients on a second
+# stream): the rows below take them one by one
+tb       fp16_nhwc_256_stempad_ownbn_wgrad 45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto TB_BN_KERNELS=own TB_WGRAD_STREAM=on
 converge converge_bf16_resnet50 90 bf16 200
 # where the time goes on both sides
 tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
