@@ -489,7 +489,7 @@ void test_cuda_discovery(void) {
 
 /* TB_WGRAD_STREAM (cuda_branch.c): unset, empty and off keep one stream, on
  * the second; anything else is one line naming the variable and the two
- * values, never a silent default. */
+ * values, never a silent default. TB_CONVERT_MANY likewise, on by default. */
 void test_branch_env(void) {
     static const struct {
         const char *v;
@@ -504,5 +504,17 @@ void test_branch_env(void) {
     TB_CHECK(died && strstr(msg, "TB_WGRAD_STREAM=yes: expected on or off") != NULL,
              "TB_WGRAD_STREAM=yes: %s", died ? msg : "accepted");
     printf("# TB_WGRAD_STREAM: unset/''/off -> one stream, on -> two; yes -> '%.60s...'\n", died ? msg : "");
+    /* TB_CONVERT_MANY (cuda_convert_many.c): the same rule, on by default */
+    static const struct {
+        const char *v;
+        int want;
+    } cm[] = {{NULL, 1}, {"", 1}, {"on", 1}, {"off", 0}};
+    bad = 0;
+    for (size_t k = 0; k < sizeof cm / sizeof cm[0]; k++)
+        bad += env_read("TB_CONVERT_MANY", cm[k].v, cu_convert_many_from_env, &died, msg, sizeof msg) != cm[k].want;
+    TB_CHECK(bad == 0, "TB_CONVERT_MANY unset, '', on, off: %d read wrong", bad);
+    (void)env_read("TB_CONVERT_MANY", "0", cu_convert_many_from_env, &died, msg, sizeof msg);
+    TB_CHECK(died && strstr(msg, "TB_CONVERT_MANY=0: expected on or off") != NULL, "TB_CONVERT_MANY=0: %s",
+             died ? msg : "accepted");
 }
 #endif

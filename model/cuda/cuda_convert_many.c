@@ -5,13 +5,21 @@
  * bf16 step). A launch's items go to the kernel by value (cu_cvt_list):
  * nothing is kept on the device, so a captured graph holds its own copy.
  * Pairs that do not share a source and a destination dtype, or one of 2^30
- * elements or more, are converted pair by pair. */
+ * elements or more, are converted pair by pair, as all are with
+ * TB_CONVERT_MANY=off. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
 #include "model/cuda/cuda_backend.h"
 #include "model/cuda/cuda_internal.h"
+
+int cu_convert_many_from_env(void) {
+    const char *v = getenv("TB_CONVERT_MANY");
+    if (!v || !*v || strcmp(v, "on") == 0) return 1;
+    if (strcmp(v, "off") == 0) return 0;
+    tb_die("TB_CONVERT_MANY=%s: expected on or off (the op weights' refresh in one launch, or one per tensor)", v);
+}
 
 /* 1 when the pairs take one pass: shared dtypes, each under 2^30 elements. */
 static int one_pass(const tb_tensor *src, const tb_tensor *dst, int n) {
@@ -31,7 +39,7 @@ void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
             TB_FATAL("cuda convert_many: pair %d: src [%d,%d,%d,%d] and dst [%d,%d,%d,%d] differ", p, src[p].n,
                      src[p].c, src[p].h, src[p].w, dst[p].n, dst[p].c, dst[p].h, dst[p].w);
     }
-    if (!one_pass(src, dst, n)) {
+    if (!cu_state_of(be)->convert_many || !one_pass(src, dst, n)) { /* TB_CONVERT_MANY=off, or they differ */
         for (int p = 0; p < n; p++) cu_convert(be, &src[p], &dst[p], accumulate);
         return;
     }

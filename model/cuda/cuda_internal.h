@@ -126,7 +126,9 @@ typedef struct {
     int bn_cudnn;
     /* test switch (tb_cuda_bn_relu_mask): the own BatchNorm kernels' ReLU mask */
     int bn_mask;
-    /* convert_many's launches so far (test query tb_cuda_convert_many_launches) */
+    /* convert_many: one launch per 64 pairs (1; TB_CONVERT_MANY) or a convert each;
+     * its launches so far (test query tb_cuda_convert_many_launches) */
+    int convert_many;
     long cvt_launches;
     /* test switch (tb_cuda_pool_force): max-pool kernels forced */
     int pool_force;
@@ -171,6 +173,10 @@ void *cu_malloc(cu_state *st, size_t bytes, const char *what);
 void cu_free(cu_state *st, void *p);
 /* cuda_convert_many.c: convert for each pair, in one launch where they share dtypes */
 void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
+/* TB_CONVERT_MANY: on (unset, empty: 1) or off (0: each pair its own
+ * convert, the path before it: an A/B, and a fallback without a rebuild);
+ * anything else is one line, and the job ends. */
+int cu_convert_many_from_env(void);
 /* The shared workspace holds at least `bytes` (grown outside a capture). */
 void *cu_workspace(cu_state *st, size_t bytes);
 /* A workspace for cudnnFind*Ex: the limit, or what the device has free. */
