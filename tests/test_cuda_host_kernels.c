@@ -489,7 +489,8 @@ void test_cuda_discovery(void) {
 
 /* TB_WGRAD_STREAM (cuda_branch.c): unset, empty and off keep one stream, on
  * the second; anything else is one line naming the variable and the two
- * values, never a silent default. TB_CONVERT_MANY likewise, on by default. */
+ * values, never a silent default. TB_CONVERT_MANY and TB_BN_RELU_MASK
+ * likewise, on by default. */
 void test_branch_env(void) {
     static const struct {
         const char *v;
@@ -515,6 +516,13 @@ void test_branch_env(void) {
     TB_CHECK(bad == 0, "TB_CONVERT_MANY unset, '', on, off: %d read wrong", bad);
     (void)env_read("TB_CONVERT_MANY", "0", cu_convert_many_from_env, &died, msg, sizeof msg);
     TB_CHECK(died && strstr(msg, "TB_CONVERT_MANY=0: expected on or off") != NULL, "TB_CONVERT_MANY=0: %s",
+             died ? msg : "accepted");
+    bad = 0;
+    for (size_t k = 0; k < sizeof cm / sizeof cm[0]; k++)
+        bad += env_read("TB_BN_RELU_MASK", cm[k].v, cu_bn_mask_from_env, &died, msg, sizeof msg) != cm[k].want;
+    TB_CHECK(bad == 0, "TB_BN_RELU_MASK unset, '', on, off: %d read wrong", bad);
+    (void)env_read("TB_BN_RELU_MASK", "no", cu_bn_mask_from_env, &died, msg, sizeof msg);
+    TB_CHECK(died && strstr(msg, "TB_BN_RELU_MASK=no: expected on or off") != NULL, "TB_BN_RELU_MASK=no: %s",
              died ? msg : "accepted");
 }
 #endif

@@ -339,7 +339,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->deterministic = opts && opts->deterministic;
     st->autotune = !(opts && opts->no_autotune);
     st->bn_cudnn = bn_cudnn_from_env();
-    st->bn_mask = 1;
+    st->bn_mask = cu_bn_mask_from_env();
     st->convert_many = cu_convert_many_from_env();
     st->conv_api = conv_api_from_env();
     st->conv_pad = cu_conv_pad_from_env();

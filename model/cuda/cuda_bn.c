@@ -191,6 +191,13 @@ int tb_cuda_bn_plan_masked(const void *plan) { return plan ? ((const bn_plan *)p
 
 void tb_cuda_bn_relu_mask(tb_backend *be, int on) { cu_state_of(be)->bn_mask = on; }
 
+int cu_bn_mask_from_env(void) {
+    const char *v = getenv("TB_BN_RELU_MASK");
+    if (!v || !*v || strcmp(v, "on") == 0) return 1;
+    if (strcmp(v, "off") == 0) return 0;
+    tb_die("TB_BN_RELU_MASK=%s: expected on or off (whether the own BatchNorm kernels keep the ReLU's mask)", v);
+}
+
 static cu_bn_shape shape_of(const tb_tensor *x) {
     cu_bn_shape s = {x->dtype, x->layout, x->n, x->c, x->h, x->w};
     return s;

@@ -124,7 +124,7 @@ typedef struct {
     size_t free_start, total;
     /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
     int bn_cudnn;
-    /* test switch (tb_cuda_bn_relu_mask): the own BatchNorm kernels' ReLU mask */
+    /* the own BatchNorm kernels' ReLU mask (TB_BN_RELU_MASK; test switch tb_cuda_bn_relu_mask) */
     int bn_mask;
     /* convert_many: one launch per 64 pairs (1; TB_CONVERT_MANY) or a convert each;
      * its launches so far (test query tb_cuda_convert_many_launches) */
@@ -375,6 +375,10 @@ void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 void *cu_bn_apply_mask(tb_backend *be, void *plan, void *reserve, size_t reserve_bytes, const tb_tensor *x,
                        int relu);
 void cu_bn_apply_masked(void *plan, int n, int wrote);
+/* TB_BN_RELU_MASK: on (unset, empty: 1) or off (0: the own backward reads
+ * y, as before the mask: an A/B, and a fallback without a rebuild);
+ * anything else is one line, and the job ends. */
+int cu_bn_mask_from_env(void);
 
 /* cuda_linear.c */
 void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,
