@@ -19,6 +19,12 @@ GPU machine has none):
   stem-pad      CUDA: TB_STEM_PAD=4 (the stem's 3 input channels padded to
                 4, another cuDNN kernel summing in another order) against
                 off: within --tolerance (and --tensor for the stem alone)
+  relu-mask     CUDA, --cuda-graph on, every BatchNorm on the own kernels
+                (TB_BN_KERNELS=own): their ReLU mask (TB_BN_RELU_MASK=on)
+                against the backward reading y (off): bit for bit
+  convert-many  CUDA, --cuda-graph on: the op weights' refresh in one launch
+                (TB_CONVERT_MANY=on) against one conversion a tensor (off):
+                bit for bit
   nccl-staged   CUDA, 2 ranks sharing the GPU (--share-gpu; NCCL >= 2.30
                 with NCCL_MULTI_RANK_GPU_ENABLE=1): --comm nccl against --comm
                 mpi (staged through pinned memory): bit for bit, as a sum of two
@@ -73,10 +79,12 @@ def main():
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--mode", default="sync-async",
                     choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
-                             "resident-cuda", "nccl-staged", "wgrad-stream", "stem-pad"],
+                             "resident-cuda", "nccl-staged", "wgrad-stream", "stem-pad", "relu-mask",
+                             "convert-many"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
                          "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire, "
-                         "TB_WGRAD_STREAM on vs off, TB_STEM_PAD=4 vs off")
+                         "TB_WGRAD_STREAM on vs off, TB_STEM_PAD=4 vs off, TB_BN_RELU_MASK on vs off (own "
+                         "BatchNorm kernels), TB_CONVERT_MANY on vs off")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
     ap.add_argument("--tolerance", type=float, default=0.0,
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
@@ -120,11 +128,19 @@ def main():
     elif a.mode == "stem-pad":
         base += ["--backend", "cuda"]
         pair = (("plain", []), ("padded", []))
+    elif a.mode in ("relu-mask", "convert-many"):
+        base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
+        pair = (("switch-off", []), ("switch-on", []))
     else:
         base += ["--backend", "cuda"]
         pair = (("eager", ["--cuda-graph", "off"]), ("graph", ["--cuda-graph", "on", "--graph-warmup", "2"]))
     envs = {"serial": dict(os.environ, TB_WGRAD_STREAM="off"), "branched": dict(os.environ, TB_WGRAD_STREAM="on"),
             "plain": dict(os.environ, TB_STEM_PAD="off"), "padded": dict(os.environ, TB_STEM_PAD="4")}
+    if a.mode == "relu-mask":
+        envs = {n: dict(os.environ, TB_BN_KERNELS="own", TB_BN_RELU_MASK=v) for n, v in
+                (("switch-off", "off"), ("switch-on", "on"))}
+    if a.mode == "convert-many":
+        envs = {n: dict(os.environ, TB_CONVERT_MANY=v) for n, v in (("switch-off", "off"), ("switch-on", "on"))}
     launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
     tmp = tempfile.mkdtemp(prefix="tb_async_")
     out = {}
@@ -154,7 +170,7 @@ def main():
             print("FAIL: '%s' must be in both runs' output: %s" % (a.expect_line, said))
             sys.exit(1)
         print("# both runs: '%s'" % a.expect_line)
-    if a.mode in ("graph-eager", "wgrad-stream"):
+    if a.mode in ("graph-eager", "wgrad-stream", "relu-mask", "convert-many"):
         # the attribute says only that nothing blocked the graph: B must have replayed steps from it
         m = re.search(r"^# cuda graph: on; ([0-9]+) training steps replayed", out[pair[1][0]][2], re.M)
         if not m or int(m.group(1)) == 0:
@@ -174,7 +190,7 @@ def main():
         cmp += ["--momentum-band"] + [repr(v) for v in a.momentum_band]
     if cpu:
         cmp += ["--attr", "step_mode=async"]
-    if a.mode in ("graph-eager", "wgrad-stream"):
+    if a.mode in ("graph-eager", "wgrad-stream", "relu-mask", "convert-many"):
         cmp += ["--attr", "cuda_graph=on"]
     if a.tensor:
         cmp += ["--tensor"] + a.tensor

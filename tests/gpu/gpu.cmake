@@ -8,7 +8,8 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
     wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch stem_pad_equals_plain
-    stem_pad_equals_plain_fused stem_pad_graph_equals_eager
+    stem_pad_equals_plain_fused stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
+    convert_many_equals_per_tensor
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -207,6 +208,23 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_RUN} env TB_STEM_PAD=4 ${TB_ASYNC} --mode graph-eager ${TB_STEM_PAD_ARGS} --steps 6
                    --expect-line "^# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4 "
                    --extra "--precision fp16 --layout nhwc --no-autotune --deterministic")
+  # the own BatchNorm kernels' ReLU mask in whole captured steps: every
+  # BatchNorm on them (TB_BN_KERNELS=own), the mask against the backward
+  # reading y, bit for bit; in fp16 NHWC, and fused in fp32 NHWC (the
+  # applied BatchNorms' mask written by bn_apply; deterministic as
+  # wgrad_stream_equals_serial_fused)
+  add_test(NAME relu_mask_equals_y
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode relu-mask --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 7 --extra "--precision fp16 --layout nhwc --no-autotune --deterministic")
+  add_test(NAME relu_mask_equals_y_fused
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode relu-mask --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 7
+                   --extra "--precision fp32 --layout nhwc --fuse graph --no-autotune --deterministic")
+  # the op weights' refresh in one launch against one conversion a tensor,
+  # in whole captured bf16 steps: bit for bit
+  add_test(NAME convert_many_equals_per_tensor
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode convert-many --model resnet50 --batch 16 --image-size 64
+                   --synthetic-size 64 --steps 7 --extra "--precision bf16 --layout nhwc --no-autotune --deterministic")
   add_test(NAME wgrad_stream_equals_serial_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
                    --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
@@ -244,7 +262,8 @@ if(TARGET tb_cuda)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
                        wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
                        wgrad_stream_equals_serial_fused stem_pad_equals_plain stem_pad_equals_plain_fused
-                       stem_pad_graph_equals_eager
+                       stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
+                       convert_many_equals_per_tensor
                        nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
