@@ -179,18 +179,20 @@ void tb_nvj_timing_mark(nvj *v, nvj_timing *t, int k) {
     t->has[k] = 1;
 }
 
+void tb_nvj_wait_busy(cudaEvent_t e, int64_t tag, const tb_gpu_sink *sink) {
+    cudaError_t q = cudaEventQuery(e);
+    if (q == cudaErrorNotReady) {
+        (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
+        wait_event(e, tag, sink);
+    } else {
+        TB_CUDA_CHECK(q);
+    }
+}
+
 nvj_ctx *tb_nvj_take_ctx(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
     nvj_ctx *c = &v->ctx[v->next_ctx];
     v->next_ctx = (v->next_ctx + 1) % v->nctx;
-    if (c->used) {
-        cudaError_t q = cudaEventQuery(c->done);
-        if (q == cudaErrorNotReady) { /* its last batch still runs: the host waits for it */
-            (void)cudaGetLastError();
-            wait_event(c->done, tag, sink);
-        } else {
-            TB_CUDA_CHECK(q);
-        }
-    }
+    if (c->used) tb_nvj_wait_busy(c->done, tag, sink); /* its last batch may still run */
     return c;
 }
 

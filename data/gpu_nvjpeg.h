@@ -114,6 +114,9 @@ typedef struct {
 void tb_nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, const uint8_t *host_images,
                    const int *host_rows, int nh, int64_t tag, const tb_gpu_sink *sink);
 
+/* gpu_decode_nvjpeg.c: the host waits for event e if it has not completed
+ * (a gpu_wait interval, and NVTX range, only then). */
+void tb_nvj_wait_busy(cudaEvent_t e, int64_t tag, const tb_gpu_sink *sink);
 /* gpu_decode_nvjpeg.c: the next decode state, its last use finished (the
  * host waits for it if need be: reported as gpu_wait). */
 nvj_ctx *tb_nvj_take_ctx(nvj *v, int64_t tag, const tb_gpu_sink *sink);

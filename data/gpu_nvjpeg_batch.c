@@ -180,16 +180,7 @@ static nvjpegStatus_t decode_call(nvj *v, nvj_ctx *c, int k0, int cnt, int with_
  * batch (chunk=N) the call before it, whose nvJPEG work may free memory
  * the pool hands to the next. */
 static void hw_barrier(nvj *v, cudaEvent_t e, int64_t tag, const tb_gpu_sink *sink) {
-    if (!v->hw || v->o.no_barrier) return; /* barrier=off: the race, for its test */
-    cudaError_t q = cudaEventQuery(e);
-    if (q != cudaErrorNotReady) {
-        TB_CUDA_CHECK(q);
-        return;
-    }
-    (void)cudaGetLastError(); /* not an error: a later launch check must not read it */
-    double t0 = stage_begin(TB_STAGE_GPU_WAIT);
-    TB_CUDA_CHECK(cudaEventSynchronize(e));
-    stage_end(sink, TB_STAGE_GPU_WAIT, tag, t0);
+    if (v->hw && !v->o.no_barrier) tb_nvj_wait_busy(e, tag, sink); /* barrier=off: the race, for its test */
 }
 
 static void wait_stream(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
