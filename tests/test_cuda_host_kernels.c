@@ -487,42 +487,32 @@ void test_cuda_discovery(void) {
     if (be) be->destroy(be);
 }
 
-/* TB_WGRAD_STREAM (cuda_branch.c): unset, empty and off keep one stream, on
- * the second; anything else is one line naming the variable and the two
- * values, never a silent default. TB_CONVERT_MANY and TB_BN_RELU_MASK
- * likewise, on by default. */
-void test_branch_env(void) {
-    static const struct {
+/* An on/off switch read by fn (cu_env_on_off): unset and empty give dflt,
+ * on 1, off 0; `bad` is one line naming the variable and the two values,
+ * never a silent default. */
+static void check_on_off_env(const char *name, int (*fn)(void), int dflt, const char *bad_value) {
+    const struct {
         const char *v;
         int want;
-    } ok[] = {{NULL, 0}, {"", 0}, {"off", 0}, {"on", 1}};
+    } ok[] = {{NULL, dflt}, {"", dflt}, {"off", 0}, {"on", 1}};
     int bad = 0, died;
-    char msg[512] = "";
+    char msg[512] = "", want[128];
     for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
-        bad += env_read("TB_WGRAD_STREAM", ok[k].v, cu_branch_from_env, &died, msg, sizeof msg) != ok[k].want;
-    TB_CHECK(bad == 0, "TB_WGRAD_STREAM unset, '', off, on: %d read wrong", bad);
-    (void)env_read("TB_WGRAD_STREAM", "yes", cu_branch_from_env, &died, msg, sizeof msg);
-    TB_CHECK(died && strstr(msg, "TB_WGRAD_STREAM=yes: expected on or off") != NULL,
-             "TB_WGRAD_STREAM=yes: %s", died ? msg : "accepted");
-    printf("# TB_WGRAD_STREAM: unset/''/off -> one stream, on -> two; yes -> '%.60s...'\n", died ? msg : "");
-    /* TB_CONVERT_MANY (cuda_convert_many.c): the same rule, on by default */
-    static const struct {
-        const char *v;
-        int want;
-    } cm[] = {{NULL, 1}, {"", 1}, {"on", 1}, {"off", 0}};
-    bad = 0;
-    for (size_t k = 0; k < sizeof cm / sizeof cm[0]; k++)
-        bad += env_read("TB_CONVERT_MANY", cm[k].v, cu_convert_many_from_env, &died, msg, sizeof msg) != cm[k].want;
-    TB_CHECK(bad == 0, "TB_CONVERT_MANY unset, '', on, off: %d read wrong", bad);
-    (void)env_read("TB_CONVERT_MANY", "0", cu_convert_many_from_env, &died, msg, sizeof msg);
-    TB_CHECK(died && strstr(msg, "TB_CONVERT_MANY=0: expected on or off") != NULL, "TB_CONVERT_MANY=0: %s",
-             died ? msg : "accepted");
-    bad = 0;
-    for (size_t k = 0; k < sizeof cm / sizeof cm[0]; k++)
-        bad += env_read("TB_BN_RELU_MASK", cm[k].v, cu_bn_mask_from_env, &died, msg, sizeof msg) != cm[k].want;
-    TB_CHECK(bad == 0, "TB_BN_RELU_MASK unset, '', on, off: %d read wrong", bad);
-    (void)env_read("TB_BN_RELU_MASK", "no", cu_bn_mask_from_env, &died, msg, sizeof msg);
-    TB_CHECK(died && strstr(msg, "TB_BN_RELU_MASK=no: expected on or off") != NULL, "TB_BN_RELU_MASK=no: %s",
-             died ? msg : "accepted");
+        bad += env_read(name, ok[k].v, fn, &died, msg, sizeof msg) != ok[k].want;
+    TB_CHECK(bad == 0, "%s unset, '', off, on: %d read wrong", name, bad);
+    (void)env_read(name, bad_value, fn, &died, msg, sizeof msg);
+    snprintf(want, sizeof want, "%s=%s: expected on or off", name, bad_value);
+    TB_CHECK(died && strstr(msg, want) != NULL, "%s=%s: %s", name, bad_value, died ? msg : "accepted");
+    printf("# %s: unset/'' -> %s, off -> 0, on -> 1; %s -> '%.60s...'\n", name, dflt ? "on" : "off", bad_value,
+           died ? msg : "");
+}
+
+/* TB_WGRAD_STREAM (cuda_branch.c, off by default: one stream),
+ * TB_CONVERT_MANY (cuda_convert_many.c) and TB_BN_RELU_MASK (cuda_bn.c),
+ * both on by default. */
+void test_branch_env(void) {
+    check_on_off_env("TB_WGRAD_STREAM", cu_branch_from_env, 0, "yes");
+    check_on_off_env("TB_CONVERT_MANY", cu_convert_many_from_env, 1, "0");
+    check_on_off_env("TB_BN_RELU_MASK", cu_bn_mask_from_env, 1, "no");
 }
 #endif

@@ -273,6 +273,14 @@ void tb_cuda_conv_api(tb_backend *be, int api) { cu_state_of(be)->conv_api = api
 void tb_cuda_conv_pad(tb_backend *be, int mode) { cu_state_of(be)->conv_pad = mode; }
 void tb_cuda_conv_pad_fill(tb_backend *be, float v) { cu_state_of(be)->conv_pad_fill = v; }
 
+int cu_env_on_off(const char *name, int dflt, const char *what) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    if (strcmp(v, "on") == 0) return 1;
+    if (strcmp(v, "off") == 0) return 0;
+    tb_die("%s=%s: expected on or off (%s)", name, v, what);
+}
+
 /* TB_CONV_API: auto (unset or empty), graph or legacy. */
 static int conv_api_from_env(void) {
     const char *v = getenv("TB_CONV_API");

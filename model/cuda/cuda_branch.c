@@ -33,12 +33,9 @@
 
 /* TB_WGRAD_STREAM: off (unset or empty) or on. */
 int cu_branch_from_env(void) {
-    const char *v = getenv("TB_WGRAD_STREAM");
-    if (!v || !*v || strcmp(v, "off") == 0) return 0;
-    if (strcmp(v, "on") == 0) return 1;
-    tb_die("TB_WGRAD_STREAM=%s: expected on or off (whether the convolutions' weight gradients run on a "
-           "second stream beside their data gradients)",
-           v);
+    return cu_env_on_off("TB_WGRAD_STREAM", 0,
+                         "whether the convolutions' weight gradients run on a second stream beside their data "
+                         "gradients");
 }
 
 void cu_branch_init(cu_state *st, int on) {

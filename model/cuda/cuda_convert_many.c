@@ -15,10 +15,7 @@
 #include "model/cuda/cuda_internal.h"
 
 int cu_convert_many_from_env(void) {
-    const char *v = getenv("TB_CONVERT_MANY");
-    if (!v || !*v || strcmp(v, "on") == 0) return 1;
-    if (strcmp(v, "off") == 0) return 0;
-    tb_die("TB_CONVERT_MANY=%s: expected on or off (the op weights' refresh in one launch, or one per tensor)", v);
+    return cu_env_on_off("TB_CONVERT_MANY", 1, "the op weights' refresh in one launch, or one per tensor");
 }
 
 /* 1 when the pairs take one pass: shared dtypes, each under 2^30 elements. */

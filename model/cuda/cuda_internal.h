@@ -186,6 +186,11 @@ void cu_end_planning(cu_state *st);
 cudnnDataType_t cu_cudnn_dtype(tb_dtype d);
 cudaDataType_t cu_cuda_dtype(tb_dtype d);
 
+/* cuda_backend.c: the switch `name` (on: 1, off: 0; unset or empty:
+ * dflt); anything else is one line naming it and `what` it decides, and
+ * the job ends. */
+int cu_env_on_off(const char *name, int dflt, const char *what);
+
 /* cuda_branch.c: the weight gradient on a second stream beside the data
  * gradient (TB_WGRAD_STREAM: 0 off, 1 on; init makes the stream and events
  * when on; free waits for it and frees them). */
