@@ -150,13 +150,17 @@ void cu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const 
     }
 }
 
+/* 1 when a call on x (with or without a ReLU) fits plan p's shape */
+static int fits(const bn_plan *p, const tb_tensor *x, int relu) {
+    return x->c == p->shape.C && x->h == p->shape.H && x->w == p->shape.W && x->n <= p->shape.N &&
+           x->dtype == p->shape.dtype && x->layout == p->shape.layout && relu == p->relu;
+}
+
 static void bn_check(const char *op, const tb_bn_args *a, const bn_plan *p) {
     cu_check_xyz(op, a->x, a->y, a->z);
     if (!a->gamma || !a->beta) TB_FATAL("cuda %s: gamma or beta is NULL", op);
     if (!p) TB_FATAL("cuda %s: no plan (bn_plan was not called for this node)", op);
-    if (a->x->c != p->shape.C || a->x->h != p->shape.H || a->x->w != p->shape.W ||
-        a->x->n > p->shape.N || a->x->dtype != p->shape.dtype || a->x->layout != p->shape.layout ||
-        a->relu != p->relu || (a->z != NULL) != p->has_z)
+    if (!fits(p, a->x, a->relu) || (a->z != NULL) != p->has_z)
         TB_FATAL("cuda %s: the call [%d,%d,%d,%d] does not fit the plan [<=%d,%d,%d,%d]", op,
                  a->x->n, a->x->c, a->x->h, a->x->w, p->shape.N, p->shape.C, p->shape.H,
                  p->shape.W);
@@ -174,8 +178,7 @@ void *cu_bn_apply_mask(tb_backend *be, void *plan, void *reserve, size_t reserve
                        int relu) {
     bn_plan *p = plan;
     if (!p) return NULL;
-    if (x->c != p->shape.C || x->h != p->shape.H || x->w != p->shape.W || x->n > p->shape.N ||
-        x->dtype != p->shape.dtype || x->layout != p->shape.layout || relu != p->relu)
+    if (!fits(p, x, relu))
         TB_FATAL("cuda bn_apply: the call [%d,%d,%d,%d]%s does not fit its BatchNorm's plan [<=%d,%d,%d,%d]%s",
                  x->n, x->c, x->h, x->w, relu ? " relu" : "", p->shape.N, p->shape.C, p->shape.H, p->shape.W,
                  p->relu ? " relu" : "");
@@ -192,10 +195,7 @@ int tb_cuda_bn_plan_masked(const void *plan) { return plan ? ((const bn_plan *)p
 void tb_cuda_bn_relu_mask(tb_backend *be, int on) { cu_state_of(be)->bn_mask = on; }
 
 int cu_bn_mask_from_env(void) {
-    const char *v = getenv("TB_BN_RELU_MASK");
-    if (!v || !*v || strcmp(v, "on") == 0) return 1;
-    if (strcmp(v, "off") == 0) return 0;
-    tb_die("TB_BN_RELU_MASK=%s: expected on or off (whether the own BatchNorm kernels keep the ReLU's mask)", v);
+    return cu_env_on_off("TB_BN_RELU_MASK", 1, "whether the own BatchNorm kernels keep the ReLU's mask");
 }
 
 static cu_bn_shape shape_of(const tb_tensor *x) {
