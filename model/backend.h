@@ -128,6 +128,10 @@ typedef struct {
                                   bn_forward_train, so bn_backward must work from x, y and
                                   the saved statistics (and what bn_apply, given this node's
                                   plan and reserve, left there) */
+    int y_in_consumer;         /* --fuse graph: the next conv's prologue is to make y (a
+                                  fold candidate), so the plan asks no reserve for a
+                                  ReLU mask; if the fold fails, bn_apply writes y and
+                                  the backward reads y's ReLU from y */
 } tb_bn_args;
 
 /* Gradients of the op above, from the saved batch statistics. */

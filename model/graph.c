@@ -323,6 +323,7 @@ void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_param
     a->reserve = nd->reserve;
     a->reserve_bytes = nd->reserve_bytes;
     a->stats_elsewhere = nd->fcand != TB_BNF_UNFUSED;
+    a->y_in_consumer = nd->fcand == TB_BNF_FOLD;
 }
 
 void tb_graph_forward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train, int i) {

@@ -254,7 +254,7 @@ static void test_bn(tb_backend *be, const bn_case *b) {
     tb_tensor ty = tensor(y, b->n, C, b->h, b->w), tdy = tensor(dy, b->n, C, b->h, b->w);
     tb_tensor tdx = tensor(dx, b->n, C, b->h, b->w), tdz = tensor(dz, b->n, C, b->h, b->w);
     tb_bn_args a = {&tx, b->has_z ? &tz : NULL, &ty, b->relu, gamma, beta, rm, rv, smean, sinv,
-                    0.1, 1e-5, NULL, NULL, 0, 0};
+                    0.1, 1e-5, NULL, NULL, 0, 0, 0};
 
     /* forward, training: output, saved statistics, running statistics */
     fill_nan(y, n);

@@ -279,7 +279,7 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
         tb_bn_args t = {dev ? &x.gpu : &x.cpu, has_z ? (dev ? &z.gpu : &z.cpu) : NULL,
                         dev ? &y.gpu : &y.cpu, relu, dev ? gamma.gpu : gamma.cpu,
                         dev ? beta.gpu : beta.cpu, dev ? rm.gpu : rm.cpu, dev ? rv.gpu : rv.cpu,
-                        dev ? sm.gpu : sm.cpu, dev ? si.gpu : si.cpu, 0.1, 1e-5, NULL, NULL, 0, 0};
+                        dev ? sm.gpu : sm.cpu, dev ? si.gpu : si.cpu, 0.1, 1e-5, NULL, NULL, 0, 0, 0};
         a[dev] = t;
         tb_backend *be = dev ? gb : g_cpu;
         a[dev].plan = be->bn_plan(be, &a[dev], &a[dev].reserve_bytes);

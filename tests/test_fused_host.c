@@ -280,6 +280,22 @@ static void test_schedule(void) {
                  "%s: layer2.0.downsample.1 folds into its block end", cases[k].model);
         TB_CHECK(stem >= 0 && g.nodes[stem].fcand == TB_BNF_APPLY, "%s: the stem's bn1 is applied (max pool reads it)",
                  cases[k].model);
+        /* only a fold candidate's BN plan is told its y comes from the next conv (no ReLU mask reserve) */
+        tb_real *pv = calloc(pt.n_train + pt.n_state + 1, sizeof *pv);
+        tb_graph_params gp = {&pt, pv, NULL, pv + pt.n_train, NULL, NULL, NULL};
+        int told = 0, told_right = 1;
+        for (int i = 0; i < g.nnodes; i++) {
+            if (g.nodes[i].kind != TB_NODE_BN) continue;
+            tb_tensor x, z, y;
+            tb_bn_args a;
+            tb_graph_bn_args(&g, &g.nodes[i], &gp, 2, &x, &z, &y, &a);
+            told += a.y_in_consumer;
+            told_right &= a.y_in_consumer == (g.nodes[i].fcand == TB_BNF_FOLD && a.relu);
+        }
+        free(pv);
+        TB_CHECK(told == cases[k].counts[2] && told_right,
+                 "%s: %d BN plans told their y is the next conv's (want the %d fold candidates, each with a ReLU)",
+                 cases[k].model, told, cases[k].counts[2]);
         /* the gradient arena plans the folded BN's input gradient from its conv's backward step */
         TB_CHECK(tb_graph_bwd_node(&g, b1) == c2 && tb_graph_bwd_node(&g, stem) == stem,
                  "%s: a folded BN's backward runs at its conv's step", cases[k].model);

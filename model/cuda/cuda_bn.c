@@ -25,7 +25,8 @@
  *
  * The own kernels' ReLU mask: a node planned on them with a ReLU whose C
  * takes 16-byte words (NHWC) has its reserve space sized for the mask
- * (cu_bn_mask_bytes), which the own training forward writes, or bn_apply
+ * (cu_bn_mask_bytes), unless --fuse graph means to fold it into the next
+ * conv's prologue (y_in_consumer: no y, no mask; ~105 MB at batch 256), which the own training forward writes, or bn_apply
  * under --fuse graph (cu_bn_apply_mask), and the own backward reads
  * instead of y. The plan notes the batch the last forward wrote it for
  * (mask_n, 0: none; cuDNN's forward and the inference forward clear it),
@@ -93,7 +94,7 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
     p->has_z = a->z != NULL;
     /* the own kernels' scratch, at the largest batch: sized now, not in a step */
     cu_scratch(be, cu_bn_scratch_bytes(&s));
-    if (a->relu && x->layout == TB_NHWC)
+    if (a->relu && x->layout == TB_NHWC && !a->y_in_consumer)
         p->mask_per_sample = cu_bn_mask_bytes(1, x->c, x->h, x->w, (int)tb_dtype_size(x->dtype));
     *reserve_bytes = p->mask_per_sample * (size_t)x->n; /* the own kernels' (cuDNN's below, if it plans) */
     if (!cudnn_eligible(st, a)) return p;
