@@ -392,6 +392,12 @@ struct tb_backend {
     void (*bn_forward_train)(tb_backend *be, const tb_bn_args *a);
     void (*bn_forward_infer)(tb_backend *be, const tb_bn_args *a);
     void (*bn_backward)(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+    /* bn_tune: per node, after every buffer exists, with the args of a
+     * training step at the largest batch: a backend with more than one way
+     * to run the node may time them here on its buffers (x, z read; y, dx,
+     * dz, the saved statistics and the reserve written) and keep the
+     * fastest. The running statistics and dgamma, dbeta are not touched. */
+    void (*bn_tune)(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 
     /* ---- fused convolution + BatchNorm (--fuse graph) ---------------------------
      * fconv_plan: per conv node, after every buffer exists, at the largest

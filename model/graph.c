@@ -180,6 +180,26 @@ static void session_name(const tb_graph *g, char *out, size_t len) {
     snprintf(out, len, "graph-%016llx", (unsigned long long)h);
 }
 
+/* Lets the backend time its ways of running each BatchNorm on the real
+ * buffers (bn_tune), given a training step's args at the largest batch. */
+static void tune_bns(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
+    const tb_param *it = p->table->items;
+    const int n = g->max_batch;
+    for (int i = 0; i < g->nnodes; i++) {
+        tb_node *nd = &g->nodes[i];
+        if (nd->kind != TB_NODE_BN || !g->acts[nd->in].need_grad) continue;
+        tb_tensor x, z, y;
+        tb_bn_args a;
+        tb_graph_bn_args(g, nd, p, n, &x, &z, &y, &a);
+        int has_dz = nd->in2 >= 0 && g->acts[nd->in2].need_grad;
+        tb_tensor dy = tb_graph_grad(g, nd->out, n), dx = tb_graph_grad(g, nd->in, n);
+        tb_tensor dz = has_dz ? tb_graph_grad(g, nd->in2, n) : dx;
+        tb_bn_grads gr = {&dy, &dx, has_dz ? &dz : NULL, 0, 0, p->grads + it[nd->param].offset,
+                          p->grads + it[nd->param + 1].offset};
+        be->bn_tune(be, &a, &gr);
+    }
+}
+
 void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     const tb_param_table *pt = p->table;
     char session[32];
@@ -236,6 +256,7 @@ void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
             nd->plan = be->conv_plan(be, &nd->conv, &x, &w, &y, need_dx ? &dx : NULL, &dw, &dy);
         }
     }
+    tune_bns(g, be, p);
     if (g->fuse_graph) tb_fused_plan(g, be, p);
     be->plan_session(be, NULL);
 }

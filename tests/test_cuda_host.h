@@ -91,6 +91,7 @@ void test_cgraph_notes(void);
 void test_take_graph(void);
 void test_cuda_discovery(void);
 void test_branch_env(void);
+void test_bn_tune_rules(void);
 #endif
 
 #endif

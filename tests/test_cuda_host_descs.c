@@ -481,10 +481,67 @@ void test_kernel_index_math(void) {
     test_bn_vec_geom();
 }
 
-/* Max pooling's tiling (cuda_index.h): for every geometry the tiles cut
- * each axis into consecutive owned ranges, each tile's window range is
- * exactly the windows touching its inputs and fits the slots, the slots of
- * a tile are distinct, block indices decompose one to one (32 and 64 bits),
- * and the shared memory fits without opt-in. */
+/* TB_BN_KERNELS and the BatchNorm timing's rules (cuda_bn_tune.c): the
+ * values (anything else one line); the own kernels picked only when more
+ * than 1 % faster and measured, never an unmeasured path; the plan cache's
+ * entry per problem and its value, which parses back to what was stored,
+ * and a value that is not one (a bad word, a missing or extra field, a
+ * time that is not one, a pick its own times do not give) never read. */
+void test_bn_tune_rules(void) {
+    static const struct {
+        const char *v;
+        int want;
+    } ok[] = {{NULL, CU_BN_AUTO}, {"", CU_BN_AUTO}, {"auto", CU_BN_AUTO}, {"cudnn", CU_BN_CUDNN}, {"own", CU_BN_OWN}};
+    int bad = 0, died;
+    char msg[512] = "";
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
+        bad += env_read("TB_BN_KERNELS", ok[k].v, cu_bn_kernels_from_env, &died, msg, sizeof msg) != ok[k].want;
+    TB_CHECK(bad == 0, "TB_BN_KERNELS unset, '', auto, cudnn, own: %d read wrong", bad);
+    (void)env_read("TB_BN_KERNELS", "fast", cu_bn_kernels_from_env, &died, msg, sizeof msg);
+    TB_CHECK(died && strstr(msg, "TB_BN_KERNELS=fast: expected auto, cudnn or own") && !strchr(msg, '\n'),
+             "TB_BN_KERNELS=fast: one line: %s", died ? msg : "accepted");
+
+    static const struct {
+        float mc, mo;
+        int own;
+    } picks[] = {{1.0f, 0.5f, 1},  {1.0f, 0.995f, 0}, {1.0f, 0.98f, 1}, {0.5f, 1.0f, 0},
+                 {-1.0f, 0.7f, 1}, {0.7f, -1.0f, 0},  {-1.0f, -1.0f, 0}};
+    bad = 0;
+    for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) bad += cu_bn_tune_pick(picks[k].mc, picks[k].mo) != picks[k].own;
+    TB_CHECK(bad == 0, "the BatchNorm pick: the own kernels only when measured and more than 1 %% faster (%d wrong)",
+             bad);
+
+    char key[96], v[64];
+    tb_tensor x = {NULL, 256, 64, 56, 56, TB_F16, TB_NHWC};
+    cu_bn_tune_key(key, sizeof key, &x, 1, 1);
+    TB_CHECK(strcmp(key, "bn float16 NHWC n256 c64 56x56 relu add") == 0, "the entry names the problem: '%s'", key);
+    int own = -1;
+    float mc = 0.0f, mo = 0.0f;
+    cu_bn_tune_value(v, sizeof v, 1, 0.5123f, 0.4011f);
+    TB_CHECK(cu_bn_tune_parse(v, &own, &mc, &mo) == 0 && own == 1 && fabsf(mc - 0.5123f) < 1e-4f &&
+                 fabsf(mo - 0.4011f) < 1e-4f,
+             "a stored choice reads back: '%s'", v);
+    cu_bn_tune_value(v, sizeof v, 1, -1.0f, 0.4011f);
+    TB_CHECK(cu_bn_tune_parse(v, &own, &mc, &mo) == 0 && own == 1 && mc == -1.0f, "cuDNN declined: '%s'", v);
+    static const char *const corrupt[] = {"own 0.5 0.6",  "cudnn 0.5 0.4", "fast 0.5 0.4", "own 0.5",
+                                          "own 0.5 0.4 x", "own nan 0.4",  "own 0.5 -0.4", "own -2 0.4",
+                                          "",              "own 0.5 inf"};
+    bad = 0;
+    for (size_t k = 0; k < sizeof corrupt / sizeof corrupt[0]; k++) bad += cu_bn_tune_parse(corrupt[k], &own, &mc, &mo) == 0;
+    TB_CHECK(bad == 0 && cu_bn_tune_parse(NULL, &own, &mc, &mo) != 0,
+             "values that are not a BatchNorm choice are refused (%d accepted)", bad);
+
+    /* the line bench/summary/resnet50.py reads: tests/test_summary.py's copy of it */
+    cu_state st;
+    memset(&st, 0, sizeof st);
+    st.bn_timed = 53, st.bn_timed_batch = 256, st.bn_timed_own = 31;
+    st.bn_ms_chosen = 14.21, st.bn_ms_cudnn = 17.012, st.bn_ms_own = 15.33;
+    char line[512];
+    cu_bn_tune_line(line, sizeof line, &st);
+    TB_CHECK(strcmp(line, "# cuda bn: 53 BatchNorms timed on cuDNN's path and on the own kernels (forward + backward "
+                          "at batch 256; 0 from the plan cache): 31 run on the own kernels; a step's BatchNorms "
+                          "14.210 ms as chosen, 17.012 ms all on cuDNN's, 15.330 ms all on the own") == 0,
+             "the timing line is the one bench/summary reads: %s", line);
+}
 
 #endif

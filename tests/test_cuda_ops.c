@@ -265,6 +265,35 @@ static void check_relu_mask(tb_backend *gb, const tb_bn_args *a, pair *dy, pair 
         for (int k = 0; k < 4; k++) free(out[run][k]);
 }
 
+/* bn_tune (TB_BN_KERNELS=auto, cuda_bn_tune.c) on a node cuDNN takes: it
+ * leaves the running statistics and dgamma, dbeta as they were, the node
+ * is timed (no longer to be) and runs on one path, which a second node of
+ * the same problem takes without timing; the forward and backward checks
+ * that follow run on the path it chose. */
+static void check_bn_tune(tb_backend *gb, tb_bn_args *a, tb_bn_args *twin, pair *dy, pair *dx, pair *dz,
+                          vec *const st[4], const char *tag) {
+    char what[200];
+    const size_t cb = (size_t)a->x->c * 4;
+    float *before = malloc(4 * cb), *after = malloc(4 * cb);
+    for (int k = 0; k < 4; k++) gb->copy_d2h(gb, before + k * (cb / 4), st[k]->gpu, cb);
+    snprintf(what, sizeof what, "bn_tune: the node is to be timed %s", tag);
+    report(what, 0, 0, tb_cuda_bn_plan_to_measure(a->plan));
+    tb_bn_grads g = {&dy->gpu, &dx->gpu, dz ? &dz->gpu : NULL, 0, 0, st[2]->gpu, st[3]->gpu};
+    gb->bn_tune(gb, a, &g);
+    for (int k = 0; k < 4; k++) gb->copy_d2h(gb, after + k * (cb / 4), st[k]->gpu, cb);
+    snprintf(what, sizeof what, "bn_tune leaves running_mean, running_var, dgamma, dbeta as they were %s", tag);
+    report(what, 0, 0, memcmp(before, after, 4 * cb) == 0);
+    const int on = tb_cuda_bn_plan_on_cudnn(a->plan);
+    snprintf(what, sizeof what, "bn_tune timed the node; it runs on %s %s", on ? "cuDNN's path" : "the own kernels",
+             tag);
+    report(what, 0, 0, !tb_cuda_bn_plan_to_measure(a->plan));
+    gb->bn_tune(gb, twin, &g);
+    snprintf(what, sizeof what, "bn_tune: a second node of the problem takes the first's choice %s", tag);
+    report(what, tb_cuda_bn_plan_on_cudnn(twin->plan), on,
+           tb_cuda_bn_plan_on_cudnn(twin->plan) == on && !tb_cuda_bn_plan_to_measure(twin->plan));
+    free(before), free(after);
+}
+
 static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int relu, int cudnn) {
     tb_backend *gb = gpu_for(p);
     tb_cuda_bn_use_cudnn(gb, cudnn);
@@ -287,9 +316,18 @@ static void test_bn(const prec *p, int n, int C, int h, int w, int has_z, int re
     }
     char tag[160], what[200];
     snprintf(tag, sizeof tag, "[%d,%d,%d,%d]%s%s %s%s", n, C, h, w, has_z ? " +z" : "",
-             relu ? " relu" : "", p->name, cudnn ? "" : " own-kernels");
+             relu ? " relu" : "", p->name, cudnn == 2 ? " timed" : cudnn ? "" : " own-kernels");
+    if (cudnn == 2) {
+        tb_bn_args twin = a[1];
+        twin.plan = gb->bn_plan(gb, &twin, &twin.reserve_bytes);
+        twin.reserve = twin.reserve_bytes ? gb->alloc(gb, twin.reserve_bytes) : NULL;
+        vec *const st[4] = {&rm, &rv, &dg, &dbv};
+        check_bn_tune(gb, &a[1], &twin, &dy, &dx, has_z ? &dz : NULL, st, tag);
+        if (twin.reserve) gb->release(gb, twin.reserve);
+        gb->bn_plan_free(gb, twin.plan);
+    }
     for (int dev = 0; dev < 2; dev++) (dev ? gb : g_cpu)->bn_forward_train(dev ? gb : g_cpu, &a[dev]);
-    if (cudnn && p->dt != TB_F32 && p->l == TB_NHWC && C % 4 == 0) {
+    if (cudnn == 1 && p->dt != TB_F32 && p->l == TB_NHWC && C % 4 == 0) {
         /* which path ran: a refusal falls back quietly, so say it; for fp16
          * NHWC at a real size (cuDNN's documented fused case) a refusal means
          * the call is wrong */
@@ -460,6 +498,9 @@ int main(int argc, char **argv) {
             test_bn(p, 2, 24, 5, 6, 1, 1, 0);
             test_bn(p, 2, 520, 3, 3, 0, 1, 0);
             test_bn(p, 3, 12, 5, 5, 0, 0, 0);
+            /* timed against each other (bn_tune), then checked on the path it chose */
+            test_bn(p, 2, 64, 28, 28, 1, 1, 2);
+            test_bn(p, 4, 16, 9, 7, 0, 1, 2);
         }
         test_eltwise(p);
         test_pools(p);

@@ -54,6 +54,28 @@ typedef struct {
     int conv_min_cols;    /* 0: the backend's default */
 } cut;
 
+static tuned_args g_tuned[128];
+static int g_ntuned;
+
+void tuned_record(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
+    (void)be;
+    TB_ASSERT(g_ntuned < 128);
+    tuned_args t = {a->x->data, a->y->data, a->z ? a->z->data : NULL, g->dy->data, g->dx->data,
+                    g->dz ? g->dz->data : NULL, a->running_mean, a->running_var, g->dgamma, g->dbeta, a->x->n, 0};
+    g_tuned[g_ntuned++] = t;
+}
+
+void tuned_match(const tb_bn_args *a, const tb_bn_grads *g) {
+    for (int i = 0; i < g_ntuned; i++) {
+        tuned_args *t = &g_tuned[i];
+        if (t->x != a->x->data) continue;
+        t->matched += t->y == a->y->data && t->z == (a->z ? a->z->data : NULL) && t->dy == g->dy->data &&
+                      t->dx == g->dx->data && t->dz == (g->dz ? g->dz->data : NULL) && t->rm == a->running_mean &&
+                      t->rv == a->running_var && t->dgamma == g->dgamma && t->dbeta == g->dbeta &&
+                      t->n == a->x->n && !g->accumulate_dx && !(g->dz && g->accumulate_dz);
+    }
+}
+
 static tb_backend *make_backend(const cut *c) {
     tb_backend_opts bo = {.threads = c->threads};
     tb_backend *be = tb_cpu_backend_create(&bo);
@@ -74,6 +96,8 @@ static void run_case(const cut *c, int n, int h, int w, int classes, int fuse, i
     TB_ASSERT(tb_resnet_config_init(&cfg, "resnet50", classes) == 0);
     tb_model_opts o = tb_model_default_opts();
     o.fuse = fuse;
+    be->bn_tune = tuned_record;
+    g_ntuned = 0;
     g_m = tb_model_create(&cfg, be, n, h, w, &o);
     tb_model_init(g_m, 24);
     /* the fresh backend's scratch: as large as the model's plans made the
@@ -127,6 +151,12 @@ static void run_case(const cut *c, int n, int h, int w, int classes, int fuse, i
              g_lifetime_bad - lifetime0);
     TB_CHECK(g_fresh_bad == fresh0, "[%s] %d op outputs differ on fresh buffers", label,
              g_fresh_bad - fresh0);
+    int nbn = 0, tuned_ok = 0;
+    for (int i = 0; i < g_m->g.nnodes; i++) nbn += node_is_bn(i);
+    for (int i = 0; i < g_ntuned; i++) tuned_ok += g_tuned[i].matched == steps;
+    TB_CHECK(g_ntuned == nbn && tuned_ok == nbn,
+             "[%s] bn_tune: %d calls for %d BatchNorms, %d given what each step's bn_backward was given", label,
+             g_ntuned, nbn, tuned_ok);
     printf("%-64s %5d ops, %2d threads, scratch %6.1f MiB/thread: %s\n", label,
            g_ops_checked - ops0, rs->threads, (double)rs->ws_stride * sizeof(tb_real) / (1 << 20),
            g_lifetime_bad == lifetime0 && g_fresh_bad == fresh0 ? "PASS" : "FAIL");

@@ -32,6 +32,16 @@ extern int g_bwd_node;       /* node whose backward ops run now */
 extern int g_bwd_ops_left;   /* backward ops still to come for g_bwd_node */
 extern int g_lifetime_bad, g_fresh_bad, g_ops_checked;
 extern const char *g_config;
+/* bn_tune's calls while the model is made (tuned_record): one per
+ * BatchNorm, each to be given the buffers its step's bn_backward is given
+ * (tuned_match, from the bn_backward wrapper) */
+typedef struct {
+    const void *x, *y, *z, *dy, *dx, *dz;
+    const tb_real *rm, *rv, *dgamma, *dbeta;
+    int n, matched;
+} tuned_args;
+void tuned_record(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+void tuned_match(const tb_bn_args *a, const tb_bn_grads *g);
 
 static inline uint64_t hash_bytes(const void *p, size_t bytes) {
     const unsigned char *b = p;

@@ -80,6 +80,7 @@ static void w_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads
     tb_bn_grads fg = *g;
     fg.dy = &DY, fg.dx = &DX, fg.dz = g->dz ? &DZ : NULL;
     fg.dgamma = nan_bytes(cb), fg.dbeta = nan_bytes(cb);
+    tuned_match(a, g);
     g_real.bn_backward(be, a, g);
     g_real.bn_backward(g_fresh, &f, &fg);
     same_t("bn_backward", "dx", g->dx, &DX);

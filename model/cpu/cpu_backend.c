@@ -434,6 +434,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->bn_forward_train = cpu_bn_forward_train;
     be->bn_forward_infer = cpu_bn_forward_infer;
     be->bn_backward = cpu_bn_backward;
+    be->bn_tune = cpu_bn_tune;
 
     be->fconv_plan = cpu_fconv_plan;
     be->fconv_plan_free = cpu_fconv_plan_free;

@@ -82,6 +82,7 @@ void cpu_bn_plan_free(tb_backend *be, void *plan);
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+void cpu_bn_tune(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 
 /* cpu_fused.c: fused conv + BatchNorm (--fuse graph), composed of the above */
 void *cpu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got);

@@ -244,6 +244,7 @@ static void cuda_destroy(tb_backend *be) {
         cu_branch_free(st);
         cu_fused_free(st); /* the fused plans (before the cuDNN handle goes), the plan cache */
         cu_linear_free(st);
+        cu_bn_tune_free(st);
         cu_free(st, st->ws);
         cu_free(st, st->lt_ws);
         cu_free(st, st->scratch);
@@ -265,7 +266,9 @@ static void cuda_destroy(tb_backend *be) {
 
 /* ---- the constructor (device discovery: cuda_device.c) ------------------------------ */
 
-void tb_cuda_bn_use_cudnn(tb_backend *be, int on) { cu_state_of(be)->bn_cudnn = on; }
+void tb_cuda_bn_use_cudnn(tb_backend *be, int on) {
+    cu_state_of(be)->bn_cudnn = on == 2 ? CU_BN_AUTO : on ? CU_BN_CUDNN : CU_BN_OWN;
+}
 void tb_cuda_pool_force(tb_backend *be, int flags) { cu_state_of(be)->pool_force = flags; }
 int cu_pool_force_flags(tb_backend *be) { return cu_state_of(be)->pool_force; }
 
@@ -291,13 +294,16 @@ static int conv_api_from_env(void) {
 }
 
 /* TB_BN_KERNELS: auto (unset or empty: cuDNN's fused BatchNorm where it
- * takes the node, the own kernels elsewhere) or own (the own kernels for
- * every node: the bench's A/B of the two). */
-static int bn_cudnn_from_env(void) {
+ * takes the node, the own kernels elsewhere, and with autotune each node
+ * cuDNN takes timed on both, cuda_bn_tune.c), cudnn (cuDNN's where it
+ * takes the node, untimed) or own (the own kernels for every node): the
+ * bench's A/B of the two. */
+int cu_bn_kernels_from_env(void) {
     const char *v = getenv("TB_BN_KERNELS");
-    if (!v || !*v || strcmp(v, "auto") == 0) return 1;
-    if (strcmp(v, "own") == 0) return 0;
-    tb_die("TB_BN_KERNELS=%s: expected auto or own (which kernels run the BatchNorms)", v);
+    if (!v || !*v || strcmp(v, "auto") == 0) return CU_BN_AUTO;
+    if (strcmp(v, "cudnn") == 0) return CU_BN_CUDNN;
+    if (strcmp(v, "own") == 0) return CU_BN_OWN;
+    tb_die("TB_BN_KERNELS=%s: expected auto, cudnn or own (which kernels run the BatchNorms)", v);
 }
 
 static void version_str(char *buf, size_t len) {
@@ -346,7 +352,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->tf32 = opts && opts->tf32;
     st->deterministic = opts && opts->deterministic;
     st->autotune = !(opts && opts->no_autotune);
-    st->bn_cudnn = bn_cudnn_from_env();
+    st->bn_cudnn = cu_bn_kernels_from_env();
     st->bn_mask = cu_bn_mask_from_env();
     st->convert_many = cu_convert_many_from_env();
     st->conv_api = conv_api_from_env();
@@ -421,6 +427,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->bn_forward_train = cu_bn_forward_train;
     be->bn_forward_infer = cu_bn_forward_infer;
     be->bn_backward = cu_bn_backward;
+    be->bn_tune = cu_bn_tune;
     cu_fused_table(be, opts); /* fconv_* .. plan_session (fused_ops.c), in backend.h's order */
     be->relu_forward = cu_relu_forward;
     be->relu_backward = cu_relu_backward;

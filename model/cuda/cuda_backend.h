@@ -18,8 +18,13 @@ int tb_cuda_device_count(char *why, size_t len);
 tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_t errlen);
 
 /* Test switch: BatchNorm on cuDNN's fused kernels where they apply (NHWC,
- * 16-bit, C % 4 == 0: the default) or always on the own kernels (0). */
+ * 16-bit, C % 4 == 0; 1), the same with each such node timed against the
+ * own kernels by bn_tune where autotune is on (2: TB_BN_KERNELS=auto, the
+ * default), or always on the own kernels (0). */
 void tb_cuda_bn_use_cudnn(tb_backend *be, int on);
+/* Test query: 1 while the node of this bn_plan is yet to be timed
+ * (bn_tune has not run on it). */
+int tb_cuda_bn_plan_to_measure(const void *plan);
 /* Test query: 1 while the node of this bn_plan runs on cuDNN's fused
  * kernels (0: the own kernels, chosen at plan time or after cuDNN refused
  * a call). */

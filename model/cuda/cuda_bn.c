@@ -52,6 +52,8 @@ typedef struct {
     size_t reserve;             /* cuDNN's bytes at the largest batch */
     size_t mask_per_sample;     /* the own kernels' ReLU mask: bytes per sample (0: none) */
     int mask_n;                 /* the batch the mask holds y's ReLU for (0: none) */
+    int measure;                /* 1 until bn_tune timed cuDNN's path against the own kernels
+                                   (TB_BN_KERNELS=auto with autotune; cuda_bn_tune.c) */
 } bn_plan;
 
 /* One line, the first time cuDNN refuses a node (later ones go quietly). */
@@ -66,9 +68,20 @@ static void say_refused(const bn_plan *p, int n, const char *where, cudnnStatus_
 
 int tb_cuda_bn_plan_on_cudnn(const void *plan) { return plan && ((const bn_plan *)plan)->cudnn; }
 
+int tb_cuda_bn_plan_to_measure(const void *plan) {
+    const bn_plan *p = plan;
+    return p && p->measure && p->cudnn;
+}
+
+void cu_bn_plan_use(void *plan, int cudnn, int measure) {
+    bn_plan *p = plan;
+    p->cudnn = cudnn;
+    p->measure = measure;
+}
+
 static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
     const tb_tensor *x = a->x;
-    if (!st->bn_cudnn || a->stats_elsewhere) return 0; /* its forward may not be cuDNN's (--fuse graph) */
+    if (st->bn_cudnn == CU_BN_OWN || a->stats_elsewhere) return 0; /* its forward may not be cuDNN's (--fuse graph) */
     if (x->dtype == TB_F32 || x->layout != TB_NHWC || x->c % 4 != 0) return 0;
     if (a->z && !a->relu) return 0; /* no "BN + add" op without the activation */
     return 1;
@@ -127,6 +140,11 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
     p->cudnn = 1;
     p->reserve = res;
     *reserve_bytes = res; /* after a refusal, the mask only where it fits (mask_at) */
+    if (st->bn_cudnn == CU_BN_AUTO && st->autotune) { /* either may run: room for both's reserve */
+        p->measure = 1;
+        size_t mask = p->mask_per_sample * (size_t)x->n;
+        if (mask > res) *reserve_bytes = mask;
+    }
     cu_workspace(st, fws > bws ? fws : bws);
     return p;
 }

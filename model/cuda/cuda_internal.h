@@ -122,8 +122,14 @@ typedef struct {
     size_t nslots, used_slots;
     size_t in_use, peak;
     size_t free_start, total;
-    /* test switch (tb_cuda_bn_use_cudnn): cuDNN's fused BatchNorm where allowed */
+    /* TB_BN_KERNELS (CU_BN_*; test switch tb_cuda_bn_use_cudnn) */
     int bn_cudnn;
+    /* cuda_bn_tune.c: the problems timed in this process (key, own?, ms on
+     * each), and the current planning's tallies for its line */
+    struct cu_bn_choice *bn_choices;
+    int bn_nchoices, bn_choices_cap;
+    int bn_timed, bn_timed_own, bn_timed_cached, bn_timed_batch;
+    double bn_ms_cudnn, bn_ms_own, bn_ms_chosen;
     /* the own BatchNorm kernels' ReLU mask (TB_BN_RELU_MASK; test switch tb_cuda_bn_relu_mask) */
     int bn_mask;
     /* convert_many: one launch per 64 pairs (1; TB_CONVERT_MANY) or a convert each;
@@ -384,6 +390,33 @@ void cu_bn_apply_masked(void *plan, int n, int wrote);
  * y, as before the mask: an A/B, and a fallback without a rebuild);
  * anything else is one line, and the job ends. */
 int cu_bn_mask_from_env(void);
+/* TB_BN_KERNELS (cuda_backend.c; anything else is one line, and the job
+ * ends), in cu_state.bn_cudnn: */
+int cu_bn_kernels_from_env(void);
+#define CU_BN_OWN 0   /* own: every node on the own kernels */
+#define CU_BN_CUDNN 1 /* cudnn: cuDNN's fused path where it takes the node (test switch tb_cuda_bn_use_cudnn) */
+#define CU_BN_AUTO 2  /* auto (unset, empty): the same, and with autotune the faster of the two per node */
+/* cu_bn_plan_use sets the path a node's calls take (cuDNN's or the own
+ * kernels) and whether it is still to be timed (tb_cuda_bn_plan_to_measure:
+ * a node cuDNN takes, under auto with autotune, until bn_tune ran). */
+void cu_bn_plan_use(void *plan, int cudnn, int measure);
+
+/* cuda_bn_tune.c: under TB_BN_KERNELS=auto with autotune, bn_tune times a
+ * node's training forward + backward on cuDNN's path and on the own
+ * kernels, on its buffers, and keeps the faster (in the plan cache too);
+ * cu_bn_tune_say is the line at the end of planning (nothing when no node
+ * was timed). The helpers: the pick (the own kernels only when more than
+ * 1 % faster; a path not measured, ms < 0, is not picked), the plan
+ * cache's entry for a problem and its value ("own|cudnn MS_CUDNN MS_OWN";
+ * -1 on the parse of anything else). */
+void cu_bn_tune(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
+void cu_bn_tune_say(cu_state *st);
+void cu_bn_tune_line(char *out, size_t len, const cu_state *st); /* its text (bench/summary/resnet50.py reads it) */
+void cu_bn_tune_free(cu_state *st);
+int cu_bn_tune_pick(float ms_cudnn, float ms_own);
+void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z);
+void cu_bn_tune_value(char *out, size_t len, int own, float ms_cudnn, float ms_own);
+int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own);
 
 /* cuda_linear.c */
 void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,

@@ -63,6 +63,7 @@ tb_plan_cache *cu_plan_cache(cu_state *st) {
 
 void cu_plan_session(tb_backend *be, const char *session) {
     cu_state *st = cu_state_of(be);
+    if (!session) cu_bn_tune_say(st); /* what the BatchNorms' timing chose, cache or not */
     tb_plan_cache *c = cu_plan_cache(st);
     if (!c) return;
     char msg[1024];

@@ -1,0 +1,197 @@
+/* cuda_bn_tune.c - which kernels run a BatchNorm, by measurement
+ * (TB_BN_KERNELS=auto, the default, with autotune on).
+ *
+ * cuDNN's fused BatchNorm (persistent NHWC) and the own kernels with their
+ * ReLU mask (cuda_bn_kernels.cu) both take every 16-bit NHWC node of a
+ * ResNet; which is faster depends on the shape and the GPU. bn_tune, given
+ * a node's buffers and a training step's args at the largest batch (the
+ * graph calls it once per node after allocating), runs forward + backward
+ * on each path (one untimed round each, then two timed rounds of two steps
+ * each, alternating, the best round kept) and leaves the node on the
+ * faster. The running statistics and dgamma, dbeta the args point at are
+ * not touched (the measuring writes scratch copies); y, dx, dz, the saved
+ * statistics and the reserve are, as a step would.
+ *
+ * The choice is kept per problem (dtype, layout, shape, ReLU, residual):
+ * within the process, so nodes of one shape are timed once, and in the
+ * plan cache (entry "bn <problem>", value "own|cudnn MS_CUDNN MS_OWN"),
+ * so the next launch times nothing. An entry that does not parse, or
+ * whose pick does not follow from its times, is measured again with one
+ * line. One line at the end of planning (cu_bn_tune_say) sums the timed
+ * nodes: what one step's BatchNorms take as chosen, all on cuDNN's path
+ * and all on the own kernels.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/cuda/fused_cuda.h"
+
+struct cu_bn_choice {
+    char key[96];
+    int own;
+    float ms_cudnn, ms_own;
+};
+
+int cu_bn_tune_pick(float ms_cudnn, float ms_own) {
+    if (!(ms_own >= 0.0f)) return 0;
+    return !(ms_cudnn >= 0.0f) || ms_own < 0.99f * ms_cudnn;
+}
+
+void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z) {
+    snprintf(out, len, "bn %s %s n%d c%d %dx%d%s%s", tb_dtype_name(x->dtype), tb_layout_name(x->layout), x->n,
+             x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "");
+}
+
+void cu_bn_tune_value(char *out, size_t len, int own, float ms_cudnn, float ms_own) {
+    snprintf(out, len, "%s %.4f %.4f", own ? "own" : "cudnn", (double)ms_cudnn, (double)ms_own);
+}
+
+int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own) {
+    char pick[8], rest;
+    float mc, mo;
+    if (!v || sscanf(v, "%7s %f %f %c", pick, &mc, &mo, &rest) != 3) return -1;
+    int o = strcmp(pick, "own") == 0 ? 1 : strcmp(pick, "cudnn") == 0 ? 0 : -1;
+    if (o < 0 || !isfinite(mc) || !isfinite(mo) || (mc < 0.0f && mc != -1.0f) || mo < 0.0f) return -1;
+    if (o != cu_bn_tune_pick(mc, mo)) return -1; /* a pick its own times do not give */
+    *own = o, *ms_cudnn = mc, *ms_own = mo;
+    return 0;
+}
+
+/* The best of two timed rounds of forward + backward on the path the
+ * plan is set to, in ms per step (after one untimed round, given). */
+static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g, cudaEvent_t e0, cudaEvent_t e1) {
+    cudaStream_t s = cu_stream(be);
+    TB_CUDA_CHECK(cudaEventRecord(e0, s));
+    for (int r = 0; r < 2; r++) {
+        cu_bn_forward_train(be, a);
+        cu_bn_backward(be, a, g);
+    }
+    TB_CUDA_CHECK(cudaEventRecord(e1, s));
+    TB_CUDA_CHECK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    return ms / 2.0f;
+}
+
+/* ms[0] on cuDNN's path (-1: cuDNN declined the node at run time), ms[1]
+ * on the own kernels; a and g point at scratch statistics and gradients. */
+static void measure(tb_backend *be, void *plan, const tb_bn_args *a, const tb_bn_grads *g, float ms[2]) {
+    cudaEvent_t e0, e1;
+    TB_CUDA_CHECK(cudaEventCreate(&e0));
+    TB_CUDA_CHECK(cudaEventCreate(&e1));
+    ms[0] = ms[1] = -1.0f;
+    int cudnn_ok = 1;
+    for (int round = 0; round < 3; round++) {
+        for (int path = 0; path < 2; path++) {
+            if (path == 0 && !cudnn_ok) continue;
+            cu_bn_plan_use(plan, path == 0, 1);
+            if (round == 0) { /* untimed: plans, clocks, the mask's first write */
+                cu_bn_forward_train(be, a);
+                cu_bn_backward(be, a, g);
+                if (path == 0) cudnn_ok = tb_cuda_bn_plan_on_cudnn(plan);
+                continue;
+            }
+            float t = time_round(be, a, g, e0, e1);
+            if (ms[path] < 0.0f || t < ms[path]) ms[path] = t;
+        }
+    }
+    TB_CUDA_CHECK(cudaEventDestroy(e0));
+    TB_CUDA_CHECK(cudaEventDestroy(e1));
+}
+
+static struct cu_bn_choice *remembered(cu_state *st, const char *key) {
+    for (int i = 0; i < st->bn_nchoices; i++)
+        if (strcmp(st->bn_choices[i].key, key) == 0) return &st->bn_choices[i];
+    return NULL;
+}
+
+static struct cu_bn_choice *remember(cu_state *st, const char *key, int own, float mc, float mo) {
+    if (st->bn_nchoices == st->bn_choices_cap) {
+        int cap = st->bn_choices_cap ? 2 * st->bn_choices_cap : 32;
+        struct cu_bn_choice *c = realloc(st->bn_choices, (size_t)cap * sizeof *c);
+        if (!c) TB_FATAL("out of host memory");
+        st->bn_choices = c, st->bn_choices_cap = cap;
+    }
+    struct cu_bn_choice *c = &st->bn_choices[st->bn_nchoices++];
+    snprintf(c->key, sizeof c->key, "%s", key);
+    c->own = own, c->ms_cudnn = mc, c->ms_own = mo;
+    return c;
+}
+
+/* The problem's choice from the plan cache (NULL: none there, or one that
+ * does not parse: then one line, and it is measured again). */
+static struct cu_bn_choice *cached(cu_state *st, const char *key) {
+    tb_plan_cache *pc = cu_plan_cache(st);
+    const char *v = pc ? tb_pc_get(pc, key) : NULL;
+    if (!v) return NULL;
+    int own;
+    float mc, mo;
+    if (cu_bn_tune_parse(v, &own, &mc, &mo) != 0) {
+        tb_info("# plan cache: %s: \"%.60s\" is not a BatchNorm choice; measuring again", key, v);
+        tb_pc_drop(pc, key);
+        return NULL;
+    }
+    return remember(st, key, own, mc, mo);
+}
+
+void cu_bn_tune(tb_backend *be, const tb_bn_args *a0, const tb_bn_grads *g0) {
+    if (!tb_cuda_bn_plan_to_measure(a0->plan)) return;
+    cu_state *st = cu_state_of(be);
+    char key[96];
+    cu_bn_tune_key(key, sizeof key, a0->x, a0->relu, a0->z != NULL);
+    struct cu_bn_choice *c = remembered(st, key);
+    int from_cache = 0;
+    if (!c && (c = cached(st, key)) != NULL) from_cache = 1;
+    if (!c) {
+        const int C = a0->x->c;
+        float *s = cu_malloc(st, 4 * (size_t)C * sizeof(float), "a BatchNorm's statistics while it is timed");
+        TB_CUDA_CHECK(cudaMemsetAsync(s, 0, 4 * (size_t)C * sizeof(float), cu_stream(be)));
+        tb_bn_args a = *a0;
+        tb_bn_grads g = *g0;
+        a.running_mean = s, a.running_var = s + C, g.dgamma = s + 2 * C, g.dbeta = s + 3 * C;
+        float ms[2];
+        measure(be, a0->plan, &a, &g, ms);
+        cu_free(st, s);
+        c = remember(st, key, cu_bn_tune_pick(ms[0], ms[1]), ms[0], ms[1]);
+        tb_plan_cache *pc = cu_plan_cache(st);
+        char v[64];
+        cu_bn_tune_value(v, sizeof v, c->own, c->ms_cudnn, c->ms_own);
+        if (pc) tb_pc_put(pc, key, v);
+    }
+    cu_bn_plan_use(a0->plan, !c->own, 0);
+    st->bn_timed++;
+    st->bn_timed_own += c->own;
+    st->bn_timed_cached += from_cache;
+    st->bn_timed_batch = a0->x->n;
+    st->bn_ms_own += c->ms_own;
+    st->bn_ms_cudnn += c->ms_cudnn >= 0.0f ? c->ms_cudnn : c->ms_own; /* declined: cuDNN's path is the own */
+    st->bn_ms_chosen += c->own || c->ms_cudnn < 0.0f ? c->ms_own : c->ms_cudnn;
+}
+
+void cu_bn_tune_line(char *out, size_t len, const cu_state *st) {
+    snprintf(out, len,
+             "# cuda bn: %d BatchNorm%s timed on cuDNN's path and on the own kernels (forward + backward at batch "
+             "%d; %d from the plan cache): %d run on the own kernels; a step's BatchNorms %.3f ms as chosen, %.3f "
+             "ms all on cuDNN's, %.3f ms all on the own",
+             st->bn_timed, st->bn_timed == 1 ? "" : "s", st->bn_timed_batch, st->bn_timed_cached, st->bn_timed_own,
+             st->bn_ms_chosen, st->bn_ms_cudnn, st->bn_ms_own);
+}
+
+void cu_bn_tune_say(cu_state *st) {
+    if (st->bn_timed) {
+        char line[512];
+        cu_bn_tune_line(line, sizeof line, st);
+        tb_info("%s", line);
+    }
+    st->bn_timed = st->bn_timed_own = st->bn_timed_cached = st->bn_timed_batch = 0;
+    st->bn_ms_own = st->bn_ms_cudnn = st->bn_ms_chosen = 0.0;
+}
+
+void cu_bn_tune_free(cu_state *st) {
+    free(st->bn_choices);
+    st->bn_choices = NULL;
+    st->bn_nchoices = st->bn_choices_cap = 0;
+}
