@@ -109,10 +109,14 @@ def test_new_layout():
         with open(os.path.join(d, "resnet50", "tb_z_r1.log"), "w") as f:
             f.write("# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4 (measured, pads "
                     "included: 3: 2.861 ms, 4: 0.713 ms, 8: 0.802 ms)\n")
+        with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "a") as f:
+            f.write("# cuda bn: 53 BatchNorms timed on cuDNN's path and on the own kernels (forward + backward at "
+                    "batch 256; 0 from the plan cache): 31 run on the own kernels; a step's BatchNorms 14.210 ms as "
+                    "chosen, 17.012 ms all on cuDNN's, 15.330 ms all on the own\n")
         with open(os.path.join(d, "resnet50", "tb_w_r1.log"), "w") as f:
             f.write("# cuda conv: the 7x7/2 conv with 3 input channels stays on 3 (measured, pads included: "
                     "3: 1.100 ms, 4: 1.300 ms, 8: not measured)\n")
-        with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "w") as f:
+        with open(os.path.join(d, "resnet50", "tb_bf16_nhwc_256_graph_r1.log"), "a") as f:
             f.write("# trainbench train: resnet50, 1000 classes, 1 rank, backend cuda (16 threads/rank), bf16\n"
                     "# 25557032 parameters, 24.6 GFLOP per image per step\n"
                     "# training: 305 steps, loss 6.9312 -> 6.1021, 7180.50 img/s (176126.2 GFLOP/s) over 300 "
@@ -122,6 +126,12 @@ def test_new_layout():
         check(rows.get(k + "img_per_s", ("",))[0] == "7180.5" and rows[k + "repeats"][0] == "3" and
               rows[k + "loss_end"][0] == "6.1021" and rows[k + "img_per_s"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
               "new rows.tsv: median img/s, repeats, loss at the end, cited from the row's log")
+        check(rows.get(k + "bn_timed", ("",))[0] == "53" and rows.get(k + "bn_own", ("",))[0] == "31" and
+              rows.get(k + "bn_ms_chosen", ("",))[0] == "14.210" and rows.get(k + "bn_ms_cudnn", ("",))[0] == "17.012" and
+              rows.get(k + "bn_ms_own", ("",))[0] == "15.330" and
+              rows[k + "bn_ms_own"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
+              "the BatchNorms' timing line: nodes timed, on the own kernels, a step's BatchNorms each way, cited")
+        check("resnet50/trainbench/fp16/nhwc/256/graph+stempad/bn_timed" not in rows, "no timing line, no bn rows")
         ko = "resnet50/trainbench/bf16/nhwc/256/graph+ownbn/img_per_s"
         check(rows.get(ko, ("",))[0] == "7000.0" and not any(k.startswith("resnet50/trainbench/bf16/nhwc/256/graph#2")
                                                           for k in rows),

@@ -6,7 +6,8 @@ row's own log where the run dir has it.
 Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
 `eager` or `-`, a `+fused` suffix for `--fuse graph`, `+ownbn` for every
-BatchNorm on the own kernels (TB_BN_KERNELS=own), `+wgrad` for the weight
+BatchNorm on the own kernels (TB_BN_KERNELS=own), `+cudnnbn` for cuDNN's
+BatchNorm untimed (TB_BN_KERNELS=cudnn), `+wgrad` for the weight
 gradients on a second stream (TB_WGRAD_STREAM=on), `+stempad` for the
 stem's input padded where faster (TB_STEM_PAD=auto, 4 or 8), `+profile` for an
 op-profile row, and `#2`, `#3`
@@ -16,7 +17,13 @@ another bench call's rows.tsv in the same run directory).
 A row whose log has the stem's `# cuda conv:` line (TB_STEM_PAD) adds
 stem_channels (what ran: 3, 4 or 8) and, where measured, stem_ms_<n> per
 channel count tried (its conv's forward + filter gradient, pads included,
-from the plan)."""
+from the plan).
+
+A row whose log has the BatchNorms' timing line (`# cuda bn: N BatchNorms
+timed ...`, TB_BN_KERNELS=auto) adds bn_timed (nodes), bn_own (of them on
+the own kernels) and a step's BatchNorms in ms, forward + backward as
+timed at plan time: bn_ms_chosen, bn_ms_cudnn (all on cuDNN's path),
+bn_ms_own (all on the own kernels)."""
 import os
 import re
 
@@ -51,6 +58,8 @@ def _config(r):
         g += "+fused"
     if "TB_BN_KERNELS=own" in graph:
         g += "+ownbn"
+    if "TB_BN_KERNELS=cudnn" in graph:
+        g += "+cudnnbn"
     if "TB_WGRAD_STREAM=on" in graph:
         g += "+wgrad"
     if re.search(r"TB_STEM_PAD=(auto|4|8)\b", graph):
@@ -74,6 +83,22 @@ def _stem(run_dir, src, key):
     for c, ms in re.findall(r"(\d+): (" + NUM + r") ms", m.group(3)):
         out.append(row(key + "/stem_ms_" + c, ms, "ms", src))
     return out
+
+
+BN = re.compile(r"^# cuda bn: (\d+) BatchNorms? timed on cuDNN's path and on the own kernels .*?: (\d+) run on the "
+                r"own kernels; a step's BatchNorms (" + NUM + r") ms as chosen, (" + NUM + r") ms all on cuDNN's, (" +
+                NUM + r") ms all on the own", re.M)
+
+
+def _bn(run_dir, src, key):
+    """The BatchNorms' timing line of a row's log: how many ran where, a step's BatchNorms each way."""
+    path = os.path.join(run_dir, src)
+    m = BN.search(read(path)) if src.endswith(".log") and os.path.isfile(path) else None
+    if not m:
+        return []
+    names = (("bn_timed", "nodes"), ("bn_own", "nodes"), ("bn_ms_chosen", "ms"), ("bn_ms_cudnn", "ms"),
+             ("bn_ms_own", "ms"))
+    return [row(key + "/" + n, m.group(i + 1), u, src) for i, (n, u) in enumerate(names)]
 
 
 def extract(run_dir):
@@ -100,4 +125,5 @@ def extract(run_dir):
                 if v is not None:
                     out.append(row(key + "/" + col, v, unit, src))
             out += _stem(run_dir, src, key)
+            out += _bn(run_dir, src, key)
     return out
