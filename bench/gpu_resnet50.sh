@@ -275,14 +275,18 @@ rm -f "$PROF"
 torch    eager_bf16_nhwc_256    40 "$REPEATS" bf16 nhwc 256 eager
 tb       bf16_nhwc_256_graph    45 "$REPEATS" 7200 bf16 nhwc 256 on
 tb       fp16_nhwc_256_graph    45 "$REPEATS" 7700 fp16 nhwc 256 on
+# the same with cuDNN's BatchNorm untimed (TB_BN_KERNELS=cudnn), as before
+# each BatchNorm was timed against the own kernels at start-up (the rows
+# above: their '# cuda bn: ...' line gives a step's BatchNorms each way)
+tb       fp16_nhwc_256_cudnnbn  45 "$REPEATS" 7700 fp16 nhwc 256 on TB_BN_KERNELS=cudnn
 # the stem's 3 input channels padded to 4 or 8 where that measured faster
 # (TB_STEM_PAD=auto; MLPerf feeds it 4): its log's '# cuda conv: ...' line
 # gives the stem's forward + filter gradient time on 3 channels and padded
 tb       fp16_nhwc_256_stempad  45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto
-# every unfused candidate at once (the stem padded where faster, the own
-# BatchNorm kernels with their ReLU mask, the weight gradients on a second
-# stream): the rows below take them one by one
-tb       fp16_nhwc_256_stempad_ownbn_wgrad 45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto TB_BN_KERNELS=own TB_WGRAD_STREAM=on
+# every unfused candidate at once (the BatchNorms as timed, the stem padded
+# where faster, the weight gradients on a second stream): the rows below
+# take them one by one
+tb       fp16_nhwc_256_stempad_wgrad 45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto TB_WGRAD_STREAM=on
 converge converge_bf16_resnet50 90 bf16 200
 # where the time goes on both sides
 tb       bf16_nhwc_256_profile  50 1 7200 bf16 nhwc 256 on --op-profile 5
@@ -303,8 +307,6 @@ tb       bf16_nhwc_256_ownbn_profile 50 1 7200 bf16 nhwc 256 on TB_BN_KERNELS=ow
 # (TB_WGRAD_STREAM=on, as MLPerf's MXNet ResNet-50 does), unfused and fused
 tb       fp16_nhwc_256_wgrad    45 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on
 tb       fp16_nhwc_256_fused_wgrad 60 "$REPEATS" 7700 fp16 nhwc 256 on TB_WGRAD_STREAM=on --fuse graph
-# both, unfused: the candidate for the fastest row if each helps alone
-tb       fp16_nhwc_256_stempad_wgrad 45 "$REPEATS" 7700 fp16 nhwc 256 on TB_STEM_PAD=auto TB_WGRAD_STREAM=on
 # what issue 29 and 30 compare against in the same call: torch.compile (after
 # the rows above: its compilation alone can take minutes)
 torch    compile_bf16_nhwc_256 200 1 bf16 nhwc 256 compile
