@@ -191,6 +191,7 @@ static void tune_bns(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
         tb_tensor x, z, y;
         tb_bn_args a;
         tb_graph_bn_args(g, nd, p, n, &x, &z, &y, &a);
+        if ((size_t)n * x.h * x.w < 2) continue; /* no training BatchNorm: the run's own check says so */
         int has_dz = nd->in2 >= 0 && g->acts[nd->in2].need_grad;
         tb_tensor dy = tb_graph_grad(g, nd->out, n), dx = tb_graph_grad(g, nd->in, n);
         tb_tensor dz = has_dz ? tb_graph_grad(g, nd->in2, n) : dx;
@@ -344,7 +345,7 @@ void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_param
     a->reserve = nd->reserve;
     a->reserve_bytes = nd->reserve_bytes;
     a->stats_elsewhere = nd->fcand != TB_BNF_UNFUSED;
-    a->y_in_consumer = nd->fcand == TB_BNF_FOLD;
+    a->y_in_consumer = nd->fcand == TB_BNF_FOLD && nd->relu;
 }
 
 void tb_graph_forward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train, int i) {

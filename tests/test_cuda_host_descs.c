@@ -507,27 +507,41 @@ void test_bn_tune_rules(void) {
     } picks[] = {{1.0f, 0.5f, 1},  {1.0f, 0.995f, 0}, {1.0f, 0.98f, 1}, {0.5f, 1.0f, 0},
                  {-1.0f, 0.7f, 1}, {0.7f, -1.0f, 0},  {-1.0f, -1.0f, 0}};
     bad = 0;
-    for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) bad += cu_bn_tune_pick(picks[k].mc, picks[k].mo) != picks[k].own;
+    for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++)
+        bad += cu_bn_tune_pick(picks[k].mc, picks[k].mo) != picks[k].own;
     TB_CHECK(bad == 0, "the BatchNorm pick: the own kernels only when measured and more than 1 %% faster (%d wrong)",
              bad);
 
-    char key[96], v[64];
+    char key[112], key2[112], v[64];
     tb_tensor x = {NULL, 256, 64, 56, 56, TB_F16, TB_NHWC};
-    cu_bn_tune_key(key, sizeof key, &x, 1, 1);
-    TB_CHECK(strcmp(key, "bn float16 NHWC n256 c64 56x56 relu add") == 0, "the entry names the problem: '%s'", key);
+    cu_bn_tune_key(key, sizeof key, &x, 1, 1, 1);
+    cu_bn_tune_key(key2, sizeof key2, &x, 1, 1, 0);
+    TB_CHECK(strcmp(key, "bn float16 NHWC n256 c64 56x56 relu add") == 0 &&
+                 strcmp(key2, "bn float16 NHWC n256 c64 56x56 relu add y-read") == 0,
+             "the entry names the problem, the ReLU mask off apart: '%s', '%s'", key, key2);
     int own = -1;
-    float mc = 0.0f, mo = 0.0f;
-    cu_bn_tune_value(v, sizeof v, 1, 0.5123f, 0.4011f);
-    TB_CHECK(cu_bn_tune_parse(v, &own, &mc, &mo) == 0 && own == 1 && fabsf(mc - 0.5123f) < 1e-4f &&
-                 fabsf(mo - 0.4011f) < 1e-4f,
+    float mc = 0.0f, mo = 0.0f, sc = 0.0f, so = 0.0f;
+    int stored = cu_bn_tune_store(v, sizeof v, 0.51234f, 0.40111f, &sc, &so);
+    TB_CHECK(stored == 1 && cu_bn_tune_parse(v, &own, &mc, &mo) == 0 && own == 1 && mc == sc && mo == so &&
+                 fabsf(mc - 0.5123f) < 1e-6f && fabsf(mo - 0.4011f) < 1e-6f,
              "a stored choice reads back: '%s'", v);
-    cu_bn_tune_value(v, sizeof v, 1, -1.0f, 0.4011f);
+    (void)cu_bn_tune_store(v, sizeof v, -1.0f, 0.4011f, &sc, &so);
     TB_CHECK(cu_bn_tune_parse(v, &own, &mc, &mo) == 0 && own == 1 && mc == -1.0f, "cuDNN declined: '%s'", v);
+    /* times whose ratio sits on the 1 % edge: the pick is made from what is
+     * stored, so every entry parses back to itself */
+    bad = 0;
+    for (int i = 0; i < 20000; i++) {
+        float c = 0.05f + 0.5f * (float)i / 20000.0f, o = c * (0.985f + 0.01f * (float)((i * 7919) % 1000) / 1000.0f);
+        int pick = cu_bn_tune_store(v, sizeof v, c, o, &sc, &so);
+        bad += cu_bn_tune_parse(v, &own, &mc, &mo) != 0 || own != pick || mc != sc || mo != so;
+    }
+    TB_CHECK(bad == 0, "choices on the 1 %% edge parse back as stored (%d of 20000 do not)", bad);
     static const char *const corrupt[] = {"own 0.5 0.6",  "cudnn 0.5 0.4", "fast 0.5 0.4", "own 0.5",
                                           "own 0.5 0.4 x", "own nan 0.4",  "own 0.5 -0.4", "own -2 0.4",
                                           "",              "own 0.5 inf"};
     bad = 0;
-    for (size_t k = 0; k < sizeof corrupt / sizeof corrupt[0]; k++) bad += cu_bn_tune_parse(corrupt[k], &own, &mc, &mo) == 0;
+    for (size_t k = 0; k < sizeof corrupt / sizeof corrupt[0]; k++)
+        bad += cu_bn_tune_parse(corrupt[k], &own, &mc, &mo) == 0;
     TB_CHECK(bad == 0 && cu_bn_tune_parse(NULL, &own, &mc, &mo) != 0,
              "values that are not a BatchNorm choice are refused (%d accepted)", bad);
 

@@ -273,7 +273,17 @@ static void check_relu_mask(tb_backend *gb, const tb_bn_args *a, pair *dy, pair 
 static void check_bn_tune(tb_backend *gb, tb_bn_args *a, tb_bn_args *twin, pair *dy, pair *dx, pair *dz,
                           vec *const st[4], const char *tag) {
     char what[200];
-    const size_t cb = (size_t)a->x->c * 4;
+    if (!tb_cuda_bn_plan_on_cudnn(a->plan)) { /* cuDNN declined the node at plan time: nothing to time */
+        printf("# bn_tune %s: cuDNN declined the node at plan time; the own kernels run it, untimed\n", tag);
+        return;
+    }
+    const tb_tensor *x = a->x;
+    const int V = 16 / (int)tb_dtype_size(x->dtype);
+    const size_t mask = a->relu && x->c % V == 0 ? (size_t)x->n * x->h * x->w * (size_t)(x->c / V) : 0;
+    snprintf(what, sizeof what, "bn_tune: the reserve holds the own kernels' ReLU mask too (%zu >= %zu) %s",
+             a->reserve_bytes, mask, tag);
+    report(what, (double)a->reserve_bytes, (double)mask, a->reserve_bytes >= mask);
+    const size_t cb = (size_t)x->c * 4;
     float *before = malloc(4 * cb), *after = malloc(4 * cb);
     for (int k = 0; k < 4; k++) gb->copy_d2h(gb, before + k * (cb / 4), st[k]->gpu, cb);
     snprintf(what, sizeof what, "bn_tune: the node is to be timed %s", tag);

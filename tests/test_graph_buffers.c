@@ -60,8 +60,13 @@ static int g_ntuned;
 void tuned_record(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g) {
     (void)be;
     TB_ASSERT(g_ntuned < 128);
-    tuned_args t = {a->x->data, a->y->data, a->z ? a->z->data : NULL, g->dy->data, g->dx->data,
-                    g->dz ? g->dz->data : NULL, a->running_mean, a->running_var, g->dgamma, g->dbeta, a->x->n, 0};
+    tuned_args t = {a->x->data,      a->y->data,       a->z ? a->z->data : NULL,
+                    g->dy->data,     g->dx->data,      g->dz ? g->dz->data : NULL,
+                    a->plan,         a->reserve,       a->running_mean,
+                    a->running_var,  a->save_mean,     a->save_invstd,
+                    g->dgamma,       g->dbeta,         a->reserve_bytes,
+                    a->x->n,         a->relu,          g->accumulate_dx || g->accumulate_dz,
+                    0};
     g_tuned[g_ntuned++] = t;
 }
 
@@ -69,10 +74,13 @@ void tuned_match(const tb_bn_args *a, const tb_bn_grads *g) {
     for (int i = 0; i < g_ntuned; i++) {
         tuned_args *t = &g_tuned[i];
         if (t->x != a->x->data) continue;
+        /* what the step gives, and no accumulation in either (bn_tune's must not ask for it) */
         t->matched += t->y == a->y->data && t->z == (a->z ? a->z->data : NULL) && t->dy == g->dy->data &&
-                      t->dx == g->dx->data && t->dz == (g->dz ? g->dz->data : NULL) && t->rm == a->running_mean &&
-                      t->rv == a->running_var && t->dgamma == g->dgamma && t->dbeta == g->dbeta &&
-                      t->n == a->x->n && !g->accumulate_dx && !(g->dz && g->accumulate_dz);
+                      t->dx == g->dx->data && t->dz == (g->dz ? g->dz->data : NULL) && t->plan == a->plan &&
+                      t->reserve == a->reserve && t->reserve_bytes == a->reserve_bytes && t->rm == a->running_mean &&
+                      t->rv == a->running_var && t->sm == a->save_mean && t->si == a->save_invstd &&
+                      t->dgamma == g->dgamma && t->dbeta == g->dbeta && t->n == a->x->n && t->relu == a->relu &&
+                      !t->acc && !g->accumulate_dx && !(g->dz && g->accumulate_dz);
     }
 }
 

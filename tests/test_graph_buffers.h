@@ -36,9 +36,10 @@ extern const char *g_config;
  * BatchNorm, each to be given the buffers its step's bn_backward is given
  * (tuned_match, from the bn_backward wrapper) */
 typedef struct {
-    const void *x, *y, *z, *dy, *dx, *dz;
-    const tb_real *rm, *rv, *dgamma, *dbeta;
-    int n, matched;
+    const void *x, *y, *z, *dy, *dx, *dz, *plan, *reserve;
+    const tb_real *rm, *rv, *sm, *si, *dgamma, *dbeta;
+    size_t reserve_bytes;
+    int n, relu, acc, matched;
 } tuned_args;
 void tuned_record(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 void tuned_match(const tb_bn_args *a, const tb_bn_grads *g);

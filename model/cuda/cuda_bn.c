@@ -25,12 +25,15 @@
  *
  * The own kernels' ReLU mask: a node planned on them with a ReLU whose C
  * takes 16-byte words (NHWC) has its reserve space sized for the mask
- * (cu_bn_mask_bytes), unless --fuse graph means to fold it into the next
- * conv's prologue (y_in_consumer: no y, no mask; ~105 MB at batch 256), which the own training forward writes, or bn_apply
+ * (cu_bn_mask_bytes), which the own training forward writes, or bn_apply
  * under --fuse graph (cu_bn_apply_mask), and the own backward reads
- * instead of y. The plan notes the batch the last forward wrote it for
- * (mask_n, 0: none; cuDNN's forward and the inference forward clear it),
- * so a backward never reads a mask its forward did not write.
+ * instead of y. A node --fuse graph means to fold into the next conv's
+ * prologue has none (y_in_consumer: the conv makes y; ~105 MB at batch
+ * 256 in bf16); under TB_BN_KERNELS=auto a node cuDNN takes has room for
+ * the larger of cuDNN's reserve and the mask, as bn_tune may pick either.
+ * The plan notes the batch the last forward wrote the mask for (mask_n, 0:
+ * none; cuDNN's forward and the inference forward clear it), so a
+ * backward never reads a mask its forward did not write.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -6,16 +6,17 @@
  * ResNet; which is faster depends on the shape and the GPU. bn_tune, given
  * a node's buffers and a training step's args at the largest batch (the
  * graph calls it once per node after allocating), runs forward + backward
- * on each path (one untimed round each, then two timed rounds of two steps
- * each, alternating, the best round kept) and leaves the node on the
- * faster. The running statistics and dgamma, dbeta the args point at are
+ * on each path (one round each to warm up and size the rounds, then two
+ * timed rounds each of enough steps to last about 1 ms, alternating, the
+ * best round kept) and leaves the node on the faster. The running statistics and dgamma, dbeta the args point at are
  * not touched (the measuring writes scratch copies); y, dx, dz, the saved
  * statistics and the reserve are, as a step would.
  *
- * The choice is kept per problem (dtype, layout, shape, ReLU, residual):
- * within the process, so nodes of one shape are timed once, and in the
- * plan cache (entry "bn <problem>", value "own|cudnn MS_CUDNN MS_OWN"),
- * so the next launch times nothing. An entry that does not parse, or
+ * The choice is kept per problem (dtype, layout, shape, ReLU, residual,
+ * the own kernels' ReLU mask on or off): within the process, so nodes of
+ * one shape are timed once, and in the plan cache (entry "bn <problem>",
+ * value "own|cudnn MS_CUDNN MS_OWN", the pick made from the times as
+ * stored), so the next launch times nothing. An entry that does not parse, or
  * whose pick does not follow from its times, is measured again with one
  * line. One line at the end of planning (cu_bn_tune_say) sums the timed
  * nodes: what one step's BatchNorms take as chosen, all on cuDNN's path
@@ -30,8 +31,8 @@
 #include "model/cuda/fused_cuda.h"
 
 struct cu_bn_choice {
-    char key[96];
-    int own;
+    char key[112];
+    int own, from_cache;
     float ms_cudnn, ms_own;
 };
 
@@ -40,13 +41,18 @@ int cu_bn_tune_pick(float ms_cudnn, float ms_own) {
     return !(ms_cudnn >= 0.0f) || ms_own < 0.99f * ms_cudnn;
 }
 
-void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z) {
-    snprintf(out, len, "bn %s %s n%d c%d %dx%d%s%s", tb_dtype_name(x->dtype), tb_layout_name(x->layout), x->n,
-             x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "");
+void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z, int mask) {
+    snprintf(out, len, "bn %s %s n%d c%d %dx%d%s%s%s", tb_dtype_name(x->dtype), tb_layout_name(x->layout), x->n,
+             x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "", relu && !mask ? " y-read" : "");
 }
 
-void cu_bn_tune_value(char *out, size_t len, int own, float ms_cudnn, float ms_own) {
-    snprintf(out, len, "%s %.4f %.4f", own ? "own" : "cudnn", (double)ms_cudnn, (double)ms_own);
+int cu_bn_tune_store(char *out, size_t len, float ms_cudnn, float ms_own, float *mc, float *mo) {
+    char t[48];
+    snprintf(t, sizeof t, "%.4f %.4f", (double)ms_cudnn, (double)ms_own);
+    if (sscanf(t, "%f %f", mc, mo) != 2) *mc = ms_cudnn, *mo = ms_own;
+    const int own = cu_bn_tune_pick(*mc, *mo); /* from the times as stored: the entry parses as it was made */
+    snprintf(out, len, "%s %s", own ? "own" : "cudnn", t);
+    return own;
 }
 
 int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own) {
@@ -60,12 +66,13 @@ int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own) {
     return 0;
 }
 
-/* The best of two timed rounds of forward + backward on the path the
- * plan is set to, in ms per step (after one untimed round, given). */
-static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g, cudaEvent_t e0, cudaEvent_t e1) {
+/* reps steps of forward + backward on the path the plan is set to, in ms
+ * per step */
+static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g, cudaEvent_t e0, cudaEvent_t e1,
+                        int reps) {
     cudaStream_t s = cu_stream(be);
     TB_CUDA_CHECK(cudaEventRecord(e0, s));
-    for (int r = 0; r < 2; r++) {
+    for (int r = 0; r < reps; r++) {
         cu_bn_forward_train(be, a);
         cu_bn_backward(be, a, g);
     }
@@ -73,7 +80,7 @@ static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *
     TB_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0.0f;
     TB_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    return ms / 2.0f;
+    return ms / (float)reps;
 }
 
 /* ms[0] on cuDNN's path (-1: cuDNN declined the node at run time), ms[1]
@@ -83,18 +90,17 @@ static void measure(tb_backend *be, void *plan, const tb_bn_args *a, const tb_bn
     TB_CUDA_CHECK(cudaEventCreate(&e0));
     TB_CUDA_CHECK(cudaEventCreate(&e1));
     ms[0] = ms[1] = -1.0f;
-    int cudnn_ok = 1;
+    int cudnn_ok = 1, reps[2] = {1, 1};
     for (int round = 0; round < 3; round++) {
         for (int path = 0; path < 2; path++) {
             if (path == 0 && !cudnn_ok) continue;
             cu_bn_plan_use(plan, path == 0, 1);
-            if (round == 0) { /* untimed: plans, clocks, the mask's first write */
-                cu_bn_forward_train(be, a);
-                cu_bn_backward(be, a, g);
+            float t = time_round(be, a, g, e0, e1, reps[path]);
+            if (round == 0) { /* a warm-up (plans, clocks, the mask's first write) that sizes the rounds */
                 if (path == 0) cudnn_ok = tb_cuda_bn_plan_on_cudnn(plan);
+                reps[path] = t > 0.5f ? 2 : t > 0.02f ? (int)(1.0f / t) + 1 : 50;
                 continue;
             }
-            float t = time_round(be, a, g, e0, e1);
             if (ms[path] < 0.0f || t < ms[path]) ms[path] = t;
         }
     }
@@ -108,7 +114,7 @@ static struct cu_bn_choice *remembered(cu_state *st, const char *key) {
     return NULL;
 }
 
-static struct cu_bn_choice *remember(cu_state *st, const char *key, int own, float mc, float mo) {
+static struct cu_bn_choice *remember(cu_state *st, const char *key, int own, float mc, float mo, int from_cache) {
     if (st->bn_nchoices == st->bn_choices_cap) {
         int cap = st->bn_choices_cap ? 2 * st->bn_choices_cap : 32;
         struct cu_bn_choice *c = realloc(st->bn_choices, (size_t)cap * sizeof *c);
@@ -117,7 +123,7 @@ static struct cu_bn_choice *remember(cu_state *st, const char *key, int own, flo
     }
     struct cu_bn_choice *c = &st->bn_choices[st->bn_nchoices++];
     snprintf(c->key, sizeof c->key, "%s", key);
-    c->own = own, c->ms_cudnn = mc, c->ms_own = mo;
+    c->own = own, c->ms_cudnn = mc, c->ms_own = mo, c->from_cache = from_cache;
     return c;
 }
 
@@ -134,17 +140,16 @@ static struct cu_bn_choice *cached(cu_state *st, const char *key) {
         tb_pc_drop(pc, key);
         return NULL;
     }
-    return remember(st, key, own, mc, mo);
+    return remember(st, key, own, mc, mo, 1);
 }
 
 void cu_bn_tune(tb_backend *be, const tb_bn_args *a0, const tb_bn_grads *g0) {
     if (!tb_cuda_bn_plan_to_measure(a0->plan)) return;
     cu_state *st = cu_state_of(be);
-    char key[96];
-    cu_bn_tune_key(key, sizeof key, a0->x, a0->relu, a0->z != NULL);
+    char key[112];
+    cu_bn_tune_key(key, sizeof key, a0->x, a0->relu, a0->z != NULL, st->bn_mask);
     struct cu_bn_choice *c = remembered(st, key);
-    int from_cache = 0;
-    if (!c && (c = cached(st, key)) != NULL) from_cache = 1;
+    if (!c) c = cached(st, key);
     if (!c) {
         const int C = a0->x->c;
         float *s = cu_malloc(st, 4 * (size_t)C * sizeof(float), "a BatchNorm's statistics while it is timed");
@@ -155,16 +160,17 @@ void cu_bn_tune(tb_backend *be, const tb_bn_args *a0, const tb_bn_grads *g0) {
         float ms[2];
         measure(be, a0->plan, &a, &g, ms);
         cu_free(st, s);
-        c = remember(st, key, cu_bn_tune_pick(ms[0], ms[1]), ms[0], ms[1]);
-        tb_plan_cache *pc = cu_plan_cache(st);
         char v[64];
-        cu_bn_tune_value(v, sizeof v, c->own, c->ms_cudnn, c->ms_own);
+        float mc, mo;
+        int own = cu_bn_tune_store(v, sizeof v, ms[0], ms[1], &mc, &mo);
+        c = remember(st, key, own, mc, mo, 0);
+        tb_plan_cache *pc = cu_plan_cache(st);
         if (pc) tb_pc_put(pc, key, v);
     }
     cu_bn_plan_use(a0->plan, !c->own, 0);
     st->bn_timed++;
     st->bn_timed_own += c->own;
-    st->bn_timed_cached += from_cache;
+    st->bn_timed_cached += c->from_cache;
     st->bn_timed_batch = a0->x->n;
     st->bn_ms_own += c->ms_own;
     st->bn_ms_cudnn += c->ms_cudnn >= 0.0f ? c->ms_cudnn : c->ms_own; /* declined: cuDNN's path is the own */

@@ -407,15 +407,17 @@ void cu_bn_plan_use(void *plan, int cudnn, int measure);
  * cu_bn_tune_say is the line at the end of planning (nothing when no node
  * was timed). The helpers: the pick (the own kernels only when more than
  * 1 % faster; a path not measured, ms < 0, is not picked), the plan
- * cache's entry for a problem and its value ("own|cudnn MS_CUDNN MS_OWN";
- * -1 on the parse of anything else). */
+ * cache's entry for a problem (mask: the own kernels keep the ReLU's
+ * mask) and its value ("own|cudnn MS_CUDNN MS_OWN", made by store from
+ * measured times, returning the pick and the times as stored; -1 on the
+ * parse of anything else). */
 void cu_bn_tune(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 void cu_bn_tune_say(cu_state *st);
 void cu_bn_tune_line(char *out, size_t len, const cu_state *st); /* its text (bench/summary/resnet50.py reads it) */
 void cu_bn_tune_free(cu_state *st);
 int cu_bn_tune_pick(float ms_cudnn, float ms_own);
-void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z);
-void cu_bn_tune_value(char *out, size_t len, int own, float ms_cudnn, float ms_own);
+void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z, int mask);
+int cu_bn_tune_store(char *out, size_t len, float ms_cudnn, float ms_own, float *mc, float *mo);
 int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own);
 
 /* cuda_linear.c */
