@@ -22,6 +22,11 @@ GPU machine has none):
   relu-mask     CUDA, --cuda-graph on, every BatchNorm on the own kernels
                 (TB_BN_KERNELS=own): their ReLU mask (TB_BN_RELU_MASK=on)
                 against the backward reading y (off): bit for bit
+  bn-kernels    CUDA: every BatchNorm on cuDNN's path untimed
+                (TB_BN_KERNELS=cudnn) against --bn-kernels own (every one
+                on the own kernels) or auto (each timed at start-up, the
+                faster kept: its '# cuda bn:' line must say so): within
+                --tolerance (other kernels, other rounding)
   convert-many  CUDA, --cuda-graph on: the op weights' refresh in one launch
                 (TB_CONVERT_MANY=on) against one conversion a tensor (off):
                 bit for bit
@@ -80,11 +85,13 @@ def main():
     ap.add_argument("--mode", default="sync-async",
                     choices=["sync-async", "nccl-plain", "graph-eager", "staged-plain", "bf16-fp32", "resident",
                              "resident-cuda", "nccl-staged", "wgrad-stream", "stem-pad", "relu-mask",
-                             "convert-many"],
+                             "convert-many", "bn-kernels"],
                     help="which two runs: sync vs async step (CPU); on CUDA: --comm nccl vs no comm, "
                          "--cuda-graph on vs off, --comm mpi (staged) vs no comm, bf16 vs fp32 wire, "
                          "TB_WGRAD_STREAM on vs off, TB_STEM_PAD=4 vs off, TB_BN_RELU_MASK on vs off (own "
-                         "BatchNorm kernels), TB_CONVERT_MANY on vs off")
+                         "BatchNorm kernels), TB_CONVERT_MANY on vs off, TB_BN_KERNELS=cudnn vs --bn-kernels")
+    ap.add_argument("--bn-kernels", default="own", choices=["own", "auto"],
+                    help="bn-kernels: the second run's TB_BN_KERNELS")
     ap.add_argument("--extra", default="", help="more train flags for both runs")
     ap.add_argument("--tolerance", type=float, default=0.0,
                     help="largest relative L2 difference of the weights allowed (0: bit-identical)")
@@ -128,6 +135,9 @@ def main():
     elif a.mode == "stem-pad":
         base += ["--backend", "cuda"]
         pair = (("plain", []), ("padded", []))
+    elif a.mode == "bn-kernels":
+        base += ["--backend", "cuda"]
+        pair = (("cudnn-bn", []), (a.bn_kernels + "-bn", []))
     elif a.mode in ("relu-mask", "convert-many"):
         base += ["--backend", "cuda", "--cuda-graph", "on", "--graph-warmup", "2"]
         pair = (("switch-off", []), ("switch-on", []))
@@ -139,6 +149,9 @@ def main():
     if a.mode == "relu-mask":
         envs = {n: dict(os.environ, TB_BN_KERNELS="own", TB_BN_RELU_MASK=v) for n, v in
                 (("switch-off", "off"), ("switch-on", "on"))}
+    if a.mode == "bn-kernels":
+        envs = {"cudnn-bn": dict(os.environ, TB_BN_KERNELS="cudnn"),
+                a.bn_kernels + "-bn": dict(os.environ, TB_BN_KERNELS=a.bn_kernels)}
     if a.mode == "convert-many":
         envs = {n: dict(os.environ, TB_CONVERT_MANY=v) for n, v in (("switch-off", "off"), ("switch-on", "on"))}
     launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
@@ -164,6 +177,17 @@ def main():
                   "in the padded run alone: plain %s, padded %s" % tuple("yes" if m else "no" for m in said))
             sys.exit(1)
         print("# padded run: the stem reads its input padded to 4 channels")
+    if a.mode == "bn-kernels":
+        said = [re.search(r"^# cuda bn: ([0-9]+) BatchNorms? timed on cuDNN's path and on the own kernels .*: ([0-9]+) "
+                          r"run on the own kernels", out[n][2], re.M) for n, _ in pair]
+        timed = a.bn_kernels == "auto"
+        if said[0] or bool(said[1]) != timed or (timed and int(said[1].group(1)) == 0):
+            print("FAIL: the line '# cuda bn: N BatchNorms timed ...' (N > 0) must be in the %s: cudnn %s, %s %s"
+                  % ("auto run alone" if timed else "output of neither run", "yes" if said[0] else "no",
+                     a.bn_kernels, said[1].group(0) if said[1] else "no"))
+            sys.exit(1)
+        if timed:
+            print("# auto run: %s BatchNorms timed, %s of them on the own kernels" % said[1].groups())
     if a.expect_line:
         said = [bool(re.search(a.expect_line, out[n][2], re.M)) for n, _ in pair]
         if not all(said):

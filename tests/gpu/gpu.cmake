@@ -9,7 +9,7 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
     wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch stem_pad_equals_plain
     stem_pad_equals_plain_fused stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
-    convert_many_equals_per_tensor
+    convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -225,6 +225,17 @@ if(TARGET tb_cuda)
   add_test(NAME convert_many_equals_per_tensor
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode convert-many --model resnet50 --batch 16 --image-size 64
                    --synthetic-size 64 --steps 7 --extra "--precision bf16 --layout nhwc --no-autotune --deterministic")
+  # a whole step with every BatchNorm on the own kernels, and with each
+  # timed at start-up (the faster kept; the plan cache off, so the timing
+  # runs), against cuDNN's untimed: within 1 % (other kernels, other
+  # rounding; cuda_ops checks the ops against the CPU). First GPU run:
+  # calibrate the 1 %
+  add_test(NAME bn_own_equals_cudnn
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode bn-kernels --bn-kernels own ${TB_STEM_PAD_ARGS} --steps 1
+                   --tolerance 1e-2 --extra "--precision fp16 --layout nhwc --no-autotune --deterministic")
+  add_test(NAME bn_timed_equals_cudnn
+           COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode bn-kernels --bn-kernels auto ${TB_STEM_PAD_ARGS} --steps 1
+                   --tolerance 1e-2 --extra "--precision fp16 --layout nhwc --deterministic --plan-cache off")
   add_test(NAME wgrad_stream_equals_serial_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
                    --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
@@ -263,7 +274,7 @@ if(TARGET tb_cuda)
                        wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
                        wgrad_stream_equals_serial_fused stem_pad_equals_plain stem_pad_equals_plain_fused
                        stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
-                       convert_many_equals_per_tensor
+                       convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
                        nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
