@@ -439,7 +439,8 @@ static void test_apply_mask(int pi) {
         vec s = mkv(C, v), bb = mkv(C, v + C), mean = mkv(C, v + 2 * C), invstd = mkv(C, v + 3 * C);
         vec gamma = mkv(C, v + 4 * C), beta = mkv(C, v + 5 * C), rm = mkv(C, v + 6 * C), rv = mkv(C, v + 7 * C);
         vec dg = mkv(C, NULL), db = mkv(C, NULL);
-        tb_bn_args a = {&x.g, &z.g, &y.g, 1, gamma.g, beta.g, rm.g, rv.g, mean.g, invstd.g, 0.1, 1e-5, NULL, NULL, 0, 1, 0};
+        tb_bn_args a = {&x.g, &z.g, &y.g, 1, gamma.g, beta.g, rm.g, rv.g, mean.g, invstd.g,
+                        0.1, 1e-5, NULL, NULL, 0, 1, 0};
         a.plan = g_gpu->bn_plan(g_gpu, &a, &a.reserve_bytes);
         a.reserve = a.reserve_bytes ? g_gpu->alloc(g_gpu, a.reserve_bytes) : NULL;
         tb_bn_apply_args ap = {&x.g, s.g, bb.g, &z.g, NULL, NULL, 1, &y.g, a.plan, a.reserve, a.reserve_bytes};

@@ -127,7 +127,8 @@ def test_new_layout():
               rows[k + "loss_end"][0] == "6.1021" and rows[k + "img_per_s"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
               "new rows.tsv: median img/s, repeats, loss at the end, cited from the row's log")
         check(rows.get(k + "bn_timed", ("",))[0] == "53" and rows.get(k + "bn_own", ("",))[0] == "31" and
-              rows.get(k + "bn_ms_chosen", ("",))[0] == "14.210" and rows.get(k + "bn_ms_cudnn", ("",))[0] == "17.012" and
+              rows.get(k + "bn_ms_chosen", ("",))[0] == "14.210" and
+              rows.get(k + "bn_ms_cudnn", ("",))[0] == "17.012" and
               rows.get(k + "bn_ms_own", ("",))[0] == "15.330" and
               rows[k + "bn_ms_own"][2] == "resnet50/tb_bf16_nhwc_256_graph_r1.log",
               "the BatchNorms' timing line: nodes timed, on the own kernels, a step's BatchNorms each way, cited")

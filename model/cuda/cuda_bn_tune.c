@@ -8,17 +8,18 @@
  * graph calls it once per node after allocating), runs forward + backward
  * on each path (one round each to warm up and size the rounds, then two
  * timed rounds each of enough steps to last about 1 ms, alternating, the
- * best round kept) and leaves the node on the faster. The running statistics and dgamma, dbeta the args point at are
- * not touched (the measuring writes scratch copies); y, dx, dz, the saved
- * statistics and the reserve are, as a step would.
+ * best round kept) and leaves the node on the faster. The running
+ * statistics and dgamma, dbeta the args point at are not touched (the
+ * measuring writes scratch copies); y, dx, dz, the saved statistics and
+ * the reserve are, as a step would.
  *
  * The choice is kept per problem (dtype, layout, shape, ReLU, residual,
  * the own kernels' ReLU mask on or off): within the process, so nodes of
  * one shape are timed once, and in the plan cache (entry "bn <problem>",
  * value "own|cudnn MS_CUDNN MS_OWN", the pick made from the times as
- * stored), so the next launch times nothing. An entry that does not parse, or
- * whose pick does not follow from its times, is measured again with one
- * line. One line at the end of planning (cu_bn_tune_say) sums the timed
+ * stored), so the next launch times nothing. An entry that does not
+ * parse, or whose pick does not follow from its times, is measured again
+ * with one line. One line at the end of planning (cu_bn_tune_say) sums the timed
  * nodes: what one step's BatchNorms take as chosen, all on cuDNN's path
  * and all on the own kernels.
  */
