@@ -272,6 +272,7 @@ void tb_graph_free(tb_graph *g, tb_backend *be) {
     if (g->act_arena) be->release(be, g->act_arena);
     if (g->grad_arena) be->release(be, g->grad_arena);
     free(g->grad_written);
+    free(g->gc_src);
     free(g->nodes);
     free(g->acts);
     memset(g, 0, sizeof *g);
@@ -312,14 +313,48 @@ tb_tensor tb_graph_weight_grad(const tb_graph *g, const tb_graph_params *p, int 
 }
 
 /* After backward wrote a weight gradient into the op buffer: into the flat
- * tb_real gradient buffer (overwriting, as the op did). */
-void tb_graph_weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
+ * tb_real gradient buffer (overwriting, as the op did), now, or with the
+ * others at the end of a backward without a grad-ready hook (nothing reads
+ * the flat gradients before it ends; the op buffers are not written again
+ * in it). */
+void tb_graph_weight_grad_to_flat(tb_graph *g, tb_backend *be, const tb_graph_params *p,
                                   const tb_param *pw, const tb_tensor *dw, tb_op_phase phase) {
     if (!p->op_grads) return;
     tb_tensor flat = weight_flat(p->grads, pw);
+    if (g->gc_defer && g->gc_n < g->gc_cap) {
+        g->gc_src[g->gc_n] = *dw;
+        g->gc_dst[g->gc_n++] = flat;
+        return;
+    }
     tb_op_prof_begin(g->prof, pw->name, phase, TB_OPK_GRAD_CONVERT);
     be->convert(be, dw, &flat, 0);
     tb_op_prof_end(g->prof);
+}
+
+/* A backward's deferred conversions: on (no grad-ready hook: room for one
+ * per weight) or off, when they run as one convert_many. */
+static void defer_grad_converts(tb_graph *g, tb_backend *be, int on) {
+    if (on) {
+        int need = 0;
+        for (int i = 0; i < g->nnodes; i++)
+            need += g->nodes[i].kind == TB_NODE_CONV || g->nodes[i].kind == TB_NODE_LINEAR;
+        if (g->gc_cap < need) {
+            free(g->gc_src);
+            g->gc_src = malloc(2 * (size_t)need * sizeof *g->gc_src);
+            if (!g->gc_src) TB_FATAL("out of host memory for the graph");
+            g->gc_dst = g->gc_src + need;
+            g->gc_cap = need;
+        }
+        g->gc_n = 0;
+        g->gc_defer = 1;
+        return;
+    }
+    g->gc_defer = 0;
+    if (!g->gc_n) return;
+    tb_op_prof_begin(g->prof, "weight_grads", TB_OPP_BACKWARD, TB_OPK_GRAD_CONVERT);
+    be->convert_many(be, g->gc_src, g->gc_dst, g->gc_n, 0);
+    tb_op_prof_end(g->prof);
+    g->gc_n = 0;
 }
 
 void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n, tb_tensor *x,
@@ -547,9 +582,11 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
     memset(g->grad_written, 0, (size_t)g->nacts);
     g->grad_written[g->output] = 1; /* written by the loss */
     g->wgrad_branching = 0;
+    defer_grad_converts(g, be, !ready);
     if (g->fuse_graph)
         tb_fused_backward(g, be, p, n, ready, ready_ctx);
     else
         for (int i = g->nnodes - 1; i >= 0; i--) tb_graph_backward_node(g, be, p, n, i, ready, ready_ctx);
+    defer_grad_converts(g, be, 0);
     if (g->wgrad_branching) g->wgrad_branches = g->wgrad_branching;
 }

@@ -110,6 +110,13 @@ typedef struct {
                                      second queue (be->branch_begin) in the last backward
                                      that sent any there (the op profile's steps send none) */
     int wgrad_branching;          /* the same, counted during the current backward */
+    /* the weight gradients' conversions into the float32 flat gradients
+     * (tb_graph_weight_grad_to_flat) waiting for the end of a backward
+     * that has no grad-ready hook: there they run as one convert_many
+     * ("weight_grads" in the op profile); with a hook, each runs when its
+     * gradient is made, before the hook hands the range over */
+    tb_tensor *gc_src, *gc_dst;   /* [gc_cap] op gradient, flat gradient */
+    int gc_n, gc_cap, gc_defer;
 } tb_graph;
 
 /* Where the parameters live (device pointers) when the graph runs. */
@@ -177,8 +184,9 @@ int tb_graph_grad_target(tb_graph *g, int id, int n, tb_tensor *t, int *acc);
 /* A BN node's op arguments for a batch of n (x, z, y filled in). */
 void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n, tb_tensor *x,
                       tb_tensor *z, tb_tensor *y, tb_bn_args *a);
-/* A weight gradient written into the op buffer, converted into the flat one. */
-void tb_graph_weight_grad_to_flat(const tb_graph *g, tb_backend *be, const tb_graph_params *p,
+/* A weight gradient written into the op buffer, converted into the flat
+ * one: now, or at the end of a backward without a grad-ready hook (gc_*). */
+void tb_graph_weight_grad_to_flat(tb_graph *g, tb_backend *be, const tb_graph_params *p,
                                   const tb_param *pw, const tb_tensor *dw, tb_op_phase phase);
 /* A conv's weight gradient beside its data gradient (backend.h branch_*),
  * for conv_backward (graph.c) and conv_backward_fused (graph_fused.c):

@@ -376,7 +376,8 @@ void test_convert_input(void) {
  * beside layout changes), overwrite and accumulate, bit for bit the
  * pairs' own convert; 70 > 64 items: two launches (counted); the same
  * list again, and a list mixing destination dtypes (one convert a pair, no
- * launch of its own). */
+ * launch of its own); and back, as the weight gradients go at the end of a
+ * backward (each dtype NHWC into float32 NCHW). */
 void test_convert_many(void) {
     enum { K = 70 };
     static const tb_dtype dts[3] = {TB_F32, TB_BF16, TB_F16};
@@ -430,6 +431,28 @@ void test_convert_many(void) {
                          acc ? "accumulate" : "overwrite", rep + 1);
                 report(what, bad, 0, bad == 0);
             }
+        if (d < 3) { /* back, as the weight gradients go: each dtype NHWC -> float32 NCHW, overwrite */
+            int bad = 0; /* the pairs' own convert into src (its buffers now the reference), the list into back */
+            tb_tensor back[K];
+            for (int k = 0; k < K; k++) {
+                back[k] = src[k];
+                back[k].data = g_gpu->alloc(g_gpu, tb_tensor_numel(&src[k]) * 4);
+                g_gpu->convert(g_gpu, &dst[k], &src[k], 0);
+            }
+            g_gpu->convert_many(g_gpu, dst, back, K, 0);
+            for (int k = 0; k < K; k++) {
+                size_t b4 = tb_tensor_numel(&src[k]) * 4;
+                char *a = malloc(b4), *b = malloc(b4);
+                g_gpu->copy_d2h(g_gpu, a, back[k].data, b4);
+                g_gpu->copy_d2h(g_gpu, b, src[k].data, b4);
+                bad += memcmp(a, b, b4) != 0;
+                free(a), free(b);
+                g_gpu->release(g_gpu, back[k].data);
+            }
+            snprintf(what, sizeof what, "convert_many: %d pairs %s NHWC (one NCHW) -> f32 NCHW = convert, bit for bit",
+                     K, tb_dtype_name(dts[d]));
+            report(what, bad, 0, bad == 0);
+        }
         for (int k = 0; k < K; k++)
             g_gpu->release(g_gpu, src[k].data), g_gpu->release(g_gpu, dst[k].data), g_gpu->release(g_gpu, ref[k].data);
     }

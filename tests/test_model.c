@@ -267,7 +267,8 @@ static int same_buffer(tb_model *a, tb_model *b, tb_real *pa, tb_real *pb, size_
 
 /* The mixed-precision plumbing (op weight copies refreshed after each
  * update, weight gradients converted into the flat buffer before the ready
- * hook) gives bit-identical training when the copies are float32 NCHW. */
+ * hook, or all at the end of a backward without one) gives bit-identical
+ * training when the copies are float32 NCHW. */
 static void test_op_copies(void) {
     int n = 3, h = 32, w = 40, classes = 5;
     tb_model *a = make("resnet18", classes, n, h, w, 1);
@@ -275,10 +276,11 @@ static void test_op_copies(void) {
     tb_resnet_config_init(&cfg, "resnet18", classes);
     tb_model_opts o = tb_model_default_opts();
     o.op_copies = 1;
-    tb_model *b = tb_model_create(&cfg, g_be, n, h, w, &o);
+    tb_model *b = tb_model_create(&cfg, g_be, n, h, w, &o), *c = tb_model_create(&cfg, g_be, n, h, w, &o);
     TB_CHECK(b->op_params && b->op_grads && !a->op_params, "op copies exist only when asked");
     tb_model_init(a, 5);
     tb_model_init(b, 5);
+    tb_model_init(c, 5);
     float *x = malloc((size_t)n * 3 * h * w * sizeof *x);
     int32_t y[3];
     for (int k = 0; k < 3; k++) {
@@ -286,6 +288,7 @@ static void test_op_copies(void) {
         step(a, x, y, n, 0.05, NULL);
         ready_ctx r = {b, 0, 0, NULL};
         step(b, x, y, n, 0.05, &r);
+        step(c, x, y, n, 0.05, NULL); /* no hook: the conversions at the end of backward */
         TB_CHECK(r.calls > 20, "ready hook called %d times", r.calls);
         TB_CHECK(tb_model_read_loss(a) == tb_model_read_loss(b), "step %d loss: direct %.9g, op copies %.9g",
                  k + 1, tb_model_read_loss(a), tb_model_read_loss(b));
@@ -294,6 +297,11 @@ static void test_op_copies(void) {
                  same_buffer(a, b, a->momentum, b->momentum, a->pt.n_train) &&
                  same_buffer(a, b, a->grads, b->grads, a->pt.n_train),
              "3 steps with op weight copies: params, momentum and grads bit-identical");
+    TB_CHECK(same_buffer(a, c, a->params, c->params, a->pt.n_train) &&
+                 same_buffer(a, c, a->momentum, c->momentum, a->pt.n_train) &&
+                 same_buffer(a, c, a->grads, c->grads, a->pt.n_train),
+             "the same with the weight gradients converted at the end of each backward (no hook)");
+    tb_model_destroy(c);
     /* every range the hook reports is final when reported: a backward pass
      * gives the final gradients, and a second, identical one (the loss
      * rewritten first: the gradient arena reuses its slot) is checked

@@ -35,7 +35,8 @@ KIND_ROW = re.compile(r"^  ([a-z_]+)\s+([0-9.]+)\s+([0-9.]+|-)\s+([0-9.]+)(\s+[0
 COVERED = re.compile(r"^# covered: ([0-9.]+) ms of ([0-9.]+) ms step \(([0-9.]+) %\)", re.M)
 BOTH = re.compile(r"^# profiled steps \(eager, an event pair per op\): ([0-9.]+) ms per step; the timed steps before "
                   r"them: ([0-9.]+) ms per step \((\d+) of (\d+) replayed from a CUDA graph\)$", re.M)
-STAGES = {"labels", "images", "flips", "input", "step_scalars", "loss", "sgd", "gradients", "loss_scale", "weights"}
+STAGES = {"labels", "images", "flips", "input", "step_scalars", "loss", "sgd", "gradients", "loss_scale", "weights",
+          "weight_grads"}
 
 
 def s(v):

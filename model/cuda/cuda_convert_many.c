@@ -1,8 +1,9 @@
 /* cuda_convert_many.c - convert_many (backend.h): convert for each pair of
  * a list in one kernel launch per 64 pairs (cuda_convert.cu's
- * convert_many_k), for the op weights' refresh after each step, 54 small
- * conversions in ResNet-50 that each took a launch (0.40 ms of the H200's
- * bf16 step). A launch's items go to the kernel by value (cu_cvt_list):
+ * convert_many_k), for the op weights' refresh after each step and the
+ * weight gradients' conversion at the end of a backward without a
+ * grad-ready hook (graph.c), 54 small conversions each in ResNet-50 that
+ * each took a launch (0.40 ms of the H200's bf16 step, each way). A launch's items go to the kernel by value (cu_cvt_list):
  * nothing is kept on the device, so a captured graph holds its own copy.
  * Pairs that do not share a source and a destination dtype, or one of 2^30
  * elements or more, are converted pair by pair, as all are with
