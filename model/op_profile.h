@@ -64,7 +64,7 @@ typedef enum {
     TB_OPP_LOSS,
     TB_OPP_BACKWARD,        /* BN, elementwise, pool, linear backward */
     TB_OPP_BACKWARD_DATA,   /* conv input gradient */
-    TB_OPP_BACKWARD_FILTER, /* conv weight gradient (and its conversion) */
+    TB_OPP_BACKWARD_FILTER, /* conv weight gradient (and its conversion, with a grad-ready hook) */
     TB_OPP_UPDATE,          /* the check, SGD, the loss scale, the op weight refresh */
     TB_OPP_COUNT
 } tb_op_phase;

@@ -439,7 +439,11 @@ void test_convert_many(void) {
                 back[k].data = g_gpu->alloc(g_gpu, tb_tensor_numel(&src[k]) * 4);
                 g_gpu->convert(g_gpu, &dst[k], &src[k], 0);
             }
+            long l0 = tb_cuda_convert_many_launches(g_gpu);
             g_gpu->convert_many(g_gpu, dst, back, K, 0);
+            long launches = tb_cuda_convert_many_launches(g_gpu) - l0;
+            snprintf(what, sizeof what, "convert_many back to f32 NCHW: %d pairs in %ld launches (want 2)", K, launches);
+            report(what, (double)launches, 2, launches == 2);
             for (int k = 0; k < K; k++) {
                 size_t b4 = tb_tensor_numel(&src[k]) * 4;
                 char *a = malloc(b4), *b = malloc(b4);

@@ -302,6 +302,24 @@ static void test_op_copies(void) {
                  same_buffer(a, c, a->grads, c->grads, a->pt.n_train),
              "the same with the weight gradients converted at the end of each backward (no hook)");
     tb_model_destroy(c);
+    { /* and under --fuse graph (the fused convs' filter gradients) */
+        tb_model *fa = make("resnet18", classes, n, h, w, TB_FUSE_GRAPH);
+        o.fuse = TB_FUSE_GRAPH;
+        tb_model *fc = tb_model_create(&cfg, g_be, n, h, w, &o);
+        tb_model_init(fa, 5);
+        tb_model_init(fc, 5);
+        for (int k = 0; k < 3; k++) {
+            random_batch(n, h, w, classes, 40 + (uint64_t)k, x, y);
+            step(fa, x, y, n, 0.05, NULL);
+            step(fc, x, y, n, 0.05, NULL);
+        }
+        TB_CHECK(same_buffer(fa, fc, fa->params, fc->params, fa->pt.n_train) &&
+                     same_buffer(fa, fc, fa->momentum, fc->momentum, fa->pt.n_train) &&
+                     same_buffer(fa, fc, fa->grads, fc->grads, fa->pt.n_train),
+                 "--fuse graph, op copies, the conversions at the end of each backward: bit-identical");
+        tb_model_destroy(fa);
+        tb_model_destroy(fc);
+    }
     /* every range the hook reports is final when reported: a backward pass
      * gives the final gradients, and a second, identical one (the loss
      * rewritten first: the gradient arena reuses its slot) is checked

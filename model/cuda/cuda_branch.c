@@ -1,8 +1,10 @@
 /* cuda_branch.c - the weight gradient beside the data gradient
  * (TB_WGRAD_STREAM=on; backend.h: branch_begin, branch_end, branch_join).
  *
- * A conv's filter gradient, and its conversion into the flat float32
- * gradients, go on a second non-blocking stream that first waits for the
+ * A conv's filter gradient (and, with a grad-ready hook, its conversion
+ * into the flat float32 gradients; without one the conversions wait for
+ * the end of backward, graph.c) goes on a second non-blocking stream that
+ * first waits for the
  * compute stream (the fork event); the conv's data gradient goes on the
  * compute stream meanwhile; at the join the compute stream waits for the
  * second one (the join event). Inside a CUDA graph capture the same two

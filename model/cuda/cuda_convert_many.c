@@ -16,7 +16,8 @@
 #include "model/cuda/cuda_internal.h"
 
 int cu_convert_many_from_env(void) {
-    return cu_env_on_off("TB_CONVERT_MANY", 1, "the op weights' refresh in one launch, or one per tensor");
+    return cu_env_on_off("TB_CONVERT_MANY", 1,
+                         "the op weights' refresh and the weight gradients' conversion in one launch, or one per tensor");
 }
 
 /* 1 when the pairs take one pass: shared dtypes, each under 2^30 elements. */
