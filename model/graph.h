@@ -58,6 +58,7 @@ typedef struct {
     size_t reserve_bytes;         /* BN: asked for by bn_plan (0: none) */
     size_t state_offset;          /* BN: planned offset of save_mean (then save_invstd,
                                      then reserve) in the activation arena */
+    size_t reserve_offset;        /* BN: planned offset of its reserve space (after the state) */
     /* --fuse graph (model/graph_fused.c) */
     int fcand;                    /* BN: the tb_bn_fuse_mode the node list allows */
     int fmode;                    /* BN: the mode it runs in (fcand, or less where the
