@@ -40,8 +40,14 @@ static tb_model *make(void) {
     return m;
 }
 
-/* One training step on a uint8 batch (upload, flips, input op). */
-static void step(tb_model *m, uint64_t seed) {
+static void count_ready(void *ctx, size_t offset, size_t count) {
+    (void)offset, (void)count;
+    ++*(int *)ctx;
+}
+
+/* One training step on a uint8 batch (upload, flips, input op); ready
+ * (NULL: none) counts the grad-ready hook's calls. */
+static void step_hooked(tb_model *m, uint64_t seed, int *ready) {
     uint8_t img[N * S * S * 3], flip[N];
     int32_t y[N];
     tb_rng r;
@@ -55,15 +61,44 @@ static void step(tb_model *m, uint64_t seed) {
     tb_model_set_batch_u8(m, img, flip, y, N, &norm);
     tb_model_forward(m, 1);
     tb_model_loss(m, 0.1, 1.0);
-    tb_model_backward(m, NULL, NULL);
+    tb_model_backward(m, ready ? count_ready : NULL, ready);
     tb_sgd_args a = {0.01, 0.9, 0, 1.0};
     tb_model_sgd_step(m, &a, 1e-4, 0);
 }
+
+static void step(tb_model *m, uint64_t seed) { step_hooked(m, seed, NULL); }
 
 static int count_nodes(const tb_model *m, tb_node_kind k) {
     int c = 0;
     for (int i = 0; i < m->g.nnodes; i++) c += m->g.nodes[i].kind == k;
     return c;
+}
+
+/* With a grad-ready hook each weight gradient is converted before its
+ * range is handed over (one grad_convert row per weight, no weight_grads);
+ * without one they wait for the end of backward (one weight_grads op,
+ * test_profiled_step). */
+static void test_hooked_conversions(void) {
+    tb_model *m = make();
+    step(m, 1);
+    tb_op_prof *p = tb_op_prof_create(g_be, tb_model_op_profile_capacity(m));
+    tb_model_set_op_profile(m, p);
+    int calls = 0, hooks = 0, batched = 0;
+    tb_op_prof_step_begin(p);
+    step_hooked(m, 2, &hooks);
+    double ops_ms, span_ms;
+    (void)tb_op_prof_step_end(p, &ops_ms, &span_ms);
+    tb_model_set_op_profile(m, NULL);
+    for (int i = 0; i < p->nrows; i++) {
+        calls += p->rows[i].kind == TB_OPK_GRAD_CONVERT ? (int)p->rows[i].calls : 0;
+        batched += strcmp(p->rows[i].name, "weight_grads") == 0;
+    }
+    int weights = count_nodes(m, TB_NODE_CONV) + count_nodes(m, TB_NODE_LINEAR);
+    TB_CHECK(calls == weights && batched == 0 && hooks > 0,
+             "with a hook: %d conversions (want %d, one per weight), %d weight_grads rows (want 0), %d hook calls",
+             calls, weights, batched, hooks);
+    tb_op_prof_destroy(p);
+    tb_model_destroy(m);
 }
 
 static void test_profiled_step(void) {
@@ -278,6 +313,7 @@ int main(int argc, char **argv) {
     tb_comm_init(&argc, &argv, &info);
     g_be = tb_cpu_backend_create(&bo);
     test_profiled_step();
+    test_hooked_conversions();
     test_async_window();
     g_be->destroy(g_be);
     tb_comm_finalize();
