@@ -73,6 +73,27 @@ static inline int env_read(const char *name, const char *v, int (*fn)(void), int
     return r;
 }
 
+/* A variable fn reads: each of the n values in ok (NULL: unset) gives its
+ * want (what: the values, for the message), and bad_value is refused with
+ * one line holding "NAME=BAD_VALUE: expected " + expect, never a silent
+ * default; msg gets that line. */
+typedef struct {
+    const char *v;
+    int want;
+} env_case;
+static inline void check_env_values(const char *name, int (*fn)(void), const env_case *ok, size_t n, const char *what,
+                                    const char *bad_value, const char *expect, char *msg, size_t len) {
+    int bad = 0, died;
+    char want[160];
+    msg[0] = 0;
+    for (size_t k = 0; k < n; k++) bad += env_read(name, ok[k].v, fn, &died, msg, len) != ok[k].want;
+    TB_CHECK(bad == 0, "%s %s: %d read wrong", name, what, bad);
+    (void)env_read(name, bad_value, fn, &died, msg, len);
+    if (!died) snprintf(msg, len, "accepted");
+    snprintf(want, sizeof want, "%s=%s: expected %s", name, bad_value, expect);
+    TB_CHECK(died && strstr(msg, want) && !strchr(msg, '\n'), "%s=%s: one line: %s", name, bad_value, msg);
+}
+
 /* in test_cuda_host_descs.c */
 void test_cudnn_descs(void);
 void test_linear_gemm_shapes(void);

@@ -294,18 +294,10 @@ static void count_pad(void *vc, int sz, tb_layout lay, const tb_node *nd, const 
  * 8 under auto); what runs for measured times: forced counts always, auto
  * the fastest below the plain conv and never an unmeasured one. */
 void test_conv_pad_rules(void) {
-    static const struct {
-        const char *v;
-        int want;
-    } ok[] = {{NULL, 0}, {"", 0}, {"off", 0}, {"auto", -1}, {"4", 4}, {"8", 8}};
-    int bad = 0, died;
-    char msg[512] = "";
-    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) 
-        bad += env_read("TB_STEM_PAD", ok[k].v, cu_conv_pad_from_env, &died, msg, sizeof msg) != ok[k].want;
-    TB_CHECK(bad == 0, "TB_STEM_PAD unset, '', off, auto, 4, 8: %d read wrong", bad);
-    (void)env_read("TB_STEM_PAD", "3", cu_conv_pad_from_env, &died, msg, sizeof msg);
-    TB_CHECK(died && strstr(msg, "TB_STEM_PAD=3: expected off, auto, 4 or 8") && !strchr(msg, '\n'),
-             "TB_STEM_PAD=3: one line: %s", died ? msg : "accepted");
+    static const env_case ok[] = {{NULL, 0}, {"", 0}, {"off", 0}, {"auto", -1}, {"4", 4}, {"8", 8}};
+    char msg[512];
+    check_env_values("TB_STEM_PAD", cu_conv_pad_from_env, ok, sizeof ok / sizeof ok[0], "unset, '', off, auto, 4, 8",
+                     "3", "off, auto, 4 or 8", msg, sizeof msg);
 
     const int modes[4] = {-1, 4, 8, 0};
     for (int m = 0; m < 4; m++) {
@@ -488,25 +480,18 @@ void test_kernel_index_math(void) {
  * and a value that is not one (a bad word, a missing or extra field, a
  * time that is not one, a pick its own times do not give) never read. */
 void test_bn_tune_rules(void) {
-    static const struct {
-        const char *v;
-        int want;
-    } ok[] = {{NULL, CU_BN_AUTO}, {"", CU_BN_AUTO}, {"auto", CU_BN_AUTO}, {"cudnn", CU_BN_CUDNN}, {"own", CU_BN_OWN}};
-    int bad = 0, died;
-    char msg[512] = "";
-    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
-        bad += env_read("TB_BN_KERNELS", ok[k].v, cu_bn_kernels_from_env, &died, msg, sizeof msg) != ok[k].want;
-    TB_CHECK(bad == 0, "TB_BN_KERNELS unset, '', auto, cudnn, own: %d read wrong", bad);
-    (void)env_read("TB_BN_KERNELS", "fast", cu_bn_kernels_from_env, &died, msg, sizeof msg);
-    TB_CHECK(died && strstr(msg, "TB_BN_KERNELS=fast: expected auto, cudnn or own") && !strchr(msg, '\n'),
-             "TB_BN_KERNELS=fast: one line: %s", died ? msg : "accepted");
+    static const env_case ok[] = {
+        {NULL, CU_BN_AUTO}, {"", CU_BN_AUTO}, {"auto", CU_BN_AUTO}, {"cudnn", CU_BN_CUDNN}, {"own", CU_BN_OWN}};
+    char msg[512];
+    check_env_values("TB_BN_KERNELS", cu_bn_kernels_from_env, ok, sizeof ok / sizeof ok[0],
+                     "unset, '', auto, cudnn, own", "fast", "auto, cudnn or own", msg, sizeof msg);
 
     static const struct {
         float mc, mo;
         int own;
     } picks[] = {{1.0f, 0.5f, 1},  {1.0f, 0.995f, 0}, {1.0f, 0.98f, 1}, {0.5f, 1.0f, 0},
                  {-1.0f, 0.7f, 1}, {0.7f, -1.0f, 0},  {-1.0f, -1.0f, 0}};
-    bad = 0;
+    int bad = 0;
     for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++)
         bad += cu_bn_tune_pick(picks[k].mc, picks[k].mo) != picks[k].own;
     TB_CHECK(bad == 0, "the BatchNorm pick: the own kernels only when measured and more than 1 %% faster (%d wrong)",

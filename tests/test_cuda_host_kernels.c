@@ -491,20 +491,11 @@ void test_cuda_discovery(void) {
  * on 1, off 0; `bad` is one line naming the variable and the two values,
  * never a silent default. */
 static void check_on_off_env(const char *name, int (*fn)(void), int dflt, const char *bad_value) {
-    const struct {
-        const char *v;
-        int want;
-    } ok[] = {{NULL, dflt}, {"", dflt}, {"off", 0}, {"on", 1}};
-    int bad = 0, died;
-    char msg[512] = "", want[128];
-    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++)
-        bad += env_read(name, ok[k].v, fn, &died, msg, sizeof msg) != ok[k].want;
-    TB_CHECK(bad == 0, "%s unset, '', off, on: %d read wrong", name, bad);
-    (void)env_read(name, bad_value, fn, &died, msg, sizeof msg);
-    snprintf(want, sizeof want, "%s=%s: expected on or off", name, bad_value);
-    TB_CHECK(died && strstr(msg, want) != NULL, "%s=%s: %s", name, bad_value, died ? msg : "accepted");
-    printf("# %s: unset/'' -> %s, off -> 0, on -> 1; %s -> '%.60s...'\n", name, dflt ? "on" : "off", bad_value,
-           died ? msg : "");
+    const env_case ok[] = {{NULL, dflt}, {"", dflt}, {"off", 0}, {"on", 1}};
+    char msg[512];
+    check_env_values(name, fn, ok, sizeof ok / sizeof ok[0], "unset, '', off, on", bad_value, "on or off", msg,
+                     sizeof msg);
+    printf("# %s: unset/'' -> %s, off -> 0, on -> 1; %s -> '%.60s...'\n", name, dflt ? "on" : "off", bad_value, msg);
 }
 
 /* TB_WGRAD_STREAM (cuda_branch.c, off by default: one stream),
