@@ -103,6 +103,13 @@ rerun_est() {
   [ "$w" -lt 1 ] && w=1
   echo $(( w * 12 / 10 + 5 ))
 }
+# WARM_EST[PRECISION/LAYOUT/BATCH/FUSE]: a row's first-run estimate once a run
+# of that precision, layout, batch and --fuse has finished in this stage: its
+# plans are in the stage's plan cache, so its wall time less its plans
+# (rerun_est) says what the next row of that shape takes, where the row's
+# own estimate (EST_S, searches and the old start-up included) would leave
+# out a row that fits
+declare -A WARM_EST=()
 # loss_fell START END: whether a row's loss fell (both numbers, END < START)
 loss_fell() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 < a + 0) }'; }
 LOSS_BAD=""
@@ -123,6 +130,9 @@ tb() {
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
   case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; esac
   [ ${#envs[@]} -gt 0 ] && note="$note, ${envs[*]}"
+  local key="$prec/$layout/$batch/plain"
+  case " $* " in *" --fuse graph "*) key="$prec/$layout/$batch/fused" ;; esac
+  if [ -n "${WARM_EST[$key]:-}" ] && [ "${WARM_EST[$key]}" -lt "$est" ]; then est=${WARM_EST[$key]}; fi
   t_row=$(date +%s)
   steps=$(steps_for "$est_ips" "$batch")
   for r in $(seq 1 "$runs"); do
@@ -169,6 +179,7 @@ tb() {
     # the shortest run's timed seconds (each should be at least MIN_S)
     timed=$(awk -v n="$steps" -v b="$batch" -v r="$ips" -v t="$timed" 'BEGIN { x = n * b / r; if (t != "" && t < x) x = t; printf "%.1f", x }')
     if [ "$r" -eq 1 ]; then steps=$(steps_for "$ips" "$batch"); est=$(rerun_est $(( $(date +%s) - t )) "$log"); fi
+    WARM_EST[$key]=$(rerun_est $(( $(date +%s) - t )) "$log")
     echo "   $ips img/s, $line, $(( $(date +%s) - t )) s"
   done
   [ ${#ips_all[@]} -eq 0 ] && return
