@@ -530,6 +530,22 @@ void test_bn_tune_rules(void) {
     TB_CHECK(bad == 0 && cu_bn_tune_parse(NULL, &own, &mc, &mo) != 0,
              "values that are not a BatchNorm choice are refused (%d accepted)", bad);
 
+    /* a timed round lasts about 1 ms (2 steps from 0.5 ms a step, 50 below
+     * 0.02 ms), and is queued behind a hold twice the host's queueing time */
+    bad = 0;
+    for (float t = 0.021f; t <= 0.5f; t *= 1.01f) {
+        const int r = cu_bn_tune_reps(t);
+        bad += !(r * t >= 1.0f && r * t < 1.0f + t);
+    }
+    TB_CHECK(bad == 0 && cu_bn_tune_reps(0.6f) == 2 && cu_bn_tune_reps(0.01f) == 50 && cu_bn_tune_reps(0.0f) == 50 &&
+                 cu_bn_tune_reps(-1.0f) == 50 && cu_bn_tune_reps(NAN) == 50,
+             "a timed round's steps: about 1 ms between 0.02 and 0.5 ms a step (%d off), 2 above, 50 below", bad);
+    TB_CHECK(fabsf(cu_bn_tune_hold_ms(0.03, 20) - 1.25f) < 1e-6f && fabsf(cu_bn_tune_hold_ms(0.0, 5) - 0.05f) < 1e-6f &&
+                 cu_bn_tune_hold_ms(-1.0, 5) == cu_bn_tune_hold_ms(0.0, 5) && cu_bn_tune_hold_ms(10.0, 50) == 50.0f,
+             "the hold before a round: twice the host's time to queue it, + 0.05 ms, at most 50 ms (%g, %g, %g)",
+             (double)cu_bn_tune_hold_ms(0.03, 20), (double)cu_bn_tune_hold_ms(0.0, 5),
+             (double)cu_bn_tune_hold_ms(10.0, 50));
+
     /* the line bench/summary/resnet50.py reads: tests/test_summary.py's copy of it */
     cu_state st;
     memset(&st, 0, sizeof st);

@@ -5,8 +5,9 @@
  *   1. partial sums per channel: S slices of the channel's M = N*H*W
  *      values, each {sum, sum of squares} in double of (x - shift), shift =
  *      the channel's first value (so large means do not cancel);
- *   2. one thread per channel adds its S partials in slice order (the
- *      result does not depend on timing), then mean, biased variance,
+ *   2. one warp per channel adds its S partials (lane l slices l, l + 32,
+ *      ... in order, the lanes folded in a fixed butterfly: the result
+ *      does not depend on timing), then mean, biased variance,
  *      invstd = 1/sqrt(var + eps), the saved and running statistics
  *      (running_var with the unbiased M/(M-1) factor, momentum), and the
  *      per-channel coefficients mean and scale = gamma * invstd;
@@ -159,21 +160,41 @@ static void partials(cudaStream_t st, const cu_bn_shape *s, bn_term<T, BWD> t, c
 
 /* ---- step 2: per channel ----------------------------------------------------------------- */
 
-/* coef: mean[C], scale[C] (then two unused arrays) */
+/* Channel c's S partials, added by one warp: lane l takes slices l, l +
+ * 32, ... in order, then the lanes' sums fold in a butterfly of fixed order
+ * (every lane ends with the same sum, whatever the timing). Up to 512
+ * slices a channel: 32 loads in flight where a thread per channel had 8, a
+ * loop of 16 round trips where it had 64. */
+#define BN_FIN_WARPS 4 /* channels (warps) per block of the finalize kernels */
+__device__ __forceinline__ int fin_channel() { return blockIdx.x * BN_FIN_WARPS + (int)(threadIdx.x / 32); }
+__device__ __forceinline__ double2 fin_sum(const double2 *part, int S, int C, int c) {
+    double a = 0.0, b = 0.0;
+    for (int k = threadIdx.x & 31; k < S; k += 32) {
+        const double2 p = part[(size_t)k * C + c];
+        a += p.x;
+        b += p.y;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    return make_double2(a, b);
+}
+static unsigned fin_blocks(int C) { return (unsigned)((C + BN_FIN_WARPS - 1) / BN_FIN_WARPS); }
+
+/* coef: mean[C], scale[C] (then two unused arrays); grid fin_blocks(C) x
+ * 32 * BN_FIN_WARPS threads */
 template <typename T>
 __global__ void bn_finalize_train(const double2 *part, int S, int C, size_t M, const T *x,
                                   size_t first_stride, const float *gamma, float *rmean,
                                   float *rvar, float *smean, float *sinv, double mom, double eps,
                                   float *coef) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    double s = 0.0, ss = 0.0;
-#pragma unroll 8 /* 8 loads in flight, added in slice order: up to 512 slices per channel */
-    for (int k = 0; k < S; k++) {
-        double2 p = part[(size_t)k * C + c];
-        s += p.x;
-        ss += p.y;
-    }
+    const int c = fin_channel();
+    if (c >= C) return; /* the whole warp */
+    const double2 sum = fin_sum(part, S, C, c);
+    if (threadIdx.x & 31) return;
+    const double s = sum.x, ss = sum.y;
     const double shift = (double)cu_ld(x, (size_t)c * first_stride);
     const double dmean = s / (double)M, mean = shift + dmean;
     double var = ss / (double)M - dmean * dmean;
@@ -195,19 +216,15 @@ __global__ void bn_finalize_infer(int C, const float *gamma, const float *rmean,
     coef[C + c] = (float)((double)gamma[c] / sqrt((double)rvar[c] + eps));
 }
 
-/* coef: mean[C], k[C], gmean[C], q[C] */
+/* coef: mean[C], k[C], gmean[C], q[C]; grid as bn_finalize_train */
 __global__ void bn_finalize_backward(const double2 *part, int S, int C, size_t M,
                                      const float *gamma, const float *smean, const float *sinv,
                                      float *dgamma, float *dbeta, float *coef) {
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    double sg = 0.0, sgx = 0.0;
-#pragma unroll 8 /* 8 loads in flight, added in slice order: up to 512 slices per channel */
-    for (int k = 0; k < S; k++) {
-        double2 p = part[(size_t)k * C + c];
-        sg += p.x;
-        sgx += p.y;
-    }
+    const int c = fin_channel();
+    if (c >= C) return; /* the whole warp */
+    const double2 sum = fin_sum(part, S, C, c);
+    if (threadIdx.x & 31) return;
+    const double sg = sum.x, sgx = sum.y;
     const double invstd = sinv[c];
     const double db = sg, dg = sgx * invstd;
     dbeta[c] = (float)db;
@@ -458,9 +475,8 @@ static void train(cudaStream_t st, const cu_bn_shape *s, const void *x, const vo
     partials<T, 0>(st, s, t, vec ? &g : NULL, part);
     size_t M = (size_t)s->N * s->H * s->W, HW = (size_t)s->H * s->W;
     size_t first_stride = s->layout == TB_NCHW ? HW : 1; /* channel c's first element */
-    bn_finalize_train<T><<<(s->C + 127) / 128, 128, 0, st>>>(part, slices(s), s->C, M, (const T *)x,
-                                                            first_stride, gamma, rm, rv, sm, si,
-                                                            mom, eps, coef);
+    bn_finalize_train<T><<<fin_blocks(s->C), 32 * BN_FIN_WARPS, 0, st>>>(
+        part, slices(s), s->C, M, (const T *)x, first_stride, gamma, rm, rv, sm, si, mom, eps, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm statistics");
     size_t n = M * s->C;
     *wrote = vec && relu && mask;
@@ -509,8 +525,8 @@ static void backward(cudaStream_t st, const cu_bn_shape *s, const void *x, const
     bn_term<T, 1> t = {(const T *)x, (const T *)y, (const T *)dy, sm, relu, m};
     partials<T, 1>(st, s, t, vec ? &g : NULL, part);
     size_t M = (size_t)s->N * s->H * s->W, HW = (size_t)s->H * s->W;
-    bn_finalize_backward<<<(s->C + 127) / 128, 128, 0, st>>>(part, slices(s), s->C, M, gamma, sm,
-                                                            si, dgamma, dbeta, coef);
+    bn_finalize_backward<<<fin_blocks(s->C), 32 * BN_FIN_WARPS, 0, st>>>(part, slices(s), s->C, M, gamma, sm, si,
+                                                                         dgamma, dbeta, coef);
     TB_CUDA_CHECK_LAUNCH("BatchNorm backward sums");
     size_t n = M * s->C;
     if (vec) {

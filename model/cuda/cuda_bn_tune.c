@@ -6,9 +6,14 @@
  * ResNet; which is faster depends on the shape and the GPU. bn_tune, given
  * a node's buffers and a training step's args at the largest batch (the
  * graph calls it once per node after allocating), runs forward + backward
- * on each path (one round each to warm up and size the rounds, then two
- * timed rounds each of enough steps to last about 1 ms, alternating, the
- * best round kept) and leaves the node on the faster. The running
+ * on each path (one round each to warm up, one to size the rounds, then
+ * two timed rounds each of enough steps to last about 1 ms, alternating,
+ * the best round kept) and leaves the node on the faster. Each timed round
+ * is queued behind a hold of the stream (cu_hold_stream) longer than the
+ * host took to queue the round before, so its events time the device's
+ * work back to back, as a training step replays it from a CUDA graph, and
+ * not the host's calls (cuDNN's API costs and the own kernels' 6 launches
+ * a step). The running
  * statistics and dgamma, dbeta the args point at are not touched (the
  * measuring writes scratch copies); y, dx, dz, the saved statistics and
  * the reserve are, as a step would.
@@ -29,6 +34,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/timer.h"
 #include "model/cuda/fused_cuda.h"
 
 struct cu_bn_choice {
@@ -67,17 +73,30 @@ int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own) {
     return 0;
 }
 
-/* reps steps of forward + backward on the path the plan is set to, in ms
- * per step */
+int cu_bn_tune_reps(float ms_per_step) {
+    return !(ms_per_step > 0.02f) ? 50 : ms_per_step > 0.5f ? 2 : (int)(1.0f / ms_per_step) + 1;
+}
+
+float cu_bn_tune_hold_ms(double host_ms_per_step, int reps) {
+    const double h = 2.0 * (host_ms_per_step > 0.0 ? host_ms_per_step : 0.0) * (reps > 0 ? reps : 1) + 0.05;
+    return (float)(h < 50.0 ? h : 50.0);
+}
+
+/* reps steps of forward + backward on the path the plan is set to, queued
+ * behind a hold of hold_ms: ms per step, and *host_ms the host's ms per
+ * step to queue them */
 static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g, cudaEvent_t e0, cudaEvent_t e1,
-                        int reps) {
+                        int reps, float hold_ms, double *host_ms) {
     cudaStream_t s = cu_stream(be);
+    cu_hold_stream(s, hold_ms);
+    const double t0 = tb_now();
     TB_CUDA_CHECK(cudaEventRecord(e0, s));
     for (int r = 0; r < reps; r++) {
         cu_bn_forward_train(be, a);
         cu_bn_backward(be, a, g);
     }
     TB_CUDA_CHECK(cudaEventRecord(e1, s));
+    *host_ms = (tb_now() - t0) * 1e3 / reps;
     TB_CUDA_CHECK(cudaEventSynchronize(e1));
     float ms = 0.0f;
     TB_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
@@ -85,23 +104,25 @@ static float time_round(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *
 }
 
 /* ms[0] on cuDNN's path (-1: cuDNN declined the node at run time), ms[1]
- * on the own kernels; a and g point at scratch statistics and gradients. */
+ * on the own kernels; a and g point at scratch statistics and gradients.
+ * Rounds: 0 warms up (plans, clocks, modules loaded at their first launch,
+ * the mask's first write), 1 sizes the timed rounds, 2 and 3 are timed. */
 static void measure(tb_backend *be, void *plan, const tb_bn_args *a, const tb_bn_grads *g, float ms[2]) {
     cudaEvent_t e0, e1;
     TB_CUDA_CHECK(cudaEventCreate(&e0));
     TB_CUDA_CHECK(cudaEventCreate(&e1));
     ms[0] = ms[1] = -1.0f;
     int cudnn_ok = 1, reps[2] = {1, 1};
-    for (int round = 0; round < 3; round++) {
+    double host[2] = {0.0, 0.0};
+    for (int round = 0; round < 4; round++) {
         for (int path = 0; path < 2; path++) {
             if (path == 0 && !cudnn_ok) continue;
             cu_bn_plan_use(plan, path == 0, 1);
-            float t = time_round(be, a, g, e0, e1, reps[path]);
-            if (round == 0) { /* a warm-up (plans, clocks, the mask's first write) that sizes the rounds */
-                if (path == 0) cudnn_ok = tb_cuda_bn_plan_on_cudnn(plan);
-                reps[path] = t > 0.5f ? 2 : t > 0.02f ? (int)(1.0f / t) + 1 : 50;
-                continue;
-            }
+            const float hold = round == 0 ? 0.0f : cu_bn_tune_hold_ms(host[path], reps[path]);
+            const float t = time_round(be, a, g, e0, e1, reps[path], hold, &host[path]);
+            if (round == 0 && path == 0) cudnn_ok = tb_cuda_bn_plan_on_cudnn(plan);
+            if (round == 1) reps[path] = cu_bn_tune_reps(t);
+            if (round < 2) continue;
             if (ms[path] < 0.0f || t < ms[path]) ms[path] = t;
         }
     }

@@ -419,6 +419,11 @@ int cu_bn_tune_pick(float ms_cudnn, float ms_own);
 void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z, int mask);
 int cu_bn_tune_store(char *out, size_t len, float ms_cudnn, float ms_own, float *mc, float *mo);
 int cu_bn_tune_parse(const char *v, int *own, float *ms_cudnn, float *ms_own);
+/* The timed rounds: steps a round, from the sizing round's ms per step
+ * (about 1 ms a round); the stream's hold before a round of reps steps,
+ * from the host's ms per step queueing the round before it. */
+int cu_bn_tune_reps(float ms_per_step);
+float cu_bn_tune_hold_ms(double host_ms_per_step, int reps);
 
 /* cuda_linear.c */
 void cu_linear_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *w, const tb_real *b,
@@ -549,10 +554,15 @@ void cu_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int c
 void cu_unpad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cfull, int ckeep, const void *src, void *dst,
                        int accumulate);
 
+/* cuda_hold.cu: a one-thread kernel on st that ends ms after it starts
+ * (nothing for ms <= 0): work queued behind it starts once the host has
+ * queued it all. */
+void cu_hold_stream(cudaStream_t st, float ms);
+
 /* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
  * cuDNN's fused path does not take. Partial sums: S slices per channel,
  * {sum, sum of squares} in double of values shifted by the channel's first
- * value, combined by one thread per channel in slice order (deterministic,
+ * value, combined by one warp per channel in a fixed order (deterministic,
  * like the CPU's shifted double sums). */
 typedef struct {
     tb_dtype dtype;

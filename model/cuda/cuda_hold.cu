@@ -1,0 +1,21 @@
+/* cuda_hold.cu - a stream held for a given time, for measuring: one thread
+ * spins on the device's global timer, so that the host queues the timed
+ * work behind it and the events around that work time the device alone,
+ * not the host's calls that queue it (cuda_bn_tune.c: a round of eager
+ * BatchNorm calls, where a training step replays them from a CUDA graph). */
+#include "model/cuda/cuda_kernels.cuh"
+
+__global__ void hold_k(unsigned long long ns) {
+    unsigned long long t0, t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    do {
+        __nanosleep(1000);
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    } while (t - t0 < ns);
+}
+
+extern "C" void cu_hold_stream(cudaStream_t st, float ms) {
+    if (!(ms > 0.0f)) return;
+    hold_k<<<1, 1, 0, st>>>((unsigned long long)((double)ms * 1e6));
+    TB_CUDA_CHECK_LAUNCH("a stream held for a measurement");
+}
