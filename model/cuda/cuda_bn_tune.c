@@ -20,7 +20,8 @@
  *
  * The choice is kept per problem (dtype, layout, shape, ReLU, residual,
  * the own kernels' ReLU mask on or off): within the process, so nodes of
- * one shape are timed once, and in the plan cache (entry "bn <problem>",
+ * one shape are timed once, and in the plan cache (entry "bn r<revision of
+ * the own kernels> <problem>",
  * value "own|cudnn MS_CUDNN MS_OWN", the pick made from the times as
  * stored), so the next launch times nothing. An entry that does not
  * parse, or whose pick does not follow from its times, is measured again
@@ -48,8 +49,14 @@ int cu_bn_tune_pick(float ms_cudnn, float ms_own) {
     return !(ms_cudnn >= 0.0f) || ms_own < 0.99f * ms_cudnn;
 }
 
+/* The own kernels' revision in each entry's key: raised when they change
+ * in a way that moves their time, so a stored choice does not outlive
+ * them (2: the per-channel step on one warp a channel). */
+#define CU_BN_OWN_REVISION 2
+
 void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z, int mask) {
-    snprintf(out, len, "bn %s %s n%d c%d %dx%d%s%s%s", tb_dtype_name(x->dtype), tb_layout_name(x->layout), x->n,
+    snprintf(out, len, "bn r%d %s %s n%d c%d %dx%d%s%s%s", CU_BN_OWN_REVISION, tb_dtype_name(x->dtype),
+             tb_layout_name(x->layout), x->n,
              x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "", relu && !mask ? " y-read" : "");
 }
 
