@@ -18,6 +18,15 @@
  * wait). The ready hook then sees ranges that are not final and the weights
  * differ: both checks must say so, or the test fails.
  *
+ * The model keeps op copies of its weights (as 16-bit training does), so a
+ * backward has weight-gradient conversions: with the ready hook, each is
+ * queued in its conv's branch; without one (one rank, model/graph.c) they
+ * all run at the end of backward in one convert_many, which must come after
+ * every branch has joined and run: trained without the hook, late trains
+ * as the plain run does and no convert_many is called with a
+ * branch open, ended or holding ops; the planted late branch is caught by
+ * the weights and by that count.
+ *
  * Also counted: every conv with an input gradient branches (all but the
  * stem; under --fuse graph the convs with a folded BN too, whose filter
  * gradient is the backend's fconv_backward_filter); none while the op
@@ -158,6 +167,15 @@ static void w_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
     g_real.bn_input_grad(be, a);
 }
 
+/* convert_many (the deferred weight-gradient conversions): calls, and calls
+ * made while a branch was open, ended but not joined, or holding ops */
+static int g_cm_calls, g_cm_bad;
+static void w_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate) {
+    g_cm_calls++;
+    if (g_open || g_pending || g_nheld) g_cm_bad++;
+    g_real.convert_many(be, src, dst, n, accumulate);
+}
+
 static void wrap(tb_backend *be) {
     g_real = *be;
     be->branch_begin = w_branch_begin;
@@ -166,6 +184,7 @@ static void wrap(tb_backend *be) {
     be->conv_backward_filter = w_conv_backward_filter;
     be->conv_backward_data = w_conv_backward_data;
     be->convert = w_convert;
+    be->convert_many = w_convert_many;
     be->fconv_backward_filter = w_fconv_backward_filter;
     be->fconv_backward_data = w_fconv_backward_data;
     be->bn_input_grad = w_bn_input_grad;
@@ -213,6 +232,7 @@ typedef struct {
     float *params, *momentum, *state;
     size_t nt, ns;
     int ranges, not_final, branched, begun, outside, data_inside;
+    int cm_calls, cm_bad; /* convert_many calls, and those made with a branch not yet run */
     int sticky; /* the graph's wgrad_branches at the end */
 } outcome;
 
@@ -234,16 +254,18 @@ static int convs_with_dx(const tb_graph *g) {
     return k;
 }
 
-static outcome train(const shape *s, mode md, int profile, int *expect) {
+/* hook: backward with the ready hook (0: none, the conversions deferred) */
+static outcome train(const shape *s, mode md, int profile, int hook, int *expect) {
     tb_backend_opts bo = {.threads = 2};
     tb_backend *be = tb_cpu_backend_create(&bo);
     g_mode = md;
     if (md != PLAIN) wrap(be);
-    g_open = g_pending = g_begun = g_outside = g_nheld = g_data_inside = 0;
+    g_open = g_pending = g_begun = g_outside = g_nheld = g_data_inside = g_cm_calls = g_cm_bad = 0;
     tb_resnet_config cfg;
     TB_ASSERT(tb_resnet_config_init(&cfg, s->model, s->classes) == 0);
     tb_model_opts o = tb_model_default_opts();
     o.fuse = s->fuse;
+    o.op_copies = 1;
     tb_model *m = tb_model_create(&cfg, be, s->n, s->h, s->w, &o);
     tb_model_init(m, 11);
     *expect = convs_with_dx(&m->g);
@@ -269,7 +291,7 @@ static outcome train(const shape *s, mode md, int profile, int *expect) {
         tb_model_forward(m, 1);
         tb_model_loss(m, 0.1, 1.0);
         log->grads = m->grads, log->n = 0;
-        tb_model_backward(m, on_ready, log);
+        tb_model_backward(m, hook ? on_ready : NULL, log);
         if (md == PLANT_AFTER) { /* the planted fault: the branches run only now */
             run_held(be);
         }
@@ -281,6 +303,7 @@ static outcome train(const shape *s, mode md, int profile, int *expect) {
         tb_model_sgd_step(m, &sgd, 1e-4, 0);
     }
     r.begun = g_begun, r.outside = g_outside, r.data_inside = g_data_inside;
+    r.cm_calls = g_cm_calls, r.cm_bad = g_cm_bad;
     r.sticky = m->g.wgrad_branches;
     r.nt = m->pt.n_train, r.ns = m->pt.n_state;
     r.params = copy_out(m->params, r.nt);
@@ -303,14 +326,14 @@ static void run_shape(const shape *s) {
     snprintf(label, sizeof label, "%s %dx3x%dx%d%s", s->model, s->n, s->h, s->w,
              s->fuse == TB_FUSE_GRAPH ? " --fuse graph" : "");
     int expect = 0;
-    outcome ref = train(s, PLAIN, 0, &expect);
+    outcome ref = train(s, PLAIN, 0, 1, &expect);
     size_t nt = ref.nt, ns = ref.ns;
     TB_CHECK(ref.branched == 0 && ref.not_final == 0, "[%s] plain CPU backend: %d branches, %d ranges not final",
              label, ref.branched, ref.not_final);
     TB_CHECK(expect > 0, "[%s] %d convs with an input gradient", label, expect);
     for (mode md = EARLY; md <= PLANT_AFTER; md++) {
         int e = 0;
-        outcome o = train(s, md, 0, &e);
+        outcome o = train(s, md, 0, 1, &e);
         int same = same_floats(o.params, ref.params, nt) && same_floats(o.momentum, ref.momentum, nt) &&
                    same_floats(o.state, ref.state, ns);
         printf("[%s] %-24s %3d convs branched a step (want %d), %d filter gradients in order, %3d ranges handed "
@@ -334,8 +357,28 @@ static void run_shape(const shape *s) {
         }
         free_outcome(&o);
     }
+    for (mode md = LATE; md <= PLANT_AFTER; md++) { /* late: the branch runs last, at its join */
+        int e = 0;
+        outcome o = train(s, md, 0, 0, &e);
+        int same = same_floats(o.params, ref.params, nt) && same_floats(o.momentum, ref.momentum, nt) &&
+                   same_floats(o.state, ref.state, ns);
+        printf("[%s] %-24s no hook: %3d convs branched a step, %d convert_many calls, %d with a branch not yet "
+               "run; weights, momentum, statistics %s the plain run's\n",
+               label, mode_name[md], o.branched / 2, o.cm_calls, o.cm_bad, same ? "equal" : "DIFFER from");
+        TB_CHECK(o.branched == 2 * e && o.cm_calls >= 2, "[%s] %s, no hook: %d branches (want %d), %d convert_many "
+                 "calls (the deferred conversions: at least one a step)", label, mode_name[md], o.branched, 2 * e,
+                 o.cm_calls);
+        if (md == PLANT_AFTER) {
+            TB_CHECK(o.cm_bad > 0 && !same, "[%s] no hook: the planted late branch went unseen: %d convert_many calls "
+                     "before it ran, weights %s", label, o.cm_bad, same ? "equal" : "differ");
+        } else {
+            TB_CHECK(o.cm_bad == 0 && same, "[%s] %s, no hook: %d convert_many calls with a branch not yet run, "
+                     "trained state %s the plain run's", label, mode_name[md], o.cm_bad, same ? "equal to" : "differs from");
+        }
+        free_outcome(&o);
+    }
     int e = 0;
-    outcome p = train(s, LATE, 1, &e);
+    outcome p = train(s, LATE, 1, 1, &e);
     printf("[%s] late, op profile on: %d convs branched\n", label, p.branched);
     TB_CHECK(p.branched == 0 && p.begun == 0 && p.sticky == 0, "[%s] %d branches while the op profile timed the "
              "steps (%d in the model's count)", label, p.branched, p.sticky);
