@@ -154,11 +154,14 @@ def headline(rows, torch_rows, batch, out):
         on_dev = float(res[0]["img_per_s"])
         lines.append(f"- the same call's on-device rate (resident row): {on_dev:.0f} img/s; the JPEG row reaches "
                      f"{100 * float(best['img_per_s']) / on_dev:.1f} % of it")
+    # nvJPEG on its defaults (any stage count), as bench/summary/feed.py's feed_nvjpeg_4thr_img_s: not the A/B
+    # rows with their own --nvjpeg (sync=on, hybrid, cpu=PCT, whose batch is partly the CPU's)
     for gpu, name in ((1, "nvJPEG"), (0, "CPU (libjpeg-turbo)")):
-        four = [r for r in jpeg if int(r["threads"]) == 4 and int(r["gpu_decode"]) == gpu]
+        four = [r for r in jpeg if int(r["threads"]) == 4 and int(r["gpu_decode"]) == gpu
+                and not s(r.get("nvjpeg", b""))]
         if four:
             b4 = max(four, key=lambda r: float(r["img_per_s"]))
-            lines.append(f"- 4 loader threads, {name}: {float(b4['img_per_s']):.0f} img/s, "
+            lines.append(f"- 4 loader threads, {name}: {float(b4['img_per_s']):.0f} img/s ({tb_label(b4)}), "
                          f"{num(float(b4.get('cpu_cores', math.nan)), '{:.2f}')} cores used "
                          f"({num(float(b4.get('img_per_s_per_core', math.nan)), '{:.0f}')} img/s per core)")
     if torch_rows:
@@ -231,6 +234,8 @@ def decode_tables(paths, out):
                 opts = s(at.get("nvjpeg", ""))
                 for i in range(len(g["threads"])):
                     who = f"--decode {dec}" + (f" --nvjpeg {opts}" if opts else "")
+                    if "gpu_stages" in g and int(g["gpu_stages"][i]) > 0:
+                        who += f", {int(g['gpu_stages'][i])} GPU stages"
                     if "decoder" in at:
                         who += f": {s(at['decoder'])}"
                     cores = g["cpu_cores"][i] if "cpu_cores" in g else math.nan

@@ -15,8 +15,11 @@
 #      nvJPEG with 4 and 16 CPU threads (fenced: no host sync per batch; its
 #      stage timeline as a Chrome trace), then with 16 threads each
 #      --nvjpeg choice against it (sync=on: the host waiting per batch, as
-#      the 2026-11-27 runs did; backend=hybrid; roi=off; chunk=64;
-#      alloc=nvjpeg), libjpeg-turbo with 4 and 16 threads
+#      the 2026-11-27 runs did; backend=hybrid; chunk=64; roi=off and
+#      alloc=nvjpeg ran on 2026-12-04 and are left out), and 4 and 6 GPU
+#      stages (the hardware engines' ceiling with no training beside them,
+#      for the feed table's 4- and 6-stage rows), libjpeg-turbo with 4 and
+#      16 threads
 #   3. memory through a long loader run: nvJPEG, 16 threads, 600 batches of
 #      256 (37 epochs of the set; host RSS, the decoders' device and pinned
 #      memory and the device's memory in use every 50 batches), and the CPU
@@ -41,6 +44,14 @@
 #      headline against the resident row, PyTorch beside them; and
 #      $OUT/keep/feed_summary.tsv (bench/summary/feed.py): the summary's
 #      feed_* rows
+#   From the first decode to the last, nvidia-smi samples
+#   the engines' use (dmon: sm, mem, jpg, ... each second, $OUT/keep/dmon.log)
+#   and the clocks, power and clock-event reasons every 0.5 s (clocks.csv):
+#   in training, the hardware decode per batch took nearly twice its time
+#   alone (2026-12-04c); whether the JPEG engines stay as busy as alone
+#   (slower per image: memory traffic or clocks) or half as busy (the calls
+#   run one at a time) reads from there, the nvJPEG rows being the only
+#   stretches with jpg above 0.
 #   TB_FEED_PSNR=1 adds the GPU path's decode quality (bench/loader_psnr.py
 #   on real photographs and on the set), left out by default for time (it
 #   ran on 2026-11-27: 96.8 dB against the CPU path).
@@ -119,6 +130,19 @@ du -sh "$SET" | sed 's/^/# data set: /'
 # into the page cache (bounded: a TB_FEED_DATA tree may be ImageNet's 140 GB)
 timeout 60 find "$SET" -type f -name '*.[jJ][pP]*' -exec cat {} + >/dev/null || echo "# page cache: pre-read incomplete (cut at 60 s, or a file it could not read)"
 
+# ---- the engines' use and the clocks while the decode rows, the feed table and the memory runs go (stopped before
+# the tables)
+SAMPLERS=()
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi dmon -s puc -d 1 -o T >"$KEEP/dmon.log" 2>&1 &
+  SAMPLERS+=($!)
+  nvidia-smi --query-gpu=timestamp,clocks.video,clocks.sm,clocks.mem,power.draw,clocks_event_reasons.active \
+    --format=csv -lms 500 >"$KEEP/clocks.csv" 2>&1 &
+  SAMPLERS+=($!)
+fi
+stop_samplers() { [ ${#SAMPLERS[@]} -gt 0 ] && kill "${SAMPLERS[@]}" 2>/dev/null; SAMPLERS=(); }
+trap 'stop_samplers; rm -rf "$WORK"' EXIT
+
 # ---- 2. decode alone -----------------------------------------------------------------------
 decode decode_gpu 40 --decode gpu --threads 4,16 --timeline "$KEEP/decode_gpu_timeline.json"
 decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
@@ -131,9 +155,13 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 # 2 stages fed 3,828 img/s while the 7 hardware engines decode 7,566 alone; stream priority made no
 # difference there and was dropped for the 4- and 6-stage rows (prefetch 6 and 8: a ring slot per
 # stage, 2 more for the step and the next batch, docs/data.md)
+# The rows that have not run on a GPU yet come last: the results file is written after the last row, so a
+# row that ends the process takes every row's figures with it, and the ones that ran before keep theirs in
+# the log only
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
-ROWS=$ROWS,4:6:on:gpu:4,0:2:off,8:2:off,16:2:off
-ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:8:on:gpu:6,16:4:on:gpu:2:backend=hybrid
+ROWS=$ROWS,0:2:off,8:2:off,16:2:off
+ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:backend=hybrid
+ROWS=$ROWS,4:6:on:gpu:4,16:8:on:gpu:6
 # and the batch split between the engine and the loader threads' libjpeg-turbo (--nvjpeg cpu=PCT): at 4
 # threads nvJPEG left 2 of the 4 cores idle, at 16 it used 1.7
 ROWS=$ROWS,4:4:on:gpu:2:cpu=25,16:4:on:gpu:2:cpu=60
@@ -151,9 +179,12 @@ step memory_cpu 30 "$TB" loader-bench --data "$SET" --decode fast --format u8-nh
   --image-size 224 --batches 200 --warmup 5 --memory-every 20 --results "$KEEP/memory_cpu.h5"
 
 # ---- 2b. the --nvjpeg choices, decode alone, against the default (16 threads) -----------------
-for v in sync=on backend=hybrid roi=off chunk=64 alloc=nvjpeg; do
+for v in sync=on backend=hybrid chunk=64; do
   decode "decode_gpu_${v%%=*}" 25 --decode gpu --threads 16 --nvjpeg "$v"
 done
+# the engines' ceiling with 4 and 6 GPU stages and no training (the feed table's 4- and 6-stage rows beside it)
+decode decode_gpu_stages4 25 --decode gpu --threads 16 --decode-streams 4 --prefetch 6
+decode decode_gpu_stages6 25 --decode gpu --threads 16 --decode-streams 6 --prefetch 8
 
 # ---- decode quality of the GPU path (TB_FEED_PSNR=1) --------------------------------------------
 PSNR=()
@@ -167,6 +198,8 @@ if [ "${TB_FEED_PSNR:-0}" = 1 ]; then
     --modes partial,fast --gpu --title "the feed set" --out "$KEEP/psnr_mkdata.md" &&
     PSNR+=(--psnr "$KEEP/psnr_mkdata.md")
 fi
+
+stop_samplers
 
 # ---- 6. the tables -------------------------------------------------------------------------------
 NOTES=(--note "machine: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1); $NCPU CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'))"

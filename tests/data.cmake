@@ -115,6 +115,15 @@ endif()
 set_tests_properties(feed_cpu_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 60 LABELS "data;python"
                      FIXTURES_REQUIRED feed_cpu)
 
+# the results file written after every row: a run killed after 2 of 4 rows
+# leaves them on disk (status aborted), the whole run is complete (~10 s)
+if(_tb_data_py)
+  add_test(NAME feed_rows_written COMMAND sh ${TB_TEST_DIR}/feed_rows_written.sh ${TB_BIN} ${_tb_data_py})
+else()
+  add_test(NAME feed_rows_written COMMAND sh -c "echo 'SKIP: feed_rows_written: no python3 found at configure time'; exit 77")
+endif()
+set_tests_properties(feed_rows_written PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "data;python")
+
 # --min-row-seconds: timed steps beyond --steps until a row lasts that long
 # (on a GPU the default, 1.25 s, keeps every row inside what NVML's GPU-Util
 # can speak for; the H200 run's 0.24-s rows could not); check_feed.py holds

@@ -250,8 +250,13 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
     tb_table_row(tab, row, c->nvjpeg[0] ? c->nvjpeg : "");
 }
 
+/* The results file with the rows measured so far (written atomically after
+ * each row, so a row that ends the process leaves the ones before it):
+ * status "complete" once rows_done is every row asked for, "aborted" until
+ * then. */
 static void write_results(const feed_args *a, int argc, char **argv, tb_backend *be, tb_precision prec,
-                          const tb_dataset *ds, const char *t_start, const char *dev_note, const tb_table *tab) {
+                          const tb_dataset *ds, const char *t_start, const char *dev_note, const tb_table *tab,
+                          int rows_done) {
     tb_attrs at;
     memset(&at, 0, sizeof at);
     char host[64] = "localhost", t_end[32];
@@ -260,7 +265,9 @@ static void write_results(const feed_args *a, int argc, char **argv, tb_backend 
     tb_attrs_str(&at, "kind", "loader-feed");
     tb_attrs_str(&at, "start_time", t_start);
     tb_attrs_str(&at, "end_time", t_end);
-    tb_attrs_str(&at, "status", "complete");
+    tb_attrs_str(&at, "status", rows_done == a->nrows ? "complete" : "aborted");
+    tb_attrs_int(&at, "rows_asked", a->nrows);
+    tb_attrs_int(&at, "rows_measured", rows_done);
     /* versions, command line, host, backend, device, GPU and library
      * versions: as every results file of train */
     tb_provenance_fill(&at, "loader-bench", argc, argv, be, 1, host);
@@ -281,7 +288,6 @@ static void write_results(const feed_args *a, int argc, char **argv, tb_backend 
     const tb_table *tabs[1] = {tab};
     tb_results_write(a->results, &at, tabs, 1);
     tb_attrs_free(&at);
-    printf("# results written to %s\n", a->results);
 }
 
 int tb_cmd_loader_feed(int argc, char **argv) {
@@ -334,6 +340,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
         fs.row_index = i;
         tb_feed_row r = tb_feed_measure(&fs, &a.rowv[i]);
         print_row(&tab, &a.rowv[i], a.rowd[i], &r);
+        if (a.results[0]) write_results(&a, argc, argv, be, prec, &ds, t_start, dev_note, &tab, i + 1);
     }
     printf("# threads 0: the main thread decodes; decode cpu: libjpeg-turbo (--decode %s), gpu: nvJPEG, resident: the "
            "same step on data in device memory (no loader); wait%%: share of the wall time the step waited for its "
@@ -342,7 +349,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
            "before; cores: process CPU seconds per wall second (the CPU budget), img/s/core: img/s per core used, "
            "ldr_cores: the loader threads' own CPU seconds per wall second\n",
            a.mode == TB_DECODE_GPU ? "fast" : a.decode);
-    if (a.results[0]) write_results(&a, argc, argv, be, prec, &ds, t_start, dev_note, &tab);
+    if (a.results[0]) printf("# results written to %s (after each row)\n", a.results);
     tb_table_free(&tab);
     if (smp) tb_nvml_sampler_stop(smp);
     if (nv) tb_nvml_close(nv);
