@@ -13,10 +13,9 @@
  * host took to queue the round before, so its events time the device's
  * work back to back, as a training step replays it from a CUDA graph, and
  * not the host's calls (cuDNN's API costs and the own kernels' 6 launches
- * a step). The running
- * statistics and dgamma, dbeta the args point at are not touched (the
- * measuring writes scratch copies); y, dx, dz, the saved statistics and
- * the reserve are, as a step would.
+ * a step). The running statistics and dgamma, dbeta the args point at are
+ * not touched (the measuring writes scratch copies); y, dx, dz, the saved
+ * statistics and the reserve are, as a step would.
  *
  * The choice is kept per problem (dtype, layout, shape, ReLU, residual,
  * the own kernels' ReLU mask on or off): within the process, so nodes of
@@ -57,8 +56,8 @@ int cu_bn_tune_pick(float ms_cudnn, float ms_own) {
 
 void cu_bn_tune_key(char *out, size_t len, const tb_tensor *x, int relu, int has_z, int mask) {
     snprintf(out, len, "bn r%d %s %s n%d c%d %dx%d%s%s%s", CU_BN_OWN_REVISION, tb_dtype_name(x->dtype),
-             tb_layout_name(x->layout), x->n,
-             x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "", relu && !mask ? " y-read" : "");
+             tb_layout_name(x->layout), x->n, x->c, x->h, x->w, relu ? " relu" : "", has_z ? " add" : "",
+             relu && !mask ? " y-read" : "");
 }
 
 int cu_bn_tune_store(char *out, size_t len, float ms_cudnn, float ms_own, float *mc, float *mo) {
