@@ -155,9 +155,8 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 # 2 stages fed 3,828 img/s while the 7 hardware engines decode 7,566 alone; stream priority made no
 # difference there and was dropped for the 4- and 6-stage rows (prefetch 6 and 8: a ring slot per
 # stage, 2 more for the step and the next batch, docs/data.md)
-# The rows that have not run on a GPU yet come last: the results file is written after the last row, so a
-# row that ends the process takes every row's figures with it, and the ones that ran before keep theirs in
-# the log only
+# The rows that have not run on a GPU yet come last: a row that ends the process (or the step's time limit)
+# leaves the rows before it in the results file, which loader-bench writes after every row (status aborted)
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
 ROWS=$ROWS,0:2:off,8:2:off,16:2:off
 ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:backend=hybrid
