@@ -10,6 +10,7 @@
 #endif
 extern "C" {
 #include "core/cuda_check.h"
+#include "core/gpu_spin.cuh"
 #include "data/gpu_resize.h"
 }
 
@@ -37,14 +38,7 @@ __global__ void rs_vertical(const tb_rs_desc *desc, const int32_t *tab, int S, c
 
 /* One thread that keeps the stream busy for ns nanoseconds of the device's
  * global timer (--nvjpeg stall=MS: a test of the hardware call's barrier). */
-__global__ void rs_stall(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        __nanosleep(100000);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
+__global__ void rs_stall(unsigned long long ns) { tb_gpu_spin_ns(ns, 100000); }
 
 extern "C" void tb_rs_stall(int ms, cudaStream_t stream) {
     if (ms <= 0) return;

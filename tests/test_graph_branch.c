@@ -321,21 +321,25 @@ static void free_outcome(outcome *o) { free(o->params), free(o->momentum), free(
 
 static int same_floats(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
 
+/* weights, momentum and BatchNorm statistics bit for bit those of ref */
+static int same_state(const outcome *o, const outcome *ref) {
+    return same_floats(o->params, ref->params, ref->nt) && same_floats(o->momentum, ref->momentum, ref->nt) &&
+           same_floats(o->state, ref->state, ref->ns);
+}
+
 static void run_shape(const shape *s) {
     char label[96];
     snprintf(label, sizeof label, "%s %dx3x%dx%d%s", s->model, s->n, s->h, s->w,
              s->fuse == TB_FUSE_GRAPH ? " --fuse graph" : "");
     int expect = 0;
     outcome ref = train(s, PLAIN, 0, 1, &expect);
-    size_t nt = ref.nt, ns = ref.ns;
     TB_CHECK(ref.branched == 0 && ref.not_final == 0, "[%s] plain CPU backend: %d branches, %d ranges not final",
              label, ref.branched, ref.not_final);
     TB_CHECK(expect > 0, "[%s] %d convs with an input gradient", label, expect);
     for (mode md = EARLY; md <= PLANT_AFTER; md++) {
         int e = 0;
         outcome o = train(s, md, 0, 1, &e);
-        int same = same_floats(o.params, ref.params, nt) && same_floats(o.momentum, ref.momentum, nt) &&
-                   same_floats(o.state, ref.state, ns);
+        int same = same_state(&o, &ref);
         printf("[%s] %-24s %3d convs branched a step (want %d), %d filter gradients in order, %3d ranges handed "
                "over, %d not final; weights, momentum, statistics %s the plain run's\n",
                label, mode_name[md], o.branched / 2, e, o.outside / 2, o.ranges / 2, o.not_final,
@@ -360,8 +364,7 @@ static void run_shape(const shape *s) {
     for (mode md = LATE; md <= PLANT_AFTER; md++) { /* late: the branch runs last, at its join */
         int e = 0;
         outcome o = train(s, md, 0, 0, &e);
-        int same = same_floats(o.params, ref.params, nt) && same_floats(o.momentum, ref.momentum, nt) &&
-                   same_floats(o.state, ref.state, ns);
+        int same = same_state(&o, &ref);
         printf("[%s] %-24s no hook: %3d convs branched a step, %d convert_many calls, %d with a branch not yet "
                "run; weights, momentum, statistics %s the plain run's\n",
                label, mode_name[md], o.branched / 2, o.cm_calls, o.cm_bad, same ? "equal" : "DIFFER from");
@@ -382,7 +385,7 @@ static void run_shape(const shape *s) {
     printf("[%s] late, op profile on: %d convs branched\n", label, p.branched);
     TB_CHECK(p.branched == 0 && p.begun == 0 && p.sticky == 0, "[%s] %d branches while the op profile timed the "
              "steps (%d in the model's count)", label, p.branched, p.sticky);
-    TB_CHECK(same_floats(p.params, ref.params, nt), "[%s] op profile on: weights differ", label);
+    TB_CHECK(same_floats(p.params, ref.params, ref.nt), "[%s] op profile on: weights differ", label);
     free_outcome(&p);
     free_outcome(&ref);
 }

@@ -3,16 +3,10 @@
  * work behind it and the events around that work time the device alone,
  * not the host's calls that queue it (cuda_bn_tune.c: a round of eager
  * BatchNorm calls, where a training step replays them from a CUDA graph). */
+#include "core/gpu_spin.cuh"
 #include "model/cuda/cuda_kernels.cuh"
 
-__global__ void hold_k(unsigned long long ns) {
-    unsigned long long t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        __nanosleep(1000);
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-}
+__global__ void hold_k(unsigned long long ns) { tb_gpu_spin_ns(ns, 1000); }
 
 extern "C" void cu_hold_stream(cudaStream_t st, float ms) {
     if (!(ms > 0.0f)) return;
