@@ -222,34 +222,31 @@ void tb_graph_weight_grad_to_flat(tb_graph *g, tb_backend *be, const tb_graph_pa
     tb_op_prof_end(g->prof);
 }
 
-/* A backward's conversions: deferred (on: no grad-ready hook; room for
- * one per weight) or not, from its start; at its end (end: 1) the
- * deferred ones run as one convert_many. */
-static void defer_grad_converts(tb_graph *g, tb_backend *be, int on, int end) {
-    if (!end) {
-        g->gc_n = 0;
-        g->gc_defer = 0;
-        if (!on) return;
-        int need = 0;
-        for (int i = 0; i < g->nnodes; i++)
-            need += g->nodes[i].kind == TB_NODE_CONV || g->nodes[i].kind == TB_NODE_LINEAR;
-        if (g->gc_cap < need) {
-            free(g->gc_src);
-            g->gc_src = malloc(2 * (size_t)need * sizeof *g->gc_src);
-            if (!g->gc_src) TB_FATAL("out of host memory for the graph");
-            g->gc_dst = g->gc_src + need;
-            g->gc_cap = need;
-        }
-        g->gc_defer = 1;
-        return;
-    }
-    if (!g->gc_defer) return;
-    g->gc_defer = 0;
-    if (!g->gc_n) return;
-    tb_op_prof_begin(g->prof, "weight_grads", TB_OPP_BACKWARD, TB_OPK_GRAD_CONVERT);
-    be->convert_many(be, g->gc_src, g->gc_dst, g->gc_n, 0);
-    tb_op_prof_end(g->prof);
+/* A backward's start: its weight gradients' conversions wait for its end
+ * when it has no grad-ready hook (room for one per weight), else none do. */
+static void grad_converts_begin(tb_graph *g, int defer) {
     g->gc_n = 0;
+    g->gc_defer = defer;
+    if (!defer) return;
+    int need = 0;
+    for (int i = 0; i < g->nnodes; i++) need += g->nodes[i].kind == TB_NODE_CONV || g->nodes[i].kind == TB_NODE_LINEAR;
+    if (g->gc_cap < need) {
+        free(g->gc_src);
+        g->gc_src = malloc(2 * (size_t)need * sizeof *g->gc_src);
+        if (!g->gc_src) TB_FATAL("out of host memory for the graph");
+        g->gc_dst = g->gc_src + need;
+        g->gc_cap = need;
+    }
+}
+
+/* A backward's end: the conversions that waited, as one convert_many. */
+static void grad_converts_flush(tb_graph *g, tb_backend *be) {
+    const int n = g->gc_defer ? g->gc_n : 0;
+    g->gc_defer = g->gc_n = 0;
+    if (!n) return;
+    tb_op_prof_begin(g->prof, "weight_grads", TB_OPP_BACKWARD, TB_OPK_GRAD_CONVERT);
+    be->convert_many(be, g->gc_src, g->gc_dst, n, 0);
+    tb_op_prof_end(g->prof);
 }
 
 void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_params *p, int n, tb_tensor *x,
@@ -477,11 +474,11 @@ void tb_graph_backward(tb_graph *g, tb_backend *be, const tb_graph_params *p, in
     memset(g->grad_written, 0, (size_t)g->nacts);
     g->grad_written[g->output] = 1; /* written by the loss */
     g->wgrad_branching = 0;
-    defer_grad_converts(g, be, !ready, 0);
+    grad_converts_begin(g, !ready);
     if (g->fuse_graph)
         tb_fused_backward(g, be, p, n, ready, ready_ctx);
     else
         for (int i = g->nnodes - 1; i >= 0; i--) tb_graph_backward_node(g, be, p, n, i, ready, ready_ctx);
-    defer_grad_converts(g, be, 0, 1);
+    grad_converts_flush(g, be);
     if (g->wgrad_branching) g->wgrad_branches = g->wgrad_branching;
 }

@@ -265,6 +265,13 @@ static int same_buffer(tb_model *a, tb_model *b, tb_real *pa, tb_real *pb, size_
     return same;
 }
 
+/* params, momentum and gradients of a and b bit for bit equal */
+static int same_training(tb_model *a, tb_model *b) {
+    size_t n = a->pt.n_train;
+    return same_buffer(a, b, a->params, b->params, n) && same_buffer(a, b, a->momentum, b->momentum, n) &&
+           same_buffer(a, b, a->grads, b->grads, n);
+}
+
 /* The mixed-precision plumbing (op weight copies refreshed after each
  * update, weight gradients converted into the flat buffer before the ready
  * hook, or all at the end of a backward without one) gives bit-identical
@@ -293,13 +300,9 @@ static void test_op_copies(void) {
         TB_CHECK(tb_model_read_loss(a) == tb_model_read_loss(b), "step %d loss: direct %.9g, op copies %.9g",
                  k + 1, tb_model_read_loss(a), tb_model_read_loss(b));
     }
-    TB_CHECK(same_buffer(a, b, a->params, b->params, a->pt.n_train) &&
-                 same_buffer(a, b, a->momentum, b->momentum, a->pt.n_train) &&
-                 same_buffer(a, b, a->grads, b->grads, a->pt.n_train),
+    TB_CHECK(same_training(a, b),
              "3 steps with op weight copies: params, momentum and grads bit-identical");
-    TB_CHECK(same_buffer(a, c, a->params, c->params, a->pt.n_train) &&
-                 same_buffer(a, c, a->momentum, c->momentum, a->pt.n_train) &&
-                 same_buffer(a, c, a->grads, c->grads, a->pt.n_train),
+    TB_CHECK(same_training(a, c),
              "the same with the weight gradients converted at the end of each backward (no hook)");
     tb_model_destroy(c);
     { /* and under --fuse graph (the fused convs' filter gradients) */
@@ -313,9 +316,7 @@ static void test_op_copies(void) {
             step(fa, x, y, n, 0.05, NULL);
             step(fc, x, y, n, 0.05, NULL);
         }
-        TB_CHECK(same_buffer(fa, fc, fa->params, fc->params, fa->pt.n_train) &&
-                     same_buffer(fa, fc, fa->momentum, fc->momentum, fa->pt.n_train) &&
-                     same_buffer(fa, fc, fa->grads, fc->grads, fa->pt.n_train),
+        TB_CHECK(same_training(fa, fc),
                  "--fuse graph, op copies, the conversions at the end of each backward: bit-identical");
         tb_model_destroy(fa);
         tb_model_destroy(fc);

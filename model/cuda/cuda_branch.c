@@ -4,10 +4,9 @@
  * A conv's filter gradient (and, with a grad-ready hook, its conversion
  * into the flat float32 gradients; without one the conversions wait for
  * the end of backward, graph.c) goes on a second non-blocking stream that
- * first waits for the
- * compute stream (the fork event); the conv's data gradient goes on the
- * compute stream meanwhile; at the join the compute stream waits for the
- * second one (the join event). Inside a CUDA graph capture the same two
+ * first waits for the compute stream (the fork event); the conv's data
+ * gradient goes on the compute stream meanwhile; at the join the compute
+ * stream waits for the second one (the join event). Inside a CUDA graph capture the same two
  * events make the two branches of the captured graph. MLPerf's ResNet-50
  * (MXNet) runs its wgrads beside its dgrads the same way: a late layer's
  * wgrad (1x1, 512 -> 2048 at 7x7) is a small matrix with a long reduction

@@ -3,8 +3,9 @@
  * convert_many_k), for the op weights' refresh after each step and the
  * weight gradients' conversion at the end of a backward without a
  * grad-ready hook (graph.c), 54 small conversions each in ResNet-50 that
- * each took a launch (0.40 ms of the H200's bf16 step, each way). A launch's items go to the kernel by value (cu_cvt_list):
- * nothing is kept on the device, so a captured graph holds its own copy.
+ * each took a launch (0.40 ms of the H200's bf16 step, each way). A
+ * launch's items go to the kernel by value (cu_cvt_list): nothing is kept
+ * on the device, so a captured graph holds its own copy.
  * Pairs that do not share a source and a destination dtype, or one of 2^30
  * elements or more, are converted pair by pair, as all are with
  * TB_CONVERT_MANY=off. */
