@@ -225,6 +225,7 @@ void tb_model_destroy(tb_model *m) {
     be->host_free(be, m->label_stage);
     free(m->counters);
     free(m->segs);
+    free(m->wc_src);
     tb_params_free(&m->pt);
     free(m);
 }
@@ -356,26 +357,29 @@ static tb_graph_params graph_params(tb_model *m) {
 }
 
 /* The op copies of the conv and fc weights from the master weights, as one
- * convert_many (phase: for the op profile, which names it "weights"). */
+ * convert_many (phase: for the op profile, which names it "weights"). The
+ * pairs are listed at the first refresh and kept: every buffer they name is
+ * the model's own, allocated once. */
 static void refresh_op_weights(tb_model *m, tb_op_phase phase) {
-    tb_graph_params p = graph_params(m);
-    tb_tensor *src = malloc(2 * (size_t)m->pt.count * sizeof *src), *dst = src + m->pt.count;
-    if (!src) TB_FATAL("out of host memory");
-    int n = 0;
-    for (int i = 0; i < m->pt.count; i++) {
-        const tb_param *q = &m->pt.items[i];
-        if (q->role != TB_ROLE_CONV_WEIGHT && q->role != TB_ROLE_FC_WEIGHT) continue;
-        dst[n] = tb_graph_weight(&m->g, &p, i);
-        src[n] = dst[n];
-        src[n].data = m->params + q->offset;
-        src[n].dtype = TB_REAL_DTYPE;
-        src[n].layout = TB_NCHW;
-        n++;
+    if (!m->wc_src) {
+        tb_graph_params p = graph_params(m);
+        m->wc_src = malloc(2 * (size_t)m->pt.count * sizeof *m->wc_src);
+        if (!m->wc_src) TB_FATAL("out of host memory");
+        m->wc_dst = m->wc_src + m->pt.count;
+        for (int i = 0; i < m->pt.count; i++) {
+            const tb_param *q = &m->pt.items[i];
+            if (q->role != TB_ROLE_CONV_WEIGHT && q->role != TB_ROLE_FC_WEIGHT) continue;
+            tb_tensor *dst = &m->wc_dst[m->wc_n], *src = &m->wc_src[m->wc_n++];
+            *dst = tb_graph_weight(&m->g, &p, i);
+            *src = *dst;
+            src->data = m->params + q->offset;
+            src->dtype = TB_REAL_DTYPE;
+            src->layout = TB_NCHW;
+        }
     }
     tb_op_prof_begin(m->g.prof, "weights", phase, TB_OPK_WEIGHT_CONVERT);
-    m->be->convert_many(m->be, src, dst, n, 0);
+    m->be->convert_many(m->be, m->wc_src, m->wc_dst, m->wc_n, 0);
     tb_op_prof_end(m->g.prof);
-    free(src);
     m->op_stale = 0;
 }
 

@@ -103,6 +103,9 @@ typedef struct {
     int loss_scaling;          /* 1: fp16 dynamic loss scaling */
     int growth_interval;
     int op_stale;              /* op_params must be refreshed before the next forward */
+    tb_tensor *wc_src, *wc_dst; /* [wc_n] the refresh's pairs (master weight, op copy):
+                                   made at the first refresh, kept (their buffers never move) */
+    int wc_n;
 } tb_model;
 
 /* Depth of the pinned upload rings (step scalars, labels): a slot is
