@@ -48,6 +48,7 @@ static void print_help(const char *usage, const tb_opt *opts, const char *aliase
             break;
         default: break;
         }
+        if (strstr(o->help, "(default")) def[0] = '\0'; /* the help says its own default in words */
         printf("  %-26s %s%s\n", lhs, o->help, def);
         if (o->kind == TB_OPT_CHOICE) printf("  %-26s one of: %s\n", "", o->choices);
     }

@@ -26,7 +26,8 @@ typedef struct {
     void *dst;
     double min, max;      /* INT/DOUBLE: allowed range */
     const char *choices;  /* CHOICE: "cpu|cuda|auto" */
-    const char *help;     /* one line; the default is printed from dst */
+    const char *help;     /* one line; the default is printed from dst, unless the line
+                             says its own "(default ...)" */
 } tb_opt;
 
 /* Parses argv[0..argc) (argv[0] is the first flag, not the program) into

@@ -12,6 +12,9 @@ add_executable(test_cli_errors test_cli_errors.c)
 target_link_libraries(test_cli_errors PRIVATE tb_app)
 add_test(NAME cli_bad_input COMMAND test_cli_errors $<TARGET_FILE:trainbench>)
 set_tests_properties(model_unit cli_bad_input PROPERTIES TIMEOUT 600)
+# each flag's help states its default once (a default said in words, not also the not-set value)
+add_test(NAME cli_help_defaults COMMAND sh ${PROJECT_SOURCE_DIR}/tests/help_defaults.sh $<TARGET_FILE:trainbench>)
+set_tests_properties(cli_help_defaults PROPERTIES TIMEOUT 60)
 
 # core/: abort cleanups (ncclCommAbort's slot) run before the job ends
 find_package(Threads REQUIRED) # the trap test runs a second thread

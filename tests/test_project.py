@@ -518,6 +518,12 @@ def mode_profile(a):
             print(pp.stdout)
         elif pp.returncode != 0 or not png_ok(os.path.join(d, "plots", "pub_projection.png")):
             fail(f"plot of the profile projection: exit {pp.returncode}\n{pp.stdout}")
+    # no --ranks on a fabric of one node and no network (docs/results.md's example): up to that node's
+    # ranks (pcie5: 8), not the 2..4096 that the fabric cannot carry
+    p = run([a.trainbench, "project", "--profile", prof, "--fabric", "pcie5", "--format", "md"], expect_rc=0)
+    head, rows = find(md_tables(p.stdout), "projection per rank count")
+    if [r[0] for r in rows] != ["1", "2", "4", "8"]:
+        fail(f"default rank counts on pcie5 (8 ranks a node, no network): {[r[0] for r in rows]}, want 1,2,4,8")
 
 
 def mode_timeline(a):

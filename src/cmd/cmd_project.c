@@ -307,8 +307,9 @@ static void choose_fabric(char *fabric_spec, size_t speclen, project_input *in, 
     if (rpn > 0) fab->ranks_per_node = rpn;
 }
 
-/* The rank counts projected (--ranks, else 1, the measured ones and 2..4096), sorted: their number. */
-static int rank_counts(const char *ranks_s, const project_input *in, int *ranks) {
+/* The rank counts projected (--ranks, else 1, the measured ones and 2..4096, or up to one node's ranks on a
+ * fabric without a network), sorted: their number. */
+static int rank_counts(const char *ranks_s, const project_input *in, const tb_fabric *fab, int *ranks) {
     int nranks = 0;
     if (ranks_s[0]) {
         nranks = parse_ranks(ranks_s, ranks, 128);
@@ -316,7 +317,8 @@ static int rank_counts(const char *ranks_s, const project_input *in, int *ranks)
     } else {
         nranks = add_unique(ranks, nranks, 1);
         for (int i = 0; i < in->nmeas && nranks < 100; i++) nranks = add_unique(ranks, nranks, in->meas[i].ranks);
-        for (int n = 2; n <= 4096; n *= 2) nranks = add_unique(ranks, nranks, n);
+        int most = fab->ranks_per_node > 0 && !(fab->inter_bw_GBps > 0) ? fab->ranks_per_node : 4096;
+        for (int n = 2; n <= most && n <= 4096; n *= 2) nranks = add_unique(ranks, nranks, n);
     }
     qsort(ranks, (size_t)nranks, sizeof *ranks, cmp_int);
     return nranks;
@@ -382,7 +384,7 @@ int tb_cmd_project(int argc, char **argv) {
         {"fabric", TB_OPT_STRING, fabric_spec, 0, 0, NULL,
          "preset, NODE+NETWORK, key = value file, fit, or fit:BENCH (default: fit when RUN.h5 timed buckets)"},
         {"profile", TB_OPT_STRING, profile_path, 0, 0, NULL, "a published run's step (key = value) instead of RUN.h5"},
-        {"ranks", TB_OPT_STRING, ranks_s, 0, 0, NULL, "rank counts (default: 1, the measured ones, 2..4096)"},
+        {"ranks", TB_OPT_STRING, ranks_s, 0, 0, NULL, "rank counts (default: 1, the measured ones, 2..4096; one node's on a fabric without a network)"},
         {"ranks-per-node", TB_OPT_INT, &rpn, 0, 1 << 20, NULL, "override the fabric's ranks per node (0: keep)"},
         {"what-if", TB_OPT_STRING, whatif_s, 0, 0, NULL, "one column per change (\"\" for none)"},
         {"set", TB_OPT_STRING, set_s, 0, 0, NULL, "changes applied to every column"},
@@ -420,7 +422,7 @@ int tb_cmd_project(int argc, char **argv) {
     if (nw < 0) tb_die("project: --what-if %s", err);
 
     int ranks[128], branks[64];
-    int nranks = rank_counts(ranks_s, &in, ranks);
+    int nranks = rank_counts(ranks_s, &in, &fab, ranks);
     int nb = bucket_counts(buckets_s, &in, branks);
 
     tb_proj_request q = {&in.prof, &fab, base, ranks, nranks, w, nw, in.meas, in.nmeas,

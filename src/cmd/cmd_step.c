@@ -94,7 +94,7 @@ int tb_cmd_step(int argc, char **argv) {
          "graph: conv + BatchNorm fusion (statistics in the conv's epilogue, BN + ReLU in the next conv's "
          "prologue); bn: residual add and ReLU inside the BN op; off: separate ops; auto: bn"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "the same as --fuse off"},
-        {"plan-cache", TB_OPT_STRING, fl.plan_cache, 0, 0, NULL, "CUDA: plan cache directory, or off (default: $TB_PLAN_CACHE, else ~/.cache/trainbench/plans)"},
+        {"plan-cache", TB_OPT_STRING, fl.plan_cache, 0, 0, NULL, "CUDA: plan cache directory, or off (default: $TB_PLAN_CACHE, else $XDG_CACHE_HOME/trainbench/plans, else ~/.cache/trainbench/plans)"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("step", "trainbench step --ckpt IN.h5 --batch B.h5 --out OUT.h5 [options]", argc,

@@ -153,7 +153,7 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"plan-cache", TB_OPT_STRING, f->plan_cache, 0, 0, NULL,
          "CUDA: directory of the plan cache (measured conv algorithms and fused-graph engines, per GPU, "
          "driver, cuDNN, precision, layout and shape; shared by the ranks of a node), or off "
-         "(default: $TB_PLAN_CACHE, else ~/.cache/trainbench/plans)"},
+         "(default: $TB_PLAN_CACHE, else $XDG_CACHE_HOME/trainbench/plans, else ~/.cache/trainbench/plans)"},
         {"zero-init-residual", TB_OPT_FLAG, &f->zero_init_residual, 0, 0, NULL, "each block's last BN gamma starts at 0"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
