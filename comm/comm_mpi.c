@@ -8,12 +8,14 @@
 #include <sys/prctl.h>
 #endif
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
 #include "comm/comm_mpi.h"
+#include "comm/monitor.h"
 #include "core/log.h"
 #include "core/timer.h"
 
@@ -280,11 +282,12 @@ void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int 
 }
 
 _Noreturn void tb_comm_exit_all(tb_comm *c, int code) {
-    fflush(stdout);
-    fflush(stderr);
+    fflush(NULL);
+    tb_monitor_stop_running(); /* its thread is inside MPI: stopped before MPI_Finalize */
     MPI_CHECK(MPI_Barrier(c->comm));
     MPI_CHECK(MPI_Finalize());
-    exit(code);
+    fflush(NULL);
+    _exit(code); /* not exit: other threads (loader, OpenBLAS, snapshots) still run (core/log.h) */
 }
 
 int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, double timeout_s,

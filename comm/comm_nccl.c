@@ -171,10 +171,8 @@ int tb_nccl_abort_all(void) {
     double wait_s = g_abort_wait_s;
     int r = tb_nccl_run_bounded(abort_registered, NULL, wait_s);
     if (r == TB_RUN_DONE) return 0;
-    /* the helper (if any) may still be inside ncclCommAbort: nothing may
-     * tear the CUDA runtime or NCCL down under it; the job ends through
-     * MPI_Abort (or _exit alone) */
-    tb_abort_skip_atexit();
+    /* the helper (if any) may still be inside ncclCommAbort: the job ends
+     * through MPI_Abort or _exit (tb_abort), which tear nothing down under it */
     if (r == TB_RUN_NO_THREAD)
         tb_warn("NCCL: no thread could be started for ncclCommAbort; the job ends without it");
     else

@@ -84,9 +84,8 @@ void tb_comm_gather(tb_comm *c, const void *send, void *recv, size_t bytes, int 
 
 _Noreturn void tb_comm_exit_all(tb_comm *c, int code) {
     (void)c;
-    fflush(stdout);
-    fflush(stderr);
-    exit(code);
+    fflush(NULL);
+    _exit(code); /* not exit: other threads (loader, OpenBLAS, snapshots) still run (core/log.h) */
 }
 
 int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, double timeout_s,

@@ -44,5 +44,8 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
 void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_collective);
 /* Stops the thread; call on every rank after the last collective. */
 void tb_monitor_stop(tb_monitor *m);
+/* Stops the watchdog that is running, if one is (tb_comm_exit_all: before
+ * MPI_Finalize, which would pull MPI from under its thread). */
+void tb_monitor_stop_running(void);
 
 #endif

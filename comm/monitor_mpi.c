@@ -260,6 +260,10 @@ static void *monitor_thread(void *arg) {
     return NULL;
 }
 
+static tb_monitor *g_running = NULL; /* the watchdog started and not stopped (main thread only) */
+
+void tb_monitor_stop_running(void) { tb_monitor_stop(g_running); }
+
 tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s,
                              tb_monitor_abort_fn fn, void *ctx) {
     int size = tb_comm_size(world);
@@ -310,6 +314,7 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     sigaction(SIGTERM, &sa, NULL);
     if (pthread_create(&m->thread, NULL, monitor_thread, m) != 0)
         TB_FATAL("cannot start the watchdog thread");
+    g_running = m;
     return m;
 }
 
@@ -342,6 +347,7 @@ static int drain_sends(tb_monitor *m) {
 
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
+    if (g_running == m) g_running = NULL;
     pthread_mutex_lock(&m->mu);
     m->stop = 1;
     pthread_mutex_unlock(&m->mu);

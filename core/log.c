@@ -59,24 +59,38 @@ void tb_remove_abort_cleanup(int id) {
     if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
 }
 
-static atomic_int g_skip_atexit = 0;
+/* The message of the tb_die / TB_FATAL that is ending the process, for the
+ * cleanups (the results file's abort reason). Written once, by the thread
+ * that claimed the end, before the cleanups run. */
+static char g_last_error[4096];
 
-void tb_abort_skip_atexit(void) { atomic_store(&g_skip_atexit, 1); }
+const char *tb_log_last_error(void) { return g_last_error; }
+
+/* A cleanup that dies (tb_die inside it, not trapped) comes back here on
+ * the same thread: the cleanups are not run again, the process ends. */
+static _Thread_local int t_in_cleanups = 0;
 
 _Noreturn void tb_abort(int exit_code) {
     claim_the_end();
-    fflush(stdout);
-    fflush(stderr);
-    int n = atomic_load(&g_ncleanups);
-    for (int i = n - 1; i >= 0; i--) /* last registered first */
-        if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
-    if (g_abort_hook) g_abort_hook(exit_code);
-    if (atomic_load(&g_skip_atexit)) {
-        fflush(stdout);
-        fflush(stderr);
-        _exit(exit_code);
+    fflush(NULL);
+    if (!t_in_cleanups) {
+        t_in_cleanups = 1;
+        int n = atomic_load(&g_ncleanups);
+        for (int i = n - 1; i >= 0; i--) /* last registered first */
+            if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
+        t_in_cleanups = 0;
     }
-    exit(exit_code);
+    if (g_abort_hook) g_abort_hook(exit_code);
+    /* _exit, not exit: other threads (the loader's, the watchdog's, the
+     * results snapshots', OpenBLAS's, a helper left inside ncclCommAbort)
+     * are still running, and exit's handlers (HDF5's and OpenBLAS's
+     * teardown, the CUDA runtime's) would free what they use under them:
+     * a segfault after the error line. Every file trainbench writes is
+     * written under a temporary name and renamed, and the cleanups remove
+     * the temporary ones left open (h5io.c), so nothing needs exit's
+     * closing of files. */
+    fflush(NULL);
+    _exit(exit_code);
 }
 
 /* Formats "trainbench[rank R host]: <kind>fmt\n" and writes it with one
@@ -95,6 +109,16 @@ static void emit(const char *kind, const char *fmt, va_list ap) {
     fflush(stderr);
 }
 
+static void emit_str_v(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit_str_v(const char *kind, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    emit(kind, fmt, ap);
+    va_end(ap);
+}
+
+static void emit_str(const char *kind, const char *msg) { emit_str_v(kind, "%s", msg); }
+
 static _Thread_local tb_fatal_trap *t_trap = NULL;
 
 void tb_fatal_trap_set(tb_fatal_trap *trap) { t_trap = trap; }
@@ -107,6 +131,14 @@ static tb_fatal_trap *take_trap(void) {
     return tr;
 }
 
+/* Ends the process after one line "<kind><g_last_error>": the message is
+ * kept for the cleanups (tb_log_last_error) and printed with one write. */
+static _Noreturn void end_with(int exit_code, const char *kind) {
+    fflush(stdout);
+    emit_str(kind, g_last_error);
+    tb_abort(exit_code);
+}
+
 _Noreturn void tb_die(const char *fmt, ...) {
     va_list ap;
     tb_fatal_trap *tr = take_trap();
@@ -117,11 +149,19 @@ _Noreturn void tb_die(const char *fmt, ...) {
         longjmp(tr->env, 1);
     }
     claim_the_end();
-    fflush(stdout);
     va_start(ap, fmt);
-    emit("error: ", fmt, ap);
+    vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
     va_end(ap);
-    tb_abort(1);
+    end_with(1, "error: ");
+}
+
+_Noreturn void tb_die_code(int exit_code, const char *fmt, ...) {
+    va_list ap;
+    claim_the_end();
+    va_start(ap, fmt);
+    vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+    va_end(ap);
+    end_with(exit_code, "error: ");
 }
 
 void tb_say_error(const char *fmt, ...) {
@@ -133,7 +173,6 @@ void tb_say_error(const char *fmt, ...) {
 }
 
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
-    char kind[512];
     va_list ap;
     tb_fatal_trap *tr = take_trap();
     if (tr) {
@@ -145,11 +184,14 @@ _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
         longjmp(tr->env, 1);
     }
     claim_the_end();
-    fflush(stdout);
-    snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
+    char body[3584], kind[512];
     va_start(ap, fmt);
-    emit(kind, fmt, ap);
+    vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
+    snprintf(g_last_error, sizeof g_last_error, "%s:%d: %s", file, line, body);
+    snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
+    fflush(stdout);
+    emit_str(kind, body);
     tb_abort(1);
 }
 

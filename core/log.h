@@ -24,20 +24,24 @@ void tb_set_abort_hook(tb_abort_hook hook);
 /* Work that must happen before the job is torn down, run by tb_abort (last
  * registered first) before the abort hook: ncclCommAbort on a live NCCL
  * communicator, so MPI_Abort never leaves a rank inside a collective. A
- * cleanup must not call tb_die/TB_FATAL. Returns an id for removal. */
+ * cleanup should not call tb_die/TB_FATAL (set a trap around work that
+ * might: a die inside a cleanup prints a second line and skips the
+ * cleanups left). Returns an id for removal. */
 typedef void (*tb_abort_cleanup)(void *ctx);
 int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx);
 void tb_remove_abort_cleanup(int id);
 
-/* Ends the job: cleanups, then the abort hook (exit code 1 by default). */
+/* Ends the job: cleanups, then the abort hook, then _exit(exit_code) (not
+ * exit: other threads are still inside libraries whose exit handlers would
+ * free what they use). */
 _Noreturn void tb_abort(int exit_code);
-/* From now on tb_abort ends the process with _exit, not exit: a cleanup
- * left a thread running inside a library (an ncclCommAbort that did not
- * return in time), and exit's handlers (the CUDA runtime's teardown) would
- * free what that thread still uses. Any thread may call it. */
-void tb_abort_skip_atexit(void);
 
 _Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* tb_die with another exit code (130 for an interrupt); never trapped. */
+_Noreturn void tb_die_code(int exit_code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message of the tb_die / TB_FATAL ending the process ("" before one):
+ * for a cleanup that records why (the results file's abort reason). */
+const char *tb_log_last_error(void);
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

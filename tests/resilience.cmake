@@ -17,6 +17,14 @@ foreach(mode killed frozen early nan resume ckptkill)
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endforeach()
 
+# an end on an error or a signal (--strict-data, a full disk, Ctrl-C on one
+# rank, a launch mistake): one line, no temporary file, no crash after the
+# line, and the results file marked "aborted" with the reason
+add_test(NAME abort_marks_results
+         COMMAND sh ${TB_TEST_DIR}/abort_marks_results.sh ${TB_BIN} ${TB_PYTHON} ${MPIEXEC_EXECUTABLE})
+set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 2
+                     ENVIRONMENT "${TB_MPI_TEST_ENV}")
+
 # allreduce-bench sums in place: each all-reduce starts from the inputs
 # again, so 200 of them on 3 ranks stay exact (3^200 would be inf) and the
 # check reads the last timed one.

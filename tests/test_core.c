@@ -2,9 +2,9 @@
  * (ncclCommAbort's slot) last-registered first, skips removed ones, and
  * still ends the process with the exit code; a thread's fatal trap (the
  * CUDA graph capture's) catches that thread's tb_die / TB_FATAL with their
- * message and ends nothing, once, and not another thread's; a cleanup's
- * tb_abort_skip_atexit ends the process without exit's handlers. Each
- * case runs in a child. */
+ * message and ends nothing, once, and not another thread's; the cleanups
+ * read the message being ended with, exit's handlers never run, and a
+ * cleanup that dies ends the process at once. Each case runs in a child. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -102,31 +102,43 @@ static void note_exit_handler(void) {
     if (write(g_pipe[1], &c, 1) != 1) _exit(99);
 }
 
-static void note_and_skip_atexit(void *ctx) {
+/* A cleanup that reads the ending message: 'M' when it is the tb_die's. */
+static void note_message(void *ctx) {
     note(ctx);
-    tb_abort_skip_atexit();
+    char c = strcmp(tb_log_last_error(), "test: ending 7") == 0 ? 'M' : '?';
+    if (write(g_pipe[1], &c, 1) != 1) _exit(99);
 }
 
-/* tb_abort_skip_atexit from a cleanup (an ncclCommAbort left running):
- * the process still ends with tb_abort's code, but exit's handlers do not
- * run; without it they do (so the check can see the difference). */
-static void test_skip_atexit(int skip) {
+static void die_in_cleanup(void *ctx) {
+    note(ctx);
+    tb_die("test: a cleanup that dies");
+}
+
+/* The abort path: the cleanups read the message being ended with
+ * (tb_log_last_error), exit's handlers never run (other threads may still be
+ * inside the libraries they tear down: _exit), and the exit code is
+ * tb_die's 1 or tb_die_code's. A cleanup that dies ends the process at once
+ * (the cleanups left are skipped, none runs twice). */
+static void test_abort_path(int which) {
     pid_t pid = start_child();
     if (pid == 0) {
-        static const char k = 'k';
+        static const char a = 'a', k = 'k';
         atexit(note_exit_handler);
-        tb_add_abort_cleanup(skip ? note_and_skip_atexit : note, (void *)&k);
-        tb_die("test: ending on purpose");
+        tb_add_abort_cleanup(note, (void *)&a);
+        tb_add_abort_cleanup(which == 2 ? die_in_cleanup : note_message, (void *)&k);
+        if (which == 1) tb_die_code(130, "test: ending %d", 7);
+        tb_die("test: ending %d", 7);
     }
     char buf[8];
     int status = 0;
     int n = child_result(pid, buf, sizeof buf, &status);
-    const char *want = skip ? "k" : "kE";
+    const char *want = which == 2 ? "k" : "kMa";
+    int code = which == 1 ? 130 : 1;
     TB_CHECK(n == (int)strlen(want) && memcmp(buf, want, (size_t)n) == 0,
-             "skip_atexit %d: got '%.*s', want '%s' (cleanup, then exit's handlers %s)", skip, n, buf, want,
-             skip ? "skipped" : "run");
-    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "skip_atexit %d: child exit status %d, want exit 1",
-             skip, status);
+             "abort path %d: got '%.*s', want '%s' (cleanups with the message, no exit handler 'E')", which, n,
+             buf, want);
+    TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == code, "abort path %d: child exit status %d, want exit %d",
+             which, status, code);
 }
 
 /* Cleanups run last registered first, a removed one skipped, and the
@@ -153,8 +165,9 @@ static void test_cleanup_order(void) {
 
 int main(void) {
     test_trap();
-    test_skip_atexit(0);
-    test_skip_atexit(1);
+    test_abort_path(0);
+    test_abort_path(1);
+    test_abort_path(2);
     test_cleanup_order();
     return tb_test_exit("core");
 }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,42 @@ static void wait_at_exit(void) {
     _exit(1);
 }
 
+/* ---- temporary files in flight ------------------------------------------------------- */
+
+/* The atomic writes under way, innermost last (nested only on the lock's
+ * holder: the results file marked "aborted" from inside a failed
+ * checkpoint write): what each writes, its final and temporary names.
+ * Changed only by the HDF5 lock's holder; the abort cleanup removes the
+ * temporaries, so a job that ends mid-write leaves no NAME.tmp.PID. */
+#define H5_TMP_MAX 4
+static struct {
+    char what[64];
+    char path[4096];
+    char tmp[4200];
+    hid_t file;
+} g_tmp[H5_TMP_MAX];
+static atomic_int g_ntmp = 0;
+
+static void tmp_push(const tb_h5_writer *w, const char *what) {
+    int n = atomic_load(&g_ntmp);
+    if (n >= H5_TMP_MAX) TB_FATAL("more than %d HDF5 files written at once", H5_TMP_MAX);
+    snprintf(g_tmp[n].what, sizeof g_tmp[n].what, "%s", what);
+    snprintf(g_tmp[n].path, sizeof g_tmp[n].path, "%s", w->path);
+    snprintf(g_tmp[n].tmp, sizeof g_tmp[n].tmp, "%s", w->tmp);
+    g_tmp[n].file = w->file;
+    atomic_store(&g_ntmp, n + 1);
+}
+
+static void tmp_pop(const tb_h5_writer *w) {
+    int n = atomic_load(&g_ntmp);
+    if (n > 0 && strcmp(g_tmp[n - 1].tmp, w->tmp) == 0) atomic_store(&g_ntmp, n - 1);
+}
+
+static void remove_temporaries(void *ctx) {
+    (void)ctx;
+    for (int i = atomic_load(&g_ntmp) - 1; i >= 0; i--) unlink(g_tmp[i].tmp);
+}
+
 static void lock_init(void) {
     pthread_condattr_t a;
     pthread_condattr_init(&a);
@@ -52,6 +89,7 @@ static void lock_init(void) {
      * after it, runs before it */
     H5open();
     atexit(wait_at_exit);
+    tb_add_abort_cleanup(remove_temporaries, NULL);
 }
 
 static int lock_until(const char *what, const struct timespec *deadline, char *holder, size_t holder_len,
@@ -121,6 +159,8 @@ static herr_t walk_cb(unsigned n, const H5E_error2_t *e, void *data) {
     snprintf(w->buf, w->len, "%s: %s%s%s", e->func_name ? e->func_name : "?",
              e->desc && *e->desc ? e->desc : "", e->desc && *e->desc && *minor ? " - " : "",
              minor);
+    for (char *c = w->buf; *c; c++) /* one line: HDF5's write errors carry ctime()'s newline */
+        if (*c == '\n' || *c == '\r' || *c == '\t') *c = ' ';
     return 0;
 }
 
@@ -132,10 +172,35 @@ void tb_h5_last_error(char *buf, size_t len) {
     tb_h5_unlock();
 }
 
+/* The system's error behind an HDF5 failure that a user can act on (a full
+ * or read-only disk, a quota): HDF5's own "errno = N" in msg, else errno
+ * as the call left it; 0 for any other. */
+static int user_io_errno(const char *msg, int saved) {
+    const char *at = strstr(msg, "errno = ");
+    int e = at ? atoi(at + 8) : saved;
+    return e == ENOSPC || e == EDQUOT || e == EFBIG || e == EIO || e == EROFS ? e : 0;
+}
+
 hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
     if (value >= 0) return value;
+    int saved = errno, n = atomic_load(&g_ntmp);
     char msg[512];
     tb_h5_last_error(msg, sizeof msg);
+    int e = n > 0 ? user_io_errno(msg, saved) : 0;
+    if (e) {
+        /* before the line: the temporary is never left, and its blocks are
+         * free at once (HDF5 still holds it open) for the results file's
+         * "aborted" mark that follows */
+        void *fd = NULL;
+        if (H5Fget_vfd_handle(g_tmp[n - 1].file, H5P_DEFAULT, &fd) >= 0 && fd && ftruncate(*(int *)fd, 0) != 0)
+            (void)0; /* the unlink below still removes the name */
+        unlink(g_tmp[n - 1].tmp);
+        tb_die("cannot write %s '%s': %s; free space there or choose another path (--results, --ckpt, --save)",
+               g_tmp[n - 1].what, g_tmp[n - 1].path, strerror(e));
+    }
+    if (n > 0)
+        tb_fatal_at(file, line, "HDF5 call failed writing %s '%s': %s: %s", g_tmp[n - 1].what, g_tmp[n - 1].path,
+                    expr, msg[0] ? msg : "no HDF5 message");
     tb_fatal_at(file, line, "HDF5 call failed: %s: %s", expr, msg[0] ? msg : "no HDF5 message");
 }
 
@@ -190,10 +255,13 @@ void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
     w->file = H5Fcreate(w->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (w->file < 0) {
         int err = errno;
+        unlink(w->tmp); /* HDF5 may have made it before failing (a full disk) */
         tb_h5_unlock();
-        tb_die("cannot write %s '%s': %s; check that its directory exists and is writable",
-               what, path, err ? strerror(err) : "HDF5 could not create it");
+        tb_die("cannot write %s '%s': %s; %s", what, path, err ? strerror(err) : "HDF5 could not create it",
+               err == ENOSPC || err == EDQUOT ? "free space there or choose another path"
+                                              : "check that its directory exists and is writable");
     }
+    tmp_push(w, what);
 }
 
 static void fsync_path(const char *path, int directory) {
@@ -214,9 +282,11 @@ static void commit(tb_h5_writer *w, int sync_first) {
     if (rename(w->tmp, w->path) != 0) {
         int err = errno;
         unlink(w->tmp);
+        tmp_pop(w);
         tb_h5_unlock();
         tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(err));
     }
+    tmp_pop(w);
     tb_h5_unlock();
     if (!sync_first) fsync_path(w->path, 0);
     char dir[4096];
@@ -231,6 +301,7 @@ void tb_h5_abandon_atomic(tb_h5_writer *w) {
     if (w->file >= 0) H5Fclose(w->file);
     w->file = -1;
     unlink(w->tmp);
+    tmp_pop(w);
     tb_h5_unlock();
 }
 

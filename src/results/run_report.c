@@ -139,8 +139,16 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     }
 }
 
-void tb_run_report_lock(tb_run_report *r) { pthread_mutex_lock(&r->mu); }
-void tb_run_report_unlock(tb_run_report *r) { pthread_mutex_unlock(&r->mu); }
+void tb_run_report_lock(tb_run_report *r) {
+    pthread_mutex_lock(&r->mu);
+    r->holder = pthread_self();
+    atomic_store(&r->held, 1);
+}
+
+void tb_run_report_unlock(tb_run_report *r) {
+    atomic_store(&r->held, 0);
+    pthread_mutex_unlock(&r->mu);
+}
 
 /* What the file on disk holds when this write cannot replace it (r->mu held). */
 static void on_disk(const tb_run_report *r, char *buf, size_t len) {
@@ -151,30 +159,9 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
         snprintf(buf, len, "no results file was written to '%s'", r->path);
 }
 
-static void report_write(tb_run_report *r, const char *status, const char *reason, double wait_s,
+/* The write itself, r->mu held by the caller. */
+static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s,
                          int provisional) {
-    atomic_store(&r->final_started, 1); /* no snapshot from here on */
-    if (wait_s > 0) {
-        double t0 = tb_now();
-        struct timespec until = deadline_in(CLOCK_REALTIME, wait_s);
-        if (pthread_mutex_timedlock(&r->mu, &until) != 0) {
-            /* another thread holds the tables: the main thread around a
-             * checkpoint write or stalled, or the watchdog's provisional mark */
-            char holder[64] = "";
-            double held = 0;
-            if (tb_h5_lock_timed("results write", 0, holder, sizeof holder, &held) == 0) {
-                tb_h5_unlock();
-                snprintf(holder, sizeof holder, "no HDF5 call");
-            }
-            tb_warn("results file not marked %s: another thread (the main thread, or the watchdog's provisional "
-                    "mark) held the run's tables for the %.1f s waited (inside HDF5: %s, for %.1f s); '%s' keeps "
-                    "what was last written there (status 'running', or the provisional 'aborted')",
-                    status, tb_now() - t0, holder, held, r->path);
-            return;
-        }
-    } else {
-        pthread_mutex_lock(&r->mu);
-    }
     if ((!r->written || (r->replaceable && wait_s > 0 && !provisional)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;
@@ -205,6 +192,36 @@ static void report_write(tb_run_report *r, const char *status, const char *reaso
                     status, holder, held, disk);
         }
     }
+}
+
+static void report_write(tb_run_report *r, const char *status, const char *reason, double wait_s,
+                         int provisional) {
+    atomic_store(&r->final_started, 1); /* no snapshot from here on */
+    if (wait_s > 0) {
+        double t0 = tb_now();
+        struct timespec until = deadline_in(CLOCK_REALTIME, wait_s);
+        if (pthread_mutex_timedlock(&r->mu, &until) != 0) {
+            /* another thread holds the tables: the main thread around a
+             * checkpoint write or stalled, or the watchdog's provisional mark */
+            char holder[64] = "";
+            double held = 0;
+            if (tb_h5_lock_timed("results write", 0, holder, sizeof holder, &held) == 0) {
+                tb_h5_unlock();
+                snprintf(holder, sizeof holder, "no HDF5 call");
+            }
+            tb_warn("results file not marked %s: another thread (the main thread, or the watchdog's provisional "
+                    "mark) held the run's tables for the %.1f s waited (inside HDF5: %s, for %.1f s); '%s' keeps "
+                    "what was last written there (status 'running', or the provisional 'aborted')",
+                    status, tb_now() - t0, holder, held, r->path);
+            return;
+        }
+    } else {
+        pthread_mutex_lock(&r->mu);
+    }
+    r->holder = pthread_self(); /* a failure inside the write marks the file from this thread */
+    atomic_store(&r->held, 1);
+    write_locked(r, status, reason, wait_s, provisional);
+    atomic_store(&r->held, 0);
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -214,6 +231,18 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
 
 void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s) {
     report_write(r, "aborted", reason, wait_s, 1);
+}
+
+void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
+    if (atomic_load(&r->held) && pthread_equal(r->holder, pthread_self())) {
+        /* this thread died holding the tables (inside a checkpoint write,
+         * or the results write itself): they are whole, and waiting for
+         * the lock would wait for itself */
+        atomic_store(&r->final_started, 1);
+        write_locked(r, "aborted", reason, 0.5, 1);
+        return;
+    }
+    report_write(r, "aborted", reason, 0.5, 1);
 }
 
 void tb_run_report_free(tb_run_report *r) {

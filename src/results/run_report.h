@@ -27,6 +27,8 @@
 typedef struct {
     char path[4096];          /* "" : no results file */
     pthread_mutex_t mu;
+    pthread_t holder;         /* who took mu through tb_run_report_lock, while `held` */
+    atomic_int held;
     tb_attrs attrs;           /* provenance and run settings, set at start */
     tb_table steps, ranks, scaling;
     tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
@@ -62,6 +64,11 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
  * the watchdog finds out who is gone): as above, but it never replaces a
  * file already written, so a precise reason that got there first stays. */
 void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s);
+/* The mark of a job ending on an error (an abort cleanup: tb_die's message
+ * as the reason): "aborted" unless a final file was written, waiting at most
+ * 0.5 s, also from the thread that holds the tables (tb_run_report_lock
+ * around a checkpoint write that failed). */
+void tb_run_report_write_on_abort(tb_run_report *r, const char *reason);
 /* Stops the snapshot thread and frees everything. */
 void tb_run_report_free(tb_run_report *r);
 

@@ -92,6 +92,8 @@ static void bootstrap(tb_train_run *r) {
     r->abort_ctx = (tb_train_abort_ctx){&r->report, r->info.rank, r->info.host};
     r->mon = f->timeout > 0 ? tb_monitor_start(r->world, r->hosts, f->timeout, on_watchdog, &r->abort_ctx) : NULL;
     tb_monitor_progress(r->mon, 0, "start-up", 0);
+    tb_train_abort_mark_start(r);
+    tb_train_signals_start(r);
 }
 
 /* The compute backend with this rank's share of the host's cores, on the
@@ -425,6 +427,8 @@ void tb_train_setup(tb_train_run *r) {
 }
 
 void tb_train_teardown(tb_train_run *r) {
+    tb_train_signals_stop();
+    tb_train_abort_mark_stop(r);
     tb_run_report_free(&r->report);
     free(r->hosts);
     tb_nvml_sampler_stop(r->util);

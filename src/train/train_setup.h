@@ -78,6 +78,7 @@ typedef struct {
     tb_run_report report;        /* filled on rank 0 */
     tb_train_abort_ctx abort_ctx;
     tb_monitor *mon;             /* NULL with --timeout 0 */
+    int abort_mark;              /* rank 0: the abort cleanup marking the results file (train_signals.c) */
     char t_start[32];
     /* data, compute, model */
     tb_train_data d;
@@ -105,6 +106,16 @@ typedef struct {
     double setup_s[TB_SETUP_PARTS]; /* seconds of each part of tb_train_setup (tb_setup_part_name) */
     double t_ready;              /* tb_now() when tb_train_setup ended */
 } tb_train_run;
+
+/* train_signals.c: on rank 0, every tb_die / TB_FATAL marks the results
+ * file "aborted" with its message (start after the report's init, stop
+ * before its free); Ctrl-C and SIGTERM end the run with one line and
+ * 128 + the signal where the watchdog does not take them (one rank, or
+ * --timeout 0). */
+void tb_train_abort_mark_start(tb_train_run *r);
+void tb_train_abort_mark_stop(tb_train_run *r);
+void tb_train_signals_start(tb_train_run *r);
+void tb_train_signals_stop(void);
 
 /* The parts of start-up the first step's line breaks down. */
 extern const char *const tb_setup_part_name[TB_SETUP_PARTS];

@@ -1,0 +1,94 @@
+/* train_signals.c - how a run ends on a failure or a signal when no other
+ * rank's watchdog is there to record it.
+ *
+ * The abort mark: on rank 0, every tb_die / TB_FATAL (a bad file under
+ * --strict-data, a full disk, a launch mistake) marks the results file
+ * "aborted" with its message as the reason before the process ends, from
+ * whichever thread died (an abort cleanup, core/log.h), so the file never
+ * stays "running" after an error.
+ *
+ * Ctrl-C and SIGTERM where the watchdog does not take them (one rank, or
+ * --timeout 0): a handler wakes a thread that ends the run with one line,
+ * the results file marked "aborted" by the abort mark, and exit status
+ * 128 + the signal's number, as a shell expects of an interrupted program.
+ * With several ranks and the watchdog on, comm/monitor_mpi.c handles
+ * SIGTERM (the launcher's) instead. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "src/train/train_setup.h"
+
+/* ---- the abort mark ------------------------------------------------------------------ */
+
+static void mark_aborted(void *p) {
+    tb_run_report *rep = p;
+    const char *why = tb_log_last_error();
+    tb_fatal_trap trap; /* a write that fails too (the disk is still full) ends nothing more */
+    if (setjmp(trap.env) == 0) {
+        tb_fatal_trap_set(&trap);
+        tb_run_report_write_on_abort(rep, why[0] ? why : "the run ended on an error");
+    }
+    tb_fatal_trap_set(NULL);
+}
+
+void tb_train_abort_mark_start(tb_train_run *r) {
+    r->abort_mark = r->info.rank == 0 && r->report.path[0] ? tb_add_abort_cleanup(mark_aborted, &r->report) : -1;
+}
+
+void tb_train_abort_mark_stop(tb_train_run *r) {
+    tb_remove_abort_cleanup(r->abort_mark);
+    r->abort_mark = -1;
+}
+
+/* ---- signals -------------------------------------------------------------------------- */
+
+static int g_pipe[2] = {-1, -1};
+static const char *g_results = ""; /* rank 0's results file, for the line */
+
+static void on_signal(int sig) {
+    int saved = errno;
+    unsigned char c = (unsigned char)sig;
+    ssize_t n = write(g_pipe[1], &c, 1); /* async-signal-safe; the thread does the rest */
+    (void)n;
+    errno = saved;
+}
+
+static void *watch(void *arg) {
+    (void)arg;
+    unsigned char c = 0;
+    ssize_t n;
+    while ((n = read(g_pipe[0], &c, 1)) < 0 && errno == EINTR) {
+    }
+    if (n != 1) return NULL; /* the run ended: tb_train_signals_stop closed the pipe */
+    int sig = c;
+    tb_die_code(128 + sig, "train: stopped by %s%s%s%s", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM",
+                g_results[0] ? "; the results file '" : "", g_results, g_results[0] ? "' keeps the steps measured so far, marked aborted" : "");
+}
+
+void tb_train_signals_start(tb_train_run *r) {
+    if (r->mon || g_pipe[0] >= 0) return; /* the watchdog takes SIGTERM */
+    if (pipe(g_pipe) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
+    g_results = r->report.path;
+    pthread_t th;
+    if (pthread_create(&th, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
+    pthread_detach(th);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+void tb_train_signals_stop(void) {
+    if (g_pipe[0] < 0) return;
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    close(g_pipe[1]); /* the thread's read returns 0: it ends */
+    g_pipe[1] = -1;
+}

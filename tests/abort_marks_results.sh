@@ -1,0 +1,105 @@
+#!/bin/sh
+# abort_marks_results.sh TRAINBENCH PYTHON [MPIEXEC]: a run that ends on an
+# error or a signal ends with one stderr line, leaves no temporary file, and
+# its results file says "aborted" with the reason (never "running"):
+#   strict   --strict-data meets a truncated JPEG, three times over (the
+#            loader thread's error once raced the main thread's BLAS call at
+#            exit: a segfault after the line);
+#   fsize    the checkpoint cannot be written (a file size limit, as a full
+#            disk: EFBIG): "cannot write checkpoint", the checkpoint's
+#            temporary removed, the results file still marked;
+#   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
+#   mistake  (MPIEXEC given) two ranks started with different arguments:
+#            each says so and the job exits 1, no segfault.
+# PYTHON needs h5py (exit 77 without). About 30 s.
+set -u
+tb=$1
+py=$2
+mpi=${3:-}
+"$py" -c 'import h5py' 2>/dev/null || { echo "SKIP: $py has no h5py"; exit 77; }
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+status() { # FILE -> "status|abort_reason"
+  "$py" - "$1" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(f.attrs.get(k, ""))
+    print(g("status") + "|" + g("abort_reason"))
+PY
+}
+# check NAME RC WANT_RC ERRFILE WANT_TEXT RESULTS
+check() {
+  lines=$(wc -l <"$4")
+  [ "$2" -eq "$3" ] || fail "$1: exit $2, want $3"
+  [ "$lines" -eq 1 ] || { fail "$1: $lines stderr lines, want 1:"; cat "$4"; }
+  grep -q "$5" "$4" || fail "$1: stderr lacks '$5'"
+  if [ -f "$6" ]; then
+    st=$(status "$6")
+    case $st in aborted\|*"$5"*) ;; *) fail "$1: results file says '$st', want aborted with '$5'" ;; esac
+  else
+    fail "$1: no results file $6"
+  fi
+  left=$(find "$d" -name '*.tmp.*' | head -n 3)
+  [ -z "$left" ] || fail "$1: temporary files left: $left"
+  [ "$fails" -eq 0 ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
+}
+run() { "$tb" --image-size 32 --batch-size 8 --scaling-steps 0 "$@"; }
+
+"$tb" mkdata --out "$d/set" --classes 2 --per-class 8 --min-side 48 --max-side 64 >/dev/null || exit 1
+f=$(find "$d/set" -name '*.jpg' | sort | sed -n 3p)
+head -c 300 "$f" >"$d/cut" && mv "$d/cut" "$f"
+for i in 1 2 3; do
+  rm -f "$d/strict.h5"
+  run --data "$d/set" --steps 12 --strict-data --results "$d/strict.h5" >"$d/out" 2>"$d/err"
+  check "strict $i" $? 1 "$d/err" "bad sample" "$d/strict.h5"
+done
+
+# a full disk: a private 2 MiB tmpfs (unshare -m; skipped where mounting is
+# not allowed) holds the results file but not ResNet-18's checkpoint (45 MB);
+# what it holds is copied out before the namespace, and the mount, go
+mkdir "$d/small"
+# shellcheck disable=SC2016 # the inner shell expands its own arguments
+if unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1"' sh "$d/small" 2>/dev/null; then
+  # shellcheck disable=SC2016
+  unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1" || exit 99
+    "$2" --image-size 32 --batch-size 8 --scaling-steps 0 --synthetic --steps 4 --ckpt "$1/c.h5" --ckpt-every 2 \
+      --results "$1/fsize.h5" >"$3/out" 2>"$3/err"
+    rc=$?
+    cp "$1/fsize.h5" "$3/fsize.h5" 2>/dev/null
+    ls "$1" >"$3/small.ls"
+    exit $rc' sh "$d/small" "$tb" "$d"
+  rc=$?
+  grep -q '\.tmp\.' "$d/small.ls" && fail "fsize: a temporary file left on the full disk: $(cat "$d/small.ls")"
+  check "fsize" $rc 1 "$d/err" "cannot write checkpoint" "$d/fsize.h5"
+else
+  echo "skip fsize: mounting a tmpfs is not allowed here (unshare -m)"
+fi
+
+(exec "$tb" --image-size 32 --batch-size 8 --scaling-steps 0 --synthetic --steps 100000 --print-every 1 \
+  --results "$d/sig.h5") >"$d/out" 2>"$d/err" & # exec: $! is trainbench's pid
+pid=$!
+i=0
+while [ $i -lt 600 ] && ! grep -q '^step ' "$d/out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+sleep 2.5 # a snapshot of the running file first
+kill -INT $pid
+i=0
+while [ $i -lt 200 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+kill -0 $pid 2>/dev/null && { fail "sigint: still running 20 s after SIGINT"; kill -KILL $pid; }
+wait $pid
+check "sigint" $? 130 "$d/err" "stopped by SIGINT" "$d/sig.h5"
+
+if [ -n "$mpi" ]; then
+  a="--image-size 32 --batch-size 8 --scaling-steps 0 --synthetic"
+  # shellcheck disable=SC2086
+  "$mpi" -np 1 "$tb" --steps 3 $a : -np 1 "$tb" --steps 4 $a >"$d/out" 2>"$d/err"
+  rc=$?
+  [ $rc -eq 1 ] || fail "mistake: exit $rc, want 1"
+  [ "$(grep -c 'launch mistake' "$d/err")" -eq 2 ] || fail "mistake: not one launch-mistake line per rank"
+  ! grep -qi 'segmentation\|signal 11' "$d/err" "$d/out" || fail "mistake: a rank crashed after its line"
+  [ "$fails" -eq 0 ] && echo "ok   mistake: exit 1, each rank's line, no crash"
+fi
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: every end on an error or a signal leaves one line and an aborted results file"
