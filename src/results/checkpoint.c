@@ -42,6 +42,19 @@ void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
                path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
 }
 
+int tb_ckpt_peek_step(const char *path, int64_t *step) {
+    *step = -1;
+    tb_h5_lock("checkpoint peek");
+    tb_h5_quiet();
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    char model[TB_MODEL_NAME_MAX];
+    int is = f >= 0 && tb_h5_attr_read_str(f, "model", model, sizeof model) == 0;
+    if (is && tb_h5_attr_read_i64(f, "step", step) != 0) *step = -1;
+    if (f >= 0) H5Fclose(f);
+    tb_h5_unlock();
+    return is;
+}
+
 /* Checks that group `grp` of the file holds exactly the names the model
  * expects (trainable_only: the momentum group), with the right shapes. */
 static void check_names(const char *path, hid_t f, const char *grp, const tb_model *m,

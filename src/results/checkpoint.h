@@ -29,6 +29,11 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta);
 void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
                            const tb_resnet_config *cfg);
 
+/* Whether path is a trainbench checkpoint (HDF5 with a 'model' attribute),
+ * without dying on any file: 1 and its step in *step (-1 when it has none),
+ * or 0. */
+int tb_ckpt_peek_step(const char *path, int64_t *step);
+
 /* Loads every tensor of /params and /momentum into m. The set of names must
  * equal the model's (a missing or extra name is an error) and each shape
  * must match. Without /momentum the buffers are zeroed. */

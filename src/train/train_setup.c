@@ -55,18 +55,36 @@ void tb_train_die_together(tb_train_run *r, const char *fmt, ...) {
     tb_comm_exit_all(r->world, 1);
 }
 
-/* Dies now, not after hours of training, if `path`'s directory is not
- * writable. */
-static void require_writable(const char *path, const char *what) {
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "w");
-    if (!f)
-        tb_die("train: cannot write %s '%s' (its directory is missing or read-only); choose another "
-               "path",
-               what, path);
-    fclose(f);
-    unlink(probe);
+/* Rank 0's verdict on what only it looks at (the output files, the
+ * checkpoint) for every rank: "" goes on; otherwise every rank stops
+ * together with that one line. Collective. */
+#define VERDICT_MAX 12288 /* room for two paths of TB_OPT_STR_MAX and the words around them */
+static void verdict_from_rank0(tb_train_run *r, char why[VERDICT_MAX]) {
+    tb_comm_bcast(r->world, why, VERDICT_MAX, TB_BYTES, 0);
+    if (why[0]) tb_train_die_together(r, "%s", why);
+}
+
+/* Rank 0, before any work: every output path can be written (not a
+ * directory, its directory writable), and --ckpt holds no checkpoint that
+ * this run would overwrite (--resume continues from it). */
+static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
+    const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
+    const char *what[4] = {"results file", "checkpoint", "checkpoint", "trace file"};
+    const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
+    for (int i = 0; i < 4; i++)
+        if (path[i][0] && tb_output_path_check(path[i], what[i], flag[i], why, len) != 0) return;
+    int64_t step;
+    if (!f->ckpt[0] || f->resume || access(f->ckpt, F_OK) != 0) return;
+    if (tb_ckpt_peek_step(f->ckpt, &step))
+        snprintf(why, len,
+                 "--ckpt '%s' already holds a checkpoint (step %lld); add --resume to continue from it, or remove "
+                 "it or choose another --ckpt path",
+                 f->ckpt, (long long)step);
+    else
+        snprintf(why, len,
+                 "--ckpt '%s' exists and is not a trainbench checkpoint, and the run would overwrite it; remove it "
+                 "or choose another --ckpt path",
+                 f->ckpt);
 }
 
 /* ---- the stages ------------------------------------------------------------------------- */
@@ -80,12 +98,9 @@ static void bootstrap(tb_train_run *r) {
     r->world = tb_comm_world();
     tb_run_report_init(&r->report, r->info.rank == 0 ? f->results : "");
     tb_utc_now(r->t_start, sizeof r->t_start);
-    if (r->info.rank == 0) {
-        if (f->results[0]) require_writable(f->results, "results file");
-        if (f->ckpt[0]) require_writable(f->ckpt, "checkpoint");
-        if (f->save[0]) require_writable(f->save, "checkpoint");
-        if (f->trace[0]) require_writable(f->trace, "trace file");
-    }
+    char why[VERDICT_MAX] = "";
+    if (r->info.rank == 0) check_outputs(f, why, sizeof why);
+    verdict_from_rank0(r, why);
     r->hosts = calloc((size_t)r->info.world, 64);
     if (!r->hosts) TB_FATAL("out of host memory");
     tb_comm_allgather(r->world, r->info.host, r->hosts, 64);
