@@ -28,3 +28,20 @@ if(TB_HAVE_MPI)
   set_tests_properties(allreduce_bench_values_stay_exact PROPERTIES TIMEOUT 300 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
+
+# What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):
+# --ckpt without --ckpt-every checkpoints the last step; a checkpoint is
+# never written with NaN/Inf (BatchNorm statistics overflowing under --lr
+# 100000 on 2 ranks: every rank stops with the tensor and the last good
+# checkpoint's step).
+if(TB_PYTHON)
+  set(TB_CKPT_OUT sh ${TB_TEST_DIR}/ckpt_outputs.sh)
+  add_test(NAME ckpt_written_at_end COMMAND ${TB_CKPT_OUT} at-end ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(ckpt_written_at_end PROPERTIES TIMEOUT 300)
+  if(TB_HAVE_MPI)
+    add_test(NAME ckpt_never_nonfinite_np2
+             COMMAND ${TB_CKPT_OUT} nonfinite ${TB_BIN} ${TB_PYTHON} ${TB_MPIRUN} 2)
+    set_tests_properties(ckpt_never_nonfinite_np2 PROPERTIES TIMEOUT 300
+                         PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
+endif()

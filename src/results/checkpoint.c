@@ -1,6 +1,7 @@
 /* checkpoint.c - saving and loading model state in HDF5 (see checkpoint.h). */
 #include "src/results/checkpoint.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,39 @@ int tb_ckpt_peek_step(const char *path, int64_t *step) {
     if (f >= 0) H5Fclose(f);
     tb_h5_unlock();
     return is;
+}
+
+/* The first float value of buf[0..n) that is NaN or Inf, or -1. */
+static long first_nonfinite(const float *buf, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(buf[i])) return (long)i;
+    return -1;
+}
+
+int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len) {
+    const tb_param_table *pt = &m->pt;
+    size_t maxn = 1;
+    for (int i = 0; i < pt->count; i++)
+        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
+    float *buf = malloc(maxn * sizeof *buf);
+    if (!buf) TB_FATAL("out of host memory");
+    int found = 0;
+    for (int i = 0; i < pt->count && !found; i++) {
+        const tb_param *p = &pt->items[i];
+        if (p->role == TB_ROLE_BN_COUNTER) continue;
+        tb_model_get_tensor(m, i, buf);
+        long at = first_nonfinite(buf, p->numel);
+        if (at < 0 && tb_param_store_of(p->role) == TB_STORE_TRAIN) {
+            tb_model_get_momentum(m, i, buf);
+            if ((at = first_nonfinite(buf, p->numel)) >= 0)
+                snprintf(what, len, "the momentum of %s (element %ld: %g)", p->name, at, buf[at]);
+        } else if (at >= 0) {
+            snprintf(what, len, "%s (element %ld: %g)", p->name, at, buf[at]);
+        }
+        found = at >= 0;
+    }
+    free(buf);
+    return found;
 }
 
 /* Checks that group `grp` of the file holds exactly the names the model

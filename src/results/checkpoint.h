@@ -34,6 +34,12 @@ void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
  * or 0. */
 int tb_ckpt_peek_step(const char *path, int64_t *step);
 
+/* The host copies of m's parameters, BatchNorm statistics and momentum
+ * buffers, checked before a checkpoint is written: 1 with the first tensor
+ * that holds a NaN or Inf named in what ("layer1.0.bn1.running_var (element
+ * 3: inf)", "the momentum of fc.weight (...)"), or 0 when all are finite. */
+int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len);
+
 /* Loads every tensor of /params and /momentum into m. The set of names must
  * equal the model's (a missing or extra name is an error) and each shape
  * must match. Without /momentum the buffers are zeroed. */

@@ -250,6 +250,7 @@ static void init_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);
+    r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
     if (from && r->info.rank == 0) {
         tb_ckpt_meta meta;
@@ -261,12 +262,15 @@ static void init_model(tb_train_run *r) {
                    from, (long long)meta.seed);
         tb_ckpt_load(from, r->m);
         if (f->resume) {
-            r->start[0] = meta.step;
+            r->start[0] = r->ckpt_step = meta.step;
             r->start[1] = meta.epoch;
             r->start[2] = meta.epoch_step;
         }
     }
-    tb_comm_bcast(r->world, r->start, 3, TB_INT64, 0);
+    int64_t at[4] = {r->start[0], r->start[1], r->start[2], r->ckpt_step};
+    tb_comm_bcast(r->world, at, 4, TB_INT64, 0);
+    memcpy(r->start, at, sizeof r->start);
+    r->ckpt_step = at[3];
     if (f->resume && r->info.rank == 0) {
         if (from)
             printf("# resuming from %s at step %lld (epoch %lld, %lld steps into it)\n", from,
