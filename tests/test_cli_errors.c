@@ -163,7 +163,9 @@ static void make_fixtures(void) {
 /* `train`'s output files, refused at start-up (before any step: no
  * "step " progress line) with one line, every file left as it was: a path
  * that is a directory, two outputs on one file, a checkpoint at --ckpt
- * without --resume. allreduce-bench checks --results before its sweep. */
+ * without --resume; and --resume from a checkpoint of another image size
+ * or one already at --steps. allreduce-bench checks --results before its
+ * sweep. */
 static void output_errors(void) {
     char a[2048], d[300];
     const char *q = "train --steps 2 --image-size 32 --batch-size 4 --threads 1 --scaling-steps 0";
@@ -200,7 +202,18 @@ static void output_errors(void) {
     expect_error_before(a, "already holds a checkpoint (step 20); add --resume to continue from it", "step ");
     snprintf(a, sizeof a, "%s --ckpt '%s' --results ''", q, path("text.h5"));
     expect_error_before(a, "exists and is not a trainbench checkpoint", "step ");
+    /* an earlier results file that a refused --resume must not touch */
+    copy_file(path("ok.h5"), path("res.h5"));
+    snprintf(a, sizeof a, "train --steps 21 --batch-size 4 --threads 1 --scaling-steps 0 --ckpt '%s' --resume "
+             "--image-size 64 --results '%s'", path("c20.h5"), path("res.h5"));
+    expect_error_before(a, "was trained at image size 32, but this run trains at 64; resume with --image-size 32",
+                        "step ");
+    snprintf(a, sizeof a, "train --steps 5 --image-size 32 --batch-size 4 --threads 1 --ckpt '%s' --resume --results '%s'",
+             path("c20.h5"), path("res.h5"));
+    expect_error_before(a, "is at step 20, which already reaches --steps 5; raise --steps (or --epochs)", "step ");
     TB_CHECK(same_bytes(path("c20.h5"), path("c20_orig.h5")), "a refused run changed the checkpoint");
+    TB_CHECK(same_bytes(path("res.h5"), path("ok.h5")), "a refused --resume changed the earlier results file");
+    TB_CHECK(access(path("res.before_resume_step20.h5"), F_OK) != 0, "a refused --resume renamed the results file");
 
     expect_error_before("allreduce-bench -b 4 -e 1M --results /nonexistent/dir/ar.h5",
                         "cannot write results file '/nonexistent/dir/ar.h5'", "Out of bounds");

@@ -35,12 +35,29 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_close_read(f);
 }
 
+int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet_config *cfg, int64_t image_size,
+                     char *why, size_t len) {
+    if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes) {
+        snprintf(why, len,
+                 "checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
+                 "classes; match --model/--classes or use another checkpoint",
+                 path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
+        return -1;
+    }
+    if (image_size > 0 && meta->image_size > 0 && meta->image_size != image_size) {
+        snprintf(why, len,
+                 "checkpoint '%s' was trained at image size %lld, but this run trains at %lld; resume with "
+                 "--image-size %lld or use another checkpoint",
+                 path, (long long)meta->image_size, (long long)image_size, (long long)meta->image_size);
+        return -1;
+    }
+    return 0;
+}
+
 void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
                            const tb_resnet_config *cfg) {
-    if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes)
-        tb_die("checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
-               "classes; match --model/--classes or use another checkpoint",
-               path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
+    char why[1024];
+    if (tb_ckpt_mismatch(path, meta, cfg, 0, why, sizeof why) != 0) tb_die("%s", why);
 }
 
 int tb_ckpt_peek_step(const char *path, int64_t *step) {

@@ -177,7 +177,9 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
          "--ckpt-every; an existing one is continued with --resume, never overwritten without it"},
         {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL,
          "steps between checkpoints (0: one at the end of training, when --ckpt is given)"},
-        {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL, "continue exactly from --ckpt when it exists"},
+        {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL,
+         "continue exactly from --ckpt when it exists; an existing --results file is kept as "
+         "<name>.before_resume_step<K>.h5"},
         {"save", TB_OPT_STRING, f->save, 0, 0, NULL, "checkpoint written at the end of training"},
         {"init", TB_OPT_STRING, f->init, 0, 0, NULL, "start from this checkpoint's weights"},
         {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},

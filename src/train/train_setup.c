@@ -3,7 +3,9 @@
  * the data (train_data.c), the backend, the model (seeded, --init, or
  * --resume from the newest checkpoint), rank 0's state broadcast so every
  * rank starts identical, the LR schedule, and the run header on stdout. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +27,16 @@
  * final: a provisional reason to mark the results file with at once. */
 static void on_watchdog(const char *why, int final, void *p) {
     tb_train_abort_ctx *a = p;
+    tb_run_report *report = atomic_load(&a->report);
     if (final) {
         fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
         fflush(stderr);
     }
-    if (a->rank == 0 && a->report) {
+    if (a->rank == 0 && report) {
         if (final)
-            tb_run_report_write(a->report, "aborted", why, 0.5);
+            tb_run_report_write(report, "aborted", why, 0.5);
         else
-            tb_run_report_write_provisional(a->report, why, 0.5);
+            tb_run_report_write_provisional(report, why, 0.5);
     }
 }
 
@@ -104,7 +107,12 @@ static void bootstrap(tb_train_run *r) {
     r->hosts = calloc((size_t)r->info.world, 64);
     if (!r->hosts) TB_FATAL("out of host memory");
     tb_comm_allgather(r->world, r->info.host, r->hosts, 64);
-    r->abort_ctx = (tb_train_abort_ctx){&r->report, r->info.rank, r->info.host};
+    /* --resume keeps an earlier results file (init_model): until then a
+     * failure must not write over it */
+    int keep = r->info.rank == 0 && f->resume && f->results[0] && access(f->results, F_OK) == 0;
+    atomic_init(&r->abort_ctx.report, keep ? NULL : &r->report);
+    r->abort_ctx.rank = r->info.rank;
+    r->abort_ctx.host = r->info.host;
     r->mon = f->timeout > 0 ? tb_monitor_start(r->world, r->hosts, f->timeout, on_watchdog, &r->abort_ctx) : NULL;
     tb_monitor_progress(r->mon, 0, "start-up", 0);
 }
@@ -244,7 +252,52 @@ static void feed_model(tb_train_run *r) {
     tb_train_check_epoch_plan(r);
 }
 
+/* The steps this run trains to: --steps, or --epochs whole epochs. */
+static int64_t planned_steps(const tb_train_run *r) {
+    return r->fl.steps > 0 ? r->fl.steps : (int64_t)r->fl.epochs * tb_source_steps(r->src);
+}
+
+/* Rank 0: the checkpoint `from` fits this run (model, classes; resuming:
+ * image size, seed, and a step still to train), or why not. */
+static void check_checkpoint(const tb_train_run *r, const char *from, const tb_ckpt_meta *meta, char *why,
+                             size_t len) {
+    const tb_train_flags *f = &r->fl;
+    if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
+    int64_t total = planned_steps(r);
+    if (meta->seed != f->seed)
+        snprintf(why, len,
+                 "'%s' was written with --seed %lld; resume with the same seed (the data order and augmentation "
+                 "follow it)",
+                 from, (long long)meta->seed);
+    else if (meta->step >= total && f->steps > 0)
+        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --steps %d; raise --steps (or "
+                 "--epochs) to train on", from, (long long)meta->step, f->steps);
+    else if (meta->step >= total)
+        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --epochs %d (%lld steps); raise "
+                 "--epochs (or give --steps) to train on", from, (long long)meta->step, f->epochs, (long long)total);
+}
+
+/* Rank 0, resuming at step k: an earlier file at --results (the interrupted
+ * run's steps) is renamed to <name>.before_resume_step<k>[.N].h5 before
+ * this run writes its own; the new name in kept ("" when there was none),
+ * or why the rename failed. */
+static void keep_earlier_results(const tb_train_run *r, int64_t k, char *kept, size_t klen, char *why, size_t len) {
+    const char *res = r->fl.results;
+    kept[0] = 0;
+    if (!res[0] || access(res, F_OK) != 0) return;
+    size_t n = strlen(res);
+    int stem = (int)(n > 3 && strcmp(res + n - 3, ".h5") == 0 ? n - 3 : n);
+    for (int i = 0; i == 0 || access(kept, F_OK) == 0; i++) {
+        if (i == 0) snprintf(kept, klen, "%.*s.before_resume_step%lld.h5", stem, res, (long long)k);
+        else snprintf(kept, klen, "%.*s.before_resume_step%lld.%d.h5", stem, res, (long long)k, i);
+    }
+    if (rename(res, kept) != 0)
+        snprintf(why, len, "--resume: cannot keep the earlier results file '%s' as '%s' (%s); move it away or give "
+                 "another --results", res, kept, strerror(errno));
+}
+
 /* The weights: seeded init, then --init or --resume's checkpoint on rank 0,
+ * checked against this run (one line on every rank when it does not fit),
  * and where the run starts, broadcast. */
 static void init_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
@@ -252,21 +305,25 @@ static void init_model(tb_train_run *r) {
     memset(r->start, 0, sizeof r->start);
     r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
-    if (from && r->info.rank == 0) {
+    char why[VERDICT_MAX] = "", kept[4200] = "";
+    if (r->info.rank == 0) {
         tb_ckpt_meta meta;
-        tb_ckpt_read_meta(from, &meta);
-        tb_ckpt_require_match(from, &meta, &r->cfg);
-        if (f->resume && meta.seed != f->seed)
-            tb_die("train: '%s' was written with --seed %lld; resume with the same seed (the data "
-                   "order and augmentation follow it)",
-                   from, (long long)meta.seed);
-        tb_ckpt_load(from, r->m);
-        if (f->resume) {
-            r->start[0] = r->ckpt_step = meta.step;
-            r->start[1] = meta.epoch;
-            r->start[2] = meta.epoch_step;
+        if (from) {
+            tb_ckpt_read_meta(from, &meta);
+            check_checkpoint(r, from, &meta, why, sizeof why);
         }
+        if (from && !why[0]) {
+            tb_ckpt_load(from, r->m);
+            if (f->resume) {
+                r->start[0] = r->ckpt_step = meta.step;
+                r->start[1] = meta.epoch;
+                r->start[2] = meta.epoch_step;
+            }
+        }
+        if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
+        atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
     }
+    verdict_from_rank0(r, why);
     int64_t at[4] = {r->start[0], r->start[1], r->start[2], r->ckpt_step};
     tb_comm_bcast(r->world, at, 4, TB_INT64, 0);
     memcpy(r->start, at, sizeof r->start);
@@ -277,6 +334,7 @@ static void init_model(tb_train_run *r) {
                    (long long)r->start[0], (long long)r->start[1], (long long)r->start[2]);
         else
             printf("# --resume: no checkpoint at %s yet; starting at step 0\n", f->ckpt);
+        if (kept[0]) printf("# --resume: the earlier results file %s is kept as %s\n", f->results, kept);
     }
 }
 
@@ -297,7 +355,7 @@ static void make_trainer(tb_train_run *r) {
                               "resume with the --batch-size, --last-batch, data and rank count of the run that "
                               "wrote it",
                               (long long)r->start[2], (long long)r->start[1], (long long)r->steps_per_epoch);
-    r->total = f->steps > 0 ? f->steps : (int64_t)f->epochs * r->steps_per_epoch;
+    r->total = planned_steps(r);
     r->global_batch = f->batch * r->info.world;
     tb_lr_schedule_init(&r->sched, f->lr_schedule, f->lr, r->global_batch, f->lr_base_batch,
                         f->lr_warmup_steps, r->total, r->steps_per_epoch);

@@ -60,7 +60,7 @@ typedef struct {
 
 /* What the watchdog's failure callback needs (it runs on the monitor thread). */
 typedef struct {
-    tb_run_report *report;       /* rank 0 */
+    tb_run_report *_Atomic report; /* rank 0; NULL while --resume has yet to keep the earlier results file */
     int rank;
     const char *host;
 } tb_train_abort_ctx;
