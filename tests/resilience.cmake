@@ -36,3 +36,24 @@ if(TB_HAVE_MPI)
   set_tests_properties(allreduce_bench_values_stay_exact PROPERTIES TIMEOUT 300 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
+
+# What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):
+# --ckpt without --ckpt-every checkpoints the last step; --resume keeps an
+# earlier results file under a name of its own; a checkpoint is never written
+# with NaN/Inf (BatchNorm statistics overflowing under --lr 100000 on 2 ranks:
+# every rank stops with the tensor and the last good checkpoint's step);
+# start-up refusals of --ckpt and --resume reach every rank and touch no file.
+if(TB_PYTHON)
+  set(TB_CKPT_OUT sh ${TB_TEST_DIR}/ckpt_outputs.sh)
+  add_test(NAME ckpt_written_at_end COMMAND ${TB_CKPT_OUT} at-end ${TB_BIN} ${TB_PYTHON})
+  add_test(NAME resume_keeps_earlier_results COMMAND ${TB_CKPT_OUT} keep ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(ckpt_written_at_end resume_keeps_earlier_results PROPERTIES TIMEOUT 300)
+  if(TB_HAVE_MPI)
+    add_test(NAME ckpt_never_nonfinite_np2
+             COMMAND ${TB_CKPT_OUT} nonfinite ${TB_BIN} ${TB_PYTHON} ${TB_MPIRUN} 2)
+    add_test(NAME ckpt_resume_refused_all_ranks_np2
+             COMMAND ${TB_CKPT_OUT} all-ranks ${TB_BIN} ${TB_PYTHON} ${TB_MPIRUN} 2)
+    set_tests_properties(ckpt_never_nonfinite_np2 ckpt_resume_refused_all_ranks_np2 PROPERTIES TIMEOUT 300
+                         PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
+endif()

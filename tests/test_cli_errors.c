@@ -48,6 +48,21 @@ static void expect_error(const char *args, const char *want) {
     free(err);
 }
 
+/* expect_error, and stdout lacks `absent` (work that should not have run). */
+static void expect_error_before(const char *args, const char *want, const char *absent) {
+    expect_error(args, want);
+    char *out = tb_test_read_text(path("stdout"));
+    TB_CHECK(strstr(out, absent) == NULL, "'%s' failed only after its work: stdout has \"%s\"", args, absent);
+    free(out);
+}
+
+/* 1 when the two files hold the same bytes. */
+static int same_bytes(const char *a, const char *b) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cmp -s '%s' '%s'", a, b);
+    return system(cmd) == 0;
+}
+
 static void copy_file(const char *from, const char *to) {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", from, to);
@@ -145,6 +160,67 @@ static void make_fixtures(void) {
     fclose(t);
 }
 
+/* `train`'s output files, refused at start-up (before any step: no
+ * "step " progress line) with one line, every file left as it was: a path
+ * that is a directory, two outputs on one file, a checkpoint at --ckpt
+ * without --resume; and --resume from a checkpoint of another image size
+ * or one already at --steps. allreduce-bench checks --results before its
+ * sweep. */
+static void output_errors(void) {
+    char a[2048], d[300];
+    const char *q = "train --steps 2 --image-size 32 --batch-size 4 --threads 1 --scaling-steps 0";
+    snprintf(d, sizeof d, "%s", path("adir"));
+    TB_ASSERT(mkdir(d, 0755) == 0);
+    const char *dir_flags[4] = {"--results", "--ckpt", "--save", "--trace"};
+    for (int i = 0; i < 4; i++) {
+        char want[400];
+        snprintf(a, sizeof a, "%s %s '%s'%s", q, dir_flags[i], d,
+                 i == 0 ? "" : i == 1 ? " --ckpt-every 1 --results ''" : " --results ''");
+        snprintf(want, sizeof want, "%s '%s' is a directory", dir_flags[i], d);
+        expect_error_before(a, want, "step ");
+    }
+    /* two outputs on one file, named as given */
+    const char *pairs[3][2] = {{"--ckpt", "%s/./same.h5"}, {"--save", "%s/same.h5"}, {"--trace", "%s/../%s/same.h5"}};
+    for (int i = 0; i < 3; i++) {
+        char other[300], want[400];
+        snprintf(other, sizeof other, pairs[i][1], g_dir, strrchr(g_dir, '/') + 1);
+        snprintf(a, sizeof a, "%s --results '%s' %s '%s'%s", q, path("same.h5"), pairs[i][0], other,
+                 i == 0 ? " --ckpt-every 2" : "");
+        snprintf(want, sizeof want, "--results '%s' and %s '%s' are the same file", path("same.h5"), pairs[i][0],
+                 other);
+        expect_error_before(a, want, "step ");
+    }
+    TB_CHECK(access(path("same.h5"), F_OK) != 0, "a refused run wrote a file");
+
+    /* a checkpoint at step 20 (ok.h5 is at step 0, 32 px, seed 1) */
+    copy_file(path("ok.h5"), path("c20.h5"));
+    hid_t f = open_rw(path("c20.h5"));
+    tb_h5_attr_write_i64(f, "step", 20);
+    H5_CHECK(H5Fclose(f));
+    copy_file(path("c20.h5"), path("c20_orig.h5"));
+    snprintf(a, sizeof a, "%s --ckpt '%s' --ckpt-every 1 --results ''", q, path("c20.h5"));
+    expect_error_before(a, "already holds a checkpoint (step 20); add --resume to continue from it", "step ");
+    snprintf(a, sizeof a, "%s --ckpt '%s' --results ''", q, path("text.h5"));
+    expect_error_before(a, "exists and is not a trainbench checkpoint", "step ");
+    /* an earlier results file that a refused --resume must not touch */
+    copy_file(path("ok.h5"), path("res.h5"));
+    snprintf(a, sizeof a, "train --steps 21 --batch-size 4 --threads 1 --scaling-steps 0 --ckpt '%s' --resume "
+             "--image-size 64 --results '%s'", path("c20.h5"), path("res.h5"));
+    expect_error_before(a, "was trained at image size 32, but this run trains at 64; resume with --image-size 32",
+                        "step ");
+    snprintf(a, sizeof a, "train --steps 5 --image-size 32 --batch-size 4 --threads 1 --ckpt '%s' --resume --results '%s'",
+             path("c20.h5"), path("res.h5"));
+    expect_error_before(a, "is at step 20, which already reaches --steps 5; raise --steps (or --epochs)", "step ");
+    TB_CHECK(same_bytes(path("c20.h5"), path("c20_orig.h5")), "a refused run changed the checkpoint");
+    TB_CHECK(same_bytes(path("res.h5"), path("ok.h5")), "a refused --resume changed the earlier results file");
+    TB_CHECK(access(path("res.before_resume_step20.h5"), F_OK) != 0, "a refused --resume renamed the results file");
+
+    expect_error_before("allreduce-bench -b 4 -e 1M --results /nonexistent/dir/ar.h5",
+                        "cannot write results file '/nonexistent/dir/ar.h5'", "Out of bounds");
+    snprintf(a, sizeof a, "allreduce-bench -b 4 -e 1M --results '%s'", d);
+    expect_error_before(a, "is a directory", "Out of bounds");
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: test_cli_errors TRAINBENCH\n");
@@ -217,6 +293,7 @@ int main(int argc, char **argv) {
     TB_CHECK(system(cmd) == 0, "mkdata for the tiny data set: %s", cmd);
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 4 --image-size 32", path("tiny"));
     expect_error(a, "--data has 2 images, fewer than ranks x batch = 1 x 4");
+    output_errors();
 
     /* no temporary files left next to the outputs */
     char ls[512];

@@ -328,6 +328,18 @@ static void write_results(bench *b, int argc, char **argv) {
     printf("# results written to %s\n", ar->results);
 }
 
+/* --results can be written (rank 0 looks; every rank stops together with
+ * its line when it cannot), before the sweep rather than after it. */
+static void check_results_path(bench *b) {
+    char why[8400] = "";
+    if (b->info.rank == 0 && b->a.results[0])
+        tb_output_path_check(b->a.results, "results file", "--results", why, sizeof why);
+    tb_comm_bcast(b->w, why, sizeof why, TB_BYTES, 0);
+    if (!why[0]) return;
+    tb_say_error("allreduce-bench: %s", why);
+    tb_comm_exit_all(b->w, 1);
+}
+
 static void close_path(bench *b) {
     nccl_bench *nb = &b->nb;
     if (!b->use_nccl) return;
@@ -352,6 +364,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     tb_comm_init(&argc, &argv, &b.info);
     tb_launch_check_singleton(&b.info);
     b.w = tb_comm_world();
+    check_results_path(&b);
     b.nb.timeout = b.a.timeout;
     open_path(&b, argc, argv);
 

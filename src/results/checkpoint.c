@@ -1,6 +1,7 @@
 /* checkpoint.c - saving and loading model state in HDF5 (see checkpoint.h). */
 #include "src/results/checkpoint.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,12 +35,75 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_close_read(f);
 }
 
+int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet_config *cfg, int64_t image_size,
+                     char *why, size_t len) {
+    if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes) {
+        snprintf(why, len,
+                 "checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
+                 "classes; match --model/--classes or use another checkpoint",
+                 path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
+        return -1;
+    }
+    if (image_size > 0 && meta->image_size > 0 && meta->image_size != image_size) {
+        snprintf(why, len,
+                 "checkpoint '%s' was trained at image size %lld, but this run trains at %lld; resume with "
+                 "--image-size %lld or use another checkpoint",
+                 path, (long long)meta->image_size, (long long)image_size, (long long)meta->image_size);
+        return -1;
+    }
+    return 0;
+}
+
 void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
                            const tb_resnet_config *cfg) {
-    if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes)
-        tb_die("checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
-               "classes; match --model/--classes or use another checkpoint",
-               path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
+    char why[1024];
+    if (tb_ckpt_mismatch(path, meta, cfg, 0, why, sizeof why) != 0) tb_die("%s", why);
+}
+
+int tb_ckpt_peek_step(const char *path, int64_t *step) {
+    *step = -1;
+    tb_h5_lock("checkpoint peek");
+    tb_h5_quiet();
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    char model[TB_MODEL_NAME_MAX];
+    int is = f >= 0 && tb_h5_attr_read_str(f, "model", model, sizeof model) == 0;
+    if (is && tb_h5_attr_read_i64(f, "step", step) != 0) *step = -1;
+    if (f >= 0) H5Fclose(f);
+    tb_h5_unlock();
+    return is;
+}
+
+/* The first float value of buf[0..n) that is NaN or Inf, or -1. */
+static long first_nonfinite(const float *buf, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(buf[i])) return (long)i;
+    return -1;
+}
+
+int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len) {
+    const tb_param_table *pt = &m->pt;
+    size_t maxn = 1;
+    for (int i = 0; i < pt->count; i++)
+        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
+    float *buf = malloc(maxn * sizeof *buf);
+    if (!buf) TB_FATAL("out of host memory");
+    int found = 0;
+    for (int i = 0; i < pt->count && !found; i++) {
+        const tb_param *p = &pt->items[i];
+        if (p->role == TB_ROLE_BN_COUNTER) continue;
+        tb_model_get_tensor(m, i, buf);
+        long at = first_nonfinite(buf, p->numel);
+        if (at < 0 && tb_param_store_of(p->role) == TB_STORE_TRAIN) {
+            tb_model_get_momentum(m, i, buf);
+            if ((at = first_nonfinite(buf, p->numel)) >= 0)
+                snprintf(what, len, "the momentum of %s (element %ld: %g)", p->name, at, buf[at]);
+        } else if (at >= 0) {
+            snprintf(what, len, "%s (element %ld: %g)", p->name, at, buf[at]);
+        }
+        found = at >= 0;
+    }
+    free(buf);
+    return found;
 }
 
 /* Checks that group `grp` of the file holds exactly the names the model

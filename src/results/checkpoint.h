@@ -28,6 +28,22 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta);
 /* Dies unless meta describes cfg (model name and class count). */
 void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
                            const tb_resnet_config *cfg);
+/* The same check without dying, and (image_size > 0, and the file records
+ * one) the image size too: 0 when meta fits; otherwise -1 with the one-line
+ * reason in why. */
+int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet_config *cfg, int64_t image_size,
+                     char *why, size_t len);
+
+/* Whether path is a trainbench checkpoint (HDF5 with a 'model' attribute),
+ * without dying on any file: 1 and its step in *step (-1 when it has none),
+ * or 0. */
+int tb_ckpt_peek_step(const char *path, int64_t *step);
+
+/* The host copies of m's parameters, BatchNorm statistics and momentum
+ * buffers, checked before a checkpoint is written: 1 with the first tensor
+ * that holds a NaN or Inf named in what ("layer1.0.bn1.running_var (element
+ * 3: inf)", "the momentum of fc.weight (...)"), or 0 when all are finite. */
+int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len);
 
 /* Loads every tensor of /params and /momentum into m. The set of names must
  * equal the model's (a missing or extra name is an error) and each shape

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -262,6 +263,26 @@ void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
                                               : "check that its directory exists and is writable");
     }
     tmp_push(w, what);
+}
+
+int tb_output_path_check(const char *path, const char *what, const char *flag, char *why, size_t len) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s '%s' is a directory, not a %s; give %s a file path (a new file inside it, or another "
+                 "path)", flag, path, what, flag);
+        return -1;
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "w");
+    if (!f) {
+        snprintf(why, len, "cannot write %s '%s' (its directory is missing or read-only); choose another path", what,
+                 path);
+        return -1;
+    }
+    fclose(f);
+    unlink(probe);
+    return 0;
 }
 
 static void fsync_path(const char *path, int directory) {

@@ -1,5 +1,7 @@
 /* train_flags.c - the flags of `trainbench train`: defaults, the option
  * table (--help), and the checks that need no other rank. */
+#define _DEFAULT_SOURCE /* realpath */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -45,6 +47,38 @@ static void defaults(tb_train_flags *f) {
     f->timeout = 600;
 }
 
+/* Where `path` lands, to compare two outputs: the real path of the file
+ * when it exists (symbolic links followed), else the real path of its
+ * directory and its base name, so ./a.h5 and a.h5 are one file; the path
+ * as given when its directory does not exist (refused later anyway). */
+static void landing(const char *path, char *out, size_t len) {
+    char dir[TB_OPT_STR_MAX], real[4096];
+    const char *slash = strrchr(path, '/');
+    if (realpath(path, real)) {
+        snprintf(out, len, "%s", real);
+        return;
+    }
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
+    else snprintf(out, len, "%s", path);
+}
+
+/* Two output flags that name one file would overwrite each other. */
+static void check_outputs_distinct(const tb_train_flags *f) {
+    const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
+    const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
+    char where[4][4200];
+    for (int i = 0; i < 4; i++) {
+        if (path[i][0]) landing(path[i], where[i], sizeof where[i]);
+        for (int j = 0; j < i && path[i][0]; j++)
+            if (path[j][0] && strcmp(where[i], where[j]) == 0)
+                tb_die("train: %s '%s' and %s '%s' are the same file, and one would overwrite the other; give "
+                       "them different paths",
+                       flag[j], path[j], flag[i], path[i]);
+    }
+}
+
 /* The flags' combinations, the LR schedule's syntax and the model's name. */
 static void check_flags(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
@@ -58,6 +92,7 @@ static void check_flags(tb_train_run *r) {
     if (f->ckpt_every > 0 && !f->ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
     if (f->resume && !f->ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
     if (f->resume && f->init[0]) tb_die("train: give --resume or --init, not both");
+    check_outputs_distinct(f);
     if (f->share_gpu && strcmp(f->comm, "auto") == 0)
         tb_die("train: --share-gpu needs --comm mpi (ranks sharing a GPU move gradients over MPI through pinned "
                "memory), or --comm nccl with NCCL 2.30 or newer and NCCL_MULTI_RANK_GPU_ENABLE=1 (older NCCL "
@@ -137,9 +172,14 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
          "a scaling row shorter than this after --scaling-steps runs on until it lasts this long (default: 1.25 "
          "on CUDA, where NVML's GPU-Util needs a window of 1 s; 0 on the CPU)"},
         {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},
-        {"ckpt", TB_OPT_STRING, f->ckpt, 0, 0, NULL, "checkpoint file, rewritten every --ckpt-every steps"},
-        {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL, "steps between checkpoints (0: none)"},
-        {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL, "continue exactly from --ckpt when it exists"},
+        {"ckpt", TB_OPT_STRING, f->ckpt, 0, 0, NULL,
+         "checkpoint file, rewritten every --ckpt-every steps, or once at the end of training without "
+         "--ckpt-every; an existing one is continued with --resume, never overwritten without it"},
+        {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL,
+         "steps between checkpoints (0: one at the end of training, when --ckpt is given)"},
+        {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL,
+         "continue exactly from --ckpt when it exists; an existing --results file is kept as "
+         "<name>.before_resume_step<K>.h5"},
         {"save", TB_OPT_STRING, f->save, 0, 0, NULL, "checkpoint written at the end of training"},
         {"init", TB_OPT_STRING, f->init, 0, 0, NULL, "start from this checkpoint's weights"},
         {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},

@@ -26,6 +26,7 @@ typedef struct {
     int nq, qhead, qcap;
     tb_step_record *recs;        /* collected, waiting for the flush's collectives */
     int nrec, rcap;
+    int64_t epoch, epoch_step;   /* where the last step trained: its epoch, steps of it done */
 } loop_clock;
 
 static void queue_epoch(loop_clock *c, int64_t epoch) {
@@ -89,14 +90,52 @@ static void evaluate_epoch(tb_train_run *r, tb_train_outcome *o, int64_t epoch) 
     }
 }
 
+void tb_train_ckpt_note(const tb_train_run *r, char *buf, size_t len) {
+    if (!r->fl.ckpt[0])
+        buf[0] = 0;
+    else if (r->ckpt_step >= 0)
+        snprintf(buf, len, "; the last good checkpoint, '%s', holds step %lld", r->fl.ckpt, (long long)r->ckpt_step);
+    else
+        snprintf(buf, len, "; no checkpoint was written to '%s'", r->fl.ckpt);
+}
+
+/* Stops every rank together with why and the last good checkpoint's step. */
+static _Noreturn void stop_noting_ckpt(tb_train_run *r, const char *why) {
+    char note[4400], line[6000];
+    tb_train_ckpt_note(r, note, sizeof note);
+    snprintf(line, sizeof line, "%s%s", why, note);
+    tb_train_stop_together(r, line);
+}
+
 void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
                               int64_t epoch_step) {
-    tb_ckpt_meta meta;
-    tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
-    meta.epoch_step = epoch_step;
-    tb_run_report_lock(&r->report);
-    tb_ckpt_save(path, r->m, &meta);
-    tb_run_report_unlock(&r->report);
+    char bad[256] = "";
+    tb_monitor_progress(r->mon, step, "checkpoint check", 0);
+    if (r->info.rank == 0) tb_ckpt_find_nonfinite(r->m, bad, sizeof bad);
+    tb_monitor_progress(r->mon, step, "checkpoint check broadcast", 1);
+    tb_comm_bcast(r->world, bad, sizeof bad, TB_BYTES, 0);
+    int is_ckpt = path == r->fl.ckpt;
+    if (bad[0]) {
+        char why[4800];
+        if (is_ckpt) {
+            snprintf(why, sizeof why, "after %lld steps %s holds NaN/Inf, so the run stops without writing --ckpt "
+                     "(lower --lr)", (long long)step, bad);
+            stop_noting_ckpt(r, why);
+        }
+        snprintf(why, sizeof why, "after %lld steps %s holds NaN/Inf, so the run stops without writing --save '%s' "
+                 "(lower --lr)", (long long)step, bad, path);
+        tb_train_stop_together(r, why);
+    }
+    if (r->info.rank == 0) {
+        tb_monitor_progress(r->mon, step, "checkpoint", 0);
+        tb_ckpt_meta meta;
+        tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
+        meta.epoch_step = epoch_step;
+        tb_run_report_lock(&r->report);
+        tb_ckpt_save(path, r->m, &meta);
+        tb_run_report_unlock(&r->report);
+    }
+    if (is_ckpt) r->ckpt_step = step;
 }
 
 /* The stop for a non-finite record (rec.nonfinite: the device flag, the
@@ -113,14 +152,14 @@ static void stop_nonfinite(tb_train_run *r, const tb_step_record *rec, double lo
                  "run stops%s%s%s (lower --lr, or check the data)",
                  (long long)rec->step, r->info.world > 1 ? "summed " : "", g ? "; the gradient of " : "", g ? g : "",
                  g ? " holds them now" : "");
-        tb_train_stop_together(r, err);
+        stop_noting_ckpt(r, err);
     }
     const char *p = tb_trainer_first_nonfinite(r->tr, r->m->params, &n);
     snprintf(err, sizeof err, "step %lld: the loss is %g; %s%s%s", (long long)rec->step, loss,
              p ? "the first non-finite tensor is " : "every parameter is finite (an "
                                                      "activation overflowed: lower --lr)",
              p ? p : "", p ? " (lower --lr)" : "");
-    tb_train_stop_together(r, err);
+    stop_noting_ckpt(r, err);
 }
 
 /* The first step's start-up line: the total, the model's plans (what
@@ -227,7 +266,7 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
     char err[512];
     double lr = tb_lr_at(&r->sched, step);
     queue_epoch(c, epoch);
-    if (tb_trainer_step(r->tr, b, step, lr, err, sizeof err) != 0) tb_train_stop_together(r, err);
+    if (tb_trainer_step(r->tr, b, step, lr, err, sizeof err) != 0) stop_noting_ckpt(r, err);
     tb_source_release(r->src);
     c->samples_run += (double)b->global_n;
     step = ++o->step;
@@ -241,10 +280,9 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
     /* every rank flushes at the same steps, with the same records: the
      * flush's all-reduces pair up */
     if (need) flush(r, o, c);
-    if (ckpt && r->info.rank == 0) {
-        tb_monitor_progress(r->mon, step, "checkpoint", 0);
-        tb_train_save_checkpoint(r, r->fl.ckpt, step, epoch, *epoch_step);
-    }
+    c->epoch = epoch;
+    c->epoch_step = *epoch_step;
+    if (ckpt) tb_train_save_checkpoint(r, r->fl.ckpt, step, epoch, *epoch_step);
 }
 
 void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
@@ -276,6 +314,9 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         }
     }
     flush(r, o, &c);
+    /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
+    if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0])
+        tb_train_save_checkpoint(r, r->fl.ckpt, o->step, c.epoch, c.epoch_step);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;

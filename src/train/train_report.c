@@ -262,11 +262,10 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         if (r->info.rank == 0) printf("# trace written to %s (open it in ui.perfetto.dev)\n", r->fl.trace);
     }
     summarise(r, o);
-    if (r->fl.save[0] && r->info.rank == 0) {
-        tb_monitor_progress(r->mon, o->step, "checkpoint", 0);
+    if (r->fl.save[0]) {
         int64_t spe = r->steps_per_epoch > 0 ? r->steps_per_epoch : 1, ep = o->step / spe;
         tb_train_save_checkpoint(r, r->fl.save, o->step, ep, o->step - ep * spe);
-        printf("# checkpoint written to %s\n", r->fl.save);
+        if (r->info.rank == 0) printf("# checkpoint written to %s\n", r->fl.save);
     }
     check_replicas(r, o->step);
     int replays = 0;

@@ -3,7 +3,9 @@
  * the data (train_data.c), the backend, the model (seeded, --init, or
  * --resume from the newest checkpoint), rank 0's state broadcast so every
  * rank starts identical, the LR schedule, and the run header on stdout. */
+#include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,15 +27,16 @@
  * final: a provisional reason to mark the results file with at once. */
 static void on_watchdog(const char *why, int final, void *p) {
     tb_train_abort_ctx *a = p;
+    tb_run_report *report = atomic_load(&a->report);
     if (final) {
         fprintf(stderr, "trainbench[rank %d %s]: error: watchdog: %s\n", a->rank, a->host, why);
         fflush(stderr);
     }
-    if (a->rank == 0 && a->report) {
+    if (a->rank == 0 && report) {
         if (final)
-            tb_run_report_write(a->report, "aborted", why, 0.5);
+            tb_run_report_write(report, "aborted", why, 0.5);
         else
-            tb_run_report_write_provisional(a->report, why, 0.5);
+            tb_run_report_write_provisional(report, why, 0.5);
     }
 }
 
@@ -55,18 +58,36 @@ void tb_train_die_together(tb_train_run *r, const char *fmt, ...) {
     tb_comm_exit_all(r->world, 1);
 }
 
-/* Dies now, not after hours of training, if `path`'s directory is not
- * writable. */
-static void require_writable(const char *path, const char *what) {
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "w");
-    if (!f)
-        tb_die("train: cannot write %s '%s' (its directory is missing or read-only); choose another "
-               "path",
-               what, path);
-    fclose(f);
-    unlink(probe);
+/* Rank 0's verdict on what only it looks at (the output files, the
+ * checkpoint) for every rank: "" goes on; otherwise every rank stops
+ * together with that one line. Collective. */
+#define VERDICT_MAX 12288 /* room for two paths of TB_OPT_STR_MAX and the words around them */
+static void verdict_from_rank0(tb_train_run *r, char why[VERDICT_MAX]) {
+    tb_comm_bcast(r->world, why, VERDICT_MAX, TB_BYTES, 0);
+    if (why[0]) tb_train_die_together(r, "%s", why);
+}
+
+/* Rank 0, before any work: every output path can be written (not a
+ * directory, its directory writable), and --ckpt holds no checkpoint that
+ * this run would overwrite (--resume continues from it). */
+static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
+    const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
+    const char *what[4] = {"results file", "checkpoint", "checkpoint", "trace file"};
+    const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
+    for (int i = 0; i < 4; i++)
+        if (path[i][0] && tb_output_path_check(path[i], what[i], flag[i], why, len) != 0) return;
+    int64_t step;
+    if (!f->ckpt[0] || f->resume || access(f->ckpt, F_OK) != 0) return;
+    if (tb_ckpt_peek_step(f->ckpt, &step))
+        snprintf(why, len,
+                 "--ckpt '%s' already holds a checkpoint (step %lld); add --resume to continue from it, or remove "
+                 "it or choose another --ckpt path",
+                 f->ckpt, (long long)step);
+    else
+        snprintf(why, len,
+                 "--ckpt '%s' exists and is not a trainbench checkpoint, and the run would overwrite it; remove it "
+                 "or choose another --ckpt path",
+                 f->ckpt);
 }
 
 /* ---- the stages ------------------------------------------------------------------------- */
@@ -80,16 +101,18 @@ static void bootstrap(tb_train_run *r) {
     r->world = tb_comm_world();
     tb_run_report_init(&r->report, r->info.rank == 0 ? f->results : "");
     tb_utc_now(r->t_start, sizeof r->t_start);
-    if (r->info.rank == 0) {
-        if (f->results[0]) require_writable(f->results, "results file");
-        if (f->ckpt[0]) require_writable(f->ckpt, "checkpoint");
-        if (f->save[0]) require_writable(f->save, "checkpoint");
-        if (f->trace[0]) require_writable(f->trace, "trace file");
-    }
+    char why[VERDICT_MAX] = "";
+    if (r->info.rank == 0) check_outputs(f, why, sizeof why);
+    verdict_from_rank0(r, why);
     r->hosts = calloc((size_t)r->info.world, 64);
     if (!r->hosts) TB_FATAL("out of host memory");
     tb_comm_allgather(r->world, r->info.host, r->hosts, 64);
-    r->abort_ctx = (tb_train_abort_ctx){&r->report, r->info.rank, r->info.host};
+    /* --resume keeps an earlier results file (init_model): until then a
+     * failure must not write over it */
+    int keep = r->info.rank == 0 && f->resume && f->results[0] && access(f->results, F_OK) == 0;
+    atomic_init(&r->abort_ctx.report, keep ? NULL : &r->report);
+    r->abort_ctx.rank = r->info.rank;
+    r->abort_ctx.host = r->info.host;
     r->mon = f->timeout > 0 ? tb_monitor_start(r->world, r->hosts, f->timeout, on_watchdog, &r->abort_ctx) : NULL;
     tb_monitor_progress(r->mon, 0, "start-up", 0);
     tb_train_abort_mark_start(r);
@@ -231,35 +254,89 @@ static void feed_model(tb_train_run *r) {
     tb_train_check_epoch_plan(r);
 }
 
+/* The steps this run trains to: --steps, or --epochs whole epochs. */
+static int64_t planned_steps(const tb_train_run *r) {
+    return r->fl.steps > 0 ? r->fl.steps : (int64_t)r->fl.epochs * tb_source_steps(r->src);
+}
+
+/* Rank 0: the checkpoint `from` fits this run (model, classes; resuming:
+ * image size, seed, and a step still to train), or why not. */
+static void check_checkpoint(const tb_train_run *r, const char *from, const tb_ckpt_meta *meta, char *why,
+                             size_t len) {
+    const tb_train_flags *f = &r->fl;
+    if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
+    int64_t total = planned_steps(r);
+    if (meta->seed != f->seed)
+        snprintf(why, len,
+                 "'%s' was written with --seed %lld; resume with the same seed (the data order and augmentation "
+                 "follow it)",
+                 from, (long long)meta->seed);
+    else if (meta->step >= total && f->steps > 0)
+        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --steps %d; raise --steps (or "
+                 "--epochs) to train on", from, (long long)meta->step, f->steps);
+    else if (meta->step >= total)
+        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --epochs %d (%lld steps); raise "
+                 "--epochs (or give --steps) to train on", from, (long long)meta->step, f->epochs, (long long)total);
+}
+
+/* Rank 0, resuming at step k: an earlier file at --results (the interrupted
+ * run's steps) is renamed to <name>.before_resume_step<k>[.N].h5 before
+ * this run writes its own; the new name in kept ("" when there was none),
+ * or why the rename failed. */
+static void keep_earlier_results(const tb_train_run *r, int64_t k, char *kept, size_t klen, char *why, size_t len) {
+    const char *res = r->fl.results;
+    kept[0] = 0;
+    if (!res[0] || access(res, F_OK) != 0) return;
+    size_t n = strlen(res);
+    int stem = (int)(n > 3 && strcmp(res + n - 3, ".h5") == 0 ? n - 3 : n);
+    for (int i = 0; i == 0 || access(kept, F_OK) == 0; i++) {
+        if (i == 0) snprintf(kept, klen, "%.*s.before_resume_step%lld.h5", stem, res, (long long)k);
+        else snprintf(kept, klen, "%.*s.before_resume_step%lld.%d.h5", stem, res, (long long)k, i);
+    }
+    if (rename(res, kept) != 0)
+        snprintf(why, len, "--resume: cannot keep the earlier results file '%s' as '%s' (%s); move it away or give "
+                 "another --results", res, kept, strerror(errno));
+}
+
 /* The weights: seeded init, then --init or --resume's checkpoint on rank 0,
+ * checked against this run (one line on every rank when it does not fit),
  * and where the run starts, broadcast. */
 static void init_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     tb_model_init(r->m, (uint64_t)f->seed);
     memset(r->start, 0, sizeof r->start);
+    r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
-    if (from && r->info.rank == 0) {
+    char why[VERDICT_MAX] = "", kept[4200] = "";
+    if (r->info.rank == 0) {
         tb_ckpt_meta meta;
-        tb_ckpt_read_meta(from, &meta);
-        tb_ckpt_require_match(from, &meta, &r->cfg);
-        if (f->resume && meta.seed != f->seed)
-            tb_die("train: '%s' was written with --seed %lld; resume with the same seed (the data "
-                   "order and augmentation follow it)",
-                   from, (long long)meta.seed);
-        tb_ckpt_load(from, r->m);
-        if (f->resume) {
-            r->start[0] = meta.step;
-            r->start[1] = meta.epoch;
-            r->start[2] = meta.epoch_step;
+        if (from) {
+            tb_ckpt_read_meta(from, &meta);
+            check_checkpoint(r, from, &meta, why, sizeof why);
         }
+        if (from && !why[0]) {
+            tb_ckpt_load(from, r->m);
+            if (f->resume) {
+                r->start[0] = r->ckpt_step = meta.step;
+                r->start[1] = meta.epoch;
+                r->start[2] = meta.epoch_step;
+            }
+        }
+        if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
+        atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
     }
-    tb_comm_bcast(r->world, r->start, 3, TB_INT64, 0);
+    verdict_from_rank0(r, why);
+    int64_t at[4] = {r->start[0], r->start[1], r->start[2], r->ckpt_step};
+    tb_comm_bcast(r->world, at, 4, TB_INT64, 0);
+    memcpy(r->start, at, sizeof r->start);
+    r->ckpt_step = at[3];
     if (f->resume && r->info.rank == 0) {
         if (from)
             printf("# resuming from %s at step %lld (epoch %lld, %lld steps into it)\n", from,
                    (long long)r->start[0], (long long)r->start[1], (long long)r->start[2]);
         else
             printf("# --resume: no checkpoint at %s yet; starting at step 0\n", f->ckpt);
+        if (kept[0]) printf("# --resume: the earlier results file %s is kept as %s\n", f->results, kept);
     }
 }
 
@@ -280,7 +357,7 @@ static void make_trainer(tb_train_run *r) {
                               "resume with the --batch-size, --last-batch, data and rank count of the run that "
                               "wrote it",
                               (long long)r->start[2], (long long)r->start[1], (long long)r->steps_per_epoch);
-    r->total = f->steps > 0 ? f->steps : (int64_t)f->epochs * r->steps_per_epoch;
+    r->total = planned_steps(r);
     r->global_batch = f->batch * r->info.world;
     tb_lr_schedule_init(&r->sched, f->lr_schedule, f->lr, r->global_batch, f->lr_base_batch,
                         f->lr_warmup_steps, r->total, r->steps_per_epoch);

@@ -60,7 +60,7 @@ typedef struct {
 
 /* What the watchdog's failure callback needs (it runs on the monitor thread). */
 typedef struct {
-    tb_run_report *report;       /* rank 0 */
+    tb_run_report *_Atomic report; /* rank 0; NULL while --resume has yet to keep the earlier results file */
     int rank;
     const char *host;
 } tb_train_abort_ctx;
@@ -97,6 +97,7 @@ typedef struct {
     tb_trainer *tr;
     /* the schedule */
     int64_t start[3];            /* first step, its epoch, its step within the epoch */
+    int64_t ckpt_step;           /* the step the --ckpt file holds (-1: no file; rank 0) */
     int64_t steps_per_epoch, total;
     tb_lr_schedule sched;
     double dataset_size;         /* samples in the data (an epoch's order) */
@@ -180,10 +181,17 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o);
  * (r->util, when sampling) and the backend's peak memory (train_loop.c;
  * the scaling rows use it too). */
 void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s);
-/* Checkpoint of the state after `step` steps (rank 0; under the report lock
- * so the watchdog never writes HDF5 at the same time). */
+/* Checkpoint of the state after `step` steps to path (--ckpt or --save),
+ * written by rank 0 under the report lock (the watchdog never writes HDF5
+ * at the same time), unless a parameter, BatchNorm statistic or momentum
+ * buffer holds NaN/Inf: then nothing is written, the file keeps what it
+ * held, and every rank stops together with one line naming the tensor.
+ * Collective. */
 void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
                               int64_t epoch_step);
+/* The --ckpt note for a line that stops the run: where the last good
+ * checkpoint is ("" without --ckpt). */
+void tb_train_ckpt_note(const tb_train_run *r, char *buf, size_t len);
 
 /* train_profile.c: --op-profile's steps (after the timed ones, --save and
  * the replica check; they train on), their tables on rank 0 and in the

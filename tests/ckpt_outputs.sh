@@ -1,0 +1,116 @@
+#!/bin/sh
+# ckpt_outputs.sh MODE TRAINBENCH PYTHON [LAUNCHER...]: what `train` leaves
+# in its checkpoint and results files (PYTHON: a python3 with h5py; the
+# launcher, `mpirun -np 2` say, runs the nonfinite and all-ranks modes).
+#   at-end     --ckpt without --ckpt-every writes one checkpoint, of the
+#              last step, and a resume from it continues there
+#   keep       --resume keeps an earlier --results file as
+#              NAME.before_resume_stepK.h5 (NAME...K.1.h5 when that exists),
+#              with the steps it held, and says so in one '# ' line; a
+#              plain rerun replaces the file as before
+#   nonfinite  a run whose BatchNorm statistics overflow stops on every rank
+#              with one line naming the tensor and the last good checkpoint's
+#              step; the checkpoint on disk is that step's and holds only
+#              finite values; the results file says the same
+#   all-ranks  start-up refusals (a checkpoint at --ckpt without --resume,
+#              --resume from a checkpoint already at --steps) reach every
+#              rank, each with its own one line, and touch no file
+mode=$1
+tb=$2
+py=$3
+shift 3
+dir=$(mktemp -d "$(pwd)/tb_ckpt_out.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+small="--image-size 32 --batch-size 4 --threads 1 --scaling-steps 0 --warmup-steps 0 --timeout 60"
+fails=0
+
+fail() {
+  echo "FAIL: $*"
+  fails=$((fails + 1))
+}
+
+# h5 FILE EXPR: prints EXPR of the open h5py.File f (a one-line python expression)
+h5() {
+  "$py" -c "import sys, h5py; f = h5py.File(sys.argv[1], 'r'); print($2)" "$1"
+}
+
+# run LOG ARGS...: trainbench with the small settings, its output in LOG
+run() {
+  log=$1
+  shift
+  # shellcheck disable=SC2086 # $small is a list of words
+  "$tb" $small "$@" >"$log" 2>&1
+}
+
+case $mode in
+at-end)
+  run "$dir/a.log" --steps 3 --ckpt "$dir/c.h5" --results "" || { cat "$dir/a.log"; fail "run with --ckpt"; }
+  step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
+  [ "$step" = 3 ] || fail "--ckpt without --ckpt-every: checkpoint step '$step', expected 3 (the last step)"
+  run "$dir/b.log" --steps 5 --ckpt "$dir/c.h5" --resume --results "" || { cat "$dir/b.log"; fail "resume"; }
+  grep -q "resuming from .* at step 3" "$dir/b.log" || fail "the resumed run did not start at step 3"
+  step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
+  [ "$step" = 5 ] || fail "after the resumed run the checkpoint holds step '$step', expected 5"
+  ;;
+keep)
+  r=$dir/run.h5
+  run "$dir/a.log" --steps 2 --ckpt "$dir/c.h5" --ckpt-every 1 --results "$r" || { cat "$dir/a.log"; fail "run A"; }
+  run "$dir/b.log" --steps 4 --ckpt "$dir/c.h5" --ckpt-every 1 --resume --results "$r" ||
+    { cat "$dir/b.log"; fail "resumed run B"; }
+  grep "^# --resume: the earlier results file $r is kept as $dir/run.before_resume_step2.h5$" "$dir/b.log" ||
+    fail "no '# --resume: ... kept as run.before_resume_step2.h5' line"
+  kept=$(h5 "$dir/run.before_resume_step2.h5" "list(f['steps/step'][()])" 2>&1)
+  [ "$kept" = "[0, 1]" ] || fail "the kept file's steps are '$kept', expected the earlier run's [0, 1]"
+  now=$(h5 "$r" "list(f['steps/step'][()])" 2>&1)
+  [ "$now" = "[2, 3]" ] || fail "$r holds steps '$now', expected the resumed run's [2, 3]"
+  # a name taken already: the next free one
+  cp "$r" "$dir/run.before_resume_step4.h5"
+  run "$dir/c.log" --steps 5 --ckpt "$dir/c.h5" --ckpt-every 1 --resume --results "$r" ||
+    { cat "$dir/c.log"; fail "resumed run C"; }
+  grep -q "is kept as $dir/run.before_resume_step4.1.h5$" "$dir/c.log" || fail "no run.before_resume_step4.1.h5"
+  # a plain rerun replaces the results file and keeps nothing
+  n=$(find "$dir" -name 'run.before_resume*' | wc -l)
+  run "$dir/d.log" --steps 1 --results "$r" || { cat "$dir/d.log"; fail "plain rerun"; }
+  [ "$(find "$dir" -name 'run.before_resume*' | wc -l)" = "$n" ] || fail "a plain rerun kept a copy"
+  grep -q "is kept as" "$dir/d.log" && fail "a plain rerun says it kept a copy"
+  ;;
+nonfinite)
+  ck=$dir/nan.ckpt.h5
+  # shellcheck disable=SC2086 # $small is a list of words
+  "$@" "$tb" $small --steps 30 --lr 100000 --lr-warmup-steps 0 --ckpt "$ck" --ckpt-every 1 \
+    --results "$dir/n.h5" >"$dir/n.log" 2>&1 && fail "the run with --lr 100000 exited 0"
+  grep "error:" "$dir/n.log"
+  for rank in 0 1; do
+    grep -Eq "trainbench\[rank $rank [^]]*\]: error: train: .*(NaN/Inf|the loss is).*; the last good checkpoint, '$ck', holds step [0-9]+$" "$dir/n.log" ||
+      fail "rank $rank printed no line naming the last good checkpoint's step"
+  done
+  [ "$(grep -c "error:" "$dir/n.log")" = 2 ] || fail "expected one error line per rank"
+  good=$(sed -n "s/.*the last good checkpoint, '.*', holds step \([0-9]*\)$/\1/p" "$dir/n.log" | head -n 1)
+  step=$(h5 "$ck" "int(f.attrs['step'])" 2>&1)
+  [ "$step" = "$good" ] || fail "the checkpoint holds step '$step', the stop line says $good"
+  bad=$(h5 "$ck" "[n for n in [k for g in ('params', 'momentum') for k in (g + '/' + x for x in f[g])] if f[n].dtype.kind == 'f' and not __import__('numpy').isfinite(f[n][()]).all()]" 2>&1)
+  [ "$bad" = "[]" ] || fail "the checkpoint holds non-finite tensors: $bad"
+  reason=$(h5 "$dir/n.h5" "f.attrs['status'], f.attrs['abort_reason']" 2>&1)
+  case $reason in *aborted*"last good checkpoint"*) ;; *) fail "results file: $reason" ;; esac
+  ;;
+all-ranks)
+  run "$dir/a.log" --steps 2 --ckpt "$dir/c.h5" --results "" || { cat "$dir/a.log"; fail "run A"; }
+  cp "$dir/c.h5" "$dir/c_orig.h5"
+  echo "earlier" >"$dir/r.h5"
+  # shellcheck disable=SC2086 # $small is a list of words
+  sh "$(dirname "$0")/expect_all_ranks.sh" 2 "--ckpt '$dir/c.h5' already holds a checkpoint \(step 2\); add --resume" \
+    "$@" "$tb" $small --steps 3 --ckpt "$dir/c.h5" --results "$dir/r.h5" || fail "refusal of an existing checkpoint"
+  # shellcheck disable=SC2086 # $small is a list of words
+  sh "$(dirname "$0")/expect_all_ranks.sh" 2 "is at step 2, which already reaches --steps 2; raise --steps" \
+    "$@" "$tb" $small --steps 2 --ckpt "$dir/c.h5" --resume --results "$dir/r.h5" || fail "refusal of a finished resume"
+  cmp -s "$dir/c.h5" "$dir/c_orig.h5" || fail "a refused run changed the checkpoint"
+  [ "$(cat "$dir/r.h5")" = earlier ] || fail "a refused run changed the results file"
+  [ -z "$(find "$dir" -name 'r.before_resume*')" ] || fail "a refused run renamed the results file"
+  ;;
+*)
+  echo "usage: ckpt_outputs.sh at-end|keep|nonfinite|all-ranks TRAINBENCH PYTHON [LAUNCHER...]"
+  exit 2
+  ;;
+esac
+[ "$fails" = 0 ] || exit 1
+echo "ok: $mode"
