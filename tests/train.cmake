@@ -190,3 +190,19 @@ if(TB_HAVE_MPI)
   add_test(NAME trace_np3_valid COMMAND ${TB_PY} ${TB_TEST_DIR}/check_trace.py trace_np3.json --ranks 3 --steps 4)
   set_tests_properties(trace_np3_valid PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED trace3)
 endif()
+
+# train names the bad files its loaders met (a set of 16 with an empty, a
+# non-JPEG and a truncated file): '# bad files: 3 files ...', the three named
+# with their reasons, data_bad_files / data_samples_replaced in the results
+# file; over 2 epochs on 2 ranks each file is counted once, not per rank
+if(TB_PYTHON)
+  add_test(NAME train_bad_files_reported
+           COMMAND sh ${TB_TEST_DIR}/bad_files_report.sh ${TB_BIN} ${TB_PYTHON} 1)
+  set_tests_properties(train_bad_files_reported PROPERTIES TIMEOUT 300)
+  if(TB_HAVE_MPI)
+    add_test(NAME train_bad_files_reported_np2
+             COMMAND sh ${TB_TEST_DIR}/bad_files_report.sh ${TB_BIN} ${TB_PYTHON} 2 ${TB_MPIRUN} 2)
+    set_tests_properties(train_bad_files_reported_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                         ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
+endif()

@@ -262,6 +262,7 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         if (r->info.rank == 0) printf("# trace written to %s (open it in ui.perfetto.dev)\n", r->fl.trace);
     }
     summarise(r, o);
+    tb_train_report_bad_files(r, o->step);
     if (r->fl.save[0] && r->info.rank == 0) {
         tb_monitor_progress(r->mon, o->step, "checkpoint", 0);
         int64_t spe = r->steps_per_epoch > 0 ? r->steps_per_epoch : 1, ep = o->step / spe;

@@ -146,6 +146,12 @@ void tb_train_open_data(tb_train_run *r);
 void tb_train_check_epoch_plan(tb_train_run *r);
 /* The run header's line saying what an epoch really trains. */
 void tb_train_print_epoch_plan(const tb_train_run *r);
+/* After training with --data (collective; nothing without --data): the
+ * files the training loaders found bad, over every rank (each file once),
+ * the samples they replaced and the first three with their reasons, in
+ * `# bad files:` lines and the results attributes data_bad_files,
+ * data_samples_replaced, data_bad_files_first (rank 0). */
+void tb_train_report_bad_files(tb_train_run *r, int64_t step);
 
 /* What a batch source is for: the training run (augmented, --last-batch),
  * validation (centre crop; every image once: keep), or a scaling row
