@@ -206,3 +206,12 @@ if(TB_PYTHON)
                          ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
 endif()
+
+# checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s
+# slower each (TB_TEST_FAULT=slow-ckpt), the img/s within 0.7 of what the
+# run's own mean step time gives, and '# checkpoints: 6 written ... in S s'
+if(TB_PYTHON)
+  add_test(NAME train_ckpt_time_left_out
+           COMMAND sh ${TB_TEST_DIR}/ckpt_time_left_out.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(train_ckpt_time_left_out PROPERTIES TIMEOUT 300)
+endif()

@@ -117,6 +117,8 @@ typedef struct {
     double top1, top5;           /* --val after the last full epoch (NaN: none) */
     int64_t val_images;
     double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
+    int ckpts;                   /* --ckpt-every checkpoints written */
+    double ckpt_s;               /* their wall seconds (rank 0's write + every rank's wait), left out of img/s */
 } tb_train_outcome;
 
 /* train_flags.c: parses and checks the flags, fills r->fl, r->cfg, argc
