@@ -136,6 +136,7 @@ void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, con
 
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases) {
+    tb_log_usage_errors(1); /* what is wrong here is wrong on every rank: rank 0 says it */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -177,6 +178,7 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
         }
         set_value(cmd, o, v);
     }
+    tb_log_usage_errors(0);
 }
 
 void tb_cli_require(const char *cmd, const char *flag, const char *value) {

@@ -215,3 +215,24 @@ if(TB_PYTHON)
            COMMAND sh ${TB_TEST_DIR}/ckpt_time_left_out.sh ${TB_BIN} ${TB_PYTHON})
   set_tests_properties(train_ckpt_time_left_out PROPERTIES TIMEOUT 300)
 endif()
+
+# a usage error that every rank finds in the same argv is one line, from
+# rank 0, not one per rank (core/log.h tb_log_usage_errors): the flag table's
+# check (train --batch-size 0, allreduce-bench -f 1) and train's own
+if(TB_HAVE_MPI)
+  set(TB_USAGE_ONCE_CASES
+      "cli_usage_error_once_np3|--batch-size expects an integer|--batch-size 0"
+      "cli_usage_error_once_np3_bench|--stepfactor expects a multiplier|allreduce-bench -f 1"
+      "cli_usage_error_once_np3_check|--ckpt-every needs --ckpt FILE|--ckpt-every 5")
+  foreach(case ${TB_USAGE_ONCE_CASES})
+    string(REPLACE "|" ";" case "${case}")
+    list(GET case 0 name)
+    list(GET case 1 want)
+    list(GET case 2 flags)
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    add_test(NAME ${name}
+             COMMAND sh -c "want=$1; shift; out=$(\"$@\" 2>&1); rc=$?; printf '%s\\n' \"$out\" | grep 'error:'; n=$(printf '%s\\n' \"$out\" | grep -c -- \"error: .*$want\"); echo \"exit $rc, $n error lines (1 wanted)\"; [ $rc -ne 0 ] && [ $n -eq 1 ]"
+                     usage_once "${want}" ${TB_MPIRUN} 3 ${TB_BIN} ${flags})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 60 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endforeach()
+endif()

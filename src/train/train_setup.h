@@ -122,7 +122,8 @@ typedef struct {
 } tb_train_outcome;
 
 /* train_flags.c: parses and checks the flags, fills r->fl, r->cfg, argc
- * and argv. Runs before MPI starts: a bad flag is one line per process. */
+ * and argv. Runs before MPI starts: a bad flag is one line, from the launcher's
+ * rank 0 (tb_log_usage_errors). */
 void tb_train_parse(tb_train_run *r, int argc, char **argv);
 
 /* train_setup.c: every rank from MPI start-up to identical replicas and the
