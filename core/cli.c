@@ -30,6 +30,7 @@ static void print_help(const char *usage, const tb_opt *opts, const char *aliase
         const char *arg = o->kind == TB_OPT_FLAG     ? ""
                           : o->kind == TB_OPT_SIZE   ? " BYTES"
                           : o->kind == TB_OPT_INT    ? " N"
+                          : o->kind == TB_OPT_FACTOR ? " FACTOR"
                           : o->kind == TB_OPT_DOUBLE ? " X"
                           : o->kind == TB_OPT_CHOICE ? " WHICH"
                                                      : " VALUE";
@@ -39,7 +40,8 @@ static void print_help(const char *usage, const tb_opt *opts, const char *aliase
         else
             snprintf(lhs, sizeof lhs, "--%s%s", o->name, arg);
         switch (o->kind) {
-        case TB_OPT_INT: snprintf(def, sizeof def, " (default %d)", *(int *)o->dst); break;
+        case TB_OPT_INT:
+        case TB_OPT_FACTOR: snprintf(def, sizeof def, " (default %d)", *(int *)o->dst); break;
         case TB_OPT_DOUBLE: snprintf(def, sizeof def, " (default %g)", *(double *)o->dst); break;
         case TB_OPT_SIZE: snprintf(def, sizeof def, " (default %zu)", *(size_t *)o->dst); break;
         case TB_OPT_STRING:
@@ -77,6 +79,14 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v) {
         if (*v == '\0' || *end != '\0' || errno || x < o->min || x > o->max)
             tb_die("%s: --%s expects an integer in [%.0f, %.0f], got '%s'", cmd,
                    o->name, o->min, o->max, v);
+        *(int *)o->dst = (int)x;
+        break;
+    }
+    case TB_OPT_FACTOR: {
+        long x = strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || errno || x < o->min || x > o->max)
+            tb_die("%s: --%s expects a multiplier, a whole number in [%.0f, %.0f] (not a byte count), got '%s'",
+                   cmd, o->name, o->min, o->max, v);
         *(int *)o->dst = (int)x;
         break;
     }
@@ -126,6 +136,7 @@ void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, con
 
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases) {
+    tb_log_usage_errors(1); /* what is wrong here is wrong on every rank: rank 0 says it */
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -167,6 +178,7 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
         }
         set_value(cmd, o, v);
     }
+    tb_log_usage_errors(0);
 }
 
 void tb_cli_require(const char *cmd, const char *flag, const char *value) {

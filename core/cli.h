@@ -16,6 +16,7 @@ typedef enum {
     TB_OPT_STRING,  /* char[TB_OPT_STR_MAX] */
     TB_OPT_CHOICE,  /* string, one of `choices` ("a|b|c") */
     TB_OPT_SIZE,    /* size_t byte count: 4096, 64K, 128M, 2G (powers of 1024) */
+    TB_OPT_FACTOR,  /* int multiplier within [min, max] (a step factor: 2, 4) */
 } tb_opt_kind;
 
 #define TB_OPT_STR_MAX 4096

@@ -19,6 +19,8 @@
  *   nan           a NaN in this rank's gradients in STEP
  *   perturb       this rank's weights drift at the end (replica check)
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
+ *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
+ *                 step when STEP is omitted): a slow file system
  *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight
  *                 (the roll call; before the warm-up all-reduce; after it,
  *                 before the barrier of the timed one)

@@ -18,6 +18,23 @@ void tb_log_set_identity(int rank, int world, const char *host) {
 }
 
 int tb_log_rank(void) { return g_rank; }
+
+/* The rank the launcher gave this process, from its environment; -1 when
+ * none is set (not launched by mpirun, prterun or srun). */
+static int launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0) return (int)r;
+    }
+    return -1;
+}
+
+static int g_usage_quiet = 0; /* a usage error ends this process without a line (not launcher rank 0) */
+
+void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }
 const char *tb_log_host(void) { return g_host; }
 
 void tb_set_abort_hook(tb_abort_hook hook) { g_abort_hook = hook; }
@@ -149,6 +166,11 @@ _Noreturn void tb_die(const char *fmt, ...) {
         longjmp(tr->env, 1);
     }
     claim_the_end();
+    if (g_usage_quiet && g_rank < 0) { /* rank 0 says it; MPI has not started */
+        fflush(stdout);
+        sleep(3);
+        tb_abort(1);
+    }
     va_start(ap, fmt);
     vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
     va_end(ap);

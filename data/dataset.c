@@ -331,6 +331,16 @@ static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen)
         set_err(err, errlen, "cannot open list file %s: %s", path, strerror(errno));
         return -1;
     }
+    unsigned char magic[3] = {0, 0, 0};
+    if (fread(magic, 1, 3, f) == 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
+        set_err(err, errlen,
+                "%s is a JPEG image, not a data set: give a directory of class folders (DIR/CLASS/IMAGE.jpg, "
+                "as trainbench mkdata writes) or a list file of 'PATH LABEL' lines",
+                path);
+        fclose(f);
+        return -1;
+    }
+    rewind(f);
     int64_t cap = 1024, n = 0;
     size_t acap = 1 << 16, alen = 0;
     ds->labels = xmalloc((size_t)cap * sizeof *ds->labels);

@@ -496,6 +496,16 @@ const tb_timeline *tb_loader_timeline(const tb_loader *ld) { return ld->tl; }
 
 const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }
 
+int64_t tb_loader_bad_samples(const tb_loader *ld, int64_t *out, int64_t cap) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < ld->n; i++)
+        if (atomic_load_explicit(&ld->known_bad[i], memory_order_relaxed) & 2) {
+            if (out && k < cap) out[k] = i;
+            k++;
+        }
+    return k;
+}
+
 int tb_loader_gpu_stages(const tb_loader *ld) { return ld->ngpu; }
 
 void tb_loader_destroy(tb_loader *ld) {

@@ -205,6 +205,10 @@ void tb_loader_memory(const tb_loader *ld, int64_t *device_bytes, int64_t *pinne
  * without one. */
 int tb_loader_timeline_write(const tb_loader *ld, const char *path, const char *title, char *err, size_t errlen);
 const tb_timeline *tb_loader_timeline(const tb_loader *ld);
+/* The samples (data set indices) whose file this loader has found bad so
+ * far, each once however often it was met, in index order: the first
+ * `cap` into out (NULL: none); returns how many there are. */
+int64_t tb_loader_bad_samples(const tb_loader *ld, int64_t *out, int64_t cap);
 /* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
 const char *tb_loader_decoder(const tb_loader *ld);
 /* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */

@@ -79,7 +79,8 @@ struct tb_loader {
     slot *slots;               /* [prefetch] */
     int nslots;
     int64_t *order;            /* [n] the epoch's global order */
-    atomic_uchar *known_bad;   /* [n] 1: unreadable whatever the crop */
+    atomic_uchar *known_bad;   /* [n] bit 1: unreadable whatever the crop; bit 2: met bad at least
+                                  once (any reason; tb_loader_bad_samples) */
     int64_t epoch;
     int64_t next_out;          /* step tb_loader_next hands out next */
     int64_t fill_step;         /* step whose samples are being handed to workers */

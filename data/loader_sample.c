@@ -189,7 +189,7 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
     char path[4096], err[600];
     for (int64_t k = k0; k < ld->n; k++) {
         int64_t sample = ld->order[(s->start + j + k) % ld->n];
-        if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed)) { /* named when first found */
+        if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed) & 1) { /* named when first found */
             w->acc.skipped += k == 0;
             continue;
         }
@@ -259,7 +259,7 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         }
         if (rc != 0) {
             if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
-            if (rc == TB_RENDER_BAD_FILE) atomic_store_explicit(&ld->known_bad[sample], 1, memory_order_relaxed);
+            atomic_fetch_or_explicit(&ld->known_bad[sample], rc == TB_RENDER_BAD_FILE ? 3 : 2, memory_order_relaxed);
             w->acc.skipped += k == 0;
             note_bad(&w->acc, path, err);
             continue;
@@ -278,7 +278,9 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         w->acc.resize_s += info.resize_s + (tb_now() - t1);
         return;
     }
-    tb_die("no sample of %s decodes (%lld bad files); first: %s", ds->root, (long long)w->acc.skipped,
+    /* every candidate from k0 on was tried (or known bad) and failed */
+    tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs valid JPEGs", ds->root,
+           (long long)(ld->n - k0), k0 == 0 ? "the whole data set; first: " : "first: ",
            w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
 }
 

@@ -294,6 +294,18 @@ int main(int argc, char **argv) {
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 4 --image-size 32", path("tiny"));
     expect_error(a, "--data has 2 images, fewer than ranks x batch = 1 x 4");
     output_errors();
+    /* a JPEG given as --data is not read as a list file */
+    snprintf(a, sizeof a, "train --steps 1 --data '%s'", path("tiny/class_000/img_000000.jpg"));
+    expect_error(a, "img_000000.jpg is a JPEG image, not a data set: give a directory of class folders");
+    /* a set with no valid file: every file tried is counted */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && for i in 1 2 3; do echo junk > '%s'/$i.jpg; done", path("allbad/a"),
+             path("allbad/a"));
+    TB_CHECK(system(cmd) == 0, "the all-bad data set: %s", cmd);
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 2 --image-size 32 --scaling-steps 0 --results=",
+             path("allbad"));
+    expect_error(a, "decodes: all 3 files tried are bad (the whole data set; first: ");
+    /* -f is a multiplier, not a byte count */
+    expect_error("allreduce-bench -f 1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
 
     /* no temporary files left next to the outputs */
     char ls[512];

@@ -190,3 +190,49 @@ if(TB_HAVE_MPI)
   add_test(NAME trace_np3_valid COMMAND ${TB_PY} ${TB_TEST_DIR}/check_trace.py trace_np3.json --ranks 3 --steps 4)
   set_tests_properties(trace_np3_valid PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED trace3)
 endif()
+
+# train names the bad files its loaders met (a set of 16 with an empty, a
+# non-JPEG and a truncated file): '# bad files: 3 files ...', the three named
+# with their reasons, data_bad_files / data_samples_replaced in the results
+# file; over 2 epochs on 2 ranks each file is counted once, not per rank
+if(TB_PYTHON)
+  add_test(NAME train_bad_files_reported
+           COMMAND sh ${TB_TEST_DIR}/bad_files_report.sh ${TB_BIN} ${TB_PYTHON} 1)
+  set_tests_properties(train_bad_files_reported PROPERTIES TIMEOUT 300)
+  if(TB_HAVE_MPI)
+    add_test(NAME train_bad_files_reported_np2
+             COMMAND sh ${TB_TEST_DIR}/bad_files_report.sh ${TB_BIN} ${TB_PYTHON} 2 ${TB_MPIRUN} 2)
+    set_tests_properties(train_bad_files_reported_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                         ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
+endif()
+
+# checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s
+# slower each (TB_TEST_FAULT=slow-ckpt), the img/s within 0.7 of what the
+# run's own mean step time gives, and '# checkpoints: 6 written ... in S s'
+if(TB_PYTHON)
+  add_test(NAME train_ckpt_time_left_out
+           COMMAND sh ${TB_TEST_DIR}/ckpt_time_left_out.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(train_ckpt_time_left_out PROPERTIES TIMEOUT 300)
+endif()
+
+# a usage error that every rank finds in the same argv is one line, from
+# rank 0, not one per rank (core/log.h tb_log_usage_errors): the flag table's
+# check (train --batch-size 0, allreduce-bench -f 1) and train's own
+if(TB_HAVE_MPI)
+  set(TB_USAGE_ONCE_CASES
+      "cli_usage_error_once_np3|--batch-size expects an integer|--batch-size 0"
+      "cli_usage_error_once_np3_bench|--stepfactor expects a multiplier|allreduce-bench -f 1"
+      "cli_usage_error_once_np3_check|--ckpt-every needs --ckpt FILE|--ckpt-every 5")
+  foreach(case ${TB_USAGE_ONCE_CASES})
+    string(REPLACE "|" ";" case "${case}")
+    list(GET case 0 name)
+    list(GET case 1 want)
+    list(GET case 2 flags)
+    separate_arguments(flags UNIX_COMMAND "${flags}")
+    add_test(NAME ${name}
+             COMMAND sh -c "want=$1; shift; out=$(\"$@\" 2>&1); rc=$?; printf '%s\\n' \"$out\" | grep 'error:'; n=$(printf '%s\\n' \"$out\" | grep -c -- \"error: .*$want\"); echo \"exit $rc, $n error lines (1 wanted)\"; [ $rc -ne 0 ] && [ $n -eq 1 ]"
+                     usage_once "${want}" ${TB_MPIRUN} 3 ${TB_BIN} ${flags})
+    set_tests_properties(${name} PROPERTIES TIMEOUT 60 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endforeach()
+endif()

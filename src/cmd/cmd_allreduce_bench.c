@@ -133,7 +133,8 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
 
 /* The command line. */
 typedef struct {
-    size_t minb, maxb, factor_sz;
+    size_t minb, maxb;
+    int factor;           /* -f: each size is the previous one times this */
     int iters, warmup, check, share_gpu;
     double timeout;
     char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
@@ -160,13 +161,13 @@ typedef struct {
 } bench;
 
 static void parse_args(int argc, char **argv, bench_args *a) {
-    *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor_sz = 2, .iters = 20, .warmup = 5, .check = 1,
+    *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
                       .timeout = 300, .dtype = "float", .comm = "mpi"};
     tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
         {"maxbytes", TB_OPT_SIZE, &a->maxb, 1, 1e12, NULL, "largest message"},
-        {"stepfactor", TB_OPT_SIZE, &a->factor_sz, 2, 1024, NULL, "multiply the size by this"},
+        {"stepfactor", TB_OPT_FACTOR, &a->factor, 2, 1024, NULL, "multiply the size by this"},
         {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
         {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
         {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
@@ -270,7 +271,7 @@ static void sweep(bench *b) {
     size_t es = b->es;
     void *buf = malloc(a->maxb + es), *inputs = malloc(a->maxb + es);
     if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", a->maxb);
-    for (size_t bytes = a->minb; bytes <= a->maxb; bytes *= a->factor_sz) {
+    for (size_t bytes = a->minb; bytes <= a->maxb; bytes *= (size_t)a->factor) {
         size_t count = bytes / es;
         if (count == 0) count = 1;
         double dt = time_size(b, buf, inputs, count);
@@ -296,7 +297,7 @@ static void sweep(bench *b) {
                              a->check ? (double)wrong : -1};
             if (a->results[0]) tb_table_row(&b->tab, row, NULL);
         }
-        if (bytes > a->maxb / a->factor_sz) break;
+        if (bytes > a->maxb / (size_t)a->factor) break;
     }
     free(buf);
     free(inputs);

@@ -56,5 +56,6 @@ int main(int argc, char **argv) {
     if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
     for (int i = 0; i < k_ncommands; i++)
         if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);
+    tb_log_usage_errors(1); /* the same on every rank: rank 0 says it */
     tb_die("unknown subcommand '%s'; run 'trainbench --help' for the list", argv[1]);
 }

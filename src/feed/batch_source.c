@@ -256,6 +256,10 @@ void tb_source_stats(const tb_source *s, tb_loader_stats *st) {
     if (s->kind == SRC_LOADER) tb_loader_get_stats(loader_of(s), st);
 }
 
+int64_t tb_source_bad_samples(const tb_source *s, int64_t *out, int64_t cap) {
+    return s->kind == SRC_LOADER ? tb_loader_bad_samples(loader_of(s), out, cap) : 0;
+}
+
 void tb_source_destroy(tb_source *s) {
     if (!s) return;
     if (s->kind == SRC_LOADER) {

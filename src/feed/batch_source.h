@@ -55,6 +55,9 @@ int tb_source_next(tb_source *s, tb_source_batch *b);
 void tb_source_release(tb_source *s);
 /* Loader counters (zeros for the other sources). */
 void tb_source_stats(const tb_source *s, tb_loader_stats *st);
+/* The data set indices of the files the loader found bad so far
+ * (tb_loader_bad_samples; 0 for the other sources). */
+int64_t tb_source_bad_samples(const tb_source *s, int64_t *out, int64_t cap);
 void tb_source_destroy(tb_source *s);
 
 #endif

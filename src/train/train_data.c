@@ -187,3 +187,81 @@ void tb_train_print_epoch_plan(const tb_train_run *r) {
                "of %d (uneven shards: a rank may get none)\n",
                (long long)n, (long long)(n % gb), gb);
 }
+
+/* ---- bad files met while training ------------------------------------------------------ */
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* What one rank's loader met: samples replaced, the first three "path: reason". */
+typedef struct {
+    int64_t replaced;
+    char first[3][512];
+} bad_note;
+
+/* Rank 0's line(s) and attributes from every rank's notes and bad sample
+ * indices (all, in rank order: the same file met on two ranks counts once). */
+static void print_bad_files(tb_train_run *r, const bad_note *notes, int64_t *idx, int64_t nidx) {
+    qsort(idx, (size_t)nidx, sizeof *idx, cmp_i64);
+    int64_t files = 0, replaced = 0;
+    for (int64_t i = 0; i < nidx; i++) files += i == 0 || idx[i] != idx[i - 1];
+    const char *named[3] = {NULL, NULL, NULL};
+    int nn = 0;
+    for (int q = 0; q < r->info.world; q++) {
+        replaced += notes[q].replaced;
+        for (int k = 0; k < 3 && nn < 3 && notes[q].first[k][0]; k++) {
+            int dup = 0;
+            for (int m = 0; m < nn; m++) dup |= strcmp(named[m], notes[q].first[k]) == 0;
+            if (!dup) named[nn++] = notes[q].first[k];
+        }
+    }
+    const char *all = r->info.world > 1 ? ", all ranks" : "";
+    if (files == 0)
+        printf("# bad files: none met in --data (%lld samples replaced%s)\n", (long long)replaced, all);
+    else
+        printf("# bad files: %lld file%s of --data could not be used (%lld sample%s replaced by the next that "
+               "decodes%s); the first %d:\n",
+               (long long)files, files == 1 ? "" : "s", (long long)replaced, replaced == 1 ? "" : "s", all, nn);
+    char first[3 * 512 + 8] = "";
+    for (int m = 0; m < nn; m++) {
+        printf("#   %s\n", named[m]);
+        size_t used = strlen(first);
+        snprintf(first + used, sizeof first - used, "%s%s", m ? "\n" : "", named[m]);
+    }
+    tb_run_report_lock(&r->report);
+    tb_attrs_int(&r->report.attrs, "data_bad_files", files);
+    tb_attrs_int(&r->report.attrs, "data_samples_replaced", replaced);
+    tb_attrs_str(&r->report.attrs, "data_bad_files_first", first);
+    tb_run_report_unlock(&r->report);
+}
+
+void tb_train_report_bad_files(tb_train_run *r, int64_t step) {
+    if (!r->fl.data[0] || !r->src) return;
+    bad_note mine;
+    memset(&mine, 0, sizeof mine);
+    tb_loader_stats st;
+    tb_source_stats(r->src, &st);
+    mine.replaced = st.skipped;
+    memcpy(mine.first, st.first_bad, sizeof mine.first);
+    int64_t n = tb_source_bad_samples(r->src, NULL, 0);
+    int64_t *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx);
+    bad_note *notes = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *notes) : NULL;
+    size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
+    if (!idx || (r->info.rank == 0 && (!notes || !counts))) TB_FATAL("out of host memory");
+    n = tb_source_bad_samples(r->src, idx, n);
+    tb_monitor_progress(r->mon, step, "bad-file gather", 1);
+    tb_comm_gather(r->world, &mine, notes, sizeof mine, 0);
+    char *every = tb_comm_gather_bytes(r->world, idx, (size_t)n * sizeof *idx, 0, counts);
+    if (r->info.rank == 0) {
+        size_t bytes = 0;
+        for (int q = 0; q < r->info.world; q++) bytes += counts[q];
+        print_bad_files(r, notes, (int64_t *)(void *)every, (int64_t)(bytes / sizeof *idx));
+        fflush(stdout);
+    }
+    free(every);
+    free(counts);
+    free(notes);
+    free(idx);
+}

@@ -198,7 +198,9 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("train", "[mpirun -np N] trainbench [train] [options]", argc, argv, opts);
+    tb_log_usage_errors(1); /* the checks of the argv alone: rank 0 says what is wrong */
     check_flags(r);
+    tb_log_usage_errors(0);
     r->argc = argc;
     r->argv = argv;
 }

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "src/results/results.h"
@@ -21,6 +23,10 @@ typedef struct {
     double cpu_timed;            /* process CPU time at the start of the timed steps */
     double loader_cpu_timed;     /* the loader threads' CPU time then */
     double samples_run;          /* since start-up, all ranks (a short last step counts what it holds) */
+    double ckpt_s;               /* wall seconds of the checkpoints so far (rank 0's write and every rank's
+                                    wait for it), left out of every img/s */
+    double ckpt_timed_s;         /* of them, those inside the timed steps */
+    double ckpt_cpu_timed_s;     /* the calling thread's CPU seconds in those (out of the CPU budget) */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
     int nq, qhead, qcap;
@@ -132,6 +138,10 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
         tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
         meta.epoch_step = epoch_step;
         tb_run_report_lock(&r->report);
+        if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
+            struct timespec half = {0, 500000000L};
+            nanosleep(&half, NULL);
+        }
         tb_ckpt_save(path, r->m, &meta);
         tb_run_report_unlock(&r->report);
     }
@@ -218,9 +228,9 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
         }
         int64_t done = step + 1;
         if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
-            double el = tb_now() - c->t_begin;
+            double el = tb_now() - c->t_begin; /* img/s without the checkpoint writes, eta with them */
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
-                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / el,
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s),
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
             if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
@@ -246,6 +256,26 @@ void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
     tb_mem_info mi;
     r->be->memory(r->be, &mi);
     s->peak_mem_bytes = (double)mi.peak;
+}
+
+/* --ckpt-every's checkpoint after `o->step` steps: rank 0 writes it, every
+ * rank waits for it at a barrier (else the others would wait inside the
+ * next step's all-reduce, where it would pass for communication time), and
+ * the whole stretch is timed apart: left out of img/s, counted in o->ckpts
+ * and o->ckpt_s. */
+static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int64_t epoch, int64_t epoch_step) {
+    double t0 = tb_now(), cpu0 = tb_thread_cpu_s();
+    tb_train_save_checkpoint(r, r->fl.ckpt, o->step, epoch, epoch_step); /* every rank: its finite check */
+    tb_monitor_progress(r->mon, o->step, "checkpoint barrier", 1);
+    tb_comm_barrier(r->world);
+    double dt = tb_now() - t0;
+    c->ckpt_s += dt;
+    if (o->step > c->warm_end) { /* inside the timed steps (the clock starts at step warm_end) */
+        c->ckpt_timed_s += dt;
+        c->ckpt_cpu_timed_s += tb_thread_cpu_s() - cpu0;
+    }
+    o->ckpts++;
+    o->ckpt_s = c->ckpt_s;
 }
 
 /* One training step on batch b, its records, progress line and checkpoint. */
@@ -282,7 +312,7 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
     if (need) flush(r, o, c);
     c->epoch = epoch;
     c->epoch_step = *epoch_step;
-    if (ckpt) tb_train_save_checkpoint(r, r->fl.ckpt, step, epoch, *epoch_step);
+    if (ckpt) checkpoint(r, o, c, epoch, *epoch_step);
 }
 
 void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
@@ -315,13 +345,12 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
     }
     flush(r, o, &c);
     /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
-    if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0])
-        tb_train_save_checkpoint(r, r->fl.ckpt, o->step, c.epoch, c.epoch_step);
-    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed : 0;
+    if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0]) checkpoint(r, o, &c, c.epoch, c.epoch_step);
+    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
-        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed;
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s;
         o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
     }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);

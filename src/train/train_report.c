@@ -103,6 +103,15 @@ static void summarise(tb_train_run *r, tb_train_outcome *o) {
             printf("#\n# training: %lld steps, loss %.4f -> %.4f; no timed step (all within "
                    "--warmup-steps %d)\n",
                    (long long)o->step, o->first_loss, o->loss, r->fl.warmup);
+        if (o->ckpts > 0) {
+            printf("# checkpoints: %d written to %s in %.2f s (rank 0's writes and every rank's wait for them), "
+                   "left out of the training img/s\n",
+                   o->ckpts, r->fl.ckpt, o->ckpt_s);
+            tb_run_report_lock(&r->report);
+            tb_attrs_int(&r->report.attrs, "checkpoints_written", o->ckpts);
+            tb_attrs_num(&r->report.attrs, "checkpoint_s", o->ckpt_s);
+            tb_run_report_unlock(&r->report);
+        }
         fflush(stdout);
     }
     free(all);
@@ -144,9 +153,9 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
            tb_train_scaling_min_s(r) > 0 ? "; more where a row lasted under --scaling-min-seconds" : "",
            nrows > 1 ? " while the ranks outside the row sleep" : "", last->ranks, last->img_per_s);
     if (o->img_per_s > 0)
-        printf("#   measures again what training gave as %.2f img/s over %d timed steps; the two differ by "
+        printf("#   measures again what training gave as %.2f img/s over %d timed steps%s; the two differ by "
                "run-to-run\n#   noise (other load on the host, few steps).\n",
-               o->img_per_s, o->mine.steps);
+               o->img_per_s, o->mine.steps, o->ckpts > 0 ? " (its checkpoint writes left out)" : "");
     else
         printf("#   is the run's only throughput figure (training had no timed step).\n");
     if (r->ranks_per_gpu > 1 && nrows > 1)
@@ -262,7 +271,8 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
         if (r->info.rank == 0) printf("# trace written to %s (open it in ui.perfetto.dev)\n", r->fl.trace);
     }
     summarise(r, o);
-    if (r->fl.save[0]) {
+    tb_train_report_bad_files(r, o->step);
+    if (r->fl.save[0]) { /* every rank: the finite check before the write is collective */
         int64_t spe = r->steps_per_epoch > 0 ? r->steps_per_epoch : 1, ep = o->step / spe;
         tb_train_save_checkpoint(r, r->fl.save, o->step, ep, o->step - ep * spe);
         if (r->info.rank == 0) printf("# checkpoint written to %s\n", r->fl.save);

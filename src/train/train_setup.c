@@ -96,6 +96,7 @@ static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
  * name, and the watchdog, which guards every collective from here on. */
 static void bootstrap(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
+    r->abort_mark = -1;
     tb_comm_init(&r->argc, &r->argv, &r->info);
     tb_launch_check_singleton(&r->info);
     r->world = tb_comm_world();
@@ -115,7 +116,7 @@ static void bootstrap(tb_train_run *r) {
     r->abort_ctx.host = r->info.host;
     r->mon = f->timeout > 0 ? tb_monitor_start(r->world, r->hosts, f->timeout, on_watchdog, &r->abort_ctx) : NULL;
     tb_monitor_progress(r->mon, 0, "start-up", 0);
-    tb_train_abort_mark_start(r);
+    if (!f->resume) tb_train_abort_mark_start(r); /* resuming: once the earlier results file is kept */
     tb_train_signals_start(r);
 }
 
@@ -324,6 +325,7 @@ static void init_model(tb_train_run *r) {
         }
         if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
         atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
+        if (f->resume) tb_train_abort_mark_start(r);     /* so may an error's mark (train_signals.c) */
     }
     verdict_from_rank0(r, why);
     int64_t at[4] = {r->start[0], r->start[1], r->start[2], r->ckpt_step};

@@ -129,10 +129,13 @@ typedef struct {
     double top1, top5;           /* --val after the last full epoch (NaN: none) */
     int64_t val_images;
     double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
+    int ckpts;                   /* --ckpt-every checkpoints written */
+    double ckpt_s;               /* their wall seconds (rank 0's write + every rank's wait), left out of img/s */
 } tb_train_outcome;
 
 /* train_flags.c: parses and checks the flags, fills r->fl, r->cfg, argc
- * and argv. Runs before MPI starts: a bad flag is one line per process. */
+ * and argv. Runs before MPI starts: a bad flag is one line, from the launcher's
+ * rank 0 (tb_log_usage_errors). */
 void tb_train_parse(tb_train_run *r, int argc, char **argv);
 
 /* train_setup.c: every rank from MPI start-up to identical replicas and the
@@ -158,6 +161,12 @@ void tb_train_open_data(tb_train_run *r);
 void tb_train_check_epoch_plan(tb_train_run *r);
 /* The run header's line saying what an epoch really trains. */
 void tb_train_print_epoch_plan(const tb_train_run *r);
+/* After training with --data (collective; nothing without --data): the
+ * files the training loaders found bad, over every rank (each file once),
+ * the samples they replaced and the first three with their reasons, in
+ * `# bad files:` lines and the results attributes data_bad_files,
+ * data_samples_replaced, data_bad_files_first (rank 0). */
+void tb_train_report_bad_files(tb_train_run *r, int64_t step);
 
 /* What a batch source is for: the training run (augmented, --last-batch),
  * validation (centre crop; every image once: keep), or a scaling row

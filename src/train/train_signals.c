@@ -37,7 +37,8 @@ static void mark_aborted(void *p) {
 }
 
 void tb_train_abort_mark_start(tb_train_run *r) {
-    r->abort_mark = r->info.rank == 0 && r->report.path[0] ? tb_add_abort_cleanup(mark_aborted, &r->report) : -1;
+    if (r->info.rank == 0 && r->report.path[0] && r->abort_mark < 0)
+        r->abort_mark = tb_add_abort_cleanup(mark_aborted, &r->report);
 }
 
 void tb_train_abort_mark_stop(tb_train_run *r) {
