@@ -32,7 +32,7 @@ static int launcher_rank(void) {
     return -1;
 }
 
-static int g_usage_quiet = 0; /* a usage error ends this process without a line (not launcher rank 0) */
+static int g_usage_quiet = 0; /* a usage error waits before its line (not launcher rank 0) */
 
 void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }
 const char *tb_log_host(void) { return g_host; }
@@ -166,10 +166,14 @@ _Noreturn void tb_die(const char *fmt, ...) {
         longjmp(tr->env, 1);
     }
     claim_the_end();
-    if (g_usage_quiet && g_rank < 0) { /* rank 0 says it; MPI has not started */
+    if (g_usage_quiet && g_rank < 0) {
+        /* MPI has not started: the launcher's rank 0 says it, and the
+         * launcher ends the job within about 1 s of its exit, this rank
+         * with it. Still here after 3 s (rank 0 did not hit this error:
+         * other arguments, another host's files; or no launch of ours at
+         * all, only its variables inherited): say it too. */
         fflush(stdout);
         sleep(3);
-        tb_abort(1);
     }
     va_start(ap, fmt);
     vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);

@@ -38,12 +38,14 @@ _Noreturn void tb_abort(int exit_code);
 
 /* Usage errors: between tb_log_usage_errors(1) and (0), set around the
  * parsing of the command line (before MPI starts), a tb_die is an error
- * that every rank of a launch finds alike in the same argv. Then only the
- * launcher's rank 0 prints it; a process the launcher numbered above 0
+ * that every rank of a launch finds alike in the same argv. The launcher's
+ * rank 0 prints it at once; a process the launcher numbered above 0
  * (OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK or SLURM_PROCID, read from the
- * environment) exits with the same status without a word, after a grace of
- * 3 s so that rank 0's line is out before the launcher tears the job down.
- * Once MPI has set the identity (tb_log_set_identity) every rank speaks. */
+ * environment) waits 3 s first, in which the launcher, seeing rank 0 exit,
+ * usually ends it: one line for the job. A process still there prints its
+ * own (rank 0 did not hit its error, or the variables were inherited from
+ * another launch). Once MPI has set the identity (tb_log_set_identity)
+ * every rank speaks at once. */
 void tb_log_usage_errors(int on);
 _Noreturn void tb_die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* tb_die with another exit code (130 for an interrupt); never trapped. */

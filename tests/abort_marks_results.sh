@@ -5,9 +5,10 @@
 #   strict   --strict-data meets a truncated JPEG, three times over (the
 #            loader thread's error once raced the main thread's BLAS call at
 #            exit: a segfault after the line);
-#   fsize    the checkpoint cannot be written (a file size limit, as a full
-#            disk: EFBIG): "cannot write checkpoint", the checkpoint's
-#            temporary removed, the results file still marked;
+#   fsize    the checkpoint cannot be written (a private 2 MiB tmpfs: a full
+#            disk, ENOSPC): "cannot write checkpoint", the checkpoint's
+#            temporary removed, the results file still marked (run as root
+#            only: skipped, and said so, where mounting is not allowed);
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
 #            each says so and the job exits 1, no segfault.

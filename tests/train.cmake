@@ -236,3 +236,10 @@ if(TB_HAVE_MPI)
     set_tests_properties(${name} PROPERTIES TIMEOUT 60 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endforeach()
 endif()
+# ... but a process that only inherited a launcher's rank variable (a
+# trainbench started by rank 1 of another job) still says its error, after
+# the 3 s grace: exit 1 and the line, not a silent exit
+add_test(NAME cli_usage_error_inherited_rank
+         COMMAND sh -c "out=$(OMPI_COMM_WORLD_RANK=1 \"$0\" --batch-size 0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] && printf '%s\\n' \"$out\" | grep -q 'error: .*--batch-size expects an integer'"
+                 ${TB_BIN})
+set_tests_properties(cli_usage_error_inherited_rank PROPERTIES TIMEOUT 60)

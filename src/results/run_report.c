@@ -159,9 +159,13 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
         snprintf(buf, len, "no results file was written to '%s'", r->path);
 }
 
-/* The write itself, r->mu held by the caller. */
+/* The write itself, r->mu held by the caller. provisional 2: an error's
+ * mark, written only once the run has its provenance (status "running", as
+ * the first snapshot), so an error in the first seconds of start-up does
+ * not replace an earlier run's file with an empty one. */
 static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s,
                          int provisional) {
+    if (provisional == 2 && !tb_attrs_get_str(&r->attrs, "status")) return;
     if ((!r->written || (r->replaceable && wait_s > 0 && !provisional)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;
@@ -239,10 +243,10 @@ void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
          * or the results write itself): they are whole, and waiting for
          * the lock would wait for itself */
         atomic_store(&r->final_started, 1);
-        write_locked(r, "aborted", reason, 0.5, 1);
+        write_locked(r, "aborted", reason, 0.5, 2);
         return;
     }
-    report_write(r, "aborted", reason, 0.5, 1);
+    report_write(r, "aborted", reason, 0.5, 2);
 }
 
 void tb_run_report_free(tb_run_report *r) {

@@ -65,9 +65,10 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
  * file already written, so a precise reason that got there first stays. */
 void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s);
 /* The mark of a job ending on an error (an abort cleanup: tb_die's message
- * as the reason): "aborted" unless a final file was written, waiting at most
- * 0.5 s, also from the thread that holds the tables (tb_run_report_lock
- * around a checkpoint write that failed). */
+ * as the reason): "aborted" unless a final file was written or the run has
+ * no provenance yet (start-up's first seconds: an earlier run's file stays),
+ * waiting at most 0.5 s, also from the thread that holds the tables
+ * (tb_run_report_lock around a checkpoint write that failed). */
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason);
 /* Stops the snapshot thread and frees everything. */
 void tb_run_report_free(tb_run_report *r);

@@ -245,12 +245,13 @@ void tb_train_report_bad_files(tb_train_run *r, int64_t step) {
     tb_source_stats(r->src, &st);
     mine.replaced = st.skipped;
     memcpy(mine.first, st.first_bad, sizeof mine.first);
-    int64_t n = tb_source_bad_samples(r->src, NULL, 0);
-    int64_t *idx = malloc((size_t)(n > 0 ? n : 1) * sizeof *idx);
+    int64_t cap = tb_source_bad_samples(r->src, NULL, 0), n;
+    int64_t *idx = malloc((size_t)(cap > 0 ? cap : 1) * sizeof *idx);
     bad_note *notes = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *notes) : NULL;
     size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
     if (!idx || (r->info.rank == 0 && (!notes || !counts))) TB_FATAL("out of host memory");
-    n = tb_source_bad_samples(r->src, idx, n);
+    n = tb_source_bad_samples(r->src, idx, cap);
+    if (n > cap) n = cap; /* the loader, still decoding ahead, met another since the count */
     tb_monitor_progress(r->mon, step, "bad-file gather", 1);
     tb_comm_gather(r->world, &mine, notes, sizeof mine, 0);
     char *every = tb_comm_gather_bytes(r->world, idx, (size_t)n * sizeof *idx, 0, counts);

@@ -324,8 +324,10 @@ static void init_model(tb_train_run *r) {
             }
         }
         if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
-        atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
-        if (f->resume) tb_train_abort_mark_start(r);     /* so may an error's mark (train_signals.c) */
+        if (!why[0]) { /* the earlier results file is kept (or there was none) */
+            atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
+            if (f->resume) tb_train_abort_mark_start(r);     /* so may an error's mark (train_signals.c) */
+        }
     }
     verdict_from_rank0(r, why);
     int64_t at[4] = {r->start[0], r->start[1], r->start[2], r->ckpt_step};

@@ -13,7 +13,9 @@
  * 128 + the signal's number, as a shell expects of an interrupted program.
  * With several ranks and the watchdog on, comm/monitor_mpi.c handles
  * SIGTERM (the launcher's) instead. */
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -32,6 +34,8 @@ static void mark_aborted(void *p) {
     if (setjmp(trap.env) == 0) {
         tb_fatal_trap_set(&trap);
         tb_run_report_write_on_abort(rep, why[0] ? why : "the run ended on an error");
+    } else {
+        tb_warn("results file '%s' not marked aborted: %s", rep->path, trap.msg);
     }
     tb_fatal_trap_set(NULL);
 }
@@ -73,7 +77,7 @@ static void *watch(void *arg) {
 
 void tb_train_signals_start(tb_train_run *r) {
     if (r->mon || g_pipe[0] >= 0) return; /* the watchdog takes SIGTERM */
-    if (pipe(g_pipe) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
+    if (pipe2(g_pipe, O_CLOEXEC) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
     g_results = r->report.path;
     pthread_t th;
     if (pthread_create(&th, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
@@ -81,6 +85,9 @@ void tb_train_signals_start(tb_train_run *r) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
+    /* a second Ctrl-C ends the process at once (an end stuck writing to a
+     * stalled pipe); interrupted calls resume rather than fail */
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
