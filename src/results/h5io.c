@@ -318,6 +318,8 @@ static void commit(tb_h5_writer *w, int sync_first) {
 void tb_h5_commit_atomic(tb_h5_writer *w) { commit(w, 1); }
 void tb_h5_commit_atomic_now(tb_h5_writer *w) { commit(w, 0); }
 
+void tb_h5_track_atomic(tb_h5_writer *w, const char *what) { tmp_push(w, what); }
+
 void tb_h5_abandon_atomic(tb_h5_writer *w) {
     if (w->file >= 0) H5Fclose(w->file);
     w->file = -1;

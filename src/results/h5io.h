@@ -76,6 +76,10 @@ void tb_h5_commit_atomic(tb_h5_writer *w);
 void tb_h5_commit_atomic_now(tb_h5_writer *w);
 /* Closes and removes the temporary file (error paths); releases the lock. */
 void tb_h5_abandon_atomic(tb_h5_writer *w);
+/* A writer whose temporary the caller made and opened itself, the lock
+ * held (a copy of a file rewritten in place): tracked as
+ * tb_h5_create_atomic's are, so a failure before the commit removes it. */
+void tb_h5_track_atomic(tb_h5_writer *w, const char *what);
 
 /* Whether an output file can later be written at `path` (by the atomic
  * writer or plainly), asked at start-up so that a run does not fail after

@@ -239,6 +239,7 @@ void tb_results_copy_with_tables(const char *src, const char *dst, const tb_attr
         tb_h5_unlock();
         tb_die("'%s' is not an HDF5 file that can be rewritten", src);
     }
+    tb_h5_track_atomic(&w, "results file");
     if (a) write_attrs(w.file, a);
     for (int i = 0; i < ntables; i++) {
         if (H5Lexists(w.file, tables[i]->group, H5P_DEFAULT) > 0)
