@@ -126,15 +126,13 @@ static void emit(const char *kind, const char *fmt, va_list ap) {
     fflush(stderr);
 }
 
-static void emit_str_v(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit_str_v(const char *kind, const char *fmt, ...) {
+static void emitf(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emitf(const char *kind, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     emit(kind, fmt, ap);
     va_end(ap);
 }
-
-static void emit_str(const char *kind, const char *msg) { emit_str_v(kind, "%s", msg); }
 
 static _Thread_local tb_fatal_trap *t_trap = NULL;
 
@@ -152,7 +150,7 @@ static tb_fatal_trap *take_trap(void) {
  * kept for the cleanups (tb_log_last_error) and printed with one write. */
 static _Noreturn void end_with(int exit_code, const char *kind) {
     fflush(stdout);
-    emit_str(kind, g_last_error);
+    emitf(kind, "%s", g_last_error);
     tb_abort(exit_code);
 }
 
@@ -217,7 +215,7 @@ _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...) {
     snprintf(g_last_error, sizeof g_last_error, "%s:%d: %s", file, line, body);
     snprintf(kind, sizeof kind, "%s:%d: fatal: ", file, line);
     fflush(stdout);
-    emit_str(kind, body);
+    emitf(kind, "%s", body);
     tb_abort(1);
 }
 

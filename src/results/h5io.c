@@ -193,16 +193,15 @@ hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
          * free at once (HDF5 still holds it open) for the results file's
          * "aborted" mark that follows */
         void *fd = NULL;
-        if (H5Fget_vfd_handle(g_tmp[n - 1].file, H5P_DEFAULT, &fd) >= 0 && fd && ftruncate(*(int *)fd, 0) != 0)
-            (void)0; /* the unlink below still removes the name */
+        if (H5Fget_vfd_handle(g_tmp[n - 1].file, H5P_DEFAULT, &fd) >= 0 && fd)
+            (void)!ftruncate(*(int *)fd, 0); /* best effort: the unlink below removes the name anyway */
         unlink(g_tmp[n - 1].tmp);
         tb_die("cannot write %s '%s': %s; free space there or choose another path (--results, --ckpt, --save)",
                g_tmp[n - 1].what, g_tmp[n - 1].path, strerror(e));
     }
-    if (n > 0)
-        tb_fatal_at(file, line, "HDF5 call failed writing %s '%s': %s: %s", g_tmp[n - 1].what, g_tmp[n - 1].path,
-                    expr, msg[0] ? msg : "no HDF5 message");
-    tb_fatal_at(file, line, "HDF5 call failed: %s: %s", expr, msg[0] ? msg : "no HDF5 message");
+    char writing[4200] = ""; /* the file being written, when one is */
+    if (n > 0) snprintf(writing, sizeof writing, " writing %s '%s'", g_tmp[n - 1].what, g_tmp[n - 1].path);
+    tb_fatal_at(file, line, "HDF5 call failed%s: %s: %s", writing, expr, msg[0] ? msg : "no HDF5 message");
 }
 
 void tb_h5_quiet(void) {

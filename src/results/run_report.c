@@ -139,10 +139,15 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     }
 }
 
-void tb_run_report_lock(tb_run_report *r) {
-    pthread_mutex_lock(&r->mu);
+/* r->mu was just taken by this thread: say who holds it (tb_run_report_write_on_abort). */
+static void note_holder(tb_run_report *r) {
     r->holder = pthread_self();
     atomic_store(&r->held, 1);
+}
+
+void tb_run_report_lock(tb_run_report *r) {
+    pthread_mutex_lock(&r->mu);
+    note_holder(r);
 }
 
 void tb_run_report_unlock(tb_run_report *r) {
@@ -159,14 +164,17 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
         snprintf(buf, len, "no results file was written to '%s'", r->path);
 }
 
-/* The write itself, r->mu held by the caller. provisional 2: an error's
- * mark, written only once the run has its provenance (status "running", as
- * the first snapshot), so an error in the first seconds of start-up does
- * not replace an earlier run's file with an empty one. */
-static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s,
-                         int provisional) {
-    if (provisional == 2 && !tb_attrs_get_str(&r->attrs, "status")) return;
-    if ((!r->written || (r->replaceable && wait_s > 0 && !provisional)) && r->path[0]) {
+/* What a write is: the final one (or the watchdog's precise reason, which
+ * replaces its provisional mark), the watchdog's provisional mark (never
+ * replacing a file written), or an error's mark (as provisional, and only
+ * once the run has its provenance, status "running" as the first snapshot:
+ * an error in start-up's first seconds leaves an earlier run's file). */
+typedef enum { WRITE_FINAL, WRITE_PROVISIONAL, WRITE_ERROR_MARK } write_kind;
+
+/* The write itself, r->mu held by the caller. */
+static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s, write_kind how) {
+    if (how == WRITE_ERROR_MARK && !tb_attrs_get_str(&r->attrs, "status")) return;
+    if ((!r->written || (r->replaceable && wait_s > 0 && how == WRITE_FINAL)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;
         tb_utc_now(t, sizeof t);
@@ -199,7 +207,7 @@ static void write_locked(tb_run_report *r, const char *status, const char *reaso
 }
 
 static void report_write(tb_run_report *r, const char *status, const char *reason, double wait_s,
-                         int provisional) {
+                         write_kind how) {
     atomic_store(&r->final_started, 1); /* no snapshot from here on */
     if (wait_s > 0) {
         double t0 = tb_now();
@@ -222,19 +230,17 @@ static void report_write(tb_run_report *r, const char *status, const char *reaso
     } else {
         pthread_mutex_lock(&r->mu);
     }
-    r->holder = pthread_self(); /* a failure inside the write marks the file from this thread */
-    atomic_store(&r->held, 1);
-    write_locked(r, status, reason, wait_s, provisional);
-    atomic_store(&r->held, 0);
-    pthread_mutex_unlock(&r->mu);
+    note_holder(r); /* a failure inside the write marks the file from this thread */
+    write_locked(r, status, reason, wait_s, how);
+    tb_run_report_unlock(r);
 }
 
 void tb_run_report_write(tb_run_report *r, const char *status, const char *reason, double wait_s) {
-    report_write(r, status, reason, wait_s, 0);
+    report_write(r, status, reason, wait_s, WRITE_FINAL);
 }
 
 void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s) {
-    report_write(r, "aborted", reason, wait_s, 1);
+    report_write(r, "aborted", reason, wait_s, WRITE_PROVISIONAL);
 }
 
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
@@ -243,10 +249,10 @@ void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
          * or the results write itself): they are whole, and waiting for
          * the lock would wait for itself */
         atomic_store(&r->final_started, 1);
-        write_locked(r, "aborted", reason, 0.5, 2);
+        write_locked(r, "aborted", reason, 0.5, WRITE_ERROR_MARK);
         return;
     }
-    report_write(r, "aborted", reason, 0.5, 2);
+    report_write(r, "aborted", reason, 0.5, WRITE_ERROR_MARK);
 }
 
 void tb_run_report_free(tb_run_report *r) {

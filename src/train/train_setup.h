@@ -129,7 +129,7 @@ typedef struct {
     double top1, top5;           /* --val after the last full epoch (NaN: none) */
     int64_t val_images;
     double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
-    int ckpts;                   /* --ckpt-every checkpoints written */
+    int ckpts;                   /* --ckpt checkpoints written (every --ckpt-every steps, or the one at the end) */
     double ckpt_s;               /* their wall seconds (rank 0's write + every rank's wait), left out of img/s */
 } tb_train_outcome;
 
