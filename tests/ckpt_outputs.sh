@@ -90,6 +90,8 @@ nonfinite)
   [ "$step" = "$good" ] || fail "the checkpoint holds step '$step', the stop line says $good"
   bad=$(h5 "$ck" "[n for n in [k for g in ('params', 'momentum') for k in (g + '/' + x for x in f[g])] if f[n].dtype.kind == 'f' and not __import__('numpy').isfinite(f[n][()]).all()]" 2>&1)
   [ "$bad" = "[]" ] || fail "the checkpoint holds non-finite tensors: $bad"
+  left=$(find "$dir" -name '*.tmp.*')
+  [ -z "$left" ] || fail "the stopped write left its temporary: $left"
   reason=$(h5 "$dir/n.h5" "f.attrs['status'], f.attrs['abort_reason']" 2>&1)
   case $reason in *aborted*"last good checkpoint"*) ;; *) fail "results file: $reason" ;; esac
   ;;

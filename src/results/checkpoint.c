@@ -80,32 +80,6 @@ static long first_nonfinite(const float *buf, size_t n) {
     return -1;
 }
 
-int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len) {
-    const tb_param_table *pt = &m->pt;
-    size_t maxn = 1;
-    for (int i = 0; i < pt->count; i++)
-        if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
-    float *buf = malloc(maxn * sizeof *buf);
-    if (!buf) TB_FATAL("out of host memory");
-    int found = 0;
-    for (int i = 0; i < pt->count && !found; i++) {
-        const tb_param *p = &pt->items[i];
-        if (p->role == TB_ROLE_BN_COUNTER) continue;
-        tb_model_get_tensor(m, i, buf);
-        long at = first_nonfinite(buf, p->numel);
-        if (at < 0 && tb_param_store_of(p->role) == TB_STORE_TRAIN) {
-            tb_model_get_momentum(m, i, buf);
-            if ((at = first_nonfinite(buf, p->numel)) >= 0)
-                snprintf(what, len, "the momentum of %s (element %ld: %g)", p->name, at, buf[at]);
-        } else if (at >= 0) {
-            snprintf(what, len, "%s (element %ld: %g)", p->name, at, buf[at]);
-        }
-        found = at >= 0;
-    }
-    free(buf);
-    return found;
-}
-
 /* Checks that group `grp` of the file holds exactly the names the model
  * expects (trainable_only: the momentum group), with the right shapes. */
 static void check_names(const char *path, hid_t f, const char *grp, const tb_model *m,
@@ -206,7 +180,16 @@ void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size,
     meta->seed = seed;
 }
 
-void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
+/* Checks the host copy buf[0..p->numel) of p (its momentum when momentum)
+ * as tb_ckpt_write_checked does: 1 with the first NaN/Inf named in bad. */
+static int check_finite(const tb_param *p, const float *buf, int momentum, char *bad, size_t len) {
+    long at = first_nonfinite(buf, p->numel);
+    if (at < 0) return 0;
+    snprintf(bad, len, "%s%s (element %ld: %g)", momentum ? "the momentum of " : "", p->name, at, buf[at]);
+    return 1;
+}
+
+int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t bad_len) {
     const tb_param_table *pt = &m->pt;
     tb_h5_lock("checkpoint write"); /* held already when `file` came from tb_h5_create_atomic */
     tb_h5_attr_write_str(file, "model", meta->model);
@@ -226,6 +209,8 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
         if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
     float *buf = malloc(maxn * sizeof *buf);
     if (!buf) TB_FATAL("out of host memory");
+    int found = 0;
+    /* each tensor is downloaded once: checked (bad given), then written */
     for (int i = 0; i < pt->count; i++) {
         const tb_param *p = &pt->items[i];
         /* test only: die half-way through writing this checkpoint */
@@ -238,9 +223,11 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
             continue;
         }
         tb_model_get_tensor(m, i, buf);
+        if (bad && (found = check_finite(p, buf, 0, bad, bad_len))) break;
         tb_h5_write_f32(gp, p->name, p->ndim, p->shape, buf);
         if (tb_param_store_of(p->role) == TB_STORE_TRAIN) {
             tb_model_get_momentum(m, i, buf);
+            if (bad && (found = check_finite(p, buf, 1, bad, bad_len))) break;
             tb_h5_write_f32(gm, p->name, p->ndim, p->shape, buf);
         }
     }
@@ -248,6 +235,11 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
     H5_CHECK(H5Gclose(gm));
     H5_CHECK(H5Gclose(gp));
     tb_h5_unlock();
+    return found;
+}
+
+void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
+    tb_ckpt_write_checked(file, m, meta, NULL, 0);
 }
 
 void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {
@@ -255,4 +247,15 @@ void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {
     tb_h5_create_atomic(&w, path, "checkpoint");
     tb_ckpt_write(w.file, m, meta);
     tb_h5_commit_atomic(&w);
+}
+
+int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len) {
+    tb_h5_writer w;
+    tb_h5_create_atomic(&w, path, "checkpoint");
+    if (tb_ckpt_write_checked(w.file, m, meta, bad, len)) {
+        tb_h5_abandon_atomic(&w); /* an earlier checkpoint at path stays as it was */
+        return 1;
+    }
+    tb_h5_commit_atomic(&w);
+    return 0;
 }

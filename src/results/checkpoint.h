@@ -39,12 +39,6 @@ int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet
  * or 0. */
 int tb_ckpt_peek_step(const char *path, int64_t *step);
 
-/* The host copies of m's parameters, BatchNorm statistics and momentum
- * buffers, checked before a checkpoint is written: 1 with the first tensor
- * that holds a NaN or Inf named in what ("layer1.0.bn1.running_var (element
- * 3: inf)", "the momentum of fc.weight (...)"), or 0 when all are finite. */
-int tb_ckpt_find_nonfinite(tb_model *m, char *what, size_t len);
-
 /* Loads every tensor of /params and /momentum into m. The set of names must
  * equal the model's (a missing or extra name is an error) and each shape
  * must match. Without /momentum the buffers are zeroed. */
@@ -52,9 +46,20 @@ void tb_ckpt_load(const char *path, tb_model *m);
 
 /* Writes attributes, /params and /momentum of m into an open file. */
 void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta);
+/* As tb_ckpt_write, checking each parameter, BatchNorm statistic and
+ * momentum buffer for NaN/Inf on its host copy, between its one download
+ * and its write: at the first one the write stops (the file is incomplete)
+ * and 1 is returned with the tensor named in bad ("layer1.0.bn1.running_var
+ * (element 3: inf)", "the momentum of fc.weight (...)"); 0 when all are
+ * finite and written. */
+int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len);
 
 /* Atomic save of a whole checkpoint. */
 void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta);
+/* Atomic save through tb_ckpt_write_checked: 1 (bad filled) when a tensor
+ * holds NaN/Inf, the temporary removed and any earlier file at path left as
+ * it was; 0 when saved. */
+int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len);
 
 /* meta for m with the given counters, this build's version. */
 void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,

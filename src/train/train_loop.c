@@ -115,10 +115,25 @@ static _Noreturn void stop_noting_ckpt(tb_train_run *r, const char *why) {
 
 void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, int64_t epoch,
                               int64_t epoch_step) {
+    /* Rank 0 downloads each tensor once, checks it and writes it; the others
+     * wait in the verdict's broadcast, as they would in the next step's
+     * all-reduce. A NaN/Inf leaves the file unwritten (an earlier one at
+     * path stays) and stops every rank. */
     char bad[256] = "";
-    tb_monitor_progress(r->mon, step, "checkpoint check", 0);
-    if (r->info.rank == 0) tb_ckpt_find_nonfinite(r->m, bad, sizeof bad);
-    tb_monitor_progress(r->mon, step, "checkpoint check broadcast", 1);
+    if (r->info.rank == 0) {
+        tb_monitor_progress(r->mon, step, "checkpoint", 0);
+        tb_ckpt_meta meta;
+        tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
+        meta.epoch_step = epoch_step;
+        tb_run_report_lock(&r->report);
+        if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
+            struct timespec half = {0, 500000000L};
+            nanosleep(&half, NULL);
+        }
+        tb_ckpt_save_checked(path, r->m, &meta, bad, sizeof bad);
+        tb_run_report_unlock(&r->report);
+    }
+    tb_monitor_progress(r->mon, step, "checkpoint verdict broadcast", 1);
     tb_comm_bcast(r->world, bad, sizeof bad, TB_BYTES, 0);
     int is_ckpt = path == r->fl.ckpt;
     if (bad[0]) {
@@ -131,19 +146,6 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
         snprintf(why, sizeof why, "after %lld steps %s holds NaN/Inf, so the run stops without writing --save '%s' "
                  "(lower --lr)", (long long)step, bad, path);
         tb_train_stop_together(r, why);
-    }
-    if (r->info.rank == 0) {
-        tb_monitor_progress(r->mon, step, "checkpoint", 0);
-        tb_ckpt_meta meta;
-        tb_ckpt_meta_for(&meta, r->m, r->image, step, epoch, r->fl.seed);
-        meta.epoch_step = epoch_step;
-        tb_run_report_lock(&r->report);
-        if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
-            struct timespec half = {0, 500000000L};
-            nanosleep(&half, NULL);
-        }
-        tb_ckpt_save(path, r->m, &meta);
-        tb_run_report_unlock(&r->report);
     }
     if (is_ckpt) r->ckpt_step = step;
 }
