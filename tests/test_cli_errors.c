@@ -191,6 +191,21 @@ static void output_errors(void) {
         expect_error_before(a, want, "step ");
     }
     TB_CHECK(access(path("same.h5"), F_OK) != 0, "a refused run wrote a file");
+    /* an output on an input file: the batch file, the --init weights */
+    copy_file(path("batch.h5"), path("in_batch.h5"));
+    copy_file(path("ok.h5"), path("in_init.h5"));
+    const char *ins[2][3] = {{"--batch-file", "in_batch.h5", "--results"}, {"--init", "in_init.h5", "--save"}};
+    for (int i = 0; i < 2; i++) {
+        char want[600], given[320];
+        snprintf(given, sizeof given, "%s/./%s", g_dir, ins[i][1]);
+        snprintf(a, sizeof a, "%s %s '%s' %s '%s'%s", q, ins[i][0], path(ins[i][1]), ins[i][2], given,
+                 i == 1 ? " --results ''" : "");
+        snprintf(want, sizeof want, "%s '%s' is the %s input '%s', and writing it would destroy the input", ins[i][2],
+                 given, ins[i][0], path(ins[i][1]));
+        expect_error_before(a, want, "step ");
+    }
+    TB_CHECK(same_bytes(path("in_batch.h5"), path("batch.h5")), "a refused run changed the batch file");
+    TB_CHECK(same_bytes(path("in_init.h5"), path("ok.h5")), "a refused run changed the --init file");
 
     /* a checkpoint at step 20 (ok.h5 is at step 0, 32 px, seed 1) */
     copy_file(path("ok.h5"), path("c20.h5"));

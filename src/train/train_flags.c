@@ -64,18 +64,25 @@ static void landing(const char *path, char *out, size_t len) {
     else snprintf(out, len, "%s", path);
 }
 
-/* Two output flags that name one file would overwrite each other. */
+/* Two output flags that name one file would overwrite each other; an
+ * output on an input file (--batch-file, --init) would destroy the input. */
 static void check_outputs_distinct(const tb_train_flags *f) {
-    const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
-    const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
-    char where[4][4200];
-    for (int i = 0; i < 4; i++) {
+    const char *flag[6] = {"--results", "--ckpt", "--save", "--trace", "--batch-file", "--init"};
+    const char *path[6] = {f->results, f->ckpt, f->save, f->trace, f->batch_file, f->init};
+    enum { n_out = 4, n_all = 6 };
+    char where[n_all][4200];
+    for (int i = 0; i < n_all; i++) {
         if (path[i][0]) landing(path[i], where[i], sizeof where[i]);
-        for (int j = 0; j < i && path[i][0]; j++)
-            if (path[j][0] && strcmp(where[i], where[j]) == 0)
+        for (int j = 0; j < i && j < n_out && path[i][0]; j++) {
+            if (!path[j][0] || strcmp(where[i], where[j]) != 0) continue;
+            if (i < n_out)
                 tb_die("train: %s '%s' and %s '%s' are the same file, and one would overwrite the other; give "
                        "them different paths",
                        flag[j], path[j], flag[i], path[i]);
+            tb_die("train: %s '%s' is the %s input '%s', and writing it would destroy the input; give %s another "
+                   "path",
+                   flag[j], path[j], flag[i], path[i], flag[j]);
+        }
     }
 }
 
