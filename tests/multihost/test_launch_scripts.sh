@@ -162,6 +162,12 @@ expect_line "local: inside a Slurm allocation: this machine's cores, not the job
 expect_line "local: CUDA_VISIBLE_DEVICES=2,3 -> 2 ranks, exported" \
     "mpirun -np 2$root_flag --map-by slot:PE=8 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
     PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=2,3 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: CUDA_VISIBLE_DEVICES= (empty) hides the GPUs nvidia-smi lists -> 1 rank" \
+    "mpirun -np 1$root_flag --map-by slot:PE=16 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
+    PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES= TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: CUDA_VISIBLE_DEVICES=0,-1,1 -> CUDA stops at -1: 1 rank" \
+    "mpirun -np 1$root_flag --map-by slot:PE=16 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
+    PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=0,-1,1 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
 expect_words "local: set NCCL/UCX/OMP/TB_GRAD_SYNC variables are exported, unset ones not" \
     "-x NCCL_DEBUG|-x NCCL_ALGO|-x UCX_TLS|-x OMP_NUM_THREADS|-x OPENBLAS_NUM_THREADS|-x MY_VAR|-x TB_GRAD_SYNC_POLL_US" \
     "NCCL_IB_HCA|NCCL_SOCKET_IFNAME|CUDA_VISIBLE_DEVICES|UNSET_VAR|-x PATH|NCCL_DEBUG=|TB_GRAD_SYNC_STATS|TB_CORES" \
