@@ -35,7 +35,7 @@ tb_add_split() {
 }
 
 tb_die() {
-    echo "$TB_SCRIPT: error: $*" >&2
+    printf '%s\n' "$TB_SCRIPT: error: $*" >&2 # not echo: dash's would turn a \r in a path or hint into a control character
     exit 2
 }
 
@@ -168,6 +168,9 @@ tb_fabric() {
             # is taken for the other too; none given: both choose
             tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-}}}
             [ -z "$tb_gid" ] || tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
+            if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
+                tb_die "--fabric roce: TB_IFACE '$TB_IFACE' is a subnet, which NCCL's bootstrap does not take: also set TB_NCCL_SOCKET_IFNAME to the RoCE port's netdev (e.g. ens1f0np0: ibdev2netdev)"
+            fi
             [ -n "$tb_ifname" ] ||
                 tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
             tb_fabric_ucx

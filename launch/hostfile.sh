@@ -108,6 +108,7 @@ done
 # refused: Open MPI 4.1 counts every core of it as a slot, so all ranks
 # would land on the first host.
 slots=$(awk '
+    /\r$/ { print "crlf " NR; err = 1; exit }
     { sub(/#.*/, "") }
     NF == 0 { next }
     { n = ""
@@ -118,6 +119,7 @@ slots=$(awk '
       hosts++; total += n }
     END { if (!err && hosts) print total " " hosts }' "$hostfile")
 case $slots in
+    crlf*) tb_die "hostfile $hostfile line ${slots#crlf }: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//' $hostfile" ;;
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
     bare*) tb_bare=${slots#bare }
            tb_die "hostfile $hostfile line ${tb_bare%% *}: no slots= (Open MPI would count every core as a slot and put all ranks on the first host): write '${tb_bare#* } slots=<its GPUs>'" ;;

@@ -11,8 +11,9 @@
 # and exits 0.
 #
 # -n N (or TB_NP): ranks. Default: the GPUs this job may use (the entries of
-#   CUDA_VISIBLE_DEVICES when it is set, else the GPUs `nvidia-smi -L`
-#   lists); without GPUs 1, since one CPU rank already uses every core
+#   CUDA_VISIBLE_DEVICES when it is set, up to the first CUDA cannot read,
+#   so an empty value, -1 or NoDevFiles means none; else the GPUs
+#   `nvidia-smi -L` lists); without GPUs 1, since one CPU rank already uses every core
 #   through its threads (give -n to measure CPU data-parallel scaling).
 #
 # Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*, TB_GRAD_SYNC_*,
@@ -68,8 +69,13 @@ done
 
 if [ -z "$np" ]; then
     np=0
-    if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
-        np=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' | grep -c .) || np=0
+    if tb_is_set CUDA_VISIBLE_DEVICES; then
+        # CUDA takes the entries up to the first it cannot read (an index,
+        # GPU-UUID or MIG-UUID): "", -1 or Slurm's NoDevFiles hide every GPU
+        np=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' |
+            awk '/^([0-9]+|GPU-.+|MIG-.+)$/ { n++; next } { exit } END { print n + 0 }')
+        [ "$np" -gt 0 ] ||
+            echo "$TB_SCRIPT: note: CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU: 1 rank (-n N for more)" >&2
     elif command -v nvidia-smi >/dev/null 2>&1; then
         np=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') || np=0
     fi

@@ -228,6 +228,17 @@ def mode_fit(a):
         fail(f"expected >= 5 sizes on 2 ranks, got {len(rows)} on {n}")
     if np.any(wrong != 0):
         fail(f"allreduce-bench counted wrong elements: {wrong}")
+    # report names the sweep (not a model's "batch nan per rank, nan px") and, for two sweeps, sets
+    # the sizes side by side (not the empty training tables): the file against itself, B/A 1 at every size
+    head = rep.stdout.splitlines()[1]
+    if "allreduce-bench, 2 ranks on" not in head or "nan" in head:
+        fail(f"report's run line for an allreduce-bench file: {head!r}")
+    two = run([a.trainbench, "report", h5, h5, "--format", "csv"], expect_rc=0).stdout
+    if "# all-reduce sizes measured in both" not in two or "# training run" in two:
+        fail(f"report A B of two allreduce-bench files lacks the sizes table or shows a training one:\n{two}")
+    cmp_rows = [l.split(",") for l in two.split("# all-reduce sizes measured in both", 1)[1].splitlines()[2:] if l]
+    if [float(r[0]) for r in cmp_rows] != [r[1] for r in rows] or any(r[5] != "1.000" for r in cmp_rows):
+        fail(f"report A B: expected every size {[r[1] for r in rows]} with B/A 1.000, got {cmp_rows}")
     # the console table holds the same rows (time printed to 0.01 us)
     text_rows = []
     for line in open(txt):
@@ -242,6 +253,16 @@ def mode_fit(a):
         prof = os.path.join(d, "p.txt")
         with open(prof, "w") as f:
             f.write(PROFILE_TEXT)
+        # a sweep whose sums were wrong (status "wrong results", as allreduce-bench writes it) is no fabric to fit
+        bad = os.path.join(d, "wrong.h5")
+        shutil.copyfile(h5, bad)
+        with h5py.File(bad, "r+") as f:
+            f.attrs["status"] = "wrong results"
+            w = f["allreduce/wrong"][()]
+            w[0] = 3
+            f["allreduce/wrong"][...] = w
+        one_error_line([a.trainbench, "project", "--profile", prof, "--fabric", f"fit:{bad}", "--ranks", "1,2"],
+                       r"status 'wrong results'.*fit a run that reports 0 wrong elements")
         for src, samples in ((h5, rows), (txt, text_rows)):
             p = run([a.trainbench, "project", "--profile", prof, "--fabric", f"fit:{src}", "--ranks", "1,2",
                      "--what-if", ""], expect_rc=0)

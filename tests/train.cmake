@@ -243,3 +243,9 @@ add_test(NAME cli_usage_error_inherited_rank
          COMMAND sh -c "out=$(OMPI_COMM_WORLD_RANK=1 \"$0\" --batch-size 0 2>&1); rc=$?; echo \"$out\"; [ $rc -eq 1 ] && printf '%s\\n' \"$out\" | grep -q 'error: .*--batch-size expects an integer'"
                  ${TB_BIN})
 set_tests_properties(cli_usage_error_inherited_rank PROPERTIES TIMEOUT 60)
+
+# allreduce-bench and preflight report the bytes they moved: sizes rounded
+# down to whole elements, each distinct size once, -e below one element
+# refused; preflight --bytes 7 moves and reports 4 (tests/bench_sizes.sh)
+add_test(NAME bench_sizes_whole_elements COMMAND sh ${TB_TEST_DIR}/bench_sizes.sh ${TB_BIN})
+set_tests_properties(bench_sizes_whole_elements PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")

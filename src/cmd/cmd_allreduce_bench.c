@@ -14,6 +14,10 @@
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
  * #wrong: elements of the last timed all-reduce that differ from the exact
  * sum (inputs are small integers, so float sums are exact).
+ * Sizes: -b, then times -f up to -e, each rounded down to whole elements
+ * (at least one; -e below one element is refused), and a size that rounds
+ * to the previous row's element count is not measured again: every row is
+ * a distinct size, as a fit of the table (project --fabric fit:) needs.
  *
  * mpi: the sum is in place, as in training, so every all-reduce (warm-up
  * and timed) starts from the inputs again: the buffer is restored from a
@@ -224,8 +228,8 @@ static void open_path(bench *b, int argc, char **argv) {
 /* Rank 0: the path, the hosts and the table's head. */
 static void print_header(bench *b) {
     const tb_comm_info *info = &b->info;
-    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), in place, %s sum", info->world, b->path, b->lib,
-           b->a.dtype);
+    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum", info->world, b->path, b->lib,
+           b->use_nccl ? "out of place" : "in place", b->a.dtype);
     if (b->use_nccl)
         printf("\n");
     else if (b->poll_s > 0)
@@ -271,9 +275,15 @@ static void sweep(bench *b) {
     size_t es = b->es;
     void *buf = malloc(a->maxb + es), *inputs = malloc(a->maxb + es);
     if (!buf || !inputs) tb_die("allreduce-bench: cannot allocate 2 x %zu bytes; lower -e", a->maxb);
-    for (size_t bytes = a->minb; bytes <= a->maxb; bytes *= (size_t)a->factor) {
+    size_t prev_count = 0;
+    for (size_t bytes = a->minb; bytes <= a->maxb;
+         bytes = bytes > a->maxb / (size_t)a->factor ? a->maxb + 1 : bytes * (size_t)a->factor) {
+        /* whole elements only, at least one (-e holds one: checked); a size
+         * that rounds to the previous row's count is that row again */
         size_t count = bytes / es;
         if (count == 0) count = 1;
+        if (count == prev_count) continue;
+        prev_count = count;
         double dt = time_size(b, buf, inputs, count);
         long long wrong = 0;
         if (a->check) { /* buf holds the last timed all-reduce */
@@ -297,7 +307,6 @@ static void sweep(bench *b) {
                              a->check ? (double)wrong : -1};
             if (a->results[0]) tb_table_row(&b->tab, row, NULL);
         }
-        if (bytes > a->maxb / (size_t)a->factor) break;
     }
     free(buf);
     free(inputs);
@@ -361,6 +370,9 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     b.t = strcmp(b.a.dtype, "double") == 0 ? EL_F64 : strcmp(b.a.dtype, "bf16") == 0 ? EL_BF16 : EL_F32;
     if (b.t == EL_BF16 && !b.use_nccl)
         tb_die("allreduce-bench: --dtype bf16 needs --comm nccl (MPI has no bfloat16 sum)");
+    if (b.a.maxb < el_size(b.t))
+        tb_die("allreduce-bench: -e %zu is less than one %s element (%zu bytes): give -e %zu or more", b.a.maxb,
+               b.a.dtype, el_size(b.t), el_size(b.t));
 
     tb_comm_init(&argc, &argv, &b.info);
     tb_launch_check_singleton(&b.info);

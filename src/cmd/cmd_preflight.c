@@ -332,7 +332,7 @@ int tb_cmd_preflight(int argc, char **argv) {
     int threads = 0, share_gpu = 0;
     const tb_opt opts[] = {
         {"timeout", TB_OPT_DOUBLE, &timeout, 0.1, 86400, NULL, "seconds to wait for a rank or the all-reduce"},
-        {"bytes", TB_OPT_SIZE, &bytes, 4, 1e11, NULL, "size of the timed all-reduce"},
+        {"bytes", TB_OPT_SIZE, &bytes, 4, 1e11, NULL, "size of the timed all-reduce (whole float32 values: rounded down to 4 bytes)"},
         {"backend", TB_OPT_CHOICE, backend, 0, 0, "cpu|cuda|auto", "device to report"},
         {"threads", TB_OPT_INT, &threads, 0, 4096, NULL, "CPU threads (0: cores / ranks on the host)"},
         {"comm", TB_OPT_CHOICE, comm, 0, 0, "auto|nccl|mpi", "the timed all-reduce's path; auto: nccl on a GPU when built, else mpi"},
@@ -340,6 +340,7 @@ int tb_cmd_preflight(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("preflight", "[mpirun -np N] trainbench preflight [options]", argc, argv, opts);
+    bytes -= bytes % sizeof(float); /* the bytes the all-reduce moves: its bandwidth's numerator */
 
     tb_comm_info info;
     tb_comm_init(&argc, &argv, &info);

@@ -2,9 +2,9 @@
  * a results file's provenance and tables, from the file alone, printed by
  * the same code that prints them at the end of a run (scaling.h); with two
  * files, the runs side by side with ratios and one line per provenance
- * difference. Groups other than /steps, /ranks and /scaling (a later
- * writer's /loader or /probe) are printed as they are, one column per
- * dataset. Exit status 0 when every file is a complete results file; 1 when
+ * difference (two allreduce-bench files: the sizes both measured). Groups
+ * other than /steps, /ranks and /scaling (a later writer's /loader or
+ * /probe) are printed as they are, one column per dataset. Exit status 0 when every file is a complete results file; 1 when
  * a file is missing, unreadable or not a results file (one line), or when it
  * is partial or from an aborted run (what is there is printed, then one line
  * per missing part). */
@@ -23,8 +23,9 @@ static const char k_usage[] =
     "Prints a results file's provenance, its scaling tables (the published shape and the full one),\n"
     "the step-time breakdown by rank, a summary of the steps and every other table in the file.\n"
     "With two files: scaling rows present in both with B/A ratios, the step phases A vs B, and one\n"
-    "line per root attribute whose value differs. md: markdown tables to paste into the .md files\n"
-    "of results/; csv: each table as '# title', a header line, its rows, a blank line.\n"
+    "line per root attribute whose value differs; two allreduce-bench files: the sizes both measured.\n"
+    "md: markdown tables to paste into the .md files of results/; csv: each table as '# title', a\n"
+    "header line, its rows, a blank line.\n"
     "Exit status 1 when a file is missing, not a results file, partial or from an aborted run.";
 
 /* Root attributes shown first, in this order; the others follow by name. */
@@ -61,9 +62,14 @@ static double ratio(double b, double a) { return a != 0 && !isnan(a) && !isnan(b
 static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
-    tb_note(f, fmt, "%s%s: %s, %s, batch %.0f per rank, %.0f px, %.0f rank%s on %s; backend %s (%s)", label,
-            r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
-            tb_results_num(r, "batch_size", NAN), tb_results_num(r, "image_size", NAN),
+    char what[256]; /* a training run's model and shape; another kind (allreduce-bench, loader-bench) by name */
+    if (tb_results_attr(r, "model"))
+        snprintf(what, sizeof what, "%s, %s, batch %.0f per rank, %.0f px", tb_results_str(r, "model", "?"),
+                 tb_results_str(r, "precision", "?"), tb_results_num(r, "batch_size", NAN),
+                 tb_results_num(r, "image_size", NAN));
+    else
+        snprintf(what, sizeof what, "%s", tb_results_str(r, "kind", "?"));
+    tb_note(f, fmt, "%s%s: %s, %.0f rank%s on %s; backend %s (%s)", label, r->path, what,
             tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
             tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
             tb_results_str(r, "device_names", "?"));
@@ -403,6 +409,35 @@ static void print_training_compare(FILE *f, tb_format fmt, const tb_results *a, 
     tb_tab_print(t, f);
 }
 
+/* Two allreduce-bench sweeps: the sizes both measured, time and busbw side by side. */
+static void print_allreduce_compare(FILE *f, tb_format fmt, const tb_rtable *a, const tb_rtable *b) {
+    const tb_col cols[] = {
+        {.head = "bytes", .key = "bytes", .width = 12},
+        {.head = "time us A", .key = "time_us_a", .width = 10},
+        {.head = "time us B", .key = "time_us_b", .width = 10},
+        {.head = "busbw A", .key = "busbw_GBps_a", .width = 9},
+        {.head = "busbw B", .key = "busbw_GBps_b", .width = 9},
+        {.head = "B/A", .key = "ratio_b_a", .width = 6},
+    };
+    tb_tab *t = tb_tab_new(fmt, "all-reduce sizes measured in both; busbw in GB/s; B/A = busbw B / busbw A "
+                                "(time A / time B on 1 rank)", cols, 6);
+    for (size_t i = 0; i < a->rows; i++)
+        for (size_t j = 0; j < b->rows; j++) {
+            double bytes = tb_rtable_num(a, "bytes", i);
+            if (tb_rtable_num(b, "bytes", j) != bytes) continue;
+            double ta = tb_rtable_num(a, "time_us", i), tb = tb_rtable_num(b, "time_us", j);
+            double ba = tb_rtable_num(a, "busbw_GBps", i), bb = tb_rtable_num(b, "busbw_GBps", j);
+            tb_tab_int(t, (long long)bytes);
+            tb_tab_num(t, ta, 2);
+            tb_tab_num(t, tb, 2);
+            tb_tab_num(t, ba, 3);
+            tb_tab_num(t, bb, 3);
+            tb_tab_num(t, ba > 0 && bb > 0 ? ratio(bb, ba) : ratio(ta, tb), 3);
+            break;
+        }
+    tb_tab_print(t, f);
+}
+
 static int report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_results a, b;
     char err[8192];
@@ -413,8 +448,13 @@ static int report_two(const char *pa, const char *pb, tb_format fmt) {
     run_line(f, fmt, "A = ", &a);
     run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
-    print_scaling_compare(f, fmt, &a, &b);
-    print_training_compare(f, fmt, &a, &b);
+    const tb_rtable *ara = tb_results_table(&a, "allreduce"), *arb = tb_results_table(&b, "allreduce");
+    if (ara && arb) { /* two all-reduce sweeps: no training to compare */
+        print_allreduce_compare(f, fmt, ara, arb);
+    } else {
+        print_scaling_compare(f, fmt, &a, &b);
+        print_training_compare(f, fmt, &a, &b);
+    }
     fflush(f);
     print_problems(&a);
     print_problems(&b);

@@ -203,6 +203,17 @@ static int read_bench_h5(const char *path, tb_ar_sample **out, int *ranks, int *
         tb_results_free(&r);
         return -1;
     }
+    /* allreduce-bench writes status "wrong results" when a sum was wrong
+     * (its #wrong column): such timings describe no working fabric */
+    const char *status = tb_results_str(&r, "status", "complete");
+    if (strcmp(status, "complete") != 0) {
+        snprintf(err, errlen,
+                 "'%s' holds an all-reduce run with status '%s' (see its wrong column: 'trainbench report %s'): "
+                 "its timings cannot describe a fabric; fit a run that reports 0 wrong elements",
+                 path, status, path);
+        tb_results_free(&r);
+        return -1;
+    }
     *ranks = world;
     *hosts = tb_fabric_count_hosts(tb_results_str(&r, "hostnames", ""));
     *out = calloc(t->rows, sizeof **out);

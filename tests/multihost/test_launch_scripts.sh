@@ -162,6 +162,12 @@ expect_line "local: inside a Slurm allocation: this machine's cores, not the job
 expect_line "local: CUDA_VISIBLE_DEVICES=2,3 -> 2 ranks, exported" \
     "mpirun -np 2$root_flag --map-by slot:PE=8 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
     PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=2,3 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: CUDA_VISIBLE_DEVICES= (empty) hides the GPUs nvidia-smi lists -> 1 rank" \
+    "mpirun -np 1$root_flag --map-by slot:PE=16 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
+    PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES= TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
+expect_line "local: CUDA_VISIBLE_DEVICES=0,-1,1 -> CUDA stops at -1: 1 rank" \
+    "mpirun -np 1$root_flag --map-by slot:PE=16 --bind-to core -x CUDA_VISIBLE_DEVICES trainbench" \
+    PATH="$work/gpubin:$base_path" CUDA_VISIBLE_DEVICES=0,-1,1 TB_CORES=16 "$L/local.sh" --dry-run -- trainbench
 expect_words "local: set NCCL/UCX/OMP/TB_GRAD_SYNC variables are exported, unset ones not" \
     "-x NCCL_DEBUG|-x NCCL_ALGO|-x UCX_TLS|-x OMP_NUM_THREADS|-x OPENBLAS_NUM_THREADS|-x MY_VAR|-x TB_GRAD_SYNC_POLL_US" \
     "NCCL_IB_HCA|NCCL_SOCKET_IFNAME|CUDA_VISIBLE_DEVICES|UNSET_VAR|-x PATH|NCCL_DEBUG=|TB_GRAD_SYNC_STATS|TB_CORES" \
@@ -227,11 +233,21 @@ expect_same_args "hostfile: printed line = what runs" \
     "$L/hostfile.sh" --hostfile "$H" --fabric ib -- trainbench --results "x y.h5" "it's"
 expect_error "hostfile: roce needs TB_IFACE" "--fabric roce needs TB_IFACE" \
     "$L/hostfile.sh" --hostfile "$H" --fabric roce -- trainbench
+expect_error "hostfile: roce with a subnet as TB_IFACE names the subnet and the knob NCCL needs" \
+    "TB_IFACE '10.1.0.0/16' is a subnet, which NCCL's bootstrap does not take: also set TB_NCCL_SOCKET_IFNAME" \
+    TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric roce -- trainbench
+expect_words "hostfile: roce, subnet for MPI, netdev for NCCL" \
+    "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME==ens1f0np0" "" \
+    TB_IFACE=10.1.0.0/16 TB_NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
 expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
 printf 'nodeA slots=0\n' >"$work/bad_hosts"
 expect_error "hostfile: slots=0" "slots must be a positive number" "$L/hostfile.sh" --hostfile "$work/bad_hosts" -- trainbench
+printf 'gpu01 slots=8\r\ngpu02 slots=8\r\n' >"$work/crlf_hosts"
+expect_error "hostfile: DOS line endings named, with the fix (not 'slots must be a positive number')" \
+    "line 1: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//'" \
+    "$L/hostfile.sh" --hostfile "$work/crlf_hosts" -- trainbench
 printf 'gpu01 slots=8\ngpu02\n' >"$work/bare_hosts"
 expect_error "hostfile: a bare host name (Open MPI: every core a slot)" "line 2: no slots= (Open MPI would count every core as a slot" \
     "$L/hostfile.sh" --hostfile "$work/bare_hosts" -- trainbench
