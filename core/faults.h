@@ -21,6 +21,8 @@
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
  *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
  *                 step when STEP is omitted): a slow file system
+ *   wrong-sum     allreduce-bench: one element of this rank's sum of size
+ *                 row STEP (0 the first) made wrong after the timing
  *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight
  *                 (the roll call; before the warm-up all-reduce; after it,
  *                 before the barrier of the timed one)

@@ -35,6 +35,16 @@ if(TB_HAVE_MPI)
                    -b 4 -e 64K -f 16 -n 200 -w 5)
   set_tests_properties(allreduce_bench_values_stay_exact PROPERTIES TIMEOUT 300 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # ... and its check can fail: one spoiled element of one rank's sum
+  # (TB_TEST_FAULT=wrong-sum) is counted in its row, exits 1 and marks the
+  # results file aborted (tests/allreduce_wrong.sh)
+  if(TB_PYTHON)
+    add_test(NAME allreduce_bench_wrong_sum_caught_np2
+             COMMAND sh ${TB_TEST_DIR}/allreduce_wrong.sh ${TB_BIN} ${TB_PYTHON} ${MPIEXEC_EXECUTABLE}
+                     ${MPIEXEC_NUMPROC_FLAG})
+    set_tests_properties(allreduce_bench_wrong_sum_caught_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+                         ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  endif()
 endif()
 
 # What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):

@@ -253,16 +253,16 @@ def mode_fit(a):
         prof = os.path.join(d, "p.txt")
         with open(prof, "w") as f:
             f.write(PROFILE_TEXT)
-        # a sweep whose sums were wrong (status "wrong results", as allreduce-bench writes it) is no fabric to fit
+        # a sweep whose sums were wrong (status "aborted", as allreduce-bench writes it) is no fabric to fit
         bad = os.path.join(d, "wrong.h5")
         shutil.copyfile(h5, bad)
         with h5py.File(bad, "r+") as f:
-            f.attrs["status"] = "wrong results"
+            f.attrs["status"] = "aborted"
             w = f["allreduce/wrong"][()]
             w[0] = 3
             f["allreduce/wrong"][...] = w
         one_error_line([a.trainbench, "project", "--profile", prof, "--fabric", f"fit:{bad}", "--ranks", "1,2"],
-                       r"status 'wrong results'.*fit a run that reports 0 wrong elements")
+                       r"status 'aborted'.*fit a run that reports 0 wrong elements")
         for src, samples in ((h5, rows), (txt, text_rows)):
             p = run([a.trainbench, "project", "--profile", prof, "--fabric", f"fit:{src}", "--ranks", "1,2",
                      "--what-if", ""], expect_rc=0)

@@ -51,6 +51,7 @@
 #include "comm/grad_sync.h"
 #include "comm/nccl.h"
 #include "core/cli.h"
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "model/backend.h"
@@ -88,6 +89,16 @@ static long long count_wrong(const void *buf, size_t count, el_type t, int world
         wrong += fabs(got - want) > tol;
     }
     return wrong;
+}
+
+/* Test only (TB_TEST_FAULT=wrong-sum:RANK:ROW): one element of this rank's
+ * sum made wrong, as a faulty link or reduction would, for the check to
+ * catch. */
+static void spoil(void *buf, size_t count, el_type t) {
+    size_t i = count / 2;
+    if (t == EL_F32) ((float *)buf)[i] += 1.0f;
+    else if (t == EL_F64) ((double *)buf)[i] += 1.0;
+    else ((uint16_t *)buf)[i] ^= 0x4000; /* bf16: an exponent bit */
 }
 
 /* The NCCL path: device buffers on the CUDA backend's device and stream. */
@@ -285,6 +296,7 @@ static void sweep(bench *b) {
         if (count == prev_count) continue;
         prev_count = count;
         double dt = time_size(b, buf, inputs, count);
+        if (tb_fault("wrong-sum", b->info.rank, b->nsizes)) spoil(buf, count, b->t); /* test only */
         long long wrong = 0;
         if (a->check) { /* buf holds the last timed all-reduce */
             wrong = count_wrong(buf, count, b->t, b->info.world);
@@ -325,7 +337,14 @@ static void write_results(bench *b, int argc, char **argv) {
     tb_attrs_str(&a, "kind", "allreduce-bench");
     tb_attrs_str(&a, "start_time", ar->t_start);
     tb_attrs_str(&a, "end_time", t_end);
-    tb_attrs_str(&a, "status", b->total_wrong ? "wrong results" : "complete");
+    /* DESIGN.md's two statuses: a sweep whose sums were wrong did not do
+     * what was asked (exit 1), so it is aborted, with the count as reason */
+    tb_attrs_str(&a, "status", b->total_wrong ? "aborted" : "complete");
+    if (b->total_wrong) {
+        char why[160];
+        snprintf(why, sizeof why, "%lld wrong elements in the all-reduce sums (the #wrong column)", b->total_wrong);
+        tb_attrs_str(&a, "abort_reason", why);
+    }
     tb_attrs_str(&a, "path", b->path);
     tb_attrs_str(&a, "dtype", ar->dtype);
     tb_attrs_int(&a, "iters", ar->iters);

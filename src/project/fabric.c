@@ -203,8 +203,8 @@ static int read_bench_h5(const char *path, tb_ar_sample **out, int *ranks, int *
         tb_results_free(&r);
         return -1;
     }
-    /* allreduce-bench writes status "wrong results" when a sum was wrong
-     * (its #wrong column): such timings describe no working fabric */
+    /* allreduce-bench writes status "aborted" when a sum was wrong (its
+     * #wrong column, abort_reason): such timings describe no working fabric */
     const char *status = tb_results_str(&r, "status", "complete");
     if (strcmp(status, "complete") != 0) {
         snprintf(err, errlen,
