@@ -283,8 +283,9 @@ static void print_table(const tb_comm_info *info, const pf_row *rows, int gpu, c
     fflush(stdout);
 }
 
-/* One timed, checked all-reduce over all ranks, reported as nccl-tests does (rank 0): nonzero when
- * it was wrong, or (rank 0) when the NCCL library is bad. */
+/* One timed, checked all-reduce over all ranks, reported as nccl-tests does (rank 0): nonzero on
+ * every rank when it was wrong, or when the NCCL library is bad (nccl_bad: rank 0's verdict over
+ * the roll call's rows, summed with the wrong count so that every rank fails together). */
 static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be, int use_nccl, int device,
                            size_t bytes, double timeout, int nccl_bad) {
     size_t count = bytes / sizeof(float);
@@ -301,8 +302,9 @@ static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be,
         for (int r = 0; r < info->world; r++) want += (double)((i + (size_t)r) % 32);
         wrong += buf[i] != (float)want;
     }
-    int64_t totals[1] = {wrong};
-    tb_comm_allreduce_sum(w, totals, 1, TB_INT64);
+    int64_t totals[2] = {wrong, info->rank == 0 && nccl_bad};
+    tb_comm_allreduce_sum(w, totals, 2, TB_INT64);
+    nccl_bad = totals[1] > 0;
     double times[2] = {secs, warm};
     tb_comm_allreduce_max(w, times, 2, TB_FLOAT64);
     secs = times[0];
@@ -320,9 +322,8 @@ static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be,
         if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
         printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
     }
-    if (info->rank == 0 && nccl_bad) totals[0] = 1;
     free(buf);
-    return totals[0] ? 1 : 0;
+    return totals[0] || nccl_bad ? 1 : 0;
 }
 
 int tb_cmd_preflight(int argc, char **argv) {
