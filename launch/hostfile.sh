@@ -106,7 +106,8 @@ done
 
 # slots per node: "host slots=N" (N >= 1, its GPUs). A bare "host" is
 # refused: Open MPI 4.1 counts every core of it as a slot, so all ranks
-# would land on the first host.
+# would land on the first host. So is a host named twice: Open MPI adds
+# up its slots.
 slots=$(awk '
     /\r$/ { print "crlf " NR; err = 1; exit }
     { sub(/#.*/, "") }
@@ -116,6 +117,8 @@ slots=$(awk '
           if ($i ~ /^slots=/) { n = substr($i, 7) }
       if (n == "") { print "bare " NR " " $1; err = 1; exit }
       if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; err = 1; exit }
+      if ($1 in seen) { print "twice " NR " " $1 " " seen[$1]; err = 1; exit }
+      seen[$1] = NR
       hosts++; total += n }
     END { if (!err && hosts) print total " " hosts }' "$hostfile")
 case $slots in
@@ -123,6 +126,9 @@ case $slots in
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
     bare*) tb_bare=${slots#bare }
            tb_die "hostfile $hostfile line ${tb_bare%% *}: no slots= (Open MPI would count every core as a slot and put all ranks on the first host): write '${tb_bare#* } slots=<its GPUs>'" ;;
+    twice*) tb_tw=${slots#twice }        # "LINE HOST FIRST_LINE"
+            tb_host=${tb_tw#* }
+            tb_die "hostfile $hostfile line ${tb_tw%% *}: ${tb_host%% *} is named again (first on line ${tb_host#* }); Open MPI would add up its slots and put more ranks on it than it has GPUs: name each host once" ;;
     '') tb_die "hostfile $hostfile names no host" ;;
 esac
 [ -n "$np" ] || np=${slots%% *}

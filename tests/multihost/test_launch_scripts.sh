@@ -248,6 +248,10 @@ printf 'gpu01 slots=8\r\ngpu02 slots=8\r\n' >"$work/crlf_hosts"
 expect_error "hostfile: DOS line endings named, with the fix (not 'slots must be a positive number')" \
     "line 1: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//'" \
     "$L/hostfile.sh" --hostfile "$work/crlf_hosts" -- trainbench
+printf 'gpu01 slots=8\ngpu02 slots=8\n# spare\ngpu01 slots=8\n' >"$work/twice_hosts"
+expect_error "hostfile: a host named twice (Open MPI adds up its slots)" \
+    "line 4: gpu01 is named again (first on line 1); Open MPI would add up its slots" \
+    "$L/hostfile.sh" --hostfile "$work/twice_hosts" -- trainbench
 printf 'gpu01 slots=8\ngpu02\n' >"$work/bare_hosts"
 expect_error "hostfile: a bare host name (Open MPI: every core a slot)" "line 2: no slots= (Open MPI would count every core as a slot" \
     "$L/hostfile.sh" --hostfile "$work/bare_hosts" -- trainbench
