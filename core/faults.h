@@ -21,6 +21,8 @@
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
  *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
  *                 step when STEP is omitted): a slow file system
+ *   slow-row      sleep 0.2 s after each timed step of the STEP-rank scaling
+ *                 row (a 1-rank row slowed by other load: super-linear rows)
  *   wrong-sum     allreduce-bench: one element of this rank's sum of size
  *                 row STEP (0 the first) made wrong after the timing
  *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight

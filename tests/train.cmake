@@ -114,6 +114,15 @@ if(TB_HAVE_MPI)
   add_test(NAME results_contract_np3
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_np3.h5 --ranks 1,2,3)
   set_tests_properties(results_contract_np3 PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED np3_results)
+  # efficiency above 100 % is noted for every row that has it, not only the
+  # last: the 1-rank row slowed (TB_TEST_FAULT=slow-row:0:1) makes the 2-
+  # and 3-rank rows super-linear
+  add_test(NAME train_np3_superlinear_rows_noted
+           COMMAND ${TB_EXPECT_PASS} "super-linear\\): per rank, the 2-, 3-rank rows ran faster than the 1-rank row"
+                   -- ${TB_MPIRUN} 3 ${TB_BIN} --model resnet18 --image-size 32 --batch-size 4
+                   --steps 1 --warmup-steps 0 --scaling-steps 2 --scaling-warmup 1 --threads 1 --results=)
+  set_tests_properties(train_np3_superlinear_rows_noted PROPERTIES TIMEOUT 300 PROCESSORS 3
+                       ENVIRONMENT "${TB_MPI_TEST_ENV};TB_TEST_FAULT=slow-row:0:1")
   # a rank whose weights drift is caught, and the job fails
   add_test(NAME train_np3_detects_drift
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 1's weights differ"

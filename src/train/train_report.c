@@ -163,15 +163,19 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
                "time-slicing\n#   one device, a test of the multi-rank path; their speedup and efficiency are "
                "not those of %d GPUs.\n",
                r->ranks_per_gpu, last->ranks);
+    char above[160] = ""; /* the rows above 100 %, any of them: "2-, 4-" */
+    for (int i = 1, used = 0; i < nrows && used < (int)sizeof above - 8; i++)
+        if (rows[i].efficiency > 1.0) used += snprintf(above + used, sizeof above - (size_t)used, "%s%d-", used ? ", " : "",
+                                                        rows[i].ranks);
     if (nrows == 1)
         printf("# note: one rank: speedup and efficiency are 1 by definition; run mpirun -np N to compare 1 "
                "rank with N.\n");
-    else if (last->efficiency > 1.0)
-        printf("# note: efficiency above 100 %% (super-linear): per rank, the %d-rank row ran faster than the "
+    else if (above[0])
+        printf("# note: efficiency above 100 %% (super-linear): per rank, the %srank row%s ran faster than the "
                "1-rank row.\n#   Every rank does the same work in both, so the 1-rank row was slowed by "
                "something else (other\n#   programs on the host while it ran) or the rows differ by noise "
                "(%d timed steps or more each): rerun on an\n#   idle host, or with more --scaling-steps.\n",
-               last->ranks, f->scaling_steps);
+               above, strchr(above, ',') ? "s" : "", f->scaling_steps);
     fflush(stdout);
 }
 

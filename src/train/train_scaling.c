@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "src/train/train_setup.h"
@@ -74,6 +76,10 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
         }
         char err[512];
         if (tb_trainer_step(t, &b, s, lr, err, sizeof err) != 0) tb_die("scaling measurement with %d ranks: %s", k, err);
+        if (s >= warm && tb_fault("slow-row", r->info.rank, k)) { /* test only: the k-rank row slowed */
+            struct timespec pause = {0, 200000000L};
+            nanosleep(&pause, NULL);
+        }
         tb_source_release(src);
         if (s == warm + timed - 1 && min_s > 0) {
             /* the timed steps so far, finished on the device: if the row is
