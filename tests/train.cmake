@@ -56,6 +56,16 @@ add_test(NAME short_epoch_np1_keep_refused
                  "last-batch keep: the epoch's last step gives rank 0 1 sample .* layer4\\.0\\.bn1 would normalise a single value per channel"
                  ${TB_BIN} ${TB_ISSUE12_B} --last-batch keep)
 set_tests_properties(short_epoch_np1 short_epoch_np1_keep_refused PROPERTIES TIMEOUT 300)
+# --epochs alone trains that many epochs (here 2 x 1 step), not --steps'
+# default of 100 steps; --steps and --epochs together are refused
+set(TB_EPOCHS_ARGS --synthetic-size 5 --image-size 32 --batch-size 4 --scaling-steps 0 --threads 1
+                   --warmup-steps 0 --results=)
+add_test(NAME epochs_alone
+         COMMAND ${TB_EXPECT_PASS} "training: 2 steps" -- ${TB_BIN} ${TB_EPOCHS_ARGS} --epochs 2)
+add_test(NAME epochs_and_steps_refused
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "give --steps 3 or --epochs 2, not both"
+                 ${TB_BIN} ${TB_EPOCHS_ARGS} --epochs 2 --steps 3)
+set_tests_properties(epochs_alone epochs_and_steps_refused PROPERTIES TIMEOUT 300)
 if(TB_HAVE_MPI)
   set(TB_REPL "replicas: [23] ranks hold bit-identical")
   add_test(NAME short_epoch_np2
