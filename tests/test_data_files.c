@@ -106,6 +106,25 @@ void test_bad_files(void) {
     tb_loader_stats st;
     tb_loader_get_stats(ld, &st);
     tb_loader_destroy(ld);
+    /* keep_bad_place (validation): a bad file is not replaced by another
+     * image; it keeps its place, labelled -1, its image black */
+    o.keep_bad_place = 1;
+    ld = tb_loader_create(&o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *kb = tb_loader_next(ld);
+    int marked = 0, black = 0;
+    for (int i = 0; kb && i < kb->n; i++) {
+        const uint8_t *px = (const uint8_t *)kb->images + (size_t)i * 32 * 32 * 3;
+        int dark = 1;
+        for (int q = 0; q < 32 * 32 * 3; q++) dark &= px[q] == 0;
+        marked += kb->labels[i] == -1;
+        black += kb->labels[i] == -1 && dark;
+    }
+    TB_CHECK(kb && kb->n == 12 && marked == 6 && black == 6,
+             "keep_bad_place: %d of %d samples labelled -1 (%d black), want the 6 bad files", marked, kb ? kb->n : -1,
+             black);
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_destroy(ld);
     tb_dataset_close(&ds);
     TB_CHECK(delivered == 24 && st.images == 24, "delivered %d samples (%lld decoded), want 24", delivered,
              (long long)st.images);

@@ -217,6 +217,17 @@ if(TB_PYTHON)
   endif()
 endif()
 
+# --val: a bad validation file is left out of the accuracy and named (not
+# replaced by another image scored with its label), and a run that stops
+# inside an epoch is evaluated at its end; on 1 and 2 ranks
+add_test(NAME train_val_bad_file_and_end COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN})
+set_tests_properties(train_val_bad_file_and_end PROPERTIES TIMEOUT 300)
+if(TB_HAVE_MPI)
+  add_test(NAME train_val_bad_file_and_end_np2 COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN} ${TB_MPIRUN} 2)
+  set_tests_properties(train_val_bad_file_and_end_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
 # checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s
 # slower each (TB_TEST_FAULT=slow-ckpt), the img/s within 0.7 of what the
 # run's own mean step time gives, and '# checkpoints: 6 written ... in S s'

@@ -44,6 +44,7 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.last_batch = last;
     o.seed = (uint64_t)f->seed;
     o.strict = f->strict_data;
+    o.keep_bad_place = use == TB_USE_VAL; /* a bad --val file is left out of the accuracy, not replaced */
     o.format = TB_OUT_F32_NCHW; /* the feed's uint8, if so, set by tb_source_loader */
     o.gpu_device = -1;          /* the device the CUDA backend made current */
     return tb_source_loader(&o, &fo, be);

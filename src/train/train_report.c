@@ -48,6 +48,7 @@ static void record_ranks(tb_train_run *r, const tb_train_outcome *o, const tb_ra
         tb_attrs_num(&r->report.attrs, "top1", o->top1);
         tb_attrs_num(&r->report.attrs, "top5", o->top5);
         tb_attrs_int(&r->report.attrs, "val_images", o->val_images);
+        tb_attrs_int(&r->report.attrs, "val_bad_files", o->val_bad);
     }
     tb_run_report_unlock(&r->report);
 }

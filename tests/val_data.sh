@@ -1,0 +1,30 @@
+#!/bin/sh
+# val_data.sh TRAINBENCH [LAUNCHER...]: what train does with --val.
+#   - a bad validation file (here empty) is left out of the accuracy and
+#     named, not replaced by another image that would then be scored with
+#     that image's label: 11 of the 12 images scored, "1 bad file left out";
+#   - a run that stops inside an epoch (--steps 3; an epoch is 4 steps on
+#     one rank, 2 on two) is still evaluated at its end ("eval   step 3
+#     (epoch E, K of its N steps) ...").
+# Under LAUNCHER (e.g. "mpirun -np 2") when given.
+set -u
+bin=$1
+shift
+dir=val_data${1:+_mpi}
+rm -rf "$dir"
+mkdir "$dir" || exit 1
+"$bin" mkdata --out "$dir/train" --classes 3 --per-class 6 --min-side 40 --max-side 56 >/dev/null || exit 1
+"$bin" mkdata --out "$dir/val" --classes 3 --per-class 4 --seed 2 --min-side 40 --max-side 56 >/dev/null || exit 1
+: >"$dir/val/class_001/img_000002.jpg"
+"$@" "$bin" --data "$dir/train" --val "$dir/val" --image-size 32 --batch-size 4 --steps 3 --warmup-steps 0 \
+    --scaling-steps 0 --threads 1 --loader-threads 1 --timeout 120 --results= >"$dir/out.txt" 2>&1
+rc=$?
+grep -E '^eval|--val' "$dir/out.txt"
+fail=0
+[ "$rc" -eq 0 ] || { echo "FAIL: train exited $rc"; tail -n 5 "$dir/out.txt"; fail=1; }
+grep -q '^eval   step 3 (epoch [01], [13] of its [24] steps) .*(11 images)$' "$dir/out.txt" ||
+    { echo "FAIL: no evaluation of 11 images at the end of the run (step 3, inside an epoch)"; fail=1; }
+grep -q '^#      --val: 1 bad file left out of the accuracy .*class_001/img_000002\.jpg: empty file' "$dir/out.txt" ||
+    { echo "FAIL: the bad --val file is not named as left out"; fail=1; }
+[ "$fail" -eq 0 ] && echo "ok: --val evaluated at the end of the run, its bad file left out and named"
+exit "$fail"
