@@ -219,7 +219,8 @@ endif()
 
 # --val: a bad validation file is left out of the accuracy and named (not
 # replaced by another image scored with its label), and a run that stops
-# inside an epoch is evaluated at its end; on 1 and 2 ranks
+# inside an epoch is evaluated at its end; a --val whose class folders are
+# not --data's is refused; on 1 and 2 ranks
 add_test(NAME train_val_bad_file_and_end COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN})
 set_tests_properties(train_val_bad_file_and_end PROPERTIES TIMEOUT 300)
 if(TB_HAVE_MPI)

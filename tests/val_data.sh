@@ -5,7 +5,9 @@
 #     that image's label: 11 of the 12 images scored, "1 bad file left out";
 #   - a run that stops inside an epoch (--steps 3; an epoch is 4 steps on
 #     one rank, 2 on two) is still evaluated at its end ("eval   step 3
-#     (epoch E, K of its N steps) ...").
+#     (epoch E, K of its N steps) ...");
+#   - a --val folder whose class folders are not --data's (one renamed:
+#     its label would then mean another class) is refused with one line.
 # Under LAUNCHER (e.g. "mpirun -np 2") when given.
 set -u
 bin=$1
@@ -26,5 +28,13 @@ grep -q '^eval   step 3 (epoch [01], [13] of its [24] steps) .*(11 images)$' "$d
     { echo "FAIL: no evaluation of 11 images at the end of the run (step 3, inside an epoch)"; fail=1; }
 grep -q '^#      --val: 1 bad file left out of the accuracy .*class_001/img_000002\.jpg: empty file' "$dir/out.txt" ||
     { echo "FAIL: the bad --val file is not named as left out"; fail=1; }
-[ "$fail" -eq 0 ] && echo "ok: --val evaluated at the end of the run, its bad file left out and named"
+cp -r "$dir/val" "$dir/renamed" && mv "$dir/renamed/class_002" "$dir/renamed/class_two" || exit 1
+"$@" "$bin" --data "$dir/train" --val "$dir/renamed" --image-size 32 --batch-size 4 --steps 1 --warmup-steps 0 \
+    --scaling-steps 0 --threads 1 --loader-threads 1 --timeout 120 --results= >"$dir/renamed.txt" 2>&1
+rc=$?
+grep -E 'error' "$dir/renamed.txt"
+[ "$rc" -ne 0 ] || { echo "FAIL: a --val folder with another class folder was accepted"; fail=1; }
+grep -q "error: train: --val's class 2 is 'class_two' but --data's is 'class_002'" "$dir/renamed.txt" ||
+    { echo "FAIL: no line naming the class folder that differs"; fail=1; }
+[ "$fail" -eq 0 ] && echo "ok: --val evaluated at the end of the run, its bad file left out and named; other classes refused"
 exit "$fail"
