@@ -467,6 +467,7 @@ def mode_generic(a):
             p["check"] = np.array(["h2d 4 MB", "gemm 4096"], dtype=h5py.string_dtype())
             p["ms"] = np.array([0.125, 1.85])
             p["ok"] = np.array([1, 1], np.int64)
+            f.attrs["two_lines"] = "a/first.jpg: empty file\nb/second.jpg: not a JPEG file"
         out = run([a.trainbench, "report", path, "--format", "md"], expect_rc=0)
         t = md_tables(out.stdout)
         head, rows = find(t, "/loader (3 rows)") or ([], [])
@@ -487,6 +488,16 @@ def mode_generic(a):
         txt = run([a.trainbench, "report", path], expect_rc=0).stdout
         if "# /loader (3 rows)" not in txt or "# /probe (2 rows)" not in txt:
             fail("text report lacks the /loader or /probe table")
+        # a value of several lines stays in its column: every line of the
+        # text report is a '#' line or an indented row, none at the margin
+        margin = [l for l in txt.splitlines() if l and l[0] not in "# "]
+        if margin:
+            fail(f"text report lines at the left margin (a multi-line value out of its table): {margin[:3]}")
+        lines = txt.splitlines()
+        first = [l for l in lines if "a/first.jpg" in l]
+        second = [l for l in lines if "b/second.jpg" in l]
+        if len(first) != 1 or len(second) != 1 or first[0].index("a/first") != second[0].index("b/second"):
+            fail(f"the two lines of a value are not one under the other: {first} {second}")
 
 
 def png_size(path):
