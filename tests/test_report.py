@@ -493,6 +493,26 @@ def mode_generic(a):
         margin = [l for l in txt.splitlines() if l and l[0] not in "# "]
         if margin:
             fail(f"text report lines at the left margin (a multi-line value out of its table): {margin[:3]}")
+        # a run asked for no scaling table (--scaling-steps 0) is complete
+        # without one: exit 0 and a note; asked for one, the empty table is
+        # a missing part (exit 1)
+        empty = os.path.join(d, "noscaling.h5")
+        shutil.copy(a.files[0], empty)
+        with h5py.File(empty, "a") as f:
+            g = f["scaling"]
+            for k in list(g.keys()):
+                dt = g[k].dtype
+                del g[k]
+                g.create_dataset(k, shape=(0,), dtype=dt)
+            f.attrs["scaling_steps"] = 0
+        p = run([a.trainbench, "report", empty], expect_rc=0)
+        if "no scaling table: the run was asked for none (--scaling-steps 0)" not in p.stdout:
+            fail("report of a --scaling-steps 0 run does not say why it has no scaling table")
+        with h5py.File(empty, "a") as f:
+            f.attrs["scaling_steps"] = 2
+        p = run([a.trainbench, "report", empty], expect_rc=1)
+        if "/scaling has no rows" not in p.stderr:
+            fail(f"an empty /scaling of a run that asked for one is not reported: {p.stderr!r}")
         lines = txt.splitlines()
         first = [l for l in lines if "a/first.jpg" in l]
         second = [l for l in lines if "b/second.jpg" in l]

@@ -240,6 +240,8 @@ static void print_scaling(FILE *f, tb_format fmt, const tb_results *r) {
         if (!label) label = tb_scaling_util_label(tb_results_str(r, "backend", ""));
         tb_scaling_write_seed(f, fmt, rows, n, tb_results_num(r, "dataset_size", NAN), label);
         tb_scaling_write_full(f, fmt, rows, n);
+    } else if (tb_results_num(r, "scaling_steps", NAN) == 0) {
+        tb_note(f, fmt, "no scaling table: the run was asked for none (--scaling-steps 0)");
     }
     free(rows);
 }
