@@ -7,7 +7,9 @@
  *              (byte order, like Python's sorted()), labels 0..C-1 in that
  *              order; samples are the files under each class directory,
  *              nested directories included, in the order of
- *              sorted(os.walk(class_dir)) then sorted(file names). Only names
+ *              sorted(os.walk(class_dir)) then sorted(file names), except
+ *              that a symbolic link back to a directory above it (a loop)
+ *              is skipped, with a reason, not followed. Only names
  *              ending in .jpg or .jpeg (any case) are samples; other entries
  *              are counted as skipped, with a reason.
  *   file       a list file: one `PATH LABEL` per line (LABEL a non-negative
