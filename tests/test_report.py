@@ -513,6 +513,17 @@ def mode_generic(a):
         p = run([a.trainbench, "report", empty], expect_rc=1)
         if "/scaling has no rows" not in p.stderr:
             fail(f"an empty /scaling of a run that asked for one is not reported: {p.stderr!r}")
+        with h5py.File(empty, "a") as f:  # a file from before the attribute: its command line says it
+            del f.attrs["scaling_steps"]
+            f.attrs["command_line"] = "trainbench train --steps 5 --scaling-steps 0 --results x.h5"
+        run([a.trainbench, "report", empty], expect_rc=0)
+        # another command's file (probe; without a GPU its /probe has no
+        # rows, the CPU's facts are attributes) is read as what it is
+        probe = os.path.join(d, "probe.h5")
+        run([a.trainbench, "probe", "--quick", "--results", probe], expect_rc=0)
+        p = run([a.trainbench, "report", probe], expect_rc=0)
+        if f"# {probe}: trainbench probe on " not in p.stdout or "nan" in p.stdout.splitlines()[1]:
+            fail(f"report of a probe file: first lines {p.stdout.splitlines()[:2]}, stderr {p.stderr!r}")
         lines = txt.splitlines()
         first = [l for l in lines if "a/first.jpg" in l]
         second = [l for l in lines if "b/second.jpg" in l]

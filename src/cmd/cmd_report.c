@@ -58,15 +58,27 @@ static double ratio(double b, double a) { return a != 0 && !isnan(a) && !isnan(b
 
 /* ---- one file ------------------------------------------------------------------------------ */
 
+/* Files of the commands that train (train, loader-bench --feed, project's
+ * copy of a run) have a model, batch and ranks to name; the others
+ * (loader-bench, allreduce-bench, probe) are named by their command. */
+static int has_model(const tb_results *r) {
+    const char *kind = tb_results_str(r, "kind", "train");
+    return strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0;
+}
+
 static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
-    tb_note(f, fmt, "%s%s: %s, %s, batch %.0f per rank, %.0f px, %.0f rank%s on %s; backend %s (%s)", label,
-            r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
-            tb_results_num(r, "batch_size", NAN), tb_results_num(r, "image_size", NAN),
-            tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
-            tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
-            tb_results_str(r, "device_names", "?"));
+    if (!has_model(r))
+        tb_note(f, fmt, "%s%s: trainbench %s on %s", label, r->path, tb_results_str(r, "kind", "?"),
+                tb_results_str(r, "hostnames", "?"));
+    else
+        tb_note(f, fmt, "%s%s: %s, %s, batch %.0f per rank, %.0f px, %.0f rank%s on %s; backend %s (%s)", label,
+                r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
+                tb_results_num(r, "batch_size", NAN), tb_results_num(r, "image_size", NAN),
+                tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
+                tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
+                tb_results_str(r, "device_names", "?"));
     const char *indent = label[0] ? "    " : "";
     tb_note(f, fmt, "%sstatus %s; %s to %s; trainbench %s (%s)", indent, status,
             tb_results_str(r, "start_time", "?"), tb_results_str(r, "end_time", "?"),
@@ -240,7 +252,7 @@ static void print_scaling(FILE *f, tb_format fmt, const tb_results *r) {
         if (!label) label = tb_scaling_util_label(tb_results_str(r, "backend", ""));
         tb_scaling_write_seed(f, fmt, rows, n, tb_results_num(r, "dataset_size", NAN), label);
         tb_scaling_write_full(f, fmt, rows, n);
-    } else if (tb_results_num(r, "scaling_steps", NAN) == 0) {
+    } else if (has_model(r) && tb_results_no_scaling_asked(r)) {
         tb_note(f, fmt, "no scaling table: the run was asked for none (--scaling-steps 0)");
     }
     free(rows);
