@@ -417,6 +417,34 @@ static void print_training_compare(FILE *f, tb_format fmt, const tb_results *a, 
     tb_tab_print(t, f);
 }
 
+/* Two loader-bench files: their /loader rows with the same thread count,
+ * img/s and ms per batch A and B with B/A. */
+static void print_loader_compare(FILE *f, tb_format fmt, const tb_rtable *la, const tb_rtable *lb) {
+    const tb_col cols[] = {
+        {.head = "threads", .key = "threads", .width = 7},
+        {.head = "img/s A", .key = "img_per_s_a", .width = 10},
+        {.head = "img/s B", .key = "img_per_s_b", .width = 10},
+        {.head = "B/A", .key = "ratio_b_a", .width = 6},
+        {.head = "ms/batch A", .key = "ms_per_batch_a", .width = 10},
+        {.head = "ms/batch B", .key = "ms_per_batch_b", .width = 10},
+    };
+    tb_tab *t = tb_tab_new(fmt, "loader rows measured in both (same thread count); B/A = img/s B / img/s A", cols, 6);
+    for (size_t i = 0; i < la->rows; i++)
+        for (size_t j = 0; j < lb->rows; j++) {
+            double th = tb_rtable_num(la, "threads", i);
+            if (th != tb_rtable_num(lb, "threads", j)) continue;
+            double ia = tb_rtable_num(la, "img_per_s", i), ib = tb_rtable_num(lb, "img_per_s", j);
+            tb_tab_int(t, (long long)th);
+            tb_tab_num(t, ia, 1);
+            tb_tab_num(t, ib, 1);
+            tb_tab_num(t, ratio(ib, ia), 3);
+            tb_tab_num(t, tb_rtable_num(la, "ms_per_batch", i), 2);
+            tb_tab_num(t, tb_rtable_num(lb, "ms_per_batch", j), 2);
+            break;
+        }
+    tb_tab_print(t, f);
+}
+
 static int report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_results a, b;
     char err[8192];
@@ -427,8 +455,15 @@ static int report_two(const char *pa, const char *pb, tb_format fmt) {
     run_line(f, fmt, "A = ", &a);
     run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
-    print_scaling_compare(f, fmt, &a, &b);
-    print_training_compare(f, fmt, &a, &b);
+    const tb_rtable *la = tb_results_table(&a, "loader"), *lb = tb_results_table(&b, "loader");
+    if (la && lb) print_loader_compare(f, fmt, la, lb);
+    if (has_model(&a) && has_model(&b)) { /* two training runs */
+        print_scaling_compare(f, fmt, &a, &b);
+        print_training_compare(f, fmt, &a, &b);
+    } else if (!(la && lb)) {
+        tb_note(f, fmt, "A is a '%s' file and B a '%s' file: only their attributes compare",
+                tb_results_str(&a, "kind", "train"), tb_results_str(&b, "kind", "train"));
+    }
     fflush(f);
     print_problems(&a);
     print_problems(&b);
