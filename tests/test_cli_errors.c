@@ -282,6 +282,7 @@ int main(int argc, char **argv) {
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
     expect_error("train --val /tmp", "--val needs --data");
+    expect_error("train --data /tmp --synthetic --steps 1", "give --synthetic or --data, not both");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
     expect_error("train --batch-size 1 --image-size 32 --steps 1", "one value per channel");
     expect_error("train --steps 1 --results /nonexistent/dir/run.h5", "cannot write results file '/nonexistent/dir/run.h5'");

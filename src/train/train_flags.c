@@ -94,6 +94,9 @@ static void check_flags(tb_train_run *r) {
     if (!r->prec_auto && tb_precision_parse(f->precision, &r->prec) != 0)
         tb_die("train: --precision %s is not available on this build; use fp32", f->precision);
     if (f->data[0] && f->batch_file[0]) tb_die("train: give --data or --batch-file, not both");
+    if (f->synthetic && (f->data[0] || f->batch_file[0]))
+        tb_die("train: give --synthetic or %s, not both (--synthetic trains on generated images, %s on its files)",
+               f->data[0] ? "--data" : "--batch-file", f->data[0] ? "--data" : "--batch-file");
     if (f->val[0] && !f->data[0]) tb_die("train: --val needs --data (top-1/top-5 on real images)");
     if (f->ckpt_every > 0 && !f->ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
     if (f->resume && !f->ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
