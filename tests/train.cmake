@@ -229,6 +229,13 @@ if(TB_HAVE_MPI)
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
 
+# top-1/top-5 break ties as torch.topk does: all-equal logits (fc zeroed
+# in a checkpoint) are top-1 hits for class 0 only, not for every image
+if(TB_PYTHON)
+  add_test(NAME eval_ties_torch_order COMMAND sh ${TB_TEST_DIR}/eval_ties.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(eval_ties_torch_order PROPERTIES TIMEOUT 300)
+endif()
+
 # checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s
 # slower each (TB_TEST_FAULT=slow-ckpt), the img/s within 0.7 of what the
 # run's own mean step time gives, and '# checkpoints: 6 written ... in S s'

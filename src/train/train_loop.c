@@ -45,6 +45,18 @@ static void queue_epoch(loop_clock *c, int64_t epoch) {
     c->epochs[c->nq++] = epoch;
 }
 
+/* Whether class c ranks above class l in logits `row`, in the order of
+ * torch.topk / argmax: NaN above every number, a larger value above a
+ * smaller, and between equal values the lower index first (so a model
+ * whose logits are all equal is right only for class 0, not for every
+ * label, and a NaN logit is no hit). */
+static int ranks_above(const float *row, int c, int l) {
+    int nc = isnan(row[c]), nl = isnan(row[l]);
+    if (nc != nl) return nc;
+    if (!nc && row[c] != row[l]) return row[c] > row[l];
+    return c < l;
+}
+
 /* Top-1 and top-5 accuracy over the whole validation set, every sample
  * counted once across ranks. A sample whose file is bad comes labelled -1
  * (the loader's keep_bad_place) and is left out of the accuracy, counted in
@@ -72,9 +84,8 @@ static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon
                     continue;
                 }
                 const float *row = logits + (size_t)i * classes;
-                float mine = row[b.labels[i]];
-                int better = 0; /* classes ranked strictly above the label */
-                for (int c = 0; c < classes; c++) better += row[c] > mine;
+                int better = 0; /* classes ranked above the label */
+                for (int c = 0; c < classes && better < 5; c++) better += ranks_above(row, c, b.labels[i]);
                 counts[0] += better < 1;
                 counts[1] += better < 5;
                 counts[2]++;
