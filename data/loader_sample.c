@@ -94,7 +94,7 @@ static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
 
 /* Reads a whole file into w->file; 0, or -1 with the reason in err. */
 static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO named *.jpg must not block the worker in open */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));

@@ -138,6 +138,27 @@ void test_bad_files(void) {
     TB_CHECK(named == 3, "first_bad does not name three bad files: '%s' '%s' '%s'", st.first_bad[0], st.first_bad[1],
              st.first_bad[2]);
 
+    /* a FIFO named like a JPEG is a bad file (not a regular file), not a
+     * worker blocked for ever in open() waiting for a writer */
+    mkdir(path("fifo"), 0777);
+    mkdir(path("fifo/a"), 0777);
+    write_jpeg(path("fifo/a/good.jpg"), 40, 30, TJSAMP_420, 0, TJPF_RGB, 8);
+    TB_CHECK(mkfifo(path("fifo/a/pipe.jpg"), 0666) == 0, "mkfifo failed");
+    TB_CHECK(tb_dataset_open(path("fifo"), &ds, err, sizeof err) == 0 && ds.n == 2, "fifo set: %s", err);
+    o.ds = &ds;
+    o.batch = 2;
+    o.keep_bad_place = 0;
+    ld = tb_loader_create(&o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    kb = tb_loader_next(ld);
+    TB_CHECK(kb && kb->n == 2, "fifo set: no batch");
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_get_stats(ld, &st);
+    TB_CHECK(st.skipped == 1 && strstr(st.first_bad[0], "pipe.jpg: not a regular file"),
+             "a FIFO: %lld skipped, '%s'; want 1, 'not a regular file'", (long long)st.skipped, st.first_bad[0]);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+
     /* --strict-data: the run ends with one line naming the file */
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
