@@ -370,7 +370,9 @@ static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen)
         fclose(f);
         return -1;
     }
-    rewind(f);
+    /* a UTF-8 byte order mark (as Windows editors write) is not part of the first PATH */
+    int bom = magic[0] == 0xEF && magic[1] == 0xBB && magic[2] == 0xBF;
+    if (fseek(f, bom ? 3 : 0, SEEK_SET) != 0) rewind(f);
     int64_t cap = 1024, n = 0;
     size_t acap = 1 << 16, alen = 0;
     ds->labels = xmalloc((size_t)cap * sizeof *ds->labels);

@@ -250,6 +250,13 @@ void test_dataset(void) {
     tb_dataset_path(&ds, 0, full, sizeof full);
     TB_CHECK(strcmp(full, path("x y.jpg")) == 0, "relative list path resolves to %s", full);
     tb_dataset_close(&ds);
+    f = fopen(path("bom.txt"), "w"); /* a UTF-8 byte order mark before the first PATH */
+    fprintf(f, "\xEF\xBB\xBF" "a.jpg 0\nb.jpg 1\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("bom.txt"), &ds, err, sizeof err) == 0 && ds.n == 2 &&
+                 strcmp(tb_dataset_relpath(&ds, 0), "a.jpg") == 0,
+             "list file with a byte order mark: first path '%s'", ds.n ? tb_dataset_relpath(&ds, 0) : err);
+    tb_dataset_close(&ds);
     f = fopen(path("l2.txt"), "w");
     fprintf(f, "a.jpg 1\nb.jpg -2\n");
     fclose(f);
