@@ -283,6 +283,8 @@ int main(int argc, char **argv) {
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
     expect_error("train --val /tmp", "--val needs --data");
     expect_error("train --data /tmp --synthetic --steps 1", "give --synthetic or --data, not both");
+    expect_error("mkdata --out /nonexistent/set --like imagenet --max-side 64",
+                 "--like imagenet draws its own sizes and qualities");
     /* an unwritable --results is refused before the benchmark, not after it (the data is read later) */
     expect_error("loader-bench --data /nonexistent/imagenet --results /nonexistent/dir/lb.h5",
                  "loader-bench: cannot write results file '/nonexistent/dir/lb.h5'");
