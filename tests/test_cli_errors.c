@@ -288,6 +288,8 @@ int main(int argc, char **argv) {
     /* an unwritable --results is refused before the benchmark, not after it (the data is read later) */
     expect_error("loader-bench --data /nonexistent/imagenet --results /nonexistent/dir/lb.h5",
                  "loader-bench: cannot write results file '/nonexistent/dir/lb.h5'");
+    expect_error("loader-bench --data /nonexistent/imagenet --index-only --results lb.h5",
+                 "--index-only measures no loader row, so it writes no --results file");
     expect_error("loader-bench --feed --data /nonexistent/imagenet --results /nonexistent/dir/feed.h5",
                  "loader-bench --feed: cannot write results file '/nonexistent/dir/feed.h5'");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
