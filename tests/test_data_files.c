@@ -4,6 +4,57 @@
 
 /* ---- bad files ------------------------------------------------------------------------------ */
 
+/* With test_bad_files' loader options and corpus (12 files, 6 bad):
+ * keep_bad_place; then a FIFO among JPEGs. */
+static void test_bad_place_and_fifo(tb_loader_opts *o) {
+    tb_dataset ds;
+    char err[256];
+    tb_loader_stats st;
+    TB_CHECK(tb_dataset_open(path("bad"), &ds, err, sizeof err) == 0, "open: %s", err);
+    o->ds = &ds;
+    /* keep_bad_place (validation): a bad file is not replaced by another
+     * image; it keeps its place, labelled -1, its image black */
+    o->keep_bad_place = 1;
+    tb_loader *ld = tb_loader_create(o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *kb = tb_loader_next(ld);
+    int marked = 0, black = 0;
+    for (int i = 0; kb && i < kb->n; i++) {
+        const uint8_t *px = (const uint8_t *)kb->images + (size_t)i * 32 * 32 * 3;
+        int dark = 1;
+        for (int q = 0; q < 32 * 32 * 3; q++) dark &= px[q] == 0;
+        marked += kb->labels[i] == -1;
+        black += kb->labels[i] == -1 && dark;
+    }
+    TB_CHECK(kb && kb->n == 12 && marked == 6 && black == 6,
+             "keep_bad_place: %d of %d samples labelled -1 (%d black), want the 6 bad files", marked, kb ? kb->n : -1,
+             black);
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+
+    /* a FIFO named like a JPEG is a bad file (not a regular file), not a
+     * worker blocked for ever in open() waiting for a writer */
+    mkdir(path("fifo"), 0777);
+    mkdir(path("fifo/a"), 0777);
+    write_jpeg(path("fifo/a/good.jpg"), 40, 30, TJSAMP_420, 0, TJPF_RGB, 8);
+    TB_CHECK(mkfifo(path("fifo/a/pipe.jpg"), 0666) == 0, "mkfifo failed");
+    TB_CHECK(tb_dataset_open(path("fifo"), &ds, err, sizeof err) == 0 && ds.n == 2, "fifo set: %s", err);
+    o->ds = &ds;
+    o->batch = 2;
+    o->keep_bad_place = 0;
+    ld = tb_loader_create(o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    kb = tb_loader_next(ld);
+    TB_CHECK(kb && kb->n == 2, "fifo set: no batch");
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_get_stats(ld, &st);
+    TB_CHECK(st.skipped == 1 && strstr(st.first_bad[0], "pipe.jpg: not a regular file"),
+             "a FIFO: %lld skipped, '%s'; want 1, 'not a regular file'", (long long)st.skipped, st.first_bad[0]);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+}
+
 void test_bad_files(void) {
     mkdir(path("bad"), 0777);
     mkdir(path("bad/a"), 0777);
@@ -106,25 +157,6 @@ void test_bad_files(void) {
     tb_loader_stats st;
     tb_loader_get_stats(ld, &st);
     tb_loader_destroy(ld);
-    /* keep_bad_place (validation): a bad file is not replaced by another
-     * image; it keeps its place, labelled -1, its image black */
-    o.keep_bad_place = 1;
-    ld = tb_loader_create(&o, err, sizeof err);
-    tb_loader_start_epoch(ld, 0, 0);
-    const tb_batch *kb = tb_loader_next(ld);
-    int marked = 0, black = 0;
-    for (int i = 0; kb && i < kb->n; i++) {
-        const uint8_t *px = (const uint8_t *)kb->images + (size_t)i * 32 * 32 * 3;
-        int dark = 1;
-        for (int q = 0; q < 32 * 32 * 3; q++) dark &= px[q] == 0;
-        marked += kb->labels[i] == -1;
-        black += kb->labels[i] == -1 && dark;
-    }
-    TB_CHECK(kb && kb->n == 12 && marked == 6 && black == 6,
-             "keep_bad_place: %d of %d samples labelled -1 (%d black), want the 6 bad files", marked, kb ? kb->n : -1,
-             black);
-    if (kb) tb_loader_release(ld, kb);
-    tb_loader_destroy(ld);
     tb_dataset_close(&ds);
     TB_CHECK(delivered == 24 && st.images == 24, "delivered %d samples (%lld decoded), want 24", delivered,
              (long long)st.images);
@@ -138,26 +170,7 @@ void test_bad_files(void) {
     TB_CHECK(named == 3, "first_bad does not name three bad files: '%s' '%s' '%s'", st.first_bad[0], st.first_bad[1],
              st.first_bad[2]);
 
-    /* a FIFO named like a JPEG is a bad file (not a regular file), not a
-     * worker blocked for ever in open() waiting for a writer */
-    mkdir(path("fifo"), 0777);
-    mkdir(path("fifo/a"), 0777);
-    write_jpeg(path("fifo/a/good.jpg"), 40, 30, TJSAMP_420, 0, TJPF_RGB, 8);
-    TB_CHECK(mkfifo(path("fifo/a/pipe.jpg"), 0666) == 0, "mkfifo failed");
-    TB_CHECK(tb_dataset_open(path("fifo"), &ds, err, sizeof err) == 0 && ds.n == 2, "fifo set: %s", err);
-    o.ds = &ds;
-    o.batch = 2;
-    o.keep_bad_place = 0;
-    ld = tb_loader_create(&o, err, sizeof err);
-    tb_loader_start_epoch(ld, 0, 0);
-    kb = tb_loader_next(ld);
-    TB_CHECK(kb && kb->n == 2, "fifo set: no batch");
-    if (kb) tb_loader_release(ld, kb);
-    tb_loader_get_stats(ld, &st);
-    TB_CHECK(st.skipped == 1 && strstr(st.first_bad[0], "pipe.jpg: not a regular file"),
-             "a FIFO: %lld skipped, '%s'; want 1, 'not a regular file'", (long long)st.skipped, st.first_bad[0]);
-    tb_loader_destroy(ld);
-    tb_dataset_close(&ds);
+    test_bad_place_and_fifo(&o);
 
     /* --strict-data: the run ends with one line naming the file */
     char cmd[2048];
