@@ -8,6 +8,7 @@
 #     (epoch E, K of its N steps) ...");
 #   - a --val folder whose class folders are not --data's (one renamed:
 #     its label would then mean another class) is refused with one line.
+#   - what --val holds is described as --data is (its .png not a sample).
 # Under LAUNCHER (e.g. "mpirun -np 2") when given.
 set -u
 bin=$1
@@ -18,6 +19,7 @@ mkdir "$dir" || exit 1
 "$bin" mkdata --out "$dir/train" --classes 3 --per-class 6 --min-side 40 --max-side 56 >/dev/null || exit 1
 "$bin" mkdata --out "$dir/val" --classes 3 --per-class 4 --seed 2 --min-side 40 --max-side 56 >/dev/null || exit 1
 : >"$dir/val/class_001/img_000002.jpg"
+echo 'not a sample' >"$dir/val/class_002/notes.png"
 "$@" "$bin" --data "$dir/train" --val "$dir/val" --image-size 32 --batch-size 4 --steps 3 --warmup-steps 0 \
     --scaling-steps 0 --threads 1 --loader-threads 1 --timeout 120 --results= >"$dir/out.txt" 2>&1
 rc=$?
@@ -28,6 +30,10 @@ grep -q '^eval   step 3 (epoch [01], [13] of its [24] steps) .*(11 images)$' "$d
     { echo "FAIL: no evaluation of 11 images at the end of the run (step 3, inside an epoch)"; fail=1; }
 grep -q '^#      --val: 1 bad file left out of the accuracy .*class_001/img_000002\.jpg: empty file' "$dir/out.txt" ||
     { echo "FAIL: the bad --val file is not named as left out"; fail=1; }
+grep -q "^# dataset $dir/val (directory): 12 samples in 3 classes" "$dir/out.txt" ||
+    { echo "FAIL: what --val holds (12 samples) is not described"; fail=1; }
+grep -q '^#   class_002/notes.png: not a .jpg/.jpeg name' "$dir/out.txt" ||
+    { echo "FAIL: --val's notes.png is not named as skipped"; fail=1; }
 cp -r "$dir/val" "$dir/renamed" && mv "$dir/renamed/class_002" "$dir/renamed/class_two" || exit 1
 "$@" "$bin" --data "$dir/train" --val "$dir/renamed" --image-size 32 --batch-size 4 --steps 1 --warmup-steps 0 \
     --scaling-steps 0 --threads 1 --loader-threads 1 --timeout 120 --results= >"$dir/renamed.txt" 2>&1

@@ -155,6 +155,8 @@ void tb_train_open_data(tb_train_run *r) {
         require_same_classes(r, &d->train_ds, &d->val_ds);
     }
     if (r->info.rank == 0) tb_dataset_describe(&d->train_ds, stdout, 20);
+    if (r->info.rank == 0 && d->have_val_ds) /* what --val holds and what of it is not a sample (a .png) */
+        tb_dataset_describe(&d->val_ds, stdout, 20);
 }
 
 /* ---- the --last-batch rule ------------------------------------------------------------ */
