@@ -274,7 +274,10 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
                 tb_loader_stage_add(w, w->track, TB_STAGE_RESIZE, w->step, t1r - info.resize_s, t1r);
         }
         if (rc != 0) {
-            if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
+            if (ld->o.strict)
+                tb_die("bad sample %s: %s, met preparing step %lld of epoch %lld (--strict-data makes bad files "
+                       "fatal: replace or remove the file, or run without it)",
+                       path, err, (long long)s->b.step, (long long)epoch);
             atomic_fetch_or_explicit(&ld->known_bad[sample], rc == TB_RENDER_BAD_FILE ? 3 : 2, memory_order_relaxed);
             w->acc.skipped += k == 0;
             note_bad(&w->acc, path, err);

@@ -185,7 +185,7 @@ void test_bad_files(void) {
     for (char *c = e; *c; c++) lines += *c == '\n';
     int names = 0;
     for (int m = 0; m < 6; m++) names |= strstr(e, badnames[m]) != NULL;
-    TB_CHECK(code != 0 && lines == 1 && names && strstr(e, "strict-data"),
+    TB_CHECK(code != 0 && lines == 1 && names && strstr(e, "strict-data") && strstr(e, "step 0 of epoch 0"),
              "--strict-data: exit %d, %d stderr lines, want non-zero and one line naming a bad file:\n%s", code, lines,
              e);
     printf("strict: exit %d: %s", code, e);
