@@ -395,9 +395,16 @@ static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen)
         if (!sp || (tab && tab > sp)) sp = tab;
         char *end = NULL;
         long label = sp ? strtol(sp + 1, &end, 10) : -1;
-        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0 || label > 0x7fffffffL) {
+        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0) {
             set_err(err, errlen, "%s:%lld: expected 'PATH LABEL' with LABEL a non-negative integer",
                     path, (long long)lineno);
+            free(line);
+            fclose(f);
+            return -1;
+        }
+        if (label >= TB_DATASET_MAX_CLASSES) { /* else a typo makes millions of empty classes (and a head to match) */
+            set_err(err, errlen, "%s:%lld: label %ld is above %d, the most classes a list file may have (a typo?)",
+                    path, (long long)lineno, label, TB_DATASET_MAX_CLASSES - 1);
             free(line);
             fclose(f);
             return -1;

@@ -275,5 +275,10 @@ void test_dataset(void) {
     fclose(f);
     TB_CHECK(tb_dataset_open(path("l2.txt"), &ds, err, sizeof err) != 0 && strstr(err, ":2:"),
              "negative label not reported with its line: '%s'", err);
+    f = fopen(path("l3.txt"), "w"); /* a typo'd label: not 50 million classes */
+    fprintf(f, "a.jpg 1\nb.jpg 50000000\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("l3.txt"), &ds, err, sizeof err) != 0 && strstr(err, ":2: label 50000000 is above"),
+             "a label past the class limit not reported with its line: '%s'", err);
     TB_CHECK(tb_dataset_open(path("nonexistent"), &ds, err, sizeof err) != 0, "missing path accepted");
 }
