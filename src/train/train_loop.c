@@ -27,6 +27,9 @@ typedef struct {
                                     wait for it), left out of every img/s */
     double ckpt_timed_s;         /* of them, those inside the timed steps */
     double ckpt_cpu_timed_s;     /* the calling thread's CPU seconds in those (out of the CPU budget) */
+    double eval_s;               /* wall seconds of the --val evaluations so far, left out of every img/s */
+    double eval_timed_s;         /* of them, those inside the timed steps */
+    double eval_cpu_timed_s;     /* the process's CPU seconds in those (out of the CPU budget) */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
     int nq, qhead, qcap;
@@ -135,6 +138,21 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
         fflush(stdout);
     }
     free(all);
+}
+
+/* evaluate_now timed apart, as a checkpoint is: left out of every img/s
+ * and of the CPU budget, counted in o->evals and o->eval_s. */
+static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const char *when) {
+    double t0 = tb_now(), cpu0 = tb_process_cpu_s();
+    evaluate_now(r, o, when);
+    double dt = tb_now() - t0;
+    c->eval_s += dt;
+    if (o->step > c->warm_end) { /* inside the timed steps */
+        c->eval_timed_s += dt;
+        c->eval_cpu_timed_s += tb_process_cpu_s() - cpu0;
+    }
+    o->evals++;
+    o->eval_s = c->eval_s;
 }
 
 void tb_train_ckpt_note(const tb_train_run *r, char *buf, size_t len) {
@@ -271,7 +289,7 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
         if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
             double el = tb_now() - c->t_begin; /* img/s without the checkpoint writes, eta with them */
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
-                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s),
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s - c->eval_s),
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
             if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
@@ -382,7 +400,7 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
             flush(r, o, &c);
             char when[64];
             snprintf(when, sizeof when, "epoch %lld", (long long)epoch);
-            evaluate_now(r, o, when);
+            evaluate_timed(r, o, &c, when);
             tb_trainer_invalidate_graph(r->tr); /* other batch sizes ran meanwhile */
         }
     }
@@ -392,16 +410,16 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         char when[96];
         snprintf(when, sizeof when, "step %lld (epoch %lld, %lld of its %lld steps)", (long long)o->step,
                  (long long)c.epoch, (long long)c.epoch_step, (long long)r->steps_per_epoch);
-        evaluate_now(r, o, when);
+        evaluate_timed(r, o, &c, when);
         tb_trainer_invalidate_graph(r->tr);
     }
     /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
     if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0]) checkpoint(r, o, &c, c.epoch, c.epoch_step);
-    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s : 0;
+    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s - c.eval_timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
-        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s;
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s - c.eval_cpu_timed_s;
         o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
     }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);

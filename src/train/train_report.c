@@ -113,6 +113,14 @@ static void summarise(tb_train_run *r, tb_train_outcome *o) {
             tb_attrs_num(&r->report.attrs, "checkpoint_s", o->ckpt_s);
             tb_run_report_unlock(&r->report);
         }
+        if (o->evals > 0) {
+            printf("# evaluation: %d run%s of --val in %.2f s, left out of the training img/s\n", o->evals,
+                   o->evals == 1 ? "" : "s", o->eval_s);
+            tb_run_report_lock(&r->report);
+            tb_attrs_int(&r->report.attrs, "evaluations", o->evals);
+            tb_attrs_num(&r->report.attrs, "evaluation_s", o->eval_s);
+            tb_run_report_unlock(&r->report);
+        }
         fflush(stdout);
     }
     free(all);

@@ -130,6 +130,8 @@ typedef struct {
                                     inside one (NaN: none) */
     int64_t val_images;          /* the images scored */
     int64_t val_bad;             /* --val files that could not be used: left out of the accuracy */
+    int evals;                   /* --val evaluations run */
+    double eval_s;               /* their wall seconds, left out of img/s (as the checkpoints') */
     double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
     int ckpts;                   /* --ckpt checkpoints written (every --ckpt-every steps, or the one at the end) */
     double ckpt_s;               /* their wall seconds (rank 0's write + every rank's wait), left out of img/s */
