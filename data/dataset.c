@@ -62,6 +62,12 @@ typedef struct {
     int dlen;     /* length of its directory part "class/sub" */
 } entry;
 
+/* A directory's identity, to know it again through a symbolic link. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+} dir_id;
+
 typedef struct {
     const char *name;            /* class directory name */
     char *arena;                 /* relative paths */
@@ -71,7 +77,21 @@ typedef struct {
     int64_t skipped_ext, skipped_other;
     char first_skipped[3][512];
     int nfirst;
+    dir_id anc[MAX_DEPTH + 2];   /* the walk's directories from ROOT down to the current one */
+    int nanc;
 } class_scan;
+
+/* Pushes directory fd onto the walk's chain; 0 when it is already on it (a
+ * symbolic link back to a directory that contains it: descending would
+ * list the same files again and again, under other names and labels). */
+static int enter_dir(class_scan *c, int fd) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return 1; /* cannot tell: readdir will say what is wrong */
+    for (int i = 0; i < c->nanc; i++)
+        if (c->anc[i].dev == st.st_dev && c->anc[i].ino == st.st_ino) return 0;
+    if (c->nanc < MAX_DEPTH + 2) c->anc[c->nanc++] = (dir_id){st.st_dev, st.st_ino};
+    return 1;
+}
 
 static void note_skip(class_scan *c, const char *rel, const char *name, const char *why) {
     if (c->nfirst < 3)
@@ -149,8 +169,15 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
             c->skipped_other++;
             rel[rlen] = '\0';
             note_skip(c, rel, name, "cannot open directory");
+        } else if (!enter_dir(c, sub)) {
+            close(sub);
+            c->skipped_other++;
+            rel[rlen] = '\0';
+            note_skip(c, rel, name, "a symbolic link back to a directory that contains it (a loop), not followed");
         } else {
+            int depth_anc = c->nanc;
             walk(c, sub, rel, rlen + 1 + nlen, depth + 1);
+            c->nanc = depth_anc - 1;
         }
         rel[rlen] = '\0';
     }
@@ -198,6 +225,9 @@ static void *scan_worker(void *arg) {
             note_skip(c, rel, ".", "cannot open class directory");
             continue;
         }
+        c->nanc = 0;
+        enter_dir(c, job->rootfd); /* ROOT, then the class directory, head the chain */
+        enter_dir(c, fd);
         walk(c, fd, rel, strlen(rel), 0);
         t_sort_arena = c->arena;
         qsort(c->ents, (size_t)c->n, sizeof *c->ents, cmp_entry);
@@ -340,7 +370,9 @@ static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen)
         fclose(f);
         return -1;
     }
-    rewind(f);
+    /* a UTF-8 byte order mark (as Windows editors write) is not part of the first PATH */
+    int bom = magic[0] == 0xEF && magic[1] == 0xBB && magic[2] == 0xBF;
+    if (fseek(f, bom ? 3 : 0, SEEK_SET) != 0) rewind(f);
     int64_t cap = 1024, n = 0;
     size_t acap = 1 << 16, alen = 0;
     ds->labels = xmalloc((size_t)cap * sizeof *ds->labels);
@@ -363,9 +395,16 @@ static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen)
         if (!sp || (tab && tab > sp)) sp = tab;
         char *end = NULL;
         long label = sp ? strtol(sp + 1, &end, 10) : -1;
-        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0 || label > 0x7fffffffL) {
+        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0) {
             set_err(err, errlen, "%s:%lld: expected 'PATH LABEL' with LABEL a non-negative integer",
                     path, (long long)lineno);
+            free(line);
+            fclose(f);
+            return -1;
+        }
+        if (label >= TB_DATASET_MAX_CLASSES) { /* else a typo makes millions of empty classes (and a head to match) */
+            set_err(err, errlen, "%s:%lld: label %ld is above %d, the most classes a list file may have (a typo?)",
+                    path, (long long)lineno, label, TB_DATASET_MAX_CLASSES - 1);
             free(line);
             fclose(f);
             return -1;

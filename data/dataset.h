@@ -7,11 +7,13 @@
  *              (byte order, like Python's sorted()), labels 0..C-1 in that
  *              order; samples are the files under each class directory,
  *              nested directories included, in the order of
- *              sorted(os.walk(class_dir)) then sorted(file names). Only names
+ *              sorted(os.walk(class_dir)) then sorted(file names), except
+ *              that a symbolic link back to a directory above it (a loop)
+ *              is skipped, with a reason, not followed. Only names
  *              ending in .jpg or .jpeg (any case) are samples; other entries
  *              are counted as skipped, with a reason.
- *   file       a list file: one `PATH LABEL` per line (LABEL a non-negative
- *              integer, the last field; PATH relative to the list file's
+ *   file       a list file: one `PATH LABEL` per line (LABEL an integer in
+ *              [0, TB_DATASET_MAX_CLASSES), the last field; PATH relative to the list file's
  *              directory unless absolute); blank lines and lines starting
  *              with '#' are ignored; classes = largest label + 1.
  *
@@ -24,6 +26,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stddef.h>
+
+/* The most classes a list file may name (labels 0 .. TB_DATASET_MAX_CLASSES - 1),
+ * as many as train's --classes takes: a label past it is a typo, not a class. */
+#define TB_DATASET_MAX_CLASSES (1 << 20)
 
 typedef struct {
     char *root;              /* the directory, or the list file's directory */

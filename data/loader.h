@@ -29,7 +29,8 @@
  * Bad files (empty, truncated, corrupt, not a JPEG) never end a run: the
  * sample is replaced by the next sample of the epoch order that decodes
  * (deterministic, so still independent of the thread count), counted in
- * stats.skipped and, for the first three, named in stats.first_bad. With
+ * stats.skipped and, for the first three, named in stats.first_bad; with
+ * `keep_bad_place` it stays in its place instead, labelled -1. With
  * `strict` (--strict-data) a bad file ends the job with one line naming it.
  * A file is bad when it cannot be read, has no JPEG header or no
  * end-of-image marker, or libjpeg reports an error or a warning while
@@ -77,6 +78,10 @@ typedef struct {
     tb_last_batch last_batch;  /* the epoch's remainder (shard.h); 0 = keep */
     uint64_t seed;
     int strict;                /* 1: a bad file is fatal (--strict-data) */
+    int keep_bad_place;        /* 1: a bad file's sample is not replaced: it keeps its place in
+                                  the batch with label -1 and a black image, so the consumer can
+                                  leave it out (validation counts every image once; a bad one is
+                                  not scored as another image with that image's label) */
     tb_out_format format;
     tb_decode_mode decode;     /* 0 (FAST) unless comparing decode paths */
     int gpu_flip;              /* TB_OUT_U8_NHWC only: leave the flip to the consumer: the

@@ -94,7 +94,7 @@ static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
 
 /* Reads a whole file into w->file; 0, or -1 with the reason in err. */
 static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO named *.jpg must not block the worker in open */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "cannot open: %s", strerror(errno));
@@ -171,12 +171,24 @@ void tb_loader_slot_refill(slot *s, int batch) {
     atomic_store(&s->arena_used, 0);
 }
 
+/* keep_bad_place: sample j, whose file is bad, keeps its place: a black
+ * image with label -1, rendered on the host. */
+static void store_bad_place(worker *w, slot *s, int j) {
+    const int S = w->ld->o.image_size;
+    memset(w->rgbx, 0, (size_t)4 * S * S);
+    tb_sample_store(w->rgbx, S, w->ld->o.format, s->host_images ? s->host_images : s->b.images, j);
+    if (s->kind) s->kind[j] = KIND_HOST;
+    if (s->b.flip) s->b.flip[j] = 0;
+    s->b.labels[j] = -1;
+}
+
 /* Produces sample j of a step that starts at global position `start`:
  * decodes order[(start + j + k) mod n] for k = k0, k0 + 1, ... until one
  * decodes (k = 0: the sample itself; positions past n are --last-batch
  * pad's repeats from the start of the order). Writes the image and label
  * into the slot. A replaced sample counts once in `skipped` (when k = 0 is
- * bad), however many bad candidates follow it. With --decode gpu and
+ * bad), however many bad candidates follow it; with keep_bad_place a bad
+ * k = 0 is not replaced (store_bad_place). With --decode gpu and
  * allow_gpu, a candidate whose checks pass and whose coding the GPU takes
  * becomes a GPU job instead of being rendered here (the GPU stage decodes
  * it, or calls this again with allow_gpu = 0 from that candidate), unless
@@ -191,6 +203,10 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         int64_t sample = ld->order[(s->start + j + k) % ld->n];
         if (atomic_load_explicit(&ld->known_bad[sample], memory_order_relaxed) & 1) { /* named when first found */
             w->acc.skipped += k == 0;
+            if (k == 0 && ld->o.keep_bad_place) {
+                store_bad_place(w, s, j);
+                return;
+            }
             continue;
         }
         tb_dataset_path(ds, sample, path, sizeof path);
@@ -258,10 +274,17 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
                 tb_loader_stage_add(w, w->track, TB_STAGE_RESIZE, w->step, t1r - info.resize_s, t1r);
         }
         if (rc != 0) {
-            if (ld->o.strict) tb_die("bad sample %s: %s (--strict-data makes bad files fatal)", path, err);
+            if (ld->o.strict)
+                tb_die("bad sample %s: %s, met preparing step %lld of epoch %lld (--strict-data makes bad files "
+                       "fatal: replace or remove the file, or run without it)",
+                       path, err, (long long)s->b.step, (long long)epoch);
             atomic_fetch_or_explicit(&ld->known_bad[sample], rc == TB_RENDER_BAD_FILE ? 3 : 2, memory_order_relaxed);
             w->acc.skipped += k == 0;
             note_bad(&w->acc, path, err);
+            if (k == 0 && ld->o.keep_bad_place) {
+                store_bad_place(w, s, j);
+                return;
+            }
             continue;
         }
         double t1 = tb_loader_stage_begin(TB_STAGE_RESIZE);

@@ -237,12 +237,15 @@ static void *write_worker(void *arg) {
 
 int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, int64_t *pixels, char *err, size_t errlen) {
     struct stat st;
-    char tmp[4200];
-    if (stat(o->out, &st) == 0) {
-        snprintf(err, errlen, "%s already exists; remove it or choose another --out", o->out);
+    char tmp[4200], out[4096];
+    snprintf(out, sizeof out, "%s", o->out);
+    size_t len = strlen(out);
+    while (len > 1 && out[len - 1] == '/') out[--len] = '\0'; /* DIR/ is DIR (its temporary is DIR.tmp) */
+    if (stat(out, &st) == 0) {
+        snprintf(err, errlen, "%s already exists; remove it or choose another --out", out);
         return -1;
     }
-    snprintf(tmp, sizeof tmp, "%s.tmp", o->out);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out);
     if (stat(tmp, &st) == 0) {
         snprintf(err, errlen, "%s exists (left by an interrupted mkdata?); remove it first", tmp);
         return -1;
@@ -284,8 +287,8 @@ int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, int64_t *pi
         snprintf(err, errlen, "%s (the partial set is left in %s)", job.err, tmp);
         return -1;
     }
-    if (rename(tmp, o->out) != 0) {
-        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, o->out, strerror(errno));
+    if (rename(tmp, out) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
         return -1;
     }
     if (bytes_written) *bytes_written = job.bytes;

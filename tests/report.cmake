@@ -70,6 +70,14 @@ if(TB_PYTHON)  # the plot half needs matplotlib's interpreter
   set_tests_properties(loader_bench_results PROPERTIES TIMEOUT 300)
 endif()
 
+# report A B of two loader-bench files compares their /loader rows by thread
+# count (threads 1,2 against 2,4: the row of 2 threads in both), not the
+# training tables they do not have
+add_test(NAME report_loader_compare
+         COMMAND sh -c "rm -rf lbc_data lbc_a.h5 lbc_b.h5 && \"$0\" mkdata --out lbc_data --classes 2 --per-class 6 --min-side 48 --max-side 64 >/dev/null && \"$0\" loader-bench --data lbc_data --threads 1,2 --batch-size 4 --batches 3 --warmup 1 --image-size 32 --results lbc_a.h5 >/dev/null && \"$0\" loader-bench --data lbc_data --threads 2,4 --batch-size 4 --batches 3 --warmup 1 --image-size 32 --results lbc_b.h5 >/dev/null && \"$0\" report lbc_a.h5 lbc_b.h5 --format csv | tee lbc_report.txt | grep -q '^# loader rows measured in both' && test \"$(grep -c '^[124],' lbc_report.txt)\" = 1 && grep -q '^2,' lbc_report.txt && ! grep -q 'training run' lbc_report.txt"
+                 ${TB_BIN})
+set_tests_properties(report_loader_compare PROPERTIES TIMEOUT 300)
+
 # --scaling-min-seconds: a row still short after --scaling-steps runs on, the
 # same number of steps on every rank (one all-reduce of the row's length),
 # until it lasts that long -- on CUDA by default 1.25 s, so NVML's GPU-Util

@@ -297,6 +297,16 @@ int main(int argc, char **argv) {
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
     expect_error("train --val /tmp", "--val needs --data");
+    expect_error("train --data /tmp --synthetic --steps 1", "give --synthetic or --data, not both");
+    expect_error("mkdata --out /nonexistent/set --like imagenet --max-side 64",
+                 "--like imagenet draws its own sizes and qualities");
+    /* an unwritable --results is refused before the benchmark, not after it (the data is read later) */
+    expect_error("loader-bench --data /nonexistent/imagenet --results /nonexistent/dir/lb.h5",
+                 "loader-bench: cannot write results file '/nonexistent/dir/lb.h5'");
+    expect_error("loader-bench --data /nonexistent/imagenet --index-only --results lb.h5",
+                 "--index-only measures no loader row, so it writes no --results file");
+    expect_error("loader-bench --feed --data /nonexistent/imagenet --results /nonexistent/dir/feed.h5",
+                 "loader-bench --feed: cannot write results file '/nonexistent/dir/feed.h5'");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
     expect_error("train --batch-size 1 --image-size 32 --steps 1", "one value per channel");
     expect_error("train --steps 1 --results /nonexistent/dir/run.h5", "cannot write results file '/nonexistent/dir/run.h5'");

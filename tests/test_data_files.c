@@ -4,6 +4,57 @@
 
 /* ---- bad files ------------------------------------------------------------------------------ */
 
+/* With test_bad_files' loader options and corpus (12 files, 6 bad):
+ * keep_bad_place; then a FIFO among JPEGs. */
+static void test_bad_place_and_fifo(tb_loader_opts *o) {
+    tb_dataset ds;
+    char err[256];
+    tb_loader_stats st;
+    TB_CHECK(tb_dataset_open(path("bad"), &ds, err, sizeof err) == 0, "open: %s", err);
+    o->ds = &ds;
+    /* keep_bad_place (validation): a bad file is not replaced by another
+     * image; it keeps its place, labelled -1, its image black */
+    o->keep_bad_place = 1;
+    tb_loader *ld = tb_loader_create(o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *kb = tb_loader_next(ld);
+    int marked = 0, black = 0;
+    for (int i = 0; kb && i < kb->n; i++) {
+        const uint8_t *px = (const uint8_t *)kb->images + (size_t)i * 32 * 32 * 3;
+        int dark = 1;
+        for (int q = 0; q < 32 * 32 * 3; q++) dark &= px[q] == 0;
+        marked += kb->labels[i] == -1;
+        black += kb->labels[i] == -1 && dark;
+    }
+    TB_CHECK(kb && kb->n == 12 && marked == 6 && black == 6,
+             "keep_bad_place: %d of %d samples labelled -1 (%d black), want the 6 bad files", marked, kb ? kb->n : -1,
+             black);
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+
+    /* a FIFO named like a JPEG is a bad file (not a regular file), not a
+     * worker blocked for ever in open() waiting for a writer */
+    mkdir(path("fifo"), 0777);
+    mkdir(path("fifo/a"), 0777);
+    write_jpeg(path("fifo/a/good.jpg"), 40, 30, TJSAMP_420, 0, TJPF_RGB, 8);
+    TB_CHECK(mkfifo(path("fifo/a/pipe.jpg"), 0666) == 0, "mkfifo failed");
+    TB_CHECK(tb_dataset_open(path("fifo"), &ds, err, sizeof err) == 0 && ds.n == 2, "fifo set: %s", err);
+    o->ds = &ds;
+    o->batch = 2;
+    o->keep_bad_place = 0;
+    ld = tb_loader_create(o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    kb = tb_loader_next(ld);
+    TB_CHECK(kb && kb->n == 2, "fifo set: no batch");
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_get_stats(ld, &st);
+    TB_CHECK(st.skipped == 1 && strstr(st.first_bad[0], "pipe.jpg: not a regular file"),
+             "a FIFO: %lld skipped, '%s'; want 1, 'not a regular file'", (long long)st.skipped, st.first_bad[0]);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+}
+
 void test_bad_files(void) {
     mkdir(path("bad"), 0777);
     mkdir(path("bad/a"), 0777);
@@ -119,6 +170,8 @@ void test_bad_files(void) {
     TB_CHECK(named == 3, "first_bad does not name three bad files: '%s' '%s' '%s'", st.first_bad[0], st.first_bad[1],
              st.first_bad[2]);
 
+    test_bad_place_and_fifo(&o);
+
     /* --strict-data: the run ends with one line naming the file */
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
@@ -132,7 +185,7 @@ void test_bad_files(void) {
     for (char *c = e; *c; c++) lines += *c == '\n';
     int names = 0;
     for (int m = 0; m < 6; m++) names |= strstr(e, badnames[m]) != NULL;
-    TB_CHECK(code != 0 && lines == 1 && names && strstr(e, "strict-data"),
+    TB_CHECK(code != 0 && lines == 1 && names && strstr(e, "strict-data") && strstr(e, "step 0 of epoch 0"),
              "--strict-data: exit %d, %d stderr lines, want non-zero and one line naming a bad file:\n%s", code, lines,
              e);
     printf("strict: exit %d: %s", code, e);
@@ -175,7 +228,28 @@ void test_dataset(void) {
         for (int64_t i = 0; i < ds.n; i++) printf("  %d %s\n", ds.labels[i], tb_dataset_relpath(&ds, i));
     TB_CHECK(ds.skipped_ext == 2 && ds.skipped_loose == 1, "skipped: %lld ext, %lld loose; want 2, 1",
              (long long)ds.skipped_ext, (long long)ds.skipped_loose);
+    uint64_t h = tb_dataset_hash(&ds);
     tb_dataset_close(&ds);
+
+    /* symbolic links back to a directory above (a loop) are not followed:
+     * the same 7 samples, labels and hash, each loop skipped with a reason;
+     * a link to a sibling directory is (ImageFolder follows links) */
+    int linked = symlink("..", path("tree/a/sub/up")) == 0 && symlink(".", path("tree/b/self")) == 0;
+    TB_CHECK(linked, "cannot make the symbolic links");
+    TB_CHECK(tb_dataset_open(path("tree"), &ds, err, sizeof err) == 0, "open tree with loops: %s", err);
+    int said = 0;
+    for (int k = 0; k < 3; k++) said |= strstr(ds.first_skipped[k], "a/sub/up: a symbolic link back") != NULL;
+    TB_CHECK(ds.n == 7 && tb_dataset_hash(&ds) == h && ds.skipped_other == 2 && said,
+             "symlink loops: %lld samples (want 7), %lld other skipped (want 2), same index %d, loop named %d",
+             (long long)ds.n, (long long)ds.skipped_other, tb_dataset_hash(&ds) == h, said);
+    tb_dataset_close(&ds);
+    TB_CHECK(symlink("../b", path("tree/a/sib")) == 0, "cannot link a sibling");
+    TB_CHECK(tb_dataset_open(path("tree"), &ds, err, sizeof err) == 0 && ds.n == 9, "a link to a sibling "
+             "directory: %lld samples, want 9 (b's two again under a/sib)", (long long)ds.n);
+    tb_dataset_close(&ds);
+    unlink(path("tree/a/sib"));
+    unlink(path("tree/a/sub/up"));
+    unlink(path("tree/b/self"));
 
     /* list files: comments, blank lines, spaces in paths; errors name the line */
     FILE *f = fopen(path("l1.txt"), "w");
@@ -189,10 +263,22 @@ void test_dataset(void) {
     tb_dataset_path(&ds, 0, full, sizeof full);
     TB_CHECK(strcmp(full, path("x y.jpg")) == 0, "relative list path resolves to %s", full);
     tb_dataset_close(&ds);
+    f = fopen(path("bom.txt"), "w"); /* a UTF-8 byte order mark before the first PATH */
+    fprintf(f, "\xEF\xBB\xBF" "a.jpg 0\nb.jpg 1\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("bom.txt"), &ds, err, sizeof err) == 0 && ds.n == 2 &&
+                 strcmp(tb_dataset_relpath(&ds, 0), "a.jpg") == 0,
+             "list file with a byte order mark: first path '%s'", ds.n ? tb_dataset_relpath(&ds, 0) : err);
+    tb_dataset_close(&ds);
     f = fopen(path("l2.txt"), "w");
     fprintf(f, "a.jpg 1\nb.jpg -2\n");
     fclose(f);
     TB_CHECK(tb_dataset_open(path("l2.txt"), &ds, err, sizeof err) != 0 && strstr(err, ":2:"),
              "negative label not reported with its line: '%s'", err);
+    f = fopen(path("l3.txt"), "w"); /* a typo'd label: not 50 million classes */
+    fprintf(f, "a.jpg 1\nb.jpg 50000000\n");
+    fclose(f);
+    TB_CHECK(tb_dataset_open(path("l3.txt"), &ds, err, sizeof err) != 0 && strstr(err, ":2: label 50000000 is above"),
+             "a label past the class limit not reported with its line: '%s'", err);
     TB_CHECK(tb_dataset_open(path("nonexistent"), &ds, err, sizeof err) != 0, "missing path accepted");
 }

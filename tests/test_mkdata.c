@@ -225,6 +225,18 @@ int main(int argc, char **argv) {
              "mkdata over an existing directory: exit %d, %d lines:\n%.3000s", code, lines,
              e ? (char *)e : "(no output file)");
     free(e);
+    /* --out DIR/ (a shell's completion) writes DIR, and DIR/ again is refused as existing */
+    snprintf(args, sizeof args, "--out '%s/slash/' --classes 2 --per-class 1 --min-side 16 --max-side 16", g_dir);
+    code = run(bin, args, "slash.err");
+    snprintf(p, sizeof p, "%s/slash/class_001/img_000000.jpg", g_dir);
+    TB_CHECK(code == 0 && stat(p, &st) == 0, "mkdata --out DIR/: exit %d, %s %s", code, p,
+             stat(p, &st) == 0 ? "written" : "missing");
+    code = run(bin, args, "slash2.err");
+    snprintf(p, sizeof p, "%s/slash2.err", g_dir);
+    e = slurp(p, &n);
+    TB_CHECK(code != 0 && e && strstr((char *)e, "slash already exists"), "mkdata --out DIR/ twice: exit %d: %s",
+             code, e ? (char *)e : "(no output file)");
+    free(e);
     snprintf(args, sizeof args, "rm -rf '%s'", g_dir);
     if (system(args) != 0) printf("warning: could not remove %s\n", g_dir);
     return tb_test_exit("test_mkdata");

@@ -467,6 +467,7 @@ def mode_generic(a):
             p["check"] = np.array(["h2d 4 MB", "gemm 4096"], dtype=h5py.string_dtype())
             p["ms"] = np.array([0.125, 1.85])
             p["ok"] = np.array([1, 1], np.int64)
+            f.attrs["two_lines"] = "a/first.jpg: empty file\nb/second.jpg: not a JPEG file"
         out = run([a.trainbench, "report", path, "--format", "md"], expect_rc=0)
         t = md_tables(out.stdout)
         head, rows = find(t, "/loader (3 rows)") or ([], [])
@@ -487,6 +488,47 @@ def mode_generic(a):
         txt = run([a.trainbench, "report", path], expect_rc=0).stdout
         if "# /loader (3 rows)" not in txt or "# /probe (2 rows)" not in txt:
             fail("text report lacks the /loader or /probe table")
+        # a value of several lines stays in its column: every line of the
+        # text report is a '#' line or an indented row, none at the margin
+        margin = [l for l in txt.splitlines() if l and l[0] not in "# "]
+        if margin:
+            fail(f"text report lines at the left margin (a multi-line value out of its table): {margin[:3]}")
+        # a run asked for no scaling table (--scaling-steps 0) is complete
+        # without one: exit 0 and a note; asked for one, the empty table is
+        # a missing part (exit 1)
+        empty = os.path.join(d, "noscaling.h5")
+        shutil.copy(a.files[0], empty)
+        with h5py.File(empty, "a") as f:
+            g = f["scaling"]
+            for k in list(g.keys()):
+                dt = g[k].dtype
+                del g[k]
+                g.create_dataset(k, shape=(0,), dtype=dt)
+            f.attrs["scaling_steps"] = 0
+        p = run([a.trainbench, "report", empty], expect_rc=0)
+        if "no scaling table: the run was asked for none (--scaling-steps 0)" not in p.stdout:
+            fail("report of a --scaling-steps 0 run does not say why it has no scaling table")
+        with h5py.File(empty, "a") as f:
+            f.attrs["scaling_steps"] = 2
+        p = run([a.trainbench, "report", empty], expect_rc=1)
+        if "/scaling has no rows" not in p.stderr:
+            fail(f"an empty /scaling of a run that asked for one is not reported: {p.stderr!r}")
+        with h5py.File(empty, "a") as f:  # a file from before the attribute: its command line says it
+            del f.attrs["scaling_steps"]
+            f.attrs["command_line"] = "trainbench train --steps 5 --scaling-steps 0 --results x.h5"
+        run([a.trainbench, "report", empty], expect_rc=0)
+        # another command's file (probe; without a GPU its /probe has no
+        # rows, the CPU's facts are attributes) is read as what it is
+        probe = os.path.join(d, "probe.h5")
+        run([a.trainbench, "probe", "--quick", "--results", probe], expect_rc=0)
+        p = run([a.trainbench, "report", probe], expect_rc=0)
+        if f"# {probe}: trainbench probe on " not in p.stdout or "nan" in p.stdout.splitlines()[1]:
+            fail(f"report of a probe file: first lines {p.stdout.splitlines()[:2]}, stderr {p.stderr!r}")
+        lines = txt.splitlines()
+        first = [l for l in lines if "a/first.jpg" in l]
+        second = [l for l in lines if "b/second.jpg" in l]
+        if len(first) != 1 or len(second) != 1 or first[0].index("a/first") != second[0].index("b/second"):
+            fail(f"the two lines of a value are not one under the other: {first} {second}")
 
 
 def png_size(path):

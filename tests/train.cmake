@@ -56,6 +56,16 @@ add_test(NAME short_epoch_np1_keep_refused
                  "last-batch keep: the epoch's last step gives rank 0 1 sample .* layer4\\.0\\.bn1 would normalise a single value per channel"
                  ${TB_BIN} ${TB_ISSUE12_B} --last-batch keep)
 set_tests_properties(short_epoch_np1 short_epoch_np1_keep_refused PROPERTIES TIMEOUT 300)
+# --epochs alone trains that many epochs (here 2 x 1 step), not --steps'
+# default of 100 steps; --steps and --epochs together are refused
+set(TB_EPOCHS_ARGS --synthetic-size 5 --image-size 32 --batch-size 4 --scaling-steps 0 --threads 1
+                   --warmup-steps 0 --results=)
+add_test(NAME epochs_alone
+         COMMAND ${TB_EXPECT_PASS} "training: 2 steps" -- ${TB_BIN} ${TB_EPOCHS_ARGS} --epochs 2)
+add_test(NAME epochs_and_steps_refused
+         COMMAND ${TB_TEST_DIR}/expect_fail.sh "give --steps 3 or --epochs 2, not both"
+                 ${TB_BIN} ${TB_EPOCHS_ARGS} --epochs 2 --steps 3)
+set_tests_properties(epochs_alone epochs_and_steps_refused PROPERTIES TIMEOUT 300)
 if(TB_HAVE_MPI)
   set(TB_REPL "replicas: [23] ranks hold bit-identical")
   add_test(NAME short_epoch_np2
@@ -214,6 +224,32 @@ if(TB_PYTHON)
     set_tests_properties(train_bad_files_reported_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                          ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
+endif()
+
+# --val: a bad validation file is left out of the accuracy and named (not
+# replaced by another image scored with its label), and a run that stops
+# inside an epoch is evaluated at its end; a --val whose class folders are
+# not --data's is refused; on 1 and 2 ranks
+add_test(NAME train_val_bad_file_and_end COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN})
+set_tests_properties(train_val_bad_file_and_end PROPERTIES TIMEOUT 300)
+if(TB_HAVE_MPI)
+  add_test(NAME train_val_bad_file_and_end_np2 COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN} ${TB_MPIRUN} 2)
+  set_tests_properties(train_val_bad_file_and_end_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
+# top-1/top-5 break ties as torch.topk does: all-equal logits (fc zeroed
+# in a checkpoint) are top-1 hits for class 0 only, not for every image
+if(TB_PYTHON)
+  add_test(NAME eval_ties_torch_order COMMAND sh ${TB_TEST_DIR}/eval_ties.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(eval_ties_torch_order PROPERTIES TIMEOUT 300)
+endif()
+
+# --val's evaluations stay out of the training img/s: 6 of a 150-image set
+# after 6 short epochs; img/s within 0.7 of what the mean step time gives
+if(TB_PYTHON)
+  add_test(NAME train_eval_time_left_out COMMAND sh ${TB_TEST_DIR}/eval_time_left_out.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(train_eval_time_left_out PROPERTIES TIMEOUT 300)
 endif()
 
 # checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s

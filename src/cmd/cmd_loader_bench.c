@@ -160,6 +160,11 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     tb_cli_require("loader-bench", "data", a->data);
     if (a->train && a->eval) tb_die("loader-bench: --train and --eval exclude each other");
     if (a->rank >= a->world) tb_die("loader-bench: --rank %d must be below --world %d", a->rank, a->world);
+    if (a->index_only && a->results[0])
+        tb_die("loader-bench: --index-only measures no loader row, so it writes no --results file; drop one of them");
+    char why[8400];
+    if (a->results[0] && tb_output_path_check(a->results, "results file", "--results", why, sizeof why) != 0)
+        tb_die("loader-bench: %s", why); /* before the runs, not after them */
 }
 
 static tb_loader_opts loader_opts(bench_args *a, const tb_dataset *ds) {

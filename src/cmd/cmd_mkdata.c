@@ -36,8 +36,11 @@ int tb_cmd_mkdata(int argc, char **argv) {
     tb_cli_parse("mkdata", "trainbench mkdata --out DIR [--classes C] [--per-class N] [options]", argc, argv,
                  opts);
     tb_cli_require("mkdata", "out", out);
-    if (min_side > max_side) tb_die("mkdata: --min-side %d is above --max-side %d", min_side, max_side);
     int imagenet = strcmp(like, "imagenet") == 0;
+    if (imagenet && (min_side != 300 || max_side != 600 || quality != 90)) /* they would be ignored */
+        tb_die("mkdata: --like imagenet draws its own sizes and qualities (long side 500 px mostly, quality 75-95); "
+               "--min-side, --max-side and --quality are for --like plain: leave them out or drop --like imagenet");
+    if (min_side > max_side) tb_die("mkdata: --min-side %d is above --max-side %d", min_side, max_side);
     tb_mkdata_opts o = {out,      classes,  per_class, (uint64_t)seed, threads,
                         min_side, max_side, quality,   imagenet ? TB_MKDATA_IMAGENET : TB_MKDATA_PLAIN};
     char err[1024];

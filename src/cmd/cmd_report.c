@@ -59,20 +59,32 @@ static double ratio(double b, double a) { return a != 0 && !isnan(a) && !isnan(b
 
 /* ---- one file ------------------------------------------------------------------------------ */
 
+/* Files of the commands that train (train, loader-bench --feed, project's
+ * copy of a run) have a model, batch and ranks to name; the others
+ * (loader-bench, allreduce-bench, probe) are named by their command. */
+static int has_model(const tb_results *r) {
+    const char *kind = tb_results_str(r, "kind", "train");
+    return strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0;
+}
+
 static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
-    char what[256]; /* a training run's model and shape; another kind (allreduce-bench, loader-bench) by name */
-    if (tb_results_attr(r, "model"))
-        snprintf(what, sizeof what, "%s, %s, batch %.0f per rank, %.0f px", tb_results_str(r, "model", "?"),
-                 tb_results_str(r, "precision", "?"), tb_results_num(r, "batch_size", NAN),
-                 tb_results_num(r, "image_size", NAN));
+    if (has_model(r))
+        tb_note(f, fmt, "%s%s: %s, %s, batch %.0f per rank, %.0f px, %.0f rank%s on %s; backend %s (%s)", label,
+                r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
+                tb_results_num(r, "batch_size", NAN), tb_results_num(r, "image_size", NAN),
+                tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
+                tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
+                tb_results_str(r, "device_names", "?"));
+    else if (tb_results_attr(r, "world_size")) /* a multi-rank command of another kind: allreduce-bench */
+        tb_note(f, fmt, "%s%s: %s, %.0f rank%s on %s; backend %s (%s)", label, r->path,
+                tb_results_str(r, "kind", "?"), tb_results_num(r, "world_size", NAN),
+                tb_results_num(r, "world_size", 0) > 1 ? "s" : "", tb_results_str(r, "hostnames", "?"),
+                tb_results_str(r, "backend", "?"), tb_results_str(r, "device_names", "?"));
     else
-        snprintf(what, sizeof what, "%s", tb_results_str(r, "kind", "?"));
-    tb_note(f, fmt, "%s%s: %s, %.0f rank%s on %s; backend %s (%s)", label, r->path, what,
-            tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
-            tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
-            tb_results_str(r, "device_names", "?"));
+        tb_note(f, fmt, "%s%s: trainbench %s on %s", label, r->path, tb_results_str(r, "kind", "?"),
+                tb_results_str(r, "hostnames", "?"));
     const char *indent = label[0] ? "    " : "";
     tb_note(f, fmt, "%sstatus %s; %s to %s; trainbench %s (%s)", indent, status,
             tb_results_str(r, "start_time", "?"), tb_results_str(r, "end_time", "?"),
@@ -246,6 +258,8 @@ static void print_scaling(FILE *f, tb_format fmt, const tb_results *r) {
         if (!label) label = tb_scaling_util_label(tb_results_str(r, "backend", ""));
         tb_scaling_write_seed(f, fmt, rows, n, tb_results_num(r, "dataset_size", NAN), label);
         tb_scaling_write_full(f, fmt, rows, n);
+    } else if (has_model(r) && tb_results_no_scaling_asked(r)) {
+        tb_note(f, fmt, "no scaling table: the run was asked for none (--scaling-steps 0)");
     }
     free(rows);
 }
@@ -438,6 +452,34 @@ static void print_allreduce_compare(FILE *f, tb_format fmt, const tb_rtable *a, 
     tb_tab_print(t, f);
 }
 
+/* Two loader-bench files: their /loader rows with the same thread count,
+ * img/s and ms per batch A and B with B/A. */
+static void print_loader_compare(FILE *f, tb_format fmt, const tb_rtable *la, const tb_rtable *lb) {
+    const tb_col cols[] = {
+        {.head = "threads", .key = "threads", .width = 7},
+        {.head = "img/s A", .key = "img_per_s_a", .width = 10},
+        {.head = "img/s B", .key = "img_per_s_b", .width = 10},
+        {.head = "B/A", .key = "ratio_b_a", .width = 6},
+        {.head = "ms/batch A", .key = "ms_per_batch_a", .width = 10},
+        {.head = "ms/batch B", .key = "ms_per_batch_b", .width = 10},
+    };
+    tb_tab *t = tb_tab_new(fmt, "loader rows measured in both (same thread count); B/A = img/s B / img/s A", cols, 6);
+    for (size_t i = 0; i < la->rows; i++)
+        for (size_t j = 0; j < lb->rows; j++) {
+            double th = tb_rtable_num(la, "threads", i);
+            if (th != tb_rtable_num(lb, "threads", j)) continue;
+            double ia = tb_rtable_num(la, "img_per_s", i), ib = tb_rtable_num(lb, "img_per_s", j);
+            tb_tab_int(t, (long long)th);
+            tb_tab_num(t, ia, 1);
+            tb_tab_num(t, ib, 1);
+            tb_tab_num(t, ratio(ib, ia), 3);
+            tb_tab_num(t, tb_rtable_num(la, "ms_per_batch", i), 2);
+            tb_tab_num(t, tb_rtable_num(lb, "ms_per_batch", j), 2);
+            break;
+        }
+    tb_tab_print(t, f);
+}
+
 static int report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_results a, b;
     char err[8192];
@@ -448,12 +490,16 @@ static int report_two(const char *pa, const char *pb, tb_format fmt) {
     run_line(f, fmt, "A = ", &a);
     run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
+    const tb_rtable *la = tb_results_table(&a, "loader"), *lb = tb_results_table(&b, "loader");
     const tb_rtable *ara = tb_results_table(&a, "allreduce"), *arb = tb_results_table(&b, "allreduce");
-    if (ara && arb) { /* two all-reduce sweeps: no training to compare */
-        print_allreduce_compare(f, fmt, ara, arb);
-    } else {
+    if (la && lb) print_loader_compare(f, fmt, la, lb);
+    if (ara && arb) print_allreduce_compare(f, fmt, ara, arb);
+    if (has_model(&a) && has_model(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
+    } else if (!(la && lb) && !(ara && arb)) {
+        tb_note(f, fmt, "A is a '%s' file and B a '%s' file: only their attributes compare",
+                tb_results_str(&a, "kind", "train"), tb_results_str(&b, "kind", "train"));
     }
     fflush(f);
     print_problems(&a);

@@ -61,6 +61,10 @@ const tb_rattr *tb_results_attr(const tb_results *r, const char *key);
 const char *tb_results_str(const tb_results *r, const char *key, const char *dflt);
 /* The numeric attribute, or dflt. */
 double tb_results_num(const tb_results *r, const char *key, double dflt);
+/* The run was asked for no scaling table: its scaling_steps attribute is
+ * 0, or, in a file written before that attribute, its command line has
+ * --scaling-steps 0. */
+int tb_results_no_scaling_asked(const tb_results *r);
 /* An attribute's value as text: strings as they are, integers exactly,
  * floats with 6 significant digits. */
 void tb_rattr_format(const tb_rattr *a, char *buf, size_t len);

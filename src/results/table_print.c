@@ -130,6 +130,41 @@ static void put_cell(char *line, size_t cap, size_t *used, int gap, const char *
     *used += (size_t)snprintf(line + *used, cap - *used, left ? "%-*s" : "%*s", w, s);
 }
 
+/* A cell that holds newlines (a list of files, one per line) is printed on
+ * as many lines, each part in the cell's column, the row's other cells
+ * blank below their first line: no part starts a line of its own at the
+ * left margin, where it would read as a row of another table. */
+static int cell_lines(const char *s) {
+    int n = 1;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* The widest line of a cell. */
+static int cell_width(const char *s) {
+    int w = 0;
+    while (*s) {
+        int n = (int)strcspn(s, "\n");
+        if (n > w) w = n;
+        s += n + (s[n] == '\n');
+    }
+    return w;
+}
+
+/* Line k of a cell into buf (len >= its width + 1); "" past its last. */
+static const char *cell_line(const char *s, int k, char *buf, size_t len) {
+    for (; k > 0 && s; k--) {
+        s = strchr(s, '\n');
+        if (s) s++;
+    }
+    if (!s) return "";
+    size_t n = strcspn(s, "\n");
+    if (n >= len) n = len - 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return buf;
+}
+
 static void print_text(const tb_tab *t, FILE *f, size_t rows) {
     int *w = calloc((size_t)t->ncols, sizeof *w);
     int any_unit = 0;
@@ -143,14 +178,17 @@ static void print_text(const tb_tab *t, FILE *f, size_t rows) {
             if ((int)strlen(col->unit) + 2 > w[c]) w[c] = (int)strlen(col->unit) + 2;
         }
         for (size_t r = 0; r < rows; r++) {
-            int l = (int)strlen(t->cells[r * (size_t)t->ncols + (size_t)c]);
+            int l = cell_width(t->cells[r * (size_t)t->ncols + (size_t)c]);
             if (l > w[c]) w[c] = l;
         }
     }
-    size_t cap = 256;
-    for (int c = 0; c < t->ncols; c++) cap += (size_t)w[c] + (size_t)t->cols[c].gap + 2;
-    char *line = malloc(cap);
-    if (!w || !line) TB_FATAL("out of host memory");
+    size_t cap = 256, widest = 1;
+    for (int c = 0; c < t->ncols; c++) {
+        cap += (size_t)w[c] + (size_t)t->cols[c].gap + 2;
+        if ((size_t)w[c] + 1 > widest) widest = (size_t)w[c] + 1;
+    }
+    char *line = malloc(cap), *part = malloc(widest);
+    if (!w || !line || !part) TB_FATAL("out of host memory");
     fprintf(f, "#\n");
     if (t->title) fprintf(f, "# %s\n", t->title);
     for (int pass = 0; pass < 1 + any_unit; pass++) {
@@ -165,13 +203,20 @@ static void print_text(const tb_tab *t, FILE *f, size_t rows) {
         fprintf(f, "%s\n", line);
     }
     for (size_t r = 0; r < rows; r++) {
-        size_t used = (size_t)snprintf(line, cap, " ");
+        char *const *cells = t->cells + r * (size_t)t->ncols;
+        int nl = 1;
         for (int c = 0; c < t->ncols; c++)
-            put_cell(line, cap, &used, c == 0 ? 1 : (t->cols[c].gap ? t->cols[c].gap : 1),
-                     t->cells[r * (size_t)t->ncols + (size_t)c], w[c], t->cols[c].left);
-        rtrim_line(line);
-        fprintf(f, "%s\n", line);
+            if (cell_lines(cells[c]) > nl) nl = cell_lines(cells[c]);
+        for (int k = 0; k < nl; k++) {
+            size_t used = (size_t)snprintf(line, cap, " ");
+            for (int c = 0; c < t->ncols; c++)
+                put_cell(line, cap, &used, c == 0 ? 1 : (t->cols[c].gap ? t->cols[c].gap : 1),
+                         nl == 1 ? cells[c] : cell_line(cells[c], k, part, widest), w[c], t->cols[c].left);
+            rtrim_line(line);
+            fprintf(f, "%s\n", line);
+        }
     }
+    free(part);
     free(line);
     free(w);
 }

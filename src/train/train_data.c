@@ -44,6 +44,7 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.last_batch = last;
     o.seed = (uint64_t)f->seed;
     o.strict = f->strict_data;
+    o.keep_bad_place = use == TB_USE_VAL; /* a bad --val file is left out of the accuracy, not replaced */
     o.format = TB_OUT_F32_NCHW; /* the feed's uint8, if so, set by tb_source_loader */
     o.gpu_device = -1;          /* the device the CUDA backend made current */
     return tb_source_loader(&o, &fo, be);
@@ -114,6 +115,31 @@ static void require_a_step(tb_train_run *r, int64_t n) {
                           r->info.world, f->batch);
 }
 
+/* --val's labels must mean what --data's mean. Two folders: the same class
+ * names (ImageFolder numbers classes by sorted name, so a folder renamed,
+ * missing or added in one shifts every label after it, silently); a --val
+ * list file: labels below --data's class count; otherwise the same count.
+ * Every rank indexed the same trees (open_same_dataset): all decide alike. */
+static void require_same_classes(tb_train_run *r, const tb_dataset *tr, const tb_dataset *va) {
+    if (!tr->is_list && !va->is_list) {
+        for (int c = 0; c < tr->classes && c < va->classes; c++)
+            if (strcmp(tr->class_names[c], va->class_names[c]) != 0)
+                tb_train_die_together(r,
+                                      "--val's class %d is '%.200s' but --data's is '%.200s': the two folders must "
+                                      "hold the same class folders (labels follow the sorted names)",
+                                      c, va->class_names[c], tr->class_names[c]);
+        if (va->classes != tr->classes)
+            tb_train_die_together(r, "--val has %d class folders but --data has %d ('%.200s' is in one only); they "
+                                  "must hold the same class folders",
+                                  va->classes, tr->classes,
+                                  va->classes > tr->classes ? va->class_names[tr->classes]
+                                                            : tr->class_names[va->classes]);
+    } else if (va->is_list ? va->classes > tr->classes : va->classes != tr->classes) {
+        tb_train_die_together(r, "--val has %d classes but --data has %d; they must match", va->classes,
+                              tr->classes);
+    }
+}
+
 void tb_train_open_data(tb_train_run *r) {
     tb_train_data *d = &r->d;
     memset(d, 0, sizeof *d);
@@ -126,11 +152,11 @@ void tb_train_open_data(tb_train_run *r) {
     if (r->fl.val[0]) {
         open_same_dataset(r, "--val", r->fl.val, &d->val_ds);
         d->have_val_ds = 1;
-        if (d->val_ds.classes != r->classes)
-            tb_train_die_together(r, "--val has %d classes but --data has %d; they must match",
-                                  d->val_ds.classes, r->classes);
+        require_same_classes(r, &d->train_ds, &d->val_ds);
     }
     if (r->info.rank == 0) tb_dataset_describe(&d->train_ds, stdout, 20);
+    if (r->info.rank == 0 && d->have_val_ds) /* what --val holds and what of it is not a sample (a .png) */
+        tb_dataset_describe(&d->val_ds, stdout, 20);
 }
 
 /* ---- the --last-batch rule ------------------------------------------------------------ */

@@ -27,7 +27,7 @@ static void defaults(tb_train_flags *f) {
     f->batch = 32;
     f->image = 64;
     f->classes = 10;
-    f->steps = 100;
+    f->steps = -1; /* not given: 100, or 0 when --epochs is given (check_flags) */
     f->warmup = 5;
     f->loader_threads = 2;
     f->prefetch = 3;
@@ -89,12 +89,21 @@ static void check_outputs_distinct(const tb_train_flags *f) {
 /* The flags' combinations, the LR schedule's syntax and the model's name. */
 static void check_flags(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
+    /* --epochs alone means epochs, as in a PyTorch recipe; --steps' default
+     * of 100 applies only when neither is given */
+    if (f->steps > 0 && f->epochs > 0)
+        tb_die("train: give --steps %d or --epochs %d, not both (--steps counts optimizer steps over all epochs)",
+               f->steps, f->epochs);
+    if (f->steps < 0) r->fl.steps = f->epochs > 0 ? 0 : 100;
     if (f->steps == 0 && f->epochs == 0) tb_die("train: give --steps or --epochs");
     r->prec = TB_PREC_FP32;
     r->prec_auto = strcmp(f->precision, "auto") == 0;
     if (!r->prec_auto && tb_precision_parse(f->precision, &r->prec) != 0)
         tb_die("train: --precision %s is not available on this build; use fp32", f->precision);
     if (f->data[0] && f->batch_file[0]) tb_die("train: give --data or --batch-file, not both");
+    if (f->synthetic && (f->data[0] || f->batch_file[0]))
+        tb_die("train: give --synthetic or %s, not both (--synthetic trains on generated images, %s on its files)",
+               f->data[0] ? "--data" : "--batch-file", f->data[0] ? "--data" : "--batch-file");
     if (f->val[0] && !f->data[0]) tb_die("train: --val needs --data (top-1/top-5 on real images)");
     if (f->ckpt_every > 0 && !f->ckpt[0]) tb_die("train: --ckpt-every needs --ckpt FILE");
     if (f->resume && !f->ckpt[0]) tb_die("train: --resume needs --ckpt FILE (the checkpoint to continue from)");
@@ -124,8 +133,8 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"batch-size", TB_OPT_INT, &f->batch, 1, 1 << 16, NULL, "samples per step and rank"},
         {"image-size", TB_OPT_INT, &f->image, TB_RESNET_MIN_IMAGE, 4096, NULL, "input side in pixels"},
         {"classes", TB_OPT_INT, &f->classes, 2, 1 << 20, NULL, "classes of synthetic data (--data: from the folder)"},
-        {"steps", TB_OPT_INT, &f->steps, 0, 1 << 30, NULL, "training steps (0: use --epochs)"},
-        {"epochs", TB_OPT_INT, &f->epochs, 0, 1 << 20, NULL, "training epochs (when --steps is 0)"},
+        {"steps", TB_OPT_INT, &f->steps, 0, 1 << 30, NULL, "training steps (default 100 without --epochs)"},
+        {"epochs", TB_OPT_INT, &f->epochs, 0, 1 << 20, NULL, "training epochs, instead of --steps (default 0)"},
         {"warmup-steps", TB_OPT_INT, &f->warmup, 0, 1 << 30, NULL, "first steps left out of the timing"},
         {"data", TB_OPT_STRING, f->data, 0, 0, NULL, "training images: ImageFolder directory or list file"},
         {"val", TB_OPT_STRING, f->val, 0, 0, NULL, "validation images: top-1/top-5 after each epoch"},

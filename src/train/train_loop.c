@@ -27,6 +27,9 @@ typedef struct {
                                     wait for it), left out of every img/s */
     double ckpt_timed_s;         /* of them, those inside the timed steps */
     double ckpt_cpu_timed_s;     /* the calling thread's CPU seconds in those (out of the CPU budget) */
+    double eval_s;               /* wall seconds of the --val evaluations so far, left out of every img/s */
+    double eval_timed_s;         /* of them, those inside the timed steps */
+    double eval_cpu_timed_s;     /* the process's CPU seconds in those (out of the CPU budget) */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
     int nq, qhead, qcap;
@@ -45,55 +48,111 @@ static void queue_epoch(loop_clock *c, int64_t epoch) {
     c->epochs[c->nq++] = epoch;
 }
 
+/* Whether class c ranks above class l in logits `row`, in the order of
+ * torch.topk / argmax: NaN above every number, a larger value above a
+ * smaller, and between equal values the lower index first (so a model
+ * whose logits are all equal is right only for class 0, not for every
+ * label, and a NaN logit is no hit). */
+static int ranks_above(const float *row, int c, int l) {
+    int nc = isnan(row[c]), nl = isnan(row[l]);
+    if (nc != nl) return nc;
+    if (!nc && row[c] != row[l]) return row[c] > row[l];
+    return c < l;
+}
+
 /* Top-1 and top-5 accuracy over the whole validation set, every sample
- * counted once across ranks; returns how many samples were counted. */
-static int64_t evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon, int64_t step,
-                        double *top1, double *top5) {
+ * counted once across ranks. A sample whose file is bad comes labelled -1
+ * (the loader's keep_bad_place) and is left out of the accuracy, counted in
+ * counts[3]. counts: top-1 hits, top-5 hits, samples scored, bad. */
+static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon, int64_t step, double counts[4]) {
     int classes = m->cfg.classes;
     float *logits = malloc((size_t)m->max_batch * (size_t)classes * sizeof *logits);
-    double counts[3] = {0, 0, 0}; /* top1, top5, samples */
+    int32_t *labels = malloc((size_t)m->max_batch * sizeof *labels);
+    if (!logits || !labels) TB_FATAL("out of host memory");
+    for (int k = 0; k < 4; k++) counts[k] = 0;
     tb_source_batch b;
     tb_monitor_progress(mon, step, "evaluation", 0);
     tb_source_start_epoch(val, 0, 0);
     while (tb_source_next(val, &b)) {
         if (b.n > 0) {
-            tb_batch_upload_apply(m, &b); /* float32 host batches (validation's feed) */
+            tb_source_batch in = b; /* a bad sample's place goes in as class 0, and is not scored */
+            for (int i = 0; i < b.n; i++) labels[i] = b.labels[i] < 0 ? 0 : b.labels[i];
+            in.labels = labels;
+            tb_batch_upload_apply(m, &in); /* float32 host batches (validation's feed) */
             tb_model_forward(m, 0);
             tb_model_read_logits(m, logits);
             for (int i = 0; i < b.n; i++) {
+                if (b.labels[i] < 0) {
+                    counts[3]++;
+                    continue;
+                }
                 const float *row = logits + (size_t)i * classes;
-                float mine = row[b.labels[i]];
-                int better = 0; /* classes ranked strictly above the label */
-                for (int c = 0; c < classes; c++) better += row[c] > mine;
+                int better = 0; /* classes ranked above the label */
+                for (int c = 0; c < classes && better < 5; c++) better += ranks_above(row, c, b.labels[i]);
                 counts[0] += better < 1;
                 counts[1] += better < 5;
+                counts[2]++;
             }
-            counts[2] += b.n;
         }
         tb_source_release(val);
     }
     tb_monitor_progress(mon, step, "evaluation all-reduce", 1);
-    tb_comm_allreduce_sum(comm, counts, 3, TB_FLOAT64);
-    *top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
-    *top5 = counts[2] > 0 ? counts[1] / counts[2] : NAN;
+    tb_comm_allreduce_sum(comm, counts, 4, TB_FLOAT64);
     free(logits);
-    return (int64_t)counts[2];
+    free(labels);
 }
 
-/* --val after a full epoch, on every rank; rank 0 prints it. */
-static void evaluate_epoch(tb_train_run *r, tb_train_outcome *o, int64_t epoch) {
+/* --val on every rank (after a full epoch, or at the end of a run that
+ * stops inside one: `when` says which); rank 0 prints it. */
+static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when) {
     tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
-    o->val_images = evaluate(r->m, val, r->world, r->mon, o->step, &o->top1, &o->top5);
+    double counts[4];
+    evaluate(r->m, val, r->world, r->mon, o->step, counts);
+    char first[512] = "", *all = NULL;
+    if (counts[3] > 0) { /* every rank knows the sum: all take the gather */
+        tb_loader_stats st;
+        tb_source_stats(val, &st);
+        snprintf(first, sizeof first, "%s", st.first_bad[0]);
+        all = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof first) : NULL;
+        if (r->info.rank == 0 && !all) TB_FATAL("out of host memory");
+        tb_monitor_progress(r->mon, o->step, "evaluation bad-file gather", 1);
+        tb_comm_gather(r->world, first, all, sizeof first, 0);
+        for (int q = 0; all && q < r->info.world && !first[0]; q++) snprintf(first, sizeof first, "%s", all + q * 512);
+    }
     tb_source_destroy(val);
-    if (o->val_images != r->d.val_ds.n)
-        TB_FATAL("evaluation counted %lld images of %lld: the validation shards overlap or "
+    o->val_images = (int64_t)counts[2];
+    o->val_bad = (int64_t)counts[3];
+    o->top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
+    o->top5 = counts[2] > 0 ? counts[1] / counts[2] : NAN;
+    if (o->val_images + o->val_bad != r->d.val_ds.n)
+        TB_FATAL("evaluation counted %lld images (and %lld bad files) of %lld: the validation shards overlap or "
                  "leave samples out",
-                 (long long)o->val_images, (long long)r->d.val_ds.n);
+                 (long long)o->val_images, (long long)o->val_bad, (long long)r->d.val_ds.n);
     if (r->info.rank == 0) {
-        printf("eval   epoch %lld  top-1 %.2f %%  top-5 %.2f %%  (%lld images)\n", (long long)epoch,
-               100 * o->top1, 100 * o->top5, (long long)o->val_images);
+        printf("eval   %s  top-1 %.2f %%  top-5 %.2f %%  (%lld images)\n", when, 100 * o->top1, 100 * o->top5,
+               (long long)o->val_images);
+        if (o->val_bad > 0)
+            printf("#      --val: %lld bad file%s left out of the accuracy (not replaced by another image), the "
+                   "first: %s\n",
+                   (long long)o->val_bad, o->val_bad == 1 ? "" : "s", first);
         fflush(stdout);
     }
+    free(all);
+}
+
+/* evaluate_now timed apart, as a checkpoint is: left out of every img/s
+ * and of the CPU budget, counted in o->evals and o->eval_s. */
+static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const char *when) {
+    double t0 = tb_now(), cpu0 = tb_process_cpu_s();
+    evaluate_now(r, o, when);
+    double dt = tb_now() - t0;
+    c->eval_s += dt;
+    if (o->step > c->warm_end) { /* inside the timed steps */
+        c->eval_timed_s += dt;
+        c->eval_cpu_timed_s += tb_process_cpu_s() - cpu0;
+    }
+    o->evals++;
+    o->eval_s = c->eval_s;
 }
 
 void tb_train_ckpt_note(const tb_train_run *r, char *buf, size_t len) {
@@ -232,7 +291,7 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
         if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
             double el = tb_now() - c->t_begin; /* img/s without the checkpoint writes, eta with them */
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
-                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s),
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s - c->eval_s),
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
             if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
@@ -341,18 +400,28 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         }
         if (r->d.have_val_ds && epoch_step == r->steps_per_epoch) {
             flush(r, o, &c);
-            evaluate_epoch(r, o, epoch);
+            char when[64];
+            snprintf(when, sizeof when, "epoch %lld", (long long)epoch);
+            evaluate_timed(r, o, &c, when);
             tb_trainer_invalidate_graph(r->tr); /* other batch sizes ran meanwhile */
         }
     }
     flush(r, o, &c);
+    if (r->d.have_val_ds && o->step > r->start[0] && c.epoch_step != r->steps_per_epoch) {
+        /* the run stopped inside an epoch (--steps): --val once, on the weights it ends with */
+        char when[96];
+        snprintf(when, sizeof when, "step %lld (epoch %lld, %lld of its %lld steps)", (long long)o->step,
+                 (long long)c.epoch, (long long)c.epoch_step, (long long)r->steps_per_epoch);
+        evaluate_timed(r, o, &c, when);
+        tb_trainer_invalidate_graph(r->tr);
+    }
     /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
     if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0]) checkpoint(r, o, &c, c.epoch, c.epoch_step);
-    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s : 0;
+    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s - c.eval_timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
-        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s;
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s - c.eval_cpu_timed_s;
         o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
     }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);

@@ -48,6 +48,7 @@ static void record_ranks(tb_train_run *r, const tb_train_outcome *o, const tb_ra
         tb_attrs_num(&r->report.attrs, "top1", o->top1);
         tb_attrs_num(&r->report.attrs, "top5", o->top5);
         tb_attrs_int(&r->report.attrs, "val_images", o->val_images);
+        tb_attrs_int(&r->report.attrs, "val_bad_files", o->val_bad);
     }
     tb_run_report_unlock(&r->report);
 }
@@ -110,6 +111,14 @@ static void summarise(tb_train_run *r, tb_train_outcome *o) {
             tb_run_report_lock(&r->report);
             tb_attrs_int(&r->report.attrs, "checkpoints_written", o->ckpts);
             tb_attrs_num(&r->report.attrs, "checkpoint_s", o->ckpt_s);
+            tb_run_report_unlock(&r->report);
+        }
+        if (o->evals > 0) {
+            printf("# evaluation: %d run%s of --val in %.2f s, left out of the training img/s\n", o->evals,
+                   o->evals == 1 ? "" : "s", o->eval_s);
+            tb_run_report_lock(&r->report);
+            tb_attrs_int(&r->report.attrs, "evaluations", o->evals);
+            tb_attrs_num(&r->report.attrs, "evaluation_s", o->eval_s);
             tb_run_report_unlock(&r->report);
         }
         fflush(stdout);

@@ -126,8 +126,12 @@ typedef struct {
     tb_rank_summary mine;        /* this rank's timed steps */
     int64_t step;                /* steps done: the number of the next one */
     double loss, first_loss;     /* global mean loss of the last and first step */
-    double top1, top5;           /* --val after the last full epoch (NaN: none) */
-    int64_t val_images;
+    double top1, top5;           /* --val after the last full epoch, or at the end of a run that stops
+                                    inside one (NaN: none) */
+    int64_t val_images;          /* the images scored */
+    int64_t val_bad;             /* --val files that could not be used: left out of the accuracy */
+    int evals;                   /* --val evaluations run */
+    double eval_s;               /* their wall seconds, left out of img/s (as the checkpoints') */
     double img_per_s;            /* the timed steps' throughput, all ranks (rank 0; 0: none) */
     int ckpts;                   /* --ckpt checkpoints written (every --ckpt-every steps, or the one at the end) */
     double ckpt_s;               /* their wall seconds (rank 0's write + every rank's wait), left out of img/s */
