@@ -194,12 +194,17 @@ static void other_poll(tb_monitor *m) {
             MPI_SUCCESS)
             snprintf(why, sizeof why, "rank 0 (%s) ended the job; its reason could not be received",
                      host(m, 0));
-        m->fn(why, 1, m->ctx);
+        int failing = atomic_load(&m->failing); /* this rank printed its own line already */
+        if (!failing) m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
         MPI_Request ack; /* printed: rank 0 may end the job (from the constant mon_ping) */
         if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, 0, TAG_ABORT_SEEN, m->comm, &ack)) == MPI_SUCCESS)
             MON_CHECK(m, MPI_Request_free(&ack));
+        if (failing) { /* the failing thread ends the process (mon_on_rank_fatal) */
+            atomic_store(&m->told, 1);
+            for (;;) sleep_s(1.0);
+        }
         tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
         sleep_s(ABORT_SELF_EXIT_S); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
         _exit(1);
@@ -226,11 +231,16 @@ static void *monitor_thread(void *arg) {
         int stop = m->stop;
         pthread_mutex_unlock(&m->mu);
         if (stop) break;
-        if (g_sigterm) mon_on_teardown(m);
+        if (g_sigterm) {
+            /* a rank ending on its own error has printed its line: no second */
+            if (m->rank != 0 && atomic_load(&m->failing)) _exit(1);
+            mon_on_teardown(m);
+        }
         mon_answer_pings(m);
         char why[WHY_MAX];
         if (m->rank == 0) {
             root_poll(m);
+            mon_take_failures(m);
             if (tb_now() >= next) {
                 root_tick(m);
                 next = tb_now() + m->period;
@@ -261,6 +271,8 @@ static void *monitor_thread(void *arg) {
 }
 
 static tb_monitor *g_running = NULL; /* the watchdog started and not stopped (main thread only) */
+tb_monitor *_Atomic mon_running = NULL; /* the same, for the abort cleanup (any thread) */
+static int g_fatal_cleanup = -1;         /* mon_on_rank_fatal's, registered once per process */
 
 void tb_monitor_stop_running(void) { tb_monitor_stop(g_running); }
 
@@ -315,6 +327,8 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     if (pthread_create(&m->thread, NULL, monitor_thread, m) != 0)
         TB_FATAL("cannot start the watchdog thread");
     g_running = m;
+    atomic_store(&mon_running, m);
+    if (g_fatal_cleanup < 0) g_fatal_cleanup = tb_add_abort_cleanup(mon_on_rank_fatal, NULL);
     return m;
 }
 
@@ -348,6 +362,8 @@ static int drain_sends(tb_monitor *m) {
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
     if (g_running == m) g_running = NULL;
+    tb_monitor *expected = m;
+    atomic_compare_exchange_strong(&mon_running, &expected, NULL);
     pthread_mutex_lock(&m->mu);
     m->stop = 1;
     pthread_mutex_unlock(&m->mu);

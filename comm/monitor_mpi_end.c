@@ -1,7 +1,9 @@
 /* monitor_mpi_end.c - how the MPI watchdog ends a job (see monitor_mpi.c):
  * a failed watch call, a verdict or a peer's abort (mon_abort_all: the reason
- * to every rank, the results file marked, MPI_Abort), and the launcher's
- * teardown (mon_on_teardown: ping every rank, name the ones gone, exit). */
+ * to every rank, the results file marked, MPI_Abort), the launcher's
+ * teardown (mon_on_teardown: ping every rank, name the ones gone, exit), and
+ * a rank's own fatal error, whose line rank 0 makes the job's reason
+ * (mon_on_rank_fatal, mon_take_failures). */
 #include "comm/monitor_mpi_internal.h"
 
 #include <stdlib.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "comm/nccl.h"
+#include "core/log.h"
 #include "core/timer.h"
 
 int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int line) {
@@ -173,4 +176,42 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
     fflush(stderr);
     tb_nccl_abort_all();
     _exit(1);
+}
+
+void mon_take_failures(tb_monitor *m) {
+    int flag = 0;
+    MPI_Status st;
+    if (MON_CHECK(m, MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st)) != MPI_SUCCESS || !flag) return;
+    char why[WHY_MAX];
+    if (MON_CHECK(m, MPI_Recv(why, WHY_MAX, MPI_CHAR, st.MPI_SOURCE, TAG_FAIL, m->comm, MPI_STATUS_IGNORE)) !=
+        MPI_SUCCESS)
+        snprintf(why, sizeof why, "rank %d (%s) failed; its error line could not be received", st.MPI_SOURCE,
+                 host(m, st.MPI_SOURCE));
+    why[WHY_MAX - 1] = 0;
+    if (atomic_load(&m->failing)) return; /* rank 0's own error ends the job: its line is the reason */
+    mon_abort_all(m, why);
+}
+
+/* How long a failing rank waits for rank 0 to take its line and answer
+ * with the job's reason; rank 0's watchdog looks every 10 ms. */
+#define FAIL_ANSWER_S 2.0
+
+void mon_on_rank_fatal(void *unused) {
+    (void)unused;
+    tb_monitor *m = atomic_load(&mon_running);
+    if (!m) return;
+    atomic_store(&m->failing, 1);
+    if (m->rank == 0 || m->ending) return;
+    /* written once, then only read while the send is in flight */
+    static char msg[WHY_MAX];
+    snprintf(msg, sizeof msg, "rank %d (%s) failed: %s", m->rank, host(m, m->rank), tb_log_last_error());
+    MPI_Request rq;
+    if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
+    double t0 = tb_now();
+    while (!atomic_load(&m->told) && tb_now() - t0 < FAIL_ANSWER_S) sleep_s(0.005);
+    /* told: rank 0 marks its results file with our line and ends the job
+     * (MPI_Abort) within its 2 s wait for every rank's line; if it cannot,
+     * our own MPI_Abort (the abort hook, after this) does. Not told: rank 0
+     * is gone or ending on its own error, so the job ends now. */
+    if (atomic_load(&m->told)) sleep_s(ABORT_SELF_EXIT_S);
 }

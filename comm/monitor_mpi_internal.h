@@ -6,13 +6,14 @@
 
 #include <mpi.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "comm/monitor.h"
 
-enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN };
+enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN, TAG_FAIL };
 
 #define WHAT_MAX 48
 #define WHY_MAX 512
@@ -38,6 +39,8 @@ struct tb_monitor {
     MPI_Comm comm;
     int rank, size;
     int ending;              /* abort_all or teardown under way: MPI failures are expected */
+    atomic_int failing;      /* this rank is ending on its own error (tb_die): its line went to rank 0 */
+    atomic_int told;         /* failing, and rank 0's reason has come back: rank 0 is ending the job */
     char *hosts;
     double timeout, period;
     tb_monitor_abort_fn fn;
@@ -92,5 +95,14 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why);
 /* The launcher is tearing the job down (a rank died or left): names the
  * ranks that no longer answer a ping, then exits. */
 _Noreturn void mon_on_teardown(tb_monitor *m);
+/* Rank 0: a rank's own fatal error line (TAG_FAIL) becomes the job's
+ * reason, unless rank 0 is ending on an error of its own. */
+void mon_take_failures(tb_monitor *m);
+/* The abort cleanup of a rank ending on its own error (tb_die, TB_FATAL):
+ * its line goes to rank 0, which ends the job with it (results file marked
+ * with that reason, every rank told) instead of finding the rank gone. */
+void mon_on_rank_fatal(void *unused);
+/* The watchdog running in this process, for mon_on_rank_fatal. */
+extern tb_monitor *_Atomic mon_running;
 
 #endif

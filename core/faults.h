@@ -7,6 +7,8 @@
  *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
+ *   die           tb_die at the start of STEP: this rank's own fatal error
+ *                 (a bad file, a full disk), its line the job's reason
  *   kill-bwd      SIGKILL this rank inside the backward pass of STEP, once a
  *                 gradient bucket has gone to communication (the asynchronous
  *                 step: collectives of this step queued, others still to

@@ -11,7 +11,9 @@
 #            only: skipped, and said so, where mounting is not allowed);
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
-#            each says so and the job exits 1, no segfault.
+#            each says so and the job exits 1, no segfault;
+#   peer     (MPIEXEC given) rank 1 ends on its own error: rank 0's line and
+#            the results file give rank 1's line as the reason.
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -101,6 +103,22 @@ if [ -n "$mpi" ]; then
   [ "$(grep -c 'launch mistake' "$d/err")" -eq 2 ] || fail "mistake: not one launch-mistake line per rank"
   ! grep -qi 'segmentation\|signal 11' "$d/err" "$d/out" || fail "mistake: a rank crashed after its line"
   [ "$fails" -eq 0 ] && echo "ok   mistake: exit 1, each rank's line, no crash"
+
+  # rank 1's own fatal error (TB_TEST_FAULT=die): rank 0 takes its line as
+  # the job's reason, in its one line and in the results file, instead of
+  # finding rank 1 gone; rank 1 prints its line once
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=die:1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/peer.h5" >"$d/out" 2>"$d/err"
+  rc=$?
+  [ $rc -ne 0 ] || fail "peer: exit 0"
+  want="TB_TEST_FAULT die: this rank's own fatal error at step 3"
+  [ "$(grep -c "^trainbench\[rank 1 .*error: $want" "$d/err")" -eq 1 ] || fail "peer: rank 1 did not print its line once"
+  grep -q "^trainbench\[rank 0 .*error: .*rank 1 ([^)]*) failed: $want" "$d/err" ||
+    fail "peer: rank 0's line does not carry rank 1's"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "peer: want one line per rank:"; cat "$d/err"; }
+  st=$(status "$d/peer.h5")
+  case $st in "aborted|rank 1 ("*") failed: $want") ;; *) fail "peer: results file says '$st'" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   peer: rank 1's error is the job's reason ($st)"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"
