@@ -194,7 +194,8 @@ static void other_poll(tb_monitor *m) {
             MPI_SUCCESS)
             snprintf(why, sizeof why, "rank 0 (%s) ended the job; its reason could not be received",
                      host(m, 0));
-        int failing = atomic_load(&m->failing); /* this rank printed its own line already */
+        /* this rank is ending on its own error: it printed its line already */
+        int failing = atomic_load(&m->failing) || tb_log_ending(0);
         if (!failing) m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
@@ -233,7 +234,7 @@ static void *monitor_thread(void *arg) {
         if (stop) break;
         if (g_sigterm) {
             /* a rank ending on its own error has printed its line: no second */
-            if (m->rank != 0 && atomic_load(&m->failing)) _exit(1);
+            if (m->rank != 0 && (atomic_load(&m->failing) || tb_log_ending(0))) _exit(1);
             mon_on_teardown(m);
         }
         mon_answer_pings(m);
@@ -329,6 +330,7 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     g_running = m;
     atomic_store(&mon_running, m);
     if (g_fatal_cleanup < 0) g_fatal_cleanup = tb_add_abort_cleanup(mon_on_rank_fatal, NULL);
+    tb_set_abort_notice(mon_fatal_notice, NULL);
     return m;
 }
 
@@ -361,6 +363,10 @@ static int drain_sends(tb_monitor *m) {
 
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
+    /* another thread is ending the process (a loader's --strict-data error)
+     * and may be using the watchdog's communicator: it ends us too */
+    if (tb_log_ending(1))
+        for (;;) pause();
     if (g_running == m) g_running = NULL;
     tb_monitor *expected = m;
     atomic_compare_exchange_strong(&mon_running, &expected, NULL);

@@ -188,7 +188,9 @@ void mon_take_failures(tb_monitor *m) {
         snprintf(why, sizeof why, "rank %d (%s) failed; its error line could not be received", st.MPI_SOURCE,
                  host(m, st.MPI_SOURCE));
     why[WHY_MAX - 1] = 0;
-    if (atomic_load(&m->failing)) return; /* rank 0's own error ends the job: its line is the reason */
+    /* rank 0 ending on an error of its own (from tb_abort's first step):
+     * its line is the reason, and the failing rank ends by itself */
+    if (atomic_load(&m->failing) || tb_log_ending(0)) return;
     mon_abort_all(m, why);
 }
 
@@ -196,17 +198,36 @@ void mon_take_failures(tb_monitor *m) {
  * with the job's reason; rank 0's watchdog looks every 10 ms. */
 #define FAIL_ANSWER_S 2.0
 
-void mon_on_rank_fatal(void *unused) {
+static int g_fail_sent = 0; /* the notice went out (the failing thread only) */
+
+void mon_fatal_notice(void *unused) {
     (void)unused;
     tb_monitor *m = atomic_load(&mon_running);
     if (!m) return;
     atomic_store(&m->failing, 1);
     if (m->rank == 0 || m->ending) return;
+    /* the step and what the rank was doing, when the main thread is not
+     * holding them (it may be the one failing, inside the lock: no wait) */
+    char where[96] = "";
+    if (pthread_mutex_trylock(&m->mu) == 0) {
+        snprintf(where, sizeof where, " at step %lld, %s%s", (long long)m->step, m->collective ? "in the " : "in ",
+                 m->what);
+        pthread_mutex_unlock(&m->mu);
+    }
     /* written once, then only read while the send is in flight */
     static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "rank %d (%s) failed: %s", m->rank, host(m, m->rank), tb_log_last_error());
+    snprintf(msg, sizeof msg, "rank %d (%s) failed%s: %s", m->rank, host(m, m->rank), where, tb_log_last_error());
     MPI_Request rq;
     if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
+    MPI_Request_free(&rq); /* from static storage: safe before completion */
+    g_fail_sent = 1;
+}
+
+void mon_on_rank_fatal(void *unused) {
+    (void)unused;
+    tb_monitor *m = atomic_load(&mon_running);
+    /* the monitor thread itself failing could not see the answer */
+    if (!m || !g_fail_sent || pthread_equal(pthread_self(), m->thread)) return;
     double t0 = tb_now();
     while (!atomic_load(&m->told) && tb_now() - t0 < FAIL_ANSWER_S) sleep_s(0.005);
     /* told: rank 0 marks its results file with our line and ends the job

@@ -98,9 +98,13 @@ _Noreturn void mon_on_teardown(tb_monitor *m);
 /* Rank 0: a rank's own fatal error line (TAG_FAIL) becomes the job's
  * reason, unless rank 0 is ending on an error of its own. */
 void mon_take_failures(tb_monitor *m);
-/* The abort cleanup of a rank ending on its own error (tb_die, TB_FATAL):
- * its line goes to rank 0, which ends the job with it (results file marked
- * with that reason, every rank told) instead of finding the rank gone. */
+/* A rank ending on its own error (tb_die, TB_FATAL), as tb_abort's notice,
+ * first of all: its line, with its step, goes to rank 0, which ends the job
+ * with it (results file marked with that reason, every rank told) instead
+ * of finding the rank gone. */
+void mon_fatal_notice(void *unused);
+/* Then, as an abort cleanup (after ncclCommAbort): waits for rank 0's
+ * answer, at most 2 s, and then for rank 0's MPI_Abort. */
 void mon_on_rank_fatal(void *unused);
 /* The watchdog running in this process, for mon_on_rank_fatal. */
 extern tb_monitor *_Atomic mon_running;

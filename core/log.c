@@ -76,6 +76,16 @@ void tb_remove_abort_cleanup(int id) {
     if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
 }
 
+static tb_abort_cleanup _Atomic g_notice = NULL;
+static void *_Atomic g_notice_ctx = NULL;
+
+void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx) {
+    atomic_store(&g_notice_ctx, ctx);
+    atomic_store(&g_notice, fn);
+}
+
+int tb_log_ending(int elsewhere) { return atomic_load(&g_ending) && !(elsewhere && t_ending); }
+
 /* The message of the tb_die / TB_FATAL that is ending the process, for the
  * cleanups (the results file's abort reason). Written once, by the thread
  * that claimed the end, before the cleanups run. */
@@ -92,6 +102,8 @@ _Noreturn void tb_abort(int exit_code) {
     fflush(NULL);
     if (!t_in_cleanups) {
         t_in_cleanups = 1;
+        tb_abort_cleanup notice = atomic_load(&g_notice);
+        if (notice) notice(atomic_load(&g_notice_ctx));
         int n = atomic_load(&g_ncleanups);
         for (int i = n - 1; i >= 0; i--) /* last registered first */
             if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);

@@ -31,9 +31,17 @@ typedef void (*tb_abort_cleanup)(void *ctx);
 int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx);
 void tb_remove_abort_cleanup(int id);
 
-/* Ends the job: cleanups, then the abort hook, then _exit(exit_code) (not
- * exit: other threads are still inside libraries whose exit handlers would
- * free what they use). */
+/* One notice run by tb_abort before every cleanup (comm/'s watchdog: this
+ * rank's error line to rank 0, before ncclCommAbort or a results write can
+ * delay it). The same rules as a cleanup; NULL removes it. */
+void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx);
+/* Whether some thread has begun ending the process (tb_abort): 1 from its
+ * first step. elsewhere: only when that thread is not the caller. */
+int tb_log_ending(int elsewhere);
+
+/* Ends the job: the notice, the cleanups, then the abort hook, then
+ * _exit(exit_code) (not exit: other threads are still inside libraries
+ * whose exit handlers would free what they use). */
 _Noreturn void tb_abort(int exit_code);
 
 /* Usage errors: between tb_log_usage_errors(1) and (0), set around the

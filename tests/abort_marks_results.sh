@@ -13,7 +13,9 @@
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
 #            each says so and the job exits 1, no segfault;
 #   peer     (MPIEXEC given) rank 1 ends on its own error: rank 0's line and
-#            the results file give rank 1's line as the reason.
+#            the results file give rank 1's line, with its step, as the
+#            reason; each rank prints one line; and when both ranks fail at
+#            once, each prints its own and rank 0's is the reason.
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -104,21 +106,34 @@ if [ -n "$mpi" ]; then
   ! grep -qi 'segmentation\|signal 11' "$d/err" "$d/out" || fail "mistake: a rank crashed after its line"
   [ "$fails" -eq 0 ] && echo "ok   mistake: exit 1, each rank's line, no crash"
 
-  # rank 1's own fatal error (TB_TEST_FAULT=die): rank 0 takes its line as
-  # the job's reason, in its one line and in the results file, instead of
-  # finding rank 1 gone; rank 1 prints its line once
+  # rank 1's own fatal error (TB_TEST_FAULT=die, a line without a step):
+  # rank 0 takes it, with the step rank 1 was at, as the job's reason, in its
+  # one line and in the results file, instead of finding rank 1 gone; rank 1
+  # prints its line once
   # shellcheck disable=SC2086
   TB_TEST_FAULT=die:1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/peer.h5" >"$d/out" 2>"$d/err"
   rc=$?
   [ $rc -ne 0 ] || fail "peer: exit 0"
-  want="TB_TEST_FAULT die: this rank's own fatal error at step 3"
-  [ "$(grep -c "^trainbench\[rank 1 .*error: $want" "$d/err")" -eq 1 ] || fail "peer: rank 1 did not print its line once"
-  grep -q "^trainbench\[rank 0 .*error: .*rank 1 ([^)]*) failed: $want" "$d/err" ||
-    fail "peer: rank 0's line does not carry rank 1's"
+  want="TB_TEST_FAULT die: this rank's own fatal error"
+  [ "$(grep -c "^trainbench\[rank 1 .*error: $want\$" "$d/err")" -eq 1 ] || fail "peer: rank 1 did not print its line once"
+  grep -q "^trainbench\[rank 0 .*error: .*rank 1 ([^)]*) failed at step 3, in [^:]*: $want\$" "$d/err" ||
+    fail "peer: rank 0's line does not carry rank 1's with its step"
   [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "peer: want one line per rank:"; cat "$d/err"; }
   st=$(status "$d/peer.h5")
-  case $st in "aborted|rank 1 ("*") failed: $want") ;; *) fail "peer: results file says '$st'" ;; esac
+  case $st in "aborted|rank 1 ("*") failed at step 3, in "*": $want") ;; *) fail "peer: results file says '$st'" ;; esac
   [ "$fails" -eq 0 ] && echo "ok   peer: rank 1's error is the job's reason ($st)"
+
+  # every rank ends on its own error at once: one line each, and rank 0's own
+  # line is the reason (rank 1's, arriving meanwhile, does not replace it)
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=die:-1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/both.h5" >"$d/out" 2>"$d/err" &&
+    fail "both: exit 0"
+  own=$(grep -c "^trainbench\[rank [01] .*error: $want\$" "$d/err")
+  all=$(grep -c '^trainbench\[' "$d/err")
+  if [ "$own" -ne 2 ] || [ "$all" -ne 2 ]; then fail "both: want each rank's own line once:"; cat "$d/err"; fi
+  st=$(status "$d/both.h5")
+  [ "$st" = "aborted|$want" ] || fail "both: results file says '$st', want rank 0's own line"
+  [ "$fails" -eq 0 ] && echo "ok   both: each rank's own line, rank 0's the reason"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"

@@ -141,16 +141,22 @@ static void test_abort_path(int which) {
              which, status, code);
 }
 
-/* Cleanups run last registered first, a removed one skipped, and the
- * process still ends with exit code 1. */
+/* The notice first (registered after every cleanup, it still runs before
+ * them, and sees the process ending), then the cleanups last registered
+ * first, a removed one skipped; the process still ends with exit code 1. */
+static void note_if_ending(void *ctx) {
+    if (tb_log_ending(0) && !tb_log_ending(1)) note(ctx); /* ending, by this thread */
+}
+
 static void test_cleanup_order(void) {
     pid_t pid = start_child();
     if (pid == 0) {
-        static const char a = 'a', b = 'b', c = 'c';
+        static const char a = 'a', b = 'b', c = 'c', n = 'n';
         tb_add_abort_cleanup(note, (void *)&a);
         int idb = tb_add_abort_cleanup(note, (void *)&b);
         tb_add_abort_cleanup(note, (void *)&c);
         tb_remove_abort_cleanup(idb);
+        if (!tb_log_ending(0)) tb_set_abort_notice(note_if_ending, (void *)&n);
         tb_die("test: ending on purpose");
     }
     char buf[8];
@@ -158,8 +164,9 @@ static void test_cleanup_order(void) {
     int n = child_result(pid, buf, sizeof buf, &status);
     TB_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1, "child exit status %d, want exit 1",
              status);
-    TB_CHECK(n == 2 && buf[0] == 'c' && buf[1] == 'a',
-             "cleanups ran as '%.*s', want 'ca' (last registered first, removed one skipped)",
+    TB_CHECK(n == 3 && memcmp(buf, "nca", 3) == 0,
+             "notice and cleanups ran as '%.*s', want 'nca' (the notice first, then last registered first, "
+             "removed one skipped)",
              n, buf);
 }
 
