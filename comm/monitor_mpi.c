@@ -272,7 +272,7 @@ static void *monitor_thread(void *arg) {
 }
 
 static tb_monitor *g_running = NULL; /* the watchdog started and not stopped (main thread only) */
-tb_monitor *_Atomic mon_running = NULL; /* the same, for the abort cleanup (any thread) */
+tb_monitor *_Atomic mon_running; /* the same, for the abort cleanup (any thread); static: NULL */
 static int g_fatal_cleanup = -1;         /* mon_on_rank_fatal's, registered once per process */
 
 void tb_monitor_stop_running(void) { tb_monitor_stop(g_running); }

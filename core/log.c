@@ -76,8 +76,8 @@ void tb_remove_abort_cleanup(int id) {
     if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
 }
 
-static tb_abort_cleanup _Atomic g_notice = NULL;
-static void *_Atomic g_notice_ctx = NULL;
+static tb_abort_cleanup _Atomic g_notice; /* static: NULL (clang takes no (void *)0 for an atomic) */
+static void *_Atomic g_notice_ctx;
 
 void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx) {
     atomic_store(&g_notice_ctx, ctx);
