@@ -20,9 +20,9 @@ Modes (one ctest each):
   aborted RUN.h5    an aborted run: status and reason printed, provenance and
                     steps still printed, the missing tables named, exit 1
   errors RUN.h5     a missing file, a non-HDF5 file, an HDF5 file that is not a
-                    results file: one line each, exit 1; a copy without
-                    /scaling: printed, "/scaling is missing", exit 1; bad
-                    flags rejected
+                    results file, a checkpoint, a directory: one line each,
+                    exit 1; a copy without /scaling: printed, "/scaling is
+                    missing", exit 1; bad flags rejected
   generic RUN.h5    extra groups (/loader with a `columns` order attribute,
                     /probe without) printed as tables with their values, in
                     the writer's order (or integer columns first)
@@ -331,6 +331,10 @@ def mode_errors(a):
             f.attrs["trainbench_version"] = "0.1.0"
             f.create_group("params")["fc.weight"] = np.zeros((2, 2), np.float32)
         one_error_line([a.trainbench, "report", other], r"not a trainbench results file")
+        with h5py.File(other, "a") as f:  # a checkpoint: its model attribute and /params
+            f.attrs["model"] = "resnet18"
+        one_error_line([a.trainbench, "report", other], r"is a trainbench checkpoint \(--ckpt/--save\), not a results")
+        one_error_line([a.trainbench, "report", d], r"is a directory; name a results file in it")
         partial = os.path.join(d, "partial.h5")
         shutil.copy(a.files[0], partial)
         with h5py.File(partial, "a") as f:

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -337,6 +338,11 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
         snprintf(err, errlen, "cannot read results file '%s': %s", path, strerror(errno));
         return -1;
     }
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "'%s' is a directory; name a results file in it (a run's --results FILE)", path);
+        return -1;
+    }
     tb_h5_lock("results read"); /* every HDF5 call below, to the close */
     tb_h5_quiet();
     if (H5Fis_hdf5(path) <= 0) {
@@ -369,10 +375,16 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     if (!tb_results_attr(r, "status") && !tb_results_table(r, "steps") && !tb_results_table(r, "ranks") &&
         !tb_results_table(r, "scaling") && !tb_results_table(r, "loader") && !tb_results_table(r, "allreduce") &&
         !tb_results_table(r, "projection")) {
-        snprintf(err, errlen,
-                 "'%s' is not a trainbench results file: it has no root attribute 'status' and none of "
-                 "the groups /steps, /ranks, /scaling, /loader",
-                 path);
+        if (tb_results_table(r, "params") && tb_results_attr(r, "model")) /* a checkpoint's /params, model */
+            snprintf(err, errlen,
+                     "'%s' is a trainbench checkpoint (--ckpt/--save), not a results file; report reads what "
+                     "--results writes",
+                     path);
+        else
+            snprintf(err, errlen,
+                     "'%s' is not a trainbench results file: it has no root attribute 'status' and none of "
+                     "the groups /steps, /ranks, /scaling, /loader",
+                     path);
         tb_results_free(r);
         return -1;
     }
