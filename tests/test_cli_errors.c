@@ -301,6 +301,8 @@ int main(int argc, char **argv) {
     expect_error("mkdata --out /nonexistent/set --like imagenet --max-side 64",
                  "--like imagenet draws its own sizes and qualities");
     /* an unwritable --results is refused before the benchmark, not after it (the data is read later) */
+    expect_error("loader-bench --data /nonexistent/imagenet --threads 1,2,",
+                 "loader-bench: --threads expects a list like 1,2,4 (each 1..1024), got '1,2,'");
     expect_error("loader-bench --data /nonexistent/imagenet --results /nonexistent/dir/lb.h5",
                  "loader-bench: cannot write results file '/nonexistent/dir/lb.h5'");
     expect_error("loader-bench --data /nonexistent/imagenet --index-only --results lb.h5",

@@ -21,8 +21,11 @@ int tb_bench_int_list(const char *s, int lo, int *out, int max) {
         if (end == p || v < lo || v > 1024 || n == max) return -1;
         out[n++] = (int)v;
         p = end;
-        if (*p == ',') p++;
-        else if (*p) return -1;
+        if (*p == ',') {
+            if (!*++p) return -1; /* "1,2,": no number after the comma */
+        } else if (*p) {
+            return -1;
+        }
     }
     return n;
 }
@@ -37,8 +40,11 @@ int tb_bench_onoff_list(const char *s, int *out, int max) {
         else return -1;
         if (n == max) return -1;
         out[n++] = v;
-        if (*p == ',') p++;
-        else if (*p) return -1;
+        if (*p == ',') {
+            if (!*++p) return -1; /* "on,": nothing after the comma */
+        } else if (*p) {
+            return -1;
+        }
     }
     return n;
 }
