@@ -18,7 +18,12 @@ feed() { # OUT.h5: 4 rows of at least 1 s each (exec: a background call's pid is
     --rows 2:2:off,2:2:off,2:2:off,2:2:off --steps 1 --warmup 1 --compute-threads 1 --min-row-seconds 1 \
     --results "$1"
 }
-rows_printed() { grep -cE '^ +[0-9]+ +2 +(on|off) ' "$d/killed.txt" 2>/dev/null || true; }
+# rows printed so far: 0 also before the background run has created its
+# output file (grep -c prints nothing for a missing file)
+rows_printed() {
+  n=$(grep -cE '^ +[0-9]+ +2 +(on|off) ' "$d/killed.txt" 2>/dev/null)
+  echo "${n:-0}"
+}
 feed "$d/killed.h5" >"$d/killed.txt" 2>&1 &
 pid=$!
 i=0
