@@ -243,16 +243,23 @@ void tb_run_report_write_provisional(tb_run_report *r, const char *reason, doubl
     report_write(r, "aborted", reason, wait_s, WRITE_PROVISIONAL);
 }
 
+/* How long an error's mark waits for HDF5 (a snapshot being written): the
+ * rank ending on its own error is not being killed yet (its MPI_Abort comes
+ * after the cleanups), so longer than the watchdog's 0.5 s, which races the
+ * launcher's SIGKILL; 0.5 s was too short for a snapshot on a loaded
+ * 2-core machine (abort_marks_results, once in CI). */
+#define ERROR_MARK_WAIT_S 3.0
+
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
     if (atomic_load(&r->held) && pthread_equal(r->holder, pthread_self())) {
         /* this thread died holding the tables (inside a checkpoint write,
          * or the results write itself): they are whole, and waiting for
          * the lock would wait for itself */
         atomic_store(&r->final_started, 1);
-        write_locked(r, "aborted", reason, 0.5, WRITE_ERROR_MARK);
+        write_locked(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_ERROR_MARK);
         return;
     }
-    report_write(r, "aborted", reason, 0.5, WRITE_ERROR_MARK);
+    report_write(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_ERROR_MARK);
 }
 
 void tb_run_report_free(tb_run_report *r) {

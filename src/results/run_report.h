@@ -67,7 +67,7 @@ void tb_run_report_write_provisional(tb_run_report *r, const char *reason, doubl
 /* The mark of a job ending on an error (an abort cleanup: tb_die's message
  * as the reason): "aborted" unless a final file was written or the run has
  * no provenance yet (start-up's first seconds: an earlier run's file stays),
- * waiting at most 0.5 s, also from the thread that holds the tables
+ * waiting at most 3 s for HDF5, also from the thread that holds the tables
  * (tb_run_report_lock around a checkpoint write that failed). */
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason);
 /* Stops the snapshot thread and frees everything. */
