@@ -16,6 +16,15 @@
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
 
+/* Work timed apart from training (checkpoints, evaluations): left out of
+ * every img/s, and out of the timed wall and CPU budget where it falls
+ * inside the timed steps. */
+typedef struct {
+    double s;                    /* wall seconds so far */
+    double timed_s;              /* of them, those inside the timed steps */
+    double cpu_timed_s;          /* the CPU seconds in those (the clock its owner gives) */
+} set_aside;
+
 /* The loop's clocks and counters, shared by its helpers. */
 typedef struct {
     int64_t warm_end;            /* first timed step */
@@ -23,13 +32,8 @@ typedef struct {
     double cpu_timed;            /* process CPU time at the start of the timed steps */
     double loader_cpu_timed;     /* the loader threads' CPU time then */
     double samples_run;          /* since start-up, all ranks (a short last step counts what it holds) */
-    double ckpt_s;               /* wall seconds of the checkpoints so far (rank 0's write and every rank's
-                                    wait for it), left out of every img/s */
-    double ckpt_timed_s;         /* of them, those inside the timed steps */
-    double ckpt_cpu_timed_s;     /* the calling thread's CPU seconds in those (out of the CPU budget) */
-    double eval_s;               /* wall seconds of the --val evaluations so far, left out of every img/s */
-    double eval_timed_s;         /* of them, those inside the timed steps */
-    double eval_cpu_timed_s;     /* the process's CPU seconds in those (out of the CPU budget) */
+    set_aside ckpt;              /* the checkpoints (rank 0's write and every rank's wait for it) */
+    set_aside eval;              /* the --val evaluations */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
     int nq, qhead, qcap;
@@ -46,6 +50,16 @@ static void queue_epoch(loop_clock *c, int64_t epoch) {
         if (!c->epochs) TB_FATAL("out of host memory");
     }
     c->epochs[c->nq++] = epoch;
+}
+
+/* dt wall and cpu CPU seconds of set-aside work done after `step` steps
+ * (inside the timed steps when past the first timed one, warm_end). */
+static void set_aside_add(set_aside *a, const loop_clock *c, int64_t step, double dt, double cpu) {
+    a->s += dt;
+    if (step > c->warm_end) {
+        a->timed_s += dt;
+        a->cpu_timed_s += cpu;
+    }
 }
 
 /* Whether class c ranks above class l in logits `row`, in the order of
@@ -117,7 +131,8 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
         if (r->info.rank == 0 && !all) TB_FATAL("out of host memory");
         tb_monitor_progress(r->mon, o->step, "evaluation bad-file gather", 1);
         tb_comm_gather(r->world, first, all, sizeof first, 0);
-        for (int q = 0; all && q < r->info.world && !first[0]; q++) snprintf(first, sizeof first, "%s", all + q * 512);
+        for (int q = 0; all && q < r->info.world && !first[0]; q++)
+            snprintf(first, sizeof first, "%s", all + (size_t)q * sizeof first);
     }
     tb_source_destroy(val);
     o->val_images = (int64_t)counts[2];
@@ -145,14 +160,9 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
 static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const char *when) {
     double t0 = tb_now(), cpu0 = tb_process_cpu_s();
     evaluate_now(r, o, when);
-    double dt = tb_now() - t0;
-    c->eval_s += dt;
-    if (o->step > c->warm_end) { /* inside the timed steps */
-        c->eval_timed_s += dt;
-        c->eval_cpu_timed_s += tb_process_cpu_s() - cpu0;
-    }
+    set_aside_add(&c->eval, c, o->step, tb_now() - t0, tb_process_cpu_s() - cpu0);
     o->evals++;
-    o->eval_s = c->eval_s;
+    o->eval_s = c->eval.s;
 }
 
 void tb_train_ckpt_note(const tb_train_run *r, char *buf, size_t len) {
@@ -291,7 +301,7 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
         if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
             double el = tb_now() - c->t_begin; /* img/s without the checkpoint writes, eta with them */
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
-                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt_s - c->eval_s),
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt.s - c->eval.s),
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
             if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
@@ -326,17 +336,12 @@ void tb_train_device_summary(tb_train_run *r, tb_rank_summary *s) {
  * and o->ckpt_s. */
 static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int64_t epoch, int64_t epoch_step) {
     double t0 = tb_now(), cpu0 = tb_thread_cpu_s();
-    tb_train_save_checkpoint(r, r->fl.ckpt, o->step, epoch, epoch_step); /* every rank: its finite check */
+    tb_train_save_checkpoint(r, r->fl.ckpt, o->step, epoch, epoch_step); /* every rank: the verdict's broadcast */
     tb_monitor_progress(r->mon, o->step, "checkpoint barrier", 1);
     tb_comm_barrier(r->world);
-    double dt = tb_now() - t0;
-    c->ckpt_s += dt;
-    if (o->step > c->warm_end) { /* inside the timed steps (the clock starts at step warm_end) */
-        c->ckpt_timed_s += dt;
-        c->ckpt_cpu_timed_s += tb_thread_cpu_s() - cpu0;
-    }
+    set_aside_add(&c->ckpt, c, o->step, tb_now() - t0, tb_thread_cpu_s() - cpu0);
     o->ckpts++;
-    o->ckpt_s = c->ckpt_s;
+    o->ckpt_s = c->ckpt.s;
 }
 
 /* One training step on batch b, its records, progress line and checkpoint. */
@@ -417,11 +422,11 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
     }
     /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
     if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0]) checkpoint(r, o, &c, c.epoch, c.epoch_step);
-    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt_timed_s - c.eval_timed_s : 0;
+    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
-        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt_cpu_timed_s - c.eval_cpu_timed_s;
+        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt.cpu_timed_s - c.eval.cpu_timed_s;
         o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
     }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);
