@@ -2,12 +2,13 @@
  * a results file's provenance and tables, from the file alone, printed by
  * the same code that prints them at the end of a run (scaling.h); with two
  * files, the runs side by side with ratios and one line per provenance
- * difference (two allreduce-bench files: the sizes both measured). Groups
- * other than /steps, /ranks and /scaling (a later writer's /loader or
- * /probe) are printed as they are, one column per dataset. Exit status 0 when every file is a complete results file; 1 when
- * a file is missing, unreadable or not a results file (one line), or when it
- * is partial or from an aborted run (what is there is printed, then one line
- * per missing part). */
+ * difference (two allreduce-bench files: the sizes both measured; two
+ * loader-bench files: the thread counts both measured). Groups other than
+ * /steps, /ranks and /scaling (a later writer's /loader or /probe) are
+ * printed as they are, one column per dataset. Exit status 0 when every
+ * file is a complete results file; 1 when a file is missing, unreadable or
+ * not a results file (one line), or when it is partial or from an aborted
+ * run (what is there is printed, then one line per missing part). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

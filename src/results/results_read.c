@@ -327,7 +327,8 @@ static void check_contract(tb_results *r) {
                 problem(r, "/%s lacks column '%s'", need[i].group, need[i].cols[c]);
         /* a run asked for no scaling table (--scaling-steps 0) is complete without one */
         int none_asked = i == 2 && tb_results_no_scaling_asked(r);
-        if (t->rows == 0 && need[i].why_empty && !none_asked) problem(r, "/%s has no rows (%s)", need[i].group, need[i].why_empty);
+        if (t->rows == 0 && need[i].why_empty && !none_asked)
+            problem(r, "/%s has no rows (%s)", need[i].group, need[i].why_empty);
     }
 }
 

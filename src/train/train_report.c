@@ -174,8 +174,8 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
                r->ranks_per_gpu, last->ranks);
     char above[160] = ""; /* the rows above 100 %, any of them: "2-, 4-" */
     for (int i = 1, used = 0; i < nrows && used < (int)sizeof above - 8; i++)
-        if (rows[i].efficiency > 1.0) used += snprintf(above + used, sizeof above - (size_t)used, "%s%d-", used ? ", " : "",
-                                                        rows[i].ranks);
+        if (rows[i].efficiency > 1.0)
+            used += snprintf(above + used, sizeof above - (size_t)used, "%s%d-", used ? ", " : "", rows[i].ranks);
     if (nrows == 1)
         printf("# note: one rank: speedup and efficiency are 1 by definition; run mpirun -np N to compare 1 "
                "rank with N.\n");
