@@ -163,6 +163,7 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
             continue;
         }
         int sub = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY);
+        int chain = c->nanc; /* the walk's chain as it was, restored after the subdirectory */
         rel[rlen] = '/';
         memcpy(rel + rlen + 1, name, nlen + 1);
         if (sub < 0) {
@@ -175,10 +176,9 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
             rel[rlen] = '\0';
             note_skip(c, rel, name, "a symbolic link back to a directory that contains it (a loop), not followed");
         } else {
-            int depth_anc = c->nanc;
             walk(c, sub, rel, rlen + 1 + nlen, depth + 1);
-            c->nanc = depth_anc - 1;
         }
+        c->nanc = chain;
         rel[rlen] = '\0';
     }
     closedir(d);
