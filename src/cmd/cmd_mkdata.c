@@ -11,7 +11,9 @@
 
 int tb_cmd_mkdata(int argc, char **argv) {
     char out[TB_OPT_STR_MAX] = "", like[TB_OPT_STR_MAX] = "plain";
-    int classes = 10, per_class = 100, seed = 1, threads = 0, min_side = 300, max_side = 600, quality = 90;
+    enum { MIN_SIDE = 300, MAX_SIDE = 600, QUALITY = 90 }; /* --like plain's defaults */
+    int classes = 10, per_class = 100, seed = 1, threads = 0, min_side = MIN_SIDE, max_side = MAX_SIDE,
+        quality = QUALITY;
     const tb_opt opts[] = {
         {.name = "out", .kind = TB_OPT_STRING, .dst = out, .help = "directory to create (must not exist)"},
         {.name = "classes", .kind = TB_OPT_INT, .dst = &classes, .min = 1, .max = 100000,
@@ -37,7 +39,7 @@ int tb_cmd_mkdata(int argc, char **argv) {
                  opts);
     tb_cli_require("mkdata", "out", out);
     int imagenet = strcmp(like, "imagenet") == 0;
-    if (imagenet && (min_side != 300 || max_side != 600 || quality != 90)) /* they would be ignored */
+    if (imagenet && (min_side != MIN_SIDE || max_side != MAX_SIDE || quality != QUALITY)) /* they would be ignored */
         tb_die("mkdata: --like imagenet draws its own sizes and qualities (long side 500 px mostly, quality 75-95); "
                "--min-side, --max-side and --quality are for --like plain: leave them out or drop --like imagenet");
     if (min_side > max_side) tb_die("mkdata: --min-side %d is above --max-side %d", min_side, max_side);
