@@ -243,10 +243,7 @@ void tb_ckpt_write(hid_t file, tb_model *m, const tb_ckpt_meta *meta) {
 }
 
 void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {
-    tb_h5_writer w;
-    tb_h5_create_atomic(&w, path, "checkpoint");
-    tb_ckpt_write(w.file, m, meta);
-    tb_h5_commit_atomic(&w);
+    tb_ckpt_save_checked(path, m, meta, NULL, 0); /* unchecked: always written */
 }
 
 int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len) {

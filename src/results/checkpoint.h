@@ -58,7 +58,7 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
 void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta);
 /* Atomic save through tb_ckpt_write_checked: 1 (bad filled) when a tensor
  * holds NaN/Inf, the temporary removed and any earlier file at path left as
- * it was; 0 when saved. */
+ * it was; 0 when saved. bad NULL: no check (tb_ckpt_save). */
 int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len);
 
 /* meta for m with the given counters, this build's version. */
