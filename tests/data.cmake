@@ -209,6 +209,11 @@ add_test(NAME feed_decode_gpu_refused
 set_tests_properties(feed_decode_gpu_refused PROPERTIES TIMEOUT 120 LABELS "data" SKIP_RETURN_CODE 77
                      FIXTURES_REQUIRED feed_cpu)
 
+# loader-bench's row: skipped counts the timed batches only; an empty shard
+# and --decode gpu where it cannot run are refused before the table.
+add_test(NAME loader_bench_rows COMMAND sh ${TB_TEST_DIR}/loader_bench_rows.sh ${TB_BIN})
+set_tests_properties(loader_bench_rows PROPERTIES TIMEOUT 120 LABELS "data")
+
 # ---- on a GPU (label gpu; skipped here): tests/gpu/README.md ----
 add_executable(test_gpu_decode test_gpu_decode.c)
 target_link_libraries(test_gpu_decode PRIVATE tb_data)

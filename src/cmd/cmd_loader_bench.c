@@ -49,14 +49,21 @@ typedef struct {
     int rank, world, feed_unused, decode_streams, memory_every;
 } bench_args;
 
-/* One timed run: `warmup` batches, then `batches` timed ones; epochs roll
- * over as needed. mem: samples every `every` batches (NULL: none);
- * timeline: the run's stage intervals written there. */
-static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, tb_mem_log *mem, int every,
-                          const char *timeline) {
+static tb_loader *create_loader(const tb_loader_opts *lo) {
     char err[768];
     tb_loader *ld = tb_loader_create(lo, err, sizeof err);
     if (!ld) tb_die("loader-bench: %s", err);
+    return ld;
+}
+
+/* One timed run of loader ld (NULL: a new one from lo), which it destroys:
+ * `warmup` batches, then `batches` timed ones; epochs roll over as needed.
+ * mem: samples every `every` batches (NULL: none); timeline: the run's stage
+ * intervals written there. Every column counts the timed batches only. */
+static bench_row run_once(tb_loader *ld, const tb_loader_opts *lo, int warmup, int batches, tb_mem_log *mem,
+                          int every, const char *timeline) {
+    char err[768];
+    if (!ld) ld = create_loader(lo);
     int64_t epoch = 0;
     tb_loader_start_epoch(ld, epoch, 0);
     tb_loader_stats s0, s1;
@@ -103,7 +110,7 @@ static bench_row run_once(const tb_loader_opts *lo, int warmup, int batches, tb_
     r.cpu = tb_feed_cpu_budget(cpu, s1.cpu_s - s0.cpu_s, dt, r.img_s);
     tb_loader_stage_split(&s0, &s1, r.stages, &r.stage_ms, &r.stage_pct);
     tb_loader_stage_ms(&s0, &s1, batches, r.stages_ms);
-    r.skipped = s1.skipped;
+    r.skipped = s1.skipped - s0.skipped;
     r.st = s1;
     return r;
 }
@@ -241,6 +248,17 @@ static void write_results(const bench_args *a, int argc, char **argv, const tb_d
     printf("# results written to %s\n", a->results);
 }
 
+/* With --last-batch keep semantics a shard of fewer samples than --world
+ * holds none in an epoch: its rows would time empty batches. */
+static void refuse_empty_shard(const bench_args *a, const tb_dataset *ds) {
+    int64_t steps = tb_shard_steps(ds->n, a->world, a->batch, TB_LAST_KEEP), start = 0;
+    int count = 0;
+    if (steps > 0) tb_shard_range(ds->n, a->world, a->batch, TB_LAST_KEEP, steps - 1, a->rank, &start, &count);
+    if (steps <= 1 && count == 0)
+        tb_die("loader-bench: shard %d of %d holds no sample (%s has %lld): use a --world of at most %lld", a->rank,
+               a->world, a->data, (long long)ds->n, (long long)ds->n);
+}
+
 int tb_cmd_loader_bench(int argc, char **argv) {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--feed") == 0) return tb_cmd_loader_feed(argc, argv);
@@ -261,6 +279,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         return 0;
     }
     tb_loader_opts lo = loader_opts(&a, &ds);
+    refuse_empty_shard(&a, &ds);
+    lo.threads = tlist[0];
+    tb_loader *first = create_loader(&lo); /* a refusal (--decode gpu without nvJPEG) comes before the table */
     printf("# loader-bench: %s %d, batch %d, %s, decode %s, prefetch %d, shard %d/%d, %d+%d batches, best of %d, "
            "%s; %ld CPUs\n",
            lo.train ? "train" : "eval", a.size, a.batch, a.format, a.decode, a.prefetch, a.rank, a.world, a.warmup,
@@ -286,8 +307,9 @@ int tb_cmd_loader_bench(int argc, char **argv) {
         memset(&best, 0, sizeof best);
         for (int k = 0; k < a.repeat; k++) { /* memory and timeline: the last thread count's first run */
             int last = i == nt - 1 && k == 0;
-            bench_row r = run_once(&lo, a.warmup, a.batches, last && a.memory_every > 0 ? &mem : NULL,
-                                   a.memory_every, last && a.timeline[0] ? a.timeline : NULL);
+            bench_row r = run_once(i == 0 && k == 0 ? first : NULL, &lo, a.warmup, a.batches,
+                                   last && a.memory_every > 0 ? &mem : NULL, a.memory_every,
+                                   last && a.timeline[0] ? a.timeline : NULL);
             if (r.img_s > best.img_s) best = r;
         }
         print_row(tlist[i], &best, lo.decode == TB_DECODE_GPU);
