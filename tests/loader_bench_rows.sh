@@ -19,6 +19,12 @@ out=$($run --warmup 2 --batches 2 2>&1) || { printf '%s\n' "$out"; echo "FAIL: l
 printf '%s\n' "$out" | grep -A1 '^# threads'
 skipped=$(printf '%s\n' "$out" | awk '/^# threads/ { getline; print $9; exit }')
 [ "$skipped" = 1 ] || { echo "FAIL: skipped column '$skipped', want 1 (the timed epoch's one bad file)"; exit 1; }
+# the same in loader-bench --feed (CPU backend): column 17
+out=$("$bin" loader-bench --feed --backend cpu --data "$dir" --model resnet18 --image-size 32 --batch-size 3 \
+  --rows 1:2:off --steps 2 --warmup 2 --compute-threads 1 2>&1) ||
+  { printf '%s\n' "$out"; echo "FAIL: loader-bench --feed exited non-zero"; exit 1; }
+skipped=$(printf '%s\n' "$out" | awk '/^# threads/ { getline; print $17; exit }')
+[ "$skipped" = 1 ] || { echo "FAIL: --feed skipped column '$skipped', want 1"; exit 1; }
 # shellcheck disable=SC2086
 out=$($run --warmup 0 --batches 2 --world 7 --rank 6 2>&1)
 rc=$?

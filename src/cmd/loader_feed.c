@@ -115,7 +115,7 @@ static void row_finish(const tb_feed_setup *fs, const tb_feed_config *c, const r
     tb_loader_stage_ms(&rc->s0, &s1, timed, r->stage_ms);
     int64_t batches = u1.batches - rc->u0.batches;
     r->lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - rc->u0.lookahead) / (double)batches : 0;
-    r->skipped = s1.skipped;
+    r->skipped = s1.skipped - rc->s0.skipped;
     r->gpu_decoded = s1.gpu_decoded - rc->s0.gpu_decoded;
     r->gpu_to_cpu = s1.gpu_to_cpu - rc->s0.gpu_to_cpu;
     r->gpu_cpu_share = s1.gpu_cpu_share - rc->s0.gpu_cpu_share;
