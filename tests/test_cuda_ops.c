@@ -500,6 +500,9 @@ int main(int argc, char **argv) {
         test_bn(p, 2, 64, 28, 28, 1, 1, 1);
         test_bn(p, 1, 8, 1, 2, 0, 1, 1);
         test_bn(p, 2, 6, 5, 5, 1, 1, 1); /* 6 channels: the own scalar kernels in every layout and type */
+        /* the own kernels at 150528 values a channel: more than 32 slices (NCHW 37; NHWC 512, the cap), so
+         * each lane of the per-channel step adds several (the cases above have at most 25) */
+        test_bn(p, 3, 16, 224, 224, 1, 1, 0);
         if (p->dt != TB_F32 && p->l == TB_NHWC) { /* the cuDNN fused path and the own kernels */
             test_bn(p, 4, 16, 9, 7, 1, 1, 0);
             test_bn(p, 2, 64, 28, 28, 1, 1, 0);

@@ -171,9 +171,10 @@ if(TARGET tb_cuda)
                    --extra "--precision fp32 --no-autotune --deterministic --comm nccl")
   # each conv's weight gradient on a second stream beside its data gradient
   # (TB_WGRAD_STREAM=on, two branches of the captured graph) against one
-  # stream: bit for bit, in fp32 and in the bench's bf16 NHWC ResNet-50 (the
-  # weight gradients' conversion on the second stream too), and with the
-  # NCCL buckets ordered after each join
+  # stream: bit for bit, in fp32 and in the bench's bf16 NHWC ResNet-50 (one
+  # rank, no grad-ready hook: the weight gradients' conversions at the end of
+  # backward, as the bench's rows run), and with a hook (_nccl, below: the
+  # bf16 conversions on the second stream, the NCCL buckets after each join)
   add_test(NAME wgrad_stream_equals_serial
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode wgrad-stream ${TB_GPU_EXACT})
   add_test(NAME wgrad_stream_equals_serial_bf16
@@ -236,9 +237,16 @@ if(TARGET tb_cuda)
   add_test(NAME bn_timed_equals_cudnn
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode bn-kernels --bn-kernels auto ${TB_STEM_PAD_ARGS} --steps 1
                    --tolerance 1e-2 --extra "--precision fp16 --layout nhwc --deterministic --plan-cache off")
+  # with a grad-ready hook (--comm nccl, one rank): each conv's bf16 weight
+  # gradient is converted into the float32 flat gradients on the second
+  # stream, inside its branch, before the hook hands the range to NCCL after
+  # the join; in fp32 NCHW there are no op copies, so nothing was converted
+  # there, and without a hook (the tests above, the bench's rows) the
+  # conversions wait for the end of backward on the compute stream
   add_test(NAME wgrad_stream_equals_serial_nccl
            COMMAND ${TB_GPU_NCCL_RUN} ${TB_ASYNC} --mode wgrad-stream --batch 8 --image-size 64 --synthetic-size 64
-                   --steps 7 --extra "--precision fp32 --no-autotune --deterministic --comm nccl --bucket-mb 1")
+                   --steps 7
+                   --extra "--precision bf16 --layout nhwc --no-autotune --deterministic --comm nccl --bucket-mb 1")
   # the synthetic pool resident in device memory (the CUDA default) against
   # batches uploaded from the host
   add_test(NAME resident_equals_host_gpu
