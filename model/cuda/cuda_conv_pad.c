@@ -173,7 +173,9 @@ static void say(const tb_conv_geom *g, int mode, int pick, float ms_plain, const
     static int said;
     if (said++) return;
     char why[160];
-    if (mode == -1) {
+    if (mode == -1 && ms_plain < 0) {
+        snprintf(why, sizeof why, "TB_STEM_PAD=auto, nothing measured to choose from: --no-autotune");
+    } else if (mode == -1) {
         int k = snprintf(why, sizeof why, "measured, pads included: %d: %.3f ms", g->cin, (double)ms_plain);
         for (int i = 0; i < n && k > 0 && (size_t)k < sizeof why; i++)
             k += ms[i] >= 0 ? snprintf(why + k, sizeof why - (size_t)k, ", %d: %.3f ms", cands[i], (double)ms[i])
@@ -194,7 +196,11 @@ cu_conv_pad *cu_conv_pad_plan(tb_backend *be, const tb_conv_geom *g, const tb_te
     cu_state *st = cu_state_of(be);
     int cands[2];
     int n = cu_conv_pad_candidates(st->conv_pad, g->cin, x->dtype, x->layout, 0, cands);
-    if (n == 0 || (st->conv_pad == -1 && ms_plain < 0)) return NULL; /* auto without a measurement: nothing to plan */
+    if (n == 0) return NULL;
+    if (st->conv_pad == -1 && ms_plain < 0) { /* auto without a measurement: nothing to choose from, said */
+        say(g, st->conv_pad, 0, ms_plain, cands, NULL, 0);
+        return NULL;
+    }
     /* cuDNN's legacy API indexes with int: a count whose padded input passes it is not tried */
     for (int i = 0; i < n; i++)
         if ((double)x->n * x->h * x->w * cands[i] > (double)INT_MAX) cands[i--] = cands[--n];

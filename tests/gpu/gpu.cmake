@@ -8,8 +8,8 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
     wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch stem_pad_equals_plain
-    stem_pad_equals_plain_fused stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
-    convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
+    stem_pad_equals_plain_fused stem_pad_graph_equals_eager stem_pad_auto_unmeasured_said relu_mask_equals_y
+    relu_mask_equals_y_fused convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
     dp_exact_gpu_shared_mpi_np2 dp_exact_gpu_shared_mpi_np2_keep duplicate_gpu_refused duplicate_gpu_nccl_forced
     op_profile_gpu_graph nccl_watch_gpu)
@@ -209,6 +209,14 @@ if(TARGET tb_cuda)
            COMMAND ${TB_GPU_RUN} env TB_STEM_PAD=4 ${TB_ASYNC} --mode graph-eager ${TB_STEM_PAD_ARGS} --steps 6
                    --expect-line "^# cuda conv: the 7x7/2 conv with 3 input channels reads them padded to 4 "
                    --extra "--precision fp16 --layout nhwc --no-autotune --deterministic")
+  # TB_STEM_PAD=auto with nothing measured (--no-autotune) says that the stem
+  # stays on 3 channels, as every TB_STEM_PAD run says what it chose
+  add_test(NAME stem_pad_auto_unmeasured_said
+           COMMAND ${TB_GPU_RUN} env TB_STEM_PAD=auto ${TB_TEST_DIR}/expect_pass.sh
+                   "^# cuda conv: the 7x7/2 conv with 3 input channels stays on 3 .TB_STEM_PAD=auto, nothing measured"
+                   -- ${TB_BIN} --backend cuda --model resnet18 --precision fp16 --layout nhwc --no-autotune
+                   --batch-size 8 --image-size 64 --synthetic-size 16 --steps 1 --warmup-steps 0 --scaling-steps 0
+                   --results=)
   # the own BatchNorm kernels' ReLU mask in whole captured steps: every
   # BatchNorm on them (TB_BN_KERNELS=own), the mask against the backward
   # reading y, bit for bit; in fp16 NHWC, and fused in fp32 NHWC (the
@@ -281,9 +289,9 @@ if(TARGET tb_cuda)
   set_tests_properties(nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl
                        wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
                        wgrad_stream_equals_serial_fused stem_pad_equals_plain stem_pad_equals_plain_fused
-                       stem_pad_graph_equals_eager relu_mask_equals_y relu_mask_equals_y_fused
-                       convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
-                       nccl_watch_gpu
+                       stem_pad_graph_equals_eager stem_pad_auto_unmeasured_said relu_mask_equals_y
+                       relu_mask_equals_y_fused convert_many_equals_per_tensor bn_own_equals_cudnn
+                       bn_timed_equals_cudnn nccl_watch_gpu
                        resident_equals_host_gpu bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
                        PROPERTIES TIMEOUT 600 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   if(TB_HAVE_MPI)
