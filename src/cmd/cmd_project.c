@@ -408,6 +408,9 @@ int tb_cmd_project(int argc, char **argv) {
     tb_format_parse(format, &fmt);
     if (!run_path == !profile_path[0])
         tb_die("project: name one input: a results file (trainbench project RUN.h5) or --profile FILE");
+    char why[8400];
+    if (out[0] && tb_output_path_check(out, "projection file", "--out", why, sizeof why) != 0)
+        tb_die("project: %s", why); /* before the projection, not at the rename after it */
 
     static project_input in;
     load_input(run_path, profile_path, &in);
