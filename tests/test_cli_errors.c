@@ -245,6 +245,19 @@ static void output_errors(void) {
     snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric pcie5 --out '%s'", d);
     snprintf(want, sizeof want, "project: --out '%s' is a directory, not a projection file", d);
     expect_error(a, want);
+    /* project's other files: a directory was read as an empty file ("a profile needs model, ...") */
+    snprintf(a, sizeof a, "project --profile '%s' --fabric pcie5", d);
+    snprintf(want, sizeof want, "project: --profile '%s' is a directory; give a profile file", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric '%s'", d);
+    snprintf(want, sizeof want, "project: --fabric '%s' is a directory; give a preset", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric 'fit:%s'", d);
+    snprintf(want, sizeof want, "project: --fabric fit: '%s' is a directory; give an allreduce-bench table", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "train --steps 1 --batch-file '%s' --results ''", d);
+    snprintf(want, sizeof want, "batch file '%s' is a directory, not a file", d);
+    expect_error(a, want);
 }
 
 int main(int argc, char **argv) {
@@ -256,7 +269,7 @@ int main(int argc, char **argv) {
     TB_ASSERT(mkdtemp(g_dir) != NULL);
     tb_h5_quiet();
     make_fixtures();
-    char a[2048];
+    char a[2048], want[600];
 #define STEP(ck, bt, extra) \
     (snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s' --out '%s' %s", ck, bt, path("out.h5"), extra), a)
 
@@ -270,7 +283,10 @@ int main(int argc, char **argv) {
 
     /* files */
     expect_error(STEP("/nonexistent/ckpt.h5", path("batch.h5"), ""), "cannot read checkpoint '/nonexistent/ckpt.h5'");
-    expect_error(STEP(g_dir, path("batch.h5"), ""), "is not an HDF5 file");
+    snprintf(want, sizeof want, "checkpoint '%s' is a directory, not a file", g_dir);
+    expect_error(STEP(g_dir, path("batch.h5"), ""), want);
+    snprintf(want, sizeof want, "batch file '%s' is a directory, not a file", g_dir);
+    expect_error(STEP(path("ok.h5"), g_dir, ""), want);
     expect_error(STEP(path("text.h5"), path("batch.h5"), ""), "is not an HDF5 file");
     expect_error(STEP(path("noattr.h5"), path("batch.h5"), ""), "is not a trainbench checkpoint");
     expect_error(STEP(path("ok.h5"), "/nonexistent/b.h5", ""), "cannot read batch file");
