@@ -51,7 +51,8 @@ endif()
 
 # The README's commands against what runs them (.ci/run, launch/cuda-wheels.txt,
 # the container recipes), the docs' links, measured figures, scripts run by
-# their path and names (against this build's ctest list), and a break of each
+# their path, names (against this build's ctest list) and every --help flag of
+# this build's trainbench, and a break of each
 # kind planted in copies to show each is caught (tests/readme_commands.py;
 # standard library only, < 1 s)
 find_program(TB_PYTHON3_ANY NAMES python3)

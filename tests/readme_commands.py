@@ -29,7 +29,9 @@ and, over README.md and docs/*.md:
   - with --build DIR, a `snake_case` name in backticks is a word of the code
     (src, model, data, comm, core, tests, bench, launch, cmake), a ctest of
     the build (`ctest --test-dir DIR -N`) or a name from outside
-    (OUTSIDE_NAMES), so a renamed test or attribute is not left in the docs.
+    (OUTSIDE_NAMES), so a renamed test or attribute is not left in the docs;
+  - with --build DIR, every flag that a subcommand's --help lists
+    (DIR/trainbench SUB --help) is named somewhere in the pages.
 Standard library only.
 """
 import glob
@@ -321,6 +323,30 @@ def load_docs(f, root):
     f["code_words"] = code_words(root)
 
 
+SUBCOMMANDS = ("train", "step", "mkdata", "loader-bench", "loader-bench --feed", "allreduce-bench", "preflight",
+               "probe", "report", "project")
+
+
+def help_flags(build):
+    """{subcommand: [--flag, ...]} from the build's trainbench SUB --help, or None without a build."""
+    if not build:
+        return None
+    out = {}
+    for sub in SUBCOMMANDS:
+        p = subprocess.run([os.path.join(build, "trainbench")] + sub.split() + ["--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        out[sub] = re.findall(r"^  (?:-\w, )?(--[a-z][a-z0-9-]*)", p.stdout, re.M)
+    return out
+
+
+def undocumented_flags(f, flags):
+    """Flags of the subcommands' --help that no page names."""
+    text = f["readme"] + "".join(f["pages"].values())
+    return ["trainbench %s --help lists %s, which no page of README.md and docs/ names" % (sub, fl)
+            for sub, fls in sorted(flags.items()) for fl in fls
+            if fl != "--help" and not re.search(re.escape(fl) + r"(?![\w-])", text)]
+
+
 def ctest_names(build):
     """The tests of a build directory (ctest -N), or None without one."""
     if not build:
@@ -368,6 +394,8 @@ def plants(f, ctests):
     ] + ([] if ctests is None else [  # the names need the build's ctest list (--build)
         ("a test or attribute renamed under the docs", "names `resilience_killd`",
          page(f, "docs/training.md", "(`resilience_killed`,", "(`resilience_killd`,")),
+        ("a flag of --help no page names", "trainbench train --help lists --synthetic-size",
+         page(f, "docs/training.md", "`--synthetic-size`", "`--synthetic-samples`")),
     ])
 
 
@@ -399,21 +427,22 @@ def main():
         print(cmds[args[1]])
         return 0
     load_docs(f, root)
-    ctests = ctest_names(build)
+    ctests, flags = ctest_names(build), help_flags(build)
+    docs = lambda g: check_docs(g, root, ctests) + (undocumented_flags(g, flags) if flags else [])
     if args == ["check"]:
-        err = check(f) + check_docs(f, root, ctests)
+        err = check(f) + docs(f)
         for e in err:
             print("FAIL", e)
         print("# readme_commands: %d break(s)" % len(err))
         return 1 if err else 0
     if args == ["--self-test"]:
         bad = 0
-        base = check(f) + check_docs(f, root, ctests)
+        base = check(f) + docs(f)
         if base:
             print("FAIL the files as they are break %d rule(s): %s" % (len(base), base))
             bad += 1
         for what, words, g in plants(f, ctests):
-            err = check(g) + check_docs(g, root, ctests)
+            err = check(g) + docs(g)
             hit = [e for e in err if words in e]
             print("%s %s: %s" % ("ok  " if hit else "FAIL", what, hit[0] if hit else "not caught (%s)" % err))
             bad += 0 if hit else 1
