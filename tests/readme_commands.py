@@ -28,7 +28,7 @@ and, over README.md and docs/*.md:
     argument after it) is executable and starts with #!;
   - with --build DIR, a `snake_case` name in backticks is a word of the code
     (src, model, data, comm, core, tests, bench, launch, cmake), a ctest of
-    the build (`ctest --test-dir DIR -N`) or a name from outside
+    the build (the add_test lines under DIR) or a name from outside
     (OUTSIDE_NAMES), so a renamed test or attribute is not left in the docs;
   - with --build DIR, every flag that a subcommand's --help lists
     (DIR/trainbench SUB --help) is named somewhere in the pages.
@@ -348,11 +348,16 @@ def undocumented_flags(f, flags):
 
 
 def ctest_names(build):
-    """The tests of a build directory (ctest -N), or None without one."""
+    """The tests of a build directory (the add_test lines of its CTestTestfile.cmake files), or None
+    without one. Not `ctest -N`: that rewrites Testing/Temporary/LastTest.log, which
+    tests/skip_reasons.sh reads after the suite."""
     if not build:
         return None
-    p = subprocess.run(["ctest", "--test-dir", build, "-N"], stdout=subprocess.PIPE, text=True)
-    return set(re.findall(r"Test\s+#\d+: (\S+)", p.stdout))
+    names = set()
+    for p in glob.glob(os.path.join(build, "**", "CTestTestfile.cmake"), recursive=True):
+        with open(p) as fh:
+            names.update(re.findall(r"^add_test\(\[=\[(.+?)\]=\]", fh.read(), re.M))
+    return names
 
 
 def plants(f, ctests):
