@@ -20,7 +20,10 @@ code block. The rules:
   - launch/container/build.sh runs install_gpu.sh and the README's configure
     and build commands, and both container recipes run build.sh.
 and, over README.md and docs/*.md:
-  - every relative link leads to a file or folder that exists;
+  - every relative link leads to a file or folder that exists, and so does
+    every repository path in backticks (`src/feed/batch_upload.c`: a path
+    under one of the repository's top folders, or a room of src/; globs and
+    PREFIX_ names are not paths);
   - every figure with a decimal point in the README's "Measured figures" table
     is in a file its row links to (a link to a file inside a folder named as
     `folder/`: any file of that folder);
@@ -221,6 +224,17 @@ def doc_links(page, text, root):
     return err
 
 
+def doc_paths(page, text, root):
+    """Repository paths in backticks (first folder one of the repository's) that do not exist."""
+    err, tops = [], {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d))}
+    for m in re.finditer(r"`((?:\./)?([\w.-]+)/[\w./-]*\w)`", text):
+        path, top = m.group(1), m.group(2)
+        if top in tops and top not in ("build", ".git") and not re.search(r"[A-Z]{3,}", path) \
+                and not any(os.path.exists(os.path.join(root, d, path)) for d in ("", "src")):  # rooms: src/X
+            err.append("%s names %s, which does not exist" % (page, path))
+    return sorted(set(err))
+
+
 def figures(text, root):
     """Decimal figures of the README's Measured figures table missing from the files the row links."""
     err = []
@@ -298,6 +312,7 @@ def check_docs(f, root, ctests):
     err = figures(f["readme"], root)
     for page, text in [("README.md", f["readme"])] + sorted(f["pages"].items()):
         err += doc_links(page, text, root)
+        err += doc_paths(page, text, root)
         err += scripts_run(page, text, f)
         for name in sorted(set(re.findall(r"`([a-z][a-z0-9]*(?:_[a-z0-9]+)+)`", text))):
             if ctests is not None and name not in f["code_words"] | OUTSIDE_NAMES | ctests:
@@ -393,6 +408,8 @@ def plants(f, ctests):
         ("a README link leads nowhere", "link to docs/testin.md", mod("readme", "(docs/testing.md)", "(docs/testin.md)")),
         ("a docs page links a renamed file", "docs/training.md: link to cud.md",
          page(f, "docs/training.md", "[cuda.md](cuda.md)", "[cuda.md](cud.md)")),
+        ("a page names a file that moved", "docs/data.md names src/feed/batch_uploads.c",
+         page(f, "docs/data.md", "`src/feed/batch_upload.c`", "`src/feed/batch_uploads.c`")),
         ("a measured figure moves", "7112.42 (row", mod("readme", "bf16 7112.24 img/s", "bf16 7112.42 img/s")),
         ("a run-by-path script loses its x bit", "runs model/convert_torchvision.py by its path",
          dict(f, runnable=f["runnable"] - {"model/convert_torchvision.py"})),
