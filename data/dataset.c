@@ -542,7 +542,8 @@ static int cmp_i64(const void *a, const void *b) {
 
 void tb_dataset_describe(const tb_dataset *ds, FILE *f, int max_classes_listed) {
     fprintf(f, "# dataset %s (%s): %lld samples in %d classes, indexed in %.3f s\n",
-            ds->is_list && ds->list_path ? ds->list_path : ds->root, ds->is_list ? "list file" : "directory", (long long)ds->n, ds->classes, ds->index_s);
+            ds->is_list && ds->list_path ? ds->list_path : ds->root, ds->is_list ? "list file" : "directory",
+            (long long)ds->n, ds->classes, ds->index_s);
     if (ds->classes <= max_classes_listed) {
         fprintf(f, "# per class:");
         for (int c = 0; c < ds->classes; c++)

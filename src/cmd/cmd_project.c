@@ -423,7 +423,8 @@ int tb_cmd_project(int argc, char **argv) {
 
     refuse_directory(profile_path, "--profile", "a profile file of key = value lines");
     if (strncmp(fabric_spec, "fit:", 4) == 0)
-        refuse_directory(fabric_spec + 4, "--fabric fit:", "an allreduce-bench table (its console output or --results file)");
+        refuse_directory(fabric_spec + 4, "--fabric fit:",
+                         "an allreduce-bench table (its console output or --results file)");
     else
         refuse_directory(fabric_spec, "--fabric", "a preset (--list-fabrics), NODE+NETWORK or a key = value file");
     static project_input in;
