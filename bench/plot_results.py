@@ -16,8 +16,8 @@ Writes, into DIR (PREFIX: the file's stem for one file, "compare" for several):
   PREFIX_loss.png        training loss against step (/steps)
   PREFIX_loader.png      loader img/s against threads, with the ideal line,
                          for the files that have a /loader table (columns
-                         threads, img_per_s; `trainbench loader-bench` does
-                         not write one yet)
+                         threads, img_per_s: `trainbench loader-bench
+                         --results`)
   PREFIX_projection.png  for files with a /projection table (`trainbench
                          project --out`): projected efficiency against ranks
                          on a log axis out to thousands, the measured (or
@@ -68,9 +68,15 @@ class Run:
     def __init__(self, path, label):
         self.path = path
         self.stem = os.path.splitext(os.path.basename(path))[0]
+        if os.path.isdir(path):
+            raise ValueError("is a directory; name a results file in it (a run's --results FILE)")
+        if not os.path.exists(path):
+            raise ValueError("no such file; name a results file (a run's --results FILE)")
+        if not h5py.is_hdf5(path):
+            raise ValueError("not an HDF5 file, so not a trainbench results file")
         with h5py.File(path, "r") as f:
             if "status" not in f.attrs and not any(g in f for g in ("steps", "ranks", "scaling")):
-                raise ValueError(f"{path} is not a trainbench results file (no status attribute, "
+                raise ValueError("not a trainbench results file (no status attribute, "
                                  f"no /steps, /ranks or /scaling)")
             self.model = attr(f, "model")
             self.image = attr(f, "image_size")
@@ -197,7 +203,7 @@ def plot_breakdown(r, out, written):
         step = s.get("step_ms_median")
         xlabel = "ranks in the scaling row"
         what = "per rank count (scaling rows; median over ranks)"
-    elif r.ranks is not None:
+    elif r.ranks is not None and ("steps" not in r.ranks or np.any(r.ranks["steps"] > 0)):
         keep = r.ranks["steps"] > 0 if "steps" in r.ranks else np.ones(len(r.ranks["rank"]), bool)
         xs = [str(int(n)) for n in r.ranks["rank"][keep]]
         parts = {p: r.ranks[f"{p}_ms"][keep] for p in PHASES if f"{p}_ms" in r.ranks}
@@ -205,7 +211,7 @@ def plot_breakdown(r, out, written):
         xlabel = f"rank (training run with {r.world} rank{'s' if r.world != 1 else ''})"
         what = "per rank of the training run (/scaling has no per-phase columns)"
     else:
-        print(f"{r.path}: no /ranks rows and no per-phase /scaling columns: no breakdown plot")
+        print(f"{r.path}: no timed /ranks rows and no per-phase /scaling columns: no breakdown plot")
         return
     fig, ax = plt.subplots(figsize=(9, 4.6))
     bottom = np.zeros(len(xs))

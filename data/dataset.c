@@ -476,6 +476,7 @@ int tb_dataset_open_threads(const char *path, int threads, tb_dataset *ds, char 
         rc = open_directory(ds->root, threads, ds, err, errlen);
     } else {
         ds->is_list = 1;
+        ds->list_path = strdup(path);
         const char *slash = strrchr(path, '/');
         ds->root = slash ? strndup(path, (size_t)(slash == path ? 1 : slash - path)) : strdup(".");
         rc = open_list(path, ds, err, errlen);
@@ -501,6 +502,7 @@ void tb_dataset_close(tb_dataset *ds) {
     free(ds->path_off);
     free(ds->paths);
     free(ds->root);
+    free(ds->list_path);
     memset(ds, 0, sizeof *ds);
 }
 
@@ -539,8 +541,9 @@ static int cmp_i64(const void *a, const void *b) {
 }
 
 void tb_dataset_describe(const tb_dataset *ds, FILE *f, int max_classes_listed) {
-    fprintf(f, "# dataset %s (%s): %lld samples in %d classes, indexed in %.3f s\n", ds->root,
-            ds->is_list ? "list file" : "directory", (long long)ds->n, ds->classes, ds->index_s);
+    fprintf(f, "# dataset %s (%s): %lld samples in %d classes, indexed in %.3f s\n",
+            ds->is_list && ds->list_path ? ds->list_path : ds->root, ds->is_list ? "list file" : "directory",
+            (long long)ds->n, ds->classes, ds->index_s);
     if (ds->classes <= max_classes_listed) {
         fprintf(f, "# per class:");
         for (int c = 0; c < ds->classes; c++)

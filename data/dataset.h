@@ -34,6 +34,7 @@
 typedef struct {
     char *root;              /* the directory, or the list file's directory */
     int is_list;             /* 1: built from a list file */
+    char *list_path;         /* the list file as given (is_list), else NULL */
     int64_t n;               /* samples */
     int classes;
     char **class_names;      /* [classes] directory names (list file: "0", "1", ...) */

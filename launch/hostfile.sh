@@ -102,6 +102,7 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || tb_die "no command: launch/hostfile.sh --hostfile FILE -- trainbench ARGS..."
 [ -n "$hostfile" ] || tb_die "--hostfile FILE (or TB_HOSTFILE) is required"
+[ -d "$hostfile" ] && tb_die "hostfile '$hostfile' is a directory: give --hostfile a file of 'host slots=GPUS' lines"
 [ -r "$hostfile" ] || tb_die "cannot read hostfile '$hostfile'"
 
 # slots per node: "host slots=N" (N >= 1, its GPUs). A bare "host" is

@@ -136,6 +136,9 @@ def check_against(sd, model, classes, what):
 
 def atomic_output(path, write):
     """Call write(tmp) for a temporary file beside path, then rename it to path."""
+    if os.path.isdir(path):
+        raise ConvertError("%s is a directory; give the output a file path (a new file inside it, or another "
+                           "path)" % path)
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
         raise ConvertError("output directory does not exist: %s" % d)
@@ -293,6 +296,9 @@ def main(argv=None):
         print("%s: error: needs torch, torchvision, h5py and numpy (%s)" % (PROG, e), file=sys.stderr)
         return 1
     try:
+        if os.path.isdir(a.output):  # before the conversion, not at the rename after it
+            raise ConvertError("%s is a directory; give the output a file path (a new file inside it, or "
+                               "another path)" % a.output)
         a.func(a)
     except ConvertError as e:
         print("%s: error: %s" % (PROG, e), file=sys.stderr)

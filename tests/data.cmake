@@ -24,6 +24,14 @@ target_link_libraries(test_data PRIVATE tb_data)
 add_test(NAME data_unit COMMAND test_data ${TB_BIN})
 set_tests_properties(data_unit PROPERTIES TIMEOUT 300 LABELS "data")
 
+# a list file's index line names the list file, not its directory (it said
+# '# dataset lists (list file)' for lists/train.txt)
+add_test(NAME data_list_file_named
+         COMMAND ${TB_TEST_DIR}/expect_pass.sh "^# dataset lst_set/lists/train.txt \\(list file\\): 2 samples in 2 classes"
+                 -- sh -c "rm -rf lst_set && \"$0\" mkdata --out lst_set --classes 2 --per-class 1 --min-side 64 --max-side 64 >/dev/null && mkdir lst_set/lists && printf '../class_000/img_000000.jpg 0\\n../class_001/img_000000.jpg 1\\n' > lst_set/lists/train.txt && \"$0\" loader-bench --index-only --data lst_set/lists/train.txt"
+                 ${TB_BIN})
+set_tests_properties(data_list_file_named PROPERTIES TIMEOUT 60 LABELS "data")
+
 add_executable(test_mkdata test_mkdata.c)
 target_link_libraries(test_mkdata PRIVATE tb_data)
 add_test(NAME data_mkdata COMMAND test_mkdata ${TB_BIN})

@@ -50,13 +50,18 @@ if(TB_HAVE_MPI)
 endif()
 
 # The README's commands against what runs them (.ci/run, launch/cuda-wheels.txt,
-# the container recipes), and a break of each kind planted in copies to show
-# each is caught (tests/readme_commands.py; standard library only, < 1 s)
+# the container recipes), the docs' links, measured figures, scripts run by
+# their path, names (against this build's ctest list) and every --help flag of
+# this build's trainbench, and a break of each
+# kind planted in copies to show each is caught (tests/readme_commands.py;
+# standard library only, < 1 s)
 find_program(TB_PYTHON3_ANY NAMES python3)
 if(TB_PYTHON3_ANY)
   add_test(NAME readme_commands
-           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR} check)
+           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR}
+                   --build ${CMAKE_BINARY_DIR} check)
   add_test(NAME readme_commands_catches
-           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR} --self-test)
+           COMMAND ${TB_PYTHON3_ANY} ${TB_TEST_DIR}/readme_commands.py --root ${CMAKE_SOURCE_DIR}
+                   --build ${CMAKE_BINARY_DIR} --self-test)
   set_tests_properties(readme_commands readme_commands_catches PROPERTIES TIMEOUT 60)
 endif()

@@ -70,6 +70,17 @@ if(TB_PYTHON)  # the plot half needs matplotlib's interpreter
   set_tests_properties(loader_bench_results PROPERTIES TIMEOUT 300)
 endif()
 
+# a run whose steps all fell within --warmup-steps has no timed /ranks row
+# and no /scaling: the plot script draws the loss alone and says why the
+# others are left out (it ended in a traceback), and a path that is not a
+# results file is one line naming it
+if(TB_PYTHON)
+  add_test(NAME plot_results_untimed_run
+           COMMAND sh -c "rm -rf pu.h5 pu_plots pu.log && \"$0\" --image-size 32 --batch-size 2 --steps 2 --warmup-steps 5 --scaling-steps 0 --threads 1 --results pu.h5 >/dev/null && \"$1\" \"$2\" pu.h5 --out pu_plots > pu.log 2>&1; rc=$?; cat pu.log; test $rc = 0 && test \"$(ls pu_plots)\" = pu_loss.png && grep -q 'pu.h5: no timed /ranks rows' pu.log && ! \"$1\" \"$2\" pu_plots --out pu_plots2 > pu.log 2>&1 && test \"$(cat pu.log)\" = \"plot_results.py: pu_plots: is a directory; name a results file in it (a run's --results FILE)\""
+                   ${TB_BIN} ${TB_PYTHON} ${PROJECT_SOURCE_DIR}/bench/plot_results.py)
+  set_tests_properties(plot_results_untimed_run PROPERTIES TIMEOUT 300)
+endif()
+
 # report A B of two loader-bench files compares their /loader rows by thread
 # count (threads 1,2 against 2,4: the row of 2 threads in both), not the
 # training tables they do not have

@@ -234,6 +234,30 @@ static void output_errors(void) {
                         "cannot write results file '/nonexistent/dir/ar.h5'", "Out of bounds");
     snprintf(a, sizeof a, "allreduce-bench -b 4 -e 1M --results '%s'", d);
     expect_error_before(a, "is a directory", "Out of bounds");
+    /* step, probe and project: a directory as the output is refused before the work, not at the rename after it */
+    char want[400];
+    snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s' --out '%s'", path("ok.h5"), path("batch.h5"), d);
+    snprintf(want, sizeof want, "step: --out '%s' is a directory, not a step output; give --out a file path", d);
+    expect_error_before(a, want, "loss");
+    snprintf(a, sizeof a, "probe --quick --results '%s'", d);
+    snprintf(want, sizeof want, "probe: --results '%s' is a directory, not a results file", d);
+    expect_error_before(a, want, "sgemm");
+    snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric pcie5 --out '%s'", d);
+    snprintf(want, sizeof want, "project: --out '%s' is a directory, not a projection file", d);
+    expect_error(a, want);
+    /* project's other files: a directory was read as an empty file ("a profile needs model, ...") */
+    snprintf(a, sizeof a, "project --profile '%s' --fabric pcie5", d);
+    snprintf(want, sizeof want, "project: --profile '%s' is a directory; give a profile file", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric '%s'", d);
+    snprintf(want, sizeof want, "project: --fabric '%s' is a directory; give a preset", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric 'fit:%s'", d);
+    snprintf(want, sizeof want, "project: --fabric fit: '%s' is a directory; give an allreduce-bench table", d);
+    expect_error(a, want);
+    snprintf(a, sizeof a, "train --steps 1 --batch-file '%s' --results ''", d);
+    snprintf(want, sizeof want, "batch file '%s' is a directory, not a file", d);
+    expect_error(a, want);
 }
 
 int main(int argc, char **argv) {
@@ -245,7 +269,7 @@ int main(int argc, char **argv) {
     TB_ASSERT(mkdtemp(g_dir) != NULL);
     tb_h5_quiet();
     make_fixtures();
-    char a[2048];
+    char a[2048], want[600];
 #define STEP(ck, bt, extra) \
     (snprintf(a, sizeof a, "step --ckpt '%s' --batch '%s' --out '%s' %s", ck, bt, path("out.h5"), extra), a)
 
@@ -259,7 +283,10 @@ int main(int argc, char **argv) {
 
     /* files */
     expect_error(STEP("/nonexistent/ckpt.h5", path("batch.h5"), ""), "cannot read checkpoint '/nonexistent/ckpt.h5'");
-    expect_error(STEP(g_dir, path("batch.h5"), ""), "is not an HDF5 file");
+    snprintf(want, sizeof want, "checkpoint '%s' is a directory, not a file", g_dir);
+    expect_error(STEP(g_dir, path("batch.h5"), ""), want);
+    snprintf(want, sizeof want, "batch file '%s' is a directory, not a file", g_dir);
+    expect_error(STEP(path("ok.h5"), g_dir, ""), want);
     expect_error(STEP(path("text.h5"), path("batch.h5"), ""), "is not an HDF5 file");
     expect_error(STEP(path("noattr.h5"), path("batch.h5"), ""), "is not a trainbench checkpoint");
     expect_error(STEP(path("ok.h5"), "/nonexistent/b.h5", ""), "cannot read batch file");
@@ -310,7 +337,9 @@ int main(int argc, char **argv) {
     expect_error("loader-bench --feed --data /nonexistent/imagenet --results /nonexistent/dir/feed.h5",
                  "loader-bench --feed: cannot write results file '/nonexistent/dir/feed.h5'");
     expect_error("train --data /nonexistent/imagenet --steps 1", "/nonexistent/imagenet");
-    expect_error("train --batch-size 1 --image-size 32 --steps 1", "one value per channel");
+    expect_error("train --batch-size 1 --image-size 32 --steps 1",
+                 "one value per channel in layer4.0.bn1, which BatchNorm in training cannot normalise; "
+                 "raise --batch-size or --image-size");
     expect_error("train --steps 1 --results /nonexistent/dir/run.h5", "cannot write results file '/nonexistent/dir/run.h5'");
     expect_error("train --steps 1 --ckpt /nonexistent/dir/c.h5 --ckpt-every 1", "cannot write checkpoint '/nonexistent/dir/c.h5'");
     expect_error("train --steps 1 --resume", "--resume needs --ckpt FILE");
@@ -320,6 +349,10 @@ int main(int argc, char **argv) {
     TB_CHECK(system(cmd) == 0, "mkdata for the tiny data set: %s", cmd);
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 4 --image-size 32", path("tiny"));
     expect_error(a, "--data has 2 images, fewer than ranks x batch = 1 x 4");
+    snprintf(a, sizeof a, "loader-bench --feed --data '%s' --model resnet18 --batch-size 1 --image-size 32 "
+             "--rows 0:2:off --steps 1 --warmup 0", path("tiny"));
+    expect_error(a, "one value per channel in layer4.0.bn1, which BatchNorm in training cannot normalise; "
+                    "raise --batch-size or --image-size");
     output_errors();
     /* a JPEG given as --data is not read as a list file */
     snprintf(a, sizeof a, "train --steps 1 --data '%s'", path("tiny/class_000/img_000000.jpg"));

@@ -195,6 +195,13 @@ def main(argv=None):
         expect_error(["to-h5", w("resnet18.h5"), w("e7.h5")], w("e7.h5"), "to-h5 of an HDF5 file")
     if os.path.exists(w("resnet18.pt")):
         expect_error(["to-pt", w("resnet18.pt"), w("e8.pt")], w("e8.pt"), "to-pt of a .pt file")
+        # a directory as the output: one line naming it, and no temporary file beside it (it was
+        # '[Errno 21] Is a directory: .../.outdir.XXXX.tmp -> .../outdir' after the conversion)
+        os.makedirs(w("outdir"), exist_ok=True)
+        r = convert("to-h5", w("resnet18.pt"), w("outdir"))
+        check(r.returncode == 1 and r.stderr.strip() == "convert_torchvision: error: %s is a directory; give the "
+              "output a file path (a new file inside it, or another path)" % w("outdir"),
+              "error case: to-h5 into a directory -> exit 1, one line naming it")
 
     leftovers = [n for n in os.listdir(work) if n.endswith(".tmp")]
     check(not leftovers, "no temporary files left behind%s" % ("" if not leftovers else ": %s" % leftovers))

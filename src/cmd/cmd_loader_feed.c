@@ -175,7 +175,8 @@ static tb_model *make_model(const feed_args *a, const tb_dataset *ds, tb_precisi
         snprintf(layer, sizeof layer, "%s", degenerate);
         tb_model_destroy(m);
         be->destroy(be);
-        tb_die("loader-bench --feed: a batch of %d at %dx%d leaves one value per channel in %s; raise either",
+        tb_die("loader-bench --feed: a batch of %d at %dx%d leaves one value per channel in %s, which BatchNorm "
+               "in training cannot normalise; raise --batch-size or --image-size",
                a->batch, a->size, a->size, layer);
     }
     tb_model_init(m, (uint64_t)a->seed);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/cli.h"
 #include "core/log.h"
@@ -262,6 +263,14 @@ typedef struct {
     int nmeas;
 } project_input;
 
+/* A directory where a file is wanted: one line naming the flag. fopen takes a directory on Linux, and
+ * reading it then looked like an empty file ("a profile needs model, ...", "no intra_bw_GBps ..."). */
+static void refuse_directory(const char *path, const char *flag, const char *want) {
+    struct stat st;
+    if (path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+        tb_die("project: %s '%s' is a directory; give %s", flag, path, want);
+}
+
 static void load_input(const char *run_path, const char *profile_path, project_input *in) {
     char err[8192];
     tb_proj_published pub[TB_PROJ_MAX_MEASURED];
@@ -408,7 +417,16 @@ int tb_cmd_project(int argc, char **argv) {
     tb_format_parse(format, &fmt);
     if (!run_path == !profile_path[0])
         tb_die("project: name one input: a results file (trainbench project RUN.h5) or --profile FILE");
+    char why[8400];
+    if (out[0] && tb_output_path_check(out, "projection file", "--out", why, sizeof why) != 0)
+        tb_die("project: %s", why); /* before the projection, not at the rename after it */
 
+    refuse_directory(profile_path, "--profile", "a profile file of key = value lines");
+    if (strncmp(fabric_spec, "fit:", 4) == 0)
+        refuse_directory(fabric_spec + 4, "--fabric fit:",
+                         "an allreduce-bench table (its console output or --results file)");
+    else
+        refuse_directory(fabric_spec, "--fabric", "a preset (--list-fabrics), NODE+NETWORK or a key = value file");
     static project_input in;
     load_input(run_path, profile_path, &in);
     tb_fabric fab;

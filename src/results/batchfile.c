@@ -43,7 +43,7 @@ static int fully_written(hid_t f, const char *name) {
 
 void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile *b) {
     memset(b, 0, sizeof *b);
-    hid_t f = tb_h5_open_read(path, "batch file", "check the --batch path");
+    hid_t f = tb_h5_open_read(path, "batch file", "check the path (step --batch, train --batch-file)");
     int64_t d[8], ld[8];
     if (!tb_h5_exists(f, "/images") || !tb_h5_exists(f, "/labels"))
         tb_die("batch file '%s' needs datasets /images [N,3,H,W] and /labels [N]", path);

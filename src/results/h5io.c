@@ -223,6 +223,8 @@ void tb_h5_library_version(char *buf, size_t len) {
 hid_t tb_h5_open_read(const char *path, const char *what, const char *hint) {
     if (access(path, R_OK) != 0)
         tb_die("cannot read %s '%s': %s; %s", what, path, strerror(errno), hint);
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) tb_die("%s '%s' is a directory, not a file; %s", what, path, hint);
     char op[64];
     snprintf(op, sizeof op, "%s read", what);
     tb_h5_lock(op); /* until tb_h5_close_read */

@@ -187,7 +187,9 @@ void tb_train_check_epoch_plan(tb_train_run *r) {
     require_a_step(r, tb_source_epoch_size(r->src));
     const char *bad = tb_model_degenerate_bn(r->m, r->fl.batch);
     if (bad)
-        tb_train_die_together(r, "--batch-size %d at %dx%d leaves one value per channel in %s; raise either",
+        tb_train_die_together(r,
+                              "--batch-size %d at %dx%d leaves one value per channel in %s, which BatchNorm in "
+                              "training cannot normalise; raise --batch-size or --image-size",
                               r->fl.batch, r->image, r->image, bad);
     require_trainable_last_step(r);
 }

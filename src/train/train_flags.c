@@ -204,7 +204,8 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"fuse", TB_OPT_CHOICE, f->fuse, 0, 0, "auto|graph|bn|off",
          "graph: BatchNorm statistics in the conv's epilogue and BN + ReLU in the next conv's prologue "
          "(cuDNN's graph API; what an engine is missing falls back to bn, one line says which); bn: residual "
-         "add and ReLU inside the BN op; off: separate ops; auto: bn (graph has not run on a GPU yet)"},
+         "add and ReLU inside the BN op; off: separate ops; auto: bn (graph is correct but slower in bf16 on the "
+         "H200: docs/fused_conv_bn.md)"},
         {"no-fuse", TB_OPT_FLAG, &f->no_fuse, 0, 0, NULL, "the same as --fuse off"},
         {"plan-cache", TB_OPT_STRING, f->plan_cache, 0, 0, NULL,
          "CUDA: directory of the plan cache (measured conv algorithms and fused-graph engines, per GPU, "

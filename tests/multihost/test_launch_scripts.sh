@@ -242,6 +242,9 @@ expect_words "hostfile: roce, subnet for MPI, netdev for NCCL" \
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
 expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
+expect_error "hostfile: a directory as the hostfile (awk said 'read error (Is a directory)')" \
+    "hostfile '$work' is a directory: give --hostfile a file of 'host slots=GPUS' lines" \
+    "$L/hostfile.sh" --hostfile "$work" -- trainbench
 printf 'nodeA slots=0\n' >"$work/bad_hosts"
 expect_error "hostfile: slots=0" "slots must be a positive number" "$L/hostfile.sh" --hostfile "$work/bad_hosts" -- trainbench
 printf 'gpu01 slots=8\r\ngpu02 slots=8\r\n' >"$work/crlf_hosts"
