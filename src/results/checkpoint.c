@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/faults.h"
 #include "core/log.h"
@@ -216,6 +217,11 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
         /* test only: die half-way through writing this checkpoint */
         if (i == pt->count / 2 && tb_fault("kill-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step))
             raise(SIGKILL);
+        if (i == pt->count / 2 && tb_fault("term-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step)) {
+            struct timespec one = {1, 0}; /* the signal's thread ends the run meanwhile */
+            raise(SIGTERM);
+            nanosleep(&one, NULL);
+        }
         if (p->role == TB_ROLE_BN_COUNTER) {
             int64_t v;
             tb_model_get_tensor(m, i, &v);

@@ -90,7 +90,11 @@ static void lock_init(void) {
      * after it, runs before it */
     H5open();
     atexit(wait_at_exit);
-    tb_add_abort_cleanup(remove_temporaries, NULL);
+    /* after every other cleanup: the results file's abort mark may be
+     * waiting for the main thread to finish a checkpoint, and a temporary
+     * removed under it would fail its rename (a SIGTERM mid-write left the
+     * results file 'running') */
+    tb_set_abort_last(remove_temporaries, NULL);
 }
 
 static int lock_until(const char *what, const struct timespec *deadline, char *holder, size_t holder_len,
