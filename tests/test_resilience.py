@@ -256,7 +256,8 @@ def mode_ckptterm(a):
         env = dict(ENV, TB_TEST_FAULT="term-in-ckpt:0:8")
         rc, out, _ = run([a.trainbench, "--steps", "40", *SMALL, "--ckpt", ck, "--ckpt-every", "4",
                           "--results", res], env=env, expect_rc=None)
-        check(rc == 128 + 15, f"SIGTERM half-way through the step-8 checkpoint ends the run with 143 (exit {rc})")
+        check(rc == 128 + 15, f"SIGTERM half-way through the step-8 checkpoint: the run ends with 143 "
+              f"(exit {rc})")
         check("stopped by SIGTERM" in out and "not marked" not in out,
               f"one line says so, no warning that the results file was left unmarked: {out.strip()[-400:]!r}")
         with h5py.File(res) as f:
