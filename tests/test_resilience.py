@@ -170,9 +170,9 @@ def failure_mode(a, fault, culprit, survivors, words, reason_ranks=None, said=No
         if got is None:
             return
         st, why, n = got
-        if st == "running":
-            check(False, f"results say aborted ('running': rank 0 was killed before it could mark the file; "
-                  f"it holds the snapshot of {n} steps)")
+        if st != "aborted" or why.startswith("snapshot of "):
+            check(False, f"results say aborted with the reason ({st}: {why[:100]}: rank 0 was killed before it "
+                  f"could mark the file; it holds the snapshot of {n} steps)")
         else:
             named = reason_ranks or (culprit,)
             check(st == "aborted" and any(f"rank {q}" in why for q in named),
