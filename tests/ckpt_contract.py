@@ -5,10 +5,12 @@ ckpt_contract_torchvision):
 
   - root attributes model, classes, image_size, step, epoch, seed (int64
     where numbers) and trainbench_version, with the run's values;
-  - /params: exactly torchvision's state_dict names, same shapes, float32
-    little-endian, num_batches_tracked an int64 scalar counting the steps;
-  - /momentum: exactly the named_parameters' names (no BN buffers), float32,
-    same shapes, not all zero after training;
+  - /params: exactly torchvision's state_dict names, in its order (h5py
+    lists them so), same shapes, float32 little-endian, num_batches_tracked
+    an int64 scalar counting the steps;
+  - /momentum: exactly the named_parameters' names in their order (no BN
+    buffers), float32, same shapes, not all zero after training;
+  - the step's /grads: exactly the named_parameters' names, in order;
   - it loads into torchvision strict=True, and `trainbench step` on it gives
     the loss, logits, BN running statistics (momentum 0.1, unbiased
     variance, eps 1e-5) and counters torchvision's train-mode step gives:
@@ -65,6 +67,7 @@ def check_layout(f, a, sd, params):
     p = f["params"]
     check(sorted(p) == sorted(sd), f"/params names == torchvision state_dict keys ({len(p)} / {len(sd)}); "
           f"extra {sorted(set(p) - set(sd))[:4]}, missing {sorted(set(sd) - set(p))[:4]}")
+    check(list(p) == list(sd), f"/params lists in the state_dict's order: {list(p)[:3]} ...")
     wrong = []
     for k in sd:
         if k not in p:
@@ -80,6 +83,7 @@ def check_layout(f, a, sd, params):
     m = f["momentum"]
     check(sorted(m) == sorted(params), f"/momentum names == named_parameters ({len(m)} / {len(params)}); "
           f"extra {sorted(set(m) - set(params))[:4]}")
+    check(list(m) == list(params), f"/momentum lists in named_parameters' order: {list(m)[:3]} ...")
     bad = [k for k in m if k in params and (m[k].dtype != np.float32 or tuple(m[k].shape) != tuple(params[k].shape))]
     check(not bad, f"every /momentum tensor float32 in its parameter's shape {bad[:3]}")
     zero = [k for k in m if not np.any(m[k][()])]
@@ -125,6 +129,8 @@ def check_step(a, d, ck, sd):
     with h5py.File(out) as f:
         check(f["loss"].shape == () and close("loss", f["loss"][()], loss), f"/loss a scalar = {loss:.6f}")
         check(close("logits", f["logits"][()], logits), f"/logits [{BATCH}, {a.classes}] = torchvision's")
+        check(list(f["grads"]) == [k for k, _ in model.named_parameters()],
+              f"/grads: exactly named_parameters' names, in their order ({len(f['grads'])})")
         off = [k for k in bufs if not close(k, f["params"][k][()], bufs[k])]
         check(not off, f"BN running statistics and counters after the step = torchvision's ({len(bufs)} tensors)")
 

@@ -203,8 +203,8 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
 
-    hid_t gp = H5_CHECK(H5Gcreate2(file, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    hid_t gm = H5_CHECK(H5Gcreate2(file, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t gp = tb_h5_group_create(file, "params");
+    hid_t gm = tb_h5_group_create(file, "momentum");
     size_t maxn = 1;
     for (int i = 0; i < pt->count; i++)
         if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;

@@ -356,6 +356,16 @@ void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims,
     write_ds(loc, name, H5T_NATIVE_INT64, ndim, dims, data);
 }
 
+hid_t tb_h5_group_create(hid_t loc, const char *name) {
+    tb_h5_lock(NULL);
+    hid_t gcpl = H5_CHECK(H5Pcreate(H5P_GROUP_CREATE));
+    H5_CHECK(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED));
+    hid_t g = H5_CHECK(H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT));
+    H5_CHECK(H5Pclose(gcpl));
+    tb_h5_unlock();
+    return g;
+}
+
 int tb_h5_exists(hid_t loc, const char *path) {
     /* check every prefix: H5Lexists fails on a missing intermediate group */
     char buf[512];
