@@ -29,7 +29,7 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "image_size", &meta->image_size);
     tb_h5_attr_read_i64(f, "step", &meta->step);
     tb_h5_attr_read_i64(f, "epoch", &meta->epoch);
-    tb_h5_attr_read_i64(f, "seed", &meta->seed);
+    meta->has_seed = tb_h5_attr_read_i64(f, "seed", &meta->seed) == 0;
     tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
     tb_h5_attr_read_i64(f, "world_size", &meta->world_size);
     tb_h5_attr_read_i64(f, "global_batch", &meta->global_batch);

@@ -267,7 +267,10 @@ static void check_checkpoint(const tb_train_run *r, const char *from, const tb_c
     const tb_train_flags *f = &r->fl;
     if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
     int64_t total = planned_steps(r);
-    if (meta->seed != f->seed)
+    if (!meta->has_seed)
+        snprintf(why, len, "'%s' records no seed, so it is not the checkpoint of a run to resume; start from its "
+                 "weights with --init instead", from);
+    else if (meta->seed != f->seed)
         snprintf(why, len,
                  "'%s' was written with --seed %lld; resume with the same seed (the data order and augmentation "
                  "follow it)",
