@@ -21,6 +21,8 @@
  *   nan           a NaN in this rank's gradients in STEP
  *   perturb       this rank's weights drift at the end (replica check)
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
+ *   term-in-ckpt  SIGTERM half-way through writing the checkpoint of STEP,
+ *                 then 1 s more of writing (a job's end arriving mid-write)
  *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
  *                 step when STEP is omitted): a slow file system
  *   slow-row      sleep 0.2 s after each timed step of the STEP-rank scaling

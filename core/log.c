@@ -84,6 +84,14 @@ void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx) {
     atomic_store(&g_notice, fn);
 }
 
+static tb_abort_cleanup _Atomic g_last; /* static: NULL, as g_notice */
+static void *_Atomic g_last_ctx;
+
+void tb_set_abort_last(tb_abort_cleanup fn, void *ctx) {
+    atomic_store(&g_last_ctx, ctx);
+    atomic_store(&g_last, fn);
+}
+
 int tb_log_ending(int elsewhere) { return atomic_load(&g_ending) && !(elsewhere && t_ending); }
 
 /* The message of the tb_die / TB_FATAL that is ending the process, for the
@@ -107,6 +115,8 @@ _Noreturn void tb_abort(int exit_code) {
         int n = atomic_load(&g_ncleanups);
         for (int i = n - 1; i >= 0; i--) /* last registered first */
             if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
+        tb_abort_cleanup last = atomic_load(&g_last);
+        if (last) last(atomic_load(&g_last_ctx));
         t_in_cleanups = 0;
     }
     if (g_abort_hook) g_abort_hook(exit_code);

@@ -35,6 +35,11 @@ void tb_remove_abort_cleanup(int id);
  * rank's error line to rank 0, before ncclCommAbort or a results write can
  * delay it). The same rules as a cleanup; NULL removes it. */
 void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx);
+/* One cleanup run by tb_abort after every other one, whenever it was
+ * registered (h5io.c's removal of temporary files: a cleanup before it,
+ * the results file's abort mark, may be waiting for the main thread to
+ * finish and rename the checkpoint it is writing). NULL removes it. */
+void tb_set_abort_last(tb_abort_cleanup fn, void *ctx);
 /* Whether some thread has begun ending the process (tb_abort): 1 from its
  * first step. elsewhere: only when that thread is not the caller. */
 int tb_log_ending(int elsewhere);

@@ -10,6 +10,8 @@
 #            temporary removed, the results file still marked (run as root
 #            only: skipped, and said so, where mounting is not allowed);
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
+#   sigkill  SIGKILL on one rank: the snapshot left on disk says "aborted"
+#            (a snapshot's reason) with an end_time, never "running";
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
 #            each says so and the job exits 1, no segfault;
 #   peer     (MPIEXEC given) rank 1 ends on its own error: rank 0's line and
@@ -95,6 +97,32 @@ while [ $i -lt 200 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); do
 kill -0 $pid 2>/dev/null && { fail "sigint: still running 20 s after SIGINT"; kill -KILL $pid; }
 wait $pid
 check "sigint" $? 130 "$d/err" "stopped by SIGINT" "$d/sig.h5"
+
+# SIGKILL: nothing can mark the file, so the snapshot on disk is what stays,
+# and its status is one the contract allows (aborted, as a snapshot; never
+# "running"), with an end_time
+(exec "$tb" --image-size 32 --batch-size 8 --scaling-steps 0 --synthetic --steps 100000 --print-every 1 \
+  --results "$d/kill.h5") >"$d/out" 2>"$d/err" &
+pid=$!
+i=0
+while [ $i -lt 600 ] && ! grep -q '^step ' "$d/out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+i=0
+while [ $i -lt 100 ] && [ ! -f "$d/kill.h5" ]; do sleep 0.1; i=$((i + 1)); done
+kill -KILL $pid
+wait $pid
+if [ -f "$d/kill.h5" ]; then
+  st=$(status "$d/kill.h5")
+  end=$("$py" -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r").attrs.get("end_time", ""))' "$d/kill.h5")
+  case $st in
+    "aborted|snapshot of "*)
+      if [ -n "$end" ]; then echo "ok   sigkill: the snapshot left says $(echo "$st" | cut -c1-110)"
+      else fail "sigkill: the snapshot has no end_time"; fi ;;
+    *) fail "sigkill: the results file left says '$st', want aborted with a snapshot's reason" ;;
+  esac
+else
+  fail "sigkill: no snapshot of the results file within 10 s of the first step"
+fi
+rm -f "$d"/kill.h5.tmp.*
 
 if [ -n "$mpi" ]; then
   a="--image-size 32 --batch-size 8 --scaling-steps 0 --synthetic"

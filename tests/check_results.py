@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """check_results.py - a results file meets DESIGN.md's contract: provenance
 attributes, status, and the /scaling, /steps and /ranks tables as groups of
-equal-length 1-D columns. Optional checks on the run's numbers.
+equal-length 1-D columns whose values mean what their names say (one /ranks
+row per rank, /steps counting up, the scaling columns' relations). Optional
+checks on the run's numbers.
 
   check_results.py RUN.h5 [--ranks 1,2] [--loss-falls 0.8] [--status complete] [--cpu-budget]
 Exit 0 when every check holds, 1 otherwise, 77 without h5py."""
@@ -24,6 +26,54 @@ SCALING = ["ranks", "global_batch", "img_per_s", "img_per_s_per_rank", "speedup"
 STEPS = ["step", "loss", "lr", "img_per_s", "data_ms", "h2d_ms", "forward_ms", "backward_ms",
          "allreduce_ms", "optimizer_ms"]
 RANKS = ["rank", "host", "step_ms", "img_per_s"]
+
+
+def check_values(f, bad):
+    """What the contract's columns mean, beyond their names: the status, one
+    /ranks row per rank, steps in order, and the scaling columns' relations
+    (global batch = ranks x batch, img/s per rank, speedup over the 1-rank
+    row = T1 / TN, epoch time = samples per epoch / img/s, percentages)."""
+    status = f.attrs.get("status")
+    if status not in ("complete", "aborted"):
+        bad.append(f"status is {status!r}: the contract allows 'complete' or 'aborted'")
+    ws = int(f.attrs.get("world_size", 0))
+    if status == "complete" and "ranks" in f and "rank" in f["ranks"]:
+        got = sorted(f["ranks/rank"][()].tolist())
+        if got != list(range(ws)):
+            bad.append(f"/ranks/rank is {got}, expected one row per rank of world_size {ws}")
+    if "steps" in f and "step" in f["steps"]:
+        st = f["steps/step"][()]
+        if len(st) and (st[0] < 0 or np.any(np.diff(st) != 1)):
+            bad.append(f"/steps/step does not count up by one from {st[:1]}: {st[:8]} ...")
+    if "scaling" not in f or not all(c in f["scaling"] for c in SCALING):
+        return
+    c = {k: f["scaling"][k][()] for k in SCALING}
+    if not len(c["ranks"]):
+        return
+    for k in ("ranks", "global_batch"):
+        if c[k].dtype.kind not in "iu":
+            bad.append(f"/scaling/{k} is {c[k].dtype}, not an integer column")
+    n, ips = c["ranks"].astype(np.float64), c["img_per_s"]
+    if not np.array_equal(c["global_batch"], c["ranks"] * int(f.attrs.get("batch_size", 0))):
+        bad.append(f"/scaling/global_batch {c['global_batch']} is not ranks x batch_size")
+    if not np.allclose(c["img_per_s_per_rank"], ips / n, rtol=1e-9):
+        bad.append("/scaling/img_per_s_per_rank is not img_per_s / ranks")
+    one = np.flatnonzero(c["ranks"] == 1)
+    if len(one):
+        t1, i1 = c["epoch_time_s"][one[0]], ips[one[0]]
+        if not (np.allclose(c["speedup"], ips / i1, rtol=1e-6) and
+                np.allclose(c["speedup"], t1 / c["epoch_time_s"], rtol=1e-6)):
+            bad.append(f"/scaling/speedup {c['speedup']} is not img/s over the 1-rank row's (T1 / TN)")
+    samples = f.attrs.get("dataset_size")
+    if samples and not np.allclose(c["epoch_time_s"] * ips, samples, rtol=1e-6):
+        bad.append(f"/scaling/epoch_time_s x img_per_s is not the epoch's {samples} samples")
+    for k in ("device_util_pct", "comm_share_pct"):
+        v = c[k][np.isfinite(c[k])]
+        if np.any(v < 0) or np.any(v > 100.5):
+            bad.append(f"/scaling/{k} {c[k]} is not a percentage")
+    bw = c["allreduce_busbw_GBps"]
+    if np.any(bw[np.isfinite(bw)] < 0) or np.any(bw[c["ranks"] == 1] != 0):
+        bad.append(f"/scaling/allreduce_busbw_GBps {bw}: negative, or non-zero for 1 rank (nothing to all-reduce)")
 
 
 def main():
@@ -53,6 +103,7 @@ def main():
                     bad.append(f"/{grp} lacks column {c}")
             if any(len(s) != 1 for s in lengths.values()) or len({s for s in lengths.values()}) > 1:
                 bad.append(f"/{grp} columns are not equal-length 1-D: {lengths}")
+        check_values(f, bad)
         if a.ranks is not None and "scaling" in f:
             want = [int(x) for x in a.ranks.split(",")]
             got = f["scaling/ranks"][()].tolist()

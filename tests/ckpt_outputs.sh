@@ -3,7 +3,11 @@
 # in its checkpoint and results files (PYTHON: a python3 with h5py; the
 # launcher, `mpirun -np 2` say, runs the nonfinite and all-ranks modes).
 #   at-end     --ckpt without --ckpt-every writes one checkpoint, of the
-#              last step, and a resume from it continues there
+#              last step (with the ranks and global batch that wrote it), and
+#              a resume from it continues there; a resume with another batch
+#              continues too, with one '# --resume:' line saying it is not
+#              the interrupted run's continuation; one without a seed
+#              attribute is refused with one line saying so
 #   keep       --resume keeps an earlier --results file as
 #              NAME.before_resume_stepK.h5 (NAME...K.1.h5 when that exists),
 #              with the steps it held, and says so in one '# ' line; a
@@ -51,6 +55,21 @@ at-end)
   grep -q "resuming from .* at step 3" "$dir/b.log" || fail "the resumed run did not start at step 3"
   step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
   [ "$step" = 5 ] || fail "after the resumed run the checkpoint holds step '$step', expected 5"
+  grep -q "not as the interrupted run" "$dir/b.log" && fail "a resume with the same ranks and batch says it differs"
+  run_of=$(h5 "$dir/c.h5" "int(f.attrs['world_size']), int(f.attrs['global_batch'])" 2>&1)
+  [ "$run_of" = "1 4" ] || fail "the checkpoint records ranks and global batch '$run_of', expected 1 4"
+  # another batch: the run goes on, and one line says it is not the same run
+  run "$dir/c.log" --steps 6 --batch-size 8 --ckpt "$dir/c.h5" --resume --results "" ||
+    { cat "$dir/c.log"; fail "resume with another batch"; }
+  grep -q "^# --resume: the checkpoint was written by 1 rank(s), global batch 4; this run has 1, global batch 8: it goes on from step 5, but not as the interrupted run would have" "$dir/c.log" ||
+    fail "a resume with another global batch does not say it differs from the interrupted run"
+  # a file without a seed (weights written by another tool) is refused with
+  # what it lacks, not as "written with --seed 0"
+  cp "$dir/c.h5" "$dir/noseed.h5"
+  "$py" -c "import sys, h5py; del h5py.File(sys.argv[1], 'r+').attrs['seed']" "$dir/noseed.h5"
+  run "$dir/d.log" --steps 9 --ckpt "$dir/noseed.h5" --resume --results "" && fail "resume from a file without a seed ran"
+  grep -q "error: train: '$dir/noseed.h5' records no seed, so it is not the checkpoint of a run to resume; start from its weights with --init instead$" "$dir/d.log" ||
+    { cat "$dir/d.log"; fail "resume from a file without a seed: no line saying so"; }
   ;;
 keep)
   r=$dir/run.h5

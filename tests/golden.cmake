@@ -142,6 +142,16 @@ tb_python_test(convert_roundtrip_torchvision 600
   ${TB_TEST_DIR}/test_convert.py
   "--ckpt-copy=$<$<TARGET_EXISTS:tb_ckpt_copy>:$<TARGET_FILE:tb_ckpt_copy>>")
 
+# a checkpoint written by `train --ckpt` read against torchvision alone
+# (ckpt_contract.py): root attributes with the run's values, exactly the
+# state_dict's names, shapes and dtypes under /params, named_parameters'
+# under /momentum, and `trainbench step` on it = torchvision's train-mode
+# loss, logits and BN running statistics
+tb_python_test(ckpt_contract_torchvision 300
+  ${TB_TEST_DIR}/ckpt_contract.py --trainbench ${TB_BIN})
+tb_python_test(ckpt_contract_torchvision_resnet50 300
+  ${TB_TEST_DIR}/ckpt_contract.py --trainbench ${TB_BIN} --model resnet50 --classes 7)
+
 # ---- GPU cases (label gpu): trainbench step --backend cuda against the same
 # float64 references, each step started from the reference state (--chain
 # ref), 3 steps. fp32 (IEEE, TF32 off) is held to the CPU float32 rule

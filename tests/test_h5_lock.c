@@ -238,8 +238,9 @@ static void test_watchdog_wait(void) {
     sleep_s(0.1);
     status_of(path, status, sizeof status, why, sizeof why, &rows);
     printf("# snapshot after %.2f s: status %s, %zu steps\n", tb_now() - t0, status, rows);
-    TB_CHECK(strcmp(status, "running") == 0 && rows == 7, "the snapshot says running with 7 steps (%s, %zu)",
-             status, rows);
+    TB_CHECK(strcmp(status, "aborted") == 0 && strstr(why, "snapshot of ") && rows == 7,
+             "the snapshot says aborted (never 'running' on disk), as a snapshot, with 7 steps (%s: %s, %zu)",
+             status, why, rows);
 
     /* the main thread is inside a long checkpoint write */
     tb_h5_lock("checkpoint write");
@@ -259,11 +260,12 @@ static void test_watchdog_wait(void) {
     printf("# watchdog write while HDF5 was held: returned after %.2f s, said: %s", a.took, said);
     TB_CHECK(a.took >= 0.45 && a.took < 2.5, "it waits about 0.5 s, then gives up (%.2f s)", a.took);
     TB_CHECK(strstr(said, "results file not marked aborted") && strstr(said, "(checkpoint write)") &&
-                 strstr(said, "status 'running', 7 steps"),
+                 strstr(said, "last snapshot (status 'aborted', a snapshot's reason, 7 steps)"),
              "one line names what held HDF5 and what the file keeps: '%s'", said);
     free(said);
     status_of(path, status, sizeof status, why, sizeof why, &rows);
-    TB_CHECK(strcmp(status, "running") == 0, "the file on disk is still the snapshot (%s)", status);
+    TB_CHECK(strcmp(status, "aborted") == 0 && strstr(why, "snapshot of "), "the file on disk is still the snapshot "
+             "(%s: %s)", status, why);
     tb_h5_unlock();
 
     /* free again: the watchdog marks it, may replace its reason once more,

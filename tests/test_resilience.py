@@ -19,6 +19,9 @@ Modes (one ctest each):
            weights, momentum and BN statistics equal A's bit for bit.
   ckptkill one rank, SIGKILL half-way through writing the step-8
            checkpoint: the step-4 checkpoint is still there and loads.
+  ckptterm one rank, SIGTERM half-way through writing the step-8
+           checkpoint: exit 143, the results file "aborted" (not left
+           "running"), a whole checkpoint and no temporary file.
   killed-bwd, frozen-bwd, nccl-abort   (issue 26, the GPU suite: 2 ranks
            sharing a GPU over NCCL, --ranks 2 --extra "--backend cuda --comm
            nccl --share-gpu ...", --timeout 20 --grace 30): rank 1 SIGKILLed
@@ -167,9 +170,9 @@ def failure_mode(a, fault, culprit, survivors, words, reason_ranks=None, said=No
         if got is None:
             return
         st, why, n = got
-        if st == "running":
-            check(False, f"results say aborted ('running': rank 0 was killed before it could mark the file; "
-                  f"it holds the snapshot of {n} steps)")
+        if st != "aborted" or why.startswith("snapshot of "):
+            check(False, f"results say aborted with the reason ({st}: {why[:100]}: rank 0 was killed before it "
+                  f"could mark the file; it holds the snapshot of {n} steps)")
         else:
             named = reason_ranks or (culprit,)
             check(st == "aborted" and any(f"rank {q}" in why for q in named),
@@ -247,11 +250,31 @@ def mode_ckptkill(a):
         check(rc == 0 and "at step 4" in out, "and training resumes from it")
 
 
+def mode_ckptterm(a):
+    with tempfile.TemporaryDirectory() as d:
+        ck, res = os.path.join(d, "run.ckpt"), os.path.join(d, "run.h5")
+        env = dict(ENV, TB_TEST_FAULT="term-in-ckpt:0:8")
+        rc, out, _ = run([a.trainbench, "--steps", "40", *SMALL, "--ckpt", ck, "--ckpt-every", "4",
+                          "--results", res], env=env, expect_rc=None)
+        check(rc == 128 + 15, f"SIGTERM half-way through the step-8 checkpoint: the run ends with 143 "
+              f"(exit {rc})")
+        check("stopped by SIGTERM" in out and "not marked" not in out,
+              f"one line says so, no warning that the results file was left unmarked: {out.strip()[-400:]!r}")
+        with h5py.File(res) as f:
+            st, why = f.attrs["status"], str(f.attrs.get("abort_reason", ""))
+            check(st == "aborted" and "SIGTERM" in why, f"the results file is marked aborted ({st}: {why})")
+        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
+        check(not leftovers, f"no temporary file is left ({leftovers})")
+        with h5py.File(ck) as f:
+            step = int(f.attrs["step"])
+            check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
+
+
 def main():
     global TIMEOUT, GRACE
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "killed-bwd",
-                                     "frozen-bwd", "nccl-abort"])
+    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "ckptterm",
+                                     "killed-bwd", "frozen-bwd", "nccl-abort"])
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--mpiexec", default="")
     ap.add_argument("--ckpt-copy", default="")
@@ -263,7 +286,7 @@ def main():
     TIMEOUT, GRACE = a.timeout, a.grace
     SMALL[SMALL.index("--timeout") + 1] = f"{a.timeout:g}"
     last = a.ranks - 1
-    if a.mode not in ("ckptkill",) and not a.mpiexec:
+    if a.mode not in ("ckptkill", "ckptterm") and not a.mpiexec:
         print("SKIP: needs mpiexec (trainbench built without MPI)")
         sys.exit(77)
     try:
@@ -289,6 +312,8 @@ def main():
             mode_nan(a)
         elif a.mode == "resume":
             mode_resume(a)
+        elif a.mode == "ckptterm":
+            mode_ckptterm(a)
         else:
             mode_ckptkill(a)
     except Exception as e:  # the test's own error: one FAIL line, never a traceback

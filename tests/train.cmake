@@ -124,6 +124,11 @@ if(TB_HAVE_MPI)
   add_test(NAME results_contract_np3
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_np3.h5 --ranks 1,2,3)
   set_tests_properties(results_contract_np3 PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED np3_results)
+  # and that check can fail: one contract-breaking change to a copy of the
+  # file at a time (a column's meaning, a rank row, the status) each fails it
+  add_test(NAME results_contract_mutants_fail
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results_mutants.py train_np3.h5 --ranks 1,2,3)
+  set_tests_properties(results_contract_mutants_fail PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED np3_results)
   # efficiency above 100 % is noted for every row that has it, not only the
   # last: the 1-rank row slowed (TB_TEST_FAULT=slow-row:0:1) makes the 2-
   # and 3-rank rows super-linear

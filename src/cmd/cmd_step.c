@@ -45,7 +45,7 @@ static void write_step_outputs(hid_t f, tb_model *m, double unscale) {
     tb_model_read_logits(m, logits);
     tb_h5_write_f32(f, "logits", 2, ld, logits);
 
-    hid_t g = H5_CHECK(H5Gcreate2(f, "grads", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t g = tb_h5_group_create(f, "grads");
     for (int i = 0; i < pt->count; i++) {
         const tb_param *p = &pt->items[i];
         if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/faults.h"
 #include "core/log.h"
@@ -28,8 +29,10 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "image_size", &meta->image_size);
     tb_h5_attr_read_i64(f, "step", &meta->step);
     tb_h5_attr_read_i64(f, "epoch", &meta->epoch);
-    tb_h5_attr_read_i64(f, "seed", &meta->seed);
+    meta->has_seed = tb_h5_attr_read_i64(f, "seed", &meta->seed) == 0;
     tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
+    tb_h5_attr_read_i64(f, "world_size", &meta->world_size);
+    tb_h5_attr_read_i64(f, "global_batch", &meta->global_batch);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
     tb_h5_close_read(f);
@@ -199,11 +202,13 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
     tb_h5_attr_write_i64(file, "epoch", meta->epoch);
     tb_h5_attr_write_i64(file, "seed", meta->seed);
     tb_h5_attr_write_i64(file, "epoch_step", meta->epoch_step);
+    if (meta->world_size > 0) tb_h5_attr_write_i64(file, "world_size", meta->world_size);
+    if (meta->global_batch > 0) tb_h5_attr_write_i64(file, "global_batch", meta->global_batch);
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
 
-    hid_t gp = H5_CHECK(H5Gcreate2(file, "params", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    hid_t gm = H5_CHECK(H5Gcreate2(file, "momentum", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t gp = tb_h5_group_create(file, "params");
+    hid_t gm = tb_h5_group_create(file, "momentum");
     size_t maxn = 1;
     for (int i = 0; i < pt->count; i++)
         if (pt->items[i].numel > maxn) maxn = pt->items[i].numel;
@@ -216,6 +221,11 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
         /* test only: die half-way through writing this checkpoint */
         if (i == pt->count / 2 && tb_fault("kill-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step))
             raise(SIGKILL);
+        if (i == pt->count / 2 && tb_fault("term-in-ckpt", tb_log_rank() < 0 ? 0 : tb_log_rank(), meta->step)) {
+            struct timespec one = {1, 0}; /* the signal's thread ends the run meanwhile */
+            raise(SIGTERM);
+            nanosleep(&one, NULL);
+        }
         if (p->role == TB_ROLE_BN_COUNTER) {
             int64_t v;
             tb_model_get_tensor(m, i, &v);

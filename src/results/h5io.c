@@ -90,7 +90,11 @@ static void lock_init(void) {
      * after it, runs before it */
     H5open();
     atexit(wait_at_exit);
-    tb_add_abort_cleanup(remove_temporaries, NULL);
+    /* after every other cleanup: the results file's abort mark may be
+     * waiting for the main thread to finish a checkpoint, and a temporary
+     * removed under it would fail its rename (a SIGTERM mid-write left the
+     * results file 'running') */
+    tb_set_abort_last(remove_temporaries, NULL);
 }
 
 static int lock_until(const char *what, const struct timespec *deadline, char *holder, size_t holder_len,
@@ -352,6 +356,16 @@ void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims,
 void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims,
                      const int64_t *data) {
     write_ds(loc, name, H5T_NATIVE_INT64, ndim, dims, data);
+}
+
+hid_t tb_h5_group_create(hid_t loc, const char *name) {
+    tb_h5_lock(NULL);
+    hid_t gcpl = H5_CHECK(H5Pcreate(H5P_GROUP_CREATE));
+    H5_CHECK(H5Pset_link_creation_order(gcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED));
+    hid_t g = H5_CHECK(H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT));
+    H5_CHECK(H5Pclose(gcpl));
+    tb_h5_unlock();
+    return g;
 }
 
 int tb_h5_exists(hid_t loc, const char *path) {

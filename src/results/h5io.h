@@ -94,6 +94,11 @@ int tb_output_path_check(const char *path, const char *what, const char *flag, c
 void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims, const float *data);
 void tb_h5_write_i64(hid_t loc, const char *name, int ndim, const int64_t *dims, const int64_t *data);
 
+/* A group whose members list in the order they were written (creation
+ * order tracked and indexed): h5py and h5dump iterate a checkpoint's /params
+ * in torchvision's state_dict order, a table's columns in its order. */
+hid_t tb_h5_group_create(hid_t loc, const char *name);
+
 int tb_h5_exists(hid_t loc, const char *path);
 /* Shape of a dataset: returns rank, fills dims (up to 8); dies on failure. */
 int tb_h5_shape(hid_t loc, const char *name, int64_t *dims);

@@ -134,7 +134,7 @@ void tb_attrs_free(tb_attrs *a) {
 static void write_attrs(hid_t loc, const tb_attrs *a);
 
 static void write_table(hid_t file, const tb_table *t) {
-    hid_t g = H5_CHECK(H5Gcreate2(file, t->group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    hid_t g = tb_h5_group_create(file, t->group);
     int64_t dims[1] = {(int64_t)t->rows};
     size_t n = t->rows ? t->rows : 1;
     int64_t *iv = malloc(n * sizeof *iv);

@@ -291,11 +291,12 @@ static void check_contract(tb_results *r) {
     for (int i = 0; attrs[i]; i++)
         if (!tb_results_attr(r, attrs[i])) problem(r, "root attribute '%s' is missing", attrs[i]);
     const char *status = tb_results_str(r, "status", NULL);
-    if (status && strcmp(status, "running") == 0) {
-        /* a snapshot (run_report.h): the run was going when it was written */
-        problem(r, "the run's status is 'running' (snapshot of %s): the run was still going then, or it "
-                "was killed before it could mark the file 'complete' or 'aborted'",
-                tb_results_str(r, "updated_time", "an unknown time"));
+    if (status && (strcmp(status, "running") == 0 || tb_results_attr(r, "updated_time"))) {
+        /* a snapshot (run_report.h; 'running' in files of earlier versions):
+         * the run was going when it was written */
+        problem(r, "the file is a snapshot of %s (status '%s'): the run was still going then, or it was killed "
+                "before it could mark the file 'complete' or 'aborted' itself",
+                tb_results_str(r, "updated_time", "an unknown time"), status);
     } else if (status && strcmp(status, "complete") != 0) {
         const char *why = tb_results_str(r, "abort_reason", NULL);
         problem(r, "the run's status is '%s'%s%s", status, why ? ": " : "", why ? why : "");

@@ -36,8 +36,9 @@ static size_t signature(const tb_run_report *r) {
     return r->steps.rows * 1000003u + r->ranks.rows * 1009u + r->scaling.rows * 31u + (size_t)r->attrs.nattrs;
 }
 
-/* Writes a "running" copy of the report; called without r->mu. Returns the
- * seconds it took, or -1 when a final write had begun (nothing written). */
+/* Writes a snapshot of the report (run_report.h); called without r->mu.
+ * Returns the seconds it took, or -1 when a final write had begun (nothing
+ * written). */
 static double write_snapshot(tb_run_report *r, const tb_attrs *a, const tb_table *const *tabs) {
     double t0 = tb_now();
     tb_h5_lock("results snapshot write");
@@ -73,9 +74,17 @@ static void *snapshot_thread(void *arg) {
         tb_table_copy(&scaling, &r->scaling);
         pthread_mutex_unlock(&r->mu);
 
-        char t[32];
+        /* on disk the status is only ever complete or aborted (shared
+         * DESIGN.md): the snapshot says aborted, as what it is if the run
+         * never gets to mark the file, and the reason says it is a snapshot */
+        char t[32], why[160];
         tb_utc_now(t, sizeof t);
         tb_attrs_str(&a, "updated_time", t);
+        tb_attrs_str(&a, "end_time", t); /* the last moment the run is known to have been going */
+        tb_attrs_str(&a, "status", "aborted");
+        snprintf(why, sizeof why, "snapshot of %s: the run was still going then, and was killed before it could "
+                 "mark this file (if it has ended)", t);
+        tb_attrs_str(&a, "abort_reason", why);
         const tb_table *tabs[3] = {&steps, &ranks, &scaling};
         size_t rows = steps.rows;
         double dur = write_snapshot(r, &a, tabs);
@@ -158,7 +167,7 @@ void tb_run_report_unlock(tb_run_report *r) {
 /* What the file on disk holds when this write cannot replace it (r->mu held). */
 static void on_disk(const tb_run_report *r, char *buf, size_t len) {
     if (r->snapshots > 0)
-        snprintf(buf, len, "'%s' keeps its last snapshot (status 'running', %zu steps)", r->path,
+        snprintf(buf, len, "'%s' keeps its last snapshot (status 'aborted', a snapshot's reason, %zu steps)", r->path,
                  r->snap_rows);
     else
         snprintf(buf, len, "no results file was written to '%s'", r->path);
@@ -167,7 +176,8 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
 /* What a write is: the final one (or the watchdog's precise reason, which
  * replaces its provisional mark), the watchdog's provisional mark (never
  * replacing a file written), or an error's mark (as provisional, and only
- * once the run has its provenance, status "running" as the first snapshot:
+ * once the run has its provenance, status "running" in memory as the first
+ * snapshot:
  * an error in start-up's first seconds leaves an earlier run's file). */
 typedef enum { WRITE_FINAL, WRITE_PROVISIONAL, WRITE_ERROR_MARK } write_kind;
 
@@ -223,7 +233,7 @@ static void report_write(tb_run_report *r, const char *status, const char *reaso
             }
             tb_warn("results file not marked %s: another thread (the main thread, or the watchdog's provisional "
                     "mark) held the run's tables for the %.1f s waited (inside HDF5: %s, for %.1f s); '%s' keeps "
-                    "what was last written there (status 'running', or the provisional 'aborted')",
+                    "what was last written there (a snapshot, or the provisional mark, both 'aborted')",
                     status, tb_now() - t0, holder, held, r->path);
             return;
         }

@@ -267,7 +267,10 @@ static void check_checkpoint(const tb_train_run *r, const char *from, const tb_c
     const tb_train_flags *f = &r->fl;
     if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
     int64_t total = planned_steps(r);
-    if (meta->seed != f->seed)
+    if (!meta->has_seed)
+        snprintf(why, len, "'%s' records no seed, so it is not the checkpoint of a run to resume; start from its "
+                 "weights with --init instead", from);
+    else if (meta->seed != f->seed)
         snprintf(why, len,
                  "'%s' was written with --seed %lld; resume with the same seed (the data order and augmentation "
                  "follow it)",
@@ -308,7 +311,7 @@ static void init_model(tb_train_run *r) {
     memset(r->start, 0, sizeof r->start);
     r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
-    char why[VERDICT_MAX] = "", kept[4200] = "";
+    char why[VERDICT_MAX] = "", kept[4200] = "", other_run[300] = "";
     if (r->info.rank == 0) {
         tb_ckpt_meta meta;
         if (from) {
@@ -321,6 +324,13 @@ static void init_model(tb_train_run *r) {
                 r->start[0] = r->ckpt_step = meta.step;
                 r->start[1] = meta.epoch;
                 r->start[2] = meta.epoch_step;
+                int64_t gb = (int64_t)f->batch * r->info.world; /* r->global_batch is set later */
+                if (meta.world_size > 0 && (meta.world_size != r->info.world || meta.global_batch != gb))
+                    snprintf(other_run, sizeof other_run, "# --resume: the checkpoint was written by %lld rank(s), "
+                             "global batch %lld; this run has %d, global batch %lld: it goes on from step %lld, but "
+                             "not as the interrupted run would have (resuming is exact with the same ranks and "
+                             "batch)\n", (long long)meta.world_size, (long long)meta.global_batch, r->info.world,
+                             (long long)gb, (long long)meta.step);
             }
         }
         if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
@@ -341,6 +351,7 @@ static void init_model(tb_train_run *r) {
         else
             printf("# --resume: no checkpoint at %s yet; starting at step 0\n", f->ckpt);
         if (kept[0]) printf("# --resume: the earlier results file %s is kept as %s\n", f->results, kept);
+        fputs(other_run, stdout);
     }
 }
 
