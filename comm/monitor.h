@@ -42,6 +42,11 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
 /* The main thread reports what it does; `what` names the collective when
  * in_collective (identical text on every rank for the same collective). */
 void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_collective);
+/* After this rank began ending on its own error (tb_die: the watchdog's
+ * notice, the first step of the abort): "rank R (host) failed at step N, in
+ * X" as it was then, for the results file's reason, so that rank 0's own
+ * error names its step as a peer's does; "" without a watchdog. */
+const char *tb_monitor_fail_where(void);
 /* Stops the thread; call on every rank after the last collective. */
 void tb_monitor_stop(tb_monitor *m);
 /* Stops the watchdog that is running, if one is (tb_comm_exit_all: before

@@ -199,13 +199,16 @@ void mon_take_failures(tb_monitor *m) {
 #define FAIL_ANSWER_S 2.0
 
 static int g_fail_sent = 0; /* the notice went out (the failing thread only) */
+static char g_fail_where[256]; /* tb_monitor_fail_where: written once, by the failing thread's notice */
+
+const char *tb_monitor_fail_where(void) { return g_fail_where; }
 
 void mon_fatal_notice(void *unused) {
     (void)unused;
     tb_monitor *m = atomic_load(&mon_running);
     if (!m) return;
     atomic_store(&m->failing, 1);
-    if (m->rank == 0 || m->ending) return;
+    if (m->ending) return;
     /* the step and what the rank was doing, when the main thread is not
      * holding them (it may be the one failing, inside the lock: no wait) */
     char where[96] = "";
@@ -214,9 +217,11 @@ void mon_fatal_notice(void *unused) {
                  m->what);
         pthread_mutex_unlock(&m->mu);
     }
+    snprintf(g_fail_where, sizeof g_fail_where, "rank %d (%s) failed%s", m->rank, host(m, m->rank), where);
+    if (m->rank == 0) return; /* rank 0's line is the job's reason (its abort mark adds g_fail_where) */
     /* written once, then only read while the send is in flight */
     static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "rank %d (%s) failed%s: %s", m->rank, host(m, m->rank), where, tb_log_last_error());
+    snprintf(msg, sizeof msg, "%s: %s", g_fail_where, tb_log_last_error());
     MPI_Request rq;
     if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
     MPI_Request_free(&rq); /* from static storage: safe before completion */

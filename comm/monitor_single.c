@@ -14,3 +14,4 @@ void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_c
 
 void tb_monitor_stop(tb_monitor *m) { (void)m; }
 void tb_monitor_stop_running(void) {}
+const char *tb_monitor_fail_where(void) { return ""; }

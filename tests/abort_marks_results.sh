@@ -152,7 +152,8 @@ if [ -n "$mpi" ]; then
   [ "$fails" -eq 0 ] && echo "ok   peer: rank 1's error is the job's reason ($st)"
 
   # every rank ends on its own error at once: one line each, and rank 0's own
-  # line is the reason (rank 1's, arriving meanwhile, does not replace it)
+  # line is the reason (rank 1's, arriving meanwhile, does not replace it),
+  # naming rank 0 and its step as a peer's reason does
   # shellcheck disable=SC2086
   TB_TEST_FAULT=die:-1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/both.h5" >"$d/out" 2>"$d/err" &&
     fail "both: exit 0"
@@ -160,8 +161,9 @@ if [ -n "$mpi" ]; then
   all=$(grep -c '^trainbench\[' "$d/err")
   if [ "$own" -ne 2 ] || [ "$all" -ne 2 ]; then fail "both: want each rank's own line once:"; cat "$d/err"; fi
   st=$(status "$d/both.h5")
-  [ "$st" = "aborted|$want" ] || fail "both: results file says '$st', want rank 0's own line"
-  [ "$fails" -eq 0 ] && echo "ok   both: each rank's own line, rank 0's the reason"
+  case $st in "aborted|rank 0 ("*") failed at step 3, in "*": $want") ;;
+    *) fail "both: results file says '$st', want rank 0's own line with its step" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   both: each rank's own line, rank 0's the reason, with its step"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"

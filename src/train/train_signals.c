@@ -22,6 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm/monitor.h"
 #include "core/log.h"
 #include "src/train/train_setup.h"
 
@@ -29,11 +30,13 @@
 
 static void mark_aborted(void *p) {
     tb_run_report *rep = p;
-    const char *why = tb_log_last_error();
+    const char *line = tb_log_last_error(), *where = tb_monitor_fail_where();
+    char why[2048]; /* with several ranks, as a peer's error reads: "rank 0 (host) failed at step N, in X: line" */
+    snprintf(why, sizeof why, "%s%s%s", where, where[0] ? ": " : "", line[0] ? line : "the run ended on an error");
     tb_fatal_trap trap; /* a write that fails too (the disk is still full) ends nothing more */
     if (setjmp(trap.env) == 0) {
         tb_fatal_trap_set(&trap);
-        tb_run_report_write_on_abort(rep, why[0] ? why : "the run ended on an error");
+        tb_run_report_write_on_abort(rep, why);
     } else {
         tb_warn("results file '%s' not marked aborted: %s", rep->path, trap.msg);
     }
