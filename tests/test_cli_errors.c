@@ -252,6 +252,12 @@ static void output_errors(void) {
     snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric '%s'", d);
     snprintf(want, sizeof want, "project: --fabric '%s' is a directory; give a preset", d);
     expect_error(a, want);
+    /* ... but 'fit' and a preset's name are not files: a directory of that name where project runs is not read */
+    char here[4096];
+    TB_ASSERT(getcwd(here, sizeof here) && chdir(d) == 0 && mkdir("fit", 0755) == 0 && mkdir("pcie5", 0755) == 0);
+    expect_error("project /nonexistent/run.h5 --fabric pcie5", "cannot read results file '/nonexistent/run.h5'");
+    expect_error("project /nonexistent/run.h5 --fabric fit", "cannot read results file '/nonexistent/run.h5'");
+    TB_ASSERT(chdir(here) == 0);
     snprintf(a, sizeof a, "project /nonexistent/run.h5 --fabric 'fit:%s'", d);
     snprintf(want, sizeof want, "project: --fabric fit: '%s' is a directory; give an allreduce-bench table", d);
     expect_error(a, want);

@@ -267,6 +267,11 @@ typedef struct {
  * reading it then looked like an empty file ("a profile needs model, ...", "no intra_bw_GBps ..."). */
 static void refuse_directory(const char *path, const char *flag, const char *want) {
     struct stat st;
+    if (strcmp(flag, "--fabric") == 0) { /* 'fit' and a preset's name win over a file of that name (resolve_one) */
+        if (strcmp(path, "fit") == 0) return;
+        for (int i = 0; i < tb_fabric_npresets; i++)
+            if (strcmp(path, tb_fabric_presets[i].name) == 0) return;
+    }
     if (path[0] && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         tb_die("project: %s '%s' is a directory; give %s", flag, path, want);
 }
