@@ -215,7 +215,7 @@ def to_h5(a):
             f.attrs["seed"] = np.int64(a.seed)
             f.attrs["trainbench_version"] = "convert_torchvision.py (torch %s)" % torch.__version__
             f.attrs["git_revision"] = git_revision()
-            g = f.create_group("params")
+            g = f.create_group("params", track_order=True)  # listed in state_dict order, as train writes
             for n, t in sd.items():
                 if is_nbt(n):
                     g.create_dataset(n, data=np.int64(t.item()))

@@ -88,6 +88,8 @@ def check_h5(path, model, classes, sd):
         check("momentum" not in f, "%s: no /momentum (fresh optimizer)" % path)
         p = f["params"]
         check(set(p) == set(sd), "%s: /params names == state_dict keys" % path)
+        # listed in the state_dict's order, as train's checkpoints are (creation order tracked)
+        check(list(p) == list(sd), "%s: /params lists in the state_dict's order (%s ...)" % (path, list(p)[:3]))
         bad = []
         for k in p:
             d = p[k]
