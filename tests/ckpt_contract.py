@@ -131,6 +131,9 @@ def check_step(a, d, ck, sd):
         check(close("logits", f["logits"][()], logits), f"/logits [{BATCH}, {a.classes}] = torchvision's")
         check(list(f["grads"]) == [k for k, _ in model.named_parameters()],
               f"/grads: exactly named_parameters' names, in their order ({len(f['grads'])})")
+        run_of = (f.attrs.get("world_size"), f.attrs.get("global_batch"))
+        check(run_of == (1, BATCH), f"the step's checkpoint records the step's ranks and batch (1, {BATCH}), not the "
+              f"input's run: {run_of}")
         off = [k for k in bufs if not close(k, f["params"][k][()], bufs[k])]
         check(not off, f"BN running statistics and counters after the step = torchvision's ({len(bufs)} tensors)")
 

@@ -171,6 +171,8 @@ int tb_cmd_step(int argc, char **argv) {
 
     tb_ckpt_meta out = meta;
     out.step = meta.step + 1;
+    out.world_size = 1; /* this step's, not those of the run that wrote the input (checkpoint.h) */
+    out.global_batch = b.n;
     tb_h5_writer w;
     tb_h5_create_atomic(&w, fl.out, "step output");
     tb_ckpt_write(w.file, m, &out);
