@@ -213,7 +213,7 @@ if(TARGET tb_cuda)
   # stays on 3 channels, as every TB_STEM_PAD run says what it chose
   add_test(NAME stem_pad_auto_unmeasured_said
            COMMAND ${TB_GPU_RUN} env TB_STEM_PAD=auto ${TB_TEST_DIR}/expect_pass.sh
-                   "^# cuda conv: the 7x7/2 conv with 3 input channels stays on 3 .TB_STEM_PAD=auto, nothing measured"
+                   "^# cuda conv: the 7x7/2 conv with 3 input channels stays on 3 .TB_STEM_PAD=auto: the plain conv has no measured time"
                    -- ${TB_BIN} --backend cuda --model resnet18 --precision fp16 --layout nhwc --no-autotune
                    --batch-size 8 --image-size 64 --synthetic-size 16 --steps 1 --warmup-steps 0 --scaling-steps 0
                    --results=)
