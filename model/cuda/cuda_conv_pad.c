@@ -174,7 +174,8 @@ static void say(const tb_conv_geom *g, int mode, int pick, float ms_plain, const
     if (said++) return;
     char why[160];
     if (mode == -1 && ms_plain < 0) {
-        snprintf(why, sizeof why, "TB_STEM_PAD=auto: the plain conv has no measured time to compare with, as under --no-autotune");
+        snprintf(why, sizeof why,
+                 "TB_STEM_PAD=auto: the plain conv has no measured time to compare with, as under --no-autotune");
     } else if (mode == -1) {
         int k = snprintf(why, sizeof why, "measured, pads included: %d: %.3f ms", g->cin, (double)ms_plain);
         for (int i = 0; i < n && k > 0 && (size_t)k < sizeof why; i++)
