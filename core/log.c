@@ -32,6 +32,8 @@ static int launcher_rank(void) {
     return -1;
 }
 
+int tb_log_launcher_rank(void) { return launcher_rank(); }
+
 static int g_usage_quiet = 0; /* a usage error waits before its line (not launcher rank 0) */
 
 void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }

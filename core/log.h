@@ -16,6 +16,9 @@
 void tb_log_set_identity(int rank, int world, const char *host);
 int tb_log_rank(void);
 const char *tb_log_host(void);
+/* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ * PMI_RANK or SLURM_PROCID), readable before MPI starts; -1 when none. */
+int tb_log_launcher_rank(void);
 
 /* Called instead of exit() by tb_die/TB_FATAL; must not return. */
 typedef void (*tb_abort_hook)(int exit_code);

@@ -25,6 +25,15 @@ add_test(NAME abort_marks_results
 set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
+# a rank frozen before MPI_Init (before any watchdog) ends the job through
+# the start-up guard within --timeout, instead of a hang in MPI_Init
+if(TB_HAVE_MPI)
+  add_test(NAME startup_frozen_rank_np2
+           COMMAND sh ${TB_TEST_DIR}/startup_frozen.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(startup_frozen_rank_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
 # allreduce-bench sums in place: each all-reduce starts from the inputs
 # again, so 200 of them on 3 ranks stay exact (3^200 would be inf) and the
 # check reads the last timed one.
