@@ -23,13 +23,16 @@ int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int lin
     mon_abort_all(m, why);
 }
 
-/* Ends the job after telling the others why (rank 0, or anyone when rank 0
- * is silent). Does not return. */
-_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
-    /* written once, then only read: every send below goes out from it */
-    static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "%s", why);
-    m->ending = 1;
+/* Sends msg (static storage, never rewritten) to every other rank as the
+ * job's reason (TAG_ABORT), runs then() (NULL: nothing) while it goes, and
+ * waits until it has gone and, on rank 0, until each rank has said it
+ * printed its line (TAG_ABORT_SEEN), at most 2 s after the sends. Rank 0
+ * (the only rank the others take a reason from) waits for each: on a
+ * loaded machine a fixed pause was too short for a descheduled monitor
+ * thread. A rank that is gone or frozen does not answer; the wait ends at
+ * its deadline, well before the others end themselves (ABORT_SELF_EXIT_S
+ * after the reason reached them), so MPI_Abort still ends the job. */
+static void tell_all(tb_monitor *m, const char *msg, void (*then)(tb_monitor *m, const char *msg)) {
     double t0 = tb_now();
     MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
     int n = 0;
@@ -38,14 +41,7 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
             if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
                                     MPI_SUCCESS)
                 n++;
-    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
-    /* Let the others print their line before MPI_Abort kills them. Rank 0
-     * (the only rank the others take a reason from) waits for each to say
-     * it has printed, until 2 s after the reason went out: on a loaded
-     * machine a fixed pause was too short for a descheduled monitor thread.
-     * A rank that is gone or frozen does not answer; the wait ends at its
-     * deadline, well before the others end themselves (ABORT_SELF_EXIT_S
-     * after the reason reached them), so MPI_Abort still ends the job. */
+    if (then) then(m, msg);
     int others = m->size - 1;
     char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
     MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
@@ -66,6 +62,20 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
         sleep_s(0.01);
     }
     sleep_s(acks ? 0.05 : 0.2);
+}
+
+static void mark_results(tb_monitor *m, const char *msg) {
+    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
+}
+
+/* Ends the job after telling the others why (rank 0, or anyone when rank 0
+ * is silent). Does not return. */
+_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
+    /* written once, then only read: every send goes out from it */
+    static char msg[WHY_MAX];
+    snprintf(msg, sizeof msg, "%s", why);
+    m->ending = 1;
+    tell_all(m, msg, mark_results); /* the others print their line before MPI_Abort kills them */
     tb_nccl_abort_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -205,7 +215,7 @@ void mon_fatal_notice(void *unused) {
     tb_monitor *m = atomic_load(&mon_running);
     if (!m) return;
     atomic_store(&m->failing, 1);
-    if (m->rank == 0 || m->ending) return;
+    if (m->ending) return;
     /* the step and what the rank was doing, when the main thread is not
      * holding them (it may be the one failing, inside the lock: no wait) */
     char where[96] = "";
@@ -217,6 +227,13 @@ void mon_fatal_notice(void *unused) {
     /* written once, then only read while the send is in flight */
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "rank %d (%s) failed%s: %s", m->rank, host(m, m->rank), where, tb_log_last_error());
+    if (m->rank == 0) {
+        /* rank 0's own error is the job's reason: the others print it (not
+         * "rank 0 is gone") before this rank's cleanups and MPI_Abort */
+        m->ending = 1;
+        tell_all(m, msg, NULL);
+        return;
+    }
     MPI_Request rq;
     if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
     MPI_Request_free(&rq); /* from static storage: safe before completion */

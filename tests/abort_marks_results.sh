@@ -15,7 +15,9 @@
 #   peer     (MPIEXEC given) rank 1 ends on its own error: rank 0's line and
 #            the results file give rank 1's line, with its step, as the
 #            reason; each rank prints one line; and when both ranks fail at
-#            once, each prints its own and rank 0's is the reason.
+#            once, each prints its own and rank 0's is the reason;
+#   root     (MPIEXEC given) rank 0 ends on its own error: rank 1's line
+#            gives rank 0's, with its step (not "rank 0 is gone").
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -134,6 +136,20 @@ if [ -n "$mpi" ]; then
   st=$(status "$d/both.h5")
   [ "$st" = "aborted|$want" ] || fail "both: results file says '$st', want rank 0's own line"
   [ "$fails" -eq 0 ] && echo "ok   both: each rank's own line, rank 0's the reason"
+
+  # rank 0's own fatal error: it is the job's reason on every rank, so rank
+  # 1's one line carries it with rank 0's step (it said only "rank 0 (host)
+  # is gone: the launcher is ending the job")
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=die:0:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/root.h5" >"$d/out" 2>"$d/err" &&
+    fail "root: exit 0"
+  [ "$(grep -c "^trainbench\[rank 0 .*error: $want\$" "$d/err")" -eq 1 ] || fail "root: rank 0 did not print its line once"
+  grep -q "^trainbench\[rank 1 .*error: .*rank 0 ([^)]*) failed at step 3, in [^:]*: $want\$" "$d/err" ||
+    fail "root: rank 1's line does not carry rank 0's with its step"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "root: want one line per rank:"; cat "$d/err"; }
+  st=$(status "$d/root.h5")
+  [ "$st" = "aborted|$want" ] || fail "root: results file says '$st', want rank 0's own line"
+  [ "$fails" -eq 0 ] && echo "ok   root: rank 0's error reaches rank 1's line"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"
