@@ -9,6 +9,8 @@
 #            disk, ENOSPC): "cannot write checkpoint", the checkpoint's
 #            temporary removed, the results file still marked (run as root
 #            only: skipped, and said so, where mounting is not allowed);
+#   ftrace   the same full disk under --trace: the system's reason in the
+#            line, no t.json.tmp.PID left there;
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
 #            each says so and the job exits 1, no segfault;
@@ -81,6 +83,21 @@ if unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1"' sh "$d/small" 2>/dev/
   rc=$?
   grep -q '\.tmp\.' "$d/small.ls" && fail "fsize: a temporary file left on the full disk: $(cat "$d/small.ls")"
   check "fsize" $rc 1 "$d/err" "cannot write checkpoint" "$d/fsize.h5"
+  # --trace on a full disk (the tmpfs filled up first; the results file
+  # elsewhere): the line gives the system's reason, and no half-written
+  # t.json.tmp.PID stays on the full disk (one did, and the line said only
+  # "failed; check the disk")
+  # shellcheck disable=SC2016
+  unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1" || exit 99
+    head -c 3000000 /dev/zero >"$1/fill" 2>/dev/null
+    "$2" --image-size 32 --batch-size 8 --scaling-steps 0 --synthetic --steps 2 --trace "$1/t.json" \
+      --results "$3/ftrace.h5" >"$3/out" 2>"$3/err"
+    rc=$?
+    ls "$1" >"$3/small.ls"
+    exit $rc' sh "$d/small" "$tb" "$d"
+  rc=$?
+  grep -q '\.tmp\.' "$d/small.ls" && fail "ftrace: a temporary file left on the full disk: $(cat "$d/small.ls")"
+  check "ftrace" $rc 1 "$d/err" "t.json': No space left on device" "$d/ftrace.h5"
 else
   echo "skip fsize: mounting a tmpfs is not allowed here (unshare -m)"
 fi
