@@ -5,8 +5,9 @@
  *
  *   kill          SIGKILL this rank at the start of STEP
  *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
- *   freeze-startup  SIGSTOP this rank before MPI starts (no step; RANK is the
- *                 launcher's: OMPI_COMM_WORLD_RANK ...), before any watchdog
+ *   freeze-startup  SIGSTOP this rank before MPI starts, as the start-up guard
+ *                 is armed (train, preflight; no step; RANK is the launcher's:
+ *                 OMPI_COMM_WORLD_RANK ...), before any watchdog
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   die           tb_die at the start of STEP: this rank's own fatal error

@@ -117,16 +117,6 @@ void tb_train_abort_mark_start(tb_train_run *r);
 void tb_train_abort_mark_stop(tb_train_run *r);
 void tb_train_signals_start(tb_train_run *r);
 void tb_train_signals_stop(void);
-/* The start-up guard: from before MPI starts until the watchdog runs, no
- * watchdog sees a rank that never arrives (frozen, or stuck in a file
- * system or a driver before MPI_Init), and every other rank would wait
- * for it in MPI_Init or the first collectives for ever. Armed for
- * timeout_s seconds (0: off, as --timeout 0), it ends this rank with one
- * line naming the phase it waits in (set by _phase, a string literal)
- * unless disarmed first; the launcher then ends the rest. */
-void tb_train_startup_guard_arm(double timeout_s);
-void tb_train_startup_guard_phase(const char *phase);
-void tb_train_startup_guard_disarm(void);
 
 /* The parts of start-up the first step's line breaks down. */
 extern const char *const tb_setup_part_name[TB_SETUP_PARTS];

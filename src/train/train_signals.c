@@ -12,10 +12,7 @@
  * the results file marked "aborted" by the abort mark, and exit status
  * 128 + the signal's number, as a shell expects of an interrupted program.
  * With several ranks and the watchdog on, comm/monitor_mpi.c handles
- * SIGTERM (the launcher's) instead.
- *
- * The start-up guard: until the watchdog runs, a thread that ends the rank
- * after --timeout seconds with the phase it has been waiting in. */
+ * SIGTERM (the launcher's) instead. */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -23,7 +20,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -103,68 +99,4 @@ void tb_train_signals_stop(void) {
     signal(SIGTERM, SIG_DFL);
     close(g_pipe[1]); /* the thread's read returns 0: it ends */
     g_pipe[1] = -1;
-}
-
-/* ---- the start-up guard ---------------------------------------------------------------- */
-
-static pthread_mutex_t g_guard_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t g_guard_cv;
-static int g_guard_on = 0;            /* armed, not yet disarmed */
-static const char *g_guard_phase = ""; /* a string literal */
-static double g_guard_s = 0;
-
-static void *guard(void *arg) {
-    (void)arg;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)g_guard_s;
-    until.tv_nsec += (long)((g_guard_s - (double)(time_t)g_guard_s) * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&g_guard_mu);
-    int rc = 0;
-    while (g_guard_on && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_guard_cv, &g_guard_mu, &until);
-    int fire = g_guard_on;
-    const char *phase = g_guard_phase;
-    pthread_mutex_unlock(&g_guard_mu);
-    if (!fire) return NULL;
-    char host[64] = "";
-    if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
-    host[sizeof host - 1] = '\0';
-    int rank = tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank();
-    tb_die("start-up: rank %d (%s) has waited %g s (--timeout) in %s; a rank that never got there (frozen, "
-           "or stuck in a file system or a driver) holds up every rank: find it (ps on the job's hosts), or "
-           "give --timeout more time",
-           rank, host, g_guard_s, phase);
-}
-
-void tb_train_startup_guard_arm(double timeout_s) {
-    if (!(timeout_s > 0)) return;
-    pthread_condattr_t a;
-    pthread_condattr_init(&a);
-    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-    pthread_cond_init(&g_guard_cv, &a);
-    pthread_condattr_destroy(&a);
-    g_guard_s = timeout_s;
-    g_guard_on = 1;
-    g_guard_phase = "MPI start-up (MPI_Init returns once every rank of the launch has reached it)";
-    pthread_t th;
-    if (pthread_create(&th, NULL, guard, NULL) != 0) TB_FATAL("cannot start the start-up guard thread");
-    pthread_detach(th);
-}
-
-void tb_train_startup_guard_phase(const char *phase) {
-    pthread_mutex_lock(&g_guard_mu);
-    g_guard_phase = phase;
-    pthread_mutex_unlock(&g_guard_mu);
-}
-
-void tb_train_startup_guard_disarm(void) {
-    pthread_mutex_lock(&g_guard_mu);
-    int was = g_guard_on;
-    g_guard_on = 0;
-    if (was) pthread_cond_broadcast(&g_guard_cv);
-    pthread_mutex_unlock(&g_guard_mu);
 }
