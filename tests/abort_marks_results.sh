@@ -19,7 +19,9 @@
 #            reason; each rank prints one line; and when both ranks fail at
 #            once, each prints its own and rank 0's is the reason;
 #   root     (MPIEXEC given) rank 0 ends on its own error: rank 1's line
-#            gives rank 0's, with its step (not "rank 0 is gone").
+#            gives rank 0's, with its step (not "rank 0 is gone");
+#   int      (MPIEXEC given) Ctrl-C (SIGINT) on rank 0 of two, the watchdog
+#            on: the same, and the results file says aborted by SIGINT.
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -167,6 +169,21 @@ if [ -n "$mpi" ]; then
   st=$(status "$d/root.h5")
   [ "$st" = "aborted|$want" ] || fail "root: results file says '$st', want rank 0's own line"
   [ "$fails" -eq 0 ] && echo "ok   root: rank 0's error reaches rank 1's line"
+
+  # Ctrl-C reaching rank 0 of a 2-rank run, the watchdog on (it takes
+  # SIGTERM; SIGINT was nobody's: rank 0 died of it without a line and its
+  # results file stayed "running"): rank 0's line is the job's reason
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=interrupt:0:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/int.h5" >"$d/out" 2>"$d/err" &&
+    fail "int: exit 0"
+  sig="train: stopped by SIGINT (Ctrl-C)"
+  grep -q "^trainbench\[rank 0 .*error: $sig" "$d/err" || fail "int: rank 0 did not say it was stopped by SIGINT"
+  grep -q "^trainbench\[rank 1 .*error: .*rank 0 ([^)]*) failed at step 3, in [^:]*: $sig" "$d/err" ||
+    fail "int: rank 1's line does not carry rank 0's"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "int: want one line per rank:"; cat "$d/err"; }
+  st=$(status "$d/int.h5")
+  case $st in "aborted|$sig"*) ;; *) fail "int: results file says '$st', want aborted by SIGINT" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   int: Ctrl-C on rank 0 of two ends the job with its line"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"
