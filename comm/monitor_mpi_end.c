@@ -71,6 +71,11 @@ static void mark_results(tb_monitor *m, const char *msg) {
 /* Ends the job after telling the others why (rank 0, or anyone when rank 0
  * is silent). Does not return. */
 _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
+    /* this line is the rank's one: another thread's error from here on
+     * prints none; one already ending the process (its own error, its
+     * line printed, its MPI_Abort to come) is left to end it */
+    if (!tb_log_claim_end())
+        for (;;) sleep_s(1.0);
     /* written once, then only read: every send goes out from it */
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "%s", why);
@@ -101,6 +106,7 @@ static void *early_mark_main(void *p) {
  * ranks that no longer answer a ping. */
 _Noreturn void mon_on_teardown(tb_monitor *m) {
     m->ending = 1; /* peers are dying: failed calls below mean "gone" */
+    (void)tb_log_claim_end(); /* this rank's one line: a collective failing meanwhile prints none */
     if (m->rank == 0) {
         /* Open MPI's SIGKILL follows 1 s after its SIGTERM
          * (odls_base_sigkill_timeout): mark the results file now, on a

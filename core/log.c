@@ -86,6 +86,14 @@ void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx) {
     atomic_store(&g_notice, fn);
 }
 
+int tb_log_claim_end(void) {
+    if (t_ending) return 1;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_ending, &expected, 1)) return 0;
+    t_ending = 1;
+    return 1;
+}
+
 int tb_log_ending(int elsewhere) { return atomic_load(&g_ending) && !(elsewhere && t_ending); }
 
 /* The message of the tb_die / TB_FATAL that is ending the process, for the

@@ -41,6 +41,12 @@ void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx);
 /* Whether some thread has begun ending the process (tb_abort): 1 from its
  * first step. elsewhere: only when that thread is not the caller. */
 int tb_log_ending(int elsewhere);
+/* Claims the end for the calling thread without ending the process yet (a
+ * watchdog that has printed the job's reason and waits for MPI_Abort): a
+ * tb_die on any other thread from then on waits for the exit instead of
+ * printing a second line. 1 when this thread holds the end (now or
+ * already), 0 when another thread took it first. */
+int tb_log_claim_end(void);
 
 /* Ends the job: the notice, the cleanups, then the abort hook, then
  * _exit(exit_code) (not exit: other threads are still inside libraries
