@@ -22,7 +22,9 @@
 #   root     (MPIEXEC given) rank 0 ends on its own error: rank 1's line
 #            gives rank 0's, with its step (not "rank 0 is gone");
 #   int      (MPIEXEC given) Ctrl-C (SIGINT) on rank 0 of two, the watchdog
-#            on: the same, and the results file says aborted by SIGINT.
+#            on: the same, and the results file says aborted by SIGINT;
+#   usr1     (MPIEXEC given) SIGUSR1 to mpirun (forwarded to every rank):
+#            each rank's line, the results file aborted by SIGUSR1.
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -188,6 +190,27 @@ if [ -n "$mpi" ]; then
   st=$(status "$d/int.h5")
   case $st in "aborted|$sig"*) ;; *) fail "int: results file says '$st', want aborted by SIGINT" ;; esac
   [ "$fails" -eq 0 ] && echo "ok   int: Ctrl-C on rank 0 of two ends the job with its line"
+
+  # SIGUSR1 to mpirun (Slurm's --signal=USR1@T warning before the time
+  # limit), which forwards it to every rank: each had died of it without a
+  # line, the results file left "running"
+  rm -f "$d/out" "$d/err" # no earlier case's step lines to wait for
+  # shellcheck disable=SC2086
+  (exec "$mpi" -np 2 "$tb" --steps 100000 --print-every 1 $a --results "$d/usr1.h5") >"$d/out" 2>"$d/err" &
+  pid=$!
+  i=0
+  while [ $i -lt 600 ] && ! grep -q '^step ' "$d/out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  kill -USR1 $pid
+  i=0
+  while [ $i -lt 200 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  kill -0 $pid 2>/dev/null && { fail "usr1: still running 20 s after SIGUSR1"; kill -KILL $pid; }
+  wait $pid && fail "usr1: exit 0"
+  # each rank's own line, or rank 0's carrying rank 1's (taken first)
+  sig="train: stopped by SIGUSR1"
+  [ "$(grep -c "^trainbench\[rank [01] .*error: .*$sig" "$d/err")" -eq 2 ] || { fail "usr1: want each rank's line:"; cat "$d/err"; }
+  st=$(status "$d/usr1.h5")
+  case $st in "aborted|"*"$sig"*) ;; *) fail "usr1: results file says '$st', want aborted by SIGUSR1" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   usr1: SIGUSR1 through mpirun ends every rank with its line"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"
