@@ -194,8 +194,10 @@ static void other_poll(tb_monitor *m) {
             MPI_SUCCESS)
             snprintf(why, sizeof why, "rank 0 (%s) ended the job; its reason could not be received",
                      host(m, 0));
-        /* this rank is ending on its own error: it printed its line already */
-        int failing = atomic_load(&m->failing) || tb_log_ending(0);
+        /* this rank is ending on its own error: it printed its line already;
+         * else this line is its one: an error of its own from here on (the
+         * main thread meeting the same fault a moment later) prints none */
+        int failing = atomic_load(&m->failing) || !tb_log_claim_end();
         if (!failing) m->fn(why, 1, m->ctx);
         fflush(stdout);
         fflush(stderr);
@@ -235,6 +237,11 @@ static void *monitor_thread(void *arg) {
         if (g_sigterm) {
             /* a rank ending on its own error has printed its line: no second */
             if (m->rank != 0 && (atomic_load(&m->failing) || tb_log_ending(0))) _exit(1);
+            /* rank 0 ending on its own error is marking its results file with
+             * that line: the teardown's "rank N is gone" must not replace it;
+             * the failing thread ends the process (or the launcher's SIGKILL) */
+            if (m->rank == 0 && (atomic_load(&m->failing) || tb_log_ending(1)))
+                for (;;) sleep_s(1.0);
             mon_on_teardown(m);
         }
         mon_answer_pings(m);

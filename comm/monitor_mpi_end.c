@@ -23,13 +23,16 @@ int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int lin
     mon_abort_all(m, why);
 }
 
-/* Ends the job after telling the others why (rank 0, or anyone when rank 0
- * is silent). Does not return. */
-_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
-    /* written once, then only read: every send below goes out from it */
-    static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "%s", why);
-    m->ending = 1;
+/* Sends msg (static storage, never rewritten) to every other rank as the
+ * job's reason (TAG_ABORT), runs then() (NULL: nothing) while it goes, and
+ * waits until it has gone and, on rank 0, until each rank has said it
+ * printed its line (TAG_ABORT_SEEN), at most 2 s after the sends. Rank 0
+ * (the only rank the others take a reason from) waits for each: on a
+ * loaded machine a fixed pause was too short for a descheduled monitor
+ * thread. A rank that is gone or frozen does not answer; the wait ends at
+ * its deadline, well before the others end themselves (ABORT_SELF_EXIT_S
+ * after the reason reached them), so MPI_Abort still ends the job. */
+static void tell_all(tb_monitor *m, const char *msg, void (*then)(tb_monitor *m, const char *msg)) {
     double t0 = tb_now();
     MPI_Request *rq = calloc((size_t)m->size, sizeof *rq);
     int n = 0;
@@ -38,14 +41,7 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
             if (r != m->rank && MON_CHECK(m, MPI_Isend(msg, WHY_MAX, MPI_CHAR, r, TAG_ABORT, m->comm, &rq[n])) ==
                                     MPI_SUCCESS)
                 n++;
-    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
-    /* Let the others print their line before MPI_Abort kills them. Rank 0
-     * (the only rank the others take a reason from) waits for each to say
-     * it has printed, until 2 s after the reason went out: on a loaded
-     * machine a fixed pause was too short for a descheduled monitor thread.
-     * A rank that is gone or frozen does not answer; the wait ends at its
-     * deadline, well before the others end themselves (ABORT_SELF_EXIT_S
-     * after the reason reached them), so MPI_Abort still ends the job. */
+    if (then) then(m, msg);
     int others = m->size - 1;
     char *in = m->rank == 0 ? calloc((size_t)m->size, 2) : NULL; /* [size] ack byte, then [size] seen */
     MPI_Request *rs = in ? calloc((size_t)m->size, sizeof *rs) : NULL;
@@ -66,6 +62,25 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
         sleep_s(0.01);
     }
     sleep_s(acks ? 0.05 : 0.2);
+}
+
+static void mark_results(tb_monitor *m, const char *msg) {
+    m->fn(msg, 1, m->ctx); /* rank 0: the results file too (up to ~1 s waiting for locks) */
+}
+
+/* Ends the job after telling the others why (rank 0, or anyone when rank 0
+ * is silent). Does not return. */
+_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
+    /* this line is the rank's one: another thread's error from here on
+     * prints none; one already ending the process (its own error, its
+     * line printed, its MPI_Abort to come) is left to end it */
+    if (!tb_log_claim_end())
+        for (;;) sleep_s(1.0);
+    /* written once, then only read: every send goes out from it */
+    static char msg[WHY_MAX];
+    snprintf(msg, sizeof msg, "%s", why);
+    m->ending = 1;
+    tell_all(m, msg, mark_results); /* the others print their line before MPI_Abort kills them */
     tb_nccl_abort_all();
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
@@ -91,6 +106,7 @@ static void *early_mark_main(void *p) {
  * ranks that no longer answer a ping. */
 _Noreturn void mon_on_teardown(tb_monitor *m) {
     m->ending = 1; /* peers are dying: failed calls below mean "gone" */
+    (void)tb_log_claim_end(); /* this rank's one line: a collective failing meanwhile prints none */
     if (m->rank == 0) {
         /* Open MPI's SIGKILL follows 1 s after its SIGTERM
          * (odls_base_sigkill_timeout): mark the results file now, on a
@@ -209,19 +225,31 @@ void mon_fatal_notice(void *unused) {
     if (!m) return;
     atomic_store(&m->failing, 1);
     if (m->ending) return;
-    /* the step and what the rank was doing, when the main thread is not
-     * holding them (it may be the one failing, inside the lock: no wait) */
+    /* the step and what the rank was doing: the lock is held for
+     * microseconds at a time, so it is tried for up to 20 ms; never waited
+     * for (the failing thread may be the one holding it) */
     char where[96] = "";
-    if (pthread_mutex_trylock(&m->mu) == 0) {
-        snprintf(where, sizeof where, " at step %lld, %s%s", (long long)m->step, m->collective ? "in the " : "in ",
-                 m->what);
-        pthread_mutex_unlock(&m->mu);
+    for (int k = 0; k < 20; k++) {
+        if (pthread_mutex_trylock(&m->mu) == 0) {
+            snprintf(where, sizeof where, " at step %lld, %s%s", (long long)m->step,
+                     m->collective ? "in the " : "in ", m->what);
+            pthread_mutex_unlock(&m->mu);
+            break;
+        }
+        sleep_s(0.001);
     }
     snprintf(g_fail_where, sizeof g_fail_where, "rank %d (%s) failed%s", m->rank, host(m, m->rank), where);
-    if (m->rank == 0) return; /* rank 0's line is the job's reason (its abort mark adds g_fail_where) */
     /* written once, then only read while the send is in flight */
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "%s: %s", g_fail_where, tb_log_last_error());
+    if (m->rank == 0) {
+        /* rank 0's own error is the job's reason: the others print it (not
+         * "rank 0 is gone") before this rank's cleanups and MPI_Abort; its
+         * abort mark puts g_fail_where before its line in the results file */
+        m->ending = 1;
+        tell_all(m, msg, NULL);
+        return;
+    }
     MPI_Request rq;
     if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
     MPI_Request_free(&rq); /* from static storage: safe before completion */

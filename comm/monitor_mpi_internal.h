@@ -101,7 +101,9 @@ void mon_take_failures(tb_monitor *m);
 /* A rank ending on its own error (tb_die, TB_FATAL), as tb_abort's notice,
  * first of all: its line, with its step, goes to rank 0, which ends the job
  * with it (results file marked with that reason, every rank told) instead
- * of finding the rank gone. */
+ * of finding the rank gone. On rank 0 the line goes to every other rank as
+ * the job's reason (each prints it, at most 2 s waited for), before rank
+ * 0's cleanups and MPI_Abort. */
 void mon_fatal_notice(void *unused);
 /* Then, as an abort cleanup (after ncclCommAbort): waits for rank 0's
  * answer, at most 2 s, and then for rank 0's MPI_Abort. */

@@ -25,6 +25,7 @@ int tb_fault(const char *kind, int rank, int64_t step) {
 void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("kill", rank, step)) raise(SIGKILL);
     if (tb_fault("freeze", rank, step)) raise(SIGSTOP);
+    if (tb_fault("interrupt", rank, step)) raise(SIGINT);
     if (tb_fault("die", rank, step))
         tb_die("TB_TEST_FAULT die: this rank's own fatal error"); /* no step: the watchdog adds it */
     if (tb_fault("exit0", rank, step)) {

@@ -5,6 +5,13 @@
  *
  *   kill          SIGKILL this rank at the start of STEP
  *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
+ *   freeze-startup  SIGSTOP this rank before MPI starts, as the start-up guard
+ *                 is armed (train, preflight; no step; RANK is the launcher's:
+ *                 OMPI_COMM_WORLD_RANK ...), before any watchdog
+ *   freeze-end    SIGSTOP this rank after train's last collective, as the
+ *                 end guard is armed (the watchdog stopped; no step)
+ *   interrupt     SIGINT to this rank at the start of STEP (a Ctrl-C that
+ *                 reaches one rank; RANK -1: srun's to every rank)
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   die           tb_die at the start of STEP: this rank's own fatal error

@@ -32,6 +32,8 @@ static int launcher_rank(void) {
     return -1;
 }
 
+int tb_log_launcher_rank(void) { return launcher_rank(); }
+
 static int g_usage_quiet = 0; /* a usage error waits before its line (not launcher rank 0) */
 
 void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }
@@ -90,6 +92,14 @@ static void *_Atomic g_last_ctx;
 void tb_set_abort_last(tb_abort_cleanup fn, void *ctx) {
     atomic_store(&g_last_ctx, ctx);
     atomic_store(&g_last, fn);
+}
+
+int tb_log_claim_end(void) {
+    if (t_ending) return 1;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_ending, &expected, 1)) return 0;
+    t_ending = 1;
+    return 1;
 }
 
 int tb_log_ending(int elsewhere) { return atomic_load(&g_ending) && !(elsewhere && t_ending); }

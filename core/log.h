@@ -16,6 +16,9 @@
 void tb_log_set_identity(int rank, int world, const char *host);
 int tb_log_rank(void);
 const char *tb_log_host(void);
+/* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+ * PMI_RANK or SLURM_PROCID), readable before MPI starts; -1 when none. */
+int tb_log_launcher_rank(void);
 
 /* Called instead of exit() by tb_die/TB_FATAL; must not return. */
 typedef void (*tb_abort_hook)(int exit_code);
@@ -43,6 +46,12 @@ void tb_set_abort_last(tb_abort_cleanup fn, void *ctx);
 /* Whether some thread has begun ending the process (tb_abort): 1 from its
  * first step. elsewhere: only when that thread is not the caller. */
 int tb_log_ending(int elsewhere);
+/* Claims the end for the calling thread without ending the process yet (a
+ * watchdog that has printed the job's reason and waits for MPI_Abort): a
+ * tb_die on any other thread from then on waits for the exit instead of
+ * printing a second line. 1 when this thread holds the end (now or
+ * already), 0 when another thread took it first. */
+int tb_log_claim_end(void);
 
 /* Ends the job: the notice, the cleanups, then the abort hook, then
  * _exit(exit_code) (not exit: other threads are still inside libraries

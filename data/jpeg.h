@@ -34,6 +34,10 @@
 
 /* Largest image accepted (pixels); bigger ones are bad files. */
 #define TB_JPEG_MAX_PIXELS ((int64_t)1 << 28)
+/* Largest file read as a sample (bytes): 4 a pixel of the largest image
+ * accepted; a bigger file (a sparse or misnamed one) is a bad file, not
+ * read into memory whole. */
+#define TB_JPEG_MAX_FILE_BYTES (4 * TB_JPEG_MAX_PIXELS)
 
 /* Decoded pixels of a rectangle of the (scaled) image. */
 typedef struct {

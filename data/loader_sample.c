@@ -106,6 +106,12 @@ static int read_file(worker *w, const char *path, size_t *len, char *err, size_t
         close(fd);
         return -1;
     }
+    if ((int64_t)st.st_size > TB_JPEG_MAX_FILE_BYTES) {
+        snprintf(err, errlen, "file of %lld bytes is larger than the %lld a JPEG of the largest image accepted "
+                 "needs", (long long)st.st_size, (long long)TB_JPEG_MAX_FILE_BYTES);
+        close(fd);
+        return -1;
+    }
     size_t size = (size_t)st.st_size;
     if (size + 1 > w->file_cap) {
         free(w->file);

@@ -9,6 +9,8 @@
 #            disk, ENOSPC): "cannot write checkpoint", the checkpoint's
 #            temporary removed, the results file still marked (run as root
 #            only: skipped, and said so, where mounting is not allowed);
+#   ftrace   the same full disk under --trace: the system's reason in the
+#            line, no t.json.tmp.PID left there;
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT";
 #   sigkill  SIGKILL on one rank: the snapshot left on disk says "aborted"
 #            (a snapshot's reason) with an end_time, never "running";
@@ -17,7 +19,14 @@
 #   peer     (MPIEXEC given) rank 1 ends on its own error: rank 0's line and
 #            the results file give rank 1's line, with its step, as the
 #            reason; each rank prints one line; and when both ranks fail at
-#            once, each prints its own and rank 0's is the reason.
+#            once, each prints its own (or rank 1 rank 0's, when that comes
+#            first) and rank 0's is the reason;
+#   root     (MPIEXEC given) rank 0 ends on its own error: rank 1's line
+#            gives rank 0's, with its step (not "rank 0 is gone");
+#   int      (MPIEXEC given) Ctrl-C (SIGINT) on rank 0 of two, the watchdog
+#            on: the same, and the results file says aborted by SIGINT;
+#   usr1     (MPIEXEC given) SIGUSR1 to mpirun (forwarded to every rank):
+#            each rank's line, the results file aborted by SIGUSR1.
 # PYTHON needs h5py (exit 77 without). About 30 s.
 set -u
 tb=$1
@@ -81,6 +90,21 @@ if unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1"' sh "$d/small" 2>/dev/
   rc=$?
   grep -q '\.tmp\.' "$d/small.ls" && fail "fsize: a temporary file left on the full disk: $(cat "$d/small.ls")"
   check "fsize" $rc 1 "$d/err" "cannot write checkpoint" "$d/fsize.h5"
+  # --trace on a full disk (the tmpfs filled up first; the results file
+  # elsewhere): the line gives the system's reason, and no half-written
+  # t.json.tmp.PID stays on the full disk (one did, and the line said only
+  # "failed; check the disk")
+  # shellcheck disable=SC2016
+  unshare -m sh -c 'mount -t tmpfs -o size=2m tmpfs "$1" || exit 99
+    head -c 3000000 /dev/zero >"$1/fill" 2>/dev/null
+    "$2" --image-size 32 --batch-size 8 --scaling-steps 0 --synthetic --steps 2 --trace "$1/t.json" \
+      --results "$3/ftrace.h5" >"$3/out" 2>"$3/err"
+    rc=$?
+    ls "$1" >"$3/small.ls"
+    exit $rc' sh "$d/small" "$tb" "$d"
+  rc=$?
+  grep -q '\.tmp\.' "$d/small.ls" && fail "ftrace: a temporary file left on the full disk: $(cat "$d/small.ls")"
+  check "ftrace" $rc 1 "$d/err" "t.json': No space left on device" "$d/ftrace.h5"
 else
   echo "skip fsize: mounting a tmpfs is not allowed here (unshare -m)"
 fi
@@ -157,13 +181,67 @@ if [ -n "$mpi" ]; then
   # shellcheck disable=SC2086
   TB_TEST_FAULT=die:-1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/both.h5" >"$d/out" 2>"$d/err" &&
     fail "both: exit 0"
-  own=$(grep -c "^trainbench\[rank [01] .*error: $want\$" "$d/err")
+  # (rank 1, when rank 0's reason reaches it before its own error, prints
+  # that instead: one line either way)
+  own=$(grep -c "^trainbench\[rank 0 .*error: $want\$" "$d/err")
+  one=$(grep -c "^trainbench\[rank 1 .*error: \(.*rank 0 ([^)]*) failed at step 3, in [^:]*: \)\{0,1\}$want\$" "$d/err")
   all=$(grep -c '^trainbench\[' "$d/err")
-  if [ "$own" -ne 2 ] || [ "$all" -ne 2 ]; then fail "both: want each rank's own line once:"; cat "$d/err"; fi
+  if [ "$own" -ne 1 ] || [ "$one" -ne 1 ] || [ "$all" -ne 2 ]; then fail "both: want each rank's own line once:"; cat "$d/err"; fi
   st=$(status "$d/both.h5")
   case $st in "aborted|rank 0 ("*") failed at step 3, in "*": $want") ;;
     *) fail "both: results file says '$st', want rank 0's own line with its step" ;; esac
   [ "$fails" -eq 0 ] && echo "ok   both: each rank's own line, rank 0's the reason, with its step"
+
+  # rank 0's own fatal error: it is the job's reason on every rank, so rank
+  # 1's one line carries it with rank 0's step (it said only "rank 0 (host)
+  # is gone: the launcher is ending the job")
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=die:0:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/root.h5" >"$d/out" 2>"$d/err" &&
+    fail "root: exit 0"
+  [ "$(grep -c "^trainbench\[rank 0 .*error: $want\$" "$d/err")" -eq 1 ] || fail "root: rank 0 did not print its line once"
+  grep -q "^trainbench\[rank 1 .*error: .*rank 0 ([^)]*) failed at step 3, in [^:]*: $want\$" "$d/err" ||
+    fail "root: rank 1's line does not carry rank 0's with its step"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "root: want one line per rank:"; cat "$d/err"; }
+  st=$(status "$d/root.h5")
+  case $st in "aborted|rank 0 ("*") failed at step 3, in "*": $want") ;;
+    *) fail "root: results file says '$st', want rank 0's own line with its step" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   root: rank 0's error reaches rank 1's line"
+
+  # Ctrl-C reaching rank 0 of a 2-rank run, the watchdog on (it takes
+  # SIGTERM; SIGINT was nobody's: rank 0 died of it without a line and its
+  # results file stayed "running"): rank 0's line is the job's reason
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=interrupt:0:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/int.h5" >"$d/out" 2>"$d/err" &&
+    fail "int: exit 0"
+  sig="train: stopped by SIGINT (Ctrl-C)"
+  grep -q "^trainbench\[rank 0 .*error: $sig" "$d/err" || fail "int: rank 0 did not say it was stopped by SIGINT"
+  grep -q "^trainbench\[rank 1 .*error: .*rank 0 ([^)]*) failed at step 3, in [^:]*: $sig" "$d/err" ||
+    fail "int: rank 1's line does not carry rank 0's"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "int: want one line per rank:"; cat "$d/err"; }
+  st=$(status "$d/int.h5")
+  case $st in "aborted|"*"$sig"*) ;; *) fail "int: results file says '$st', want aborted by SIGINT" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   int: Ctrl-C on rank 0 of two ends the job with its line"
+
+  # SIGUSR1 to mpirun (Slurm's --signal=USR1@T warning before the time
+  # limit), which forwards it to every rank: each had died of it without a
+  # line, the results file left "running"
+  rm -f "$d/out" "$d/err" # no earlier case's step lines to wait for
+  # shellcheck disable=SC2086
+  (exec "$mpi" -np 2 "$tb" --steps 100000 --print-every 1 $a --results "$d/usr1.h5") >"$d/out" 2>"$d/err" &
+  pid=$!
+  i=0
+  while [ $i -lt 600 ] && ! grep -q '^step ' "$d/out" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  kill -USR1 $pid
+  i=0
+  while [ $i -lt 200 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  kill -0 $pid 2>/dev/null && { fail "usr1: still running 20 s after SIGUSR1"; kill -KILL $pid; }
+  wait $pid && fail "usr1: exit 0"
+  # each rank's own line, or rank 0's carrying rank 1's (taken first)
+  sig="train: stopped by SIGUSR1"
+  [ "$(grep -c "^trainbench\[rank [01] .*error: .*$sig" "$d/err")" -eq 2 ] || { fail "usr1: want each rank's line:"; cat "$d/err"; }
+  st=$(status "$d/usr1.h5")
+  case $st in "aborted|"*"$sig"*) ;; *) fail "usr1: results file says '$st', want aborted by SIGUSR1" ;; esac
+  [ "$fails" -eq 0 ] && echo "ok   usr1: SIGUSR1 through mpirun ends every rank with its line"
 fi
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: every end on an error or a signal leaves one line and an aborted results file"

@@ -26,6 +26,16 @@ add_test(NAME abort_marks_results
 set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 2
                      ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
+# a rank frozen where no watchdog runs (before MPI_Init; after the last
+# collective, before MPI_Finalize) ends the job through the stall guard
+# within --timeout, instead of a hang in MPI_Init or MPI_Finalize
+if(TB_HAVE_MPI)
+  add_test(NAME frozen_rank_guard_np2
+           COMMAND sh ${TB_TEST_DIR}/frozen_rank_guard.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
+  set_tests_properties(frozen_rank_guard_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
 # allreduce-bench sums in place: each all-reduce starts from the inputs
 # again, so 200 of them on 3 ranks stay exact (3^200 would be inf) and the
 # check reads the last timed one.

@@ -55,6 +55,40 @@ static void test_bad_place_and_fifo(tb_loader_opts *o) {
     tb_dataset_close(&ds);
 }
 
+/* A file far larger than any JPEG the loader accepts (a sparse 1 TiB file:
+ * a damaged file system's size, a misnamed archive) is a bad file named
+ * with its size, not read into memory whole: the worker's buffer for it
+ * ended the run ("out of host memory"). */
+static void test_oversize_file(tb_loader_opts *o) {
+    tb_dataset ds;
+    char err[256];
+    tb_loader_stats st;
+    mkdir(path("huge"), 0777);
+    mkdir(path("huge/a"), 0777);
+    write_jpeg(path("huge/a/good.jpg"), 40, 30, TJSAMP_420, 0, TJPF_RGB, 9);
+    write_bytes(path("huge/a/huge.jpg"), "", 0);
+    if (truncate(path("huge/a/huge.jpg"), (off_t)1 << 40) != 0) {
+        printf("skip oversize file: this file system holds no sparse 1 TiB file\n");
+        return;
+    }
+    TB_CHECK(tb_dataset_open(path("huge"), &ds, err, sizeof err) == 0 && ds.n == 2, "huge set: %s", err);
+    o->ds = &ds;
+    o->batch = 2;
+    o->keep_bad_place = 0;
+    tb_loader *ld = tb_loader_create(o, err, sizeof err);
+    tb_loader_start_epoch(ld, 0, 0);
+    const tb_batch *kb = tb_loader_next(ld);
+    TB_CHECK(kb && kb->n == 2, "huge set: no batch");
+    if (kb) tb_loader_release(ld, kb);
+    tb_loader_get_stats(ld, &st);
+    TB_CHECK(st.skipped == 1 && strstr(st.first_bad[0], "huge.jpg: file of 1099511627776 bytes is larger than"),
+             "a 1 TiB file: %lld skipped, '%s'; want 1, 'file of 1099511627776 bytes is larger than ...'",
+             (long long)st.skipped, st.first_bad[0]);
+    tb_loader_destroy(ld);
+    tb_dataset_close(&ds);
+    unlink(path("huge/a/huge.jpg"));
+}
+
 void test_bad_files(void) {
     mkdir(path("bad"), 0777);
     mkdir(path("bad/a"), 0777);
@@ -171,6 +205,7 @@ void test_bad_files(void) {
              st.first_bad[2]);
 
     test_bad_place_and_fifo(&o);
+    test_oversize_file(&o);
 
     /* --strict-data: the run ends with one line naming the file */
     char cmd[2048];

@@ -30,6 +30,7 @@
 #include "core/cpu_features.h"
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/stall_guard.h"
 #include "core/timer.h"
 #include "core/version.h"
 #include "data/jpeg.h"
@@ -344,8 +345,11 @@ int tb_cmd_preflight(int argc, char **argv) {
     bytes -= bytes % sizeof(float); /* the bytes the all-reduce moves: its bandwidth's numerator */
 
     tb_comm_info info;
+    /* a rank that never reaches MPI_Init: the roll call cannot see it */
+    tb_stall_guard_arm(timeout, "start-up", TB_GUARD_MPI_INIT);
     tb_comm_init(&argc, &argv, &info);
     tb_launch_check_singleton(&info);
+    tb_stall_guard_disarm(); /* every rank is past MPI_Init: the roll call's deadline from here */
     tb_comm *w = tb_comm_world();
 
     int ndev = 0, device = tb_launch_pick_device(&info, backend, &ndev);

@@ -1,6 +1,7 @@
 /* trace.c - the Chrome-trace recorder behind --trace (see trace.h). */
 #include "src/train/trace.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,7 +113,8 @@ void tb_trace_write(tb_comm *world, const char *path, const char *hosts) {
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
         FILE *f = fopen(tmp, "w");
-        if (!f) tb_die("--trace: cannot write '%s'; check its directory", path);
+        if (!f) tb_die("--trace: cannot write '%s': %s; check its directory", path, strerror(errno));
+        errno = 0; /* a failing write below leaves its reason (ENOSPC) here */
         fputs("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n", f);
         size_t off = 0;
         for (int r = 0; r < size; r++) {
@@ -121,8 +123,14 @@ void tb_trace_write(tb_comm *world, const char *path, const char *hosts) {
             off += counts[r];
         }
         fprintf(f, "\n],\"otherData\":{\"ranks\":%d,\"dropped_events\":%lld}}\n", size, (long long)dropped);
-        if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-            tb_die("--trace: writing '%s' failed; check the disk", path);
+        int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0, err = errno;
+        if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+        if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
+        if (bad) {
+            unlink(tmp); /* no half trace left behind, its blocks freed (a full disk) */
+            tb_die("--trace: cannot write '%s': %s; free space there or choose another path", path,
+                   err ? strerror(err) : "write error");
+        }
         if (dropped)
             tb_warn("--trace: %lld events beyond the memory cap were dropped", (long long)dropped);
     }

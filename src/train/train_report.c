@@ -10,6 +10,7 @@
 
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/stall_guard.h"
 #include "src/results/results.h"
 #include "src/train/trace.h"
 #include "src/train/train_setup.h"
@@ -319,6 +320,13 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
     tb_monitor_progress(r->mon, o->step, "final barrier", 1);
     tb_comm_barrier(r->world);
     tb_monitor_stop(r->mon);
+    /* from here to MPI_Finalize's return no watchdog runs: a rank frozen or
+     * stuck at exit (a driver's teardown) would hold the others in
+     * MPI_Finalize for ever */
+    if (r->info.world > 1)
+        tb_stall_guard_arm(r->fl.timeout, "end",
+                           "the end of the run (MPI_Finalize returns once every rank has reached it; rank 0 "
+                           "writes the results file before it)");
     if (r->info.rank == 0 && r->fl.results[0]) {
         tb_run_report_write(&r->report, "complete", NULL, 0);
         printf("# results written to %s\n", r->fl.results);

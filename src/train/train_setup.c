@@ -15,6 +15,7 @@
 #include "comm/nccl.h"
 #include "core/cpu_features.h"
 #include "core/log.h"
+#include "core/stall_guard.h"
 #include "core/timer.h"
 #include "model/cpu/cpu_blas.h"
 #include "src/results/results.h"
@@ -97,6 +98,7 @@ static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
 static void bootstrap(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     r->abort_mark = -1;
+    tb_stall_guard_arm(f->timeout, "start-up", TB_GUARD_MPI_INIT); /* until the watchdog runs */
     tb_comm_init(&r->argc, &r->argv, &r->info);
     tb_launch_check_singleton(&r->info);
     r->world = tb_comm_world();
@@ -104,9 +106,11 @@ static void bootstrap(tb_train_run *r) {
     tb_utc_now(r->t_start, sizeof r->t_start);
     char why[VERDICT_MAX] = "";
     if (r->info.rank == 0) check_outputs(f, why, sizeof why);
+    tb_stall_guard_phase("the start-up check of the output files (a broadcast from rank 0)");
     verdict_from_rank0(r, why);
     r->hosts = calloc((size_t)r->info.world, 64);
     if (!r->hosts) TB_FATAL("out of host memory");
+    tb_stall_guard_phase("the start-up exchange of host names (an all-gather of every rank)");
     tb_comm_allgather(r->world, r->info.host, r->hosts, 64);
     /* --resume keeps an earlier results file (init_model): until then a
      * failure must not write over it */
@@ -114,7 +118,9 @@ static void bootstrap(tb_train_run *r) {
     atomic_init(&r->abort_ctx.report, keep ? NULL : &r->report);
     r->abort_ctx.rank = r->info.rank;
     r->abort_ctx.host = r->info.host;
+    tb_stall_guard_phase("the watchdog's start (every rank joins it)");
     r->mon = f->timeout > 0 ? tb_monitor_start(r->world, r->hosts, f->timeout, on_watchdog, &r->abort_ctx) : NULL;
+    tb_stall_guard_disarm(); /* the watchdog guards every collective from here on */
     tb_monitor_progress(r->mon, 0, "start-up", 0);
     if (!f->resume) tb_train_abort_mark_start(r); /* resuming: once the earlier results file is kept */
     tb_train_signals_start(r);
@@ -531,4 +537,5 @@ void tb_train_teardown(tb_train_run *r) {
     if (r->d.have_train_ds) tb_dataset_close(&r->d.train_ds);
     if (r->d.have_val_ds) tb_dataset_close(&r->d.val_ds);
     tb_comm_finalize();
+    tb_stall_guard_disarm(); /* armed at the end of tb_train_report */
 }

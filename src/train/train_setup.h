@@ -110,9 +110,9 @@ typedef struct {
 
 /* train_signals.c: on rank 0, every tb_die / TB_FATAL marks the results
  * file "aborted" with its message (start after the report's init, stop
- * before its free); Ctrl-C and SIGTERM end the run with one line and
- * 128 + the signal where the watchdog does not take them (one rank, or
- * --timeout 0). */
+ * before its free); Ctrl-C, and SIGTERM where the watchdog does not take
+ * it (one rank, or --timeout 0), end the run with one line and 128 + the
+ * signal. */
 void tb_train_abort_mark_start(tb_train_run *r);
 void tb_train_abort_mark_stop(tb_train_run *r);
 void tb_train_signals_start(tb_train_run *r);

@@ -7,12 +7,16 @@
  * whichever thread died (an abort cleanup, core/log.h), so the file never
  * stays "running" after an error.
  *
- * Ctrl-C and SIGTERM where the watchdog does not take them (one rank, or
- * --timeout 0): a handler wakes a thread that ends the run with one line,
- * the results file marked "aborted" by the abort mark, and exit status
- * 128 + the signal's number, as a shell expects of an interrupted program.
- * With several ranks and the watchdog on, comm/monitor_mpi.c handles
- * SIGTERM (the launcher's) instead. */
+ * Ctrl-C (SIGINT), SIGUSR1 and SIGUSR2 (a batch system's warning before
+ * its time limit, forwarded to every rank by mpirun), and SIGTERM where the
+ * watchdog does not take it (one rank, or --timeout 0): a handler wakes a
+ * thread that ends the run with one line, the results file marked
+ * "aborted" by the abort mark, and exit status 128 + the signal's number,
+ * as a shell expects of an interrupted program. With several ranks the line is this rank's own error: the
+ * watchdog takes it to rank 0, which makes it the job's reason (a SIGINT
+ * to one rank, or to all from srun or scancel --signal=INT). With several
+ * ranks and the watchdog on, comm/monitor_mpi.c handles SIGTERM (the
+ * launcher's teardown) instead. */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +60,7 @@ void tb_train_abort_mark_stop(tb_train_run *r) {
 /* ---- signals -------------------------------------------------------------------------- */
 
 static int g_pipe[2] = {-1, -1};
+static int g_took_term = 0; /* SIGTERM is ours (no watchdog to take it) */
 static const char *g_results = ""; /* rank 0's results file, for the line */
 
 static void on_signal(int sig) {
@@ -74,12 +79,16 @@ static void *watch(void *arg) {
     }
     if (n != 1) return NULL; /* the run ended: tb_train_signals_stop closed the pipe */
     int sig = c;
-    tb_die_code(128 + sig, "train: stopped by %s%s%s%s", sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM",
+    const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
+                       : sig == SIGTERM ? "SIGTERM"
+                       : sig == SIGUSR1 ? "SIGUSR1 (a batch system's warning, as Slurm's --signal=USR1@T)"
+                                        : "SIGUSR2 (a batch system's warning, as Slurm's --signal=USR2@T)";
+    tb_die_code(128 + sig, "train: stopped by %s%s%s%s", name,
                 g_results[0] ? "; the results file '" : "", g_results, g_results[0] ? "' keeps the steps measured so far, marked aborted" : "");
 }
 
 void tb_train_signals_start(tb_train_run *r) {
-    if (r->mon || g_pipe[0] >= 0) return; /* the watchdog takes SIGTERM */
+    if (g_pipe[0] >= 0) return;
     if (pipe2(g_pipe, O_CLOEXEC) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
     g_results = r->report.path;
     pthread_t th;
@@ -93,13 +102,18 @@ void tb_train_signals_start(tb_train_run *r) {
     sa.sa_flags = SA_RESETHAND | SA_RESTART;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL); /* mpirun forwards them: without a handler each rank died without a line */
+    sigaction(SIGUSR2, &sa, NULL);
+    g_took_term = r->mon == NULL; /* else the watchdog takes SIGTERM */
+    if (g_took_term) sigaction(SIGTERM, &sa, NULL);
 }
 
 void tb_train_signals_stop(void) {
     if (g_pipe[0] < 0) return;
     signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
+    signal(SIGUSR1, SIG_DFL);
+    signal(SIGUSR2, SIG_DFL);
+    if (g_took_term) signal(SIGTERM, SIG_DFL);
     close(g_pipe[1]); /* the thread's read returns 0: it ends */
     g_pipe[1] = -1;
 }

@@ -1,0 +1,24 @@
+/* stall_guard.h - ends a rank that waits too long for the others where no
+ * watchdog runs: at start-up and at the end.
+ *
+ * From before MPI starts until a command's own watch takes over (train's
+ * watchdog, preflight's roll call), and after train's watchdog stops until
+ * MPI_Finalize returns, nothing sees a rank that never arrives: frozen, or
+ * stuck in a file system or a driver, it holds every other rank in
+ * MPI_Init, the first collectives or MPI_Finalize for ever. Armed for
+ * timeout_s seconds (0 or less: off, as --timeout 0), a thread ends this
+ * rank with one line naming the stage ("start-up", "end") and the phase
+ * it waits in (set by _phase, a string literal) unless disarmed first; the
+ * launcher then ends the rest. The line names the launcher's rank before
+ * MPI has set the identity. One guard at a time. */
+#ifndef TB_STALL_GUARD_H
+#define TB_STALL_GUARD_H
+
+/* The phase of a guard armed before MPI_Init. */
+#define TB_GUARD_MPI_INIT "MPI start-up (MPI_Init returns once every rank of the launch has reached it)"
+
+void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase);
+void tb_stall_guard_phase(const char *phase);
+void tb_stall_guard_disarm(void);
+
+#endif

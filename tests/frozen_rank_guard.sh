@@ -1,0 +1,65 @@
+#!/bin/sh
+# frozen_rank_guard.sh TRAINBENCH MPIEXEC [PYTHON]: a rank that never gets to
+# the others where no watchdog runs ends the job through the stall guard
+# (--timeout) instead of holding every other rank for ever:
+#   train, preflight  TB_TEST_FAULT=freeze-startup:1 (SIGSTOP before MPI
+#            starts; as a rank stuck in a hung file system or driver): rank 0
+#            waited in MPI_Init;
+#   train end  TB_TEST_FAULT=freeze-end:1 (SIGSTOP once the watchdog has
+#            stopped, after the last collective; as a rank stuck in a driver's
+#            teardown): rank 0 waited in MPI_Finalize, and its results file
+#            still says complete.
+# Each: the job exits non-zero, rank 0 prints one line naming the stage, the
+# phase and --timeout, and no process of the job is left. Without the guard
+# the job hangs: the outer `timeout` (a hang guard only, far above
+# --timeout) ends it and the test fails. PYTHON (optional) needs h5py.
+set -u
+tb=$1
+mpi=$2
+py=${3:-}
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+# run through a link in the private directory: every process of the job
+# then has that path in its command line, for pgrep
+ln -s "$tb" "$d/trainbench" || exit 1
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# frozen NAME FAULT WANT ARGS...: the job of ARGS with TB_TEST_FAULT=FAULT;
+# rank 0's line must match WANT
+frozen() {
+  name=$1
+  fault=$2
+  want=$3
+  shift 3
+  TB_TEST_FAULT=$fault timeout 60 "$mpi" -np 2 "$d/trainbench" "$@" --timeout 4 >"$d/out" 2>"$d/err"
+  rc=$?
+  grep '^trainbench' "$d/err"
+  [ $rc -ne 0 ] || fail "$name: exit 0"
+  case $rc in 124 | 137) fail "$name: the job hung until the test's own timeout killed it (exit $rc)" ;; esac
+  [ "$(grep -c "^trainbench.*error: $want" "$d/err")" -eq 1 ] || fail "$name: rank 0 did not print its line once"
+  [ "$(grep -c "^trainbench.*error:" "$d/err")" -le 2 ] || fail "$name: more than one error line a rank"
+  # the launcher ends the frozen rank too (SIGKILL reaches a stopped process)
+  i=0
+  while [ $i -lt 50 ] && pgrep -f "$d/" >/dev/null; do sleep 0.1; i=$((i + 1)); done
+  left=$(pgrep -f "$d/" | tr '\n' ' ')
+  if [ -n "$left" ]; then
+    fail "$name: processes of the job left: $left"
+    # shellcheck disable=SC2086 # a list of pids
+    kill -KILL $left 2>/dev/null # this test's own job: the path is its private temporary directory
+  fi
+  [ "$fails" -eq 0 ] && echo "ok   $name: the frozen rank ends the job (exit $rc)"
+}
+start='start-up: rank 0 ([^)]*) has waited 4 s (--timeout) in MPI start-up'
+a="--synthetic --image-size 32 --batch-size 4 --steps 3 --scaling-steps 0"
+# shellcheck disable=SC2086
+frozen train freeze-startup:1 "$start" $a --results "$d/run.h5"
+frozen preflight freeze-startup:1 "$start" preflight --bytes 4096 --threads 1 --backend cpu --comm mpi
+# shellcheck disable=SC2086
+frozen "train end" freeze-end:1 'end: rank 0 ([^)]*) has waited 4 s (--timeout) in the end of the run (MPI_Finalize' \
+  $a --results "$d/end.h5"
+if [ -n "$py" ] && "$py" -c 'import h5py' 2>/dev/null; then
+  st=$("$py" -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r").attrs["status"])' "$d/end.h5" 2>&1)
+  [ "$st" = complete ] || fail "train end: the results file says '$st', want complete (every step ran)"
+fi
+[ "$fails" -eq 0 ] || exit 1
+echo "ok: a rank frozen where no watchdog runs ends the job through the stall guard"
