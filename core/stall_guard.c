@@ -43,7 +43,11 @@ static void *guard(void *arg) {
     }
     int rc = 0;
     while (g_on && g_gen == mine && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&g_cv, &g_mu, &until);
-    int fire = g_on && g_gen == mine;
+    /* the end is claimed under the lock: once disarm has returned, either
+     * this guard is ending the process (tb_log_ending) or it never will; a
+     * guard that fired as MPI_Finalize returned let main return 0 after the
+     * guard's line. Another thread already ending the process ends it. */
+    int fire = g_on && g_gen == mine && tb_log_claim_end();
     const char *stage = g_stage, *phase = g_phase;
     pthread_mutex_unlock(&g_mu);
     if (!fire) return NULL;
@@ -88,4 +92,8 @@ void tb_stall_guard_disarm(void) {
     g_on = 0;
     if (was) pthread_cond_broadcast(&g_cv);
     pthread_mutex_unlock(&g_mu);
+    /* a guard that fired (or another thread's error) is ending the
+     * process: the caller must not go on (train returning 0 from main) */
+    if (tb_log_ending(1))
+        for (;;) pause();
 }

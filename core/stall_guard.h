@@ -10,7 +10,9 @@
  * rank with one line naming the stage ("start-up", "end") and the phase
  * it waits in (set by _phase, a string literal) unless disarmed first; the
  * launcher then ends the rest. The line names the launcher's rank before
- * MPI has set the identity. One guard at a time. */
+ * MPI has set the identity. One guard at a time. Disarm does not return
+ * while another thread is ending the process (a guard that fired as it was
+ * disarmed): that thread ends it. */
 #ifndef TB_STALL_GUARD_H
 #define TB_STALL_GUARD_H
 
