@@ -60,6 +60,7 @@ void tb_train_abort_mark_stop(tb_train_run *r) {
 /* ---- signals -------------------------------------------------------------------------- */
 
 static int g_pipe[2] = {-1, -1};
+static pthread_t g_thread; /* joined at stop: a signal taken just before is not left half-handled */
 static int g_took_term = 0; /* SIGTERM is ours (no watchdog to take it) */
 static const char *g_results = ""; /* rank 0's results file, for the line */
 
@@ -77,7 +78,7 @@ static void *watch(void *arg) {
     ssize_t n;
     while ((n = read(g_pipe[0], &c, 1)) < 0 && errno == EINTR) {
     }
-    if (n != 1) return NULL; /* the run ended: tb_train_signals_stop closed the pipe */
+    if (n != 1 || c == 0) return NULL; /* the run ended: tb_train_signals_stop's 0 (or end of file) */
     int sig = c;
     const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
                        : sig == SIGTERM ? "SIGTERM"
@@ -91,9 +92,7 @@ void tb_train_signals_start(tb_train_run *r) {
     if (g_pipe[0] >= 0) return;
     if (pipe2(g_pipe, O_CLOEXEC) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
     g_results = r->report.path;
-    pthread_t th;
-    if (pthread_create(&th, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
-    pthread_detach(th);
+    if (pthread_create(&g_thread, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -114,6 +113,15 @@ void tb_train_signals_stop(void) {
     signal(SIGUSR1, SIG_DFL);
     signal(SIGUSR2, SIG_DFL);
     if (g_took_term) signal(SIGTERM, SIG_DFL);
-    close(g_pipe[1]); /* the thread's read returns 0: it ends */
+    /* a 0 byte ends the thread, and a signal's byte already in the pipe is
+     * read before it: the thread then ends the process (its line, exit
+     * status 128+N) and this join does not return. Unjoined, main went on
+     * to free the results report under the abort mark and could return 0
+     * after the line. (A 0, not the end of file: a write end inherited by a
+     * forked child would hold the join for ever.) */
+    unsigned char zero = 0;
+    ssize_t n = write(g_pipe[1], &zero, 1);
+    close(g_pipe[1]);
     g_pipe[1] = -1;
+    if (n == 1) pthread_join(g_thread, NULL);
 }
