@@ -106,7 +106,14 @@ static void *early_mark_main(void *p) {
  * ranks that no longer answer a ping. */
 _Noreturn void mon_on_teardown(tb_monitor *m) {
     m->ending = 1; /* peers are dying: failed calls below mean "gone" */
-    (void)tb_log_claim_end(); /* this rank's one line: a collective failing meanwhile prints none */
+    /* this rank's one line: a collective failing meanwhile prints none. Lost
+     * to another thread's error since the monitor looked (its line printed,
+     * rank 0's results file being marked with it): as there, no second line
+     * and no teardown reason over that mark; that thread ends the process */
+    if (!tb_log_claim_end()) {
+        if (m->rank != 0) _exit(1);
+        for (;;) sleep_s(1.0);
+    }
     if (m->rank == 0) {
         /* Open MPI's SIGKILL follows 1 s after its SIGTERM
          * (odls_base_sigkill_timeout): mark the results file now, on a
