@@ -38,7 +38,7 @@ typedef struct {             /* rank 0 -> every rank */
 struct tb_monitor {
     MPI_Comm comm;
     int rank, size;
-    int ending;              /* abort_all or teardown under way: MPI failures are expected */
+    atomic_int ending;       /* abort_all, teardown or rank 0's own error under way: MPI failures expected */
     atomic_int failing;      /* this rank is ending on its own error (tb_die): its line went to rank 0 */
     atomic_int told;         /* failing, and rank 0's reason has come back: rank 0 is ending the job */
     char *hosts;
