@@ -70,7 +70,9 @@ static void mark_results(tb_monitor *m, const char *msg) {
 
 /* Ends the job after telling the others why (rank 0, or anyone when rank 0
  * is silent). Does not return. */
-_Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
+_Noreturn void mon_abort_all(tb_monitor *m, const char *why) { mon_abort_code(m, why, 1); }
+
+_Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code) {
     /* this line is the rank's one: another thread's error from here on
      * prints none; one already ending the process (its own error, its
      * line printed, its MPI_Abort to come) is left to end it */
@@ -82,8 +84,8 @@ _Noreturn void mon_abort_all(tb_monitor *m, const char *why) {
     m->ending = 1;
     tell_all(m, msg, mark_results); /* the others print their line before MPI_Abort kills them */
     tb_nccl_abort_all();
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    _exit(1);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
 }
 
 void mon_describe(char *buf, size_t len, const progress_msg *p) {
@@ -205,16 +207,20 @@ void mon_take_failures(tb_monitor *m) {
     int flag = 0;
     MPI_Status st;
     if (MON_CHECK(m, MPI_Iprobe(MPI_ANY_SOURCE, TAG_FAIL, m->comm, &flag, &st)) != MPI_SUCCESS || !flag) return;
-    char why[WHY_MAX];
-    if (MON_CHECK(m, MPI_Recv(why, WHY_MAX, MPI_CHAR, st.MPI_SOURCE, TAG_FAIL, m->comm, MPI_STATUS_IGNORE)) !=
-        MPI_SUCCESS)
-        snprintf(why, sizeof why, "rank %d (%s) failed; its error line could not be received", st.MPI_SOURCE,
-                 host(m, st.MPI_SOURCE));
-    why[WHY_MAX - 1] = 0;
+    fail_msg in;
+    if (MON_CHECK(m, MPI_Recv(&in, sizeof in, MPI_BYTE, st.MPI_SOURCE, TAG_FAIL, m->comm, MPI_STATUS_IGNORE)) !=
+        MPI_SUCCESS) {
+        in.code = 1;
+        snprintf(in.why, sizeof in.why, "rank %d (%s) failed; its error line could not be received",
+                 st.MPI_SOURCE, host(m, st.MPI_SOURCE));
+    }
+    in.why[WHY_MAX - 1] = 0;
+    if (in.code < 1 || in.code > 255) in.code = 1;
     /* rank 0 ending on an error of its own (from tb_abort's first step):
      * its line is the reason, and the failing rank ends by itself */
     if (atomic_load(&m->failing) || tb_log_ending(0)) return;
-    mon_abort_all(m, why);
+    /* the job ends with the rank's exit status (130 for its SIGINT), not 1 */
+    mon_abort_code(m, in.why, in.code);
 }
 
 /* How long a failing rank waits for rank 0 to take its line and answer
@@ -247,18 +253,19 @@ void mon_fatal_notice(void *unused) {
     }
     snprintf(g_fail_where, sizeof g_fail_where, "rank %d (%s) failed%s", m->rank, host(m, m->rank), where);
     /* written once, then only read while the send is in flight */
-    static char msg[WHY_MAX];
-    snprintf(msg, sizeof msg, "%s: %s", g_fail_where, tb_log_last_error());
+    static fail_msg out;
+    out.code = tb_log_exit_code();
+    snprintf(out.why, sizeof out.why, "%s: %s", g_fail_where, tb_log_last_error());
     if (m->rank == 0) {
         /* rank 0's own error is the job's reason: the others print it (not
          * "rank 0 is gone") before this rank's cleanups and MPI_Abort; its
          * abort mark puts g_fail_where before its line in the results file */
         m->ending = 1;
-        tell_all(m, msg, NULL);
+        tell_all(m, out.why, NULL);
         return;
     }
     MPI_Request rq;
-    if (MPI_Isend(msg, WHY_MAX, MPI_CHAR, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
+    if (MPI_Isend(&out, sizeof out, MPI_BYTE, 0, TAG_FAIL, m->comm, &rq) != MPI_SUCCESS) return;
     MPI_Request_free(&rq); /* from static storage: safe before completion */
     g_fail_sent = 1;
 }

@@ -28,6 +28,11 @@ typedef struct {
     char what[WHAT_MAX];
 } progress_msg;
 
+typedef struct {             /* a rank -> rank 0 (TAG_FAIL): its own error */
+    int code;                /* the exit status it ends with (tb_abort's) */
+    char why[WHY_MAX];
+} fail_msg;
+
 typedef struct {             /* rank 0 -> every rank */
     progress_msg root;       /* rank 0's own progress */
     int quiet_rank;          /* the rank heard from longest ago (-1: none) */
@@ -92,6 +97,8 @@ void mon_describe(char *buf, size_t len, const progress_msg *p);
 /* Ends the job after telling the others why (rank 0, or anyone when rank 0
  * is silent). Does not return. */
 _Noreturn void mon_abort_all(tb_monitor *m, const char *why);
+/* The same, the job ending with exit status code (MPI_Abort's). */
+_Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code);
 /* The launcher is tearing the job down (a rank died or left): names the
  * ranks that no longer answer a ping, then exits. */
 _Noreturn void mon_on_teardown(tb_monitor *m);

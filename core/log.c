@@ -115,8 +115,15 @@ const char *tb_log_last_error(void) { return g_last_error; }
  * the same thread: the cleanups are not run again, the process ends. */
 static _Thread_local int t_in_cleanups = 0;
 
+/* tb_abort's exit status, written by the thread that claimed the end before
+ * its notice runs (the watchdog sends it to rank 0 with the line) */
+static int g_exit_code = 1;
+
+int tb_log_exit_code(void) { return g_exit_code; }
+
 _Noreturn void tb_abort(int exit_code) {
     claim_the_end();
+    g_exit_code = exit_code;
     fflush(NULL);
     if (!t_in_cleanups) {
         t_in_cleanups = 1;

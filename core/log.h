@@ -75,6 +75,10 @@ _Noreturn void tb_die_code(int exit_code, const char *fmt, ...) __attribute__((f
 /* The message of the tb_die / TB_FATAL ending the process ("" before one):
  * for a cleanup that records why (the results file's abort reason). */
 const char *tb_log_last_error(void);
+/* The exit status tb_abort is ending the process with (1 before one): for
+ * the notice, so that rank 0 ends the job with a peer's (130 for its
+ * SIGINT, 138 for its SIGUSR1) as with its own. */
+int tb_log_exit_code(void);
 _Noreturn void tb_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -222,6 +222,18 @@ if [ -n "$mpi" ]; then
   case $st in "aborted|"*"$sig"*) ;; *) fail "int: results file says '$st', want aborted by SIGINT" ;; esac
   [ "$fails" -eq 0 ] && echo "ok   int: Ctrl-C on rank 0 of two ends the job with its line"
 
+  # Ctrl-C reaching rank 1 only: rank 0 makes its line the job's reason and
+  # ends the job with its exit status, 130 as on one rank (it was 1: rank
+  # 0's MPI_Abort for a peer's error always said 1)
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=interrupt:1:3 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/int1.h5" >"$d/out" 2>"$d/err"
+  rc=$?
+  [ $rc -eq 130 ] || fail "int1: exit $rc, want 130 (rank 1's SIGINT)"
+  grep -q "^trainbench\[rank 0 .*error: .*rank 1 ([^)]*) failed at step 3, in [^:]*: $sig" "$d/err" ||
+    fail "int1: rank 0's line does not carry rank 1's"
+  [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "int1: want one line per rank:"; cat "$d/err"; }
+  [ "$fails" -eq 0 ] && echo "ok   int1: Ctrl-C on rank 1 of two ends the job with exit 130"
+
   # SIGUSR1 to mpirun (Slurm's --signal=USR1@T warning before the time
   # limit), which forwards it to every rank: each had died of it without a
   # line, the results file left "running"
@@ -235,7 +247,9 @@ if [ -n "$mpi" ]; then
   i=0
   while [ $i -lt 200 ] && kill -0 $pid 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
   kill -0 $pid 2>/dev/null && { fail "usr1: still running 20 s after SIGUSR1"; kill -KILL $pid; }
-  wait $pid && fail "usr1: exit 0"
+  wait $pid
+  rc=$?
+  [ $rc -eq 138 ] || fail "usr1: exit $rc, want 138 (128 + SIGUSR1), whichever rank's line rank 0 took"
   # each rank's own line, or rank 0's carrying rank 1's (taken first)
   sig="train: stopped by SIGUSR1"
   [ "$(grep -c "^trainbench\[rank [01] .*error: .*$sig" "$d/err")" -eq 2 ] || { fail "usr1: want each rank's line:"; cat "$d/err"; }
