@@ -155,6 +155,11 @@ static void make_fixtures(void) {
     H5_CHECK(H5Adelete(f, "model"));
     H5_CHECK(H5Fclose(f));
 
+    /* a checkpoint cut short (a copy interrupted, a full disk elsewhere) */
+    char cut[1024];
+    snprintf(cut, sizeof cut, "head -c 5000 '%s' > '%s'", path("ok.h5"), path("cut.h5"));
+    TB_ASSERT(system(cut) == 0);
+
     FILE *t = fopen(path("text.h5"), "w");
     fputs("this is not HDF5\n", t);
     fclose(t);
@@ -294,6 +299,8 @@ int main(int argc, char **argv) {
     snprintf(want, sizeof want, "batch file '%s' is a directory, not a file", g_dir);
     expect_error(STEP(path("ok.h5"), g_dir, ""), want);
     expect_error(STEP(path("text.h5"), path("batch.h5"), ""), "is not an HDF5 file");
+    expect_error(STEP(path("cut.h5"), path("batch.h5"), ""),
+                 "truncated); the file is damaged (cut short or overwritten): write it again, or give another");
     expect_error(STEP(path("noattr.h5"), path("batch.h5"), ""), "is not a trainbench checkpoint");
     expect_error(STEP(path("ok.h5"), "/nonexistent/b.h5", ""), "cannot read batch file");
     /* checkpoint contents */

@@ -239,7 +239,8 @@ hid_t tb_h5_open_read(const char *path, const char *what, const char *hint) {
     if (f < 0) {
         char msg[512];
         tb_h5_last_error(msg, sizeof msg);
-        tb_die("cannot open %s '%s' (%s); %s", what, path, msg, hint);
+        tb_die("cannot open %s '%s' (%s); the file is damaged (cut short or overwritten): write it again, or give "
+               "another", what, path, msg); /* it is there, readable and begins as HDF5: not a path mistake */
     }
     return f;
 }
