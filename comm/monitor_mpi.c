@@ -206,7 +206,7 @@ static void other_poll(tb_monitor *m) {
             MON_CHECK(m, MPI_Request_free(&ack));
         if (failing) { /* the failing thread ends the process (mon_on_rank_fatal) */
             atomic_store(&m->told, 1);
-            for (;;) sleep_s(1.0);
+            tb_log_park();
         }
         tb_nccl_abort_all(); /* no kernel of ours waits for a peer that is gone */
         sleep_s(ABORT_SELF_EXIT_S); /* rank 0's MPI_Abort ends us; if it cannot, we end ourselves */
@@ -240,8 +240,7 @@ static void *monitor_thread(void *arg) {
             /* rank 0 ending on its own error is marking its results file with
              * that line: the teardown's "rank N is gone" must not replace it;
              * the failing thread ends the process (or the launcher's SIGKILL) */
-            if (m->rank == 0 && (atomic_load(&m->failing) || tb_log_ending(1)))
-                for (;;) sleep_s(1.0);
+            if (m->rank == 0 && (atomic_load(&m->failing) || tb_log_ending(1))) tb_log_park();
             mon_on_teardown(m);
         }
         mon_answer_pings(m);
@@ -372,8 +371,7 @@ void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
     /* another thread is ending the process (a loader's --strict-data error)
      * and may be using the watchdog's communicator: it ends us too */
-    if (tb_log_ending(1))
-        for (;;) pause();
+    tb_log_park_if_ending();
     if (g_running == m) g_running = NULL;
     tb_monitor *expected = m;
     atomic_compare_exchange_strong(&mon_running, &expected, NULL);

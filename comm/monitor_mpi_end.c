@@ -76,8 +76,7 @@ _Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code) {
     /* this line is the rank's one: another thread's error from here on
      * prints none; one already ending the process (its own error, its
      * line printed, its MPI_Abort to come) is left to end it */
-    if (!tb_log_claim_end())
-        for (;;) sleep_s(1.0);
+    if (!tb_log_claim_end()) tb_log_park();
     /* written once, then only read: every send goes out from it */
     static char msg[WHY_MAX];
     snprintf(msg, sizeof msg, "%s", why);
@@ -114,7 +113,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
      * and no teardown reason over that mark; that thread ends the process */
     if (!tb_log_claim_end()) {
         if (m->rank != 0) _exit(1);
-        for (;;) sleep_s(1.0);
+        tb_log_park();
     }
     if (m->rank == 0) {
         /* Open MPI's SIGKILL follows 1 s after its SIGTERM

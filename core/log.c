@@ -50,11 +50,7 @@ static atomic_int g_ending = 0;
 static _Thread_local int t_ending = 0;
 
 static void claim_the_end(void) {
-    if (t_ending) return;
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&g_ending, &expected, 1))
-        for (;;) pause(); /* another thread is ending the process */
-    t_ending = 1;
+    if (!tb_log_claim_end()) tb_log_park(); /* another thread is ending the process */
 }
 
 /* Cleanups that must run before the job is torn down (ncclCommAbort on a
@@ -103,6 +99,14 @@ int tb_log_claim_end(void) {
 }
 
 int tb_log_ending(int elsewhere) { return atomic_load(&g_ending) && !(elsewhere && t_ending); }
+
+_Noreturn void tb_log_park(void) {
+    for (;;) pause();
+}
+
+void tb_log_park_if_ending(void) {
+    if (tb_log_ending(1)) tb_log_park();
+}
 
 /* The message of the tb_die / TB_FATAL that is ending the process, for the
  * cleanups (the results file's abort reason). Written once, by the thread

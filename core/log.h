@@ -52,6 +52,13 @@ int tb_log_ending(int elsewhere);
  * printing a second line. 1 when this thread holds the end (now or
  * already), 0 when another thread took it first. */
 int tb_log_claim_end(void);
+/* Waits, never returning, for the thread that is ending the process (a
+ * thread that lost tb_log_claim_end, or must not go on beside it). */
+_Noreturn void tb_log_park(void);
+/* tb_log_park when another thread is ending the process (tb_log_ending(1));
+ * else returns at once: a caller about to free or finish what that
+ * thread's cleanups may still use (a report, a communicator). */
+void tb_log_park_if_ending(void);
 
 /* Ends the job: the notice, the cleanups, then the abort hook, then
  * _exit(exit_code) (not exit: other threads are still inside libraries

@@ -94,6 +94,5 @@ void tb_stall_guard_disarm(void) {
     pthread_mutex_unlock(&g_mu);
     /* a guard that fired (or another thread's error) is ending the
      * process: the caller must not go on (train returning 0 from main) */
-    if (tb_log_ending(1))
-        for (;;) pause();
+    tb_log_park_if_ending();
 }

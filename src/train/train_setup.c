@@ -529,8 +529,7 @@ void tb_train_teardown(tb_train_run *r) {
     tb_train_abort_mark_stop(r);
     /* another thread is ending the process (the end guard fired during the
      * final results write): its abort mark may be using the report */
-    if (tb_log_ending(1))
-        for (;;) pause();
+    tb_log_park_if_ending();
     tb_run_report_free(&r->report);
     free(r->hosts);
     tb_nvml_sampler_stop(r->util);
