@@ -271,9 +271,7 @@ int tb_cmd_probe(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("probe", "trainbench probe [options]", argc, argv, opts);
-    char why[8400];
-    if (results[0] && tb_output_path_check(results, "results file", "--results", why, sizeof why) != 0)
-        tb_die("probe: %s", why); /* before the measurements, not at the rename after them */
+    tb_output_path_require("probe", results, "results file", "--results");
     static probe_state s;
     memset(&s, 0, sizeof s);
     snprintf(s.host, sizeof s.host, "localhost");

@@ -102,9 +102,7 @@ int tb_cmd_step(int argc, char **argv) {
     tb_cli_require("step", "ckpt", fl.ckpt);
     tb_cli_require("step", "batch", fl.batch);
     tb_cli_require("step", "out", fl.out);
-    char why[8400];
-    if (tb_output_path_check(fl.out, "step output", "--out", why, sizeof why) != 0)
-        tb_die("step: %s", why); /* before the step, not at the rename after it */
+    tb_output_path_require("step", fl.out, "step output", "--out");
     if (fl.nesterov && fl.momentum <= 0)
         tb_die("step: --nesterov needs --momentum > 0 (as torch.optim.SGD)");
     tb_precision prec;

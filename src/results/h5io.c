@@ -291,6 +291,11 @@ int tb_output_path_check(const char *path, const char *what, const char *flag, c
     return 0;
 }
 
+void tb_output_path_require(const char *cmd, const char *path, const char *what, const char *flag) {
+    char why[8400];
+    if (path[0] && tb_output_path_check(path, what, flag, why, sizeof why) != 0) tb_die("%s: %s", cmd, why);
+}
+
 static void fsync_path(const char *path, int directory) {
     int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) return;

@@ -88,6 +88,10 @@ void tb_h5_track_atomic(tb_h5_writer *w, const char *what);
  * is an existing directory, or its directory is missing or read-only (a
  * probe file is created there and removed). Touches no existing file. */
 int tb_output_path_check(const char *path, const char *what, const char *flag, char *why, size_t len);
+/* The same for a one-process command, before its work rather than at the
+ * rename after it: dies with "cmd: <why>" when path cannot be written;
+ * an empty path (no such output asked for) passes. */
+void tb_output_path_require(const char *cmd, const char *path, const char *what, const char *flag);
 
 /* ---- datasets ------------------------------------------------------------------ */
 /* rank 0 (scalar) when ndim == 0 */
