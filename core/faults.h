@@ -8,8 +8,9 @@
  *   freeze-startup  SIGSTOP this rank before MPI starts, as the start-up guard
  *                 is armed (train, preflight; no step; RANK is the launcher's:
  *                 OMPI_COMM_WORLD_RANK ...), before any watchdog
- *   freeze-end    SIGSTOP this rank after train's last collective, as the
- *                 end guard is armed (the watchdog stopped; no step)
+ *   freeze-end    SIGSTOP this rank after the last collective of train,
+ *                 allreduce-bench or preflight, as the end guard is armed
+ *                 (train's watchdog stopped; no step)
  *   interrupt     SIGINT to this rank at the start of STEP (a Ctrl-C that
  *                 reaches one rank; RANK -1: srun's to every rank)
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
@@ -36,9 +37,12 @@
  *                 row (a 1-rank row slowed by other load: super-linear rows)
  *   wrong-sum     allreduce-bench: one element of this rank's sum of size
  *                 row STEP (0 the first) made wrong after the timing
- *   hang-rollcall, hang-allreduce, hang-barrier   stop answering in preflight
- *                 (the roll call; before the warm-up all-reduce; after it,
- *                 before the barrier of the timed one)
+ *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces
+ *                 of size row STEP, as their guard is armed
+ *   hang-rollcall, hang-checks, hang-allreduce, hang-barrier   stop
+ *                 answering in preflight (the roll call; after it, before
+ *                 the launch checks; before the warm-up all-reduce; after
+ *                 it, before the barrier of the timed one)
  *
  * RANK -1 matches every rank; STEP may be omitted for the kinds without a
  * step. */

@@ -17,8 +17,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cv;         /* on CLOCK_MONOTONIC */
 static int g_on = 0;                /* armed, not yet disarmed */
 static unsigned g_gen = 0;          /* arms so far: a guard fires only for its own */
-static const char *g_stage = "";    /* string literals */
-static const char *g_phase = "";
+static const char *g_stage = "";    /* a string literal */
+static char g_phase[256] = "";      /* a copy: a phase may name a size or a row */
 static double g_s = 0;
 
 static void init_cv(void) {
@@ -48,7 +48,9 @@ static void *guard(void *arg) {
      * guard that fired as MPI_Finalize returned let main return 0 after the
      * guard's line. Another thread already ending the process ends it. */
     int fire = g_on && g_gen == mine && tb_log_claim_end();
-    const char *stage = g_stage, *phase = g_phase;
+    const char *stage = g_stage;
+    char phase[sizeof g_phase];
+    memcpy(phase, g_phase, sizeof phase);
     pthread_mutex_unlock(&g_mu);
     if (!fire) return NULL;
     char host[64] = "";
@@ -67,7 +69,7 @@ void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase) 
     pthread_mutex_lock(&g_mu);
     g_s = timeout_s;
     g_stage = stage;
-    g_phase = phase;
+    snprintf(g_phase, sizeof g_phase, "%s", phase);
     g_on = 1;
     unsigned gen = ++g_gen;
     pthread_mutex_unlock(&g_mu);
@@ -77,12 +79,15 @@ void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase) 
     pthread_detach(th);
     /* test-only (faults.h): this rank never gets to the others */
     int rank = tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank();
-    if (tb_fault(strcmp(stage, "end") == 0 ? "freeze-end" : "freeze-startup", rank, -1)) raise(SIGSTOP);
+    const char *fault = strcmp(stage, "end") == 0        ? "freeze-end"
+                        : strcmp(stage, "start-up") == 0 ? "freeze-startup"
+                                                         : NULL;
+    if (fault && tb_fault(fault, rank, -1)) raise(SIGSTOP);
 }
 
 void tb_stall_guard_phase(const char *phase) {
     pthread_mutex_lock(&g_mu);
-    g_phase = phase;
+    snprintf(g_phase, sizeof g_phase, "%s", phase);
     pthread_mutex_unlock(&g_mu);
 }
 

@@ -1,18 +1,22 @@
 /* stall_guard.h - ends a rank that waits too long for the others where no
- * watchdog runs: at start-up and at the end.
+ * watchdog runs: at start-up, at the end, and in the commands that have no
+ * watchdog of their own.
  *
  * From before MPI starts until a command's own watch takes over (train's
  * watchdog, preflight's roll call), and after train's watchdog stops until
  * MPI_Finalize returns, nothing sees a rank that never arrives: frozen, or
  * stuck in a file system or a driver, it holds every other rank in
- * MPI_Init, the first collectives or MPI_Finalize for ever. Armed for
- * timeout_s seconds (0 or less: off, as --timeout 0), a thread ends this
- * rank with one line naming the stage ("start-up", "end") and the phase
- * it waits in (set by _phase, a string literal) unless disarmed first; the
- * launcher then ends the rest. The line names the launcher's rank before
- * MPI has set the identity. One guard at a time. Disarm does not return
- * while another thread is ending the process (a guard that fired as it was
- * disarmed): that thread ends it. */
+ * MPI_Init, the first collectives or MPI_Finalize for ever. So too in
+ * allreduce-bench's sweep and preflight's launch checks, which run
+ * collectives without a watchdog. Armed for timeout_s seconds (0 or less:
+ * off, as --timeout 0), a thread ends this rank with one line naming the
+ * stage ("start-up", "end", or the command's: "allreduce-bench",
+ * "preflight") and the phase it waits in (set by _phase; copied, up to 255
+ * bytes) unless disarmed or armed again first; the launcher then ends the
+ * rest. The line names the launcher's rank before MPI has set the
+ * identity. One guard at a time: arming again replaces it (a new deadline
+ * from now). Disarm does not return while another thread is ending the
+ * process (a guard that fired as it was disarmed): that thread ends it. */
 #ifndef TB_STALL_GUARD_H
 #define TB_STALL_GUARD_H
 

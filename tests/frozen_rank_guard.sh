@@ -1,7 +1,7 @@
 #!/bin/sh
-# frozen_rank_guard.sh TRAINBENCH MPIEXEC [PYTHON]: a rank that never gets to
-# the others where no watchdog runs ends the job through the stall guard
-# (--timeout) instead of holding every other rank for ever:
+# frozen_rank_guard.sh SET TRAINBENCH MPIEXEC [PYTHON]: a rank that never gets
+# to the others where no watchdog runs ends the job through the stall guard
+# (--timeout) instead of holding every other rank for ever. SET train:
 #   train, preflight  TB_TEST_FAULT=freeze-startup:1 (SIGSTOP before MPI
 #            starts; as a rank stuck in a hung file system or driver): rank 0
 #            waited in MPI_Init;
@@ -9,14 +9,23 @@
 #            stopped, after the last collective; as a rank stuck in a driver's
 #            teardown): rank 0 waited in MPI_Finalize, and its results file
 #            still says complete.
+# SET commands (the commands without a watchdog):
+#   allreduce-bench  freeze-startup:1 (MPI_Init), freeze-size:1:1 (before
+#            the all-reduces of the second size: rank 0 waited --timeout per
+#            all-reduce and sum of that size), freeze-end:1 (MPI_Finalize;
+#            the results file says complete);
+#   preflight  hang-checks:1 (stops answering after the roll call, as a
+#            rank stuck in a driver's query: rank 0 waited in the launch
+#            checks), freeze-end:1 (MPI_Finalize).
 # Each: the job exits non-zero, rank 0 prints one line naming the stage, the
 # phase and --timeout, and no process of the job is left. Without the guard
 # the job hangs: the outer `timeout` (a hang guard only, far above
 # --timeout) ends it and the test fails. PYTHON (optional) needs h5py.
 set -u
-tb=$1
-mpi=$2
-py=${3:-}
+set_=$1
+tb=$2
+mpi=$3
+py=${4:-}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 # run through a link in the private directory: every process of the job
@@ -50,16 +59,46 @@ frozen() {
   [ "$fails" -eq 0 ] && echo "ok   $name: the frozen rank ends the job (exit $rc)"
 }
 start='start-up: rank 0 ([^)]*) has waited 4 s (--timeout) in MPI start-up'
-a="--synthetic --image-size 32 --batch-size 4 --steps 3 --scaling-steps 0"
-# shellcheck disable=SC2086
-frozen train freeze-startup:1 "$start" $a --results "$d/run.h5"
-frozen preflight freeze-startup:1 "$start" preflight --bytes 4096 --threads 1 --backend cpu --comm mpi
-# shellcheck disable=SC2086
-frozen "train end" freeze-end:1 'end: rank 0 ([^)]*) has waited 4 s (--timeout) in the end of the run (MPI_Finalize' \
-  $a --results "$d/end.h5"
-if [ -n "$py" ] && "$py" -c 'import h5py' 2>/dev/null; then
-  st=$("$py" -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r").attrs["status"])' "$d/end.h5" 2>&1)
-  [ "$st" = complete ] || fail "train end: the results file says '$st', want complete (every step ran)"
-fi
+end_='end: rank 0 ([^)]*) has waited 4 s (--timeout) in the end of the run (MPI_Finalize'
+# status FILE: the results file's status attribute (h5py), or "" without it
+status() {
+  if [ -n "$py" ] && "$py" -c 'import h5py' 2>/dev/null; then
+    "$py" -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r").attrs["status"])' "$1" 2>&1
+  fi
+}
+case $set_ in
+train)
+  a="--synthetic --image-size 32 --batch-size 4 --steps 3 --scaling-steps 0"
+  # shellcheck disable=SC2086
+  frozen train freeze-startup:1 "$start" $a --results "$d/run.h5"
+  frozen preflight freeze-startup:1 "$start" preflight --bytes 4096 --threads 1 --backend cpu --comm mpi
+  # shellcheck disable=SC2086
+  frozen "train end" freeze-end:1 "$end_" $a --results "$d/end.h5"
+  st=$(status "$d/end.h5")
+  [ -z "$st" ] || [ "$st" = complete ] || fail "train end: the results file says '$st', want complete (every step ran)"
+  ;;
+commands)
+  a="allreduce-bench --comm mpi -b 8 -e 64 -w 0 -n 1"
+  # shellcheck disable=SC2086
+  frozen "allreduce-bench start" freeze-startup:1 "$start" $a
+  # the second size (16 bytes): 1 timed all-reduce + 2 sums, 4 s each
+  # shellcheck disable=SC2086
+  frozen "allreduce-bench sweep" freeze-size:1:1 \
+    'allreduce-bench: rank 0 ([^)]*) has waited 12 s (--timeout) in the all-reduces of 16 bytes (size row 1' $a
+  # shellcheck disable=SC2086
+  frozen "allreduce-bench end" freeze-end:1 "$end_" $a --results "$d/ar.h5"
+  st=$(status "$d/ar.h5")
+  [ -z "$st" ] || [ "$st" = complete ] || fail "allreduce-bench end: the results file says '$st', want complete"
+  p="preflight --bytes 4096 --threads 1 --backend cpu --comm mpi"
+  # shellcheck disable=SC2086
+  frozen "preflight checks" hang-checks:1 'preflight: rank 0 ([^)]*) has waited 4 s (--timeout) in the launch checks' $p
+  # shellcheck disable=SC2086
+  frozen "preflight end" freeze-end:1 "$end_" $p
+  ;;
+*)
+  echo "frozen_rank_guard.sh: unknown set '$set_' (train or commands)"
+  exit 2
+  ;;
+esac
 [ "$fails" -eq 0 ] || exit 1
-echo "ok: a rank frozen where no watchdog runs ends the job through the stall guard"
+echo "ok: a rank frozen where no watchdog runs ($set_) ends the job through the stall guard"

@@ -27,12 +27,15 @@ set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
                      ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
 # a rank frozen where no watchdog runs (before MPI_Init; after the last
-# collective, before MPI_Finalize) ends the job through the stall guard
-# within --timeout, instead of a hang in MPI_Init or MPI_Finalize
+# collective, before MPI_Finalize; in allreduce-bench's sweep and
+# preflight's launch checks) ends the job through the stall guard within
+# --timeout, instead of a hang
 if(TB_HAVE_MPI)
   add_test(NAME frozen_rank_guard_np2
-           COMMAND sh ${TB_TEST_DIR}/frozen_rank_guard.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
-  set_tests_properties(frozen_rank_guard_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+           COMMAND sh ${TB_TEST_DIR}/frozen_rank_guard.sh train ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
+  add_test(NAME frozen_rank_guard_commands_np2
+           COMMAND sh ${TB_TEST_DIR}/frozen_rank_guard.sh commands ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
+  set_tests_properties(frozen_rank_guard_np2 frozen_rank_guard_commands_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
 
@@ -78,3 +81,4 @@ if(TB_PYTHON)
                          PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
 endif()
+

@@ -30,7 +30,11 @@
  * would count NCCL's host-side queueing (a thread of its own per call with
  * a non-blocking communicator of several ranks) as device time. An NCCL
  * all-reduce that has not finished after --timeout ends the run
- * (ncclCommAbort) instead of hanging it.
+ * (ncclCommAbort) instead of hanging it. On both paths a rank that never
+ * joins (frozen, stuck in a driver) ends the run through the stall guard
+ * (core/stall_guard.h) instead of holding the others for ever: at start-up
+ * and at the end after --timeout, in a size's all-reduces after --timeout
+ * for each of them and its barriers.
  *
  * --share-gpu lets ranks share a GPU (--comm nccl: NCCL >= 2.30 with
  * NCCL_MULTI_RANK_GPU_ENABLE=1): the header, the bandwidth line and the
@@ -41,6 +45,7 @@
  * provenance attributes, /allreduce with bytes, count, time_us, algbw_GBps,
  * busbw_GBps, wrong), which `trainbench project --fabric fit:FILE` fits. */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +58,7 @@
 #include "core/cli.h"
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/stall_guard.h"
 #include "core/timer.h"
 #include "model/backend.h"
 #include "src/cmd/commands.h"
@@ -188,7 +194,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
-        {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "nccl: seconds an all-reduce may take before the run ends"},
+        {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "seconds an all-reduce, the start-up or the end may wait for the other ranks before the run ends"},
         {"results", TB_OPT_STRING, a->results, 0, 0, NULL, "also write the table to this HDF5 results file"},
         {"share-gpu", TB_OPT_FLAG, &a->share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -280,6 +286,21 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     return dt;
 }
 
+/* With several ranks, the stall guard over the all-reduces of count
+ * elements (size row `row`): --timeout for each all-reduce of the size and
+ * for the time's and the check's reductions (the barriers between them wait
+ * for the same ranks, the all-reduce's time within its own deadline). */
+static void guard_size(const bench *b, size_t count, int row) {
+    if (b->info.world < 2) return;
+    const bench_args *a = &b->a;
+    int calls = a->warmup + a->iters + 2;
+    char phase[256];
+    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: %d warm-up + %d timed + 2 sums of the "
+             "time and the check, --timeout each, with their barriers)", count * b->es, row, a->warmup, a->iters);
+    tb_stall_guard_arm(a->timeout * calls, "allreduce-bench", phase);
+    if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
+}
+
 /* Every size from -b to -e: time it, check it, print its row (rank 0). */
 static void sweep(bench *b) {
     const bench_args *a = &b->a;
@@ -295,6 +316,7 @@ static void sweep(bench *b) {
         if (count == 0) count = 1;
         if (count == prev_count) continue;
         prev_count = count;
+        guard_size(b, count, b->nsizes);
         double dt = time_size(b, buf, inputs, count);
         if (tb_fault("wrong-sum", b->info.rank, b->nsizes)) spoil(buf, count, b->t); /* test only */
         long long wrong = 0;
@@ -393,17 +415,31 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         tb_die("allreduce-bench: -e %zu is less than one %s element (%zu bytes): give -e %zu or more", b.a.maxb,
                b.a.dtype, el_size(b.t), el_size(b.t));
 
+    /* a rank that never reaches MPI_Init or the first collectives */
+    tb_stall_guard_arm(b.a.timeout, "start-up", TB_GUARD_MPI_INIT);
     tb_comm_init(&argc, &argv, &b.info);
     tb_launch_check_singleton(&b.info);
     b.w = tb_comm_world();
+    tb_stall_guard_phase("the start-up check of the results file (a broadcast from rank 0)");
     check_results_path(&b);
     b.nb.timeout = b.a.timeout;
+    tb_stall_guard_phase("the launch checks and the path's set-up (collectives of every rank)");
     open_path(&b, argc, argv);
 
     b.hosts = calloc((size_t)b.info.world, 64);
+    tb_stall_guard_phase("the gather of the host names");
     tb_comm_gather(b.w, b.info.host, b.hosts, 64, 0);
+    tb_stall_guard_disarm(); /* each size is guarded on its own (guard_size) */
     if (b.info.rank == 0) print_header(&b);
     sweep(&b);
+    /* after the last collective of the sweep: a rank that never gets to
+     * MPI_Finalize (stuck in a driver's teardown) */
+    if (b.info.world > 1)
+        tb_stall_guard_arm(b.a.timeout, "end",
+                           "the end of the run (MPI_Finalize returns once every rank has reached it; rank 0 "
+                           "writes the results file before it)");
+    else
+        tb_stall_guard_disarm();
     if (b.info.rank == 0) {
         printf("# Out of bounds values : %lld %s\n", b.total_wrong, b.total_wrong ? "FAILED" : "OK");
         printf("# Avg bus bandwidth    : %.3f GB/s%s%s%s\n", b.nsizes ? b.sum_bus / b.nsizes : 0.0,
@@ -413,5 +449,6 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     free(b.hosts);
     close_path(&b);
     tb_comm_finalize();
+    tb_stall_guard_disarm();
     return b.total_wrong ? 1 : 0;
 }

@@ -54,6 +54,7 @@ typedef struct {
 } pf_row;
 
 /* Test-only fault injection (faults.h): TB_TEST_FAULT=hang-rollcall:R,
+ * hang-checks:R (after the roll call, before the launch checks),
  * hang-allreduce:R (before the warm-up) or hang-barrier:R (after the
  * warm-up, before the barrier of the timed all-reduce) makes rank R stop
  * answering at that point. */
@@ -303,6 +304,7 @@ static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be,
         for (int r = 0; r < info->world; r++) want += (double)((i + (size_t)r) % 32);
         wrong += buf[i] != (float)want;
     }
+    tb_stall_guard_arm(timeout, "preflight", "the sum of the check (all-reduces of the #wrong counts and times)");
     int64_t totals[2] = {wrong, info->rank == 0 && nccl_bad};
     tb_comm_allreduce_sum(w, totals, 2, TB_INT64);
     nccl_bad = totals[1] > 0;
@@ -368,13 +370,19 @@ int tb_cmd_preflight(int argc, char **argv) {
     my_row(&info, be, use_nccl, &me);
     pf_row *rows = roll_call(w, &info, &me, timeout);
 
-    /* 2. launch mistakes (a collective: everyone answered) */
+    /* 2. launch mistakes (a collective: everyone answered the roll call,
+     * but a rank may yet stop in a driver's query: the guard names the
+     * phase instead of hanging) */
+    tb_stall_guard_arm(timeout, "preflight", "the launch checks (collectives of every rank, after the roll call)");
+    maybe_hang("checks", info.rank);
     tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
     if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "preflight");
     char topo[2048] = "";
+    tb_stall_guard_phase("the GPU topology exchange (NVML queries, then a gather to rank 0)");
     if (gpu) gpu_topology(&info, be, topo, sizeof topo);
     size_t *tcounts = info.rank == 0 ? calloc((size_t)info.world, sizeof *tcounts) : NULL;
     char *topos = tb_comm_gather_bytes(w, topo, strlen(topo) + 1, 0, tcounts);
+    tb_stall_guard_disarm(); /* the all-reduces keep deadlines of their own */
 
     /* 3. the table */
     if (info.rank == 0) print_table(&info, rows, gpu, tcounts, topos);
@@ -386,8 +394,12 @@ int tb_cmd_preflight(int argc, char **argv) {
     /* 4. one timed, checked all-reduce */
     int failed = timed_allreduce(w, &info, be, use_nccl, device, bytes, timeout, nccl_bad);
     free(rows);
+    /* a rank that never gets to MPI_Finalize (stuck in a driver's teardown) */
+    if (info.world > 1)
+        tb_stall_guard_arm(timeout, "end", "the end of the run (MPI_Finalize returns once every rank has reached it)");
     be->destroy(be);
     int rc = failed;
     tb_comm_finalize();
+    tb_stall_guard_disarm();
     return rc;
 }
