@@ -42,6 +42,10 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
 /* The main thread reports what it does; `what` names the collective when
  * in_collective (identical text on every rank for the same collective). */
 void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_collective);
+/* What the steps reported from here on belong to, named after the step
+ * number in every line ("step 4 of scaling row 2 of 3 (2 ranks)"): "" (the
+ * default) for the training run's own steps. Up to 39 characters. */
+void tb_monitor_phase(tb_monitor *m, const char *phase);
 /* After this rank began ending on its own error (tb_die: the watchdog's
  * notice, the first step of the abort): "rank R (host) failed at step N, in
  * X" as it was then, for the results file's reason, so that rank 0's own

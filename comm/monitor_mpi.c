@@ -61,15 +61,17 @@ progress_msg mon_own_progress(tb_monitor *m) {
     p.in_for = tb_now() - m->since;
     p.collective = m->collective;
     memcpy(p.what, m->what, WHAT_MAX);
+    memcpy(p.phase, m->phase, PHASE_MAX);
     pthread_mutex_unlock(&m->mu);
     if (m->ending) return p;
     /* what the GPU is stuck in, when that is older than what the host does */
     tb_dev_watch_state st;
     tb_dev_watch_poll(&st);
     if (st.nccl_error) {
-        char why[WHY_MAX];
-        snprintf(why, sizeof why, "rank %d (%s): %s, at step %lld, %s%s", m->rank, host(m, m->rank), st.error,
-                 (long long)p.step, p.collective ? "in the " : "in ", p.what);
+        char why[WHY_MAX], at[96];
+        mon_step_words(at, sizeof at, p.step, p.phase);
+        snprintf(why, sizeof why, "rank %d (%s): %s, at %s, %s%s", m->rank, host(m, m->rank), st.error, at,
+                 p.collective ? "in the " : "in ", p.what);
         mon_abort_all(m, why);
     }
     if (st.pending && st.pending_s > 2 * m->period && (!p.collective || st.pending_s > p.in_for)) {
@@ -106,7 +108,7 @@ static int verdict(tb_monitor *m, char *why, size_t len) {
     double now = tb_now(), fresh = 3 * m->period;
     for (int r = 1; r < m->size; r++)
         if (now - m->heard[r] > m->timeout) {
-            char where[96];
+            char where[160];
             mon_describe(where, sizeof where, &m->last[r]);
             snprintf(why, len,
                      "rank %d (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
@@ -122,21 +124,23 @@ static int verdict(tb_monitor *m, char *why, size_t len) {
         const progress_msg *p = &m->last[r];
         double in_for = p->in_for + (now - m->heard[r]);
         if (!p->collective || in_for <= m->timeout) continue;
+        char at[96];
+        mon_step_words(at, sizeof at, p->step, p->phase);
         for (int q = 0; q < m->size; q++) {
             const progress_msg *o = &m->last[q];
-            if (o->collective && o->step == p->step && strcmp(o->what, p->what) == 0) continue;
-            char where[96];
+            if (o->collective && o->step == p->step && strcmp(o->what, p->what) == 0 &&
+                strcmp(o->phase, p->phase) == 0)
+                continue;
+            char where[160];
             mon_describe(where, sizeof where, o);
-            snprintf(why, len,
-                     "rank %d (%s) has not joined the %s of step %lld after %.1f s (--timeout %g): it "
-                     "is at %s",
-                     q, host(m, q), p->what, (long long)p->step, in_for, m->timeout, where);
+            snprintf(why, len, "rank %d (%s) has not joined the %s of %s after %.1f s (--timeout %g): it is at %s", q,
+                     host(m, q), p->what, at, in_for, m->timeout, where);
             return 1;
         }
         snprintf(why, len,
-                 "the %s of step %lld has not completed on any rank after %.1f s (--timeout %g): the "
+                 "the %s of %s has not completed on any rank after %.1f s (--timeout %g): the "
                  "interconnect or the MPI library is stuck (trainbench preflight tests it)",
-                 p->what, (long long)p->step, in_for, m->timeout);
+                 p->what, at, in_for, m->timeout);
         return 1;
     }
     return 0;
@@ -263,7 +267,7 @@ static void *monitor_thread(void *arg) {
                 next = tb_now() + m->period;
             }
             if (tb_now() - m->tick_heard > m->timeout) {
-                char where[96];
+                char where[160];
                 mon_describe(where, sizeof where, &m->tick.root);
                 snprintf(why, sizeof why,
                          "rank 0 (%s) stopped answering: nothing heard from it for %.1f s (--timeout "
@@ -338,6 +342,13 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     if (g_fatal_cleanup < 0) g_fatal_cleanup = tb_add_abort_cleanup(mon_on_rank_fatal, NULL);
     tb_set_abort_notice(mon_fatal_notice, NULL);
     return m;
+}
+
+void tb_monitor_phase(tb_monitor *m, const char *phase) {
+    if (!m) return;
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->phase, sizeof m->phase, "%s", phase);
+    pthread_mutex_unlock(&m->mu);
 }
 
 void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_collective) {

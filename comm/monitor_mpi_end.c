@@ -87,8 +87,14 @@ _Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code) {
     _exit(code);
 }
 
+void mon_step_words(char *buf, size_t len, int64_t step, const char *phase) {
+    snprintf(buf, len, "step %lld%s%s", (long long)step, phase[0] ? " of " : "", phase);
+}
+
 void mon_describe(char *buf, size_t len, const progress_msg *p) {
-    snprintf(buf, len, "step %lld, %s%s", (long long)p->step, p->collective ? "in the " : "in ", p->what);
+    char st[96];
+    mon_step_words(st, sizeof st, p->step, p->phase);
+    snprintf(buf, len, "%s, %s%s", st, p->collective ? "in the " : "in ", p->what);
 }
 
 typedef struct {
@@ -122,7 +128,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
          * the main thread's lock, slower under a sanitizer) does not hold up
          * the 0.3 s of pings and the line this rank prints. */
         progress_msg me = mon_own_progress(m);
-        char where[96];
+        char where[160];
         mon_describe(where, sizeof where, &me);
         double now = tb_now();
         int q = -1;
@@ -178,7 +184,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
         sleep_s(0.005);
     }
     progress_msg me = mon_own_progress(m);
-    char where[96], why[WHY_MAX], gone[256] = "";
+    char where[160], why[WHY_MAX], gone[256] = "";
     mon_describe(where, sizeof where, &me);
     size_t used = 0;
     int ngone = 0;
@@ -240,11 +246,11 @@ void mon_fatal_notice(void *unused) {
     /* the step and what the rank was doing: the lock is held for
      * microseconds at a time, so it is tried for up to 20 ms; never waited
      * for (the failing thread may be the one holding it) */
-    char where[96] = "";
+    char where[160] = "", st[96];
     for (int k = 0; k < 20; k++) {
         if (pthread_mutex_trylock(&m->mu) == 0) {
-            snprintf(where, sizeof where, " at step %lld, %s%s", (long long)m->step,
-                     m->collective ? "in the " : "in ", m->what);
+            mon_step_words(st, sizeof st, m->step, m->phase);
+            snprintf(where, sizeof where, " at %s, %s%s", st, m->collective ? "in the " : "in ", m->what);
             pthread_mutex_unlock(&m->mu);
             break;
         }

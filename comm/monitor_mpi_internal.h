@@ -16,6 +16,7 @@
 enum { TAG_STATUS = 0x7c01, TAG_TICK, TAG_ABORT, TAG_PING, TAG_PONG, TAG_ABORT_SEEN, TAG_FAIL };
 
 #define WHAT_MAX 48
+#define PHASE_MAX 40         /* tb_monitor_phase's words: "scaling row 2 of 3 (2 ranks)" */
 #define WHY_MAX 512
 /* A rank told to abort waits this long for rank 0's MPI_Abort, then exits
  * by itself: longer than rank 0's 2 s wait for every rank's line. */
@@ -26,6 +27,7 @@ typedef struct {
     double in_for;           /* seconds the sender had been in `what` when it sent */
     int collective;
     char what[WHAT_MAX];
+    char phase[PHASE_MAX];   /* "" in the training run, else what its steps belong to */
 } progress_msg;
 
 typedef struct {             /* a rank -> rank 0 (TAG_FAIL): its own error */
@@ -56,6 +58,7 @@ struct tb_monitor {
     /* this rank's progress, written by the main thread under mu */
     int64_t step;
     char what[WHAT_MAX];
+    char phase[PHASE_MAX];
     int collective;
     double since;
     /* rank 0: what each rank said last, and when (local clock) */
@@ -92,8 +95,10 @@ int mon_check(tb_monitor *m, int rc, const char *expr, const char *file, int lin
 progress_msg mon_own_progress(tb_monitor *m);
 /* Answers pings while we wait for something else. */
 void mon_answer_pings(tb_monitor *m);
-/* "step N, in[ the] WHAT" */
+/* "step N, in[ the] WHAT", or "step N of PHASE, in[ the] WHAT" */
 void mon_describe(char *buf, size_t len, const progress_msg *p);
+/* "step N" or "step N of PHASE" */
+void mon_step_words(char *buf, size_t len, int64_t step, const char *phase);
 /* Ends the job after telling the others why (rank 0, or anyone when rank 0
  * is silent). Does not return. */
 _Noreturn void mon_abort_all(tb_monitor *m, const char *why);

@@ -12,6 +12,7 @@ void tb_monitor_progress(tb_monitor *m, int64_t step, const char *what, int in_c
     (void)m, (void)step, (void)what, (void)in_collective;
 }
 
+void tb_monitor_phase(tb_monitor *m, const char *phase) { (void)m, (void)phase; }
 void tb_monitor_stop(tb_monitor *m) { (void)m; }
 void tb_monitor_stop_running(void) {}
 const char *tb_monitor_fail_where(void) { return ""; }

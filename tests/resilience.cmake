@@ -82,3 +82,11 @@ if(TB_PYTHON)
   endif()
 endif()
 
+# the watchdog's line names the scaling row a step belongs to (a row's
+# steps count from 0 again): rank 1 frozen in the 2-rank row
+if(TB_HAVE_MPI)
+  add_test(NAME watchdog_scaling_row_np2
+           COMMAND sh ${TB_TEST_DIR}/watchdog_scaling_row.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
+  set_tests_properties(watchdog_scaling_row_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()

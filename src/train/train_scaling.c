@@ -115,6 +115,10 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
                    i + 1, ns, k, k > 1 ? "s" : "", f->scaling_warmup, f->scaling_steps, f->batch);
             fflush(stdout);
         }
+        /* the watchdog's lines name the row: its steps count from 0 again */
+        char phase[80]; /* the watchdog keeps 39 characters: "scaling row 12 of 12 (2048 ranks)" fits */
+        snprintf(phase, sizeof phase, "scaling row %d of %d (%d rank%s)", i + 1, ns, k, k > 1 ? "s" : "");
+        tb_monitor_phase(r->mon, phase);
         tb_rank_summary mine;
         memset(&mine, 0, sizeof mine);
         tb_train_hparams hp = r->hp;
@@ -145,6 +149,7 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
             fflush(stdout);
         }
     }
+    tb_monitor_phase(r->mon, ""); /* the run's own steps again */
     if (wrank == 0) tb_scaling_finish(rows, ns);
     free(all);
     return ns;
