@@ -13,6 +13,8 @@
  *                 (train's watchdog stopped; no step)
  *   interrupt     SIGINT to this rank at the start of STEP (a Ctrl-C that
  *                 reaches one rank; RANK -1: srun's to every rank)
+ *   interrupt-startup  SIGINT to this rank in train's start-up, which then
+ *                 never gets further (a Ctrl-C during a long dataset scan)
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   die           tb_die at the start of STEP: this rank's own fatal error

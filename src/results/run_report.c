@@ -113,6 +113,7 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     snprintf(r->path, sizeof r->path, "%s", path ? path : "");
     pthread_mutex_init(&r->mu, NULL);
     atomic_init(&r->final_started, 0);
+    atomic_init(&r->begun, 0);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -146,6 +147,16 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
             TB_FATAL("cannot start the results snapshot thread");
         r->snap_running = 1;
     }
+}
+
+int tb_run_report_begin(tb_run_report *r) {
+    int want = 0;
+    return atomic_compare_exchange_strong(&r->begun, &want, 1) || want == 1;
+}
+
+int tb_run_report_close_unbegun(tb_run_report *r) {
+    int want = 0;
+    return atomic_compare_exchange_strong(&r->begun, &want, -1) || want == -1;
 }
 
 /* r->mu was just taken by this thread: say who holds it (tb_run_report_write_on_abort). */

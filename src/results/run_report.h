@@ -38,6 +38,8 @@ typedef struct {
     tb_table convs;           /* per rank: the conv algorithms chosen (tb_model_describe_convs) */
     tb_table op_profile, op_kinds; /* --op-profile: per op row (name, phase, kind) and per op kind,
                                  ms per step; written when they have rows (src/results/op_profile_report.h) */
+    atomic_int begun;         /* 0 in start-up, 1 the provenance is recorded (the file may be written from
+                                 then on), -1 the process ended in start-up: it never will be */
     int written;              /* the final file is written (under mu) */
     int replaceable;          /* ... by the watchdog, and it may write once more */
     /* snapshots (thread started by init when path is set) */
@@ -51,6 +53,16 @@ typedef struct {
 } tb_run_report;
 
 void tb_run_report_init(tb_run_report *r, const char *path);
+/* The run's start-up is over and its provenance goes into attrs next (call
+ * before setting status "running"): 1, or 0 when the process is ending in
+ * start-up (tb_run_report_close_unbegun came first): then nothing may be
+ * set, and the caller waits for the end (tb_log_park). */
+int tb_run_report_begin(tb_run_report *r);
+/* For a line said as the process ends (a signal): 1 when the run had not
+ * begun, and from now on never will, so no file is written (an earlier
+ * run's file at the path stays as it is); 0 when it had begun (the abort
+ * mark writes the file). */
+int tb_run_report_close_unbegun(tb_run_report *r);
 void tb_run_report_lock(tb_run_report *r);
 void tb_run_report_unlock(tb_run_report *r);
 /* Writes the file (under the lock): status "complete" or "aborted", the

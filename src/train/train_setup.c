@@ -390,6 +390,7 @@ static void make_trainer(tb_train_run *r) {
  * lock: the watchdog may write the file from its thread at any moment). */
 static void record_settings(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
+    if (!tb_run_report_begin(&r->report)) tb_log_park(); /* a signal ended start-up: its thread ends the process */
     tb_run_report_lock(&r->report);
     tb_provenance_fill(&r->report.attrs, "train", r->argc, r->argv, r->be, r->info.world, r->hosts);
     tb_attrs *a = &r->report.attrs;

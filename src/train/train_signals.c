@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "comm/monitor.h"
+#include "core/faults.h"
 #include "core/log.h"
 #include "src/train/train_setup.h"
 
@@ -62,7 +63,7 @@ void tb_train_abort_mark_stop(tb_train_run *r) {
 static int g_pipe[2] = {-1, -1};
 static pthread_t g_thread; /* joined at stop: a signal taken just before is not left half-handled */
 static int g_took_term = 0; /* SIGTERM is ours (no watchdog to take it) */
-static const char *g_results = ""; /* rank 0's results file, for the line */
+static tb_run_report *g_report; /* rank 0's results file (path "" elsewhere), for the line */
 
 static void on_signal(int sig) {
     int saved = errno;
@@ -84,14 +85,20 @@ static void *watch(void *arg) {
                        : sig == SIGTERM ? "SIGTERM"
                        : sig == SIGUSR1 ? "SIGUSR1 (a batch system's warning, as Slurm's --signal=USR1@T)"
                                         : "SIGUSR2 (a batch system's warning, as Slurm's --signal=USR2@T)";
-    tb_die_code(128 + sig, "train: stopped by %s%s%s%s", name,
-                g_results[0] ? "; the results file '" : "", g_results, g_results[0] ? "' keeps the steps measured so far, marked aborted" : "");
+    const char *path = g_report->path;
+    if (!path[0])
+        tb_die_code(128 + sig, "train: stopped by %s", name);
+    if (tb_run_report_close_unbegun(g_report)) /* in start-up: the abort mark writes nothing */
+        tb_die_code(128 + sig, "train: stopped by %s in start-up, before the first step; the results file '%s' "
+                    "was not written", name, path);
+    tb_die_code(128 + sig, "train: stopped by %s; the results file '%s' keeps the steps measured so far, marked "
+                "aborted", name, path);
 }
 
 void tb_train_signals_start(tb_train_run *r) {
     if (g_pipe[0] >= 0) return;
     if (pipe2(g_pipe, O_CLOEXEC) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
-    g_results = r->report.path;
+    g_report = &r->report;
     if (pthread_create(&g_thread, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -105,6 +112,10 @@ void tb_train_signals_start(tb_train_run *r) {
     sigaction(SIGUSR2, &sa, NULL);
     g_took_term = r->mon == NULL; /* else the watchdog takes SIGTERM */
     if (g_took_term) sigaction(SIGTERM, &sa, NULL);
+    if (tb_fault("interrupt-startup", r->info.rank, -1)) { /* test only: Ctrl-C in a start-up that takes long */
+        raise(SIGINT);
+        tb_log_park();
+    }
 }
 
 void tb_train_signals_stop(void) {
