@@ -16,7 +16,7 @@
 #                                 the CPU's float32 step
 #   golden_amp_rule_resnet18      the 16-bit tests' rule (--floor-rule amp) on the
 #                                 CPU's float32 step with a loss scale, against
-#                                 PyTorch's CPU bfloat16 autocast
+#                                 bfloat16 autocast emulated in float32
 #   convert_roundtrip_torchvision test_convert.py: .pt -> h5 -> tb_ckpt_copy ->
 #                                 .pt exact, plus the converter's error cases
 #
@@ -119,15 +119,21 @@ set(_tb_plain ${_tb_r18} --compute-dtype float64 --chain ref --floor --floor-rul
 tb_python_test(golden_plain_rule_resnet18 600
   ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_plain} --workdir ${_tb_golden_work}/plain_resnet18)
 # The 16-bit rule (--floor-rule amp, the GPU's golden_cuda_bf16_* and
-# golden_cuda_fp16_* below) on the CPU: PyTorch's CPU bfloat16 autocast is
-# the floor, trainbench's float32 step with a loss scale of 1024 (its
-# scaled backward and unscaled /grads) the implementation; 2 steps (~25 s),
-# its planted errors caught each step.
+# golden_cuda_fp16_* below) on the CPU: bfloat16 autocast emulated in
+# float32 (gen_golden's cpu-bf16emu-*: 16-bit rounding where autocast
+# rounds, float32 accumulation as on a GPU) is the floor, trainbench's
+# float32 step with a loss scale of 1024 (its scaled backward and unscaled
+# /grads) the implementation; 2 steps (~15 s), its planted errors caught
+# each step. Not PyTorch's own CPU bfloat16 kernels: they round differently
+# on each CPU (without AVX-512, a 3x3 convolution's relative L2 error is
+# 10x the emulation's, and the loosest gradient halved passed the rule on
+# an AMD EPYC with AVX2: this test failed there;
+# results/golden_amp_calibration/r18_4x64_gamma0.1_avx2_cpu-bf16*.log).
 tb_python_test(golden_amp_rule_resnet18 600
   ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} --model resnet18 --classes 10 --batch 4 --height 64
   --width 64 --steps 2 --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --seed 72 --residual-gamma 0.1
   --compute-dtype float64 --chain ref --floor --floor-rule amp --floor-factor 3 --floor-rel 0.0078125
-  --loss-scale 1024 --floor-variants cpu-bf16-nchw,cpu-bf16-nhwc --threads 2 --torch-threads 1
+  --loss-scale 1024 --floor-variants cpu-bf16emu-nchw,cpu-bf16emu-nhwc --threads 2 --torch-threads 1
   --workdir ${_tb_golden_work}/amp_resnet18)
 tb_python_test(golden_fp32_resnet50 1200
   ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50} ${_tb_fp32}

@@ -284,6 +284,15 @@ def amp_step(case, images, labels, out, o):
         sc = scale_rows(outd)
         return all(x.ok for x in r) and med <= o.median and all(e <= b for _, e, b in sc), r, med
     ok, rows, med = judge(out)
+    # the floor must be a 16-bit one: a variant that computed in float32
+    # (an emulation that rounds nothing, an autocast that did not engage)
+    # makes every bound 3 x float32's error + floor_rel, and the rule then
+    # tests nothing of 16 bits
+    fmed = float(np.median([floor[n] for n in names if n.startswith("grads/")]))
+    if fmed < o.rel / 4:
+        ok = False
+        print("# FAIL: PyTorch's own median gradient error %.3g is below a quarter of the format's unit (%g): the "
+              "variants %s did not compute in 16 bits" % (fmed, o.rel, ", ".join(o.variants)))
     sc = scale_rows(out)
     title = ("against the plain float64 step, relative L2 error per tensor (||out - ref|| / ||ref||); bound = "
              "min(%g x floor_rel + %g, %g), floor_rel = PyTorch autocast's own relative L2 error (worst of %s)"

@@ -142,11 +142,49 @@ def grad_scaler(device, init_scale):
     return torch.cuda.amp.GradScaler(**kw)
 
 
+def _round_bf16(t):
+    """t rounded to bfloat16 and back (differentiable: the gradient through
+    it is rounded the same way, as a 16-bit activation's gradient is)."""
+    return t.to(torch.bfloat16).to(torch.float32)
+
+
+def emulate_bf16(model):
+    """autocast's bfloat16 on a float32 model, in float32 arithmetic: every
+    Conv2d's and Linear's input, weight and output rounded to bfloat16
+    (float32 accumulation between, as cuDNN and cuBLAS do), every
+    BatchNorm's output and every residual block's output rounded (16-bit
+    activations; BatchNorm computes in float32 from 16-bit input, as
+    cuDNN's). Max pooling and ReLU keep bfloat16 values bfloat16; the loss
+    is float32, as under autocast. The same on every CPU, unlike PyTorch's
+    own CPU bfloat16 kernels."""
+    import torchvision.models.resnet as tvr
+
+    def conv_fwd(mod):
+        return lambda x: _round_bf16(F.conv2d(_round_bf16(x), _round_bf16(mod.weight),
+                                              None if mod.bias is None else _round_bf16(mod.bias),
+                                              mod.stride, mod.padding, mod.dilation, mod.groups))
+
+    def linear_fwd(mod):
+        return lambda x: _round_bf16(F.linear(_round_bf16(x), _round_bf16(mod.weight),
+                                              None if mod.bias is None else _round_bf16(mod.bias)))
+
+    def rounded_out(fwd):
+        return lambda x: _round_bf16(fwd(x))
+
+    for mod in model.modules():
+        if isinstance(mod, torch.nn.Conv2d):
+            mod.forward = conv_fwd(mod)
+        elif isinstance(mod, torch.nn.Linear):
+            mod.forward = linear_fwd(mod)
+        elif isinstance(mod, (torch.nn.BatchNorm2d, tvr.BasicBlock, tvr.Bottleneck)):
+            mod.forward = rounded_out(mod.forward)
+
+
 def _configuration(variant, threads, device):
-    """(device, mkldnn, channels_last, threads, tf32, autocast dtype or None) of a variant."""
+    """(device, mkldnn, channels_last, threads, tf32, autocast dtype, "emu" or None) of a variant."""
     if variant in AMP_FLOOR_VARIANTS:
         dev, channels_last, amp = AMP_FLOOR_VARIANTS[variant]
-        return dev, True, channels_last, threads, False, getattr(torch, amp)
+        return dev, True, channels_last, threads, False, "emu" if amp == "bfloat16-emu" else getattr(torch, amp)
     if variant in CUDA_FLOOR_VARIANTS:
         channels_last, tf32 = CUDA_FLOOR_VARIANTS[variant]
         return "cuda", False, channels_last, threads, tf32, None
@@ -192,6 +230,8 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
                 x = x.contiguous(memory_format=torch.channels_last)
             tracker = ReluTracker(force, capture, grads)
             install(m, tracker)
+            if amp == "emu":
+                emulate_bf16(m)
             opt = torch.optim.SGD(m.parameters(), lr=a.lr, momentum=a.momentum, dampening=0,
                                   weight_decay=a.weight_decay, nesterov=a.nesterov)
             names = {p: n for n, p in m.named_parameters()}
@@ -202,7 +242,7 @@ def run_step(template, state, momentum, images, labels, a, dtype, variant=None, 
                         buf = buf.contiguous(memory_format=torch.channels_last)
                     opt.state[p]["momentum_buffer"] = buf
             scaler = grad_scaler(dev, a.loss_scale) if amp == torch.float16 else None
-            if amp is not None:
+            if amp is not None and amp != "emu":
                 with torch.autocast(device_type=dev, dtype=amp):
                     logits = m(x)
                     loss = F.cross_entropy(logits, labels, label_smoothing=a.label_smoothing)
