@@ -15,8 +15,9 @@
 #            all-reduce and sum of that size), freeze-end:1 (MPI_Finalize;
 #            the results file says complete);
 #   preflight  hang-checks:1 (stops answering after the roll call, as a
-#            rank stuck in a driver's query: rank 0 waited in the launch
-#            checks), freeze-end:1 (MPI_Finalize).
+#            rank stuck in a driver's query, before its own guard: rank 0
+#            waited in the launch checks, and rank 1 says nothing),
+#            freeze-end:1 (MPI_Finalize).
 # Each: the job exits non-zero, rank 0 prints one line naming the stage, the
 # phase and --timeout, and no process of the job is left. Without the guard
 # the job hangs: the outer `timeout` (a hang guard only, far above
@@ -92,6 +93,11 @@ commands)
   p="preflight --bytes 4096 --threads 1 --backend cpu --comm mpi"
   # shellcheck disable=SC2086
   frozen "preflight checks" hang-checks:1 'preflight: rank 0 ([^)]*) has waited 4 s (--timeout) in the launch checks' $p
+  # the hanging rank has no guard of its own (as a frozen rank): its line,
+  # as soon as rank 0's, let the launcher's kill take rank 0's line
+  if grep -q '^trainbench\[rank 1.*has waited' "$d/err"; then
+    fail "preflight checks: the hanging rank 1 printed a guard's line: $(grep '^trainbench\[rank 1' "$d/err")"
+  fi
   # shellcheck disable=SC2086
   frozen "preflight end" freeze-end:1 "$end_" $p
   ;;

@@ -372,9 +372,12 @@ int tb_cmd_preflight(int argc, char **argv) {
 
     /* 2. launch mistakes (a collective: everyone answered the roll call,
      * but a rank may yet stop in a driver's query: the guard names the
-     * phase instead of hanging) */
-    tb_stall_guard_arm(timeout, "preflight", "the launch checks (collectives of every rank, after the roll call)");
+     * phase instead of hanging). The test's hang (hang-checks) comes before
+     * the arm, as a frozen rank's: hanging under a guard of its own, that
+     * rank's line came as soon as rank 0's, and the launcher's kill then
+     * took rank 0's line in about one run in three */
     maybe_hang("checks", info.rank);
+    tb_stall_guard_arm(timeout, "preflight", "the launch checks (collectives of every rank, after the roll call)");
     tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
     if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "preflight");
     char topo[2048] = "";
