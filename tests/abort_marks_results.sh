@@ -26,7 +26,9 @@
 #   root     (MPIEXEC given) rank 0 ends on its own error: rank 1's line
 #            gives rank 0's, with its step (not "rank 0 is gone");
 #   int      (MPIEXEC given) Ctrl-C (SIGINT) on rank 0 of two, the watchdog
-#            on: the same, and the results file says aborted by SIGINT;
+#            on: the same, and the results file says aborted by SIGINT; on
+#            rank 1: exit 130; on rank 1 in start-up: the earlier run's file
+#            at the path unchanged;
 #   usr1     (MPIEXEC given) SIGUSR1 to mpirun (forwarded to every rank):
 #            each rank's line, the results file aborted by SIGUSR1.
 # PYTHON needs h5py (exit 77 without). About 30 s.
@@ -252,6 +254,19 @@ if [ -n "$mpi" ]; then
     fail "int1: rank 0's line does not carry rank 1's"
   [ "$(grep -c '^trainbench\[' "$d/err")" -eq 2 ] || { fail "int1: want one line per rank:"; cat "$d/err"; }
   [ "$fails" -eq 0 ] && echo "ok   int1: Ctrl-C on rank 1 of two ends the job with exit 130"
+
+  # the same in start-up (interrupt-startup:1): rank 0's watchdog wrote an
+  # "aborted" file without the run's settings over the earlier run's file;
+  # nothing is written before the run has begun, on any rank's end
+  cp "$d/sig.h5" "$d/int1s.h5"
+  # shellcheck disable=SC2086
+  TB_TEST_FAULT=interrupt-startup:1 "$mpi" -np 2 "$tb" --steps 8 $a --results "$d/int1s.h5" >"$d/out" 2>"$d/err"
+  rc=$?
+  [ $rc -eq 130 ] || fail "int1-startup: exit $rc, want 130 (rank 1's SIGINT)"
+  grep -q "^trainbench\[rank 0 .*error: .*rank 1 ([^)]*) failed at step 0, in start-up: $sig" "$d/err" ||
+    fail "int1-startup: rank 0's line does not carry rank 1's"
+  cmp -s "$d/sig.h5" "$d/int1s.h5" || fail "int1-startup: the earlier run's results file changed"
+  [ "$fails" -eq 0 ] && echo "ok   int1-startup: Ctrl-C on rank 1 in start-up leaves the earlier results file"
 
   # SIGUSR1 to mpirun (Slurm's --signal=USR1@T warning before the time
   # limit), which forwards it to every rank: each had died of it without a

@@ -186,15 +186,16 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
 
 /* What a write is: the final one (or the watchdog's precise reason, which
  * replaces its provisional mark), the watchdog's provisional mark (never
- * replacing a file written), or an error's mark (as provisional, and only
- * once the run has its provenance, status "running" in memory as the first
- * snapshot:
- * an error in start-up's first seconds leaves an earlier run's file). */
+ * replacing a file written), or an error's mark (as provisional). Each only
+ * once the run has begun (its settings recorded, as for the first
+ * snapshot): an end in start-up leaves an earlier run's file as it was. */
 typedef enum { WRITE_FINAL, WRITE_PROVISIONAL, WRITE_ERROR_MARK } write_kind;
 
 /* The write itself, r->mu held by the caller. */
 static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s, write_kind how) {
-    if (how == WRITE_ERROR_MARK && !tb_attrs_get_str(&r->attrs, "status")) return;
+    /* in start-up (no provenance yet) nothing is written, by any writer:
+     * a file without the run's settings would replace an earlier run's */
+    if (atomic_load(&r->begun) != 1) return;
     if ((!r->written || (r->replaceable && wait_s > 0 && how == WRITE_FINAL)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;

@@ -66,7 +66,8 @@ int tb_run_report_close_unbegun(tb_run_report *r);
 void tb_run_report_lock(tb_run_report *r);
 void tb_run_report_unlock(tb_run_report *r);
 /* Writes the file (under the lock): status "complete" or "aborted", the
- * reason (may be NULL), the end time. Safe from any thread. wait_s > 0 (the
+ * reason (may be NULL), the end time; nothing before the run has begun
+ * (tb_run_report_begin: no provenance to write). Safe from any thread. wait_s > 0 (the
  * watchdog, with the launcher's SIGKILL about to follow): waits at most
  * wait_s for the tables and for HDF5 (a checkpoint being written), renames
  * before fsyncing, and when it cannot write says so in one line naming what

@@ -390,8 +390,13 @@ static void make_trainer(tb_train_run *r) {
  * lock: the watchdog may write the file from its thread at any moment). */
 static void record_settings(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    if (!tb_run_report_begin(&r->report)) tb_log_park(); /* a signal ended start-up: its thread ends the process */
+    /* begun and the settings under one lock: a writer waiting for it then
+     * finds them all (the abort mark, the watchdog) */
     tb_run_report_lock(&r->report);
+    if (!tb_run_report_begin(&r->report)) { /* a signal ended start-up: its thread ends the process */
+        tb_run_report_unlock(&r->report);
+        tb_log_park();
+    }
     tb_provenance_fill(&r->report.attrs, "train", r->argc, r->argv, r->be, r->info.world, r->hosts);
     tb_attrs *a = &r->report.attrs;
     tb_attrs_str(a, "start_time", r->t_start);
