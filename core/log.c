@@ -34,6 +34,17 @@ static int launcher_rank(void) {
 
 int tb_log_launcher_rank(void) { return launcher_rank(); }
 
+int tb_log_launcher_size(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long n = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && n >= 1) return (int)n;
+    }
+    return -1;
+}
+
 static int g_usage_quiet = 0; /* a usage error waits before its line (not launcher rank 0) */
 
 void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }

@@ -19,6 +19,9 @@ const char *tb_log_host(void);
 /* The rank the launcher gave this process (OMPI_COMM_WORLD_RANK, PMIX_RANK,
  * PMI_RANK or SLURM_PROCID), readable before MPI starts; -1 when none. */
 int tb_log_launcher_rank(void);
+/* How many ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
+ * SLURM_NTASKS); -1 when none says. */
+int tb_log_launcher_size(void);
 
 /* Called instead of exit() by tb_die/TB_FATAL; must not return. */
 typedef void (*tb_abort_hook)(int exit_code);

@@ -12,11 +12,14 @@
  * off, as --timeout 0), a thread ends this rank with one line naming the
  * stage ("start-up", "end", or the command's: "allreduce-bench",
  * "preflight") and the phase it waits in (set by _phase; copied, up to 255
- * bytes) unless disarmed or armed again first; the launcher then ends the
- * rest. The line names the launcher's rank before MPI has set the
- * identity. One guard at a time: arming again replaces it (a new deadline
- * from now). Disarm does not return while another thread is ending the
- * process (a guard that fired as it was disarmed): that thread ends it. */
+ * bytes) unless disarmed, armed again or extended first; the launcher then
+ * ends the rest. The line names the launcher's rank before MPI has set the
+ * identity. One guard (one thread) at a time: arming again replaces it.
+ * Disarm does not return while another thread is ending the process (a
+ * guard that fired as it was disarmed): that thread ends it.
+ *
+ * A start-up guard is not armed when the launcher started one rank, or
+ * none (a singleton run): there are no others to wait for. */
 #ifndef TB_STALL_GUARD_H
 #define TB_STALL_GUARD_H
 
@@ -25,6 +28,10 @@
 
 void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase);
 void tb_stall_guard_phase(const char *phase);
+/* A new deadline for the armed guard, n x timeout_s from now (n calls that
+ * may take timeout_s each: the line then says so); no new thread, so it
+ * can be called before every collective. Nothing when none is armed. */
+void tb_stall_guard_extend(double timeout_s, int n);
 void tb_stall_guard_disarm(void);
 
 #endif

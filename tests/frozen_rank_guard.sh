@@ -11,9 +11,9 @@
 #            still says complete.
 # SET commands (the commands without a watchdog):
 #   allreduce-bench  freeze-startup:1 (MPI_Init), freeze-size:1:1 (before
-#            the all-reduces of the second size: rank 0 waited --timeout per
-#            all-reduce and sum of that size), freeze-end:1 (MPI_Finalize;
-#            the results file says complete);
+#            the all-reduces of the second size: rank 0 waited --timeout in
+#            its first), freeze-end:1 (MPI_Finalize; the results file says
+#            complete);
 #   preflight  hang-checks:1 (stops answering after the roll call, as a
 #            rank stuck in a driver's query, before its own guard: rank 0
 #            waited in the launch checks, and rank 1 says nothing),
@@ -82,10 +82,10 @@ commands)
   a="allreduce-bench --comm mpi -b 8 -e 64 -w 0 -n 1"
   # shellcheck disable=SC2086
   frozen "allreduce-bench start" freeze-startup:1 "$start" $a
-  # the second size (16 bytes): 1 timed all-reduce + 2 sums, 4 s each
+  # the second size (16 bytes): --timeout for each all-reduce, with its barrier
   # shellcheck disable=SC2086
   frozen "allreduce-bench sweep" freeze-size:1:1 \
-    'allreduce-bench: rank 0 ([^)]*) has waited 12 s (--timeout) in the all-reduces of 16 bytes (size row 1' $a
+    'allreduce-bench: rank 0 ([^)]*) has waited 4 s (--timeout) in the all-reduces of 16 bytes (size row 1' $a
   # shellcheck disable=SC2086
   frozen "allreduce-bench end" freeze-end:1 "$end_" $a --results "$d/ar.h5"
   st=$(status "$d/ar.h5")

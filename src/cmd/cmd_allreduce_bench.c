@@ -32,9 +32,10 @@
  * all-reduce that has not finished after --timeout ends the run
  * (ncclCommAbort) instead of hanging it. On both paths a rank that never
  * joins (frozen, stuck in a driver) ends the run through the stall guard
- * (core/stall_guard.h) instead of holding the others for ever: at start-up
- * and at the end after --timeout, in a size's all-reduces after --timeout
- * for each of them and its barriers.
+ * (core/stall_guard.h) instead of holding the others for ever: after
+ * --timeout at start-up, at the end, and in the sweep for each all-reduce
+ * (mpi: with its barrier; nccl: --iters or --warmup queued together get
+ * --timeout each) and each sum of the time and the check.
  *
  * --share-gpu lets ranks share a GPU (--comm nccl: NCCL >= 2.30 with
  * NCCL_MULTI_RANK_GPU_ENABLE=1): the header, the bandwidth line and the
@@ -261,6 +262,22 @@ static void print_header(bench *b) {
     printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
 }
 
+/* With several ranks, the stall guard's next deadline: n calls of
+ * --timeout each from now (guard.h's extension: no new thread). */
+static void guard_next(const bench *b, int n) {
+    if (b->info.world > 1) tb_stall_guard_extend(b->a.timeout, n);
+}
+
+/* The sweep's guard names the size it waits in (size row `row`). */
+static void guard_size(const bench *b, size_t count, int row) {
+    if (b->info.world < 2) return;
+    char phase[256];
+    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: %d warm-up + %d timed, each with its "
+             "barrier, then the sums of the time and the check)", count * b->es, row, b->a.warmup, b->a.iters);
+    tb_stall_guard_phase(phase);
+    if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
+}
+
 /* Mean seconds per all-reduce of count elements over --iters after --warmup (the slowest rank's);
  * buf then holds the last timed all-reduce. */
 static double time_size(bench *b, void *buf, void *inputs, size_t count) {
@@ -270,11 +287,17 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     if (b->use_nccl) nb->be->copy_h2d(nb->be, nb->inputs, inputs, count * es);
     double dt = 0;
     if (b->use_nccl) { /* out of place: every all-reduce sums the inputs, none grows the values */
-        if (b->a.warmup > 0) (void)nccl_loop(nb, b->w, count, b->t, b->a.warmup);
+        /* each loop: a barrier, then its all-reduces queued together */
+        if (b->a.warmup > 0) {
+            guard_next(b, b->a.warmup + 1);
+            (void)nccl_loop(nb, b->w, count, b->t, b->a.warmup);
+        }
+        guard_next(b, b->a.iters + 1);
         dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
     }
     for (int i = 0; !b->use_nccl && i < b->a.warmup + b->a.iters; i++) {
         memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
+        guard_next(b, 1);
         tb_comm_barrier(b->w);
         double t0 = tb_now();
         tb_comm_allreduce_sum_idle(b->w, buf, count, b->t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, b->poll_s);
@@ -282,23 +305,9 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     }
     if (b->use_nccl) nb->be->copy_d2h(nb->be, buf, nb->buf, count * es);
     dt /= b->a.iters;
+    guard_next(b, 1);
     tb_comm_allreduce_max(b->w, &dt, 1, TB_FLOAT64);
     return dt;
-}
-
-/* With several ranks, the stall guard over the all-reduces of count
- * elements (size row `row`): --timeout for each all-reduce of the size and
- * for the time's and the check's reductions (the barriers between them wait
- * for the same ranks, the all-reduce's time within its own deadline). */
-static void guard_size(const bench *b, size_t count, int row) {
-    if (b->info.world < 2) return;
-    const bench_args *a = &b->a;
-    int calls = a->warmup + a->iters + 2;
-    char phase[256];
-    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: %d warm-up + %d timed + 2 sums of the "
-             "time and the check, --timeout each, with their barriers)", count * b->es, row, a->warmup, a->iters);
-    tb_stall_guard_arm(a->timeout * calls, "allreduce-bench", phase);
-    if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
 }
 
 /* Every size from -b to -e: time it, check it, print its row (rank 0). */
@@ -323,6 +332,7 @@ static void sweep(bench *b) {
         if (a->check) { /* buf holds the last timed all-reduce */
             wrong = count_wrong(buf, count, b->t, b->info.world);
             int64_t wsum = wrong;
+            guard_next(b, 1);
             tb_comm_allreduce_sum(b->w, &wsum, 1, TB_INT64);
             wrong = wsum;
         }
@@ -429,7 +439,10 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     b.hosts = calloc((size_t)b.info.world, 64);
     tb_stall_guard_phase("the gather of the host names");
     tb_comm_gather(b.w, b.info.host, b.hosts, 64, 0);
-    tb_stall_guard_disarm(); /* each size is guarded on its own (guard_size) */
+    if (b.info.world > 1) /* each all-reduce of the sweep gets --timeout (guard_next) */
+        tb_stall_guard_arm(b.a.timeout, "allreduce-bench", "the sweep's first collective");
+    else
+        tb_stall_guard_disarm();
     if (b.info.rank == 0) print_header(&b);
     sweep(&b);
     /* after the last collective of the sweep: a rank that never gets to

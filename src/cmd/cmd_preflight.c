@@ -304,7 +304,8 @@ static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be,
         for (int r = 0; r < info->world; r++) want += (double)((i + (size_t)r) % 32);
         wrong += buf[i] != (float)want;
     }
-    tb_stall_guard_arm(timeout, "preflight", "the sum of the check (all-reduces of the #wrong counts and times)");
+    if (info->world > 1)
+        tb_stall_guard_arm(timeout, "preflight", "the sum of the check (all-reduces of the #wrong counts and times)");
     int64_t totals[2] = {wrong, info->rank == 0 && nccl_bad};
     tb_comm_allreduce_sum(w, totals, 2, TB_INT64);
     nccl_bad = totals[1] > 0;
@@ -377,7 +378,8 @@ int tb_cmd_preflight(int argc, char **argv) {
      * rank's line came as soon as rank 0's, and the launcher's kill then
      * took rank 0's line in about one run in three */
     maybe_hang("checks", info.rank);
-    tb_stall_guard_arm(timeout, "preflight", "the launch checks (collectives of every rank, after the roll call)");
+    if (info.world > 1) /* one rank waits for nobody */
+        tb_stall_guard_arm(timeout, "preflight", "the launch checks (collectives of every rank, after the roll call)");
     tb_launch_check_ranks(&info, be, ndev, device, share_gpu, "preflight", argc, argv);
     if (use_nccl && share_gpu && info.world > 1) tb_launch_check_share_gpu_nccl(&info, "preflight");
     char topo[2048] = "";
@@ -400,6 +402,8 @@ int tb_cmd_preflight(int argc, char **argv) {
     /* a rank that never gets to MPI_Finalize (stuck in a driver's teardown) */
     if (info.world > 1)
         tb_stall_guard_arm(timeout, "end", "the end of the run (MPI_Finalize returns once every rank has reached it)");
+    else
+        tb_stall_guard_disarm();
     be->destroy(be);
     int rc = failed;
     tb_comm_finalize();
