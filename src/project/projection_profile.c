@@ -125,6 +125,17 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     size_t row = (size_t)-1;
     for (size_t i = 0; sc && i < sc->rows; i++)
         if (tb_rtable_num(sc, "ranks", i) == 1) row = i;
+    /* an allreduce-bench, loader-bench or probe file said only "has no batch_size attribute" */
+    const char *kind = tb_results_str(r, "kind", "train");
+    if (strcmp(kind, "train") != 0 && strcmp(kind, "projection") != 0) {
+        snprintf(err, errlen,
+                 "%s is a trainbench %s file, not a training run's: project starts from a run of 'trainbench "
+                 "train --results FILE'%s",
+                 r->path, kind,
+                 strcmp(kind, "allreduce-bench") == 0 ? " (an allreduce-bench file gives the fabric: --fabric fit:FILE)"
+                                                      : "");
+        return -1;
+    }
     p->batch = tb_results_num(r, "batch_size", NAN);
     if (!(p->batch > 0)) {
         snprintf(err, errlen, "%s has no batch_size attribute", r->path);
@@ -133,11 +144,14 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     char row_what[160] = "1-rank row of /scaling";
     if (row == (size_t)-1) {
         if (step_from_ranks(r, p, row_what, sizeof row_what) != 0) {
+            const char *status = tb_results_str(r, "status", "complete");
             snprintf(err, errlen,
-                     "%s has no 1-rank row in /scaling (and is not a 1-rank run with timed steps): the "
+                     "%s has no 1-rank row in /scaling (and is not a 1-rank run with timed steps)%s%s%s: the "
                      "projection starts from one rank's measured step (run 'trainbench train' with "
-                     "--scaling-steps > 0)",
-                     r->path);
+                     "--scaling-steps > 0%s)",
+                     r->path, strcmp(status, "complete") ? ": the run's status is '" : "",
+                     strcmp(status, "complete") ? status : "", strcmp(status, "complete") ? "'" : "",
+                     strcmp(status, "complete") ? " to the end" : "");
             return -1;
         }
     } else {
