@@ -16,6 +16,8 @@
 #   noeff     /scaling without efficiency: "scaling efficiency nan %" in the
 #             report, "measured nan % efficiency" in the projection
 #   nobatch   no batch_size attribute: "batch nan per rank" in the report
+#   workload  two runs of different batch sizes compared: B/A ratios with
+#             no word that they time two workloads
 #   untimed   a run whose steps all fell within --warmup-steps: the report
 #             printed the per-rank table's header alone and no word why
 set -u
@@ -100,6 +102,13 @@ edit "$run" "$d/nobatch.h5" "del f.attrs['batch_size']" || fail "nobatch: h5py"
 "$tb" report "$d/nobatch.h5" >"$d/out" 2>"$d/err"
 sed -n 2p "$d/out" | grep -q "batch ? per rank" || fail "nobatch: run line: $(sed -n 2p "$d/out")"
 bad_figures "$d/out" && fail "nobatch: report prints nan (above)"
+
+# workload: two runs of different batch sizes side by side
+edit "$run" "$d/batch.h5" "f.attrs['batch_size'] = 2 * int(f.attrs['batch_size'])" || fail "workload: h5py"
+"$tb" report "$run" "$d/batch.h5" >"$d/out" 2>"$d/err" || fail "workload: report exit $?"
+grep -q "^# note: A and B train different workloads (batch_size " "$d/out" || fail "workload: no note"
+"$tb" report "$run" "$run" >"$d/out" 2>"$d/err" || fail "workload: report of one file twice: exit $?"
+grep -q "different workloads" "$d/out" && fail "workload: a note for one workload"
 
 # untimed: every step within --warmup-steps
 "$tb" --synthetic --image-size 32 --batch-size 2 --steps 2 --warmup-steps 5 --scaling-steps 0 --threads 1 \

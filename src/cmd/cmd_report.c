@@ -497,6 +497,28 @@ static void print_loader_compare(FILE *f, tb_format fmt, const tb_rtable *la, co
     tb_tab_print(t, f);
 }
 
+/* Two training runs of another model, precision, batch or image size: their
+ * B/A ratios compare two workloads, which the attribute table alone left to
+ * be spotted among start times and command lines. */
+static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
+    static const char *const keys[] = {"model", "precision", "batch_size", "image_size", "data", NULL};
+    char what[1024] = "";
+    size_t used = 0;
+    for (int i = 0; keys[i]; i++) {
+        const tb_rattr *x = tb_results_attr(a, keys[i]), *y = tb_results_attr(b, keys[i]);
+        if (!x || !y || tb_rattr_equal(x, y)) continue;
+        char va[256], vb[256];
+        tb_rattr_format(x, va, sizeof va);
+        tb_rattr_format(y, vb, sizeof vb);
+        if (used < sizeof what)
+            used += (size_t)snprintf(what + used, sizeof what - used, "%s%s %s vs %s", used ? ", " : "", keys[i],
+                                     va, vb);
+    }
+    if (used)
+        tb_note(f, fmt, "note: A and B train different workloads (%s): the B/A ratios above compare two "
+                        "workloads, not one workload's speed", what);
+}
+
 static int report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_results a, b;
     char err[8192];
@@ -514,6 +536,7 @@ static int report_two(const char *pa, const char *pb, tb_format fmt) {
     if (has_model(&a) && has_model(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
+        note_workload_differs(f, fmt, &a, &b);
     } else if (!(la && lb) && !(ara && arb)) {
         tb_note(f, fmt, "A is a '%s' file and B a '%s' file: only their attributes compare",
                 tb_results_str(&a, "kind", "train"), tb_results_str(&b, "kind", "train"));
