@@ -9,9 +9,13 @@
 #   fabric    a fabric file with intra_bw_GBps = 1e-30, 1e308 or
 #             ranks_per_node = 0.5 / 1e30 was taken: 300-digit step times
 #             (or "all ranks in one node" for 0.5, an int overflow for 1e30)
+#   profile   the same for --profile: batch_size = 1e300 gave 300-digit img/s,
+#             backward_ms = 1e300 a 300-digit step, step_ms = 1e-9 phases
+#             longer than the step
 #   batch     --set batch=inf printed a step of "inf" ms and exited 0
 #   kind      an allreduce-bench file given to project: "has no batch_size
-#             attribute"; a checkpoint: "report reads what --results writes"
+#             attribute"; a checkpoint: "report reads what --results writes";
+#             a 1-rank allreduce-bench file as fit:FILE: "needs 2 timings, got 0"
 #   aborted   an aborted run's 1-rank row was projected without a word
 #   noeff     /scaling without efficiency: "scaling efficiency nan %" in the
 #             report, "measured nan % efficiency" in the projection
@@ -61,6 +65,15 @@ ranks_per_node = 1e30"; do
     "$tb" project "$run" --fabric "$d/fabric.txt" --ranks 1,2 --what-if ""
 done
 
+# profile: a published profile (--profile) of nonsense values
+for v in "batch_size = 1e300" "backward_ms = 1e300" "classes = 1e30"; do
+  printf 'model = resnet50\nbatch_size = 128\nstep_ms = 465.9\nforward_ms = 142.9\nbackward_ms = 285.7\n%s\n' "$v" \
+    >"$d/profile.txt"
+  refused "profile '$v'" "out of range" "$tb" project --profile "$d/profile.txt" --fabric nvlink4-h800 --what-if ""
+done
+printf 'model = resnet50\nbatch_size = 128\nstep_ms = 1e-9\nforward_ms = 142.9\nbackward_ms = 285.7\n' >"$d/profile.txt"
+refused "profile 'step_ms = 1e-9'" "exceed step_ms" "$tb" project --profile "$d/profile.txt" --fabric nvlink4-h800
+
 # batch: a what-if or --set outside what a run could be
 refused "--set batch=inf" "batch=X (1/1024 to 1024)" "$tb" project "$run" --fabric nvlink4-h100 --set batch=inf
 refused "--what-if bucket=1e-9" "1 byte or more" "$tb" project "$run" --fabric nvlink4-h100 --what-if bucket=1e-9
@@ -78,6 +91,9 @@ for k in list(f.keys()): del f[k]
 for k in list(f.attrs.keys()):
     if k != 'model': del f.attrs[k]
 f.create_group('params')['w'] = [0.0]" || fail "kind: h5py"
+edit "$d/ar.h5" "$d/ar1.h5" "f.attrs['world_size'] = 1; f.attrs['status'] = 'complete'" || fail "kind: h5py"
+refused "a 1-rank allreduce-bench file to --fabric fit:" "ar1.h5' was measured on 1 rank" \
+  "$tb" project "$run" --fabric "fit:$d/ar1.h5"
 refused "checkpoint to project" "checkpoint.*the run's --results wrote" "$tb" project "$d/ckpt.h5"
 
 # aborted: the projection goes on from the 1-rank row, with a note

@@ -431,6 +431,14 @@ static int resolve_one(const char *spec, tb_fabric *f, char *err, size_t errlen)
         int ranks, hosts;
         int n = tb_fabric_read_bench(spec + 4, &s, &ranks, &hosts, err, errlen);
         if (n < 0) return -1;
+        if (ranks < 2) { /* said "the fit needs at least 2 all-reduce timings ..., got 0", naming no file */
+            free(s);
+            snprintf(err, errlen,
+                     "--fabric %s: '%s' was measured on %d rank, where an all-reduce moves nothing; fit a run "
+                     "of 2 or more ('mpirun -np N trainbench allreduce-bench --results FILE')",
+                     spec, spec + 4, ranks);
+            return -1;
+        }
         tb_ab_fit fit;
         int rc = tb_ab_fit_samples(s, n, &fit, err, errlen);
         free(s);

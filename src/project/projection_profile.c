@@ -234,6 +234,23 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
 /* ---- from a profile file --------------------------------------------------------------------- */
 
 
+/* Why a profile file's number describes no run (NULL: it can). Any finite
+ * value >= 0 passed: batch_size = 1e300 printed img/s of 300 digits, and
+ * classes or image_size beyond an int overflowed the cast to one. */
+static const char *profile_value_check(const char *key, double v) {
+    if (strcmp(key, "batch_size") == 0)
+        return v != floor(v) || v < 1 || v > 1048576 ? "a whole number of samples from 1 to 1048576" : NULL;
+    if (strcmp(key, "classes") == 0) return v != floor(v) || v < 1 || v > 1e6 ? "a whole number from 1 to 1e6" : NULL;
+    if (strcmp(key, "image_size") == 0)
+        return v != floor(v) || v < 32 || v > 16384 ? "a whole number of pixels from 32 to 16384" : NULL;
+    if (strcmp(key, "grad_bytes_per_param") == 0) return v < 0.5 || v > 8 ? "0.5 to 8 bytes" : NULL;
+    if (strcmp(key, "bucket_mb") == 0 || strcmp(key, "first_bucket_mb") == 0)
+        return (v != 0 || key[0] == 'b') && (v < 1.0 / 1048576 || v > 1e6) ? "1 byte (1/1048576) to 1e6 MiB" : NULL;
+    if (strcmp(key, "overlap") == 0) return v != 0 && v != 1 ? "0 or 1" : NULL;
+    if (strstr(key, "_ms")) return v > 1e7 ? "0 to 1e7 ms" : NULL;
+    return NULL;
+}
+
 int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_published *pub, int *npub,
                               char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
@@ -295,6 +312,10 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
             } else if (tb_keyval_number(val, &v) != 0) {
                 snprintf(err, errlen, "%s:%d: %s wants a number >= 0, got '%s'", path, lineno, key, val);
                 rc = -1;
+            } else if (profile_value_check(key, v)) {
+                snprintf(err, errlen, "%s:%d: %s = %s is out of range: %s", path, lineno, key, val,
+                         profile_value_check(key, v));
+                rc = -1;
             } else {
                 *nums[k].dst = v;
             }
@@ -304,6 +325,13 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
     if (rc != 0) return -1;
     if (!model[0] || !(p->batch > 0) || !(step > 0) || !(fwd >= 0) || !(bwd > 0)) {
         snprintf(err, errlen, "%s: a profile needs model, batch_size, step_ms, forward_ms and backward_ms", path);
+        return -1;
+    }
+    if (data + h2d + fwd + bwd + opt > 1.01 * step) { /* backward_ms = 1e300 printed a 300-digit step */
+        snprintf(err, errlen,
+                 "%s: the phases (data %g + h2d %g + forward %g + backward %g + optimizer %g ms) exceed step_ms %g: "
+                 "a step holds its phases",
+                 path, data, h2d, fwd, bwd, opt, step);
         return -1;
     }
     double n_train, n_state;
