@@ -12,6 +12,7 @@
 #   profile   the same for --profile: batch_size = 1e300 gave 300-digit img/s,
 #             backward_ms = 1e300 a 300-digit step, step_ms = 1e-9 phases
 #             longer than the step
+#   ranks     --ranks 1,1000000000: "wants ... rank counts >= 1"
 #   batch     --set batch=inf printed a step of "inf" ms and exited 0
 #   kind      an allreduce-bench file given to project: "has no batch_size
 #             attribute"; a checkpoint: "report reads what --results writes";
@@ -73,6 +74,10 @@ for v in "batch_size = 1e300" "backward_ms = 1e300" "classes = 1e30"; do
 done
 printf 'model = resnet50\nbatch_size = 128\nstep_ms = 1e-9\nforward_ms = 142.9\nbackward_ms = 285.7\n' >"$d/profile.txt"
 refused "profile 'step_ms = 1e-9'" "exceed step_ms" "$tb" project --profile "$d/profile.txt" --fabric nvlink4-h800
+
+# ranks: a rank count beyond the limit was told "rank counts >= 1"
+refused "--ranks 1000000000" "from 1 to 1000000.*got '1,1000000000'" \
+  "$tb" project "$run" --fabric nvlink4-h100 --ranks 1,1000000000
 
 # batch: a what-if or --set outside what a run could be
 refused "--set batch=inf" "batch=X (1/1024 to 1024)" "$tb" project "$run" --fabric nvlink4-h100 --set batch=inf

@@ -329,7 +329,9 @@ static int rank_counts(const char *ranks_s, const project_input *in, const tb_fa
     int nranks = 0;
     if (ranks_s[0]) {
         nranks = parse_ranks(ranks_s, ranks, 128);
-        if (nranks < 1) tb_die("project: --ranks wants a comma-separated list of rank counts >= 1, e.g. 2,4,8");
+        if (nranks < 1) /* said ">= 1" to --ranks 1000000000 */
+            tb_die("project: --ranks wants a comma-separated list of at most 128 rank counts from 1 to 1000000, "
+                   "e.g. 2,4,8; got '%s'", ranks_s);
     } else {
         nranks = add_unique(ranks, nranks, 1);
         for (int i = 0; i < in->nmeas && nranks < 100; i++) nranks = add_unique(ranks, nranks, in->meas[i].ranks);
@@ -345,7 +347,9 @@ static int bucket_counts(const char *buckets_s, const project_input *in, int *br
     int nb = 0;
     if (buckets_s[0]) {
         nb = parse_ranks(buckets_s, branks, 64);
-        if (nb < 1) tb_die("project: --buckets-at wants a comma-separated list of rank counts");
+        if (nb < 1)
+            tb_die("project: --buckets-at wants a comma-separated list of at most 64 rank counts from 1 to 1000000; "
+                   "got '%s'", buckets_s);
     } else {
         for (int i = 0; i < in->nmeas && nb < 64; i++)
             if (in->meas[i].ranks > 1) nb = add_unique(branks, nb, in->meas[i].ranks);
