@@ -103,3 +103,14 @@ if(TB_HAVE_MPI)
   set_tests_properties(scaling_min_seconds_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
+
+# report and project on odd input (fabric files of nonsense values, --set
+# batch=inf, files of other commands, an aborted run, a missing column or
+# attribute, a run with no timed step): one error line, or a result with a
+# note, never nan, inf or a 20-digit figure
+if(TB_PYTHON)
+  add_test(NAME report_project_odd_inputs
+           COMMAND sh ${TB_TEST_DIR}/report_project_odd_inputs.sh ${TB_BIN} ${TB_PYTHON} ${TB_REPORT_B}.h5)
+  set_tests_properties(report_project_odd_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
+                       FIXTURES_REQUIRED report_b)
+endif()

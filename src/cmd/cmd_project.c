@@ -52,7 +52,8 @@ static int parse_size(const char *s, double *bytes) {
     else if (*end == 'G' || *end == 'g') mult = 1073741824.0, end++;
     if (*end == 'i' && end[1] == 'B') end += 2;
     else if (*end == 'B') end++;
-    if (end == s || *end || !(v > 0)) return -1;
+    /* inf passed !(v > 0) and a size under one byte made no bucket at all */
+    if (end == s || *end || !(v > 0) || !isfinite(v * mult) || v * mult < 1) return -1;
     *bytes = v * mult;
     return 0;
 }
@@ -89,7 +90,8 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
     } else if (strcmp(name, "batch") == 0) {
         char *end;
         double v = strtod(val[0] == 'x' ? val + 1 : val, &end);
-        if (*end || !(v > 0)) goto bad;
+        /* batch=inf printed a step of "inf" ms and exited 0; 1e300 a step of 300 digits */
+        if (*end || end == val || !(v >= 1.0 / 1024 && v <= 1024)) goto bad;
         k->batch_scale = v;
         snprintf(key, keylen, "batch_x%g", v);
         snprintf(label, lablen, "batch x%g", v);
@@ -112,8 +114,8 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
     return 0;
 bad:
     snprintf(err, errlen,
-             "'%s' is not a change: use bucket=SIZE, first-bucket=SIZE, bf16, fp32, no-overlap, overlap, batch=X, "
-             "share=N or algo=ring|tree|hier|auto",
+             "'%s' is not a change: use bucket=SIZE (1 byte or more), first-bucket=SIZE, bf16, fp32, no-overlap, "
+             "overlap, batch=X (1/1024 to 1024), share=N (1 to 64) or algo=ring|tree|hier|auto",
              item);
     return -1;
 }
@@ -327,7 +329,9 @@ static int rank_counts(const char *ranks_s, const project_input *in, const tb_fa
     int nranks = 0;
     if (ranks_s[0]) {
         nranks = parse_ranks(ranks_s, ranks, 128);
-        if (nranks < 1) tb_die("project: --ranks wants a comma-separated list of rank counts >= 1, e.g. 2,4,8");
+        if (nranks < 1) /* said ">= 1" to --ranks 1000000000 */
+            tb_die("project: --ranks wants a comma-separated list of at most 128 rank counts from 1 to 1000000, "
+                   "e.g. 2,4,8; got '%s'", ranks_s);
     } else {
         nranks = add_unique(ranks, nranks, 1);
         for (int i = 0; i < in->nmeas && nranks < 100; i++) nranks = add_unique(ranks, nranks, in->meas[i].ranks);
@@ -343,7 +347,9 @@ static int bucket_counts(const char *buckets_s, const project_input *in, int *br
     int nb = 0;
     if (buckets_s[0]) {
         nb = parse_ranks(buckets_s, branks, 64);
-        if (nb < 1) tb_die("project: --buckets-at wants a comma-separated list of rank counts");
+        if (nb < 1)
+            tb_die("project: --buckets-at wants a comma-separated list of at most 64 rank counts from 1 to 1000000; "
+                   "got '%s'", buckets_s);
     } else {
         for (int i = 0; i < in->nmeas && nb < 64; i++)
             if (in->meas[i].ranks > 1) nb = add_unique(branks, nb, in->meas[i].ranks);
@@ -449,6 +455,10 @@ int tb_cmd_project(int argc, char **argv) {
     tb_proj_request q = {&in.prof, &fab, base, ranks, nranks, w, nw, in.meas, in.nmeas,
                          in.have_run ? &in.run : NULL, branks, nb};
     int rc = tb_proj_report(stdout, fmt, &q) == 0 ? 0 : 1;
+    /* an aborted run, a snapshot or a file missing a column was projected as if complete, without a word */
+    for (int i = 0; rc == 0 && in.have_run && i < in.run.nproblems; i++)
+        tb_note(stdout, fmt, "note: %s: %s; the projection uses what the file holds ('trainbench report %s')",
+                run_path, in.run.problems[i], run_path);
     fflush(stdout);
     if (rc == 0 && out[0]) write_projection(out, in.have_run ? run_path : NULL, &q, set_s, argc, argv);
     tb_proj_profile_free(&in.prof);

@@ -68,19 +68,30 @@ static int has_model(const tb_results *r) {
     return strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0;
 }
 
+/* A root attribute's whole number, "?" when the file lacks it (it printed "batch nan per rank"). */
+typedef struct {
+    char s[32];
+} num_text;
+static num_text attr_count(const tb_results *r, const char *key) {
+    num_text t = {"?"};
+    double v = tb_results_num(r, key, NAN);
+    if (isfinite(v)) snprintf(t.s, sizeof t.s, "%.0f", v);
+    return t;
+}
+
 static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
     if (has_model(r))
-        tb_note(f, fmt, "%s%s: %s, %s, batch %.0f per rank, %.0f px, %.0f rank%s on %s; backend %s (%s)", label,
+        tb_note(f, fmt, "%s%s: %s, %s, batch %s per rank, %s px, %s rank%s on %s; backend %s (%s)", label,
                 r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
-                tb_results_num(r, "batch_size", NAN), tb_results_num(r, "image_size", NAN),
-                tb_results_num(r, "world_size", NAN), tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
+                attr_count(r, "batch_size").s, attr_count(r, "image_size").s,
+                attr_count(r, "world_size").s, tb_results_num(r, "world_size", 0) > 1 ? "s" : "",
                 tb_results_str(r, "hostnames", "?"), tb_results_str(r, "backend", "?"),
                 tb_results_str(r, "device_names", "?"));
     else if (tb_results_attr(r, "world_size")) /* a multi-rank command of another kind: allreduce-bench */
-        tb_note(f, fmt, "%s%s: %s, %.0f rank%s on %s; backend %s (%s)", label, r->path,
-                tb_results_str(r, "kind", "?"), tb_results_num(r, "world_size", NAN),
+        tb_note(f, fmt, "%s%s: %s, %s rank%s on %s; backend %s (%s)", label, r->path,
+                tb_results_str(r, "kind", "?"), attr_count(r, "world_size").s,
                 tb_results_num(r, "world_size", 0) > 1 ? "s" : "", tb_results_str(r, "hostnames", "?"),
                 tb_results_str(r, "backend", "?"), tb_results_str(r, "device_names", "?"));
     else
@@ -280,11 +291,16 @@ static int report_one(const char *path, tb_format fmt) {
     print_provenance(f, fmt, &r);
     print_scaling(f, fmt, &r);
     tb_rank_row *ranks;
-    int nr = tb_results_rank_rows(&r, &ranks);
-    if (nr > 0) tb_rank_rows_write(f, fmt, ranks, nr);
+    int nr = tb_results_rank_rows(&r, &ranks), timed_ranks = 0;
+    for (int i = 0; i < nr; i++) timed_ranks += ranks[i].steps > 0;
+    if (timed_ranks > 0) tb_rank_rows_write(f, fmt, ranks, nr); /* else a header alone; the note below says why */
     free(ranks);
     const tb_rtable *steps = tb_results_table(&r, "steps");
     if (steps && steps->rows > 0) print_steps(f, fmt, &r);
+    if (steps && steps->rows > 0 && summarise_steps(&r).timed == 0) /* the tables above have no timed figure */
+        tb_note(f, fmt, "no timed step: all %zu steps fell within --warmup-steps %s, so the run has no step time, "
+                        "img/s or per-rank row; run more steps than --warmup-steps",
+                steps->rows, attr_count(&r, "warmup_steps").s);
     print_op_profile(f, fmt, &r);
     for (int i = 0; i < r.ntables; i++)
         if (!is_known_table(r.tables[i].name)) print_generic(f, fmt, &r.tables[i]);
@@ -481,6 +497,28 @@ static void print_loader_compare(FILE *f, tb_format fmt, const tb_rtable *la, co
     tb_tab_print(t, f);
 }
 
+/* Two training runs of another model, precision, batch or image size: their
+ * B/A ratios compare two workloads, which the attribute table alone left to
+ * be spotted among start times and command lines. */
+static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
+    static const char *const keys[] = {"model", "precision", "batch_size", "image_size", "data", NULL};
+    char what[1024] = "";
+    size_t used = 0;
+    for (int i = 0; keys[i]; i++) {
+        const tb_rattr *x = tb_results_attr(a, keys[i]), *y = tb_results_attr(b, keys[i]);
+        if (!x || !y || tb_rattr_equal(x, y)) continue;
+        char va[256], vb[256];
+        tb_rattr_format(x, va, sizeof va);
+        tb_rattr_format(y, vb, sizeof vb);
+        if (used < sizeof what)
+            used += (size_t)snprintf(what + used, sizeof what - used, "%s%s %s vs %s", used ? ", " : "", keys[i],
+                                     va, vb);
+    }
+    if (used)
+        tb_note(f, fmt, "note: A and B train different workloads (%s): the B/A ratios above compare two "
+                        "workloads, not one workload's speed", what);
+}
+
 static int report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_results a, b;
     char err[8192];
@@ -498,6 +536,7 @@ static int report_two(const char *pa, const char *pb, tb_format fmt) {
     if (has_model(&a) && has_model(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
+        note_workload_differs(f, fmt, &a, &b);
     } else if (!(la && lb) && !(ara && arb)) {
         tb_note(f, fmt, "A is a '%s' file and B a '%s' file: only their attributes compare",
                 tb_results_str(&a, "kind", "train"), tb_results_str(&b, "kind", "train"));

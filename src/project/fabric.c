@@ -341,6 +341,19 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
 /* ---- files and names ---------------------------------------------------------------------- */
 
 
+/* Why a fabric file's number cannot describe a real link (NULL: it can). Any
+ * finite value >= 0 used to pass: 'intra_bw_GBps = 1e-30' printed step times
+ * of 30 digits, 'ranks_per_node = 1e30' overflowed the int it is stored in and
+ * 'ranks_per_node = 0.5' quietly meant "every rank in one node". */
+static const char *fabric_value_check(const char *key, double v) {
+    if (strcmp(key, "ranks_per_node") == 0)
+        return v != floor(v) || v > 1048576 ? "a whole number of ranks from 0 (unknown) to 1048576" : NULL;
+    if (strstr(key, "_bw_GBps"))
+        return v != 0 && (v < 1e-4 || v > 1e5) ? "0 (none) or 1e-4 to 1e5 GB/s (100 kB/s to 100 TB/s)" : NULL;
+    if (strstr(key, "_us")) return v > 1e6 ? "0 to 1e6 us (1 s) of latency" : NULL;
+    return NULL;
+}
+
 static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t errlen) {
     FILE *in = fopen(path, "r");
     if (!in) {
@@ -378,10 +391,16 @@ static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t er
             fclose(in);
             return -1;
         }
+        const char *bad = fabric_value_check(key, v);
+        if (bad) {
+            snprintf(err, errlen, "%s:%d: %s = %s is out of range: %s", path, lineno, key, val, bad);
+            fclose(in);
+            return -1;
+        }
         if (strcmp(key, "ranks_per_node") == 0) f->ranks_per_node = (int)v;
-        else if (strcmp(key, "intra_bw_GBps") == 0) f->intra_bw_GBps = v, have_bw = 1;
+        else if (strcmp(key, "intra_bw_GBps") == 0) f->intra_bw_GBps = v, have_bw |= v > 0;
         else if (strcmp(key, "alpha_intra_us") == 0) f->alpha_intra_us = v;
-        else if (strcmp(key, "inter_bw_GBps") == 0) f->inter_bw_GBps = v, have_bw = 1;
+        else if (strcmp(key, "inter_bw_GBps") == 0) f->inter_bw_GBps = v, have_bw |= v > 0;
         else if (strcmp(key, "alpha_inter_us") == 0) f->alpha_inter_us = v;
         else if (strcmp(key, "base_us") == 0) f->base_us = v;
         else {
@@ -395,7 +414,7 @@ static int read_fabric_file(const char *path, tb_fabric *f, char *err, size_t er
     }
     fclose(in);
     if (!have_bw) {
-        snprintf(err, errlen, "%s: no intra_bw_GBps or inter_bw_GBps: the fabric needs a bandwidth", path);
+        snprintf(err, errlen, "%s: no intra_bw_GBps or inter_bw_GBps above 0: the fabric needs a bandwidth", path);
         return -1;
     }
     return 0;
@@ -412,6 +431,14 @@ static int resolve_one(const char *spec, tb_fabric *f, char *err, size_t errlen)
         int ranks, hosts;
         int n = tb_fabric_read_bench(spec + 4, &s, &ranks, &hosts, err, errlen);
         if (n < 0) return -1;
+        if (ranks < 2) { /* said "the fit needs at least 2 all-reduce timings ..., got 0", naming no file */
+            free(s);
+            snprintf(err, errlen,
+                     "--fabric %s: '%s' was measured on %d rank, where an all-reduce moves nothing; fit a run "
+                     "of 2 or more ('mpirun -np N trainbench allreduce-bench --results FILE')",
+                     spec, spec + 4, ranks);
+            return -1;
+        }
         tb_ab_fit fit;
         int rc = tb_ab_fit_samples(s, n, &fit, err, errlen);
         free(s);

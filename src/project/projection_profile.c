@@ -125,6 +125,17 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     size_t row = (size_t)-1;
     for (size_t i = 0; sc && i < sc->rows; i++)
         if (tb_rtable_num(sc, "ranks", i) == 1) row = i;
+    /* an allreduce-bench, loader-bench or probe file said only "has no batch_size attribute" */
+    const char *kind = tb_results_str(r, "kind", "train");
+    if (strcmp(kind, "train") != 0 && strcmp(kind, "projection") != 0) {
+        snprintf(err, errlen,
+                 "%s is a trainbench %s file, not a training run's: project starts from a run of 'trainbench "
+                 "train --results FILE'%s",
+                 r->path, kind,
+                 strcmp(kind, "allreduce-bench") == 0 ? " (an allreduce-bench file gives the fabric: --fabric fit:FILE)"
+                                                      : "");
+        return -1;
+    }
     p->batch = tb_results_num(r, "batch_size", NAN);
     if (!(p->batch > 0)) {
         snprintf(err, errlen, "%s has no batch_size attribute", r->path);
@@ -133,11 +144,14 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     char row_what[160] = "1-rank row of /scaling";
     if (row == (size_t)-1) {
         if (step_from_ranks(r, p, row_what, sizeof row_what) != 0) {
+            const char *status = tb_results_str(r, "status", "complete");
             snprintf(err, errlen,
-                     "%s has no 1-rank row in /scaling (and is not a 1-rank run with timed steps): the "
+                     "%s has no 1-rank row in /scaling (and is not a 1-rank run with timed steps)%s%s%s: the "
                      "projection starts from one rank's measured step (run 'trainbench train' with "
-                     "--scaling-steps > 0)",
-                     r->path);
+                     "--scaling-steps > 0%s)",
+                     r->path, strcmp(status, "complete") ? ": the run's status is '" : "",
+                     strcmp(status, "complete") ? status : "", strcmp(status, "complete") ? "'" : "",
+                     strcmp(status, "complete") ? " to the end" : "");
             return -1;
         }
     } else {
@@ -220,6 +234,23 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
 /* ---- from a profile file --------------------------------------------------------------------- */
 
 
+/* Why a profile file's number describes no run (NULL: it can). Any finite
+ * value >= 0 passed: batch_size = 1e300 printed img/s of 300 digits, and
+ * classes or image_size beyond an int overflowed the cast to one. */
+static const char *profile_value_check(const char *key, double v) {
+    if (strcmp(key, "batch_size") == 0)
+        return v != floor(v) || v < 1 || v > 1048576 ? "a whole number of samples from 1 to 1048576" : NULL;
+    if (strcmp(key, "classes") == 0) return v != floor(v) || v < 1 || v > 1e6 ? "a whole number from 1 to 1e6" : NULL;
+    if (strcmp(key, "image_size") == 0)
+        return v != floor(v) || v < 32 || v > 16384 ? "a whole number of pixels from 32 to 16384" : NULL;
+    if (strcmp(key, "grad_bytes_per_param") == 0) return v < 0.5 || v > 8 ? "0.5 to 8 bytes" : NULL;
+    if (strcmp(key, "bucket_mb") == 0 || strcmp(key, "first_bucket_mb") == 0)
+        return (v != 0 || key[0] == 'b') && (v < 1.0 / 1048576 || v > 1e6) ? "1 byte (1/1048576) to 1e6 MiB" : NULL;
+    if (strcmp(key, "overlap") == 0) return v != 0 && v != 1 ? "0 or 1" : NULL;
+    if (strstr(key, "_ms")) return v > 1e7 ? "0 to 1e7 ms" : NULL;
+    return NULL;
+}
+
 int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_published *pub, int *npub,
                               char *err, size_t errlen) {
     memset(p, 0, sizeof *p);
@@ -281,6 +312,10 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
             } else if (tb_keyval_number(val, &v) != 0) {
                 snprintf(err, errlen, "%s:%d: %s wants a number >= 0, got '%s'", path, lineno, key, val);
                 rc = -1;
+            } else if (profile_value_check(key, v)) {
+                snprintf(err, errlen, "%s:%d: %s = %s is out of range: %s", path, lineno, key, val,
+                         profile_value_check(key, v));
+                rc = -1;
             } else {
                 *nums[k].dst = v;
             }
@@ -290,6 +325,13 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
     if (rc != 0) return -1;
     if (!model[0] || !(p->batch > 0) || !(step > 0) || !(fwd >= 0) || !(bwd > 0)) {
         snprintf(err, errlen, "%s: a profile needs model, batch_size, step_ms, forward_ms and backward_ms", path);
+        return -1;
+    }
+    if (data + h2d + fwd + bwd + opt > 1.01 * step) { /* backward_ms = 1e300 printed a 300-digit step */
+        snprintf(err, errlen,
+                 "%s: the phases (data %g + h2d %g + forward %g + backward %g + optimizer %g ms) exceed step_ms %g: "
+                 "a step holds its phases",
+                 path, data, h2d, fwd, bwd, opt, step);
         return -1;
     }
     double n_train, n_state;

@@ -296,8 +296,12 @@ static int print_differences(FILE *f, tb_format fmt, const tb_proj_request *q) {
         st->phase = "step";
         st->measured = m->step_ms;
         st->predicted = ms(r.step_s);
-        snprintf(st->reading, sizeof st->reading, "the whole step: measured %.1f %% efficiency, projected %.1f %%",
-                 100 * m->efficiency, 100 * r.efficiency);
+        if (isnan(m->efficiency)) /* a file without /scaling's efficiency printed "measured nan %" */
+            snprintf(st->reading, sizeof st->reading, "the whole step: projected %.1f %% efficiency (the file "
+                     "records no measured one)", 100 * r.efficiency);
+        else
+            snprintf(st->reading, sizeof st->reading, "the whole step: measured %.1f %% efficiency, projected "
+                     "%.1f %%", 100 * m->efficiency, 100 * r.efficiency);
         for (int j = 0; j < nd; j++) {
             tb_tab_int(t, m->ranks);
             tb_tab_str(t, d[j].phase);

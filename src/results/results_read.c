@@ -379,8 +379,8 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
         !tb_results_table(r, "projection")) {
         if (tb_results_table(r, "params") && tb_results_attr(r, "model")) /* a checkpoint's /params, model */
             snprintf(err, errlen,
-                     "'%s' is a trainbench checkpoint (--ckpt/--save), not a results file; report reads what "
-                     "--results writes",
+                     "'%s' is a trainbench checkpoint (--ckpt/--save), not a results file; name the file that "
+                     "the run's --results wrote",
                      path);
         else
             snprintf(err, errlen,

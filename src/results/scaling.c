@@ -110,6 +110,12 @@ static void util_cell(tb_tab *t, double pct, const char *suffix) {
     else tb_tab_strf(t, "%.0f %%%s", pct, suffix);
 }
 
+/* "783.1 s", or "-" for a value a file read back lacks (it printed "nan s") */
+static void unit_cell(tb_tab *t, double v, int decimals, const char *unit) {
+    if (isnan(v)) tb_tab_str(t, "-");
+    else tb_tab_strf(t, "%.*f%s", decimals, v, unit);
+}
+
 /* the note beside the utilisation: its source, and why a row has none */
 static void util_note(tb_tab *t, const char *util_label, int missing) {
     if (!missing) tb_tab_str(t, util_label);
@@ -127,7 +133,7 @@ static void write_seed_one_rank(FILE *f, tb_format fmt, const tb_scaling_row *on
     };
     tb_tab *t = tb_tab_new(fmt, title, cols, 3);
     tb_tab_str(t, "epoch time");
-    tb_tab_strf(t, "%.1f s", one->epoch_time_s);
+    unit_cell(t, one->epoch_time_s, 1, " s");
     tb_tab_str(t, "scaling efficiency needs 2 or more ranks: mpirun -np N trainbench");
     tb_tab_str(t, "mean device utilisation");
     util_cell(t, one->device_util_pct, "");
@@ -159,17 +165,20 @@ void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
     };
     tb_tab *t = tb_tab_new(fmt, title, cols, 4);
     tb_tab_str(t, "epoch time");
-    tb_tab_strf(t, "%.1f s", one->epoch_time_s);
-    tb_tab_strf(t, "%.1f s", n->epoch_time_s);
-    tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)%s", 100.0 * n->efficiency,
-                one->epoch_time_s, n->ranks, n->epoch_time_s, n->efficiency > 1.0 ? " (super-linear)" : "");
+    unit_cell(t, one->epoch_time_s, 1, " s");
+    unit_cell(t, n->epoch_time_s, 1, " s");
+    if (isnan(n->efficiency) || isnan(one->epoch_time_s) || isnan(n->epoch_time_s))
+        tb_tab_str(t, "scaling efficiency -: a row read from a file lacks efficiency or epoch_time_s");
+    else
+        tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)%s", 100.0 * n->efficiency,
+                    one->epoch_time_s, n->ranks, n->epoch_time_s, n->efficiency > 1.0 ? " (super-linear)" : "");
     tb_tab_str(t, "mean device utilisation");
     util_cell(t, one->device_util_pct, "");
     util_cell(t, n->device_util_pct, " (median)");
     util_note(t, util_label, isnan(one->device_util_pct) || isnan(n->device_util_pct));
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
-    tb_tab_strf(t, "%.2f GB/s", n->allreduce_busbw_GBps);
+    unit_cell(t, n->allreduce_busbw_GBps, 2, " GB/s");
     tb_tab_str(t, "all-reduce bus bandwidth in training");
     tb_tab_print(t, f);
 }
