@@ -21,7 +21,9 @@
  *      reason, and a later "complete" write does not overwrite either;
  *   3. exit waits for HDF5: a child process exits while another thread is
  *      inside a 1 s HDF5 write; the write completes whole before the library
- *      is closed, and the child exits 0.
+ *      is closed, and the child exits 0;
+ *   4. before the run has begun (its settings recorded), no writer (final,
+ *      watchdog, error mark) touches the file at the path.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -143,6 +145,7 @@ static void *report_thread(void *arg) {
     tb_run_report r;
     tb_run_report_init(&r, path);
     tb_run_report_lock(&r);
+    TB_CHECK(tb_run_report_begin(&r), "the run begins (as train's record_settings, under the lock)");
     tb_attrs_str(&r.attrs, "status", "running");
     tb_run_report_unlock(&r);
     while (!atomic_load(&g_stop)) {
@@ -227,6 +230,7 @@ static void test_watchdog_wait(void) {
     tb_run_report r;
     tb_run_report_init(&r, path);
     tb_run_report_lock(&r);
+    TB_CHECK(tb_run_report_begin(&r), "the run begins (as train's record_settings, under the lock)");
     tb_attrs_str(&r.attrs, "status", "running");
     for (int s = 0; s < 7; s++) {
         double row[14] = {s};
@@ -338,6 +342,30 @@ static void test_exit_waits(void) {
              rows);
 }
 
+/* Before the run has begun (its settings recorded) no writer writes: an
+ * earlier run's file at the path stays; a run closed in start-up (a signal's
+ * line said so) never begins. */
+static void test_unbegun(void) {
+    char path[300];
+    path_of(path, sizeof path, "unbegun.h5");
+    FILE *f = fopen(path, "w");
+    TB_CHECK(f && fputs("an earlier run's file\n", f) >= 0 && fclose(f) == 0, "wrote %s", path);
+    tb_run_report r;
+    tb_run_report_init(&r, path);
+    tb_run_report_write_provisional(&r, "the watchdog's first reason", 0.5);
+    tb_run_report_write(&r, "aborted", "the watchdog's reason", 0.5);
+    tb_run_report_write_on_abort(&r, "an error in start-up");
+    char buf[64] = "";
+    f = fopen(path, "r");
+    TB_CHECK(f && fgets(buf, sizeof buf, f) && strcmp(buf, "an earlier run's file\n") == 0,
+             "no write before the run begins: the earlier file stays ('%s')", buf);
+    if (f) fclose(f);
+    TB_CHECK(tb_run_report_close_unbegun(&r) == 1 && tb_run_report_begin(&r) == 0,
+             "closed in start-up, the run never begins");
+    tb_run_report_free(&r);
+    printf("# before the run began: no writer touched the file\n");
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s/tb_h5_lock.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) {
@@ -353,6 +381,7 @@ int main(void) {
     test_hammer();
     test_watchdog_wait();
     test_exit_waits();
+    test_unbegun();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", g_dir);
