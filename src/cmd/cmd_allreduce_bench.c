@@ -263,7 +263,7 @@ static void print_header(bench *b) {
 }
 
 /* With several ranks, the stall guard's next deadline: n calls of
- * --timeout each from now (guard.h's extension: no new thread). */
+ * --timeout each from now (stall_guard.h's extension: no new thread). */
 static void guard_next(const bench *b, int n) {
     if (b->info.world > 1) tb_stall_guard_extend(b->a.timeout, n);
 }
