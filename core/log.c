@@ -19,30 +19,29 @@ void tb_log_set_identity(int rank, int world, const char *host) {
 
 int tb_log_rank(void) { return g_rank; }
 
+/* The first of vars[0..n) set to a whole number >= min; -1 when none is. */
+static int env_first(const char *const *vars, size_t n, long min) {
+    for (size_t i = 0; i < n; i++) {
+        const char *v = getenv(vars[i]);
+        char *end = NULL;
+        long x = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && x >= min && x <= 1L << 30) return (int)x;
+    }
+    return -1;
+}
+
 /* The rank the launcher gave this process, from its environment; -1 when
  * none is set (not launched by mpirun, prterun or srun). */
 static int launcher_rank(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end = NULL;
-        long r = v && *v ? strtol(v, &end, 10) : -1;
-        if (v && *v && *end == '\0' && r >= 0) return (int)r;
-    }
-    return -1;
+    return env_first(vars, sizeof vars / sizeof vars[0], 0);
 }
 
 int tb_log_launcher_rank(void) { return launcher_rank(); }
 
 int tb_log_launcher_size(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        char *end = NULL;
-        long n = v && *v ? strtol(v, &end, 10) : -1;
-        if (v && *v && *end == '\0' && n >= 1) return (int)n;
-    }
-    return -1;
+    return env_first(vars, sizeof vars / sizeof vars[0], 1);
 }
 
 static int g_usage_quiet = 0; /* a usage error waits before its line (not launcher rank 0) */
