@@ -302,6 +302,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
             for (k = 0; k < sizeof nums / sizeof nums[0]; k++)
                 if (strcmp(key, nums[k].key) == 0) break;
             double v = NAN;
+            const char *bad = NULL;
             if (k == sizeof nums / sizeof nums[0]) {
                 snprintf(err, errlen,
                          "%s:%d: unknown key '%s' (known: name, source, model, classes, image_size, "
@@ -312,9 +313,8 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
             } else if (tb_keyval_number(val, &v) != 0) {
                 snprintf(err, errlen, "%s:%d: %s wants a number >= 0, got '%s'", path, lineno, key, val);
                 rc = -1;
-            } else if (profile_value_check(key, v)) {
-                snprintf(err, errlen, "%s:%d: %s = %s is out of range: %s", path, lineno, key, val,
-                         profile_value_check(key, v));
+            } else if ((bad = profile_value_check(key, v)) != NULL) {
+                snprintf(err, errlen, "%s:%d: %s = %s is out of range: %s", path, lineno, key, val, bad);
                 rc = -1;
             } else {
                 *nums[k].dst = v;

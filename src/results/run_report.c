@@ -62,8 +62,7 @@ static void *snapshot_thread(void *arg) {
         struct timespec until = deadline_in(CLOCK_MONOTONIC, 0.2);
         pthread_cond_timedwait(&r->snap_cv, &r->mu, &until);
         if (r->snap_stop || r->written || atomic_load(&r->final_started)) break;
-        const char *status = tb_attrs_get_str(&r->attrs, "status");
-        if (!status || strcmp(status, "running") != 0) continue; /* provenance not filled in yet */
+        if (atomic_load(&r->begun) != 1) continue; /* provenance not filled in yet */
         size_t sig = signature(r);
         if (sig == last_sig || tb_now() < next_due) continue;
         tb_attrs a;
@@ -185,11 +184,11 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
 }
 
 /* What a write is: the final one (or the watchdog's precise reason, which
- * replaces its provisional mark), the watchdog's provisional mark (never
- * replacing a file written), or an error's mark (as provisional). Each only
- * once the run has begun (its settings recorded, as for the first
- * snapshot): an end in start-up leaves an earlier run's file as it was. */
-typedef enum { WRITE_FINAL, WRITE_PROVISIONAL, WRITE_ERROR_MARK } write_kind;
+ * replaces its provisional mark), or a provisional one (the watchdog's
+ * mark, an error's mark: never replacing a file written). Each only once
+ * the run has begun (its settings recorded, as for the first snapshot): an
+ * end in start-up leaves an earlier run's file as it was. */
+typedef enum { WRITE_FINAL, WRITE_PROVISIONAL } write_kind;
 
 /* The write itself, r->mu held by the caller. */
 static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s, write_kind how) {
@@ -278,10 +277,10 @@ void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
          * or the results write itself): they are whole, and waiting for
          * the lock would wait for itself */
         atomic_store(&r->final_started, 1);
-        write_locked(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_ERROR_MARK);
+        write_locked(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_PROVISIONAL);
         return;
     }
-    report_write(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_ERROR_MARK);
+    report_write(r, "aborted", reason, ERROR_MARK_WAIT_S, WRITE_PROVISIONAL);
 }
 
 void tb_run_report_free(tb_run_report *r) {

@@ -8,7 +8,7 @@
  * "aborted", `updated_time` and an abort_reason that says it is a snapshot
  * (on disk the status is only complete or aborted, ../shared/DESIGN.md;
  * in memory it is "running" until the end): written as soon as the run has
- * filled in its provenance (the attribute `status`), then whenever something changed,
+ * filled in its provenance (tb_run_report_begin), then whenever something changed,
  * at most every TB_RUN_REPORT_SNAPSHOT_S seconds and never more than ~2 % of
  * the time (50 x the last write's duration apart). So a rank 0 killed
  * before it can mark the file aborted (the launcher's SIGKILL follows its
