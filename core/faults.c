@@ -22,6 +22,18 @@ int tb_fault(const char *kind, int rank, int64_t step) {
     return strtoll(end + 1, NULL, 10) == step;
 }
 
+int tb_fault_arg(const char *kind, int rank, int64_t *arg) {
+    const char *v = getenv("TB_TEST_FAULT");
+    if (!tb_fault(kind, rank, -1)) return 0;
+    const char *c = strchr(v + strlen(kind) + 1, ':');
+    if (!c) return 0;
+    char *end;
+    long long x = strtoll(c + 1, &end, 10);
+    if (end == c + 1) return 0;
+    *arg = x;
+    return 1;
+}
+
 void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("kill", rank, step)) raise(SIGKILL);
     if (tb_fault("freeze", rank, step)) raise(SIGSTOP);

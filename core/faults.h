@@ -41,6 +41,9 @@
  *                 row STEP (0 the first) made wrong after the timing
  *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces
  *                 of size row STEP, as their guard is armed
+ *   host-mem      train's and step's host-memory check read STEP MiB as
+ *                 what this host has available (STEP is a size here, not a
+ *                 step: a host too small for the batch, without filling one)
  *   hang-rollcall, hang-checks, hang-allreduce, hang-barrier   stop
  *                 answering in preflight (the roll call; after it, before
  *                 the launch checks; before the warm-up all-reduce; after
@@ -55,6 +58,10 @@
 
 /* 1 when fault `kind` is set for this rank and step (step < 0: any). */
 int tb_fault(const char *kind, int rank, int64_t step);
+
+/* 1 when fault `kind` is set for this rank, with its third field (STEP,
+ * or a size for the kinds that take one) in *arg; 0 without one. */
+int tb_fault_arg(const char *kind, int rank, int64_t *arg);
 
 /* Carries out kill / freeze / exit0 if one is set for (rank, step). */
 void tb_fault_process(int rank, int64_t step);

@@ -215,6 +215,15 @@ if(TB_HAVE_MPI)
   set_tests_properties(trace_np3_valid PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED trace3)
 endif()
 
+# a batch whose first step cannot fit in the host's memory: one line at
+# start-up on 1 and 2 ranks and in step (the host made small with
+# TB_TEST_FAULT=host-mem), where the OOM killer ended the process silently
+if(TB_HAVE_MPI)
+  add_test(NAME host_memory_refused
+           COMMAND sh ${TB_TEST_DIR}/host_memory_check.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} "${TB_PYTHON}")
+  set_tests_properties(host_memory_refused PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
 # train names the bad files its loaders met (a set of 16 with an empty, a
 # non-JPEG and a truncated file): '# bad files: 3 files ...', the three named
 # with their reasons, data_bad_files / data_samples_replaced in the results

@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "model/model.h"
 #include "src/cmd/commands.h"
+#include "src/device/device.h"
 #include "src/results/results.h"
 
 typedef struct {
@@ -154,6 +155,12 @@ int tb_cmd_step(int argc, char **argv) {
                fl.batch, b.n, b.h, b.w, layer);
     }
     tb_ckpt_load(fl.ckpt, m);
+    tb_host_avail avail;
+    tb_host_memory_available_here(0, &avail);
+    char why[512];
+    if (tb_host_memory_short(tb_host_memory_step_need(m), 1, &avail, why, sizeof why))
+        tb_die("batch file '%s': the step on a batch of %d at %dx%d %s; use a smaller batch", fl.batch, b.n, b.h,
+               b.w, why);
 
     tb_model_set_batch(m, b.images, b.labels, b.n);
     tb_model_forward(m, 1);

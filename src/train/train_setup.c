@@ -504,6 +504,7 @@ static void print_header(const tb_train_run *r) {
 /* The trainer, then rank 0's settings record and header. */
 static void make_trainer_and_header(tb_train_run *r) {
     make_trainer(r);
+    tb_train_check_host_memory(r); /* every rank has its weights now: what is left is the first step's */
     if (r->info.rank == 0) {
         record_settings(r);
         print_header(r);

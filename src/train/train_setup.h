@@ -156,6 +156,10 @@ _Noreturn void tb_train_stop_together(tb_train_run *r, const char *why);
 /* Frees what setup made (after the report). */
 void tb_train_teardown(tb_train_run *r);
 
+/* memory_check.c: every rank's first step fits in its host's memory, or
+ * every rank ends with one line (collective; nothing on a GPU). */
+void tb_train_check_host_memory(tb_train_run *r);
+
 /* train_data.c */
 /* Opens --data (and --val) on every rank, checked to be the same data set
  * on every rank; sets r->d and r->classes. */

@@ -1,0 +1,162 @@
+/* host_memory.c - the host memory this process may still take
+ * (host_memory.h): MemAvailable, and a memory cgroup's room where it has
+ * less. */
+#include "src/device/host_memory.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/faults.h"
+
+#define GIB (1024.0 * 1024.0 * 1024.0)
+#define NO_LIMIT (1LL << 60) /* cgroup v1's "unlimited" is 2^63 rounded down to a page */
+
+/* root + path into out; 0 when it does not fit. */
+static int join(char *out, size_t len, const char *root, const char *a, const char *b) {
+    int n = snprintf(out, len, "%s%s%s", root ? root : "", a, b);
+    return n > 0 && (size_t)n < len;
+}
+
+/* One number from a file holding just it; "max" (cgroup v2: no limit) is
+ * NO_LIMIT. 0 when the file is missing or holds something else. */
+static int read_number(const char *path, long long *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[64] = "";
+    int ok = fgets(buf, sizeof buf, f) != NULL;
+    fclose(f);
+    if (!ok) return 0;
+    if (strncmp(buf, "max", 3) == 0) return *out = NO_LIMIT, 1;
+    char *end;
+    long long v = strtoll(buf, &end, 10);
+    if (end == buf || v < 0) return 0;
+    *out = v;
+    return 1;
+}
+
+/* The value of "key value" (memory.stat) or "key: value kB" (meminfo) in a
+ * file of such lines, times unit; 0 when absent. */
+static int read_keyed(const char *path, const char *key, long long unit, long long *out) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char line[256];
+    size_t n = strlen(key);
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, n) != 0 || (line[n] != ' ' && line[n] != ':' && line[n] != '\t')) continue;
+        const char *num = line + n + 1 + strspn(line + n + 1, " \t:");
+        char *end;
+        long long v = strtoll(num, &end, 10);
+        if (end != num && v >= 0) *out = v * unit, found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+typedef struct {
+    const char *dir;                   /* where the hierarchy is mounted, below root */
+    const char *max, *cur, *stat_key; /* its files' names and the page cache's key in memory.stat */
+} cg_files;
+
+static const cg_files CG_V2[2] = {{"/sys/fs/cgroup", "memory.max", "memory.current", "file"},
+                                  {"/sys/fs/cgroup/unified", "memory.max", "memory.current", "file"}};
+static const cg_files CG_V1 = {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "cache"};
+
+/* The room of each limited cgroup from path up to the hierarchy's top; the
+ * tightest replaces out's figure where it is smaller. */
+static void cgroup_room(const char *root, const cg_files *fs, const char *path, tb_host_avail *out) {
+    char p[512], dir[1024], file[1200];
+    snprintf(p, sizeof p, "%s", path[0] == '/' ? path : "/");
+    for (;;) {
+        long long max = 0, cur = 0, cache = 0;
+        if (join(dir, sizeof dir, root, fs->dir, strcmp(p, "/") == 0 ? "" : p) &&
+            join(file, sizeof file, dir, "/", fs->max) && read_number(file, &max) && max < NO_LIMIT &&
+            join(file, sizeof file, dir, "/", fs->cur) && read_number(file, &cur)) {
+            if (join(file, sizeof file, dir, "/", "memory.stat")) (void)read_keyed(file, fs->stat_key, 1, &cache);
+            long long room = max - cur + (cache < cur ? cache : cur);
+            if (room < 0) room = 0;
+            if (out->bytes < 0 || room < out->bytes) {
+                out->bytes = room;
+                snprintf(out->what, sizeof out->what, "the limit of the memory cgroup %.200s (%.1f GiB, %.1f GiB in use)", p,
+                         (double)max / GIB, (double)cur / GIB);
+            }
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash || strcmp(p, "/") == 0) break;
+        if (slash == p) p[1] = '\0'; /* "/a" -> "/" */
+        else *slash = '\0';
+    }
+}
+
+void tb_host_memory_available(const char *root, tb_host_avail *out) {
+    char file[1024];
+    out->bytes = -1, out->what[0] = '\0';
+    long long avail = 0;
+    if (join(file, sizeof file, root, "/proc/meminfo", "") && read_keyed(file, "MemAvailable", 1024, &avail))
+        out->bytes = avail, snprintf(out->what, sizeof out->what, "MemAvailable");
+    if (!join(file, sizeof file, root, "/proc/self/cgroup", "")) return;
+    FILE *f = fopen(file, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) { /* "0::/path" (v2), "4:memory:/path" or "4:cpu,memory:/path" (v1) */
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = '\0', *c2 = '\0';
+        const char *ctl = c1 + 1, *path = c2 + 1;
+        if (strcmp(line, "0") == 0 && ctl[0] == '\0') {
+            for (int k = 0; k < 2; k++) cgroup_room(root, &CG_V2[k], path, out);
+            continue;
+        }
+        for (const char *t = ctl; *t;) { /* v1: the memory controller among a comma list */
+            size_t n = strcspn(t, ",");
+            if (n == 6 && strncmp(t, "memory", 6) == 0) cgroup_room(root, &CG_V1, path, out);
+            t += n + (t[n] == ',');
+        }
+    }
+    fclose(f);
+}
+
+void tb_host_memory_available_here(int rank, tb_host_avail *out) {
+    int64_t mib = 0;
+    if (tb_fault_arg("host-mem", rank, &mib)) {
+        out->bytes = (long long)mib << 20;
+        snprintf(out->what, sizeof out->what, "TB_TEST_FAULT host-mem");
+        return;
+    }
+    tb_host_memory_available(NULL, out);
+}
+
+long long tb_host_memory_step_need(const tb_model *m) {
+    tb_mem_info mi;
+    m->be->memory(m->be, &mi);
+    if (mi.device_total > 0) return 0;
+    return (long long)(m->g.act_arena_bytes + m->g.grad_arena_bytes);
+}
+
+/* "23.8 GiB", or "14 MiB" below a GiB */
+static const char *size_str(char *buf, size_t len, double bytes) {
+    if (bytes >= GIB) snprintf(buf, len, "%.1f GiB", bytes / GIB);
+    else snprintf(buf, len, "%.0f MiB", bytes / (1024.0 * 1024.0));
+    return buf;
+}
+
+int tb_host_memory_short(long long need, int ranks, const tb_host_avail *a, char *why, size_t len) {
+    if (a->bytes < 0 || need <= 0 || ranks < 1) return 0;
+    double total = (double)need * ranks;
+    if (total <= (double)a->bytes) return 0;
+    char each[96] = "", s1[32], s2[32], s3[32];
+    if (ranks > 1)
+        snprintf(each, sizeof each, " each, %s for the %d ranks on this host,", size_str(s1, sizeof s1, total), ranks);
+    snprintf(why, len, "needs %s more host memory for its first step%s but %s is available (%s)",
+             size_str(s2, sizeof s2, (double)need), each, size_str(s3, sizeof s3, (double)a->bytes), a->what);
+    return 1;
+}
+
+int tb_host_memory_batch_fit(long long need, int batch, int ranks, long long avail) {
+    if (need <= 0 || batch < 1 || ranks < 1 || avail <= 0) return 0;
+    double per_sample = (double)need / batch, room = 0.9 * (double)avail / ranks;
+    double b = room / per_sample;
+    return b >= batch ? batch : (int)b;
+}

@@ -1,0 +1,38 @@
+/* memory_check.c - train's start-up check that every rank's first step fits
+ * in its host's memory (src/device/host_memory.h says why): on the CPU
+ * backend each rank's activation and gradient arenas, times the ranks on
+ * its host, against what that host has available. A batch that cannot fit
+ * ends every rank together with one line naming the host and the largest
+ * batch that would fit, before the results file is written, where the
+ * kernel's OOM killer used to end a rank in the first step without a word. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "src/train/train_setup.h"
+
+#define WHY_MAX 1024
+
+void tb_train_check_host_memory(tb_train_run *r) {
+    long long need = tb_host_memory_step_need(r->m);
+    int ranks = r->info.local_size > 0 ? r->info.local_size : 1;
+    tb_host_avail a;
+    tb_host_memory_available_here(r->info.rank, &a);
+    char why[WHY_MAX] = "", part[WHY_MAX / 2];
+    if (tb_host_memory_short(need, ranks, &a, part, sizeof part)) {
+        int fit = tb_host_memory_batch_fit(need, r->fl.batch, ranks, a.bytes);
+        char advice[160];
+        if (fit > 0)
+            snprintf(advice, sizeof advice, "use --batch-size %d or less%s", fit,
+                     ranks > 1 ? ", or fewer ranks on that host" : "");
+        else
+            snprintf(advice, sizeof advice, "not one sample fits: %s", ranks > 1 ? "fewer ranks on that host" :
+                                                                                 "a host with more memory");
+        snprintf(why, sizeof why, "host %s: batch %d per rank of %s at %d px %s; %s", r->info.host, r->fl.batch,
+                 r->cfg.name, r->image, part, advice);
+    }
+    int64_t first = why[0] ? r->info.rank : r->info.world; /* the lowest rank that is short says it */
+    tb_comm_allreduce_min(r->world, &first, 1, TB_INT64);
+    if (first >= r->info.world) return;
+    tb_comm_bcast(r->world, why, sizeof why, TB_BYTES, (int)first);
+    tb_train_die_together(r, "%s", why);
+}
