@@ -119,6 +119,9 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
         char phase[80]; /* the watchdog keeps 39 characters: "scaling row 12 of 12 (2048 ranks)" fits */
         snprintf(phase, sizeof phase, "scaling row %d of %d (%d rank%s)", i + 1, ns, k, k > 1 ? "s" : "");
         tb_monitor_phase(r->mon, phase);
+        /* until the row's first step: the row's communicators (collective
+         * over the world), not the last row's closing barrier */
+        tb_monitor_progress(r->mon, 0, "scaling row start", 1);
         tb_rank_summary mine;
         memset(&mine, 0, sizeof mine);
         tb_train_hparams hp = r->hp;
