@@ -301,7 +301,7 @@ void tb_rank_rows_write(FILE *f, tb_format fmt, const tb_rank_row *rows, int n) 
     }
     cols[nc++] = (tb_col){.head = "img/s", .key = "img_per_s", .width = 9};
     if (with_host) cols[nc++] = (tb_col){.head = "host", .key = "host", .left = 1, .gap = 2};
-    tb_tab *t = tb_tab_new(fmt, "training run, ms per step by rank (timed steps only)", cols, nc);
+    tb_tab *t = tb_tab_new(fmt, "training run, ms per step by rank (timed steps only; img/s: the rank's own samples)", cols, nc);
     for (int r = 0; r < n; r++) {
         const tb_rank_row *s = &rows[r];
         if (s->steps == 0) continue;
