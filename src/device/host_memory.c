@@ -78,8 +78,9 @@ static void cgroup_room(const char *root, const cg_files *fs, const char *path, 
             if (room < 0) room = 0;
             if (out->bytes < 0 || room < out->bytes) {
                 out->bytes = room;
-                snprintf(out->what, sizeof out->what, "the limit of the memory cgroup %.200s (%.1f GiB, %.1f GiB in use)", p,
-                         (double)max / GIB, (double)cur / GIB);
+                snprintf(out->what, sizeof out->what,
+                         "the limit of the memory cgroup %.200s (%.1f GiB, %.1f GiB in use)", p, (double)max / GIB,
+                         (double)cur / GIB);
             }
         }
         char *slash = strrchr(p, '/');
