@@ -53,6 +53,27 @@ static inline float pixel_noise(tb_rng *r) {
     return (float)(s - 131070) * scale; /* the mean: 4 * 65535 / 2 */
 }
 
+/* The class of pool sample i: the first draw of its own generator. */
+static int sample_class(uint64_t seed, int i, int classes, tb_rng *r) {
+    tb_rng_seed(r, seed, 0x5a3000000ULL + (uint64_t)i);
+    return (int)tb_rng_below(r, (uint64_t)classes);
+}
+
+/* The pool's samples of class c (order[first..last)), from its pattern. */
+static void fill_class(tb_synthetic *s, int c, const int *order, int first, int last, float *proto) {
+    size_t plane = (size_t)3 * s->h * s->w;
+    class_pattern(proto, s->h, s->w, s->seed, c);
+    for (int j = first; j < last; j++) {
+        int i = order[j];
+        tb_rng r;
+        (void)sample_class(s->seed, i, s->classes, &r); /* the draws that follow, as they were made */
+        float contrast = (float)(0.5 + tb_rng_uniform(&r));
+        float *dst = s->images + (size_t)i * plane;
+        for (size_t k = 0; k < plane; k++)
+            dst[k] = contrast * proto[k] + pixel_noise(&r);
+    }
+}
+
 void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uint64_t seed) {
     memset(s, 0, sizeof *s);
     s->classes = classes;
@@ -63,28 +84,47 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
     size_t plane = (size_t)3 * h * w;
     s->images = malloc((size_t)pool * plane * sizeof *s->images);
     s->labels = malloc((size_t)pool * sizeof *s->labels);
-    float *proto = malloc((size_t)classes * plane * sizeof *proto);
-    if (!s->images || !s->labels || !proto)
+    int *order = malloc((size_t)pool * sizeof *order), *at = calloc((size_t)classes + 1, sizeof *at);
+    if (!s->images || !s->labels || !order || !at)
         tb_die("cannot allocate %zu MB for synthetic data; lower --batch-size or --image-size",
                (size_t)pool * plane * 4 >> 20);
+    /* the samples grouped by class (a counting sort), so each class the pool
+     * holds has its pattern made once, on one thread, and no class it does
+     * not hold has one at all (--classes 1000: 600 MB of patterns at 224 px
+     * before, all of them made) */
+    for (int i = 0; i < pool; i++) {
+        tb_rng r;
+        s->labels[i] = sample_class(seed, i, classes, &r);
+        at[s->labels[i] + 1]++;
+    }
+    for (int c = 0; c < classes; c++) at[c + 1] += at[c];
+    int *next = malloc((size_t)classes * sizeof *next), *held = malloc((size_t)pool * sizeof *held), nheld = 0;
+    if (!next || !held) tb_die("cannot allocate the synthetic data's class index of %d classes", classes);
+    memcpy(next, at, (size_t)classes * sizeof *next);
+    for (int i = 0; i < pool; i++) order[next[s->labels[i]]++] = i;
+    for (int c = 0; c < classes; c++)
+        if (at[c + 1] > at[c]) held[nheld++] = c;
+    free(next);
     /* every class and every sample draws from its own generator, so the
      * pool is the same bits on any number of threads (a synthetic bench row
      * at 224 px makes 1 GiB of it before its first step) */
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int c = 0; c < classes; c++) class_pattern(proto + (size_t)c * plane, h, w, seed, c);
-#pragma omp parallel for schedule(dynamic, 4)
-    for (int i = 0; i < pool; i++) {
-        tb_rng r;
-        tb_rng_seed(&r, seed, 0x5a3000000ULL + (uint64_t)i);
-        int cls = (int)tb_rng_below(&r, (uint64_t)classes);
-        float contrast = (float)(0.5 + tb_rng_uniform(&r));
-        float *dst = s->images + (size_t)i * plane;
-        const float *src = proto + (size_t)cls * plane;
-        for (size_t j = 0; j < plane; j++)
-            dst[j] = contrast * src[j] + pixel_noise(&r);
-        s->labels[i] = cls;
+    int failed = 0;
+#pragma omp parallel
+    {
+        float *proto = malloc(plane * sizeof *proto); /* this thread's pattern */
+        if (!proto) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int k = 0; k < nheld; k++)
+            if (proto) fill_class(s, held[k], order, at[held[k]], at[held[k] + 1], proto);
+        free(proto);
     }
-    free(proto);
+    if (failed) tb_die("cannot allocate %zu KB for a synthetic class pattern", plane * sizeof(float) >> 10);
+    free(held);
+    free(order);
+    free(at);
 }
 
 /* Pool element of position p of `epoch`. */

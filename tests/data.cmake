@@ -5,6 +5,8 @@
 #                          ranks with a remainder, 1 vs 4 threads bitwise,
 #                          resume, output layouts, bad files and
 #                          --strict-data, ImageFolder order, list files
+#   data_synthetic_pool    test_synthetic.c: the pool's bits pinned, on 1 and
+#                          3 threads; class structure; 2^20 classes
 #   data_mkdata            test_mkdata.c: counts, sizes, 4:2:0, determinism
 #   data_ref_boxes         data_ref.py: crop boxes == torchvision's get_params
 #                          on the same draws (fallback path included)
@@ -23,6 +25,13 @@ add_executable(test_data test_data.c test_data_files.c)  # bad files and the ind
 target_link_libraries(test_data PRIVATE tb_data)
 add_test(NAME data_unit COMMAND test_data ${TB_BIN})
 set_tests_properties(data_unit PROPERTIES TIMEOUT 300 LABELS "data")
+
+# the synthetic pool: the same bits on 1 and 3 threads and as every earlier
+# version (pinned hashes), its class structure, 2^20 classes
+add_executable(test_synthetic test_synthetic.c)
+target_link_libraries(test_synthetic PRIVATE tb_data)
+add_test(NAME data_synthetic_pool COMMAND test_synthetic)
+set_tests_properties(data_synthetic_pool PROPERTIES TIMEOUT 120 LABELS "data")
 
 # a list file's index line names the list file, not its directory (it said
 # '# dataset lists (list file)' for lists/train.txt)
