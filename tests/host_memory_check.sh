@@ -32,7 +32,7 @@ TB_TEST_FAULT=host-mem:-1:5 "$tb" $ROW --results "$dir/r.h5" >"$dir/a.log" 2>&1
 rc=$?
 grep -E "error" "$dir/a.log" | head -n 3
 [ "$rc" -eq 1 ] || no "1 rank: exit $rc, expected 1"
-re="^trainbench: error: train: host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9]+ MiB more host memory for its first step but 5 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less$"
+re="^trainbench: error: train: host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step but 5.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less$"
 grep -Eq "$re" "$dir/a.log" || no "1 rank: no line matching /$re/"
 [ "$(grep -c "error" "$dir/a.log")" -eq 1 ] || no "1 rank: more than one error line"
 grep -q "^step " "$dir/a.log" && no "1 rank: a step ran before the refusal"
@@ -49,7 +49,7 @@ fi
 
 # ---- 2 ranks, rank 1's host short --------------------------------------------
 sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
-  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9]+ MiB more host memory for its first step each, [0-9]+ MiB for the 2 ranks on this host, but 5 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or fewer ranks on that host$" \
+  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step each, [0-9.]+ MiB for the 2 ranks on this host, but 5.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or fewer ranks on that host$" \
   env TB_TEST_FAULT=host-mem:1:5 "$mpiexec" -n 2 "$tb" $ROW --results "$dir/r2.h5" || no "2 ranks"
 [ -e "$dir/r2.h5" ] && no "2 ranks: a results file was written"
 
@@ -68,7 +68,7 @@ with h5py.File(sys.argv[1], 'w') as f:
   rc=$?
   grep error "$dir/s.log"
   [ "$rc" -ne 0 ] || no "step: exit 0 with 1 MiB available"
-  grep -Eq "^trainbench: error: batch file '.*b.h5': the step on a batch of 4 at 32x32 needs [0-9]+ MiB more host memory for its first step but 1 MiB is available \(TB_TEST_FAULT host-mem\); use a smaller batch$" "$dir/s.log" ||
+  grep -Eq "^trainbench: error: batch file '.*b.h5': the step on a batch of 4 at 32x32 needs [0-9.]+ MiB more host memory for its first step but 1.0 MiB is available \(TB_TEST_FAULT host-mem\); use a smaller batch$" "$dir/s.log" ||
     no "step: no line naming the batch file and the memory"
   [ -e "$dir/o.h5" ] && no "step: an output file was written"
 else

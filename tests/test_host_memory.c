@@ -103,7 +103,13 @@ int main(void) {
     TB_CHECK(a.bytes == -1, "no MemAvailable: %lld bytes", a.bytes);
 
     /* the verdict: 2 ranks x 6 GiB against 10 GiB; 1 rank fits; the line */
-    a.bytes = 10 * GIB, snprintf(a.what, sizeof a.what, "MemAvailable");
+    snprintf(a.what, sizeof a.what, "MemAvailable");
+    /* sizes that round alike get more decimals: 1.04 MiB short of 1 MiB */
+    a.bytes = 1 << 20;
+    TB_CHECK(tb_host_memory_short((1 << 20) + (1 << 20) / 25, 1, &a, why, sizeof why), "1.04 MiB in 1 MiB passed");
+    TB_CHECK(strstr(why, "needs 1.04 MiB more host memory for its first step but 1.00 MiB is available") != NULL,
+             "rounding: %s", why);
+    a.bytes = 10 * GIB;
     TB_CHECK(tb_host_memory_short(6 * GIB, 2, &a, why, sizeof why), "12 GiB in 10 GiB passed");
     TB_CHECK(strstr(why, "needs 6.0 GiB more host memory for its first step each, 12.0 GiB for the 2 ranks on "
                           "this host, but 10.0 GiB is available (MemAvailable)") != NULL,

@@ -136,10 +136,10 @@ long long tb_host_memory_step_need(const tb_model *m) {
     return (long long)(m->g.act_arena_bytes + m->g.grad_arena_bytes);
 }
 
-/* "23.8 GiB", or "14 MiB" below a GiB */
-static const char *size_str(char *buf, size_t len, double bytes) {
-    if (bytes >= GIB) snprintf(buf, len, "%.1f GiB", bytes / GIB);
-    else snprintf(buf, len, "%.0f MiB", bytes / (1024.0 * 1024.0));
+/* "23.8 GiB", or "14.2 MiB" below a GiB, to `digits` decimals */
+static const char *size_str(char *buf, size_t len, double bytes, int digits) {
+    if (bytes >= GIB) snprintf(buf, len, "%.*f GiB", digits, bytes / GIB);
+    else snprintf(buf, len, "%.*f MiB", digits, bytes / (1024.0 * 1024.0));
     return buf;
 }
 
@@ -148,10 +148,12 @@ int tb_host_memory_short(long long need, int ranks, const tb_host_avail *a, char
     double total = (double)need * ranks;
     if (total <= (double)a->bytes) return 0;
     char each[96] = "", s1[32], s2[32], s3[32];
-    if (ranks > 1)
-        snprintf(each, sizeof each, " each, %s for the %d ranks on this host,", size_str(s1, sizeof s1, total), ranks);
+    /* as many decimals as it takes for what is short to read larger than what there is */
+    int d = 1;
+    while (d < 4 && strcmp(size_str(s1, sizeof s1, total, d), size_str(s3, sizeof s3, (double)a->bytes, d)) == 0) d++;
+    if (ranks > 1) snprintf(each, sizeof each, " each, %s for the %d ranks on this host,", s1, ranks);
     snprintf(why, len, "needs %s more host memory for its first step%s but %s is available (%s)",
-             size_str(s2, sizeof s2, (double)need), each, size_str(s3, sizeof s3, (double)a->bytes), a->what);
+             size_str(s2, sizeof s2, (double)need, d), each, s3, a->what);
     return 1;
 }
 
