@@ -23,6 +23,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/host_memory.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/rng.h"
@@ -171,6 +172,19 @@ static const char *invalid(const tb_loader_opts *o) {
  * rows for what the CPU renders), labels, flips; 0, or -1 with err set. */
 static int alloc_slots(tb_loader *ld, char *err, size_t errlen) {
     const tb_loader_opts *o = &ld->o;
+    if (!ld->gpu) { /* host slots the workers write later: a ring the host cannot hold would meet the OOM killer
+                       there, with no word, not a failed malloc here (core/host_memory.h) */
+        long long per = (long long)(ld->sample_bytes * (size_t)o->batch) + (long long)o->batch * (4 + !!o->gpu_flip);
+        tb_host_avail a;
+        tb_host_memory_available_here(o->rank, &a);
+        char why[512];
+        if (tb_host_memory_short(per * ld->nslots, 1, "", &a, why, sizeof why)) {
+            snprintf(err, errlen, "loader: a ring of %d batch slots of %d samples at %dx%d %s; lower --prefetch or "
+                     "--batch-size",
+                     ld->nslots, o->batch, o->image_size, o->image_size, why);
+            return -1;
+        }
+    }
     for (int i = 0; i < ld->nslots; i++) {
         size_t bytes = ld->sample_bytes * (size_t)o->batch;
         slot *sl = &ld->slots[i];

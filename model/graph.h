@@ -155,6 +155,11 @@ int tb_graph_add_node(tb_graph *g, const tb_node *n);
  * reserve offsets (each node's reserve_bytes must be set), the gradient
  * arena's offsets, and every *_bytes total of the graph. */
 void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt);
+/* The host memory the first step will still write: the activation and
+ * gradient arenas where be's memory is the host's (the CPU backend; they
+ * are allocated unwritten, core/host_memory.h says why that matters), 0 on
+ * a device. */
+size_t tb_graph_host_bytes_unwritten(const tb_graph *g, tb_backend *be);
 /* Asks the backend for BN plans (their reserve sizes), plans the memory,
  * allocates the two arenas, then asks for conv plans on the real buffers:
  * p's parameter and gradient buffers must exist already. */

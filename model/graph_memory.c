@@ -119,3 +119,9 @@ void tb_graph_plan_memory(tb_graph *g, const tb_param_table *pt) {
     g->act_arena_bytes = plan_act_arena(g, pt);
     g->grad_arena_bytes = plan_grad_arena(g);
 }
+
+size_t tb_graph_host_bytes_unwritten(const tb_graph *g, tb_backend *be) {
+    tb_mem_info mi;
+    be->memory(be, &mi);
+    return mi.device_total > 0 ? 0 : g->act_arena_bytes + g->grad_arena_bytes;
+}

@@ -13,6 +13,8 @@
 #            which counts the 2 ranks on that host
 #   step     (with PYTHON, for its batch file) the same check, its own line,
 #            no output file
+#   loader   loader-bench: the loader's batch slots (written later by its
+#            threads) checked the same way, its own line
 # shellcheck disable=SC2086  # $ROW and $ROWFIT are lists of flags
 tb=$1
 mpiexec=$2
@@ -75,5 +77,17 @@ else
   echo "SKIP (step case): no python3 with h5py given"
 fi
 
-[ "$fail" -eq 0 ] && echo "ok: refused with one line on 1 and 2 ranks and in step; the named batch trains"
+# ---- the loader's batch slots --------------------------------------------------
+"$tb" mkdata --out "$dir/ds" --classes 2 --per-class 8 --seed 4 --min-side 40 --max-side 48 >/dev/null ||
+  no "mkdata failed"
+LB="loader-bench --data $dir/ds --image-size 64 --threads 1"
+TB_TEST_FAULT=host-mem:-1:1 "$tb" $LB --batch-size 64 >"$dir/l.log" 2>&1
+rc=$?
+grep error "$dir/l.log"
+[ "$rc" -eq 1 ] || no "loader: exit $rc, expected 1"
+grep -Eq "^trainbench: error: loader-bench: loader: a ring of [0-9]+ batch slots of 64 samples at 64x64 needs [0-9.]+ MiB more host memory but 1.0 MiB is available \(TB_TEST_FAULT host-mem\); lower --prefetch or --batch-size$" "$dir/l.log" ||
+  no "loader: no line naming the slots and the memory"
+"$tb" $LB --batch-size 64 >"$dir/l0.log" 2>&1 || no "loader: the same row failed without the fault: $(grep error "$dir/l0.log")"
+
+[ "$fail" -eq 0 ] && echo "ok: refused with one line on 1 and 2 ranks, in step and in the loader; the named batch trains"
 exit "$fail"

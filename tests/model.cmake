@@ -21,6 +21,11 @@ find_package(Threads REQUIRED) # the trap test runs a second thread
 add_executable(test_core test_core.c)
 target_link_libraries(test_core PRIVATE tb_core Threads::Threads)
 add_test(NAME core_abort_cleanups COMMAND test_core)
+# the host memory still free (core/host_memory.c) on made-up /proc and
+# cgroup trees: MemAvailable, cgroup v2 and v1 limits, the verdict
+add_executable(test_host_memory test_host_memory.c)
+target_link_libraries(test_host_memory PRIVATE tb_core)
+add_test(NAME host_memory_unit COMMAND test_host_memory)
 # core/cpu_features: CPUID + XGETBV against the kernel's /proc/cpuinfo flags
 add_executable(test_cpu_features test_cpu_features.c)
 target_link_libraries(test_cpu_features PRIVATE tb_core)

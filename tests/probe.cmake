@@ -3,11 +3,6 @@
 add_executable(test_gpu_versions test_gpu_versions.c)
 target_link_libraries(test_gpu_versions PRIVATE tb_app)
 add_test(NAME probe_versions_unit COMMAND test_gpu_versions)
-# the host memory still free (src/device/host_memory.c) on made-up /proc and
-# cgroup trees: MemAvailable, cgroup v2 and v1 limits, the verdict
-add_executable(test_host_memory test_host_memory.c)
-target_link_libraries(test_host_memory PRIVATE tb_app)
-add_test(NAME host_memory_unit COMMAND test_host_memory)
 
 # NVML against a stand-in libnvidia-ml.so.1 (tests/nvml/fake_nvml.c), found
 # through LD_LIBRARY_PATH: dlopen, GPM, the sampler thread, without a driver

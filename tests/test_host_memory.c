@@ -10,10 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "src/device/host_memory.h"
+#include "core/host_memory.h"
 #include "tests/tb_test.h"
 
 #define GIB (1024LL * 1024 * 1024)
+#define FIRST "for its first step"
 
 static char g_root[256];
 
@@ -96,7 +97,7 @@ int main(void) {
     tb_host_memory_available(g_root, &a);
     TB_CHECK(a.bytes == -1, "no files: %lld bytes (%s)", a.bytes, a.what);
     char why[512] = "";
-    TB_CHECK(!tb_host_memory_short(100 * GIB, 4, &a, why, sizeof why), "unknown room refused: %s", why);
+    TB_CHECK(!tb_host_memory_short(100 * GIB, 4, FIRST, &a, why, sizeof why), "unknown room refused: %s", why);
     /* a meminfo without MemAvailable (kernels before 3.14) is unknown too */
     put("/proc/meminfo", "MemTotal: 1000 kB\nMemFree: 10 kB\n");
     tb_host_memory_available(g_root, &a);
@@ -106,17 +107,19 @@ int main(void) {
     snprintf(a.what, sizeof a.what, "MemAvailable");
     /* sizes that round alike get more decimals: 1.04 MiB short of 1 MiB */
     a.bytes = 1 << 20;
-    TB_CHECK(tb_host_memory_short((1 << 20) + (1 << 20) / 25, 1, &a, why, sizeof why), "1.04 MiB in 1 MiB passed");
+    TB_CHECK(tb_host_memory_short((1 << 20) + (1 << 20) / 25, 1, FIRST, &a, why, sizeof why),
+             "1.04 MiB in 1 MiB passed");
     TB_CHECK(strstr(why, "needs 1.04 MiB more host memory for its first step but 1.00 MiB is available") != NULL,
              "rounding: %s", why);
     a.bytes = 10 * GIB;
-    TB_CHECK(tb_host_memory_short(6 * GIB, 2, &a, why, sizeof why), "12 GiB in 10 GiB passed");
+    TB_CHECK(tb_host_memory_short(6 * GIB, 2, FIRST, &a, why, sizeof why), "12 GiB in 10 GiB passed");
     TB_CHECK(strstr(why, "needs 6.0 GiB more host memory for its first step each, 12.0 GiB for the 2 ranks on "
                           "this host, but 10.0 GiB is available (MemAvailable)") != NULL,
              "line: %s", why);
-    TB_CHECK(!tb_host_memory_short(6 * GIB, 1, &a, why, sizeof why), "6 GiB in 10 GiB refused: %s", why);
-    TB_CHECK(!tb_host_memory_short(5 * GIB, 2, &a, why, sizeof why), "exactly 10 GiB in 10 GiB refused: %s", why);
-    TB_CHECK(!tb_host_memory_short(0, 8, &a, why, sizeof why), "nothing needed (a GPU) refused: %s", why);
+    TB_CHECK(!tb_host_memory_short(6 * GIB, 1, FIRST, &a, why, sizeof why), "6 GiB in 10 GiB refused: %s", why);
+    TB_CHECK(!tb_host_memory_short(5 * GIB, 2, FIRST, &a, why, sizeof why), "exactly 10 GiB in 10 GiB refused: %s",
+             why);
+    TB_CHECK(!tb_host_memory_short(0, 8, FIRST, &a, why, sizeof why), "nothing needed (a GPU) refused: %s", why);
 
     /* the batch that fits in 90 %: 256 samples of 93 MiB in 21.5 GiB -> 213 */
     int b = tb_host_memory_batch_fit(256LL * 93 << 20, 256, 1, 215LL * GIB / 10);

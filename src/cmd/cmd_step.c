@@ -16,10 +16,10 @@
 #include <string.h>
 
 #include "core/cli.h"
+#include "core/host_memory.h"
 #include "core/log.h"
 #include "model/model.h"
 #include "src/cmd/commands.h"
-#include "src/device/device.h"
 #include "src/results/results.h"
 
 typedef struct {
@@ -158,7 +158,8 @@ int tb_cmd_step(int argc, char **argv) {
     tb_host_avail avail;
     tb_host_memory_available_here(0, &avail);
     char why[512];
-    if (tb_host_memory_short(tb_host_memory_step_need(m), 1, &avail, why, sizeof why))
+    if (tb_host_memory_short((long long)tb_graph_host_bytes_unwritten(&m->g, be), 1, "for its first step", &avail,
+                             why, sizeof why))
         tb_die("batch file '%s': the step on a batch of %d at %dx%d %s; use a smaller batch", fl.batch, b.n, b.h,
                b.w, why);
 

@@ -1,5 +1,5 @@
 /* memory_check.c - train's start-up check that every rank's first step fits
- * in its host's memory (src/device/host_memory.h says why): on the CPU
+ * in its host's memory (core/host_memory.h says why): on the CPU
  * backend each rank's activation and gradient arenas, times the ranks on
  * its host, against what that host has available. A batch that cannot fit
  * ends every rank together with one line naming the host and the largest
@@ -8,17 +8,18 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/host_memory.h"
 #include "src/train/train_setup.h"
 
 #define WHY_MAX 1024
 
 void tb_train_check_host_memory(tb_train_run *r) {
-    long long need = tb_host_memory_step_need(r->m);
+    long long need = (long long)tb_graph_host_bytes_unwritten(&r->m->g, r->be);
     int ranks = r->info.local_size > 0 ? r->info.local_size : 1;
     tb_host_avail a;
     tb_host_memory_available_here(r->info.rank, &a);
     char why[WHY_MAX] = "", part[WHY_MAX / 2];
-    if (tb_host_memory_short(need, ranks, &a, part, sizeof part)) {
+    if (tb_host_memory_short(need, ranks, "for its first step", &a, part, sizeof part)) {
         int fit = tb_host_memory_batch_fit(need, r->fl.batch, ranks, a.bytes);
         char advice[160];
         if (fit > 0)

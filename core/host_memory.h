@@ -1,14 +1,14 @@
 /* host_memory.h - the host memory this process may still take, for the
- * start-up check of a batch that cannot fit.
+ * checks of what a run allocates before it writes it.
  *
- * Why: on a backend whose tensors live in host memory (the CPU backend) the
- * activation and gradient arenas are allocated when the model is made but
- * first written by the first step, so Linux's overcommit lets a batch too
- * large for the host through start-up and its OOM killer ends the process
- * in the first step without a word (resnet50 at batch 256, 22 GB of
- * activations, on a 24 GiB host). Train and step compare what the first
- * step will still touch with what the host has left and refuse with one
- * line instead.
+ * Why: Linux's overcommit lets a large malloc succeed and the OOM killer
+ * end the process later, when the pages are first written, without a word:
+ * on the CPU backend the model's activation and gradient arenas are written
+ * by the first step (resnet50 at batch 256, 23.8 GiB, on a 24 GiB host),
+ * the loader's batch slots by its threads. Train and step (the model's
+ * arenas, model/model.h tb_model_host_bytes_unwritten) and the loader (its
+ * slots) compare what they will write with what the host has left and
+ * refuse with one line instead.
  *
  * Available: /proc/meminfo's MemAvailable, or less where a memory cgroup of
  * this process (a container's or a batch job's limit) has less room: its
@@ -24,8 +24,6 @@
 
 #include <stddef.h>
 
-#include "model/model.h"
-
 typedef struct {
     long long bytes; /* available to this process; -1: nothing could be read */
     char what[320];  /* where the figure comes from, e.g. "MemAvailable" or
@@ -36,20 +34,17 @@ void tb_host_memory_available(const char *root, tb_host_avail *out);
 /* The same, or TB_TEST_FAULT host-mem's size for this rank (core/faults.h). */
 void tb_host_memory_available_here(int rank, tb_host_avail *out);
 
-/* What m's first step will still touch of host memory: its graph's
- * activation and gradient arenas where the backend's memory is the host's
- * (the CPU backend), 0 on a device. */
-long long tb_host_memory_step_need(const tb_model *m);
-
-/* 1 when `ranks` ranks on one host, each still to touch `need` bytes, do
+/* 1 when `ranks` ranks on one host, each still to write `need` bytes, do
  * not fit in what a says is available (0 where nothing is known), with
- * why: "... needs N GiB ... but M GiB is available (what)", no trailing
- * advice (the caller knows the flag to change). */
-int tb_host_memory_short(long long need, int ranks, const tb_host_avail *a, char *why, size_t len);
+ * why: "needs N GiB more host memory FOR but M GiB is available (what)"
+ * (for_what may be ""),
+ * no trailing advice (the caller knows the flag to change). */
+int tb_host_memory_short(long long need, int ranks, const char *for_what, const tb_host_avail *a, char *why,
+                         size_t len);
 
-/* The largest batch per rank whose arenas would fit in 90 % of avail, on
- * the arenas' growing with the batch (need bytes at batch): 0 when not even
- * one sample fits. */
+/* The largest batch per rank whose memory would fit in 90 % of avail, on
+ * its growing with the batch (need bytes at batch): 0 when not even one
+ * sample fits. */
 int tb_host_memory_batch_fit(long long need, int batch, int ranks, long long avail);
 
 #endif

@@ -1,7 +1,7 @@
 /* host_memory.c - the host memory this process may still take
  * (host_memory.h): MemAvailable, and a memory cgroup's room where it has
  * less. */
-#include "src/device/host_memory.h"
+#include "core/host_memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,13 +129,6 @@ void tb_host_memory_available_here(int rank, tb_host_avail *out) {
     tb_host_memory_available(NULL, out);
 }
 
-long long tb_host_memory_step_need(const tb_model *m) {
-    tb_mem_info mi;
-    m->be->memory(m->be, &mi);
-    if (mi.device_total > 0) return 0;
-    return (long long)(m->g.act_arena_bytes + m->g.grad_arena_bytes);
-}
-
 /* "23.8 GiB", or "14.2 MiB" below a GiB, to `digits` decimals */
 static const char *size_str(char *buf, size_t len, double bytes, int digits) {
     if (bytes >= GIB) snprintf(buf, len, "%.*f GiB", digits, bytes / GIB);
@@ -143,7 +136,8 @@ static const char *size_str(char *buf, size_t len, double bytes, int digits) {
     return buf;
 }
 
-int tb_host_memory_short(long long need, int ranks, const tb_host_avail *a, char *why, size_t len) {
+int tb_host_memory_short(long long need, int ranks, const char *for_what, const tb_host_avail *a, char *why,
+                         size_t len) {
     if (a->bytes < 0 || need <= 0 || ranks < 1) return 0;
     double total = (double)need * ranks;
     if (total <= (double)a->bytes) return 0;
@@ -152,8 +146,8 @@ int tb_host_memory_short(long long need, int ranks, const tb_host_avail *a, char
     int d = 1;
     while (d < 4 && strcmp(size_str(s1, sizeof s1, total, d), size_str(s3, sizeof s3, (double)a->bytes, d)) == 0) d++;
     if (ranks > 1) snprintf(each, sizeof each, " each, %s for the %d ranks on this host,", s1, ranks);
-    snprintf(why, len, "needs %s more host memory for its first step%s but %s is available (%s)",
-             size_str(s2, sizeof s2, (double)need, d), each, s3, a->what);
+    snprintf(why, len, "needs %s more host memory%s%s%s but %s is available (%s)",
+             size_str(s2, sizeof s2, (double)need, d), for_what[0] ? " " : "", for_what, each, s3, a->what);
     return 1;
 }
 
