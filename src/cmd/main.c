@@ -1,5 +1,6 @@
 /* main.c - trainbench's entry point: picks the subcommand (train when none
  * is named) and hands it the remaining flags. */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,6 +44,11 @@ int main(int argc, char **argv) {
     /* before anything else: may re-run the program with OPENBLAS_CORETYPE
      * set, when the BLAS fell back to kernels below the CPU's */
     tb_cpu_blas_kernels_ensure(argv);
+    /* a write past the file-size limit (ulimit -f) fails with EFBIG, and
+     * its writer says which file in one line and removes its temporary;
+     * SIGXFSZ's default ended the process there without a line, leaving
+     * NAME.tmp.PID and the results file's snapshot */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage();

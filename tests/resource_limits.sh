@@ -1,0 +1,60 @@
+#!/bin/sh
+# resource_limits.sh TRAINBENCH PYTHON: a run that meets a limit of its
+# environment ends with one stderr line, leaves no temporary file and no
+# earlier file destroyed, and its results file says "aborted" with the
+# reason, where the signal's default once ended it without a line:
+#   fsize   a file-size limit (ulimit -f) below the checkpoint's size, an
+#           earlier checkpoint at the path: "cannot write checkpoint ...
+#           File too large", exit 1, no ck.h5.tmp.PID left, the earlier
+#           checkpoint unchanged (SIGXFSZ ended it silently, exit 153);
+#   mkdata  the same limit under mkdata's JPEG writer: its one line.
+# PYTHON needs h5py (exit 77 without). About 15 s.
+set -u
+tb=$1
+py=$2
+"$py" -c 'import h5py' 2>/dev/null || { echo "SKIP: $py has no h5py"; exit 77; }
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+status() { # FILE -> "status|abort_reason"
+  "$py" - "$1" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(f.attrs.get(k, ""))
+    print(g("status") + "|" + g("abort_reason"))
+PY
+}
+# check NAME RC WANT_RC ERRFILE WANT_TEXT [RESULTS]
+check() {
+  n0=$fails
+  [ "$2" -eq "$3" ] || fail "$1: exit $2, want $3"
+  [ "$(wc -l <"$4")" -eq 1 ] || { fail "$1: $(wc -l <"$4") stderr lines, want 1:"; cat "$4"; }
+  grep -q "$5" "$4" || fail "$1: stderr lacks '$5'"
+  if [ -n "${6:-}" ] && [ ! -f "$6" ]; then
+    fail "$1: no results file $6"
+  elif [ -n "${6:-}" ]; then
+    st=$(status "$6")
+    case $st in aborted\|*"$5"*) ;; *) fail "$1: results file says '$st', want aborted with '$5'" ;; esac
+  fi
+  left=$(find "$d" -name '*.tmp.*' | head -n 3)
+  [ -z "$left" ] || fail "$1: temporary files left: $left"
+  [ "$fails" -eq "$n0" ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
+}
+run() { "$tb" --model resnet18 --image-size 32 --batch-size 4 --scaling-steps 0 --synthetic "$@"; }
+
+# fsize: ResNet-18's checkpoint is 90 MB; the limit (10 MB under dash's
+# 512-byte blocks, 20 MB under bash's KiB) leaves room for MPI's own files
+run --steps 2 --ckpt "$d/ck.h5" --results "$d/fsize.h5" >/dev/null 2>"$d/err" || { cat "$d/err"; exit 1; }
+cp "$d/ck.h5" "$d/ck.before"
+(ulimit -f 20000 && run --steps 4 --ckpt "$d/ck.h5" --resume --results "$d/fsize.h5") >/dev/null 2>"$d/err"
+check "fsize" $? 1 "$d/err" "cannot write checkpoint '$d/ck.h5': File too large" "$d/fsize.h5"
+cmp -s "$d/ck.h5" "$d/ck.before" || fail "fsize: the earlier checkpoint was changed"
+
+(ulimit -f 20000 && "$tb" mkdata --out "$d/set" --classes 1 --per-class 2 --min-side 4000 --max-side 4000 \
+  --quality 100) >/dev/null 2>"$d/err"
+check "mkdata" $? 1 "$d/err" "File too large"
+
+[ "$fails" -eq 0 ] || exit 1
+echo "all resource-limit cases passed"
