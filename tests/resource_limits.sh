@@ -3,6 +3,10 @@
 # environment ends with one stderr line, leaves no temporary file and no
 # earlier file destroyed, and its results file says "aborted" with the
 # reason, where the signal's default once ended it without a line:
+#   pipe    standard output piped to 'head -2', whose exit makes every
+#           later write raise SIGPIPE: exit 141, "stopped by SIGPIPE", the
+#           results file marked with it (it was left with the snapshot's
+#           guess, the process dead without a word);
 #   fsize   a file-size limit (ulimit -f) below the checkpoint's size, an
 #           earlier checkpoint at the path: "cannot write checkpoint ...
 #           File too large", exit 1, no ck.h5.tmp.PID left, the earlier
@@ -43,6 +47,13 @@ check() {
   [ "$fails" -eq "$n0" ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
 }
 run() { "$tb" --model resnet18 --image-size 32 --batch-size 4 --scaling-steps 0 --synthetic "$@"; }
+
+# pipe: the exit status of trainbench, not of head, through a file
+for i in 1 2; do
+  rm -f "$d/pipe.h5"
+  { run --steps 20 --print-every 1 --results "$d/pipe.h5" 2>"$d/err"; echo $? >"$d/rc"; } | head -n 2 >/dev/null
+  check "pipe $i" "$(cat "$d/rc")" 141 "$d/err" "stopped by SIGPIPE" "$d/pipe.h5"
+done
 
 # fsize: ResNet-18's checkpoint is 90 MB; the limit (10 MB under dash's
 # 512-byte blocks, 20 MB under bash's KiB) leaves room for MPI's own files
