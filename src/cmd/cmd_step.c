@@ -17,6 +17,7 @@
 
 #include "core/cli.h"
 #include "core/log.h"
+#include "model/cpu/cpu_blas.h"
 #include "model/model.h"
 #include "src/cmd/commands.h"
 #include "src/results/results.h"
@@ -154,6 +155,7 @@ int tb_cmd_step(int argc, char **argv) {
                fl.batch, b.n, b.h, b.w, layer);
     }
     tb_ckpt_load(fl.ckpt, m);
+    if (strcmp(be->name, "cpu") == 0) tb_cpu_blas_address_check(be->threads > 0 ? be->threads : 1, "step");
 
     tb_model_set_batch(m, b.images, b.labels, b.n);
     tb_model_forward(m, 1);
