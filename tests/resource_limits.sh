@@ -12,6 +12,9 @@
 #           File too large", exit 1, no ck.h5.tmp.PID left, the earlier
 #           checkpoint unchanged (SIGXFSZ ended it silently, exit 153);
 #   mkdata  the same limit under mkdata's JPEG writer: its one line;
+#   full    standard output to /dev/full (a log on a full disk), and
+#           closed: exit 1 and "standard output: ..." (the lost output went
+#           unsaid, exit status 0), the results file whole ("complete");
 #   vmem    an address-space limit (ulimit -v 200000, 195 MiB) too tight for
 #           OpenBLAS's 128 MiB buffer: "the address-space limit (ulimit -v)
 #           ... raise the limit", exit 1 (the library retries the map for
@@ -71,6 +74,15 @@ cmp -s "$d/ck.h5" "$d/ck.before" || fail "fsize: the earlier checkpoint was chan
 (ulimit -f 20000 && "$tb" mkdata --out "$d/set" --classes 1 --per-class 2 --min-side 4000 --max-side 4000 \
   --quality 100) >/dev/null 2>"$d/err"
 check "mkdata" $? 1 "$d/err" "File too large"
+
+run --steps 2 --results "$d/full.h5" >/dev/full 2>"$d/err"
+check "full" $? 1 "$d/err" "standard output: No space left on device"
+case $(status "$d/full.h5") in complete\|*) ;; *) fail "full: results file says '$(status "$d/full.h5")', want complete" ;; esac
+run --steps 2 --results "$d/full.h5" >&- 2>"$d/err"
+check "closed" $? 1 "$d/err" "standard output: Bad file descriptor"
+"$tb" mkdata --out "$d/set2" --classes 1 --per-class 2 --min-side 64 --max-side 64 >/dev/full 2>"$d/err"
+check "mkdata-full" $? 1 "$d/err" "standard output: No space left on device"
+[ "$(find "$d/set2" -name '*.jpg' | wc -l)" -eq 2 ] || fail "mkdata-full: the set is not whole"
 
 # shellcheck disable=SC3045 # ulimit -v: dash's and bash's (KiB both)
 (ulimit -v 200000 && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
