@@ -87,8 +87,9 @@ static void *watch(void *arg) {
     int sig = c;
     const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
                        : sig == SIGTERM ? "SIGTERM"
-                       : sig == SIGPIPE ? "SIGPIPE (standard output's reader, as '| head', has gone; send the "
-                                          "output to a file to keep a run going)"
+                       : sig == SIGPIPE ? "SIGPIPE (a write to a pipe or socket whose reader has gone, as standard "
+                                          "output's when piped to 'head'; send the output to a file to keep a run "
+                                          "going)"
                        : sig == SIGUSR1 ? "SIGUSR1 (a batch system's warning, as Slurm's --signal=USR1@T)"
                                         : "SIGUSR2 (a batch system's warning, as Slurm's --signal=USR2@T)";
     const char *path = g_report->path;
