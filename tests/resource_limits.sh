@@ -7,6 +7,9 @@
 #           later write raise SIGPIPE: exit 141, "stopped by SIGPIPE", the
 #           results file marked with it (it was left with the snapshot's
 #           guess, the process dead without a word);
+#   lbpipe  the same under loader-bench: it finishes, writes its results
+#           file and says "standard output: Broken pipe", exit 1 (SIGPIPE
+#           ended it without a line, its results file never written);
 #   fsize   a file-size limit (ulimit -f) below the checkpoint's size, an
 #           earlier checkpoint at the path: "cannot write checkpoint ...
 #           File too large", exit 1, no ck.h5.tmp.PID left, the earlier
@@ -62,6 +65,12 @@ for i in 1 2; do
   { run --steps 20 --print-every 1 --results "$d/pipe.h5" 2>"$d/err"; echo $? >"$d/rc"; } | head -n 2 >/dev/null
   check "pipe $i" "$(cat "$d/rc")" 141 "$d/err" "stopped by SIGPIPE" "$d/pipe.h5"
 done
+
+"$tb" mkdata --out "$d/lbset" --classes 2 --per-class 16 --min-side 48 --max-side 64 >/dev/null || exit 1
+{ "$tb" loader-bench --data "$d/lbset" --threads 1,2 --batch-size 4 --image-size 32 --batches 4 \
+    --results "$d/lb.h5" 2>"$d/err"; echo $? >"$d/rc"; } | head -n 1 >/dev/null
+check "lbpipe" "$(cat "$d/rc")" 1 "$d/err" "standard output: Broken pipe"
+[ -f "$d/lb.h5" ] || fail "lbpipe: no results file"
 
 # fsize: ResNet-18's checkpoint is 90 MB; the limit (10 MB under dash's
 # 512-byte blocks, 20 MB under bash's KiB) leaves room for MPI's own files

@@ -67,7 +67,9 @@ static int output_checked(int rc) {
     int bad = fflush(stdout) != 0, err = errno;
     if (!bad && !ferror(stdout)) return rc;
     tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
-                 "free space there or send it elsewhere", bad && err ? strerror(err) : "a write failed");
+                 "%s", bad && err ? strerror(err) : "a write failed",
+                 err == EPIPE ? "its reader stopped reading ('| head'); send it to a file to keep all of it"
+                              : "free space there or send it elsewhere");
     return rc ? rc : 1;
 }
 
@@ -81,6 +83,12 @@ int main(int argc, char **argv) {
      * SIGXFSZ's default ended the process there without a line, leaving
      * NAME.tmp.PID and the results file's snapshot */
     signal(SIGXFSZ, SIG_IGN);
+    /* standard output piped to a reader that has gone ('| head'): the
+     * writes fail with EPIPE, the command finishes and writes its files,
+     * and output_checked says so, where SIGPIPE's default ended it without
+     * a line (loader-bench's results file never written). train's own
+     * handler stops a run instead (train_signals.c) */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage();

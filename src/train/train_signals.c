@@ -136,7 +136,7 @@ void tb_train_signals_stop(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     signal(SIGUSR2, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN); /* as main left it: a later write's EPIPE is output_checked's to report */
     if (g_took_term) signal(SIGTERM, SIG_DFL);
     /* a 0 byte ends the thread, and a signal's byte already in the pipe is
      * read before it: the thread then ends the process (its line, exit
