@@ -13,8 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "core/log.h"
+#include "core/procmem.h"
 
 static tb_cpu_blas_info g_info;
 static int g_info_ready;
@@ -214,6 +218,24 @@ void tb_cpu_blas_threads(int workers, int *blas_threads, char *note, size_t len)
                  "OPENBLAS_NUM_THREADS=%s (yours) x %d OpenMP worker%s = %ld BLAS threads on %d core%s this "
                  "process may use: they will contend (trainbench calls the BLAS from each worker; unset it for 1)",
                  user, workers, workers > 1 ? "s" : "", (long)k * workers, cores, cores > 1 ? "s" : "");
+}
+
+/* ---- the address-space limit ---------------------------------------------------- */
+
+void tb_cpu_blas_address_check(int threads, const char *when) {
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    struct rlimit rl;
+    long long used = tb_vm_bytes(), mib = 1ll << 20;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || used < 0) return;
+    long long limit = (long long)rl.rlim_cur, need = used + (128ll * threads + 64) * mib;
+    if (need <= limit) return;
+    tb_die("%s: the address-space limit (ulimit -v) is %lld MiB with %lld MiB mapped, and OpenBLAS maps 128 MiB "
+           "more for each thread that calls it (%d here; it waits for ever, not fails, when it cannot): raise the "
+           "limit to %lld MiB or more (ulimit -v %lld) or lift it (ulimit -v unlimited)",
+           when, limit / mib, used / mib, threads, (need + mib - 1) / mib, (need + 1023) / 1024);
+#else
+    (void)threads, (void)when;
+#endif
 }
 
 /* ---- one timed SGEMM --------------------------------------------------------- */

@@ -70,6 +70,16 @@ void tb_cpu_blas_origin_str(const tb_cpu_blas_info *b, char *buf, size_t len);
  * (detected by OpenBLAS)". */
 void tb_cpu_blas_summary(char *buf, size_t len);
 
+/* OpenBLAS maps a 128 MiB buffer for each thread that calls it, at its
+ * first call, and retries a map that fails for ever: under an address-space
+ * limit (ulimit -v) too tight for it the process hung at 100% of a core, in
+ * start-up (MPI_Init's fork waits for the library's own threads) or at the
+ * first step, with no line. Ends the process with one line (tb_die, "WHEN:
+ * ...") when the limit leaves less than 128 MiB for each of threads callers
+ * beyond what is mapped now (and 64 MiB besides: their malloc arenas); no
+ * limit, another BLAS or an unreadable /proc: nothing. */
+void tb_cpu_blas_address_check(int threads, const char *when);
+
 /* ---- the rule, pure functions (tested without re-executing) ---- */
 /* OpenBLAS's kernel set for these vector units and vendor; "" for a CPU
  * without AVX (nothing better than the generic kernels). */

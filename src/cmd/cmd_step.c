@@ -18,6 +18,7 @@
 #include "core/cli.h"
 #include "core/host_memory.h"
 #include "core/log.h"
+#include "model/cpu/cpu_blas.h"
 #include "model/model.h"
 #include "src/cmd/commands.h"
 #include "src/results/results.h"
@@ -162,6 +163,7 @@ int tb_cmd_step(int argc, char **argv) {
                              why, sizeof why))
         tb_die("batch file '%s': the step on a batch of %d at %dx%d %s; use a smaller batch", fl.batch, b.n, b.h,
                b.w, why);
+    if (strcmp(be->name, "cpu") == 0) tb_cpu_blas_address_check(be->threads > 0 ? be->threads : 1, "step");
 
     tb_model_set_batch(m, b.images, b.labels, b.n);
     tb_model_forward(m, 1);

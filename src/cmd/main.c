@@ -1,7 +1,11 @@
 /* main.c - trainbench's entry point: picks the subcommand (train when none
  * is named) and hands it the remaining flags. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/cpu_dispatch.h"
 #include "core/log.h"
@@ -39,23 +43,65 @@ static void usage(void) {
            TB_CPU_LEVEL_ENV);
 }
 
+/* A standard descriptor the caller closed (trainbench >&-) is the first a
+ * later open gets: mkdata's JPEGs took descriptor 1, and a print that
+ * flushed while one was open would have gone into the image. /dev/null,
+ * read-only, holds its place: a write fails there as on the closed one
+ * (EBADF, which output_checked reports). */
+static void hold_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+        int n = open("/dev/null", O_RDONLY);
+        if (n >= 0 && n != fd) {
+            dup2(n, fd);
+            close(n);
+        }
+    }
+}
+
+/* The command's output lost (a redirection to a full disk, a closed
+ * descriptor): stdio failed quietly and the exit status said 0, the log
+ * the user kept cut short without a word. One line, and exit status 1. */
+static int output_checked(int rc) {
+    errno = 0;
+    int bad = fflush(stdout) != 0, err = errno;
+    if (!bad && !ferror(stdout)) return rc;
+    tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
+                 "%s", bad && err ? strerror(err) : "a write failed",
+                 err == EPIPE ? "its reader stopped reading ('| head'); send it to a file to keep all of it"
+                              : "free space there or send it elsewhere");
+    return rc ? rc : 1;
+}
+
 int main(int argc, char **argv) {
+    hold_std_fds();
     /* before anything else: may re-run the program with OPENBLAS_CORETYPE
      * set, when the BLAS fell back to kernels below the CPU's */
     tb_cpu_blas_kernels_ensure(argv);
+    /* a write past the file-size limit (ulimit -f) fails with EFBIG, and
+     * its writer says which file in one line and removes its temporary;
+     * SIGXFSZ's default ended the process there without a line, leaving
+     * NAME.tmp.PID and the results file's snapshot */
+    signal(SIGXFSZ, SIG_IGN);
+    /* standard output piped to a reader that has gone ('| head'): the
+     * writes fail with EPIPE, the command finishes and writes its files,
+     * and output_checked says so, where SIGPIPE's default ended it without
+     * a line (loader-bench's results file never written). train's own
+     * handler stops a run instead (train_signals.c) */
+    signal(SIGPIPE, SIG_IGN);
     if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
                       strcmp(argv[1], "help") == 0)) {
         usage();
-        return 0;
+        return output_checked(0);
     }
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
         printf("trainbench %s (%s)\n", tb_version_string, tb_git_revision);
-        return 0;
+        return output_checked(0);
     }
     tb_cpu_dispatch_init(); /* the vector level; a TB_CPU_LEVEL this CPU lacks ends here, in one line */
-    if (argc < 2 || argv[1][0] == '-') return tb_cmd_train(argc - 1, argv + 1);
+    if (argc < 2 || argv[1][0] == '-') return output_checked(tb_cmd_train(argc - 1, argv + 1));
     for (int i = 0; i < k_ncommands; i++)
-        if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].run(argc - 2, argv + 2);
+        if (strcmp(argv[1], k_commands[i].name) == 0) return output_checked(k_commands[i].run(argc - 2, argv + 2));
     tb_log_usage_errors(1); /* the same on every rank: rank 0 says it */
     tb_die("unknown subcommand '%s'; run 'trainbench --help' for the list", argv[1]);
 }

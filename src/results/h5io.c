@@ -200,8 +200,9 @@ hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
         if (H5Fget_vfd_handle(g_tmp[n - 1].file, H5P_DEFAULT, &fd) >= 0 && fd)
             (void)!ftruncate(*(int *)fd, 0); /* best effort: the unlink below removes the name anyway */
         unlink(g_tmp[n - 1].tmp);
-        tb_die("cannot write %s '%s': %s; free space there or choose another path (--results, --ckpt, --save)",
-               g_tmp[n - 1].what, g_tmp[n - 1].path, strerror(e));
+        tb_die("cannot write %s '%s': %s; %s or choose another path (--results, --ckpt, --save)", g_tmp[n - 1].what,
+               g_tmp[n - 1].path, strerror(e),
+               e == EFBIG ? "raise the file-size limit (ulimit -f)" : "free space there");
     }
     char writing[4200] = ""; /* the file being written, when one is */
     if (n > 0) snprintf(writing, sizeof writing, " writing %s '%s'", g_tmp[n - 1].what, g_tmp[n - 1].path);

@@ -99,6 +99,7 @@ static void bootstrap(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     r->abort_mark = -1;
     tb_stall_guard_arm(f->timeout, "start-up", TB_GUARD_MPI_INIT); /* until the watchdog runs */
+    tb_cpu_blas_address_check(1, "train"); /* before MPI_Init's fork, which a stuck OpenBLAS thread holds */
     tb_comm_init(&r->argc, &r->argv, &r->info);
     tb_launch_check_singleton(&r->info);
     r->world = tb_comm_world();
@@ -528,6 +529,7 @@ void tb_train_setup(tb_train_run *r) {
     TB_PART(7, init_model(r));
     TB_PART(8, make_trainer_and_header(r));
 #undef TB_PART
+    if (strcmp(r->be->name, "cpu") == 0) tb_cpu_blas_address_check(r->threads, "train"); /* the workers' buffers */
     r->t_ready = t;
 }
 

@@ -16,7 +16,8 @@
  * watchdog takes it to rank 0, which makes it the job's reason (a SIGINT
  * to one rank, or to all from srun or scancel --signal=INT). With several
  * ranks and the watchdog on, comm/monitor_mpi.c handles SIGTERM (the
- * launcher's teardown) instead. */
+ * launcher's teardown) instead. SIGPIPE (standard output piped to a reader
+ * that has gone, as '| head') ends the run in the same way. */
 #define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
 #include <fcntl.h>
@@ -64,8 +65,11 @@ static int g_pipe[2] = {-1, -1};
 static pthread_t g_thread; /* joined at stop: a signal taken just before is not left half-handled */
 static int g_took_term = 0; /* SIGTERM is ours (no watchdog to take it) */
 static tb_run_report *g_report; /* rank 0's results file (path "" elsewhere), for the line */
+static volatile sig_atomic_t g_piped; /* a SIGPIPE's byte is in the pipe: later ones add nothing */
 
 static void on_signal(int sig) {
+    if (sig == SIGPIPE && g_piped) return;
+    if (sig == SIGPIPE) g_piped = 1;
     int saved = errno;
     unsigned char c = (unsigned char)sig;
     ssize_t n = write(g_pipe[1], &c, 1); /* async-signal-safe; the thread does the rest */
@@ -83,6 +87,9 @@ static void *watch(void *arg) {
     int sig = c;
     const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
                        : sig == SIGTERM ? "SIGTERM"
+                       : sig == SIGPIPE ? "SIGPIPE (a write to a pipe or socket whose reader has gone, as standard "
+                                          "output's when piped to 'head'; send the output to a file to keep a run "
+                                          "going)"
                        : sig == SIGUSR1 ? "SIGUSR1 (a batch system's warning, as Slurm's --signal=USR1@T)"
                                         : "SIGUSR2 (a batch system's warning, as Slurm's --signal=USR2@T)";
     const char *path = g_report->path;
@@ -112,6 +119,12 @@ void tb_train_signals_start(tb_train_run *r) {
     sigaction(SIGUSR2, &sa, NULL);
     g_took_term = r->mon == NULL; /* else the watchdog takes SIGTERM */
     if (g_took_term) sigaction(SIGTERM, &sa, NULL);
+    /* stdout a pipe whose reader has gone ('trainbench | head -2'): each
+     * write raises SIGPIPE, whose default ended one rank without a line,
+     * its results file left with the snapshot's guess. Kept, not reset: the
+     * main thread's next write must not end the process before the line */
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGPIPE, &sa, NULL);
     if (tb_fault("interrupt-startup", r->info.rank, -1)) { /* test only: Ctrl-C in a start-up that takes long */
         raise(SIGINT);
         tb_log_park();
@@ -123,6 +136,7 @@ void tb_train_signals_stop(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGUSR1, SIG_DFL);
     signal(SIGUSR2, SIG_DFL);
+    signal(SIGPIPE, SIG_IGN); /* as main left it: a later write's EPIPE is output_checked's to report */
     if (g_took_term) signal(SIGTERM, SIG_DFL);
     /* a 0 byte ends the thread, and a signal's byte already in the pipe is
      * read before it: the thread then ends the process (its line, exit

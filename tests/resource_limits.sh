@@ -1,0 +1,109 @@
+#!/bin/sh
+# resource_limits.sh TRAINBENCH PYTHON: a run that meets a limit of its
+# environment ends with one stderr line, leaves no temporary file and no
+# earlier file destroyed, and its results file says "aborted" with the
+# reason, where the signal's default once ended it without a line:
+#   pipe    standard output piped to 'head -2', whose exit makes every
+#           later write raise SIGPIPE: exit 141, "stopped by SIGPIPE", the
+#           results file marked with it (it was left with the snapshot's
+#           guess, the process dead without a word);
+#   lbpipe  the same under loader-bench: it finishes, writes its results
+#           file and says "standard output: Broken pipe", exit 1 (SIGPIPE
+#           ended it without a line, its results file never written);
+#   fsize   a file-size limit (ulimit -f) below the checkpoint's size, an
+#           earlier checkpoint at the path: "cannot write checkpoint ...
+#           File too large", exit 1, no ck.h5.tmp.PID left, the earlier
+#           checkpoint unchanged (SIGXFSZ ended it silently, exit 153);
+#   mkdata  the same limit under mkdata's JPEG writer: its one line;
+#   full    standard output to /dev/full (a log on a full disk), and
+#           closed: exit 1 and "standard output: ..." (the lost output went
+#           unsaid, exit status 0), the results file whole ("complete");
+#   vmem    an address-space limit (ulimit -v 200000, 195 MiB) too tight for
+#           OpenBLAS's 128 MiB buffer: "the address-space limit (ulimit -v)
+#           ... raise the limit", exit 1 (the library retries the map for
+#           ever: train hung, with no line, in MPI_Init); skipped, and said
+#           so, where the binary's libraries alone do not load under it.
+# PYTHON needs h5py (exit 77 without). About 15 s (60 s more where vmem hangs).
+set -u
+tb=$1
+py=$2
+"$py" -c 'import h5py' 2>/dev/null || { echo "SKIP: $py has no h5py"; exit 77; }
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+status() { # FILE -> "status|abort_reason"
+  "$py" - "$1" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as f:
+    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(f.attrs.get(k, ""))
+    print(g("status") + "|" + g("abort_reason"))
+PY
+}
+# check NAME RC WANT_RC ERRFILE WANT_TEXT [RESULTS]
+check() {
+  n0=$fails
+  [ "$2" -eq "$3" ] || fail "$1: exit $2, want $3"
+  [ "$(wc -l <"$4")" -eq 1 ] || { fail "$1: $(wc -l <"$4") stderr lines, want 1:"; cat "$4"; }
+  grep -q "$5" "$4" || fail "$1: stderr lacks '$5'"
+  if [ -n "${6:-}" ] && [ ! -f "$6" ]; then
+    fail "$1: no results file $6"
+  elif [ -n "${6:-}" ]; then
+    st=$(status "$6")
+    case $st in aborted\|*"$5"*) ;; *) fail "$1: results file says '$st', want aborted with '$5'" ;; esac
+  fi
+  left=$(find "$d" -name '*.tmp.*' | head -n 3)
+  [ -z "$left" ] || fail "$1: temporary files left: $left"
+  [ "$fails" -eq "$n0" ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
+}
+run() { "$tb" --model resnet18 --image-size 32 --batch-size 4 --scaling-steps 0 --synthetic "$@"; }
+
+# pipe: the exit status of trainbench, not of head, through a file
+for i in 1 2; do
+  rm -f "$d/pipe.h5"
+  { run --steps 20 --print-every 1 --results "$d/pipe.h5" 2>"$d/err"; echo $? >"$d/rc"; } | head -n 2 >/dev/null
+  check "pipe $i" "$(cat "$d/rc")" 141 "$d/err" "stopped by SIGPIPE" "$d/pipe.h5"
+done
+
+"$tb" mkdata --out "$d/lbset" --classes 2 --per-class 16 --min-side 48 --max-side 64 >/dev/null || exit 1
+{ "$tb" loader-bench --data "$d/lbset" --threads 1,2 --batch-size 4 --image-size 32 --batches 4 \
+    --results "$d/lb.h5" 2>"$d/err"; echo $? >"$d/rc"; } | head -n 1 >/dev/null
+check "lbpipe" "$(cat "$d/rc")" 1 "$d/err" "standard output: Broken pipe"
+[ -f "$d/lb.h5" ] || fail "lbpipe: no results file"
+
+# fsize: ResNet-18's checkpoint is 90 MB; the limit (10 MB under dash's
+# 512-byte blocks, 20 MB under bash's KiB) leaves room for MPI's own files
+run --steps 2 --ckpt "$d/ck.h5" --results "$d/fsize.h5" >"$d/out" 2>"$d/err" || { cat "$d/err"; exit 1; }
+cp "$d/ck.h5" "$d/ck.before"
+(ulimit -f 20000 && run --steps 4 --ckpt "$d/ck.h5" --resume --results "$d/fsize.h5") >/dev/null 2>"$d/err"
+check "fsize" $? 1 "$d/err" "cannot write checkpoint '$d/ck.h5': File too large" "$d/fsize.h5"
+cmp -s "$d/ck.h5" "$d/ck.before" || fail "fsize: the earlier checkpoint was changed"
+
+(ulimit -f 20000 && "$tb" mkdata --out "$d/set" --classes 1 --per-class 2 --min-side 4000 --max-side 4000 \
+  --quality 100) >/dev/null 2>"$d/err"
+check "mkdata" $? 1 "$d/err" "File too large"
+
+run --steps 2 --results "$d/full.h5" >/dev/full 2>"$d/err"
+check "full" $? 1 "$d/err" "standard output: No space left on device"
+case $(status "$d/full.h5") in complete\|*) ;; *) fail "full: results file says '$(status "$d/full.h5")', want complete" ;; esac
+run --steps 2 --results "$d/full.h5" >&- 2>"$d/err"
+check "closed" $? 1 "$d/err" "standard output: Bad file descriptor"
+"$tb" mkdata --out "$d/set2" --classes 1 --per-class 2 --min-side 64 --max-side 64 >/dev/full 2>"$d/err"
+check "mkdata-full" $? 1 "$d/err" "standard output: No space left on device"
+[ "$(find "$d/set2" -name '*.jpg' | wc -l)" -eq 2 ] || fail "mkdata-full: the set is not whole"
+
+# shellcheck disable=SC3045 # ulimit -v: dash's and bash's (KiB both)
+(ulimit -v 200000 && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
+  --scaling-steps 0 --synthetic --steps 2 --results "$d/vmem.h5") >/dev/null 2>"$d/err"
+rc=$?
+if ! grep -q 'BLAS: OpenBLAS' "$d/out"; then
+  echo "skip vmem: the BLAS is not OpenBLAS (the check is for its buffer)"
+elif grep -q 'error while loading shared libraries' "$d/err"; then
+  echo "skip vmem: the binary's libraries do not load under 195 MiB: $(cut -c1-150 <"$d/err")"
+else
+  check "vmem" $rc 1 "$d/err" "the address-space limit (ulimit -v) is 195 MiB"
+fi
+
+[ "$fails" -eq 0 ] || exit 1
+echo "all resource-limit cases passed"
