@@ -26,6 +26,7 @@
 
 #include "comm/bucket_plan.h"
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 
 struct tb_grad_sync {
@@ -153,8 +154,7 @@ tb_grad_sync *tb_grad_sync_create(tb_comm *comm, void *grads, size_t count, tb_c
     }
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
-    if (pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
-        TB_FATAL("cannot start the gradient communication thread");
+    tb_thread_start(&gs->thread, NULL, comm_thread, gs, "the gradient communication thread");
     return gs;
 }
 

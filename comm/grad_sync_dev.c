@@ -25,6 +25,7 @@
 #include "comm/comm_cast.h"
 #include "core/cuda_check.h"
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 
 struct tb_grad_sync_dev {
@@ -158,8 +159,7 @@ tb_grad_sync_dev *tb_grad_sync_dev_create(const tb_grad_sync_dev_opts *o) {
         TB_CUDA_CHECK(cudaStreamCreateWithFlags(&g->up, cudaStreamNonBlocking));
         pthread_mutex_init(&g->mu, NULL);
         pthread_cond_init(&g->cv, NULL);
-        if (pthread_create(&g->thread, NULL, staging_thread, g) != 0)
-            TB_FATAL("cannot start the gradient staging thread");
+        tb_thread_start(&g->thread, NULL, staging_thread, g, "the gradient staging thread");
         g->have_thread = 1;
     }
     return g;

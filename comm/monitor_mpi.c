@@ -44,6 +44,7 @@
 #include "comm/comm_mpi.h"
 #include "comm/nccl.h"
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 
 const char mon_ping = 1;
@@ -335,8 +336,7 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     sa.sa_handler = on_sigterm;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
-    if (pthread_create(&m->thread, NULL, monitor_thread, m) != 0)
-        TB_FATAL("cannot start the watchdog thread");
+    tb_thread_start(&m->thread, NULL, monitor_thread, m, "the watchdog thread");
     g_running = m;
     atomic_store(&mon_running, m);
     if (g_fatal_cleanup < 0) g_fatal_cleanup = tb_add_abort_cleanup(mon_on_rank_fatal, NULL);

@@ -44,6 +44,8 @@
  *   host-mem      train's and step's host-memory check read STEP MiB as
  *                 what this host has available (STEP is a size here, not a
  *                 step: a host too small for the batch, without filling one)
+ *   no-thread     the STEP-th thread this process starts (1: the first;
+ *                 core/thread_start.h) fails as under a reached ulimit -u
  *   hang-rollcall, hang-checks, hang-allreduce, hang-barrier   stop
  *                 answering in preflight (the roll call; after it, before
  *                 the launch checks; before the warm-up all-reduce; after

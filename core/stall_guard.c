@@ -11,6 +11,7 @@
 
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/thread_start.h"
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -96,8 +97,9 @@ void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase) 
     pthread_cond_broadcast(&g_cv); /* the guard this one replaces ends now, not at its deadline */
     pthread_mutex_unlock(&g_mu);
     pthread_t th;
-    if (pthread_create(&th, NULL, guard, (void *)(size_t)gen) != 0)
-        TB_FATAL("cannot start the %s guard thread", stage);
+    char what[64];
+    snprintf(what, sizeof what, "the %s guard thread", stage);
+    tb_thread_start(&th, NULL, guard, (void *)(size_t)gen, what);
     pthread_detach(th);
     /* test-only (faults.h): this rank never gets to the others */
     int rank = tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank();

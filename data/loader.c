@@ -27,6 +27,7 @@
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/rng.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 #include "data/jpeg.h"
 #include "data/loader_internal.h"
@@ -245,8 +246,8 @@ static void start_threads(tb_loader *ld) {
         for (int k = 0; k < ld->ngpu; k++) {
             ld->gpu_ws[k] = tb_loader_worker_new(ld, loader_track_gpu_host(ld, k));
             ld->gpu_ws[k]->gpu = ld->gpus[k];
-            int rc = pthread_create(&ld->gpu_threads[k], NULL, tb_loader_gpu_main, ld->gpu_ws[k]);
-            if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+            tb_thread_start(&ld->gpu_threads[k], NULL, tb_loader_gpu_main, ld->gpu_ws[k],
+                            "a loader's GPU decode thread");
             ld->gpu_started++;
         }
     }
@@ -254,8 +255,7 @@ static void start_threads(tb_loader *ld) {
     if (!ld->threads) TB_FATAL("out of host memory");
     for (int t = 0; t < ld->o.threads; t++) {
         worker *w = tb_loader_worker_new(ld, t);
-        int rc = pthread_create(&ld->threads[t], NULL, worker_main, w);
-        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+        tb_thread_start(&ld->threads[t], NULL, worker_main, w, "a loader worker thread");
         ld->nthreads++;
     }
 }

@@ -14,6 +14,7 @@
 
 #include "core/log.h"
 #include "core/rng.h"
+#include "core/thread_start.h"
 #include "data/jpeg.h"
 
 #define TWO_PI 6.283185307179586
@@ -277,8 +278,7 @@ int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, int64_t *pi
     pthread_t *tid = malloc((size_t)threads * sizeof *tid);
     if (!tid) TB_FATAL("out of host memory");
     for (int t = 0; t < threads; t++) {
-        int rc = pthread_create(&tid[t], NULL, write_worker, &job);
-        if (rc != 0) TB_FATAL("pthread_create: %s", strerror(rc));
+        tb_thread_start(&tid[t], NULL, write_worker, &job, "an mkdata writer thread");
     }
     for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
     free(tid);

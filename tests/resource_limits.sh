@@ -18,6 +18,10 @@
 #   full    standard output to /dev/full (a log on a full disk), and
 #           closed: exit 1 and "standard output: ..." (the lost output went
 #           unsaid, exit status 0), the results file whole ("complete");
+#   threads a thread that cannot start (ulimit -u reached; the test's
+#           fault makes the first start fail): one line naming it, why and
+#           the limit (it said "cannot start the X thread", or
+#           "pthread_create: ..." for the loader's);
 #   vmem    an address-space limit (ulimit -v 200000, 195 MiB, or the least
 #           above it in steps of 128 MiB under which the binary's libraries
 #           load) too tight for OpenBLAS's 128 MiB buffer: "the address-space limit (ulimit -v)
@@ -93,6 +97,16 @@ check "closed" $? 1 "$d/err" "standard output: Bad file descriptor"
 "$tb" mkdata --out "$d/set2" --classes 1 --per-class 2 --min-side 64 --max-side 64 >/dev/full 2>"$d/err"
 check "mkdata-full" $? 1 "$d/err" "standard output: No space left on device"
 [ "$(find "$d/set2" -name '*.jpg' | wc -l)" -eq 2 ] || fail "mkdata-full: the set is not whole"
+
+# threads: a thread that cannot start (the per-user limit on processes and
+# threads, ulimit -u, reached: TB_TEST_FAULT=no-thread makes the first start
+# fail with EAGAIN) names the thread, the error and the limit in one line
+TB_TEST_FAULT=no-thread:-1:1 run --steps 2 --results "$d/thr.h5" >/dev/null 2>"$d/err"
+check "threads" $? 1 "$d/err" "cannot start the .* thread: Resource temporarily unavailable: the user's limit on processes and threads (ulimit -u"
+[ -e "$d/thr.h5" ] && fail "threads: a results file was written"
+TB_TEST_FAULT=no-thread:-1:1 "$tb" loader-bench --data "$d/lbset" --image-size 32 --batch-size 4 --threads 2 \
+  >/dev/null 2>"$d/err"
+check "threads-loader" $? 1 "$d/err" "cannot start a loader worker thread: Resource temporarily unavailable: the user's limit"
 
 # The lowest limit, from 195 MiB in steps of 128 MiB, under which the
 # binary's libraries load (a CUDA build maps cuBLAS and cuDNN: about 1 GiB

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 
 /* ---- the NVML ABI we use ------------------------------------------------------- */
@@ -393,8 +394,7 @@ tb_nvml_sampler *tb_nvml_sampler_start(tb_nvml_dev *d, double period_s) {
     window_clear(s);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (pthread_create(&s->thread, NULL, sampler_main, s) != 0)
-        TB_FATAL("cannot start the NVML sampling thread");
+    tb_thread_start(&s->thread, NULL, sampler_main, s, "the NVML sampling thread");
     return s;
 }
 

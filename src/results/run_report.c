@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "core/timer.h"
 #include "src/results/bucket_profile.h"
 #include "src/results/h5io.h"
@@ -142,8 +143,7 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     tb_bprof_tables_init(&r->grad_ready, &r->buckets);
     tb_opp_tables_init(&r->op_profile, &r->op_kinds);
     if (r->path[0]) {
-        if (pthread_create(&r->snap_thread, NULL, snapshot_thread, r) != 0)
-            TB_FATAL("cannot start the results snapshot thread");
+        tb_thread_start(&r->snap_thread, NULL, snapshot_thread, r, "the results snapshot thread");
         r->snap_running = 1;
     }
 }

@@ -30,6 +30,7 @@
 #include "comm/monitor.h"
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/thread_start.h"
 #include "src/train/train_setup.h"
 
 /* ---- the abort mark ------------------------------------------------------------------ */
@@ -106,7 +107,7 @@ void tb_train_signals_start(tb_train_run *r) {
     if (g_pipe[0] >= 0) return;
     if (pipe2(g_pipe, O_CLOEXEC) != 0) TB_FATAL("pipe for the signal thread: %s", strerror(errno));
     g_report = &r->report;
-    if (pthread_create(&g_thread, NULL, watch, NULL) != 0) TB_FATAL("cannot start the signal thread");
+    tb_thread_start(&g_thread, NULL, watch, NULL, "the signal thread");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
