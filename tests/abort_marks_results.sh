@@ -40,34 +40,8 @@ mpi=${3:-}
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-status() { # FILE -> "status|abort_reason"
-  "$py" - "$1" <<'PY'
-import sys
-import h5py
-with h5py.File(sys.argv[1], "r") as f:
-    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(f.attrs.get(k, ""))
-    print(g("status") + "|" + g("abort_reason"))
-PY
-}
-# check NAME RC WANT_RC ERRFILE WANT_TEXT RESULTS
-check() {
-  lines=$(wc -l <"$4")
-  [ "$2" -eq "$3" ] || fail "$1: exit $2, want $3"
-  [ "$lines" -eq 1 ] || { fail "$1: $lines stderr lines, want 1:"; cat "$4"; }
-  grep -q "$5" "$4" || fail "$1: stderr lacks '$5'"
-  if [ -f "$6" ]; then
-    st=$(status "$6")
-    case $st in aborted\|*"$5"*) ;; *) fail "$1: results file says '$st', want aborted with '$5'" ;; esac
-  else
-    # what is there instead (a temporary left by a write cut short, nothing
-    # at all), for a failure seen once in many loaded runs
-    fail "$1: no results file $6; HDF5 files there: $(find "$(dirname "$6")" -maxdepth 1 -name '*.h5*' | tr '\n' ' ')"
-  fi
-  left=$(find "$d" -name '*.tmp.*' | head -n 3)
-  [ -z "$left" ] || fail "$1: temporary files left: $left"
-  [ "$fails" -eq 0 ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
-}
+# shellcheck disable=SC1091 # fail, status and check: tests/one_line_checks.sh
+. "$(dirname "$0")/one_line_checks.sh"
 run() { "$tb" --image-size 32 --batch-size 8 --scaling-steps 0 "$@"; }
 
 "$tb" mkdata --out "$d/set" --classes 2 --per-class 8 --min-side 48 --max-side 64 >/dev/null || exit 1

@@ -36,32 +36,8 @@ py=$2
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-status() { # FILE -> "status|abort_reason"
-  "$py" - "$1" <<'PY'
-import sys
-import h5py
-with h5py.File(sys.argv[1], "r") as f:
-    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else str(v))(f.attrs.get(k, ""))
-    print(g("status") + "|" + g("abort_reason"))
-PY
-}
-# check NAME RC WANT_RC ERRFILE WANT_TEXT [RESULTS]
-check() {
-  n0=$fails
-  [ "$2" -eq "$3" ] || fail "$1: exit $2, want $3"
-  [ "$(wc -l <"$4")" -eq 1 ] || { fail "$1: $(wc -l <"$4") stderr lines, want 1:"; cat "$4"; }
-  grep -q "$5" "$4" || fail "$1: stderr lacks '$5'"
-  if [ -n "${6:-}" ] && [ ! -f "$6" ]; then
-    fail "$1: no results file $6"
-  elif [ -n "${6:-}" ]; then
-    st=$(status "$6")
-    case $st in aborted\|*"$5"*) ;; *) fail "$1: results file says '$st', want aborted with '$5'" ;; esac
-  fi
-  left=$(find "$d" -name '*.tmp.*' | head -n 3)
-  [ -z "$left" ] || fail "$1: temporary files left: $left"
-  [ "$fails" -eq "$n0" ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
-}
+# shellcheck disable=SC1091 # fail, status and check: tests/one_line_checks.sh
+. "$(dirname "$0")/one_line_checks.sh"
 run() { "$tb" --model resnet18 --image-size 32 --batch-size 4 --scaling-steps 0 --synthetic "$@"; }
 
 # pipe: the exit status of trainbench, not of head, through a file
