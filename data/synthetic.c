@@ -59,10 +59,9 @@ static int sample_class(uint64_t seed, int i, int classes, tb_rng *r) {
     return (int)tb_rng_below(r, (uint64_t)classes);
 }
 
-/* The pool's samples of class c (order[first..last)), from its pattern. */
-static void fill_class(tb_synthetic *s, int c, const int *order, int first, int last, float *proto) {
+/* The pool's samples order[first..last), of one class, from its pattern. */
+static void fill_class(tb_synthetic *s, const int *order, int first, int last, const float *proto) {
     size_t plane = (size_t)3 * s->h * s->w;
-    class_pattern(proto, s->h, s->w, s->seed, c);
     for (int j = first; j < last; j++) {
         int i = order[j];
         tb_rng r;
@@ -88,22 +87,29 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
     if (!s->images || !s->labels || !order || !at)
         tb_die("cannot allocate %zu MB for synthetic data; lower --batch-size or --image-size",
                (size_t)pool * plane * 4 >> 20);
-    /* the samples grouped by class (a counting sort), so each class the pool
-     * holds has its pattern made once, on one thread, and no class it does
-     * not hold has one at all (--classes 1000: 600 MB of patterns at 224 px
-     * before, all of them made) */
+    /* the samples grouped by class (a counting sort), so a class the pool
+     * holds has its pattern made on the thread that fills a run of its
+     * samples, and a class it does not hold has none (--classes 1000: 600 MB
+     * of patterns at 224 px before, all of them made first) */
     for (int i = 0; i < pool; i++) {
         tb_rng r;
         s->labels[i] = sample_class(seed, i, classes, &r);
         at[s->labels[i] + 1]++;
     }
     for (int c = 0; c < classes; c++) at[c + 1] += at[c];
-    int *next = malloc((size_t)classes * sizeof *next), *held = malloc((size_t)pool * sizeof *held), nheld = 0;
-    if (!next || !held) tb_die("cannot allocate the synthetic data's class index of %d classes", classes);
+    /* the work: each class the pool holds in runs of at most FILL_RUN samples
+     * (a class's pattern costs a few samples' fill: 10 classes still keep
+     * every core busy), held[k] the class of run k, from[k] its start */
+    enum { FILL_RUN = 32 };
+    int nmax = pool + pool / FILL_RUN + 1, nheld = 0;
+    int *next = malloc((size_t)classes * sizeof *next), *held = malloc((size_t)nmax * sizeof *held),
+        *from = malloc((size_t)(nmax + 1) * sizeof *from);
+    if (!next || !held || !from) tb_die("cannot allocate the synthetic data's class index of %d classes", classes);
     memcpy(next, at, (size_t)classes * sizeof *next);
     for (int i = 0; i < pool; i++) order[next[s->labels[i]]++] = i;
     for (int c = 0; c < classes; c++)
-        if (at[c + 1] > at[c]) held[nheld++] = c;
+        for (int j = at[c]; j < at[c + 1]; j += FILL_RUN) held[nheld] = c, from[nheld++] = j;
+    from[nheld] = pool;
     free(next);
     /* every class and every sample draws from its own generator, so the
      * pool is the same bits on any number of threads (a synthetic bench row
@@ -111,18 +117,23 @@ void tb_synthetic_init(tb_synthetic *s, int classes, int h, int w, int pool, uin
     int failed = 0;
 #pragma omp parallel
     {
-        float *proto = malloc(plane * sizeof *proto); /* this thread's pattern */
+        float *proto = malloc(plane * sizeof *proto); /* this thread's pattern, of class cur */
+        int cur = -1;
         if (!proto) {
 #pragma omp atomic write
             failed = 1;
         }
 #pragma omp for schedule(dynamic, 1)
-        for (int k = 0; k < nheld; k++)
-            if (proto) fill_class(s, held[k], order, at[held[k]], at[held[k] + 1], proto);
+        for (int k = 0; k < nheld; k++) {
+            if (!proto) continue;
+            if (held[k] != cur) class_pattern(proto, h, w, seed, cur = held[k]);
+            fill_class(s, order, from[k], from[k + 1], proto); /* runs end where the next (class) begins */
+        }
         free(proto);
     }
     if (failed) tb_die("cannot allocate %zu KB for a synthetic class pattern", plane * sizeof(float) >> 10);
     free(held);
+    free(from);
     free(order);
     free(at);
 }
