@@ -54,14 +54,22 @@ static int read_keyed(const char *path, const char *key, long long unit, long lo
     return found;
 }
 
+/* The reclaimable page cache in memory.stat is the file-backed LRU lists,
+ * active and inactive: not "file" (v2) or "cache" (v1), which count tmpfs
+ * and shared memory too (/dev/shm, MPI's segments: not reclaimable without
+ * swap), and in v1 the hierarchical total_ ones, as memory.usage_in_bytes
+ * counts the child cgroups (a Slurm job's limit, the task in a child). */
 typedef struct {
-    const char *dir;                   /* where the hierarchy is mounted, below root */
-    const char *max, *cur, *stat_key; /* its files' names and the page cache's key in memory.stat */
+    const char *dir;       /* where the hierarchy is mounted, below root */
+    const char *max, *cur; /* its files' names */
+    const char *lru[2];    /* the file-backed LRU lists' keys in memory.stat */
 } cg_files;
 
-static const cg_files CG_V2[2] = {{"/sys/fs/cgroup", "memory.max", "memory.current", "file"},
-                                  {"/sys/fs/cgroup/unified", "memory.max", "memory.current", "file"}};
-static const cg_files CG_V1 = {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes", "cache"};
+static const cg_files CG_V2[2] = {
+    {"/sys/fs/cgroup", "memory.max", "memory.current", {"active_file", "inactive_file"}},
+    {"/sys/fs/cgroup/unified", "memory.max", "memory.current", {"active_file", "inactive_file"}}};
+static const cg_files CG_V1 = {"/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.usage_in_bytes",
+                               {"total_active_file", "total_inactive_file"}};
 
 /* The room of each limited cgroup from path up to the hierarchy's top; the
  * tightest replaces out's figure where it is smaller. */
@@ -69,11 +77,13 @@ static void cgroup_room(const char *root, const cg_files *fs, const char *path, 
     char p[512], dir[1024], file[1200];
     snprintf(p, sizeof p, "%s", path[0] == '/' ? path : "/");
     for (;;) {
-        long long max = 0, cur = 0, cache = 0;
+        long long max = 0, cur = 0, cache = 0, part = 0;
         if (join(dir, sizeof dir, root, fs->dir, strcmp(p, "/") == 0 ? "" : p) &&
             join(file, sizeof file, dir, "/", fs->max) && read_number(file, &max) && max < NO_LIMIT &&
             join(file, sizeof file, dir, "/", fs->cur) && read_number(file, &cur)) {
-            if (join(file, sizeof file, dir, "/", "memory.stat")) (void)read_keyed(file, fs->stat_key, 1, &cache);
+            if (join(file, sizeof file, dir, "/", "memory.stat"))
+                for (int k = 0; k < 2; k++)
+                    if (read_keyed(file, fs->lru[k], 1, &part)) cache += part;
             long long room = max - cur + (cache < cur ? cache : cur);
             if (room < 0) room = 0;
             if (out->bytes < 0 || room < out->bytes) {

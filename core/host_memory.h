@@ -12,11 +12,12 @@
  *
  * Available: /proc/meminfo's MemAvailable, or less where a memory cgroup of
  * this process (a container's or a batch job's limit) has less room: its
- * limit minus its usage plus its page cache (reclaimable, as MemAvailable
- * counts it), the tightest on the way up from /proc/self/cgroup's path;
- * cgroup v2 (memory.max, memory.current, memory.stat's file) under
- * /sys/fs/cgroup or /sys/fs/cgroup/unified, v1 (memory.limit_in_bytes,
- * memory.usage_in_bytes, memory.stat's cache) under
+ * limit minus its usage plus its reclaimable page cache (the file-backed
+ * LRU lists, as MemAvailable counts them), the tightest on the way up from
+ * /proc/self/cgroup's path; cgroup v2 (memory.max, memory.current,
+ * memory.stat's active_file + inactive_file) under /sys/fs/cgroup or
+ * /sys/fs/cgroup/unified, v1 (memory.limit_in_bytes, memory.usage_in_bytes,
+ * memory.stat's total_active_file + total_inactive_file) under
  * /sys/fs/cgroup/memory. Everything is read below root ("" or NULL: the
  * real /), so tests read made-up trees. */
 #ifndef TB_HOST_MEMORY_H

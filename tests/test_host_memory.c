@@ -56,7 +56,9 @@ int main(void) {
     expect(20 * GIB, "MemAvailable");
 
     /* v2: the job's cgroup has no limit, its parent 8 GiB with 7 GiB in use
-     * of which 1.5 GiB page cache: 2.5 GiB of room; the root is unlimited */
+     * of which 1.5 GiB reclaimable page cache (active + inactive file; the
+     * "file" line, which counts tmpfs too, is not room): 2.5 GiB of room;
+     * the root is unlimited */
     fresh_root("v2");
     put("/proc/meminfo", MEMINFO);
     put("/proc/self/cgroup", "0::/slurm/job_7/step_0\n");
@@ -64,7 +66,8 @@ int main(void) {
     put("/sys/fs/cgroup/slurm/job_7/step_0/memory.current", "100\n");
     put("/sys/fs/cgroup/slurm/job_7/memory.max", "8589934592\n");
     put("/sys/fs/cgroup/slurm/job_7/memory.current", "7516192768\n");
-    put("/sys/fs/cgroup/slurm/job_7/memory.stat", "anon 5905580032\nfile_mapped 10\nfile 1610612736\n");
+    put("/sys/fs/cgroup/slurm/job_7/memory.stat", "anon 5905580032\nfile 9999999999\nfile_mapped 10\n"
+                                                  "active_file 1073741824\ninactive_file 536870912\nshmem 5\n");
     put("/sys/fs/cgroup/slurm/memory.max", "max\n");
     expect(5 * GIB / 2, "/slurm/job_7 (8.0 GiB, 7.0 GiB in use)");
 
@@ -75,18 +78,21 @@ int main(void) {
     /* usage above the limit (a cgroup being reclaimed): no room, not negative */
     put("/sys/fs/cgroup/slurm/job_7/memory.max", "1073741824\n");
     put("/sys/fs/cgroup/slurm/job_7/memory.current", "2147483648\n");
-    put("/sys/fs/cgroup/slurm/job_7/memory.stat", "file 0\n");
+    put("/sys/fs/cgroup/slurm/job_7/memory.stat", "active_file 0\ninactive_file 0\n");
     expect(0, "/slurm/job_7");
 
     /* v1 (a hybrid host: the v2 tree has no memory controller): the memory
-     * controller in a comma list; "unlimited" at the top */
+     * controller in a comma list; the hierarchical total_ LRU lists (not
+     * cache, nor the cgroup's own); "unlimited" at the top */
     fresh_root("v1");
     put("/proc/meminfo", MEMINFO);
     put("/proc/self/cgroup", "4:cpu,memory:/docker/abc\n3:cpuset:/\n0::/\n");
     put("/sys/fs/cgroup/unified/cgroup.procs", "1\n");
     put("/sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes", "4294967296\n");
     put("/sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes", "1073741824\n");
-    put("/sys/fs/cgroup/memory/docker/abc/memory.stat", "total_cache 5\ncache 536870912\nrss 1\n");
+    put("/sys/fs/cgroup/memory/docker/abc/memory.stat",
+        "cache 9999999999\nactive_file 7\ntotal_cache 9999999999\ntotal_active_file 268435456\n"
+        "total_inactive_file 268435456\ntotal_shmem 5\n");
     put("/sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
     put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "99999999999\n");
     expect(3 * GIB + GIB / 2, "/docker/abc (4.0 GiB, 1.0 GiB in use)");
