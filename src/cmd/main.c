@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/cpu_dispatch.h"
@@ -66,10 +67,19 @@ static int output_checked(int rc) {
     errno = 0;
     int bad = fflush(stdout) != 0, err = errno;
     if (!bad && !ferror(stdout)) return rc;
+    /* an earlier flush may have taken the error (errno then unset here):
+     * what stdout is says which advice fits */
+    struct stat st;
+    int closed = fstat(STDOUT_FILENO, &st) != 0 || (err == EBADF) ||
+                 ((st.st_mode & S_IFMT) == S_IFCHR && fcntl(STDOUT_FILENO, F_GETFL) >= 0 &&
+                  (fcntl(STDOUT_FILENO, F_GETFL) & O_ACCMODE) == O_RDONLY); /* hold_std_fds' /dev/null */
+    int pipe = !closed && (err == EPIPE || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
     tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
-                 "%s", bad && err ? strerror(err) : "a write failed",
-                 err == EPIPE ? "its reader stopped reading ('| head'); send it to a file to keep all of it"
-                              : "free space there or send it elsewhere");
+                 "%s", bad && err ? strerror(err) : closed ? "closed" : pipe ? "its reader has gone" : "a write failed",
+                 pipe     ? "its reader stopped reading ('| head'); send it to a file to keep all of it"
+                 : closed ? "it was closed (>&-); send it to a file or /dev/null"
+                 : err == EFBIG ? "raise the file-size limit (ulimit -f) or send it elsewhere"
+                                : "free space there or send it elsewhere");
     return rc ? rc : 1;
 }
 
