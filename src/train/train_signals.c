@@ -25,6 +25,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm/monitor.h"
@@ -86,11 +87,17 @@ static void *watch(void *arg) {
     }
     if (n != 1 || c == 0) return NULL; /* the run ended: tb_train_signals_stop's 0 (or end of file) */
     int sig = c;
+    /* SIGPIPE: standard output a pipe ('| head') or not (a socket of the
+     * launcher's or a peer's, whose other end has gone) */
+    struct stat so;
+    int out_pipe = fstat(STDOUT_FILENO, &so) == 0 && (S_ISFIFO(so.st_mode) || S_ISSOCK(so.st_mode));
     const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
                        : sig == SIGTERM ? "SIGTERM"
-                       : sig == SIGPIPE ? "SIGPIPE (a write to a pipe or socket whose reader has gone, as standard "
-                                          "output's when piped to 'head'; send the output to a file to keep a run "
-                                          "going)"
+                       : sig == SIGPIPE && out_pipe
+                           ? "SIGPIPE (a write to a pipe or socket whose reader has gone, as standard output's when "
+                             "piped to 'head'; send the output to a file to keep a run going)"
+                       : sig == SIGPIPE ? "SIGPIPE (a write to a socket whose other end has gone: a peer rank's or "
+                                          "the launcher's; the other ranks' lines say more)"
                        : sig == SIGUSR1 ? "SIGUSR1 (a batch system's warning, as Slurm's --signal=USR1@T)"
                                         : "SIGUSR2 (a batch system's warning, as Slurm's --signal=USR2@T)";
     const char *path = g_report->path;
