@@ -10,6 +10,8 @@
 
 #include "core/log.h"
 
+int tb_fault_rank(void) { return tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank(); }
+
 int tb_fault(const char *kind, int rank, int64_t step) {
     const char *v = getenv("TB_TEST_FAULT");
     if (!v) return 0;

@@ -58,6 +58,10 @@
 
 #include <stdint.h>
 
+/* The rank a fault's RANK is matched against: MPI's once it is up, before
+ * that the launcher's (OMPI_COMM_WORLD_RANK ...), -1 where neither is known. */
+int tb_fault_rank(void);
+
 /* 1 when fault `kind` is set for this rank and step (step < 0: any). */
 int tb_fault(const char *kind, int rank, int64_t step);
 

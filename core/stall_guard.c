@@ -76,7 +76,7 @@ static void *guard(void *arg) {
     char host[64] = "";
     if (gethostname(host, sizeof host) != 0) snprintf(host, sizeof host, "?");
     host[sizeof host - 1] = '\0';
-    int rank = tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank();
+    int rank = tb_fault_rank();
     tb_die("%s: rank %d (%s) has waited %g s (%s) in %s; a rank that never got there (frozen, or stuck "
            "in a file system or a driver) holds up every rank: find it (ps on the job's hosts), or give --timeout "
            "more time",
@@ -102,7 +102,7 @@ void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase) 
     tb_thread_start(&th, NULL, guard, (void *)(size_t)gen, what);
     pthread_detach(th);
     /* test-only (faults.h): this rank never gets to the others */
-    int rank = tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank();
+    int rank = tb_fault_rank();
     const char *fault = strcmp(stage, "end") == 0        ? "freeze-end"
                         : strcmp(stage, "start-up") == 0 ? "freeze-startup"
                                                          : NULL;

@@ -70,9 +70,9 @@ static int output_checked(int rc) {
     /* an earlier flush may have taken the error (errno then unset here):
      * what stdout is says which advice fits */
     struct stat st;
-    int closed = fstat(STDOUT_FILENO, &st) != 0 || (err == EBADF) ||
-                 ((st.st_mode & S_IFMT) == S_IFCHR && fcntl(STDOUT_FILENO, F_GETFL) >= 0 &&
-                  (fcntl(STDOUT_FILENO, F_GETFL) & O_ACCMODE) == O_RDONLY); /* hold_std_fds' /dev/null */
+    int fl = fcntl(STDOUT_FILENO, F_GETFL);
+    int closed = fstat(STDOUT_FILENO, &st) != 0 || err == EBADF ||
+                 (S_ISCHR(st.st_mode) && fl >= 0 && (fl & O_ACCMODE) == O_RDONLY); /* hold_std_fds' /dev/null */
     int pipe = !closed && (err == EPIPE || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
     tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
                  "%s", bad && err ? strerror(err) : closed ? "closed" : pipe ? "its reader has gone" : "a write failed",
