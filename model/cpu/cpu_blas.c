@@ -137,15 +137,10 @@ static void after_reexec(tb_cpu_blas_info *b, const char *fell_from) {
     unsetenv("TB_TEST_BLAS_FALLBACK");
 }
 
-void tb_cpu_blas_kernels_ensure(char **argv) {
-    tb_cpu_blas_info *b = &g_info;
-    info_read(b);
-    g_info_ready = 1;
-    const char *marker = getenv("TB_BLAS_REEXEC");
-    if (marker) {
-        after_reexec(b, marker);
-        return;
-    }
+/* What the kernels rule decides: 1 with was set when the library fell back
+ * and a re-run with OPENBLAS_CORETYPE=best is wanted; otherwise 0, with the
+ * origin and (where there is something to say) the note set. */
+static int kernels_reexec_wanted(tb_cpu_blas_info *b, char *was, size_t len) {
     const char *user = getenv("OPENBLAS_CORETYPE");
     const char *emu = getenv("TB_TEST_BLAS_FALLBACK");
     int emulated = user && emu && strcmp(emu, "1") == 0;
@@ -158,35 +153,102 @@ void tb_cpu_blas_kernels_ensure(char **argv) {
                      "OPENBLAS_CORETYPE=%.40s (yours) runs %.63s's %.63s kernels; this CPU (%.63s) can run %.63s, which are "
                      "faster: unset it to let trainbench choose",
                      user, b->library, b->kernels, units, b->best);
-        return;
+        return 0;
     }
     b->origin = TB_BLAS_KERNELS_DETECTED;
-    if (!b->below_best) return;
+    if (!b->below_best) return 0;
     if (!b->dynamic) {
         b->origin = TB_BLAS_KERNELS_FIXED;
         snprintf(b->note, sizeof b->note,
                  "%.63s was built for its %.63s kernels only (no DYNAMIC_ARCH); this CPU (%.63s) can run %.63s: install a "
                  "DYNAMIC_ARCH OpenBLAS (Debian's libopenblas0) or one built for this CPU",
                  b->library, b->kernels, units, b->best);
+        return 0;
+    }
+    snprintf(was, len, "%.31s", b->kernels);
+    return 1;
+}
+
+/* OpenBLAS starts its thread pool as it loads (OPENBLAS_NUM_THREADS's
+ * threads, or else one a core, less the caller), and each pool thread maps
+ * its 128 MiB buffer as it starts, retrying a map that fails for ever: under
+ * an address-space limit (ulimit -v) too tight for them every command,
+ * `report --help` too, hung where the library joins them at exit, with no
+ * line. trainbench calls the BLAS one thread per call (tb_cpu_blas_threads),
+ * so the pool never works for it: with a limit set and a pool started,
+ * re-run with OPENBLAS_NUM_THREADS=1, which starts none. A user's own
+ * OPENBLAS_NUM_THREADS is left as it is. */
+static int pool_in_the_way(void) {
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    struct rlimit rl;
+    if (getenv("OPENBLAS_NUM_THREADS")) return 0;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    return openblas_get_num_threads() > 1;
+#else
+    return 0;
+#endif
+}
+
+#define POOL_MARK "TB_BLAS_POOL_OFF"
+
+static void ensure(tb_cpu_blas_info *b, char **argv) {
+    if (getenv(POOL_MARK)) { /* the re-run without the pool: the setting was ours, not the user's */
+        unsetenv("OPENBLAS_NUM_THREADS");
+        unsetenv(POOL_MARK);
+        b->pool_off = 1;
+    }
+    const char *marker = getenv("TB_BLAS_REEXEC");
+    if (marker) {
+        after_reexec(b, marker);
         return;
     }
-    char was[32];
-    snprintf(was, sizeof was, "%.31s", b->kernels);
-    setenv("OPENBLAS_CORETYPE", b->best, 1);
-    setenv("TB_BLAS_REEXEC", was, 1);
+    char was[32] = "";
+    int kernels = kernels_reexec_wanted(b, was, sizeof was), pool = !b->pool_off && pool_in_the_way();
+    if (!kernels && !pool) return;
+    const char *user = getenv("OPENBLAS_CORETYPE");
+    char user_kept[64];
+    snprintf(user_kept, sizeof user_kept, "%s", user ? user : "");
+    if (kernels) {
+        setenv("OPENBLAS_CORETYPE", b->best, 1);
+        setenv("TB_BLAS_REEXEC", was, 1);
+    }
+    if (pool) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+        setenv(POOL_MARK, "1", 1);
+    }
     fflush(stdout);
     fflush(stderr);
     execv("/proc/self/exe", argv);
-    int e = errno; /* still here: the exec failed; carry on with the fallback */
+    int e = errno; /* still here: the exec failed; carry on as loaded */
+    if (pool) {
+        unsetenv("OPENBLAS_NUM_THREADS");
+        unsetenv(POOL_MARK);
+    }
+    if (!kernels) return;
     unsetenv("TB_BLAS_REEXEC");
-    if (emulated)
-        setenv("OPENBLAS_CORETYPE", user, 1);
+    if (user_kept[0]) /* TB_TEST_BLAS_FALLBACK's emulated fallback */
+        setenv("OPENBLAS_CORETYPE", user_kept, 1);
     else
         unsetenv("OPENBLAS_CORETYPE");
+    char units[16];
+    cpu_units(units, sizeof units);
     snprintf(b->note, sizeof b->note,
              "%.63s picked its %.63s kernels on a CPU with %.63s and trainbench could not re-run itself (/proc/self/exe: "
              "%.63s): set OPENBLAS_CORETYPE=%.63s yourself for the %.63s kernels",
              b->library, was, units, strerror(e), b->best, b->best);
+}
+
+void tb_cpu_blas_kernels_ensure(char **argv) {
+    tb_cpu_blas_info *b = &g_info;
+    info_read(b);
+    g_info_ready = 1;
+    ensure(b, argv);
+    if (!b->pool_off) return;
+    size_t at = strlen(b->note);
+    snprintf(b->note + at, sizeof b->note - at,
+             "%san address-space limit (ulimit -v) is set: re-ran with OPENBLAS_NUM_THREADS=1, so that OpenBLAS "
+             "starts no thread pool (each of its threads maps 128 MiB; trainbench's calls run one thread each)",
+             at ? "; " : "");
 }
 
 /* ---- threads ------------------------------------------------------------------ */
@@ -222,20 +284,28 @@ void tb_cpu_blas_threads(int workers, int *blas_threads, char *note, size_t len)
 
 /* ---- the address-space limit ---------------------------------------------------- */
 
-void tb_cpu_blas_address_check(int threads, const char *when) {
+int tb_cpu_blas_address_short(int threads, char *why, size_t len) {
 #ifdef TB_HAVE_OPENBLAS_THREADS
     struct rlimit rl;
     long long used = tb_vm_bytes(), mib = 1ll << 20;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || used < 0) return;
+    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || used < 0) return 0;
     long long limit = (long long)rl.rlim_cur, need = used + (128ll * threads + 64) * mib;
-    if (need <= limit) return;
-    tb_die("%s: the address-space limit (ulimit -v) is %lld MiB with %lld MiB mapped, and OpenBLAS maps 128 MiB "
-           "more for each thread that calls it (%d here; it waits for ever, not fails, when it cannot): raise the "
-           "limit to %lld MiB or more (ulimit -v %lld) or lift it (ulimit -v unlimited)",
-           when, limit / mib, used / mib, threads, (need + mib - 1) / mib, (need + 1023) / 1024);
+    if (need <= limit) return 0;
+    snprintf(why, len,
+             "the address-space limit (ulimit -v) is %lld MiB with %lld MiB mapped, and OpenBLAS maps 128 MiB more "
+             "for each thread that calls it (%d here; it waits for ever, not fails, when it cannot): raise the limit "
+             "to %lld MiB or more (ulimit -v %lld) or lift it (ulimit -v unlimited)",
+             limit / mib, used / mib, threads, (need + mib - 1) / mib, (need + 1023) / 1024);
+    return 1;
 #else
-    (void)threads, (void)when;
+    (void)threads, (void)why, (void)len;
+    return 0;
 #endif
+}
+
+void tb_cpu_blas_address_check(int threads, const char *when) {
+    char why[512];
+    if (tb_cpu_blas_address_short(threads, why, sizeof why)) tb_die("%s: %s", when, why);
 }
 
 /* ---- one timed SGEMM --------------------------------------------------------- */

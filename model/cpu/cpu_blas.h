@@ -49,6 +49,7 @@ typedef struct {
     int dynamic;        /* DYNAMIC_ARCH: the kernels can be chosen at run time */
     int below_best;     /* the kernels running are below what the CPU can run */
     int threads;        /* BLAS threads per call (tb_cpu_blas_threads; 1 until it runs) */
+    int pool_off;       /* re-ran with OPENBLAS_NUM_THREADS=1 under an address-space limit: no pool */
     char note[768];     /* the one line about the choice ("" when there is nothing to say): the commands
                            that run the BLAS print it as "# BLAS choice" (train's header, probe,
                            preflight); nothing goes to stderr, so a command's one-line error stays
@@ -56,7 +57,9 @@ typedef struct {
 } tb_cpu_blas_info;
 
 /* First thing in main: may re-execute the program (never returns then) with
- * OPENBLAS_CORETYPE set. Prints nothing: what it did is in note. */
+ * OPENBLAS_CORETYPE set, and under an address-space limit with
+ * OPENBLAS_NUM_THREADS=1 (cpu_blas.c, pool_in_the_way, says why). Prints
+ * nothing: what it did is in note. */
 void tb_cpu_blas_kernels_ensure(char **argv);
 
 /* The library and kernels of this process (valid at any time). */
@@ -79,6 +82,8 @@ void tb_cpu_blas_summary(char *buf, size_t len);
  * beyond what is mapped now (and 64 MiB besides: their malloc arenas); no
  * limit, another BLAS or an unreadable /proc: nothing. */
 void tb_cpu_blas_address_check(int threads, const char *when);
+/* The same test without ending: 1 with why set when the limit is short. */
+int tb_cpu_blas_address_short(int threads, char *why, size_t len);
 
 /* ---- the rule, pure functions (tested without re-executing) ---- */
 /* OpenBLAS's kernel set for these vector units and vendor; "" for a CPU

@@ -21,7 +21,7 @@ typedef struct {
     double peak_gflops;  /* cores x FLOP/cycle at the level x ghz */
     int n;               /* the SGEMM's size */
     double ms, gflops;   /* median time and rate; ms < 0: not measured */
-    char err[256];       /* why not, or the wrong element */
+    char err[512];       /* why not, or the wrong element */
 } tb_probe_cpu;
 
 /* Fills p; times an n x n SGEMM (n 2048, 1024 with quick) on every allowed core. */
