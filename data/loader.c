@@ -313,6 +313,12 @@ tb_loader *tb_loader_create(const tb_loader_opts *o, char *err, size_t errlen) {
 
 int64_t tb_loader_steps_per_epoch(const tb_loader *ld) { return ld->steps; }
 
+size_t tb_loader_host_bytes_unwritten(const tb_loader *ld) {
+    if (ld->gpu || ld->o.host_alloc != plain_alloc) return 0;
+    size_t per = ld->sample_bytes * (size_t)ld->o.batch + (size_t)ld->o.batch * (sizeof(int32_t) + !!ld->o.gpu_flip);
+    return per * (size_t)ld->nslots;
+}
+
 void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {
     if (first_step < 0 || first_step > ld->steps)
         TB_FATAL("tb_loader_start_epoch: first step %lld outside [0, %lld]", (long long)first_step,

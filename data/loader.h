@@ -166,6 +166,12 @@ typedef struct tb_loader tb_loader;
 tb_loader *tb_loader_create(const tb_loader_opts *opts, char *err, size_t errlen);
 /* Steps this rank runs in one epoch (the same on every rank). */
 int64_t tb_loader_steps_per_epoch(const tb_loader *ld);
+/* Host bytes of the ring its threads will write once the first epoch starts
+ * and that are not yet in memory: every slot when they were malloc'd (the
+ * default host_alloc; overcommit leaves their pages to the first write), 0
+ * for pinned slots (committed when allocated) and for --decode gpu's
+ * device slots. For the callers' memory checks (src/train/memory_check.c). */
+size_t tb_loader_host_bytes_unwritten(const tb_loader *ld);
 /* Begins an epoch at step `first_step` (0, or a resumed position). Work
  * left from an unfinished epoch is dropped; every batch must have been
  * released. */

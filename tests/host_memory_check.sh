@@ -15,7 +15,11 @@
 #            no output file
 #   loader   loader-bench: the loader's batch slots (written later by its
 #            threads) checked the same way, its own line
-# shellcheck disable=SC2086  # $ROW and $ROWFIT are lists of flags
+#   2 ranks reading files: the loader's ring (malloc'd, filled once the
+#            epoch starts) counted with the arenas: a ring and arenas that
+#            each fit, but not together on 2 ranks, end both ranks with the
+#            line, which names --prefetch; a lower --prefetch trains
+# shellcheck disable=SC2086  # $ROW, $ROWFIT and $DR are lists of flags
 tb=$1
 mpiexec=$2
 py=${3:-}
@@ -88,6 +92,20 @@ grep error "$dir/l.log"
 grep -Eq "^trainbench: error: loader-bench: loader: a ring of [0-9]+ batch slots of 64 samples at 64x64 needs [0-9.]+ MiB more host memory but 1.0 MiB is available \(TB_TEST_FAULT host-mem\); lower --prefetch or --batch-size$" "$dir/l.log" ||
   no "loader: no line naming the slots and the memory"
 "$tb" $LB --batch-size 64 >"$dir/l0.log" 2>&1 || no "loader: the same row failed without the fault: $(grep error "$dir/l0.log")"
+
+# ---- 2 ranks reading files: the loader's ring counted with the arenas -------
+# ring 12 MiB (64 slots of 16 samples at 32x32), arenas ~9 MiB: each fits in
+# 30 MiB alone, and the loader's own check (its process, its ring) passes,
+# but 2 ranks x both do not: the ring filled by the loader's threads once
+# the epoch started, past the check, where the OOM killer was next
+DR="--model resnet18 --image-size 32 --batch-size 16 --steps 2 --data $dir/ds --prefetch 64 --scaling-steps 0 \
+--threads 1 --loader-threads 1 --last-batch pad"
+sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
+  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step each, [0-9.]+ MiB for the 2 ranks on this host, but 30.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or a lower --prefetch \(the loader's ring of batches is a quarter or more of it\), or fewer ranks on that host$" \
+  env TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --results "$dir/r3.h5" || no "2 ranks, loader"
+[ -e "$dir/r3.h5" ] && no "2 ranks, loader: a results file was written"
+TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 8 --results "" >"$dir/d.log" 2>&1 ||
+  no "2 ranks, loader: --prefetch 8 did not train: $(grep error "$dir/d.log")"
 
 [ "$fail" -eq 0 ] && echo "ok: refused with one line on 1 and 2 ranks, in step and in the loader; the named batch trains"
 exit "$fail"

@@ -150,6 +150,12 @@ static tb_loader *loader_of(const tb_source *s) {
     return s->up ? tb_upload_loader(s->up) : s->ld;
 }
 
+size_t tb_source_host_bytes_unwritten(const tb_source *s) {
+    if (s->kind == SRC_LOADER) return tb_loader_host_bytes_unwritten(loader_of(s));
+    if (!s->images) return 0; /* resident: batches are rows of the device's pool */
+    return (size_t)s->batch * ((size_t)3 * s->image * s->image * sizeof *s->images + sizeof *s->labels);
+}
+
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
 int64_t tb_source_epoch_trained(const tb_source *s) {
     return tb_shard_epoch_trained(s->n, s->world, s->batch, s->last);

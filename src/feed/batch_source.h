@@ -36,6 +36,10 @@ tb_source *tb_source_loader(const tb_loader_opts *o, const tb_feed_opts *fo, tb_
  * resident synthetic or batch-file source puts its data in m's device
  * memory. No-op for the other feeds. */
 void tb_source_feed(tb_source *s, tb_model *m);
+/* Host bytes the source will write in its first batches that are not yet
+ * in memory: a loader's malloc'd ring (tb_loader_host_bytes_unwritten), or
+ * the synthetic and batch-file sources' one batch on the host. */
+size_t tb_source_host_bytes_unwritten(const tb_source *s);
 /* Device bytes a resident source holds (0: not resident). */
 int64_t tb_source_resident_bytes(const tb_source *s);
 /* The upload behind a fed loader source, NULL otherwise. */

@@ -1,10 +1,13 @@
 /* memory_check.c - train's start-up check that every rank's first step fits
- * in its host's memory (core/host_memory.h says why): on the CPU
- * backend each rank's activation and gradient arenas, times the ranks on
- * its host, against what that host has available. A batch that cannot fit
- * ends every rank together with one line naming the host and the largest
- * batch that would fit, before the results file is written, where the
- * kernel's OOM killer used to end a rank in the first step without a word. */
+ * in its host's memory (core/host_memory.h says why): on the CPU backend
+ * each rank's activation and gradient arenas, and on any backend the data
+ * source's host batches not yet written (the loader's malloc'd ring of
+ * --prefetch batches), times the ranks on its host, against what that host
+ * has available. A batch that cannot fit ends every rank together with one
+ * line naming the host and the largest batch that would fit, before the
+ * results file is written, where the kernel's OOM killer used to end a rank
+ * in the first step without a word. The loader checks its ring alone as it
+ * makes it (data/loader.c), on its own process. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -14,7 +17,8 @@
 #define WHY_MAX 1024
 
 void tb_train_check_host_memory(tb_train_run *r) {
-    long long need = (long long)tb_graph_host_bytes_unwritten(&r->m->g, r->be);
+    long long ring = (long long)tb_source_host_bytes_unwritten(r->src);
+    long long need = (long long)tb_graph_host_bytes_unwritten(&r->m->g, r->be) + ring;
     int ranks = r->info.local_size > 0 ? r->info.local_size : 1;
     tb_host_avail a;
     tb_host_memory_available_here(r->info.rank, &a);
@@ -23,7 +27,10 @@ void tb_train_check_host_memory(tb_train_run *r) {
         int fit = tb_host_memory_batch_fit(need, r->fl.batch, ranks, a.bytes);
         char advice[160];
         if (fit > 0)
-            snprintf(advice, sizeof advice, "use --batch-size %d or less%s", fit,
+            snprintf(advice, sizeof advice, "use --batch-size %d or less%s%s", fit,
+                     ring > need / 4 ? ", or a lower --prefetch (the loader's ring of batches is a quarter or more of "
+                                       "it)"
+                                     : "",
                      ranks > 1 ? ", or fewer ranks on that host" : "");
         else
             snprintf(advice, sizeof advice, "not one sample fits: %s", ranks > 1 ? "fewer ranks on that host" :
