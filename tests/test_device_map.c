@@ -38,6 +38,46 @@ static int verdict(const tb_devmap_row *rows, int n, int share, char *why) {
     return rc;
 }
 
+/* rank r of n on host h: threads t, cores [c0, c1] */
+static void core_row(tb_core_row *row, const char *h, int t, int c0, int c1) {
+    memset(row, 0, sizeof *row);
+    snprintf(row->host, sizeof row->host, "%s", h);
+    row->threads = t;
+    for (int c = c0; c <= c1; c++) row->mask[c / 8] |= (unsigned char)(1u << (c % 8));
+}
+
+static void test_core_sharing(void) {
+    printf("# CPU backend: ranks sharing cores\n");
+    tb_core_row c[6];
+    char what[160];
+    for (int r = 0; r < 4; r++) core_row(&c[r], "vm", 1, 0, 1); /* mpirun --oversubscribe: unbound */
+    TB_CHECK(tb_core_sharing(c, 4, what, sizeof what) == 1 &&
+                 strcmp(what, "host vm: 4 ranks with 4 threads in all on 2 cores") == 0,
+             "4 unbound ranks on 2 cores: '%s'", what);
+    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0 && what[0] == '\0', "2 unbound on 2 cores: '%s'", what);
+    core_row(&c[0], "vm", 1, 0, 0);
+    core_row(&c[1], "vm", 1, 1, 1);
+    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0, "2 ranks bound to a core each: fine");
+    core_row(&c[0], "vm", 2, 0, 1);
+    core_row(&c[1], "vm", 2, 1, 2);
+    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 1 && strstr(what, "4 threads in all on 3 cores"),
+             "overlapping sets, 2 threads each: '%s'", what);
+    /* two hosts: a at 1.5 threads a core, b at 2: b is named */
+    core_row(&c[0], "a", 1, 0, 1), core_row(&c[1], "b", 2, 0, 1), core_row(&c[2], "a", 1, 0, 1);
+    core_row(&c[3], "a", 1, 0, 1), core_row(&c[4], "b", 2, 0, 1), core_row(&c[5], "x", 1, 0, 0);
+    TB_CHECK(tb_core_sharing(c, 6, what, sizeof what) == 1 &&
+                 strcmp(what, "host b: 2 ranks with 4 threads in all on 2 cores") == 0,
+             "the most crowded host: '%s'", what);
+    core_row(&c[1], "b", 1, 0, 1), core_row(&c[4], "b", 1, 0, 1);
+    TB_CHECK(tb_core_sharing(c, 6, what, sizeof what) == 1 && strstr(what, "host a: 3 ranks"), "a alone: '%s'",
+             what);
+    memset(c[0].mask, 0, sizeof c[0].mask);
+    memset(c[1].mask, 0, sizeof c[1].mask);
+    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0, "no mask known: nothing said");
+    core_row(&c[0], "big", 8, 0, 1023);
+    TB_CHECK(tb_core_sharing(c, 1, what, sizeof what) == 0, "1024 cores: fine");
+}
+
 int main(void) {
     tb_devmap_row rows[16];
     char why[512];
@@ -130,5 +170,6 @@ int main(void) {
                  strstr(w, "not a fabric's"),
              "2.30.0 with the variable: allowed: '%s'", w);
     TB_CHECK(tb_share_gpu_nccl_verdict(23203, "1", w, sizeof w) == 1, "2.32.3 with the variable: allowed");
+    test_core_sharing();
     return tb_test_exit("device_map");
 }

@@ -1,6 +1,8 @@
 /* launch_check.c - start-up checks for launch mistakes (see launch_check.h). */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_ISSET */
 #include "src/train/launch_check.h"
 
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -286,4 +288,20 @@ int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
     }
     free(all);
     return most;
+}
+
+void tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
+    tb_core_row me, *all = calloc((size_t)info->world, sizeof me);
+    if (!all) TB_FATAL("out of host memory");
+    memset(&me, 0, sizeof me);
+    snprintf(me.host, sizeof me.host, "%s", info->host);
+    me.threads = threads;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int c = 0; c < CPU_SETSIZE && c < (int)(8 * sizeof me.mask); c++)
+            if (CPU_ISSET(c, &set)) me.mask[c / 8] |= (unsigned char)(1u << (c % 8));
+    tb_comm_allgather(tb_comm_world(), &me, all, sizeof me);
+    tb_core_sharing(all, info->world, what, len);
+    free(all);
 }

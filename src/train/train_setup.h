@@ -88,6 +88,7 @@ typedef struct {
     tb_backend *be;
     int ndev, device;            /* CUDA devices this rank sees, the one it uses (-1: CPU) */
     int ranks_per_gpu;           /* the most ranks on one GPU (> 1 only with --share-gpu) */
+    char shared_cores[160];      /* CPU backend: the most crowded host when ranks share cores, else "" */
     tb_nccl *nccl;               /* the world's NCCL communicator (NULL: not the NCCL path) */
     tb_nvml *nvml;               /* NVML, when it loads (CUDA) */
     tb_nvml_sampler *util;       /* GPU-Util / SM activity of this rank's device */
