@@ -85,12 +85,13 @@ int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why,
 int tb_core_sharing(const tb_core_row *rows, int n, char *what, size_t len) {
     if (len) what[0] = '\0';
     double worst = 1.0;
+    int unknown = -1; /* the first rank of a host whose masks are unknown */
     for (int r = 0; r < n; r++) {
         int first = 1; /* each host once: at its lowest rank */
         for (int q = 0; q < r && first; q++) first = strcmp(rows[q].host, rows[r].host) != 0;
         if (!first) continue;
         unsigned char all[sizeof rows[r].mask] = {0};
-        int ranks = 0, threads = 0, cores = 0;
+        int ranks = 0, threads = 0, cpus = 0;
         for (int q = r; q < n; q++) {
             if (strcmp(rows[q].host, rows[r].host) != 0) continue;
             ranks++;
@@ -98,13 +99,19 @@ int tb_core_sharing(const tb_core_row *rows, int n, char *what, size_t len) {
             for (size_t b = 0; b < sizeof all; b++) all[b] |= rows[q].mask[b];
         }
         for (size_t b = 0; b < sizeof all; b++)
-            for (int bit = 0; bit < 8; bit++) cores += (all[b] >> bit) & 1;
-        if (cores < 1) continue; /* no mask known */
-        double per = (double)threads / cores;
+            for (int bit = 0; bit < 8; bit++) cpus += (all[b] >> bit) & 1;
+        if (cpus < 1) {
+            if (unknown < 0) unknown = r;
+            continue;
+        }
+        double per = (double)threads / cpus;
         if (per <= worst) continue;
         worst = per;
-        snprintf(what, len, "host %s: %d rank%s with %d thread%s in all on %d core%s", rows[r].host, ranks,
-                 ranks > 1 ? "s" : "", threads, threads > 1 ? "s" : "", cores, cores > 1 ? "s" : "");
+        snprintf(what, len, "host %s: %d rank%s with %d thread%s in all on %d CPU%s", rows[r].host, ranks,
+                 ranks > 1 ? "s" : "", threads, threads > 1 ? "s" : "", cpus, cpus > 1 ? "s" : "");
     }
-    return worst > 1.0;
+    if (worst > 1.0) return 1;
+    if (unknown < 0) return 0;
+    snprintf(what, len, "unknown: the CPUs the ranks of host %s may use could not be read", rows[unknown].host);
+    return -1;
 }

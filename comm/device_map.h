@@ -51,21 +51,22 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
  *  -1   >= 2.30 without NCCL_MULTI_RANK_GPU_ENABLE=1: why is the refusal. */
 int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why, size_t len);
 
-/* One rank's CPU placement (CPU backend): its host, the compute threads it
- * runs, the cores it may run on (its affinity mask: bit c is core c). */
+/* One rank's CPU placement: its host, the compute threads it runs, the
+ * (logical) CPUs it may run on (its affinity mask: bit c is CPU c; all
+ * zero where it could not be read). */
 typedef struct {
     char host[64];
     int threads;
-    unsigned char mask[128]; /* cpu_set_t's 1024 cores */
+    unsigned char mask[128]; /* cpu_set_t's 1024 CPUs */
 } tb_core_row;
 
-/* Ranks sharing cores, which the check above lets through: unbound ranks
- * (mpirun leaves them so when they outnumber the cores: --oversubscribe),
+/* Ranks sharing CPUs, which the check above lets through: unbound ranks
+ * (mpirun leaves them so when they outnumber the CPUs: --oversubscribe),
  * or ranks bound to overlapping sets. 1 when, on some host, the ranks'
- * threads outnumber the cores their masks cover together; what then names
- * the host with the most threads per core: "host vm: 4 ranks with 4
- * threads in all on 2 cores". 0 (what empty) when every host has cores
- * enough. */
+ * threads outnumber the CPUs their masks cover together; what then names
+ * the host with the most threads per CPU: "host vm: 4 ranks with 4 threads
+ * in all on 2 CPUs". Otherwise -1 when some host's masks could not be read
+ * (what names it), 0 (what empty) when every host has CPUs enough. */
 int tb_core_sharing(const tb_core_row *rows, int n, char *what, size_t len);
 
 #endif

@@ -110,7 +110,7 @@ vmem_pool() { # MIB: what the vmem case's train had mapped
     (ulimit -v $lim && case $c in
       help) exec timeout -s KILL 30 "$tb" report --help ;;
       mkdata) exec timeout -s KILL 30 "$tb" mkdata --out "$d/poolset" --classes 1 --per-class 2 --min-side 48 \
-        --max-side 48 ;;
+        --max-side 48 --threads 1 ;; # one writer: each thread's 8 MiB stack counts against the limit
       loader-bench) exec timeout -s KILL 30 "$tb" loader-bench --data "$d/lbset" --threads 1 --batches 2 \
         --batch-size 2 --image-size 32 ;;
       probe) exec timeout -s KILL 30 "$tb" probe --quick ;;

@@ -47,12 +47,12 @@ static void core_row(tb_core_row *row, const char *h, int t, int c0, int c1) {
 }
 
 static void test_core_sharing(void) {
-    printf("# CPU backend: ranks sharing cores\n");
+    printf("# CPU backend: ranks sharing CPUs\n");
     tb_core_row c[6];
     char what[160];
     for (int r = 0; r < 4; r++) core_row(&c[r], "vm", 1, 0, 1); /* mpirun --oversubscribe: unbound */
     TB_CHECK(tb_core_sharing(c, 4, what, sizeof what) == 1 &&
-                 strcmp(what, "host vm: 4 ranks with 4 threads in all on 2 cores") == 0,
+                 strcmp(what, "host vm: 4 ranks with 4 threads in all on 2 CPUs") == 0,
              "4 unbound ranks on 2 cores: '%s'", what);
     TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0 && what[0] == '\0', "2 unbound on 2 cores: '%s'", what);
     core_row(&c[0], "vm", 1, 0, 0);
@@ -60,20 +60,26 @@ static void test_core_sharing(void) {
     TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0, "2 ranks bound to a core each: fine");
     core_row(&c[0], "vm", 2, 0, 1);
     core_row(&c[1], "vm", 2, 1, 2);
-    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 1 && strstr(what, "4 threads in all on 3 cores"),
+    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 1 && strstr(what, "4 threads in all on 3 CPUs"),
              "overlapping sets, 2 threads each: '%s'", what);
     /* two hosts: a at 1.5 threads a core, b at 2: b is named */
     core_row(&c[0], "a", 1, 0, 1), core_row(&c[1], "b", 2, 0, 1), core_row(&c[2], "a", 1, 0, 1);
     core_row(&c[3], "a", 1, 0, 1), core_row(&c[4], "b", 2, 0, 1), core_row(&c[5], "x", 1, 0, 0);
     TB_CHECK(tb_core_sharing(c, 6, what, sizeof what) == 1 &&
-                 strcmp(what, "host b: 2 ranks with 4 threads in all on 2 cores") == 0,
+                 strcmp(what, "host b: 2 ranks with 4 threads in all on 2 CPUs") == 0,
              "the most crowded host: '%s'", what);
     core_row(&c[1], "b", 1, 0, 1), core_row(&c[4], "b", 1, 0, 1);
     TB_CHECK(tb_core_sharing(c, 6, what, sizeof what) == 1 && strstr(what, "host a: 3 ranks"), "a alone: '%s'",
              what);
-    memset(c[0].mask, 0, sizeof c[0].mask);
-    memset(c[1].mask, 0, sizeof c[1].mask);
-    TB_CHECK(tb_core_sharing(c, 2, what, sizeof what) == 0, "no mask known: nothing said");
+    /* 4 ranks of 8 threads on one host whose masks could not be read:
+     * unknown, not "no", and never a count of 0 CPUs */
+    for (int r = 0; r < 4; r++) core_row(&c[r], "blind", 8, 0, -1);
+    TB_CHECK(tb_core_sharing(c, 4, what, sizeof what) == -1 &&
+                 strcmp(what, "unknown: the CPUs the ranks of host blind may use could not be read") == 0,
+             "no mask known: unknown: '%s'", what);
+    core_row(&c[4], "vm", 4, 0, 1); /* another host sharing: that verdict wins */
+    TB_CHECK(tb_core_sharing(c, 5, what, sizeof what) == 1 && strstr(what, "host vm: 1 rank with 4 threads"),
+             "a known host shares: '%s'", what);
     core_row(&c[0], "big", 8, 0, 1023);
     TB_CHECK(tb_core_sharing(c, 1, what, sizeof what) == 0, "1024 cores: fine");
 }

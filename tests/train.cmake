@@ -138,16 +138,23 @@ if(TB_HAVE_MPI)
                    --steps 1 --warmup-steps 0 --scaling-steps 2 --scaling-warmup 1 --threads 1 --results=)
   set_tests_properties(train_np3_superlinear_rows_noted PROPERTIES TIMEOUT 300 PROCESSORS 3
                        ENVIRONMENT "${TB_MPI_TEST_ENV};TB_TEST_FAULT=slow-row:0:1")
-  # ranks sharing cores (unbound, each asking for more threads than the
-  # host's cores) are named in the header and beside the scaling rows,
-  # where the efficiency of time-sliced cores read as the interconnect's
-  add_test(NAME train_np2_cores_shared_noted
-           COMMAND ${TB_EXPECT_PASS} "# cores shared: host [^ ]+: 2 ranks with [0-9]+ threads in all on [0-9]+ cores"
-                   "# note: the ranks shared cores \\(host [^ ]+: 2 ranks"
+  # ranks sharing CPUs (unbound, each asking for more threads than the
+  # host has: --threads' maximum, capped at the CPUs each may use) are named
+  # in the header, beside the scaling rows and in the results file, where
+  # the efficiency of time-sliced CPUs read as the interconnect's
+  add_test(NAME train_np2_cpus_shared_noted
+           COMMAND ${TB_EXPECT_PASS} "# CPUs shared: host [^ ]+: 2 ranks with [0-9]+ threads in all on [0-9]+ CPUs?;"
+                   "# note: the ranks shared CPUs \\(host [^ ]+: 2 ranks"
                    -- ${TB_MPIRUN} 2 --bind-to none ${TB_BIN} --model resnet18 --image-size 32 --batch-size 4
-                   --steps 1 --warmup-steps 0 --scaling-steps 2 --scaling-warmup 1 --threads 64 --results=)
-  set_tests_properties(train_np2_cores_shared_noted PROPERTIES TIMEOUT 300 PROCESSORS 2
-                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
+                   --steps 1 --warmup-steps 0 --scaling-steps 2 --scaling-warmup 1 --threads 4096
+                   --results=cpus_shared_np2.h5)
+  set_tests_properties(train_np2_cpus_shared_noted PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_SETUP cpus_shared_np2)
+  add_test(NAME train_np2_cpus_shared_attr
+           COMMAND ${TB_PY} -c "import sys, h5py; v = h5py.File(sys.argv[1]).attrs['shared_cpus']; v = v.decode() if isinstance(v, bytes) else str(v); print(v); sys.exit(0 if v.startswith('host ') and ' ranks with ' in v else 1)"
+                   cpus_shared_np2.h5)
+  set_tests_properties(train_np2_cpus_shared_attr PROPERTIES SKIP_RETURN_CODE 77
+                       FIXTURES_REQUIRED cpus_shared_np2)
   # a rank whose weights drift is caught, and the job fails
   add_test(NAME train_np3_detects_drift
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 1's weights differ"

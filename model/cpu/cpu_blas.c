@@ -175,21 +175,26 @@ static int kernels_reexec_wanted(tb_cpu_blas_info *b, char *was, size_t len) {
  * an address-space limit (ulimit -v) too tight for them every command,
  * `report --help` too, hung where the library joins them at exit, with no
  * line. trainbench calls the BLAS one thread per call (tb_cpu_blas_threads),
- * so the pool never works for it: with a limit set and a pool started,
- * re-run with OPENBLAS_NUM_THREADS=1, which starts none. A user's own
+ * so the pool never works for it: where a pool started (a pthreads build
+ * with more than one thread) and the limit leaves less room than its
+ * buffers (none may be mapped yet) and the caller's need, re-run with
+ * OPENBLAS_NUM_THREADS=1, which starts none. A user's own
  * OPENBLAS_NUM_THREADS is left as it is. */
 static int pool_in_the_way(void) {
 #ifdef TB_HAVE_OPENBLAS_THREADS
     struct rlimit rl;
-    if (getenv("OPENBLAS_NUM_THREADS")) return 0;
-    if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
-    return openblas_get_num_threads() > 1;
+    if (getenv("OPENBLAS_NUM_THREADS") || openblas_get_parallel() != 1) return 0; /* OpenMP builds: no pool */
+    int pool = openblas_get_num_threads() - 1;
+    long long used = tb_vm_bytes(), mib = 1ll << 20;
+    if (pool < 1 || used < 0 || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+    return (long long)rl.rlim_cur - used < (128ll * (pool + 1) + 64) * mib;
 #else
     return 0;
 #endif
 }
 
 #define POOL_MARK "TB_BLAS_POOL_OFF"
+static int g_pool_exec_errno; /* the re-run without the pool was wanted but failed: its errno */
 
 static void ensure(tb_cpu_blas_info *b, char **argv) {
     if (getenv(POOL_MARK)) { /* the re-run without the pool: the setting was ours, not the user's */
@@ -223,6 +228,7 @@ static void ensure(tb_cpu_blas_info *b, char **argv) {
     if (pool) {
         unsetenv("OPENBLAS_NUM_THREADS");
         unsetenv(POOL_MARK);
+        g_pool_exec_errno = e;
     }
     if (!kernels) return;
     unsetenv("TB_BLAS_REEXEC");
@@ -243,12 +249,19 @@ void tb_cpu_blas_kernels_ensure(char **argv) {
     info_read(b);
     g_info_ready = 1;
     ensure(b, argv);
-    if (!b->pool_off) return;
     size_t at = strlen(b->note);
-    snprintf(b->note + at, sizeof b->note - at,
-             "%san address-space limit (ulimit -v) is set: re-ran with OPENBLAS_NUM_THREADS=1, so that OpenBLAS "
-             "starts no thread pool (each of its threads maps 128 MiB; trainbench's calls run one thread each)",
-             at ? "; " : "");
+    if (b->pool_off)
+        snprintf(b->note + at, sizeof b->note - at,
+                 "%sthe address-space limit (ulimit -v) leaves too little room for OpenBLAS's thread pool (each of "
+                 "its threads maps 128 MiB as it starts): re-ran with OPENBLAS_NUM_THREADS=1, which starts none "
+                 "(trainbench's calls run one thread each)",
+                 at ? "; " : "");
+    else if (g_pool_exec_errno)
+        snprintf(b->note + at, sizeof b->note - at,
+                 "%sthe address-space limit (ulimit -v) leaves too little room for OpenBLAS's thread pool and "
+                 "trainbench could not re-run itself without it (/proc/self/exe: %.63s): set OPENBLAS_NUM_THREADS=1 "
+                 "yourself, or raise the limit",
+                 at ? "; " : "", strerror(g_pool_exec_errno));
 }
 
 /* ---- threads ------------------------------------------------------------------ */

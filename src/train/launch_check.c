@@ -290,7 +290,7 @@ int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
     return most;
 }
 
-void tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
+int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
     tb_core_row me, *all = calloc((size_t)info->world, sizeof me);
     if (!all) TB_FATAL("out of host memory");
     memset(&me, 0, sizeof me);
@@ -302,6 +302,7 @@ void tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, s
         for (int c = 0; c < CPU_SETSIZE && c < (int)(8 * sizeof me.mask); c++)
             if (CPU_ISSET(c, &set)) me.mask[c / 8] |= (unsigned char)(1u << (c % 8));
     tb_comm_allgather(tb_comm_world(), &me, all, sizeof me);
-    tb_core_sharing(all, info->world, what, len);
+    int v = tb_core_sharing(all, info->world, what, len);
     free(all);
+    return v;
 }

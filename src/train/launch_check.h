@@ -44,10 +44,11 @@ void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcom
  * Collective over the world. */
 int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be);
 
-/* Ranks sharing cores (comm/device_map.h tb_core_sharing over every rank's
- * host, threads and affinity mask): what names the most crowded host, ""
- * when every host has cores enough. Collective over the world. */
-void tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len);
+/* Ranks sharing CPUs (comm/device_map.h tb_core_sharing over every rank's
+ * host, threads and affinity mask): 1 with what naming the most crowded
+ * host, 0 with what "" when every host has CPUs enough, -1 when a host's
+ * masks could not be read. Collective over the world. */
+int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len);
 
 /* The NCCL_/UCX_/OMPI_MCA_/CUDA_VISIBLE_DEVICES/OMP_NUM_THREADS variables
  * of this process, "NAME=value" sorted and joined by spaces. */

@@ -173,10 +173,10 @@ static void print_scaling_notes(const tb_train_run *r, const tb_train_outcome *o
                "time-slicing\n#   one device, a test of the multi-rank path; their speedup and efficiency are "
                "not those of %d GPUs.\n",
                r->ranks_per_gpu, last->ranks);
-    if (r->shared_cores[0] && nrows > 1)
-        printf("# note: the ranks shared cores (%s): the rows whose threads outnumber a host's cores\n#   time-slice "
-               "them; their speedup and efficiency are not those of ranks on cores of their own.\n",
-               r->shared_cores);
+    if (r->cpus_shared > 0 && nrows > 1)
+        printf("# note: the ranks shared CPUs (%s): the rows whose threads outnumber a host's CPUs\n#   time-slice "
+               "them; their speedup and efficiency are not those of ranks on CPUs of their own.\n",
+               r->shared_cpus);
     char above[160] = ""; /* the rows above 100 %, any of them: "2-, 4-" */
     for (int i = 1, used = 0; i < nrows && used < (int)sizeof above - 8; i++)
         if (rows[i].efficiency > 1.0)

@@ -161,8 +161,11 @@ static void make_backend(tb_train_run *r) {
     omp_set_num_threads(r->threads);
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
     r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
-    tb_launch_core_sharing(&r->info, r->threads, r->shared_cores, sizeof r->shared_cores);
-    if (strcmp(r->be->name, "cpu") != 0) r->shared_cores[0] = '\0'; /* the GPU computes: host cores aside */
+    r->cpus_shared = tb_launch_core_sharing(&r->info, r->threads, r->shared_cpus, sizeof r->shared_cpus);
+    if (strcmp(r->be->name, "cpu") != 0) { /* the GPU computes: the host's CPUs aside */
+        r->cpus_shared = -1;
+        snprintf(r->shared_cpus, sizeof r->shared_cpus, "not checked (%s backend)", r->be->name);
+    }
 }
 
 /* The gradient path (trainer.h) from --comm, the backend and the world;
@@ -445,7 +448,7 @@ static void record_settings(tb_train_run *r) {
         snprintf(shared, sizeof shared, "%d ranks share one GPU (--share-gpu): the multi-rank rows time-slice one "
                  "device, they are not N GPUs", r->ranks_per_gpu);
     tb_attrs_str(a, "shared_gpu", shared);
-    tb_attrs_str(a, "shared_cores", r->shared_cores[0] ? r->shared_cores : "no (every rank's threads on cores of its own)");
+    tb_attrs_str(a, "shared_cpus", r->cpus_shared ? r->shared_cpus : "no (every rank's threads on CPUs of its own)");
     tb_run_report_unlock(&r->report);
 }
 
@@ -463,10 +466,10 @@ static void print_header(const tb_train_run *r) {
         printf("# cpu: %s (level %s); BLAS: %s\n", units, tb_cpu_isa_name(tb_cpu_isa_best(cf)), blas);
         const char *note = tb_cpu_blas_info_get()->note;
         if (note[0]) printf("# BLAS choice: %s\n", note);
-        if (r->shared_cores[0])
-            printf("# cores shared: %s; the ranks time-slice them, so the multi-rank rows measure that as well as "
-                   "scaling (fewer ranks per host, or --threads)\n",
-                   r->shared_cores);
+        if (r->cpus_shared > 0)
+            printf("# CPUs shared: %s; the ranks time-slice them, so the multi-rank rows measure that as well as "
+                   "scaling (fewer ranks per host, or fewer --threads)\n",
+                   r->shared_cpus);
     }
     printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
            f->batch_file[0] ? f->batch_file : f->data[0] ? f->data : "synthetic", r->dataset_size,
