@@ -25,12 +25,12 @@ void tb_train_check_host_memory(tb_train_run *r) {
     char why[WHY_MAX] = "", part[WHY_MAX / 2];
     if (tb_host_memory_short(need, ranks, "for its first step", &a, part, sizeof part)) {
         int fit = tb_host_memory_batch_fit(need, r->fl.batch, ranks, a.bytes);
+        int loader_heavy = r->fl.data[0] && ring > need / 4; /* a synthetic source's batch is no ring */
         char advice[160];
         if (fit > 0)
             snprintf(advice, sizeof advice, "use --batch-size %d or less%s%s", fit,
-                     ring > need / 4 ? ", or a lower --prefetch (the loader's ring of batches is a quarter or more of "
-                                       "it)"
-                                     : "",
+                     loader_heavy ? ", or a lower --prefetch (the loader's ring of batches is a quarter or more of it)"
+                                  : "",
                      ranks > 1 ? ", or fewer ranks on that host" : "");
         else
             snprintf(advice, sizeof advice, "not one sample fits: %s", ranks > 1 ? "fewer ranks on that host" :
