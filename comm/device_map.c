@@ -82,6 +82,27 @@ int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why,
     return 1;
 }
 
+static int mask_count(const unsigned char *m, size_t len) {
+    int c = 0;
+    for (size_t b = 0; b < len; b++)
+        for (int bit = 0; bit < 8; bit++) c += (m[b] >> bit) & 1;
+    return c;
+}
+
+int tb_core_default_threads(const tb_core_row *rows, int n, int me, int online) {
+    const tb_core_row *mine = &rows[me];
+    int host_ranks = 0, overlapping = 0, cpus = mask_count(mine->mask, sizeof mine->mask);
+    for (int q = 0; q < n; q++) {
+        if (strcmp(rows[q].host, mine->host) != 0) continue;
+        host_ranks++;
+        int overlap = q == me;
+        for (size_t b = 0; b < sizeof mine->mask && !overlap; b++) overlap = (rows[q].mask[b] & mine->mask[b]) != 0;
+        overlapping += overlap;
+    }
+    int t = cpus > 0 && overlapping > 1 ? cpus / overlapping : online / host_ranks;
+    return t > 0 ? t : 1;
+}
+
 int tb_core_sharing(const tb_core_row *rows, int n, char *what, size_t len) {
     if (len) what[0] = '\0';
     double worst = 1.0;
@@ -98,8 +119,7 @@ int tb_core_sharing(const tb_core_row *rows, int n, char *what, size_t len) {
             threads += rows[q].threads > 0 ? rows[q].threads : 1;
             for (size_t b = 0; b < sizeof all; b++) all[b] |= rows[q].mask[b];
         }
-        for (size_t b = 0; b < sizeof all; b++)
-            for (int bit = 0; bit < 8; bit++) cpus += (all[b] >> bit) & 1;
+        cpus = mask_count(all, sizeof all);
         if (cpus < 1) {
             if (unknown < 0) unknown = r;
             continue;

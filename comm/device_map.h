@@ -60,6 +60,17 @@ typedef struct {
     unsigned char mask[128]; /* cpu_set_t's 1024 CPUs */
 } tb_core_row;
 
+/* --threads' default for rank me, from every rank's host and mask (threads
+ * unused) and the host's online CPUs: where ranks of its host may use some
+ * of its CPUs too (unbound ranks, as mpirun leaves them past the CPUs'
+ * count or under --bind-to none; overlapping sets), its CPUs shared among
+ * them: a container's CPU set (docker --cpuset-cpus) / its ranks, where the
+ * online CPUs / ranks per host gave each rank up to the whole set. A rank
+ * bound to CPUs of its own gets online / ranks per host, as before: more
+ * than its binding when that is smaller, and the CPU backend then says how
+ * to launch for them. Without a mask: online / ranks per host. At least 1. */
+int tb_core_default_threads(const tb_core_row *rows, int n, int me, int online);
+
 /* Ranks sharing CPUs, which the check above lets through: unbound ranks
  * (mpirun leaves them so when they outnumber the CPUs: --oversubscribe),
  * or ranks bound to overlapping sets. 1 when, on some host, the ranks'

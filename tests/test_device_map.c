@@ -84,6 +84,35 @@ static void test_core_sharing(void) {
     TB_CHECK(tb_core_sharing(c, 1, what, sizeof what) == 0, "1024 cores: fine");
 }
 
+/* --threads' default from the ranks' masks */
+static void test_default_threads(void) {
+    printf("# --threads' default\n");
+    tb_core_row c[6];
+    for (int r = 0; r < 4; r++) core_row(&c[r], "box", 0, 0, 7); /* docker --cpuset-cpus=0-7 on 64 CPUs */
+    core_row(&c[4], "other", 0, 0, 63);
+    core_row(&c[5], "other", 0, 0, 63);
+    TB_CHECK(tb_core_default_threads(c, 6, 1, 64) == 2, "4 unbound ranks in an 8-CPU set: 2 each, got %d",
+             tb_core_default_threads(c, 6, 1, 64));
+    TB_CHECK(tb_core_default_threads(c, 6, 4, 64) == 32, "2 unbound ranks on 64 CPUs: 32 each, got %d",
+             tb_core_default_threads(c, 6, 4, 64));
+    for (int r = 0; r < 4; r++) core_row(&c[r], "vm", 0, 0, 1);
+    TB_CHECK(tb_core_default_threads(c, 4, 3, 2) == 1, "4 unbound ranks on 2 CPUs: 1, got %d",
+             tb_core_default_threads(c, 4, 3, 2));
+    core_row(&c[0], "n", 0, 0, 0), core_row(&c[1], "n", 0, 1, 1); /* mpirun's --bind-to core */
+    TB_CHECK(tb_core_default_threads(c, 2, 0, 8) == 4,
+             "bound to a core each on 8 CPUs: online / ranks (the backend caps it and says how to launch), got %d",
+             tb_core_default_threads(c, 2, 0, 8));
+    core_row(&c[0], "n", 0, 0, 3), core_row(&c[1], "n", 0, 4, 7); /* --map-by slot:PE=4 */
+    TB_CHECK(tb_core_default_threads(c, 2, 1, 8) == 4, "PE=4 each on 8 CPUs: 4, got %d",
+             tb_core_default_threads(c, 2, 1, 8));
+    core_row(&c[0], "n", 0, 0, -1), core_row(&c[1], "n", 0, 0, -1);
+    TB_CHECK(tb_core_default_threads(c, 2, 0, 8) == 4, "no mask: online / ranks, got %d",
+             tb_core_default_threads(c, 2, 0, 8));
+    core_row(&c[0], "n", 0, 0, 3), core_row(&c[1], "n", 0, 2, 5), core_row(&c[2], "n", 0, 6, 7);
+    TB_CHECK(tb_core_default_threads(c, 3, 0, 8) == 2 && tb_core_default_threads(c, 3, 2, 8) == 2,
+             "overlapping sets: 4 CPUs / 2 ranks; a set of its own: online / ranks (8/3)");
+}
+
 int main(void) {
     tb_devmap_row rows[16];
     char why[512];
@@ -177,5 +206,6 @@ int main(void) {
              "2.30.0 with the variable: allowed: '%s'", w);
     TB_CHECK(tb_share_gpu_nccl_verdict(23203, "1", w, sizeof w) == 1, "2.32.3 with the variable: allowed");
     test_core_sharing();
+    test_default_threads();
     return tb_test_exit("device_map");
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/device_map.h"
@@ -290,7 +291,9 @@ int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
     return most;
 }
 
-int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
+/* Every rank's host, threads and affinity mask, in rank order (the caller
+ * frees). Collective over the world. */
+static tb_core_row *cpu_rows(const tb_comm_info *info, int threads) {
     tb_core_row me, *all = calloc((size_t)info->world, sizeof me);
     if (!all) TB_FATAL("out of host memory");
     memset(&me, 0, sizeof me);
@@ -302,6 +305,19 @@ int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, si
         for (int c = 0; c < CPU_SETSIZE && c < (int)(8 * sizeof me.mask); c++)
             if (CPU_ISSET(c, &set)) me.mask[c / 8] |= (unsigned char)(1u << (c % 8));
     tb_comm_allgather(tb_comm_world(), &me, all, sizeof me);
+    return all;
+}
+
+int tb_launch_default_threads(const tb_comm_info *info) {
+    tb_core_row *all = cpu_rows(info, 0);
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = tb_core_default_threads(all, info->world, info->rank, online > 0 ? (int)online : 1);
+    free(all);
+    return t;
+}
+
+int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
+    tb_core_row *all = cpu_rows(info, threads);
     int v = tb_core_sharing(all, info->world, what, len);
     free(all);
     return v;

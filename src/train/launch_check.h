@@ -44,6 +44,11 @@ void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcom
  * Collective over the world. */
 int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be);
 
+/* --threads' default for this rank (comm/device_map.h
+ * tb_core_default_threads over every rank's host and affinity mask).
+ * Collective over the world. */
+int tb_launch_default_threads(const tb_comm_info *info);
+
 /* Ranks sharing CPUs (comm/device_map.h tb_core_sharing over every rank's
  * host, threads and affinity mask): 1 with what naming the most crowded
  * host, 0 with what "" when every host has CPUs enough, -1 when a host's

@@ -132,12 +132,8 @@ static void bootstrap(tb_train_run *r) {
  * compare every rank's binary, arguments and devices. */
 static void make_backend(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    r->threads = f->threads;
-    if (r->threads == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        r->threads = (int)(cores / (r->info.local_size > 0 ? r->info.local_size : 1));
-        if (r->threads < 1) r->threads = 1;
-    }
+    int fair = tb_launch_default_threads(&r->info); /* on every rank: a collective */
+    r->threads = f->threads ? f->threads : fair;
     r->device = tb_launch_pick_device(&r->info, f->backend, &r->ndev);
     tb_backend_opts bo = {.threads = r->threads,
                           .device = r->device >= 0 ? r->device : 0,
