@@ -179,6 +179,21 @@ if(TB_HAVE_MPI)
   set_tests_properties(train_np2_mkdata_loss_falls PROPERTIES TIMEOUT 900 PROCESSORS 2
                        ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_train
                        FIXTURES_SETUP mkdata_results)
+  # --loader-threads above the CPUs mpirun bound a rank to (one core each,
+  # its default for 1-2 ranks) is said once per host with the launch that
+  # gives the decoders CPUs; unbound ranks (--bind-to none) hear nothing,
+  # even with more loader threads than any host has CPUs
+  add_test(NAME loader_threads_bound_said_np2
+           COMMAND ${TB_EXPECT_PASS}
+                   "rank 0 [^]]*\\]: warning: --loader-threads 2 on a rank that may run on only 1 of this host's [0-9]+ CPUs: .*--map-by slot:PE=2 --bind-to core"
+                   -- ${TB_MPIRUN} 2 --bind-to core ${TB_BIN} --data mkdata_train --image-size 32 --batch-size 4
+                   --steps 2 --scaling-steps 0 --threads 1 --loader-threads 2 --results=)
+  add_test(NAME loader_threads_unbound_quiet_np2
+           COMMAND ${TB_MPIRUN} 2 --bind-to none ${TB_BIN} --data mkdata_train --image-size 32 --batch-size 4
+                   --steps 2 --scaling-steps 0 --threads 1 --loader-threads 256 --results=)
+  set_tests_properties(loader_threads_unbound_quiet_np2 PROPERTIES FAIL_REGULAR_EXPRESSION "--loader-threads [0-9]+ on a rank")
+  set_tests_properties(loader_threads_bound_said_np2 loader_threads_unbound_quiet_np2 PROPERTIES TIMEOUT 300
+                       PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_train)
   add_test(NAME mkdata_loss_fell
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8 --cpu-budget)
   set_tests_properties(mkdata_loss_fell PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mkdata_results)

@@ -5,9 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "data/shard.h"
+#include "model/cpu/cpu_blas.h"
 #include "src/train/train_setup.h"
 
 tb_feed_opts tb_train_feed(const tb_train_flags *f, const tb_backend *be, tb_source_use use) {
@@ -48,6 +50,18 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
     o.format = TB_OUT_F32_NCHW; /* the feed's uint8, if so, set by tb_source_loader */
     o.gpu_device = -1;          /* the device the CUDA backend made current */
     return tb_source_loader(&o, &fo, be);
+}
+
+void tb_train_warn_loader_cpus(const tb_train_run *r) {
+    const tb_train_flags *f = &r->fl;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int cpus = tb_cpu_allowed_cores(), n = f->loader_threads;
+    if (!f->data[0] || r->info.local_rank > 0 || cpus >= online || n <= cpus) return;
+    tb_warn("--loader-threads %d on a rank that may run on only %d of this host's %ld CPUs: its decoders share "
+            "%s with the rank's other threads, so the feed gets %d CPU%s at most; to give each rank %d CPUs launch "
+            "with `mpirun --map-by slot:PE=%d --bind-to core` or `mpirun --bind-to none` (Slurm: "
+            "--cpus-per-task=%d)",
+            n, cpus, online, cpus > 1 ? "them" : "it", cpus, cpus > 1 ? "s" : "", n, n, n);
 }
 
 /* ---- every rank sees the same data set ---------------------------------------------- */

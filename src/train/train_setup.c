@@ -241,6 +241,7 @@ static void make_source(tb_train_run *r) {
     r->cfg.classes = r->classes;
     r->src = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN, r->be);
     r->image = tb_source_image_size(r->src);
+    tb_train_warn_loader_cpus(r);
 }
 
 /* The model on the backend, with its plans (--plan-cache). */

@@ -169,6 +169,11 @@ void tb_train_open_data(tb_train_run *r);
 /* Checks that fit the data to the --last-batch rule, once the training
  * source and model exist: a step to train, no one-value BatchNorm. */
 void tb_train_check_epoch_plan(tb_train_run *r);
+/* With --data: one line per host (its first rank) when --loader-threads
+ * outnumber the CPUs a rank may run on (mpirun binds each of one or two
+ * ranks to a single core by default): the decoders then share them and the
+ * feed gets that many CPUs, whatever the flag says. */
+void tb_train_warn_loader_cpus(const tb_train_run *r);
 /* The run header's line saying what an epoch really trains. */
 void tb_train_print_epoch_plan(const tb_train_run *r);
 /* After training with --data (collective; nothing without --data): the
