@@ -89,7 +89,7 @@ static int mask_count(const unsigned char *m, size_t len) {
     return c;
 }
 
-int tb_core_default_threads(const tb_core_row *rows, int n, int me, int online) {
+int tb_core_default_threads(const tb_core_row *rows, int n, int me, int host_cpus) {
     const tb_core_row *mine = &rows[me];
     int host_ranks = 0, overlapping = 0, cpus = mask_count(mine->mask, sizeof mine->mask);
     for (int q = 0; q < n; q++) {
@@ -99,7 +99,9 @@ int tb_core_default_threads(const tb_core_row *rows, int n, int me, int online) 
         for (size_t b = 0; b < sizeof mine->mask && !overlap; b++) overlap = (rows[q].mask[b] & mine->mask[b]) != 0;
         overlapping += overlap;
     }
-    int t = cpus > 0 && overlapping > 1 ? cpus / overlapping : online / host_ranks;
+    int share = host_cpus / host_ranks, t = share;
+    if (cpus > 0 && overlapping > 1) t = cpus / overlapping;
+    else if (cpus >= share) t = cpus;
     return t > 0 ? t : 1;
 }
 

@@ -61,15 +61,20 @@ typedef struct {
 } tb_core_row;
 
 /* --threads' default for rank me, from every rank's host and mask (threads
- * unused) and the host's online CPUs: where ranks of its host may use some
- * of its CPUs too (unbound ranks, as mpirun leaves them past the CPUs'
- * count or under --bind-to none; overlapping sets), its CPUs shared among
- * them: a container's CPU set (docker --cpuset-cpus) / its ranks, where the
- * online CPUs / ranks per host gave each rank up to the whole set. A rank
- * bound to CPUs of its own gets online / ranks per host, as before: more
- * than its binding when that is smaller, and the CPU backend then says how
- * to launch for them. Without a mask: online / ranks per host. At least 1. */
-int tb_core_default_threads(const tb_core_row *rows, int n, int me, int online);
+ * unused) and host_cpus, the CPUs the job may use on the host
+ * (core/host_cpus.h: a container's or job's CPU set, else the online CPUs):
+ *  - ranks of its host that may run on some of its CPUs too (unbound ranks,
+ *    as mpirun leaves them past the CPUs' count or under --bind-to none;
+ *    overlapping sets): its CPUs / those ranks. A container's set of 8
+ *    with 4 unbound ranks: 2 each, where online / ranks gave each 16,
+ *    capped at 8: 32 threads on 8 CPUs;
+ *  - a set of its own at least the host's share (host_cpus / its ranks):
+ *    that set (Slurm's --cpus-per-task, one rank per container);
+ *  - a smaller set of its own (mpirun binds each of one or two ranks to a
+ *    core) or no mask: the host's share; the CPU backend then runs what the
+ *    binding allows and says how to launch for the share.
+ * At least 1. */
+int tb_core_default_threads(const tb_core_row *rows, int n, int me, int host_cpus);
 
 /* Ranks sharing CPUs, which the check above lets through: unbound ranks
  * (mpirun leaves them so when they outnumber the CPUs: --oversubscribe),

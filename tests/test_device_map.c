@@ -100,8 +100,17 @@ static void test_default_threads(void) {
              tb_core_default_threads(c, 4, 3, 2));
     core_row(&c[0], "n", 0, 0, 0), core_row(&c[1], "n", 0, 1, 1); /* mpirun's --bind-to core */
     TB_CHECK(tb_core_default_threads(c, 2, 0, 8) == 4,
-             "bound to a core each on 8 CPUs: online / ranks (the backend caps it and says how to launch), got %d",
+             "bound to a core each on 8 CPUs: the host's share (the backend caps it and says how to launch), got %d",
              tb_core_default_threads(c, 2, 0, 8));
+    core_row(&c[0], "s", 0, 0, 7), core_row(&c[1], "s", 0, 8, 15); /* srun -n2 --cpus-per-task=8 on 64 CPUs */
+    TB_CHECK(tb_core_default_threads(c, 2, 1, 16) == 8, "Slurm's 16 CPUs of the job, 8 a task: 8, got %d",
+             tb_core_default_threads(c, 2, 1, 16));
+    core_row(&c[0], "pod", 0, 0, 7); /* one rank per container, a set of 8 on 64 online */
+    TB_CHECK(tb_core_default_threads(c, 1, 0, 8) == 8, "one rank in a container of 8: 8, got %d",
+             tb_core_default_threads(c, 1, 0, 8));
+    core_row(&c[0], "k", 0, 0, 31), core_row(&c[1], "k", 0, 0, 31), core_row(&c[2], "k", 0, 32, 63);
+    TB_CHECK(tb_core_default_threads(c, 3, 0, 64) == 16 && tb_core_default_threads(c, 3, 2, 64) == 32,
+             "np 3 bound to sockets of 32: 16, 16 and 32 (the share, 21, left CPUs idle and oversubscribed one socket)");
     core_row(&c[0], "n", 0, 0, 3), core_row(&c[1], "n", 0, 4, 7); /* --map-by slot:PE=4 */
     TB_CHECK(tb_core_default_threads(c, 2, 1, 8) == 4, "PE=4 each on 8 CPUs: 4, got %d",
              tb_core_default_threads(c, 2, 1, 8));
@@ -110,7 +119,7 @@ static void test_default_threads(void) {
              tb_core_default_threads(c, 2, 0, 8));
     core_row(&c[0], "n", 0, 0, 3), core_row(&c[1], "n", 0, 2, 5), core_row(&c[2], "n", 0, 6, 7);
     TB_CHECK(tb_core_default_threads(c, 3, 0, 8) == 2 && tb_core_default_threads(c, 3, 2, 8) == 2,
-             "overlapping sets: 4 CPUs / 2 ranks; a set of its own: online / ranks (8/3)");
+             "overlapping sets: 4 CPUs / 2 ranks; a set of its own (2): the host's share (8/3)");
 }
 
 int main(void) {

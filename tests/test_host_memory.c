@@ -1,15 +1,17 @@
-/* test_host_memory.c - src/device/host_memory.c on made-up /proc and
+/* test_host_memory.c - core/host_memory.c on made-up /proc and
  * /sys/fs/cgroup trees: MemAvailable alone; a cgroup v2 limit tighter than
  * it, found on a parent of the process's own cgroup, with its page cache
  * counted as room; cgroup v1's memory controller in a comma list, its
  * "unlimited"; unreadable or missing files; then the verdict and the batch
- * that fits. */
+ * that fits. And core/host_cpus.c on such trees: a cpuset cgroup's CPUs
+ * (v2, a parent's, hybrid, v1) and CPU lists. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/host_cpus.h"
 #include "core/host_memory.h"
 #include "tests/tb_test.h"
 
@@ -48,6 +50,37 @@ static void expect(long long bytes, const char *in_what) {
 
 static const char *MEMINFO = "MemTotal:       24576000 kB\nMemFree:         1000000 kB\n"
                              "MemAvailable:   20971520 kB\nBuffers:           1000 kB\n";
+
+static void test_host_cpus(void) {
+    printf("# host_cpus: CPU lists and cpuset cgroups\n");
+    TB_CHECK(tb_cpu_list_count("0-3,8\n") == 5 && tb_cpu_list_count("0") == 1 && tb_cpu_list_count("2,4-5") == 3,
+             "lists");
+    TB_CHECK(tb_cpu_list_count("") == -1 && tb_cpu_list_count("3-1") == -1 && tb_cpu_list_count("a") == -1 &&
+                 tb_cpu_list_count("0-") == -1 && tb_cpu_list_count("1;2") == -1,
+             "not lists");
+    fresh_root("cpus_v2");
+    put("/proc/self/cgroup", "0::/docker/abc\n");
+    put("/sys/fs/cgroup/docker/abc/cpuset.cpus.effective", "0-7\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == 8, "v2, its own cgroup: %d", tb_host_cgroup_cpus(g_root));
+    fresh_root("cpus_v2_parent");
+    put("/proc/self/cgroup", "0::/docker/abc\n");
+    put("/sys/fs/cgroup/docker/cpuset.cpus.effective", "0-3,8-11\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == 8, "v2, a parent's: %d", tb_host_cgroup_cpus(g_root));
+    fresh_root("cpus_hybrid");
+    put("/proc/self/cgroup", "3:memory:/x\n0::/job\n");
+    put("/sys/fs/cgroup/unified/job/cpuset.cpus.effective", "4-5\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == 2, "hybrid, unified: %d", tb_host_cgroup_cpus(g_root));
+    fresh_root("cpus_v1");
+    put("/proc/self/cgroup", "4:memory:/m\n3:cpuset,cpu:/slurm/job1\n0::/\n");
+    put("/sys/fs/cgroup/cpuset/slurm/job1/cpuset.effective_cpus", "2,4-5\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == 3, "v1 in a comma list: %d", tb_host_cgroup_cpus(g_root));
+    fresh_root("cpus_none");
+    put("/proc/self/cgroup", "0::/\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == -1, "no cpuset file: -1, got %d", tb_host_cgroup_cpus(g_root));
+    put("/sys/fs/cgroup/cpuset.cpus.effective", "garbage\n");
+    TB_CHECK(tb_host_cgroup_cpus(g_root) == -1, "a file that is no list: -1");
+    TB_CHECK(tb_host_cpus() >= 1, "this machine: %d CPUs", tb_host_cpus());
+}
 
 int main(void) {
     /* MemAvailable alone (no cgroup file) */
@@ -137,5 +170,6 @@ int main(void) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf /tmp/tb_host_memory.%d.*", (int)getpid());
     TB_CHECK(system(cmd) == 0, "%s", cmd);
+    test_host_cpus();
     return tb_test_exit("host_memory");
 }

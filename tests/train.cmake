@@ -185,9 +185,9 @@ if(TB_HAVE_MPI)
   # even with more loader threads than any host has CPUs
   add_test(NAME loader_threads_bound_said_np2
            COMMAND ${TB_EXPECT_PASS}
-                   "rank 0 [^]]*\\]: warning: --loader-threads 2 on a rank that may run on only 1 of this host's [0-9]+ CPUs: .*--map-by slot:PE=2 --bind-to core"
+                   "rank 0 [^]]*\\]: warning: --loader-threads 256 on a rank bound to [0-9]+ of the [0-9]+ CPUs this job has on the host: .*--map-by slot:PE=N --bind-to core"
                    -- ${TB_MPIRUN} 2 --bind-to core ${TB_BIN} --data mkdata_train --image-size 32 --batch-size 4
-                   --steps 2 --scaling-steps 0 --threads 1 --loader-threads 2 --results=)
+                   --steps 2 --scaling-steps 0 --threads 1 --loader-threads 256 --results=)
   add_test(NAME loader_threads_unbound_quiet_np2
            COMMAND ${TB_MPIRUN} 2 --bind-to none ${TB_BIN} --data mkdata_train --image-size 32 --batch-size 4
                    --steps 2 --scaling-steps 0 --threads 1 --loader-threads 256 --results=)

@@ -7,11 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "comm/comm.h"
 #include "comm/device_map.h"
 #include "comm/nccl.h"
+#include "core/host_cpus.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "data/jpeg.h"
@@ -310,8 +310,7 @@ static tb_core_row *cpu_rows(const tb_comm_info *info, int threads) {
 
 int tb_launch_default_threads(const tb_comm_info *info) {
     tb_core_row *all = cpu_rows(info, 0);
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int t = tb_core_default_threads(all, info->world, info->rank, online > 0 ? (int)online : 1);
+    int t = tb_core_default_threads(all, info->world, info->rank, tb_host_cpus());
     free(all);
     return t;
 }

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "core/host_cpus.h"
 #include "core/log.h"
 #include "data/shard.h"
 #include "model/cpu/cpu_blas.h"
@@ -54,14 +54,15 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
 
 void tb_train_warn_loader_cpus(const tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    int cpus = tb_cpu_allowed_cores(), n = f->loader_threads;
-    if (!f->data[0] || r->info.local_rank > 0 || cpus >= online || n <= cpus) return;
-    tb_warn("--loader-threads %d on a rank that may run on only %d of this host's %ld CPUs: its decoders share "
-            "%s with the rank's other threads, so the feed gets %d CPU%s at most; to give each rank %d CPUs launch "
-            "with `mpirun --map-by slot:PE=%d --bind-to core` or `mpirun --bind-to none` (Slurm: "
-            "--cpus-per-task=%d)",
-            n, cpus, online, cpus > 1 ? "them" : "it", cpus, cpus > 1 ? "s" : "", n, n, n);
+    int host = tb_host_cpus(), cpus = tb_cpu_allowed_cores(), n = f->loader_threads;
+    /* bound below the job's CPUs on the host: a launcher's binding, which a launch can widen (inside a
+     * container's or job's own set it cannot); --decode gpu's threads read files, nvJPEG decodes */
+    if (!f->data[0] || strcmp(f->decode, "gpu") == 0 || r->info.local_rank > 0 || cpus >= host || n <= cpus) return;
+    tb_warn("--loader-threads %d on a rank bound to %d of the %d CPUs this job has on the host: its decoders share "
+            "%s with the rank's other threads, so the feed gets %d CPU%s at most; launch with more CPUs a rank "
+            "(`mpirun --map-by slot:PE=N --bind-to core`, `mpirun --bind-to none`; Slurm: --cpus-per-task=N) or "
+            "lower --loader-threads",
+            n, cpus, host, cpus > 1 ? "them" : "it", cpus, cpus > 1 ? "s" : "");
 }
 
 /* ---- every rank sees the same data set ---------------------------------------------- */

@@ -1,0 +1,86 @@
+/* host_cpus.c - the CPUs this process's job may use (see host_cpus.h). */
+#include "core/host_cpus.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int tb_cpu_list_count(const char *list) {
+    int n = 0;
+    const char *s = list;
+    while (*s && *s != '\n') {
+        char *end;
+        long a = strtol(s, &end, 10), b = a;
+        if (end == s || a < 0) return -1;
+        s = end;
+        if (*s == '-') {
+            b = strtol(s + 1, &end, 10);
+            if (end == s + 1 || b < a) return -1;
+            s = end;
+        }
+        n += (int)(b - a + 1);
+        if (*s == ',') s++;
+        else if (*s && *s != '\n') return -1;
+    }
+    return n > 0 ? n : -1;
+}
+
+/* The count in dir/file under root, -1 when absent or not a list. */
+static int read_list(const char *root, const char *dir, const char *path, const char *file) {
+    char p[1200], buf[4096];
+    snprintf(p, sizeof p, "%s%s%s/%s", root, dir, strcmp(path, "/") == 0 ? "" : path, file);
+    FILE *f = fopen(p, "r");
+    if (!f) return -1;
+    int n = fgets(buf, sizeof buf, f) ? tb_cpu_list_count(buf) : -1;
+    fclose(f);
+    return n;
+}
+
+/* From path up to the hierarchy's top: the first cgroup with the file. */
+static int nearest(const char *root, const char *dir, const char *path, const char *const *files) {
+    char p[512];
+    snprintf(p, sizeof p, "%s", path[0] == '/' ? path : "/");
+    for (;;) {
+        for (int i = 0; files[i]; i++) {
+            int n = read_list(root, dir, p, files[i]);
+            if (n > 0) return n;
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash || strcmp(p, "/") == 0) return -1;
+        if (slash == p) p[1] = '\0';
+        else *slash = '\0';
+    }
+}
+
+int tb_host_cgroup_cpus(const char *root) {
+    static const char *const v2[] = {"cpuset.cpus.effective", NULL};
+    static const char *const v1[] = {"cpuset.effective_cpus", "cpuset.cpus", NULL};
+    if (!root) root = "";
+    char file[512], line[1024];
+    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
+    FILE *f = fopen(file, "r");
+    if (!f) return -1;
+    int n = -1;
+    while (n < 0 && fgets(line, sizeof line, f)) { /* "0::/path" (v2), "3:cpuset:/path" (v1) */
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) continue;
+        *c1 = '\0', *c2 = '\0';
+        const char *ctl = c1 + 1, *path = c2 + 1;
+        if (strcmp(line, "0") == 0 && ctl[0] == '\0') {
+            n = nearest(root, "/sys/fs/cgroup", path, v2);
+            if (n < 0) n = nearest(root, "/sys/fs/cgroup/unified", path, v2); /* hybrid mounts */
+        }
+        else if (strstr(ctl, "cpuset")) n = nearest(root, "/sys/fs/cgroup/cpuset", path, v1);
+    }
+    fclose(f);
+    return n;
+}
+
+int tb_host_cpus(void) {
+    int n = tb_host_cgroup_cpus(NULL);
+    if (n > 0) return n;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    return online > 0 ? (int)online : 1;
+}
