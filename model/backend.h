@@ -518,6 +518,7 @@ struct tb_backend {
 typedef struct {
     int threads;            /* CPU worker threads (0: all available cores) */
     int device;             /* GPU ordinal for CUDA */
+    int local_rank;         /* the rank among its host's (0 alone): lines once per host */
     int deterministic;      /* restrict to deterministic algorithms */
     int tf32;               /* CUDA: TF32 tensor-core math for float32 convs and GEMMs */
     int no_autotune;        /* CUDA: cuDNN's heuristic choice instead of measuring */

@@ -194,6 +194,13 @@ if(TB_HAVE_MPI)
   set_tests_properties(loader_threads_unbound_quiet_np2 PROPERTIES FAIL_REGULAR_EXPRESSION "--loader-threads [0-9]+ on a rank")
   set_tests_properties(loader_threads_bound_said_np2 loader_threads_unbound_quiet_np2 PROPERTIES TIMEOUT 300
                        PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}" FIXTURES_REQUIRED mkdata_train)
+  # the compute threads' line (more threads than a bound rank's CPUs) once
+  # per host, not once per rank
+  add_test(NAME threads_capped_said_once_np2
+           COMMAND sh -c "out=$(\"$0\" -n 2 --bind-to core \"$1\" --model resnet18 --image-size 32 --batch-size 4 --steps 1 --scaling-steps 0 --threads 4096 --results= 2>&1) || { printf '%s\\n' \"$out\"; exit 1; }; n=$(printf '%s\\n' \"$out\" | grep -c 'warning: 4096 compute threads asked for'); echo \"$n line(s)\"; [ \"$n\" -eq 1 ]"
+                   ${MPIEXEC_EXECUTABLE} ${TB_BIN})
+  set_tests_properties(threads_capped_said_once_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}")
   add_test(NAME mkdata_loss_fell
            COMMAND ${TB_PY} ${TB_TEST_DIR}/check_results.py train_mkdata.h5 --loss-falls 0.8 --cpu-budget)
   set_tests_properties(mkdata_loss_fell PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED mkdata_results)

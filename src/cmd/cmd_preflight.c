@@ -356,7 +356,8 @@ int tb_cmd_preflight(int argc, char **argv) {
     tb_comm *w = tb_comm_world();
 
     int ndev = 0, device = tb_launch_pick_device(&info, backend, &ndev);
-    tb_backend_opts bo = {.threads = threads, .device = device >= 0 ? device : 0, .no_autotune = 1};
+    tb_backend_opts bo = {.threads = threads, .device = device >= 0 ? device : 0, .local_rank = info.local_rank,
+                          .no_autotune = 1};
     char err[256];
     tb_backend *be = tb_backend_create(backend, &bo, err, sizeof err);
     if (!be) tb_die("preflight: %s", err);

@@ -136,6 +136,7 @@ static void make_backend(tb_train_run *r) {
     r->threads = f->threads ? f->threads : fair;
     r->device = tb_launch_pick_device(&r->info, f->backend, &r->ndev);
     tb_backend_opts bo = {.threads = r->threads,
+                          .local_rank = r->info.local_rank,
                           .device = r->device >= 0 ? r->device : 0,
                           .deterministic = f->deterministic,
                           .no_autotune = f->no_autotune,
