@@ -58,22 +58,21 @@ static void test_host_cpus(void) {
     TB_CHECK(tb_cpu_list_count("") == -1 && tb_cpu_list_count("3-1") == -1 && tb_cpu_list_count("a") == -1 &&
                  tb_cpu_list_count("0-") == -1 && tb_cpu_list_count("1;2") == -1,
              "not lists");
-    fresh_root("cpus_v2");
-    put("/proc/self/cgroup", "0::/docker/abc\n");
-    put("/sys/fs/cgroup/docker/abc/cpuset.cpus.effective", "0-7\n");
-    TB_CHECK(tb_host_cgroup_cpus(g_root) == 8, "v2, its own cgroup: %d", tb_host_cgroup_cpus(g_root));
-    fresh_root("cpus_v2_parent");
-    put("/proc/self/cgroup", "0::/docker/abc\n");
-    put("/sys/fs/cgroup/docker/cpuset.cpus.effective", "0-3,8-11\n");
-    TB_CHECK(tb_host_cgroup_cpus(g_root) == 8, "v2, a parent's: %d", tb_host_cgroup_cpus(g_root));
-    fresh_root("cpus_hybrid");
-    put("/proc/self/cgroup", "3:memory:/x\n0::/job\n");
-    put("/sys/fs/cgroup/unified/job/cpuset.cpus.effective", "4-5\n");
-    TB_CHECK(tb_host_cgroup_cpus(g_root) == 2, "hybrid, unified: %d", tb_host_cgroup_cpus(g_root));
-    fresh_root("cpus_v1");
-    put("/proc/self/cgroup", "4:memory:/m\n3:cpuset,cpu:/slurm/job1\n0::/\n");
-    put("/sys/fs/cgroup/cpuset/slurm/job1/cpuset.effective_cpus", "2,4-5\n");
-    TB_CHECK(tb_host_cgroup_cpus(g_root) == 3, "v1 in a comma list: %d", tb_host_cgroup_cpus(g_root));
+    /* {tree, /proc/self/cgroup, the cpuset file, its list, the count} */
+    static const char *const cases[][5] = {
+        {"cpus_v2", "0::/docker/abc\n", "/sys/fs/cgroup/docker/abc/cpuset.cpus.effective", "0-7\n", "8"},
+        {"cpus_v2_parent", "0::/docker/abc\n", "/sys/fs/cgroup/docker/cpuset.cpus.effective", "0-3,8-11\n", "8"},
+        {"cpus_hybrid", "3:memory:/x\n0::/job\n", "/sys/fs/cgroup/unified/job/cpuset.cpus.effective", "4-5\n", "2"},
+        {"cpus_v1", "4:memory:/m\n3:cpuset,cpu:/slurm/job1\n0::/\n",
+         "/sys/fs/cgroup/cpuset/slurm/job1/cpuset.effective_cpus", "2,4-5\n", "3"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        fresh_root(cases[k][0]);
+        put("/proc/self/cgroup", cases[k][1]);
+        put(cases[k][2], cases[k][3]);
+        TB_CHECK(tb_host_cgroup_cpus(g_root) == atoi(cases[k][4]), "%s: %d CPUs, want %s", cases[k][0],
+                 tb_host_cgroup_cpus(g_root), cases[k][4]);
+    }
     fresh_root("cpus_none");
     put("/proc/self/cgroup", "0::/\n");
     TB_CHECK(tb_host_cgroup_cpus(g_root) == -1, "no cpuset file: -1, got %d", tb_host_cgroup_cpus(g_root));
