@@ -182,12 +182,10 @@ static int kernels_reexec_wanted(tb_cpu_blas_info *b, char *was, size_t len) {
  * OPENBLAS_NUM_THREADS is left as it is. */
 static int pool_in_the_way(void) {
 #ifdef TB_HAVE_OPENBLAS_THREADS
-    struct rlimit rl;
     if (getenv("OPENBLAS_NUM_THREADS") || openblas_get_parallel() != 1) return 0; /* OpenMP builds: no pool */
     int pool = openblas_get_num_threads() - 1;
-    long long used = tb_vm_bytes(), mib = 1ll << 20;
-    if (pool < 1 || used < 0 || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
-    return (long long)rl.rlim_cur - used < (128ll * (pool + 1) + 64) * mib;
+    char why[512];
+    return pool >= 1 && tb_cpu_blas_address_short(pool + 1, why, sizeof why); /* the pool's buffers and the caller's */
 #else
     return 0;
 #endif
