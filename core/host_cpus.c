@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/cgroup.h"
+
 int tb_cpu_list_count(const char *list) {
     int n = 0;
     const char *s = list;
@@ -37,45 +39,42 @@ static int read_list(const char *root, const char *dir, const char *path, const 
     return n;
 }
 
-/* From path up to the hierarchy's top: the first cgroup with the file. */
+/* From path up to the hierarchy's top: the first cgroup with one of files. */
 static int nearest(const char *root, const char *dir, const char *path, const char *const *files) {
     char p[512];
-    snprintf(p, sizeof p, "%s", path[0] == '/' ? path : "/");
-    for (;;) {
+    snprintf(p, sizeof p, "%s", path);
+    do
         for (int i = 0; files[i]; i++) {
             int n = read_list(root, dir, p, files[i]);
             if (n > 0) return n;
         }
-        char *slash = strrchr(p, '/');
-        if (!slash || strcmp(p, "/") == 0) return -1;
-        if (slash == p) p[1] = '\0';
-        else *slash = '\0';
+    while (tb_cgroup_up(p));
+    return -1;
+}
+
+typedef struct {
+    const char *root;
+    int n; /* the count found, -1 until then */
+} cpus_walk;
+
+/* One line of /proc/self/cgroup: v2's cpuset files, or v1's cpuset hierarchy. */
+static int cgroup_line(void *ctx, const char *controllers, const char *path) {
+    static const char *const v2[] = {"cpuset.cpus.effective", NULL};
+    static const char *const v1[] = {"cpuset.effective_cpus", "cpuset.cpus", NULL};
+    cpus_walk *w = ctx;
+    if (!controllers[0]) {
+        w->n = nearest(w->root, "/sys/fs/cgroup", path, v2);
+        if (w->n < 0) w->n = nearest(w->root, "/sys/fs/cgroup/unified", path, v2); /* hybrid mounts */
+    } else if (tb_cgroup_has(controllers, "cpuset")) {
+        w->n = nearest(w->root, "/sys/fs/cgroup/cpuset", path, v1);
     }
+    return w->n > 0;
 }
 
 int tb_host_cgroup_cpus(const char *root) {
-    static const char *const v2[] = {"cpuset.cpus.effective", NULL};
-    static const char *const v1[] = {"cpuset.effective_cpus", "cpuset.cpus", NULL};
-    if (!root) root = "";
-    char file[512], line[1024];
-    snprintf(file, sizeof file, "%s/proc/self/cgroup", root);
-    FILE *f = fopen(file, "r");
-    if (!f) return -1;
-    int n = -1;
-    while (n < 0 && fgets(line, sizeof line, f)) { /* "0::/path" (v2), "3:cpuset:/path" (v1) */
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = '\0', *c2 = '\0';
-        const char *ctl = c1 + 1, *path = c2 + 1;
-        if (strcmp(line, "0") == 0 && ctl[0] == '\0') {
-            n = nearest(root, "/sys/fs/cgroup", path, v2);
-            if (n < 0) n = nearest(root, "/sys/fs/cgroup/unified", path, v2); /* hybrid mounts */
-        }
-        else if (strstr(ctl, "cpuset")) n = nearest(root, "/sys/fs/cgroup/cpuset", path, v1);
-    }
-    fclose(f);
-    return n;
+    cpus_walk w = {root ? root : "", -1};
+    tb_cgroup_each(root, cgroup_line, &w);
+    return w.n;
 }
 
 int tb_host_cpus(void) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/cgroup.h"
 #include "core/faults.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -75,8 +76,8 @@ static const cg_files CG_V1 = {"/sys/fs/cgroup/memory", "memory.limit_in_bytes",
  * tightest replaces out's figure where it is smaller. */
 static void cgroup_room(const char *root, const cg_files *fs, const char *path, tb_host_avail *out) {
     char p[512], dir[1024], file[1200];
-    snprintf(p, sizeof p, "%s", path[0] == '/' ? path : "/");
-    for (;;) {
+    snprintf(p, sizeof p, "%s", path);
+    do {
         long long max = 0, cur = 0, cache = 0, part = 0;
         if (join(dir, sizeof dir, root, fs->dir, strcmp(p, "/") == 0 ? "" : p) &&
             join(file, sizeof file, dir, "/", fs->max) && read_number(file, &max) && max < NO_LIMIT &&
@@ -93,11 +94,22 @@ static void cgroup_room(const char *root, const cg_files *fs, const char *path, 
                          (double)cur / GIB);
             }
         }
-        char *slash = strrchr(p, '/');
-        if (!slash || strcmp(p, "/") == 0) break;
-        if (slash == p) p[1] = '\0'; /* "/a" -> "/" */
-        else *slash = '\0';
-    }
+    } while (tb_cgroup_up(p));
+}
+
+typedef struct {
+    const char *root;
+    tb_host_avail *out;
+} room_walk;
+
+/* One line of /proc/self/cgroup: v2's hierarchies, or v1's memory one. */
+static int cgroup_line(void *ctx, const char *controllers, const char *path) {
+    const room_walk *w = ctx;
+    if (!controllers[0])
+        for (int k = 0; k < 2; k++) cgroup_room(w->root, &CG_V2[k], path, w->out);
+    else if (tb_cgroup_has(controllers, "memory"))
+        cgroup_room(w->root, &CG_V1, path, w->out);
+    return 0;
 }
 
 void tb_host_memory_available(const char *root, tb_host_avail *out) {
@@ -106,27 +118,8 @@ void tb_host_memory_available(const char *root, tb_host_avail *out) {
     long long avail = 0;
     if (join(file, sizeof file, root, "/proc/meminfo", "") && read_keyed(file, "MemAvailable", 1024, &avail))
         out->bytes = avail, snprintf(out->what, sizeof out->what, "MemAvailable");
-    if (!join(file, sizeof file, root, "/proc/self/cgroup", "")) return;
-    FILE *f = fopen(file, "r");
-    if (!f) return;
-    char line[1024];
-    while (fgets(line, sizeof line, f)) { /* "0::/path" (v2), "4:memory:/path" or "4:cpu,memory:/path" (v1) */
-        line[strcspn(line, "\n")] = '\0';
-        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-        if (!c2) continue;
-        *c1 = '\0', *c2 = '\0';
-        const char *ctl = c1 + 1, *path = c2 + 1;
-        if (strcmp(line, "0") == 0 && ctl[0] == '\0') {
-            for (int k = 0; k < 2; k++) cgroup_room(root, &CG_V2[k], path, out);
-            continue;
-        }
-        for (const char *t = ctl; *t;) { /* v1: the memory controller among a comma list */
-            size_t n = strcspn(t, ",");
-            if (n == 6 && strncmp(t, "memory", 6) == 0) cgroup_room(root, &CG_V1, path, out);
-            t += n + (t[n] == ',');
-        }
-    }
-    fclose(f);
+    room_walk w = {root, out};
+    tb_cgroup_each(root, cgroup_line, &w);
 }
 
 void tb_host_memory_available_here(int rank, tb_host_avail *out) {
