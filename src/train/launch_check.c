@@ -11,7 +11,6 @@
 #include "comm/comm.h"
 #include "comm/device_map.h"
 #include "comm/nccl.h"
-#include "core/host_cpus.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "data/jpeg.h"
@@ -291,14 +290,11 @@ int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be) {
     return most;
 }
 
-/* Every rank's host, threads and affinity mask, in rank order (the caller
- * frees). Collective over the world. */
-static tb_core_row *cpu_rows(const tb_comm_info *info, int threads) {
+tb_core_row *tb_launch_cpu_rows(const tb_comm_info *info) {
     tb_core_row me, *all = calloc((size_t)info->world, sizeof me);
     if (!all) TB_FATAL("out of host memory");
     memset(&me, 0, sizeof me);
     snprintf(me.host, sizeof me.host, "%s", info->host);
-    me.threads = threads;
     cpu_set_t set;
     CPU_ZERO(&set);
     if (sched_getaffinity(0, sizeof set, &set) == 0)
@@ -308,16 +304,11 @@ static tb_core_row *cpu_rows(const tb_comm_info *info, int threads) {
     return all;
 }
 
-int tb_launch_default_threads(const tb_comm_info *info) {
-    tb_core_row *all = cpu_rows(info, 0);
-    int t = tb_core_default_threads(all, info->world, info->rank, tb_host_cpus());
+int tb_launch_core_sharing(const tb_comm_info *info, tb_core_row *rows, int threads, char *what, size_t len) {
+    int *all = calloc((size_t)info->world, sizeof *all);
+    if (!all) TB_FATAL("out of host memory");
+    tb_comm_allgather(tb_comm_world(), &threads, all, sizeof threads);
+    for (int q = 0; q < info->world; q++) rows[q].threads = all[q];
     free(all);
-    return t;
-}
-
-int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len) {
-    tb_core_row *all = cpu_rows(info, threads);
-    int v = tb_core_sharing(all, info->world, what, len);
-    free(all);
-    return v;
+    return tb_core_sharing(rows, info->world, what, len);
 }

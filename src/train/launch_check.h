@@ -16,6 +16,7 @@
 #define TB_LAUNCH_CHECK_H
 
 #include "comm/comm.h"
+#include "comm/device_map.h"
 #include "model/backend.h"
 
 /* Call right after tb_comm_init. */
@@ -44,16 +45,17 @@ void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcom
  * Collective over the world. */
 int tb_launch_ranks_per_device(const tb_comm_info *info, const tb_backend *be);
 
-/* --threads' default for this rank (comm/device_map.h
- * tb_core_default_threads over every rank's host and affinity mask).
- * Collective over the world. */
-int tb_launch_default_threads(const tb_comm_info *info);
+/* Every rank's host and affinity mask (comm/device_map.h tb_core_row,
+ * threads 0), in rank order, for --threads' default (tb_core_default_threads)
+ * and then the sharing verdict below; the caller frees. Collective over the
+ * world. */
+tb_core_row *tb_launch_cpu_rows(const tb_comm_info *info);
 
-/* Ranks sharing CPUs (comm/device_map.h tb_core_sharing over every rank's
- * host, threads and affinity mask): 1 with what naming the most crowded
- * host, 0 with what "" when every host has CPUs enough, -1 when a host's
- * masks could not be read. Collective over the world. */
-int tb_launch_core_sharing(const tb_comm_info *info, int threads, char *what, size_t len);
+/* Ranks sharing CPUs (comm/device_map.h tb_core_sharing over rows, with
+ * every rank's threads gathered into them): 1 with what naming the most
+ * crowded host, 0 with what "" when every host has CPUs enough, -1 when a
+ * host's masks could not be read. Collective over the world. */
+int tb_launch_core_sharing(const tb_comm_info *info, tb_core_row *rows, int threads, char *what, size_t len);
 
 /* The NCCL_/UCX_/OMPI_MCA_/CUDA_VISIBLE_DEVICES/OMP_NUM_THREADS variables
  * of this process, "NAME=value" sorted and joined by spaces. */

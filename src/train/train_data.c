@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/host_cpus.h"
 #include "core/log.h"
 #include "data/shard.h"
 #include "model/cpu/cpu_blas.h"
@@ -54,7 +53,7 @@ tb_source *tb_train_source(const tb_train_flags *f, tb_train_data *d, int classe
 
 void tb_train_warn_loader_cpus(const tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    int host = tb_host_cpus(), cpus = tb_cpu_allowed_cores(), n = f->loader_threads;
+    int host = r->host_cpus, cpus = tb_cpu_allowed_cores(), n = f->loader_threads;
     /* bound below the job's CPUs on the host: a launcher's binding, which a launch can widen (inside a
      * container's or job's own set it cannot); --decode gpu's threads read files, nvJPEG decodes */
     if (!f->data[0] || strcmp(f->decode, "gpu") == 0 || r->info.local_rank > 0 || cpus >= host || n <= cpus) return;

@@ -14,6 +14,7 @@
 
 #include "comm/nccl.h"
 #include "core/cpu_features.h"
+#include "core/host_cpus.h"
 #include "core/log.h"
 #include "core/stall_guard.h"
 #include "core/timer.h"
@@ -132,8 +133,9 @@ static void bootstrap(tb_train_run *r) {
  * compare every rank's binary, arguments and devices. */
 static void make_backend(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
-    int fair = tb_launch_default_threads(&r->info); /* on every rank: a collective */
-    r->threads = f->threads ? f->threads : fair;
+    tb_core_row *cpus = tb_launch_cpu_rows(&r->info); /* on every rank: a collective */
+    r->host_cpus = tb_host_cpus();
+    r->threads = f->threads ? f->threads : tb_core_default_threads(cpus, r->info.world, r->info.rank, r->host_cpus);
     r->device = tb_launch_pick_device(&r->info, f->backend, &r->ndev);
     tb_backend_opts bo = {.threads = r->threads,
                           .local_rank = r->info.local_rank,
@@ -158,7 +160,8 @@ static void make_backend(tb_train_run *r) {
     omp_set_num_threads(r->threads);
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
     r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
-    r->cpus_shared = tb_launch_core_sharing(&r->info, r->threads, r->shared_cpus, sizeof r->shared_cpus);
+    r->cpus_shared = tb_launch_core_sharing(&r->info, cpus, r->threads, r->shared_cpus, sizeof r->shared_cpus);
+    free(cpus);
     if (strcmp(r->be->name, "cpu") != 0) { /* the GPU computes: the host's CPUs aside */
         r->cpus_shared = -1;
         snprintf(r->shared_cpus, sizeof r->shared_cpus, "not checked (%s backend)", r->be->name);

@@ -88,6 +88,7 @@ typedef struct {
     tb_backend *be;
     int ndev, device;            /* CUDA devices this rank sees, the one it uses (-1: CPU) */
     int ranks_per_gpu;           /* the most ranks on one GPU (> 1 only with --share-gpu) */
+    int host_cpus;               /* the CPUs the job has on this host (core/host_cpus.h) */
     int cpus_shared;             /* 1: ranks share CPUs (shared_cpus says where); 0: no; -1: unknown or not checked */
     char shared_cpus[160];      /* what the results file's shared_cpus says, when cpus_shared is not 0 */
     tb_nccl *nccl;               /* the world's NCCL communicator (NULL: not the NCCL path) */
