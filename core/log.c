@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int g_rank = -1;
@@ -287,4 +288,9 @@ void tb_info(const char *fmt, ...) {
     va_end(ap);
     fputc('\n', stdout);
     fflush(stdout);
+}
+
+int tb_stdout_is_pipe(void) {
+    struct stat st;
+    return fstat(STDOUT_FILENO, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
 }

@@ -97,6 +97,9 @@ void tb_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void tb_say_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Informational line, printed by rank 0 only (or when not distributed). */
 void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Standard output is a pipe or a socket: a reader that can go away ('| head',
+ * a launcher's forwarding), whose writes then fail with EPIPE or SIGPIPE. */
+int tb_stdout_is_pipe(void);
 
 /* A trap for the calling thread's next tb_die / TB_FATAL: while one is set,
  * that call prints nothing and ends nothing; it writes its message into

@@ -73,7 +73,7 @@ static int output_checked(int rc) {
     int fl = fcntl(STDOUT_FILENO, F_GETFL);
     int closed = fstat(STDOUT_FILENO, &st) != 0 || err == EBADF ||
                  (S_ISCHR(st.st_mode) && fl >= 0 && (fl & O_ACCMODE) == O_RDONLY); /* hold_std_fds' /dev/null */
-    int pipe = !closed && (err == EPIPE || S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+    int pipe = !closed && (err == EPIPE || tb_stdout_is_pipe());
     tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
                  "%s", bad && err ? strerror(err) : closed ? "closed" : pipe ? "its reader has gone" : "a write failed",
                  pipe     ? "its reader stopped reading ('| head'); send it to a file to keep all of it"

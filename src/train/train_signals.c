@@ -25,7 +25,6 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm/monitor.h"
@@ -89,8 +88,7 @@ static void *watch(void *arg) {
     int sig = c;
     /* SIGPIPE: standard output a pipe ('| head') or not (a socket of the
      * launcher's or a peer's, whose other end has gone) */
-    struct stat so;
-    int out_pipe = fstat(STDOUT_FILENO, &so) == 0 && (S_ISFIFO(so.st_mode) || S_ISSOCK(so.st_mode));
+    int out_pipe = tb_stdout_is_pipe();
     const char *name = sig == SIGINT    ? "SIGINT (Ctrl-C)"
                        : sig == SIGTERM ? "SIGTERM"
                        : sig == SIGPIPE && out_pipe
