@@ -175,11 +175,11 @@ static int alloc_slots(tb_loader *ld, char *err, size_t errlen) {
     const tb_loader_opts *o = &ld->o;
     if (!ld->gpu) { /* host slots the workers write later: a ring the host cannot hold would meet the OOM killer
                        there, with no word, not a failed malloc here (core/host_memory.h) */
-        long long per = (long long)(ld->sample_bytes * (size_t)o->batch) + (long long)o->batch * (4 + !!o->gpu_flip);
+        long long ring = (long long)tb_loader_ring_bytes(o->format, o->image_size, o->batch, ld->nslots, o->gpu_flip);
         tb_host_avail a;
         tb_host_memory_available_here(o->rank, &a);
         char why[512];
-        if (tb_host_memory_short(per * ld->nslots, 1, "", &a, why, sizeof why)) {
+        if (tb_host_memory_short(ring, 1, "", &a, why, sizeof why)) {
             snprintf(err, errlen, "loader: a ring of %d batch slots of %d samples at %dx%d %s; lower --prefetch or "
                      "--batch-size",
                      ld->nslots, o->batch, o->image_size, o->image_size, why);
@@ -313,10 +313,14 @@ tb_loader *tb_loader_create(const tb_loader_opts *o, char *err, size_t errlen) {
 
 int64_t tb_loader_steps_per_epoch(const tb_loader *ld) { return ld->steps; }
 
+size_t tb_loader_ring_bytes(tb_out_format format, int image_size, int batch, int slots, int gpu_flip) {
+    size_t per = tb_sample_bytes(format, image_size) * (size_t)batch + (size_t)batch * (sizeof(int32_t) + !!gpu_flip);
+    return per * (size_t)slots;
+}
+
 size_t tb_loader_host_bytes_unwritten(const tb_loader *ld) {
     if (ld->gpu || ld->o.host_alloc != plain_alloc) return 0;
-    size_t per = ld->sample_bytes * (size_t)ld->o.batch + (size_t)ld->o.batch * (sizeof(int32_t) + !!ld->o.gpu_flip);
-    return per * (size_t)ld->nslots;
+    return tb_loader_ring_bytes(ld->o.format, ld->o.image_size, ld->o.batch, ld->nslots, ld->o.gpu_flip);
 }
 
 void tb_loader_start_epoch(tb_loader *ld, int64_t epoch, int64_t first_step) {

@@ -172,6 +172,9 @@ int64_t tb_loader_steps_per_epoch(const tb_loader *ld);
  * for pinned slots (committed when allocated) and for --decode gpu's
  * device slots. For the callers' memory checks (src/train/memory_check.c). */
 size_t tb_loader_host_bytes_unwritten(const tb_loader *ld);
+/* What a ring of `slots` host batches takes (images, labels, flips), for a
+ * loader not made yet: --val's, made at each evaluation (memory_check.c). */
+size_t tb_loader_ring_bytes(tb_out_format format, int image_size, int batch, int slots, int gpu_flip);
 /* Begins an epoch at step `first_step` (0, or a resumed position). Work
  * left from an unfinished epoch is dropped; every batch must have been
  * released. */

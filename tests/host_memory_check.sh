@@ -19,6 +19,8 @@
 #            epoch starts) counted with the arenas: a ring and arenas that
 #            each fit, but not together on 2 ranks, end both ranks with the
 #            line, which names --prefetch; a lower --prefetch trains
+#   --val    its loader's ring (made at each evaluation, beside the
+#            training ring) counted too: refused with --val, trains without
 # shellcheck disable=SC2086  # $ROW, $ROWFIT and $DR are lists of flags
 tb=$1
 mpiexec=$2
@@ -107,5 +109,19 @@ sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
 TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 8 --results "" >"$dir/d.log" 2>&1 ||
   no "2 ranks, loader: --prefetch 8 did not train: $(grep error "$dir/d.log")"
 
-[ "$fail" -eq 0 ] && echo "ok: refused with one line on 1 and 2 ranks, in step and in the loader; the named batch trains"
+# ---- --val's ring counted too ---------------------------------------------
+# --val's loader makes its own ring (float32 on the host) at each evaluation,
+# while the training ring and the arenas stand: at --prefetch 22 (4.1 MiB a
+# ring) 2 ranks need ~26 MiB without --val, which trains, and ~34 with it,
+# which is refused (it passed the check and met each loader's own, per
+# process, at the first evaluation)
+sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
+  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step each, [0-9.]+ MiB for the 2 ranks on this host, but 30.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or a lower --prefetch \(the loaders' rings of batches, training's and --val's, are a quarter or more of it\), or fewer ranks on that host$" \
+  env TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 22 --val "$dir/ds" --results "$dir/r4.h5" ||
+  no "2 ranks, --val"
+[ -e "$dir/r4.h5" ] && no "2 ranks, --val: a results file was written"
+TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 22 --results "" >"$dir/e.log" 2>&1 ||
+  no "2 ranks, without --val: --prefetch 22 did not train: $(grep error "$dir/e.log")"
+
+[ "$fail" -eq 0 ] && echo "ok: refused with one line on 1 and 2 ranks, in step and in the loader, --val's ring counted; the named batch trains"
 exit "$fail"
