@@ -7,6 +7,7 @@
 #ifdef __linux__
 #include <sys/prctl.h>
 #endif
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -44,8 +45,39 @@ static void abort_job(int code) {
     if (g_initialised && !fin && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+/* A run without a launcher (a singleton) has Open MPI start a daemon in
+ * MPI_Init, which under too low a limit ends in pages of ORTE_ERROR_LOG
+ * lines: measured with Open MPI 4.1, under `ulimit -n` 28 and `ulimit -s`
+ * 256 KiB. main raised a soft limit under these toward its hard one
+ * (core/proc_limits.h); where the hard limit is lower still, one line names
+ * the limit and what to do, before MPI_Init. A launcher's ranks start with
+ * less (20 descriptors did). */
+static void singleton_limits(void) {
+    static const struct {
+        int res;
+        const char *name, *flag, *unit;
+        rlim_t need, usual, per_unit;
+    } lims[] = {
+        {RLIMIT_NOFILE, "open-files", "-n", "descriptors", 28, 1024, 1},
+        {RLIMIT_STACK, "stack-size", "-s", "KiB", (rlim_t)256 << 10, (rlim_t)8 << 20, 1024},
+    };
+    if (tb_log_launcher_rank() >= 0) return;
+    for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {
+        struct rlimit rl;
+        if (getrlimit(lims[i].res, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= lims[i].need) continue;
+        tb_die("the %s limit (ulimit %s) is %llu %s, its hard limit %llu: MPI's start without a launcher (Open "
+               "MPI's daemon) needs %llu %s or more; raise the hard limit (as root `ulimit -H %s %llu`, or the "
+               "site's limits.conf) and run again",
+               lims[i].name, lims[i].flag, (unsigned long long)(rl.rlim_cur / lims[i].per_unit), lims[i].unit,
+               (unsigned long long)(rl.rlim_max / lims[i].per_unit),
+               (unsigned long long)(lims[i].need / lims[i].per_unit), lims[i].unit, lims[i].flag,
+               (unsigned long long)(lims[i].usual / lims[i].per_unit));
+    }
+}
+
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
     memset(info, 0, sizeof *info);
+    singleton_limits();
 #ifdef OPEN_MPI
     /* The gradient buckets are summed in place with MPI_Iallreduce
      * (tb_comm_allreduce_sum_idle). For an in-place sum on fewer than 4

@@ -32,7 +32,11 @@
 #           commands that never call the BLAS (report --help, mkdata,
 #           loader-bench) and probe: exit 0, probe's CPU GEMM "not measured"
 #           (each hung at exit: OpenBLAS's pool threads, started as the
-#           library loads, retry their buffers' map for ever).
+#           library loads, retry their buffers' map for ever);
+#   nofile, stack  a soft ulimit -n 24 or -s 200 KiB, under what MPI's
+#           start needs: raised toward the hard limit, the run trains (Open
+#           MPI's singleton start failed with pages of lines); a hard limit
+#           there: one line naming the limit, exit 1.
 # PYTHON needs h5py (exit 77 without). About 15 s (60 s more where vmem hangs).
 set -u
 tb=$1
@@ -88,6 +92,28 @@ check "threads" $? 1 "$d/err" "cannot start the .* thread: Resource temporarily 
 TB_TEST_FAULT=no-thread:-1:1 "$tb" loader-bench --data "$d/lbset" --image-size 32 --batch-size 4 --threads 2 \
   >/dev/null 2>"$d/err"
 check "threads-loader" $? 1 "$d/err" "cannot start a loader worker thread: Resource temporarily unavailable: the user's limit"
+
+# nofile, stack: a soft limit under what MPI's start needs (Open MPI's
+# singleton daemon failed under ulimit -n 24 and ulimit -s 200 with pages of
+# ORTE_ERROR_LOG lines, and the run with them) is raised toward the hard one
+# and the run trains; a hard limit under it: one line naming the limit and
+# what to do, exit 1, no results file
+for c in nofile stack; do
+  case $c in nofile) flag=-n val=24 name=open-files ;; *) flag=-s val=200 name=stack-size ;; esac
+  # shellcheck disable=SC3045 # ulimit -S: dash's and bash's
+  (ulimit -S $flag $val && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
+    --scaling-steps 0 --synthetic --steps 2 --results "$d/$c.h5") >/dev/null 2>"$d/err"
+  rc=$?
+  if [ $rc -ne 0 ] || [ ! -f "$d/$c.h5" ]; then
+    fail "$c: soft ulimit $flag $val: exit $rc: $(head -c 300 "$d/err")"
+  else
+    echo "ok   $c: soft ulimit $flag $val raised, trained"
+  fi
+  (ulimit $flag $val && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
+    --scaling-steps 0 --synthetic --steps 2 --results "$d/$c-hard.h5") >/dev/null 2>"$d/err"
+  check "$c-hard" $? 1 "$d/err" "the $name limit (ulimit $flag) is $val .*, its hard limit $val: MPI's start"
+  [ -e "$d/$c-hard.h5" ] && fail "$c-hard: a results file was written"
+done
 
 # The lowest limit, from 195 MiB in steps of 128 MiB, under which the
 # binary's libraries load (a CUDA build maps cuBLAS and cuDNN: about 1 GiB

@@ -10,6 +10,7 @@
 
 #include "core/cpu_dispatch.h"
 #include "core/log.h"
+#include "core/proc_limits.h"
 #include "core/version.h"
 #include "model/cpu/cpu_blas.h"
 #include "src/cmd/commands.h"
@@ -85,6 +86,9 @@ static int output_checked(int rc) {
 
 int main(int argc, char **argv) {
     hold_std_fds();
+    /* a soft stack or descriptor limit under what the threads and MPI's start need: raised (the stack by
+     * re-running the program, before any thread has started) */
+    tb_limits_raise(argv);
     /* before anything else: may re-run the program with OPENBLAS_CORETYPE
      * set, when the BLAS fell back to kernels below the CPU's */
     tb_cpu_blas_kernels_ensure(argv);

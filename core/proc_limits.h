@@ -1,0 +1,15 @@
+/* proc_limits.h - the process's own limits raised where they are under
+ * what trainbench's threads and MPI's start need: a soft limit moved
+ * toward its hard one, as `ulimit -S` could. */
+#ifndef TB_PROC_LIMITS_H
+#define TB_PROC_LIMITS_H
+
+/* First thing in main, before any thread starts. The stack: a soft `ulimit
+ * -s` under 256 KiB is raised (to 8 MiB, or the hard limit under it) and the
+ * program runs itself again (execv of /proc/self/exe with `argv`), since
+ * threads take their stack size from the limit the process started with;
+ * descriptors: a soft `ulimit -n` under 1024 is raised to 1024, or the hard
+ * limit. Nothing is said; where the exec fails the run goes on as it was. */
+void tb_limits_raise(char **argv);
+
+#endif
