@@ -45,39 +45,63 @@ static void abort_job(int code) {
     if (g_initialised && !fin && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
-/* A run without a launcher (a singleton) has Open MPI start a daemon in
- * MPI_Init, which under too low a limit ends in pages of ORTE_ERROR_LOG
- * lines: measured with Open MPI 4.1, under `ulimit -n` 28 and `ulimit -s`
- * 256 KiB. main raised a soft limit under these toward its hard one
- * (core/proc_limits.h); where the hard limit is lower still, one line names
+/* Whether MPI's ranks were started by a launcher: the variables Open MPI's
+ * own start looks for (mpirun's, PMIx's, PMI's). Slurm's task variables
+ * alone are no such launcher (`srun --mpi=none`, a batch script's own
+ * step): MPI starts as a singleton there. */
+static int mpi_launched(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_NAMESPACE", "PMI_FD", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+/* Too low a limit at MPI's start ended in pages of ORTE_ERROR_LOG lines, or
+ * a thread's segfault. Measured with Open MPI 4.1 here: a run without a
+ * launcher (a singleton: Open MPI 4 starts a daemon for it) failed under
+ * `ulimit -n` 24 and `ulimit -s` 200 KiB and ran at 28 and 256 KiB; at 200
+ * KiB trainbench's own threads, whose stacks the limit sizes, overflowed
+ * too (launched or not). main raised a soft limit under these toward its
+ * hard one (core/proc_limits.h); where that was not enough, one line names
  * the limit and what to do, before MPI_Init. A launcher's ranks start with
- * less (20 descriptors did). */
-static void singleton_limits(void) {
+ * fewer descriptors (20 did). */
+static void start_limits(void) {
     static const struct {
-        int res;
-        const char *name, *flag, *unit;
+        int res, singleton_only;
+        const char *name, *flag, *unit, *who;
         rlim_t need, usual, per_unit;
     } lims[] = {
-        {RLIMIT_NOFILE, "open-files", "-n", "descriptors", 28, 1024, 1},
-        {RLIMIT_STACK, "stack-size", "-s", "KiB", (rlim_t)256 << 10, (rlim_t)8 << 20, 1024},
+        {RLIMIT_STACK, 0, "stack-size", "-s", "KiB", "trainbench's threads and MPI's start need", (rlim_t)256 << 10,
+         (rlim_t)8 << 20, 1024},
+#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+        {RLIMIT_NOFILE, 1, "open-files", "-n", "descriptors", "MPI's start without a launcher (Open MPI's daemon) needs",
+         28, 1024, 1},
+#endif
     };
-    if (tb_log_launcher_rank() >= 0) return;
     for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {
         struct rlimit rl;
-        if (getrlimit(lims[i].res, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= lims[i].need) continue;
-        tb_die("the %s limit (ulimit %s) is %llu %s, its hard limit %llu: MPI's start without a launcher (Open "
-               "MPI's daemon) needs %llu %s or more; raise the hard limit (as root `ulimit -H %s %llu`, or the "
-               "site's limits.conf) and run again",
-               lims[i].name, lims[i].flag, (unsigned long long)(rl.rlim_cur / lims[i].per_unit), lims[i].unit,
-               (unsigned long long)(rl.rlim_max / lims[i].per_unit),
-               (unsigned long long)(lims[i].need / lims[i].per_unit), lims[i].unit, lims[i].flag,
-               (unsigned long long)(lims[i].usual / lims[i].per_unit));
+        if ((lims[i].singleton_only && mpi_launched()) || getrlimit(lims[i].res, &rl) != 0 ||
+            rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= lims[i].need)
+            continue;
+        unsigned long long per = lims[i].per_unit, usual = lims[i].usual / per;
+        char hard[48];
+        if (rl.rlim_max == RLIM_INFINITY) snprintf(hard, sizeof hard, "unlimited");
+        else snprintf(hard, sizeof hard, "%llu", (unsigned long long)(rl.rlim_max / per));
+        int soft_only = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= lims[i].need;
+        char advice[160];
+        if (soft_only) snprintf(advice, sizeof advice, "raise it (`ulimit -S %s %llu`)", lims[i].flag, usual);
+        else
+            snprintf(advice, sizeof advice, "raise the hard limit (as root `ulimit -H %s %llu`, or the site's "
+                     "limits.conf)", lims[i].flag, usual);
+        tb_die("the %s limit (ulimit %s) is %llu %s, its hard limit %s: %s %llu %s or more; %s and run again",
+               lims[i].name, lims[i].flag, (unsigned long long)(rl.rlim_cur / per), lims[i].unit, hard, lims[i].who,
+               (unsigned long long)(lims[i].need / per), lims[i].unit, advice);
     }
 }
 
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
     memset(info, 0, sizeof *info);
-    singleton_limits();
+    start_limits();
 #ifdef OPEN_MPI
     /* The gradient buckets are summed in place with MPI_Iallreduce
      * (tb_comm_allreduce_sum_idle). For an in-place sum on fewer than 4

@@ -4,12 +4,14 @@
 #ifndef TB_PROC_LIMITS_H
 #define TB_PROC_LIMITS_H
 
-/* First thing in main, before any thread starts. The stack: a soft `ulimit
- * -s` under 256 KiB is raised (to 8 MiB, or the hard limit under it) and the
- * program runs itself again (execv of /proc/self/exe with `argv`), since
- * threads take their stack size from the limit the process started with;
- * descriptors: a soft `ulimit -n` under 1024 is raised to 1024, or the hard
- * limit. Nothing is said; where the exec fails the run goes on as it was. */
+/* First thing in main. The stack: a soft `ulimit -s` under 256 KiB is
+ * raised (to 8 MiB, or the hard limit under it) and the program runs itself
+ * again (execv of /proc/self/exe with `argv`, which replaces any thread a
+ * library started as it loaded), since threads take their stack size from
+ * the limit the process started with; descriptors: a soft `ulimit -n` under
+ * 1024 is raised to 1024, or the hard limit. Nothing is said; where the
+ * exec fails, or the hard limit is under 256 KiB, the stack limit is left
+ * as it was (comm_mpi.c names it before MPI starts). */
 void tb_limits_raise(char **argv);
 
 #endif

@@ -29,7 +29,7 @@ set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 
 # a limit of the environment (stdout piped to 'head', ulimit -f): one line,
 # no temporary file, an earlier checkpoint kept, the results file marked,
 # where the signal's default (SIGPIPE, SIGXFSZ) ended the process silently
-add_test(NAME resource_limits COMMAND sh ${TB_TEST_DIR}/resource_limits.sh ${TB_BIN} ${TB_PYTHON})
+add_test(NAME resource_limits COMMAND sh ${TB_TEST_DIR}/resource_limits.sh ${TB_BIN} ${TB_PYTHON} ${TB_HAVE_MPI})
 set_tests_properties(resource_limits PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
 # a rank frozen where no watchdog runs (before MPI_Init; after the last
