@@ -4,6 +4,8 @@
 # where the kernel's OOM killer used to end the process in the first step
 # without a word (src/device/host_memory.h). The host's available memory is
 # made small with TB_TEST_FAULT=host-mem:RANK:MIB (no real host is filled).
+# The runs are on the CPU backend (--backend cpu): its arenas are host
+# memory, and the training ring is not pinned.
 #
 #   1 rank   the line names the host, the model, the batch and what is
 #            available, and a batch that fits; exit 1; the earlier results
@@ -29,7 +31,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/tb_hostmem.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 fail=0
 no() { echo "FAIL: $*"; fail=1; }
-ROW="--model resnet18 --image-size 32 --batch-size 16 --steps 2 --synthetic --scaling-steps 0 --threads 1"
+ROW="--model resnet18 --image-size 32 --batch-size 16 --steps 2 --synthetic --scaling-steps 0 --threads 1 --backend cpu"
 
 # an earlier run's results file, which a refused run must not touch
 "$tb" $ROW --results "$dir/r.h5" >"$dir/first.log" 2>&1 || no "the plain run failed: $(tail -n 2 "$dir/first.log")"
@@ -101,7 +103,7 @@ grep -Eq "^trainbench: error: loader-bench: loader: a ring of [0-9]+ batch slots
 # but 2 ranks x both do not: the ring filled by the loader's threads once
 # the epoch started, past the check, where the OOM killer was next
 DR="--model resnet18 --image-size 32 --batch-size 16 --steps 2 --data $dir/ds --prefetch 64 --scaling-steps 0 \
---threads 1 --loader-threads 1 --last-batch pad"
+--threads 1 --loader-threads 1 --last-batch pad --backend cpu"
 sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
   "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step each, [0-9.]+ MiB for the 2 ranks on this host, but 30.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or a lower --prefetch \(the loader's ring of batches is a quarter or more of it\), or fewer ranks on that host$" \
   env TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --results "$dir/r3.h5" || no "2 ranks, loader"
@@ -116,7 +118,7 @@ TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 8 --results ""
 # which is refused (it passed the check and met each loader's own, per
 # process, at the first evaluation)
 sh "$(dirname "$0")/expect_all_ranks.sh" 2 \
-  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step each, [0-9.]+ MiB for the 2 ranks on this host, but 30.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or a lower --prefetch \(the loaders' rings of batches, training's and --val's, are a quarter or more of it\), or fewer ranks on that host$" \
+  "host [^ ]+: batch 16 per rank of resnet18 at 32 px needs [0-9.]+ MiB more host memory for its first step and --val's evaluation each, [0-9.]+ MiB for the 2 ranks on this host, but 30.0 MiB is available \(TB_TEST_FAULT host-mem\); use --batch-size [0-9]+ or less, or a lower --prefetch \(the loaders' rings of batches, training's and --val's, are a quarter or more of it\), or fewer ranks on that host$" \
   env TB_TEST_FAULT=host-mem:-1:30 "$mpiexec" -n 2 "$tb" $DR --prefetch 22 --val "$dir/ds" --results "$dir/r4.h5" ||
   no "2 ranks, --val"
 [ -e "$dir/r4.h5" ] && no "2 ranks, --val: a results file was written"

@@ -20,7 +20,7 @@
 #define WHY_MAX 1024
 
 void tb_train_check_host_memory(tb_train_run *r) {
-    long long ring = (long long)tb_source_host_bytes_unwritten(r->src);
+    long long train_ring = (long long)tb_source_host_bytes_unwritten(r->src), ring = train_ring;
     /* --val's loader, made at each evaluation beside the training source: its batches are read on the host
      * (feed_plan.h's host_read: float32, malloc'd on any backend), a ring of --prefetch of them */
     int val = r->d.have_val_ds;
@@ -30,17 +30,19 @@ void tb_train_check_host_memory(tb_train_run *r) {
     tb_host_avail a;
     tb_host_memory_available_here(r->info.rank, &a);
     char why[WHY_MAX] = "", part[WHY_MAX / 2];
-    if (tb_host_memory_short(need, ranks, "for its first step", &a, part, sizeof part)) {
+    if (tb_host_memory_short(need, ranks, val ? "for its first step and --val's evaluation" : "for its first step",
+                             &a, part, sizeof part)) {
         int fit = tb_host_memory_batch_fit(need, r->fl.batch, ranks, a.bytes);
         int loader_heavy = r->fl.data[0] && ring > need / 4; /* a synthetic source's batch is no ring */
+        /* which rings are counted: the training ring is not where it is pinned (committed as it was made) */
+        const char *rings = !val ? "the loader's ring of batches is"
+                            : train_ring > 0 ? "the loaders' rings of batches, training's and --val's, are"
+                                             : "--val's loader's ring of batches is";
         char advice[256];
         if (fit > 0)
-            snprintf(advice, sizeof advice, "use --batch-size %d or less%s%s", fit,
-                     !loader_heavy ? ""
-                     : val ? ", or a lower --prefetch (the loaders' rings of batches, training's and --val's, are a "
-                             "quarter or more of it)"
-                           : ", or a lower --prefetch (the loader's ring of batches is a quarter or more of it)",
-                     ranks > 1 ? ", or fewer ranks on that host" : "");
+            snprintf(advice, sizeof advice, "use --batch-size %d or less%s%s%s%s", fit,
+                     loader_heavy ? ", or a lower --prefetch (" : "", loader_heavy ? rings : "",
+                     loader_heavy ? " a quarter or more of it)" : "", ranks > 1 ? ", or fewer ranks on that host" : "");
         else
             snprintf(advice, sizeof advice, "not one sample fits: %s", ranks > 1 ? "fewer ranks on that host" :
                                                                                  "a host with more memory");
