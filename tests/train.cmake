@@ -237,6 +237,11 @@ if(TB_HAVE_MPI)
   set_tests_properties(eval_counts_every_image PROPERTIES SKIP_RETURN_CODE 77 FIXTURES_REQUIRED eval_results)
 endif()
 
+# --threads' default inside a real cpuset cgroup (a container's or job's CPU
+# set) of one CPU: 1 thread, nothing capped; skipped where no cgroup can be made
+add_test(NAME threads_default_cpuset COMMAND sh ${TB_TEST_DIR}/cgroup_cpuset.sh ${TB_BIN})
+set_tests_properties(threads_default_cpuset PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
 # --trace: a Chrome trace with one track per rank and every phase present
 add_test(NAME trace_np1
          COMMAND ${TB_BIN} --image-size 32 --batch-size 4 --steps 4 --scaling-steps 0 --threads 1

@@ -328,9 +328,9 @@ static int cpu_threads_for(int asked, int local_rank, const char *cpus) {
     if (usable < 1 || asked <= usable) return asked;
     if (local_rank > 0) return usable; /* one line per host is enough */
     if (cpus[0])
-        tb_warn("%d compute threads asked for (--threads, or its default: online CPUs / ranks per host), but this rank "
-                "may run on only %d CPU%s (%s): running %d; to give each rank %d CPUs launch with "
-                "`mpirun --map-by slot:PE=%d --bind-to core` or `mpirun --bind-to none` (Slurm: "
+        tb_warn("%d compute threads asked for (--threads, or its default: the job's CPUs on the host / its ranks "
+                "there), but this rank may run on only %d CPU%s (%s): running %d; to give each rank %d CPUs launch "
+                "with `mpirun --map-by slot:PE=%d --bind-to core` or `mpirun --bind-to none` (Slurm: "
                 "--cpus-per-task=%d; launch/local.sh does this)",
                 asked, usable, usable > 1 ? "s" : "", cpus, usable, asked, asked, asked);
     else
