@@ -70,6 +70,12 @@ if(TB_HAVE_MPI)
   endif()
 endif()
 
+# An output flag never destroys a file it was not meant to replace: a
+# checkpoint at --results or --trace, a results file at --ckpt or --save, a
+# FIFO, step's --out on its own inputs (tests/output_guard.sh)
+add_test(NAME output_guard COMMAND sh ${TB_TEST_DIR}/output_guard.sh ${TB_BIN} ${TB_PYTHON})
+set_tests_properties(output_guard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
 # What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):
 # --ckpt without --ckpt-every checkpoints the last step; --resume keeps an
 # earlier results file under a name of its own; a checkpoint is never written

@@ -222,8 +222,13 @@ static void output_errors(void) {
     expect_error_before(a, "already holds a checkpoint (step 20); add --resume to continue from it", "step ");
     snprintf(a, sizeof a, "%s --ckpt '%s' --results ''", q, path("text.h5"));
     expect_error_before(a, "exists and is not a trainbench checkpoint", "step ");
-    /* an earlier results file that a refused --resume must not touch */
-    copy_file(path("ok.h5"), path("res.h5"));
+    /* an earlier results file that a refused --resume must not touch (a root 'status' attribute marks one; a
+     * checkpoint there is refused as one, output_guard) */
+    hid_t rf = H5Fcreate(path("res.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    H5_CHECK(rf);
+    tb_h5_attr_write_str(rf, "status", "complete");
+    H5_CHECK(H5Fclose(rf));
+    copy_file(path("res.h5"), path("res_orig.h5"));
     snprintf(a, sizeof a, "train --steps 21 --batch-size 4 --threads 1 --scaling-steps 0 --ckpt '%s' --resume "
              "--image-size 64 --results '%s'", path("c20.h5"), path("res.h5"));
     expect_error_before(a, "was trained at image size 32, but this run trains at 64; resume with --image-size 32",
@@ -232,7 +237,7 @@ static void output_errors(void) {
              path("c20.h5"), path("res.h5"));
     expect_error_before(a, "is at step 20, which already reaches --steps 5; raise --steps (or --epochs)", "step ");
     TB_CHECK(same_bytes(path("c20.h5"), path("c20_orig.h5")), "a refused run changed the checkpoint");
-    TB_CHECK(same_bytes(path("res.h5"), path("ok.h5")), "a refused --resume changed the earlier results file");
+    TB_CHECK(same_bytes(path("res.h5"), path("res_orig.h5")), "a refused --resume changed the earlier results file");
     TB_CHECK(access(path("res.before_resume_step20.h5"), F_OK) != 0, "a refused --resume renamed the results file");
 
     expect_error_before("allreduce-bench -b 4 -e 1M --results /nonexistent/dir/ar.h5",

@@ -394,7 +394,7 @@ static void write_results(bench *b, int argc, char **argv) {
 static void check_results_path(bench *b) {
     char why[8400] = "";
     if (b->info.rank == 0 && b->a.results[0])
-        tb_output_path_check(b->a.results, "results file", "--results", why, sizeof why);
+        tb_output_path_check(b->a.results, TB_OUT_RESULTS, "results file", "--results", why, sizeof why);
     tb_comm_bcast(b->w, why, sizeof why, TB_BYTES, 0);
     if (!why[0]) return;
     tb_say_error("allreduce-bench: %s", why);

@@ -169,7 +169,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     if (a->rank >= a->world) tb_die("loader-bench: --rank %d must be below --world %d", a->rank, a->world);
     if (a->index_only && a->results[0])
         tb_die("loader-bench: --index-only measures no loader row, so it writes no --results file; drop one of them");
-    tb_output_path_require("loader-bench", a->results, "results file", "--results");
+    tb_output_path_require("loader-bench", a->results, TB_OUT_RESULTS, "results file", "--results");
 }
 
 static tb_loader_opts loader_opts(bench_args *a, const tb_dataset *ds) {

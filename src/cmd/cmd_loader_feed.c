@@ -101,7 +101,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
                  argv, opts);
     tb_cli_require("loader-bench", "data", a->data);
     if (tb_decode_parse(a->decode, &a->mode) != 0) tb_die("loader-bench --feed: --decode '%s' is unknown", a->decode);
-    tb_output_path_require("loader-bench --feed", a->results, "results file", "--results");
+    tb_output_path_require("loader-bench --feed", a->results, TB_OUT_RESULTS, "results file", "--results");
 }
 
 /* The rows: --rows, else the product of --threads, --prefetch, --pinned. */

@@ -271,7 +271,7 @@ int tb_cmd_probe(int argc, char **argv) {
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse("probe", "trainbench probe [options]", argc, argv, opts);
-    tb_output_path_require("probe", results, "results file", "--results");
+    tb_output_path_require("probe", results, TB_OUT_RESULTS, "results file", "--results");
     static probe_state s;
     memset(&s, 0, sizeof s);
     snprintf(s.host, sizeof s.host, "localhost");

@@ -428,7 +428,7 @@ int tb_cmd_project(int argc, char **argv) {
     tb_format_parse(format, &fmt);
     if (!run_path == !profile_path[0])
         tb_die("project: name one input: a results file (trainbench project RUN.h5) or --profile FILE");
-    tb_output_path_require("project", out, "projection file", "--out");
+    tb_output_path_require("project", out, TB_OUT_RESULTS, "projection file", "--out");
 
     refuse_directory(profile_path, "--profile", "a profile file of key = value lines");
     if (strncmp(fabric_spec, "fit:", 4) == 0)

@@ -69,7 +69,9 @@ int tb_ckpt_peek_step(const char *path, int64_t *step) {
     tb_h5_quiet();
     hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     char model[TB_MODEL_NAME_MAX];
-    int is = f >= 0 && tb_h5_attr_read_str(f, "model", model, sizeof model) == 0;
+    /* a results file has a 'model' attribute too: a checkpoint is the one with /params */
+    int is = f >= 0 && tb_h5_attr_read_str(f, "model", model, sizeof model) == 0 &&
+             H5Lexists(f, "params", H5P_DEFAULT) > 0;
     if (is && tb_h5_attr_read_i64(f, "step", step) != 0) *step = -1;
     if (f >= 0) H5Fclose(f);
     tb_h5_unlock();

@@ -37,7 +37,8 @@ void tb_ckpt_require_match(const char *path, const tb_ckpt_meta *meta,
 int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet_config *cfg, int64_t image_size,
                      char *why, size_t len);
 
-/* Whether path is a trainbench checkpoint (HDF5 with a 'model' attribute),
+/* Whether path is a trainbench checkpoint (HDF5 with a 'model' attribute
+ * and a /params group; a results file has the attribute alone),
  * without dying on any file: 1 and its step in *step (-1 when it has none),
  * or 0. */
 int tb_ckpt_peek_step(const char *path, int64_t *step);

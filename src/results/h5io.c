@@ -272,31 +272,6 @@ void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
     tmp_push(w, what);
 }
 
-int tb_output_path_check(const char *path, const char *what, const char *flag, char *why, size_t len) {
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        snprintf(why, len, "%s '%s' is a directory, not a %s; give %s a file path (a new file inside it, or another "
-                 "path)", flag, path, what, flag);
-        return -1;
-    }
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
-    FILE *f = fopen(probe, "w");
-    if (!f) {
-        snprintf(why, len, "cannot write %s '%s' (its directory is missing or read-only); choose another path", what,
-                 path);
-        return -1;
-    }
-    fclose(f);
-    unlink(probe);
-    return 0;
-}
-
-void tb_output_path_require(const char *cmd, const char *path, const char *what, const char *flag) {
-    char why[8400];
-    if (path[0] && tb_output_path_check(path, what, flag, why, sizeof why) != 0) tb_die("%s: %s", cmd, why);
-}
-
 static void fsync_path(const char *path, int directory) {
     int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
     if (fd < 0) return;

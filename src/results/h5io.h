@@ -81,18 +81,6 @@ void tb_h5_abandon_atomic(tb_h5_writer *w);
  * tb_h5_create_atomic's are, so a failure before the commit removes it. */
 void tb_h5_track_atomic(tb_h5_writer *w, const char *what);
 
-/* Whether an output file can later be written at `path` (by the atomic
- * writer or plainly), asked at start-up so that a run does not fail after
- * hours of work: 0 when it can; otherwise -1 with one line in why naming
- * `what` ("results file") and `flag` ("--results") and what to do: the path
- * is an existing directory, or its directory is missing or read-only (a
- * probe file is created there and removed). Touches no existing file. */
-int tb_output_path_check(const char *path, const char *what, const char *flag, char *why, size_t len);
-/* The same for a one-process command, before its work rather than at the
- * rename after it: dies with "cmd: <why>" when path cannot be written;
- * an empty path (no such output asked for) passes. */
-void tb_output_path_require(const char *cmd, const char *path, const char *what, const char *flag);
-
 /* ---- datasets ------------------------------------------------------------------ */
 /* rank 0 (scalar) when ndim == 0 */
 void tb_h5_write_f32(hid_t loc, const char *name, int ndim, const int64_t *dims, const float *data);

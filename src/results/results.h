@@ -21,6 +21,7 @@
 #include "src/results/checkpoint.h"
 #include "src/results/h5io.h"
 #include "src/results/op_profile_report.h"
+#include "src/results/output_guard.h"
 #include "src/results/overlap_report.h"
 #include "src/results/provenance.h"
 #include "src/results/results_file.h"

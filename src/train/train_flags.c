@@ -1,6 +1,5 @@
 /* train_flags.c - the flags of `trainbench train`: defaults, the option
  * table (--help), and the checks that need no other rank. */
-#define _DEFAULT_SOURCE /* realpath */
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,23 +46,6 @@ static void defaults(tb_train_flags *f) {
     f->timeout = 600;
 }
 
-/* Where `path` lands, to compare two outputs: the real path of the file
- * when it exists (symbolic links followed), else the real path of its
- * directory and its base name, so ./a.h5 and a.h5 are one file; the path
- * as given when its directory does not exist (refused later anyway). */
-static void landing(const char *path, char *out, size_t len) {
-    char dir[TB_OPT_STR_MAX], real[4096];
-    const char *slash = strrchr(path, '/');
-    if (realpath(path, real)) {
-        snprintf(out, len, "%s", real);
-        return;
-    }
-    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
-    if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
-    else snprintf(out, len, "%s", path);
-}
-
 /* Two output flags that name one file would overwrite each other; an
  * output on an input file (--batch-file, --init) would destroy the input. */
 static void check_outputs_distinct(const tb_train_flags *f) {
@@ -72,7 +54,7 @@ static void check_outputs_distinct(const tb_train_flags *f) {
     enum { n_out = 4, n_all = 6 };
     char where[n_all][4200];
     for (int i = 0; i < n_all; i++) {
-        if (path[i][0]) landing(path[i], where[i], sizeof where[i]);
+        if (path[i][0]) tb_output_landing(path[i], where[i], sizeof where[i]);
         for (int j = 0; j < i && j < n_out && path[i][0]; j++) {
             if (!path[j][0] || strcmp(where[i], where[j]) != 0) continue;
             if (i < n_out)

@@ -76,8 +76,9 @@ static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
     const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
     const char *what[4] = {"results file", "checkpoint", "checkpoint", "trace file"};
     const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
+    const tb_output_kind kind[4] = {TB_OUT_RESULTS, TB_OUT_CHECKPOINT, TB_OUT_CHECKPOINT, TB_OUT_TEXT};
     for (int i = 0; i < 4; i++)
-        if (path[i][0] && tb_output_path_check(path[i], what[i], flag[i], why, len) != 0) return;
+        if (path[i][0] && tb_output_path_check(path[i], kind[i], what[i], flag[i], why, len) != 0) return;
     int64_t step;
     if (!f->ckpt[0] || f->resume || access(f->ckpt, F_OK) != 0) return;
     if (tb_ckpt_peek_step(f->ckpt, &step))

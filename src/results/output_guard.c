@@ -1,0 +1,103 @@
+/* output_guard.c - see output_guard.h. */
+#define _DEFAULT_SOURCE /* realpath */
+#include "src/results/output_guard.h"
+
+#include <hdf5.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/cli.h"
+#include "core/log.h"
+#include "src/results/checkpoint.h"
+#include "src/results/h5io.h"
+
+typedef enum { FOUND_OTHER, FOUND_CHECKPOINT, FOUND_RESULTS } found_kind;
+
+/* What an existing regular file is: a checkpoint ('model' and /params, as
+ * tb_ckpt_peek_step reads it), a results file (root attribute 'status', or
+ * a table a results file has: results_read.c's test), or anything else. */
+static found_kind found_at(const char *path, int64_t *step) {
+    if (tb_ckpt_peek_step(path, step)) return FOUND_CHECKPOINT;
+    static const char *const tables[] = {"steps", "ranks", "scaling", "loader", "allreduce", "projection"};
+    tb_h5_lock("output check");
+    tb_h5_quiet();
+    hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
+    int results = f >= 0 && H5Aexists(f, "status") > 0;
+    for (size_t i = 0; f >= 0 && !results && i < sizeof tables / sizeof *tables; i++)
+        results = H5Lexists(f, tables[i], H5P_DEFAULT) > 0;
+    if (f >= 0) H5Fclose(f);
+    tb_h5_unlock();
+    return results ? FOUND_RESULTS : FOUND_OTHER;
+}
+
+/* An existing path this output must not replace: one line in why, -1. */
+static int in_the_way(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
+                      size_t len) {
+    struct stat st;
+    if (stat(path, &st) != 0) return 0;
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(why, len, "%s '%s' is a directory, not a %s; give %s a file path (a new file inside it, or another "
+                 "path)", flag, path, what, flag);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, len, "%s '%s' is not a regular file (%s), and writing the %s would put a file in its place; "
+                 "give %s a file path",
+                 flag, path, S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                 : S_ISSOCK(st.st_mode) ? "a socket" : "not a file", what, flag);
+        return -1;
+    }
+    int64_t step = -1;
+    found_kind found = found_at(path, &step);
+    if (found == FOUND_CHECKPOINT && kind != TB_OUT_CHECKPOINT) {
+        snprintf(why, len, "%s '%s' holds a trainbench checkpoint (step %lld), which the %s would replace; give "
+                 "%s another path, or remove the checkpoint if it is not wanted",
+                 flag, path, (long long)step, what, flag);
+        return -1;
+    }
+    if (found == FOUND_RESULTS && kind != TB_OUT_RESULTS) {
+        snprintf(why, len, "%s '%s' holds a trainbench results file, which the %s would replace; give %s another "
+                 "path, or remove the results file if it is not wanted",
+                 flag, path, what, flag);
+        return -1;
+    }
+    return 0;
+}
+
+int tb_output_path_check(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
+                         size_t len) {
+    if (in_the_way(path, kind, what, flag, why, len) != 0) return -1;
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s.probe.%ld", path, (long)getpid());
+    FILE *f = fopen(probe, "w");
+    if (!f) {
+        snprintf(why, len, "cannot write %s '%s' (its directory is missing or read-only); choose another path", what,
+                 path);
+        return -1;
+    }
+    fclose(f);
+    unlink(probe);
+    return 0;
+}
+
+void tb_output_path_require(const char *cmd, const char *path, tb_output_kind kind, const char *what,
+                            const char *flag) {
+    char why[8400];
+    if (path[0] && tb_output_path_check(path, kind, what, flag, why, sizeof why) != 0) tb_die("%s: %s", cmd, why);
+}
+
+void tb_output_landing(const char *path, char *out, size_t len) {
+    char dir[TB_OPT_STR_MAX], real[4096];
+    const char *slash = strrchr(path, '/');
+    if (realpath(path, real)) {
+        snprintf(out, len, "%s", real);
+        return;
+    }
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, sizeof dir, ".");
+    if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
+    else snprintf(out, len, "%s", path);
+}

@@ -1,0 +1,41 @@
+/* output_guard.h - what an output path may replace, asked before any work:
+ * a path trainbench can write (its directory there and writable, not a
+ * directory itself), that holds nothing the write must not replace, and
+ * that is not one of the command's own inputs. */
+#ifndef TB_OUTPUT_GUARD_H
+#define TB_OUTPUT_GUARD_H
+
+#include <stddef.h>
+
+/* What an output is: the file trainbench will write there. */
+typedef enum {
+    TB_OUT_RESULTS,    /* a results file (--results, project's --out): replaces another run's results file */
+    TB_OUT_CHECKPOINT, /* a checkpoint (--save, step's --out): replaces an earlier checkpoint */
+    TB_OUT_TEXT        /* a text file (--trace) */
+} tb_output_kind;
+
+/* Whether an output of `kind` can later be written at `path` (by the
+ * atomic writer or plainly), asked at start-up so that a run does not fail,
+ * or destroy a file, after hours of work: 0 when it can; otherwise -1 with
+ * one line in why naming `what` ("results file") and `flag` ("--results")
+ * and what to do. Refused: an existing directory; a directory missing or
+ * read-only (a probe file is created there and removed); an existing file
+ * that is not a regular file (a device such as /dev/null, a FIFO, a
+ * socket: the write's rename would put a file in its place); a trainbench
+ * file of another kind (a checkpoint where a results file or trace goes, a
+ * results file where a checkpoint goes). Touches no existing file. */
+int tb_output_path_check(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
+                         size_t len);
+/* The same for a one-process command, before its work rather than at the
+ * rename after it: dies with "cmd: <why>" when path cannot be written;
+ * an empty path (no such output asked for) passes. */
+void tb_output_path_require(const char *cmd, const char *path, tb_output_kind kind, const char *what,
+                            const char *flag);
+
+/* Where `path` lands, to compare an output with another output or an input:
+ * the real path of the file when it exists (symbolic links followed), else
+ * the real path of its directory and its base name, so ./a.h5 and a.h5 are
+ * one file; the path as given when its directory does not exist. */
+void tb_output_landing(const char *path, char *out, size_t len);
+
+#endif

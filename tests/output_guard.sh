@@ -1,0 +1,75 @@
+#!/bin/sh
+# output_guard.sh TRAINBENCH PYTHON: an output flag never destroys a file it
+# was not meant to replace. Each case is refused before any work with one
+# line naming the flag and the file, exit 1, and the file is left byte for
+# byte as it was (each had been replaced without a word):
+#   results-on-ckpt   --results naming a checkpoint
+#   save-on-results   --save naming a results file
+#   trace-on-ckpt     --trace naming a checkpoint
+#   ckpt-on-results   --ckpt naming a results file: "holds a trainbench
+#                     results file" (it said "already holds a checkpoint
+#                     (step -1); add --resume", and --resume then failed)
+#   fifo              --results naming a FIFO (the write's rename would put a
+#                     file in its place; a device such as /dev/null alike)
+#   step-out-ckpt     step --out naming its --ckpt input (the checkpoint was
+#                     replaced by the step's, and a --resume went on from it)
+#   step-out-batch    step --out naming its --batch input
+# And what is replaced by design still is: --results over another run's
+# results file, step --out over an earlier step's output.
+# PYTHON needs h5py and numpy (exit 77 without).
+# shellcheck disable=SC2086  # $R is a list of flags
+set -u
+tb=$1
+py=$2
+"$py" -c 'import h5py, numpy' 2>/dev/null || { echo "SKIP: $py has no h5py or numpy"; exit 77; }
+d=$(mktemp -d)
+trap 'rm -rf "$d"' EXIT
+fails=0
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+R="--model resnet18 --image-size 32 --classes 10 --batch-size 4 --scaling-steps 0 --threads 1 --backend cpu"
+"$tb" $R --steps 2 --ckpt "$d/ck.h5" --results "$d/res.h5" >"$d/first.log" 2>&1 ||
+  { echo "FAIL: the first run: $(tail -n 2 "$d/first.log")"; exit 1; }
+"$py" -c "import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], 'w') as f:
+    f['images'] = np.zeros((4, 3, 32, 32), np.float32)
+    f['labels'] = np.arange(4, dtype=np.int64)" "$d/b.h5" || { echo "FAIL: the batch file"; exit 1; }
+mkfifo "$d/ff.h5"
+for f in ck res b; do cp "$d/$f.h5" "$d/$f.keep"; done
+
+# refused NAME WANT -- COMMAND...: exit 1, one stderr line holding WANT, every input as it was
+refused() {
+  name=$1 want=$2
+  shift 3
+  "$@" >"$d/out" 2>"$d/err"
+  rc=$?
+  n0=$fails
+  [ $rc -eq 1 ] || fail "$name: exit $rc, want 1"
+  [ "$(wc -l <"$d/err")" -eq 1 ] || fail "$name: $(wc -l <"$d/err") stderr lines, want 1: $(head -c 300 "$d/err")"
+  grep -qF -- "$want" "$d/err" || fail "$name: stderr lacks '$want': $(head -c 300 "$d/err")"
+  for f in ck res b; do cmp -s "$d/$f.h5" "$d/$f.keep" || fail "$name: $f.h5 was changed"; done
+  [ -p "$d/ff.h5" ] || fail "$name: the FIFO was replaced"
+  [ "$fails" -eq "$n0" ] && echo "ok   $name: $(cut -c1-140 <"$d/err")"
+}
+refused results-on-ckpt "--results '$d/ck.h5' holds a trainbench checkpoint (step 2)" -- \
+  "$tb" $R --steps 1 --results "$d/ck.h5"
+refused save-on-results "--save '$d/res.h5' holds a trainbench results file" -- \
+  "$tb" $R --steps 1 --save "$d/res.h5" --results ""
+refused trace-on-ckpt "--trace '$d/ck.h5' holds a trainbench checkpoint" -- \
+  "$tb" $R --steps 1 --trace "$d/ck.h5" --results ""
+refused ckpt-on-results "--ckpt '$d/res.h5' holds a trainbench results file" -- \
+  "$tb" $R --steps 1 --ckpt "$d/res.h5" --results ""
+refused fifo "--results '$d/ff.h5' is not a regular file (a FIFO)" -- \
+  "$tb" $R --steps 1 --results "$d/ff.h5"
+refused step-out-ckpt "--out '$d/ck.h5' is the --ckpt input" -- \
+  "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/ck.h5"
+refused step-out-batch "--out '$d/./b.h5' is the --batch input" -- \
+  "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/./b.h5"
+
+# replaced by design
+"$tb" $R --steps 1 --results "$d/res.h5" >"$d/out" 2>&1 || fail "results over results: $(grep error "$d/out")"
+for i in 1 2; do
+  "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/o.h5" >"$d/out" 2>&1 ||
+    fail "step --out over its earlier output ($i): $(grep error "$d/out")"
+done
+[ "$fails" -eq 0 ] && echo "ok: every output that would have destroyed another file refused; replacements by design kept"
+exit "$fails"
