@@ -27,6 +27,13 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info);
 void tb_comm_finalize(void);
 /* "Open MPI v4.1.4" or "single-process (built without MPI)" */
 void tb_comm_library_version(char *buf, size_t len);
+/* The MPI settings trainbench put in its own environment before MPI_Init
+ * where the launch had set none (Open MPI's all-reduce algorithm and
+ * shared-memory fragment size: comm_mpi.c says why), as "NAME=VALUE ..."
+ * ("" for none); tb_comm_env_ours says whether one "NAME=VALUE" entry of the
+ * environment is one of them. */
+void tb_comm_env_defaults(char *buf, size_t len);
+int tb_comm_env_ours(const char *entry);
 
 typedef struct tb_comm tb_comm;
 

@@ -45,6 +45,32 @@ static void abort_job(int code) {
     if (g_initialised && !fin && g_world.size > 1) MPI_Abort(MPI_COMM_WORLD, code);
 }
 
+/* The settings set_default put in the environment (tb_comm_env_defaults). */
+#define OWN_MAX 4
+static char g_own[OWN_MAX][96];
+static int g_own_n;
+
+/* name=value where the environment has no name (the launch's or the user's
+ * own value wins), remembered as trainbench's. */
+static void set_default(const char *name, const char *value) {
+    if (getenv(name) || g_own_n >= OWN_MAX) return;
+    setenv(name, value, 1);
+    snprintf(g_own[g_own_n++], sizeof g_own[0], "%s=%s", name, value);
+}
+
+void tb_comm_env_defaults(char *buf, size_t len) {
+    size_t used = 0;
+    if (len) buf[0] = '\0';
+    for (int i = 0; i < g_own_n && used < len; i++)
+        used += (size_t)snprintf(buf + used, len - used, "%s%s", i ? " " : "", g_own[i]);
+}
+
+int tb_comm_env_ours(const char *entry) {
+    for (int i = 0; i < g_own_n; i++)
+        if (strcmp(entry, g_own[i]) == 0) return 1;
+    return 0;
+}
+
 /* Whether MPI's ranks were started by a launcher: the variables Open MPI's
  * own start looks for (mpirun's, PMIx's, PMI's). Slurm's task variables
  * alone are no such launcher (`srun --mpi=none`, a batch script's own
@@ -110,7 +136,7 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
      * ring's time on 2 ranks (measured: 16 MiB over a 1 Gbit/s link, 286 ms
      * binomial, 150 ms ring). Ask for the ring unless the user chose (an
      * mpirun --mca or OMPI_MCA_ variable is in the environment by now). */
-    setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
+    set_default("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1");
     /* Between ranks on one host, a large message goes through the shared-
      * memory BTL's single copy (CMA) where the kernel allows it, else
      * through its pipeline of max_send_size fragments (32 KiB), one moved
@@ -126,8 +152,8 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
      * mca-params.conf, so a site's file setting is overridden here: set
      * OMPI_MCA_btl_vader_max_send_size to keep it. */
     if (!getenv("OMPI_MCA_btl_vader_max_send_size") && !getenv("OMPI_MCA_btl_sm_max_send_size")) {
-        setenv("OMPI_MCA_btl_vader_max_send_size", "262144", 0);
-        setenv("OMPI_MCA_btl_sm_max_send_size", "262144", 0);
+        set_default("OMPI_MCA_btl_vader_max_send_size", "262144");
+        set_default("OMPI_MCA_btl_sm_max_send_size", "262144");
     }
 #endif
     int provided = 0;

@@ -36,6 +36,15 @@ void tb_comm_library_version(char *buf, size_t len) {
     snprintf(buf, len, "single-process (built without MPI)");
 }
 
+void tb_comm_env_defaults(char *buf, size_t len) {
+    if (len) buf[0] = '\0';
+}
+
+int tb_comm_env_ours(const char *entry) {
+    (void)entry;
+    return 0;
+}
+
 tb_comm *tb_comm_world(void) { return &g_world; }
 
 tb_comm *tb_comm_first_n(tb_comm *parent, int n) { return n >= 1 ? parent : NULL; }

@@ -36,6 +36,13 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_TEST_DIR}/expect_pass.sh "#wrong 0" "preflight: OK"
                    "timed after an untimed warm-up all-reduce of the same size \\([0-9.]+ ms on the slowest rank"
                    -- ${MPIEXEC_EXECUTABLE} -n 3 ${TB_BIN} preflight --bytes 1M --timeout 30)
+  # the environment block shows what the launch set (OMPI_MCA_btl here), and
+  # trainbench's own Open MPI defaults on a line of their own, not as the
+  # launch's (they read as if a script had set them)
+  add_test(NAME preflight_env_as_launched
+           COMMAND ${TB_TEST_DIR}/expect_pass.sh "^#   rank 1: OMPI_MCA_btl=self,vader,tcp$"
+                   "^#   and trainbench's defaults, where the launch set none \\(every rank\\): OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 OMPI_MCA_btl_vader_max_send_size=262144"
+                   -- ${MPIEXEC_EXECUTABLE} -n 2 -x OMPI_MCA_btl=self,vader,tcp ${TB_BIN} preflight --bytes 4K --timeout 30)
   add_test(NAME preflight_names_silent_rank
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 2 did not answer within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-rollcall:2 ${TB_BIN} preflight --bytes 4K --timeout 3)
@@ -49,7 +56,7 @@ if(TB_HAVE_MPI)
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-barrier:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
   set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
                        launch_nccl_env_on_rank0_only launch_per_rank_ucx_devices launch_different_data preflight_np3
-                       preflight_names_silent_rank
+                       preflight_env_as_launched preflight_names_silent_rank
                        preflight_stuck_allreduce preflight_stuck_barrier
                        PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # a slot per rank: under ctest -j the 3-second deadlines must not race a

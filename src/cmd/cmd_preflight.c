@@ -267,9 +267,13 @@ static void print_table(const tb_comm_info *info, const pf_row *rows, int gpu, c
     if (note[0]) printf("# BLAS choice (rank 0): %s\n", note);
     printf("#\n# versions (identical on every rank: the launch check compared them)\n#   %s\n",
            rows[0].versions);
-    printf("#\n# environment (NCCL_*, UCX_*, OMPI_MCA_*, CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");
+    printf("#\n# environment as launched (NCCL_*, UCX_*, OMPI_MCA_ transport choices: pml, btl, mtl, osc, coll, "
+           "oob_tcp_if, hwloc; CUDA_VISIBLE_DEVICES, OMP_NUM_THREADS)\n");
     for (int r = 0; r < info->world; r++)
         printf("#   rank %d: %s\n", r, rows[r].env[0] ? rows[r].env : "(none set)");
+    char own[512];
+    tb_comm_env_defaults(own, sizeof own);
+    if (own[0]) printf("#   and trainbench's defaults, where the launch set none (every rank): %s\n", own);
     if (rows[0].nccl[0]) {
         printf("#\n# NCCL library, compiled against vs loaded\n");
         for (int r = 0; r < info->world; r++) printf("#   rank %d: %s\n", r, rows[r].nccl);

@@ -94,11 +94,12 @@ static int relevant(const char *kv, int all) {
 
 void tb_launch_env(char *buf, size_t len, int all_relevant) {
     int n = 0;
-    for (char **e = environ; *e; e++) n += relevant(*e, all_relevant);
+    /* what the launch set: trainbench's own defaults (tb_comm_env_defaults) are said apart */
+    for (char **e = environ; *e; e++) n += relevant(*e, all_relevant) && !tb_comm_env_ours(*e);
     const char **v = malloc((size_t)(n + 1) * sizeof *v);
     n = 0;
     for (char **e = environ; *e; e++)
-        if (relevant(*e, all_relevant)) v[n++] = *e;
+        if (relevant(*e, all_relevant) && !tb_comm_env_ours(*e)) v[n++] = *e;
     qsort(v, (size_t)n, sizeof *v, cmp_str);
     size_t used = 0;
     buf[0] = '\0';
