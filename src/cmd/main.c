@@ -76,7 +76,7 @@ static int output_checked(int rc) {
                  (S_ISCHR(st.st_mode) && fl >= 0 && (fl & O_ACCMODE) == O_RDONLY); /* hold_std_fds' /dev/null */
     int pipe = !closed && (err == EPIPE || tb_stdout_is_pipe());
     tb_say_error("standard output: %s; what trainbench printed there is incomplete (the files it wrote are whole): "
-                 "%s", bad && err ? strerror(err) : closed ? "closed" : pipe ? "its reader has gone" : "a write failed",
+                 "%s", bad && err ? strerror(err) : closed ? "closed" : pipe ? strerror(EPIPE) : "a write failed",
                  pipe     ? "its reader stopped reading ('| head'); send it to a file to keep all of it"
                  : closed ? "it was closed (>&-); send it to a file or /dev/null"
                  : err == EFBIG ? "raise the file-size limit (ulimit -f) or send it elsewhere"
