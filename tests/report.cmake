@@ -81,6 +81,13 @@ if(TB_PYTHON)
   set_tests_properties(plot_results_untimed_run PROPERTIES TIMEOUT 300)
 endif()
 
+# report A B with no scaling row in both says so under the empty table (it
+# printed the table's head alone)
+add_test(NAME report_compare_no_common_rows
+         COMMAND sh -c "rm -f nc_a.h5 && \"$0\" --image-size 32 --batch-size 2 --steps 1 --warmup-steps 0 --scaling-steps 0 --threads 1 --results nc_a.h5 >/dev/null && \"$0\" report nc_a.h5 nc_a.h5 | grep '^# no scaling row in both: A has 0, B 0 (a run given --scaling-steps 0, or an aborted one, has none)$'"
+                 ${TB_BIN})
+set_tests_properties(report_compare_no_common_rows PROPERTIES TIMEOUT 120)
+
 # report A B of two loader-bench files compares their /loader rows by thread
 # count (threads 1,2 against 2,4: the row of 2 threads in both), not the
 # training tables they do not have

@@ -132,8 +132,10 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Timed steps of /steps (all steps when the file has no `timed` column):
- * rank 0's step time, and img/s = all samples / the summed step times of
- * the slowest rank (samples / img_per_s of each step). */
+ * rank 0's step time, and img/s = every rank's samples / the slowest
+ * rank's timed seconds, from /ranks (train's '# training:' figure), or
+ * where it has none all samples / the summed step times of the slowest
+ * rank (samples / img_per_s of each step). */
 static steps_summary summarise_steps(const tb_results *r) {
     steps_summary s = {0, 0, NAN, NAN, NAN, NAN, NAN};
     const tb_rtable *t = tb_results_table(r, "steps");
@@ -164,6 +166,17 @@ static steps_summary summarise_steps(const tb_results *r) {
         s.step_ms_median = s.timed % 2 ? ms[s.timed / 2] : 0.5 * (ms[s.timed / 2 - 1] + ms[s.timed / 2]);
     }
     if (seconds > 0) s.img_per_s = samples / seconds;
+    /* the run's own figure where /ranks has it, as train's '# training:' line gives it: every rank's timed
+     * samples over the slowest rank's timed seconds (its gaps between steps included) */
+    const tb_rtable *rk = tb_results_table(r, "ranks");
+    double all = 0, slow = 0;
+    for (size_t q = 0; rk && q < rk->rows; q++) {
+        double n = tb_rtable_num(rk, "samples", q), ips = tb_rtable_num(rk, "img_per_s", q);
+        if (isnan(n) || !(ips > 0)) continue;
+        all += n;
+        if (n / ips > slow) slow = n / ips;
+    }
+    if (slow > 0) s.img_per_s = all / slow;
     free(ms);
     return s;
 }
@@ -365,9 +378,11 @@ static void print_scaling_compare(FILE *f, tb_format fmt, const tb_results *a, c
     };
     tb_tab *t = tb_tab_new(fmt, "scaling rows measured in both (same rank count); B/A = img/s B / img/s A",
                            cols, 8);
+    int both = 0;
     for (int i = 0; i < na; i++)
         for (int j = 0; j < nb; j++) {
             if (ra[i].ranks != rb[j].ranks) continue;
+            both++;
             tb_tab_int(t, ra[i].ranks);
             tb_tab_num(t, ra[i].img_per_s, 2);
             tb_tab_num(t, rb[j].img_per_s, 2);
@@ -379,6 +394,9 @@ static void print_scaling_compare(FILE *f, tb_format fmt, const tb_results *a, c
             break;
         }
     tb_tab_print(t, f);
+    if (!both) /* an empty table said in words: one file has no rows (--scaling-steps 0), or other rank counts */
+        tb_note(f, fmt, "no scaling row in both: A has %d, B %d%s", na, nb,
+                na && nb ? ", at other rank counts" : " (a run given --scaling-steps 0, or an aborted one, has none)");
     free(ra);
     free(rb);
 }
