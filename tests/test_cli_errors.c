@@ -336,7 +336,7 @@ int main(int argc, char **argv) {
     expect_error("train --model resnet99", "unknown --model 'resnet99'");
     expect_error("train --batch-size 0", "--batch-size expects an integer in [1,");
     expect_error("train --image-size 16", "--image-size expects an integer in [32,");
-    expect_error("train --steps 0", "give --steps or --epochs");
+    expect_error("train --steps 0", "--steps 0 without --epochs trains nothing; give --steps 1 or more, or --epochs N");
     expect_error("train --lr-schedule linear", "--lr-schedule 'linear' is not cosine, constant or step");
     expect_error("train --fuse conv", "--fuse");
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");

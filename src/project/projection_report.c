@@ -70,9 +70,11 @@ static void print_inputs(FILE *f, tb_format fmt, const tb_proj_request *q) {
     tb_note(f, fmt, "gradient ready times: %s", p->ready_source);
     char first[64] = "";
     if (k->first_bucket_bytes > 0 && k->first_bucket_bytes < k->bucket_bytes)
-        snprintf(first, sizeof first, " (the first <= %.3g)", k->first_bucket_bytes / 1048576.0);
+        snprintf(first, sizeof first, " (the first at %.3g)", k->first_bucket_bytes / 1048576.0);
+    /* a bucket closes once it holds its size (comm/bucket_plan.h, as DDP's bucket_cap_mb): its last tensor
+     * may take it past it */
     tb_note(f, fmt,
-            "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s of <= %.3g MiB%s, "
+            "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s closed at %.3g MiB%s, "
             "overlap %s, all-reduce %s; BN statistics %.1f kB broadcast per step",
             k->batch_scale, 1e-6 * p->grad_bytes * k->byte_scale, k->byte_scale, nb, nb == 1 ? "" : "s",
             k->bucket_bytes / 1048576.0, first,

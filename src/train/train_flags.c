@@ -77,7 +77,8 @@ static void check_flags(tb_train_run *r) {
         tb_die("train: give --steps %d or --epochs %d, not both (--steps counts optimizer steps over all epochs)",
                f->steps, f->epochs);
     if (f->steps < 0) r->fl.steps = f->epochs > 0 ? 0 : 100;
-    if (f->steps == 0 && f->epochs == 0) tb_die("train: give --steps or --epochs");
+    if (f->steps == 0 && f->epochs == 0) /* --steps 0 alone: 0 steps is what --epochs N leaves to the epochs */
+        tb_die("train: --steps 0 without --epochs trains nothing; give --steps 1 or more, or --epochs N");
     r->prec = TB_PREC_FP32;
     r->prec_auto = strcmp(f->precision, "auto") == 0;
     if (!r->prec_auto && tb_precision_parse(f->precision, &r->prec) != 0)
