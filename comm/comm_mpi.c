@@ -100,8 +100,8 @@ static void start_limits(void) {
         {RLIMIT_STACK, 0, "stack-size", "-s", "KiB", "trainbench's threads and MPI's start need", (rlim_t)256 << 10,
          (rlim_t)8 << 20, 1024},
 #if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
-        {RLIMIT_NOFILE, 1, "open-files", "-n", "descriptors", "MPI's start without a launcher (Open MPI's daemon) needs",
-         28, 1024, 1},
+        {RLIMIT_NOFILE, 1, "open-files", "-n", "descriptors",
+         "MPI's start without a launcher (Open MPI's daemon) needs", 28, 1024, 1},
 #endif
     };
     for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {
