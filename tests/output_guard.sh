@@ -14,6 +14,10 @@
 #   step-out-ckpt     step --out naming its --ckpt input (the checkpoint was
 #                     replaced by the step's, and a --resume went on from it)
 #   step-out-batch    step --out naming its --batch input
+#   loader-bench-on-list, project-on-profile, train-on-list  loader-bench
+#                     --results naming its --data list file, project --out
+#                     its --profile (its RUN.h5 it may: the projection is
+#                     added to the run's file), train --trace its --data list
 # And what is replaced by design still is: --results over another run's
 # results file, step --out over an earlier step's output.
 # PYTHON needs h5py and numpy (exit 77 without).
@@ -64,6 +68,29 @@ refused step-out-ckpt "--out '$d/ck.h5' is the --ckpt input" -- \
   "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/ck.h5"
 refused step-out-batch "--out '$d/./b.h5' is the --batch input" -- \
   "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/./b.h5"
+
+# loader-bench's --data list file, project's RUN.h5 and --profile
+"$tb" mkdata --out "$d/set" --classes 1 --per-class 2 --min-side 40 --max-side 48 >/dev/null || fail "mkdata"
+for f in "$d"/set/class_000/*.jpg; do echo "$f 0"; done >"$d/list.txt"
+cp "$d/list.txt" "$d/list.keep"
+"$tb" loader-bench --data "$d/list.txt" --threads 1 --batch-size 2 --batches 1 --image-size 32 \
+  --results "$d/list.txt" >"$d/out" 2>"$d/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF -- "--results '$d/list.txt' is the --data input" "$d/err" &&
+  cmp -s "$d/list.txt" "$d/list.keep"; then
+  echo "ok   loader-bench-on-list: $(cut -c1-120 <"$d/err")"
+else
+  fail "loader-bench --results on its --data list: exit $rc: $(head -c 200 "$d/err")"
+  cmp -s "$d/list.txt" "$d/list.keep" || fail "loader-bench-on-list: the list file was replaced"
+fi
+cp "$(dirname "$0")/../results/projection_reference/seeds_h800_nvlink.txt" "$d/prof.txt"
+cp "$d/prof.txt" "$d/prof.keep"
+refused project-on-profile "--out '$d/prof.txt' is the --profile input" -- \
+  "$tb" project --profile "$d/prof.txt" --fabric nvlink4-h800 --out "$d/prof.txt"
+cmp -s "$d/prof.txt" "$d/prof.keep" || fail "project-on-profile: the profile was replaced"
+refused train-on-list "--trace '$d/list.txt' is the --data input" -- \
+  "$tb" $R --steps 1 --data "$d/list.txt" --trace "$d/list.txt" --results ""
+cmp -s "$d/list.txt" "$d/list.keep" || fail "train-on-list: the list file was replaced"
 
 # replaced by design
 "$tb" $R --steps 1 --results "$d/res.h5" >"$d/out" 2>&1 || fail "results over results: $(grep error "$d/out")"

@@ -169,6 +169,8 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     if (a->rank >= a->world) tb_die("loader-bench: --rank %d must be below --world %d", a->rank, a->world);
     if (a->index_only && a->results[0])
         tb_die("loader-bench: --index-only measures no loader row, so it writes no --results file; drop one of them");
+    const char *in_flag[1] = {"--data"}, *in_path[1] = {a->data}; /* a list file */
+    tb_output_not_input("loader-bench", "--results", a->results, in_flag, in_path, 1);
     tb_output_path_require("loader-bench", a->results, TB_OUT_RESULTS, "results file", "--results");
 }
 

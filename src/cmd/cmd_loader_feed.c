@@ -101,6 +101,8 @@ static void parse_args(int argc, char **argv, feed_args *a) {
                  argv, opts);
     tb_cli_require("loader-bench", "data", a->data);
     if (tb_decode_parse(a->decode, &a->mode) != 0) tb_die("loader-bench --feed: --decode '%s' is unknown", a->decode);
+    const char *in_flag[1] = {"--data"}, *in_path[1] = {a->data}; /* a list file */
+    tb_output_not_input("loader-bench --feed", "--results", a->results, in_flag, in_path, 1);
     tb_output_path_require("loader-bench --feed", a->results, TB_OUT_RESULTS, "results file", "--results");
 }
 

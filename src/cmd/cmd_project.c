@@ -428,6 +428,11 @@ int tb_cmd_project(int argc, char **argv) {
     tb_format_parse(format, &fmt);
     if (!run_path == !profile_path[0])
         tb_die("project: name one input: a results file (trainbench project RUN.h5) or --profile FILE");
+    /* --out may be RUN.h5 itself (the projection is added to the run's file); never one of the text inputs */
+    const char *fit = strncmp(fabric_spec, "fit:", 4) == 0 ? fabric_spec + 4 : NULL;
+    const char *in_flag[3] = {"--profile", "--fabric", "--fabric fit:"},
+               *in_path[3] = {profile_path, fit ? NULL : fabric_spec, fit};
+    tb_output_not_input("project", "--out", out, in_flag, in_path, 3);
     tb_output_path_require("project", out, TB_OUT_RESULTS, "projection file", "--out");
 
     refuse_directory(profile_path, "--profile", "a profile file of key = value lines");

@@ -105,14 +105,7 @@ int tb_cmd_step(int argc, char **argv) {
     tb_cli_require("step", "batch", fl.batch);
     tb_cli_require("step", "out", fl.out);
     const char *in_flag[2] = {"--ckpt", "--batch"}, *in_path[2] = {fl.ckpt, fl.batch};
-    for (int i = 0; i < 2; i++) { /* writing an input would destroy it: train's --save and --init, the same */
-        char out[4200], in[4200];
-        tb_output_landing(fl.out, out, sizeof out);
-        tb_output_landing(in_path[i], in, sizeof in);
-        if (strcmp(out, in) == 0)
-            tb_die("step: --out '%s' is the %s input '%s', and writing it would destroy the input; give --out "
-                   "another path", fl.out, in_flag[i], in_path[i]);
-    }
+    tb_output_not_input("step", "--out", fl.out, in_flag, in_path, 2);
     tb_output_path_require("step", fl.out, TB_OUT_CHECKPOINT, "step output", "--out");
     if (fl.nesterov && fl.momentum <= 0)
         tb_die("step: --nesterov needs --momentum > 0 (as torch.optim.SGD)");

@@ -101,3 +101,17 @@ void tb_output_landing(const char *path, char *out, size_t len) {
     if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
     else snprintf(out, len, "%s", path);
 }
+
+void tb_output_not_input(const char *cmd, const char *flag, const char *out, const char *const *in_flags,
+                         const char *const *in_paths, int n) {
+    if (!out[0]) return;
+    char o[4200], in[4200];
+    tb_output_landing(out, o, sizeof o);
+    for (int i = 0; i < n; i++) {
+        if (!in_paths[i] || !in_paths[i][0]) continue;
+        tb_output_landing(in_paths[i], in, sizeof in);
+        if (strcmp(o, in) == 0)
+            tb_die("%s: %s '%s' is the %s input '%s', and writing it would destroy the input; give %s another path",
+                   cmd, flag, out, in_flags[i], in_paths[i], flag);
+    }
+}

@@ -32,6 +32,13 @@ int tb_output_path_check(const char *path, tb_output_kind kind, const char *what
 void tb_output_path_require(const char *cmd, const char *path, tb_output_kind kind, const char *what,
                             const char *flag);
 
+/* Dies with "cmd: <flag> '<out>' is the <in flag> input '<in>', and writing
+ * it would destroy the input; ..." when output `out` lands on one of the n
+ * inputs (in_paths[i] given by in_flags[i]; empty paths and NULL skipped).
+ * An empty out passes. */
+void tb_output_not_input(const char *cmd, const char *flag, const char *out, const char *const *in_flags,
+                         const char *const *in_paths, int n);
+
 /* Where `path` lands, to compare an output with another output or an input:
  * the real path of the file when it exists (symbolic links followed), else
  * the real path of its directory and its base name, so ./a.h5 and a.h5 are

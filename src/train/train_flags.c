@@ -47,11 +47,12 @@ static void defaults(tb_train_flags *f) {
 }
 
 /* Two output flags that name one file would overwrite each other; an
- * output on an input file (--batch-file, --init) would destroy the input. */
+ * output on an input file (--batch-file, --init, a --data or --val list
+ * file) would destroy the input. */
 static void check_outputs_distinct(const tb_train_flags *f) {
-    const char *flag[6] = {"--results", "--ckpt", "--save", "--trace", "--batch-file", "--init"};
-    const char *path[6] = {f->results, f->ckpt, f->save, f->trace, f->batch_file, f->init};
-    enum { n_out = 4, n_all = 6 };
+    const char *flag[8] = {"--results", "--ckpt", "--save", "--trace", "--batch-file", "--init", "--data", "--val"};
+    const char *path[8] = {f->results, f->ckpt, f->save, f->trace, f->batch_file, f->init, f->data, f->val};
+    enum { n_out = 4, n_all = 8 };
     char where[n_all][4200];
     for (int i = 0; i < n_all; i++) {
         if (path[i][0]) tb_output_landing(path[i], where[i], sizeof where[i]);

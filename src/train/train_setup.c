@@ -69,9 +69,11 @@ static void verdict_from_rank0(tb_train_run *r, char why[VERDICT_MAX]) {
     if (why[0]) tb_train_die_together(r, "%s", why);
 }
 
-/* Rank 0, before any work: every output path can be written (not a
- * directory, its directory writable), and --ckpt holds no checkpoint that
- * this run would overwrite (--resume continues from it). */
+/* Rank 0, before any work: every output path can be written and holds
+ * nothing its write must not replace (output_guard.h: not a directory, its
+ * directory writable, no device or FIFO, no trainbench file of the other
+ * kind), and --ckpt holds no checkpoint that this run would overwrite
+ * (--resume continues from it). */
 static void check_outputs(const tb_train_flags *f, char *why, size_t len) {
     const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
     const char *what[4] = {"results file", "checkpoint", "checkpoint", "trace file"};
