@@ -29,7 +29,8 @@ py=$2
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+# shellcheck disable=SC1091 # fail: tests/one_line_checks.sh
+. "$(dirname "$0")/one_line_checks.sh"
 R="--model resnet18 --image-size 32 --classes 10 --batch-size 4 --scaling-steps 0 --threads 1 --backend cpu"
 "$tb" $R --steps 2 --ckpt "$d/ck.h5" --results "$d/res.h5" >"$d/first.log" 2>&1 ||
   { echo "FAIL: the first run: $(tail -n 2 "$d/first.log")"; exit 1; }
