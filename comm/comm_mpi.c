@@ -119,6 +119,7 @@ static void start_limits(void) {
         else
             snprintf(advice, sizeof advice, "raise the hard limit (as root `ulimit -H %s %llu`, or the site's "
                      "limits.conf)", lims[i].flag, usual);
+        tb_log_usage_errors(1); /* every rank of a launch has its host's limits: rank 0 says it */
         tb_die("the %s limit (ulimit %s) is %llu %s, its hard limit %s: %s %llu %s or more; %s and run again",
                lims[i].name, lims[i].flag, (unsigned long long)(rl.rlim_cur / per), lims[i].unit, hard, lims[i].who,
                (unsigned long long)(lims[i].need / per), lims[i].unit, advice);
