@@ -18,6 +18,7 @@
 #include "comm/comm_mpi.h"
 #include "comm/monitor.h"
 #include "core/log.h"
+#include "core/proc_limits.h"
 #include "core/timer.h"
 
 struct tb_comm {
@@ -97,11 +98,11 @@ static void start_limits(void) {
         const char *name, *flag, *unit, *who;
         rlim_t need, usual, per_unit;
     } lims[] = {
-        {RLIMIT_STACK, 0, "stack-size", "-s", "KiB", "trainbench's threads and MPI's start need", (rlim_t)256 << 10,
-         (rlim_t)8 << 20, 1024},
+        {RLIMIT_STACK, 0, "stack-size", "-s", "KiB", "trainbench's threads and MPI's start need",
+         TB_STACK_FLOOR_BYTES, TB_STACK_USUAL_BYTES, 1024},
 #if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
         {RLIMIT_NOFILE, 1, "open-files", "-n", "descriptors",
-         "MPI's start without a launcher (Open MPI's daemon) needs", 28, 1024, 1},
+         "MPI's start without a launcher (Open MPI's daemon) needs", 28, TB_NOFILE_USUAL, 1},
 #endif
     };
     for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {

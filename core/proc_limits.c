@@ -14,9 +14,9 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#define STACK_FLOOR ((rlim_t)256 << 10)
-#define STACK_USUAL ((rlim_t)8 << 20) /* Linux's usual soft limit */
-#define NOFILE_USUAL ((rlim_t)1024)
+#define STACK_FLOOR ((rlim_t)TB_STACK_FLOOR_BYTES)
+#define STACK_USUAL ((rlim_t)TB_STACK_USUAL_BYTES)
+#define NOFILE_USUAL ((rlim_t)TB_NOFILE_USUAL)
 
 /* The soft limit of `res` raised to `usual` (or the hard limit under it)
  * where it is under `below`; *was gets the limit before (a copy). 1 if it

@@ -4,6 +4,12 @@
 #ifndef TB_PROC_LIMITS_H
 #define TB_PROC_LIMITS_H
 
+/* The floors and the usual soft limits (Linux's): comm_mpi.c names a limit
+ * still under its floor after tb_limits_raise. */
+#define TB_STACK_FLOOR_BYTES ((unsigned long)256 << 10)
+#define TB_STACK_USUAL_BYTES ((unsigned long)8 << 20)
+#define TB_NOFILE_USUAL 1024
+
 /* First thing in main. The stack: a soft `ulimit -s` under 256 KiB is
  * raised (to 8 MiB, or the hard limit under it) and the program runs itself
  * again (execv of /proc/self/exe with `argv`, which replaces any thread a
