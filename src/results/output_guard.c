@@ -13,21 +13,21 @@
 #include "core/log.h"
 #include "src/results/checkpoint.h"
 #include "src/results/h5io.h"
+#include "src/results/results_read.h"
 
 typedef enum { FOUND_OTHER, FOUND_CHECKPOINT, FOUND_RESULTS } found_kind;
 
 /* What an existing regular file is: a checkpoint ('model' and /params, as
  * tb_ckpt_peek_step reads it), a results file (root attribute 'status', or
- * a table a results file has: results_read.c's test), or anything else. */
+ * one of tb_results_tables: tb_results_load's test), or anything else. */
 static found_kind found_at(const char *path, int64_t *step) {
     if (tb_ckpt_peek_step(path, step)) return FOUND_CHECKPOINT;
-    static const char *const tables[] = {"steps", "ranks", "scaling", "loader", "allreduce", "projection"};
     tb_h5_lock("output check");
     tb_h5_quiet();
     hid_t f = H5Fis_hdf5(path) > 0 ? H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT) : -1;
     int results = f >= 0 && H5Aexists(f, "status") > 0;
-    for (size_t i = 0; f >= 0 && !results && i < sizeof tables / sizeof *tables; i++)
-        results = H5Lexists(f, tables[i], H5P_DEFAULT) > 0;
+    for (int i = 0; f >= 0 && !results && tb_results_tables[i]; i++)
+        results = H5Lexists(f, tb_results_tables[i], H5P_DEFAULT) > 0;
     if (f >= 0) H5Fclose(f);
     tb_h5_unlock();
     return results ? FOUND_RESULTS : FOUND_OTHER;

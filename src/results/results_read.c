@@ -333,6 +333,8 @@ static void check_contract(tb_results *r) {
     }
 }
 
+const char *const tb_results_tables[] = {"steps", "ranks", "scaling", "loader", "allreduce", "projection", NULL};
+
 int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     snprintf(r->path, sizeof r->path, "%s", path);
@@ -374,9 +376,9 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
     tb_h5_free_names(names, n);
     H5_CHECK(H5Fclose(f));
     tb_h5_unlock();
-    if (!tb_results_attr(r, "status") && !tb_results_table(r, "steps") && !tb_results_table(r, "ranks") &&
-        !tb_results_table(r, "scaling") && !tb_results_table(r, "loader") && !tb_results_table(r, "allreduce") &&
-        !tb_results_table(r, "projection")) {
+    int marked = tb_results_attr(r, "status") != NULL;
+    for (int i = 0; !marked && tb_results_tables[i]; i++) marked = tb_results_table(r, tb_results_tables[i]) != NULL;
+    if (!marked) {
         if (tb_results_table(r, "params") && tb_results_attr(r, "model")) /* a checkpoint's /params, model */
             snprintf(err, errlen,
                      "'%s' is a trainbench checkpoint (--ckpt/--save), not a results file; name the file that "

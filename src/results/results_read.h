@@ -50,9 +50,14 @@ typedef struct {
     char **problems;   /* one line each: what is missing or malformed */
 } tb_results;
 
+/* What makes an HDF5 file a results file: the root attribute 'status', or
+ * any of these tables (NULL-ended). tb_results_load's test, and
+ * output_guard.c's of what an output path would replace. */
+extern const char *const tb_results_tables[];
+
 /* Reads the whole file. Returns 0 (problems, if any, are in r->problems),
  * or -1 with one line in err when the file cannot be read at all or is not a
- * results file (no status attribute and none of /steps, /ranks, /scaling). */
+ * results file (no status attribute and none of tb_results_tables). */
 int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen);
 void tb_results_free(tb_results *r);
 
