@@ -50,23 +50,21 @@ static void defaults(tb_train_flags *f) {
  * output on an input file (--batch-file, --init, a --data or --val list
  * file) would destroy the input. */
 static void check_outputs_distinct(const tb_train_flags *f) {
-    const char *flag[8] = {"--results", "--ckpt", "--save", "--trace", "--batch-file", "--init", "--data", "--val"};
-    const char *path[8] = {f->results, f->ckpt, f->save, f->trace, f->batch_file, f->init, f->data, f->val};
-    enum { n_out = 4, n_all = 8 };
-    char where[n_all][4200];
-    for (int i = 0; i < n_all; i++) {
-        if (path[i][0]) tb_output_landing(path[i], where[i], sizeof where[i]);
-        for (int j = 0; j < i && j < n_out && path[i][0]; j++) {
-            if (!path[j][0] || strcmp(where[i], where[j]) != 0) continue;
-            if (i < n_out)
+    const char *flag[4] = {"--results", "--ckpt", "--save", "--trace"};
+    const char *path[4] = {f->results, f->ckpt, f->save, f->trace};
+    const char *in_flag[4] = {"--batch-file", "--init", "--data", "--val"};
+    const char *in_path[4] = {f->batch_file, f->init, f->data, f->val};
+    char where[4][4200];
+    for (int i = 0; i < 4; i++) {
+        if (!path[i][0]) continue;
+        tb_output_landing(path[i], where[i], sizeof where[i]);
+        for (int j = 0; j < i; j++)
+            if (path[j][0] && strcmp(where[i], where[j]) == 0)
                 tb_die("train: %s '%s' and %s '%s' are the same file, and one would overwrite the other; give "
                        "them different paths",
                        flag[j], path[j], flag[i], path[i]);
-            tb_die("train: %s '%s' is the %s input '%s', and writing it would destroy the input; give %s another "
-                   "path",
-                   flag[j], path[j], flag[i], path[i], flag[j]);
-        }
     }
+    for (int i = 0; i < 4; i++) tb_output_not_input("train", flag[i], path[i], in_flag, in_path, 4);
 }
 
 /* The flags' combinations, the LR schedule's syntax and the model's name. */
