@@ -531,6 +531,7 @@ static void cu_bn_input_grad(tb_backend *be, const tb_fconv_args *a) {
 static void cu_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args *a) {
     fplan *p = plan;
     if (!p) TB_FATAL("cuda bn_finalize: no fused conv plan");
+    if (a->count < 2) TB_FATAL("cuda bn_finalize: training batch norm needs more than 1 value per channel");
     cu_state *st = cu_state_of(be);
     int hw = ((p->h + 2 * p->g.pad - p->g.k) / p->g.stride + 1) * ((p->w + 2 * p->g.pad - p->g.k) / p->g.stride + 1);
     int n = (int)(a->count / hw);
