@@ -8,6 +8,9 @@
 #              continues too, with one '# --resume:' line saying it is not
 #              the interrupted run's continuation; one without a seed
 #              attribute is refused with one line saying so
+#   every-longer  --ckpt-every longer than the run still leaves a checkpoint
+#              of the last step, and a resumed run's last step is written
+#              after its --ckpt-every ones (one write per step, no more)
 #   keep       --resume keeps an earlier --results file as
 #              NAME.before_resume_stepK.h5 (NAME...K.1.h5 when that exists),
 #              with the steps it held, and says so in one '# ' line; a
@@ -70,6 +73,18 @@ at-end)
   run "$dir/d.log" --steps 9 --ckpt "$dir/noseed.h5" --resume --results "" && fail "resume from a file without a seed ran"
   grep -q "error: train: '$dir/noseed.h5' records no seed, so it is not the checkpoint of a run to resume; start from its weights with --init instead$" "$dir/d.log" ||
     { cat "$dir/d.log"; fail "resume from a file without a seed: no line saying so"; }
+  ;;
+every-longer)
+  run "$dir/a.log" --steps 3 --ckpt "$dir/c.h5" --ckpt-every 5 --results "" || { cat "$dir/a.log"; fail "run A"; }
+  step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
+  [ "$step" = 3 ] || fail "3 steps with --ckpt-every 5: checkpoint step '$step', expected 3 (the last step)"
+  grep -q "^# checkpoints: 1 written to $dir/c.h5 " "$dir/a.log" || fail "run A: no '# checkpoints: 1 written' line"
+  run "$dir/b.log" --steps 7 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" || { cat "$dir/b.log"; fail "run B"; }
+  step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
+  [ "$step" = 7 ] || fail "resumed to 7 steps: checkpoint step '$step', expected 7"
+  grep -q "^# checkpoints: 2 written to $dir/c.h5 " "$dir/b.log" || fail "run B: steps 5 and 7, not 2 writes"
+  run "$dir/c.log" --steps 10 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" || { cat "$dir/c.log"; fail "run C"; }
+  grep -q "^# checkpoints: 1 written to $dir/c.h5 " "$dir/c.log" || fail "run C: step 10 is written once, not twice"
   ;;
 keep)
   r=$dir/run.h5

@@ -77,7 +77,7 @@ add_test(NAME output_guard COMMAND sh ${TB_TEST_DIR}/output_guard.sh ${TB_BIN} $
 set_tests_properties(output_guard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
 # What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):
-# --ckpt without --ckpt-every checkpoints the last step; --resume keeps an
+# --ckpt checkpoints the last step (with --ckpt-every too, once); --resume keeps an
 # earlier results file under a name of its own; a checkpoint is never written
 # with NaN/Inf (BatchNorm statistics overflowing under --lr 100000 on 2 ranks:
 # every rank stops with the tensor and the last good checkpoint's step);
@@ -85,8 +85,10 @@ set_tests_properties(output_guard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 if(TB_PYTHON)
   set(TB_CKPT_OUT sh ${TB_TEST_DIR}/ckpt_outputs.sh)
   add_test(NAME ckpt_written_at_end COMMAND ${TB_CKPT_OUT} at-end ${TB_BIN} ${TB_PYTHON})
+  add_test(NAME ckpt_every_longer_than_run COMMAND ${TB_CKPT_OUT} every-longer ${TB_BIN} ${TB_PYTHON})
   add_test(NAME resume_keeps_earlier_results COMMAND ${TB_CKPT_OUT} keep ${TB_BIN} ${TB_PYTHON})
-  set_tests_properties(ckpt_written_at_end resume_keeps_earlier_results PROPERTIES TIMEOUT 300)
+  set_tests_properties(ckpt_written_at_end ckpt_every_longer_than_run resume_keeps_earlier_results
+                       PROPERTIES TIMEOUT 300)
   if(TB_HAVE_MPI)
     add_test(NAME ckpt_never_nonfinite_np2
              COMMAND ${TB_CKPT_OUT} nonfinite ${TB_BIN} ${TB_PYTHON} ${TB_MPIRUN} 2)

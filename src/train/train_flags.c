@@ -172,10 +172,10 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
          "on CUDA, where NVML's GPU-Util needs a window of 1 s; 0 on the CPU)"},
         {"print-every", TB_OPT_INT, &f->print_every, 1, 1 << 30, NULL, "progress line every N steps"},
         {"ckpt", TB_OPT_STRING, f->ckpt, 0, 0, NULL,
-         "checkpoint file, rewritten every --ckpt-every steps, or once at the end of training without "
-         "--ckpt-every; an existing one is continued with --resume, never overwritten without it"},
+         "checkpoint file, rewritten every --ckpt-every steps and after the last step; an existing one is "
+         "continued with --resume, never overwritten without it"},
         {"ckpt-every", TB_OPT_INT, &f->ckpt_every, 0, 1 << 30, NULL,
-         "steps between checkpoints (0: one at the end of training, when --ckpt is given)"},
+         "steps between checkpoints (0: only the one after the last step, when --ckpt is given)"},
         {"resume", TB_OPT_FLAG, &f->resume, 0, 0, NULL,
          "continue exactly from --ckpt when it exists; an existing --results file is kept as "
          "<name>.before_resume_step<K>.h5"},

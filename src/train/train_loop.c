@@ -422,8 +422,10 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         evaluate_timed(r, o, &c, when);
         tb_trainer_invalidate_graph(r->tr);
     }
-    /* --ckpt without --ckpt-every: one checkpoint, of the trained state */
-    if (r->fl.ckpt[0] && r->fl.ckpt_every == 0 && o->step > r->start[0]) checkpoint(r, o, &c, c.epoch, c.epoch_step);
+    /* --ckpt: the trained state after the last step, unless --ckpt-every has just written it (a run shorter
+     * than --ckpt-every would otherwise end with no checkpoint at all) */
+    if (r->fl.ckpt[0] && o->step > r->start[0] && (r->fl.ckpt_every == 0 || o->step % r->fl.ckpt_every != 0))
+        checkpoint(r, o, &c, c.epoch, c.epoch_step);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
