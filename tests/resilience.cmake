@@ -75,6 +75,11 @@ endif()
 # FIFO, step's --out on its own inputs (tests/output_guard.sh)
 add_test(NAME output_guard COMMAND sh ${TB_TEST_DIR}/output_guard.sh ${TB_BIN} ${TB_PYTHON})
 set_tests_properties(output_guard PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+# NaN or Inf never goes in or out through a checkpoint or a batch file: step
+# and train refuse such /images, step a step whose weights overflow, train
+# and step a checkpoint holding one (tests/nonfinite_inputs.sh)
+add_test(NAME nonfinite_inputs COMMAND sh ${TB_TEST_DIR}/nonfinite_inputs.sh ${TB_BIN} ${TB_PYTHON})
+set_tests_properties(nonfinite_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
 
 # What train leaves in its checkpoint and results files (tests/ckpt_outputs.sh):
 # --ckpt checkpoints the last step (with --ckpt-every too, once); --resume keeps an

@@ -185,7 +185,13 @@ int tb_cmd_step(int argc, char **argv) {
     out.global_batch = b.n;
     tb_h5_writer w;
     tb_h5_create_atomic(&w, fl.out, "step output");
-    tb_ckpt_write(w.file, m, &out);
+    char nonfinite[256];
+    if (tb_ckpt_write_checked(w.file, m, &out, nonfinite, sizeof nonfinite)) { /* as train's checkpoints */
+        tb_h5_abandon_atomic(&w);
+        tb_die("step: after the step %s holds NaN/Inf (loss %g), so --out '%s' is not written; the batch's "
+               "/images are too large for the model, or --lr%s is too high",
+               nonfinite, tb_model_read_loss(m), fl.out, scaling ? " or --loss-scale" : "");
+    }
     write_step_outputs(w.file, m, scaling ? 1.0 / loss_scale : 1.0);
     if (scaling) {
         tb_h5_attr_write_f64(w.file, "loss_scale", loss_scale);

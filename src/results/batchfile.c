@@ -1,6 +1,7 @@
 /* batchfile.c - reading and validating golden-step batch files. */
 #include "src/results/batchfile.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,12 @@ void tb_batchfile_read(const char *path, int classes, int min_side, tb_batchfile
     }
     tb_h5_read_f32(f, "/images", b->images);
     tb_h5_close_read(f);
+    /* a NaN or Inf pixel makes every weight NaN after one step: refused before it runs */
+    for (size_t i = 0; i < count; i++)
+        if (!isfinite(b->images[i]))
+            tb_die("batch file '%s': /images holds %s at element %zu (sample %zu); a batch must be finite: "
+                   "check how the file was made",
+                   path, isnan(b->images[i]) ? "NaN" : "Inf", i, i / (count / (size_t)b->n));
 }
 
 void tb_batchfile_free(tb_batchfile *b) {

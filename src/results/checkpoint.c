@@ -137,6 +137,23 @@ static void check_names(const char *path, hid_t f, const char *grp, const tb_mod
     H5_CHECK(H5Gclose(g));
 }
 
+/* 1 when buf[0..n), read from dataset `full`, is finite; otherwise the
+ * buffer is freed, the file closed and the load refused (0: under the fuzz
+ * targets tb_die may return: the caller returns at once). trainbench never writes a NaN or Inf (as
+ * tb_ckpt_write_checked), so one here is a damaged or foreign file: trained
+ * from, it would stop at its first step with advice about --lr. */
+static int loaded_finite(const char *path, hid_t f, const char *full, float *buf, size_t n) {
+    long at = first_nonfinite(buf, n);
+    if (at < 0) return 1;
+    float v = buf[at];
+    free(buf);
+    tb_h5_close_read(f);
+    tb_die("checkpoint '%s': %s holds %s (element %ld); trainbench never writes one, so the file is damaged or "
+           "was made elsewhere: start from another checkpoint",
+           path, full, isnan(v) ? "NaN" : "Inf", at);
+    return 0;
+}
+
 void tb_ckpt_load(const char *path, tb_model *m) {
     const tb_param_table *pt = &m->pt;
     hid_t f = tb_h5_open_read(path, "checkpoint", "check the path");
@@ -160,11 +177,13 @@ void tb_ckpt_load(const char *path, tb_model *m) {
             continue;
         }
         tb_h5_read_f32(f, full, buf);
+        if (!loaded_finite(path, f, full, buf, p->numel)) return;
         tb_model_set_tensor(m, i, buf);
         if (tb_param_store_of(p->role) != TB_STORE_TRAIN) continue;
         if (has_momentum) {
             snprintf(full, sizeof full, "/momentum/%s", p->name);
             tb_h5_read_f32(f, full, buf);
+            if (!loaded_finite(path, f, full, buf, p->numel)) return;
         } else {
             memset(buf, 0, p->numel * sizeof *buf);
         }
