@@ -124,6 +124,12 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v) {
     case TB_OPT_STRING:
         if (strlen(v) >= TB_OPT_STR_MAX)
             tb_die("%s: --%s value is too long", cmd, o->name);
+        /* empty where the default is empty would silently be the flag left out: --data "$DATA" with $DATA unset
+         * trained on synthetic data. Where the default is a value (train's --results), empty means none. */
+        if (!v[0] && !*(const char *)o->dst)
+            tb_die("%s: --%s is given an empty value; give it one, or leave --%s out (an unset variable in a job "
+                   "script?)",
+                   cmd, o->name, o->name);
         snprintf((char *)o->dst, TB_OPT_STR_MAX, "%s", v);
         break;
     case TB_OPT_FLAG: break;

@@ -342,6 +342,15 @@ int main(int argc, char **argv) {
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
     expect_error("train --val /tmp", "--val needs --data");
+    /* an empty value where the default is empty is the flag left out: refused (--data "" trained on synthetic
+     * data); where the default is a file name (train's --results), empty means none */
+    expect_error("train --data '' --steps 1", "train: --data is given an empty value; give it one, or leave --data out");
+    expect_error("train --val= --steps 1", "train: --val is given an empty value");
+    expect_error("train --ckpt '' --steps 1", "train: --ckpt is given an empty value");
+    expect_error("train --init '' --steps 1", "train: --init is given an empty value");
+    expect_error("train --batch-file '' --steps 1", "train: --batch-file is given an empty value");
+    expect_error("step --ckpt '' --batch b.h5 --out o.h5", "step: --ckpt is given an empty value");
+    expect_error("loader-bench --data ''", "loader-bench: --data is given an empty value");
     expect_error("train --data /tmp --synthetic --steps 1", "give --synthetic or --data, not both");
     expect_error("mkdata --out /nonexistent/set --like imagenet --max-side 64",
                  "--like imagenet draws its own sizes and qualities");
