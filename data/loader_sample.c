@@ -308,7 +308,8 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         return;
     }
     /* every candidate from k0 on was tried (or known bad) and failed */
-    tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs valid JPEGs", ds->root,
+    tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs valid JPEGs",
+           ds->is_list ? ds->list_path : ds->root,
            (long long)(ld->n - k0), k0 == 0 ? "the whole data set; first: " : "first: ",
            w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
 }

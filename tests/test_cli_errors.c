@@ -391,6 +391,19 @@ int main(int argc, char **argv) {
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 2 --image-size 32 --scaling-steps 0 --results=",
              path("allbad"));
     expect_error(a, "decodes: all 3 files tried are bad (the whole data set; first: ");
+    /* a list file of which no file decodes: named as given (it said "no sample of ."); as --val, every file bad
+     * stops the run (it reported a top-1 of nan % and exited 0) */
+    snprintf(cmd, sizeof cmd, "printf '/nonexistent/a.jpg 0\\n/nonexistent/b.jpg 1\\n' > '%s'", path("gone.txt"));
+    TB_CHECK(system(cmd) == 0, "the list of missing files: %s", cmd);
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 2 --image-size 32 --scaling-steps 0 --results=",
+             path("gone.txt"));
+    snprintf(want, sizeof want, "no sample of %s decodes: all 2 files tried are bad", path("gone.txt"));
+    expect_error(a, want);
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --val '%s' --batch-size 2 --image-size 32 --scaling-steps 0 "
+             "--results=", path("tiny"), path("gone.txt"));
+    snprintf(want, sizeof want, "--val '%s': no image decodes: all 2 files are bad (the first: /nonexistent/a.jpg",
+             path("gone.txt"));
+    expect_error(a, want);
     /* -f is a multiplier, not a byte count */
     expect_error("allreduce-bench -f 1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
 

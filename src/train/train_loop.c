@@ -116,8 +116,11 @@ static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon
     free(labels);
 }
 
+static _Noreturn void stop_noting_ckpt(tb_train_run *r, const char *why);
+
 /* --val on every rank (after a full epoch, or at the end of a run that
- * stops inside one: `when` says which); rank 0 prints it. */
+ * stops inside one: `when` says which); rank 0 prints it. A --val of which
+ * no file decodes stops every rank (the accuracy would be NaN). */
 static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when) {
     tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
     double counts[4];
@@ -135,6 +138,14 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
             snprintf(first, sizeof first, "%s", all + (size_t)q * sizeof first);
     }
     tb_source_destroy(val);
+    if (counts[2] == 0 && counts[3] > 0) { /* the counts are global: every rank stops here */
+        char why[2048];
+        snprintf(why, sizeof why, "--val '%.1024s': no image decodes: all %.0f files are bad (the first: %s), so there is "
+                 "no accuracy to report; --val needs valid JPEGs",
+                 r->fl.val, counts[3], first);
+        free(all);
+        stop_noting_ckpt(r, why);
+    }
     o->val_images = (int64_t)counts[2];
     o->val_bad = (int64_t)counts[3];
     o->top1 = counts[2] > 0 ? counts[0] / counts[2] : NAN;
