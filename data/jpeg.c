@@ -79,13 +79,54 @@ static uint8_t *grow(uint8_t **p, size_t *cap, size_t need) {
     return *p;
 }
 
-/* A complete JPEG ends with FF D9; some writers append a little padding or
- * junk after it, which is tolerated up to 4 KiB. */
-static int has_eoi(const uint8_t *buf, size_t len) {
+/* Whether the image in buf[0..len) reaches its end-of-image marker (EOI),
+ * found by walking its markers from SOI: each segment's length is skipped
+ * (an EXIF thumbnail's own EOI inside APP1 is not the image's), each scan's
+ * entropy-coded data is searched for the marker after it (there FF is
+ * followed by 00 or a restart marker, never by D9). 1: EOI reached, whatever
+ * follows it (a motion photo appends a video; some writers pad); 0: the file
+ * ends first (truncated); -1: bytes where a marker must be, a structure
+ * libjpeg judges itself (with the last 4 KiB searched for EOI). */
+static int reaches_eoi(const uint8_t *buf, size_t len) {
+    size_t i = 2; /* after SOI */
+    while (i < len) {
+        if (buf[i] != 0xFF) return -1;
+        while (i < len && buf[i] == 0xFF) i++; /* fill bytes */
+        if (i >= len) return 0;
+        uint8_t m = buf[i++];
+        if (m == 0xD9) return 1;
+        if (m == 0x01 || (m >= 0xD0 && m <= 0xD7)) continue; /* TEM, RSTn: no length */
+        if (m == 0x00 || m == 0xD8) return -1;
+        if (len - i < 2) return 0;
+        size_t seg = (size_t)buf[i] << 8 | buf[i + 1];
+        if (seg < 2) return -1;
+        if (len - i < seg) return 0;
+        i += seg;
+        if (m != 0xDA) continue;
+        for (;;) { /* SOS: its entropy-coded data, up to the next marker */
+            const uint8_t *p = memchr(buf + i, 0xFF, len - i);
+            if (!p) return 0;
+            i = (size_t)(p - buf);
+            if (len - i < 2) return 0;
+            uint8_t n = buf[i + 1];
+            if (n == 0xFF) i += 1; /* fill before a marker */
+            else if (n == 0x00 || (n >= 0xD0 && n <= 0xD7)) i += 2;
+            else break; /* the marker at i */
+        }
+    }
+    return 0;
+}
+
+static int tail_has_eoi(const uint8_t *buf, size_t len) {
     size_t stop = len > 4096 + 2 ? len - 4096 - 2 : 0;
     for (size_t i = len; i >= stop + 2; i--)
         if (buf[i - 2] == 0xFF && buf[i - 1] == 0xD9) return 1;
     return 0;
+}
+
+static int has_eoi(const uint8_t *buf, size_t len) {
+    int r = reaches_eoi(buf, len);
+    return r < 0 ? tail_has_eoi(buf, len) : r;
 }
 
 static void read_header(tb_jpeg *j, const uint8_t *buf, size_t len) {
@@ -106,7 +147,7 @@ int tb_jpeg_header(tb_jpeg *j, const uint8_t *buf, size_t len, int *w, int *h) {
         return -1;
     }
     if (!has_eoi(buf, len)) {
-        snprintf(j->err, sizeof j->err, "truncated JPEG file (no end-of-image marker)");
+        snprintf(j->err, sizeof j->err, "truncated JPEG file (it ends before its end-of-image marker)");
         return -1;
     }
     if (setjmp(j->jerr.jump)) {

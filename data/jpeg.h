@@ -14,7 +14,8 @@
  * A damaged file is never fatal here: every decode call returns -1 and the
  * reason (libjpeg's own message) is in tb_jpeg_error(). Any libjpeg warning
  * (corrupt data, premature end of file, ...) makes the file bad, and so does
- * a missing end-of-image marker (a truncated file), checked before decoding
+ * a file that ends before its end-of-image marker (truncated; the markers
+ * are walked, so data after the marker is ignored), checked before decoding
  * because a region decode stops at the last row it needs. */
 #ifndef TB_JPEG_H
 #define TB_JPEG_H

@@ -89,6 +89,49 @@ static void test_oversize_file(tb_loader_opts *o) {
     unlink(path("huge/a/huge.jpg"));
 }
 
+/* The end-of-image check walks the markers: a good image with 64 KiB after
+ * its EOI (a motion photo's video) decodes in every mode (it was "truncated":
+ * only the last 4 KiB were searched); an image cut short whose APP1 holds a
+ * whole thumbnail JPEG (its own EOI) is still truncated, for a crop of its
+ * top rows too. */
+static void test_end_of_image(tb_sampler *sp) {
+    unsigned long n, tn;
+    unsigned char *j = make_jpeg(120, 100, TJSAMP_420, 0, TJPF_RGB, 11, &n);
+    unsigned char *t = make_jpeg(16, 12, TJSAMP_420, 0, TJPF_RGB, 12, &tn);
+    size_t trail = 65536, app = 2 + 2 + 6 + tn;
+    uint8_t *buf = malloc(n + trail + app), rgbx[32 * 32 * 4];
+    memcpy(buf, j, n);
+    for (size_t i = 0; i < trail; i++) buf[n + i] = (uint8_t)(i * 2654435761u >> 13); /* FF D9 among them */
+    tb_geometry top = tb_geometry_from_box((tb_box){0, 0, 16, 40}, 32, 0);
+    for (int mode = 0; mode < 3; mode++) {
+        char err[256] = "";
+        int rc = tb_sample_render(sp, buf, n + trail, (tb_decode_mode)mode, 0, 32, NULL, NULL, NULL, rgbx, NULL, err,
+                                  sizeof err);
+        TB_CHECK(rc == 0, "a good JPEG with 64 KiB after its EOI (mode %d): %s", mode, err);
+    }
+    /* SOI, APP1 "Exif\0\0" + the thumbnail, the rest of the image cut at 60 % */
+    memcpy(buf, j, 2);
+    buf[2] = 0xFF, buf[3] = 0xE1, buf[4] = (uint8_t)((app - 2) >> 8), buf[5] = (uint8_t)(app - 2);
+    memcpy(buf + 6, "Exif\0\0", 6);
+    memcpy(buf + 12, t, tn);
+    memcpy(buf + 2 + app, j + 2, n - 2);
+    size_t cut = 2 + app + (n - 2) * 6 / 10;
+    for (int mode = 0; mode < 4; mode++) {
+        char err[256] = "";
+        int rc = tb_sample_render(sp, buf, cut, mode < 3 ? (tb_decode_mode)mode : TB_DECODE_PARTIAL, mode == 3, 32,
+                                  NULL, NULL, mode == 3 ? &top : NULL, rgbx, NULL, err, sizeof err);
+        TB_CHECK(rc != 0 && strstr(err, "truncated"), "cut short, a whole thumbnail in APP1 (mode %d): rc %d, '%s'",
+                 mode, rc, err);
+    }
+    char err[256] = "";
+    TB_CHECK(tb_sample_render(sp, buf, 2 + app + n - 2, TB_DECODE_FULL, 0, 32, NULL, NULL, NULL, rgbx, NULL, err,
+                              sizeof err) == 0,
+             "whole, with the thumbnail in APP1: %s", err);
+    free(buf);
+    tjFree(j);
+    tjFree(t);
+}
+
 void test_bad_files(void) {
     mkdir(path("bad"), 0777);
     mkdir(path("bad/a"), 0777);
@@ -162,6 +205,7 @@ void test_bad_files(void) {
         free(buf);
     }
     (void)good;
+    test_end_of_image(sp);
     tb_sampler_destroy(sp);
 
     /* in the loader: 12 files, 6 bad; eval over 2 epochs with batch 12 */
