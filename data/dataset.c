@@ -531,6 +531,18 @@ uint64_t tb_dataset_hash(const tb_dataset *ds) {
     return h;
 }
 
+uint64_t tb_dataset_sizes_hash(const tb_dataset *ds, int k) {
+    uint64_t h = TB_FNV1A_INIT;
+    int64_t m = ds->n < k ? ds->n : k;
+    char p[4200];
+    for (int64_t j = 0; j < m; j++) {
+        struct stat st;
+        int64_t size = stat(tb_dataset_path(ds, j * ds->n / m, p, sizeof p), &st) == 0 ? (int64_t)st.st_size : -1;
+        h = tb_fnv1a(h, &size, sizeof size);
+    }
+    return h;
+}
+
 int64_t tb_dataset_skipped(const tb_dataset *ds) {
     return ds->skipped_ext + ds->skipped_loose + ds->skipped_other;
 }

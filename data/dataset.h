@@ -70,6 +70,11 @@ const char *tb_dataset_path(const tb_dataset *ds, int64_t i, char *buf, size_t l
  * same relative paths with the same labels in the same order, wherever the
  * root is; ranks compare it before training. */
 uint64_t tb_dataset_hash(const tb_dataset *ds);
+/* A fingerprint of the contents, cheaply: FNV-1a over the sizes of k
+ * samples spread evenly over the index (-1 for one that cannot be
+ * stat'ed). Two copies of a tree with the same names but other images (made
+ * by another mkdata --seed, two class folders swapped) differ here. */
+uint64_t tb_dataset_sizes_hash(const tb_dataset *ds, int k);
 /* Total skipped entries. */
 int64_t tb_dataset_skipped(const tb_dataset *ds);
 /* A few '#' lines: samples, classes, per-class counts (all of them when

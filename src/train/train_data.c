@@ -77,21 +77,25 @@ static void name_rank(char *list, size_t len, int *named, int rank, const char *
 
 /* Indexes `path` on every rank and makes sure that every rank sees the same
  * data set: its count, classes and tb_dataset_hash (relative paths and
- * labels, in order) are compared with rank 0's. A rank that cannot index it,
+ * labels, in order) are compared with rank 0's, then the sizes of a sample
+ * of its files (tb_dataset_sizes_hash). A rank that cannot index it,
  * or indexes another tree, ends the run on every rank together, with one
  * line naming the ranks and hosts. */
+#define TB_DATA_SIZES_SAMPLED 256 /* files whose sizes ranks compare (a stat each, at start-up) */
+
 static void open_same_dataset(tb_train_run *r, const char *flag, const char *path, tb_dataset *ds) {
     char err[512] = "";
     int ok = tb_dataset_open(path, ds, err, sizeof err) == 0;
     int nranks = r->info.world;
-    int64_t mine[4] = {ok, ok ? ds->n : 0, ok ? ds->classes : 0, ok ? (int64_t)tb_dataset_hash(ds) : 0};
+    int64_t mine[5] = {ok, ok ? ds->n : 0, ok ? ds->classes : 0, ok ? (int64_t)tb_dataset_hash(ds) : 0,
+                       ok ? (int64_t)tb_dataset_sizes_hash(ds, TB_DATA_SIZES_SAMPLED) : 0};
     int64_t *all = malloc((size_t)nranks * sizeof mine);
     if (!all) TB_FATAL("out of host memory");
     tb_comm_allgather(r->world, mine, all, sizeof mine);
     char list[1024] = "";
     int named = 0;
     for (int q = 0; q < nranks; q++)
-        if (!all[4 * q]) name_rank(list, sizeof list, &named, q, r->hosts, "");
+        if (!all[5 * q]) name_rank(list, sizeof list, &named, q, r->hosts, "");
     if (named) {
         if (!ok) tb_train_die_together(r, "%s: %s", flag, err);
         tb_train_die_together(r, "%s '%s' cannot be indexed on %s%s (see %s error line); every rank needs the "
@@ -99,7 +103,7 @@ static void open_same_dataset(tb_train_run *r, const char *flag, const char *pat
                               flag, path, list, named > 4 ? " and more" : "", named > 1 ? "their" : "its");
     }
     for (int q = 1; q < nranks; q++) {
-        const int64_t *o = all + 4 * q;
+        const int64_t *o = all + 5 * q;
         if (o[1] == all[1] && o[2] == all[2] && o[3] == all[3]) continue;
         char extra[160];
         snprintf(extra, sizeof extra, ": %lld images in %lld classes, hash %016llx", (long long)o[1],
@@ -113,6 +117,15 @@ static void open_same_dataset(tb_train_run *r, const char *flag, const char *pat
                               "on a shared file system, or identical copies: same files, same class folders)",
                               flag, path, r->hosts, (long long)all[1], (long long)all[2],
                               (unsigned long long)all[3], list, named > 4 ? " and more" : "");
+    for (int q = 1; q < nranks; q++)
+        if (all[5 * q + 4] != all[4]) name_rank(list, sizeof list, &named, q, r->hosts, "");
+    if (named)
+        tb_train_die_together(r,
+                              "%s '%s' holds other files on %s%s than on rank 0 (%s): the same paths and labels, "
+                              "but the sizes of the %lld files sampled differ (a copy made by another mkdata "
+                              "--seed, class folders swapped or files replaced); give every rank identical copies",
+                              flag, path, list, named > 4 ? " and more" : "", r->hosts,
+                              (long long)(all[1] < TB_DATA_SIZES_SAMPLED ? all[1] : TB_DATA_SIZES_SAMPLED));
     free(all);
 }
 
