@@ -293,7 +293,9 @@ def main(argv=None):
     try:
         import h5py, numpy, torch, torchvision  # noqa: F401
     except ImportError as e:
-        print("%s: error: needs torch, torchvision, h5py and numpy (%s)" % (PROG, e), file=sys.stderr)
+        print("%s: error: needs torch, torchvision, h5py and numpy (%s) in the Python running it, %s; install "
+              "them there, or run it with the Python that has them (Debian's python3-torch: /usr/bin/python3 %s ...)"
+              % (PROG, e, sys.executable, sys.argv[0]), file=sys.stderr)
         return 1
     try:
         if os.path.isdir(a.output):  # before the conversion, not at the rename after it
