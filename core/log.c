@@ -164,17 +164,31 @@ _Noreturn void tb_abort(int exit_code) {
     _exit(exit_code);
 }
 
+char *tb_escape_controls(const char *in, char *out, size_t len) {
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)in; *c && n + 5 < len; c++) {
+        if (*c >= 0x20 && *c != 0x7f) out[n++] = (char)*c;
+        else if (*c == '\n') n += (size_t)snprintf(out + n, len - n, "\\n");
+        else if (*c == '\t') n += (size_t)snprintf(out + n, len - n, "\\t");
+        else if (*c == '\r') n += (size_t)snprintf(out + n, len - n, "\\r");
+        else n += (size_t)snprintf(out + n, len - n, "\\x%02x", *c);
+    }
+    if (len) out[n < len ? n : len - 1] = '\0';
+    return out;
+}
+
 /* Formats "trainbench[rank R host]: <kind>fmt\n" and writes it with one
- * call, so lines from many ranks on one terminal never interleave. */
+ * call, so lines from many ranks on one terminal never interleave; a
+ * control character in it (a file name's newline) is escaped. */
 static void emit(const char *kind, const char *fmt, va_list ap) {
-    char line[4096];
+    char raw[4096], line[4096];
     size_t n;
     if (g_rank >= 0 && g_world > 1)
-        n = (size_t)snprintf(line, sizeof line, "trainbench[rank %d %s]: %s", g_rank, g_host, kind);
+        n = (size_t)snprintf(raw, sizeof raw, "trainbench[rank %d %s]: %s", g_rank, g_host, kind);
     else
-        n = (size_t)snprintf(line, sizeof line, "trainbench: %s", kind);
-    if (n < sizeof line) n += (size_t)vsnprintf(line + n, sizeof line - n, fmt, ap);
-    if (n > sizeof line - 2) n = sizeof line - 2;
+        n = (size_t)snprintf(raw, sizeof raw, "trainbench: %s", kind);
+    if (n < sizeof raw) vsnprintf(raw + n, sizeof raw - n, fmt, ap);
+    n = strlen(tb_escape_controls(raw, line, sizeof line - 1));
     line[n++] = '\n';
     fwrite(line, 1, n, stderr);
     fflush(stderr);

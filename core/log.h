@@ -101,6 +101,11 @@ void tb_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * a launcher's forwarding), whose writes then fail with EPIPE or SIGPIPE. */
 int tb_stdout_is_pipe(void);
 
+/* in with its control characters written as \n, \t, \r or \xNN, into out
+ * (cut to fit): a file name holding a newline stays on one line of a
+ * message. Every error and warning line goes through it. Returns out. */
+char *tb_escape_controls(const char *in, char *out, size_t len);
+
 /* A trap for the calling thread's next tb_die / TB_FATAL: while one is set,
  * that call prints nothing and ends nothing; it writes its message into
  * trap->msg ("file:line: ..." for TB_FATAL), clears the trap and longjmps

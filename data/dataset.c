@@ -94,8 +94,11 @@ static int enter_dir(class_scan *c, int fd) {
 }
 
 static void note_skip(class_scan *c, const char *rel, const char *name, const char *why) {
-    if (c->nfirst < 3)
-        snprintf(c->first_skipped[c->nfirst++], sizeof c->first_skipped[0], "%s/%s: %s", rel, name, why);
+    if (c->nfirst >= 3) return;
+    char both[1024], shown[512];
+    snprintf(both, sizeof both, "%s/%s", rel, name);
+    snprintf(c->first_skipped[c->nfirst++], sizeof c->first_skipped[0], "%s: %s",
+             tb_escape_controls(both, shown, sizeof shown), why);
 }
 
 static void add_sample(class_scan *c, const char *rel, size_t rlen, const char *name) {
@@ -263,9 +266,11 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         if (is_dot_entry(name)) continue;
         int is_dir = entry_is_dir(d, e);
         if (!is_dir) {
-            if (ds->skipped_loose < 3)
+            if (ds->skipped_loose < 3) {
+                char shown[400];
                 snprintf(ds->first_skipped[ds->skipped_loose], sizeof ds->first_skipped[0],
-                         "%.400s: a file outside any class directory", name);
+                         "%s: a file outside any class directory", tb_escape_controls(name, shown, sizeof shown));
+            }
             ds->skipped_loose++;
             continue;
         }

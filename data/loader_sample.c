@@ -138,7 +138,9 @@ static int read_file(worker *w, const char *path, size_t *len, char *err, size_t
 static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
     for (int k = 0; k < 3; k++)
         if (st->first_bad[k][0] == '\0') {
-            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.380s: %.120s", path, why);
+            char shown[400]; /* its one line in '# bad files' and in the results file */
+            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.380s: %.120s",
+                     tb_escape_controls(path, shown, sizeof shown), why);
             break;
         }
 }

@@ -404,6 +404,13 @@ int main(int argc, char **argv) {
     snprintf(want, sizeof want, "--val '%s': no image decodes: all 2 files are bad (the first: /nonexistent/a.jpg",
              path("gone.txt"));
     expect_error(a, want);
+    /* a file name with a newline: the error stays one line, the newline written as \n */
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && printf junk > '%s/class_000/bad\nname.jpg'", path("tiny"),
+             path("nl"), path("nl"));
+    TB_CHECK(system(cmd) == 0, "the set with a newline in a name: %s", cmd);
+    snprintf(a, sizeof a, "train --steps 4 --data '%s' --strict-data --batch-size 3 --image-size 32 "
+             "--scaling-steps 0 --results=", path("nl"));
+    expect_error(a, "class_000/bad\\nname.jpg: not a JPEG file");
     /* -f is a multiplier, not a byte count */
     expect_error("allreduce-bench -f 1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
 
