@@ -248,6 +248,9 @@ def mode_ckptkill(a):
         check(rc == 0, "it loads with every validation (tb_ckpt_copy)")
         rc, out, _ = run([a.trainbench, "--steps", "6", *SMALL, "--ckpt", ck, "--resume", "--results", ""])
         check(rc == 0 and "at step 4" in out, "and training resumes from it")
+        said = [ln for ln in out.splitlines() if ln.startswith("# --ckpt: '%s/%s' (" % (d, leftovers[0]))
+                and "is a write of '%s' that never finished" % ck in ln] if leftovers else []
+        check(len(said) == 1, "the resumed run names the unfinished write with its size: %r" % said)
 
 
 def mode_ckptterm(a):

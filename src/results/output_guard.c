@@ -2,6 +2,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "src/results/output_guard.h"
 
+#include <dirent.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,7 +81,32 @@ int tb_output_path_check(const char *path, tb_output_kind kind, const char *what
     }
     fclose(f);
     unlink(probe);
+    tb_output_leftovers(path, flag);
     return 0;
+}
+
+void tb_output_leftovers(const char *path, const char *flag) {
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    char dir[4200], full[8400], pre[4200];
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
+    snprintf(pre, sizeof pre, "%s.tmp.", base);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    size_t np = strlen(pre);
+    int said = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL && said < 3;) {
+        const char *pid = e->d_name + np;
+        if (strncmp(e->d_name, pre, np) != 0 || !*pid || strspn(pid, "0123456789") != strlen(pid)) continue;
+        snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        tb_info("# %s: '%s' (%.1f MB) is a write of '%s' that never finished (its process, %s, was killed while "
+                "writing; '%s' itself stayed whole): remove it to free the space",
+                flag, full, (double)st.st_size / 1e6, path, pid, path);
+        said++;
+    }
+    closedir(d);
 }
 
 void tb_output_path_require(const char *cmd, const char *path, tb_output_kind kind, const char *what,

@@ -26,6 +26,13 @@ typedef enum {
  * results file where a checkpoint goes). Touches no existing file. */
 int tb_output_path_check(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
                          size_t len);
+/* One '#' line (tb_info) for each temporary of an earlier write to path
+ * that never finished (PATH.tmp.PID: the process was killed while
+ * writing; path itself stayed whole), with its size, so its space is not
+ * lost unseen. Called by tb_output_path_check when the path passes; removes
+ * nothing (the writer may still run). */
+void tb_output_leftovers(const char *path, const char *flag);
+
 /* The same for a one-process command, before its work rather than at the
  * rename after it: dies with "cmd: <why>" when path cannot be written;
  * an empty path (no such output asked for) passes. */
