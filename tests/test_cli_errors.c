@@ -338,6 +338,8 @@ int main(int argc, char **argv) {
     expect_error("train --image-size 16", "--image-size expects an integer in [32,");
     expect_error("train --steps 0", "--steps 0 without --epochs trains nothing; give --steps 1 or more, or --epochs N");
     expect_error("train --lr-schedule linear", "--lr-schedule 'linear' is not cosine, constant or step");
+    expect_error("train --lr-schedule step:5,2", "--lr-schedule 'step:5,2' is not cosine, constant or step:E1,E2,... "
+                 "(at most 8 epochs, each after the one before)");
     expect_error("train --fuse conv", "--fuse");
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");

@@ -24,6 +24,7 @@ int tb_lr_schedule_init(tb_lr_schedule *s, const char *spec, double base_lr, int
             char *end;
             long v = strtol(p, &end, 10);
             if (end == p || v <= 0 || s->nmilestones == 8) return -1;
+            if (s->nmilestones > 0 && (int64_t)v * unit_steps <= s->milestones[s->nmilestones - 1]) return -1;
             s->milestones[s->nmilestones++] = (int64_t)v * unit_steps;
             if (*end == ',') end++;
             else if (*end) return -1;

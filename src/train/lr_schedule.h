@@ -19,7 +19,8 @@ typedef struct {
 } tb_lr_schedule;
 
 /* Parses "cosine", "constant" or "step:30,60,80" (milestones in units of
- * `unit_steps`, e.g. steps per epoch). Returns -1 on a malformed string. */
+ * `unit_steps`, e.g. steps per epoch; each after the one before). Returns -1
+ * on a malformed string. */
 int tb_lr_schedule_init(tb_lr_schedule *s, const char *spec, double base_lr, int global_batch,
                         int base_batch, int64_t warmup_steps, int64_t total_steps,
                         int64_t unit_steps);

@@ -97,7 +97,9 @@ static void check_flags(tb_train_run *r) {
                "refuses two ranks on one GPU)");
     tb_lr_schedule probe;
     if (tb_lr_schedule_init(&probe, f->lr_schedule, 1, 1, 1, 0, 1, 1) != 0)
-        tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,...", f->lr_schedule);
+        tb_die("train: --lr-schedule '%s' is not cosine, constant or step:E1,E2,... (at most 8 epochs, each after the "
+               "one before)",
+               f->lr_schedule);
     if (f->no_fuse && strcmp(f->fuse, "auto") != 0 && strcmp(f->fuse, "off") != 0)
         tb_die("train: --no-fuse is --fuse off; give one of --no-fuse and --fuse %s", f->fuse);
     tb_resnet_config *cfg = &r->cfg;
