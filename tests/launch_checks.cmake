@@ -15,7 +15,7 @@ if(TB_HAVE_MPI)
            COMMAND sh -c "cp \"$0\" tb_other_binary && printf x >> tb_other_binary && exec \"$1\" 2 \"another trainbench binary\" \"$2\" -n 1 \"$0\" preflight --bytes 4K : -n 1 ./tb_other_binary preflight --bytes 4K"
                    ${TB_BIN} ${TB_EXPECT_ALL} ${MPIEXEC_EXECUTABLE})
   add_test(NAME launch_other_arguments
-           COMMAND ${TB_EXPECT_ALL} 2 "was started as 'preflight --bytes 8K' but rank 0 as 'preflight --bytes 4K'"
+           COMMAND ${TB_EXPECT_ALL} 2 "was started as 'preflight --bytes 8K' but rank 0 as 'preflight --bytes 4K'; start every rank with the same arguments"
                    ${MPIEXEC_EXECUTABLE} -n 1 ${TB_BIN} preflight --bytes 4K : -n 1 ${TB_BIN} preflight --bytes 8K)
   add_test(NAME launch_nccl_env_on_rank0_only
            COMMAND ${TB_EXPECT_ALL} 3 "NCCL_IB_HCA is set on rank 0 \\(mlx5_0\\) but not on rank 1"

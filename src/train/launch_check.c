@@ -214,8 +214,10 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
                      "(trainbench preflight lists them)",
                      r, f->host, z->host, f->host);
         else if (f->args_hash != z->args_hash)
-            snprintf(why, sizeof why, "rank %d on %s was started as '%s' but rank 0 as '%s'", r,
-                     f->host, f->args, z->args);
+            snprintf(why, sizeof why,
+                     "rank %d on %s was started as '%s' but rank 0 as '%s'; start every rank with the same "
+                     "arguments, in the same order (the ranks of one job train one model)",
+                     r, f->host, f->args, z->args);
     }
     if (!why[0]) { /* where the devices went (comm/device_map.h) */
         tb_devmap_row *rows = calloc((size_t)info->world, sizeof *rows);
