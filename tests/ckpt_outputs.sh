@@ -11,6 +11,10 @@
 #   every-longer  --ckpt-every longer than the run still leaves a checkpoint
 #              of the last step, and a resumed run's last step is written
 #              after its --ckpt-every ones (one write per step, no more)
+#   damaged    a checkpoint with 4 bytes of a weight overwritten on disk
+#              (finite values, so only its checksum can tell) is refused by
+#              --resume, --init and step with one line naming the dataset
+#              (it resumed and trained on, exit 0)
 #   keep       --resume keeps an earlier --results file as
 #              NAME.before_resume_stepK.h5 (NAME...K.1.h5 when that exists),
 #              with the steps it held, and says so in one '# ' line; a
@@ -85,6 +89,31 @@ every-longer)
   grep -q "^# checkpoints: 2 written to $dir/c.h5 " "$dir/b.log" || fail "run B: steps 5 and 7, not 2 writes"
   run "$dir/c.log" --steps 10 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" || { cat "$dir/c.log"; fail "run C"; }
   grep -q "^# checkpoints: 1 written to $dir/c.h5 " "$dir/c.log" || fail "run C: step 10 is written once, not twice"
+  ;;
+damaged)
+  run "$dir/a.log" --steps 2 --ckpt "$dir/c.h5" --results "" || { cat "$dir/a.log"; fail "run A"; }
+  # 4 bytes in the middle of layer2.0.conv1.weight's data: the float there becomes 2.1e9
+  off=$(h5 "$dir/c.h5" "f['params/layer2.0.conv1.weight'].id.get_chunk_info(0).byte_offset + 1000" 2>&1)
+  printf '\000\000\000\117' | dd of="$dir/c.h5" bs=1 seek="$off" conv=notrunc 2>/dev/null ||
+    fail "could not damage the file at '$off'"
+  want="dataset /params/layer2.0.conv1.weight does not read back (its checksum fails"
+  for how in resume init step; do
+    case $how in
+    resume) run "$dir/$how.log" --steps 4 --ckpt "$dir/c.h5" --resume --results "" ;;
+    init) run "$dir/$how.log" --steps 1 --init "$dir/c.h5" --results "" ;;
+    step)
+      "$py" -c "import h5py, numpy as np, sys
+with h5py.File(sys.argv[1], 'w') as f:
+    f['images'] = np.zeros((4, 3, 32, 32), np.float32); f['labels'] = np.arange(4, dtype=np.int64)" "$dir/b.h5"
+      "$tb" step --ckpt "$dir/c.h5" --batch "$dir/b.h5" --out "$dir/o.h5" >"$dir/$how.log" 2>&1 ;;
+    esac
+    rc=$?
+    [ $rc -eq 1 ] || fail "$how from the damaged checkpoint: exit $rc, want 1"
+    if [ "$(grep -c 'error' "$dir/$how.log")" -ne 1 ] || ! grep -qF -- "$want" "$dir/$how.log"; then
+      fail "$how: no one line '$want': $(tail -n 2 "$dir/$how.log")"
+    fi
+  done
+  [ -e "$dir/o.h5" ] && fail "step wrote --out from the damaged checkpoint"
   ;;
 keep)
   r=$dir/run.h5

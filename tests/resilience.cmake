@@ -91,8 +91,9 @@ if(TB_PYTHON)
   set(TB_CKPT_OUT sh ${TB_TEST_DIR}/ckpt_outputs.sh)
   add_test(NAME ckpt_written_at_end COMMAND ${TB_CKPT_OUT} at-end ${TB_BIN} ${TB_PYTHON})
   add_test(NAME ckpt_every_longer_than_run COMMAND ${TB_CKPT_OUT} every-longer ${TB_BIN} ${TB_PYTHON})
+  add_test(NAME ckpt_damaged_refused COMMAND ${TB_CKPT_OUT} damaged ${TB_BIN} ${TB_PYTHON})
   add_test(NAME resume_keeps_earlier_results COMMAND ${TB_CKPT_OUT} keep ${TB_BIN} ${TB_PYTHON})
-  set_tests_properties(ckpt_written_at_end ckpt_every_longer_than_run resume_keeps_earlier_results
+  set_tests_properties(ckpt_written_at_end ckpt_every_longer_than_run ckpt_damaged_refused resume_keeps_earlier_results
                        PROPERTIES TIMEOUT 300)
   if(TB_HAVE_MPI)
     add_test(NAME ckpt_never_nonfinite_np2
