@@ -70,7 +70,8 @@ static int in_choices(const char *v, const char *choices) {
     return 0;
 }
 
-static void set_value(const char *cmd, const tb_opt *o, const char *v) {
+/* Sets o from v; empty_default: o's value before any flag was parsed was "" (a string option). */
+static void set_value(const char *cmd, const tb_opt *o, const char *v, int empty_default) {
     char *end = NULL;
     errno = 0;
     switch (o->kind) {
@@ -126,7 +127,7 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v) {
             tb_die("%s: --%s value is too long", cmd, o->name);
         /* empty where the default is empty would silently be the flag left out: --data "$DATA" with $DATA unset
          * trained on synthetic data. Where the default is a value (train's --results), empty means none. */
-        if (!v[0] && !*(const char *)o->dst)
+        if (!v[0] && empty_default)
             tb_die("%s: --%s is given an empty value; give it one, or leave --%s out (an unset variable in a job "
                    "script?)",
                    cmd, o->name, o->name);
@@ -143,6 +144,12 @@ void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, con
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases) {
     tb_log_usage_errors(1); /* what is wrong here is wrong on every rank: rank 0 says it */
+    unsigned char empty_default[256] = {0}; /* the defaults, before a repeated flag changes them */
+    int nopts = 0;
+    for (const tb_opt *o = opts; o->name; o++, nopts++) {
+        if (nopts == (int)sizeof empty_default) TB_FATAL("%s: more than %d options", cmd, nopts);
+        empty_default[nopts] = (o->kind == TB_OPT_STRING || o->kind == TB_OPT_CHOICE) && !*(const char *)o->dst;
+    }
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -182,7 +189,7 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
                        o->name, cmd);
             v = argv[++i];
         }
-        set_value(cmd, o, v);
+        set_value(cmd, o, v, empty_default[o - opts]);
     }
     tb_log_usage_errors(0);
 }

@@ -353,6 +353,7 @@ int main(int argc, char **argv) {
     expect_error("train --batch-file '' --steps 1", "train: --batch-file is given an empty value");
     expect_error("step --ckpt '' --batch b.h5 --out o.h5", "step: --ckpt is given an empty value");
     expect_error("loader-bench --data ''", "loader-bench: --data is given an empty value");
+    expect_error("train --data /tmp --data '' --steps 1", "train: --data is given an empty value"); /* the default */
     expect_error("train --data /tmp --synthetic --steps 1", "give --synthetic or --data, not both");
     expect_error("mkdata --out /nonexistent/set --like imagenet --max-side 64",
                  "--like imagenet draws its own sizes and qualities");
