@@ -415,14 +415,16 @@ static void read_ds(hid_t loc, const char *name, hid_t memtype, void *dst) {
     herr_t rc;
     H5E_BEGIN_TRY { rc = H5Dread(ds, memtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst); }
     H5E_END_TRY
-    if (rc < 0) { /* a checksum that fails, a chunk that does not decode: the bytes on disk changed */
-        char file[4096] = "?";
+    if (rc < 0) { /* HDF5's reason first: the calls below clear its error stack */
+        char why[512], file[4096] = "?";
+        tb_h5_last_error(why, sizeof why);
         if (H5Fget_name(loc, file, sizeof file) < 0) snprintf(file, sizeof file, "?");
         H5_CHECK(H5Dclose(ds));
         tb_h5_unlock();
-        tb_die("'%s': dataset %s does not read back (its checksum fails, or its data is cut short): the file is "
-               "damaged; write it again, or give another",
-               file, name);
+        if (strstr(why, "checksum")) /* Fletcher-32 (write_ds): the bytes on disk changed */
+            tb_die("'%s': dataset %s fails its checksum: the file is damaged; write it again, or give another", file,
+                   name);
+        tb_die("'%s': dataset %s cannot be read (HDF5: %s)", file, name, why);
         return;
     }
     H5_CHECK(H5Dclose(ds));
