@@ -403,10 +403,14 @@ int main(int argc, char **argv) {
     snprintf(want, sizeof want, "no sample of %s decodes: all 2 files tried are bad", path("gone.txt"));
     expect_error(a, want);
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --val '%s' --batch-size 2 --image-size 32 --scaling-steps 0 "
-             "--results=", path("tiny"), path("gone.txt"));
+             "--results= --ckpt '%s'", path("tiny"), path("gone.txt"), path("vck.h5"));
     snprintf(want, sizeof want, "--val '%s': no image decodes: all 2 files are bad (the first: /nonexistent/a.jpg",
              path("gone.txt"));
     expect_error(a, want);
+    /* the trained state is sound: its checkpoint is written before the stop (it was lost) */
+    int64_t vstep = -1;
+    TB_CHECK(tb_ckpt_peek_step(path("vck.h5"), &vstep) && vstep == 1, "the --val stop left no checkpoint of step 1 "
+             "(step %lld)", (long long)vstep);
     /* a file name with a newline: the error stays one line, the newline written as \n */
     snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' && printf junk > '%s/class_000/bad\nname.jpg'", path("tiny"),
              path("nl"), path("nl"));

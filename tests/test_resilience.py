@@ -249,7 +249,8 @@ def mode_ckptkill(a):
         rc, out, _ = run([a.trainbench, "--steps", "6", *SMALL, "--ckpt", ck, "--resume", "--results", ""])
         check(rc == 0 and "at step 4" in out, "and training resumes from it")
         said = [ln for ln in out.splitlines() if ln.startswith("# --ckpt: '%s/%s' (" % (d, leftovers[0]))
-                and "is a write of '%s' that never finished" % ck in ln] if leftovers else []
+                and "is an unfinished write of '%s' by process " % ck in ln
+                and "; the file itself is whole: " in ln] if leftovers else []
         check(len(said) == 1, "the resumed run names the unfinished write with its size: %r" % said)
 
 

@@ -3,6 +3,9 @@
 #include "src/results/output_guard.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
 #include <hdf5.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,9 +104,13 @@ void tb_output_leftovers(const char *path, const char *flag) {
         snprintf(full, sizeof full, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(full, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        tb_info("# %s: '%s' (%.1f MB) is a write of '%s' that never finished (its process, %s, was killed while "
-                "writing; '%s' itself stayed whole): remove it to free the space",
-                flag, full, (double)st.st_size / 1e6, path, pid, path);
+        long p = strtol(pid, NULL, 10);
+        if (p > 0 && p <= INT_MAX && (kill((pid_t)p, 0) == 0 || errno == EPERM)) continue; /* still writing here */
+        tb_info("# %s: '%s' (%.1f MB) is an unfinished write of '%s' by process %s, which no longer runs on this "
+                "host (killed while writing, or it ran on another host)%s: if no run is writing it, remove it to free "
+                "the space",
+                flag, full, (double)st.st_size / 1e6, path, pid,
+                access(path, F_OK) == 0 ? "; the file itself is whole" : "");
         said++;
     }
     closedir(d);

@@ -27,10 +27,10 @@ typedef enum {
 int tb_output_path_check(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
                          size_t len);
 /* One '#' line (tb_info) for each temporary of an earlier write to path
- * that never finished (PATH.tmp.PID: the process was killed while
- * writing; path itself stayed whole), with its size, so its space is not
- * lost unseen. Called by tb_output_path_check when the path passes; removes
- * nothing (the writer may still run). */
+ * that never finished (PATH.tmp.PID whose process no longer runs on this
+ * host: killed while writing, or it ran on another host), with its size,
+ * so its space is not lost unseen. Called by tb_output_path_check when the
+ * path passes; removes nothing (a writer elsewhere may still run). */
 void tb_output_leftovers(const char *path, const char *flag);
 
 /* The same for a one-process command, before its work rather than at the

@@ -117,11 +117,13 @@ static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon
 }
 
 static _Noreturn void stop_noting_ckpt(tb_train_run *r, const char *why);
+static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int64_t epoch, int64_t epoch_step);
 
 /* --val on every rank (after a full epoch, or at the end of a run that
- * stops inside one: `when` says which); rank 0 prints it. A --val of which
- * no file decodes stops every rank (the accuracy would be NaN). */
-static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when) {
+ * stops inside one: `when` says which); rank 0 prints it. Returns 0, or 1
+ * with why when no file of --val decodes (the same on every rank: the
+ * counts are global and rank 0's first bad file is broadcast). */
+static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, char *why, size_t len) {
     tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
     double counts[4];
     evaluate(r->m, val, r->world, r->mon, o->step, counts);
@@ -136,15 +138,15 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
         tb_comm_gather(r->world, first, all, sizeof first, 0);
         for (int q = 0; all && q < r->info.world && !first[0]; q++)
             snprintf(first, sizeof first, "%s", all + (size_t)q * sizeof first);
+        free(all);
+        tb_comm_bcast(r->world, first, sizeof first, TB_BYTES, 0);
     }
     tb_source_destroy(val);
-    if (counts[2] == 0 && counts[3] > 0) { /* the counts are global: every rank stops here */
-        char why[2048];
-        snprintf(why, sizeof why, "--val '%.1024s': no image decodes: all %.0f files are bad (the first: %s), so there is "
-                 "no accuracy to report; --val needs valid JPEGs",
+    if (counts[2] == 0 && counts[3] > 0) {
+        snprintf(why, len, "--val '%.1024s': no image decodes: all %.0f files are bad (the first: %s), so there is no "
+                 "accuracy to report; --val needs valid JPEGs",
                  r->fl.val, counts[3], first);
-        free(all);
-        stop_noting_ckpt(r, why);
+        return 1;
     }
     o->val_images = (int64_t)counts[2];
     o->val_bad = (int64_t)counts[3];
@@ -163,14 +165,25 @@ static void evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when)
                    (long long)o->val_bad, o->val_bad == 1 ? "" : "s", first);
         fflush(stdout);
     }
-    free(all);
+    return 0;
 }
 
 /* evaluate_now timed apart, as a checkpoint is: left out of every img/s
- * and of the CPU budget, counted in o->evals and o->eval_s. */
+ * and of the CPU budget, counted in o->evals and o->eval_s. A --val of
+ * which no file decodes stops every rank, after writing --ckpt and --save:
+ * the trained state is sound, only its accuracy cannot be measured. */
 static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const char *when) {
     double t0 = tb_now(), cpu0 = tb_process_cpu_s();
-    evaluate_now(r, o, when);
+    char why[2048], saved[2300] = "";
+    if (evaluate_now(r, o, when, why, sizeof why)) {
+        if (r->fl.ckpt[0]) checkpoint(r, o, c, c->epoch, c->epoch_step);
+        if (r->fl.save[0]) {
+            tb_train_save_checkpoint(r, r->fl.save, o->step, c->epoch, c->epoch_step);
+            snprintf(saved, sizeof saved, "; --save '%.1024s' holds step %lld", r->fl.save, (long long)o->step);
+        }
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%s", saved);
+        stop_noting_ckpt(r, why);
+    }
     set_aside_add(&c->eval, c, o->step, tb_now() - t0, tb_process_cpu_s() - cpu0);
     o->evals++;
     o->eval_s = c->eval.s;
