@@ -255,7 +255,7 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
     }
     free(all);
     if (why[0]) {
-        fprintf(stderr, "trainbench[rank %d %s]: error: launch mistake: %s\n", info->rank, info->host, why);
+        tb_say_error("launch mistake: %s", why); /* its control characters escaped (an argument's newline) */
         tb_comm_exit_all(w, 1);
     }
 }
@@ -266,7 +266,7 @@ void tb_launch_check_share_gpu_nccl(const tb_comm_info *info, const char *subcom
     char why[512];
     int v = tb_share_gpu_nccl_verdict(loaded, getenv("NCCL_MULTI_RANK_GPU_ENABLE"), why, sizeof why);
     if (v < 0) {
-        fprintf(stderr, "trainbench[rank %d %s]: error: %s: %s\n", info->rank, info->host, subcommand, why);
+        tb_say_error("%s: %s", subcommand, why);
         tb_comm_exit_all(tb_comm_world(), 1);
     }
     if (info->rank != 0) return;
