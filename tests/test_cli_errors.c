@@ -346,7 +346,8 @@ int main(int argc, char **argv) {
     expect_error("train --val /tmp", "--val needs --data");
     /* an empty value where the default is empty is the flag left out: refused (--data "" trained on synthetic
      * data); where the default is a file name (train's --results), empty means none */
-    expect_error("train --data '' --steps 1", "train: --data is given an empty value; give it one, or leave --data out");
+    expect_error("train --data '' --steps 1",
+                 "train: --data is given an empty value; give it one, or leave --data out");
     expect_error("train --val= --steps 1", "train: --val is given an empty value");
     expect_error("train --ckpt '' --steps 1", "train: --ckpt is given an empty value");
     expect_error("train --init '' --steps 1", "train: --init is given an empty value");
