@@ -9,8 +9,8 @@
 #              the interrupted run's continuation; one without a seed
 #              attribute is refused with one line saying so
 #   every-longer  --ckpt-every longer than the run still leaves a checkpoint
-#              of the last step, and a resumed run's last step is written
-#              after its --ckpt-every ones (one write per step, no more)
+#              of the last step, and a resumed run whose last step is one of
+#              --ckpt-every's writes it once, not twice
 #   damaged    a checkpoint with 4 bytes of a weight overwritten on disk
 #              (finite values, so only its checksum can tell) is refused by
 #              --resume, --init and step with one line naming the dataset
@@ -83,12 +83,12 @@ every-longer)
   step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
   [ "$step" = 3 ] || fail "3 steps with --ckpt-every 5: checkpoint step '$step', expected 3 (the last step)"
   grep -q "^# checkpoints: 1 written to $dir/c.h5 " "$dir/a.log" || fail "run A: no '# checkpoints: 1 written' line"
-  run "$dir/b.log" --steps 7 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" || { cat "$dir/b.log"; fail "run B"; }
+  # resumed to 10: steps 5 and 10, the last one written once (--ckpt-every's write, not a second at the end)
+  run "$dir/b.log" --steps 10 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" ||
+    { cat "$dir/b.log"; fail "run B"; }
   step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
-  [ "$step" = 7 ] || fail "resumed to 7 steps: checkpoint step '$step', expected 7"
-  grep -q "^# checkpoints: 2 written to $dir/c.h5 " "$dir/b.log" || fail "run B: steps 5 and 7, not 2 writes"
-  run "$dir/c.log" --steps 10 --ckpt "$dir/c.h5" --ckpt-every 5 --resume --results "" || { cat "$dir/c.log"; fail "run C"; }
-  grep -q "^# checkpoints: 1 written to $dir/c.h5 " "$dir/c.log" || fail "run C: step 10 is written once, not twice"
+  [ "$step" = 10 ] || fail "resumed to 10 steps: checkpoint step '$step', expected 10"
+  grep -q "^# checkpoints: 2 written to $dir/c.h5 " "$dir/b.log" || fail "run B: steps 5 and 10, not 2 writes"
   ;;
 damaged)
   run "$dir/a.log" --steps 2 --ckpt "$dir/c.h5" --results "" || { cat "$dir/a.log"; fail "run A"; }
