@@ -1,6 +1,6 @@
 # one_line_checks.sh - sourced by the tests whose cases each end a run with
-# one stderr line (abort_marks_results.sh, resource_limits.sh): fail,
-# status and check. Needs $py (a python3 with h5py), $d (the test's
+# one stderr line (abort_marks_results.sh, resource_limits.sh, output_guard.sh,
+# nonfinite_inputs.sh): fail, status, check and refused. Needs $py (a python3 with h5py), $d (the test's
 # directory, searched for temporaries left behind) and $fails (0 at first).
 # shellcheck shell=sh disable=SC2154  # $py, $d and $fails are the sourcing test's
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -33,4 +33,20 @@ check() {
   left=$(find "$d" -name '*.tmp.*' | head -n 3)
   [ -z "$left" ] || fail "$1: temporary files left: $left"
   [ "$fails" -eq "$n0" ] && echo "ok   $1: exit $2, one line: $(cut -c1-150 <"$4")"
+}
+
+# refused NAME WANT -- COMMAND...: COMMAND exits 1 with one stderr line
+# holding WANT (a fixed string; check's WANT is a pattern), then the test's
+# own after_refused NAME checks what the refusal must have left as it was
+refused() {
+  name=$1 want=$2
+  shift 3
+  "$@" >"$d/out" 2>"$d/err"
+  rc=$?
+  n0=$fails
+  [ $rc -eq 1 ] || fail "$name: exit $rc, want 1"
+  [ "$(wc -l <"$d/err")" -eq 1 ] || fail "$name: $(wc -l <"$d/err") stderr lines, want 1: $(head -c 300 "$d/err")"
+  grep -qF -- "$want" "$d/err" || fail "$name: stderr lacks '$want': $(head -c 300 "$d/err")"
+  after_refused "$name"
+  [ "$fails" -eq "$n0" ] && echo "ok   $name: $(cut -c1-150 <"$d/err")"
 }
