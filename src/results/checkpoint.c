@@ -139,9 +139,10 @@ static void check_names(const char *path, hid_t f, const char *grp, const tb_mod
 
 /* 1 when buf[0..n), read from dataset `full`, is finite; otherwise the
  * buffer is freed, the file closed and the load refused (0: under the fuzz
- * targets tb_die may return: the caller returns at once). trainbench never writes a NaN or Inf (as
- * tb_ckpt_write_checked), so one here is a damaged or foreign file: trained
- * from, it would stop at its first step with advice about --lr. */
+ * targets tb_die may return: the caller returns at once). trainbench never
+ * writes a NaN or Inf (tb_ckpt_write_checked), so one here is a damaged or
+ * foreign file: trained from, it would stop at its first step with advice
+ * about --lr. */
 static int loaded_finite(const char *path, hid_t f, const char *full, float *buf, size_t n) {
     long at = first_nonfinite(buf, n);
     if (at < 0) return 1;

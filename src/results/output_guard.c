@@ -19,6 +19,14 @@
 #include "src/results/h5io.h"
 #include "src/results/results_read.h"
 
+/* The directory path's file lands in ("/" for "/a.h5", "." for "a.h5"); returns its base name. */
+static const char *dir_of(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (slash) snprintf(dir, len, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    else snprintf(dir, len, ".");
+    return slash ? slash + 1 : path;
+}
+
 typedef enum { FOUND_OTHER, FOUND_CHECKPOINT, FOUND_RESULTS } found_kind;
 
 /* What an existing regular file is: a checkpoint ('model' and /params, as
@@ -89,11 +97,8 @@ int tb_output_path_check(const char *path, tb_output_kind kind, const char *what
 }
 
 void tb_output_leftovers(const char *path, const char *flag) {
-    const char *slash = strrchr(path, '/');
-    const char *base = slash ? slash + 1 : path;
     char dir[4200], full[8400], pre[4200];
-    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1, slash ? path : ".");
-    snprintf(pre, sizeof pre, "%s.tmp.", base);
+    snprintf(pre, sizeof pre, "%s.tmp.", dir_of(path, dir, sizeof dir));
     DIR *d = opendir(dir);
     if (!d) return;
     size_t np = strlen(pre);
@@ -124,14 +129,12 @@ void tb_output_path_require(const char *cmd, const char *path, tb_output_kind ki
 
 void tb_output_landing(const char *path, char *out, size_t len) {
     char dir[TB_OPT_STR_MAX], real[4096];
-    const char *slash = strrchr(path, '/');
     if (realpath(path, real)) {
         snprintf(out, len, "%s", real);
         return;
     }
-    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    else snprintf(dir, sizeof dir, ".");
-    if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, slash ? slash + 1 : path);
+    const char *base = dir_of(path, dir, sizeof dir);
+    if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, base);
     else snprintf(out, len, "%s", path);
 }
 

@@ -75,14 +75,14 @@ static void name_rank(char *list, size_t len, int *named, int rank, const char *
     ++*named;
 }
 
+#define TB_DATA_SIZES_SAMPLED 256 /* files whose sizes ranks compare (a stat each, at start-up) */
+
 /* Indexes `path` on every rank and makes sure that every rank sees the same
  * data set: its count, classes and tb_dataset_hash (relative paths and
  * labels, in order) are compared with rank 0's, then the sizes of a sample
  * of its files (tb_dataset_sizes_hash). A rank that cannot index it,
  * or indexes another tree, ends the run on every rank together, with one
  * line naming the ranks and hosts. */
-#define TB_DATA_SIZES_SAMPLED 256 /* files whose sizes ranks compare (a stat each, at start-up) */
-
 static void open_same_dataset(tb_train_run *r, const char *flag, const char *path, tb_dataset *ds) {
     char err[512] = "";
     int ok = tb_dataset_open(path, ds, err, sizeof err) == 0;
