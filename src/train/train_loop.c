@@ -176,7 +176,7 @@ static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, 
     double t0 = tb_now(), cpu0 = tb_process_cpu_s();
     char why[2048], saved[2300] = "";
     if (evaluate_now(r, o, when, why, sizeof why)) {
-        if (r->fl.ckpt[0]) checkpoint(r, o, c, c->epoch, c->epoch_step);
+        if (r->fl.ckpt[0] && r->ckpt_step != o->step) checkpoint(r, o, c, c->epoch, c->epoch_step);
         if (r->fl.save[0]) {
             tb_train_save_checkpoint(r, r->fl.save, o->step, c->epoch, c->epoch_step);
             snprintf(saved, sizeof saved, "; --save '%.1024s' holds step %lld", r->fl.save, (long long)o->step);
@@ -446,10 +446,9 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         evaluate_timed(r, o, &c, when);
         tb_trainer_invalidate_graph(r->tr);
     }
-    /* --ckpt: the trained state after the last step, unless --ckpt-every has just written it (a run shorter
-     * than --ckpt-every would otherwise end with no checkpoint at all) */
-    if (r->fl.ckpt[0] && o->step > r->start[0] && (r->fl.ckpt_every == 0 || o->step % r->fl.ckpt_every != 0))
-        checkpoint(r, o, &c, c.epoch, c.epoch_step);
+    /* --ckpt: the trained state after the last step, unless the file holds it already (--ckpt-every's write of
+     * this step, or a resume that trained none); a run shorter than --ckpt-every would otherwise end with none */
+    if (r->fl.ckpt[0] && r->ckpt_step != o->step) checkpoint(r, o, &c, c.epoch, c.epoch_step);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;

@@ -100,7 +100,7 @@ typedef struct {
     tb_trainer *tr;
     /* the schedule */
     int64_t start[3];            /* first step, its epoch, its step within the epoch */
-    int64_t ckpt_step;           /* the step the --ckpt file holds (-1: no file; rank 0) */
+    int64_t ckpt_step;           /* the step the --ckpt file holds (-1: no file; every rank) */
     int64_t steps_per_epoch, total;
     tb_lr_schedule sched;
     double dataset_size;         /* samples in the data (an epoch's order) */
