@@ -517,6 +517,9 @@ struct tb_backend {
 /* Options shared by all backends. Zero is the default for every field. */
 typedef struct {
     int threads;            /* CPU worker threads (0: all available cores) */
+    int threads_over_cpus;  /* CPU: run `threads` even where this process may run on fewer
+                               CPUs (tests: a many-core machine's work split, on 2 cores);
+                               0: at most the CPUs, with a line when that is fewer */
     int device;             /* GPU ordinal for CUDA */
     int local_rank;         /* the rank among its host's (0 alone): lines once per host */
     int deterministic;      /* restrict to deterministic algorithms */

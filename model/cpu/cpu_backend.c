@@ -364,7 +364,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     if (threads < 1) threads = 1;
     char cpus[64];
     cpu_binding_key(cpus, sizeof cpus);
-    threads = cpu_threads_for(threads, opts ? opts->local_rank : 0, cpus);
+    if (!(opts && opts->threads_over_cpus)) threads = cpu_threads_for(threads, opts ? opts->local_rank : 0, cpus);
     /* One thread pool: each OpenMP thread makes its own single-threaded BLAS
      * call on its share of a GEMM (see cpu_internal.h); a user's
      * OPENBLAS_NUM_THREADS stands, with a line when it oversubscribes. */
