@@ -105,8 +105,7 @@ if(TB_HAVE_MPI)
     set_tests_properties(resume_exact_np3_pad PROPERTIES TIMEOUT 300 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
   set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 short_epoch_b_np2_keep PROPERTIES PROCESSORS 2)
-  set_tests_properties(short_epoch_np3_pad short_epoch_np3_keep_n1 short_epoch_np3_drop_refused
-                       short_epoch_b_np3_pad PROPERTIES PROCESSORS 3)
+  set_tests_properties(short_epoch_np3_pad short_epoch_np3_keep_n1 short_epoch_b_np3_pad PROPERTIES PROCESSORS 3)
   set_tests_properties(short_epoch_np2 short_epoch_np2_keep_n0 short_epoch_np3_pad short_epoch_np3_keep_n1
                        short_epoch_np3_drop_refused short_epoch_b_np2_keep short_epoch_b_np3_pad
                        PROPERTIES TIMEOUT 300 ENVIRONMENT "${TB_MPI_TEST_ENV}")
@@ -160,7 +159,7 @@ if(TB_HAVE_MPI)
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "rank 1's weights differ"
                    ${TB_MPIRUN} 3 -x TB_TEST_FAULT=perturb:1 ${TB_BIN} --image-size 32 --batch-size 4
                    --steps 2 --scaling-steps 0 --threads 1 --results "")
-  set_tests_properties(train_np3_detects_drift PROPERTIES TIMEOUT 300 PROCESSORS 3
+  set_tests_properties(train_np3_detects_drift PROPERTIES TIMEOUT 300 PROCESSORS 1 # stops at step 1: 0.6 cores
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
   add_test(NAME allreduce_bench_np3
            COMMAND ${TB_EXPECT_PASS} "Out of bounds values : 0 OK"
@@ -265,7 +264,8 @@ endif()
 if(TB_HAVE_MPI)
   add_test(NAME host_memory_refused
            COMMAND sh ${TB_TEST_DIR}/host_memory_check.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} "${TB_PYTHON}")
-  set_tests_properties(host_memory_refused PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # PROCESSORS 1: start-up refusals and one-rank steps, 0.84 cores
+  set_tests_properties(host_memory_refused PROPERTIES TIMEOUT 300 PROCESSORS 1 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
 
 # train names the bad files its loaders met (a set of 16 with an empty, a
@@ -292,7 +292,7 @@ add_test(NAME train_val_bad_file_and_end COMMAND sh ${TB_TEST_DIR}/val_data.sh $
 set_tests_properties(train_val_bad_file_and_end PROPERTIES TIMEOUT 300)
 if(TB_HAVE_MPI)
   add_test(NAME train_val_bad_file_and_end_np2 COMMAND sh ${TB_TEST_DIR}/val_data.sh ${TB_BIN} ${TB_MPIRUN} 2)
-  set_tests_properties(train_val_bad_file_and_end_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2
+  set_tests_properties(train_val_bad_file_and_end_np2 PROPERTIES TIMEOUT 300 PROCESSORS 1 # 0.7 cores
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
 
@@ -336,7 +336,8 @@ if(TB_HAVE_MPI)
     add_test(NAME ${name}
              COMMAND sh -c "want=$1; shift; out=$(\"$@\" 2>&1); rc=$?; printf '%s\\n' \"$out\" | grep 'error:'; n=$(printf '%s\\n' \"$out\" | grep -c -- \"error: .*$want\"); echo \"exit $rc, $n error lines (1 wanted)\"; [ $rc -ne 0 ] && [ $n -eq 1 ]"
                      usage_once "${want}" ${TB_MPIRUN} 3 ${TB_BIN} ${flags})
-    set_tests_properties(${name} PROPERTIES TIMEOUT 60 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+    # PROCESSORS 1: three ranks that stop at start-up, 0.2 cores
+    set_tests_properties(${name} PROPERTIES TIMEOUT 60 PROCESSORS 1 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endforeach()
 endif()
 # ... but a process that only inherited a launcher's rank variable (a
