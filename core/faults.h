@@ -35,8 +35,9 @@
  *                 then 1 s more of writing (a job's end arriving mid-write)
  *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
  *                 step when STEP is omitted): a slow file system
- *   slow-row      sleep 0.2 s after each timed step of the STEP-rank scaling
- *                 row (a 1-rank row slowed by other load: super-linear rows)
+ *   slow-row      sleep 3x the step's own time (at least 0.2 s) after each
+ *                 timed step of the STEP-rank scaling row (a 1-rank row
+ *                 slowed by other load: super-linear rows)
  *   wrong-sum     allreduce-bench: one element of this rank's sum of size
  *                 row STEP (0 the first) made wrong after the timing
  *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces

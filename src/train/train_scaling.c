@@ -75,9 +75,13 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
             if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
         }
         char err[512];
+        double t_step = tb_now();
         if (tb_trainer_step(t, &b, s, lr, err, sizeof err) != 0) tb_die("scaling measurement with %d ranks: %s", k, err);
-        if (s >= warm && tb_fault("slow-row", r->info.rank, k)) { /* test only: the k-rank row slowed */
-            struct timespec pause = {0, 200000000L};
+        t_step = tb_now() - t_step;
+        if (s >= warm && tb_fault("slow-row", r->info.rank, k)) {
+            /* test only: the k-rank row slowed 4x (at least 0.2 s a step), on a slow machine too */
+            double p = fmax(0.2, 3 * t_step);
+            struct timespec pause = {(time_t)p, (long)((p - floor(p)) * 1e9)};
             nanosleep(&pause, NULL);
         }
         tb_source_release(src);
