@@ -20,9 +20,8 @@ endforeach()
 # PROCESSORS (ctest -j's share of the cores, here and below): what the test
 # keeps busy, measured as CPU time over wall time on a 2-core machine
 # (tests/measure_processors.py): three ranks, but one is killed, frozen or
-# gone and the others wait out --timeout, 0.04-0.9 cores. resume trains on
-# three ranks: 1.2 cores on 2, held apart from its neighbours.
-set_tests_properties(resilience_resume PROPERTIES PROCESSORS 3)
+# gone and the others wait out --timeout, 0.04-0.9 cores; resume's
+# trainings, 1.16 cores.
 
 # an end on an error or a signal (--strict-data, a full disk, Ctrl-C on one
 # rank, a launch mistake): one line, no temporary file, no crash after the
