@@ -5,7 +5,8 @@ ctest -j N starts a test only when its PROCESSORS property fits in the free
 slots, so a test that reserves more cores than it uses holds the others
 back (a 2-rank test whose ranks wait out a deadline), and one that reserves
 fewer than it uses slows its neighbours. This runs each test matching REGEX
-(default: every test whose PROCESSORS is over 1) alone, through ctest,
+(default: every test with PROCESSORS over 1 or an MPI launcher in its
+command) alone, through ctest,
 and prints its wall time, its CPU time (user + system of every process it
 started and waited for) and their ratio, the cores it kept busy, next to
 its PROCESSORS. A line ends in "<-" where PROCESSORS is not those cores
@@ -15,7 +16,7 @@ deadlines: tests/launch_checks.cmake says why).
 
 Run it on an otherwise idle machine: the numbers are what the tests use
 there. The PROCESSORS in tests/*.cmake were set from its output on a
-2-core machine (docs/testing.md, "How long the suite takes").
+2-core machine (docs/testing.md, "Running it").
 """
 import json
 import re
@@ -33,7 +34,8 @@ def tests_of(build):
         for p in t.get("properties", []):
             if p["name"] == "PROCESSORS":
                 procs = int(p["value"])
-        yield t["name"], procs
+        mpi = any(re.search(r"(^|/)(mpiexec|mpirun)$", str(a)) for a in t.get("command", []))
+        yield t["name"], procs, mpi
 
 
 def run_alone(build, name):
@@ -56,8 +58,8 @@ def main(argv):
     build = argv[1]
     pick = re.compile(argv[2]) if len(argv) == 3 else None
     print("%-44s %10s %8s %8s %6s" % ("# test", "PROCESSORS", "wall s", "cpu s", "cores"))
-    for name, procs in tests_of(build):
-        if (pick.search(name) is None) if pick else procs < 2:
+    for name, procs, mpi in tests_of(build):
+        if (pick.search(name) is None) if pick else (procs < 2 and not mpi):
             continue
         wall, cpu, ok = run_alone(build, name)
         cores = cpu / wall if wall > 0 else 0.0
