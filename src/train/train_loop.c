@@ -118,6 +118,7 @@ static void evaluate(tb_model *m, tb_source *val, tb_comm *comm, tb_monitor *mon
 
 static _Noreturn void stop_noting_ckpt(tb_train_run *r, const char *why);
 static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int64_t epoch, int64_t epoch_step);
+static void checkpoint_if_behind(tb_train_run *r, tb_train_outcome *o, loop_clock *c);
 
 /* --val on every rank (after a full epoch, or at the end of a run that
  * stops inside one: `when` says which); rank 0 prints it. Returns 0, or 1
@@ -176,7 +177,7 @@ static void evaluate_timed(tb_train_run *r, tb_train_outcome *o, loop_clock *c, 
     double t0 = tb_now(), cpu0 = tb_process_cpu_s();
     char why[2048], saved[2300] = "";
     if (evaluate_now(r, o, when, why, sizeof why)) {
-        if (r->fl.ckpt[0] && r->ckpt_step != o->step) checkpoint(r, o, c, c->epoch, c->epoch_step);
+        checkpoint_if_behind(r, o, c);
         if (r->fl.save[0]) {
             tb_train_save_checkpoint(r, r->fl.save, o->step, c->epoch, c->epoch_step);
             snprintf(saved, sizeof saved, "; --save '%.1024s' holds step %lld", r->fl.save, (long long)o->step);
@@ -370,6 +371,12 @@ static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int6
     o->ckpt_s = c->ckpt.s;
 }
 
+/* --ckpt (when given) brought to o->step, unless the file holds that step
+ * already: --ckpt-every's write of it, or a resume that trained none. */
+static void checkpoint_if_behind(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
+    if (r->fl.ckpt[0] && r->ckpt_step != o->step) checkpoint(r, o, c, c->epoch, c->epoch_step);
+}
+
 /* One training step on batch b, its records, progress line and checkpoint. */
 static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const tb_source_batch *b,
                        int64_t epoch, int64_t *epoch_step) {
@@ -446,9 +453,9 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         evaluate_timed(r, o, &c, when);
         tb_trainer_invalidate_graph(r->tr);
     }
-    /* --ckpt: the trained state after the last step, unless the file holds it already (--ckpt-every's write of
-     * this step, or a resume that trained none); a run shorter than --ckpt-every would otherwise end with none */
-    if (r->fl.ckpt[0] && r->ckpt_step != o->step) checkpoint(r, o, &c, c.epoch, c.epoch_step);
+    /* --ckpt: the trained state after the last step (a run shorter than --ckpt-every would otherwise end with
+     * none) */
+    checkpoint_if_behind(r, o, &c);
     o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s : 0;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
