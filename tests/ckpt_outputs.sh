@@ -6,7 +6,8 @@
 #              last step (with the ranks and global batch that wrote it), and
 #              a resume from it continues there; a resume with another batch
 #              continues too, with one '# --resume:' line saying it is not
-#              the interrupted run's continuation; one without a seed
+#              the interrupted run's continuation (so does one over data of
+#              another size, which the checkpoint records); one without a seed
 #              attribute is refused with one line saying so
 #   every-longer  --ckpt-every longer than the run still leaves a checkpoint
 #              of the last step, and a resumed run whose last step is one of
@@ -63,13 +64,20 @@ at-end)
   step=$(h5 "$dir/c.h5" "int(f.attrs['step'])" 2>&1)
   [ "$step" = 5 ] || fail "after the resumed run the checkpoint holds step '$step', expected 5"
   grep -q "not as the interrupted run" "$dir/b.log" && fail "a resume with the same ranks and batch says it differs"
-  run_of=$(h5 "$dir/c.h5" "int(f.attrs['world_size']), int(f.attrs['global_batch'])" 2>&1)
-  [ "$run_of" = "1 4" ] || fail "the checkpoint records ranks and global batch '$run_of', expected 1 4"
+  grep -q "written over data" "$dir/b.log" && fail "a resume over the same data says the data differs"
+  run_of=$(h5 "$dir/c.h5" "int(f.attrs['world_size']), int(f.attrs['global_batch']), int(f.attrs['dataset_size'])" 2>&1)
+  [ "$run_of" = "1 4 50000" ] ||
+    fail "the checkpoint records ranks, global batch and samples '$run_of', expected 1 4 50000"
   # another batch: the run goes on, and one line says it is not the same run
   run "$dir/c.log" --steps 6 --batch-size 8 --ckpt "$dir/c.h5" --resume --results "" ||
     { cat "$dir/c.log"; fail "resume with another batch"; }
   grep -q "^# --resume: the checkpoint was written by 1 rank(s), global batch 4; this run has 1, global batch 8: it goes on from step 5, but not as the interrupted run would have" "$dir/c.log" ||
     fail "a resume with another global batch does not say it differs from the interrupted run"
+  # other data (fewer samples): the run goes on, and one line says so
+  run "$dir/e.log" --steps 7 --batch-size 8 --synthetic-size 4000 --ckpt "$dir/c.h5" --resume --results "" ||
+    { cat "$dir/e.log"; fail "resume over other data"; }
+  grep -q "^# --resume: the checkpoint was written over data of 50000 samples; this run's data has 4000: it goes on from step 6, but its epochs and sample order are not the interrupted run's" "$dir/e.log" ||
+    { cat "$dir/e.log"; fail "a resume over data of another size does not say so"; }
   # a file without a seed (weights written by another tool) is refused with
   # what it lacks, not as "written with --seed 0"
   cp "$dir/c.h5" "$dir/noseed.h5"

@@ -33,6 +33,7 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "epoch_step", &meta->epoch_step);
     tb_h5_attr_read_i64(f, "world_size", &meta->world_size);
     tb_h5_attr_read_i64(f, "global_batch", &meta->global_batch);
+    tb_h5_attr_read_i64(f, "dataset_size", &meta->dataset_size);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
     tb_h5_close_read(f);
@@ -226,6 +227,7 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
     tb_h5_attr_write_i64(file, "epoch_step", meta->epoch_step);
     if (meta->world_size > 0) tb_h5_attr_write_i64(file, "world_size", meta->world_size);
     if (meta->global_batch > 0) tb_h5_attr_write_i64(file, "global_batch", meta->global_batch);
+    if (meta->dataset_size > 0) tb_h5_attr_write_i64(file, "dataset_size", meta->dataset_size);
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
 

@@ -19,6 +19,7 @@ typedef struct {
     int64_t epoch_step;     /* steps already done in `epoch` */
     int64_t world_size;     /* ranks of the run that wrote it (0: not recorded) */
     int64_t global_batch;   /* its samples per step over all ranks (0: not recorded) */
+    int64_t dataset_size;   /* samples in its data, an epoch's order (0: not recorded) */
     int has_seed;           /* the file records a seed (a run's checkpoint does) */
     char version[64];
     char git_revision[64];

@@ -221,6 +221,7 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
         meta.epoch_step = epoch_step;
         meta.world_size = r->info.world;
         meta.global_batch = r->global_batch;
+        meta.dataset_size = tb_source_epoch_size(r->src);
         tb_run_report_lock(&r->report);
         if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
             struct timespec half = {0, 500000000L};

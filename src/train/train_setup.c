@@ -327,7 +327,7 @@ static void init_model(tb_train_run *r) {
     memset(r->start, 0, sizeof r->start);
     r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
-    char why[VERDICT_MAX] = "", kept[4200] = "", other_run[300] = "";
+    char why[VERDICT_MAX] = "", kept[4200] = "", other_run[700] = "";
     if (r->info.rank == 0) {
         tb_ckpt_meta meta;
         if (from) {
@@ -347,6 +347,14 @@ static void init_model(tb_train_run *r) {
                              "not as the interrupted run would have (resuming is exact with the same ranks and "
                              "batch)\n", (long long)meta.world_size, (long long)meta.global_batch, r->info.world,
                              (long long)gb, (long long)meta.step);
+                int64_t n = tb_source_epoch_size(r->src);
+                if (meta.dataset_size > 0 && meta.dataset_size != n) {
+                    size_t at = strlen(other_run);
+                    snprintf(other_run + at, sizeof other_run - at, "# --resume: the checkpoint was written over "
+                             "data of %lld samples; this run's data has %lld: it goes on from step %lld, but its "
+                             "epochs and sample order are not the interrupted run's (resuming is exact with the "
+                             "same data)\n", (long long)meta.dataset_size, (long long)n, (long long)meta.step);
+                }
             }
         }
         if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
