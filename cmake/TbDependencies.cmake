@@ -257,6 +257,11 @@ if(NOT TB_CUDA STREQUAL "OFF")
     # device link, and cudart comes in as a static library.
     set(CMAKE_CUDA_LINKER_PREFERENCE_PROPAGATES OFF)
     set(TB_HAVE_CUDA ON)
+    # cuBLAS(Lt) is opened when a GPU path first needs it (core/cublas_lib.c),
+    # not linked, so no start pays for mapping it: its folder joins the
+    # executables' RUNPATH as a linked library's would
+    get_filename_component(_tb_cublas_dir "${CUDA_cublasLt_LIBRARY}" DIRECTORY)
+    list(APPEND CMAKE_BUILD_RPATH "${_tb_cublas_dir}")
     if(TB_NCCL_INCLUDE AND TB_NCCL_LIB)
       set(TB_HAVE_NCCL ON)
     endif()

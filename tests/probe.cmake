@@ -27,6 +27,14 @@ add_test(NAME probe_gpu COMMAND ${TB_PROBE_PY} --gpu)
 set_tests_properties(probe_command PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
 set_tests_properties(probe_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT 600)
 
+# cuBLAS loaded when a GPU path needs it, not at every start (core/cublas_lib.h):
+# none at --version or on the CPU backend, probe says which file, a broken one
+# first on LD_LIBRARY_PATH is one line (tests/cublas_on_demand.sh)
+if(TB_PYTHON)
+  add_test(NAME cublas_on_demand COMMAND sh ${TB_TEST_DIR}/cublas_on_demand.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(cublas_on_demand PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()
+
 # the scaling rows' device utilisation: NVML's median, none for a window too
 # short for GPU-Util, the compute share without NVML
 add_executable(test_scaling_util test_scaling_util.c)

@@ -254,7 +254,7 @@ static void cuda_destroy(tb_backend *be) {
         if (st->used_slots)
             tb_warn("cuda backend: %zu allocations (%.1f MiB) still live at destroy",
                     st->used_slots, (double)st->in_use / 1048576.0);
-        TB_CUBLAS_CHECK(cublasLtDestroy(st->lt));
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtDestroy(st->lt));
         TB_CUDNN_CHECK(cudnnDestroy(st->cudnn));
         TB_CUDA_CHECK(cudaStreamDestroy(st->stream));
         pthread_mutex_destroy(&st->lock);
@@ -311,7 +311,7 @@ static void version_str(char *buf, size_t len) {
     (void)cudaRuntimeGetVersion(&rt);
     (void)cudaDriverGetVersion(&drv);
     size_t dn = cudnnGetVersion();
-    size_t lt = cublasLtGetVersion();
+    size_t lt = tb_cublas.cublasLtGetVersion();
     snprintf(buf, len,
              "CUDA runtime %d.%d (driver supports %d.%d); cuDNN %zu.%zu.%zu (built with "
              "%d.%d.%d); cuBLASLt %zu.%zu.%zu (built with %d.%d.%d)",
@@ -341,6 +341,12 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     if (prop.major < 8) { /* the kernels are built for sm_80 and sm_90 */
         snprintf(err, errlen, "--backend cuda: %s is compute capability %d.%d; trainbench needs 8.0 "
                  "or newer (A100, H100, ...)", prop.name, prop.major, prop.minor);
+        return NULL;
+    }
+
+    char lib[400];
+    if (tb_cublas_load(lib, sizeof lib) != 0) { /* the linear layer's cuBLASLt, loaded here, not at start */
+        snprintf(err, errlen, "--backend cuda: %s", lib);
         return NULL;
     }
 
@@ -375,7 +381,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
                "LD_LIBRARY_PATH",
                cudnnGetVersion(), cudnnGetErrorString(vs));
     cu_branch_init(st, cu_branch_from_env());
-    TB_CUBLAS_CHECK(cublasLtCreate(&st->lt));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtCreate(&st->lt));
     st->lt_ws = cu_malloc(st, CU_LT_WS_BYTES, "the cuBLASLt workspace");
     st->lt_ws_bytes = CU_LT_WS_BYTES;
 

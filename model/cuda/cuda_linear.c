@@ -63,10 +63,10 @@ cu_gemm_shape cu_linear_gemm_shape(cu_gemm_kind kind, int N, int K, int M) {
 }
 
 static void destroy_desc(cu_gemm *g) {
-    TB_CUBLAS_CHECK(cublasLtMatmulDescDestroy(g->op));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->a));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->b));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutDestroy(g->d));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescDestroy(g->op));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutDestroy(g->a));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutDestroy(g->b));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutDestroy(g->d));
 }
 
 /* Describes the problem and asks the heuristics for an algorithm, with the
@@ -76,51 +76,52 @@ static int setup(cu_state *st, cu_gemm *g, int want_epilogue, const void *bias) 
     want_epilogue = want_epilogue && g->kind != CU_GEMM_DX;
     cublasComputeType_t ct =
         g->dtype == TB_F32 && st->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    TB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&g->op, ct, CUDA_R_32F));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescCreate(&g->op, ct, CUDA_R_32F));
     cu_gemm_shape sh = cu_linear_gemm_shape(g->kind, g->N, g->K, g->M);
     cublasOperation_t ta = sh.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tbo = sh.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-    TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tbo, sizeof tbo));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_TRANSB, &tbo, sizeof tbo));
     cudaDataType_t t = cu_cuda_dtype(g->dtype);
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->a, t, sh.a_rows, sh.a_cols, (int64_t)sh.a_rows));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->b, t, sh.b_rows, sh.b_cols, (int64_t)sh.b_rows));
-    TB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&g->d, t, sh.d_rows, sh.d_cols, (int64_t)sh.d_rows));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutCreate(&g->a, t, sh.a_rows, sh.a_cols, (int64_t)sh.a_rows));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutCreate(&g->b, t, sh.b_rows, sh.b_cols, (int64_t)sh.b_rows));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatrixLayoutCreate(&g->d, t, sh.d_rows, sh.d_cols, (int64_t)sh.d_rows));
     if (want_epilogue) {
         cublasLtEpilogue_t ep = g->kind == CU_GEMM_FWD ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_BGRADB;
         int32_t bt = CUDA_R_32F;
-        TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt));
-        TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias, sizeof bias));
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt,
+                                                                 sizeof bt));
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                                 &bias, sizeof bias));
     }
     cublasLtMatmulPreference_t pref;
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceCreate(&pref));
     uint64_t wsb = st->lt_ws_bytes;
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &wsb, sizeof wsb));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                   &wsb, sizeof wsb));
     /* the heuristics assume 256-byte aligned matrices unless told: op weight
      * copies start at param offset * 2 bytes (fc.weight: 128-byte aligned) */
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                         &g->align_a, sizeof g->align_a));
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                         &g->align_b, sizeof g->align_b));
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                         &g->align_d, sizeof g->align_d));
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                         &g->align_d, sizeof g->align_d));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                                   &g->align_a, sizeof g->align_a));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                                   &g->align_b, sizeof g->align_b));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                                   &g->align_d, sizeof g->align_d));
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                                   &g->align_d, sizeof g->align_d));
     if (st->deterministic) {
         uint32_t mask = CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE |
                         CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE; /* not INPLACE: it races */
-        TB_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceSetAttribute(
             pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK, &mask, sizeof mask));
     }
     cublasLtMatmulHeuristicResult_t res;
     memset(&res, 0, sizeof res);
     int found = 0;
-    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->a, g->b, g->d, g->d, pref, 1,
-                                                      &res, &found);
-    TB_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+    cublasStatus_t s = tb_cublas.cublasLtMatmulAlgoGetHeuristic(st->lt, g->op, g->a, g->b, g->d, g->d, pref, 1,
+                                                                &res, &found);
+    TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulPreferenceDestroy(pref));
     /* a result is usable only when its own state says so */
     if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         g->algo = res.algo;
@@ -176,11 +177,11 @@ static cu_gemm *gemm_for(tb_backend *be, cu_gemm_kind kind, int N, int K, int M,
 static int run(cu_state *st, cu_gemm *g, const void *A, const void *B, void *D, float beta,
                const void *bias) {
     if (g->epilogue)
-        TB_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &bias, sizeof bias));
+        TB_CUBLAS_CHECK(tb_cublas.cublasLtMatmulDescSetAttribute(g->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                                 &bias, sizeof bias));
     const float one = 1.0f;
-    cublasStatus_t s = cublasLtMatmul(st->lt, g->op, &one, A, g->a, B, g->b, &beta, D, g->d, D,
-                                      g->d, &g->algo, st->lt_ws, st->lt_ws_bytes, st->stream);
+    cublasStatus_t s = tb_cublas.cublasLtMatmul(st->lt, g->op, &one, A, g->a, B, g->b, &beta, D, g->d, D,
+                                                g->d, &g->algo, st->lt_ws, st->lt_ws_bytes, st->stream);
     if (g->epilogue && (s == CUBLAS_STATUS_NOT_SUPPORTED || s == CUBLAS_STATUS_INVALID_VALUE)) return 0;
     TB_CUBLAS_CHECK(s);
     return 1;

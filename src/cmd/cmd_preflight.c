@@ -362,7 +362,7 @@ int tb_cmd_preflight(int argc, char **argv) {
     int ndev = 0, device = tb_launch_pick_device(&info, backend, &ndev);
     tb_backend_opts bo = {.threads = threads, .device = device >= 0 ? device : 0, .local_rank = info.local_rank,
                           .no_autotune = 1};
-    char err[256];
+    char err[512];
     tb_backend *be = tb_backend_create(backend, &bo, err, sizeof err);
     if (!be) tb_die("preflight: %s", err);
     int gpu = strcmp(be->name, "cuda") == 0;

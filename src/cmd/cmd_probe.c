@@ -80,11 +80,13 @@ static void print_versions(probe_state *s) {
         for (int i = 0; i < p->nlibs; i++) {
             const tb_lib_check *c = &p->libs[i];
             printf("# %-28s %-12s %-12s %s\n", c->what, c->compiled_s, c->loaded_s, tb_verdict_name(c->verdict));
-            if (c->verdict == TB_VER_WARN || c->verdict == TB_VER_ERROR)
+            if (c->verdict == TB_VER_WARN || c->verdict == TB_VER_ERROR ||
+                (c->verdict == TB_VER_ABSENT && i > 0)) /* i 0: the driver, said below */
                 tb_warn("probe: %s: %s", c->what, c->note);
             s->errors += c->verdict == TB_VER_ERROR;
         }
     }
+    if (p->cublas_path[0]) printf("# %-28s %s\n", "cuBLASLt library", p->cublas_path);
     tb_nccl_library(s->nccl_lib, sizeof s->nccl_lib, s->nccl_slim, sizeof s->nccl_slim);
     if (s->nccl_lib[0])
         printf("# %-28s %s%s%s\n", "NCCL library", s->nccl_lib, s->nccl_slim[0] ? "\n#   " : "", s->nccl_slim);
@@ -238,6 +240,7 @@ static void write_results(const probe_state *s, const char *results, int argc, c
         tb_attrs_str(&a, k, buf);
     }
     tb_provenance_cpu_probe(&a, &s->pc);
+    if (p->cublas_path[0]) tb_attrs_str(&a, "cublas_library", p->cublas_path);
     if (s->nccl_lib[0]) {
         snprintf(buf, sizeof buf, "%s%s%s", s->nccl_lib, s->nccl_slim[0] ? "; " : "", s->nccl_slim);
         tb_attrs_str(&a, "nccl_library", buf);

@@ -130,7 +130,7 @@ int tb_cmd_step(int argc, char **argv) {
                           .no_autotune = fl.no_autotune,
                           .workspace_limit = (size_t)fl.workspace_mb << 20, .plan_cache = fl.plan_cache};
     tb_precision_backend_opts(prec, &bo);
-    char err[256];
+    char err[512];
     tb_backend *be = tb_backend_create(fl.backend, &bo, err, sizeof err);
     if (!be) tb_die("step: %s", err);
     if (prec == TB_PREC_TF32 && strcmp(be->name, "cuda") != 0)

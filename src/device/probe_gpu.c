@@ -8,7 +8,6 @@
  * and bf16 inputs/outputs with fp32 accumulation. */
 #include "src/device/probe_gpu.h"
 
-#include <cublas_v2.h>
 #include <cudnn.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,12 +32,17 @@ void tb_probe_gpu_versions(tb_probe_gpu *p) {
     tb_version_judge(TB_LIB_DRIVER, CUDART_VERSION, drv, &p->libs[p->nlibs++]);
     tb_version_judge(TB_LIB_CUDNN, CUDNN_VERSION, (int)cudnnGetVersion(), &p->libs[p->nlibs++]);
     tb_version_judge(TB_LIB_CUDNN_CUDART, CUDART_VERSION, (int)cudnnGetCudartVersion(), &p->libs[p->nlibs++]);
-    int maj = 0, min = 0, pat = 0;
-    if (cublasGetProperty(MAJOR_VERSION, &maj) != CUBLAS_STATUS_SUCCESS ||
-        cublasGetProperty(MINOR_VERSION, &min) != CUBLAS_STATUS_SUCCESS ||
-        cublasGetProperty(PATCH_LEVEL, &pat) != CUBLAS_STATUS_SUCCESS)
+    int maj = 0, min = 0, pat = 0; /* 0: cuBLAS could not be loaded, or would not say */
+    char why[512] = "";
+    int have = tb_cublas_load(why, sizeof why) == 0;
+    if (!have || tb_cublas.cublasGetProperty(MAJOR_VERSION, &maj) != CUBLAS_STATUS_SUCCESS ||
+        tb_cublas.cublasGetProperty(MINOR_VERSION, &min) != CUBLAS_STATUS_SUCCESS ||
+        tb_cublas.cublasGetProperty(PATCH_LEVEL, &pat) != CUBLAS_STATUS_SUCCESS)
         maj = min = pat = 0;
-    tb_version_judge(TB_LIB_CUBLAS, CUBLAS_VERSION, maj * 10000 + min * 100 + pat, &p->libs[p->nlibs++]);
+    tb_lib_check *c = &p->libs[p->nlibs++];
+    tb_version_judge(TB_LIB_CUBLAS, CUBLAS_VERSION, maj * 10000 + min * 100 + pat, c);
+    if (!have) snprintf(c->note, sizeof c->note, "%s", why);
+    snprintf(p->cublas_path, sizeof p->cublas_path, "%s", tb_cublas_path());
 #ifdef TB_HAVE_NCCL
     int nv = 0;
     if (ncclGetVersion(&nv) != ncclSuccess) nv = 0;
@@ -103,9 +107,9 @@ typedef struct {
 static void do_gemm(void *p) {
     gemm_ctx *g = p;
     const float alpha = 1.0f, beta = 0.0f;
-    TB_CUBLAS_CHECK(cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &alpha, g->a, g->ab_type,
-                                 g->n, g->b, g->ab_type, g->n, &beta, g->c, g->c_type, g->n, g->compute,
-                                 CUBLAS_GEMM_DEFAULT));
+    TB_CUBLAS_CHECK(tb_cublas.cublasGemmEx(g->h, CUBLAS_OP_N, CUBLAS_OP_N, g->n, g->n, g->n, &alpha, g->a, g->ab_type,
+                                           g->n, g->b, g->ab_type, g->n, &beta, g->c, g->c_type, g->n, g->compute,
+                                           CUBLAS_GEMM_DEFAULT));
 }
 
 /* float -> bfloat16 bits, round to nearest even (inputs are finite). */
@@ -133,6 +137,7 @@ int tb_probe_gpu_measure(tb_probe_gpu *p, int device, int quick, char *err, size
                  count > 1 ? "s" : "", count - 1);
         return -1;
     }
+    if (tb_cublas_load(err, errlen) != 0) return -1; /* the GEMM ceilings' cuBLAS */
     p->device = device;
     TB_CUDA_CHECK(cudaSetDevice(device));
     struct cudaDeviceProp prop;
@@ -212,9 +217,9 @@ int tb_probe_gpu_measure(tb_probe_gpu *p, int device, int quick, char *err, size
     free(hf);
     free(hb);
     cublasHandle_t h;
-    TB_CUBLAS_CHECK(cublasCreate(&h));
-    TB_CUBLAS_CHECK(cublasSetStream(h, s));
-    TB_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
+    TB_CUBLAS_CHECK(tb_cublas.cublasCreate(&h));
+    TB_CUBLAS_CHECK(tb_cublas.cublasSetStream(h, s));
+    TB_CUBLAS_CHECK(tb_cublas.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     for (int k = 0; k < TB_PROBE_NGEMM; k++) {
         p->gemm_n[k] = ns[k];
         for (int q = 0; q < TB_PROBE_NPREC; q++) p->gemm_ms[q][k] = -1;
@@ -227,7 +232,7 @@ int tb_probe_gpu_measure(tb_probe_gpu *p, int device, int quick, char *err, size
         p->gemm_ms[TB_PROBE_TF32][k] = median_ms(s, 2, reps, do_gemm, &gtf);
         p->gemm_ms[TB_PROBE_BF16][k] = median_ms(s, 2, reps, do_gemm, &gbf);
     }
-    TB_CUBLAS_CHECK(cublasDestroy(h));
+    TB_CUBLAS_CHECK(tb_cublas.cublasDestroy(h));
     void *bufs[] = {af, bf, cf, ab, bb, cb};
     for (int i = 0; i < 6; i++) TB_CUDA_CHECK(cudaFree(bufs[i]));
     TB_CUDA_CHECK(cudaStreamDestroy(s));

@@ -20,6 +20,7 @@ typedef struct {
     int runtime_version, driver_version;   /* CUDA codes; driver 0: none */
     tb_lib_check libs[5];
     int nlibs;
+    char cublas_path[512];                 /* the libcublasLt file loaded ("": not loaded) */
     /* ---- the device (tb_probe_gpu_measure) */
     int device_count;
     int device;

@@ -7,6 +7,7 @@
 void tb_probe_gpu_versions(tb_probe_gpu *p) {
     p->built_with_cuda = 0;
     p->nlibs = 0;
+    p->cublas_path[0] = 0;
 }
 
 int tb_probe_gpu_measure(tb_probe_gpu *p, int device, int quick, char *err, size_t errlen) {

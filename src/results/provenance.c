@@ -75,6 +75,7 @@ static void gpu_versions(tb_attrs *a) {
         snprintf(buf, sizeof buf, "%s (built with %s; %s)", c->loaded_s, c->compiled_s, tb_verdict_name(c->verdict));
         tb_attrs_str(a, keys[i], buf);
     }
+    if (p.cublas_path[0]) tb_attrs_str(a, "cublas_library", p.cublas_path);
 }
 
 /* The CPU's vector units and the BLAS kernels running (rank 0's). */
