@@ -265,7 +265,8 @@ static int write_file(tb_plan_cache *c, char *msg, size_t len) {
     snprintf(tmp, sizeof tmp, "%s.tmp.%s.%ld", c->path, host, (long)getpid());
     FILE *f = fopen(tmp, "wb");
     if (!f) {
-        snprintf(msg, len, "cannot write %s: %s", tmp, strerror(errno));
+        snprintf(msg, len, "plan cache: cannot write %s (%s); new choices are not kept: free space there, or give "
+                 "--plan-cache another DIR (or off)", tmp, strerror(errno));
         return -1;
     }
     uint64_t h = 0;
@@ -285,7 +286,8 @@ static int write_file(tb_plan_cache *c, char *msg, size_t len) {
     ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
     ok = (fclose(f) == 0) && ok;
     if (!ok || rename(tmp, c->path) != 0) {
-        snprintf(msg, len, "cannot write %s: %s", c->path, strerror(errno));
+        snprintf(msg, len, "plan cache: cannot write %s (%s); new choices are not kept: free space there, or give "
+                 "--plan-cache another DIR (or off)", c->path, strerror(errno));
         unlink(tmp);
         return -1;
     }
@@ -305,8 +307,8 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Takes the exclusive lock of lock_path into *fd: 0, 1 when the wait
- * limit passed, 2 when the file system has no flock (Lustre without
+/* Takes the exclusive lock of lock_path into *fd: 0 (3 when it had to
+ * wait for another holder first), 1 when the wait limit passed, 2 when the file system has no flock (Lustre without
  * -o flock, NFS without lockd: *fd stays -1), -1 on an error. say: one
  * line when it has to wait. */
 static int take_lock(const char *lock_path, const char *file, int say, int *fd_out) {
@@ -336,6 +338,8 @@ static int take_lock(const char *lock_path, const char *file, int say, int *fd_o
                 return 1;
             }
         }
+        *fd_out = fd;
+        return 3;
     }
     *fd_out = fd;
     return 0;
@@ -365,7 +369,8 @@ static int make_dirs(const char *dir) {
 tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t len) {
     msg[0] = '\0';
     if (strlen(dir) >= PC_PATH - 1) {
-        snprintf(msg, len, "plan cache: directory name too long; planning without a cache");
+        snprintf(msg, len, "plan cache: the directory %.40s... has %zu characters, more than %d; planning without "
+                 "a cache: give --plan-cache a shorter path", dir, strlen(dir), PC_PATH - 2);
         return NULL;
     }
     char name[128];
@@ -437,7 +442,7 @@ void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len) {
     session_mark(c, mark, sizeof mark);
     if (find(c, mark)) return; /* planned into the file before this process opened it */
     snprintf(c->session_path, sizeof c->session_path, "%s.%s.lock", c->path, c->session);
-    int lk = c->no_lock ? 2 : take_lock(c->session_path, c->path, 1, &c->session_fd);
+    int lk = c->no_lock ? 2 : take_lock(c->session_path, c->path, 1, &c->session_fd); /* 3: after a wait */
     if (lk == 2 && !c->no_lock) {
         c->no_lock = 1;
         snprintf(msg, len, "plan cache: the file system of %s does not lock files (flock); every process plans what "
@@ -453,7 +458,16 @@ void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len) {
         snprintf(msg, len, "plan cache: %s is corrupt (%s): rebuilding it", c->path, why);
         c->dirty = 1;
     }
-    if (c->session_fd >= 0 && find(c, mark)) release_lock(&c->session_fd); /* the holder before planned it all */
+    if (c->session_fd >= 0 && find(c, mark)) {
+        release_lock(&c->session_fd); /* the holder before planned it all */
+    } else if (lk == 3 && !msg[0]) {
+        /* the holder let go without committing the session (its write failed, or it ended): the processes
+         * still waiting would each plan it alone in turn; they plan side by side instead */
+        release_lock(&c->session_fd);
+        snprintf(msg, len, "plan cache: the process that planned %s before this one wrote no complete session into "
+                 "%s (a failed write, or it ended); this process plans what it misses without waiting",
+                 c->session, c->path);
+    }
 }
 
 int tb_pc_session_locked(const tb_plan_cache *c) { return c->session_fd >= 0; }

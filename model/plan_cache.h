@@ -76,7 +76,10 @@ tb_plan_cache *tb_pc_open(const char *dir, const char *key, char *msg, size_t le
  * the entry "session <name>" in the file: a process that finds it (at
  * open, or once the lock is its) loads without holding the lock, so the
  * ranks of a node rebuild their plans side by side, not one after the
- * other. msg: a line to say (every rank), or "". */
+ * other. A process that waited and then finds no mark (the holder's write
+ * failed, or it ended) lets the lock go at once, with one line, so the
+ * ones still waiting plan side by side too. msg: a line to say (every
+ * rank), or "". */
 void tb_pc_lock(tb_plan_cache *c, const char *session, char *msg, size_t len);
 /* 1 while this process holds a session's lock (it plans for the others). */
 int tb_pc_session_locked(const tb_plan_cache *c);

@@ -160,7 +160,15 @@ static void test_graph_hash(void) {
     b.t[0].name = "another name";
     for (int i = 0; i < b.nt; i++)
         if (b.t[i].by_value) b.t[i].value += 1;
-    TB_CHECK(fd_graph_hash(&b) == h, "names and by-value values are not in it");
+    TB_CHECK(fd_graph_hash(&b) == h, "names are not in it");
+    fd_graph f, f2; /* the BN finalize: by-value scalars (eps, momentum, the count) */
+    TB_CHECK(fd_build_finalize(&f, 64, 8 * 14 * 14, 0.1, 1e-5, 0, why, sizeof why) == 0 &&
+                 fd_build_finalize(&f2, 64, 8 * 14 * 14, 0.25, 1e-3, 0, why, sizeof why) == 0,
+             "finalize builds (%s)", why);
+    int by_value = 0;
+    for (int i = 0; i < f2.nt; i++) by_value += f2.t[i].by_value;
+    TB_CHECK(by_value > 0 && fd_graph_hash(&f2) == fd_graph_hash(&f),
+             "by-value values are not in it (%d by-value tensors, another momentum and eps)", by_value);
     int changed = 0, tried = 0;
     for (int k = 0; k < 5; k++) {
         b = a;
@@ -336,6 +344,18 @@ static void test_cuda_cache_text(void) {
                  row.status == CUDNN_STATUS_SUCCESS,
              "a measured row comes back as a perf row cu_conv_pick can check");
     tb_pc_close(st.plan_cache);
+    /* the driver in the key: the kernel module's version, proprietary and open modules */
+    static const char *const lines[][2] = {
+        {"NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Tue Sep 23 09:00:00 UTC 2025\n", "580.95.05"},
+        {"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16)\n",
+         "580.95.05"},
+        {"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.124.06  Release Build\n", "570.124.06"},
+        {"NVRM version: something else\n", "-"}};
+    for (int i = 0; i < 4; i++) {
+        char v[32];
+        cu_nvrm_version_parse(lines[i][0], v, sizeof v);
+        TB_CHECK(strcmp(v, lines[i][1]) == 0, "kernel module version %s from line %d (%s)", v, i, lines[i][1]);
+    }
     char cmd[200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);

@@ -1,12 +1,14 @@
 /* test_plan_cache.c - the plan cache on disk (model/plan_cache.h) on the
  * host: keys and file names, the directory rule, round trips, the atomic
- * write, corruption of every kind rebuilt with one line (a flipped byte, a
- * truncated file, bytes after the end, another key's file under this name,
- * a file that is not a cache), dropped entries staying dropped through a
- * merge, a second process's entries merged, an entry another process
- * re-planned not overwritten by a stale copy, the lock wait giving up after
- * TB_PLAN_CACHE_WAIT_S, a file system without flock, a read-only cache
- * used as it is, and hex for serialized plans.
+ * write (a write failing at fsync leaves the file as it was), corruption of
+ * every kind rebuilt with one line naming its reason (a flipped byte, a
+ * truncated file, bytes after the end, another key's whole file under this
+ * name, a file that is not a cache), dropped entries staying dropped
+ * through a merge, a second process's entries merged, an entry another
+ * process re-planned not overwritten by a stale copy, the lock wait giving
+ * up after TB_PLAN_CACHE_WAIT_S, a holder whose write fails (the waiter
+ * lets go at once), a file system without flock, a read-only cache used
+ * as it is, and hex for serialized plans.
  *
  *   test_plan_cache                  the host checks above
  *   test_plan_cache rank DIR N       one rank of `mpirun -np R`: opens, takes
@@ -66,6 +68,19 @@ int open(const char *path, int flags, ...) {
     }
     if (!real) *(void **)&real = dlsym(RTLD_NEXT, "open");
     return real(path, flags, mode);
+}
+
+/* fsync as a full or failing disk answers, while g_fail_fsync is set: a
+ * commit whose write cannot be made durable */
+static int g_fail_fsync;
+int fsync(int fd) {
+    static int (*real)(int);
+    if (g_fail_fsync) {
+        errno = ENOSPC;
+        return -1;
+    }
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "fsync");
+    return real(fd);
 }
 
 static const char *k_key = "gpu NVIDIA H200; sm 132; cc 9.0; driver 13000/580.95.05; cudnn 91900; opts tf32 0 det 0";
@@ -144,8 +159,10 @@ static tb_plan_cache *open_say(const char *dir, char *msg, size_t len) {
     return c;
 }
 
-/* Writes the file with fn applied to its text, reopens, expects "corrupt". */
-static void corrupt_case(const char *dir, const char *what, void (*fn)(char *buf, size_t *n, void *ctx), void *ctx) {
+/* Writes the file with fn applied to its text, reopens, expects "corrupt"
+ * for the reason `reason`. */
+static void corrupt_case(const char *dir, const char *what, void (*fn)(char *buf, size_t *n, void *ctx), void *ctx,
+                         const char *reason) {
     char msg[512];
     tb_plan_cache *c = open_say(dir, msg, sizeof msg);
     fill(c, 30, "v");
@@ -163,8 +180,8 @@ static void corrupt_case(const char *dir, const char *what, void (*fn)(char *buf
     fwrite(buf, 1, n, f);
     fclose(f);
     c = open_say(dir, msg, sizeof msg);
-    TB_CHECK(strstr(msg, "is corrupt") && strstr(msg, "rebuilding"), "%s: one line says corrupt, rebuilding (%s)", what,
-             msg);
+    TB_CHECK(strstr(msg, "is corrupt") && strstr(msg, "rebuilding") && strstr(msg, reason),
+             "%s: one line says corrupt (%s), rebuilding (%s)", what, reason, msg);
     TB_CHECK(tb_pc_count(c) == 0, "%s: nothing of it is trusted (%d entries)", what, tb_pc_count(c));
     fill(c, 30, "w");
     tb_pc_close(c);
@@ -193,9 +210,13 @@ static void append_junk(char *buf, size_t *n, void *ctx) {
     *n += 6;
 }
 static void other_key(char *buf, size_t *n, void *ctx) {
-    (void)n, (void)ctx;
+    (void)ctx;
     char *k = strstr(buf, "cudnn 91900");
-    k[10] = '1'; /* the same file name, another cuDNN: a stale copy */
+    k[10] = '1'; /* the same file name, another cuDNN: a stale copy, whole (its checksum made again) */
+    char *e = strstr(buf, "\nend ") + 1;
+    int count = atoi(e + 4);
+    uint64_t h = tb_pc_fnv1a(buf, (size_t)(e - buf), 0);
+    *n = (size_t)(e - buf) + (size_t)sprintf(e, "end %d %016llx\n", count, (unsigned long long)h);
 }
 static void not_a_cache(char *buf, size_t *n, void *ctx) {
     (void)ctx;
@@ -232,12 +253,31 @@ static void test_round_trip_and_corruption(void) {
     TB_CHECK(msg[0] == '\0' && tb_pc_count(c) == 199 && !tb_pc_get(c, "conv fwd 5->10 k3 bf16 NHWC n256"),
              "a dropped entry is gone after the commit (%d entries)", tb_pc_count(c));
     tb_pc_close(c);
-    corrupt_case(dir, "a flipped bit", flip_byte, NULL);
-    corrupt_case(dir, "a file cut in half", truncate_half, NULL);
-    corrupt_case(dir, "no end line", drop_end_line, NULL);
-    corrupt_case(dir, "bytes after the end line", append_junk, NULL);
-    corrupt_case(dir, "another key's file under this name", other_key, NULL);
-    corrupt_case(dir, "not a cache at all", not_a_cache, NULL);
+    corrupt_case(dir, "a flipped bit", flip_byte, NULL, "checksum mismatch");
+    corrupt_case(dir, "a file cut in half", truncate_half, NULL, "cut short");
+    corrupt_case(dir, "no end line", drop_end_line, NULL, "cut short");
+    corrupt_case(dir, "bytes after the end line", append_junk, NULL, "bytes after the end line");
+    corrupt_case(dir, "another key's file under this name", other_key, NULL, "written for another key");
+    corrupt_case(dir, "not a cache at all", not_a_cache, NULL, "not a trainbench plan cache");
+    /* a commit whose write fails (the disk full at fsync) leaves the file as it was, whole */
+    c = open_say(dir, msg, sizeof msg);
+    int before = tb_pc_count(c);
+    tb_pc_put(c, "after the disk filled", "x");
+    g_fail_fsync = 1;
+    int rc = tb_pc_commit(c, msg, sizeof msg);
+    g_fail_fsync = 0;
+    TB_CHECK(rc != 0 && strstr(msg, "plan cache: cannot write") && strstr(msg, "No space left") &&
+                 strstr(msg, "--plan-cache"),
+             "a failed write: one line naming the file, the error and what to do (%s)", msg);
+    snprintf(cmd, sizeof cmd, "grep -q '^end %d ' '%s'", before, tb_pc_path(c));
+    TB_CHECK(system(cmd) == 0, "the file still holds the %d entries of before, whole (nothing written in place)",
+             before);
+    snprintf(cmd, sizeof cmd, "! grep -q 'after the disk filled' '%s'", tb_pc_path(c));
+    TB_CHECK(system(cmd) == 0, "the failed commit's entry is not in the file");
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.' | grep -qx 1", dir);
+    TB_CHECK(system(cmd) == 0, "and its temporary file is gone");
+    tb_pc_drop(c, "after the disk filled");
+    tb_pc_close(c);
     rm_dir(dir);
 }
 
@@ -251,13 +291,17 @@ static void test_merge(void) {
     tb_pc_commit(c, msg, sizeof msg); /* the lock goes; c stays open */
     pid_t pid = fork();
     if (pid == 0) {
-        tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg); /* a fresh process view after fork */
+        char d2[300]; /* another spelling of dir: not the parent's cache object inherited through fork */
+        snprintf(d2, sizeof d2, "%s/.", dir);
+        tb_plan_cache *o = tb_pc_open(d2, k_key, msg, sizeof msg);
+        if (!o || tb_pc_count(o) != 10) _exit(2); /* the file as the parent committed it */
         tb_pc_put(o, "from the child", "child value");
         tb_pc_close(o);
         _exit(0);
     }
     int st = 0;
     waitpid(pid, &st, 0);
+    TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child opened its own view of the file (status %d)", st);
     tb_pc_put(c, "from the parent", "parent value");
     tb_pc_drop(c, "conv fwd 0->0 k3 bf16 NHWC n256");
     TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "a later commit re-takes the lock and merges (%s)", msg);
@@ -284,7 +328,7 @@ static void test_lock_timeout(void) {
         tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
         tb_pc_lock(o, "graph-a", msg, sizeof msg);
         if (write(pipefd[1], "x", 1) != 1) _exit(1);
-        sleep(1); /* holds the lock, then dies without committing */
+        sleep(2); /* holds the lock (past the parent's 0.3 s wait), then dies without committing */
         _exit(0);
     }
     close(pipefd[1]);
@@ -329,7 +373,10 @@ static void test_merge_stale(void) {
     TB_CHECK(tb_pc_puts(a) == 0, "putting back an unchanged value makes nothing (%d made)", tb_pc_puts(a));
     pid_t pid = fork();
     if (pid == 0) {
-        tb_plan_cache *b = tb_pc_open(dir, k_key, msg, sizeof msg);
+        char d2[300]; /* another spelling of dir: not a's object inherited through fork */
+        snprintf(d2, sizeof d2, "%s/.", dir);
+        tb_plan_cache *b = tb_pc_open(d2, k_key, msg, sizeof msg);
+        if (!b || b == a) _exit(2);
         tb_pc_lock(b, "graph-a", msg, sizeof msg);
         tb_pc_drop(b, "X");
         tb_pc_put(b, "X", "new");
@@ -338,6 +385,7 @@ static void test_merge_stale(void) {
     }
     int st = 0;
     waitpid(pid, &st, 0);
+    TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child re-planned X in its own view (status %d)", st);
     tb_pc_lock(a, "graph-a", msg, sizeof msg);
     const char *x = tb_pc_get(a, "X");
     TB_CHECK(x && strcmp(x, "new") == 0, "the merge at the session's start reads the re-planned X (%s)", x ? x : "none");
@@ -359,6 +407,47 @@ static void test_merge_stale(void) {
     c = open_say(dir, msg, sizeof msg);
     TB_CHECK(c && !tb_pc_get(c, "session graph-a") && !tb_pc_get(c, "Y") && tb_pc_get(c, "X"),
              "a drop inside it takes the session's mark out: the next launch plans under the lock");
+    tb_pc_close(c);
+    rm_dir(dir);
+}
+
+/* The session's holder fails to write (a full disk): the process that
+ * waited for it finds no mark and lets the lock go at once with one line,
+ * so the others still waiting plan side by side, not one after another;
+ * what it plans is still written (without the mark). */
+static void test_holder_write_fails(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "holderfail");
+    int pipefd[2];
+    if (pipe(pipefd) != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
+        tb_pc_lock(o, "graph-a", msg, sizeof msg);
+        if (write(pipefd[1], "x", 1) != 1) _exit(1);
+        usleep(500000); /* plans while the parent waits */
+        fill(o, 4, "child");
+        g_fail_fsync = 1;
+        int rc = tb_pc_commit(o, msg, sizeof msg); /* fails: the lock goes, no mark on disk */
+        _exit(rc != 0 ? 0 : 3);
+    }
+    close(pipefd[1]);
+    char x;
+    if (read(pipefd[0], &x, 1) != 1) printf("# the child did not start\n");
+    tb_plan_cache *c = open_say(dir, msg, sizeof msg);
+    tb_pc_lock(c, "graph-a", msg, sizeof msg); /* waits for the child */
+    int st = 0;
+    waitpid(pid, &st, 0);
+    TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the holder's commit failed (status %d)", st);
+    TB_CHECK(strstr(msg, "wrote no complete session") && strstr(msg, "without waiting") && !tb_pc_session_locked(c),
+             "the waiter lets the lock go at once, with one line (%s)", msg);
+    fill(c, 4, "parent");
+    TB_CHECK(tb_pc_commit(c, msg, sizeof msg) == 0, "and still writes what it planned (%s)", msg);
+    tb_pc_close(c);
+    c = open_say(dir, msg, sizeof msg);
+    TB_CHECK(c && count_ok(c, 4, "parent") == 4 && !tb_pc_get(c, "session graph-a"),
+             "its entries are in the file, without the session's mark (the next launch plans it under the lock)");
     tb_pc_close(c);
     rm_dir(dir);
 }
@@ -488,6 +577,7 @@ int main(int argc, char **argv) {
     test_merge();
     test_lock_timeout();
     test_merge_stale();
+    test_holder_write_fails();
     test_no_flock();
     test_read_only();
     return tb_test_exit("plan_cache");

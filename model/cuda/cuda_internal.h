@@ -43,6 +43,7 @@
 extern "C" {
 #endif
 
+#include "core/cli.h"
 #include "core/cuda_check.h"
 #include "model/backend.h"
 #include "model/cuda/cuda_backend.h"
@@ -147,7 +148,7 @@ typedef struct {
     unsigned fused_force;
     /* --plan-cache (cuda_plan_cache.c): the directory ("" default, "off"),
      * the cache once opened, whether opening was tried */
-    char plan_cache_dir[512];
+    char plan_cache_dir[TB_OPT_STR_MAX];
     struct tb_plan_cache *plan_cache;
     int plan_cache_tried;
     int pc_hits0, pc_misses0, pc_puts0; /* the cache's counts when the current planning began */
@@ -305,6 +306,8 @@ int cu_pc_conv_row(cu_state *st, const char *key, cu_conv_perf *row);
 void cu_pc_conv_drop(cu_state *st, const char *key);
 void cu_pc_conv_keep(cu_state *st, const char *key, int algo, cudnnMathType_t math, size_t ws, float ms, int det);
 void cu_plan_cache_key(const cu_state *st, char *out, size_t len);
+/* The kernel module's version in a /proc/driver/nvidia/version line ("-": none). */
+void cu_nvrm_version_parse(const char *line, char *out, size_t len);
 /* The plan cache of this backend's device and options, opened on first use
  * (NULL: --plan-cache off, or it could not be opened: one line), and the
  * table's plan_session (lock and re-read at a graph's start, commit at its

@@ -15,21 +15,31 @@
 #include "core/log.h"
 #include "model/cuda/fused_cuda.h"
 
-/* "580.95.05" from the kernel module's first line, or "-". */
+/* "580.95.05" from the kernel module's first line, or "-": the first word
+ * after "Module" made of digits and dots with a dot in it, so the open
+ * module's "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64
+ * 580.95.05 ..." gives the version, not the 86 of x86_64. */
+void cu_nvrm_version_parse(const char *line, char *out, size_t len) {
+    snprintf(out, len, "-");
+    const char *k = strstr(line, "Module");
+    if (!k) return;
+    for (const char *w = k; *w;) {
+        w += strspn(w, " \t");
+        size_t n = strcspn(w, " \t\n");
+        if (n && strspn(w, "0123456789.") == n && memchr(w, '.', n) && w[0] != '.') {
+            snprintf(out, len, "%.*s", (int)n, w);
+            return;
+        }
+        w += n;
+    }
+}
+
 static void nvrm_version(char *out, size_t len) {
     snprintf(out, len, "-");
     FILE *f = fopen("/proc/driver/nvidia/version", "r");
     if (!f) return;
     char line[256];
-    if (fgets(line, sizeof line, f)) {
-        const char *k = strstr(line, "Kernel Module");
-        if (!k) k = strstr(line, "Module");
-        if (k) {
-            const char *v = k + strcspn(k, "0123456789");
-            size_t n = strspn(v, "0123456789.");
-            if (n) snprintf(out, len, "%.*s", (int)n, v);
-        }
-    }
+    if (fgets(line, sizeof line, f)) cu_nvrm_version_parse(line, out, len);
     fclose(f);
 }
 
@@ -50,7 +60,7 @@ void cu_plan_cache_key(const cu_state *st, char *out, size_t len) {
 tb_plan_cache *cu_plan_cache(cu_state *st) {
     if (st->plan_cache || st->plan_cache_tried) return st->plan_cache;
     st->plan_cache_tried = 1;
-    char dir[512], key[768], msg[1024];
+    char dir[TB_OPT_STR_MAX + 64], key[768], msg[1024];
     if (!tb_pc_dir(st->plan_cache_dir, dir, sizeof dir)) return NULL; /* --plan-cache off */
     cu_plan_cache_key(st, key, sizeof key);
     st->plan_cache = tb_pc_open(dir, key, msg, sizeof msg);
@@ -74,10 +84,11 @@ void cu_plan_session(tb_backend *be, const char *session) {
         if (msg[0]) tb_warn("%s", msg); /* every rank: the one that waited or gave up is rarely rank 0 */
         return;
     }
-    if (tb_pc_commit(c, msg, sizeof msg) != 0) tb_warn("%s", msg);
+    int failed = tb_pc_commit(c, msg, sizeof msg) != 0;
+    if (failed) tb_warn("%s", msg);
     int made = tb_pc_puts(c) - st->pc_puts0, missed = tb_pc_misses(c) - st->pc_misses0;
     tb_info("# plan cache: %d choices found, %d made and %s (%d entries)%s", tb_pc_hits(c) - st->pc_hits0, made,
-            tb_pc_writes(c) ? "written" : "not written", tb_pc_count(c),
+            tb_pc_writes(c) && !failed ? "written" : "not written", tb_pc_count(c),
             missed > made ? "; the rest have no plan here and are searched at every launch" : "");
 }
 

@@ -4,7 +4,8 @@
 # classes, 224 px, bf16 NHWC, batch 256, --fuse graph, the bench's synthetic
 # data: a 1 GiB pool made on the host and uploaded) launched twice on a fresh cache
 # directory: the first plans everything and writes the cache, the second
-# must find every choice there ("0 made") and finish its first step in
+# must find every choice there ("0 made", and no rank writes the cache
+# files again) and finish its first step in
 # under TB_STARTUP_LIMIT_S (5) seconds after start-up began. Then the same
 # with 2 ranks sharing the GPU (--share-gpu --comm mpi, half the batch
 # each): in the first launch one rank plans and the other waits for the file
@@ -40,14 +41,24 @@ launch() {
   if [ "$rc" -ne 0 ]; then tail -5 "$log"; fail=1; fi
 }
 
-# under LOG WHAT: the second launch's first step within the limit, every choice from the cache
+# cache_sum DIR: a checksum of the cache files (not the lock files): any rank that
+# planned something again writes them (the "# plan cache:" summary is rank 0's alone)
+cache_sum() { find "$1" -type f ! -name '*.lock' | sort | xargs cat 2>/dev/null | cksum; }
+
+# under LOG WHAT SUM: the second launch's first step within the limit, every choice from the
+# cache on every rank (no summary line with a choice made, the files' checksum still SUM)
 under() {
   s=$(first_step "$1")
   if [ -z "$s" ]; then echo "FAIL: $2: no '# start-up:' line"; fail=1; return; fi
   if awk -v s="$s" -v l="$LIMIT" 'BEGIN{exit !(s < l)}'; then echo "ok: $2 reached its first step in $s s (< $LIMIT s)"
   else echo "FAIL: $2 took $s s to its first step (limit $LIMIT s)"; fail=1; fi
-  if ! grep -qE '^# plan cache: [0-9]+ choices found, 0 made' "$1"; then
+  if ! grep -qE '^# plan cache: [0-9]+ choices found, 0 made' "$1" ||
+     grep -qE '^# plan cache: [0-9]+ choices found, [1-9]' "$1"; then
     echo "FAIL: $2 planned something again (the cache should hold every choice)"
+    fail=1
+  fi
+  if [ "$(cache_sum "$4")" != "$3" ]; then
+    echo "FAIL: $2 wrote the cache again (a rank planned something it should have found)"
     fail=1
   fi
 }
@@ -55,10 +66,11 @@ under() {
 # shellcheck disable=SC2086
 launch "1 rank, first launch (plans, writes the cache)" "$D/r1a.log" "$TB" $ROW --batch-size 256 --plan-cache "$D/c1" \
   --results "$D/r1a.h5"
+sum1=$(cache_sum "$D/c1")
 # shellcheck disable=SC2086
 launch "1 rank, second launch" "$D/r1b.log" "$TB" $ROW --batch-size 256 --plan-cache "$D/c1" --results "$D/r1b.h5"
 echo "first launch: $(first_step "$D/r1a.log") s to the first step"
-under "$D/r1b.log" "the second 1-rank launch"
+under "$D/r1b.log" "the second 1-rank launch" "$sum1" "$D/c1"
 
 if [ -n "$MPI" ] && [ -x "$MPI" ]; then
   # shellcheck disable=SC2086
@@ -69,10 +81,11 @@ if [ -n "$MPI" ] && [ -x "$MPI" ]; then
     --no-autotune --comm mpi --plan-cache "$D/c2" --results "$D/r2a.h5"
   if grep -q 'another process is planning into' "$D/r2a.log"; then echo "ok: one rank planned, the other waited for the file"
   else echo "FAIL: no rank waited for the other's plans (the lock's line is missing)"; fail=1; fi
+  sum2=$(cache_sum "$D/c2")
   # shellcheck disable=SC2086
   launch "2 ranks on the GPU, second launch" "$D/r2b.log" "$MPI" -n 2 "$TB" $ROW --batch-size 128 --share-gpu \
     --no-autotune --comm mpi --plan-cache "$D/c2" --results "$D/r2b.h5"
-  under "$D/r2b.log" "the second 2-rank launch"
+  under "$D/r2b.log" "the second 2-rank launch" "$sum2" "$D/c2"
 else
   echo "# no mpiexec in this build: the 2-rank part did not run"
 fi
