@@ -47,6 +47,8 @@
  *                 step: a host too small for the batch, without filling one)
  *   no-thread     the STEP-th thread this process starts (1: the first;
  *                 core/thread_start.h) fails as under a reached ulimit -u
+ *   emfile        the loader's STEP-th file open (1: the first) fails
+ *                 with EMFILE, as under a reached ulimit -n
  *   hang-rollcall, hang-checks, hang-allreduce, hang-barrier   stop
  *                 answering in preflight (the roll call; after it, before
  *                 the launch checks; before the warm-up all-reduce; after

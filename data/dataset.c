@@ -140,9 +140,11 @@ static int entry_is_dir(DIR *d, const struct dirent *e) {
 static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
     DIR *d = fdopendir(fd);
     if (!d) {
+        char why[160];
+        snprintf(why, sizeof why, "cannot read directory: %s", strerror(errno));
         close(fd);
         c->skipped_other++;
-        note_skip(c, rel, ".", "cannot read directory");
+        note_skip(c, rel, ".", why);
         return;
     }
     struct dirent *e;
@@ -170,9 +172,11 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
         rel[rlen] = '/';
         memcpy(rel + rlen + 1, name, nlen + 1);
         if (sub < 0) {
+            char why[160];
+            snprintf(why, sizeof why, "cannot open directory: %s", strerror(errno));
             c->skipped_other++;
             rel[rlen] = '\0';
-            note_skip(c, rel, name, "cannot open directory");
+            note_skip(c, rel, name, why);
         } else if (!enter_dir(c, sub)) {
             close(sub);
             c->skipped_other++;
@@ -224,8 +228,10 @@ static void *scan_worker(void *arg) {
         int fd = openat(job->rootfd, c->name, O_RDONLY | O_DIRECTORY);
         snprintf(rel, 4096, "%s", c->name);
         if (fd < 0) {
+            char why[160];
+            snprintf(why, sizeof why, "cannot open class directory: %s", strerror(errno));
             c->skipped_other++;
-            note_skip(c, rel, ".", "cannot open class directory");
+            note_skip(c, rel, ".", why);
             continue;
         }
         c->nanc = 0;
@@ -352,7 +358,9 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     }
     free(job.cls);
     if (n == 0) {
-        set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s", nnames, root);
+        set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s%s%s%s", nnames, root,
+                ds->first_skipped[0][0] ? " (first skipped: " : "", ds->first_skipped[0],
+                ds->first_skipped[0][0] ? ")" : "");
         return -1;
     }
     return 0;

@@ -110,12 +110,20 @@ static double host_time(nvj *v, cudaEvent_t e) {
     return v->anchor_host + (double)ms * 1e-3;
 }
 
+/* The batch's first event is placed through the anchor (float milliseconds
+ * since it: coarse after minutes, which only shifts the batch); each later
+ * one from the event before it (short spans, exact to the event's
+ * resolution), so a stage's length keeps its precision in long runs. */
 static void report_one(nvj *v, nvj_timing *t, const tb_gpu_sink *sink) {
     static const int stage[4] = {-1, TB_STAGE_DEV_UPLOAD, TB_STAGE_DEV_DECODE, TB_STAGE_DEV_RESIZE};
     double prev = host_time(v, t->ev[0]);
+    cudaEvent_t pe = t->ev[0];
     for (int k = 1; k < 4; k++)
         if (t->has[k]) {
-            double at = host_time(v, t->ev[k]);
+            float ms = 0;
+            TB_CUDA_CHECK(cudaEventElapsedTime(&ms, pe, t->ev[k]));
+            double at = prev + (double)ms * 1e-3;
+            pe = t->ev[k];
             /* the device starts interval k after its previous event and after the host queued it */
             double from = t->queued[k] > prev ? t->queued[k] : prev;
             tb_nvj_host(sink, stage[k], t->tag, from < at ? from : at, at);

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/nvtx.h"
 #include "core/rng.h"
@@ -94,10 +95,19 @@ static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
 
 /* Reads a whole file into w->file; 0, or -1 with the reason in err. */
 static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK); /* a FIFO named *.jpg must not block the worker in open */
+    static atomic_int opens; /* the fault below counts this process's opens */
+    int nth = atomic_fetch_add_explicit(&opens, 1, memory_order_relaxed) + 1, rank = tb_fault_rank();
+    int fd = tb_fault("emfile", rank >= 0 ? rank : 0, nth) ? (errno = EMFILE, -1)
+                                                          : open(path, O_RDONLY | O_NONBLOCK); /* no FIFO blocks */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        snprintf(err, errlen, "cannot open: %s", strerror(errno));
+        int e = errno;
+        /* out of descriptors or memory: the process's fault, not the file's; skipping would mark good files
+         * bad for the rest of the run */
+        if (e == EMFILE || e == ENFILE || e == ENOMEM)
+            tb_die("cannot open %s: %s; the data is not at fault: raise the open-file limit (ulimit -n), free "
+                   "memory, or run fewer loader threads", path, strerror(e));
+        snprintf(err, errlen, "cannot open: %s", strerror(e));
         if (fd >= 0) close(fd);
         return -1;
     }
@@ -310,7 +320,7 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         return;
     }
     /* every candidate from k0 on was tried (or known bad) and failed */
-    tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs valid JPEGs",
+    tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs readable, valid JPEGs",
            ds->is_list ? ds->list_path : ds->root,
            (long long)(ld->n - k0), k0 == 0 ? "the whole data set; first: " : "first: ",
            w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);

@@ -36,6 +36,7 @@ uint32_t tb_loader_stage_color(int stage) { return stage >= 0 && stage < TB_STAG
 
 struct tb_timeline {
     tb_timeline_event *ev;
+    atomic_uchar *ready;      /* ev[i] written whole (a writer may still be filling a slot handed out) */
     size_t cap;
     atomic_size_t next;       /* slots handed out (may pass cap: those are dropped) */
     char *names[MAX_TRACKS];
@@ -46,7 +47,8 @@ tb_timeline *tb_timeline_create(size_t max_events) {
     if (!tl) TB_FATAL("out of host memory");
     tl->cap = max_events;
     tl->ev = calloc(max_events ? max_events : 1, sizeof *tl->ev);
-    if (!tl->ev) TB_FATAL("out of host memory for a timeline of %zu intervals", max_events);
+    tl->ready = calloc(max_events ? max_events : 1, sizeof *tl->ready);
+    if (!tl->ev || !tl->ready) TB_FATAL("out of host memory for a timeline of %zu intervals", max_events);
     atomic_init(&tl->next, 0);
     return tl;
 }
@@ -55,6 +57,7 @@ void tb_timeline_destroy(tb_timeline *tl) {
     if (!tl) return;
     for (int k = 0; k < MAX_TRACKS; k++) free(tl->names[k]);
     free(tl->ev);
+    free(tl->ready);
     free(tl);
 }
 
@@ -72,6 +75,11 @@ void tb_timeline_add(tb_timeline *tl, int track, int stage, int64_t step, double
     size_t i = atomic_fetch_add_explicit(&tl->next, 1, memory_order_relaxed);
     if (i >= tl->cap) return;
     tl->ev[i] = (tb_timeline_event){t0, t1, step, track, stage};
+    atomic_store_explicit(&tl->ready[i], 1, memory_order_release); /* a reader sees it whole, or not at all */
+}
+
+int tb_timeline_ready(const tb_timeline *tl, size_t i) {
+    return i < tl->cap && atomic_load_explicit(&tl->ready[i], memory_order_acquire);
 }
 
 size_t tb_timeline_kept(const tb_timeline *tl) {
@@ -106,12 +114,14 @@ int tb_timeline_write_json(const tb_timeline *tl, const char *path, const char *
         snprintf(err, errlen, "cannot write %s: %s", tmp, strerror(errno));
         return -1;
     }
-    size_t n = tb_timeline_kept(tl);
+    /* written while the loader may still run: only the intervals written whole (a slot handed out but not
+     * yet filled would read as zeros and move the origin to the clock's) */
+    size_t n = tb_timeline_kept(tl), whole = 0;
     double origin = 0;
     for (size_t i = 0; i < n; i++)
-        if (i == 0 || tl->ev[i].t0 < origin) origin = tl->ev[i].t0;
+        if (tb_timeline_ready(tl, i) && (whole++ == 0 || tl->ev[i].t0 < origin)) origin = tl->ev[i].t0;
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"kept\": %zu, \"dropped\": %zu},\n \"traceEvents\": [\n",
-            n, tb_timeline_dropped(tl));
+            whole, tb_timeline_dropped(tl) + (n - whole));
     fprintf(f, "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": ");
     json_str(f, title);
     fprintf(f, "}}");
@@ -124,6 +134,7 @@ int tb_timeline_write_json(const tb_timeline *tl, const char *path, const char *
                     k, k);
         }
     for (size_t i = 0; i < n; i++) {
+        if (!tb_timeline_ready(tl, i)) continue;
         const tb_timeline_event *e = &tl->ev[i];
         double d = e->t1 > e->t0 ? e->t1 - e->t0 : 0;
         fprintf(f, ",\n  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, "

@@ -75,7 +75,11 @@ void tb_timeline_add(tb_timeline *tl, int track, int stage, int64_t step, double
 /* Intervals kept, and dropped for want of room. */
 size_t tb_timeline_kept(const tb_timeline *tl);
 size_t tb_timeline_dropped(const tb_timeline *tl);
-/* Interval i (i < kept; read once the writers are done). */
+/* Whether interval i (i < kept) is written whole: a writer may still be
+ * filling a slot it was handed while a reader looks (the trace is written
+ * while the loader runs). */
+int tb_timeline_ready(const tb_timeline *tl, size_t i);
+/* Interval i (i < kept, and ready). */
 typedef struct {
     double t0, t1;
     int64_t step;

@@ -36,5 +36,14 @@ a = h5py.File(sys.argv[1], 'r').attrs
 got = (int(a['data_bad_files']), int(a['data_samples_replaced']), len(str(a['data_bad_files_first']).split(chr(10))))
 print('results file: data_bad_files, data_samples_replaced, names:', got)
 sys.exit(0 if got == (3, int(sys.argv[2]), 3) else 1)" "$dir.h5" "$replaced" || { echo "FAIL: results attributes"; fail=1; }
+# loader-bench --feed names them under its row too (one launch: without LAUNCHER)
+if [ $# -eq 0 ]; then
+  "$bin" loader-bench --feed --backend cpu --data "$dir" --model resnet18 --image-size 32 --batch-size 4 \
+    --rows 1:2:off --steps 8 --warmup 1 --compute-threads 1 --min-row-seconds 0 --results "$dir.feed.h5" \
+    >"$dir.feed.txt" 2>&1 || { echo "FAIL: loader-bench --feed exited $?"; tail -n 5 "$dir.feed.txt"; fail=1; }
+  named=$(grep -c "^#   skipped .*$dir/class_00[01]/img_00000[013]\.jpg: " "$dir.feed.txt")
+  [ "$named" -eq 3 ] || { echo "FAIL: loader-bench --feed named $named bad files under its row, expected 3"; fail=1; }
+  rm -f "$dir.feed.h5"
+fi
 [ "$fail" -eq 0 ] && echo "ok: 3 bad files reported, $replaced samples replaced"
 exit "$fail"

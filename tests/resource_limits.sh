@@ -22,6 +22,9 @@
 #           fault makes the first start fail): one line naming it, why and
 #           the limit (it said "cannot start the X thread", or
 #           "pthread_create: ..." for the loader's);
+#   emfile  the loader's open of a file failing with EMFILE (ulimit -n
+#           reached; the test's fault): one line naming the file and the
+#           limit (the file was skipped as bad data instead);
 #   vmem    an address-space limit (ulimit -v 200000, 195 MiB, or the least
 #           above it in steps of 128 MiB under which the binary's libraries
 #           load) too tight for OpenBLAS's 128 MiB buffer: "the address-space limit (ulimit -v)
@@ -94,6 +97,12 @@ check "threads" $? 1 "$d/err" "cannot start the .* thread: Resource temporarily 
 TB_TEST_FAULT=no-thread:-1:1 "$tb" loader-bench --data "$d/lbset" --image-size 32 --batch-size 4 --threads 2 \
   >/dev/null 2>"$d/err"
 check "threads-loader" $? 1 "$d/err" "cannot start a loader worker thread: Resource temporarily unavailable: the user's limit"
+# emfile: the loader's 5th file open fails as under a reached ulimit -n (TB_TEST_FAULT=emfile): one line
+# saying the data is not at fault and what to do (the file was skipped as bad, and with every open
+# failing every good file after it, until "the data set needs valid JPEGs")
+TB_TEST_FAULT=emfile:-1:5 "$tb" loader-bench --data "$d/lbset" --image-size 32 --batch-size 4 --threads 2 \
+  >/dev/null 2>"$d/err"
+check "emfile-loader" $? 1 "$d/err" "cannot open .*lbset/.*: Too many open files; the data is not at fault: raise the open-file limit (ulimit -n)"
 
 # nofile, stack: a soft limit under what MPI's start needs (Open MPI's
 # singleton daemon failed under ulimit -n 24 and ulimit -s 200 with pages of

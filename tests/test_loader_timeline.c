@@ -92,6 +92,7 @@ static void consume(const tb_loader_opts *o, int epochs, int how, seen *v, const
         int64_t cnt[TB_STAGE_COUNT] = {0};
         for (size_t i = 0; i < tb_timeline_kept(tl); i++) {
             tb_timeline_event e = tb_timeline_get(tl, i);
+            outside += !tb_timeline_ready(tl, i); /* every one written whole once the loader is idle */
             outside += e.t0 < t0 || e.t1 > tb_now() || e.t1 < e.t0 || e.stage < 0 || e.stage >= TB_STAGE_COUNT;
             if (e.t0 < lo) lo = e.t0;
             if (e.t1 > hi) hi = e.t1;

@@ -76,18 +76,34 @@ def main():
                 close = [("feed_resident_img_s", g["img_per_s"][r], 0.051), ("feed_resident_cpu_cores",
                                                                              g["cpu_cores"][r], 0.0051),
                          ("feed_cpu_4thr_img_s", g["img_per_s"][c], 0.051),
-                         ("feed_cpu_4thr_cpu_cores", g["cpu_cores"][c], 0.0051)]
+                         ("feed_cpu_4thr_cpu_cores", g["cpu_cores"][c], 0.0051),
+                         # the best real-JPEG row: the 4-thread row, the only one (not the resident row)
+                         ("feed_jpeg_img_s", g["img_per_s"][c], 0.051)]
                 for k, v, tol in close:
                     if k in got and not abs(got[k][0] - float(v)) <= tol:
                         bad.append(f"CPU run: {k} {got[k][0]} from the log, {float(v)} in the results file")
-                if "feed_jpeg_of_resident_pct" in got and "feed_resident_img_s" in got:
-                    pct = 100 * got["feed_jpeg_img_s"][0] / got["feed_resident_img_s"][0]
-                    if not math.isclose(got["feed_jpeg_of_resident_pct"][0], pct, rel_tol=1e-9):
-                        bad.append(f"CPU run: {got['feed_jpeg_of_resident_pct'][0]} % of resident, want {pct}")
+                if "feed_jpeg_of_resident_pct" in got:  # from the results file's rows, not feed.py's own numbers
+                    pct = 100 * float(g["img_per_s"][c]) / float(g["img_per_s"][r])
+                    if not math.isclose(got["feed_jpeg_of_resident_pct"][0], pct, rel_tol=2e-3, abs_tol=0.05):
+                        bad.append(f"CPU run: {got['feed_jpeg_of_resident_pct'][0]} % of resident, the results "
+                                   f"file's rows give {pct}")
                 if got.get("feed_batch", (0, "", ""))[2] != os.path.join("keep", "feed_trainbench.log"):
                     bad.append(f"CPU run: source {got.get('feed_batch')}")
-        # several logs: the largest batch's is read
+        # the best real-JPEG row is never the resident one, even where the resident row is the fastest
         text = open(log).read()
+        fast = text.splitlines(keepends=True)
+        for i, line in enumerate(fast):
+            f = line.split()
+            if line.startswith("  ") and len(f) > 4 and f[3] == "resident":
+                fast[i] = line.replace(f" {f[4]} ", " " + f"{float(f[4]) * 50:.1f}".rjust(len(f[4])) + " ", 1)
+        with open(os.path.join(run, "keep", "feed_trainbench.log"), "w") as fh:
+            fh.writelines(fast)
+        got_fast = as_dict(feed.extract(run))
+        if "feed_jpeg_img_s" in got and got_fast.get("feed_jpeg_img_s", (None,))[0] != got["feed_jpeg_img_s"][0]:
+            bad.append(f"with the resident row 50x faster, feed_jpeg_img_s became "
+                       f"{got_fast.get('feed_jpeg_img_s')}: the resident row was taken for a JPEG row")
+        shutil.copy(log, os.path.join(run, "keep", "feed_trainbench.log"))
+        # several logs: the largest batch's is read
         b = str(got.get("feed_batch", (8,))[0])
         with open(os.path.join(run, "feed_trainbench_small.log"), "w") as fh:
             fh.write(text.replace(f", batch {b} at ", ", batch 1 at "))

@@ -234,6 +234,7 @@ static void print_row(tb_table *tab, const tb_feed_config *c, tb_decode_mode d, 
         printf("#   %s\n", r->decoder);
     else
         tb_bench_print_stages(stdout, r->stage_ms);
+    for (int k = 0; k < 3 && !c->resident && r->first_bad[k][0]; k++) printf("#   skipped %s\n", r->first_bad[k]);
     if (!c->resident && d == TB_DECODE_GPU && c->nvjpeg[0]) printf("#   gpu*: this row's --nvjpeg %s\n", c->nvjpeg);
     if (!c->resident && d == TB_DECODE_GPU)
         printf("#   %s: %lld timed samples decoded on the GPU, %lld by the CPU instead, %lld by the CPU's share (cpu=); "

@@ -116,6 +116,7 @@ static void row_finish(const tb_feed_setup *fs, const tb_feed_config *c, const r
     int64_t batches = u1.batches - rc->u0.batches;
     r->lookahead_pct = batches > 0 ? 100.0 * (double)(u1.lookahead - rc->u0.lookahead) / (double)batches : 0;
     r->skipped = s1.skipped - rc->s0.skipped;
+    memcpy(r->first_bad, s1.first_bad, sizeof r->first_bad);
     r->gpu_decoded = s1.gpu_decoded - rc->s0.gpu_decoded;
     r->gpu_to_cpu = s1.gpu_to_cpu - rc->s0.gpu_to_cpu;
     r->gpu_cpu_share = s1.gpu_cpu_share - rc->s0.gpu_cpu_share;
@@ -163,8 +164,10 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     for (k = 0; k < warm + fs->steps || (k > warm && tb_now() - rc.t0 < fs->min_row_s); k++) {
         /* the trainer's CUDA graph is captured after its own eager warm-up:
          * the capture and instantiation (host time, the device idle) stay
-         * out of the timed steps (the first row's, where it happens) */
-        if (k == warm && tb_trainer_graph_pending(fs->tr)) warm++;
+         * out of the timed steps (the first row's, where it happens), and so
+         * do the `prefetch` batches the loader queued meanwhile: timing from
+         * a full ring would add them to the row's rate */
+        if (k == warm && tb_trainer_graph_pending(fs->tr)) warm += 1 + (c->resident ? 0 : c->prefetch);
         if (k == warm) {
             while (tb_trainer_collect(fs->tr, &rec, 1)) { /* the warm-up's records, untimed */
             }

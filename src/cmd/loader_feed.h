@@ -103,6 +103,7 @@ typedef struct {
     double stage_ms[TB_STAGE_COUNT];   /* the loader's stages, ms per timed batch (NaN: resident row) */
     char decoder[900];                 /* what decoded (tb_loader_decoder), or the resident data */
     char timeline[4200];               /* the row's stage timeline file ("" : none) */
+    char first_bad[3][512];            /* the loader's first bad files, "path: reason" (since it started) */
 } tb_feed_row;
 
 /* A row's CPU budget: process CPU seconds and the loader threads' own per
