@@ -4,6 +4,7 @@
  * the timed SGEMM's own check. The re-exec itself is tested end to end by
  * test_blas_kernels.py. */
 #include <cblas.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,7 +102,43 @@ static void sgemm(void) {
     TB_CHECK(fabs(gf - 2.0 * 256 * 256 * 256 / (ms * 1e6)) < 1e-6 * gf, "GFLOP/s from the median time");
 }
 
-int main(void) {
+static int threads_now(void) {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+/* OpenBLAS's own pool, started as it loaded, is stopped first thing (it
+ * never works for trainbench and spins as it starts); the BLAS still
+ * computes, one thread a call. */
+static void pool(char **argv) {
+    int before = threads_now();
+    tb_cpu_blas_kernels_ensure(argv);
+    const tb_cpu_blas_info *b = tb_cpu_blas_info_get();
+    if (!b->pool_stopped) {
+#ifdef TB_HAVE_OPENBLAS_THREADS
+        printf("# no OpenBLAS pool stopped here (%d threads; OPENBLAS_NUM_THREADS %s, parallel %d)\n", before,
+               getenv("OPENBLAS_NUM_THREADS") ? "set" : "unset", openblas_get_parallel());
+        TB_CHECK(getenv("OPENBLAS_NUM_THREADS") || openblas_get_parallel() != 1 || before == 1,
+                 "a pthreads OpenBLAS's pool of %d threads was left running", before - 1);
+#else
+        printf("# not OpenBLAS: no pool to stop (%d threads)\n", before);
+#endif
+        return;
+    }
+    TB_CHECK(before > 1 && threads_now() == 1, "the pool's threads are gone (%d threads before, %d after)", before,
+             threads_now());
+    float a[4] = {1, 2, 3, 4}, c[4] = {0};
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2);
+    TB_CHECK(c[0] == 7 && c[1] == 10 && c[2] == 15 && c[3] == 22 && threads_now() == 1,
+             "and the BLAS still computes, on the caller's thread (%g %g %g %g)", c[0], c[1], c[2], c[3]);
+}
+
+int main(int argc, char **argv) {
+    (void)argc;
+    pool(argv);
     rule();
     this_process();
     threads();

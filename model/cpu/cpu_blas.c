@@ -5,6 +5,7 @@
 #include "model/cpu/cpu_blas.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -242,11 +243,36 @@ static void ensure(tb_cpu_blas_info *b, char **argv) {
              b->library, was, units, strerror(e), b->best, b->best);
 }
 
+/* The pool's threads (a pthreads build starts one a core, less the caller,
+ * as it loads) never work for trainbench, whose BLAS runs one thread per
+ * call, but they spin (sched_yield) for their first 0.1-0.3 s before they
+ * sleep: CPU time every command's first moments pay on every core, which a
+ * short loader-bench row counted as its own. They are stopped here with
+ * the library's own shutdown (what its fork handler calls: it wakes and
+ * joins them); with one thread a call, no BLAS call starts them again. A
+ * user's OPENBLAS_NUM_THREADS keeps its pool. */
+static void stop_pool(tb_cpu_blas_info *b) {
+#ifdef TB_HAVE_OPENBLAS_THREADS
+    if (getenv("OPENBLAS_NUM_THREADS") || openblas_get_parallel() != 1 || openblas_get_num_threads() <= 1) return;
+    if (g_pool_exec_errno || pool_in_the_way()) return; /* its threads may be retrying their maps: no join */
+    void *p = dlsym(RTLD_DEFAULT, "blas_thread_shutdown_");
+    if (!p) return; /* not OpenBLAS's pthreads server: leave it */
+    int (*shutdown)(void);
+    memcpy(&shutdown, &p, sizeof p);
+    openblas_set_num_threads(1);
+    shutdown();
+    b->pool_stopped = 1;
+#else
+    (void)b;
+#endif
+}
+
 void tb_cpu_blas_kernels_ensure(char **argv) {
     tb_cpu_blas_info *b = &g_info;
     info_read(b);
     g_info_ready = 1;
     ensure(b, argv);
+    stop_pool(b);
     size_t at = strlen(b->note);
     if (b->pool_off)
         snprintf(b->note + at, sizeof b->note - at,

@@ -23,7 +23,10 @@
  * Threads: every BLAS call is made from inside the CPU backend's OpenMP
  * workers on its own slice (cpu_internal.h), so the BLAS runs one thread per
  * call; OPENBLAS_NUM_THREADS set by the user is respected, with a line when
- * it times the workers exceeds the cores the process may use. */
+ * it times the workers exceeds the cores the process may use. Without it,
+ * the thread pool OpenBLAS starts as it loads is stopped at once
+ * (tb_cpu_blas_kernels_ensure): it would never work, and its threads spin
+ * for their first fraction of a second. */
 #ifndef TB_CPU_BLAS_H
 #define TB_CPU_BLAS_H
 
@@ -50,6 +53,7 @@ typedef struct {
     int below_best;     /* the kernels running are below what the CPU can run */
     int threads;        /* BLAS threads per call (tb_cpu_blas_threads; 1 until it runs) */
     int pool_off;       /* re-ran with OPENBLAS_NUM_THREADS=1 under an address-space limit: no pool */
+    int pool_stopped;   /* the pool OpenBLAS started as it loaded was stopped (cpu_blas.c, stop_pool) */
     char note[768];     /* the one line about the choice ("" when there is nothing to say): the commands
                            that run the BLAS print it as "# BLAS choice" (train's header, probe,
                            preflight); nothing goes to stderr, so a command's one-line error stays
