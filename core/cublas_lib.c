@@ -17,7 +17,7 @@ tb_cublas_api tb_cublas;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int loaded;
-static char error_line[900];
+static char error_line[TB_CUBLAS_WHY_MAX];
 static char lt_path[512];
 
 /* dlopen of the library built against, by its soname; NULL with the line. */

@@ -37,6 +37,8 @@ typedef struct {
 /* The functions; valid once tb_cublas_load has returned 0. */
 extern tb_cublas_api tb_cublas;
 
+#define TB_CUBLAS_WHY_MAX 900 /* room for tb_cublas_load's line */
+
 /* Loads libcublasLt.so.<major> and libcublas.so.<major> (the major version
  * trainbench was built with) once per process, thread-safe, through the
  * usual search (LD_LIBRARY_PATH, then the executable's RUNPATH, ...): 0, or

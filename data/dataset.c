@@ -357,10 +357,12 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         free(c->ents);
     }
     free(job.cls);
-    if (n == 0) {
+    if (n == 0) { /* what was skipped, a folder that could not be read first (a stray README is no news) */
+        int j = 0;
+        for (int f = 2; f >= 0; f--)
+            if (strstr(ds->first_skipped[f], ": cannot ")) j = f;
         set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s%s%s%s", nnames, root,
-                ds->first_skipped[0][0] ? " (first skipped: " : "", ds->first_skipped[0],
-                ds->first_skipped[0][0] ? ")" : "");
+                ds->first_skipped[j][0] ? " (skipped: " : "", ds->first_skipped[j], ds->first_skipped[j][0] ? ")" : "");
         return -1;
     }
     return 0;

@@ -120,8 +120,9 @@ int tb_timeline_write_json(const tb_timeline *tl, const char *path, const char *
     double origin = 0;
     for (size_t i = 0; i < n; i++)
         if (tb_timeline_ready(tl, i) && (whole++ == 0 || tl->ev[i].t0 < origin)) origin = tl->ev[i].t0;
-    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"kept\": %zu, \"dropped\": %zu},\n \"traceEvents\": [\n",
-            whole, tb_timeline_dropped(tl) + (n - whole));
+    fprintf(f, "{\"displayTimeUnit\": \"ms\", \"otherData\": {\"kept\": %zu, \"dropped\": %zu, \"unfinished\": %zu},"
+               "\n \"traceEvents\": [\n",
+            whole, tb_timeline_dropped(tl), n - whole);
     fprintf(f, "  {\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 0, \"tid\": 0, \"args\": {\"name\": ");
     json_str(f, title);
     fprintf(f, "}}");

@@ -1,5 +1,5 @@
 #!/bin/sh
-# cublas_on_demand.sh TRAINBENCH PYTHON: cuBLAS and cuBLASLt are loaded when
+# cublas_on_demand.sh TRAINBENCH PYTHON [--gpu]: cuBLAS and cuBLASLt are loaded when
 # a GPU path needs them (core/cublas_lib.h), not when trainbench starts.
 #   - --version and a CPU-backend training step load no libcublas (the
 #     dynamic loader's own log, LD_DEBUG=files, names every file it opens)
@@ -9,7 +9,8 @@
 #     (exit 0), cuBLAS 'absent', one warning naming the file and what to
 #     do; with a GPU, --backend cuda stops with one line saying the same
 #     (without one that part is skipped, and says so)
-# Exit 77 (skip) for a build without CUDA.
+# Exit 77 (skip) for a build without CUDA, and with --gpu (ctest
+# cublas_on_demand_gpu, label gpu) where no GPU is usable.
 tb=$1
 py=$2
 dir=$(mktemp -d "$(pwd)/tb_cublas.XXXXXX")
@@ -24,6 +25,14 @@ if "$tb" probe --quick 2>&1 | grep -q "built without CUDA"; then
   echo "SKIP: this trainbench was built without CUDA: no cuBLAS to load"
   exit 77
 fi
+gpu=0
+"$tb" probe --quick --expect-gpu >/dev/null 2>&1 && gpu=1
+if [ "${3:-}" = --gpu ] && [ "$gpu" = 0 ]; then
+  echo "SKIP: no usable GPU here (probe --expect-gpu failed)"
+  exit 77
+fi
+# the broken library first, the path's own folders (MPI, HDF5, ... on a bundle) after it
+broken_path=$dir/broken${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # 1. no start pays for cuBLAS
 LD_DEBUG=files "$tb" --version >"$dir/version.log" 2>&1 || fail "--version exited $?"
@@ -56,20 +65,20 @@ rec=$("$py" -c "import sys, h5py; print(h5py.File(sys.argv[1], 'r').attrs['cubla
 major=$(basename "$lt" | sed 's/^libcublasLt\.so\.//')
 mkdir "$dir/broken"
 : >"$dir/broken/libcublasLt.so.$major"
-LD_LIBRARY_PATH=$dir/broken "$tb" probe --quick >"$dir/broken.log" 2>&1 || fail "probe with a broken cuBLAS exited $?"
+LD_LIBRARY_PATH=$broken_path "$tb" probe --quick >"$dir/broken.log" 2>&1 || fail "probe with a broken cuBLAS exited $?"
 grep -qE "^# cuBLAS +[0-9.]+ +none +absent" "$dir/broken.log" ||
   { cat "$dir/broken.log"; fail "probe with a broken cuBLAS does not say it is absent"; }
-if [ "$(grep -c "cannot load cuBLAS" "$dir/broken.log")" != 1 ] ||
+if [ "$(grep -c "warning: probe: cuBLAS: cannot load cuBLAS" "$dir/broken.log")" != 1 ] ||
   ! grep -q "warning: probe: cuBLAS: cannot load cuBLAS ($dir/broken/libcublasLt.so.$major: .*LD_LIBRARY_PATH$" \
     "$dir/broken.log"; then
   cat "$dir/broken.log"
   fail "probe with a broken cuBLAS: not one warning naming the file and what to do"
 fi
-if "$tb" probe --quick --expect-gpu >/dev/null 2>&1; then
-  (cd "$dir" && LD_LIBRARY_PATH=$dir/broken "$tb" --backend cuda --steps 1 --results "" >"$dir/gpu.log" 2>&1) &&
+if [ "$gpu" = 1 ]; then
+  (cd "$dir" && LD_LIBRARY_PATH=$broken_path "$tb" --backend cuda --steps 1 --results "" >"$dir/gpu.log" 2>&1) &&
     fail "--backend cuda with a broken cuBLAS ran"
-  if [ "$(grep -c "error" "$dir/gpu.log")" != 1 ] || ! grep -q "error: .*--backend cuda: cannot load cuBLAS" "$dir/gpu.log"
-  then
+  if [ "$(grep -c "error" "$dir/gpu.log")" != 1 ] ||
+     ! grep -q "error: .*the CUDA backend: cannot load cuBLAS ($dir/broken/" "$dir/gpu.log"; then
     cat "$dir/gpu.log"
     fail "--backend cuda with a broken cuBLAS: not one line saying so"
   fi

@@ -32,7 +32,9 @@ set_tests_properties(probe_gpu PROPERTIES SKIP_RETURN_CODE 77 LABELS gpu TIMEOUT
 # first on LD_LIBRARY_PATH is one line (tests/cublas_on_demand.sh)
 if(TB_PYTHON)
   add_test(NAME cublas_on_demand COMMAND sh ${TB_TEST_DIR}/cublas_on_demand.sh ${TB_BIN} ${TB_PYTHON})
+  add_test(NAME cublas_on_demand_gpu COMMAND sh ${TB_TEST_DIR}/cublas_on_demand.sh ${TB_BIN} ${TB_PYTHON} --gpu)
   set_tests_properties(cublas_on_demand PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+  set_tests_properties(cublas_on_demand_gpu PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS gpu)
 endif()
 
 # the scaling rows' device utilisation: NVML's median, none for a window too

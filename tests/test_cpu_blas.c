@@ -134,6 +134,10 @@ static void pool(char **argv) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 2, 2, 2, 1.0f, a, 2, a, 2, 0.0f, c, 2);
     TB_CHECK(c[0] == 7 && c[1] == 10 && c[2] == 15 && c[3] == 22 && threads_now() == 1,
              "and the BLAS still computes, on the caller's thread (%g %g %g %g)", c[0], c[1], c[2], c[3]);
+    int bt = 0;
+    tb_cpu_blas_threads(2, &bt, NULL, 0); /* what the CPU backend and probe call as they start */
+    TB_CHECK(bt == 1 && threads_now() == 1, "the backend's thread rule does not start the pool again (%d threads)",
+             threads_now());
 }
 
 int main(int argc, char **argv) {

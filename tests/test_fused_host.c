@@ -350,8 +350,10 @@ static void test_cuda_cache_text(void) {
         {"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build  (dvs-builder@U16)\n",
          "580.95.05"},
         {"NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.124.06  Release Build\n", "570.124.06"},
-        {"NVRM version: something else\n", "-"}};
-    for (int i = 0; i < 4; i++) {
+        {"NVRM version: something else\n", "-"},
+        {"NVRM version: NVIDIA UNIX x86_64 Kernel Module\n", "-"}, /* "Module" and no version: ends, "-" */
+        {"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64 \t\n", "-"}};
+    for (int i = 0; i < 6; i++) {
         char v[32];
         cu_nvrm_version_parse(lines[i][0], v, sizeof v);
         TB_CHECK(strcmp(v, lines[i][1]) == 0, "kernel module version %s from line %d (%s)", v, i, lines[i][1]);

@@ -426,7 +426,7 @@ static void test_holder_write_fails(void) {
         tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
         tb_pc_lock(o, "graph-a", msg, sizeof msg);
         if (write(pipefd[1], "x", 1) != 1) _exit(1);
-        usleep(500000); /* plans while the parent waits */
+        sleep(2); /* plans while the parent waits (it reaches the lock well within this, even loaded) */
         fill(o, 4, "child");
         g_fail_fsync = 1;
         int rc = tb_pc_commit(o, msg, sizeof msg); /* fails: the lock goes, no mark on disk */

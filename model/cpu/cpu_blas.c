@@ -305,7 +305,9 @@ void tb_cpu_blas_threads(int workers, int *blas_threads, char *note, size_t len)
     const char *user = getenv("OPENBLAS_NUM_THREADS");
     int k = user && atoi(user) > 0 ? atoi(user) : 1;
 #ifdef TB_HAVE_OPENBLAS_THREADS
-    openblas_set_num_threads(k);
+    /* only when it changes: every openblas_set_num_threads starts the pool
+     * again once it was stopped (stop_pool), whatever the count */
+    if (k != openblas_get_num_threads()) openblas_set_num_threads(k);
 #endif
     *blas_threads = k;
     tb_cpu_blas_info_get();

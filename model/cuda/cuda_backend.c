@@ -344,9 +344,9 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
         return NULL;
     }
 
-    char lib[400];
+    char lib[TB_CUBLAS_WHY_MAX];
     if (tb_cublas_load(lib, sizeof lib) != 0) { /* the linear layer's cuBLASLt, loaded here, not at start */
-        snprintf(err, errlen, "--backend cuda: %s", lib);
+        snprintf(err, errlen, "the CUDA backend: %s", lib);
         return NULL;
     }
 

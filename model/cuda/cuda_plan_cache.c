@@ -24,8 +24,9 @@ void cu_nvrm_version_parse(const char *line, char *out, size_t len) {
     const char *k = strstr(line, "Module");
     if (!k) return;
     for (const char *w = k; *w;) {
-        w += strspn(w, " \t");
+        w += strspn(w, " \t\n");
         size_t n = strcspn(w, " \t\n");
+        if (!n) break;
         if (n && strspn(w, "0123456789.") == n && memchr(w, '.', n) && w[0] != '.') {
             snprintf(out, len, "%.*s", (int)n, w);
             return;
