@@ -41,7 +41,10 @@ frozen() {
   fault=$2
   want=$3
   shift 3
-  TB_TEST_FAULT=$fault timeout 60 "$mpi" -np 2 "$d/trainbench" "$@" --timeout 4 >"$d/out" 2>"$d/err"
+  echo "== $name ($fault)"
+  # 35 s, then KILL 5 s later (a launcher waiting on a stopped rank may not end on TERM): a hang is
+  # reported with its case's name, within the test's own 120 s, where a case takes 5-10 s
+  TB_TEST_FAULT=$fault timeout -k 5 35 "$mpi" -np 2 "$d/trainbench" "$@" --timeout 4 >"$d/out" 2>"$d/err"
   rc=$?
   grep '^trainbench' "$d/err"
   [ $rc -ne 0 ] || fail "$name: exit 0"
