@@ -316,24 +316,36 @@ static void test_merge(void) {
     rm_dir(dir);
 }
 
-/* A lock held past TB_PLAN_CACHE_WAIT_S: plan alone, write nothing. */
-static void test_lock_timeout(void) {
-    char dir[256], msg[512];
-    tmp_dir(dir, sizeof dir, "lock");
+/* Forks a process that opens dir's cache and takes session's lock; returns
+ * once it holds it. The child keeps it 2 s (the parent reaches the lock well
+ * within that, even on a loaded machine), then exits with then(o)'s status
+ * (then NULL: it dies without committing). */
+static pid_t fork_holder(const char *dir, const char *session, int (*then)(tb_plan_cache *o)) {
     int pipefd[2];
-    if (pipe(pipefd) != 0) return;
+    if (pipe(pipefd) != 0) return -1;
     pid_t pid = fork();
     if (pid == 0) {
+        char msg[512];
         close(pipefd[0]);
         tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
-        tb_pc_lock(o, "graph-a", msg, sizeof msg);
+        tb_pc_lock(o, session, msg, sizeof msg);
         if (write(pipefd[1], "x", 1) != 1) _exit(1);
-        sleep(2); /* holds the lock (past the parent's 0.3 s wait), then dies without committing */
-        _exit(0);
+        sleep(2);
+        _exit(then ? then(o) : 0);
     }
     close(pipefd[1]);
     char x;
     if (read(pipefd[0], &x, 1) != 1) printf("# the child did not start\n");
+    close(pipefd[0]);
+    return pid;
+}
+
+/* A lock held past TB_PLAN_CACHE_WAIT_S: plan alone, write nothing. */
+static void test_lock_timeout(void) {
+    char dir[256], msg[512];
+    tmp_dir(dir, sizeof dir, "lock");
+    pid_t pid = fork_holder(dir, "graph-a", NULL);
+    if (pid < 0) return;
     setenv("TB_PLAN_CACHE_WAIT_S", "0.3", 1);
     tb_plan_cache *c = open_say(dir, msg, sizeof msg);
     TB_CHECK(c && msg[0] == '\0', "opening reads without the lock (%s)", msg);
@@ -415,26 +427,18 @@ static void test_merge_stale(void) {
  * waited for it finds no mark and lets the lock go at once with one line,
  * so the others still waiting plan side by side, not one after another;
  * what it plans is still written (without the mark). */
+static int commit_on_full_disk(tb_plan_cache *o) {
+    char msg[512];
+    fill(o, 4, "child");
+    g_fail_fsync = 1;
+    return tb_pc_commit(o, msg, sizeof msg) != 0 ? 0 : 3; /* fails: the lock goes, no mark on disk */
+}
+
 static void test_holder_write_fails(void) {
     char dir[256], msg[512];
     tmp_dir(dir, sizeof dir, "holderfail");
-    int pipefd[2];
-    if (pipe(pipefd) != 0) return;
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(pipefd[0]);
-        tb_plan_cache *o = tb_pc_open(dir, k_key, msg, sizeof msg);
-        tb_pc_lock(o, "graph-a", msg, sizeof msg);
-        if (write(pipefd[1], "x", 1) != 1) _exit(1);
-        sleep(2); /* plans while the parent waits (it reaches the lock well within this, even loaded) */
-        fill(o, 4, "child");
-        g_fail_fsync = 1;
-        int rc = tb_pc_commit(o, msg, sizeof msg); /* fails: the lock goes, no mark on disk */
-        _exit(rc != 0 ? 0 : 3);
-    }
-    close(pipefd[1]);
-    char x;
-    if (read(pipefd[0], &x, 1) != 1) printf("# the child did not start\n");
+    pid_t pid = fork_holder(dir, "graph-a", commit_on_full_disk);
+    if (pid < 0) return;
     tb_plan_cache *c = open_say(dir, msg, sizeof msg);
     tb_pc_lock(c, "graph-a", msg, sizeof msg); /* waits for the child */
     int st = 0;
