@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/log.h"
 
 #define TB_STR_(x) #x
 #define TB_STR(x) TB_STR_(x) /* after expansion: "cublasCreate_v2" for cublasCreate */
@@ -74,11 +73,6 @@ int tb_cublas_load(char *why, size_t len) {
     if (loaded) return 0;
     if (why && len) snprintf(why, len, "%s", error_line);
     return -1;
-}
-
-void tb_cublas_require(const char *who) {
-    char why[sizeof error_line];
-    if (tb_cublas_load(why, sizeof why) != 0) tb_die("%s: %s", who, why);
 }
 
 const char *tb_cublas_path(void) {

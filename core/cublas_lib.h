@@ -46,9 +46,6 @@ extern tb_cublas_api tb_cublas;
  * do (the same line on every later call). */
 int tb_cublas_load(char *why, size_t len);
 
-/* tb_cublas_load, or the job ends with its line (who: what needed it). */
-void tb_cublas_require(const char *who);
-
 /* The file libcublasLt was loaded from ("" before a successful load). */
 const char *tb_cublas_path(void);
 
