@@ -10,7 +10,7 @@ int tb_bucket_plan(const size_t *tensor_offsets, int ntensors, size_t cap_elems,
                    tb_bucket **out) {
     TB_ASSERT(ntensors >= 1 && tensor_offsets[0] == 0);
     if (cap_elems < 1) cap_elems = 1;
-    if (first_elems < 1) first_elems = cap_elems;
+    if (first_elems < 1 || first_elems > cap_elems) first_elems = cap_elems; /* as grad_sync.c, the header, project */
     tb_bucket *b = calloc((size_t)ntensors, sizeof *b);
     if (!b) TB_FATAL("out of host memory");
     int nb = 0;

@@ -29,9 +29,12 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
                          "ranks outnumber devices: %d ranks run on %s but they see %d CUDA device%s, so "
                          "device = local rank mod %d puts ranks %d and %d on one GPU (%s); start at most %d "
                          "rank%s per node (mpirun --map-by ppr:%d:node, srun --ntasks-per-node=%d "
-                         "--gpus-per-task=1), or share a GPU on purpose with --comm mpi --share-gpu",
+                         "--gpus-per-task=1)%s, or share a GPU on purpose with --comm mpi --share-gpu",
                          on_host, b->host, b->devices, b->devices == 1 ? "" : "s", b->devices, q, r,
-                         b->key + 4, b->devices, b->devices == 1 ? "" : "s", b->devices, b->devices);
+                         b->key + 4, b->devices, b->devices == 1 ? "" : "s", b->devices, b->devices,
+                         b->devices == 1 ? "; or, if the node has more GPUs, every rank was given the same one "
+                                           "(CUDA_VISIBLE_DEVICES=0 exported to all): give each rank its own"
+                                         : "");
             } else if (is_gpu(b)) {
                 snprintf(why, len,
                          "ranks %d and %d on %s share one device (%s): each rank picked its own device "

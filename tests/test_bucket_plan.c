@@ -112,7 +112,8 @@ static void check_order(const size_t *off, int nt, size_t cap, size_t first, ord
     tb_bucket_tracker_init(&tr, b, nb);
     int *launch = calloc((size_t)nb, sizeof *launch), *seq = calloc((size_t)nb, sizeof *seq);
     unsigned char *reported = calloc(off[nt], 1);
-    int nseq = 0, premature = 0;
+    size_t *got = calloc((size_t)nb, sizeof *got); /* elements of each bucket reported so far */
+    int nseq = 0, premature = 0, late = 0;
     int *perm = malloc((size_t)nt * sizeof *perm);
     for (int k = 0; k < nt; k++) perm[k] = ord == ORD_ASC ? k : nt - 1 - k;
     if (ord == ORD_RANDOM)
@@ -135,6 +136,10 @@ static void check_order(const size_t *off, int nt, size_t cap, size_t first, ord
         }
         if (z == a) continue;
         memset(reported + a, 1, z - a);
+        for (int i = 0; i < nb; i++) { /* the pieces are disjoint: overlaps add up */
+            size_t end = b[i].offset + b[i].count, lo = a > b[i].offset ? a : b[i].offset, hi = z < end ? z : end;
+            got[i] += hi > lo ? hi - lo : 0;
+        }
         int n = tb_bucket_tracker_ready(&tr, a, z - a, launch);
         for (int j = 0; j < n; j++) {
             const tb_bucket *bk = &b[launch[j]];
@@ -142,11 +147,17 @@ static void check_order(const size_t *off, int nt, size_t cap, size_t first, ord
             if (nseq < nb) seq[nseq] = launch[j];
             nseq++;
         }
+        /* and none late: every bucket complete, with every bucket after it launched, goes at this report */
+        int due = 0;
+        while (due < nb && got[nb - 1 - due] == b[nb - 1 - due].count) due++;
+        late += nseq != due;
     }
     int in_order = nseq == nb;
     for (int i = 0; in_order && i < nb; i++) in_order = seq[i] == nb - 1 - i;
     TB_CHECK(in_order, "%s order, %d buckets: launched %d, not in the order nb-1..0", ord_name[ord], nb, nseq);
     TB_CHECK(premature == 0, "%s order: %d elements launched before they were reported", ord_name[ord], premature);
+    TB_CHECK(late == 0, "%s order: %d reports after which a complete bucket next in line waited (no overlap)",
+             ord_name[ord], late);
     TB_CHECK(tb_bucket_tracker_incomplete(&tr, NULL) == -1, "%s order: buckets left incomplete", ord_name[ord]);
     /* a new step starts from scratch; the buffer's last element missing
      * holds back every launch (the last bucket goes first); its first
@@ -166,6 +177,7 @@ static void check_order(const size_t *off, int nt, size_t cap, size_t first, ord
     tb_bucket_tracker_free(&tr);
     free(perm);
     free(reported);
+    free(got);
     free(launch);
     free(seq);
     free(b);
@@ -197,5 +209,10 @@ int main(void) {
     size_t odd[] = {0, 10, 10, 1000000, 1000003, 1000100};
     for (int o = 0; o < ORD_N; o++) check_order(odd, 5, 50, 3, (order)o, &r);
     check_plan_shape("synthetic", odd, 5, 50, 3);
+    /* a first bucket asked above the cap is cut at the cap, as the host path (and the header) do: 10
+     * tensors of 10 floats, cap 100 B, first 200 B */
+    size_t ten[11];
+    for (int i = 0; i <= 10; i++) ten[i] = (size_t)i * 10;
+    check_same_as_host_path(ten, 10, 100, 200);
     return tb_test_exit("bucket_plan");
 }
