@@ -127,6 +127,10 @@ static void checkpoint_if_behind(tb_train_run *r, tb_train_outcome *o, loop_cloc
 static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, char *why, size_t len) {
     tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
     double counts[4];
+    /* each rank's running statistics hold its own last batches until the next step's broadcast: rank 0's,
+     * the checkpoint's, on every rank first */
+    tb_monitor_progress(r->mon, o->step, "evaluation's BatchNorm statistics broadcast", 1);
+    tb_trainer_sync_bn(r->tr);
     evaluate(r->m, val, r->world, r->mon, o->step, counts);
     char first[512] = "", *all = NULL;
     if (counts[3] > 0) { /* every rank knows the sum: all take the gather */

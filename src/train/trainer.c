@@ -189,6 +189,12 @@ void tb_trainer_sync_state(tb_trainer *t) {
     m->op_stale = m->op_params != NULL; /* the op weight copies follow the new master weights */
 }
 
+void tb_trainer_sync_bn(tb_trainer *t) {
+    if (t->world == 1) return;
+    tb_trainer_bcast(t, t->m->state, t->m->pt.n_state);
+    t->m->be->sync(t->m->be);
+}
+
 const char *tb_trainer_first_nonfinite(tb_trainer *t, const tb_real *buf, size_t *count) {
     tb_model *m = t->m;
     if (m->be->count_nonfinite(m->be, buf, m->pt.n_train) == 0) return NULL;

@@ -93,6 +93,10 @@ const char *tb_trainer_transport_name(const tb_trainer *t);
 /* Makes every rank's parameters, momentum, statistics and counters equal to
  * rank 0's (start of training, after a resume). */
 void tb_trainer_sync_state(tb_trainer *t);
+/* Makes every rank's BatchNorm running statistics rank 0's, as each
+ * training step does at its start (DDP's buffer broadcast): before an
+ * evaluation, so every rank scores its share with the model rank 0 saves. */
+void tb_trainer_sync_bn(tb_trainer *t);
 /* Queues one step (number `step`, for messages and the watchdog) and, in
  * sync mode, runs it to the end. Returns 0, or -1 with a one-line message in
  * err when (sync mode) the summed gradients hold NaN or Inf (every rank sees
