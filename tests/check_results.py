@@ -32,7 +32,8 @@ def check_values(f, bad):
     """What the contract's columns mean, beyond their names: the status, one
     /ranks row per rank, steps in order, and the scaling columns' relations
     (global batch = ranks x batch, img/s per rank, speedup over the 1-rank
-    row = T1 / TN, epoch time = samples per epoch / img/s, percentages)."""
+    row = T1 / TN, epoch time = samples per epoch / img/s, percentages, and
+    img/s and the comm share against the rows' own step times)."""
     status = f.attrs.get("status")
     if status not in ("complete", "aborted"):
         bad.append(f"status is {status!r}: the contract allows 'complete' or 'aborted'")
@@ -71,6 +72,19 @@ def check_values(f, bad):
         v = c[k][np.isfinite(c[k])]
         if np.any(v < 0) or np.any(v > 100.5):
             bad.append(f"/scaling/{k} {c[k]} is not a percentage")
+    # the rate against the measured step times of the same rows (where the file has them): img/s is the
+    # samples over the slowest rank's time, so global_batch / step_ms_max; the comm share is the
+    # all-reduce's part of the step (medians over ranks: a ratio of medians, loosely)
+    g = f["scaling"]
+    if "step_ms_max" in g:
+        want = c["global_batch"] * 1000.0 / g["step_ms_max"][()]
+        if not np.allclose(ips, want, rtol=0.05):
+            bad.append(f"/scaling/img_per_s {ips} is not global_batch over the slowest rank's step ({want})")
+    if "allreduce_ms_median" in g and "step_ms_median" in g:
+        share = 100.0 * g["allreduce_ms_median"][()] / g["step_ms_median"][()]
+        if not np.allclose(c["comm_share_pct"], share, rtol=0.25, atol=1.0):
+            bad.append(f"/scaling/comm_share_pct {c['comm_share_pct']} is not the all-reduce's share of the step "
+                       f"({share})")
     bw = c["allreduce_busbw_GBps"]
     if np.any(bw[np.isfinite(bw)] < 0) or np.any(bw[c["ranks"] == 1] != 0):
         bad.append(f"/scaling/allreduce_busbw_GBps {bw}: negative, or non-zero for 1 rank (nothing to all-reduce)")

@@ -44,6 +44,12 @@ MUTANTS = {
     "busbw on the 1-rank row":
         lambda f: put(f, "scaling/allreduce_busbw_GBps", f["scaling/allreduce_busbw_GBps"][()] + 1),
     "device_util_pct above 100": lambda f: put(f, "scaling/device_util_pct", f["scaling/device_util_pct"][()] + 150),
+    # consistent with each other, not with the measured step times
+    "img/s x2 with per-rank, speedup and epoch time to match": lambda f: (
+        scale("scaling/img_per_s", lambda n: 2.0)(f), scale("scaling/img_per_s_per_rank", lambda n: 2.0)(f),
+        scale("scaling/epoch_time_s", lambda n: 0.5)(f)),
+    "comm_share_pct x10 (under 100)": lambda f: put(f, "scaling/comm_share_pct",
+                                                    np.minimum(f["scaling/comm_share_pct"][()] * 10 + 5, 99)),
 }
 
 

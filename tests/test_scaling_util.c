@@ -52,8 +52,8 @@ int main(void) {
     tb_rank_summary one[1] = {rank(NAN, 2, 1)};
     one[0].sm_active_pct = 67.6; /* GPM: two samples inside the window, kept */
     tb_rank_summary two[2] = {rank(40, 3, 0), rank(60, 4, 0)};
-    tb_scaling_row_from(&rows[0], one, 1, 64, 50000, -1);
-    tb_scaling_row_from(&rows[1], two, 2, 64, 50000, -1);
+    tb_scaling_row_from(&rows[0], one, 1, 64, 50000, 0);
+    tb_scaling_row_from(&rows[1], two, 2, 64, 50000, 0);
     tb_scaling_finish(rows, 2);
     TB_CHECK(isnan(rows[0].device_util_pct), "a short window: no utilisation (got %g)", rows[0].device_util_pct);
     TB_CHECK(fabs(rows[0].sm_active_pct - 67.6) < 1e-9, "a short window keeps GPM's SM activity (got %g)",
@@ -70,12 +70,19 @@ int main(void) {
 
     /* one rank of two short: the whole row has none */
     tb_rank_summary mixed[2] = {rank(70, 2, 0), rank(NAN, 2, 1)};
-    tb_scaling_row_from(&rows[1], mixed, 2, 64, 50000, -1);
+    tb_scaling_row_from(&rows[1], mixed, 2, 64, 50000, 0);
     TB_CHECK(isnan(rows[1].device_util_pct), "a row with one short rank: none (got %g)", rows[1].device_util_pct);
+
+    /* GPU ranks without NVML (none, or one of two): none, not the compute share under the device's name */
+    tb_rank_summary none[2] = {rank(0, 0, 0), rank(0, 0, 0)}, half[2] = {rank(40, 3, 0), rank(0, 0, 0)};
+    tb_scaling_row_from(&rows[1], none, 2, 64, 50000, 0);
+    TB_CHECK(isnan(rows[1].device_util_pct), "GPU, no NVML: none (got %g)", rows[1].device_util_pct);
+    tb_scaling_row_from(&rows[1], half, 2, 64, 50000, 0);
+    TB_CHECK(isnan(rows[1].device_util_pct), "GPU, NVML on one rank of two: none (got %g)", rows[1].device_util_pct);
 
     /* no NVML at all (the CPU backend): the compute share, 80 % */
     tb_rank_summary cpu[1] = {rank(0, 0, 0)};
-    tb_scaling_row_from(&rows[0], cpu, 1, 64, 50000, -1);
+    tb_scaling_row_from(&rows[0], cpu, 1, 64, 50000, 1);
     TB_CHECK(fabs(rows[0].device_util_pct - 80) < 1e-9, "CPU: compute share 80 %%, got %g",
              rows[0].device_util_pct);
     txt = seed_text(rows, 1);

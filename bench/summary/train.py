@@ -11,10 +11,11 @@ import re
 
 from _util import NUM, files, read, rel, row
 
-TRAINING = re.compile(r"^# training: (\d+) steps, loss (%s) -> (%s), (%s) img/s" % (NUM, NUM, NUM), re.M)
+LOSS = r"%s|nan|-?inf" % NUM  # printf's %.4f of a loss that went non-finite
+TRAINING = re.compile(r"^# training: (\d+) steps, loss (%s) -> (%s), (%s) img/s" % (LOSS, LOSS, NUM), re.M)
 HEADER = re.compile(r"^# trainbench train: (\w+), (\d+) classes", re.M)
 PARAMS = re.compile(r"^# (\d+) parameters", re.M)
-SCALING = re.compile(r"^# scaling row \d+ of \d+: (\d+) ranks?, (%s) img/s over (\d+) timed steps \((%s) s\)"
+SCALING = re.compile(r"^# scaling row \d+ of \d+: (\d+) ranks?, (%s) img/s over (\d+) timed steps? \((%s) s\)"
                      % (NUM, NUM), re.M)
 
 

@@ -31,7 +31,7 @@ static tb_spread spread(double *v, int n) {
 }
 
 void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, int k,
-                         int batch_per_rank, double dataset_size, double util_pct_or_neg) {
+                         int batch_per_rank, double dataset_size, int cpu_backend) {
     memset(row, 0, sizeof *row);
     row->ranks = k;
     row->global_batch = k * batch_per_rank;
@@ -63,9 +63,11 @@ void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, i
     }
     if (nvml)
         for (int r = 0; r < k; r++) v[r] = per_rank[r].util_pct;
-    /* without NVML (the CPU backend) v holds the compute share above; a row
-     * too short for NVML's GPU-Util shows none rather than that share */
-    row->device_util_pct = util_pct_or_neg >= 0 ? util_pct_or_neg : short_window ? NAN : spread(v, k).median;
+    /* NVML's GPU-Util where every rank sampled it over a long enough window;
+     * on the CPU backend the compute share above (v); otherwise none (a GPU
+     * rank without NVML, or a row too short for it): never the compute
+     * share under the device's name */
+    row->device_util_pct = nvml ? spread(v, k).median : cpu_backend && !short_window ? spread(v, k).median : NAN;
     row->sm_active_pct = NAN;
     if (gpm) {
         for (int r = 0; r < k; r++) v[r] = per_rank[r].sm_active_pct;
@@ -119,8 +121,9 @@ static void unit_cell(tb_tab *t, double v, int decimals, const char *unit) {
 /* the note beside the utilisation: its source, and why a row has none */
 static void util_note(tb_tab *t, const char *util_label, int missing) {
     if (!missing) tb_tab_str(t, util_label);
-    else tb_tab_strf(t, "%s; '-': a row shorter than %.0f s, too short for NVML's GPU-Util (raise "
-                     "--scaling-min-seconds)", util_label, TB_NVML_UTIL_MIN_WINDOW_S);
+    else tb_tab_strf(t, "%s; '-': not sampled on every rank (a rank without NVML, or a row shorter than %.0f s, "
+                     "too short for NVML's GPU-Util: raise --scaling-min-seconds)", util_label,
+                     TB_NVML_UTIL_MIN_WINDOW_S);
 }
 
 /* One rank: no efficiency to show, so the table says what would give one. */

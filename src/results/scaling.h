@@ -64,9 +64,12 @@ typedef struct {
     tb_spread phase_ms[TB_PH_COUNT];
 } tb_scaling_row;
 
-/* Fills a row from the k summaries of its ranks (rank 0 only). */
+/* Fills a row from the k summaries of its ranks (rank 0 only). Its
+ * device_util_pct: NVML's GPU-Util where every rank sampled it; with
+ * cpu_backend the compute share of the step (forward+backward+optimizer);
+ * else NaN (not measured). */
 void tb_scaling_row_from(tb_scaling_row *row, const tb_rank_summary *per_rank, int k,
-                         int batch_per_rank, double dataset_size, double util_pct_or_neg);
+                         int batch_per_rank, double dataset_size, int cpu_backend);
 /* Speedup and efficiency against rows[0] (which must be the 1-rank row). */
 void tb_scaling_finish(tb_scaling_row *rows, int nrows);
 

@@ -150,7 +150,7 @@ int tb_train_measure_scaling(tb_train_run *r, double lr, tb_scaling_row *rows) {
         tb_comm_barrier_idle(world, 0.005);
         tb_comm_gather(world, &mine, all, sizeof mine, 0);
         if (wrank == 0) {
-            tb_scaling_row_from(&rows[i], all, k, f->batch, r->dataset_size, -1);
+            tb_scaling_row_from(&rows[i], all, k, f->batch, r->dataset_size, strcmp(r->be->name, "cpu") == 0);
             printf("# scaling row %d of %d: %d rank%s, %.2f img/s over %d timed step%s (%.1f s)\n", i + 1, ns, k,
                    k > 1 ? "s" : "", rows[i].img_per_s, all[0].steps, all[0].steps == 1 ? "" : "s", tb_now() - t0);
             fflush(stdout);
