@@ -388,6 +388,7 @@ int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, dou
     memcpy(rows, row, bytes);
     arrived[0] = 1;
     MPI_Request *rq = calloc((size_t)c->size, sizeof *rq);
+    if (!rq) TB_FATAL("out of host memory");
     for (int r = 1; r < c->size; r++) {
         arrived[r] = 0;
         MPI_CHECK(MPI_Irecv((char *)rows + (size_t)r * bytes, (int)bytes, MPI_BYTE, r, tag, c->comm,
@@ -414,8 +415,15 @@ int tb_comm_roll_call(tb_comm *c, const void *row, void *rows, size_t bytes, dou
      * arrived meanwhile): wait for it, so no late message lands in rows */
     for (int r = 1; r < c->size; r++)
         if (!arrived[r]) {
+            MPI_Status st;
+            int cancelled = 0;
             MPI_CHECK(MPI_Cancel(&rq[r]));
-            MPI_CHECK(MPI_Wait(&rq[r], MPI_STATUS_IGNORE));
+            MPI_CHECK(MPI_Wait(&rq[r], &st));
+            MPI_CHECK(MPI_Test_cancelled(&st, &cancelled));
+            if (!cancelled) { /* its row came in as the wait ended: the rank is there after all */
+                arrived[r] = 1;
+                missing--;
+            }
         }
     free(rq);
     return missing;
@@ -452,14 +460,18 @@ char *tb_comm_gather_bytes(tb_comm *c, const void *send, size_t bytes, int root,
     TB_ASSERT(bytes < CHUNK);
     int mine = (int)bytes;
     int *n = c->rank == root ? calloc((size_t)c->size, sizeof *n) : NULL;
+    if (c->rank == root && !n) TB_FATAL("out of host memory");
     MPI_CHECK(MPI_Gather(&mine, 1, MPI_INT, n, 1, MPI_INT, root, c->comm));
     int *displ = NULL;
     char *all = NULL;
     if (c->rank == root) {
         displ = calloc((size_t)c->size, sizeof *displ);
+        if (!displ) TB_FATAL("out of host memory");
         size_t total = 0;
         for (int r = 0; r < c->size; r++) {
-            if (total + (size_t)n[r] >= CHUNK) TB_FATAL("gathered data exceeds 1 GiB");
+            if (total + (size_t)n[r] >= CHUNK)
+                TB_FATAL("the lists gathered to rank %d from %d ranks exceed 1 GiB, what one MPI call takes: "
+                         "run with fewer ranks", root, c->size);
             displ[r] = (int)total;
             counts[r] = (size_t)n[r];
             total += (size_t)n[r];
