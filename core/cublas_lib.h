@@ -18,7 +18,7 @@
 
 /* every function trainbench calls, in the library that holds it */
 #define TB_CUBLASLT_FUNCS(X)                                                                                  \
-    X(cublasLtGetVersion) X(cublasLtGetStatusString) X(cublasLtCreate) X(cublasLtDestroy)                    \
+    X(cublasLtGetVersion) X(cublasLtCreate) X(cublasLtDestroy)                                               \
     X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute)               \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatrixLayoutDestroy) X(cublasLtMatmulPreferenceCreate)           \
     X(cublasLtMatmulPreferenceDestroy) X(cublasLtMatmulPreferenceSetAttribute)                               \

@@ -24,6 +24,12 @@ int tb_fault(const char *kind, int rank, int64_t step) {
     return strtoll(end + 1, NULL, 10) == step;
 }
 
+int tb_fault_nth(const char *kind, atomic_int *count) {
+    if (!getenv("TB_TEST_FAULT")) return 0;
+    int n = atomic_fetch_add(count, 1) + 1, rank = tb_fault_rank();
+    return tb_fault(kind, rank >= 0 ? rank : 0, n);
+}
+
 int tb_fault_arg(const char *kind, int rank, int64_t *arg) {
     const char *v = getenv("TB_TEST_FAULT");
     if (!tb_fault(kind, rank, -1)) return 0;

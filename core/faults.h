@@ -59,6 +59,7 @@
 #ifndef TB_FAULTS_H
 #define TB_FAULTS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 /* The rank a fault's RANK is matched against: MPI's once it is up, before
@@ -67,6 +68,12 @@ int tb_fault_rank(void);
 
 /* 1 when fault `kind` is set for this rank and step (step < 0: any). */
 int tb_fault(const char *kind, int rank, int64_t step);
+
+/* For the kinds whose STEP counts events (no-thread, emfile): counts one
+ * more of them on the caller's counter and says whether `kind` is set for
+ * this rank (0 before MPI names one) at that count (1: the first). Without
+ * TB_TEST_FAULT it counts nothing and returns 0 at once. */
+int tb_fault_nth(const char *kind, atomic_int *count);
 
 /* 1 when fault `kind` is set for this rank, with its third field (STEP,
  * or a size for the kinds that take one) in *arg; 0 without one. */

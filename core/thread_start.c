@@ -29,9 +29,7 @@ void tb_thread_start_why(int rc, char *buf, size_t len) {
 
 void tb_thread_start(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg, const char *what) {
     static atomic_int starts;
-    int n = atomic_fetch_add(&starts, 1) + 1;
-    int rank = tb_fault_rank();
-    int rc = tb_fault("no-thread", rank >= 0 ? rank : 0, n) ? EAGAIN : pthread_create(t, attr, fn, arg);
+    int rc = tb_fault_nth("no-thread", &starts) ? EAGAIN : pthread_create(t, attr, fn, arg);
     if (rc == 0) return;
     char why[512];
     tb_thread_start_why(rc, why, sizeof why);

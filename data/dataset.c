@@ -101,6 +101,13 @@ static void note_skip(class_scan *c, const char *rel, const char *name, const ch
              tb_escape_controls(both, shown, sizeof shown), why);
 }
 
+/* note_skip for a directory the scan could not open or read: what failed, and errno's reason. */
+static void note_skip_errno(class_scan *c, const char *rel, const char *name, const char *what) {
+    char why[160];
+    snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
+    note_skip(c, rel, name, why);
+}
+
 static void add_sample(class_scan *c, const char *rel, size_t rlen, const char *name) {
     size_t nlen = strlen(name), need = rlen + 1 + nlen + 1;
     if (c->arena_len + need > c->arena_cap) {
@@ -140,11 +147,9 @@ static int entry_is_dir(DIR *d, const struct dirent *e) {
 static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
     DIR *d = fdopendir(fd);
     if (!d) {
-        char why[160];
-        snprintf(why, sizeof why, "cannot read directory: %s", strerror(errno));
+        note_skip_errno(c, rel, ".", "cannot read directory");
         close(fd);
         c->skipped_other++;
-        note_skip(c, rel, ".", why);
         return;
     }
     struct dirent *e;
@@ -172,11 +177,9 @@ static void walk(class_scan *c, int fd, char *rel, size_t rlen, int depth) {
         rel[rlen] = '/';
         memcpy(rel + rlen + 1, name, nlen + 1);
         if (sub < 0) {
-            char why[160];
-            snprintf(why, sizeof why, "cannot open directory: %s", strerror(errno));
             c->skipped_other++;
             rel[rlen] = '\0';
-            note_skip(c, rel, name, why);
+            note_skip_errno(c, rel, name, "cannot open directory");
         } else if (!enter_dir(c, sub)) {
             close(sub);
             c->skipped_other++;
@@ -228,10 +231,8 @@ static void *scan_worker(void *arg) {
         int fd = openat(job->rootfd, c->name, O_RDONLY | O_DIRECTORY);
         snprintf(rel, 4096, "%s", c->name);
         if (fd < 0) {
-            char why[160];
-            snprintf(why, sizeof why, "cannot open class directory: %s", strerror(errno));
             c->skipped_other++;
-            note_skip(c, rel, ".", why);
+            note_skip_errno(c, rel, ".", "cannot open class directory");
             continue;
         }
         c->nanc = 0;

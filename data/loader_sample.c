@@ -95,10 +95,9 @@ static double rng_uniform(void *ctx) { return tb_rng_uniform((tb_rng *)ctx); }
 
 /* Reads a whole file into w->file; 0, or -1 with the reason in err. */
 static int read_file(worker *w, const char *path, size_t *len, char *err, size_t errlen) {
-    static atomic_int opens; /* the fault below counts this process's opens */
-    int nth = atomic_fetch_add_explicit(&opens, 1, memory_order_relaxed) + 1, rank = tb_fault_rank();
-    int fd = tb_fault("emfile", rank >= 0 ? rank : 0, nth) ? (errno = EMFILE, -1)
-                                                          : open(path, O_RDONLY | O_NONBLOCK); /* no FIFO blocks */
+    static atomic_int opens; /* this process's opens, for the test fault */
+    int fd = tb_fault_nth("emfile", &opens) ? (errno = EMFILE, -1)
+                                            : open(path, O_RDONLY | O_NONBLOCK); /* a FIFO must not block here */
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         int e = errno;

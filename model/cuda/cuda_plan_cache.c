@@ -27,7 +27,7 @@ void cu_nvrm_version_parse(const char *line, char *out, size_t len) {
         w += strspn(w, " \t\n");
         size_t n = strcspn(w, " \t\n");
         if (!n) break;
-        if (n && strspn(w, "0123456789.") == n && memchr(w, '.', n) && w[0] != '.') {
+        if (strspn(w, "0123456789.") == n && memchr(w, '.', n) && w[0] != '.') {
             snprintf(out, len, "%.*s", (int)n, w);
             return;
         }
