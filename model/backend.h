@@ -285,10 +285,12 @@ typedef struct tb_event tb_event;
 
 typedef struct tb_backend tb_backend;
 
+#define TB_DEVICE_NAME_MAX 128 /* tb_backend.device, and each rank's row where they are gathered */
+
 struct tb_backend {
     const char *name;          /* "cpu", "cuda" */
     unsigned caps;             /* TB_CAP_* */
-    char device[128];          /* "AMD EPYC 7B13, 2 threads" / "NVIDIA H100 80GB HBM3" */
+    char device[TB_DEVICE_NAME_MAX]; /* "AMD EPYC 7B13, 2 threads" / "NVIDIA H100 80GB HBM3" */
     char versions[256];        /* libraries behind the ops: "OpenBLAS 0.3.21 ..." */
     int threads;               /* CPU worker threads the ops run on (CPU backend: the
                                   threads asked for, at most the CPUs this process may

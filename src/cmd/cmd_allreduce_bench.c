@@ -176,6 +176,8 @@ typedef struct {
     const char *path;     /* "nccl-device" or "mpi-host" */
     double poll_s;        /* the gradient thread's test interval (grad_sync.h) */
     char *hosts;          /* world x 64 chars */
+    char *devices;        /* --comm nccl: world x TB_DEVICE_NAME_MAX, each rank's GPU */
+    int *device_ids;      /* --comm nccl: world, each rank's CUDA device */
     tb_table tab;         /* rank 0 with --results */
     double sum_bus;
     int nsizes;
@@ -254,7 +256,12 @@ static void print_header(bench *b) {
         printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * b->poll_s);
     else
         printf(", blocking MPI_Allreduce (TB_GRAD_SYNC_POLL_US=0), as training's\n");
-    for (int r = 0; r < info->world; r++) printf("#  Rank %2d on %s\n", r, b->hosts + 64 * r);
+    for (int r = 0; r < info->world; r++)
+        if (b->devices) /* nccl-tests' rank lines */
+            printf("#  Rank %2d on %s device %2d %s\n", r, b->hosts + 64 * r, b->device_ids[r],
+                   b->devices + (size_t)TB_DEVICE_NAME_MAX * r);
+        else
+            printf("#  Rank %2d on %s\n", r, b->hosts + 64 * r);
     if (b->shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", b->shared);
     if (b->a.results[0]) tb_table_init(&b->tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
     printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
@@ -363,7 +370,8 @@ static void write_results(bench *b, int argc, char **argv) {
     memset(&a, 0, sizeof a);
     tb_backend none = {.name = "none"};
     snprintf(none.device, sizeof none.device, "host buffers (%.32s sum)", ar->dtype);
-    tb_provenance_fill(&a, "allreduce-bench", argc, argv, b->use_nccl ? b->nb.be : &none, b->info.world, b->hosts);
+    tb_provenance_fill(&a, "allreduce-bench", argc, argv, b->use_nccl ? b->nb.be : &none, b->info.world, b->hosts,
+                      b->devices);
     char t_end[32];
     tb_utc_now(t_end, sizeof t_end);
     tb_attrs_str(&a, "kind", "allreduce-bench");
@@ -437,8 +445,16 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
     open_path(&b, argc, argv);
 
     b.hosts = calloc((size_t)b.info.world, 64);
+    if (!b.hosts) TB_FATAL("out of host memory");
     tb_stall_guard_phase("the gather of the host names");
     tb_comm_gather(b.w, b.info.host, b.hosts, 64, 0);
+    if (b.use_nccl) { /* the GPU of each rank: the header's rank lines, device_names */
+        b.devices = calloc((size_t)b.info.world, TB_DEVICE_NAME_MAX);
+        b.device_ids = calloc((size_t)b.info.world, sizeof *b.device_ids);
+        if (!b.devices || !b.device_ids) TB_FATAL("out of host memory");
+        tb_comm_gather(b.w, b.nb.be->device, b.devices, TB_DEVICE_NAME_MAX, 0);
+        tb_comm_gather(b.w, &b.device, b.device_ids, sizeof b.device, 0);
+    }
     if (b.info.world > 1) /* each all-reduce of the sweep gets --timeout (guard_next) */
         tb_stall_guard_arm(b.a.timeout, "allreduce-bench", "the sweep's first collective");
     else
@@ -460,6 +476,8 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
         if (b.a.results[0]) write_results(&b, argc, argv);
     }
     free(b.hosts);
+    free(b.devices);
+    free(b.device_ids);
     close_path(&b);
     tb_comm_finalize();
     tb_stall_guard_disarm();

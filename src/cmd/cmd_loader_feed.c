@@ -275,7 +275,7 @@ static void write_results(const feed_args *a, int argc, char **argv, tb_backend 
     tb_attrs_int(&at, "rows_measured", rows_done);
     /* versions, command line, host, backend, device, GPU and library
      * versions: as every results file of train */
-    tb_provenance_fill(&at, "loader-bench", argc, argv, be, 1, host);
+    tb_provenance_fill(&at, "loader-bench", argc, argv, be, 1, host, NULL);
     tb_attrs_str(&at, "device_columns", dev_note);
     tb_attrs_str(&at, "model", a->model);
     tb_attrs_str(&at, "precision", tb_precision_name(prec));

@@ -124,32 +124,45 @@ void tb_provenance_head(tb_attrs *a, const char *subcommand, int argc, char **ar
     tb_attrs_str(a, "hdf5_version", buf);
 }
 
-void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
-                        const tb_backend *be, int world, const char *hosts) {
+int tb_provenance_distinct(char *buf, size_t len, const char *names, size_t stride, int world, int counted) {
+    size_t used = 0;
+    buf[0] = '\0';
+    int kinds = 0;
+    for (int r = 0; r < world; r++) {
+        int seen = 0;
+        for (int q = 0; q < r && !seen; q++) seen = strcmp(names + stride * q, names + stride * r) == 0;
+        kinds += !seen;
+    }
+    for (int r = 0; r < world; r++) {
+        const char *h = names + stride * r;
+        int seen = 0, count = 0;
+        for (int q = 0; q < r; q++) seen |= strcmp(names + stride * q, h) == 0;
+        if (seen) continue;
+        for (int q = r; q < world; q++) count += strcmp(names + stride * q, h) == 0;
+        if (used >= len) break;
+        if (counted || kinds > 1)
+            used += (size_t)snprintf(buf + used, len - used, "%s%s (%d rank%s)", used ? (counted ? ", " : "; ") : "", h, count,
+                                     count > 1 ? "s" : "");
+        else
+            used += (size_t)snprintf(buf + used, len - used, "%s", h);
+    }
+    return kinds;
+}
+
+void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv, const tb_backend *be,
+                        int world, const char *hosts, const char *devices) {
     char buf[4096];
     tb_attrs_str(a, "trainbench_version", tb_version_string);
     tb_attrs_str(a, "git_revision", tb_git_revision);
 
     command_line(a, subcommand, argc, argv);
-    size_t used;
 
     tb_attrs_int(a, "world_size", world);
-    /* distinct hosts in rank order, with their rank counts */
-    used = 0;
-    buf[0] = '\0';
-    for (int r = 0; r < world; r++) {
-        const char *h = hosts + 64 * r;
-        int seen = 0, count = 0;
-        for (int q = 0; q < r; q++) seen |= strcmp(hosts + 64 * q, h) == 0;
-        if (seen) continue;
-        for (int q = r; q < world; q++) count += strcmp(hosts + 64 * q, h) == 0;
-        if (used < sizeof buf)
-            used += (size_t)snprintf(buf + used, sizeof buf - used, "%s%s (%d rank%s)", used ? ", " : "",
-                                     h, count, count > 1 ? "s" : "");
-    }
+    tb_provenance_distinct(buf, sizeof buf, hosts, 64, world, 1);
     tb_attrs_str(a, "hostnames", buf);
     tb_attrs_str(a, "backend", be->name);
-    tb_attrs_str(a, "device_names", be->device);
+    if (devices) tb_provenance_distinct(buf, sizeof buf, devices, TB_DEVICE_NAME_MAX, world, 0);
+    tb_attrs_str(a, "device_names", devices ? buf : be->device);
     tb_attrs_str(a, "compute_libraries", be->versions);
     cpu_attrs(a);
     if (strcmp(be->name, "cuda") == 0) {

@@ -9,11 +9,20 @@
 #include "src/results/results_file.h"
 
 /* Adds version, git revision, command line ("trainbench <sub> args..."),
- * world size, host names (hosts: world x 64 chars), backend, device and
- * library versions (CUDA runtime/driver, cuDNN, NCCL, MPI, HDF5,
- * libjpeg-turbo, BLAS) and the CPU dispatch level to a. */
-void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv,
-                        const tb_backend *be, int world, const char *hosts);
+ * world size, host names (hosts: world x 64 chars), backend, device names
+ * (devices: world x TB_DEVICE_NAME_MAX chars, every rank's be->device; NULL:
+ * be->device alone) and library versions (CUDA runtime/driver, cuDNN, NCCL,
+ * MPI, HDF5, libjpeg-turbo, BLAS) and the CPU dispatch level to a. */
+void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **argv, const tb_backend *be,
+                        int world, const char *hosts, const char *devices);
+
+/* names: world rows of stride chars. Writes the distinct ones in rank
+ * order, each with its rank count ("a (2 ranks), b (1 rank)"), and returns
+ * how many there are. counted 0 (device names, which may hold a comma:
+ * "AMD EPYC 7B13, 2 threads"): a single name stays bare ("a"), as the
+ * device_names of a job on one model always read, and several are
+ * separated by "; ". */
+int tb_provenance_distinct(char *buf, size_t len, const char *names, size_t stride, int world, int counted);
 
 /* The head of a one-host tool's results file (probe, loader-bench): kind
  * (= subcommand), version, git revision, command line, start_time t_start,

@@ -163,6 +163,9 @@ static void make_backend(tb_train_run *r) {
     omp_set_num_threads(r->threads);
     tb_launch_check_ranks(&r->info, r->be, r->ndev, r->device, f->share_gpu, "train", r->argc, r->argv);
     r->ranks_per_gpu = f->share_gpu && r->info.world > 1 ? tb_launch_ranks_per_device(&r->info, r->be) : 1;
+    r->devices = calloc((size_t)r->info.world, TB_DEVICE_NAME_MAX);
+    if (!r->devices) TB_FATAL("out of host memory");
+    tb_comm_allgather(r->world, r->be->device, r->devices, TB_DEVICE_NAME_MAX); /* device_names, mixed_devices */
     r->cpus_shared = tb_launch_core_sharing(&r->info, cpus, r->threads, r->shared_cpus, sizeof r->shared_cpus);
     free(cpus);
     if (strcmp(r->be->name, "cpu") != 0) { /* the GPU computes: the host's CPUs aside */
@@ -415,7 +418,7 @@ static void record_settings(tb_train_run *r) {
         tb_run_report_unlock(&r->report);
         tb_log_park();
     }
-    tb_provenance_fill(&r->report.attrs, "train", r->argc, r->argv, r->be, r->info.world, r->hosts);
+    tb_provenance_fill(&r->report.attrs, "train", r->argc, r->argv, r->be, r->info.world, r->hosts, r->devices);
     tb_attrs *a = &r->report.attrs;
     tb_attrs_str(a, "start_time", r->t_start);
     tb_attrs_str(a, "status", "running");
@@ -464,6 +467,17 @@ static void record_settings(tb_train_run *r) {
     tb_run_report_unlock(&r->report);
 }
 
+/* A job on more than one kind of device (two GPU models, or CPU ranks
+ * with different thread counts): every step waits for the slowest rank, so
+ * the scaling rows measure that rank, not the model on the others. */
+static void mixed_devices(const tb_train_run *r) {
+    char buf[1024];
+    if (tb_provenance_distinct(buf, sizeof buf, r->devices, TB_DEVICE_NAME_MAX, r->info.world, 0) < 2) return;
+    printf("# devices differ between ranks: %s; every step waits for the slowest, so the scaling rows measure "
+           "it (one model per job for a clean table)\n",
+           buf);
+}
+
 /* The run header (rank 0). */
 static void print_header(const tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
@@ -483,6 +497,7 @@ static void print_header(const tb_train_run *r) {
                    "scaling (fewer ranks per host, or fewer --threads)\n",
                    r->shared_cpus);
     }
+    mixed_devices(r);
     printf("# data: %s, %.0f samples/epoch, %lld steps/epoch; batch %d/rank (global %d), %dx%d\n",
            f->batch_file[0] ? f->batch_file : f->data[0] ? f->data : "synthetic", r->dataset_size,
            (long long)r->steps_per_epoch, f->batch, r->global_batch, r->image, r->image);
@@ -563,6 +578,7 @@ void tb_train_teardown(tb_train_run *r) {
     tb_log_park_if_ending();
     tb_run_report_free(&r->report);
     free(r->hosts);
+    free(r->devices);
     tb_nvml_sampler_stop(r->util);
     tb_nvml_close(r->nvml);
     tb_nccl_destroy(r->nccl);

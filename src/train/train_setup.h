@@ -75,6 +75,7 @@ typedef struct {
     tb_comm_info info;
     tb_comm *world;
     char *hosts;                 /* [world][64] every rank's host name */
+    char *devices;               /* [world][TB_DEVICE_NAME_MAX] every rank's be->device */
     tb_run_report report;        /* filled on rank 0 */
     tb_train_abort_ctx abort_ctx;
     tb_monitor *mon;             /* NULL with --timeout 0 */
