@@ -8,9 +8,12 @@
 #                           (tests/test_summary.py summaries, ~2 s)
 #   results_pages_figures   bench/summary/check_pages.py: every rate and ratio
 #                           the results/gpu_*.md pages quote is in the runs'
-#                           summaries and divides out; planted errors (the
-#                           1.44x the H200 page once had for 6606 / 4279, a
-#                           changed table cell, a changed rate) fail (~4 s)
+#                           summaries and divides out, every efficiency and
+#                           share of the on-device rate is one of theirs (or
+#                           of results/*.h5); planted errors (the 1.44x the
+#                           H200 page once had for 6606 / 4279, a changed
+#                           table cell, a changed rate, three changed
+#                           percentages) fail (~4 s)
 #   convergence_compare_rule bench/convergence.py --self-test: the curve
 #                           comparison passes noise and fails an offset, a
 #                           shifted schedule, a side that does not learn (~2 s)

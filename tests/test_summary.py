@@ -185,9 +185,16 @@ def test_golden_lines():
         shutil.rmtree(d)
 
 
+def results_files():
+    """The CPU runs' results files, whose efficiencies results/README.md and README.md quote."""
+    return sorted(glob.glob(os.path.join(ROOT, "results", "*.h5")) +
+                  glob.glob(os.path.join(ROOT, "results", "multihost", "*.h5")))
+
+
 def quiet_check(page, runs_):
     """check_pages on one page, its output kept: (ok, text)."""
-    r = subprocess.run([sys.executable, os.path.join(SUMMARY, "check_pages.py"), page, "--runs"] + runs_,
+    r = subprocess.run([sys.executable, os.path.join(SUMMARY, "check_pages.py"), page, "--runs"] + runs_ +
+                       ["--h5"] + results_files(),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     return r.returncode == 0, r.stdout
 
@@ -202,18 +209,26 @@ def test_pages():
         check(ok, "%s: every checked figure found and every ratio right\n%s" % (os.path.basename(p), out.strip()))
     h200 = os.path.join(ROOT, "results", "gpu_h200_2026-11-27.md")
     text = open(h200).read()
+    page = lambda name: open(os.path.join(ROOT, "results", name)).read()   # noqa: E731
     plants = [("1.54x PyTorch eager at batch 128", "1.44x PyTorch eager at batch 128", "WRONG ratio 1.44x"),
               ("| **7182** |", "| **7128** |", "NOT FOUND 7128"),
-              ("feed 6509 img/s", "feed 6590 img/s", "NOT FOUND 6590")]
+              ("feed 6509 img/s", "feed 6590 img/s", "NOT FOUND 6590"),
+              # percentages: an efficiency in prose (a results file's), in a table's efficiency column, and a
+              # share of the resident rate that another kind of % figure (a wait share, 97.6) holds
+              ("96.7 % weak-scaling efficiency", "97.6 % weak-scaling efficiency", "NOT FOUND 97.6 %", "README.md"),
+              ("| 84.1 % | 37.6 % |", "| 86.1 % | 37.6 % |", "NOT FOUND 86.1 %", "gpu_h200_2026-12-04b.md"),
+              ("99.8 % of the same call's resident", "97.6 % of the same call's resident", "NOT FOUND 97.6 %",
+               "gpu_h200_2026-12-04c.md")]
     d = tempfile.mkdtemp(prefix="tb_pages_")
     try:
-        for good, bad, expect in plants:
-            if good not in text:
+        for good, bad, expect, *name in plants:
+            src = page(name[0]) if name else text
+            if good not in src:
                 check(False, "the planted error's anchor %r is on the page" % good)
                 continue
             p = os.path.join(d, "planted.md")
             with open(p, "w") as f:
-                f.write(text.replace(good, bad, 1))
+                f.write(src.replace(good, bad, 1))
             ok, out = quiet_check(p, runs_)
             check(not ok and expect in out, "planted %r -> %r: check_pages fails with %r" % (good, bad, expect))
     finally:

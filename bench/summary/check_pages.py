@@ -2,7 +2,7 @@
 """check_pages.py: the figures a results page quotes, checked against the
 runs' summaries (summary.tsv, bench/summary/make_summary.py).
 
-  check_pages.py PAGE.md [PAGE.md ...] --runs RUN_DIR [RUN_DIR ...] [-v]
+  check_pages.py PAGE.md [PAGE.md ...] --runs RUN_DIR [RUN_DIR ...] [--h5 RESULTS.h5 ...] [-v]
 
 What is checked, in the page's prose and tables:
   rates    every number followed by img/s, GB/s or TFLOP/s (in prose and in
@@ -10,6 +10,16 @@ What is checked, in the page's prose and tables:
            of a table column whose header names one of them (or `peak MiB`),
            must equal a figure of that unit in one of the runs' summaries,
            rounded to the digits the page prints (7,182 matches 7182.10);
+  percents every percentage named as an efficiency (`96.7 % weak-scaling
+           efficiency`, `73 % / 65 % efficiency`, `efficiency 37.6 %`,
+           `96.7 % at 2 ranks`) or as a share of the on-device
+           (resident) rate (`99.8 % of the on-device rate`), and every
+           percentage in a table column whose header says `efficiency`, must
+           equal a % figure of the runs' summaries, or of the results files
+           given with --h5 (their /scaling efficiency, comm share and
+           device utilisation), to the digits printed; an efficiency
+           matches only an efficiency figure (a key `eff`, `meas_eff`,
+           `efficiency...`), a share only `..._of_resident_pct`;
   ratios   a ratio written with its operands -- `1.44x ... (6606 against
            4279 img/s)`, `6,606 / 4,279 is 1.54x` -- must be their quotient
            to the digits printed; in a table with an img/s column and an
@@ -43,6 +53,16 @@ RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?x(?![\w])")
 PAIR_AFTER = re.compile(r"[^();]*?\((?:[^()]*?\s)?(%s)\s*(?:img/s\s*)?against\s*(%s)" % (NUM, NUM))
 PAIR_BEFORE = re.compile(r"(%s)\s*/\s*(%s)\s*(?:img/s\s*)?(?:is|=|gives)\s*$" % (NUM, NUM))
 EXEMPT = re.compile(r"<!--\s*not from the logs:(.*?)-->", re.S)
+# a percentage named as an efficiency or as a share of the on-device rate
+# (pattern, the summary keys it may match: an efficiency, or the JPEG feed over the resident rate)
+EFF_KEY, RESIDENT_KEY = r"(^|/|_)(meas_)?eff(iciency)?(_|$)", r"of_resident"
+PCT_KEYED = [(re.compile(p, re.I), k) for p, k in (
+    (r"(?<![\w.])(%s)\s?%%\s+(?:[\w-]+\s+)?efficienc" % NUM, EFF_KEY),                # 96.7 % weak-scaling efficiency
+    (r"(?<![\w.])(%s)\s?%%\s*/\s*(?:%s)\s?%%\s+(?:[\w-]+\s+)?efficienc" % (NUM, NUM), EFF_KEY),  # 73 % / 65 % eff..
+    (r"(?<![\w.])(%s)\s?%%\s+at\s+\d+\s+ranks?\b" % NUM, EFF_KEY),                     # 96.7 % at 2 ranks
+    (r"efficienc(?:y|ies)(?:\s+(?:of|is|was|at|reads))?:?\s+(%s)\s?%%" % NUM, EFF_KEY),  # efficiency 37.6 %
+    (r"(?<![\w.])(%s)\s?%%\s+of\s+(?:the\s+)?(?:same call's\s+)?(?:on-device|resident)" % NUM, RESIDENT_KEY))]
+PCT = re.compile(r"(?<![\w.])(%s)\s?%%" % NUM)
 
 
 def value(text):
@@ -70,8 +90,8 @@ def ratio_ok(r_text, a, b):
 class Figures:
     """The runs' figures by unit."""
 
-    def __init__(self, runs):
-        self.by_unit, self.keys = {}, {}
+    def __init__(self, runs, h5files=()):
+        self.by_unit = {}   # unit -> [(value, "run:key")]
         for run in runs:
             path = os.path.join(run, "summary.tsv")
             for key, (v, unit, _src) in read_summary(path).items():
@@ -79,17 +99,46 @@ class Figures:
                     x = float(v)
                 except ValueError:
                     continue
-                self.by_unit.setdefault(unit, []).append(x)
-                self.keys.setdefault((unit, x), "%s:%s" % (os.path.basename(run.rstrip("/")), key))
+                self.by_unit.setdefault(unit, []).append((x, "%s:%s" % (os.path.basename(run.rstrip("/")), key)))
+        for path in h5files:   # a results file's scaling table: its percentages
+            for key, x in scaling_percents(path):
+                self.by_unit.setdefault("%", []).append((x, "%s:%s" % (os.path.basename(path), key)))
         self.eager_base = [float(v) for run in runs for k, (v, u, s) in read_summary(
             os.path.join(run, "summary.tsv")).items()
             if re.match(r"resnet50/pytorch_eager/bf16/nhwc/256/-(#\d+)?/img_per_s$", k)]
 
-    def find(self, text, unit):
-        for x in self.by_unit.get(unit, []):
-            if rounds_to(x, text):
-                return self.keys[(unit, x)]
+    def find(self, text, unit, key=None):
+        """The first figure of unit that text rounds from (and whose key matches the regex key)."""
+        for x, k in self.by_unit.get(unit, []):
+            if rounds_to(x, text) and (key is None or re.search(key, k)):
+                return k
         return None
+
+
+def scaling_percents(path):
+    """[(key, percent)] of a results file's /scaling rows: efficiency x 100, comm share, device utilisation."""
+    import h5py   # only with --h5
+    out = []
+    with h5py.File(path, "r") as f:
+        if "scaling" not in f:
+            return out
+        t = f["scaling"]
+        for i, n in enumerate(t["ranks"][:]):
+            for col, scale in (("efficiency", 100.0), ("comm_share_pct", 1.0), ("device_util_pct", 1.0)):
+                if col in t and math.isfinite(float(t[col][i])):
+                    out.append(("scaling/%d ranks/%s" % (n, col), float(t[col][i]) * scale))
+    return out
+
+
+def check_percents(text, figs, exempt, report, where):
+    """The percentages text names as an efficiency or a share of the on-device rate."""
+    seen = set()
+    for rx, key in PCT_KEYED:
+        for m in rx.finditer(text):
+            if m.start(1) in seen or m.group(1) in exempt:
+                continue
+            seen.add(m.start(1))
+            report.figure(m.group(1), "%", figs.find(m.group(1), "%", key), where)
 
 
 def sentences(text):
@@ -126,6 +175,7 @@ def check_tables(lines, figs, exempt, report):
                     unit_cols[j] = u
             if re.search(r"peak MiB", h):
                 unit_cols[j] = "MiB"
+        eff_cols = [j for j, h in enumerate(head) if re.search(r"efficienc", h, re.I)]
         ratio_col = next((j for j, h in enumerate(head) if re.match(r"x\b|x ", h.strip())), None)
         ips_col = next((j for j, u in unit_cols.items() if u == "img/s"), None)
         base = None
@@ -149,7 +199,14 @@ def check_tables(lines, figs, exempt, report):
                 if rm and im:
                     report.ratio(rm.group(1), im.group(1), base, ratio_ok(rm.group(1), value(im.group(1)), value(base)),
                                  "table row '%s'" % where)
+            for j in eff_cols:   # "37.6 %", "91.3 % of its own 1-rank step"
+                m = PCT.match(clean(r[j]).strip()) if j < len(r) else None
+                if m and m.group(1) not in exempt:
+                    report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY),
+                                  "efficiency in table row '%s'" % where)
             for j, cell in enumerate(r):   # prose in a cell of another column: "bf16 7112.24 img/s, ..."
+                if j not in eff_cols:
+                    check_percents(clean(cell), figs, exempt, report, "text in table row '%s'" % where)
                 if j in unit_cols:
                     continue
                 for m in RATE.finditer(clean(cell)):
@@ -170,6 +227,7 @@ def check_prose(text, figs, exempt, report):
     for m in RATE.finditer(prose):
         if m.group(1) not in exempt:
             report.figure(m.group(1), m.group(2), figs.find(m.group(1), m.group(2)), "prose")
+    check_percents(prose, figs, exempt, report, "prose")
     for s in sentences(prose):
         ratios = list(RATIO.finditer(s))
         for i, r in enumerate(ratios):
@@ -205,13 +263,13 @@ class Report:
             print("%s: ok ratio %sx = %s / %s" % (self.page, r, a, b))
 
 
-def check_page(path, runs, verbose=False):
+def check_page(path, runs, verbose=False, h5files=()):
     text = open(path).read()
     exempt = set()
     for block in EXEMPT.findall(text):
         exempt |= set(re.findall(NUM, block))
     text_wo = EXEMPT.sub("", text)
-    figs = Figures(runs)
+    figs = Figures(runs, h5files)
     rep = Report(os.path.basename(path), verbose)
     check_tables(text_wo.splitlines(), figs, exempt, rep)
     check_prose(text_wo, figs, exempt, rep)
@@ -223,13 +281,14 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("pages", nargs="+")
     ap.add_argument("--runs", nargs="+", required=True, help="run directories holding summary.tsv")
+    ap.add_argument("--h5", nargs="*", default=[], help="results files whose scaling tables' percentages count too")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every figure and what it matched")
     a = ap.parse_args(argv)
     for r in a.runs:
         if not os.path.isfile(os.path.join(r, "summary.tsv")):
             print("check_pages: error: %s has no summary.tsv (bench/summary/make_summary.py %s)" % (r, r))
             return 2
-    ok = all([check_page(p, a.runs, a.verbose) for p in a.pages])
+    ok = all([check_page(p, a.runs, a.verbose, a.h5) for p in a.pages])
     return 0 if ok else 1
 
 
