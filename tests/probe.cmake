@@ -39,6 +39,11 @@ endif()
 
 # the scaling rows' device utilisation: NVML's median, none for a window too
 # short for GPU-Util, the compute share without NVML
+# the gradient timeline's medians leave out every untimed step of a row, a
+# CUDA graph's capture included (test_bucket_profile.c)
+add_executable(test_bucket_profile test_bucket_profile.c)
+target_link_libraries(test_bucket_profile PRIVATE tb_app)
+add_test(NAME bucket_profile_warmup COMMAND test_bucket_profile)
 add_executable(test_scaling_util test_scaling_util.c)
 target_link_libraries(test_scaling_util PRIVATE tb_app)
 add_test(NAME scaling_util_rows COMMAND test_scaling_util)

@@ -21,6 +21,7 @@ typedef struct {
     double *bwd, *exposed;        /* [cap] */
     size_t elem, bucket_bytes, first_bucket_bytes;
     int overlap;
+    int skip;                     /* the row's untimed steps (tb_bprof_row_warmup); -1: tb_bprof_start's */
 } group;
 
 static struct {
@@ -80,6 +81,7 @@ static group *group_for(const tb_bprof_sample *x) {
     g_rec.g = grow(g_rec.g, (size_t)(g_rec.ng + 1) * sizeof *g_rec.g);
     group *g = &g_rec.g[g_rec.ng++];
     memset(g, 0, sizeof *g);
+    g->skip = -1;
     g->ranks = x->ranks;
     g->nr = x->nr;
     g->r_off = grow(NULL, (size_t)g->nr * sizeof *g->r_off);
@@ -179,9 +181,15 @@ static int by_start_ms(const void *a, const void *b) {
     return x[0] < y[0] ? -1 : x[0] > y[0] ? 1 : (x[1] > y[1] ? -1 : x[1] < y[1]);
 }
 
+void tb_bprof_row_warmup(int ranks, int steps) {
+    for (int i = 0; i < g_rec.ng; i++)
+        if (g_rec.g[i].ranks == ranks) g_rec.g[i].skip = steps;
+}
+
 /* The rows of one rank count: medians over its steps after the warm-up. */
 static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
-    int first = g->steps > g_rec.skip ? g_rec.skip : 0, used = g->steps - first;
+    int skip = g->skip >= 0 ? g->skip : g_rec.skip;
+    int first = g->steps > skip ? skip : 0, used = g->steps - first;
     double bwd = median_ms(g->bwd, first, g->steps, 1, 0);
     double exposed = median_ms(g->exposed, first, g->steps, 1, 0);
     double e = (double)g->elem;

@@ -71,6 +71,13 @@ typedef struct {
 } tb_bprof_sample;
 void tb_bprof_add(const tb_bprof_sample *x);
 
+/* The row of `ranks` ranks has ended after `steps` untimed steps: its
+ * first `steps` samples are left out, not tb_bprof_start's skip. A row
+ * that captures a CUDA graph runs one more untimed step than
+ * --scaling-warmup (src/train/train_scaling.c), whose capture would
+ * otherwise count in the medians. Does nothing unless recording. */
+void tb_bprof_row_warmup(int ranks, int steps);
+
 /* The two tables' layouts (empty). */
 void tb_bprof_tables_init(tb_table *grad_ready, tb_table *buckets);
 /* Appends the recorded rows and stops recording (frees what it held). */

@@ -98,6 +98,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
         }
     }
     collect_all(t, k, 1, mine);
+    tb_bprof_row_warmup(k, warm); /* every step harvested: the capture, when there was one, left out */
     mine->elapsed_s = tb_now() - t_start;
     tb_train_device_summary(r, mine);
     tb_source_destroy(src);
