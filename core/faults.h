@@ -30,6 +30,9 @@
  *                 error where a transport notices (sockets)
  *   nan           a NaN in this rank's gradients in STEP
  *   perturb       this rank's weights drift at the end (replica check)
+ *   bn-skew       this rank's BatchNorm running statistics set to 1000
+ *                 before each --val evaluation (which must score with
+ *                 rank 0's on every rank)
  *   kill-in-ckpt  SIGKILL while writing the checkpoint of STEP
  *   term-in-ckpt  SIGTERM half-way through writing the checkpoint of STEP,
  *                 then 1 s more of writing (a job's end arriving mid-write)

@@ -306,6 +306,14 @@ if(TB_PYTHON)
   set_tests_properties(eval_ties_torch_order PROPERTIES TIMEOUT 300)
 endif()
 
+# --val on 2 ranks scores with rank 0's BatchNorm statistics on both: rank
+# 1's set far off before the evaluation (TB_TEST_FAULT=bn-skew:1) changes
+# nothing in the eval line
+if(TB_HAVE_MPI)
+  add_test(NAME eval_bn_rank0_np2 COMMAND sh ${TB_TEST_DIR}/eval_bn_rank0.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(eval_bn_rank0_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+endif()
+
 # --val's evaluations stay out of the training img/s: 6 of a 150-image set
 # after 6 short epochs; img/s within 0.7 of what the mean step time gives
 if(TB_PYTHON)

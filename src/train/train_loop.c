@@ -129,6 +129,15 @@ static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, 
     double counts[4];
     /* each rank's running statistics hold its own last batches until the next step's broadcast: rank 0's,
      * the checkpoint's, on every rank first */
+    if (tb_fault("bn-skew", r->info.rank, -1)) { /* test only: this rank's statistics far from rank 0's */
+        size_t n = r->m->pt.n_state;
+        tb_real *skew = malloc((n ? n : 1) * sizeof *skew);
+        if (!skew) TB_FATAL("out of host memory");
+        for (size_t i = 0; i < n; i++) skew[i] = 1000;
+        r->be->copy_h2d(r->be, r->m->state, skew, n * sizeof *skew);
+        r->be->sync(r->be);
+        free(skew);
+    }
     tb_monitor_progress(r->mon, o->step, "evaluation's BatchNorm statistics broadcast", 1);
     tb_trainer_sync_bn(r->tr);
     evaluate(r->m, val, r->world, r->mon, o->step, counts);
