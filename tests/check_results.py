@@ -97,6 +97,9 @@ def main():
     ap.add_argument("--loss-falls", type=float, help="last loss < this x first loss")
     ap.add_argument("--status", default="complete")
     ap.add_argument("--val-images", type=int, help="top1/top5 present, counted over this many images")
+    ap.add_argument("--timeline-steps", type=int,
+                    help="every row of /grad_ready and /buckets is a median over this many steps (the scaling "
+                         "rows' timed ones: their warm-up left out)")
     ap.add_argument("--cpu-budget", action="store_true",
                     help="the CPU budget attributes: cores per rank > 0, the loader's share of them, img/s per core")
     a = ap.parse_args()
@@ -142,6 +145,11 @@ def main():
                 bad.append(f"top1/top5 missing or inconsistent: {t1}, {t5}")
             if n != a.val_images:
                 bad.append(f"evaluation counted {n} images, the validation set has {a.val_images}")
+        if a.timeline_steps is not None:
+            for grp in ("grad_ready", "buckets"):
+                got = sorted(set(f[grp]["steps"][()].tolist())) if grp in f and "steps" in f[grp] else []
+                if got != [a.timeline_steps]:
+                    bad.append(f"/{grp}/steps is {got}, expected [{a.timeline_steps}] (the timed steps alone)")
         if a.cpu_budget:
             cores, loader = f.attrs.get("cpu_cores_per_rank"), f.attrs.get("loader_cores_per_rank")
             per_core = f.attrs.get("img_per_s_per_core")

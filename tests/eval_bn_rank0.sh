@@ -22,8 +22,10 @@ args="--data $dir/train --val $dir/val --image-size 32 --batch-size 4 --steps 3 
 # shellcheck disable=SC2086  # $args: the words of the command line
 "$mpiexec" -n 2 "$tb" train $args >"$dir/plain.log" 2>&1 || { cat "$dir/plain.log"; fail "the plain run exit"; }
 # shellcheck disable=SC2086
-"$mpiexec" -n 2 -x TB_TEST_FAULT=bn-skew:1 "$tb" train $args >"$dir/skew.log" 2>&1 ||
+TB_TEST_FAULT=bn-skew:1 "$mpiexec" -n 2 "$tb" train $args >"$dir/skew.log" 2>&1 ||
   { cat "$dir/skew.log"; fail "the skewed run exit"; }
+grep -q "rank 1.*test fault bn-skew: this rank's BatchNorm running statistics set to 1000" "$dir/skew.log" ||
+  { cat "$dir/skew.log"; fail "the fault did not fire on rank 1"; }
 plain=$(grep '^eval' "$dir/plain.log")
 skew=$(grep '^eval' "$dir/skew.log")
 echo "plain: $plain"

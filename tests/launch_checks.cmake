@@ -29,10 +29,10 @@ if(TB_HAVE_MPI)
   # ranks whose --data resolves to different trees stop together, naming them
   add_test(NAME launch_different_data
            COMMAND ${TB_TEST_DIR}/different_data.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
-  # ranks on different devices (one CPU against two): the header says so and
-  # device_names lists each with its rank count
+  # ranks on different devices (one CPU against two): the header and
+  # preflight say so, and device_names lists each with its rank count
   add_test(NAME launch_mixed_devices
-           COMMAND sh ${TB_TEST_DIR}/mixed_devices.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
+           COMMAND sh ${TB_TEST_DIR}/mixed_devices.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} "${TB_PYTHON}")
   set_tests_properties(launch_mixed_devices PROPERTIES TIMEOUT 120 PROCESSORS 2 SKIP_RETURN_CODE 77
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # the timed all-reduce follows an untimed warm-up (#wrong 0: its sums

@@ -214,9 +214,14 @@ def test_pages():
               ("| **7182** |", "| **7128** |", "NOT FOUND 7128"),
               ("feed 6509 img/s", "feed 6590 img/s", "NOT FOUND 6590"),
               # percentages: an efficiency in prose (a results file's), in a table's efficiency column, and a
-              # share of the resident rate that another kind of % figure (a wait share, 97.6) holds
+              # share of the resident rate that another kind of % figure (a wait share, 97.6) holds; the
+              # efficiency plant too is a figure of another kind (a feed row's wait share)
               ("96.7 % weak-scaling efficiency", "97.6 % weak-scaling efficiency", "NOT FOUND 97.6 %", "README.md"),
               ("| 84.1 % | 37.6 % |", "| 86.1 % | 37.6 % |", "NOT FOUND 86.1 %", "gpu_h200_2026-12-04b.md"),
+              # the measured column after it, a list of efficiencies, a projected one in prose
+              ("| 84.1 % | 37.6 % |", "| 84.1 % | 73.6 % |", "NOT FOUND 73.6 %", "gpu_h200_2026-12-04b.md"),
+              ("51 % / 32 % at 1 Gbit/s", "11 % / 32 % at 1 Gbit/s", "NOT FOUND 11 %", "README.md"),
+              ("(98.9 % at", "(18.9 % at", "NOT FOUND 18.9 %", "gpu_h200_2026-12-04b.md"),
               ("99.8 % of the same call's resident", "97.6 % of the same call's resident", "NOT FOUND 97.6 %",
                "gpu_h200_2026-12-04c.md")]
     d = tempfile.mkdtemp(prefix="tb_pages_")

@@ -10,16 +10,18 @@ What is checked, in the page's prose and tables:
            of a table column whose header names one of them (or `peak MiB`),
            must equal a figure of that unit in one of the runs' summaries,
            rounded to the digits the page prints (7,182 matches 7182.10);
-  percents every percentage named as an efficiency (`96.7 % weak-scaling
-           efficiency`, `73 % / 65 % efficiency`, `efficiency 37.6 %`,
-           `96.7 % at 2 ranks`) or as a share of the on-device
-           (resident) rate (`99.8 % of the on-device rate`), and every
-           percentage in a table column whose header says `efficiency`, must
-           equal a % figure of the runs' summaries, or of the results files
-           given with --h5 (their /scaling efficiency, comm share and
-           device utilisation), to the digits printed; an efficiency
-           matches only an efficiency figure (a key `eff`, `meas_eff`,
-           `efficiency...`), a share only `..._of_resident_pct`;
+  percents every percentage in a clause that says "efficiency" (`96.7 %
+           weak-scaling efficiency`, `efficiency 73 % / 65 % at 2 / 3
+           ranks, 51 % / 32 % at 1 Gbit/s`; not a share `0.6 % of the
+           step`, a difference `+5 %`, `1.4 % above`, or a spread), every
+           one called a share of the on-device (resident) rate (`99.8 % of
+           the on-device rate`), and every cell of a table column headed
+           `efficiency` (or `measured` right after one) must equal a figure
+           of that kind, to the digits printed: an efficiency (measured,
+           predicted or projected: the summary keys `eff`, `meas_eff`,
+           `efficiency...`, or the /scaling efficiency of a results file
+           given with --h5), or a `..._of_resident_pct`. Any run's figure of
+           the kind counts, so a 1-rank 100 % matches any run's;
   ratios   a ratio written with its operands -- `1.44x ... (6606 against
            4279 img/s)`, `6,606 / 4,279 is 1.54x` -- must be their quotient
            to the digits printed; in a table with an img/s column and an
@@ -53,15 +55,21 @@ RATIO = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s?x(?![\w])")
 PAIR_AFTER = re.compile(r"[^();]*?\((?:[^()]*?\s)?(%s)\s*(?:img/s\s*)?against\s*(%s)" % (NUM, NUM))
 PAIR_BEFORE = re.compile(r"(%s)\s*/\s*(%s)\s*(?:img/s\s*)?(?:is|=|gives)\s*$" % (NUM, NUM))
 EXEMPT = re.compile(r"<!--\s*not from the logs:(.*?)-->", re.S)
-# a percentage named as an efficiency or as a share of the on-device rate
-# (pattern, the summary keys it may match: an efficiency, or the JPEG feed over the resident rate)
+# Percentages named as an efficiency: every one in a clause (split at ';',
+# '. ', a blank line; a table cell is one) that says "efficien", except a
+# share ("0.6 % of the step"), a difference ("+5 %", "1.4 % above", "within
+# 2 %") or a spread; and every one called a share of the on-device
+# (resident) rate. Each matches only summary keys of its kind (the key, not
+# the run's name): an efficiency (measured, predicted or projected) or the
+# JPEG feed over the resident rate.
 EFF_KEY, RESIDENT_KEY = r"(^|/|_)(meas_)?eff(iciency)?(_|$)", r"of_resident"
-PCT_KEYED = [(re.compile(p, re.I), k) for p, k in (
-    (r"(?<![\w.])(%s)\s?%%\s+(?:[\w-]+\s+)?efficienc" % NUM, EFF_KEY),                # 96.7 % weak-scaling efficiency
-    (r"(?<![\w.])(%s)\s?%%\s*/\s*(?:%s)\s?%%\s+(?:[\w-]+\s+)?efficienc" % (NUM, NUM), EFF_KEY),  # 73 % / 65 % eff..
-    (r"(?<![\w.])(%s)\s?%%\s+at\s+\d+\s+ranks?\b" % NUM, EFF_KEY),                     # 96.7 % at 2 ranks
-    (r"efficienc(?:y|ies)(?:\s+(?:of|is|was|at|reads))?:?\s+(%s)\s?%%" % NUM, EFF_KEY),  # efficiency 37.6 %
-    (r"(?<![\w.])(%s)\s?%%\s+of\s+(?:the\s+)?(?:same call's\s+)?(?:on-device|resident)" % NUM, RESIDENT_KEY))]
+CLAUSE = re.compile(r";|\.\s|\n\s*\n")
+EFF_WORD = re.compile(r"efficien", re.I)
+NOT_EFF_AFTER = re.compile(r"\s*(?:of\s+(?:the|its|a|an|each|every)\b|above|below|more|less|faster|slower|"
+                           r"points?\b|difference|spread|higher|lower)", re.I)
+NOT_EFF_BEFORE = re.compile(r"(?:[+\u00b1-]|within|by|spread|about)\s*$", re.I)
+RESIDENT = re.compile(r"(?<![\w.])(%s)\s?%%\s+of\s+(?:the\s+)?(?:same call's\s+)?(?:on-device|resident)" % NUM,
+                      re.I)
 PCT = re.compile(r"(?<![\w.])(%s)\s?%%" % NUM)
 
 
@@ -91,7 +99,7 @@ class Figures:
     """The runs' figures by unit."""
 
     def __init__(self, runs, h5files=()):
-        self.by_unit = {}   # unit -> [(value, "run:key")]
+        self.by_unit = {}   # unit -> [(value, run, key)]
         for run in runs:
             path = os.path.join(run, "summary.tsv")
             for key, (v, unit, _src) in read_summary(path).items():
@@ -99,46 +107,53 @@ class Figures:
                     x = float(v)
                 except ValueError:
                     continue
-                self.by_unit.setdefault(unit, []).append((x, "%s:%s" % (os.path.basename(run.rstrip("/")), key)))
-        for path in h5files:   # a results file's scaling table: its percentages
-            for key, x in scaling_percents(path):
-                self.by_unit.setdefault("%", []).append((x, "%s:%s" % (os.path.basename(path), key)))
+                self.by_unit.setdefault(unit, []).append((x, os.path.basename(run.rstrip("/")), key))
+        for path in h5files:   # a results file's scaling table: its efficiencies
+            for key, x in scaling_efficiencies(path):
+                self.by_unit.setdefault("%", []).append((x, os.path.basename(path), key))
         self.eager_base = [float(v) for run in runs for k, (v, u, s) in read_summary(
             os.path.join(run, "summary.tsv")).items()
             if re.match(r"resnet50/pytorch_eager/bf16/nhwc/256/-(#\d+)?/img_per_s$", k)]
 
     def find(self, text, unit, key=None):
-        """The first figure of unit that text rounds from (and whose key matches the regex key)."""
-        for x, k in self.by_unit.get(unit, []):
+        """'run:key' of the first figure of unit that text rounds from (and whose key matches the regex key)."""
+        for x, run, k in self.by_unit.get(unit, []):
             if rounds_to(x, text) and (key is None or re.search(key, k)):
-                return k
+                return "%s:%s" % (run, k)
         return None
 
 
-def scaling_percents(path):
-    """[(key, percent)] of a results file's /scaling rows: efficiency x 100, comm share, device utilisation."""
+def scaling_efficiencies(path):
+    """[(key, percent)] of a results file's /scaling rows: their efficiency x 100."""
     import h5py   # only with --h5
     out = []
     with h5py.File(path, "r") as f:
-        if "scaling" not in f:
+        if "scaling" not in f or "efficiency" not in f["scaling"]:
             return out
         t = f["scaling"]
-        for i, n in enumerate(t["ranks"][:]):
-            for col, scale in (("efficiency", 100.0), ("comm_share_pct", 1.0), ("device_util_pct", 1.0)):
-                if col in t and math.isfinite(float(t[col][i])):
-                    out.append(("scaling/%d ranks/%s" % (n, col), float(t[col][i]) * scale))
+        for n, e in zip(t["ranks"][:], t["efficiency"][:]):
+            if math.isfinite(float(e)):
+                out.append(("scaling/%d ranks/efficiency" % n, 100.0 * float(e)))
     return out
 
 
 def check_percents(text, figs, exempt, report, where):
     """The percentages text names as an efficiency or a share of the on-device rate."""
     seen = set()
-    for rx, key in PCT_KEYED:
-        for m in rx.finditer(text):
-            if m.start(1) in seen or m.group(1) in exempt:
+    for m in RESIDENT.finditer(text):
+        seen.add(m.start(1))
+        if m.group(1) not in exempt:
+            report.figure(m.group(1), "%", figs.find(m.group(1), "%", RESIDENT_KEY), where)
+    at = 0
+    for clause in CLAUSE.split(text):
+        start, at = at + text[at:].find(clause), at + text[at:].find(clause) + len(clause)
+        if not EFF_WORD.search(clause):
+            continue
+        for m in PCT.finditer(clause):
+            if (start + m.start(1) in seen or m.group(1) in exempt or NOT_EFF_AFTER.match(clause, m.end())
+                    or NOT_EFF_BEFORE.search(clause[:m.start(1)])):
                 continue
-            seen.add(m.start(1))
-            report.figure(m.group(1), "%", figs.find(m.group(1), "%", key), where)
+            report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY), where)
 
 
 def sentences(text):
@@ -176,6 +191,7 @@ def check_tables(lines, figs, exempt, report):
             if re.search(r"peak MiB", h):
                 unit_cols[j] = "MiB"
         eff_cols = [j for j, h in enumerate(head) if re.search(r"efficienc", h, re.I)]
+        eff_cols += [j for j, h in enumerate(head) if j - 1 in eff_cols and re.match(r"(measured|as run)$", h, re.I)]
         ratio_col = next((j for j, h in enumerate(head) if re.match(r"x\b|x ", h.strip())), None)
         ips_col = next((j for j, u in unit_cols.items() if u == "img/s"), None)
         base = None

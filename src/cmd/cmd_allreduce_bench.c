@@ -446,7 +446,7 @@ int tb_cmd_allreduce_bench(int argc, char **argv) {
 
     b.hosts = calloc((size_t)b.info.world, 64);
     if (!b.hosts) TB_FATAL("out of host memory");
-    tb_stall_guard_phase("the gather of the host names");
+    tb_stall_guard_phase("the gather of the host (and device) names");
     tb_comm_gather(b.w, b.info.host, b.hosts, 64, 0);
     if (b.use_nccl) { /* the GPU of each rank: the header's rank lines, device_names */
         b.devices = calloc((size_t)b.info.world, TB_DEVICE_NAME_MAX);

@@ -260,6 +260,11 @@ static void print_table(const tb_comm_info *info, const pf_row *rows, int gpu, c
                rows[r].local_size, rows[r].device, rows[r].key, rows[r].blas);
         below |= strchr(rows[r].blas, '!') != NULL;
     }
+    char kinds[1024];
+    if (tb_provenance_distinct(kinds, sizeof kinds, rows[0].device, sizeof *rows, info->world, 0) > 1)
+        printf("# devices differ between ranks: %s; a training job's steps wait for the slowest (one model per "
+               "job for a clean scaling table)\n",
+               kinds);
     if (below)
         printf("# !: kernels below what that CPU can run (OPENBLAS_CORETYPE set there, or a BLAS built "
                "without them): the CPU backend runs slower on it\n");

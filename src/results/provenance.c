@@ -140,9 +140,9 @@ int tb_provenance_distinct(char *buf, size_t len, const char *names, size_t stri
         if (seen) continue;
         for (int q = r; q < world; q++) count += strcmp(names + stride * q, h) == 0;
         if (used >= len) break;
+        const char *sep = used == 0 ? "" : counted ? ", " : "; ";
         if (counted || kinds > 1)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s (%d rank%s)", used ? (counted ? ", " : "; ") : "", h, count,
-                                     count > 1 ? "s" : "");
+            used += (size_t)snprintf(buf + used, len - used, "%s%s (%d rank%s)", sep, h, count, count > 1 ? "s" : "");
         else
             used += (size_t)snprintf(buf + used, len - used, "%s", h);
     }

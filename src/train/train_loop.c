@@ -137,6 +137,7 @@ static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, 
         r->be->copy_h2d(r->be, r->m->state, skew, n * sizeof *skew);
         r->be->sync(r->be);
         free(skew);
+        tb_warn("test fault bn-skew: this rank's BatchNorm running statistics set to 1000 before the evaluation");
     }
     tb_monitor_progress(r->mon, o->step, "evaluation's BatchNorm statistics broadcast", 1);
     tb_trainer_sync_bn(r->tr);
