@@ -19,6 +19,7 @@ typedef struct {
     double *ready;                /* [cap][nr] s from backward start */
     double *b_ready, *b_start, *b_end; /* [cap][nb] */
     double *bwd, *exposed;        /* [cap] */
+    int64_t *step;                /* [cap] each sample's step in its row */
     size_t elem, bucket_bytes, first_bucket_bytes;
     int overlap;
     int skip;                     /* the row's untimed steps (tb_bprof_row_warmup); -1: tb_bprof_start's */
@@ -111,6 +112,7 @@ void tb_bprof_add(const tb_bprof_sample *x) {
         g->b_end = grow(g->b_end, c * nb * sizeof *g->b_end);
         g->bwd = grow(g->bwd, c * sizeof *g->bwd);
         g->exposed = grow(g->exposed, c * sizeof *g->exposed);
+        g->step = grow(g->step, c * sizeof *g->step);
     }
     size_t s = (size_t)g->steps;
     double *ready = g->ready + s * (size_t)g->nr;
@@ -126,6 +128,7 @@ void tb_bprof_add(const tb_bprof_sample *x) {
         g->b_end[s * (size_t)g->nb + (size_t)b] = x->b[b].end_s;
     }
     g->bwd[s] = x->backward_s;
+    g->step[s] = x->step;
     g->exposed[s] = x->exposed_s;
     g->elem = x->elem_bytes;
     g->bucket_bytes = x->bucket_bytes;
@@ -135,14 +138,16 @@ void tb_bprof_add(const tb_bprof_sample *x) {
     if (x->clock) snprintf(g_rec.clock, sizeof g_rec.clock, "%s", x->clock);
 }
 
-void tb_bprof_step(int ranks, int nb, const tb_bucket_time *b, size_t elem_bytes, size_t bucket_bytes,
-                   size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done) {
+void tb_bprof_step(int ranks, int64_t step, int nb, const tb_bucket_time *b, size_t elem_bytes,
+                   size_t bucket_bytes, size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1,
+                   double t_done) {
     int nr = g_rec.n;
     g_rec.n = 0;
     if (!g_rec.on || nr == 0) return;
     double *r_ready = grow(NULL, (size_t)nr * sizeof *r_ready);
     for (int i = 0; i < nr; i++) r_ready[i] = g_rec.t[i] - t_bwd0;
-    tb_bprof_sample x = {.ranks = ranks, .nr = nr, .r_off = g_rec.off, .r_cnt = g_rec.cnt, .r_ready = r_ready,
+    tb_bprof_sample x = {.ranks = ranks, .step = step, .nr = nr, .r_off = g_rec.off, .r_cnt = g_rec.cnt,
+                         .r_ready = r_ready,
                          .nb = nb, .b = b, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap,
                          .backward_s = t_bwd1 - t_bwd0, .exposed_s = t_done - t_bwd1,
@@ -188,8 +193,11 @@ void tb_bprof_row_warmup(int ranks, int steps) {
 
 /* The rows of one rank count: medians over its steps after the warm-up. */
 static void add_rows(const group *g, tb_table *grad_ready, tb_table *buckets) {
-    int skip = g->skip >= 0 ? g->skip : g_rec.skip;
-    int first = g->steps > skip ? skip : 0, used = g->steps - first;
+    int64_t skip = g->skip >= 0 ? g->skip : g_rec.skip;
+    int first = 0; /* the first timed sample; none: every sample, as a row of warm-up alone has */
+    while (first < g->steps && g->step[first] < skip) first++;
+    if (first == g->steps) first = 0;
+    int used = g->steps - first;
     double bwd = median_ms(g->bwd, first, g->steps, 1, 0);
     double exposed = median_ms(g->exposed, first, g->steps, 1, 0);
     double e = (double)g->elem;
@@ -234,6 +242,7 @@ void tb_bprof_tables_fill(tb_table *grad_ready, tb_table *buckets) {
         free(g->b_end);
         free(g->bwd);
         free(g->exposed);
+        free(g->step);
     }
     free(g_rec.g);
     free(g_rec.off);

@@ -32,26 +32,28 @@
 #define TB_BUCKET_PROFILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/grad_transport.h"
 #include "model/graph.h"
 #include "src/results/results_file.h"
 
-/* Starts recording (rank 0, before the scaling rows); skip: steps left
- * out at the start of each rank count. */
+/* Starts recording (rank 0, before the scaling rows); skip: the steps
+ * numbered below it (each row counts its steps from 0) are left out. */
 void tb_bprof_start(int skip);
 int tb_bprof_on(void);
 
 /* Hook 1, before backward: when recording, *fn / *ctx are replaced by a
  * recorder that notes the time and calls the original (which may be NULL). */
 void tb_bprof_wrap(tb_grad_ready_fn *fn, void **ctx);
-/* Hook 2, after the all-reduce: the step of `ranks` ranks is complete;
+/* Hook 2, after the all-reduce: step `step` of `ranks` ranks is complete;
  * its nb buckets (0 on one rank) with times from t_bwd0 (the transport's
  * bucket_times); elem_bytes the gradient element size; t_bwd0/t_bwd1 the
  * start and end of backward, t_done the end of the all-reduce wait
  * (tb_now() clock). Does nothing unless recording. */
-void tb_bprof_step(int ranks, int nb, const tb_bucket_time *b, size_t elem_bytes, size_t bucket_bytes,
-                   size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1, double t_done);
+void tb_bprof_step(int ranks, int64_t step, int nb, const tb_bucket_time *b, size_t elem_bytes,
+                   size_t bucket_bytes, size_t first_bucket_bytes, int overlap, double t_bwd0, double t_bwd1,
+                   double t_done);
 
 /* One finished step, all times in seconds from the start of backward:
  * ranges in the order backward finished them, buckets in the transport's
@@ -59,6 +61,7 @@ void tb_bprof_step(int ranks, int nb, const tb_bucket_time *b, size_t elem_bytes
  * recording. */
 typedef struct {
     int ranks;
+    int64_t step;                     /* the row's own count, from 0 */
     int nr;
     const size_t *r_off, *r_cnt;      /* elements */
     const double *r_ready;
@@ -72,10 +75,12 @@ typedef struct {
 void tb_bprof_add(const tb_bprof_sample *x);
 
 /* The row of `ranks` ranks has ended after `steps` untimed steps: its
- * first `steps` samples are left out, not tb_bprof_start's skip. A row
- * that captures a CUDA graph runs one more untimed step than
+ * steps numbered below `steps` are left out, not below tb_bprof_start's
+ * skip. A row that captures a CUDA graph runs one more untimed step than
  * --scaling-warmup (src/train/train_scaling.c), whose capture would
- * otherwise count in the medians. Does nothing unless recording. */
+ * otherwise count in the medians. By the steps' numbers, so a sample that
+ * was dropped (an event CUDA could not time) moves nothing. Does nothing
+ * unless recording. */
 void tb_bprof_row_warmup(int ranks, int steps);
 
 /* The two tables' layouts (empty). */

@@ -131,9 +131,9 @@ int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events)
     return tl->max;
 }
 
-void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_event *bwd0, double backward_s,
-                              double exposed_s, tb_transport *tr, size_t elem_bytes, size_t bucket_bytes,
-                              size_t first_bucket_bytes, int overlap) {
+void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int64_t step, int ranks, tb_event *bwd0,
+                              double backward_s, double exposed_s, tb_transport *tr, size_t elem_bytes,
+                              size_t bucket_bytes, size_t first_bucket_bytes, int overlap) {
     slot_tl *p = &tl->s[slot];
     if (p->n == 0) return; /* no backward in that step (no samples on this rank) */
     double *ready = xcalloc((size_t)p->n, sizeof *ready);
@@ -156,7 +156,7 @@ void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_even
         if (!said++) tb_warn("step timeline: CUDA could not time a gradient or bucket event; that step's sample is "
                              "left out of /grad_ready and /buckets (the run goes on)");
     }
-    tb_bprof_sample x = {.ranks = ranks, .nr = p->n, .r_off = p->off, .r_cnt = p->cnt, .r_ready = ready,
+    tb_bprof_sample x = {.ranks = ranks, .step = step, .nr = p->n, .r_off = p->off, .r_cnt = p->cnt, .r_ready = ready,
                          .nb = nb > 0 ? nb : 0, .b = bk, .elem_bytes = elem_bytes, .bucket_bytes = bucket_bytes,
                          .first_bucket_bytes = first_bucket_bytes, .overlap = overlap, .backward_s = backward_s,
                          .exposed_s = exposed_s,

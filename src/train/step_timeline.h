@@ -55,13 +55,14 @@ void tb_step_timeline_host_buckets(tb_step_timeline *tl, int slot, tb_transport 
  * count only) and returns max_ranges; 0 on the CPU backend. */
 int tb_step_timeline_events(const tb_step_timeline *tl, int slot, void **events);
 
-/* The step in `slot` has finished (its events are complete): hands its
- * timeline to bucket_profile.h. bwd0: the event at the start of backward;
- * backward_s, exposed_s: from the step's phase events; tr: its
- * gradient transport (or NULL; its bucket_times); elem_bytes: gradient element size; bucket caps
- * and overlap as the run's. */
-void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int ranks, tb_event *bwd0, double backward_s,
-                              double exposed_s, tb_transport *tr, size_t elem_bytes, size_t bucket_bytes,
-                              size_t first_bucket_bytes, int overlap);
+/* The step in `slot` (`step`, as the trainer numbered it) has finished
+ * (its events are complete): hands its timeline to bucket_profile.h.
+ * bwd0: the event at the start of backward; backward_s, exposed_s: from
+ * the step's phase events; tr: its gradient transport (or NULL; its
+ * bucket_times); elem_bytes: gradient element size; bucket caps and
+ * overlap as the run's. */
+void tb_step_timeline_harvest(tb_step_timeline *tl, int slot, int64_t step, int ranks, tb_event *bwd0,
+                              double backward_s, double exposed_s, tb_transport *tr, size_t elem_bytes,
+                              size_t bucket_bytes, size_t first_bucket_bytes, int overlap);
 
 #endif

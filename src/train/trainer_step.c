@@ -136,10 +136,10 @@ static int check_finite(tb_trainer *t, int64_t step, char *err, size_t errlen) {
 
 /* The sync step's hook 2 of bucket_profile.h: its buckets on the host
  * clock, from the start of backward (read only while it records) */
-static void sync_bprof(const tb_trainer *t, const tb_step_mode *md) {
+static void sync_bprof(const tb_trainer *t, const tb_step_mode *md, int64_t step) {
     int nb = 0;
     tb_bucket_time *b = tb_bprof_on() ? tb_transport_bucket_times(t->tr, 0, md->t[E_FWD], NULL, &nb) : NULL;
-    tb_bprof_step(t->world, nb > 0 ? nb : 0, b, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
+    tb_bprof_step(t->world, step, nb > 0 ? nb : 0, b, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
                   t->hp.overlap, md->t[E_FWD], md->t[E_BWD], md->t[E_COMM]);
     free(b);
 }
@@ -170,7 +170,7 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     if (t->tl && tr) tb_step_timeline_host_buckets(t->tl, md->slot, tr);
     mark(t, md, E_COMM);
     if (md->sync) {
-        sync_bprof(t, md);
+        sync_bprof(t, md, step);
         if (check_finite(t, step, err, errlen) != 0) return -1;
     }
     tb_monitor_progress(t->mon, step, "optimizer", 0);
@@ -260,7 +260,8 @@ int tb_trainer_harvest(tb_trainer *t, int s, int wait) {
         t->tr->row->event_stats(t->tr, s, be->native_event(be, p->ev[E_FWD]), &r->sync);
     if (t->tr) r->sync.exposed_s = EL(E_BWD, E_COMM);
     if (t->tl)
-        tb_step_timeline_harvest(t->tl, s, t->world, p->ev[E_FWD], EL(E_FWD, E_BWD), EL(E_BWD, E_COMM),
+        tb_step_timeline_harvest(t->tl, s, r->step, t->world, p->ev[E_FWD], EL(E_FWD, E_BWD),
+                                 EL(E_BWD, E_COMM),
                                  t->tr, sizeof(tb_real), t->hp.bucket_bytes, t->hp.first_bucket_bytes,
                                  t->hp.overlap);
 #undef EL
