@@ -125,9 +125,10 @@ void tb_provenance_head(tb_attrs *a, const char *subcommand, int argc, char **ar
 }
 
 int tb_provenance_distinct(char *buf, size_t len, const char *names, size_t stride, int world, int counted) {
+    enum { TAIL = 48 }; /* room kept for "; ... and 12345 more" while more names follow */
     size_t used = 0;
+    int kinds = 0, shown = 0;
     buf[0] = '\0';
-    int kinds = 0;
     for (int r = 0; r < world; r++) {
         int seen = 0;
         for (int q = 0; q < r && !seen; q++) seen = strcmp(names + stride * q, names + stride * r) == 0;
@@ -136,15 +137,23 @@ int tb_provenance_distinct(char *buf, size_t len, const char *names, size_t stri
     for (int r = 0; r < world; r++) {
         const char *h = names + stride * r;
         int seen = 0, count = 0;
-        for (int q = 0; q < r; q++) seen |= strcmp(names + stride * q, h) == 0;
+        for (int q = 0; q < r && !seen; q++) seen = strcmp(names + stride * q, h) == 0;
         if (seen) continue;
         for (int q = r; q < world; q++) count += strcmp(names + stride * q, h) == 0;
-        if (used >= len) break;
         const char *sep = used == 0 ? "" : counted ? ", " : "; ";
+        char one[400];
         if (counted || kinds > 1)
-            used += (size_t)snprintf(buf + used, len - used, "%s%s (%d rank%s)", sep, h, count, count > 1 ? "s" : "");
+            snprintf(one, sizeof one, "%s%.300s (%d rank%s)", sep, h, count, count > 1 ? "s" : "");
         else
-            used += (size_t)snprintf(buf + used, len - used, "%s", h);
+            snprintf(one, sizeof one, "%.300s", h);
+        size_t n = strlen(one);
+        if (used + n + (shown + 1 < kinds ? TAIL : 0) >= len) { /* the rest said as a count, never cut mid-name */
+            snprintf(buf + used, len - used, "%s... and %d more", sep, kinds - shown);
+            break;
+        }
+        memcpy(buf + used, one, n + 1);
+        used += n;
+        shown++;
     }
     return kinds;
 }

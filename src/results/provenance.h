@@ -18,7 +18,8 @@ void tb_provenance_fill(tb_attrs *a, const char *subcommand, int argc, char **ar
 
 /* names: world rows of stride chars. Writes the distinct ones in rank
  * order, each with its rank count ("a (2 ranks), b (1 rank)"), and returns
- * how many there are. counted 0 (device names, which may hold a comma:
+ * how many there are. Where len cannot hold them all, the list ends with
+ * "... and K more" (len >= 64), never with a name cut off. counted 0 (device names, which may hold a comma:
  * "AMD EPYC 7B13, 2 threads"): a single name stays bare ("a"), as the
  * device_names of a job on one model always read, and several are
  * separated by "; ". */
