@@ -441,7 +441,8 @@ static void test_fabric_files(void) {
     TB_CHECK(tb_fabric_resolve("no-such-fabric", &f, err, sizeof err) == -1 && strstr(err, "--list-fabrics"),
              "unknown name: '%s'", err);
     TB_CHECK(tb_fabric_count_hosts("tbh1 (1 rank), tbh2 (1 rank), tbh3 (1 rank)") == 3 &&
-                 tb_fabric_count_hosts("vm (2 ranks)") == 1 && tb_fabric_count_hosts("") == 0,
+                 tb_fabric_count_hosts("vm (2 ranks)") == 1 && tb_fabric_count_hosts("") == 0 &&
+                 tb_fabric_count_hosts("n0 (8 ranks), n1 (8 ranks), ... and 598 more") == 600,
              "hosts in a hostnames attribute");
 }
 

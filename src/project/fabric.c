@@ -177,6 +177,10 @@ int tb_fabric_count_hosts(const char *hostnames) {
         else if (*p == ')') depth--;
         else if (*p == ',' && depth == 0) n++;
     }
+    /* a long list ends "..., ... and K more" (provenance.h): that entry stands for K */
+    const char *more = strstr(hostnames, "... and ");
+    int k = 0;
+    if (more && sscanf(more, "... and %d more", &k) == 1 && k > 0) n += k - 1;
     return n;
 }
 

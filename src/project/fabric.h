@@ -87,7 +87,8 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
 int tb_fabric_resolve(const char *spec, tb_fabric *f, char *err, size_t errlen);
 
 /* Number of hosts in a results file's "hostnames" attribute ("a (2 ranks),
- * b (1 rank)" or "a, b"); 0 for an empty string. */
+ * b (1 rank)" or "a, b"; a long one ending ", ... and K more" counts K for
+ * that entry); 0 for an empty string. */
 int tb_fabric_count_hosts(const char *hostnames);
 
 /* "NDR 400 Gb/s x 8 per node: intra 450 GB/s / 3.4 us, ..." in buf. */
