@@ -180,7 +180,13 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
             tb_source_start_epoch(src, ++epoch, 0);
             if (!tb_source_next(src, &b)) TB_FATAL("loader-bench --feed: the data set yields no batch");
         }
+        int pending = tb_trainer_graph_pending(fs->tr);
         if (tb_trainer_step(fs->tr, &b, k, fs->lr, err, sizeof err) != 0) tb_die("loader-bench --feed: %s", err);
+        /* captured inside a longer warm-up (--warmup past --graph-warmup): the ring it filled drains untimed too */
+        if (pending && !tb_trainer_graph_pending(fs->tr) && k < warm) {
+            int after = k + 1 + (c->resident ? 0 : c->prefetch);
+            if (after > warm) warm = after;
+        }
         tb_source_release(src);
         if (k >= warm) {
             rc.wait += b.wait_s; /* the host loop waiting for the loader */
