@@ -82,6 +82,7 @@ _Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code) {
     snprintf(msg, sizeof msg, "%s", why);
     m->ending = 1;
     tell_all(m, msg, mark_results); /* the others print their line before MPI_Abort kills them */
+    tb_run_abort_last();            /* a checkpoint or results file being written: its temporary */
     tb_nccl_abort_all();
     MPI_Abort(MPI_COMM_WORLD, code);
     _exit(code);
@@ -202,6 +203,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
         snprintf(why, sizeof why,
                  "the launcher is ending the job (SIGTERM) at %s; every other rank still answers", where);
     m->fn(why, 1, m->ctx);
+    tb_run_abort_last(); /* a checkpoint or results file being written: its temporary */
     fflush(stdout);
     fflush(stderr);
     tb_nccl_abort_all();

@@ -101,6 +101,12 @@ void tb_set_abort_last(tb_abort_cleanup fn, void *ctx) {
     atomic_store(&g_last, fn);
 }
 
+void tb_run_abort_last(void) {
+    void *ctx = atomic_load(&g_last_ctx);
+    tb_abort_cleanup last = atomic_exchange(&g_last, NULL);
+    if (last) last(ctx);
+}
+
 int tb_log_claim_end(void) {
     if (t_ending) return 1;
     int expected = 0;
@@ -147,8 +153,7 @@ _Noreturn void tb_abort(int exit_code) {
         int n = atomic_load(&g_ncleanups);
         for (int i = n - 1; i >= 0; i--) /* last registered first */
             if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
-        tb_abort_cleanup last = atomic_load(&g_last);
-        if (last) last(atomic_load(&g_last_ctx));
+        tb_run_abort_last();
         t_in_cleanups = 0;
     }
     if (g_abort_hook) g_abort_hook(exit_code);

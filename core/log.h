@@ -46,6 +46,11 @@ void tb_set_abort_notice(tb_abort_cleanup fn, void *ctx);
  * the results file's abort mark, may be waiting for the main thread to
  * finish and rename the checkpoint it is writing). NULL removes it. */
 void tb_set_abort_last(tb_abort_cleanup fn, void *ctx);
+/* Runs that last cleanup now, once (later calls and tb_abort skip it): for
+ * a thread that ends the process without tb_abort (comm/'s watchdog, after
+ * its results mark, before MPI_Abort or _exit), so a job ended mid-write
+ * leaves no temporary file either. */
+void tb_run_abort_last(void);
 /* Whether some thread has begun ending the process (tb_abort): 1 from its
  * first step. elsewhere: only when that thread is not the caller. */
 int tb_log_ending(int elsewhere);

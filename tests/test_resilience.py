@@ -274,10 +274,29 @@ def mode_ckptterm(a):
             check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
 
 
+def mode_ckptterm_np2(a):
+    """The same SIGTERM on 2 ranks: the watchdog ends the job (mpirun forwards a job's SIGTERM to every rank),
+    not tb_abort, and must remove the checkpoint's temporary too (it left one, 8 MB here, before)."""
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "run.ckpt")
+        env = dict(ENV, TB_TEST_FAULT="term-in-ckpt:0:8")
+        rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "40", *SMALL,
+                          "--ckpt", ck, "--ckpt-every", "4", "--results", os.path.join(d, "run.h5")], env=env,
+                         expect_rc=None)
+        check(rc != 0 and "the launcher is ending the job (SIGTERM) at step 8, in checkpoint" in out,
+              f"the watchdog ends the job at the step-8 checkpoint (exit {rc}): {out.strip()[-300:]!r}")
+        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
+        check(not leftovers, f"no temporary file is left ({leftovers})")
+        with h5py.File(ck) as f:
+            step = int(f.attrs["step"])
+            check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
+
+
 def main():
     global TIMEOUT, GRACE
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "ckptterm",
+                                     "ckptterm_np2",
                                      "killed-bwd", "frozen-bwd", "nccl-abort"])
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--mpiexec", default="")
@@ -318,6 +337,8 @@ def main():
             mode_resume(a)
         elif a.mode == "ckptterm":
             mode_ckptterm(a)
+        elif a.mode == "ckptterm_np2":
+            mode_ckptterm_np2(a)
         else:
             mode_ckptkill(a)
     except Exception as e:  # the test's own error: one FAIL line, never a traceback
