@@ -33,6 +33,13 @@ add_test(NAME abort_marks_results
 set_tests_properties(abort_marks_results PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 PROCESSORS 1
                      ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
+# a checkpoint whose fsync fails (EIO, a write-back error; fail_fsync.c
+# preloaded) does not replace the last good one: one line, exit 1
+add_library(tb_fail_fsync SHARED fail_fsync.c)
+target_link_libraries(tb_fail_fsync PRIVATE ${CMAKE_DL_LIBS})
+add_test(NAME ckpt_fsync_fails COMMAND sh ${TB_TEST_DIR}/ckpt_fsync_fails.sh ${TB_BIN} $<TARGET_FILE:tb_fail_fsync>)
+set_tests_properties(ckpt_fsync_fails PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+
 # a limit of the environment (stdout piped to 'head', ulimit -f): one line,
 # no temporary file, an earlier checkpoint kept, the results file marked,
 # where the signal's default (SIGPIPE, SIGXFSZ) ended the process silently

@@ -272,11 +272,14 @@ void tb_h5_create_atomic(tb_h5_writer *w, const char *path, const char *what) {
     tmp_push(w, what);
 }
 
-static void fsync_path(const char *path, int directory) {
+/* 0, or the errno of the open or the fsync. EINVAL and ENOTSUP (a file
+ * system that has no fsync) count as done: nothing more can be asked of it. */
+static int fsync_path(const char *path, int directory) {
     int fd = open(path, directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return;
-    fsync(fd);
+    if (fd < 0) return errno;
+    int err = fsync(fd) == 0 ? 0 : errno;
     close(fd);
+    return err == EINVAL || err == ENOTSUP ? 0 : err;
 }
 
 /* The lock is held to the rename: two writers of one path (a results
@@ -286,7 +289,21 @@ static void commit(tb_h5_writer *w, int sync_first) {
     H5_CHECK(H5Fflush(w->file, H5F_SCOPE_GLOBAL));
     H5_CHECK(H5Fclose(w->file));
     w->file = -1;
-    if (sync_first) fsync_path(w->tmp, 0);
+    /* write-back errors (EIO, ENOSPC, EDQUOT on NFS or Lustre) often show
+     * only here: the file must not replace the last good one */
+    int err = sync_first ? fsync_path(w->tmp, 0) : 0;
+    if (err) {
+        int n = atomic_load(&g_ntmp);
+        char what[64];
+        snprintf(what, sizeof what, "%s", n > 0 ? g_tmp[n - 1].what : "file");
+        unlink(w->tmp);
+        tmp_pop(w);
+        tb_h5_unlock();
+        tb_die("cannot write %s '%s': its data did not reach the disk (fsync: %s); the earlier file is kept; %s",
+               what, w->path, strerror(err),
+               err == ENOSPC || err == EDQUOT ? "free space there or choose another path"
+                                              : "check the file system (dmesg, its server) or choose another path");
+    }
     if (rename(w->tmp, w->path) != 0) {
         int err = errno;
         unlink(w->tmp);
@@ -296,10 +313,10 @@ static void commit(tb_h5_writer *w, int sync_first) {
     }
     tmp_pop(w);
     tb_h5_unlock();
-    if (!sync_first) fsync_path(w->path, 0);
+    if (!sync_first) (void)fsync_path(w->path, 0); /* the abort mark: renamed first, then whatever reaches the disk */
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", w->path);
-    fsync_path(dirname(dir), 1);
+    (void)fsync_path(dirname(dir), 1); /* the rename's durability: the file itself is whole either way */
 }
 
 void tb_h5_commit_atomic(tb_h5_writer *w) { commit(w, 1); }
