@@ -8,7 +8,8 @@
 #              continues too, with one '# --resume:' line saying it is not
 #              the interrupted run's continuation (so does one over data of
 #              another size, which the checkpoint records); one without a seed
-#              attribute is refused with one line saying so
+#              attribute, or at a negative position, is refused with one line
+#              saying so
 #   every-longer  --ckpt-every longer than the run still leaves a checkpoint
 #              of the last step, and a resumed run whose last step is one of
 #              --ckpt-every's writes it once, not twice
@@ -85,6 +86,14 @@ at-end)
   run "$dir/d.log" --steps 9 --ckpt "$dir/noseed.h5" --resume --results "" && fail "resume from a file without a seed ran"
   grep -q "error: train: '$dir/noseed.h5' records no seed, so it is not the checkpoint of a run to resume; start from its weights with --init instead$" "$dir/d.log" ||
     { cat "$dir/d.log"; fail "resume from a file without a seed: no line saying so"; }
+  # a position before the start (a damaged or hand-made file: attributes
+  # carry no checksum) is refused, not read as an index into the data
+  cp "$dir/c.h5" "$dir/negative.h5"
+  "$py" -c "import sys, h5py; h5py.File(sys.argv[1], 'r+').attrs['epoch_step'] = -3" "$dir/negative.h5"
+  run "$dir/n.log" --steps 9 --ckpt "$dir/negative.h5" --resume --results "" &&
+    fail "resume from a file at epoch_step -3 ran"
+  grep -q "error: train: '$dir/negative.h5' records a position before the start (step 7, epoch 0, step -3 of it)" \
+    "$dir/n.log" || { cat "$dir/n.log"; fail "resume from a negative position: no line saying so"; }
   ;;
 every-longer)
   run "$dir/a.log" --steps 3 --ckpt "$dir/c.h5" --ckpt-every 5 --results "" || { cat "$dir/a.log"; fail "run A"; }

@@ -286,7 +286,11 @@ static void check_checkpoint(const tb_train_run *r, const char *from, const tb_c
     const tb_train_flags *f = &r->fl;
     if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
     int64_t total = planned_steps(r);
-    if (!meta->has_seed)
+    if (meta->step < 0 || meta->epoch < 0 || meta->epoch_step < 0)
+        snprintf(why, len, "'%s' records a position before the start (step %lld, epoch %lld, step %lld of it): not a "
+                 "checkpoint trainbench wrote, or a damaged one; resume from another, or start from its weights with "
+                 "--init", from, (long long)meta->step, (long long)meta->epoch, (long long)meta->epoch_step);
+    else if (!meta->has_seed)
         snprintf(why, len, "'%s' records no seed, so it is not the checkpoint of a run to resume; start from its "
                  "weights with --init instead", from);
     else if (meta->seed != f->seed)
