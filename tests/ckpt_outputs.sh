@@ -86,6 +86,18 @@ at-end)
   run "$dir/d.log" --steps 9 --ckpt "$dir/noseed.h5" --resume --results "" && fail "resume from a file without a seed ran"
   grep -q "error: train: '$dir/noseed.h5' records no seed, so it is not the checkpoint of a run to resume; start from its weights with --init instead$" "$dir/d.log" ||
     { cat "$dir/d.log"; fail "resume from a file without a seed: no line saying so"; }
+  # --save after a resume with another batch records the loop's position,
+  # as --ckpt does: 16 samples at batch 4 (4 steps an epoch) to step 5 =
+  # epoch 1, step 1; resumed at batch 2 (8 an epoch) to step 7 = epoch 1,
+  # step 3, where step / steps-per-epoch (0, 7) is not where the data stands
+  run "$dir/s1.log" --steps 5 --synthetic-size 16 --ckpt "$dir/s.h5" --results "" || { cat "$dir/s1.log"; fail "s1"; }
+  run "$dir/s2.log" --steps 7 --synthetic-size 16 --batch-size 2 --ckpt "$dir/s.h5" --resume --save "$dir/saved.h5" \
+    --results "" || { cat "$dir/s2.log"; fail "s2"; }
+  pos=$(h5 "$dir/saved.h5" "int(f.attrs['step']), int(f.attrs['epoch']), int(f.attrs['epoch_step'])" 2>&1)
+  ck=$(h5 "$dir/s.h5" "int(f.attrs['step']), int(f.attrs['epoch']), int(f.attrs['epoch_step'])" 2>&1)
+  if [ "$pos" != "7 1 3" ] || [ "$pos" != "$ck" ]; then
+    fail "--save records step, epoch, epoch_step $pos, --ckpt $ck; expected 7 1 3 in both"
+  fi
   # a position before the start (a damaged or hand-made file: attributes
   # carry no checksum) is refused, not read as an index into the data
   cp "$dir/c.h5" "$dir/negative.h5"

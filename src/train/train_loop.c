@@ -460,6 +460,8 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
         }
     }
     flush(r, o, &c);
+    o->epoch = o->step > r->start[0] ? c.epoch : r->start[1];
+    o->epoch_step = o->step > r->start[0] ? c.epoch_step : r->start[2];
     if (r->d.have_val_ds && o->step > r->start[0] && c.epoch_step != r->steps_per_epoch) {
         /* the run stopped inside an epoch (--steps): --val once, on the weights it ends with */
         char when[96];

@@ -291,8 +291,9 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
     summarise(r, o);
     tb_train_report_bad_files(r, o->step);
     if (r->fl.save[0]) { /* every rank: the finite check before the write is collective */
-        int64_t spe = r->steps_per_epoch > 0 ? r->steps_per_epoch : 1, ep = o->step / spe;
-        tb_train_save_checkpoint(r, r->fl.save, o->step, ep, o->step - ep * spe);
+        /* the loop's own position: after a resume with another batch or rank count, step / steps-per-epoch
+         * is not where the data order stands */
+        tb_train_save_checkpoint(r, r->fl.save, o->step, o->epoch, o->epoch_step);
         if (r->info.rank == 0) printf("# checkpoint written to %s\n", r->fl.save);
     }
     check_replicas(r, o->step);
