@@ -134,8 +134,10 @@ static int verdict(tb_monitor *m, char *why, size_t len) {
                 continue;
             char where[160];
             mon_describe(where, sizeof where, o);
-            snprintf(why, len, "rank %d (%s) has not joined the %s of %s after %.1f s (--timeout %g): it is at %s", q,
-                     host(m, q), p->what, at, in_for, m->timeout, where);
+            /* a rank busy with work of its own (not waiting in a collective): perhaps only slow */
+            snprintf(why, len, "rank %d (%s) has not joined the %s of %s after %.1f s (--timeout %g): it is at %s%s", q,
+                     host(m, q), p->what, at, in_for, m->timeout, where,
+                     o->collective ? "" : "; if that is only slow (a file system, a data loader), raise --timeout");
             return 1;
         }
         snprintf(why, len,

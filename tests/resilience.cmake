@@ -3,7 +3,8 @@
 # "aborted" results file; NaN stops with the step and tensor; --resume is
 # exact; a kill during a checkpoint write leaves the previous one loadable,
 # a SIGTERM during one marks the results file aborted, and on 2 ranks (the
-# watchdog ends the job) leaves no temporary file either.
+# watchdog ends the job) leaves no temporary file either; a checkpoint write
+# longer than --timeout is named as such, with what to do.
 # HDF5 from several threads (issue 12): the process-wide lock, the
 # watchdog's bounded wait, results snapshots, exit waiting for a writer.
 add_executable(test_h5_lock test_h5_lock.c)
@@ -11,7 +12,7 @@ target_link_libraries(test_h5_lock PRIVATE tb_app)
 add_test(NAME h5_lock_threads COMMAND test_h5_lock)
 set_tests_properties(h5_lock_threads PROPERTIES TIMEOUT 120)
 
-foreach(mode killed frozen early nan resume ckptkill ckptterm ckptterm_np2)
+foreach(mode killed frozen early nan resume ckptkill ckptterm ckptterm_np2 ckptslow_np2)
   add_test(NAME resilience_${mode}
            COMMAND ${TB_PY} ${TB_TEST_DIR}/test_resilience.py ${mode} --trainbench ${TB_BIN}
                    --mpiexec "${MPIEXEC_EXECUTABLE}" --ckpt-copy $<TARGET_FILE:tb_ckpt_copy>)

@@ -292,11 +292,31 @@ def mode_ckptterm_np2(a):
             check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
 
 
+def mode_ckptslow_np2(a):
+    """Rank 0's checkpoint write outlasting --timeout (a slow file system: slow-ckpt sleeps 0.5 s, --timeout 0.3):
+    the job ends on every rank with the line naming rank 0 in its checkpoint and what to do, and the watchdog's end
+    leaves no temporary file."""
+    with tempfile.TemporaryDirectory() as d:
+        ck = os.path.join(d, "run.ckpt")
+        env = dict(ENV, TB_TEST_FAULT="slow-ckpt:0:4")
+        small = [x if x != f"{TIMEOUT:g}" else "0.3" for x in SMALL]
+        rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "6", *small,
+                          "--ckpt", ck, "--ckpt-every", "4", "--results", os.path.join(d, "run.h5")], env=env,
+                         expect_rc=None)
+        said = [ln for ln in out.splitlines() if "rank 0 (" in ln and "has not joined the checkpoint verdict "
+                "broadcast of step 4" in ln and ln.endswith("in checkpoint; if that is only slow (a file system, "
+                                                            "a data loader), raise --timeout")]
+        check(rc != 0 and len(said) == 2, f"both ranks say rank 0 is slow in its checkpoint and to raise --timeout "
+              f"(exit {rc}, {len(said)} lines): {out.strip()[-400:]!r}")
+        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
+        check(not leftovers, f"no temporary file is left ({leftovers})")
+
+
 def main():
     global TIMEOUT, GRACE
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "ckptterm",
-                                     "ckptterm_np2",
+                                     "ckptterm_np2", "ckptslow_np2",
                                      "killed-bwd", "frozen-bwd", "nccl-abort"])
     ap.add_argument("--trainbench", required=True)
     ap.add_argument("--mpiexec", default="")
@@ -339,6 +359,8 @@ def main():
             mode_ckptterm(a)
         elif a.mode == "ckptterm_np2":
             mode_ckptterm_np2(a)
+        elif a.mode == "ckptslow_np2":
+            mode_ckptslow_np2(a)
         else:
             mode_ckptkill(a)
     except Exception as e:  # the test's own error: one FAIL line, never a traceback
