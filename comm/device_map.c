@@ -29,9 +29,9 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
                          "ranks outnumber devices: %d ranks run on %s but they see %d CUDA device%s, so "
                          "device = local rank mod %d puts ranks %d and %d on one GPU (%s); start at most %d "
                          "rank%s per node (mpirun --map-by ppr:%d:node, srun --ntasks-per-node=%d "
-                         "--gpus-per-task=1)%s, or share a GPU on purpose with --comm mpi --share-gpu",
+                         "--gpus-per-node=%d)%s, or share a GPU on purpose with --comm mpi --share-gpu",
                          on_host, b->host, b->devices, b->devices == 1 ? "" : "s", b->devices, q, r,
-                         b->key + 4, b->devices, b->devices == 1 ? "" : "s", b->devices, b->devices,
+                         b->key + 4, b->devices, b->devices == 1 ? "" : "s", b->devices, b->devices, b->devices,
                          b->devices == 1 ? "; or, if the node has more GPUs, every rank was given the same one "
                                            "(CUDA_VISIBLE_DEVICES=0 exported to all): give each rank its own"
                                          : "");
@@ -39,7 +39,8 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
                 snprintf(why, len,
                          "ranks %d and %d on %s share one device (%s): each rank picked its own device "
                          "ordinal (%d and %d of the %d and %d it sees), but both are the same GPU; give each "
-                         "rank its own GPU (CUDA_VISIBLE_DEVICES per rank, or srun --gpus-per-task=1), or "
+                         "rank its own GPU (one rank per GPU: srun --ntasks-per-node=G --gpus-per-node=G; or "
+                         "CUDA_VISIBLE_DEVICES per rank), or "
                          "share one on purpose with --comm mpi --share-gpu",
                          q, r, b->host, b->key, a->device, b->device, a->devices, b->devices);
             } else {

@@ -259,6 +259,27 @@ tb_physical_cores() {
     fi
 }
 
+# tb_mpi_major: the major version of ${TB_MPIRUN:-mpirun}'s Open MPI, from
+# its --version ("mpirun (Open MPI) 4.1.4"); 4 when it cannot tell (a dry
+# run without mpirun)
+tb_mpi_major() {
+    tb_v=$("${TB_MPIRUN:-mpirun}" --version 2>/dev/null |
+        sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    echo "${tb_v:-4}"
+}
+
+# tb_add_socket_mapping: a node's ranks fill its first socket, then the
+# next, each bound to its socket (local rank r beside GPU r when every slot
+# is used). Open MPI 4.1: --map-by socket --rank-by core; Open MPI 5
+# (PRRTE) takes no --rank-by core and calls a socket a package.
+tb_add_socket_mapping() {
+    if [ "$(tb_mpi_major)" -ge 5 ] 2>/dev/null; then
+        tb_add --map-by package --rank-by fill --bind-to package
+    else
+        tb_add --map-by socket --rank-by core --bind-to socket
+    fi
+}
+
 # tb_help FILE: print FILE's header comment (from line 2 to `set -eu`)
 tb_help() {
     sed -n '2,/^set -eu/p' "$1" | sed -e '/^set -eu/d' -e 's/^# //' -e 's/^#$//'
@@ -270,7 +291,7 @@ tb_finish() {
         printf '%s\n' "$TB_CMD"
         exit 0
     fi
-    echo "$TB_SCRIPT: $TB_CMD" >&2
+    printf '%s: %s\n' "$TB_SCRIPT" "$TB_CMD" >&2
     eval "exec $TB_CMD"
 }
 

@@ -60,9 +60,13 @@
 #                          nvidia-peermem)
 #   TB_BTL=tcp,self,vader  Open MPI BTLs for --fabric tcp
 #   TB_PE=                 cores per rank: --map-by slot:PE=K --bind-to core;
-#                          unset: --map-by slot --bind-to socket (each rank
-#                          on the cores of one socket; safe when the nodes'
-#                          core counts are not known here)
+#                          unset: --map-by socket --rank-by core --bind-to
+#                          socket (Open MPI 5: --map-by package --rank-by
+#                          fill --bind-to package): each node's ranks fill
+#                          its first socket, then the next, each on the
+#                          cores of its socket (safe when the nodes' core
+#                          counts are not known here; local rank r beside
+#                          GPU r only when -n uses every slot)
 #   TB_MPI_PREFIX=         Open MPI's install prefix on the nodes (--prefix),
 #                          when orted is not on the remote PATH
 #   TB_MPIRUN=mpirun       the launcher
@@ -105,17 +109,18 @@ done
 [ -d "$hostfile" ] && tb_die "hostfile '$hostfile' is a directory: give --hostfile a file of 'host slots=GPUS' lines"
 [ -r "$hostfile" ] || tb_die "cannot read hostfile '$hostfile'"
 
-# slots per node: "host slots=N" (N >= 1, its GPUs). A bare "host" is
+# slots per node: "host slots=N" (N >= 1, its GPUs; "slots = N", count=N
+# and cpu=N as Open MPI reads them). A bare "host" is
 # refused: Open MPI 4.1 counts every core of it as a slot, so all ranks
 # would land on the first host. So is a host named twice: Open MPI adds
 # up its slots.
 slots=$(awk '
     /\r$/ { print "crlf " NR; err = 1; exit }
-    { sub(/#.*/, "") }
+    { sub(/#.*/, ""); gsub(/[ \t]*=[ \t]*/, "="); $0 = $0 }  # "slots = 8" as Open MPI reads it
     NF == 0 { next }
     { n = ""
-      for (i = 2; i <= NF; i++)
-          if ($i ~ /^slots=/) { n = substr($i, 7) }
+      for (i = 2; i <= NF; i++)  # count= and cpu= are Open MPI names of slots= too
+          if ($i ~ /^(slots|count|cpu)=/) { n = substr($i, index($i, "=") + 1) }
       if (n == "") { print "bare " NR " " $1; err = 1; exit }
       if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; err = 1; exit }
       if ($1 in seen) { print "twice " NR " " $1 " " seen[$1]; err = 1; exit }
@@ -151,7 +156,7 @@ if [ -n "${TB_PE:-}" ]; then
     tb_need_count TB_PE "$TB_PE"
     tb_add --map-by "slot:PE=$TB_PE" --bind-to core
 else
-    tb_add --map-by socket --rank-by core --bind-to socket # local rank r on GPU r: 0..k-1 on the first socket
+    tb_add_socket_mapping # local rank r on GPU r: 0..k-1 on the first socket
 fi
 tb_add_mpirun_fabric
 for name in $(tb_passthrough_names remote); do

@@ -197,6 +197,16 @@ H=$work/hosts16
 expect_line "hostfile: auto fabric, slots summed" \
     "mpirun -np 16 --hostfile $H$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench train" \
     "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench train
+# Open MPI 5 (PRRTE) refuses --rank-by core: the socket mapping in its words
+printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
+chmod +x "$work/mpirun5"
+expect_line "hostfile: Open MPI 5's socket mapping" \
+    "$work/mpirun5 -np 16 --hostfile $H$root_flag --map-by package --rank-by fill --bind-to package -x PATH trainbench" \
+    TB_MPIRUN="$work/mpirun5" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+# Open MPI's other spellings of slots: "slots = N", count=N, cpu=N (not max_slots=)
+printf 'nodeA slots = 8\nnodeB count=4 max_slots=9\nnodeC cpu=2\n' >"$work/hosts_spelled"
+expect_words "hostfile: slots = 8, count=, cpu= add up to 14" "-np 14" "" \
+    "$L/hostfile.sh" --hostfile "$work/hosts_spelled" --dry-run -- trainbench
 expect_line "hostfile: tcp on eth1, 8 cores per rank" \
     "mpirun -np 16 --hostfile $H$root_flag --map-by slot:PE=8 --bind-to core --mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME==eth1 -x PATH trainbench" \
     TB_IFACE=eth1 TB_PE=8 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
@@ -321,6 +331,14 @@ expect_line "slurm_mpirun: TB_SLURM_HOSTFILE=1 writes the allocation" \
 checks=$((checks + 1))
 [ "$(cat "$work/job.hosts" 2>/dev/null)" = "gpu07 slots=8
 gpu08 slots=8" ] || fail "slurm_mpirun: hostfile is '$(cat "$work/job.hosts" 2>/dev/null)'"
+# Slurm counting hardware threads (SMT: 96 CPUs on 48 cores): PE in cores
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: 12 CPUs a task are 6 cores on 2 threads a core" \
+    "--map-by slot:PE=6|-x OMP_NUM_THREADS=12" "PE=12" \
+    $job SLURM_CPUS_ON_NODE=96 TB_CORES=48 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: Slurm counting cores keeps PE=12" "--map-by slot:PE=12" "PE=6" \
+    $job SLURM_CPUS_ON_NODE=96 TB_CORES=96 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 expect_line "slurm_mpirun: uneven tasks per node, no CPUs per task" \
     "mpirun -np 10 --hostfile $work/uneven.hosts$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench" \
     SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-2],login3" SLURM_TASKS_PER_NODE="4(x2),2" \
