@@ -285,6 +285,8 @@ def mode_ckptterm_np2(a):
                          expect_rc=None)
         check(rc != 0 and "the launcher is ending the job (SIGTERM) at step 8, in checkpoint" in out,
               f"the watchdog ends the job at the step-8 checkpoint (exit {rc}): {out.strip()[-300:]!r}")
+        check(out.count("results file not marked") <= 1, "at most one line says the results file was not marked "
+              f"(the watchdog's early mark said it too): {out.count('results file not marked')}")
         leftovers = [n for n in os.listdir(d) if ".tmp." in n]
         check(not leftovers, f"no temporary file is left ({leftovers})")
         with h5py.File(ck) as f:

@@ -188,7 +188,8 @@ static void on_disk(const tb_run_report *r, char *buf, size_t len) {
  * mark, an error's mark: never replacing a file written). Each only once
  * the run has begun (its settings recorded, as for the first snapshot): an
  * end in start-up leaves an earlier run's file as it was. */
-typedef enum { WRITE_FINAL, WRITE_PROVISIONAL } write_kind;
+/* EARLY: the watchdog's provisional mark, which its final mark follows */
+typedef enum { WRITE_FINAL, WRITE_PROVISIONAL, WRITE_EARLY } write_kind;
 
 /* The write itself, r->mu held by the caller. */
 static void write_locked(tb_run_report *r, const char *status, const char *reason, double wait_s, write_kind how) {
@@ -242,6 +243,7 @@ static void report_write(tb_run_report *r, const char *status, const char *reaso
                 tb_h5_unlock();
                 snprintf(holder, sizeof holder, "no HDF5 call");
             }
+            if (how == WRITE_EARLY) return; /* the final mark follows, and says it when it fails too */
             tb_warn("results file not marked %s: another thread (the main thread, or the watchdog's provisional "
                     "mark) held the run's tables for the %.1f s waited (inside HDF5: %s, for %.1f s); '%s' keeps "
                     "what was last written there (a snapshot, or the provisional mark, both 'aborted')",
@@ -261,7 +263,7 @@ void tb_run_report_write(tb_run_report *r, const char *status, const char *reaso
 }
 
 void tb_run_report_write_provisional(tb_run_report *r, const char *reason, double wait_s) {
-    report_write(r, "aborted", reason, wait_s, WRITE_PROVISIONAL);
+    report_write(r, "aborted", reason, wait_s, WRITE_EARLY);
 }
 
 /* How long an error's mark waits for HDF5 (a snapshot being written): the
