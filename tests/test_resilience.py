@@ -254,6 +254,15 @@ def mode_ckptkill(a):
         check(len(said) == 1, "the resumed run names the unfinished write with its size: %r" % said)
 
 
+def no_temporary_whole_checkpoint(d, ck):
+    """After an end during the step-8 checkpoint: no NAME.tmp.PID in d, and ck the step-4 or step-8 one, whole."""
+    leftovers = [n for n in os.listdir(d) if ".tmp." in n]
+    check(not leftovers, f"no temporary file is left ({leftovers})")
+    with h5py.File(ck) as f:
+        step = int(f.attrs["step"])
+        check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
+
+
 def mode_ckptterm(a):
     with tempfile.TemporaryDirectory() as d:
         ck, res = os.path.join(d, "run.ckpt"), os.path.join(d, "run.h5")
@@ -267,11 +276,7 @@ def mode_ckptterm(a):
         with h5py.File(res) as f:
             st, why = f.attrs["status"], str(f.attrs.get("abort_reason", ""))
             check(st == "aborted" and "SIGTERM" in why, f"the results file is marked aborted ({st}: {why})")
-        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
-        check(not leftovers, f"no temporary file is left ({leftovers})")
-        with h5py.File(ck) as f:
-            step = int(f.attrs["step"])
-            check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
+        no_temporary_whole_checkpoint(d, ck)
 
 
 def mode_ckptterm_np2(a):
@@ -287,11 +292,7 @@ def mode_ckptterm_np2(a):
               f"the watchdog ends the job at the step-8 checkpoint (exit {rc}): {out.strip()[-300:]!r}")
         check(out.count("results file not marked") <= 1, "at most one line says the results file was not marked "
               f"(the watchdog's early mark said it too): {out.count('results file not marked')}")
-        leftovers = [n for n in os.listdir(d) if ".tmp." in n]
-        check(not leftovers, f"no temporary file is left ({leftovers})")
-        with h5py.File(ck) as f:
-            step = int(f.attrs["step"])
-            check(step in (4, 8) and len(f["params"]) > 0, f"the checkpoint is a whole one (step {step})")
+        no_temporary_whole_checkpoint(d, ck)
 
 
 def mode_ckptslow_np2(a):
