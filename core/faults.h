@@ -38,6 +38,8 @@
  *                 then 1 s more of writing (a job's end arriving mid-write)
  *   slow-ckpt     sleep 0.5 s in each checkpoint write (of STEP, or of every
  *                 step when STEP is omitted): a slow file system
+ *   stall-ckpt    sleep --timeout + 1 s in the checkpoint write of STEP: a
+ *                 file system slower than the watchdog allows
  *   slow-row      sleep 3x the step's own time (at least 0.2 s) after each
  *                 timed step of the STEP-rank scaling row (a 1-rank row
  *                 slowed by other load: super-linear rows)

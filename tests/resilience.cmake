@@ -4,7 +4,7 @@
 # exact; a kill during a checkpoint write leaves the previous one loadable,
 # a SIGTERM during one marks the results file aborted, and on 2 ranks (the
 # watchdog ends the job) leaves no temporary file either; a checkpoint write
-# longer than --timeout is named as such, with what to do.
+# longer than --timeout (stall-ckpt) is named as such, with what to do.
 # HDF5 from several threads (issue 12): the process-wide lock, the
 # watchdog's bounded wait, results snapshots, exit waiting for a writer.
 add_executable(test_h5_lock test_h5_lock.c)

@@ -241,6 +241,11 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
             struct timespec half = {0, 500000000L};
             nanosleep(&half, NULL);
         }
+        if (tb_fault("stall-ckpt", r->info.rank, step)) { /* test only: one slower than --timeout */
+            double s = r->fl.timeout + 1;
+            struct timespec t = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+            nanosleep(&t, NULL);
+        }
         tb_ckpt_save_checked(path, r->m, &meta, bad, sizeof bad);
         tb_run_report_unlock(&r->report);
     }
