@@ -30,7 +30,8 @@ static void add_step(int ranks, int64_t step, double k) {
     size_t off[2] = {0, 100}, cnt[2] = {100, 50};
     double ready[2] = {1e-3 * k, 2e-3 * k};
     tb_bucket_time b = {.off = 0, .cnt = 150, .ready_s = NAN, .start_s = 2e-3 * k, .end_s = 3e-3 * k};
-    tb_bprof_sample x = {.ranks = ranks, .step = step, .nr = 2, .r_off = off, .r_cnt = cnt, .r_ready = ready, .nb = 1, .b = &b,
+    tb_bprof_sample x = {.ranks = ranks, .step = step, .nr = 2, .r_off = off, .r_cnt = cnt, .r_ready = ready,
+                         .nb = 1, .b = &b,
                          .elem_bytes = 4, .bucket_bytes = 1024, .overlap = 1, .backward_s = 2e-3 * k,
                          .exposed_s = 1e-3 * k, .clock = "test"};
     tb_bprof_add(&x);

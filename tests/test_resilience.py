@@ -279,15 +279,21 @@ def mode_ckptterm(a):
         no_temporary_whole_checkpoint(d, ck)
 
 
+def ckpt_run_np2(a, d, ck, fault, steps):
+    """2 ranks under mpiexec with TB_TEST_FAULT=fault, a checkpoint every 4 steps at ck: (exit status, output)."""
+    env = dict(ENV, TB_TEST_FAULT=fault)
+    rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", str(steps), *SMALL,
+                      "--ckpt", ck, "--ckpt-every", "4", "--results", os.path.join(d, "run.h5")], env=env,
+                     expect_rc=None)
+    return rc, out
+
+
 def mode_ckptterm_np2(a):
     """The same SIGTERM on 2 ranks: the watchdog ends the job (mpirun forwards a job's SIGTERM to every rank),
     not tb_abort, and must remove the checkpoint's temporary too (it left one, 8 MB here, before)."""
     with tempfile.TemporaryDirectory() as d:
         ck = os.path.join(d, "run.ckpt")
-        env = dict(ENV, TB_TEST_FAULT="term-in-ckpt:0:8")
-        rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "40", *SMALL,
-                          "--ckpt", ck, "--ckpt-every", "4", "--results", os.path.join(d, "run.h5")], env=env,
-                         expect_rc=None)
+        rc, out = ckpt_run_np2(a, d, ck, "term-in-ckpt:0:8", 40)
         check(rc != 0 and "the launcher is ending the job (SIGTERM) at step 8, in checkpoint" in out,
               f"the watchdog ends the job at the step-8 checkpoint (exit {rc}): {out.strip()[-300:]!r}")
         check(out.count("results file not marked") <= 1, "at most one line says the results file was not marked "
@@ -301,10 +307,7 @@ def mode_ckptslow_np2(a):
     leaves no temporary file."""
     with tempfile.TemporaryDirectory() as d:
         ck = os.path.join(d, "run.ckpt")
-        env = dict(ENV, TB_TEST_FAULT="stall-ckpt:0:4")
-        rc, out, _ = run([a.mpiexec, "-n", "2", "-x", "TB_TEST_FAULT", a.trainbench, "--steps", "6", *SMALL,
-                          "--ckpt", ck, "--ckpt-every", "4", "--results", os.path.join(d, "run.h5")], env=env,
-                         expect_rc=None)
+        rc, out = ckpt_run_np2(a, d, ck, "stall-ckpt:0:4", 6)
         said = [ln for ln in out.splitlines() if "rank 0 (" in ln and "has not joined the checkpoint verdict "
                 "broadcast of step 4" in ln and ln.endswith("in checkpoint; if that is only slow (a file system, "
                                                             "a data loader), raise --timeout")]

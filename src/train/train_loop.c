@@ -127,8 +127,6 @@ static void checkpoint_if_behind(tb_train_run *r, tb_train_outcome *o, loop_cloc
 static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, char *why, size_t len) {
     tb_source *val = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_VAL, r->be);
     double counts[4];
-    /* each rank's running statistics hold its own last batches until the next step's broadcast: rank 0's,
-     * the checkpoint's, on every rank first */
     if (tb_fault("bn-skew", r->info.rank, -1)) { /* test only: this rank's statistics far from rank 0's */
         size_t n = r->m->pt.n_state;
         tb_real *skew = malloc((n ? n : 1) * sizeof *skew);
@@ -139,6 +137,8 @@ static int evaluate_now(tb_train_run *r, tb_train_outcome *o, const char *when, 
         free(skew);
         tb_warn("test fault bn-skew: this rank's BatchNorm running statistics set to 1000 before the evaluation");
     }
+    /* each rank's running statistics hold its own last batches until the next step's broadcast: rank 0's,
+     * the checkpoint's, on every rank first */
     tb_monitor_progress(r->mon, o->step, "evaluation's BatchNorm statistics broadcast", 1);
     tb_trainer_sync_bn(r->tr);
     evaluate(r->m, val, r->world, r->mon, o->step, counts);
