@@ -144,16 +144,16 @@ def check_percents(text, figs, exempt, report, where):
         seen.add(m.start(1))
         if m.group(1) not in exempt:
             report.figure(m.group(1), "%", figs.find(m.group(1), "%", RESIDENT_KEY), where)
-    at = 0
-    for clause in CLAUSE.split(text):
-        start, at = at + text[at:].find(clause), at + text[at:].find(clause) + len(clause)
-        if not EFF_WORD.search(clause):
-            continue
-        for m in PCT.finditer(clause):
-            if (start + m.start(1) in seen or m.group(1) in exempt or NOT_EFF_AFTER.match(clause, m.end())
-                    or NOT_EFF_BEFORE.search(clause[:m.start(1)])):
-                continue
-            report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY), where)
+    start = 0
+    for cut in list(CLAUSE.finditer(text)) + [None]:   # each clause: text[start:end]
+        end = cut.start() if cut else len(text)
+        if EFF_WORD.search(text, start, end):
+            for m in PCT.finditer(text, start, end):
+                if (m.start(1) in seen or m.group(1) in exempt or NOT_EFF_AFTER.match(text, m.end(), end)
+                        or NOT_EFF_BEFORE.search(text, start, m.start(1))):
+                    continue
+                report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY), where)
+        start = cut.end() if cut else end
 
 
 def sentences(text):
