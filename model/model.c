@@ -484,6 +484,11 @@ void tb_model_read_scalars(tb_model *m, tb_step_scalars *out) {
     m->be->copy_d2h(m->be, out, m->sc, sizeof *out);
 }
 
+void tb_model_write_scalars(tb_model *m, const tb_step_scalars *in) {
+    m->be->sync(m->be); /* no queued op reads or writes them meanwhile */
+    m->be->copy_h2d(m->be, m->sc, in, sizeof *in);
+}
+
 size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
     size_t used = 0;
     if (len) buf[0] = '\0';

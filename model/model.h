@@ -192,6 +192,8 @@ float tb_model_read_loss(tb_model *m);
 void tb_model_read_logits(tb_model *m, float *dst);           /* [batch, classes] */
 /* The step scalars as they are now (waits). */
 void tb_model_read_scalars(tb_model *m, tb_step_scalars *out);
+/* Replaces them (waits): a resumed run's fp16 loss scaler (checkpoint.h). */
+void tb_model_write_scalars(tb_model *m, const tb_step_scalars *in);
 
 /* Host <-> device for one named tensor of the table (index i): float32 host
  * values for trainable and running-statistics tensors, int64 for counters. */

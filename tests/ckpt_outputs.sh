@@ -7,7 +7,8 @@
 #              a resume from it continues there; a resume with another batch
 #              continues too, with one '# --resume:' line saying it is not
 #              the interrupted run's continuation (so does one over data of
-#              another size, which the checkpoint records); one without a seed
+#              another size, which the checkpoint records, or of the same size
+#              but another fingerprint: a file renamed); one without a seed
 #              attribute, or at a negative position, is refused with one line
 #              saying so
 #   every-longer  --ckpt-every longer than the run still leaves a checkpoint
@@ -106,6 +107,22 @@ at-end)
     fail "resume from a file at epoch_step -3 ran"
   grep -q "error: train: '$dir/negative.h5' records a position before the start (step 7, epoch 0, step -3 of it)" \
     "$dir/n.log" || { cat "$dir/n.log"; fail "resume from a negative position: no line saying so"; }
+  # other data of the same size (a file renamed: same count, another
+  # fingerprint): the run goes on, and one line says so; the same tree
+  # resumed says nothing
+  "$tb" mkdata --out "$dir/ds" --classes 2 --per-class 4 --min-side 40 --max-side 48 >/dev/null ||
+    fail "mkdata"
+  jpeg="--data $dir/ds --loader-threads 1"
+  # shellcheck disable=SC2086 # $jpeg is a list of words
+  run "$dir/j1.log" $jpeg --steps 2 --ckpt "$dir/j.h5" --results "" || { cat "$dir/j1.log"; fail "j1"; }
+  # shellcheck disable=SC2086
+  run "$dir/j2.log" $jpeg --steps 3 --ckpt "$dir/j.h5" --resume --results "" || { cat "$dir/j2.log"; fail "j2"; }
+  grep -q "other data" "$dir/j2.log" && { cat "$dir/j2.log"; fail "a resume over the same files says they differ"; }
+  mv "$dir/ds/class_001/img_000003.jpg" "$dir/ds/class_001/img_000009.jpg"
+  # shellcheck disable=SC2086
+  run "$dir/j3.log" $jpeg --steps 4 --ckpt "$dir/j.h5" --resume --results "" || { cat "$dir/j3.log"; fail "j3"; }
+  grep -q "^# --resume: the checkpoint was written over other data of the same size (fingerprint [0-9a-f]\{16\}; this run's [0-9a-f]\{16\}: other files, labels or order): it goes on from step 3" "$dir/j3.log" ||
+    { cat "$dir/j3.log"; fail "a resume over other files of the same count does not say so"; }
   ;;
 every-longer)
   run "$dir/a.log" --steps 3 --ckpt "$dir/c.h5" --ckpt-every 5 --results "" || { cat "$dir/a.log"; fail "run A"; }

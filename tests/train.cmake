@@ -114,6 +114,15 @@ if(TB_HAVE_MPI)
     add_test(NAME resume_exact_np3_pad
              COMMAND ${TB_TEST_DIR}/resume_uneven.sh ${TB_BIN} ${TB_PYTHON} ${TB_TEST_DIR}/compare_h5.py pad
                      ${TB_MPIRUN} 3)
+    # --resume goes on with the loss scaler the checkpoint records (rank 0's,
+    # broadcast), exactly; without it (planted) the scaler ends elsewhere
+    add_test(NAME resume_scaler_exact
+             COMMAND sh ${TB_TEST_DIR}/resume_scaler.sh ${TB_BIN} ${TB_PYTHON} ${TB_TEST_DIR}/compare_h5.py)
+    add_test(NAME resume_scaler_exact_np2
+             COMMAND sh ${TB_TEST_DIR}/resume_scaler.sh ${TB_BIN} ${TB_PYTHON} ${TB_TEST_DIR}/compare_h5.py
+                     ${TB_MPIRUN} 2)
+    set_tests_properties(resume_scaler_exact PROPERTIES TIMEOUT 300)
+    set_tests_properties(resume_scaler_exact_np2 PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
     set_tests_properties(resume_exact_np2_keep PROPERTIES TIMEOUT 300 PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
     set_tests_properties(resume_exact_np3_pad PROPERTIES TIMEOUT 300 PROCESSORS 3 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/shard.h"
@@ -19,6 +20,7 @@ struct tb_source {
     tb_last_batch last;        /* the epoch's remainder (data/shard.h) */
     int64_t n;                 /* samples in an epoch's order (all ranks) */
     int64_t epoch, step;       /* position */
+    uint64_t fingerprint;      /* of the data (tb_source_fingerprint) */
     /* synthetic */
     tb_synthetic syn;
     /* batch file */
@@ -74,6 +76,8 @@ tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_
     if ((size_t)pool * sample_bytes > ((size_t)1 << 30)) pool = (int64_t)(((size_t)1 << 30) / sample_bytes);
     if (pool < 1) pool = 1;
     tb_synthetic_init(&s->syn, classes, image, image, (int)pool, seed);
+    int64_t made_of[5] = {0x53594e, classes, image, pool, (int64_t)seed}; /* the pool is a function of these */
+    s->fingerprint = tb_fnv1a(TB_FNV1A_INIT, made_of, sizeof made_of);
     alloc_batch(s);
     return s;
 }
@@ -87,6 +91,8 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
                s->bf.w);
     s->image = s->bf.h;
     s->n = s->bf.n;
+    s->fingerprint = tb_fnv1a(TB_FNV1A_INIT, s->bf.labels, (size_t)s->n * sizeof *s->bf.labels);
+    s->fingerprint = tb_fnv1a(s->fingerprint, s->bf.images, (size_t)s->n * 3 * s->image * s->image * sizeof(float));
     alloc_batch(s);
     return s;
 }
@@ -96,6 +102,7 @@ tb_source *tb_source_loader(const tb_loader_opts *o, const tb_feed_opts *fo, tb_
     tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch, fo);
     s->image = o->image_size;
     s->n = o->ds->n;
+    s->fingerprint = tb_dataset_hash(o->ds);
     tb_loader_opts lo = *o;
     tb_feed_loader_opts(&s->feed, be, &lo); /* the loader made once, as the feed needs it */
     char err[512];
@@ -157,6 +164,7 @@ size_t tb_source_host_bytes_unwritten(const tb_source *s) {
 }
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
+uint64_t tb_source_fingerprint(const tb_source *s) { return s->fingerprint; }
 int64_t tb_source_epoch_trained(const tb_source *s) {
     return tb_shard_epoch_trained(s->n, s->world, s->batch, s->last);
 }

@@ -34,6 +34,10 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_i64(f, "world_size", &meta->world_size);
     tb_h5_attr_read_i64(f, "global_batch", &meta->global_batch);
     tb_h5_attr_read_i64(f, "dataset_size", &meta->dataset_size);
+    tb_h5_attr_read_str(f, "data_hash", meta->data_hash, sizeof meta->data_hash);
+    meta->has_loss_scale = tb_h5_attr_read_f64(f, "loss_scale", &meta->loss_scale) == 0;
+    tb_h5_attr_read_i64(f, "loss_scale_good_steps", &meta->loss_scale_good_steps);
+    tb_h5_attr_read_i64(f, "skipped_steps", &meta->skipped_steps);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
     tb_h5_close_read(f);
@@ -228,6 +232,14 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
     if (meta->world_size > 0) tb_h5_attr_write_i64(file, "world_size", meta->world_size);
     if (meta->global_batch > 0) tb_h5_attr_write_i64(file, "global_batch", meta->global_batch);
     if (meta->dataset_size > 0) tb_h5_attr_write_i64(file, "dataset_size", meta->dataset_size);
+    if (meta->data_hash[0]) tb_h5_attr_write_str(file, "data_hash", meta->data_hash);
+    if (m->loss_scaling) { /* the dynamic loss scaler, as GradScaler's state_dict: --resume goes on with it */
+        tb_step_scalars sc;
+        tb_model_read_scalars(m, &sc);
+        tb_h5_attr_write_f64(file, "loss_scale", (double)sc.loss_scale);
+        tb_h5_attr_write_i64(file, "loss_scale_good_steps", sc.good_steps);
+        tb_h5_attr_write_i64(file, "skipped_steps", sc.skipped_steps);
+    }
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);
 

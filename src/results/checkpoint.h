@@ -3,7 +3,12 @@
  *   /momentum/<trainable name>    float32 SGD buffers (absent: zeros)
  *   root attributes: model, classes, image_size, step, epoch, seed,
  *                    trainbench_version, git_revision; and epoch_step (steps
- *                    done in the current epoch: where --resume continues)
+ *                    done in the current epoch: where --resume continues);
+ *                    world_size, global_batch, dataset_size and data_hash
+ *                    (the run and its data, so --resume can say what
+ *                    differs); with fp16 loss scaling, the scaler's state:
+ *                    loss_scale, loss_scale_good_steps (overflow-free steps
+ *                    since its last change) and skipped_steps
  * Written under a temporary name and renamed (see h5io.h). */
 #ifndef TB_CHECKPOINT_H
 #define TB_CHECKPOINT_H
@@ -20,7 +25,11 @@ typedef struct {
     int64_t world_size;     /* ranks of the run that wrote it (0: not recorded) */
     int64_t global_batch;   /* its samples per step over all ranks (0: not recorded) */
     int64_t dataset_size;   /* samples in its data, an epoch's order (0: not recorded) */
+    char data_hash[24];     /* its data's fingerprint, 16 hex digits (tb_source_fingerprint; "": none) */
     int has_seed;           /* the file records a seed (a run's checkpoint does) */
+    int has_loss_scale;     /* the file records the loss scaler (a run that scaled its loss wrote it) */
+    double loss_scale;      /* the dynamic loss scale at `step` */
+    int64_t loss_scale_good_steps, skipped_steps; /* the scaler's counters (tb_step_scalars) */
     char version[64];
     char git_revision[64];
 } tb_ckpt_meta;

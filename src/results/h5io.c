@@ -577,21 +577,24 @@ int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
     return rc;
 }
 
-static int attr_read_i64(hid_t loc, const char *name, int64_t *value) {
-    if (H5Aexists(loc, name) <= 0) return -1;
-    hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
-    hid_t ft = H5_CHECK(H5Aget_type(a));
+/* A single-element attribute of class cls (integer or float) read as memtype. */
+static int attr_read_num(hid_t loc, const char *name, H5T_class_t cls, hid_t memtype, void *value) {
+    tb_h5_lock(NULL);
     int rc = -1;
-    if (H5Tget_class(ft) == H5T_INTEGER && attr_is_single(a) && H5Aread(a, H5T_NATIVE_INT64, value) >= 0)
-        rc = 0;
-    H5_CHECK(H5Tclose(ft));
-    H5_CHECK(H5Aclose(a));
+    if (H5Aexists(loc, name) > 0) {
+        hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
+        hid_t ft = H5_CHECK(H5Aget_type(a));
+        if (H5Tget_class(ft) == cls && attr_is_single(a) && H5Aread(a, memtype, value) >= 0) rc = 0;
+        H5_CHECK(H5Tclose(ft));
+        H5_CHECK(H5Aclose(a));
+    }
+    tb_h5_unlock();
     return rc;
 }
 
 int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value) {
-    tb_h5_lock(NULL);
-    int rc = attr_read_i64(loc, name, value);
-    tb_h5_unlock();
-    return rc;
+    return attr_read_num(loc, name, H5T_INTEGER, H5T_NATIVE_INT64, value);
+}
+int tb_h5_attr_read_f64(hid_t loc, const char *name, double *value) {
+    return attr_read_num(loc, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, value);
 }

@@ -40,6 +40,7 @@ static void defaults(tb_train_flags *f) {
     f->lr_warmup_steps = 10;
     f->momentum = 0.9;
     f->weight_decay = 5e-5;
+    f->loss_scale_growth = 2000;
     f->bucket_mb = 25;
     f->first_bucket_mb = (double)TB_GRAD_SYNC_FIRST_BUCKET_BYTES / 1048576.0;
     f->synthetic_size = 50000;
@@ -149,6 +150,11 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"no-bn-decay", TB_OPT_FLAG, &f->no_bn_decay, 0, 0, NULL, "no weight decay on BatchNorm and biases"},
         {"nesterov", TB_OPT_FLAG, &f->nesterov, 0, 0, NULL, "Nesterov momentum"},
         {"label-smoothing", TB_OPT_DOUBLE, &f->label_smoothing, 0, 1, NULL, "label smoothing epsilon"},
+        {"loss-scale", TB_OPT_DOUBLE, &f->loss_scale, 0, 1e38, NULL,
+         "initial dynamic loss scale, as GradScaler's init_scale (0: the precision's: 65536 with fp16, no scaling "
+         "otherwise); any precision takes it; a checkpoint keeps the scaler for --resume"},
+        {"loss-scale-growth", TB_OPT_INT, &f->loss_scale_growth, 1, 1 << 30, NULL,
+         "overflow-free steps before the loss scale doubles (GradScaler's growth_interval)"},
         {"bucket-mb", TB_OPT_DOUBLE, &f->bucket_mb, 0.001, 1e5, NULL, "gradient all-reduce bucket size (MiB)"},
         {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0, 1e5, NULL,
          "size of the first bucket launched (the last layers'), smaller so communication starts early, as PyTorch DDP's; host and GPU paths (MiB; 0: --bucket-mb)"},

@@ -3,6 +3,7 @@
  * top-1/top-5 on --val after each epoch, per-step records (warm-up steps
  * marked and left out of the timing), a stop with the step and tensor name
  * on NaN/Inf. */
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,7 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
         meta.world_size = r->info.world;
         meta.global_batch = r->global_batch;
         meta.dataset_size = tb_source_epoch_size(r->src);
+        snprintf(meta.data_hash, sizeof meta.data_hash, "%016" PRIx64, tb_source_fingerprint(r->src));
         tb_run_report_lock(&r->report);
         if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
             struct timespec half = {0, 500000000L};

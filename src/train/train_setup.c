@@ -262,6 +262,8 @@ static void make_model(tb_train_run *r) {
         tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
+    if (f->loss_scale > 0) mo.loss_scaling.init_scale = f->loss_scale;
+    mo.loss_scaling.growth_interval = f->loss_scale_growth;
     double t0 = tb_now();
     r->m = tb_model_create(&r->cfg, r->be, f->batch, r->image, r->image, &mo);
     r->model_s = tb_now() - t0;
@@ -274,57 +276,6 @@ static void feed_model(tb_train_run *r) {
     tb_train_check_epoch_plan(r);
 }
 
-/* The steps this run trains to: --steps, or --epochs whole epochs. */
-static int64_t planned_steps(const tb_train_run *r) {
-    return r->fl.steps > 0 ? r->fl.steps : (int64_t)r->fl.epochs * tb_source_steps(r->src);
-}
-
-/* Rank 0: the checkpoint `from` fits this run (model, classes; resuming:
- * image size, seed, and a step still to train), or why not. */
-static void check_checkpoint(const tb_train_run *r, const char *from, const tb_ckpt_meta *meta, char *why,
-                             size_t len) {
-    const tb_train_flags *f = &r->fl;
-    if (tb_ckpt_mismatch(from, meta, &r->cfg, f->resume ? r->image : 0, why, len) != 0 || !f->resume) return;
-    int64_t total = planned_steps(r);
-    if (meta->step < 0 || meta->epoch < 0 || meta->epoch_step < 0)
-        snprintf(why, len, "'%s' records a position before the start (step %lld, epoch %lld, step %lld of it): not a "
-                 "checkpoint trainbench wrote, or a damaged one; resume from another, or start from its weights with "
-                 "--init", from, (long long)meta->step, (long long)meta->epoch, (long long)meta->epoch_step);
-    else if (!meta->has_seed)
-        snprintf(why, len, "'%s' records no seed, so it is not the checkpoint of a run to resume; start from its "
-                 "weights with --init instead", from);
-    else if (meta->seed != f->seed)
-        snprintf(why, len,
-                 "'%s' was written with --seed %lld; resume with the same seed (the data order and augmentation "
-                 "follow it)",
-                 from, (long long)meta->seed);
-    else if (meta->step >= total && f->steps > 0)
-        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --steps %d; raise --steps (or "
-                 "--epochs) to train on", from, (long long)meta->step, f->steps);
-    else if (meta->step >= total)
-        snprintf(why, len, "checkpoint '%s' is at step %lld, which already reaches --epochs %d (%lld steps); raise "
-                 "--epochs (or give --steps) to train on", from, (long long)meta->step, f->epochs, (long long)total);
-}
-
-/* Rank 0, resuming at step k: an earlier file at --results (the interrupted
- * run's steps) is renamed to <name>.before_resume_step<k>[.N].h5 before
- * this run writes its own; the new name in kept ("" when there was none),
- * or why the rename failed. */
-static void keep_earlier_results(const tb_train_run *r, int64_t k, char *kept, size_t klen, char *why, size_t len) {
-    const char *res = r->fl.results;
-    kept[0] = 0;
-    if (!res[0] || access(res, F_OK) != 0) return;
-    size_t n = strlen(res);
-    int stem = (int)(n > 3 && strcmp(res + n - 3, ".h5") == 0 ? n - 3 : n);
-    for (int i = 0; i == 0 || access(kept, F_OK) == 0; i++) {
-        if (i == 0) snprintf(kept, klen, "%.*s.before_resume_step%lld.h5", stem, res, (long long)k);
-        else snprintf(kept, klen, "%.*s.before_resume_step%lld.%d.h5", stem, res, (long long)k, i);
-    }
-    if (rename(res, kept) != 0)
-        snprintf(why, len, "--resume: cannot keep the earlier results file '%s' as '%s' (%s); move it away or give "
-                 "another --results", res, kept, strerror(errno));
-}
-
 /* The weights: seeded init, then --init or --resume's checkpoint on rank 0,
  * checked against this run (one line on every rank when it does not fit),
  * and where the run starts, broadcast. */
@@ -334,12 +285,12 @@ static void init_model(tb_train_run *r) {
     memset(r->start, 0, sizeof r->start);
     r->ckpt_step = -1;
     const char *from = f->init[0] ? f->init : (f->resume && access(f->ckpt, F_OK) == 0) ? f->ckpt : NULL;
-    char why[VERDICT_MAX] = "", kept[4200] = "", other_run[700] = "";
+    char why[VERDICT_MAX] = "", kept[4200] = "", other_run[1400] = "";
     if (r->info.rank == 0) {
         tb_ckpt_meta meta;
         if (from) {
             tb_ckpt_read_meta(from, &meta);
-            check_checkpoint(r, from, &meta, why, sizeof why);
+            tb_train_check_checkpoint(r, from, &meta, why, sizeof why);
         }
         if (from && !why[0]) {
             tb_ckpt_load(from, r->m);
@@ -347,24 +298,11 @@ static void init_model(tb_train_run *r) {
                 r->start[0] = r->ckpt_step = meta.step;
                 r->start[1] = meta.epoch;
                 r->start[2] = meta.epoch_step;
-                int64_t gb = (int64_t)f->batch * r->info.world; /* r->global_batch is set later */
-                if (meta.world_size > 0 && (meta.world_size != r->info.world || meta.global_batch != gb))
-                    snprintf(other_run, sizeof other_run, "# --resume: the checkpoint was written by %lld rank(s), "
-                             "global batch %lld; this run has %d, global batch %lld: it goes on from step %lld, but "
-                             "not as the interrupted run would have (resuming is exact with the same ranks and "
-                             "batch)\n", (long long)meta.world_size, (long long)meta.global_batch, r->info.world,
-                             (long long)gb, (long long)meta.step);
-                int64_t n = tb_source_epoch_size(r->src);
-                if (meta.dataset_size > 0 && meta.dataset_size != n) {
-                    size_t at = strlen(other_run);
-                    snprintf(other_run + at, sizeof other_run - at, "# --resume: the checkpoint was written over "
-                             "data of %lld samples; this run's data has %lld: it goes on from step %lld, but its "
-                             "epochs and sample order are not the interrupted run's (resuming is exact with the "
-                             "same data)\n", (long long)meta.dataset_size, (long long)n, (long long)meta.step);
-                }
+                tb_train_resume_notes(r, &meta, other_run, sizeof other_run);
+                tb_train_resume_scaler(r, &meta, other_run, sizeof other_run);
             }
         }
-        if (f->resume && !why[0]) keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
+        if (f->resume && !why[0]) tb_train_keep_earlier_results(r, r->start[0], kept, sizeof kept, why, sizeof why);
         if (!why[0]) { /* the earlier results file is kept (or there was none) */
             atomic_store(&r->abort_ctx.report, &r->report); /* a failure may write the results file now */
             if (f->resume) tb_train_abort_mark_start(r);     /* so may an error's mark (train_signals.c) */
@@ -403,7 +341,7 @@ static void make_trainer(tb_train_run *r) {
                               "resume with the --batch-size, --last-batch, data and rank count of the run that "
                               "wrote it",
                               (long long)r->start[2], (long long)r->start[1], (long long)r->steps_per_epoch);
-    r->total = planned_steps(r);
+    r->total = tb_train_planned_steps(r);
     r->global_batch = f->batch * r->info.world;
     tb_lr_schedule_init(&r->sched, f->lr_schedule, f->lr, r->global_batch, f->lr_base_batch,
                         f->lr_warmup_steps, r->total, r->steps_per_epoch);
@@ -430,6 +368,11 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_str(a, "model", r->cfg.name);
     tb_attrs_int(a, "classes", r->classes);
     tb_attrs_str(a, "precision", f->precision);
+    if (r->m->loss_scaling) {
+        double init = f->loss_scale > 0 ? f->loss_scale : tb_model_opts_for(r->prec).loss_scaling.init_scale;
+        tb_attrs_num(a, "loss_scale_init", init);
+        tb_attrs_int(a, "loss_scale_growth", f->loss_scale_growth);
+    }
     tb_attrs_str(a, "layout", tb_layout_name(r->m->g.layout));
     tb_attrs_int(a, "batch_size", f->batch);
     tb_attrs_int(a, "global_batch", r->global_batch);

@@ -50,6 +50,8 @@ typedef struct {
     int synthetic_size, strict_data, resume;
     int op_profile;                   /* extra eager steps timed op by op after training (0: none) */
     double lr, momentum, weight_decay, label_smoothing, bucket_mb, first_bucket_mb, timeout;
+    double loss_scale;           /* --loss-scale: the initial dynamic loss scale (0: the precision's) */
+    int loss_scale_growth;       /* --loss-scale-growth: overflow-free steps before it doubles */
     double scaling_min_s;             /* --scaling-min-seconds; < 0: 1.25 s on CUDA (NVML), 0 on the CPU */
 } tb_train_flags;
 
@@ -160,6 +162,26 @@ _Noreturn __attribute__((format(printf, 2, 3))) void tb_train_die_together(tb_tr
 _Noreturn void tb_train_stop_together(tb_train_run *r, const char *why);
 /* Frees what setup made (after the report). */
 void tb_train_teardown(tb_train_run *r);
+
+/* train_resume.c (rank 0, from train_setup.c) */
+/* The steps this run trains to: --steps, or --epochs whole epochs. */
+int64_t tb_train_planned_steps(const tb_train_run *r);
+/* The checkpoint `from` fits this run (model, classes; resuming: image
+ * size, a sane position and loss scaler, the seed, a step still to train),
+ * or why not (one line in why). */
+void tb_train_check_checkpoint(const tb_train_run *r, const char *from, const tb_ckpt_meta *meta, char *why,
+                               size_t len);
+/* Resuming at step k: an earlier --results file is renamed
+ * <name>.before_resume_step<k>[.N].h5; its new name in kept ("": none), or
+ * why the rename failed. */
+void tb_train_keep_earlier_results(const tb_train_run *r, int64_t k, char *kept, size_t klen, char *why,
+                                   size_t len);
+/* Appends a "# --resume:" line to notes for each way this run differs from
+ * the checkpoint's: ranks or global batch, the data's size or fingerprint. */
+void tb_train_resume_notes(const tb_train_run *r, const tb_ckpt_meta *meta, char *notes, size_t len);
+/* With loss scaling: the checkpoint's scale and counters put on the model
+ * (or, when it has none, a note that the scale starts again). */
+void tb_train_resume_scaler(tb_train_run *r, const tb_ckpt_meta *meta, char *notes, size_t len);
 
 /* memory_check.c: every rank's first step fits in its host's memory, or
  * every rank ends with one line (collective; nothing on a GPU). */

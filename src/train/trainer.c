@@ -186,6 +186,12 @@ void tb_trainer_sync_state(tb_trainer *t) {
     tb_trainer_bcast(t, m->state, m->pt.n_state);
     m->be->sync(m->be);
     tb_comm_bcast(t->comm, m->counters, (size_t)m->pt.n_counters, TB_INT64, 0);
+    if (m->loss_scaling) { /* the loss scaler too: a resumed run's rank 0 holds the checkpoint's */
+        tb_step_scalars sc;
+        tb_model_read_scalars(m, &sc);
+        tb_comm_bcast(t->comm, &sc, sizeof sc, TB_BYTES, 0);
+        tb_model_write_scalars(m, &sc);
+    }
     m->op_stale = m->op_params != NULL; /* the op weight copies follow the new master weights */
 }
 

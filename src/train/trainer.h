@@ -90,7 +90,7 @@ tb_model *tb_trainer_model(const tb_trainer *t);
  * explicit); its name, "none" for none. */
 const tb_transport_row *tb_trainer_transport(const tb_trainer *t);
 const char *tb_trainer_transport_name(const tb_trainer *t);
-/* Makes every rank's parameters, momentum, statistics and counters equal to
+/* Makes every rank's parameters, momentum, statistics, counters and loss scaler equal to
  * rank 0's (start of training, after a resume). */
 void tb_trainer_sync_state(tb_trainer *t);
 /* Makes every rank's BatchNorm running statistics rank 0's, as each
