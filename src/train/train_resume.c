@@ -109,8 +109,8 @@ void tb_train_resume_scaler(tb_train_run *r, const tb_ckpt_meta *meta, char *not
     tb_step_scalars sc;
     tb_model_read_scalars(r->m, &sc);
     if (!meta->has_loss_scale) {
-        add_note(notes, len, "# --resume: the checkpoint records no loss scale (its run did not scale its loss): the "
-                 "scale starts again at %g\n", (double)sc.loss_scale);
+        add_note(notes, len, "# --resume: the checkpoint records no loss scale (its run did not scale its loss, or came "
+                 "before checkpoints kept one): the scale starts again at %g\n", (double)sc.loss_scale);
         return;
     }
     sc.loss_scale = (tb_real)meta->loss_scale;
