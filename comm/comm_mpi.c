@@ -127,6 +127,27 @@ static void start_limits(void) {
     }
 }
 
+/* Open MPI 5's shared-memory BTL sizes its segment (btl_sm_segment_size,
+ * 16 MiB) with ftruncate in MPI_Init, a singleton's too: under a file-size
+ * limit (ulimit -f) below it a page of "A system call failed during shared
+ * memory initialization" came first. That limit is meant for the files a
+ * run writes: its soft value is lifted to the hard one across MPI_Init (1
+ * returned: put *saved back after), and where the hard one is low too, a
+ * singleton, which has no peer to share memory with, leaves the BTL out. */
+static int lift_fsize(struct rlimit *saved) {
+    if (getrlimit(RLIMIT_FSIZE, saved) != 0 || saved->rlim_cur == RLIM_INFINITY) return 0;
+    int lifted = 0;
+    if (saved->rlim_cur < saved->rlim_max) {
+        struct rlimit up = {saved->rlim_max, saved->rlim_max};
+        lifted = setrlimit(RLIMIT_FSIZE, &up) == 0;
+    }
+#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    rlim_t now = lifted ? saved->rlim_max : saved->rlim_cur;
+    if (now != RLIM_INFINITY && now < ((rlim_t)64 << 20) && !mpi_launched()) set_default("OMPI_MCA_btl", "self");
+#endif
+    return lifted;
+}
+
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
     memset(info, 0, sizeof *info);
     start_limits();
@@ -158,8 +179,11 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
         set_default("OMPI_MCA_btl_sm_max_send_size", "262144");
     }
 #endif
+    struct rlimit fsize;
+    int fsize_lifted = lift_fsize(&fsize);
     int provided = 0;
     MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
+    if (fsize_lifted) setrlimit(RLIMIT_FSIZE, &fsize);
     g_initialised = 1;
     tb_set_abort_hook(abort_job);
     /* errors come back to us (MPI_CHECK) instead of MPI's default abort */

@@ -271,10 +271,13 @@ tb_mpi_major() {
 # tb_add_socket_mapping: a node's ranks fill its first socket, then the
 # next, each bound to its socket (local rank r beside GPU r when every slot
 # is used). Open MPI 4.1: --map-by socket --rank-by core; Open MPI 5
-# (PRRTE) takes no --rank-by core and calls a socket a package.
+# (PRRTE) takes no --rank-by core and calls a socket a package, and where
+# a site allows oversubscription by default it fills a node's package by
+# its cores, past the slots (5.0.11: three hosts of slots=1, ranks 0 and 1
+# on the first): :nooversubscribe keeps one rank per slot, one per GPU.
 tb_add_socket_mapping() {
     if [ "$(tb_mpi_major)" -ge 5 ] 2>/dev/null; then
-        tb_add --map-by package --rank-by fill --bind-to package
+        tb_add --map-by package:nooversubscribe --rank-by fill --bind-to package
     else
         tb_add --map-by socket --rank-by core --bind-to socket
     fi

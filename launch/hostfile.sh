@@ -61,7 +61,7 @@
 #   TB_BTL=tcp,self,vader  Open MPI BTLs for --fabric tcp
 #   TB_PE=                 cores per rank: --map-by slot:PE=K --bind-to core;
 #                          unset: --map-by socket --rank-by core --bind-to
-#                          socket (Open MPI 5: --map-by package --rank-by
+#                          socket (Open MPI 5: --map-by package:nooversubscribe --rank-by
 #                          fill --bind-to package): each node's ranks fill
 #                          its first socket, then the next, each on the
 #                          cores of its socket (safe when the nodes' core

@@ -201,7 +201,7 @@ expect_line "hostfile: auto fabric, slots summed" \
 printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
 chmod +x "$work/mpirun5"
 expect_line "hostfile: Open MPI 5's socket mapping" \
-    "$work/mpirun5 -np 16 --hostfile $H$root_flag --map-by package --rank-by fill --bind-to package -x PATH trainbench" \
+    "$work/mpirun5 -np 16 --hostfile $H$root_flag --map-by package:nooversubscribe --rank-by fill --bind-to package -x PATH trainbench" \
     TB_MPIRUN="$work/mpirun5" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
 # Open MPI's other spellings of slots: "slots = N", count=N, cpu=N (not max_slots=)
 printf 'nodeA slots = 8\nnodeB count=4 max_slots=9\nnodeC cpu=2\n' >"$work/hosts_spelled"
