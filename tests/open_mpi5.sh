@@ -30,6 +30,8 @@ cmake -S "$repo" -B "$out/build" "$@" >"$out/configure.log"
 cmake --build "$out/build" -j"$(nproc)" >"$out/build.log" 2>&1
 {
   mpirun --version | head -n 1
+  prte_info 2>/dev/null | grep -m 1 'PRTE:' || true
+  pmix_info 2>/dev/null | grep -m 1 'PMIX:' || true
   printf 'trainbench %s\n' "$(git -C "$repo" rev-parse --short=12 HEAD)"
   uname -srm
   grep -m 1 'model name' /proc/cpuinfo

@@ -11,7 +11,8 @@
 # scaler attributes (a checkpoint of a run that did not scale): it starts
 # again at 1e38, says so in one line, and ends with another scaler than A's
 # (the check can fail; its weights may still match A's, as a power-of-two
-# scale that does not overflow leaves fp32 gradients exact).
+# scale that does not overflow leaves fp32 gradients exact). A checkpoint
+# whose loss scale no device can hold (1e300) is refused with one line.
 tb=$1
 py=$2
 cmp=$3
@@ -52,6 +53,12 @@ for k in ('loss_scale', 'loss_scale_good_steps', 'skipped_steps'): del a[k]" "$d
 grep "^# --resume: the checkpoint records no loss scale (its run did not scale its loss, or came before checkpoints kept one): the scale starts again at 1e+38$" \
   "$dir/c.log" || fail "no line says the scale starts again"
 sc=$(scaler "$dir/c.h5")
+# a damaged scaler (a loss scale no device can hold) is refused with one line
+cp "$dir/b.ckpt" "$dir/d.ckpt"
+"$py" -c "import sys, h5py; h5py.File(sys.argv[1], 'r+').attrs['loss_scale'] = 1e300" "$dir/d.ckpt"
+"$@" --steps 9 --ckpt "$dir/d.ckpt" --resume >"$dir/d.log" 2>&1 && fail "a resume from a loss scale of 1e300 ran"
+grep -q "error: train: '$dir/d.ckpt' records a loss scaler of 1e+300 (0 steps since its last change, 2 skipped): not one trainbench wrote" \
+  "$dir/d.log" || { cat "$dir/d.log"; fail "a resume from a loss scale of 1e300: no line saying so"; }
 echo "planted: scaler after the scale started again $sc"
 [ "$sc" != "$sa" ] || fail "the run that started its scale again ends with the straight run's scaler: the check cannot fail"
 "$py" "$cmp" "$dir/c.h5" "$dir/a.h5" 2>&1 | tail -n 1

@@ -19,6 +19,12 @@ int64_t tb_train_planned_steps(const tb_train_run *r) {
     return r->fl.steps > 0 ? r->fl.steps : (int64_t)r->fl.epochs * tb_source_steps(r->src);
 }
 
+/* A loss scale the device's scalars can hold: finite and above 0 as tb_real. */
+static int scale_fits(double s) {
+    tb_real v = (tb_real)s;
+    return isfinite((double)v) && v > 0;
+}
+
 /* Rank 0: the checkpoint `from` fits this run (model, classes; resuming:
  * image size, seed, and a step still to train), or why not. */
 void tb_train_check_checkpoint(const tb_train_run *r, const char *from, const tb_ckpt_meta *meta, char *why,
@@ -30,8 +36,8 @@ void tb_train_check_checkpoint(const tb_train_run *r, const char *from, const tb
         snprintf(why, len, "'%s' records a position before the start (step %lld, epoch %lld, step %lld of it): not a "
                  "checkpoint trainbench wrote, or a damaged one; resume from another, or start from its weights with "
                  "--init", from, (long long)meta->step, (long long)meta->epoch, (long long)meta->epoch_step);
-    else if (meta->has_loss_scale && (!(isfinite(meta->loss_scale) && meta->loss_scale > 0) ||
-                                      meta->loss_scale_good_steps < 0 || meta->skipped_steps < 0))
+    else if (meta->has_loss_scale && (!scale_fits(meta->loss_scale) || meta->loss_scale_good_steps < 0 ||
+                                      meta->skipped_steps < 0))
         snprintf(why, len, "'%s' records a loss scaler of %g (%lld steps since its last change, %lld skipped): not "
                  "one trainbench wrote, or a damaged one; resume from another, or start from its weights with --init",
                  from, meta->loss_scale, (long long)meta->loss_scale_good_steps, (long long)meta->skipped_steps);
@@ -109,8 +115,8 @@ void tb_train_resume_scaler(tb_train_run *r, const tb_ckpt_meta *meta, char *not
     tb_step_scalars sc;
     tb_model_read_scalars(r->m, &sc);
     if (!meta->has_loss_scale) {
-        add_note(notes, len, "# --resume: the checkpoint records no loss scale (its run did not scale its loss, or came "
-                 "before checkpoints kept one): the scale starts again at %g\n", (double)sc.loss_scale);
+        add_note(notes, len, "# --resume: the checkpoint records no loss scale (its run did not scale its loss, or "
+                 "came before checkpoints kept one): the scale starts again at %g\n", (double)sc.loss_scale);
         return;
     }
     sc.loss_scale = (tb_real)meta->loss_scale;
