@@ -271,6 +271,11 @@ static void test_scalars(tb_backend *be) {
                  sc->found_inf == 0,
              "overflow: scale halves (%g), skipped %d, flag cleared", (double)sc->loss_scale,
              sc->skipped_steps);
+    /* a doubling that would overflow keeps the scale (GradScaler's rule), and the count restarts */
+    sc->loss_scale = 3e38f;
+    for (int i = 0; i < 3; i++) be->loss_scale_update(be, sc, 3);
+    TB_CHECK(sc->loss_scale == 3e38f && sc->good_steps == 0, "growth past FLT_MAX: scale %g good %d",
+             (double)sc->loss_scale, sc->good_steps);
     be->release(be, sc);
 }
 

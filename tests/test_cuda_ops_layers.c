@@ -243,6 +243,12 @@ void test_loss_scale_growth(tb_backend *gb) {
     gb->copy_d2h(gb, &back, gs, sizeof back);
     report("loss scale doubles every 3 clean steps (7 steps: 8 -> 32, 1 pending)", 0, 0,
            back.loss_scale == 32.0f && back.good_steps == 1 && back.skipped_steps == 0);
+    s0.loss_scale = 3e38f; /* a doubling past FLT_MAX keeps the scale, as GradScaler */
+    gb->copy_h2d(gb, gs, &s0, sizeof s0);
+    for (int i = 0; i < 3; i++) gb->loss_scale_update(gb, gs, 3);
+    gb->copy_d2h(gb, &back, gs, sizeof back);
+    report("a doubling past FLT_MAX keeps the scale, the count restarts", 0, 0,
+           back.loss_scale == 3e38f && back.good_steps == 0);
     gb->release(gb, gs);
 }
 

@@ -10,6 +10,7 @@
  * (loss_scale_update), as torch.cuda.amp.GradScaler.update. The element
  * loop is the vector level's (cpu_kern.h).
  */
+#include <math.h>
 #include <omp.h>
 
 #include "core/log.h"
@@ -50,7 +51,8 @@ void cpu_loss_scale_update(tb_backend *be, tb_step_scalars *sc, int growth_inter
         sc->good_steps = 0;
         sc->skipped_steps++;
     } else if (++sc->good_steps >= growth_interval) {
-        sc->loss_scale *= 2;
+        tb_real grown = sc->loss_scale * 2; /* kept only when finite, as GradScaler's update */
+        if (isfinite((double)grown)) sc->loss_scale = grown;
         sc->good_steps = 0;
     }
     sc->found_inf = 0;

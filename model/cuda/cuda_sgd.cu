@@ -40,7 +40,8 @@ __global__ void loss_scale_update_k(tb_step_scalars *sc, int growth_interval) {
         sc->good_steps = 0;
         sc->skipped_steps++;
     } else if (++sc->good_steps >= growth_interval) {
-        sc->loss_scale = sc->loss_scale * 2.0f;
+        float grown = sc->loss_scale * 2.0f; /* kept only when finite, as GradScaler's update */
+        if (isfinite(grown)) sc->loss_scale = grown;
         sc->good_steps = 0;
     }
     sc->found_inf = 0;
