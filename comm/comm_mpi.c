@@ -134,7 +134,7 @@ static void start_limits(void) {
  * run writes: its soft value is lifted to the hard one across MPI_Init (1
  * returned: put *saved back after), and where the hard one is low too, a
  * singleton, which has no peer to share memory with, leaves the BTL out. */
-static int lift_fsize(struct rlimit *saved) {
+static int lift_fsize(struct rlimit *saved) { /* "low": under 64 MiB, the default segment with room for a larger one */
     if (getrlimit(RLIMIT_FSIZE, saved) != 0 || saved->rlim_cur == RLIM_INFINITY) return 0;
     int lifted = 0;
     if (saved->rlim_cur < saved->rlim_max) {

@@ -112,8 +112,9 @@ static void *early_mark_main(void *p) {
 
 /* How long the ranks are pinged once the launcher's SIGTERM came: its
  * SIGKILL follows 1 s later under Open MPI 4 (odls_base_sigkill_timeout),
- * 0.25 s later under Open MPI 5's PRRTE (measured here, 5.0.11: 0.244-0.246
- * s over 9 runs), and this rank's line must be out before it. */
+ * 0.24 s later under Open MPI 5's PRRTE (5.0.11: 0.243-0.244 s, 3 runs of 3
+ * ranks, results/open_mpi5/sigkill_gap.log), and this rank's line must be
+ * out before it. */
 #if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
 #define TEARDOWN_PING_S 0.1
 #else

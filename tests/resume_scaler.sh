@@ -12,7 +12,8 @@
 # again at 1e38, says so in one line, and ends with another scaler than A's
 # (the check can fail; its weights may still match A's, as a power-of-two
 # scale that does not overflow leaves fp32 gradients exact). A checkpoint
-# whose loss scale no device can hold (1e300) is refused with one line.
+# whose loss scale no device can hold (1e300) is refused with one line; a
+# resume with another --loss-scale-growth says so in one line.
 tb=$1
 py=$2
 cmp=$3
@@ -34,6 +35,7 @@ print(float(a['loss_scale']), int(a['loss_scale_good_steps']), int(a['skipped_st
 "$@" --steps 8 --save "$dir/a.h5" >"$dir/a.log" 2>&1 || { cat "$dir/a.log"; echo "FAIL: run A"; exit 1; }
 "$@" --steps 5 --ckpt "$dir/b.ckpt" >"$dir/b1.log" 2>&1 || { cat "$dir/b1.log"; echo "FAIL: run B"; exit 1; }
 cp "$dir/b.ckpt" "$dir/c.ckpt"
+cp "$dir/b.ckpt" "$dir/g.ckpt"
 "$@" --steps 8 --ckpt "$dir/b.ckpt" --resume --save "$dir/b.h5" >"$dir/b2.log" 2>&1 ||
   { cat "$dir/b2.log"; echo "FAIL: resumed run B"; exit 1; }
 grep "^# --resume: loss scale" "$dir/b2.log" || fail "the resumed run does not say which loss scale it goes on with"
@@ -53,6 +55,12 @@ for k in ('loss_scale', 'loss_scale_good_steps', 'skipped_steps'): del a[k]" "$d
 grep "^# --resume: the checkpoint records no loss scale (its run did not scale its loss, or came before checkpoints kept one): the scale starts again at 1e+38$" \
   "$dir/c.log" || fail "no line says the scale starts again"
 sc=$(scaler "$dir/c.h5")
+# another growth interval (the checkpoint records its own): one line says it is not the same run
+"$@" --steps 6 --ckpt "$dir/g.ckpt" --resume --loss-scale-growth 3 >"$dir/g.log" 2>&1 ||
+  { cat "$dir/g.log"; fail "resume with another --loss-scale-growth"; }
+grep -q "^# --resume: the checkpoint's loss scale doubled after 2 clean steps; this run's after 3 (--loss-scale-growth): it goes on, but not as the interrupted run would have$" \
+  "$dir/g.log" || { cat "$dir/g.log"; fail "a resume with another growth interval does not say so"; }
+grep -q "loss scale doubled after" "$dir/b2.log" && fail "a resume with the same growth interval says it differs"
 # a damaged scaler (a loss scale no device can hold) is refused with one line
 cp "$dir/b.ckpt" "$dir/d.ckpt"
 "$py" -c "import sys, h5py; h5py.File(sys.argv[1], 'r+').attrs['loss_scale'] = 1e300" "$dir/d.ckpt"

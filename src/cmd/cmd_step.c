@@ -183,6 +183,8 @@ int tb_cmd_step(int argc, char **argv) {
     out.step = meta.step + 1;
     out.world_size = 1; /* this step's, not those of the run that wrote the input (checkpoint.h) */
     out.global_batch = b.n;
+    out.data_hash[0] = 0; /* trained on the batch file, not the input's data */
+    out.has_loss_scale = 0; /* its loss_scale below is the step's (before the update), not a scaler to resume */
     tb_h5_writer w;
     tb_h5_create_atomic(&w, fl.out, "step output");
     char nonfinite[256];

@@ -37,6 +37,7 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     tb_h5_attr_read_str(f, "data_hash", meta->data_hash, sizeof meta->data_hash);
     meta->has_loss_scale = tb_h5_attr_read_f64(f, "loss_scale", &meta->loss_scale) == 0;
     tb_h5_attr_read_i64(f, "loss_scale_good_steps", &meta->loss_scale_good_steps);
+    tb_h5_attr_read_i64(f, "loss_scale_growth", &meta->loss_scale_growth);
     tb_h5_attr_read_i64(f, "skipped_steps", &meta->skipped_steps);
     tb_h5_attr_read_str(f, "trainbench_version", meta->version, sizeof meta->version);
     tb_h5_attr_read_str(f, "git_revision", meta->git_revision, sizeof meta->git_revision);
@@ -199,6 +200,17 @@ void tb_ckpt_load(const char *path, tb_model *m) {
     tb_h5_close_read(f);
 }
 
+void tb_ckpt_meta_scaler(tb_ckpt_meta *meta, tb_model *m) {
+    if (!m->loss_scaling) return;
+    tb_step_scalars sc;
+    tb_model_read_scalars(m, &sc);
+    meta->has_loss_scale = 1;
+    meta->loss_scale = (double)sc.loss_scale;
+    meta->loss_scale_good_steps = sc.good_steps;
+    meta->loss_scale_growth = m->growth_interval;
+    meta->skipped_steps = sc.skipped_steps;
+}
+
 void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,
                       int64_t epoch, int64_t seed) {
     memset(meta, 0, sizeof *meta);
@@ -233,12 +245,11 @@ int tb_ckpt_write_checked(hid_t file, tb_model *m, const tb_ckpt_meta *meta, cha
     if (meta->global_batch > 0) tb_h5_attr_write_i64(file, "global_batch", meta->global_batch);
     if (meta->dataset_size > 0) tb_h5_attr_write_i64(file, "dataset_size", meta->dataset_size);
     if (meta->data_hash[0]) tb_h5_attr_write_str(file, "data_hash", meta->data_hash);
-    if (m->loss_scaling) { /* the dynamic loss scaler, as GradScaler's state_dict: --resume goes on with it */
-        tb_step_scalars sc;
-        tb_model_read_scalars(m, &sc);
-        tb_h5_attr_write_f64(file, "loss_scale", (double)sc.loss_scale);
-        tb_h5_attr_write_i64(file, "loss_scale_good_steps", sc.good_steps);
-        tb_h5_attr_write_i64(file, "skipped_steps", sc.skipped_steps);
+    if (meta->has_loss_scale) { /* the dynamic loss scaler, as GradScaler's state_dict: --resume goes on with it */
+        tb_h5_attr_write_f64(file, "loss_scale", meta->loss_scale);
+        tb_h5_attr_write_i64(file, "loss_scale_good_steps", meta->loss_scale_good_steps);
+        tb_h5_attr_write_i64(file, "loss_scale_growth", meta->loss_scale_growth);
+        tb_h5_attr_write_i64(file, "skipped_steps", meta->skipped_steps);
     }
     tb_h5_attr_write_str(file, "trainbench_version", tb_version_string);
     tb_h5_attr_write_str(file, "git_revision", tb_git_revision);

@@ -6,9 +6,10 @@
  *                    done in the current epoch: where --resume continues);
  *                    world_size, global_batch, dataset_size and data_hash
  *                    (the run and its data, so --resume can say what
- *                    differs); with fp16 loss scaling, the scaler's state:
- *                    loss_scale, loss_scale_good_steps (overflow-free steps
- *                    since its last change) and skipped_steps
+ *                    differs); with loss scaling (meta's has_loss_scale),
+ *                    the scaler's state: loss_scale, loss_scale_good_steps
+ *                    (overflow-free steps since its last change),
+ *                    loss_scale_growth and skipped_steps
  * Written under a temporary name and renamed (see h5io.h). */
 #ifndef TB_CHECKPOINT_H
 #define TB_CHECKPOINT_H
@@ -30,6 +31,7 @@ typedef struct {
     int has_loss_scale;     /* the file records the loss scaler (a run that scaled its loss wrote it) */
     double loss_scale;      /* the dynamic loss scale at `step` */
     int64_t loss_scale_good_steps, skipped_steps; /* the scaler's counters (tb_step_scalars) */
+    int64_t loss_scale_growth; /* clean steps between doublings (0: not recorded) */
     char version[64];
     char git_revision[64];
 } tb_ckpt_meta;
@@ -75,6 +77,10 @@ void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta);
  * it was; 0 when saved. bad NULL: no check (tb_ckpt_save). */
 int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len);
 
+/* The model's loss scaler into meta (has_loss_scale and its fields; nothing
+ * when m does not scale its loss): a training run's checkpoints record it,
+ * `step`'s output does not (it has its own loss_scale attribute). Waits. */
+void tb_ckpt_meta_scaler(tb_ckpt_meta *meta, tb_model *m);
 /* meta for m with the given counters, this build's version. */
 void tb_ckpt_meta_for(tb_ckpt_meta *meta, const tb_model *m, int64_t image_size, int64_t step,
                       int64_t epoch, int64_t seed);

@@ -527,8 +527,7 @@ void tb_h5_attr_write_f64(hid_t loc, const char *name, double value) {
     write_attr(loc, name, H5T_NATIVE_DOUBLE, &value);
 }
 
-/* 1 when attribute a holds exactly one value (scalar, or any shape of one
- * element): H5Aread writes every element, and the callers read one. */
+/* 1 when attribute a holds one value (any shape of one element): H5Aread writes every element. */
 static int attr_is_single(hid_t a) {
     hid_t space = H5_CHECK(H5Aget_space(a));
     hssize_t n = H5Sget_simple_extent_npoints(space);
@@ -577,14 +576,14 @@ int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len) {
     return rc;
 }
 
-/* A single-element attribute of class cls (integer or float) read as memtype. */
-static int attr_read_num(hid_t loc, const char *name, H5T_class_t cls, hid_t memtype, void *value) {
+/* A single-element integer attribute, or (as_float) a float or integer one (h5py: 65536), read as memtype. */
+static int attr_read_num(hid_t loc, const char *name, int as_float, hid_t memtype, void *value) {
     tb_h5_lock(NULL);
     int rc = -1;
     if (H5Aexists(loc, name) > 0) {
-        hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT));
-        hid_t ft = H5_CHECK(H5Aget_type(a));
-        if (H5Tget_class(ft) == cls && attr_is_single(a) && H5Aread(a, memtype, value) >= 0) rc = 0;
+        hid_t a = H5_CHECK(H5Aopen(loc, name, H5P_DEFAULT)), ft = H5_CHECK(H5Aget_type(a));
+        int kind_ok = H5Tget_class(ft) == H5T_INTEGER || (as_float && H5Tget_class(ft) == H5T_FLOAT);
+        if (kind_ok && attr_is_single(a) && H5Aread(a, memtype, value) >= 0) rc = 0;
         H5_CHECK(H5Tclose(ft));
         H5_CHECK(H5Aclose(a));
     }
@@ -592,9 +591,9 @@ static int attr_read_num(hid_t loc, const char *name, H5T_class_t cls, hid_t mem
     return rc;
 }
 
-int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value) {
-    return attr_read_num(loc, name, H5T_INTEGER, H5T_NATIVE_INT64, value);
+int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *v) {
+    return attr_read_num(loc, name, 0, H5T_NATIVE_INT64, v);
 }
-int tb_h5_attr_read_f64(hid_t loc, const char *name, double *value) {
-    return attr_read_num(loc, name, H5T_FLOAT, H5T_NATIVE_DOUBLE, value);
+int tb_h5_attr_read_f64(hid_t loc, const char *name, double *v) {
+    return attr_read_num(loc, name, 1, H5T_NATIVE_DOUBLE, v);
 }

@@ -112,6 +112,6 @@ void tb_h5_attr_write_f64(hid_t loc, const char *name, double value);
 /* Return 0 on success, -1 when the attribute is missing or of another kind. */
 int tb_h5_attr_read_str(hid_t loc, const char *name, char *buf, size_t len);
 int tb_h5_attr_read_i64(hid_t loc, const char *name, int64_t *value);
-int tb_h5_attr_read_f64(hid_t loc, const char *name, double *value);
+int tb_h5_attr_read_f64(hid_t loc, const char *name, double *value); /* a float or an integer attribute */
 
 #endif

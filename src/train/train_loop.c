@@ -238,6 +238,7 @@ void tb_train_save_checkpoint(tb_train_run *r, const char *path, int64_t step, i
         meta.global_batch = r->global_batch;
         meta.dataset_size = tb_source_epoch_size(r->src);
         snprintf(meta.data_hash, sizeof meta.data_hash, "%016" PRIx64, tb_source_fingerprint(r->src));
+        tb_ckpt_meta_scaler(&meta, r->m);
         tb_run_report_lock(&r->report);
         if (tb_fault("slow-ckpt", r->info.rank, step)) { /* test only: a slow file system */
             struct timespec half = {0, 500000000L};

@@ -5,6 +5,7 @@
  * as GradScaler's load_state_dict does. train_setup.c's init_model calls
  * them; tb_trainer_sync_state then gives every rank rank 0's state. */
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -21,8 +22,8 @@ int64_t tb_train_planned_steps(const tb_train_run *r) {
 
 /* A loss scale the device's scalars can hold: finite and above 0 as tb_real. */
 static int scale_fits(double s) {
-    tb_real v = (tb_real)s;
-    return isfinite((double)v) && v > 0;
+    if (!(isfinite(s) && s > 0) || (sizeof(tb_real) == sizeof(float) && s > FLT_MAX)) return 0;
+    return (tb_real)s > 0;
 }
 
 /* Rank 0: the checkpoint `from` fits this run (model, classes; resuming:
@@ -37,7 +38,8 @@ void tb_train_check_checkpoint(const tb_train_run *r, const char *from, const tb
                  "checkpoint trainbench wrote, or a damaged one; resume from another, or start from its weights with "
                  "--init", from, (long long)meta->step, (long long)meta->epoch, (long long)meta->epoch_step);
     else if (meta->has_loss_scale && (!scale_fits(meta->loss_scale) || meta->loss_scale_good_steps < 0 ||
-                                      meta->skipped_steps < 0))
+                                      meta->loss_scale_good_steps >= INT32_MAX || meta->skipped_steps < 0 ||
+                                      meta->skipped_steps >= INT32_MAX || meta->loss_scale_growth < 0))
         snprintf(why, len, "'%s' records a loss scaler of %g (%lld steps since its last change, %lld skipped): not "
                  "one trainbench wrote, or a damaged one; resume from another, or start from its weights with --init",
                  from, meta->loss_scale, (long long)meta->loss_scale_good_steps, (long long)meta->skipped_steps);
@@ -105,13 +107,18 @@ void tb_train_resume_notes(const tb_train_run *r, const tb_ckpt_meta *meta, char
                  (long long)meta->step);
     else if (meta->data_hash[0] && strcmp(meta->data_hash, mine) != 0)
         add_note(notes, len, "# --resume: the checkpoint was written over other data of the same size (fingerprint "
-                 "%s; this run's %s: other files, labels or order): it goes on from step %lld, but its epochs are "
+                 "%s; this run's %s: other samples, labels or order): it goes on from step %lld, but its epochs are "
                  "not the interrupted run's samples (resuming is exact with the same data)\n", meta->data_hash, mine,
                  (long long)meta->step);
 }
 
 void tb_train_resume_scaler(tb_train_run *r, const tb_ckpt_meta *meta, char *notes, size_t len) {
-    if (!r->m->loss_scaling) return;
+    if (!r->m->loss_scaling) {
+        if (meta->has_loss_scale)
+            add_note(notes, len, "# --resume: the checkpoint's run scaled its loss (scale %g); this run does not "
+                     "(another --precision or --loss-scale): its scaler is left behind\n", meta->loss_scale);
+        return;
+    }
     tb_step_scalars sc;
     tb_model_read_scalars(r->m, &sc);
     if (!meta->has_loss_scale) {
@@ -120,10 +127,14 @@ void tb_train_resume_scaler(tb_train_run *r, const tb_ckpt_meta *meta, char *not
         return;
     }
     sc.loss_scale = (tb_real)meta->loss_scale;
-    sc.good_steps = (int32_t)(meta->loss_scale_good_steps < INT32_MAX ? meta->loss_scale_good_steps : INT32_MAX);
-    sc.skipped_steps = (int32_t)(meta->skipped_steps < INT32_MAX ? meta->skipped_steps : INT32_MAX);
+    sc.good_steps = (int32_t)meta->loss_scale_good_steps; /* below INT32_MAX: tb_train_check_checkpoint */
+    sc.skipped_steps = (int32_t)meta->skipped_steps;
     tb_model_write_scalars(r->m, &sc);
     add_note(notes, len, "# --resume: loss scale %g, %lld overflow-free steps since its last change, %lld updates "
              "skipped before\n", meta->loss_scale, (long long)meta->loss_scale_good_steps,
              (long long)meta->skipped_steps);
+    if (meta->loss_scale_growth > 0 && meta->loss_scale_growth != r->m->growth_interval)
+        add_note(notes, len, "# --resume: the checkpoint's loss scale doubled after %lld clean steps; this run's after "
+                 "%d (--loss-scale-growth): it goes on, but not as the interrupted run would have\n",
+                 (long long)meta->loss_scale_growth, r->m->growth_interval);
 }
