@@ -67,6 +67,7 @@ at-end)
   [ "$step" = 5 ] || fail "after the resumed run the checkpoint holds step '$step', expected 5"
   grep -q "not as the interrupted run" "$dir/b.log" && fail "a resume with the same ranks and batch says it differs"
   grep -q "written over data" "$dir/b.log" && fail "a resume over the same data says the data differs"
+  grep -q "written over other data" "$dir/b.log" && fail "a resume over the same synthetic pool says it differs"
   run_of=$(h5 "$dir/c.h5" "int(f.attrs['world_size']), int(f.attrs['global_batch']), int(f.attrs['dataset_size'])" 2>&1)
   [ "$run_of" = "1 4 50000" ] ||
     fail "the checkpoint records ranks, global batch and samples '$run_of', expected 1 4 50000"

@@ -20,7 +20,6 @@ struct tb_source {
     tb_last_batch last;        /* the epoch's remainder (data/shard.h) */
     int64_t n;                 /* samples in an epoch's order (all ranks) */
     int64_t epoch, step;       /* position */
-    uint64_t fingerprint;      /* of the data (tb_source_fingerprint) */
     /* synthetic */
     tb_synthetic syn;
     /* batch file */
@@ -36,6 +35,7 @@ struct tb_source {
     size_t dpool_bytes;
     int32_t *rows;             /* [batch] host: this batch's rows of dpool */
     /* loader */
+    const tb_dataset *ds;      /* its data set (the run's: outlives the source) */
     tb_loader *ld;             /* NULL once an upload owns it */
     tb_upload *up;             /* tb_source_feed of a uint8 feed: batches through staging buffers */
     const tb_batch *held;
@@ -76,8 +76,6 @@ tb_source *tb_source_synthetic(int classes, int image, int batch, int64_t epoch_
     if ((size_t)pool * sample_bytes > ((size_t)1 << 30)) pool = (int64_t)(((size_t)1 << 30) / sample_bytes);
     if (pool < 1) pool = 1;
     tb_synthetic_init(&s->syn, classes, image, image, (int)pool, seed);
-    int64_t made_of[5] = {0x53594e, classes, image, pool, (int64_t)seed}; /* the pool is a function of these */
-    s->fingerprint = tb_fnv1a(TB_FNV1A_INIT, made_of, sizeof made_of);
     alloc_batch(s);
     return s;
 }
@@ -91,8 +89,6 @@ tb_source *tb_source_batchfile(const char *path, int classes, int min_side, int 
                s->bf.w);
     s->image = s->bf.h;
     s->n = s->bf.n;
-    s->fingerprint = tb_fnv1a(TB_FNV1A_INIT, s->bf.labels, (size_t)s->n * sizeof *s->bf.labels);
-    s->fingerprint = tb_fnv1a(s->fingerprint, s->bf.images, (size_t)s->n * 3 * s->image * s->image * sizeof(float));
     alloc_batch(s);
     return s;
 }
@@ -102,7 +98,7 @@ tb_source *tb_source_loader(const tb_loader_opts *o, const tb_feed_opts *fo, tb_
     tb_source *s = alloc_source(SRC_LOADER, o->batch, o->rank, o->world, o->last_batch, fo);
     s->image = o->image_size;
     s->n = o->ds->n;
-    s->fingerprint = tb_dataset_hash(o->ds);
+    s->ds = o->ds;
     tb_loader_opts lo = *o;
     tb_feed_loader_opts(&s->feed, be, &lo); /* the loader made once, as the feed needs it */
     char err[512];
@@ -164,7 +160,17 @@ size_t tb_source_host_bytes_unwritten(const tb_source *s) {
 }
 
 int64_t tb_source_epoch_size(const tb_source *s) { return s->n; }
-uint64_t tb_source_fingerprint(const tb_source *s) { return s->fingerprint; }
+/* Made when asked (a checkpoint, a resume), not with every source. */
+uint64_t tb_source_fingerprint(const tb_source *s) {
+    if (s->kind == SRC_LOADER) return tb_dataset_hash(s->ds);
+    if (s->kind == SRC_BATCHFILE) {
+        uint64_t h = tb_fnv1a(TB_FNV1A_INIT, s->bf.labels, (size_t)s->n * sizeof *s->bf.labels);
+        return tb_fnv1a(h, s->bf.images, (size_t)s->n * 3 * s->image * s->image * sizeof(float));
+    }
+    const tb_synthetic *y = &s->syn; /* its pool is a function of these */
+    int64_t made_of[5] = {0x53594e, y->classes, y->h, y->pool, (int64_t)y->seed};
+    return tb_fnv1a(TB_FNV1A_INIT, made_of, sizeof made_of);
+}
 int64_t tb_source_epoch_trained(const tb_source *s) {
     return tb_shard_epoch_trained(s->n, s->world, s->batch, s->last);
 }

@@ -49,8 +49,8 @@ int64_t tb_source_epoch_size(const tb_source *s);   /* samples in the data (an e
 /* The data's fingerprint, equal for the same data: a loader's data set by
  * tb_dataset_hash (relative paths and labels, in order), a batch file by
  * its labels and pixels, a synthetic pool by what makes it (classes, size,
- * pool rows, seed). A checkpoint records it, so --resume can tell when the
- * data differ but have the same size. */
+ * pool rows, seed); made at each call. A checkpoint records it, so
+ * --resume can tell when the data differ but have the same size. */
 uint64_t tb_source_fingerprint(const tb_source *s);
 /* Sample slots one epoch trains across ranks: epoch_size under keep, less
  * (dropped) under drop, more (repeats) under pad. */
