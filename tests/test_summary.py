@@ -223,7 +223,12 @@ def test_pages():
               ("51 % / 32 % at 1 Gbit/s", "11 % / 32 % at 1 Gbit/s", "NOT FOUND 11 %", "README.md"),
               ("(98.9 % at", "(18.9 % at", "NOT FOUND 18.9 %", "gpu_h200_2026-12-04b.md"),
               ("99.8 % of the same call's resident", "97.6 % of the same call's resident", "NOT FOUND 97.6 %",
-               "gpu_h200_2026-12-04c.md")]
+               "gpu_h200_2026-12-04c.md"),
+              # an efficiency of the other kind: the measured 37.6 % in the predicted column and in a clause
+              # about projected efficiencies, the predicted 84.1 % in the measured column
+              ("| 84.1 % | 37.6 % |", "| 37.6 % | 37.6 % |", "NOT FOUND 37.6 % (projected", "gpu_h200_2026-12-04b.md"),
+              ("(98.9 % at", "(37.6 % at", "NOT FOUND 37.6 % (prose (projected)", "gpu_h200_2026-12-04b.md"),
+              ("| 84.1 % | 37.6 % |", "| 84.1 % | 84.1 % |", "NOT FOUND 84.1 % (measured", "gpu_h200_2026-12-04b.md")]
     d = tempfile.mkdtemp(prefix="tb_pages_")
     try:
         for good, bad, expect, *name in plants:

@@ -21,7 +21,13 @@ What is checked, in the page's prose and tables:
            predicted or projected: the summary keys `eff`, `meas_eff`,
            `efficiency...`, or the /scaling efficiency of a results file
            given with --h5), or a `..._of_resident_pct`. Any run's figure of
-           the kind counts, so a 1-rank 100 % matches any run's;
+           the kind counts, so a 1-rank 100 % matches any run's. Where the
+           clause or the column header says "projected"/"predicted" and not
+           "measured" (or the other way round), the efficiency must be one
+           of that kind: projected are the keys naming a projection, and
+           `eff` beside a `meas_eff` (`trainbench project`'s prediction);
+           measured are `meas_eff`, a scaling table's `eff` and the
+           results files' rows;
   ratios   a ratio written with its operands -- `1.44x ... (6606 against
            4279 img/s)`, `6,606 / 4,279 is 1.54x` -- must be their quotient
            to the digits printed; in a table with an img/s column and an
@@ -111,16 +117,44 @@ class Figures:
         for path in h5files:   # a results file's scaling table: its efficiencies
             for key, x in scaling_efficiencies(path):
                 self.by_unit.setdefault("%", []).append((x, os.path.basename(path), key))
+        self.kinds = efficiency_kinds(self.by_unit.get("%", []))
         self.eager_base = [float(v) for run in runs for k, (v, u, s) in read_summary(
             os.path.join(run, "summary.tsv")).items()
             if re.match(r"resnet50/pytorch_eager/bf16/nhwc/256/-(#\d+)?/img_per_s$", k)]
 
-    def find(self, text, unit, key=None):
-        """'run:key' of the first figure of unit that text rounds from (and whose key matches the regex key)."""
+    def find(self, text, unit, key=None, kind=None):
+        """'run:key' of the first figure of unit that text rounds from (and whose key matches the regex key,
+        and, for an efficiency, whose kind is kind: 'measured' or 'projected'; None takes either)."""
         for x, run, k in self.by_unit.get(unit, []):
-            if rounds_to(x, text) and (key is None or re.search(key, k)):
+            if (rounds_to(x, text) and (key is None or re.search(key, k)) and
+                    (kind is None or self.kinds.get((run, k)) == kind)):
                 return "%s:%s" % (run, k)
         return None
+
+
+def efficiency_kinds(figures):
+    """{(run, key): 'measured' | 'projected'} of the efficiencies among figures [(value, run, key)]:
+    measured are a results file's /scaling rows, `meas_eff` and a scaling table's `eff`; projected are
+    keys naming a projection or prediction, and `eff` in a table that puts a `meas_eff` beside it
+    (`trainbench project`'s rows: its prediction, then the run)."""
+    keys = {(run, k) for _x, run, k in figures}
+    out = {}
+    for run, k in keys:
+        if not re.search(EFF_KEY, k):
+            continue
+        if re.search(r"project|predict", k) or (k.endswith("/eff") and (run, k[:-3] + "meas_eff") in keys):
+            out[(run, k)] = "projected"
+        else:
+            out[(run, k)] = "measured"
+    return out
+
+
+def efficiency_kind(text):
+    """The kind of efficiency a clause or a column header names: 'projected' (projected, predicted),
+    'measured' (measured, as run by the run itself), or None where it names neither or both."""
+    proj = bool(re.search(r"\b(project|predict)", text, re.I))
+    meas = bool(re.search(r"\bmeasured\b", text, re.I))
+    return "projected" if proj and not meas else "measured" if meas and not proj else None
 
 
 def scaling_efficiencies(path):
@@ -152,7 +186,9 @@ def check_percents(text, figs, exempt, report, where):
                 if (m.start(1) in seen or m.group(1) in exempt or NOT_EFF_AFTER.match(text, m.end(), end)
                         or NOT_EFF_BEFORE.search(text, start, m.start(1))):
                     continue
-                report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY), where)
+                kind = efficiency_kind(text[start:end])
+                report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY, kind),
+                              where + (" (%s)" % kind if kind else ""))
         start = cut.end() if cut else end
 
 
@@ -218,8 +254,9 @@ def check_tables(lines, figs, exempt, report):
             for j in eff_cols:   # "37.6 %", "91.3 % of its own 1-rank step"
                 m = PCT.match(clean(r[j]).strip()) if j < len(r) else None
                 if m and m.group(1) not in exempt:
-                    report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY),
-                                  "efficiency in table row '%s'" % where)
+                    kind = efficiency_kind(head[j])
+                    report.figure(m.group(1), "%", figs.find(m.group(1), "%", EFF_KEY, kind),
+                                  "%s efficiency in table row '%s'" % (kind or "an", where))
             for j, cell in enumerate(r):   # prose in a cell of another column: "bf16 7112.24 img/s, ..."
                 if j not in eff_cols:
                     check_percents(clean(cell), figs, exempt, report, "text in table row '%s'" % where)
