@@ -58,6 +58,10 @@
  *                 answering in preflight (the roll call; after it, before
  *                 the launch checks; before the warm-up all-reduce; after
  *                 it, before the barrier of the timed one)
+ *   engine-refuses  the CUDA backend: the STEP-th trial run of a cuDNN
+ *                 graph engine under --no-autotune (1: the first; every one
+ *                 when STEP is omitted) returns CUDNN_STATUS_NOT_SUPPORTED,
+ *                 as an engine that plans but will not run
  *
  * RANK -1 matches every rank; STEP may be omitted for the kinds without a
  * step. */

@@ -21,6 +21,9 @@
  *                          64) fused against unfused on the GPU, in fp32
  *                          (no TF32) and in bf16 and fp16, the 16-bit steps
  *                          judged against the fp32 step: test_cuda_fused_step.c
+ *   test_cuda_fused refused  --no-autotune's trial run at plan time: the fp16
+ *                          shapes with the first engine's run refused (the
+ *                          next plans), then every run refused (unfused)
  *
  * Tolerances. Op outputs: |gpu - cpu| <= tol * max|cpu| + tol * |cpu|
  * (test_cuda_ops' rule), tol 1.5e-2 for bf16 and 6e-3 for fp16 on 16-bit
@@ -510,6 +513,37 @@ static void test_planted(void) {
     }
 }
 
+/* --no-autotune keeps the heuristics' first engine that runs once at plan
+ * time. With the first trial run refused (TB_TEST_FAULT engine-refuses), the
+ * next engine plans the graph; with every trial refused no graph plans and
+ * the ops run unfused. run_case checks the results against the CPU each
+ * time. A fresh backend each round: a problem that failed once stays failed
+ * in a backend. */
+static void test_refused(void) {
+    static const char *fault[2] = {"engine-refuses:-1:1", "engine-refuses:-1"};
+    for (int round = 0; round < 2; round++) {
+        setenv("TB_TEST_FAULT", fault[round], 1);
+        tb_backend_opts go = {0};
+        go.no_autotune = 1, go.plan_cache = "off"; /* nothing from an earlier run's cache */
+        char err[256];
+        g_gpu = tb_cuda_backend_create(&go, err, sizeof err);
+        if (!g_gpu) {
+            TB_CHECK(0, "a CUDA backend: %s", err);
+            break;
+        }
+        g_graph_cases[1] = 0;
+        for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++) run_case(&k_cases[c], 1, 0);
+        printf("# TB_TEST_FAULT=%s: fp16 conv + statistics on a fused graph in %d of %zu shapes\n", fault[round],
+               g_graph_cases[1], sizeof k_cases / sizeof k_cases[0]);
+        if (round == 0)
+            TB_CHECK(g_graph_cases[1] > 0, "the first engine's trial run refused: the next engine plans the graph");
+        else
+            TB_CHECK(g_graph_cases[1] == 0, "every trial run refused: no graph plans (the ops ran unfused)");
+        g_gpu->destroy(g_gpu);
+    }
+    unsetenv("TB_TEST_FAULT");
+}
+
 int main(int argc, char **argv) {
     char why[256];
     if (tb_cuda_device_count(why, sizeof why) <= 0) {
@@ -518,9 +552,14 @@ int main(int argc, char **argv) {
     }
     tb_rng_seed(&g_rng, 30, 1);
     tb_backend_opts co = {.threads = 4}, go = {0};
-    int step = argc > 1 && strcmp(argv[1], "step") == 0;
+    int step = argc > 1 && strcmp(argv[1], "step") == 0, refused = argc > 1 && strcmp(argv[1], "refused") == 0;
     go.no_autotune = step; /* the step: heuristic choices (fewer plans to time; the same math) */
     g_cpu = tb_cpu_backend_create(&co);
+    if (refused) {
+        test_refused();
+        g_cpu->destroy(g_cpu);
+        return tb_test_exit("cuda_fused_refused");
+    }
     char err[256];
     g_gpu = tb_cuda_backend_create(&go, err, sizeof err);
     if (!g_gpu) {

@@ -266,7 +266,7 @@ cu_cgraph *cu_cgraph_plan(cu_state *st, const cu_cgraph_req *r) {
     int64_t uids[3] = {UID_X, UID_W, UID_Y};
     void *ptrs[3] = {(void *)p[0], (void *)p[1], (void *)p[2]};
     cu_be_search_req q = {r->dtype, r->tf32, r->deterministic, 0, st->ws_limit, CG_HEUR_MAX, CG_CANDIDATES, CG_REPS,
-                          r->measure, 3, uids, ptrs, r->tws, r->tws_bytes};
+                          r->measure, 3, uids, ptrs, r->tws, r->tws_bytes, 0};
     cu_be_pick pick;
     cu_be_search(st->cudnn, st->stream, c->graph, &q, &pick, &err);
     if (!pick.plan) goto fail;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/faults.h"
 #include "core/log.h"
 
 #define CU_BE_KNOBS CUDNN_KNOB_TYPE_COUNTS /* knob choices read per engine config: every kind cuDNN has */
@@ -395,8 +396,22 @@ cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, s
     return finish_plan(s, plan, ws);
 }
 
+cudnnStatus_t cu_be_run_once(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t plan,
+                             cudnnBackendDescriptor_t pack) {
+    static atomic_int trials;
+    if (tb_fault_nth("engine-refuses", &trials)) return CUDNN_STATUS_NOT_SUPPORTED;
+    cudnnStatus_t s = cudnnBackendExecute(h, plan, pack);
+    if (s != CUDNN_STATUS_SUCCESS) {
+        (void)cudaGetLastError();
+        return s;
+    }
+    TB_CUDA_CHECK(cudaStreamSynchronize(st));
+    return s;
+}
+
 /* One candidate config: its plan if its notes pass, it finalizes, its
- * workspace fits and (measured) it runs; NULL with the reason otherwise. */
+ * workspace fits and (measured or run_once) it runs; NULL with the reason
+ * otherwise. */
 static cudnnBackendDescriptor_t try_config(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t cfg,
                                            const cu_be_search_req *q, cu_be_pick *c, const char **why,
                                            cudnnStatus_t *ws_s, cu_err *err) {
@@ -408,17 +423,19 @@ static cudnnBackendDescriptor_t try_config(cudnnHandle_t h, cudaStream_t st, cud
         *why = "no engine's plan finalized", *ws_s = s;
         return NULL;
     }
-    if (c->ws > q->ws_limit || (q->measure && c->ws > q->tws_bytes)) {
+    int runs = q->measure || q->run_once;
+    if (c->ws > q->ws_limit || (runs && c->ws > q->tws_bytes)) {
         *why = "every engine needs more workspace than the limit", *ws_s = CUDNN_STATUS_NOT_SUPPORTED;
         cu_be_destroy(&plan);
         return NULL;
     }
     c->ms = -1.0f;
-    if (q->measure) {
+    if (runs) {
         s = cu_be_make_pack(&pack, q->nuids, q->uids, q->ptrs, q->tws);
-        if (s == CUDNN_STATUS_SUCCESS) c->ms = cu_be_time_plan(h, st, plan, pack, q->reps, &s);
+        if (s == CUDNN_STATUS_SUCCESS && q->measure) c->ms = cu_be_time_plan(h, st, plan, pack, q->reps, &s);
+        else if (s == CUDNN_STATUS_SUCCESS) s = cu_be_run_once(h, st, plan, pack);
         cu_be_destroy(&pack);
-        if (s != CUDNN_STATUS_SUCCESS || c->ms < 0) {
+        if (s != CUDNN_STATUS_SUCCESS || (q->measure && c->ms < 0)) {
             *why = "no engine ran", *ws_s = s;
             cu_be_destroy(&plan);
             return NULL;
@@ -460,7 +477,7 @@ void cu_be_search(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t gra
         c.plan = plan, c.cfg = cfgs[i];
         cfgs[i] = NULL;
         *out = c;
-        if (!q->measure) break; /* the heuristics' first that passes */
+        if (!q->measure) break; /* the heuristics' first that passes (and runs, with run_once) */
     }
     for (int i = 0; i < ncfg; i++) cu_be_destroy(&cfgs[i]);
     if (!out->plan && !err->why) err->why = last ? last : "no engine passed", err->s = last_s;

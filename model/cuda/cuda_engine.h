@@ -71,6 +71,10 @@ cudnnStatus_t cu_be_make_pack(cudnnBackendDescriptor_t *pack, int n, const int64
  * when an execute failed (its status in *bad). */
 float cu_be_time_plan(cudnnHandle_t h, cudaStream_t s, cudnnBackendDescriptor_t plan, cudnnBackendDescriptor_t pack,
                       int reps, cudnnStatus_t *bad);
+/* One run on stream s, waited for: SUCCESS, or cuDNN's refusal (the launch
+ * error cleared; a sticky error returns at the next check). */
+cudnnStatus_t cu_be_run_once(cudnnHandle_t h, cudaStream_t s, cudnnBackendDescriptor_t plan,
+                             cudnnBackendDescriptor_t pack);
 
 /* The knob choices of cfg as "k<type>=<value>,..." (what the plan cache
  * stores beside the engine's global index); "?" when cuDNN does not give
@@ -95,11 +99,13 @@ cudnnStatus_t cu_be_plan_from_blob(cudnnHandle_t h, const unsigned char *blob, s
 /* The search both graph users run: engine configs from heuristics mode A
  * then FALLBACK (heur_max each), each kept when its notes keep the
  * precision (cu_be_engine_check), its plan finalizes and its workspace
- * fits ws_limit (and tws_bytes when measured); measured: the first
+ * fits ws_limit (and tws_bytes when measured or run); measured: the first
  * `candidates` of those run once and are timed over `reps` runs on the
- * variant pack (uids, ptrs, tws) on stream s, the fastest kept; else the
- * first. out->plan NULL when none passes (err: why). The caller owns
- * out->plan and out->cfg. */
+ * variant pack (uids, ptrs, tws) on stream s, the fastest kept; run_once
+ * (not measured): the first that runs once on that pack (an engine that
+ * plans but refuses to run falls to the next, as in a measured search);
+ * else the first. out->plan NULL when none passes (err: why). The caller
+ * owns out->plan and out->cfg. */
 #define CU_BE_HEUR_MAX 32
 typedef struct {
     tb_dtype dt;
@@ -112,6 +118,7 @@ typedef struct {
     void *const *ptrs;
     void *tws;
     size_t tws_bytes;
+    int run_once;
 } cu_be_search_req;
 typedef struct {
     cudnnBackendDescriptor_t plan, cfg;

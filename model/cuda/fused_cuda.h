@@ -84,8 +84,9 @@ typedef struct {
     const fd_graph *desc;
     void *const *ptr; /* [FD_R_COUNT] the buffers by role: alignment, timing */
     int measure;      /* time the candidates on ptr (overwrites the outputs) */
-    void *tws;        /* workspace for the timing runs */
+    void *tws;        /* workspace for the timing (or trial) runs */
     size_t tws_bytes;
+    int run_once; /* not measured: keep the first candidate that runs once on ptr (overwrites the outputs) */
 } cu_fgraph_req;
 /* The graph's plan, shared by every request of the same problem (the
  * description, the buffers' alignment, measure): from the plan cache, else

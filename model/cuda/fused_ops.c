@@ -89,8 +89,8 @@ static fd_conv_problem problem(const fplan *p, int n, int prologue) {
 static int pad4_ok(const fplan *p) { return p->g.cin == 3 && !p->pro && p->l == TB_NHWC && p->dt != TB_F32; }
 
 /* Graph kind k of entry e: the first variant that plans (prologue graphs),
- * measured on the largest batch's buffers when measure. */
-static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, int measure, void *tws, size_t tws_bytes) {
+ * measured (or run once) on the largest batch's buffers as how says. */
+static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, const cu_fgraph_req *how) {
     if (st->fused_force & (1u << k)) return;
     /* {io, ...} variants are {float, float} again when io is float32 */
     int variants = p->dt != TB_F32 && (k == FD_G_WGRAD_PRO || (k == FD_G_CONV_STATS && p->pro)) ? FD_VARIANTS : 1;
@@ -107,7 +107,8 @@ static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, int measure,
         void *bufs[FD_R_COUNT];
         memcpy(bufs, p->bufs, sizeof bufs);
         if (v > 0) bufs[FD_R_SCALE] = p->sb_io, bufs[FD_R_BIAS] = (char *)p->sb_io + p->g.cin * tb_dtype_size(p->dt);
-        cu_fgraph_req r = {&d, bufs, measure && tws, tws, tws_bytes};
+        cu_fgraph_req r = *how;
+        r.desc = &d, r.ptr = bufs;
         cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
         e->g[k] = cu_fgraph_get(st, &r, &err);
         if (e->g[k]) {
@@ -122,7 +123,7 @@ static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, int measure,
 /* The stem (3 input channels, no prologue, NHWC, 16-bit): its conv +
  * statistics on copies padded to 4 channels, as MLPerf pads its input,
  * when the 3-channel graph does not plan or measures slower. */
-static void plan_pad4(cu_state *st, fplan *p, fentry *e, int measure, void *tws, size_t tws_bytes) {
+static void plan_pad4(cu_state *st, fplan *p, fentry *e, const cu_fgraph_req *how) {
     size_t es = tb_dtype_size(p->dt);
     size_t xb = (size_t)p->max_n * 4 * p->h * p->w * es, wb = (size_t)p->g.cout * 4 * p->g.k * p->g.k * es;
     if (!p->xpad) {
@@ -140,7 +141,8 @@ static void plan_pad4(cu_state *st, fplan *p, fentry *e, int measure, void *tws,
     void *bufs[FD_R_COUNT];
     memcpy(bufs, p->bufs, sizeof bufs);
     bufs[FD_R_X] = p->xpad, bufs[FD_R_W] = p->wpad;
-    cu_fgraph_req r = {&d, bufs, measure && tws, tws, tws_bytes};
+    cu_fgraph_req r = *how;
+    r.desc = &d, r.ptr = bufs;
     cu_err err = {NULL, CUDNN_STATUS_SUCCESS};
     cu_fgraph *g4 = cu_fgraph_get(st, &r, &err), *g3 = e->g[FD_G_CONV_STATS];
     if (!g4) {
@@ -244,7 +246,7 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
             }
             break;
         }
-        cu_fgraph_req r = {&d, bufs, 0, NULL, 0};
+        cu_fgraph_req r = {&d, bufs, 0, NULL, 0, 0};
         cu_fgraph *g = cu_fgraph_get(st, &r, &err);
         if (!g) {
             if (!first.why) first = err, snprintf(label, sizeof label, "%s", d.label);
@@ -273,7 +275,9 @@ static void plan_finalize(tb_backend *be, fplan *p, fentry *e, const tb_bn_final
     p->fin_own = 1;
 }
 
-static fentry *new_entry(tb_backend *be, fplan *p, int n, int measure, const tb_bn_finalize_args *fin) {
+/* The graphs of batch size n. may_run (the buffers may be written now): measured, or under
+ * --no-autotune run once, so that an engine that plans but will not run falls to the next. */
+static fentry *new_entry(tb_backend *be, fplan *p, int n, int may_run, const tb_bn_finalize_args *fin) {
     cu_state *st = cu_state_of(be);
     cu_not_capturing(be, "preparing a fused convolution for a new batch size");
     if (p->ne == p->cap) {
@@ -284,17 +288,16 @@ static fentry *new_entry(tb_backend *be, fplan *p, int n, int measure, const tb_
     fentry *e = &p->e[p->ne++];
     memset(e, 0, sizeof *e);
     e->n = n;
-    size_t tws_bytes = 0;
-    void *tws = NULL;
-    if (measure) {
-        tws = cu_find_workspace(st, &tws_bytes);
-        TB_CUDA_CHECK(cudaStreamSynchronize(st->stream)); /* timing overwrites y, dw, dr, dgamma */
+    cu_fgraph_req how = {NULL, NULL, may_run && st->autotune, NULL, 0, may_run && !st->autotune};
+    if (may_run) {
+        how.tws = cu_find_workspace(st, &how.tws_bytes);
+        TB_CUDA_CHECK(cudaStreamSynchronize(st->stream)); /* the runs overwrite y, dw, dr, dgamma */
     }
-    plan_kind(st, p, e, FD_G_CONV_STATS, measure, tws, tws_bytes);
-    if (pad4_ok(p) && !(st->fused_force & (1u << FD_G_CONV_STATS))) plan_pad4(st, p, e, measure, tws, tws_bytes);
+    plan_kind(st, p, e, FD_G_CONV_STATS, &how);
+    if (pad4_ok(p) && !(st->fused_force & (1u << FD_G_CONV_STATS))) plan_pad4(st, p, e, &how);
     if (p->pro) {
-        plan_kind(st, p, e, FD_G_WGRAD_PRO, measure, tws, tws_bytes);
-        plan_kind(st, p, e, FD_G_DGRAD_DBN, measure, tws, tws_bytes);
+        plan_kind(st, p, e, FD_G_WGRAD_PRO, &how);
+        plan_kind(st, p, e, FD_G_DGRAD_DBN, &how);
     }
     if (fin) plan_finalize(be, p, e, fin);
     return e;
@@ -304,7 +307,7 @@ static fentry *entry_for(tb_backend *be, fplan *p, int n, int measure_ok) {
     for (int i = 0; i < p->ne; i++)
         if (p->e[i].n == n) return &p->e[i];
     if (n > p->max_n) TB_FATAL("cuda fused conv: batch %d is larger than the %d its plan was made for", n, p->max_n);
-    return new_entry(be, p, n, measure_ok && cu_state_of(be)->autotune, NULL);
+    return new_entry(be, p, n, measure_ok, NULL);
 }
 
 static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want, unsigned *got) {
@@ -344,7 +347,7 @@ static void *cu_fconv_plan(tb_backend *be, const tb_fconv_args *a, unsigned want
     cu_fk_shape ys = shape_of(a->y), xs = shape_of(a->x);
     cu_scratch(be, cu_fk_sums_scratch(&ys));
     if (a->pro) cu_scratch(be, cu_fk_sums_scratch(&xs));
-    fentry *e = new_entry(be, p, p->max_n, st->autotune, a->fin);
+    fentry *e = new_entry(be, p, p->max_n, 1, a->fin);
     unsigned have = (e->g[FD_G_CONV_STATS] ? TB_FCONV_FWD : 0) | (e->g[FD_G_WGRAD_PRO] ? TB_FCONV_WGRAD : 0) |
                     (e->g[FD_G_DGRAD_DBN] ? TB_FCONV_DGRAD : 0);
     /* forced compositions count as present: the test switch exercises them in the fused schedule */

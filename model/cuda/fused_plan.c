@@ -149,8 +149,23 @@ static tb_dtype io_dtype(const fd_graph *d) {
     return TB_F32; /* BN finalize: float */
 }
 
-/* The cached choice, rebuilt and checked; 0 when there is none or it no longer builds. */
-static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
+/* The cached plan g run once on r's buffers and trial workspace: SUCCESS,
+ * or why not (a workspace larger than the trial's: NOT_SUPPORTED). */
+static cudnnStatus_t cached_runs(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r) {
+    if (g->ws > r->tws_bytes) return CUDNN_STATUS_NOT_SUPPORTED;
+    void *p[FG_UIDS];
+    gather(g, r->ptr, p);
+    cudnnBackendDescriptor_t pack = NULL;
+    cudnnStatus_t s = cu_be_make_pack(&pack, g->nuids, g->uids, p, r->tws);
+    if (s == CUDNN_STATUS_SUCCESS) s = cu_be_run_once(st->cudnn, st->stream, g->plan, pack);
+    cu_be_destroy(&pack);
+    return s;
+}
+
+/* The cached choice, rebuilt and checked (and run once where r asks for a
+ * trial run); 0 when there is none or it no longer builds or runs. */
+static int from_cache(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r) {
+    const fd_graph *d = r->desc;
     tb_plan_cache *pc = cu_plan_cache(st);
     char ck[600];
     cache_key(g, ck, sizeof ck);
@@ -185,12 +200,14 @@ static int from_cache(cu_state *st, cu_fgraph *g, const fd_graph *d) {
             else cu_be_destroy(&cfg);
         }
     }
+    int built = s == CUDNN_STATUS_SUCCESS && g->ws <= st->ws_limit;
+    if (built && r->run_once && !r->measure) s = cached_runs(st, g, r);
     if (s != CUDNN_STATUS_SUCCESS || g->ws > st->ws_limit) {
         cu_be_destroy(&g->plan);
         cu_be_destroy(&g->cfg);
         tb_pc_drop(pc, ck);
-        tb_info("# plan cache: %s: the cached engine %lld no longer builds here (%s); planning it again", d->label,
-                engine, cudnnGetErrorString(s));
+        tb_info("# plan cache: %s: the cached engine %lld no longer %s here (%s); planning it again", d->label,
+                engine, built ? "runs" : "builds", cudnnGetErrorString(s));
         return 0;
     }
     g->engine = engine, g->ms = ms, g->rtc = rtc, g->cached = 1;
@@ -222,11 +239,11 @@ static void to_cache(cu_state *st, cu_fgraph *g) {
  * reason in err. */
 static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype dt, cu_err *err) {
     void *p[FG_UIDS];
-    if (r->measure) gather(g, r->ptr, p);
+    if (r->measure || r->run_once) gather(g, r->ptr, p);
     const char *env = getenv("TB_FUSED_CANDIDATES");
     int cand = env && atoi(env) > 0 ? atoi(env) : FG_CANDIDATES;
     cu_be_search_req q = {dt, st->tf32, st->deterministic, 1, st->ws_limit, FG_HEUR_MAX, cand, FG_REPS,
-                          r->measure, g->nuids, g->uids, p, r->tws, r->tws_bytes};
+                          r->measure, g->nuids, g->uids, p, r->tws, r->tws_bytes, !r->measure && r->run_once};
     cu_be_pick pick;
     cu_be_search(st->cudnn, st->stream, g->graph, &q, &pick, err);
     if (!pick.plan) return;
@@ -264,7 +281,7 @@ cu_fgraph *cu_fgraph_get(cu_state *st, const cu_fgraph_req *r, cu_err *err) {
     err->why = NULL;
     if (cu_fd_lower(r->desc, g->align, &g->lw, err) == CUDNN_STATUS_SUCCESS &&
         cu_be_op_graph(st->cudnn, g->lw.op, g->lw.nop, &g->graph, err) == CUDNN_STATUS_SUCCESS &&
-        !from_cache(st, g, r->desc)) {
+        !from_cache(st, g, r)) {
         search(st, g, r, io_dtype(r->desc), err);
         if (g->plan) to_cache(st, g);
     }

@@ -3,7 +3,8 @@
 # and exits 77, which ctest reports as skipped; in a build without the CUDA
 # backend they are registered as skips that say so. The golden GPU cases are
 # in tests/golden.cmake. Run them alone with: ctest --test-dir build -L gpu
-set(TB_GPU_TESTS cuda_fused cuda_fused_step startup_plan_cache_gpu cuda_ops cuda_ops_memory cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
+set(TB_GPU_TESTS cuda_fused cuda_fused_step cuda_fused_refused startup_plan_cache_gpu cuda_ops cuda_ops_memory
+    cuda_model cuda_model_memory mkdata_gpu train_cuda_bf16_mkdata
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
@@ -48,9 +49,10 @@ if(TARGET tb_cuda)
   target_link_libraries(test_cuda_fused PRIVATE tb_model)
   add_test(NAME cuda_fused COMMAND test_cuda_fused)
   add_test(NAME cuda_fused_step COMMAND test_cuda_fused step)
+  add_test(NAME cuda_fused_refused COMMAND test_cuda_fused refused)
   add_test(NAME startup_plan_cache_gpu
            COMMAND ${TB_GPU_RUN} sh ${CMAKE_CURRENT_SOURCE_DIR}/gpu/startup_cache.sh ${TB_BIN} "${MPIEXEC_EXECUTABLE}")
-  set_tests_properties(cuda_fused cuda_fused_step PROPERTIES TIMEOUT 600)
+  set_tests_properties(cuda_fused cuda_fused_step cuda_fused_refused PROPERTIES TIMEOUT 600)
   set_tests_properties(startup_plan_cache_gpu PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE ENVIRONMENT "${TB_MPI_TEST_ENV}")
 
   add_executable(test_cuda_model test_cuda_model.c)
@@ -432,5 +434,5 @@ set_tests_properties(${TB_GPU_TESTS} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77)
 set_tests_properties(${TB_NP2_TESTS} PROPERTIES LABELS "gpu;np2" SKIP_RETURN_CODE 77)
 # --fuse graph's tests: their own suite stage (tests/gpu/run_suite.sh fused),
 # minutes of planning and compiling fused engines the routine stage leaves out
-set_tests_properties(cuda_fused cuda_fused_step startup_plan_cache_gpu PROPERTIES LABELS "gpu;fused")
+set_tests_properties(cuda_fused cuda_fused_step cuda_fused_refused startup_plan_cache_gpu PROPERTIES LABELS "gpu;fused")
 
