@@ -390,6 +390,7 @@ static void checkpoint(tb_train_run *r, tb_train_outcome *o, loop_clock *c, int6
     tb_monitor_progress(r->mon, o->step, "checkpoint barrier", 1);
     tb_comm_barrier(r->world);
     set_aside_add(&c->ckpt, c, o->step, tb_now() - t0, tb_thread_cpu_s() - cpu0);
+    tb_trainer_break_idle(r->tr); /* the device waited for the checkpoint: no step's data time */
     o->ckpts++;
     o->ckpt_s = c->ckpt.s;
 }
@@ -408,6 +409,7 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
         flush(r, o, c); /* the untimed steps end on the device before the clock starts */
         tb_monitor_progress(r->mon, step, "timing barrier", 1);
         tb_comm_barrier(r->world);
+        tb_trainer_break_idle(r->tr); /* the wait before the clock is no timed step's data time */
         c->t_timed = tb_now();
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);

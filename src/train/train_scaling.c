@@ -66,6 +66,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
             collect_all(t, k, 0, mine); /* the warm-up ends on the device before the clock starts */
             tb_monitor_progress(r->mon, s, "scaling barrier", 1);
             tb_comm_barrier(sub);
+            tb_trainer_break_idle(t); /* the wait before the clock is no timed step's data time */
             t_start = tb_now();
             if (r->util) tb_nvml_sampler_reset(r->util);
         }
