@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/log.h"
 
@@ -44,6 +45,10 @@ int tb_fault_arg(const char *kind, int rank, int64_t *arg) {
 
 void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("kill", rank, step)) raise(SIGKILL);
+    if (tb_fault("slow-step", rank, step)) {
+        struct timespec half = {0, 500000000L};
+        nanosleep(&half, NULL);
+    }
     if (tb_fault("freeze", rank, step)) raise(SIGSTOP);
     if (tb_fault("interrupt", rank, step)) raise(SIGINT);
     if (tb_fault("die", rank, step))

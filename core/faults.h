@@ -15,6 +15,8 @@
  *                 reaches one rank; RANK -1: srun's to every rank)
  *   interrupt-startup  SIGINT to this rank in train's start-up, which then
  *                 never gets further (a Ctrl-C during a long dataset scan)
+ *   slow-step     sleep 0.5 s at the start of STEP (a hiccup: another job,
+ *                 a page-in; before the clock, a slow first step)
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   die           tb_die at the start of STEP: this rank's own fatal error

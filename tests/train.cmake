@@ -340,6 +340,12 @@ if(TB_PYTHON)
   set_tests_properties(train_eval_time_left_out PROPERTIES TIMEOUT 300)
 endif()
 
+# the progress lines' img/s is the timed steps' rate once the clock runs (a
+# warm-up step made 0.5 s slower, TB_TEST_FAULT=slow-step): the last line
+# 0.85 to 1.15 x '# training:'
+add_test(NAME train_progress_rate COMMAND sh ${TB_TEST_DIR}/progress_rate.sh ${TB_BIN})
+set_tests_properties(train_progress_rate PROPERTIES TIMEOUT 120)
+
 # checkpoint writes stay out of the training img/s: 6 checkpoints made 0.5 s
 # slower each (TB_TEST_FAULT=slow-ckpt), the img/s 0.7 to 1.3 x what the
 # run's own mean step time gives (the steps' times too left without the writes,

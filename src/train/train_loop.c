@@ -33,6 +33,7 @@ typedef struct {
     double cpu_timed;            /* process CPU time at the start of the timed steps */
     double loader_cpu_timed;     /* the loader threads' CPU time then */
     double samples_run;          /* since start-up, all ranks (a short last step counts what it holds) */
+    double samples_timed0;       /* samples_run when the clock started */
     set_aside ckpt;              /* the checkpoints (rank 0's write and every rank's wait for it) */
     set_aside eval;              /* the --val evaluations */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
@@ -349,9 +350,14 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
         }
         int64_t done = step + 1;
         if (r->info.rank == 0 && (done == r->start[0] + 1 || done % r->fl.print_every == 0 || done == r->total)) {
-            double el = tb_now() - c->t_begin; /* img/s without the checkpoint writes, eta with them */
+            /* img/s over the timed steps once the clock runs (the warm-up's before), without the checkpoint
+             * writes and evaluations; eta with them */
+            double now = tb_now(), el = now - c->t_begin;
+            double ips = done > c->warm_end ? (c->samples_run - c->samples_timed0) /
+                                                  (now - c->t_timed - c->ckpt.timed_s - c->eval.timed_s)
+                                            : c->samples_run / (el - c->ckpt.s - c->eval.s);
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
-                   (long long)r->total, (long long)epoch, o->loss, q->lr, c->samples_run / (el - c->ckpt.s - c->eval.s),
+                   (long long)r->total, (long long)epoch, o->loss, q->lr, ips,
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
             if (done == r->start[0] + 1) print_startup(r); /* what --plan-cache saves */
             fflush(stdout);
@@ -411,6 +417,7 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
         tb_comm_barrier(r->world);
         tb_trainer_break_idle(r->tr); /* the wait before the clock is no timed step's data time */
         c->t_timed = tb_now();
+        c->samples_timed0 = c->samples_run;
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
         c->loader_cpu_timed = ls.cpu_s;

@@ -477,7 +477,7 @@ static void print_header(const tb_train_run *r) {
         printf("# steps asynchronous on device %d; CUDA graph %s%s\n", r->device,
                gwhy[0] ? "off: " : "on after --graph-warmup steps", gwhy);
     }
-    printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MB/rank\n", r->m->pt.n_train,
+    printf("# %zu parameters, %.2f GFLOP per image per step, activations %.0f MiB/rank\n", r->m->pt.n_train,
            r->gflop, r->m->g.act_arena_bytes / 1048576.0);
     if (!f->data[0] && !f->batch_file[0] && r->classes != 1000) /* synthetic: the head is --classes wide */
         printf("# trained: %s with a %d-class head (%zu parameters), the synthetic data's --classes; ImageNet's "
