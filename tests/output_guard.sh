@@ -18,8 +18,17 @@
 #                     --results naming its --data list file, project --out
 #                     its --profile (its RUN.h5 it may: the projection is
 #                     added to the run's file), train --trace its --data list
+#   save-on-batch, trace-on-batch, results-on-text  --save and --trace
+#                     naming a batch file, --results a text file: any file
+#                     that is not of the output's own kind
+#   timeline-*        loader-bench --timeline naming a results file, its
+#                     --data list, its own --results, a missing directory,
+#                     and --feed's per-row files: refused before the rows
+#                     run (the timeline was written after them, over
+#                     whatever was there, or failed and lost the rows)
 # And what is replaced by design still is: --results over another run's
-# results file, step --out over an earlier step's output.
+# results file, step --out over an earlier step's output, --trace over an
+# earlier trace, --results over an empty file.
 # PYTHON needs h5py and numpy (exit 77 without).
 # shellcheck disable=SC2086  # $R is a list of flags
 set -u
@@ -39,12 +48,13 @@ with h5py.File(sys.argv[1], 'w') as f:
     f['images'] = np.zeros((4, 3, 32, 32), np.float32)
     f['labels'] = np.arange(4, dtype=np.int64)" "$d/b.h5" || { echo "FAIL: the batch file"; exit 1; }
 mkfifo "$d/ff.h5"
-for f in ck res b; do cp "$d/$f.h5" "$d/$f.keep"; done
+echo "notes, not HDF5" >"$d/t.h5"
+for f in ck res b t; do cp "$d/$f.h5" "$d/$f.keep"; done
 
 # after a refusal (refused, tests/one_line_checks.sh): every input as it was
 # shellcheck disable=SC2317 # called by refused
 after_refused() {
-  for f in ck res b; do cmp -s "$d/$f.h5" "$d/$f.keep" || fail "$1: $f.h5 was changed"; done
+  for f in ck res b t; do cmp -s "$d/$f.h5" "$d/$f.keep" || fail "$1: $f.h5 was changed"; done
   [ -p "$d/ff.h5" ] || fail "$1: the FIFO was replaced"
 }
 refused results-on-ckpt "--results '$d/ck.h5' holds a trainbench checkpoint (step 2)" -- \
@@ -57,6 +67,12 @@ refused ckpt-on-results "--ckpt '$d/res.h5' holds a trainbench results file" -- 
   "$tb" $R --steps 1 --ckpt "$d/res.h5" --results ""
 refused fifo "--results '$d/ff.h5' is not a regular file (a FIFO)" -- \
   "$tb" $R --steps 1 --results "$d/ff.h5"
+refused save-on-batch "--save '$d/b.h5' holds a trainbench batch file, not a trainbench checkpoint" -- \
+  "$tb" $R --steps 1 --save "$d/b.h5" --results ""
+refused trace-on-batch "--trace '$d/b.h5' holds a trainbench batch file" -- \
+  "$tb" $R --steps 1 --trace "$d/b.h5" --results ""
+refused results-on-text "--results '$d/t.h5' holds another file (not HDF5, not a trainbench trace)" -- \
+  "$tb" $R --steps 1 --results "$d/t.h5"
 refused step-out-ckpt "--out '$d/ck.h5' is the --ckpt input" -- \
   "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/ck.h5"
 refused step-out-batch "--out '$d/./b.h5' is the --batch input" -- \
@@ -85,8 +101,35 @@ refused train-on-list "--trace '$d/list.txt' is the --data input" -- \
   "$tb" $R --steps 1 --data "$d/list.txt" --trace "$d/list.txt" --results ""
 cmp -s "$d/list.txt" "$d/list.keep" || fail "train-on-list: the list file was replaced"
 
+# loader-bench --timeline: refused before any row runs
+LB="loader-bench --data $d/list.txt --threads 1 --batch-size 2 --batches 1 --image-size 32"
+refused timeline-on-results "--timeline '$d/res.h5' holds a trainbench results file" -- \
+  "$tb" $LB --timeline "$d/res.h5"
+refused timeline-on-list "--timeline '$d/list.txt' is the --data input" -- "$tb" $LB --timeline "$d/list.txt"
+cmp -s "$d/list.txt" "$d/list.keep" || fail "timeline-on-list: the list file was replaced"
+refused timeline-same-as-results "--results '$d/lb.h5' and --timeline '$d/lb.h5' are the same file" -- \
+  "$tb" $LB --results "$d/lb.h5" --timeline "$d/lb.h5"
+refused timeline-missing-dir "cannot write stage timeline '$d/no/t.json'" -- \
+  "$tb" $LB --results "$d/lb.h5" --timeline "$d/no/t.json"
+[ -e "$d/lb.h5" ] && fail "timeline-missing-dir: the rows ran (lb.h5 written) before the refusal"
+cp "$d/b.h5" "$d/f.row1.json"
+cp "$d/f.row1.json" "$d/f.keep"
+refused timeline-feed-row "--timeline '$d/f.row1.json' holds a trainbench batch file" -- \
+  "$tb" loader-bench --feed --data "$d/list.txt" --rows 1:2:off,1:2:off --batch-size 2 --image-size 32 \
+  --model resnet18 --timeline "$d/f.json"
+cmp -s "$d/f.row1.json" "$d/f.keep" || fail "timeline-feed-row: the file was replaced"
+
 # replaced by design
 "$tb" $R --steps 1 --results "$d/res.h5" >"$d/out" 2>&1 || fail "results over results: $(grep error "$d/out")"
+: >"$d/empty.h5"
+"$tb" $R --steps 1 --results "$d/empty.h5" >"$d/out" 2>&1 || fail "results over an empty file: $(grep error "$d/out")"
+for i in 1 2; do
+  "$tb" $R --steps 1 --results "" --trace "$d/tr.json" >"$d/out" 2>&1 ||
+    fail "--trace over its earlier trace ($i): $(grep error "$d/out")"
+done
+for i in 1 2; do
+  "$tb" $LB --timeline "$d/tl.json" >"$d/out" 2>&1 || fail "--timeline over its earlier timeline ($i): $(grep error "$d/out")"
+done
 for i in 1 2; do
   "$tb" step --ckpt "$d/ck.h5" --batch "$d/b.h5" --out "$d/o.h5" >"$d/out" 2>&1 ||
     fail "step --out over its earlier output ($i): $(grep error "$d/out")"

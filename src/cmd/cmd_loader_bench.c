@@ -177,6 +177,10 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     const char *in_flag[1] = {"--data"}, *in_path[1] = {a->data}; /* a list file */
     tb_output_not_input("loader-bench", "--results", a->results, in_flag, in_path, 1);
     tb_output_path_require("loader-bench", a->results, TB_OUT_RESULTS, "results file", "--results");
+    /* the timeline is written after the rows: checked now, so that a bad path loses no measurement */
+    tb_output_not_input("loader-bench", "--timeline", a->timeline, in_flag, in_path, 1);
+    tb_output_not_same("loader-bench", "--results", a->results, "--timeline", a->timeline);
+    tb_output_path_require("loader-bench", a->timeline, TB_OUT_TEXT, "stage timeline", "--timeline");
 }
 
 static tb_loader_opts loader_opts(bench_args *a, const tb_dataset *ds) {

@@ -145,6 +145,15 @@ static void make_rows(feed_args *a) {
     for (int i = 0; i < a->nrows; i++)
         if (a->rowv[i].nvjpeg[0] && tb_gpu_decoder_parse(a->rowv[i].nvjpeg, &go, err, sizeof err) != 0)
             tb_die("loader-bench --feed: --rows, row %d: %s", i + 1, err);
+    /* each row's timeline file, written after its row: checked now, so that a bad path loses no measurement */
+    const char *in_flag[1] = {"--data"}, *in_path[1] = {a->data};
+    for (int i = 0; a->timeline[0] && i < a->nrows; i++) {
+        char path[TB_OPT_STR_MAX + 32];
+        tb_feed_row_path(path, sizeof path, a->timeline, i);
+        tb_output_not_input("loader-bench --feed", "--timeline", path, in_flag, in_path, 1);
+        tb_output_not_same("loader-bench --feed", "--results", a->results, "--timeline", path);
+        tb_output_path_require("loader-bench --feed", path, TB_OUT_TEXT, "stage timeline", "--timeline");
+    }
 }
 
 /* The backend and the model (ResNet on ds's classes), initialised; dies with one line on a bad choice. */

@@ -55,8 +55,7 @@ static tb_source *make_source(const tb_feed_setup *fs, const tb_feed_config *c, 
     return src;
 }
 
-/* FILE.json -> FILE.rowK.json */
-static void row_path(char *buf, size_t len, const char *path, int k) {
+void tb_feed_row_path(char *buf, size_t len, const char *path, int k) {
     const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
     if (!dot || (slash && dot < slash)) dot = path + strlen(path);
     snprintf(buf, len, "%.*s.row%d%s", (int)(dot - path), path, k, dot);
@@ -123,7 +122,7 @@ static void row_finish(const tb_feed_setup *fs, const tb_feed_config *c, const r
     r->slot_waits = u1.slot_waits - rc->u0.slot_waits;
     if (fs->timeline) {
         char err[512];
-        row_path(r->timeline, sizeof r->timeline, fs->timeline, fs->row_index);
+        tb_feed_row_path(r->timeline, sizeof r->timeline, fs->timeline, fs->row_index);
         if (tb_loader_timeline_write(ld, r->timeline, r->decoder, err, sizeof err) != 0)
             tb_die("loader-bench --feed --timeline: %s", err);
     }

@@ -118,4 +118,7 @@ tb_cpu_budget tb_feed_cpu_budget(double cpu_s, double loader_cpu_s, double wall_
  * one line when a step's gradients hold NaN/Inf. */
 tb_feed_row tb_feed_measure(const tb_feed_setup *setup, const tb_feed_config *c);
 
+/* --timeline's file of row k: FILE.json -> FILE.rowK.json. */
+void tb_feed_row_path(char *buf, size_t len, const char *path, int k);
+
 #endif

@@ -27,12 +27,28 @@ static const char *dir_of(const char *path, char *dir, size_t len) {
     return slash ? slash + 1 : path;
 }
 
-typedef enum { FOUND_OTHER, FOUND_CHECKPOINT, FOUND_RESULTS } found_kind;
+typedef enum { FOUND_EMPTY, FOUND_CHECKPOINT, FOUND_RESULTS, FOUND_BATCH, FOUND_HDF5, FOUND_TRACE, FOUND_FILE } found_kind;
+
+/* Whether the file at path begins as trainbench's Chrome-trace JSON does
+ * (--trace, loader-bench --timeline). */
+static int trace_json(const char *path) {
+    static const char head[] = "{\"displayTimeUnit\":";
+    char buf[64] = "", *o = buf;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    for (int ch; o < buf + sizeof buf - 1 && (ch = fgetc(f)) != EOF;)
+        if (ch != ' ') *o++ = (char)ch;
+    fclose(f);
+    *o = '\0';
+    return strncmp(buf, head, sizeof head - 1) == 0;
+}
 
 /* What an existing regular file is: a checkpoint ('model' and /params, as
  * tb_ckpt_peek_step reads it), a results file (root attribute 'status', or
- * one of tb_results_tables: tb_results_load's test), or anything else. */
-static found_kind found_at(const char *path, int64_t *step) {
+ * one of tb_results_tables: tb_results_load's test), a batch file (/images
+ * and /labels), another HDF5 file, a trace, anything else, or empty. */
+static found_kind found_at(const char *path, off_t size, int64_t *step) {
+    if (size == 0) return FOUND_EMPTY;
     if (tb_ckpt_peek_step(path, step)) return FOUND_CHECKPOINT;
     tb_h5_lock("output check");
     tb_h5_quiet();
@@ -40,9 +56,12 @@ static found_kind found_at(const char *path, int64_t *step) {
     int results = f >= 0 && H5Aexists(f, "status") > 0;
     for (int i = 0; f >= 0 && !results && tb_results_tables[i]; i++)
         results = H5Lexists(f, tb_results_tables[i], H5P_DEFAULT) > 0;
+    int batch = f >= 0 && !results && H5Lexists(f, "images", H5P_DEFAULT) > 0 &&
+                H5Lexists(f, "labels", H5P_DEFAULT) > 0;
     if (f >= 0) H5Fclose(f);
     tb_h5_unlock();
-    return results ? FOUND_RESULTS : FOUND_OTHER;
+    return results ? FOUND_RESULTS : batch ? FOUND_BATCH : f >= 0 ? FOUND_HDF5 : trace_json(path) ? FOUND_TRACE
+                                                                                              : FOUND_FILE;
 }
 
 /* An existing path this output must not replace: one line in why, -1. */
@@ -63,7 +82,7 @@ static int in_the_way(const char *path, tb_output_kind kind, const char *what, c
         return -1;
     }
     int64_t step = -1;
-    found_kind found = found_at(path, &step);
+    found_kind found = found_at(path, st.st_size, &step);
     if (found == FOUND_CHECKPOINT && kind != TB_OUT_CHECKPOINT) {
         snprintf(why, len, "%s '%s' holds a trainbench checkpoint (step %lld), which the %s would replace; give "
                  "%s another path, or remove the checkpoint if it is not wanted",
@@ -74,6 +93,16 @@ static int in_the_way(const char *path, tb_output_kind kind, const char *what, c
         snprintf(why, len, "%s '%s' holds a trainbench results file, which the %s would replace; give %s another "
                  "path, or remove the results file if it is not wanted",
                  flag, path, what, flag);
+        return -1;
+    }
+    /* what this output replaces: its own kind, an empty file; never another kind of file */
+    if (found == FOUND_BATCH || found == FOUND_HDF5 || found == FOUND_FILE ||
+        (found == FOUND_TRACE && kind != TB_OUT_TEXT)) {
+        snprintf(why, len, "%s '%s' holds %s, not a trainbench %s, and writing the %s would replace it; give %s "
+                 "another path, or remove the file if it is not wanted",
+                 flag, path, found == FOUND_BATCH ? "a trainbench batch file" : found == FOUND_HDF5 ? "an HDF5 file"
+                 : found == FOUND_TRACE ? "a trainbench trace" : "another file (not HDF5, not a trainbench trace)",
+                 kind == TB_OUT_TEXT ? "trace" : what, what, flag);
         return -1;
     }
     return 0;
@@ -136,6 +165,17 @@ void tb_output_landing(const char *path, char *out, size_t len) {
     const char *base = dir_of(path, dir, sizeof dir);
     if (realpath(dir, real)) snprintf(out, len, "%s/%s", real, base);
     else snprintf(out, len, "%s", path);
+}
+
+void tb_output_not_same(const char *cmd, const char *flag_a, const char *a, const char *flag_b, const char *b) {
+    if (!a[0] || !b[0]) return;
+    char la[4200], lb[4200];
+    tb_output_landing(a, la, sizeof la);
+    tb_output_landing(b, lb, sizeof lb);
+    if (strcmp(la, lb) == 0)
+        tb_die("%s: %s '%s' and %s '%s' are the same file, and one would overwrite the other; give them different "
+               "paths",
+               cmd, flag_a, a, flag_b, b);
 }
 
 void tb_output_not_input(const char *cmd, const char *flag, const char *out, const char *const *in_flags,

@@ -11,7 +11,7 @@
 typedef enum {
     TB_OUT_RESULTS,    /* a results file (--results, project's --out): replaces another run's results file */
     TB_OUT_CHECKPOINT, /* a checkpoint (--save, step's --out): replaces an earlier checkpoint */
-    TB_OUT_TEXT        /* a text file (--trace) */
+    TB_OUT_TEXT        /* a Chrome-trace JSON file (--trace, loader-bench --timeline): replaces an earlier one */
 } tb_output_kind;
 
 /* Whether an output of `kind` can later be written at `path` (by the
@@ -23,7 +23,11 @@ typedef enum {
  * that is not a regular file (a device such as /dev/null, a FIFO, a
  * socket: the write's rename would put a file in its place); a trainbench
  * file of another kind (a checkpoint where a results file or trace goes, a
- * results file where a checkpoint goes). Touches no existing file. */
+ * results file where a checkpoint goes, a batch file, a trace where an HDF5
+ * file goes); any other non-empty file (another HDF5 file, text, a JPEG).
+ * What an output replaces: its own kind (another run's results file, an
+ * earlier checkpoint, an earlier trace) and empty files. Touches no
+ * existing file. */
 int tb_output_path_check(const char *path, tb_output_kind kind, const char *what, const char *flag, char *why,
                          size_t len);
 /* One '#' line (tb_info) for each temporary of an earlier write to path
@@ -45,6 +49,11 @@ void tb_output_path_require(const char *cmd, const char *path, tb_output_kind ki
  * An empty out passes. */
 void tb_output_not_input(const char *cmd, const char *flag, const char *out, const char *const *in_flags,
                          const char *const *in_paths, int n);
+
+/* Dies with "cmd: <flag_a> '<a>' and <flag_b> '<b>' are the same file ..."
+ * when two outputs land on one file (one would overwrite the other); an
+ * empty path passes. */
+void tb_output_not_same(const char *cmd, const char *flag_a, const char *a, const char *flag_b, const char *b);
 
 /* Where `path` lands, to compare an output with another output or an input:
  * the real path of the file when it exists (symbolic links followed), else
