@@ -14,6 +14,10 @@
 #   sigint   Ctrl-C on one rank: exit 130, "stopped by SIGINT"; and in
 #            start-up: the line says the results file was not written, an
 #            earlier run's file at the path unchanged;
+#   earlier  a run that fails at its first batch (every JPEG of its --data
+#            bad) leaves an earlier run's results file at the path as it was
+#            and says so in a '#' line; one that fails after its first steps
+#            (TB_TEST_FAULT=die at step 3) replaces it, marked aborted;
 #   sigkill  SIGKILL on one rank: the snapshot left on disk says "aborted"
 #            (a snapshot's reason) with an end_time, never "running";
 #   mistake  (MPIEXEC given) two ranks started with different arguments:
@@ -116,6 +120,23 @@ grep -q "stopped by SIGINT (Ctrl-C) in start-up, before the first step; the resu
   "$d/err" || fail "sigint-startup: the line does not say the results file was not written: $(cat "$d/err")"
 cmp -s "$d/sig.h5" "$d/early.h5" || fail "sigint-startup: the earlier run's results file changed"
 [ "$fails" -eq 0 ] && echo "ok   sigint-startup: exit $rc, one line: $(cut -c1-150 <"$d/err")"
+
+# an earlier run's results file and a run that records no step: it stays
+mkdir -p "$d/bad/class_000" "$d/bad/class_001"
+for c in 0 1; do for i in 1 2 3 4 5 6; do head -c 200 "$f" >"$d/bad/class_00$c/img_$i.jpg"; done; done
+cp "$d/sig.h5" "$d/earlier.h5"
+run --data "$d/bad" --steps 2 --results "$d/earlier.h5" >"$d/out" 2>"$d/err"
+rc=$?
+[ $rc -eq 1 ] || fail "earlier: exit $rc, want 1"
+if [ "$(wc -l <"$d/err")" -ne 1 ] || ! grep -q "no sample of $d/bad decodes" "$d/err"; then
+  fail "earlier: want one line 'no sample of ... decodes': $(cat "$d/err")"
+fi
+cmp -s "$d/sig.h5" "$d/earlier.h5" || fail "earlier: the earlier run's results file was replaced by one without a step"
+grep -q "^# results file '$d/earlier.h5' left as it was (an earlier run's results)" "$d/out" ||
+  fail "earlier: no '# results file ... left as it was' line"
+TB_TEST_FAULT=die:0:3 run --synthetic --steps 8 --print-every 1 --results "$d/earlier.h5" >"$d/out" 2>"$d/err"
+check "earlier-replaced" $? 1 "$d/err" "TB_TEST_FAULT die" "$d/earlier.h5"
+[ "$fails" -eq 0 ] && echo "ok   earlier: kept by a run without a step, replaced by one with steps"
 
 # SIGKILL: nothing can mark the file, so the snapshot on disk is what stays,
 # and its status is one the contract allows (aborted, as a snapshot; never

@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "core/log.h"
@@ -64,6 +65,7 @@ static void *snapshot_thread(void *arg) {
         pthread_cond_timedwait(&r->snap_cv, &r->mu, &until);
         if (r->snap_stop || r->written || atomic_load(&r->final_started)) break;
         if (atomic_load(&r->begun) != 1) continue; /* provenance not filled in yet */
+        if (r->earlier && r->steps.rows == 0) continue; /* an earlier run's file stays until a step is recorded */
         size_t sig = signature(r);
         if (sig == last_sig || tb_now() < next_due) continue;
         tb_attrs a;
@@ -150,7 +152,12 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
 
 int tb_run_report_begin(tb_run_report *r) {
     int want = 0;
-    return atomic_compare_exchange_strong(&r->begun, &want, 1) || want == 1;
+    if (atomic_compare_exchange_strong(&r->begun, &want, 1)) {
+        struct stat st;
+        r->earlier = r->path[0] && stat(r->path, &st) == 0 && st.st_size > 0;
+        return 1;
+    }
+    return want == 1;
 }
 
 int tb_run_report_close_unbegun(tb_run_report *r) {
@@ -196,6 +203,15 @@ static void write_locked(tb_run_report *r, const char *status, const char *reaso
     /* in start-up (no provenance yet) nothing is written, by any writer:
      * a file without the run's settings would replace an earlier run's */
     if (atomic_load(&r->begun) != 1) return;
+    if (r->earlier && r->steps.rows == 0 && !r->written && strcmp(status, "aborted") == 0) {
+        /* an earlier run's results, against a file of this run without a step: the earlier stay */
+        tb_info("# results file '%s' left as it was (an earlier run's results): this run ended before it recorded "
+                "a step",
+                r->path);
+        r->earlier = 0; /* said once; a later mark (the watchdog's precise reason) writes nothing either */
+        r->written = 1;
+        return;
+    }
     if ((!r->written || (r->replaceable && wait_s > 0 && how == WRITE_FINAL)) && r->path[0]) {
         char t[32], holder[64] = "", disk[4300];
         double held = 0;

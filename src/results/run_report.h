@@ -40,6 +40,8 @@ typedef struct {
                                  ms per step; written when they have rows (src/results/op_profile_report.h) */
     atomic_int begun;         /* 0 in start-up, 1 the provenance is recorded (the file may be written from
                                  then on), -1 the process ended in start-up: it never will be */
+    int earlier;              /* an earlier run's file was at path when this run began: no "aborted" file
+                                 replaces it before this run has recorded a step (under mu) */
     int written;              /* the final file is written (under mu) */
     int replaceable;          /* ... by the watchdog, and it may write once more */
     /* snapshots (thread started by init when path is set) */
@@ -56,7 +58,11 @@ void tb_run_report_init(tb_run_report *r, const char *path);
 /* The run's start-up is over and its provenance goes into attrs next (call
  * before setting status "running"): 1, or 0 when the process is ending in
  * start-up (tb_run_report_close_unbegun came first): then nothing may be
- * set, and the caller waits for the end (tb_log_park). */
+ * set, and the caller waits for the end (tb_log_park). A file already at
+ * the path (an earlier run's) stays until this run records its first step:
+ * no snapshot and no "aborted" mark replaces it before (a run that fails
+ * at its first batch leaves the earlier results, and says so in a '#'
+ * line); a "complete" write always does. */
 int tb_run_report_begin(tb_run_report *r);
 /* For a line said as the process ends (a signal): 1 when the run had not
  * begun, and from now on never will, so no file is written (an earlier
