@@ -2,6 +2,7 @@
 #include "core/cli.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,6 +94,9 @@ static void set_value(const char *cmd, const tb_opt *o, const char *v, int empty
     }
     case TB_OPT_DOUBLE: {
         double x = strtod(v, &end);
+        if (*v != '\0' && *end == '\0' && errno == ERANGE && fabs(x) <= DBL_MIN) /* 1e-400: below any double */
+            tb_die("%s: --%s '%s' is too small for a double (it underflows to %g); give 0 or a number in [%g, %g]",
+                   cmd, o->name, v, x, o->min, o->max);
         if (*v == '\0' || *end != '\0' || errno || !isfinite(x) || x < o->min || x > o->max)
             tb_die("%s: --%s expects a number in [%g, %g], got '%s'", cmd, o->name,
                    o->min, o->max, v);

@@ -221,7 +221,9 @@ static void output_errors(void) {
     snprintf(a, sizeof a, "%s --ckpt '%s' --ckpt-every 1 --results ''", q, path("c20.h5"));
     expect_error_before(a, "already holds a checkpoint (step 20); add --resume to continue from it", "step ");
     snprintf(a, sizeof a, "%s --ckpt '%s' --results ''", q, path("text.h5"));
-    expect_error_before(a, "exists and is not a trainbench checkpoint", "step ");
+    expect_error_before(a, "--ckpt '", "step ");
+    expect_error_before(a, "holds another file (not HDF5, not a trainbench trace), not a trainbench checkpoint",
+                        "step ");
     /* an earlier results file that a refused --resume must not touch (a root 'status' attribute marks one; a
      * checkpoint there is refused as one, output_guard) */
     hid_t rf = H5Fcreate(path("res.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -343,6 +345,15 @@ int main(int argc, char **argv) {
     expect_error("train --fuse conv", "--fuse");
     expect_error("train --no-fuse --fuse graph", "--no-fuse is --fuse off; give one of --no-fuse and --fuse graph");
     expect_error("train --ckpt-every 5", "--ckpt-every needs --ckpt FILE");
+    /* values in the flag's range that cannot mean what they say */
+    expect_error("train --loss-scale 1e-300 --steps 1", "--loss-scale 1e-300 is below the smallest normal float");
+    expect_error(STEP(path("ok.h5"), path("batch.h5"), "--loss-scale 1e-40"),
+                 "--loss-scale 1e-40 is below the smallest normal float");
+    expect_error("train --scaling-min-seconds -0.5", "--scaling-min-seconds -0.5 is negative; give 0 or more seconds");
+    expect_error("train --lr 1e-400", "--lr '1e-400' is too small for a double (it underflows to 0)");
+    expect_error("loader-bench --data /tmp --nvjpeg sort=on", "--nvjpeg 'sort=on' sets the GPU decoder, which only "
+                 "--decode gpu uses");
+    expect_error("loader-bench --data /tmp --decode gpu --nvjpeg foo=1", "--nvjpeg: 'foo=1' is not one of");
     expect_error("train --val /tmp", "--val needs --data");
     /* an empty value where the default is empty is the flag left out: refused (--data "" trained on synthetic
      * data); where the default is a file name (train's --results), empty means none */
@@ -389,12 +400,19 @@ int main(int argc, char **argv) {
     snprintf(a, sizeof a, "train --steps 1 --data '%s'", path("tiny/class_000/img_000000.jpg"));
     expect_error(a, "img_000000.jpg is a JPEG image, not a data set: give a directory of class folders");
     /* a set with no valid file: every file tried is counted */
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && for i in 1 2 3; do echo junk > '%s'/$i.jpg; done", path("allbad/a"),
-             path("allbad/a"));
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s' && for i in 1 2 3; do echo junk > '%s'/$i.jpg; done && "
+             "echo junk > '%s'/4.jpg", path("allbad/a"), path("allbad/b"), path("allbad/a"), path("allbad/b"));
     TB_CHECK(system(cmd) == 0, "the all-bad data set: %s", cmd);
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 2 --image-size 32 --scaling-steps 0 --results=",
              path("allbad"));
-    expect_error(a, "decodes: all 3 files tried are bad (the whole data set; first: ");
+    expect_error(a, "decodes: all 4 files tried are bad (the whole data set; first: ");
+    /* one class: nothing to classify (it trained, loss 0) */
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s'", path("one/only"), path("tiny/class_000/img_000000.jpg"),
+             path("one/only/"));
+    TB_CHECK(system(cmd) == 0, "the one-class data set: %s", cmd);
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 1 --image-size 32 --scaling-steps 0 --results=",
+             path("one"));
+    expect_error(a, "has 1 class: a classifier needs 2 or more");
     /* a list file of which no file decodes: named as given (it said "no sample of ."); as --val, every file bad
      * stops the run (it reported a top-1 of nan % and exited 0) */
     snprintf(cmd, sizeof cmd, "printf '/nonexistent/a.jpg 0\\n/nonexistent/b.jpg 1\\n' > '%s'", path("gone.txt"));

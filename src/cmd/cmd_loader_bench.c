@@ -23,6 +23,7 @@
 #include "core/timer.h"
 #include "core/version.h"
 #include "data/dataset.h"
+#include "data/gpu_decode.h"
 #include "data/jpeg.h"
 #include "data/loader.h"
 #include "src/cmd/commands.h"
@@ -172,6 +173,17 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     tb_cli_require("loader-bench", "data", a->data);
     if (a->train && a->eval) tb_die("loader-bench: --train and --eval exclude each other");
     if (a->rank >= a->world) tb_die("loader-bench: --rank %d must be below --world %d", a->rank, a->world);
+    tb_decode_mode dm;
+    if (tb_decode_parse(a->decode, &dm) != 0) tb_die("loader-bench: --decode '%s' is unknown", a->decode);
+    if (a->nvjpeg[0]) { /* named now, not when the first GPU row starts */
+        char err[600];
+        tb_gpu_decoder_opts go = tb_gpu_decoder_defaults(-1, 1, 1);
+        if (dm != TB_DECODE_GPU)
+            tb_die("loader-bench: --nvjpeg '%s' sets the GPU decoder, which only --decode gpu uses; add --decode gpu "
+                   "or drop --nvjpeg",
+                   a->nvjpeg);
+        if (tb_gpu_decoder_parse(a->nvjpeg, &go, err, sizeof err) != 0) tb_die("loader-bench: %s", err);
+    }
     if (a->index_only && a->results[0])
         tb_die("loader-bench: --index-only measures no loader row, so it writes no --results file; drop one of them");
     const char *in_flag[1] = {"--data"}, *in_path[1] = {a->data}; /* a list file */

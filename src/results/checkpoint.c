@@ -49,7 +49,8 @@ int tb_ckpt_mismatch(const char *path, const tb_ckpt_meta *meta, const tb_resnet
     if (strcmp(meta->model, cfg->name) != 0 || meta->classes != cfg->classes) {
         snprintf(why, len,
                  "checkpoint '%s' holds %s with %lld classes, but this run builds %s with %d "
-                 "classes; match --model/--classes or use another checkpoint",
+                 "classes; match --model and --classes (with --data, the classes are the data's) or use another "
+                 "checkpoint",
                  path, meta->model, (long long)meta->classes, cfg->name, cfg->classes);
         return -1;
     }

@@ -175,6 +175,10 @@ void tb_train_open_data(tb_train_run *r) {
     open_same_dataset(r, "--data", r->fl.data, &d->train_ds);
     d->have_train_ds = 1;
     r->classes = d->train_ds.classes;
+    if (r->classes < 2) /* every rank reads the same set: each says it */
+        tb_train_die_together(r, "--data '%s' has 1 class: a classifier needs 2 or more (a folder per class, or 2 or "
+                              "more labels in a list file)",
+                              r->fl.data);
     require_a_step(r, d->train_ds.n); /* before the loader is made for it */
     if (r->fl.val[0]) {
         open_same_dataset(r, "--val", r->fl.val, &d->val_ds);
