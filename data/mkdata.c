@@ -252,7 +252,10 @@ int tb_mkdata_write(const tb_mkdata_opts *o, int64_t *bytes_written, int64_t *pi
         return -1;
     }
     if (mkdir(tmp, 0777) != 0) {
-        snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "cannot create %s (the set is written there, then renamed to %s): %s; %s", tmp, out,
+                 strerror(e), e == ENOENT ? "create its parent directory first, or choose another --out"
+                              : "choose another --out, in a directory you can write");
         return -1;
     }
     for (int c = 0; c < o->classes; c++) {

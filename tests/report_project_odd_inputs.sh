@@ -12,7 +12,9 @@
 #   profile   the same for --profile: batch_size = 1e300 gave 300-digit img/s,
 #             backward_ms = 1e300 a 300-digit step, step_ms = 1e-9 phases
 #             longer than the step
-#   ranks     --ranks 1,1000000000: "wants ... rank counts >= 1"
+#   ranks     --ranks 1,1000000000: "wants ... rank counts >= 1"; more
+#             ranks than a fabric without a network carries: refused before
+#             any output (it printed the header and the profile first)
 #   batch     --set batch=inf printed a step of "inf" ms and exited 0
 #   kind      an allreduce-bench file given to project: "has no batch_size
 #             attribute"; a checkpoint: "report reads what --results writes";
@@ -80,6 +82,9 @@ refused "--ranks 1000000000" "from 1 to 1000000.*got '1,1000000000'" \
   "$tb" project "$run" --fabric nvlink4-h100 --ranks 1,1000000000
 
 # batch: a what-if or --set outside what a run could be
+refused "--ranks 16 on one node" "describes one node of 8 ranks and no network, so it cannot carry 16 ranks" \
+  "$tb" project "$run" --fabric pcie4 --ranks 1,16
+[ -s "$d/out" ] && fail "--ranks 16 on one node: output before the refusal: $(head -c 200 "$d/out")"
 refused "--set batch=inf" "batch=X (1/1024 to 1024)" "$tb" project "$run" --fabric nvlink4-h100 --set batch=inf
 refused "--what-if bucket=1e-9" "1 byte or more" "$tb" project "$run" --fabric nvlink4-h100 --what-if bucket=1e-9
 

@@ -59,8 +59,9 @@ void *cpu_aligned_alloc(size_t bytes, const char *what) {
     if (rounded < bytes) tb_die("cpu backend: cannot allocate %zu bytes for %s", bytes, what);
     void *p = aligned_alloc(64, rounded);
     if (!p)
-        tb_die("cpu backend: out of host memory allocating %zu bytes (%.1f MiB) for %s", bytes,
-               (double)bytes / (1 << 20), what);
+        tb_die("cpu backend: out of host memory allocating %zu bytes (%.1f MiB) for %s; a smaller --batch-size or "
+               "--image-size needs less",
+               bytes, (double)bytes / (1 << 20), what);
     return p;
 }
 

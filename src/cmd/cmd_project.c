@@ -456,6 +456,10 @@ int tb_cmd_project(int argc, char **argv) {
     int ranks[128], branks[64];
     int nranks = rank_counts(ranks_s, &in, &fab, ranks);
     int nb = bucket_counts(buckets_s, &in, branks);
+    for (int i = 0; i < nranks; i++) { /* a rank count the fabric cannot carry: refused before any output */
+        tb_ar_cost c;
+        if (tb_allreduce_cost(&fab, ranks[i], 1.0, &c, err, sizeof err) != 0) tb_die("project: %s", err);
+    }
 
     tb_proj_request q = {&in.prof, &fab, base, ranks, nranks, w, nw, in.meas, in.nmeas,
                          in.have_run ? &in.run : NULL, branks, nb};

@@ -359,7 +359,9 @@ int tb_results_load(const char *path, tb_results *r, char *err, size_t errlen) {
         char msg[512];
         tb_h5_last_error(msg, sizeof msg);
         tb_h5_unlock();
-        snprintf(err, errlen, "cannot open results file '%s': %s", path, msg);
+        snprintf(err, errlen, "cannot open results file '%s' (%s): the file is damaged (cut short or overwritten); "
+                 "run again to write it, or give another",
+                 path, msg);
         return -1;
     }
     r->nattrs = read_attrs(f, &r->attrs);
