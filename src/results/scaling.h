@@ -35,6 +35,7 @@ typedef struct {
     double step_s;                  /* summed step times */
     double elapsed_s;               /* wall time of the timed stretch */
     double comm_busy_s, comm_bytes; /* inside all-reduce calls */
+    double bcast_s;                 /* the BatchNorm statistics broadcasts (in the allreduce phase) */
     /* the device (zeros on the CPU backend) */
     int util_samples;               /* NVML samples behind the two below (0: none) */
     int util_short;                 /* NVML read, but the window was shorter than
@@ -59,6 +60,7 @@ typedef struct {
     double epoch_time_s, device_util_pct, allreduce_busbw_GBps, comm_share_pct;
     double sm_active_pct;           /* median GPM SM activity (NaN: none) */
     double comm_busy_ms, exposed_comm_ms; /* medians per step */
+    double bcast_ms;                /* median per step: the BN statistics broadcast, part of exposed_comm_ms */
     double peak_mem_mb;             /* the largest rank's */
     tb_spread step_ms;
     tb_spread phase_ms[TB_PH_COUNT];

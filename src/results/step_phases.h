@@ -16,6 +16,7 @@ extern const char *const tb_phase_name[TB_PH_COUNT];
 typedef struct {
     int64_t step;                /* the step's number */
     double phase[TB_PH_COUNT];   /* seconds */
+    double bcast_s;              /* of phase[TB_PH_COMM], the BatchNorm statistics broadcast before forward */
     double total;                /* seconds, the whole step */
     int n;                       /* samples on this rank */
     int64_t global_n;            /* samples on all ranks */

@@ -228,6 +228,7 @@ int tb_trainer_step_sync(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     rec.phase[TB_PH_FWD] = x[E_FWD] - x[E_H2D];
     rec.phase[TB_PH_BWD] = x[E_BWD] - x[E_FWD];
     rec.phase[TB_PH_COMM] = (x[E_BN] - x[E_START]) + (x[E_COMM] - x[E_BWD]); /* BN broadcast + exposed buckets */
+    rec.bcast_s = x[E_BN] - x[E_START];
     rec.phase[TB_PH_OPT] = x[E_END] - x[E_COMM];
     rec.total = rec.phase[TB_PH_DATA] + (x[E_END] - x[E_START]);
     if (b->n > 0) rec.loss = tb_model_read_loss(t->m);
@@ -254,6 +255,7 @@ int tb_trainer_harvest(tb_trainer *t, int s, int wait) {
     r->phase[TB_PH_FWD] = EL(E_BN, E_FWD);
     r->phase[TB_PH_BWD] = EL(E_FWD, E_BWD);
     r->phase[TB_PH_COMM] = EL(E_H2D, E_BN) + EL(E_BWD, E_COMM);
+    r->bcast_s = EL(E_H2D, E_BN);
     r->phase[TB_PH_OPT] = EL(E_COMM, E_END);
     r->total = r->phase[TB_PH_DATA] + EL(E_START, E_END);
     if (t->tr && t->tr->row->event_stats)
