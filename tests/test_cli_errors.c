@@ -363,6 +363,9 @@ int main(int argc, char **argv) {
     expect_error("train --ckpt '' --steps 1", "train: --ckpt is given an empty value");
     expect_error("train --init '' --steps 1", "train: --init is given an empty value");
     expect_error("train --batch-file '' --steps 1", "train: --batch-file is given an empty value");
+    snprintf(a, sizeof a, "train --steps 1 --batch-size 2 --batch-file '%s' --image-size 200 --results ''",
+             path("batch.h5"));
+    expect_error(a, "--image-size 200 does not apply to --batch-file");
     expect_error("step --ckpt '' --batch b.h5 --out o.h5", "step: --ckpt is given an empty value");
     expect_error("loader-bench --data ''", "loader-bench: --data is given an empty value");
     expect_error("train --data /tmp --data '' --steps 1", "train: --data is given an empty value"); /* the default */

@@ -25,7 +25,7 @@ static void defaults(tb_train_flags *f) {
     f->graph_warmup = 3;
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
-    f->image = 64;
+    f->image = TB_TRAIN_IMAGE_DEFAULT;
     f->classes = 10;
     f->steps = -1; /* not given: 100, or 0 when --epochs is given (check_flags) */
     f->warmup = 5;

@@ -251,6 +251,12 @@ static void make_source(tb_train_run *r) {
     r->cfg.classes = r->classes;
     r->src = tb_train_source(&r->fl, &r->d, r->classes, r->info.rank, r->info.world, TB_USE_TRAIN, r->be);
     r->image = tb_source_image_size(r->src);
+    /* a batch file's images are trained at their own size: an --image-size other than the default asked for
+     * another (one given equal to the default cannot be told apart from none) */
+    if (r->fl.batch_file[0] && r->fl.image != TB_TRAIN_IMAGE_DEFAULT && r->fl.image != r->image)
+        tb_train_die_together(r, "--image-size %d does not apply to --batch-file '%s', whose images are %dx%d "
+                              "and are trained at that size; drop --image-size",
+                              r->fl.image, r->fl.batch_file, r->image, r->image);
     tb_train_warn_loader_cpus(r);
 }
 
