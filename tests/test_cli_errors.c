@@ -416,6 +416,9 @@ int main(int argc, char **argv) {
     snprintf(a, sizeof a, "train --steps 1 --data '%s' --batch-size 1 --image-size 32 --scaling-steps 0 --results=",
              path("one"));
     expect_error(a, "has 1 class: a classifier needs 2 or more");
+    snprintf(a, sizeof a, "train --steps 1 --data '%s' --classes 1000 --batch-size 1 --image-size 32 --results=",
+             path("allbad"));
+    expect_error(a, "--classes 1000 does not apply to --data");
     /* a list file of which no file decodes: named as given (it said "no sample of ."); as --val, every file bad
      * stops the run (it reported a top-1 of nan % and exited 0) */
     snprintf(cmd, sizeof cmd, "printf '/nonexistent/a.jpg 0\\n/nonexistent/b.jpg 1\\n' > '%s'", path("gone.txt"));

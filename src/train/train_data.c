@@ -179,6 +179,10 @@ void tb_train_open_data(tb_train_run *r) {
         tb_train_die_together(r, "--data '%s' has 1 class: a classifier needs 2 or more (a folder per class, or 2 or "
                               "more labels in a list file)",
                               r->fl.data);
+    if (r->fl.classes != TB_TRAIN_CLASSES_DEFAULT && r->fl.classes != r->classes) /* given, and not the data's */
+        tb_train_die_together(r, "--classes %d does not apply to --data '%s', whose %d classes (its folders, or its "
+                              "labels) make the model's head; drop --classes",
+                              r->fl.classes, r->fl.data, r->classes);
     require_a_step(r, d->train_ds.n); /* before the loader is made for it */
     if (r->fl.val[0]) {
         open_same_dataset(r, "--val", r->fl.val, &d->val_ds);

@@ -26,7 +26,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->decode, sizeof f->decode, "fast");
     f->batch = 32;
     f->image = TB_TRAIN_IMAGE_DEFAULT;
-    f->classes = 10;
+    f->classes = TB_TRAIN_CLASSES_DEFAULT;
     f->steps = -1; /* not given: 100, or 0 when --epochs is given (check_flags) */
     f->warmup = 5;
     f->loader_threads = 2;

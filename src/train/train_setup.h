@@ -28,6 +28,7 @@
  * weights, a checkpoint's), trainer (+ rank 0's settings record and header) */
 #define TB_SETUP_PARTS 9
 #define TB_TRAIN_IMAGE_DEFAULT 64 /* --image-size when not given */
+#define TB_TRAIN_CLASSES_DEFAULT 10 /* --classes when not given */
 
 typedef struct {
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX];
