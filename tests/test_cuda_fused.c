@@ -357,7 +357,14 @@ static void free_bufs(bufs *b) {
     for (int i = 0; i < 18; i++) dropv(v[i]);
 }
 
-static void run_case(const fcase *fc, int pi, int forced) {
+/* Whether a plan's description shows conv + statistics on a fused graph (3 channels, or padded to 4). */
+static int graph_reached(const char *desc) {
+    return strstr(desc, " conv+stats engine") || strstr(desc, " conv+stats (input padded to 4 channels) engine");
+}
+
+/* One case against the CPU twins; 1 when its conv + statistics ran on a fused graph. first_path (may be
+ * NULL): the plan's description at its first batch size. */
+static int run_case(const fcase *fc, int pi, int forced, char *first_path, size_t len) {
     const fprec *pr = &k_precs[pi];
     tb_cuda_fused_force(g_gpu, forced ? 0xFu : 0u);
     bufs b;
@@ -380,7 +387,9 @@ static void run_case(const fcase *fc, int pi, int forced) {
     printf("# %s %s (%s): got %s%s%s; path: %s\n", pr->name, fc->name, forced ? "forced composition" : "graphs",
            got & TB_FCONV_FWD ? "fwd " : "", got & TB_FCONV_WGRAD ? "wgrad " : "", got & TB_FCONV_DGRAD ? "dgrad" : "",
            desc);
-    if (!forced && strstr(desc, "conv+stats engine")) g_graph_cases[pi]++;
+    int reached = !forced && graph_reached(desc);
+    g_graph_cases[pi] += reached;
+    if (first_path) snprintf(first_path, len, "%s", desc);
     if (forced) TB_CHECK(got == want, "%s %s: a forced composition reports every op present", pr->name, fc->name);
     snprintf(tag, sizeof tag, "%s %s %s", pr->name, fc->name, forced ? "(composition)" : "");
     run_ops(fc, pr, &b, gplan, fc->n, tag);
@@ -389,6 +398,7 @@ static void run_case(const fcase *fc, int pi, int forced) {
     g_gpu->conv_plan_free(g_gpu, cplan);
     free_bufs(&b);
     tb_cuda_fused_force(g_gpu, 0);
+    return reached;
 }
 
 /* bn_apply: plain, with a residual, with a folded shortcut BN; ReLU or not. */
@@ -513,35 +523,12 @@ static void test_planted(void) {
     }
 }
 
-/* --no-autotune keeps the heuristics' first engine that runs once at plan
- * time. With the first trial run refused (TB_TEST_FAULT engine-refuses), the
- * next engine plans the graph; with every trial refused no graph plans and
- * the ops run unfused. run_case checks the results against the CPU each
- * time. A fresh backend each round: a problem that failed once stays failed
- * in a backend. */
-static void test_refused(void) {
-    static const char *fault[2] = {"engine-refuses:-1:1", "engine-refuses:-1"};
-    for (int round = 0; round < 2; round++) {
-        setenv("TB_TEST_FAULT", fault[round], 1);
-        tb_backend_opts go = {0};
-        go.no_autotune = 1, go.plan_cache = "off"; /* nothing from an earlier run's cache */
-        char err[256];
-        g_gpu = tb_cuda_backend_create(&go, err, sizeof err);
-        if (!g_gpu) {
-            TB_CHECK(0, "a CUDA backend: %s", err);
-            break;
-        }
-        g_graph_cases[1] = 0;
-        for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++) run_case(&k_cases[c], 1, 0);
-        printf("# TB_TEST_FAULT=%s: fp16 conv + statistics on a fused graph in %d of %zu shapes\n", fault[round],
-               g_graph_cases[1], sizeof k_cases / sizeof k_cases[0]);
-        if (round == 0)
-            TB_CHECK(g_graph_cases[1] > 0, "the first engine's trial run refused: the next engine plans the graph");
-        else
-            TB_CHECK(g_graph_cases[1] == 0, "every trial run refused: no graph plans (the ops ran unfused)");
-        g_gpu->destroy(g_gpu);
-    }
-    unsetenv("TB_TEST_FAULT");
+/* What test_cuda_fused_refused.c runs: case c of k_cases in fp16 on gpu, not forced. */
+int test_cuda_fused_ncases(void) { return (int)(sizeof k_cases / sizeof k_cases[0]); }
+
+int test_cuda_fused_case(tb_backend *gpu, int c, char *first_path, size_t len) {
+    g_gpu = gpu;
+    return run_case(&k_cases[c], 1, 0, first_path, len);
 }
 
 int main(int argc, char **argv) {
@@ -556,7 +543,7 @@ int main(int argc, char **argv) {
     go.no_autotune = step; /* the step: heuristic choices (fewer plans to time; the same math) */
     g_cpu = tb_cpu_backend_create(&co);
     if (refused) {
-        test_refused();
+        test_cuda_fused_refused();
         g_cpu->destroy(g_cpu);
         return tb_test_exit("cuda_fused_refused");
     }
@@ -572,7 +559,7 @@ int main(int argc, char **argv) {
         test_planted();
         for (int pi = 0; pi < 2; pi++) {
             for (size_t c = 0; c < sizeof k_cases / sizeof k_cases[0]; c++)
-                for (int forced = 0; forced < 2; forced++) run_case(&k_cases[c], pi, forced);
+                for (int forced = 0; forced < 2; forced++) run_case(&k_cases[c], pi, forced, NULL, 0);
             test_apply(pi);
         }
         for (int pi = 0; pi < 2; pi++) test_apply_mask(pi); /* after: the cases above draw what they always drew */

@@ -45,7 +45,7 @@ if(TARGET tb_cuda)
   # fused graphs and on the forced composition; a whole step fused vs
   # unfused; the second launch with the plan cache reaching its first step
   # in under 5 s (1 and 2 ranks). RUN_SERIAL: start-up times.
-  add_executable(test_cuda_fused test_cuda_fused.c test_cuda_fused_step.c)  # the ops; the whole step
+  add_executable(test_cuda_fused test_cuda_fused.c test_cuda_fused_step.c test_cuda_fused_refused.c)  # ops; step; trials
   target_link_libraries(test_cuda_fused PRIVATE tb_model)
   add_test(NAME cuda_fused COMMAND test_cuda_fused)
   add_test(NAME cuda_fused_step COMMAND test_cuda_fused step)
