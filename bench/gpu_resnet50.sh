@@ -149,7 +149,7 @@ tb() {
                --warmup-steps "$WARM" --scaling-steps 0 --print-every 1000 "${SCHED[@]}"
                --results "$KEEP/tb_${name}_r$r.h5" "$@")
     echo "== trainbench $name run $r/$runs: ${cmd[*]}"
-    timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+    timeout --kill-after=10 "$(left)" "${cmd[@]}" >"$log" 2>&1
     rc=$?
     line=$(grep '^# training: ' "$log" | tail -1)
     ips=$(printf '%s\n' "$line" | sed -n 's/.*, \([0-9.]*\) img\/s .*/\1/p')
@@ -209,7 +209,7 @@ torch() {
     local cmd=("$PY" "$ROOT/bench/torch_resnet50.py" --batch "$batch" --precision "$prec" --layout "$layout"
                --mode "$mode" --steps 20 --warmup "$WARM" --min-seconds "$MIN_S" "${TORCH_SCHED[@]}" --json "$json" "$@")
     echo "== pytorch $name run $r/$runs: ${cmd[*]}"
-    timeout "$(left)" "${cmd[@]}" >"$log" 2>&1
+    timeout --kill-after=10 "$(left)" "${cmd[@]}" >"$log" 2>&1
     rc=$?
     line=$("$PY" - "$json" <<'EOF' 2>/dev/null
 import json, sys
@@ -262,7 +262,7 @@ converge() {
   local dir=$KEEP/$name rc t
   t=$(date +%s)
   echo "== convergence $name"
-  timeout "$(left)" "$PY" "$ROOT/bench/convergence.py" --trainbench "$TB" --backend cuda --device cuda \
+  timeout --kill-after=10 "$(left)" "$PY" "$ROOT/bench/convergence.py" --trainbench "$TB" --backend cuda --device cuda \
     --model resnet50 --image-size 224 --classes 100 --batch 256 --pool 2048 --steps "$steps" --precision "$prec" \
     --lr 0.1 --lr-base-batch 256 --warmup-steps "$LR_WARMUP" --label-smoothing 0.1 --zero-init-residual \
     --window 20 --out "$dir" >"$KEEP/$name.log" 2>&1

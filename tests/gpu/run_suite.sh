@@ -210,9 +210,10 @@ run_tests() { # [REGEX | --np2 | --fused]: ctest -R REGEX, the np2 or fused labe
   fail=$(grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
   skip=$(grep -c '\*\*\*Skipped' "$OUT/keep/ctest.log")
   grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | sed 's/^ */           /' >>"$SUM"
-  # on a machine with a GPU, a GPU test that skips hides a broken set-up
-  if [ "${what#-L }" != "$what" ] && [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
-    stage_result "$name" FAIL "$t" "ctest $what: $skip GPU test(s) skipped on a machine with a GPU (see ctest-$name.log)"
+  # on a machine with a GPU, a test that skips hides a broken set-up (every test a
+  # label or a tests:REGEX stage names here is a GPU test)
+  if [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
+    stage_result "$name" FAIL "$t" "ctest $what: $skip test(s) skipped on a machine with a GPU (see ctest-$name.log)"
     return
   fi
   if [ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]; then stage_result "$name" ok "$t" "ctest $what: $pass passed, $skip skipped"
@@ -316,7 +317,7 @@ for spec in "${stages[@]}"; do
   STAGE_LEFT=$(( T0 + BUDGET - $(date +%s) ))
   if [ "$s" != "$spec" ]; then
     cap=${spec##*@}
-    case "$cap" in ''|*[!0-9]*) say "bad stage '$spec': STAGE@SECONDS"; continue ;; esac
+    case "$cap" in ''|*[!0-9]*) stage_result "$s" FAIL "$(date +%s)" "bad stage '$spec': STAGE@SECONDS"; continue ;; esac
     [ "$cap" -lt "$STAGE_LEFT" ] && STAGE_LEFT=$cap
   fi
   echo "=================== $s ($(( $(date +%s) - T0 )) s into the suite, at most $STAGE_LEFT s for it)"
@@ -331,7 +332,7 @@ for spec in "${stages[@]}"; do
     nccl) run_script nccl bench/gpu_nccl.sh ;;
     feed) run_script feed bench/gpu_feed.sh ;;
     wheels) run_wheels ;;
-    *) say "unknown stage '$s' (env probe tests tests:REGEX np2 fused bench nccl feed wheels)" ;;
+    *) stage_result "$s" FAIL "$(date +%s)" "unknown stage '$s' (env probe tests tests:REGEX np2 fused bench nccl feed wheels)" ;;
   esac
 done
 # one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);
