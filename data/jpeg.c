@@ -278,10 +278,15 @@ int tb_jpeg_decode_full(tb_jpeg *j, const uint8_t *buf, size_t len, tb_rgbx_regi
     uint8_t *px = grow(&j->px, &j->px_cap, stride * (size_t)th);
     uint8_t *dst = px;
     if (cmyk) dst = grow(&j->cmyk, &j->cmyk_cap, (size_t)tw * 4 * (size_t)th);
-    /* flags 0: accurate integer IDCT and fancy upsampling, as Pillow */
-    if (tjDecompress2(j->tj, buf, (unsigned long)len, dst, tw, 0, th, cmyk ? TJPF_CMYK : TJPF_RGBX, 0) != 0) {
-        /* a warning (TJERR_WARNING) means damaged data, as in the region path */
+    /* accurate integer IDCT and fancy upsampling, as Pillow; the first warning stops the decode (damaged data,
+     * as in the region path: a 5 KB file whose header says 16384x16384 was decoded whole before failing) */
+    if (tjDecompress2(j->tj, buf, (unsigned long)len, dst, tw, 0, th, cmyk ? TJPF_CMYK : TJPF_RGBX,
+                      TJFLAG_STOPONWARNING) != 0) {
         snprintf(j->err, sizeof j->err, "%s", tjGetErrorStr2(j->tj));
+        if (j->px_cap > TB_JPEG_KEEP_BYTES) { /* a damaged file's size: not one to keep for the next image */
+            free(j->px), j->px = NULL, j->px_cap = 0;
+            free(j->cmyk), j->cmyk = NULL, j->cmyk_cap = 0;
+        }
         return -1;
     }
     if (cmyk)

@@ -39,6 +39,9 @@
  * accepted; a bigger file (a sparse or misnamed one) is a bad file, not
  * read into memory whole. */
 #define TB_JPEG_MAX_FILE_BYTES (4 * TB_JPEG_MAX_PIXELS)
+/* A decoder keeps its largest image's buffer for the next; after a failed
+ * decode, one above this is let go (a damaged header's size, not the set's). */
+#define TB_JPEG_KEEP_BYTES ((size_t)64 << 20)
 
 /* Decoded pixels of a rectangle of the (scaled) image. */
 typedef struct {

@@ -144,14 +144,17 @@ static int read_file(worker *w, const char *path, size_t *len, char *err, size_t
     return 0;
 }
 
+/* The first three bad files, each named once (a file met again in a later epoch is not named again). */
 static void note_bad(tb_loader_stats *st, const char *path, const char *why) {
-    for (int k = 0; k < 3; k++)
+    char shown[400], name[384]; /* its one line in '# bad files' and in the results file */
+    snprintf(name, sizeof name, "%.380s: ", tb_escape_controls(path, shown, sizeof shown));
+    for (int k = 0; k < 3; k++) {
+        if (strncmp(st->first_bad[k], name, strlen(name)) == 0) return;
         if (st->first_bad[k][0] == '\0') {
-            char shown[400]; /* its one line in '# bad files' and in the results file */
-            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.380s: %.120s",
-                     tb_escape_controls(path, shown, sizeof shown), why);
-            break;
+            snprintf(st->first_bad[k], sizeof st->first_bad[k], "%.383s%.120s", name, why);
+            return;
         }
+    }
 }
 
 /* Keeps the file bytes of sample j's GPU job in the slot: in its arena

@@ -219,7 +219,8 @@ int tb_sample_render(tb_sampler *sp, const uint8_t *jpeg, size_t len, tb_decode_
     }
     if (rc != 0) {
         snprintf(err, errlen, "%s", tb_jpeg_error(sp->jpeg));
-        return TB_RENDER_BAD_DATA;
+        /* the whole image was decoded: bad whatever the crop (known bad for every later epoch) */
+        return mode == TB_DECODE_FULL ? TB_RENDER_BAD_FILE : TB_RENDER_BAD_DATA;
     }
     double t1 = tb_now();
     tb_resample_rgbx(r.px, r.stride, r.x0 - cx0, r.y0 - cy0, &sp->ax, &sp->ay, g.flip && !sp->defer_flip, rgbx,

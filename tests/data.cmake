@@ -231,6 +231,13 @@ set_tests_properties(feed_decode_gpu_refused PROPERTIES TIMEOUT 120 LABELS "data
 add_test(NAME loader_bench_rows COMMAND sh ${TB_TEST_DIR}/loader_bench_rows.sh ${TB_BIN})
 set_tests_properties(loader_bench_rows PROPERTIES TIMEOUT 120 LABELS "data")
 
+# --decode full on a 4 KB damaged file whose header says 16384x16384: named
+# once, skipped, and its 1 GiB decode buffer let go (host RSS under 256 MiB)
+if(TB_PYTHON)
+  add_test(NAME decode_full_damaged_header COMMAND sh ${TB_TEST_DIR}/decode_full_bomb.sh ${TB_BIN} ${TB_PYTHON})
+  set_tests_properties(decode_full_damaged_header PROPERTIES TIMEOUT 120 LABELS "data" SKIP_RETURN_CODE 77)
+endif()
+
 # ---- on a GPU (label gpu; skipped here): tests/gpu/README.md ----
 add_executable(test_gpu_decode test_gpu_decode.c)
 target_link_libraries(test_gpu_decode PRIVATE tb_data)
