@@ -2,6 +2,7 @@
  * scanned by several threads with readdir's d_type, or a `PATH LABEL` list. */
 #define _DEFAULT_SOURCE /* DT_* constants of readdir's d_type */
 #include "data/dataset.h"
+#include "data/dataset_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,25 +19,7 @@
 #include "core/timer.h"
 
 #define MAX_DEPTH 64 /* nested directories below a class (symlink loops end here) */
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-static void *xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) TB_FATAL("out of host memory (%zu bytes) while indexing the data set", n);
-    return p;
-}
-
-static void *xrealloc(void *p, size_t n) {
-    p = realloc(p, n ? n : 1);
-    if (!p) TB_FATAL("out of host memory (%zu bytes) while indexing the data set", n);
-    return p;
-}
+#define MAX_ABOVE 64 /* ROOT's own ancestors kept on the walk's chain */
 
 static int is_jpeg_name(const char *name) {
     size_t n = strlen(name);
@@ -77,7 +60,7 @@ typedef struct {
     int64_t skipped_ext, skipped_other;
     char first_skipped[3][512];
     int nfirst;
-    dir_id anc[MAX_DEPTH + 2];   /* the walk's directories from ROOT down to the current one */
+    dir_id anc[MAX_ABOVE + MAX_DEPTH + 2]; /* the walk's directories from / through ROOT down to the current one */
     int nanc;
 } class_scan;
 
@@ -89,7 +72,7 @@ static int enter_dir(class_scan *c, int fd) {
     if (fstat(fd, &st) != 0) return 1; /* cannot tell: readdir will say what is wrong */
     for (int i = 0; i < c->nanc; i++)
         if (c->anc[i].dev == st.st_dev && c->anc[i].ino == st.st_ino) return 0;
-    if (c->nanc < MAX_DEPTH + 2) c->anc[c->nanc++] = (dir_id){st.st_dev, st.st_ino};
+    if (c->nanc < MAX_ABOVE + MAX_DEPTH + 2) c->anc[c->nanc++] = (dir_id){st.st_dev, st.st_ino};
     return 1;
 }
 
@@ -112,11 +95,11 @@ static void add_sample(class_scan *c, const char *rel, size_t rlen, const char *
     size_t nlen = strlen(name), need = rlen + 1 + nlen + 1;
     if (c->arena_len + need > c->arena_cap) {
         c->arena_cap = (c->arena_len + need) * 2 + 4096;
-        c->arena = xrealloc(c->arena, c->arena_cap);
+        c->arena = tb_ds_xrealloc(c->arena, c->arena_cap);
     }
     if (c->n == c->cap) {
         c->cap = c->cap ? c->cap * 2 : 256;
-        c->ents = xrealloc(c->ents, (size_t)c->cap * sizeof *c->ents);
+        c->ents = tb_ds_xrealloc(c->ents, (size_t)c->cap * sizeof *c->ents);
     }
     char *p = c->arena + c->arena_len;
     memcpy(p, rel, rlen);
@@ -213,15 +196,32 @@ static int cmp_entry(const void *pa, const void *pb) {
 
 typedef struct {
     int rootfd;
+    dir_id above[MAX_ABOVE]; /* ROOT's parent, its parent, ... up to / */
+    int nabove;
     class_scan *cls;
     int ncls;
     int next; /* next class to scan, under mu */
     pthread_mutex_t mu;
 } scan_job;
 
+/* ROOT's parent, its parent, ... up to / (its own parent), at most max: their count. */
+static int above_root(int rootfd, dir_id *above, int max) {
+    int n = 0, fd = openat(rootfd, "..", O_RDONLY | O_DIRECTORY);
+    while (fd >= 0 && n < max) {
+        struct stat st;
+        if (fstat(fd, &st) != 0 || (n > 0 && above[n - 1].dev == st.st_dev && above[n - 1].ino == st.st_ino)) break;
+        above[n++] = (dir_id){st.st_dev, st.st_ino};
+        int up = openat(fd, "..", O_RDONLY | O_DIRECTORY);
+        close(fd);
+        fd = up;
+    }
+    if (fd >= 0) close(fd);
+    return n;
+}
+
 static void *scan_worker(void *arg) {
     scan_job *job = arg;
-    char *rel = xmalloc(4096 + 256);
+    char *rel = tb_ds_xmalloc(4096 + 256);
     for (;;) {
         pthread_mutex_lock(&job->mu);
         int k = job->next++;
@@ -235,10 +235,18 @@ static void *scan_worker(void *arg) {
             note_skip_errno(c, rel, ".", "cannot open class directory");
             continue;
         }
-        c->nanc = 0;
-        enter_dir(c, job->rootfd); /* ROOT, then the class directory, head the chain */
-        enter_dir(c, fd);
-        walk(c, fd, rel, strlen(rel), 0);
+        /* ROOT's ancestors, ROOT, then the class directory head the chain: a link to any of them is a loop, or
+         * leads out of the data set (a link to ROOT's parent indexed other folders under this class) */
+        memcpy(c->anc, job->above, (size_t)job->nabove * sizeof *c->anc);
+        c->nanc = job->nabove;
+        enter_dir(c, job->rootfd);
+        if (enter_dir(c, fd)) {
+            walk(c, fd, rel, strlen(rel), 0); /* closes fd */
+        } else {
+            close(fd);
+            c->skipped_other++;
+            note_skip(c, rel, ".", "a symbolic link to ROOT or a directory above it, not followed");
+        }
         t_sort_arena = c->arena;
         qsort(c->ents, (size_t)c->n, sizeof *c->ents, cmp_entry);
     }
@@ -261,7 +269,7 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     int rootfd = open(root, O_RDONLY | O_DIRECTORY);
     DIR *d = rootfd >= 0 ? fdopendir(rootfd) : NULL;
     if (!d) {
-        set_err(err, errlen, "cannot read data directory %s: %s", root, strerror(errno));
+        tb_ds_set_err(err, errlen, "cannot read data directory %s: %s", root, strerror(errno));
         if (rootfd >= 0) close(rootfd);
         return -1;
     }
@@ -283,7 +291,7 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         }
         if (nnames == cap) {
             cap = cap ? cap * 2 : 64;
-            names = xrealloc(names, (size_t)cap * sizeof *names);
+            names = tb_ds_xrealloc(names, (size_t)cap * sizeof *names);
         }
         names[nnames++] = strdup(name);
         if (!names[nnames - 1]) TB_FATAL("out of host memory while indexing the data set");
@@ -291,7 +299,7 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     if (nnames == 0) {
         closedir(d);
         free(names);
-        set_err(err, errlen,
+        tb_ds_set_err(err, errlen,
                 "no class directories in %s: expected ROOT/<class>/<image>.jpg (ImageFolder layout)",
                 root);
         return -1;
@@ -301,14 +309,15 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     scan_job job;
     memset(&job, 0, sizeof job);
     job.rootfd = dirfd(d);
+    job.nabove = above_root(job.rootfd, job.above, MAX_ABOVE);
     job.ncls = nnames;
-    job.cls = xmalloc((size_t)nnames * sizeof *job.cls);
+    job.cls = tb_ds_xmalloc((size_t)nnames * sizeof *job.cls);
     memset(job.cls, 0, (size_t)nnames * sizeof *job.cls);
     for (int i = 0; i < nnames; i++) job.cls[i].name = names[i];
     pthread_mutex_init(&job.mu, NULL);
     if (threads <= 0) threads = auto_threads();
     if (threads > nnames) threads = nnames;
-    pthread_t *tid = xmalloc((size_t)threads * sizeof *tid);
+    pthread_t *tid = tb_ds_xmalloc((size_t)threads * sizeof *tid);
     int started = 0;
     for (int t = 1; t < threads; t++) {
         if (pthread_create(&tid[t], NULL, scan_worker, &job) != 0) break;
@@ -329,11 +338,11 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
     }
     ds->classes = nnames;
     ds->class_names = names;
-    ds->class_count = xmalloc((size_t)nnames * sizeof *ds->class_count);
+    ds->class_count = tb_ds_xmalloc((size_t)nnames * sizeof *ds->class_count);
     ds->n = n;
-    ds->labels = xmalloc((size_t)n * sizeof *ds->labels);
-    ds->path_off = xmalloc((size_t)n * sizeof *ds->path_off);
-    ds->paths = xmalloc(bytes);
+    ds->labels = tb_ds_xmalloc((size_t)n * sizeof *ds->labels);
+    ds->path_off = tb_ds_xmalloc((size_t)n * sizeof *ds->path_off);
+    ds->paths = tb_ds_xmalloc(bytes);
     int64_t k = 0;
     size_t at = 0;
     for (int i = 0; i < nnames; i++) {
@@ -362,112 +371,10 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         int j = 0;
         for (int f = 2; f >= 0; f--)
             if (strstr(ds->first_skipped[f], ": cannot ")) j = f;
-        set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s%s%s%s", nnames, root,
+        tb_ds_set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s%s%s%s", nnames, root,
                 ds->first_skipped[j][0] ? " (skipped: " : "", ds->first_skipped[j], ds->first_skipped[j][0] ? ")" : "");
         return -1;
     }
-    return 0;
-}
-
-/* ---- list file ----------------------------------------------------------------- */
-
-static int open_list(const char *path, tb_dataset *ds, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        set_err(err, errlen, "cannot open list file %s: %s", path, strerror(errno));
-        return -1;
-    }
-    unsigned char magic[3] = {0, 0, 0};
-    if (fread(magic, 1, 3, f) == 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
-        set_err(err, errlen,
-                "%s is a JPEG image, not a data set: give a directory of class folders (DIR/CLASS/IMAGE.jpg, "
-                "as trainbench mkdata writes) or a list file of 'PATH LABEL' lines",
-                path);
-        fclose(f);
-        return -1;
-    }
-    /* a UTF-8 byte order mark (as Windows editors write) is not part of the first PATH */
-    int bom = magic[0] == 0xEF && magic[1] == 0xBB && magic[2] == 0xBF;
-    if (fseek(f, bom ? 3 : 0, SEEK_SET) != 0) rewind(f);
-    int64_t cap = 1024, n = 0;
-    size_t acap = 1 << 16, alen = 0;
-    ds->labels = xmalloc((size_t)cap * sizeof *ds->labels);
-    ds->path_off = xmalloc((size_t)cap * sizeof *ds->path_off);
-    ds->paths = xmalloc(acap);
-    char *line = NULL;
-    size_t lcap = 0;
-    ssize_t len;
-    int64_t lineno = 0;
-    int32_t maxlabel = -1;
-    while ((len = getline(&line, &lcap, f)) >= 0) {
-        lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ' ||
-                           line[len - 1] == '\t'))
-            line[--len] = '\0';
-        char *s = line;
-        while (*s == ' ' || *s == '\t') s++;
-        if (*s == '\0' || *s == '#') continue;
-        char *sp = strrchr(s, ' '), *tab = strrchr(s, '\t');
-        if (!sp || (tab && tab > sp)) sp = tab;
-        char *end = NULL;
-        long label = sp ? strtol(sp + 1, &end, 10) : -1;
-        if (!sp || sp[1] == '\0' || *end != '\0' || label < 0) {
-            set_err(err, errlen, "%s:%lld: expected 'PATH LABEL' with LABEL a non-negative integer",
-                    path, (long long)lineno);
-            free(line);
-            fclose(f);
-            return -1;
-        }
-        if (label >= TB_DATASET_MAX_CLASSES) { /* else a typo makes millions of empty classes (and a head to match) */
-            set_err(err, errlen, "%s:%lld: label %ld is above %d, the most classes a list file may have (a typo?)",
-                    path, (long long)lineno, label, TB_DATASET_MAX_CLASSES - 1);
-            free(line);
-            fclose(f);
-            return -1;
-        }
-        while (sp > s && (sp[-1] == ' ' || sp[-1] == '\t')) sp--;
-        *sp = '\0';
-        if (*s == '\0') {
-            set_err(err, errlen, "%s:%lld: empty PATH", path, (long long)lineno);
-            free(line);
-            fclose(f);
-            return -1;
-        }
-        size_t plen = strlen(s) + 1;
-        if (alen + plen > acap) {
-            acap = (alen + plen) * 2;
-            ds->paths = xrealloc(ds->paths, acap);
-        }
-        if (n == cap) {
-            cap *= 2;
-            ds->labels = xrealloc(ds->labels, (size_t)cap * sizeof *ds->labels);
-            ds->path_off = xrealloc(ds->path_off, (size_t)cap * sizeof *ds->path_off);
-        }
-        memcpy(ds->paths + alen, s, plen);
-        ds->path_off[n] = (int64_t)alen;
-        ds->labels[n] = (int32_t)label;
-        if (label > maxlabel) maxlabel = (int32_t)label;
-        alen += plen;
-        n++;
-    }
-    free(line);
-    fclose(f);
-    if (n == 0) {
-        set_err(err, errlen, "list file %s has no 'PATH LABEL' lines", path);
-        return -1;
-    }
-    ds->n = n;
-    ds->classes = maxlabel + 1;
-    ds->class_names = xmalloc((size_t)ds->classes * sizeof *ds->class_names);
-    ds->class_count = xmalloc((size_t)ds->classes * sizeof *ds->class_count);
-    for (int c = 0; c < ds->classes; c++) {
-        char buf[16];
-        snprintf(buf, sizeof buf, "%d", c);
-        ds->class_names[c] = strdup(buf);
-        if (!ds->class_names[c]) TB_FATAL("out of host memory while indexing the data set");
-        ds->class_count[c] = 0;
-    }
-    for (int64_t i = 0; i < n; i++) ds->class_count[ds->labels[i]]++;
     return 0;
 }
 
@@ -478,7 +385,7 @@ int tb_dataset_open_threads(const char *path, int threads, tb_dataset *ds, char 
     double t0 = tb_now();
     struct stat st;
     if (stat(path, &st) != 0) {
-        set_err(err, errlen,
+        tb_ds_set_err(err, errlen,
                 "data path %s: %s; pass an ImageFolder directory or a list file (or make one "
                 "with trainbench mkdata)",
                 path, strerror(errno));
@@ -495,7 +402,7 @@ int tb_dataset_open_threads(const char *path, int threads, tb_dataset *ds, char 
         ds->list_path = strdup(path);
         const char *slash = strrchr(path, '/');
         ds->root = slash ? strndup(path, (size_t)(slash == path ? 1 : slash - path)) : strdup(".");
-        rc = open_list(path, ds, err, errlen);
+        rc = tb_ds_open_list(path, ds, err, errlen);
     }
     if (rc != 0) {
         tb_dataset_close(ds);
@@ -578,7 +485,7 @@ void tb_dataset_describe(const tb_dataset *ds, FILE *f, int max_classes_listed) 
             fprintf(f, " %s=%lld", ds->class_names[c], (long long)ds->class_count[c]);
         fprintf(f, "\n");
     } else {
-        int64_t *s = xmalloc((size_t)ds->classes * sizeof *s);
+        int64_t *s = tb_ds_xmalloc((size_t)ds->classes * sizeof *s);
         memcpy(s, ds->class_count, (size_t)ds->classes * sizeof *s);
         qsort(s, (size_t)ds->classes, sizeof *s, cmp_i64);
         fprintf(f, "# per class: min %lld, median %lld, max %lld\n", (long long)s[0],

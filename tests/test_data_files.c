@@ -329,6 +329,20 @@ void test_dataset(void) {
     unlink(path("tree/a/sib"));
     unlink(path("tree/a/sub/up"));
     unlink(path("tree/b/self"));
+    /* links out of the set: to ROOT's parent (which holds ROOT and other folders) from inside a class, and a
+     * class that is a link to ROOT itself: neither followed (they indexed the other folders' files, and every
+     * class's images again, under the linking class's label) */
+    TB_CHECK(symlink("../..", path("tree/a/out")) == 0 && symlink(".", path("tree/c_root")) == 0,
+             "cannot link out of the set");
+    TB_CHECK(tb_dataset_open(path("tree"), &ds, err, sizeof err) == 0, "open tree with links out: %s", err);
+    /* (the first three skipped entries named are the tree's others: the counts tell) */
+    TB_CHECK(ds.n == 7 && ds.classes == 4 && ds.class_count[3] == 0 && ds.skipped_other == 2,
+             "links out of the set: %lld samples (want the 7; followed, they add the other folders' and every "
+             "class's again), %d classes (want 4, c_root empty), %lld other skipped (want 2)",
+             (long long)ds.n, ds.classes, (long long)ds.skipped_other);
+    tb_dataset_close(&ds);
+    unlink(path("tree/a/out"));
+    unlink(path("tree/c_root"));
 
     /* list files: comments, blank lines, spaces in paths; errors name the line */
     FILE *f = fopen(path("l1.txt"), "w");
