@@ -58,6 +58,8 @@ typedef struct {
     entry *ents;
     int64_t n, cap;
     int64_t skipped_ext, skipped_other;
+    int64_t unreadable;          /* directories that could not be opened or read */
+    char first_unreadable[512];
     char first_skipped[3][512];
     int nfirst;
     dir_id anc[MAX_ABOVE + MAX_DEPTH + 2]; /* the walk's directories from / through ROOT down to the current one */
@@ -85,9 +87,13 @@ static void note_skip(class_scan *c, const char *rel, const char *name, const ch
 }
 
 /* note_skip for a directory the scan could not open or read: what failed, and errno's reason. */
+/* A directory that could not be opened or read: its images are left out. */
 static void note_skip_errno(class_scan *c, const char *rel, const char *name, const char *what) {
-    char why[160];
+    char why[160], shown[300];
     snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
+    if (c->unreadable++ == 0)
+        snprintf(c->first_unreadable, sizeof c->first_unreadable, "%.300s/%.40s: %.160s",
+                 tb_escape_controls(rel, shown, sizeof shown), name, why);
     note_skip(c, rel, name, why);
 }
 
@@ -358,6 +364,9 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         }
         ds->skipped_ext += c->skipped_ext;
         ds->skipped_other += c->skipped_other;
+        if (c->unreadable && !ds->unreadable)
+            memcpy(ds->first_unreadable, c->first_unreadable, sizeof c->first_unreadable);
+        ds->unreadable += c->unreadable;
         for (int f = 0; f < c->nfirst; f++) {
             int slot = 0;
             while (slot < 3 && ds->first_skipped[slot][0]) slot++;

@@ -46,6 +46,8 @@ typedef struct {
     int64_t skipped_ext;     /* a file whose name does not end in .jpg/.jpeg */
     int64_t skipped_loose;   /* a file directly in ROOT, outside any class */
     int64_t skipped_other;   /* not a file or directory, unreadable directory, too deep */
+    int64_t unreadable;      /* of them, directories that could not be opened or read (images left out) */
+    char first_unreadable[512]; /* the first of those, "path: reason" */
     char first_skipped[3][512];
     double index_s;          /* wall time the indexing took */
 } tb_dataset;

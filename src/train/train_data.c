@@ -167,6 +167,16 @@ static void require_same_classes(tb_train_run *r, const tb_dataset *tr, const tb
     }
 }
 
+/* --strict-data: a folder of the set that could not be read leaves its images out: the run stops, as for a bad
+ * file (every rank indexed the same tree). */
+static void require_readable(tb_train_run *r, const char *flag, const char *path, const tb_dataset *ds) {
+    if (r->fl.strict_data && ds->unreadable > 0)
+        tb_train_die_together(r, "%s: %lld folder%s of '%s' could not be read, leaving their images out (first: "
+                              "%s); --strict-data needs the whole set: make them readable, or run without it",
+                              flag, (long long)ds->unreadable, ds->unreadable == 1 ? "" : "s", path,
+                              ds->first_unreadable);
+}
+
 void tb_train_open_data(tb_train_run *r) {
     tb_train_data *d = &r->d;
     memset(d, 0, sizeof *d);
@@ -174,6 +184,7 @@ void tb_train_open_data(tb_train_run *r) {
     if (!r->fl.data[0]) return;
     open_same_dataset(r, "--data", r->fl.data, &d->train_ds);
     d->have_train_ds = 1;
+    require_readable(r, "--data", r->fl.data, &d->train_ds);
     r->classes = d->train_ds.classes;
     if (r->classes < 2) /* every rank reads the same set: each says it */
         tb_train_die_together(r, "--data '%s' has 1 class: a classifier needs 2 or more (a folder per class, or 2 or "
@@ -187,6 +198,7 @@ void tb_train_open_data(tb_train_run *r) {
     if (r->fl.val[0]) {
         open_same_dataset(r, "--val", r->fl.val, &d->val_ds);
         d->have_val_ds = 1;
+        require_readable(r, "--val", r->fl.val, &d->val_ds);
         require_same_classes(r, &d->train_ds, &d->val_ds);
     }
     if (r->info.rank == 0) tb_dataset_describe(&d->train_ds, stdout, 20);
