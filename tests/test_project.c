@@ -61,6 +61,13 @@ static void test_costs(void) {
     TB_CHECK(c.nodes == 4 && c.per_node == 8, "layout %dx%d", c.nodes, c.per_node);
     TB_CHECK_CLOSE(tb_fabric_ring_busbw_GBps(&f2, 32), 100.0, 0, 1e-12, "ring busbw on 4 nodes");
     TB_CHECK_CLOSE(tb_fabric_ring_busbw_GBps(&f2, 8), 400.0, 0, 1e-12, "ring busbw in one node");
+    /* a last node holding fewer ranks has their share of the node's network (its ranks' NICs): 9 ranks = 8 + 1,
+     * the last node 100/8 = 12.5 GB/s: ring 2*8/9*1e9/12.5e9 + (16-2)*2us + 2*10us (it used all 100 GB/s) */
+    TB_CHECK(tb_allreduce_cost(&f2, 9, 1e9, &c, err, sizeof err) == 0, "9 ranks: %s", err);
+    TB_CHECK_CLOSE(c.ring_s, 2.0 * 8 / 9 * 1e9 / 12.5e9 + 14 * 2e-6 + 2 * 10e-6, 0, 1e-12, "ring, 9 ranks on 8 + 1");
+    TB_CHECK_CLOSE(tb_fabric_ring_busbw_GBps(&f2, 9), 12.5, 0, 1e-12, "ring busbw, 8 + 1 ranks");
+    TB_CHECK_CLOSE(tb_fabric_ring_busbw_GBps(&f2, 12), 50.0, 0, 1e-12, "ring busbw, 8 + 4 ranks");
+    TB_CHECK_CLOSE(tb_fabric_ring_busbw_GBps(&f2, 16), 100.0, 0, 1e-12, "ring busbw, 8 + 8 ranks");
     /* 8 KiB on the same: latency decides, the tree's log2(m) wins */
     TB_CHECK(tb_allreduce_cost(&f2, 32, 8192, &c, err, sizeof err) == 0, "8 KiB: %s", err);
     TB_CHECK_CLOSE(c.tree_s, 2 * 8192 / 1e11 + 2 * (7 * 2e-6 + 2 * 10e-6), 0, 1e-12, "tree, 8 KiB");
@@ -394,8 +401,14 @@ static void test_bench_text(void) {
         TB_CHECK_CLOSE(fit.alpha_s, 3e-6, 0, 2e-3, "alpha from nccl-tests' table");
         tb_fabric f;
         tb_fabric_from_fit(&f, &fit, ranks, hosts, path);
-        TB_CHECK(f.ranks_per_node == 0 && f.intra_bw_GBps > 359 && f.inter_bw_GBps == 0,
-                 "one host: the node's rates, no network");
+        TB_CHECK(f.ranks_per_node == 8 && f.intra_bw_GBps > 359 && f.inter_bw_GBps == 0,
+                 "one host: the node's rates for the 8 ranks measured, no network (got %d a node)", f.ranks_per_node);
+        /* more ranks than the one host measured: refused, naming --ranks-per-node (it projected 4096 ranks "in one
+         * node" on the node's links) */
+        tb_ar_cost c;
+        TB_CHECK(tb_allreduce_cost(&f, 16, 1e8, &c, err, sizeof err) == -1 && strstr(err, "--ranks-per-node"),
+                 "16 ranks on a one-host fit of 8: '%s'", err);
+        TB_CHECK(tb_allreduce_cost(&f, 8, 1e8, &c, err, sizeof err) == 0, "8 ranks on it: %s", err);
     }
     free(s);
     snprintf(path, sizeof path, "%s/ar_none.txt", g_tmp);

@@ -322,8 +322,8 @@ void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts
     memset(f, 0, sizeof *f);
     double bw = fit->bw_GBps, lat = 1e6 * fit->alpha_s;
     snprintf(f->name, sizeof f->name, "fit");
-    if (hosts <= 1) { /* every rank on one host: the node's links; the network unknown */
-        f->ranks_per_node = 0;
+    if (hosts <= 1) { /* every rank on one host: the node's links, as far as they were measured; no network */
+        f->ranks_per_node = ranks;
         f->intra_bw_GBps = bw;
         f->alpha_intra_us = lat;
     } else {

@@ -77,7 +77,9 @@ int tb_fabric_read_bench(const char *path, tb_ar_sample **out, int *ranks, int *
 
 /* The fabric that a fit describes: ranks_per_node = ranks / hosts of the
  * measurement; one rank per host gives the network rates (inter), more
- * than one on a single host the node rates (intra). */
+ * than one on a single host the node rates (intra) of a node of the ranks
+ * measured (no network: more ranks need --ranks-per-node, when one node
+ * holds them, or a fabric with a network). */
 void tb_fabric_from_fit(tb_fabric *f, const tb_ab_fit *fit, int ranks, int hosts, const char *what);
 
 /* Resolves --fabric: a preset name, A+B, or a key = value file (keys

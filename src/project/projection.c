@@ -44,9 +44,13 @@ static int layout(const tb_fabric *f, int n, int *m, int *p, char *err, size_t e
     if (*m > 1 && !(f->inter_bw_GBps > 0)) {
         if (err)
             snprintf(err, errlen,
-                 "fabric '%s' describes one node of %d rank%s and no network, so it cannot carry %d ranks; "
-                 "add one (--fabric %s+ndr400x8, or a file with inter_bw_GBps)",
-                 f->name, rpn, rpn == 1 ? "" : "s", n, f->name);
+                 "fabric '%s' describes one node of %d rank%s and no network, so it cannot carry %d ranks; %s%s%s",
+                 f->name, rpn, rpn == 1 ? "" : "s", n,
+                 strncmp(f->name, "fit", 3) == 0 ? "the fit measured one host: give --ranks-per-node N when one node "
+                                                   "holds them, or a preset with a network (--list-fabrics)"
+                                                 : "add one (--fabric ",
+                 strncmp(f->name, "fit", 3) == 0 ? "" : f->name,
+                 strncmp(f->name, "fit", 3) == 0 ? "" : "+ndr400x8, or a file with inter_bw_GBps)");
         return -1;
     }
     if (*p > 1 && !(f->intra_bw_GBps > 0)) { /* hops inside a node are not free */
@@ -60,11 +64,18 @@ static int layout(const tb_fabric *f, int n, int *m, int *p, char *err, size_t e
     return 0;
 }
 
-/* The ring's bus bandwidth in bytes/s. */
-static double ring_bw(const tb_fabric *f, int m, int p) {
+/* The network rate of the emptiest of m nodes of p ranks holding n (filled in order: the last holds the rest),
+ * in bytes/s: a node's network rate comes from its ranks' NICs, so a last node of 1 rank in 8 has 1/8 of it. */
+static double net_bw(const tb_fabric *f, int n, int m, int p) {
+    int last = n - (m - 1) * p;
+    return 1e9 * f->inter_bw_GBps * (last > 0 && last < p ? (double)last / p : 1.0);
+}
+
+/* The ring's bus bandwidth in bytes/s (n ranks on m nodes of p). */
+static double ring_bw(const tb_fabric *f, int n, int m, int p) {
     if (m == 1) return 1e9 * f->intra_bw_GBps;
-    if (p == 1) return 1e9 * f->inter_bw_GBps;
-    return 1e9 * fmin(f->intra_bw_GBps, f->inter_bw_GBps);
+    if (p == 1) return net_bw(f, n, m, p);
+    return fmin(1e9 * f->intra_bw_GBps, net_bw(f, n, m, p));
 }
 
 static int ceil_log2(int m) {
@@ -92,14 +103,14 @@ int tb_allreduce_cost(const tb_fabric *f, int n, double bytes, tb_ar_cost *c, ch
     if (layout(f, n, &m, &p, err, errlen) != 0) return -1;
     c->nodes = m;
     c->per_node = p;
-    double a_in = 1e-6 * f->alpha_intra_us, a_net = 1e-6 * f->alpha_inter_us, b = ring_bw(f, m, p);
+    double a_in = 1e-6 * f->alpha_intra_us, a_net = 1e-6 * f->alpha_inter_us, b = ring_bw(f, n, m, p);
     double base = 1e-6 * f->base_us; /* once per collective (NCCL's base latency) */
     int steps = 2 * (n - 1), net_steps = 2 * (m - 1);
     c->ring_s = base + 2.0 * (n - 1) / n * bytes / b + (steps - net_steps) * a_in + net_steps * a_net;
     c->tree_s = base + 2.0 * bytes / b + 2.0 * ((p - 1) * a_in + floor_log2(m) * a_net);
     if (m > 1 && p > 1 && f->intra_bw_GBps > 0)
         c->hier_s = base + 2.0 * (p - 1) / p * bytes / (1e9 * f->intra_bw_GBps) +
-                    2.0 * (m - 1) / m * bytes / (1e9 * f->inter_bw_GBps) + 2.0 * (p - 1) * a_in +
+                    2.0 * (m - 1) / m * bytes / net_bw(f, n, m, p) + 2.0 * (p - 1) * a_in +
                     2.0 * (m - 1) * a_net;
     c->best = TB_AR_RING;
     c->best_s = c->ring_s;
@@ -128,13 +139,13 @@ double tb_bcast_cost(const tb_fabric *f, int n, double bytes) {
     int m, p;
     if (layout(f, n, &m, &p, NULL, 0) != 0) return NAN;
     double a = 1e-6 * (m > 1 ? f->alpha_inter_us : f->alpha_intra_us);
-    return ceil_log2(n) * (a + bytes / ring_bw(f, m, p));
+    return ceil_log2(n) * (a + bytes / ring_bw(f, n, m, p));
 }
 
 double tb_fabric_ring_busbw_GBps(const tb_fabric *f, int n) {
     int m, p;
     if (n < 2 || layout(f, n, &m, &p, NULL, 0) != 0) return NAN;
-    return 1e-9 * ring_bw(f, m, p);
+    return 1e-9 * ring_bw(f, n, m, p);
 }
 
 double tb_busbw_GBps(int n, double bytes, double seconds) {
