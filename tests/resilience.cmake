@@ -128,4 +128,15 @@ if(TB_HAVE_MPI)
            COMMAND sh ${TB_TEST_DIR}/watchdog_scaling_row.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} ${TB_PYTHON})
   set_tests_properties(watchdog_scaling_row_np2 PROPERTIES TIMEOUT 120 PROCESSORS 1 # mostly the 3 s wait
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # a slow batch in a row of fewer ranks is no stalled collective: every rank's
+  # step 1 made 0.5 s slower (TB_TEST_FAULT=slow-step, alike on all: no
+  # collective waits for it), --timeout 0.3. The 1-rank row's data wait was
+  # labelled as its start (a collective), and the watchdog ended the job
+  # blaming rank 1, which is not in that row.
+  add_test(NAME watchdog_slow_data_in_row_np2
+           COMMAND ${TB_TEST_DIR}/expect_pass.sh "^# scaling row 2 of 2: 2 ranks, [0-9.]+ img/s" --
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 -x TB_TEST_FAULT=slow-step:-1:1 ${TB_BIN} --model resnet18
+                   --image-size 32 --batch-size 4 --steps 2 --scaling-steps 2 --scaling-warmup 1 --threads 1
+                   --timeout 0.3 --results "")
+  set_tests_properties(watchdog_slow_data_in_row_np2 PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()

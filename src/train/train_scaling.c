@@ -50,6 +50,8 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
     tb_trainer *t = tb_trainer_create(r->m, sub, nsub, hp);
     tb_trainer_set_monitor(t, r->mon);
     tb_trainer_sync_state(t);
+    /* the row's source (a synthetic pool, a loader): this rank's own work, no collective */
+    tb_monitor_progress(r->mon, 0, "scaling row's data source", 0);
     tb_source *src = tb_train_source(f, &r->d, r->classes, tb_comm_rank(sub), k, TB_USE_SCALING, r->be);
     tb_source_feed(src, r->m); /* fed as the training run's source */
     int64_t epoch = 0;
@@ -71,6 +73,7 @@ static void measure_row(tb_train_run *r, tb_comm *sub, tb_nccl *nsub, const tb_t
             if (r->util) tb_nvml_sampler_reset(r->util);
         }
         tb_source_batch b;
+        tb_monitor_progress(r->mon, s, "data", 0); /* waiting for the loader is no collective (as in training) */
         if (!tb_source_next(src, &b)) { /* wrap into the next epoch */
             tb_source_start_epoch(src, ++epoch, 0);
             if (!tb_source_next(src, &b)) TB_FATAL("data source yields no batch");
