@@ -154,7 +154,7 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     if (tr) tr->row->begin(tr, step, md->slot);
     mark(t, md, E_BN);
     t->fault_nan = !md->capturing && tb_fault("nan", t->rank, step);
-    t->fault_mid = !md->sync && !md->capturing && tb_fault_in_backward(t->rank, step);
+    t->fault_mid = !md->capturing && tb_fault_in_backward(t->rank, step);
     if (b->n > 0) forward_backward(t, b, step, md);
     else no_samples(t, md);
     if (t->fault_nan) { /* test only, no all-reduce to hand it to (see ready_with_nan) */
