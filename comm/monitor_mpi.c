@@ -55,6 +55,19 @@ static void on_sigterm(int s) {
     g_sigterm = 1;
 }
 
+/* After the watchdog stopped (every rank passed the last collective), a
+ * SIGTERM is the launcher ending the job because another rank ended in the
+ * teardown (or a scheduler's): one line, written from the handler, then the
+ * exit status a SIGTERM gives. The line is made when the watchdog stops. */
+static char g_end_line[600];
+static size_t g_end_len;
+static void on_sigterm_at_end(int s) {
+    (void)s;
+    ssize_t w = write(2, g_end_line, g_end_len);
+    (void)w;
+    _exit(128 + SIGTERM);
+}
+
 progress_msg mon_own_progress(tb_monitor *m) {
     progress_msg p;
     pthread_mutex_lock(&m->mu);
@@ -399,7 +412,17 @@ void tb_monitor_stop(tb_monitor *m) {
     /* every rank is here (a collective precedes stop), so every small send
      * completes; one that does not means its buffer must outlive us */
     int drained = drain_sends(m);
-    signal(SIGTERM, SIG_DFL);
+    int n = snprintf(g_end_line, sizeof g_end_line,
+                     "trainbench[rank %d %s]: error: the job was ended (SIGTERM) after its last collective, in the "
+                     "end's teardown: another rank ended first there (the launcher then ends every rank), or the "
+                     "scheduler ended the job\n",
+                     tb_log_rank(), tb_log_host());
+    g_end_len = n < 0 ? 0 : (size_t)n < sizeof g_end_line ? (size_t)n : sizeof g_end_line - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigterm_at_end;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
     if (!drained) {
         tb_warn("the watchdog's last messages were not delivered within 5 s; their buffers are left "
                 "allocated");

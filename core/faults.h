@@ -17,6 +17,8 @@
  *                 never gets further (a Ctrl-C during a long dataset scan)
  *   slow-step     sleep 0.5 s at the start of STEP (a hiccup: another job,
  *                 a page-in; before the clock, a slow first step)
+ *   die-end       tb_die after train's last collective, the watchdog
+ *                 stopped (no step): an error in the end's teardown
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   die           tb_die at the start of STEP: this rank's own fatal error

@@ -139,4 +139,9 @@ if(TB_HAVE_MPI)
                    --image-size 32 --batch-size 4 --steps 2 --scaling-steps 2 --scaling-warmup 1 --threads 1
                    --timeout 0.3 --results "")
   set_tests_properties(watchdog_slow_data_in_row_np2 PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # a rank that ends in the end's teardown (after the watchdog stopped): every
+  # rank's line, none ended by the launcher's SIGTERM without a word
+  add_test(NAME end_teardown_all_ranks_say_np3
+           COMMAND sh ${TB_TEST_DIR}/end_teardown.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
+  set_tests_properties(end_teardown_all_ranks_say_np3 PROPERTIES TIMEOUT 150 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()
