@@ -46,8 +46,8 @@ int tb_fault_arg(const char *kind, int rank, int64_t *arg) {
 void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("kill", rank, step)) raise(SIGKILL);
     if (tb_fault("slow-step", rank, step)) {
-        struct timespec half = {0, 500000000L};
-        nanosleep(&half, NULL);
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
     }
     if (tb_fault("freeze", rank, step)) raise(SIGSTOP);
     if (tb_fault("interrupt", rank, step)) raise(SIGINT);

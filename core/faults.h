@@ -15,7 +15,7 @@
  *                 reaches one rank; RANK -1: srun's to every rank)
  *   interrupt-startup  SIGINT to this rank in train's start-up, which then
  *                 never gets further (a Ctrl-C during a long dataset scan)
- *   slow-step     sleep 0.5 s at the start of STEP (a hiccup: another job,
+ *   slow-step     sleep 1 s at the start of STEP (a hiccup: another job,
  *                 a page-in; before the clock, a slow first step)
  *   die-end       tb_die after train's last collective, the watchdog
  *                 stopped (no step): an error in the end's teardown

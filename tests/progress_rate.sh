@@ -2,12 +2,12 @@
 # progress_rate.sh TRAINBENCH: the progress lines' img/s is the timed steps'
 # rate once the clock runs, as `# training:` reports it at the end, not an
 # average back to the start that the warm-up drags down. 12 steps, 5 of them
-# warm-up, the second made 0.5 s slower (TB_TEST_FAULT=slow-step: a slow
+# warm-up, the second made 1 s slower (TB_TEST_FAULT=slow-step: a slow
 # first step, as cuDNN's autotuning or a page-in makes it); --no-autotune,
 # so that no other warm-up step is slow. Passes when the last progress
 # line's img/s is 0.85 to 1.15 x the `# training:` img/s of the same run.
-# Counting the warm-up (96 images over 0.5 s + 12 steps of 10-50 ms against
-# 56 over 7 steps) it would be 0.6 or less.
+# Counting the warm-up (96 images over 1 s + 12 steps of 10-50 ms against
+# 56 over 7 steps) it would be 0.5 or less.
 set -u
 bin=$1
 out=progress_rate

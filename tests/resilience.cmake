@@ -129,15 +129,15 @@ if(TB_HAVE_MPI)
   set_tests_properties(watchdog_scaling_row_np2 PROPERTIES TIMEOUT 120 PROCESSORS 1 # mostly the 3 s wait
                        ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # a slow batch in a row of fewer ranks is no stalled collective: every rank's
-  # step 1 made 0.5 s slower (TB_TEST_FAULT=slow-step, alike on all: no
-  # collective waits for it), --timeout 0.3. The 1-rank row's data wait was
+  # step 1 made 1 s slower (TB_TEST_FAULT=slow-step, alike on all: no
+  # collective waits for it), --timeout 0.5. The 1-rank row's data wait was
   # labelled as its start (a collective), and the watchdog ended the job
   # blaming rank 1, which is not in that row.
   add_test(NAME watchdog_slow_data_in_row_np2
            COMMAND ${TB_TEST_DIR}/expect_pass.sh "^# scaling row 2 of 2: 2 ranks, [0-9.]+ img/s" --
                    ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 -x TB_TEST_FAULT=slow-step:-1:1 ${TB_BIN} --model resnet18
                    --image-size 32 --batch-size 4 --steps 2 --scaling-steps 2 --scaling-warmup 1 --threads 1
-                   --timeout 0.3 --results "")
+                   --timeout 0.5 --results "")
   set_tests_properties(watchdog_slow_data_in_row_np2 PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
   # a rank that ends in the end's teardown (after the watchdog stopped): every
   # rank's line, none ended by the launcher's SIGTERM without a word

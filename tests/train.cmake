@@ -341,7 +341,7 @@ if(TB_PYTHON)
 endif()
 
 # the progress lines' img/s is the timed steps' rate once the clock runs (a
-# warm-up step made 0.5 s slower, TB_TEST_FAULT=slow-step): the last line
+# warm-up step made 1 s slower, TB_TEST_FAULT=slow-step): the last line
 # 0.85 to 1.15 x '# training:'
 add_test(NAME train_progress_rate COMMAND sh ${TB_TEST_DIR}/progress_rate.sh ${TB_BIN})
 set_tests_properties(train_progress_rate PROPERTIES TIMEOUT 120)
