@@ -399,20 +399,8 @@ void tb_monitor_stop(tb_monitor *m) {
     /* another thread is ending the process (a loader's --strict-data error)
      * and may be using the watchdog's communicator: it ends us too */
     tb_log_park_if_ending();
-    if (g_running == m) g_running = NULL;
-    tb_monitor *expected = m;
-    atomic_compare_exchange_strong(&mon_running, &expected, NULL);
-    pthread_mutex_lock(&m->mu);
-    m->stop = 1;
-    pthread_mutex_unlock(&m->mu);
-    pthread_join(m->thread, NULL);
-    if (m->rank == 0) {
-        MPI_CHECK(MPI_Cancel(&m->status_rq));
-        MPI_CHECK(MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE));
-    }
-    /* every rank is here (a collective precedes stop), so every small send
-     * completes; one that does not means its buffer must outlive us */
-    int drained = drain_sends(m);
+    /* from here a SIGTERM is the end's (a collective precedes stop): its line, made now, at once; one that came
+     * before, which the watchdog thread may have left unsaid as it stopped, after the join */
     int n = snprintf(g_end_line, sizeof g_end_line,
                      "trainbench[rank %d %s]: error: the job was ended (SIGTERM) after its last collective, in the "
                      "end's teardown: another rank ended first there (the launcher then ends every rank), or the "
@@ -424,6 +412,21 @@ void tb_monitor_stop(tb_monitor *m) {
     sa.sa_handler = on_sigterm_at_end;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
+    if (g_running == m) g_running = NULL;
+    tb_monitor *expected = m;
+    atomic_compare_exchange_strong(&mon_running, &expected, NULL);
+    pthread_mutex_lock(&m->mu);
+    m->stop = 1;
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    if (g_sigterm) on_sigterm_at_end(SIGTERM);
+    if (m->rank == 0) {
+        MPI_CHECK(MPI_Cancel(&m->status_rq));
+        MPI_CHECK(MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE));
+    }
+    /* every rank is here (a collective precedes stop), so every small send
+     * completes; one that does not means its buffer must outlive us */
+    int drained = drain_sends(m);
     if (!drained) {
         tb_warn("the watchdog's last messages were not delivered within 5 s; their buffers are left "
                 "allocated");
