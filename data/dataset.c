@@ -306,8 +306,8 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         closedir(d);
         free(names);
         tb_ds_set_err(err, errlen,
-                "no class directories in %s: expected ROOT/<class>/<image>.jpg (ImageFolder layout)",
-                root);
+                      "no class directories in %s: expected ROOT/<class>/<image>.jpg (ImageFolder layout)",
+                      root);
         return -1;
     }
     qsort(names, (size_t)nnames, sizeof *names, cmp_str);
@@ -380,8 +380,9 @@ static int open_directory(const char *root, int threads, tb_dataset *ds, char *e
         int j = 0;
         for (int f = 2; f >= 0; f--)
             if (strstr(ds->first_skipped[f], ": cannot ")) j = f;
+        const char *said = ds->first_skipped[j];
         tb_ds_set_err(err, errlen, "no .jpg/.jpeg files under the %d class directories of %s%s%s%s", nnames, root,
-                ds->first_skipped[j][0] ? " (skipped: " : "", ds->first_skipped[j], ds->first_skipped[j][0] ? ")" : "");
+                      said[0] ? " (skipped: " : "", said, said[0] ? ")" : "");
         return -1;
     }
     return 0;
@@ -395,9 +396,9 @@ int tb_dataset_open_threads(const char *path, int threads, tb_dataset *ds, char 
     struct stat st;
     if (stat(path, &st) != 0) {
         tb_ds_set_err(err, errlen,
-                "data path %s: %s; pass an ImageFolder directory or a list file (or make one "
-                "with trainbench mkdata)",
-                path, strerror(errno));
+                      "data path %s: %s; pass an ImageFolder directory or a list file (or make one "
+                      "with trainbench mkdata)",
+                      path, strerror(errno));
         return -1;
     }
     int rc;

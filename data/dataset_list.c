@@ -14,9 +14,9 @@ int tb_ds_open_list(const char *path, tb_dataset *ds, char *err, size_t errlen) 
     unsigned char magic[3] = {0, 0, 0};
     if (fread(magic, 1, 3, f) == 3 && magic[0] == 0xFF && magic[1] == 0xD8 && magic[2] == 0xFF) {
         tb_ds_set_err(err, errlen,
-                "%s is a JPEG image, not a data set: give a directory of class folders (DIR/CLASS/IMAGE.jpg, "
-                "as trainbench mkdata writes) or a list file of 'PATH LABEL' lines",
-                path);
+                      "%s is a JPEG image, not a data set: give a directory of class folders (DIR/CLASS/IMAGE.jpg, "
+                      "as trainbench mkdata writes) or a list file of 'PATH LABEL' lines",
+                      path);
         fclose(f);
         return -1;
     }
@@ -47,14 +47,15 @@ int tb_ds_open_list(const char *path, tb_dataset *ds, char *err, size_t errlen) 
         long label = sp ? strtol(sp + 1, &end, 10) : -1;
         if (!sp || sp[1] == '\0' || *end != '\0' || label < 0) {
             tb_ds_set_err(err, errlen, "%s:%lld: expected 'PATH LABEL' with LABEL a non-negative integer",
-                    path, (long long)lineno);
+                          path, (long long)lineno);
             free(line);
             fclose(f);
             return -1;
         }
         if (label >= TB_DATASET_MAX_CLASSES) { /* else a typo makes millions of empty classes (and a head to match) */
-            tb_ds_set_err(err, errlen, "%s:%lld: label %ld is above %d, the most classes a list file may have (a typo?)",
-                    path, (long long)lineno, label, TB_DATASET_MAX_CLASSES - 1);
+            tb_ds_set_err(err, errlen,
+                          "%s:%lld: label %ld is above %d, the most classes a list file may have (a typo?)", path,
+                          (long long)lineno, label, TB_DATASET_MAX_CLASSES - 1);
             free(line);
             fclose(f);
             return -1;

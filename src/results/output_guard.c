@@ -27,7 +27,9 @@ static const char *dir_of(const char *path, char *dir, size_t len) {
     return slash ? slash + 1 : path;
 }
 
-typedef enum { FOUND_EMPTY, FOUND_CHECKPOINT, FOUND_RESULTS, FOUND_BATCH, FOUND_HDF5, FOUND_TRACE, FOUND_FILE } found_kind;
+typedef enum {
+    FOUND_EMPTY, FOUND_CHECKPOINT, FOUND_RESULTS, FOUND_BATCH, FOUND_HDF5, FOUND_TRACE, FOUND_FILE
+} found_kind;
 
 /* Whether the file at path begins as trainbench's Chrome-trace JSON does
  * (--trace, loader-bench --timeline). */
