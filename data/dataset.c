@@ -254,7 +254,7 @@ static void *scan_worker(void *arg) {
             note_skip(c, rel, ".", "a symbolic link to ROOT or a directory above it, not followed");
         }
         t_sort_arena = c->arena;
-        qsort(c->ents, (size_t)c->n, sizeof *c->ents, cmp_entry);
+        if (c->n > 1) qsort(c->ents, (size_t)c->n, sizeof *c->ents, cmp_entry); /* none: no array to sort */
     }
     free(rel);
     return NULL;
