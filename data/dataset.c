@@ -78,22 +78,24 @@ static int enter_dir(class_scan *c, int fd) {
     return 1;
 }
 
-static void note_skip(class_scan *c, const char *rel, const char *name, const char *why) {
-    if (c->nfirst >= 3) return;
+/* "rel/name: why", its control characters escaped: a skipped entry's line. */
+static void skip_text(const char *rel, const char *name, const char *why, char *out, size_t len) {
     char both[1024], shown[512];
     snprintf(both, sizeof both, "%s/%s", rel, name);
-    snprintf(c->first_skipped[c->nfirst++], sizeof c->first_skipped[0], "%s: %s",
-             tb_escape_controls(both, shown, sizeof shown), why);
+    snprintf(out, len, "%s: %s", tb_escape_controls(both, shown, sizeof shown), why);
 }
 
-/* note_skip for a directory the scan could not open or read: what failed, and errno's reason. */
-/* A directory that could not be opened or read: its images are left out. */
+static void note_skip(class_scan *c, const char *rel, const char *name, const char *why) {
+    if (c->nfirst >= 3) return;
+    skip_text(rel, name, why, c->first_skipped[c->nfirst++], sizeof c->first_skipped[0]);
+}
+
+/* note_skip for a directory the scan could not open or read (its images left out, counted in unreadable):
+ * what failed, and errno's reason. */
 static void note_skip_errno(class_scan *c, const char *rel, const char *name, const char *what) {
-    char why[160], shown[300];
+    char why[160];
     snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
-    if (c->unreadable++ == 0)
-        snprintf(c->first_unreadable, sizeof c->first_unreadable, "%.300s/%.40s: %.160s",
-                 tb_escape_controls(rel, shown, sizeof shown), name, why);
+    if (c->unreadable++ == 0) skip_text(rel, name, why, c->first_unreadable, sizeof c->first_unreadable);
     note_skip(c, rel, name, why);
 }
 
