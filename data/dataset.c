@@ -478,6 +478,14 @@ uint64_t tb_dataset_sizes_hash(const tb_dataset *ds, int k) {
     return h;
 }
 
+int tb_dataset_unreadable(const tb_dataset *ds, const char *path, char *why, size_t len) {
+    if (ds->unreadable <= 0) return 0;
+    snprintf(why, len, "%lld folder%s of '%s' could not be read, leaving their images out (first: %s); "
+             "--strict-data needs the whole set: make them readable, or run without it",
+             (long long)ds->unreadable, ds->unreadable == 1 ? "" : "s", path, ds->first_unreadable);
+    return 1;
+}
+
 int64_t tb_dataset_skipped(const tb_dataset *ds) {
     return ds->skipped_ext + ds->skipped_loose + ds->skipped_other;
 }

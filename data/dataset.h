@@ -79,6 +79,10 @@ uint64_t tb_dataset_hash(const tb_dataset *ds);
 uint64_t tb_dataset_sizes_hash(const tb_dataset *ds, int k);
 /* Total skipped entries. */
 int64_t tb_dataset_skipped(const tb_dataset *ds);
+/* --strict-data's rule on folders: 0 when every folder of ds (indexed from
+ * `path`) could be read; else 1 with the line in why (how many could not,
+ * the first, and what to do): their images were left out. */
+int tb_dataset_unreadable(const tb_dataset *ds, const char *path, char *why, size_t len);
 /* A few '#' lines: samples, classes, per-class counts (all of them when
  * there are at most `max_classes_listed`, else min/median/max), skipped
  * entries by reason with the first few named, index time. */

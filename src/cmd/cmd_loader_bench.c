@@ -291,10 +291,7 @@ int tb_cmd_loader_bench(int argc, char **argv) {
     tb_dataset ds;
     char err[1024];
     if (tb_dataset_open_threads(a.data, a.index_threads, &ds, err, sizeof err) != 0) tb_die("loader-bench: %s", err);
-    if (a.strict && ds.unreadable > 0)
-        tb_die("loader-bench: %lld folder%s of '%s' could not be read, leaving their images out (first: %s); "
-               "--strict-data needs the whole set: make them readable, or run without it",
-               (long long)ds.unreadable, ds.unreadable == 1 ? "" : "s", a.data, ds.first_unreadable);
+    if (a.strict && tb_dataset_unreadable(&ds, a.data, err, sizeof err)) tb_die("loader-bench: %s", err);
     tb_dataset_describe(&ds, stdout, 20);
     if (a.index_only) {
         printf("# index: %lld samples + %lld skipped entries in %.3f s (%.0f entries/s)\n", (long long)ds.n,

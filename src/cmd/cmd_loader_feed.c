@@ -314,10 +314,7 @@ int tb_cmd_loader_feed(int argc, char **argv) {
     tb_dataset ds;
     char err[1024];
     if (tb_dataset_open(a.data, &ds, err, sizeof err) != 0) tb_die("loader-bench --feed: %s", err);
-    if (a.strict && ds.unreadable > 0)
-        tb_die("loader-bench --feed: %lld folder%s of '%s' could not be read, leaving their images out (first: %s); "
-               "--strict-data needs the whole set: make them readable, or run without it",
-               (long long)ds.unreadable, ds.unreadable == 1 ? "" : "s", a.data, ds.first_unreadable);
+    if (a.strict && tb_dataset_unreadable(&ds, a.data, err, sizeof err)) tb_die("loader-bench --feed: %s", err);
     tb_dataset_describe(&ds, stdout, 10);
     if (ds.n < a.batch)
         tb_die("loader-bench --feed: --data has %lld images, fewer than one batch of %d; lower --batch-size",

@@ -170,11 +170,9 @@ static void require_same_classes(tb_train_run *r, const tb_dataset *tr, const tb
 /* --strict-data: a folder of the set that could not be read leaves its images out: the run stops, as for a bad
  * file (every rank indexed the same tree). */
 static void require_readable(tb_train_run *r, const char *flag, const char *path, const tb_dataset *ds) {
-    if (r->fl.strict_data && ds->unreadable > 0)
-        tb_train_die_together(r, "%s: %lld folder%s of '%s' could not be read, leaving their images out (first: "
-                              "%s); --strict-data needs the whole set: make them readable, or run without it",
-                              flag, (long long)ds->unreadable, ds->unreadable == 1 ? "" : "s", path,
-                              ds->first_unreadable);
+    char why[1024];
+    if (r->fl.strict_data && tb_dataset_unreadable(ds, path, why, sizeof why))
+        tb_train_die_together(r, "%s: %s", flag, why);
 }
 
 void tb_train_open_data(tb_train_run *r) {
