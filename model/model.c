@@ -2,6 +2,7 @@
  * transfers around the graph (see model.h). */
 #include "model/model.h"
 
+#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,14 @@ tb_model_opts tb_model_default_opts(void) {
     o.layout = TB_NCHW;
     o.fuse = TB_FUSE_BN;
     return o;
+}
+
+int tb_loss_scale_check(double s, char *why, size_t len) {
+    if (!(s > 0 && s < FLT_MIN)) return 0;
+    snprintf(why, len, "--loss-scale %g is below the smallest normal float (%g): the scaled loss would underflow to "
+             "0; give 0 (the precision's default) or a scale of at least %g",
+             s, (double)FLT_MIN, (double)FLT_MIN);
+    return -1;
 }
 
 tb_model_opts tb_model_opts_for(tb_precision p) {

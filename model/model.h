@@ -116,6 +116,9 @@ tb_model_opts tb_model_default_opts(void);
 /* Options for a precision: fp32/tf32 float32 NCHW, bf16 NHWC, fp16 NHWC
  * with loss scaling (2^16, growth every 2000 steps, as GradScaler). */
 tb_model_opts tb_model_opts_for(tb_precision p);
+/* A --loss-scale the scalers can use: 0 (the precision's default) or a
+ * normal float. 0 when s is one; else -1 with the line in why. */
+int tb_loss_scale_check(double s, char *why, size_t len);
 /* Builds the graph for inputs [<=max_batch, 3, height, width] and allocates
  * every buffer (parameters first, then the graph, whose conv plans may be
  * measured on the real buffers); parameters are zero until tb_model_init or

@@ -11,7 +11,6 @@
  * GradScaler; other precisions when asked): /grads holds the unscaled gradients the update used, and the
  * root attributes loss_scale and skipped_steps say at which scale and
  * whether the scaled gradients overflowed (then the update was skipped). */
-#include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,10 +104,8 @@ int tb_cmd_step(int argc, char **argv) {
     tb_cli_require("step", "ckpt", fl.ckpt);
     tb_cli_require("step", "batch", fl.batch);
     tb_cli_require("step", "out", fl.out);
-    if (fl.loss_scale > 0 && fl.loss_scale < FLT_MIN)
-        tb_die("step: --loss-scale %g is below the smallest normal float (%g): the scaled loss would underflow to 0; "
-               "give 0 (the precision's default) or a scale of at least %g",
-               fl.loss_scale, (double)FLT_MIN, (double)FLT_MIN);
+    char scale_why[256];
+    if (tb_loss_scale_check(fl.loss_scale, scale_why, sizeof scale_why) != 0) tb_die("step: %s", scale_why);
     const char *in_flag[2] = {"--ckpt", "--batch"}, *in_path[2] = {fl.ckpt, fl.batch};
     tb_output_not_input("step", "--out", fl.out, in_flag, in_path, 2);
     tb_output_path_require("step", fl.out, TB_OUT_CHECKPOINT, "step output", "--out");

@@ -1,6 +1,5 @@
 /* train_flags.c - the flags of `trainbench train`: defaults, the option
  * table (--help), and the checks that need no other rank. */
-#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,10 +77,8 @@ static void check_flags(tb_train_run *r) {
         tb_die("train: give --steps %d or --epochs %d, not both (--steps counts optimizer steps over all epochs)",
                f->steps, f->epochs);
     if (f->steps < 0) r->fl.steps = f->epochs > 0 ? 0 : 100;
-    if (f->loss_scale > 0 && f->loss_scale < FLT_MIN)
-        tb_die("train: --loss-scale %g is below the smallest normal float (%g): the scaled loss would underflow to 0; "
-               "give 0 (the precision's default) or a scale of at least %g",
-               f->loss_scale, (double)FLT_MIN, (double)FLT_MIN);
+    char why[256];
+    if (tb_loss_scale_check(f->loss_scale, why, sizeof why) != 0) tb_die("train: %s", why);
     if (f->scaling_min_s < 0 && f->scaling_min_s != -1) /* -1: not given (the backend's default) */
         tb_die("train: --scaling-min-seconds %g is negative; give 0 or more seconds", f->scaling_min_s);
     if (f->steps == 0 && f->epochs == 0) /* --steps 0 alone: 0 steps is what --epochs N leaves to the epochs */
