@@ -48,6 +48,7 @@ typedef struct {
     char results[TB_OPT_STR_MAX], nvjpeg[TB_OPT_STR_MAX], timeline[TB_OPT_STR_MAX];
     int batch, size, batches, warmup, train, eval, prefetch, seed, strict, repeat, index_only, index_threads;
     int rank, world, feed_unused, decode_streams, memory_every;
+    tb_decode_mode mode; /* --decode, parsed */
 } bench_args;
 
 static tb_loader *create_loader(const tb_loader_opts *lo) {
@@ -173,12 +174,11 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     tb_cli_require("loader-bench", "data", a->data);
     if (a->train && a->eval) tb_die("loader-bench: --train and --eval exclude each other");
     if (a->rank >= a->world) tb_die("loader-bench: --rank %d must be below --world %d", a->rank, a->world);
-    tb_decode_mode dm;
-    if (tb_decode_parse(a->decode, &dm) != 0) tb_die("loader-bench: --decode '%s' is unknown", a->decode);
+    if (tb_decode_parse(a->decode, &a->mode) != 0) tb_die("loader-bench: --decode '%s' is unknown", a->decode);
     if (a->nvjpeg[0]) { /* named now, not when the first GPU row starts */
         char err[600];
         tb_gpu_decoder_opts go = tb_gpu_decoder_defaults(-1, 1, 1);
-        if (dm != TB_DECODE_GPU)
+        if (a->mode != TB_DECODE_GPU)
             tb_die("loader-bench: --nvjpeg '%s' sets the GPU decoder, which only --decode gpu uses; add --decode gpu "
                    "or drop --nvjpeg",
                    a->nvjpeg);
@@ -210,7 +210,7 @@ static tb_loader_opts loader_opts(bench_args *a, const tb_dataset *ds) {
     lo.format = strcmp(a->format, "f32-nhwc") == 0  ? TB_OUT_F32_NHWC
                 : strcmp(a->format, "u8-nhwc") == 0 ? TB_OUT_U8_NHWC
                                                     : TB_OUT_F32_NCHW;
-    if (tb_decode_parse(a->decode, &lo.decode) != 0) tb_die("loader-bench: --decode '%s' is unknown", a->decode);
+    lo.decode = a->mode;
     lo.gpu_device = -1;
     lo.gpu_stages = a->decode_streams;
     lo.gpu_options = a->nvjpeg[0] ? a->nvjpeg : NULL;
