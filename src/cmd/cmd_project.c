@@ -36,7 +36,8 @@ static const char k_usage[] =
     "LIST: comma-separated changes, each one what-if column (--what-if) or applied to every column\n"
     "(--set): bucket=SIZE (5M, 512K), first-bucket=SIZE (the first bucket launched; 0: as the rest),\n"
     "bf16 (half the gradient bytes), fp32, no-overlap, overlap,\n"
-    "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto,\n"
+    "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto\n"
+    "(auto: the faster of ring and tree, as NCCL chooses; hier: a two-level all-reduce NCCL does not run),\n"
     "share=N (N ranks time-slice one device, as --share-gpu runs them: each rank's step holds the\n"
     "compute of N, and the all-reduces run after it, not overlapped).\n"
     "--out FILE: RUN.h5 copied with a /projection table (atomic; FILE may be RUN.h5 itself).";

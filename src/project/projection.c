@@ -120,10 +120,8 @@ int tb_allreduce_cost(const tb_fabric *f, int n, double bytes, tb_ar_cost *c, ch
         c->best = TB_AR_TREE;
         c->best_s = c->tree_s;
     }
-    if (c->hier_s < c->best_s) { /* false for NAN */
-        c->best = TB_AR_HIER;
-        c->best_s = c->hier_s;
-    }
+    /* hier is a what-if only (algo=hier): NCCL's tuner chooses between ring and tree (NVLS and
+     * CollNet need switch support the fabrics here do not describe), so AUTO does too. */
     return 0;
 }
 

@@ -16,7 +16,9 @@
  *   hier  2(p-1)/p S / B_intra + 2(m-1)/m S / B_net
  *         + 2(p-1) alpha_intra + 2(m-1) alpha_inter
  *         (reduce-scatter in the node, all-reduce of 1/p across nodes on
- *         all NICs at once, all-gather in the node; only when m > 1, p > 1)
+ *         all NICs at once, all-gather in the node; only when m > 1, p > 1;
+ *         a two-level all-reduce, as Horovod's hierarchical one, that NCCL
+ *         does not run: asked for by algo=hier, never chosen by auto)
  * The step and latency terms follow NCCL's own tuning model
  * (src/graph/tuning.cc: ring nsteps 2(n-1) with 2(nNodes-1) of them on the
  * network; tree 2((p-1) intra + log2(nNodes) inter)). busbw = algbw x
@@ -86,7 +88,7 @@ int tb_ar_algo_parse(const char *s, tb_ar_algo *a);
 typedef struct {
     int nodes, per_node;       /* m and p */
     double ring_s, tree_s, hier_s;  /* hier NAN on one node or one rank per node */
-    tb_ar_algo best;           /* the fastest of the three */
+    tb_ar_algo best;           /* the faster of ring and tree, NCCL's choice */
     double best_s;
 } tb_ar_cost;
 
@@ -94,7 +96,7 @@ typedef struct {
  * err when the fabric cannot carry it (more ranks than one node and no
  * network described). */
 int tb_allreduce_cost(const tb_fabric *f, int n, double bytes, tb_ar_cost *c, char *err, size_t errlen);
-/* The time of algorithm a (AUTO: the best). */
+/* The time of algorithm a (AUTO: the best of ring and tree). */
 double tb_ar_cost_time(const tb_ar_cost *c, tb_ar_algo a);
 /* Binomial-tree broadcast: ceil(log2 n) (alpha + S / B_ring). */
 double tb_bcast_cost(const tb_fabric *f, int n, double bytes);

@@ -79,7 +79,7 @@ static void print_inputs(FILE *f, tb_format fmt, const tb_proj_request *q) {
             k->batch_scale, 1e-6 * p->grad_bytes * k->byte_scale, k->byte_scale, nb, nb == 1 ? "" : "s",
             k->bucket_bytes / 1048576.0, first,
             k->share > 1 ? "off (ranks share a device)" : k->overlap ? "on" : "off",
-            k->algo == TB_AR_AUTO ? "the fastest of ring, tree, hier" : tb_ar_algo_name(k->algo),
+            k->algo == TB_AR_AUTO ? "the faster of ring and tree (NCCL's choice)" : tb_ar_algo_name(k->algo),
             1e-3 * p->state_bytes);
     tb_note(f, fmt, "fabric %s", fab);
     tb_note(f, fmt, "  source: %s", q->f->source);
