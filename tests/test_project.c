@@ -83,8 +83,13 @@ static void test_costs(void) {
     TB_CHECK(tb_allreduce_cost(&f3, 2, 1.25e8, &c, err, sizeof err) == 0, "2 hosts: %s", err);
     TB_CHECK_CLOSE(c.ring_s, 1.0 + 2 * 37e-6, 0, 1e-12, "ring, 2 ranks on 2 hosts");
     TB_CHECK(isnan(c.hier_s), "no hierarchy with one rank per node");
-    /* broadcast: ceil(log2 4) x (alpha + S/B) */
-    TB_CHECK_CLOSE(tb_bcast_cost(&f1, 4, 1e6), 2 * (5e-6 + 1e-5), 0, 1e-12, "broadcast, 4 ranks");
+    /* broadcast, a chain: base + 3 hops x alpha + S/B */
+    TB_CHECK_CLOSE(tb_bcast_cost(&f1, 4, 1e6), 3 * 5e-6 + 1e-5, 0, 1e-12, "broadcast, 4 ranks");
+    /* 32 ranks on 4 nodes of 8: base 8 us + 28 x 2 us + 3 x 10 us + 1e6 / 1e11 */
+    f2.base_us = 8;
+    TB_CHECK_CLOSE(tb_bcast_cost(&f2, 32, 1e6), 8e-6 + 28 * 2e-6 + 3 * 10e-6 + 1e-5, 0, 1e-12,
+                   "broadcast, 32 ranks on 4 nodes, with the base latency");
+    f2.base_us = 0;
     TB_CHECK(tb_bcast_cost(&f1, 1, 1e6) == 0, "no broadcast on one rank");
     /* a node without a network cannot carry two nodes' ranks */
     tb_fabric f4 = fab(8, 450, 3.4, 0, 0);

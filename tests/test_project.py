@@ -186,7 +186,7 @@ def project_here(ranges, phases, step_ms, batch, n, bw, alpha, cap, state_bytes,
         comm += c
         free = max(rd, free) + c
     exposed = max(0.0, free - bwd)
-    bcast = math.ceil(math.log2(n)) * (alpha + state_bytes / bw)
+    bcast = (n - 1) * alpha + state_bytes / bw  # NCCL's ring broadcast: a pipelined chain of n - 1 hops
     step = compute + exposed + bcast
     return {"step": step, "eff": compute / step, "exposed": exposed + bcast, "comm": comm}
 

@@ -80,12 +80,6 @@ static double ring_bw(const tb_fabric *f, int n, int m, int p) {
     return fmin(1e9 * f->intra_bw_GBps, net_bw(f, n, m, p));
 }
 
-static int ceil_log2(int m) {
-    int k = 0;
-    while ((1 << k) < m) k++;
-    return k;
-}
-
 /* NCCL's log2i (log2Down): the tree's network depth for m nodes */
 static int floor_log2(int m) {
     int k = 0;
@@ -138,8 +132,9 @@ double tb_bcast_cost(const tb_fabric *f, int n, double bytes) {
     if (n < 2 || !(bytes > 0)) return 0;
     int m, p;
     if (layout(f, n, &m, &p, NULL, 0) != 0) return NAN;
-    double a = 1e-6 * (m > 1 ? f->alpha_inter_us : f->alpha_intra_us);
-    return ceil_log2(n) * (a + bytes / ring_bw(f, n, m, p));
+    /* a pipelined chain from the root: n - m hops inside nodes, m - 1 between them */
+    return 1e-6 * (f->base_us + (n - m) * f->alpha_intra_us + (m - 1) * f->alpha_inter_us) +
+           bytes / ring_bw(f, n, m, p);
 }
 
 double tb_fabric_ring_busbw_GBps(const tb_fabric *f, int n) {

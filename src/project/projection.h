@@ -98,7 +98,13 @@ typedef struct {
 int tb_allreduce_cost(const tb_fabric *f, int n, double bytes, tb_ar_cost *c, char *err, size_t errlen);
 /* The time of algorithm a (AUTO: the best of ring and tree). */
 double tb_ar_cost_time(const tb_ar_cost *c, tb_ar_algo a);
-/* Binomial-tree broadcast: ceil(log2 n) (alpha + S / B_ring). */
+/* Broadcast as NCCL runs it (ring only, src/graph/tuning.cc): a pipelined
+ * chain from the root, base + (n-m) alpha_intra + (m-1) alpha_inter +
+ * S / B_ring. Every hop's latency counts (the last rank's first chunk
+ * passes n-1 ranks); NCCL's own model charges one hop where its channels
+ * are alike, but broadcast has no other algorithm for that to choose.
+ * MPI's binomial tree, ceil(log2 n) (alpha + S/B), is faster at many ranks
+ * for small S: for the CPU backend's MPI_Bcast this is an upper bound. */
 double tb_bcast_cost(const tb_fabric *f, int n, double bytes);
 /* The ring's bus bandwidth on n ranks (GB/s): the node's links on one
  * node, else the slower of them and the network per node; NAN when the
