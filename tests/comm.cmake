@@ -63,3 +63,15 @@ add_executable(test_nccl_bounded test_nccl_bounded.c)
 target_link_libraries(test_nccl_bounded PRIVATE tb_comm)
 add_test(NAME nccl_abort_bounded COMMAND test_nccl_bounded)
 set_tests_properties(nccl_abort_bounded PROPERTIES TIMEOUT 120)
+
+# --broadcast-buffers off: one broadcast fewer per step (MPI_Bcast bytes
+# counted by a preloaded PMPI shim), the same checkpoint, recorded
+if(TB_HAVE_MPI)
+  add_library(tb_count_bcast SHARED count_bcast.c)
+  target_link_libraries(tb_count_bcast PRIVATE MPI::MPI_C)
+  add_test(NAME broadcast_buffers_off_np2
+           COMMAND sh ${TB_TEST_DIR}/broadcast_buffers.sh ${TB_BIN} "${TB_PYTHON}" ${MPIEXEC_EXECUTABLE}
+                   $<TARGET_FILE:tb_count_bcast>)
+  set_tests_properties(broadcast_buffers_off_np2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300
+                       ENVIRONMENT "${TB_MPI_TEST_ENV}" PROCESSORS 2)
+endif()

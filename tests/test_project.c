@@ -259,8 +259,20 @@ static void test_step(void) {
     TB_CHECK_CLOSE(res.compute_s, 0.170, 1e-12, 0, "compute at batch x2");
     TB_CHECK_CLOSE(res.exposed_s, 0.030, 1e-12, 0, "exposed at batch x2");
     TB_CHECK_CLOSE(res.efficiency, 170.0 / 200.0, 0, 1e-12, "efficiency at batch x2");
-    /* one rank: no communication at all */
+    /* the BN statistics broadcast before every forward: 200 bytes on 2 ranks, a chain of one hop, alpha 0:
+     * 200 bytes / B = 30 ms on top of the 140 ms step; --broadcast-buffers off (the knob): none */
     k.batch_scale = 1;
+    p.state_bytes = 200;
+    k.bn_broadcast = 1;
+    TB_CHECK(tb_project(&p, &f, 2, &k, &res, NULL, err, sizeof err) == 0, "project, broadcast: %s", err);
+    TB_CHECK_CLOSE(res.bcast_s, 0.030, 1e-12, 0, "the broadcast's time");
+    TB_CHECK_CLOSE(res.step_s, 0.170, 1e-12, 0, "the step with the broadcast");
+    k.bn_broadcast = 0;
+    TB_CHECK(tb_project(&p, &f, 2, &k, &res, NULL, err, sizeof err) == 0 && res.bcast_s == 0,
+             "no broadcast with the knob off (got %g s)", res.bcast_s);
+    TB_CHECK_CLOSE(res.step_s, 0.140, 1e-12, 0, "the step without the broadcast");
+    p.state_bytes = 0;
+    /* one rank: no communication at all */
     TB_CHECK(tb_project(&p, &f, 1, &k, &res, NULL, err, sizeof err) == 0 && res.step_s == 0.100 &&
                  res.efficiency == 1.0 && res.comm_s == 0,
              "1 rank: step %g, eff %g", res.step_s, res.efficiency);

@@ -35,7 +35,8 @@ static const char k_usage[] =
     "fit:BENCH (an allreduce-bench table: its console output, nccl-tests' or --results file).\n"
     "LIST: comma-separated changes, each one what-if column (--what-if) or applied to every column\n"
     "(--set): bucket=SIZE (5M, 512K), first-bucket=SIZE (the first bucket launched; 0: as the rest),\n"
-    "bf16 (half the gradient bytes), fp32, no-overlap, overlap,\n"
+    "bf16 (half the gradient bytes), fp32, no-overlap, overlap, no-bn-broadcast (as --broadcast-buffers off),\n"
+    "bn-broadcast,\n"
     "batch=X (per-rank batch x X: compute scales, gradient bytes do not), algo=ring|tree|hier|auto\n"
     "(auto: the faster of ring and tree, as NCCL chooses; hier: a two-level all-reduce NCCL does not run),\n"
     "share=N (N ranks time-slice one device, as --share-gpu runs them: each rank's step holds the\n"
@@ -88,6 +89,10 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
         k->overlap = name[0] == 'o';
         snprintf(key, keylen, "%s", k->overlap ? "overlap" : "no_overlap");
         snprintf(label, lablen, "overlap %s", k->overlap ? "on" : "off");
+    } else if (strcmp(name, "no-bn-broadcast") == 0 || strcmp(name, "bn-broadcast") == 0) {
+        k->bn_broadcast = name[0] == 'b';
+        snprintf(key, keylen, "%s", k->bn_broadcast ? "bn_broadcast" : "no_bn_broadcast");
+        snprintf(label, lablen, "BN bcast %s", k->bn_broadcast ? "on" : "off");
     } else if (strcmp(name, "batch") == 0) {
         char *end;
         double v = strtod(val[0] == 'x' ? val + 1 : val, &end);
@@ -116,7 +121,7 @@ static int apply_change(const char *item, tb_proj_knobs *k, char *key, size_t ke
 bad:
     snprintf(err, errlen,
              "'%s' is not a change: use bucket=SIZE (1 byte or more), first-bucket=SIZE, bf16, fp32, no-overlap, "
-             "overlap, batch=X (1/1024 to 1024), share=N (1 to 64) or algo=ring|tree|hier|auto",
+             "overlap, no-bn-broadcast, bn-broadcast, batch=X (1/1024 to 1024), share=N (1 to 64) or algo=ring|tree|hier|auto",
              item);
     return -1;
 }

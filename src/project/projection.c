@@ -152,7 +152,7 @@ double tb_busbw_GBps(int n, double bytes, double seconds) {
 
 tb_proj_knobs tb_proj_knobs_of(const tb_proj_profile *p) {
     tb_proj_knobs k = {p->bucket_bytes, p->first_bucket_bytes, p->wire_scale > 0 ? p->wire_scale : 1.0, 1.0,
-                       p->overlap, TB_AR_AUTO, 1};
+                       p->overlap, p->bn_broadcast, TB_AR_AUTO, 1};
     return k;
 }
 
@@ -248,7 +248,7 @@ int tb_project(const tb_proj_profile *p, const tb_fabric *f, int ranks, const tb
     for (int i = 0; i < nb; i++) b[i].ready_s *= share;
     if (ranks > 1) {
         r->exposed_s = tb_proj_schedule(b, nb, share * p->backward_s * k->batch_scale, share > 1 ? 0 : k->overlap);
-        r->bcast_s = tb_bcast_cost(f, ranks, p->state_bytes);
+        r->bcast_s = k->bn_broadcast ? tb_bcast_cost(f, ranks, p->state_bytes) : 0;
         double bytes = p->grad_bytes * k->byte_scale;
         r->busbw_GBps = tb_busbw_GBps(ranks, bytes, r->comm_s);
     } else {

@@ -73,6 +73,7 @@ typedef struct {
     double bucket_bytes;       /* the run's bucket cap */
     double first_bucket_bytes; /* the run's first bucket cap (0: bucket_bytes) */
     int overlap;               /* the run overlapped buckets with backward */
+    int bn_broadcast;          /* the run broadcast the BN statistics before every forward */
     double wire_scale;         /* bytes on the wire per gradient byte (0.5: --allreduce-dtype bf16; 0: 1) */
     tb_grad_range *ranges;     /* in the order backward finished them */
     int nranges;
@@ -119,6 +120,7 @@ typedef struct {
     double byte_scale;         /* 1; 0.5 for bf16 gradients */
     double batch_scale;        /* per-rank batch x this: compute and ready times scale */
     int overlap;
+    int bn_broadcast;          /* the BN statistics broadcast before every forward */
     tb_ar_algo algo;
     int share;                 /* ranks time-slicing one device (--share-gpu); 0 or 1: a device each */
 } tb_proj_knobs;

@@ -190,6 +190,7 @@ int tb_proj_profile_from_results(const tb_results *r, tb_proj_profile *p, char *
     double bucket_mb = tb_results_num(r, "bucket_mb", NAN), first_mb = tb_results_num(r, "first_bucket_mb", NAN);
     if (bucket_mb > 0) p->bucket_bytes = bucket_mb * 1048576.0;
     if (first_mb >= 0) p->first_bucket_bytes = first_mb * 1048576.0;
+    p->bn_broadcast = tb_results_num(r, "broadcast_buffers", 1) != 0; /* recorded since --broadcast-buffers */
     p->wire_scale = tb_proj_wire_scale(r);
     if (nmeas > 0) {
         p->ranges = calloc((size_t)nmeas, sizeof *p->ranges);
@@ -246,7 +247,7 @@ static const char *profile_value_check(const char *key, double v) {
     if (strcmp(key, "grad_bytes_per_param") == 0) return v < 0.5 || v > 8 ? "0.5 to 8 bytes" : NULL;
     if (strcmp(key, "bucket_mb") == 0 || strcmp(key, "first_bucket_mb") == 0)
         return (v != 0 || key[0] == 'b') && (v < 1.0 / 1048576 || v > 1e6) ? "1 byte (1/1048576) to 1e6 MiB" : NULL;
-    if (strcmp(key, "overlap") == 0) return v != 0 && v != 1 ? "0 or 1" : NULL;
+    if (strcmp(key, "overlap") == 0 || strcmp(key, "broadcast_buffers") == 0) return v != 0 && v != 1 ? "0 or 1" : NULL;
     if (strstr(key, "_ms")) return v > 1e7 ? "0 to 1e7 ms" : NULL;
     return NULL;
 }
@@ -261,14 +262,14 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
         return -1;
     }
     char model[64] = "", name[256] = "", source[256] = "", line[1024];
-    double classes = 1000, image = 224, bpp = 4, bucket_mb = 25, first_bucket_mb = 0, overlap = 1;
+    double classes = 1000, image = 224, bpp = 4, bucket_mb = 25, first_bucket_mb = 0, overlap = 1, bcast = 1;
     double step = NAN, data = 0, h2d = 0, fwd = NAN, bwd = NAN, opt = 0;
     struct {
         const char *key;
         double *dst;
     } nums[] = {{"classes", &classes},   {"image_size", &image},    {"batch_size", &p->batch},
                 {"grad_bytes_per_param", &bpp}, {"bucket_mb", &bucket_mb}, {"first_bucket_mb", &first_bucket_mb},
-                {"overlap", &overlap},
+                {"overlap", &overlap},   {"broadcast_buffers", &bcast},
                 {"step_ms", &step},      {"data_ms", &data},        {"h2d_ms", &h2d},
                 {"forward_ms", &fwd},    {"backward_ms", &bwd},     {"optimizer_ms", &opt}};
     int lineno = 0, rc = 0;
@@ -307,7 +308,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
                 snprintf(err, errlen,
                          "%s:%d: unknown key '%s' (known: name, source, model, classes, image_size, "
                          "batch_size, grad_bytes_per_param, step_ms, data_ms, h2d_ms, forward_ms, "
-                         "backward_ms, optimizer_ms, bucket_mb, first_bucket_mb, overlap, measured)",
+                         "backward_ms, optimizer_ms, bucket_mb, first_bucket_mb, overlap, broadcast_buffers, measured)",
                          path, lineno, key);
                 rc = -1;
             } else if (tb_keyval_number(val, &v) != 0) {
@@ -352,6 +353,7 @@ int tb_proj_profile_from_file(const char *path, tb_proj_profile *p, tb_proj_publ
     p->bucket_bytes = bucket_mb * 1048576.0;
     p->first_bucket_bytes = first_bucket_mb * 1048576.0;
     p->overlap = overlap != 0;
+    p->bn_broadcast = bcast != 0;
     snprintf(p->ready_source, sizeof p->ready_source,
              "estimated from %s's per-layer work over the stated backward", model);
     snprintf(p->what, sizeof p->what, "%.100s: %.150s%s%.200s", path, name[0] ? name : model,

@@ -75,12 +75,12 @@ static void print_inputs(FILE *f, tb_format fmt, const tb_proj_request *q) {
      * may take it past it */
     tb_note(f, fmt,
             "projected with: batch x%g per rank, gradients %.1f MB (x%g bytes) in %d bucket%s closed at %.3g MiB%s, "
-            "overlap %s, all-reduce %s; BN statistics %.1f kB broadcast per step",
+            "overlap %s, all-reduce %s; BN statistics %.1f kB %s",
             k->batch_scale, 1e-6 * p->grad_bytes * k->byte_scale, k->byte_scale, nb, nb == 1 ? "" : "s",
             k->bucket_bytes / 1048576.0, first,
             k->share > 1 ? "off (ranks share a device)" : k->overlap ? "on" : "off",
             k->algo == TB_AR_AUTO ? "the faster of ring and tree (NCCL's choice)" : tb_ar_algo_name(k->algo),
-            1e-3 * p->state_bytes);
+            1e-3 * p->state_bytes, k->bn_broadcast ? "broadcast per step" : "not broadcast (--broadcast-buffers off)");
     tb_note(f, fmt, "fabric %s", fab);
     tb_note(f, fmt, "  source: %s", q->f->source);
 }

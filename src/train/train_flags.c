@@ -16,6 +16,7 @@ static void defaults(tb_train_flags *f) {
     snprintf(f->last_batch, sizeof f->last_batch, "drop");
     snprintf(f->comm, sizeof f->comm, "auto");
     snprintf(f->allreduce_dtype, sizeof f->allreduce_dtype, "fp32");
+    snprintf(f->broadcast_buffers, sizeof f->broadcast_buffers, "on");
     snprintf(f->cuda_graph, sizeof f->cuda_graph, "auto");
     snprintf(f->step_mode, sizeof f->step_mode, "auto");
     snprintf(f->layout, sizeof f->layout, "auto");
@@ -163,6 +164,10 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"first-bucket-mb", TB_OPT_DOUBLE, &f->first_bucket_mb, 0, 1e5, NULL,
          "size of the first bucket launched (the last layers'), smaller so communication starts early, as PyTorch DDP's; host and GPU paths (MiB; 0: --bucket-mb)"},
         {"no-overlap", TB_OPT_FLAG, &f->no_overlap, 0, 0, NULL, "all-reduce after backward instead of during it"},
+        {"broadcast-buffers", TB_OPT_CHOICE, f->broadcast_buffers, 0, 0, "on|off",
+         "BatchNorm running statistics from rank 0 to every rank before each forward, as PyTorch DDP's "
+         "broadcast_buffers (on); off: each rank keeps its own until evaluation or a checkpoint, which take rank "
+         "0's either way (training itself does not read them): one collective less per step"},
         {"comm", TB_OPT_CHOICE, f->comm, 0, 0, "auto|nccl|mpi", "gradient transport: nccl (CUDA, one rank per GPU), mpi (host buffers on the CPU, staged through pinned memory on CUDA); auto: nccl on CUDA with 2+ ranks when built, else mpi. Given explicitly, it is used on one rank too"},
         {"share-gpu", TB_OPT_FLAG, &f->share_gpu, 0, 0, NULL, "let ranks share a GPU (--comm mpi; or --comm nccl with NCCL >= 2.30 and NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the multi-rank paths on one GPU"},
         {"allreduce-dtype", TB_OPT_CHOICE, f->allreduce_dtype, 0, 0, "fp32|bf16", "GPU: gradients on the wire in bfloat16 (DDP's bf16 compression hook: half the bytes, ~2^-9 relative error per rank)"},

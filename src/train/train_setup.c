@@ -209,6 +209,7 @@ static void choose_comm(tb_train_run *r) {
         .no_bn_decay = f->no_bn_decay,
         .bucket_bytes = (size_t)(f->bucket_mb * 1048576.0),
         .overlap = !f->no_overlap,
+        .bn_broadcast = strcmp(f->broadcast_buffers, "off") != 0,
         .transport = path,
         .transport_on_one_rank = explicit_path,
         .first_bucket_bytes = (size_t)(f->first_bucket_mb * 1048576.0),
@@ -406,6 +407,7 @@ static void record_settings(tb_train_run *r) {
     tb_attrs_num(a, "bucket_mb", f->bucket_mb);
     tb_attrs_num(a, "first_bucket_mb", f->first_bucket_mb);
     tb_attrs_int(a, "overlap", !f->no_overlap);
+    tb_attrs_int(a, "broadcast_buffers", r->hp.bn_broadcast);
     const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
     char graph[256];
     snprintf(graph, sizeof graph, "%s%s", gwhy[0] ? "off: " : "on", gwhy);
@@ -461,12 +463,13 @@ static void print_header(const tb_train_run *r) {
                (double)res / 1048576.0);
     tb_train_print_epoch_plan(r);
     printf("# lr %s peak %.4g (base %.4g x %d/%d), warm-up %d steps; momentum %g%s, wd %g%s, "
-           "smoothing %g; buckets %g MiB (first %g), overlap %s; watchdog %s\n",
+           "smoothing %g; buckets %g MiB (first %g), overlap %s%s; watchdog %s\n",
            f->lr_schedule, r->sched.peak, f->lr, r->global_batch, f->lr_base_batch, f->lr_warmup_steps,
            f->momentum, f->nesterov ? " (Nesterov)" : "", f->weight_decay, f->no_bn_decay ? " (not on BN/bias)" : "",
            f->label_smoothing, f->bucket_mb,
            f->first_bucket_mb > 0 && f->first_bucket_mb < f->bucket_mb ? f->first_bucket_mb : f->bucket_mb,
-           f->no_overlap ? "off" : "on", r->mon ? "on" : "off");
+           f->no_overlap ? "off" : "on", r->hp.bn_broadcast ? "" : ", BN statistics not broadcast per step",
+           r->mon ? "on" : "off");
     const tb_transport_row *path = tb_trainer_transport(r->tr);
     if (path && path->on_device) {
         int c = 0, l = 0;

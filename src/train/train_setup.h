@@ -38,6 +38,7 @@ typedef struct {
     char last_batch[TB_OPT_STR_MAX];  /* drop | pad | keep (data/shard.h) */
     char comm[TB_OPT_STR_MAX];        /* auto | nccl | mpi */
     char allreduce_dtype[TB_OPT_STR_MAX]; /* fp32 | bf16 */
+    char broadcast_buffers[TB_OPT_STR_MAX]; /* on | off: BN statistics from rank 0 before every forward */
     char cuda_graph[TB_OPT_STR_MAX];  /* auto | on | off */
     char step_mode[TB_OPT_STR_MAX];   /* auto | sync | async */
     char layout[TB_OPT_STR_MAX];      /* auto | nchw | nhwc */

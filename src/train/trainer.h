@@ -14,7 +14,9 @@
  * batch counts exactly as much as its samples; a rank with no samples joins
  * every bucket with zeros and advances num_batches_tracked like the others.
  * BatchNorm running statistics are broadcast from rank 0 before every
- * forward, as PyTorch DDP does.
+ * forward, as PyTorch DDP does (hp.bn_broadcast; --broadcast-buffers off
+ * skips it: training never reads them, rank 0's own are the same either
+ * way, and evaluation, checkpoints and the replica check take rank 0's).
  *
  * Gradient transports: the rows of comm/grad_transport.h, picked by name
  * (hp.transport), or none (one rank, nothing to reduce):
@@ -62,6 +64,7 @@ typedef struct {
     size_t bucket_bytes;
     size_t first_bucket_bytes;   /* the first bucket launched, host and device paths (1 MiB as DDP; 0: cut like the rest) */
     int overlap;                 /* start buckets during backward */
+    int bn_broadcast;            /* BN running statistics from rank 0 before every forward */
     /* the device paths */
     const char *transport;       /* the row of comm/grad_transport.h ("mpi-host", "mpi-staged", "nccl";
                                     NULL: none) for more than one rank (and on one rank when explicit) */

@@ -149,8 +149,10 @@ int tb_trainer_step_body(tb_trainer *t, const tb_source_batch *b, int64_t step, 
     tb_model *m = t->m;
     tb_transport *tr = t->tr;
     if (md->sync || t->world > 1)
-        tb_monitor_progress(t->mon, step, "BatchNorm statistics broadcast", !tr_device_queued(t));
-    if (t->world > 1) tb_trainer_bcast(t, m->state, m->pt.n_state);
+        tb_monitor_progress(t->mon, step,
+                            t->hp.bn_broadcast ? "BatchNorm statistics broadcast" : "forward and backward",
+                            !tr_device_queued(t));
+    if (t->world > 1 && t->hp.bn_broadcast) tb_trainer_bcast(t, m->state, m->pt.n_state);
     if (tr) tr->row->begin(tr, step, md->slot);
     mark(t, md, E_BN);
     t->fault_nan = !md->capturing && tb_fault("nan", t->rank, step);
