@@ -133,7 +133,12 @@ static void start_limits(void) {
  * memory initialization" came first. That limit is meant for the files a
  * run writes: its soft value is lifted to the hard one across MPI_Init (1
  * returned: put *saved back after), and where the hard one is low too, a
- * singleton, which has no peer to share memory with, leaves the BTL out. */
+ * singleton, which has no peer to share memory with, leaves the BTL out.
+ * Open MPI 4's PMIx client maps its data store (gds ds21) into files too:
+ * under a hard limit below ~5 MiB MPI_Init printed nine "PMIX ERROR ...
+ * gds_ds21_lock_pthread.c" lines and aborted, under mpirun or alone; the
+ * hash store keeps it in memory (PMIX_MCA_gds=hash, unless the user set
+ * it), and the run reaches its own "File too large" line. */
 static int lift_fsize(struct rlimit *saved) { /* "low": under 64 MiB, the default segment with room for a larger one */
     if (getrlimit(RLIMIT_FSIZE, saved) != 0 || saved->rlim_cur == RLIM_INFINITY) return 0;
     int lifted = 0;
@@ -141,9 +146,13 @@ static int lift_fsize(struct rlimit *saved) { /* "low": under 64 MiB, the defaul
         struct rlimit up = {saved->rlim_max, saved->rlim_max};
         lifted = setrlimit(RLIMIT_FSIZE, &up) == 0;
     }
-#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+#ifdef OPEN_MPI
     rlim_t now = lifted ? saved->rlim_max : saved->rlim_cur;
-    if (now != RLIM_INFINITY && now < ((rlim_t)64 << 20) && !mpi_launched()) set_default("OMPI_MCA_btl", "self");
+    int low = now != RLIM_INFINITY && now < ((rlim_t)64 << 20);
+    if (low) set_default("PMIX_MCA_gds", "hash");
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+    if (low && !mpi_launched()) set_default("OMPI_MCA_btl", "self");
+#endif
 #endif
     return lifted;
 }

@@ -44,7 +44,7 @@ static void mark_aborted(void *p) {
     if (setjmp(trap.env) == 0) {
         tb_fatal_trap_set(&trap);
         tb_run_report_write_on_abort(rep, why);
-    } else {
+    } else if (strcmp(trap.msg, line) != 0) { /* the same failure as the run's error line: said once */
         tb_warn("results file '%s' not marked aborted: %s", rep->path, trap.msg);
     }
     tb_fatal_trap_set(NULL);
