@@ -78,7 +78,7 @@ set -eu
 
 TB_SCRIPT=hostfile.sh
 # shellcheck source=launch/common.sh
-. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+. "$(CDPATH='' cd -P -- "$(dirname -- "$0")" >/dev/null && pwd)/common.sh"
 
 np=${TB_NP:-}
 hostfile=${TB_HOSTFILE:-}

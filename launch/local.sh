@@ -49,7 +49,7 @@ set -eu
 
 TB_SCRIPT=local.sh
 # shellcheck source=launch/common.sh
-. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+. "$(CDPATH='' cd -P -- "$(dirname -- "$0")" >/dev/null && pwd)/common.sh"
 
 np=${TB_NP:-}
 while [ $# -gt 0 ]; do

@@ -359,5 +359,27 @@ expect_error "slurm_mpirun: node list and tasks disagree" "disagree" \
     sh "$L/slurm_mpirun.sbatch" trainbench
 expect_error "slurm_mpirun: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 
+echo "== CDPATH exported: cd prints the directory it found there, which must not join the path"
+# each script run as launch/NAME from the repository root, with CDPATH
+# pointing at the root (as a user's ~/.profile may)
+# shellcheck disable=SC2016  # expanded by the sh -c that runs it
+cd_root='cd "$0" && exec "$@"'
+expect_words "CDPATH: local.sh" "-np 1" "" \
+    CDPATH="$root" TB_CORES=4 sh -c "$cd_root" "$root" sh launch/local.sh -n 1 --dry-run -- trainbench
+expect_words "CDPATH: hostfile.sh" "-np 16" "" \
+    CDPATH="$root" sh -c "$cd_root" "$root" sh launch/hostfile.sh --hostfile "$H" --dry-run -- trainbench
+# shellcheck disable=SC2086
+expect_words "CDPATH: slurm.sbatch" "--mpi=pmix" "" \
+    $job CDPATH="$root" TB_DRY_RUN=1 sh -c "$cd_root" "$root" sh launch/slurm.sbatch trainbench
+# shellcheck disable=SC2086
+expect_words "CDPATH: slurm_mpirun.sbatch" "-np 16" "" \
+    $job CDPATH="$root" TB_DRY_RUN=1 sh -c "$cd_root" "$root" sh launch/slurm_mpirun.sbatch trainbench
+checks=$((checks + 1))
+got=$(run_clean CDPATH="$root" sh -c "$cd_root" "$root" sh launch/install_gpu.sh --dry-run --no-apt 2>&1) || true
+case $got in
+    *"-r $root/launch/cuda-wheels.txt"*) ;;
+    *) fail "CDPATH: install_gpu.sh --dry-run does not read $root/launch/cuda-wheels.txt: $got" ;;
+esac
+
 echo "# test_launch_scripts: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
