@@ -115,6 +115,7 @@ done
 # would land on the first host. So is a host named twice: Open MPI adds
 # up its slots.
 slots=$(awk '
+    NR == 1 && /^\357\273\277/ { print "bom"; err = 1; exit }  # a UTF-8 byte-order mark would join the first name
     /\r$/ { print "crlf " NR; err = 1; exit }
     { sub(/#.*/, ""); gsub(/[ \t]*=[ \t]*/, "="); $0 = $0 }  # "slots = 8" as Open MPI reads it
     NF == 0 { next }
@@ -122,12 +123,14 @@ slots=$(awk '
       for (i = 2; i <= NF; i++)  # count= and cpu= are Open MPI names of slots= too
           if ($i ~ /^(slots|count|cpu)=/) { n = substr($i, index($i, "=") + 1) }
       if (n == "") { print "bare " NR " " $1; err = 1; exit }
-      if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; err = 1; exit }
+      if (n !~ /^[0-9]+$/ || n + 0 < 1) { print "bad " NR ": " $0; err = 1; exit }  # + 0: 08 is 8, not text
       if ($1 in seen) { print "twice " NR " " $1 " " seen[$1]; err = 1; exit }
       seen[$1] = NR
-      hosts++; total += n }
+      hosts++; total += n }  # 08 and 010 as 8 and 10, as Open MPI reads them
     END { if (!err && hosts) print total " " hosts }' "$hostfile")
 case $slots in
+    bom) tb_die "hostfile $hostfile line 1: starts with a UTF-8 byte-order mark (invisible), which would become" \
+                "part of the first host's name: remove it with sed -i '1s/^\xEF\xBB\xBF//' $hostfile" ;;
     crlf*) tb_die "hostfile $hostfile line ${slots#crlf }: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//' $hostfile" ;;
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
     bare*) tb_bare=${slots#bare }

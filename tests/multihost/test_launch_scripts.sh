@@ -261,6 +261,14 @@ printf 'gpu01 slots=8\r\ngpu02 slots=8\r\n' >"$work/crlf_hosts"
 expect_error "hostfile: DOS line endings named, with the fix (not 'slots must be a positive number')" \
     "line 1: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//'" \
     "$L/hostfile.sh" --hostfile "$work/crlf_hosts" -- trainbench
+# a leading zero is a number, not text that sorts below "1" (awk compared "08" < 1 as strings)
+printf 'nodeA slots=08\nnodeB slots=010\n' >"$work/zero_hosts"
+expect_words "hostfile: slots=08 and slots=010 are 8 and 10 (as Open MPI reads them)" "-np 18" "" \
+    "$L/hostfile.sh" --hostfile "$work/zero_hosts" --dry-run -- trainbench
+printf '\357\273\277gpu01 slots=8\ngpu02 slots=8\n' >"$work/bom_hosts"
+expect_error "hostfile: a UTF-8 byte-order mark named, with the fix (not a host named <BOM>gpu01)" \
+    "line 1: starts with a UTF-8 byte-order mark (invisible), which would become part of the first host's name" \
+    "$L/hostfile.sh" --hostfile "$work/bom_hosts" -- trainbench
 printf 'gpu01 slots=8\ngpu02 slots=8\n# spare\ngpu01 slots=8\n' >"$work/twice_hosts"
 expect_error "hostfile: a host named twice (Open MPI adds up its slots)" \
     "line 4: gpu01 is named again (first on line 1); Open MPI would add up its slots" \
