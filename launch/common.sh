@@ -68,7 +68,7 @@ tb_passthrough_names() {
         tb_cvd=CUDA_VISIBLE_DEVICES
         [ "${1:-}" = slurm ] && tb_cvd= # Slurm sets each node's own: the batch node's would override them
         for tb_n in $tb_cvd CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
-                    OPENBLAS_NUM_THREADS ${TB_EXPORT:-}; do
+                    OPENBLAS_NUM_THREADS ${tb_export:-}; do
             if tb_is_set "$tb_n"; then echo "$tb_n"; fi
         done
         if [ "${1:-}" = remote ] || [ "${1:-}" = slurm ]; then
@@ -77,6 +77,33 @@ tb_passthrough_names() {
             done
         fi
     } | sort -u
+}
+
+# tb_check_export: TB_EXPORT's names (spaces or commas between them) as
+# tb_export. A word that is not a variable name (NCCL_*, MY-VAR) would make
+# tb_is_set fail and drop the exports after it unseen, so it stops the script.
+tb_check_export() {
+    tb_export=""
+    case $- in *f*) tb_noglob=1 ;; *) tb_noglob= ;; esac
+    set -f # NCCL_* must reach the check, not match files here
+    for tb_n in $(printf '%s\n' "${TB_EXPORT:-}" | tr ',' ' '); do
+        case $tb_n in
+            [0-9]* | *[!A-Za-z0-9_]*)
+                tb_die "TB_EXPORT: '$tb_n' is not a variable name (give names of letters, digits and _," \
+                    "separated by spaces or commas; NCCL_*, UCX_* and OMP_* are passed on already)" ;;
+        esac
+        tb_export="$tb_export $tb_n"
+    done
+    [ -n "$tb_noglob" ] || set +f
+}
+
+# tb_add_passthrough local|remote|slurm: -x NAME for every variable of
+# tb_passthrough_names, after TB_EXPORT's names are checked
+tb_add_passthrough() {
+    tb_check_export
+    for tb_name in $(tb_passthrough_names "$1"); do
+        tb_add -x "$tb_name"
+    done
 }
 
 # Fabric settings, collected as two lists of NAME=VALUE lines:

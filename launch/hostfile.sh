@@ -72,7 +72,8 @@
 #   TB_MPIRUN=mpirun       the launcher
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace (e.g.
 #                          "--mca plm_rsh_agent ssh --mca plm_rsh_args -p2222")
-#   TB_EXPORT=             more variable names to export, space-separated
+#   TB_EXPORT=             more variable names to export, separated by spaces
+#                          or commas
 #   TB_DRY_RUN=0           1: as --dry-run
 set -eu
 
@@ -162,9 +163,7 @@ else
     tb_add_socket_mapping # local rank r on GPU r: 0..k-1 on the first socket
 fi
 tb_add_mpirun_fabric
-for name in $(tb_passthrough_names remote); do
-    tb_add -x "$name"
-done
+tb_add_passthrough remote
 tb_add_split "${TB_MPIRUN_ARGS:-}"
 tb_add "$@"
 tb_finish

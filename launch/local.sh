@@ -43,7 +43,8 @@
 #                          to spread ranks evenly over the sockets
 #   TB_REPORT_BINDINGS=0   1: add --report-bindings (mpirun prints each
 #                          rank's cores)
-#   TB_EXPORT=             more variable names to export, space-separated
+#   TB_EXPORT=             more variable names to export, separated by spaces
+#                          or commas
 #   TB_DRY_RUN=0           1: as --dry-run
 set -eu
 
@@ -109,9 +110,7 @@ esac
 if [ "${TB_REPORT_BINDINGS:-0}" = 1 ]; then
     tb_add --report-bindings
 fi
-for name in $(tb_passthrough_names local); do
-    tb_add -x "$name"
-done
+tb_add_passthrough local
 tb_add_split "${TB_MPIRUN_ARGS:-}"
 tb_add "$@"
 tb_finish

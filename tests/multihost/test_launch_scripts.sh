@@ -238,6 +238,15 @@ expect_words "hostfile: PATH, LD_LIBRARY_PATH, NCCL_DEBUG exported; -n, prefix, 
     "NCCL_IB_HCA|UCX_" \
     LD_LIBRARY_PATH=/opt/lib NCCL_DEBUG=INFO TB_MPI_PREFIX=/opt/ompi TB_MPIRUN_ARGS="--mca plm_rsh_agent /x/agent.sh" \
     "$L/hostfile.sh" --hostfile "$H" -n 9 --dry-run -- trainbench
+expect_words "hostfile: TB_EXPORT with commas: each name exported, PATH and LD_LIBRARY_PATH still" \
+    "-x MY_A|-x MY_B|-x PATH|-x LD_LIBRARY_PATH" "MY_A,MY_B" \
+    TB_EXPORT="MY_A,MY_B" MY_A=1 MY_B=2 LD_LIBRARY_PATH=/opt/lib "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+# a word that is not a name made tb_is_set's eval fail in a subshell: -x PATH
+# and -x LD_LIBRARY_PATH vanished and the script still exited 0
+expect_error "hostfile: TB_EXPORT='NCCL_*' (a pattern) refused, named" "TB_EXPORT: 'NCCL_*' is not a variable name" \
+    TB_EXPORT="NCCL_*" LD_LIBRARY_PATH=/opt/lib "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_error "local: TB_EXPORT='MY_A MY-VAR' refused, named" "TB_EXPORT: 'MY-VAR' is not a variable name" \
+    TB_EXPORT="MY_A MY-VAR" TB_CORES=4 "$L/local.sh" -n 2 --dry-run -- trainbench
 expect_same_args "hostfile: printed line = what runs" \
     TB_MPIRUN="$work/fake_launcher" TB_IFACE=ib0 TB_IB_HCA="mlx5_0:1,mlx5_1:1" \
     "$L/hostfile.sh" --hostfile "$H" --fabric ib -- trainbench --results "x y.h5" "it's"
@@ -362,6 +371,9 @@ expect_words "slurm_mpirun: not the batch node's CUDA_VISIBLE_DEVICES (each node
 # shellcheck disable=SC2086
 expect_same_args "slurm_mpirun: printed line = what runs" \
     $job TB_MPIRUN="$work/fake_launcher" sh "$L/slurm_mpirun.sbatch" trainbench --results "x y.h5" "it's"
+# shellcheck disable=SC2086
+expect_error "slurm_mpirun: TB_EXPORT='1X' refused, named" "TB_EXPORT: '1X' is not a variable name" \
+    $job TB_EXPORT="1X" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 expect_error "slurm_mpirun: node list and tasks disagree" "disagree" \
     SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-3]" SLURM_TASKS_PER_NODE="4(x2)" TB_DRY_RUN=1 \
     sh "$L/slurm_mpirun.sbatch" trainbench
