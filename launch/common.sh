@@ -39,6 +39,10 @@ tb_die() {
     exit 2
 }
 
+tb_note() {
+    printf '%s\n' "$TB_SCRIPT: note: $*" >&2
+}
+
 tb_is_set() {
     eval "[ \"\${$1+x}\" = x ]"
 }
@@ -139,7 +143,8 @@ tb_mca() {
 #   TB_IB_TC        IB traffic class, e.g. 106 for a lossless RoCE queue
 #   TB_IFACE        TCP interface or subnet (eth0, ib0, 10.1.0.0/16)
 #   TB_NCCL_SOCKET_IFNAME  NCCL bootstrap interface (default: TB_IFACE when
-#                   it names interfaces; NCCL takes no subnets)
+#                   it names interfaces; NCCL takes no subnets: with one,
+#                   NCCL picks its interface, and a note says so)
 #   TB_GDR_LEVEL    NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS)
 #   TB_BTL          Open MPI BTLs for tcp (default tcp,self,vader)
 # tb_nccl_exact LIST: LIST as NCCL's exact match ("=mlx5_1:1"): NCCL
@@ -173,7 +178,12 @@ tb_fabric_ucx() {
     fi
 }
 
-tb_fabric() {
+# tb_nccl_ifname FABRIC: tb_ifname, NCCL's bootstrap interface:
+# TB_NCCL_SOCKET_IFNAME, else TB_IFACE when it names interfaces (NCCL takes
+# no subnets). An NCCL_SOCKET_IFNAME already set needs neither. Without any,
+# roce stops (its bootstrap must use the RoCE port's netdev); with a subnet
+# the other fabrics leave the interface to NCCL, and say so.
+tb_nccl_ifname() {
     tb_ifname=${TB_NCCL_SOCKET_IFNAME:-}
     if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
         case $TB_IFACE in
@@ -181,6 +191,23 @@ tb_fabric() {
             *) tb_ifname=$TB_IFACE ;;
         esac
     fi
+    if [ -n "$tb_ifname" ] || [ -n "${NCCL_SOCKET_IFNAME:-}" ]; then
+        return 0
+    fi
+    if [ "$1" = roce ] && [ -n "${TB_IFACE:-}" ]; then
+        tb_die "--fabric roce: TB_IFACE '$TB_IFACE' is a subnet, which NCCL's bootstrap does not take:" \
+            "also set TB_NCCL_SOCKET_IFNAME to the RoCE port's netdev (e.g. ens1f0np0: ibdev2netdev)"
+    elif [ "$1" = roce ]; then
+        tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's" \
+            "and MPI's TCP bootstrap, or NCCL_SOCKET_IFNAME set"
+    elif [ -n "${TB_IFACE:-}" ]; then
+        tb_note "TB_IFACE '$TB_IFACE' is a subnet, which NCCL does not take: NCCL picks its own interface" \
+            "(set TB_NCCL_SOCKET_IFNAME to name one)"
+    fi
+}
+
+tb_fabric() {
+    tb_nccl_ifname "$1"
     case $1 in
         auto)
             if [ -n "${TB_IFACE:-}" ]; then
@@ -195,11 +222,6 @@ tb_fabric() {
             # is taken for the other too; none given: both choose
             tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-}}}
             [ -z "$tb_gid" ] || tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
-            if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
-                tb_die "--fabric roce: TB_IFACE '$TB_IFACE' is a subnet, which NCCL's bootstrap does not take: also set TB_NCCL_SOCKET_IFNAME to the RoCE port's netdev (e.g. ens1f0np0: ibdev2netdev)"
-            fi
-            [ -n "$tb_ifname" ] ||
-                tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
             tb_fabric_ucx
             if [ -n "$tb_gid" ]; then
                 tb_env UCX_IB_GID_INDEX "$tb_gid"

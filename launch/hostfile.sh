@@ -19,7 +19,8 @@
 #   roce  as ib, plus the RoCE v2 GID index for UCX and NCCL
 #         (UCX_IB_GID_INDEX, NCCL_IB_GID_INDEX = TB_GID_INDEX) and the
 #         traffic class (TB_IB_TC); TB_IFACE (the RoCE port's netdev) is
-#         required: NCCL's bootstrap and MPI's out-of-band channel use it.
+#         required unless NCCL_SOCKET_IFNAME is set: NCCL's bootstrap and
+#         MPI's out-of-band channel use it.
 #   tcp   MPI over TCP (pml ob1, btl TB_BTL) limited to TB_IFACE
 #         (btl_tcp_if_include, oob_tcp_if_include); NCCL_IB_DISABLE=1 so NCCL
 #         uses sockets too, on NCCL_SOCKET_IFNAME.
@@ -54,7 +55,8 @@
 #   TB_IFACE=              interface or subnet for MPI's TCP traffic and
 #                          out-of-band channel (eth0, ib0, 10.1.0.0/16)
 #   TB_NCCL_SOCKET_IFNAME= NCCL_SOCKET_IFNAME (default: TB_IFACE when it is a
-#                          name; NCCL takes interface names, not subnets)
+#                          name; NCCL takes interface names, not subnets:
+#                          a subnet leaves NCCL to pick one, with a note)
 #   TB_GDR_LEVEL=          NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS);
 #                          unset: NCCL decides (GPUDirect RDMA needs
 #                          nvidia-peermem)

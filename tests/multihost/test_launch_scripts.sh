@@ -98,6 +98,18 @@ expect_error() {
     grep -qF -- "$msg" "$work/err" || fail "$name: stderr lacks '$msg': $(cat "$work/err")"
 }
 
+# expect_note NAME MESSAGE VAR=VALUE... CMD...: exit 0, MESSAGE on stderr
+expect_note() {
+    name=$1 msg=$2
+    shift 2
+    checks=$((checks + 1))
+    if ! run_clean "$@" >"$work/out" 2>"$work/err"; then
+        fail "$name: exit status, stderr: $(cat "$work/err")"
+        return
+    fi
+    grep -qF -- "$msg" "$work/err" || fail "$name: stderr lacks '$msg': $(cat "$work/err")"
+}
+
 # expect_same_args NAME VAR=VALUE... CMD...: the printed dry-run line run by
 # sh gives the fake launcher the same arguments as the script's own run
 expect_same_args() {
@@ -258,6 +270,16 @@ expect_error "hostfile: roce with a subnet as TB_IFACE names the subnet and the 
 expect_words "hostfile: roce, subnet for MPI, netdev for NCCL" \
     "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME==ens1f0np0" "" \
     TB_IFACE=10.1.0.0/16 TB_NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+# the header's promise: a variable already set wins, here the one roce needs
+expect_words "hostfile: roce with NCCL_SOCKET_IFNAME set and no TB_IFACE: taken as it is" \
+    "--mca pml ucx|-x NCCL_SOCKET_IFNAME" "NCCL_SOCKET_IFNAME=|oob_tcp_if_include" \
+    NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: roce, subnet for MPI, NCCL_SOCKET_IFNAME set for NCCL" \
+    "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME" "NCCL_SOCKET_IFNAME=" \
+    NCCL_SOCKET_IFNAME==ens1f0np0 TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_note "hostfile: tcp on a subnet says NCCL's interface is not constrained" \
+    "note: TB_IFACE '10.1.0.0/16' is a subnet, which NCCL does not take: NCCL picks its own interface" \
+    TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
 expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
