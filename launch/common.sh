@@ -308,13 +308,45 @@ tb_physical_cores() {
     fi
 }
 
+# tb_mpi_version: tb_mpiv, ${TB_MPIRUN:-mpirun} --version's output (read once)
+tb_mpi_version() {
+    [ -n "${tb_mpiv+x}" ] || tb_mpiv=$("${TB_MPIRUN:-mpirun}" --version 2>/dev/null) || tb_mpiv=""
+}
+
 # tb_mpi_major: the major version of ${TB_MPIRUN:-mpirun}'s Open MPI, from
 # its --version ("mpirun (Open MPI) 4.1.4"); 4 when it cannot tell (a dry
 # run without mpirun)
 tb_mpi_major() {
-    tb_v=$("${TB_MPIRUN:-mpirun}" --version 2>/dev/null |
-        sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    tb_mpi_version
+    tb_v=$(printf '%s\n' "$tb_mpiv" | sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
     echo "${tb_v:-4}"
+}
+
+# tb_check_mpirun: before a run (not a dry run, which may be read where
+# there is no MPI), ${TB_MPIRUN:-mpirun} is there and is Open MPI's: the
+# flags built here are Open MPI's, which MPICH's or Intel MPI's mpirun
+# first in PATH would misread
+tb_check_mpirun() {
+    [ "${TB_DRY_RUN:-0}" != 1 ] || return 0
+    tb_l=${TB_MPIRUN:-mpirun}
+    command -v "$tb_l" >/dev/null 2>&1 ||
+        tb_die "TB_MPIRUN '$tb_l' not found: install Open MPI (apt-get install openmpi-bin)," \
+            "load your site's (module load openmpi), or set TB_MPIRUN to its mpirun"
+    tb_mpi_version
+    case $tb_mpiv in
+        *"(Open MPI)"*) ;;
+        *) tb_die "TB_MPIRUN '$tb_l' ($(command -v "$tb_l")) is not Open MPI's (--version:" \
+               "'$(printf '%s\n' "$tb_mpiv" | head -n 1)'): put Open MPI's first in PATH (module load openmpi;" \
+               "apt-get install openmpi-bin) or set TB_MPIRUN to its mpirun" ;;
+    esac
+}
+
+# tb_check_srun: before a run, ${TB_SRUN:-srun} is there
+tb_check_srun() {
+    [ "${TB_DRY_RUN:-0}" != 1 ] || return 0
+    command -v "${TB_SRUN:-srun}" >/dev/null 2>&1 ||
+        tb_die "TB_SRUN '${TB_SRUN:-srun}' not found: Slurm's commands are not in PATH here" \
+            "(module load slurm), or set TB_SRUN to srun"
 }
 
 # tb_add_socket_mapping: a node's ranks fill its first socket, then the

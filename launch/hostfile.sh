@@ -71,7 +71,8 @@
 #                          GPU r only when -n uses every slot)
 #   TB_MPI_PREFIX=         Open MPI's install prefix on the nodes (--prefix),
 #                          when orted is not on the remote PATH
-#   TB_MPIRUN=mpirun       the launcher
+#   TB_MPIRUN=mpirun       the launcher: Open MPI's mpirun (checked before a
+#                          run: it must be in PATH and say "(Open MPI)")
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace (e.g.
 #                          "--mca plm_rsh_agent ssh --mca plm_rsh_args -p2222")
 #   TB_EXPORT=             more variable names to export, separated by spaces
@@ -151,6 +152,7 @@ fi
 
 tb_fabric "$fabric"
 
+tb_check_mpirun
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np" --hostfile "$hostfile"
 if [ -n "${TB_MPI_PREFIX:-}" ]; then
     tb_add --prefix "$TB_MPI_PREFIX"

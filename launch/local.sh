@@ -28,7 +28,8 @@
 #
 # Environment (knobs, with defaults):
 #   TB_NP=                 ranks, as -n (default above)
-#   TB_MPIRUN=mpirun       the launcher
+#   TB_MPIRUN=mpirun       the launcher: Open MPI's mpirun (checked before a
+#                          run: it must be in PATH and say "(Open MPI)")
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace
 #                          (e.g. "--mca btl self,vader")
 #   TB_CORES=              cores to share out (default: the physical cores
@@ -87,6 +88,7 @@ tb_need_count "-n (ranks)" "$np"
 cores=${TB_CORES:-$(tb_physical_cores)}
 tb_need_count TB_CORES "$cores"
 
+tb_check_mpirun
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np"
 if [ -n "${SLURM_JOB_ID:-}" ]; then # inside an allocation: this machine's cores, not the job's task count
     tb_add --mca ras ^slurm

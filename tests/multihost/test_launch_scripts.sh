@@ -25,9 +25,11 @@ fail() {
     failures=$((failures + 1))
 }
 
-# a fake launcher (mpirun, srun): prints its arguments one per line
+# a fake launcher (mpirun, srun): prints its arguments one per line; asked
+# for its --version alone, it is Open MPI's mpirun (the scripts check that)
 cat >"$work/fake_launcher" <<'EOF'
 #!/bin/sh
+[ "$*" != --version ] || { echo "mpirun (Open MPI) 4.1.4"; exit 0; }
 for a in "$@"; do printf '<%s>\n' "$a"; done
 EOF
 chmod +x "$work/fake_launcher"
@@ -199,6 +201,17 @@ expect_words "local: TB_PE" "--map-by slot:PE=2" "" TB_PE=2 TB_CORES=16 "$L/loca
 expect_same_args "local: printed line = what runs" \
     TB_MPIRUN="$work/fake_launcher" TB_CORES=4 NCCL_DEBUG=WARN \
     "$L/local.sh" -n 2 -- trainbench --results "x y.h5" "it's"
+# no mpirun, or MPICH's first in PATH: one line naming the fix, not
+# "exec: mpirun: not found" or MPICH misreading Open MPI's flags
+expect_error "local: no mpirun named, with the fix" \
+    "TB_MPIRUN '/nonexistent/mpirun' not found: install Open MPI (apt-get install openmpi-bin)" \
+    TB_MPIRUN=/nonexistent/mpirun TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
+mkdir -p "$work/mpich"
+printf '#!/bin/sh\necho "HYDRA build details:"\necho "    Version: 4.0.2"\n' >"$work/mpich/mpirun"
+chmod +x "$work/mpich/mpirun"
+expect_error "local: MPICH's mpirun first in PATH is refused" \
+    "TB_MPIRUN 'mpirun' ($work/mpich/mpirun) is not Open MPI's (--version: 'HYDRA build details:')" \
+    PATH="$work/mpich:$base_path" TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
 expect_error "local: -n 0" "-n (ranks) must be a positive number" "$L/local.sh" -n 0 -- trainbench
 expect_error "local: no command" "no command" "$L/local.sh" -n 2
 expect_error "local: bad option" "unknown option '--bogus'" "$L/local.sh" --bogus -- trainbench
@@ -281,6 +294,8 @@ expect_note "hostfile: tcp on a subnet says NCCL's interface is not constrained"
     "note: TB_IFACE '10.1.0.0/16' is a subnet, which NCCL does not take: NCCL picks its own interface" \
     TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
+expect_error "hostfile: MPICH's mpirun first in PATH is refused" "is not Open MPI's" \
+    PATH="$work/mpich:$base_path" "$L/hostfile.sh" --hostfile "$H" -- trainbench
 expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
 expect_error "hostfile: a directory as the hostfile (awk said 'read error (Is a directory)')" \
@@ -331,6 +346,9 @@ expect_words "slurm: roce knobs become the ranks' environment" \
 # shellcheck disable=SC2086
 expect_same_args "slurm: printed line = what runs" \
     $job TB_SRUN="$work/fake_launcher" TB_FABRIC=ib sh "$L/slurm.sbatch" trainbench --results "x y.h5" "it's"
+# shellcheck disable=SC2086
+expect_error "slurm: no srun named" "TB_SRUN 'no-such-srun' not found" \
+    $job TB_SRUN=no-such-srun sh "$L/slurm.sbatch" trainbench
 expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # containers: pyxis's srun options, or apptainer exec --nv in front of the command
 # shellcheck disable=SC2086
@@ -399,6 +417,9 @@ expect_error "slurm_mpirun: TB_EXPORT='1X' refused, named" "TB_EXPORT: '1X' is n
 expect_error "slurm_mpirun: node list and tasks disagree" "disagree" \
     SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-3]" SLURM_TASKS_PER_NODE="4(x2)" TB_DRY_RUN=1 \
     sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_error "slurm_mpirun: no mpirun named" "TB_MPIRUN 'no-such-mpirun' not found" \
+    $job TB_MPIRUN=no-such-mpirun sh "$L/slurm_mpirun.sbatch" trainbench
 expect_error "slurm_mpirun: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 
 echo "== CDPATH exported: cd prints the directory it found there, which must not join the path"
