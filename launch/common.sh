@@ -290,21 +290,98 @@ tb_add_env_fabric() {
     done
 }
 
-# tb_physical_cores: the cores (not hardware threads) this process may run
-# on: those of the CPUs in its affinity (a Slurm job's or container's
-# cpuset), not every core of the machine
-tb_physical_cores() {
+# tb_cpu_layout: "CORES SOCKETS PER_SOCKET" of the CPUs this process may
+# run on (its affinity: a Slurm job's or container's cpuset, not every core
+# of the machine): their cores (not hardware threads), the sockets holding
+# them and the fewest of those cores on one socket; "0 0 0" without lscpu
+tb_cpu_layout() {
     tb_allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>/dev/null)
-    tb_c=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v allowed="$tb_allowed" '
+    lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v allowed="$tb_allowed" '
         BEGIN { n = split(allowed, r, ","); for (i = 1; i <= n; i++) { m = split(r[i], ab, "-");
                 lo = ab[1]; hi = (m > 1 ? ab[2] : ab[1]); for (c = lo; c <= hi; c++) ok[c] = 1 } }
         /^#/ { next }
-        allowed == "" || ($1 in ok) { core[$2 "," $3] = 1 }
-        END { for (k in core) t++; print t + 0 }') || tb_c=0
+        (allowed == "" || ($1 in ok)) && !(($2 "," $3) in core) { core[$2 "," $3] = 1; t++; per[$3]++ }
+        END { for (s in per) { ns++; if (min == "" || per[s] < min) min = per[s] }
+              print t + 0, ns + 0, min + 0 }'
+}
+
+# tb_physical_cores: the cores of tb_cpu_layout; nproc without lscpu
+tb_physical_cores() {
+    tb_c=$(tb_cpu_layout) || tb_c=0
+    tb_c=${tb_c%% *}
     if [ "${tb_c:-0}" -gt 0 ] 2>/dev/null; then
         echo "$tb_c"
     else
         nproc 2>/dev/null || echo 1
+    fi
+}
+
+# tb_sockets CORES: tb_nsock, this node's sockets, and tb_sock_cores, the
+# cores of each: TB_SOCKETS and CORES / TB_SOCKETS when it is set, else
+# those of tb_cpu_layout (1 socket when it cannot tell)
+tb_sockets() {
+    if [ -n "${TB_SOCKETS:-}" ]; then
+        tb_need_count TB_SOCKETS "$TB_SOCKETS"
+        tb_nsock=$TB_SOCKETS
+        tb_sock_cores=$(($1 / TB_SOCKETS))
+    else
+        tb_c=$(tb_cpu_layout) || tb_c="0 0 0"
+        tb_sock_cores=${tb_c##* }
+        tb_c=${tb_c#* }
+        tb_nsock=${tb_c%% *}
+    fi
+    [ "$tb_nsock" -ge 1 ] 2>/dev/null || tb_nsock=1
+}
+
+# tb_per_socket RANKS PE CORES: tb_pps, the ranks each socket of a node
+# takes when its RANKS ranks of PE cores share its sockets evenly and fit
+# them (RANKS empty: the nodes' counts differ); else empty, with a note when
+# the node has several sockets: the ranks then take cores in order, and
+# fill socket 0 before the next
+tb_per_socket() {
+    tb_pps=""
+    tb_sockets "$3"
+    [ "$tb_nsock" -gt 1 ] || return 0
+    tb_how="ranks take cores in order, filling socket 0 first"
+    if [ -z "$1" ]; then
+        tb_note "the nodes run different numbers of ranks: $tb_how"
+    elif [ $(($1 % tb_nsock)) -ne 0 ]; then
+        tb_note "$1 ranks a node do not divide evenly over its $tb_nsock sockets: $tb_how"
+    elif [ $(($1 * $2 / tb_nsock)) -gt "$tb_sock_cores" ]; then
+        tb_note "$(($1 / tb_nsock)) ranks of $2 cores do not fit a socket's $tb_sock_cores cores: $tb_how"
+    else
+        tb_pps=$(($1 / tb_nsock))
+    fi
+}
+
+# tb_map_pe RANKS PE CORES: tb_map, the --map-by for RANKS ranks a node of
+# PE cores each: ppr:N:socket:PE=PE (Open MPI 5: package), N ranks on each
+# socket (local ranks 0..N-1 on the first), when tb_per_socket finds N; else
+# slot:PE=PE
+# shellcheck disable=SC2034  # tb_map is the caller's
+tb_map_pe() {
+    tb_per_socket "$@"
+    if [ -z "$tb_pps" ]; then
+        tb_map=slot:PE=$2
+    elif [ "$(tb_mpi_major)" -ge 5 ] 2>/dev/null; then
+        tb_map=ppr:$tb_pps:package:PE=$2
+    else
+        tb_map=ppr:$tb_pps:socket:PE=$2
+    fi
+}
+
+# tb_slurm_pe: tb_cores, this node's cores (TB_CORES, else its CPU set's),
+# and tb_pe, SLURM_CPUS_PER_TASK in cores: where Slurm counts hardware
+# threads as CPUs (SLURM_CPUS_ON_NODE above the cores), 12 CPUs a task on
+# 2 threads a core are 6 cores
+tb_slurm_pe() {
+    tb_need_count SLURM_CPUS_PER_TASK "$SLURM_CPUS_PER_TASK"
+    tb_cores=${TB_CORES:-$(tb_physical_cores)}
+    tb_need_count TB_CORES "$tb_cores"
+    tb_pe=$SLURM_CPUS_PER_TASK
+    if tb_is_uint "${SLURM_CPUS_ON_NODE:-}" && [ "$SLURM_CPUS_ON_NODE" -gt "$tb_cores" ]; then
+        tb_pe=$((SLURM_CPUS_PER_TASK * tb_cores / SLURM_CPUS_ON_NODE))
+        [ "$tb_pe" -ge 1 ] || tb_pe=1
     fi
 }
 
@@ -413,6 +490,14 @@ tb_slurm_nodes() {
         }
         if (term != "") expand(term)
     }'
+}
+
+# tb_slurm_uniform_tpn: the tasks each node of the job runs when all run as
+# many; nothing when they differ or Slurm does not say
+tb_slurm_uniform_tpn() {
+    [ -n "${SLURM_TASKS_PER_NODE:-}${SLURM_NTASKS_PER_NODE:-}" ] || return 0
+    tb_u=$(tb_slurm_tasks_per_node | sort -u)
+    case $tb_u in '' | *[!0-9]*) ;; *) echo "$tb_u" ;; esac
 }
 
 # tb_slurm_tasks_per_node: one count a line, in node order, from

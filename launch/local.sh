@@ -7,8 +7,12 @@
 # Runs `mpirun -np N --map-by slot:PE=K --bind-to core ... -x NAME ... CMD`
 # with K = cores / N, so rank r owns cores r*K .. r*K+K-1 (its compute and
 # loader threads stay there), and with every variable below that is set
-# exported to the ranks by name. --dry-run prints that command on one line
-# and exits 0.
+# exported to the ranks by name. On a machine of S sockets, when S divides
+# N and N/S ranks of K cores fit a socket, the mapping is instead
+# --map-by ppr:N/S:socket:PE=K (Open MPI 5: package): N/S ranks on each
+# socket, 0..N/S-1 on the first (slot:PE=K would fill socket 0 first and
+# could put a rank across two); otherwise slot:PE=K, with a note.
+# --dry-run prints the command on one line and exits 0.
 #
 # -n N (or TB_NP): ranks. Default: the GPUs this job may use (the entries of
 #   CUDA_VISIBLE_DEVICES when it is set, up to the first CUDA cannot read,
@@ -35,13 +39,15 @@
 #   TB_CORES=              cores to share out (default: the physical cores
 #                          of the CPUs this process may use, from lscpu and
 #                          its affinity: a job's cpuset; else nproc)
+#   TB_SOCKETS=            sockets to share the ranks over (default: the
+#                          sockets of those cores, from lscpu)
 #   TB_PE=                 cores per rank (default: TB_CORES / N, at least 1)
 #   TB_BIND=core           core: each rank bound to its TB_PE cores;
 #                          none: no binding and no PE mapping. When N >
 #                          TB_CORES the ranks cannot have cores of their own:
 #                          --oversubscribe --bind-to none, with a note.
-#   TB_MAP_BY=slot:PE=K    mapping when TB_BIND=core, e.g. ppr:4:socket:PE=8
-#                          to spread ranks evenly over the sockets
+#   TB_MAP_BY=             mapping when TB_BIND=core, in place of the
+#                          ppr:N/S:socket:PE=K or slot:PE=K above
 #   TB_REPORT_BINDINGS=0   1: add --report-bindings (mpirun prints each
 #                          rank's cores)
 #   TB_EXPORT=             more variable names to export, separated by spaces
@@ -104,7 +110,9 @@ case ${TB_BIND:-core} in
         else
             pe=${TB_PE:-$((cores / np))}
             tb_need_count TB_PE "$pe"
-            tb_add --map-by "${TB_MAP_BY:-slot:PE=$pe}" --bind-to core
+            tb_map=${TB_MAP_BY:-}
+            [ -n "$tb_map" ] || tb_map_pe "$np" "$pe" "$cores" # the sockets shared evenly when they can be
+            tb_add --map-by "$tb_map" --bind-to core
         fi ;;
     none) tb_add --bind-to none ;;
     *) tb_die "TB_BIND must be core or none, got '$TB_BIND'" ;;

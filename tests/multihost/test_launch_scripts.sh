@@ -46,9 +46,11 @@ printf '# two nodes, eight GPUs each\nnodeA slots=8\nnodeB slots=8   # comment\n
 base_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if [ "$(id -u)" = 0 ]; then root_flag=" --allow-run-as-root"; else root_flag=""; fi
 
-# out VAR=VALUE... -- CMD...: stdout of CMD in a clean environment
+# out VAR=VALUE... -- CMD...: stdout of CMD in a clean environment, on one
+# socket (TB_SOCKETS=1: this machine's own must not change the expected
+# lines; the socket cases name theirs, TB_SOCKETS= reads lscpu)
 run_clean() {
-    env -i PATH="$base_path" HOME=/nonexistent "$@"
+    env -i PATH="$base_path" HOME=/nonexistent TB_SOCKETS=1 "$@"
 }
 
 # expect_line NAME EXPECTED VAR=VALUE... -- CMD...
@@ -154,6 +156,9 @@ for s in local.sh hostfile.sh slurm.sbatch slurm_mpirun.sbatch; do
     done
 done
 
+# Open MPI 5's mpirun, as far as --version tells
+printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
+chmod +x "$work/mpirun5"
 echo "== local.sh"
 expect_line "local -n 2, 8 cores" \
     "mpirun -np 2$root_flag --map-by slot:PE=4 --bind-to core trainbench train --steps 2" \
@@ -198,6 +203,33 @@ expect_words "local: TB_MAP_BY, TB_PE" \
     "--map-by ppr:2:socket:PE=3|--bind-to core" "" \
     TB_MAP_BY=ppr:2:socket:PE=3 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
 expect_words "local: TB_PE" "--map-by slot:PE=2" "" TB_PE=2 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
+# sockets: 8 ranks on 2 x 56 cores went all to socket 0 (slot:PE=6 fills it
+# first); 2 x 64 cores with PE=12 put a rank across both
+expect_line "local: 8 ranks on 2 sockets of 56 cores: 4 on each" \
+    "mpirun -np 8$root_flag --map-by ppr:4:socket:PE=14 --bind-to core trainbench" \
+    TB_SOCKETS=2 TB_CORES=112 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: TB_PE=6, 8 ranks, 2 sockets" "--map-by ppr:4:socket:PE=6" "slot:" \
+    TB_PE=6 TB_SOCKETS=2 TB_CORES=112 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: Open MPI 5 calls a socket a package" "--map-by ppr:4:package:PE=16" "slot:" \
+    TB_MPIRUN="$work/mpirun5" TB_SOCKETS=2 TB_CORES=128 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: 6 ranks on 4 sockets: slot mapping kept" "--map-by slot:PE=2" "ppr:" \
+    TB_SOCKETS=4 TB_CORES=16 "$L/local.sh" -n 6 --dry-run -- trainbench
+expect_note "local: 6 ranks on 4 sockets: the note says why" \
+    "note: 6 ranks a node do not divide evenly over its 4 sockets: ranks take cores in order, filling socket 0 first" \
+    TB_SOCKETS=4 TB_CORES=16 "$L/local.sh" -n 6 --dry-run -- trainbench
+expect_words "local: 2 ranks of 12 cores do not fit 2 sockets of 8: slot mapping kept" "--map-by slot:PE=12" "ppr:" \
+    TB_PE=12 TB_SOCKETS=2 TB_CORES=16 "$L/local.sh" -n 2 --dry-run -- trainbench
+checks=$((checks + 1))
+if command -v taskset >/dev/null 2>&1 && taskset -c 0,1 true 2>/dev/null; then
+    # the sockets from lscpu (here a fake one: CPUs 0 and 1 on sockets 0 and 1)
+    mkdir -p "$work/lscpubin"
+    printf '#!/bin/sh\necho "# CPU,Core,Socket"\necho 0,0,0\necho 1,1,1\n' >"$work/lscpubin/lscpu"
+    chmod +x "$work/lscpubin/lscpu"
+    got=$(run_clean PATH="$work/lscpubin:$base_path" TB_SOCKETS= taskset -c 0,1 "$L/local.sh" -n 2 --dry-run \
+        -- trainbench 2>/dev/null)
+    [ "$got" = "mpirun -np 2$root_flag --map-by ppr:1:socket:PE=1 --bind-to core trainbench" ] ||
+        fail "local: the sockets lscpu lists: got $got"
+fi
 expect_same_args "local: printed line = what runs" \
     TB_MPIRUN="$work/fake_launcher" TB_CORES=4 NCCL_DEBUG=WARN \
     "$L/local.sh" -n 2 -- trainbench --results "x y.h5" "it's"
@@ -223,8 +255,6 @@ expect_line "hostfile: auto fabric, slots summed" \
     "mpirun -np 16 --hostfile $H$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench train" \
     "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench train
 # Open MPI 5 (PRRTE) refuses --rank-by core: the socket mapping in its words
-printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
-chmod +x "$work/mpirun5"
 expect_line "hostfile: Open MPI 5's socket mapping" \
     "$work/mpirun5 -np 16 --hostfile $H$root_flag --map-by package:nooversubscribe --rank-by fill --bind-to package -x PATH trainbench" \
     TB_MPIRUN="$work/mpirun5" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
@@ -344,6 +374,13 @@ expect_words "slurm: roce knobs become the ranks' environment" \
     $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
     TB_SRUN_ARGS=--gpus-per-task=1 TB_DRY_RUN=1 sh "$L/slurm.sbatch" -- trainbench
 # shellcheck disable=SC2086
+expect_line "slurm: 8 tasks a node on 2 sockets: 4 on each" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 --ntasks-per-socket=4 trainbench" \
+    $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm: 8 tasks a node on 3 sockets: no --ntasks-per-socket" "--distribution=block:block" \
+    "ntasks-per-socket" $job TB_SOCKETS=3 TB_CORES=96 TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
 expect_same_args "slurm: printed line = what runs" \
     $job TB_SRUN="$work/fake_launcher" TB_FABRIC=ib sh "$L/slurm.sbatch" trainbench --results "x y.h5" "it's"
 # shellcheck disable=SC2086
@@ -393,6 +430,17 @@ gpu08 slots=8" ] || fail "slurm_mpirun: hostfile is '$(cat "$work/job.hosts" 2>/
 expect_words "slurm_mpirun: 12 CPUs a task are 6 cores on 2 threads a core" \
     "--map-by slot:PE=6|-x OMP_NUM_THREADS=12" "PE=12" \
     $job SLURM_CPUS_ON_NODE=96 TB_CORES=48 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: 8 ranks of 12 cores on 2 x 64 cores: 4 on each socket, none across" \
+    "--map-by ppr:4:socket:PE=12" "slot:" $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: 2 x 56 cores, 2 threads a core: 4 ranks of 6 cores on each socket" \
+    "--map-by ppr:4:socket:PE=6" "slot:" \
+    $job SLURM_CPUS_ON_NODE=224 TB_SOCKETS=2 TB_CORES=112 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+expect_note "slurm_mpirun: nodes with different task counts keep the slot mapping, and say so" \
+    "note: the nodes run different numbers of ranks: ranks take cores in order" \
+    SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-2],login3" SLURM_TASKS_PER_NODE="4(x2),2" SLURM_CPUS_PER_TASK=4 \
+    TB_SOCKETS=2 TB_CORES=16 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_words "slurm_mpirun: Slurm counting cores keeps PE=12" "--map-by slot:PE=12" "PE=6" \
     $job SLURM_CPUS_ON_NODE=96 TB_CORES=96 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
