@@ -27,7 +27,7 @@
 #
 # In a container (launch/container/): the images run this script inside
 # (their default command is `launch/local.sh -- trainbench`):
-#   docker run --rm --gpus all --ipc=host trainbench [launch/local.sh -- trainbench ARGS]
+#   docker run --rm --gpus all --ipc=host -v "$PWD":/out -w /out trainbench [local.sh -- trainbench ARGS]
 #   apptainer exec --nv trainbench.sif /opt/trainbench/launch/local.sh -- trainbench ARGS
 #
 # Environment (knobs, with defaults):

@@ -388,10 +388,23 @@ expect_error "slurm: no srun named" "TB_SRUN 'no-such-srun' not found" \
     $job TB_SRUN=no-such-srun sh "$L/slurm.sbatch" trainbench
 expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # containers: pyxis's srun options, or apptainer exec --nv in front of the command
+# pyxis: the submit directory mounted and the tasks' working directory, so
+# the results file (trainbench_results.h5 there by default) outlives the
+# container; the user's mounts after it
 # shellcheck disable=SC2086
-expect_line "slurm: pyxis image and mounts" \
-    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/data:/data trainbench --data /data/train" \
-    $job TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench --data /data/train
+expect_line "slurm: pyxis image and mounts, the submit directory the working directory" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/home/u/run:/home/u/run,/data:/data --container-workdir=/home/u/run trainbench --data /data/train" \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 \
+    sh "$L/slurm.sbatch" trainbench --data /data/train
+# shellcheck disable=SC2086
+expect_words "slurm: pyxis without TB_CONTAINER_MOUNTS: the submit directory alone" \
+    "--container-mounts=/home/u/run:/home/u/run|--container-workdir=/home/u/run" "," \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm: pyxis, the submit directory mounted by the user already: once" \
+    "--container-mounts=/data:/data,/home/u/run:/home/u/run:ro" "run,/data" \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb TB_CONTAINER_MOUNTS=/data:/data,/home/u/run:/home/u/run:ro \
+    TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_line "slurm: apptainer exec --nv per task" \
     "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 apptainer exec --nv --bind /data /img/trainbench.sif trainbench" \
@@ -399,6 +412,15 @@ expect_line "slurm: apptainer exec --nv per task" \
 # shellcheck disable=SC2086
 expect_error "slurm: two container kinds at once" "set one" \
     $job TB_SIF=/img/x.sif TB_CONTAINER_IMAGE=x TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# docker run --rm: the results file is written in the working directory,
+# which must be the host's (-w on a -v mount) or it goes with the container;
+# the image's default command must then not depend on the working directory
+checks=$((checks + 1))
+# shellcheck disable=SC2016  # $PWD as the docs write it
+grep -n 'docker run --rm --gpus' "$root/README.md" "$root/docs/building.md" "$root/launch/container/Dockerfile" "$L/local.sh" |
+    grep -v -e '-v "$PWD":/out -w /out' | while IFS= read -r l; do echo "FAIL docker run without -w on a mount: $l"; done |
+    grep . && failures=$((failures + 1))
+grep -q '^CMD \["/' "$L/container/Dockerfile" || fail "Dockerfile: CMD not by its full path (docker run -w moves)"
 checks=$((checks + 1))
 for d in "--nodes=" "--ntasks-per-node=" "--gpus-per-node=" "--cpus-per-task="; do
     grep -q "^#SBATCH $d" "$L/slurm.sbatch" || fail "slurm.sbatch has no #SBATCH $d"
