@@ -110,6 +110,14 @@ tb_add_passthrough() {
     done
 }
 
+# tb_visible_gpus: the GPUs CUDA_VISIBLE_DEVICES lets CUDA see: the entries
+# up to the first it cannot read (an index, GPU-UUID or MIG-UUID), so "",
+# -1 or Slurm's NoDevFiles hide every GPU
+tb_visible_gpus() {
+    printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' |
+        awk '/^([0-9]+|GPU-.+|MIG-.+)$/ { n++; next } { exit } END { print n + 0 }'
+}
+
 # Fabric settings, collected as two lists of NAME=VALUE lines:
 #   TB_SET_ENV  environment variables for every rank (NCCL_*, UCX_*)
 #   TB_SET_MCA  Open MPI MCA parameters (mpirun --mca NAME VALUE, or

@@ -30,7 +30,9 @@
 # Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*, TB_GRAD_SYNC_*,
 # CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS, PATH, LD_LIBRARY_PATH and the
-# names in TB_EXPORT. Running as root adds --allow-run-as-root.
+# names in TB_EXPORT. Running as root adds --allow-run-as-root. A
+# CUDA_VISIBLE_DEVICES that hides every GPU ('', -1, NoDevFiles) is passed
+# on too, with a warning.
 #
 # In a container (launch/container/): each rank as `apptainer exec --nv
 # trainbench.sif trainbench ARGS` after the --, started by this node's
@@ -151,6 +153,11 @@ if [ "$np" -gt "${slots%% *}" ]; then
 fi
 
 tb_fabric "$fabric"
+# this node's CUDA_VISIBLE_DEVICES travels to every rank of every node
+if tb_is_set CUDA_VISIBLE_DEVICES && [ "$(tb_visible_gpus)" -eq 0 ]; then
+    echo "$TB_SCRIPT: warning: CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU, and goes to every rank" \
+        "on every node: unset it, or set the GPUs the nodes should use" >&2
+fi
 
 tb_check_mpirun
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np" --hostfile "$hostfile"

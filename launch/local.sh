@@ -78,10 +78,7 @@ done
 if [ -z "$np" ]; then
     np=0
     if tb_is_set CUDA_VISIBLE_DEVICES; then
-        # CUDA takes the entries up to the first it cannot read (an index,
-        # GPU-UUID or MIG-UUID): "", -1 or Slurm's NoDevFiles hide every GPU
-        np=$(printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' |
-            awk '/^([0-9]+|GPU-.+|MIG-.+)$/ { n++; next } { exit } END { print n + 0 }')
+        np=$(tb_visible_gpus)
         [ "$np" -gt 0 ] ||
             echo "$TB_SCRIPT: note: CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU: 1 rank (-n N for more)" >&2
     elif command -v nvidia-smi >/dev/null 2>&1; then

@@ -323,6 +323,12 @@ expect_words "hostfile: roce, subnet for MPI, NCCL_SOCKET_IFNAME set for NCCL" \
 expect_note "hostfile: tcp on a subnet says NCCL's interface is not constrained" \
     "note: TB_IFACE '10.1.0.0/16' is a subnet, which NCCL does not take: NCCL picks its own interface" \
     TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
+# the launch node's CUDA_VISIBLE_DEVICES goes to every rank: one hiding every GPU is warned of
+for v in "" -1 NoDevFiles; do
+    expect_note "hostfile: CUDA_VISIBLE_DEVICES='$v' warned of" \
+        "warning: CUDA_VISIBLE_DEVICES='$v' hides every GPU, and goes to every rank on every node" \
+        CUDA_VISIBLE_DEVICES="$v" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+done
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
 expect_error "hostfile: MPICH's mpirun first in PATH is refused" "is not Open MPI's" \
     PATH="$work/mpich:$base_path" "$L/hostfile.sh" --hostfile "$H" -- trainbench
