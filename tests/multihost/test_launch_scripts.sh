@@ -295,7 +295,8 @@ expect_words "hostfile: PATH, LD_LIBRARY_PATH, NCCL_DEBUG exported; -n, prefix, 
     "$L/hostfile.sh" --hostfile "$H" -n 9 --dry-run -- trainbench
 expect_words "hostfile: TB_EXPORT with commas: each name exported, PATH and LD_LIBRARY_PATH still" \
     "-x MY_A|-x MY_B|-x PATH|-x LD_LIBRARY_PATH" "MY_A,MY_B" \
-    TB_EXPORT="MY_A,MY_B" MY_A=1 MY_B=2 LD_LIBRARY_PATH=/opt/lib "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+    TB_EXPORT="MY_A,MY_B" MY_A=1 MY_B=2 LD_LIBRARY_PATH=/opt/lib \
+    "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
 # a word that is not a name made tb_is_set's eval fail in a subshell: -x PATH
 # and -x LD_LIBRARY_PATH vanished and the script still exited 0
 expect_error "hostfile: TB_EXPORT='NCCL_*' (a pattern) refused, named" "TB_EXPORT: 'NCCL_*' is not a variable name" \
@@ -319,7 +320,8 @@ expect_words "hostfile: roce with NCCL_SOCKET_IFNAME set and no TB_IFACE: taken 
     NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_words "hostfile: roce, subnet for MPI, NCCL_SOCKET_IFNAME set for NCCL" \
     "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME" "NCCL_SOCKET_IFNAME=" \
-    NCCL_SOCKET_IFNAME==ens1f0np0 TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+    NCCL_SOCKET_IFNAME==ens1f0np0 TB_IFACE=10.1.0.0/16 \
+    "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
 expect_note "hostfile: tcp on a subnet says NCCL's interface is not constrained" \
     "note: TB_IFACE '10.1.0.0/16' is a subnet, which NCCL does not take: NCCL picks its own interface" \
     TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
@@ -400,7 +402,8 @@ expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L
 # shellcheck disable=SC2086
 expect_line "slurm: pyxis image and mounts, the submit directory the working directory" \
     "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/home/u/run:/home/u/run,/data:/data --container-workdir=/home/u/run trainbench --data /data/train" \
-    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data \
+    TB_DRY_RUN=1 \
     sh "$L/slurm.sbatch" trainbench --data /data/train
 # shellcheck disable=SC2086
 expect_words "slurm: pyxis without TB_CONTAINER_MOUNTS: the submit directory alone" \
@@ -409,7 +412,8 @@ expect_words "slurm: pyxis without TB_CONTAINER_MOUNTS: the submit directory alo
 # shellcheck disable=SC2086
 expect_words "slurm: pyxis, the submit directory mounted by the user already: once" \
     "--container-mounts=/data:/data,/home/u/run:/home/u/run:ro" "run,/data" \
-    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb TB_CONTAINER_MOUNTS=/data:/data,/home/u/run:/home/u/run:ro \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb \
+    TB_CONTAINER_MOUNTS=/data:/data,/home/u/run:/home/u/run:ro \
     TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_line "slurm: apptainer exec --nv per task" \
@@ -423,8 +427,8 @@ expect_error "slurm: two container kinds at once" "set one" \
 # the image's default command must then not depend on the working directory
 checks=$((checks + 1))
 # shellcheck disable=SC2016  # $PWD as the docs write it
-grep -n 'docker run --rm --gpus' "$root/README.md" "$root/docs/building.md" "$root/launch/container/Dockerfile" "$L/local.sh" |
-    grep -v -e '-v "$PWD":/out -w /out' | while IFS= read -r l; do echo "FAIL docker run without -w on a mount: $l"; done |
+grep -n 'docker run --rm --gpus' "$root/README.md" "$root/docs/building.md" "$L/container/Dockerfile" "$L/local.sh" |
+    grep -v -e '-v "$PWD":/out -w /out' | sed 's/^/FAIL docker run without -w on a mount: /' |
     grep . && failures=$((failures + 1))
 grep -q '^CMD \["/' "$L/container/Dockerfile" || fail "Dockerfile: CMD not by its full path (docker run -w moves)"
 checks=$((checks + 1))
@@ -460,7 +464,8 @@ expect_words "slurm_mpirun: 12 CPUs a task are 6 cores on 2 threads a core" \
     $job SLURM_CPUS_ON_NODE=96 TB_CORES=48 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_words "slurm_mpirun: 8 ranks of 12 cores on 2 x 64 cores: 4 on each socket, none across" \
-    "--map-by ppr:4:socket:PE=12" "slot:" $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+    "--map-by ppr:4:socket:PE=12" "slot:" \
+    $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_words "slurm_mpirun: 2 x 56 cores, 2 threads a core: 4 ranks of 6 cores on each socket" \
     "--map-by ppr:4:socket:PE=6" "slot:" \
