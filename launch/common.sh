@@ -39,6 +39,10 @@ tb_die() {
     exit 2
 }
 
+tb_note() {
+    printf '%s\n' "$TB_SCRIPT: note: $*" >&2
+}
+
 tb_is_set() {
     eval "[ \"\${$1+x}\" = x ]"
 }
@@ -68,7 +72,7 @@ tb_passthrough_names() {
         tb_cvd=CUDA_VISIBLE_DEVICES
         [ "${1:-}" = slurm ] && tb_cvd= # Slurm sets each node's own: the batch node's would override them
         for tb_n in $tb_cvd CUDA_DEVICE_ORDER CUDA_LAUNCH_BLOCKING CUDA_MODULE_LOADING \
-                    OPENBLAS_NUM_THREADS ${TB_EXPORT:-}; do
+                    OPENBLAS_NUM_THREADS ${tb_export:-}; do
             if tb_is_set "$tb_n"; then echo "$tb_n"; fi
         done
         if [ "${1:-}" = remote ] || [ "${1:-}" = slurm ]; then
@@ -77,6 +81,41 @@ tb_passthrough_names() {
             done
         fi
     } | sort -u
+}
+
+# tb_check_export: TB_EXPORT's names (spaces or commas between them) as
+# tb_export. A word that is not a variable name (NCCL_*, MY-VAR) would make
+# tb_is_set fail and drop the exports after it unseen, so it stops the script.
+tb_check_export() {
+    tb_export=""
+    case $- in *f*) tb_noglob=1 ;; *) tb_noglob= ;; esac
+    set -f # NCCL_* must reach the check, not match files here
+    for tb_n in $(printf '%s\n' "${TB_EXPORT:-}" | tr ',' ' '); do
+        case $tb_n in
+            [0-9]* | *[!A-Za-z0-9_]*)
+                tb_die "TB_EXPORT: '$tb_n' is not a variable name (give names of letters, digits and _," \
+                    "separated by spaces or commas; NCCL_*, UCX_* and OMP_* are passed on already)" ;;
+        esac
+        tb_export="$tb_export $tb_n"
+    done
+    [ -n "$tb_noglob" ] || set +f
+}
+
+# tb_add_passthrough local|remote|slurm: -x NAME for every variable of
+# tb_passthrough_names, after TB_EXPORT's names are checked
+tb_add_passthrough() {
+    tb_check_export
+    for tb_name in $(tb_passthrough_names "$1"); do
+        tb_add -x "$tb_name"
+    done
+}
+
+# tb_visible_gpus: the GPUs CUDA_VISIBLE_DEVICES lets CUDA see: the entries
+# up to the first it cannot read (an index, GPU-UUID or MIG-UUID), so "",
+# -1 or Slurm's NoDevFiles hide every GPU
+tb_visible_gpus() {
+    printf '%s\n' "$CUDA_VISIBLE_DEVICES" | tr ',' '\n' |
+        awk '/^([0-9]+|GPU-.+|MIG-.+)$/ { n++; next } { exit } END { print n + 0 }'
 }
 
 # Fabric settings, collected as two lists of NAME=VALUE lines:
@@ -112,7 +151,8 @@ tb_mca() {
 #   TB_IB_TC        IB traffic class, e.g. 106 for a lossless RoCE queue
 #   TB_IFACE        TCP interface or subnet (eth0, ib0, 10.1.0.0/16)
 #   TB_NCCL_SOCKET_IFNAME  NCCL bootstrap interface (default: TB_IFACE when
-#                   it names interfaces; NCCL takes no subnets)
+#                   it names interfaces; NCCL takes no subnets: with one,
+#                   NCCL picks its interface, and a note says so)
 #   TB_GDR_LEVEL    NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS)
 #   TB_BTL          Open MPI BTLs for tcp (default tcp,self,vader)
 # tb_nccl_exact LIST: LIST as NCCL's exact match ("=mlx5_1:1"): NCCL
@@ -146,7 +186,12 @@ tb_fabric_ucx() {
     fi
 }
 
-tb_fabric() {
+# tb_nccl_ifname FABRIC: tb_ifname, NCCL's bootstrap interface:
+# TB_NCCL_SOCKET_IFNAME, else TB_IFACE when it names interfaces (NCCL takes
+# no subnets). An NCCL_SOCKET_IFNAME already set needs neither. Without any,
+# roce stops (its bootstrap must use the RoCE port's netdev); with a subnet
+# the other fabrics leave the interface to NCCL, and say so.
+tb_nccl_ifname() {
     tb_ifname=${TB_NCCL_SOCKET_IFNAME:-}
     if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
         case $TB_IFACE in
@@ -154,6 +199,23 @@ tb_fabric() {
             *) tb_ifname=$TB_IFACE ;;
         esac
     fi
+    if [ -n "$tb_ifname" ] || [ -n "${NCCL_SOCKET_IFNAME:-}" ]; then
+        return 0
+    fi
+    if [ "$1" = roce ] && [ -n "${TB_IFACE:-}" ]; then
+        tb_die "--fabric roce: TB_IFACE '$TB_IFACE' is a subnet, which NCCL's bootstrap does not take:" \
+            "also set TB_NCCL_SOCKET_IFNAME to the RoCE port's netdev (e.g. ens1f0np0: ibdev2netdev)"
+    elif [ "$1" = roce ]; then
+        tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's" \
+            "and MPI's TCP bootstrap, or NCCL_SOCKET_IFNAME set"
+    elif [ -n "${TB_IFACE:-}" ]; then
+        tb_note "TB_IFACE '$TB_IFACE' is a subnet, which NCCL does not take: NCCL picks its own interface" \
+            "(set TB_NCCL_SOCKET_IFNAME to name one)"
+    fi
+}
+
+tb_fabric() {
+    tb_nccl_ifname "$1"
     case $1 in
         auto)
             if [ -n "${TB_IFACE:-}" ]; then
@@ -168,11 +230,6 @@ tb_fabric() {
             # is taken for the other too; none given: both choose
             tb_gid=${TB_GID_INDEX:-${NCCL_IB_GID_INDEX:-${UCX_IB_GID_INDEX:-}}}
             [ -z "$tb_gid" ] || tb_is_uint "$tb_gid" || tb_die "TB_GID_INDEX must be a number, got '$tb_gid'"
-            if [ -z "$tb_ifname" ] && [ -n "${TB_IFACE:-}" ]; then
-                tb_die "--fabric roce: TB_IFACE '$TB_IFACE' is a subnet, which NCCL's bootstrap does not take: also set TB_NCCL_SOCKET_IFNAME to the RoCE port's netdev (e.g. ens1f0np0: ibdev2netdev)"
-            fi
-            [ -n "$tb_ifname" ] ||
-                tb_die "--fabric roce needs TB_IFACE (the RoCE port's netdev, e.g. ens1f0np0: ibdev2netdev) for NCCL's and MPI's TCP bootstrap"
             tb_fabric_ucx
             if [ -n "$tb_gid" ]; then
                 tb_env UCX_IB_GID_INDEX "$tb_gid"
@@ -241,17 +298,25 @@ tb_add_env_fabric() {
     done
 }
 
-# tb_physical_cores: the cores (not hardware threads) this process may run
-# on: those of the CPUs in its affinity (a Slurm job's or container's
-# cpuset), not every core of the machine
-tb_physical_cores() {
+# tb_cpu_layout: "CORES SOCKETS PER_SOCKET" of the CPUs this process may
+# run on (its affinity: a Slurm job's or container's cpuset, not every core
+# of the machine): their cores (not hardware threads), the sockets holding
+# them and the fewest of those cores on one socket; "0 0 0" without lscpu
+tb_cpu_layout() {
     tb_allowed=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status 2>/dev/null)
-    tb_c=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v allowed="$tb_allowed" '
+    lscpu -p=CPU,CORE,SOCKET 2>/dev/null | awk -F, -v allowed="$tb_allowed" '
         BEGIN { n = split(allowed, r, ","); for (i = 1; i <= n; i++) { m = split(r[i], ab, "-");
                 lo = ab[1]; hi = (m > 1 ? ab[2] : ab[1]); for (c = lo; c <= hi; c++) ok[c] = 1 } }
         /^#/ { next }
-        allowed == "" || ($1 in ok) { core[$2 "," $3] = 1 }
-        END { for (k in core) t++; print t + 0 }') || tb_c=0
+        (allowed == "" || ($1 in ok)) && !(($2 "," $3) in core) { core[$2 "," $3] = 1; t++; per[$3]++ }
+        END { for (s in per) { ns++; if (min == "" || per[s] < min) min = per[s] }
+              print t + 0, ns + 0, min + 0 }'
+}
+
+# tb_physical_cores: the cores of tb_cpu_layout; nproc without lscpu
+tb_physical_cores() {
+    tb_c=$(tb_cpu_layout) || tb_c=0
+    tb_c=${tb_c%% *}
     if [ "${tb_c:-0}" -gt 0 ] 2>/dev/null; then
         echo "$tb_c"
     else
@@ -259,13 +324,114 @@ tb_physical_cores() {
     fi
 }
 
+# tb_sockets CORES: tb_nsock, this node's sockets, and tb_sock_cores, the
+# cores of each: TB_SOCKETS and CORES / TB_SOCKETS when it is set, else
+# those of tb_cpu_layout (1 socket when it cannot tell)
+tb_sockets() {
+    if [ -n "${TB_SOCKETS:-}" ]; then
+        tb_need_count TB_SOCKETS "$TB_SOCKETS"
+        tb_nsock=$TB_SOCKETS
+        tb_sock_cores=$(($1 / TB_SOCKETS))
+    else
+        tb_c=$(tb_cpu_layout) || tb_c="0 0 0"
+        tb_sock_cores=${tb_c##* }
+        tb_c=${tb_c#* }
+        tb_nsock=${tb_c%% *}
+    fi
+    [ "$tb_nsock" -ge 1 ] 2>/dev/null || tb_nsock=1
+}
+
+# tb_per_socket RANKS PE CORES: tb_pps, the ranks each socket of a node
+# takes when its RANKS ranks of PE cores share its sockets evenly and fit
+# them (RANKS empty: the nodes' counts differ); else empty, with a note when
+# the node has several sockets: the ranks then take cores in order, and
+# fill socket 0 before the next
+tb_per_socket() {
+    tb_pps=""
+    tb_sockets "$3"
+    [ "$tb_nsock" -gt 1 ] || return 0
+    tb_how="ranks take cores in order, filling socket 0 first"
+    if [ -z "$1" ]; then
+        tb_note "the nodes run different numbers of ranks: $tb_how"
+    elif [ $(($1 % tb_nsock)) -ne 0 ]; then
+        tb_note "$1 ranks a node do not divide evenly over its $tb_nsock sockets: $tb_how"
+    elif [ $(($1 * $2 / tb_nsock)) -gt "$tb_sock_cores" ]; then
+        tb_note "$(($1 / tb_nsock)) ranks of $2 cores do not fit a socket's $tb_sock_cores cores: $tb_how"
+    else
+        tb_pps=$(($1 / tb_nsock))
+    fi
+}
+
+# tb_map_pe RANKS PE CORES: tb_map, the --map-by for RANKS ranks a node of
+# PE cores each: ppr:N:socket:PE=PE (Open MPI 5: package), N ranks on each
+# socket (local ranks 0..N-1 on the first), when tb_per_socket finds N; else
+# slot:PE=PE
+# shellcheck disable=SC2034  # tb_map is the caller's
+tb_map_pe() {
+    tb_per_socket "$@"
+    if [ -z "$tb_pps" ]; then
+        tb_map=slot:PE=$2
+    elif [ "$(tb_mpi_major)" -ge 5 ] 2>/dev/null; then
+        tb_map=ppr:$tb_pps:package:PE=$2
+    else
+        tb_map=ppr:$tb_pps:socket:PE=$2
+    fi
+}
+
+# tb_slurm_pe: tb_cores, this node's cores (TB_CORES, else its CPU set's),
+# and tb_pe, SLURM_CPUS_PER_TASK in cores: where Slurm counts hardware
+# threads as CPUs (SLURM_CPUS_ON_NODE above the cores), 12 CPUs a task on
+# 2 threads a core are 6 cores
+tb_slurm_pe() {
+    tb_need_count SLURM_CPUS_PER_TASK "$SLURM_CPUS_PER_TASK"
+    tb_cores=${TB_CORES:-$(tb_physical_cores)}
+    tb_need_count TB_CORES "$tb_cores"
+    tb_pe=$SLURM_CPUS_PER_TASK
+    if tb_is_uint "${SLURM_CPUS_ON_NODE:-}" && [ "$SLURM_CPUS_ON_NODE" -gt "$tb_cores" ]; then
+        tb_pe=$((SLURM_CPUS_PER_TASK * tb_cores / SLURM_CPUS_ON_NODE))
+        [ "$tb_pe" -ge 1 ] || tb_pe=1
+    fi
+}
+
+# tb_mpi_version: tb_mpiv, ${TB_MPIRUN:-mpirun} --version's output (read once)
+tb_mpi_version() {
+    [ -n "${tb_mpiv+x}" ] || tb_mpiv=$("${TB_MPIRUN:-mpirun}" --version 2>/dev/null) || tb_mpiv=""
+}
+
 # tb_mpi_major: the major version of ${TB_MPIRUN:-mpirun}'s Open MPI, from
 # its --version ("mpirun (Open MPI) 4.1.4"); 4 when it cannot tell (a dry
 # run without mpirun)
 tb_mpi_major() {
-    tb_v=$("${TB_MPIRUN:-mpirun}" --version 2>/dev/null |
-        sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    tb_mpi_version
+    tb_v=$(printf '%s\n' "$tb_mpiv" | sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
     echo "${tb_v:-4}"
+}
+
+# tb_check_mpirun: before a run (not a dry run, which may be read where
+# there is no MPI), ${TB_MPIRUN:-mpirun} is there and is Open MPI's: the
+# flags built here are Open MPI's, which MPICH's or Intel MPI's mpirun
+# first in PATH would misread
+tb_check_mpirun() {
+    [ "${TB_DRY_RUN:-0}" != 1 ] || return 0
+    tb_l=${TB_MPIRUN:-mpirun}
+    command -v "$tb_l" >/dev/null 2>&1 ||
+        tb_die "TB_MPIRUN '$tb_l' not found: install Open MPI (apt-get install openmpi-bin)," \
+            "load your site's (module load openmpi), or set TB_MPIRUN to its mpirun"
+    tb_mpi_version
+    case $tb_mpiv in
+        *"(Open MPI)"*) ;;
+        *) tb_die "TB_MPIRUN '$tb_l' ($(command -v "$tb_l")) is not Open MPI's (--version:" \
+               "'$(printf '%s\n' "$tb_mpiv" | head -n 1)'): put Open MPI's first in PATH (module load openmpi;" \
+               "apt-get install openmpi-bin) or set TB_MPIRUN to its mpirun" ;;
+    esac
+}
+
+# tb_check_srun: before a run, ${TB_SRUN:-srun} is there
+tb_check_srun() {
+    [ "${TB_DRY_RUN:-0}" != 1 ] || return 0
+    command -v "${TB_SRUN:-srun}" >/dev/null 2>&1 ||
+        tb_die "TB_SRUN '${TB_SRUN:-srun}' not found: Slurm's commands are not in PATH here" \
+            "(module load slurm), or set TB_SRUN to srun"
 }
 
 # tb_add_socket_mapping: a node's ranks fill its first socket, then the
@@ -332,6 +498,14 @@ tb_slurm_nodes() {
         }
         if (term != "") expand(term)
     }'
+}
+
+# tb_slurm_uniform_tpn: the tasks each node of the job runs when all run as
+# many; nothing when they differ or Slurm does not say
+tb_slurm_uniform_tpn() {
+    [ -n "${SLURM_TASKS_PER_NODE:-}${SLURM_NTASKS_PER_NODE:-}" ] || return 0
+    tb_u=$(tb_slurm_tasks_per_node | sort -u)
+    case $tb_u in '' | *[!0-9]*) ;; *) echo "$tb_u" ;; esac
 }
 
 # tb_slurm_tasks_per_node: one count a line, in node order, from

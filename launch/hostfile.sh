@@ -19,7 +19,8 @@
 #   roce  as ib, plus the RoCE v2 GID index for UCX and NCCL
 #         (UCX_IB_GID_INDEX, NCCL_IB_GID_INDEX = TB_GID_INDEX) and the
 #         traffic class (TB_IB_TC); TB_IFACE (the RoCE port's netdev) is
-#         required: NCCL's bootstrap and MPI's out-of-band channel use it.
+#         required unless NCCL_SOCKET_IFNAME is set: NCCL's bootstrap and
+#         MPI's out-of-band channel use it.
 #   tcp   MPI over TCP (pml ob1, btl TB_BTL) limited to TB_IFACE
 #         (btl_tcp_if_include, oob_tcp_if_include); NCCL_IB_DISABLE=1 so NCCL
 #         uses sockets too, on NCCL_SOCKET_IFNAME.
@@ -29,7 +30,9 @@
 # Exported to every rank (-x NAME) when set: NCCL_*, UCX_*, OMP_*, TB_GRAD_SYNC_*,
 # CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, CUDA_LAUNCH_BLOCKING,
 # CUDA_MODULE_LOADING, OPENBLAS_NUM_THREADS, PATH, LD_LIBRARY_PATH and the
-# names in TB_EXPORT. Running as root adds --allow-run-as-root.
+# names in TB_EXPORT. Running as root adds --allow-run-as-root. A
+# CUDA_VISIBLE_DEVICES that hides every GPU ('', -1, NoDevFiles) is passed
+# on too, with a warning.
 #
 # In a container (launch/container/): each rank as `apptainer exec --nv
 # trainbench.sif trainbench ARGS` after the --, started by this node's
@@ -54,7 +57,8 @@
 #   TB_IFACE=              interface or subnet for MPI's TCP traffic and
 #                          out-of-band channel (eth0, ib0, 10.1.0.0/16)
 #   TB_NCCL_SOCKET_IFNAME= NCCL_SOCKET_IFNAME (default: TB_IFACE when it is a
-#                          name; NCCL takes interface names, not subnets)
+#                          name; NCCL takes interface names, not subnets:
+#                          a subnet leaves NCCL to pick one, with a note)
 #   TB_GDR_LEVEL=          NCCL_NET_GDR_LEVEL (LOC, PIX, PXB, PHB, SYS);
 #                          unset: NCCL decides (GPUDirect RDMA needs
 #                          nvidia-peermem)
@@ -69,16 +73,18 @@
 #                          GPU r only when -n uses every slot)
 #   TB_MPI_PREFIX=         Open MPI's install prefix on the nodes (--prefix),
 #                          when orted is not on the remote PATH
-#   TB_MPIRUN=mpirun       the launcher
+#   TB_MPIRUN=mpirun       the launcher: Open MPI's mpirun (checked before a
+#                          run: it must be in PATH and say "(Open MPI)")
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace (e.g.
 #                          "--mca plm_rsh_agent ssh --mca plm_rsh_args -p2222")
-#   TB_EXPORT=             more variable names to export, space-separated
+#   TB_EXPORT=             more variable names to export, separated by spaces
+#                          or commas
 #   TB_DRY_RUN=0           1: as --dry-run
 set -eu
 
 TB_SCRIPT=hostfile.sh
 # shellcheck source=launch/common.sh
-. "$(cd "$(dirname "$0")" && pwd)/common.sh"
+. "$(CDPATH='' cd -P -- "$(dirname -- "$0")" >/dev/null && pwd)/common.sh"
 
 np=${TB_NP:-}
 hostfile=${TB_HOSTFILE:-}
@@ -115,6 +121,7 @@ done
 # would land on the first host. So is a host named twice: Open MPI adds
 # up its slots.
 slots=$(awk '
+    NR == 1 && /^\357\273\277/ { print "bom"; err = 1; exit }  # a UTF-8 byte-order mark would join the first name
     /\r$/ { print "crlf " NR; err = 1; exit }
     { sub(/#.*/, ""); gsub(/[ \t]*=[ \t]*/, "="); $0 = $0 }  # "slots = 8" as Open MPI reads it
     NF == 0 { next }
@@ -122,12 +129,14 @@ slots=$(awk '
       for (i = 2; i <= NF; i++)  # count= and cpu= are Open MPI names of slots= too
           if ($i ~ /^(slots|count|cpu)=/) { n = substr($i, index($i, "=") + 1) }
       if (n == "") { print "bare " NR " " $1; err = 1; exit }
-      if (n !~ /^[0-9]+$/ || n < 1) { print "bad " NR ": " $0; err = 1; exit }
+      if (n !~ /^[0-9]+$/ || n + 0 < 1) { print "bad " NR ": " $0; err = 1; exit }  # + 0: 08 is 8, not text
       if ($1 in seen) { print "twice " NR " " $1 " " seen[$1]; err = 1; exit }
       seen[$1] = NR
-      hosts++; total += n }
+      hosts++; total += n }  # 08 and 010 as 8 and 10, as Open MPI reads them
     END { if (!err && hosts) print total " " hosts }' "$hostfile")
 case $slots in
+    bom) tb_die "hostfile $hostfile line 1: starts with a UTF-8 byte-order mark (invisible), which would become" \
+                "part of the first host's name: remove it with sed -i '1s/^\xEF\xBB\xBF//' $hostfile" ;;
     crlf*) tb_die "hostfile $hostfile line ${slots#crlf }: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//' $hostfile" ;;
     bad*) tb_die "hostfile $hostfile line ${slots#bad }: slots must be a positive number" ;;
     bare*) tb_bare=${slots#bare }
@@ -144,7 +153,13 @@ if [ "$np" -gt "${slots%% *}" ]; then
 fi
 
 tb_fabric "$fabric"
+# this node's CUDA_VISIBLE_DEVICES travels to every rank of every node
+if tb_is_set CUDA_VISIBLE_DEVICES && [ "$(tb_visible_gpus)" -eq 0 ]; then
+    echo "$TB_SCRIPT: warning: CUDA_VISIBLE_DEVICES='$CUDA_VISIBLE_DEVICES' hides every GPU, and goes to every rank" \
+        "on every node: unset it, or set the GPUs the nodes should use" >&2
+fi
 
+tb_check_mpirun
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np" --hostfile "$hostfile"
 if [ -n "${TB_MPI_PREFIX:-}" ]; then
     tb_add --prefix "$TB_MPI_PREFIX"
@@ -159,9 +174,7 @@ else
     tb_add_socket_mapping # local rank r on GPU r: 0..k-1 on the first socket
 fi
 tb_add_mpirun_fabric
-for name in $(tb_passthrough_names remote); do
-    tb_add -x "$name"
-done
+tb_add_passthrough remote
 tb_add_split "${TB_MPIRUN_ARGS:-}"
 tb_add "$@"
 tb_finish

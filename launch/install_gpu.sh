@@ -24,7 +24,7 @@
 # pip reads its usual environment (PIP_INDEX_URL for a mirror, PIP_NO_CACHE_DIR).
 set -eu
 
-here=$(cd "$(dirname "$0")" && pwd)
+here=$(CDPATH='' cd -P -- "$(dirname -- "$0")" >/dev/null && pwd)
 root=$(dirname "$here")
 venv=$root/.venv-cuda
 apt=1

@@ -11,7 +11,7 @@
 # results files record: the image has no .git. TB_PIP_INDEX_URL, TB_PIP_CERT:
 # pip's index and CA file, for sites behind a mirror or a TLS proxy.
 set -eu
-cd "$(dirname "$0")/../.."
+CDPATH='' cd -P -- "$(dirname -- "$0")/../.." >/dev/null
 # a site's PyPI mirror or TLS-intercepting proxy (build arguments, empty:
 # PyPI itself with pip's own CA bundle)
 if [ -n "${TB_PIP_INDEX_URL:-}" ]; then export PIP_INDEX_URL="$TB_PIP_INDEX_URL"; fi

@@ -25,9 +25,11 @@ fail() {
     failures=$((failures + 1))
 }
 
-# a fake launcher (mpirun, srun): prints its arguments one per line
+# a fake launcher (mpirun, srun): prints its arguments one per line; asked
+# for its --version alone, it is Open MPI's mpirun (the scripts check that)
 cat >"$work/fake_launcher" <<'EOF'
 #!/bin/sh
+[ "$*" != --version ] || { echo "mpirun (Open MPI) 4.1.4"; exit 0; }
 for a in "$@"; do printf '<%s>\n' "$a"; done
 EOF
 chmod +x "$work/fake_launcher"
@@ -44,9 +46,11 @@ printf '# two nodes, eight GPUs each\nnodeA slots=8\nnodeB slots=8   # comment\n
 base_path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 if [ "$(id -u)" = 0 ]; then root_flag=" --allow-run-as-root"; else root_flag=""; fi
 
-# out VAR=VALUE... -- CMD...: stdout of CMD in a clean environment
+# out VAR=VALUE... -- CMD...: stdout of CMD in a clean environment, on one
+# socket (TB_SOCKETS=1: this machine's own must not change the expected
+# lines; the socket cases name theirs, TB_SOCKETS= reads lscpu)
 run_clean() {
-    env -i PATH="$base_path" HOME=/nonexistent "$@"
+    env -i PATH="$base_path" HOME=/nonexistent TB_SOCKETS=1 "$@"
 }
 
 # expect_line NAME EXPECTED VAR=VALUE... -- CMD...
@@ -98,6 +102,18 @@ expect_error() {
     grep -qF -- "$msg" "$work/err" || fail "$name: stderr lacks '$msg': $(cat "$work/err")"
 }
 
+# expect_note NAME MESSAGE VAR=VALUE... CMD...: exit 0, MESSAGE on stderr
+expect_note() {
+    name=$1 msg=$2
+    shift 2
+    checks=$((checks + 1))
+    if ! run_clean "$@" >"$work/out" 2>"$work/err"; then
+        fail "$name: exit status, stderr: $(cat "$work/err")"
+        return
+    fi
+    grep -qF -- "$msg" "$work/err" || fail "$name: stderr lacks '$msg': $(cat "$work/err")"
+}
+
 # expect_same_args NAME VAR=VALUE... CMD...: the printed dry-run line run by
 # sh gives the fake launcher the same arguments as the script's own run
 expect_same_args() {
@@ -140,6 +156,9 @@ for s in local.sh hostfile.sh slurm.sbatch slurm_mpirun.sbatch; do
     done
 done
 
+# Open MPI 5's mpirun, as far as --version tells
+printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
+chmod +x "$work/mpirun5"
 echo "== local.sh"
 expect_line "local -n 2, 8 cores" \
     "mpirun -np 2$root_flag --map-by slot:PE=4 --bind-to core trainbench train --steps 2" \
@@ -184,9 +203,47 @@ expect_words "local: TB_MAP_BY, TB_PE" \
     "--map-by ppr:2:socket:PE=3|--bind-to core" "" \
     TB_MAP_BY=ppr:2:socket:PE=3 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
 expect_words "local: TB_PE" "--map-by slot:PE=2" "" TB_PE=2 TB_CORES=16 "$L/local.sh" -n 4 --dry-run -- trainbench
+# sockets: 8 ranks on 2 x 56 cores went all to socket 0 (slot:PE=6 fills it
+# first); 2 x 64 cores with PE=12 put a rank across both
+expect_line "local: 8 ranks on 2 sockets of 56 cores: 4 on each" \
+    "mpirun -np 8$root_flag --map-by ppr:4:socket:PE=14 --bind-to core trainbench" \
+    TB_SOCKETS=2 TB_CORES=112 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: TB_PE=6, 8 ranks, 2 sockets" "--map-by ppr:4:socket:PE=6" "slot:" \
+    TB_PE=6 TB_SOCKETS=2 TB_CORES=112 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: Open MPI 5 calls a socket a package" "--map-by ppr:4:package:PE=16" "slot:" \
+    TB_MPIRUN="$work/mpirun5" TB_SOCKETS=2 TB_CORES=128 "$L/local.sh" -n 8 --dry-run -- trainbench
+expect_words "local: 6 ranks on 4 sockets: slot mapping kept" "--map-by slot:PE=2" "ppr:" \
+    TB_SOCKETS=4 TB_CORES=16 "$L/local.sh" -n 6 --dry-run -- trainbench
+expect_note "local: 6 ranks on 4 sockets: the note says why" \
+    "note: 6 ranks a node do not divide evenly over its 4 sockets: ranks take cores in order, filling socket 0 first" \
+    TB_SOCKETS=4 TB_CORES=16 "$L/local.sh" -n 6 --dry-run -- trainbench
+expect_words "local: 2 ranks of 12 cores do not fit 2 sockets of 8: slot mapping kept" "--map-by slot:PE=12" "ppr:" \
+    TB_PE=12 TB_SOCKETS=2 TB_CORES=16 "$L/local.sh" -n 2 --dry-run -- trainbench
+checks=$((checks + 1))
+if command -v taskset >/dev/null 2>&1 && taskset -c 0,1 true 2>/dev/null; then
+    # the sockets from lscpu (here a fake one: CPUs 0 and 1 on sockets 0 and 1)
+    mkdir -p "$work/lscpubin"
+    printf '#!/bin/sh\necho "# CPU,Core,Socket"\necho 0,0,0\necho 1,1,1\n' >"$work/lscpubin/lscpu"
+    chmod +x "$work/lscpubin/lscpu"
+    got=$(run_clean PATH="$work/lscpubin:$base_path" TB_SOCKETS= taskset -c 0,1 "$L/local.sh" -n 2 --dry-run \
+        -- trainbench 2>/dev/null)
+    [ "$got" = "mpirun -np 2$root_flag --map-by ppr:1:socket:PE=1 --bind-to core trainbench" ] ||
+        fail "local: the sockets lscpu lists: got $got"
+fi
 expect_same_args "local: printed line = what runs" \
     TB_MPIRUN="$work/fake_launcher" TB_CORES=4 NCCL_DEBUG=WARN \
     "$L/local.sh" -n 2 -- trainbench --results "x y.h5" "it's"
+# no mpirun, or MPICH's first in PATH: one line naming the fix, not
+# "exec: mpirun: not found" or MPICH misreading Open MPI's flags
+expect_error "local: no mpirun named, with the fix" \
+    "TB_MPIRUN '/nonexistent/mpirun' not found: install Open MPI (apt-get install openmpi-bin)" \
+    TB_MPIRUN=/nonexistent/mpirun TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
+mkdir -p "$work/mpich"
+printf '#!/bin/sh\necho "HYDRA build details:"\necho "    Version: 4.0.2"\n' >"$work/mpich/mpirun"
+chmod +x "$work/mpich/mpirun"
+expect_error "local: MPICH's mpirun first in PATH is refused" \
+    "TB_MPIRUN 'mpirun' ($work/mpich/mpirun) is not Open MPI's (--version: 'HYDRA build details:')" \
+    PATH="$work/mpich:$base_path" TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
 expect_error "local: -n 0" "-n (ranks) must be a positive number" "$L/local.sh" -n 0 -- trainbench
 expect_error "local: no command" "no command" "$L/local.sh" -n 2
 expect_error "local: bad option" "unknown option '--bogus'" "$L/local.sh" --bogus -- trainbench
@@ -198,8 +255,6 @@ expect_line "hostfile: auto fabric, slots summed" \
     "mpirun -np 16 --hostfile $H$root_flag --map-by socket --rank-by core --bind-to socket -x PATH trainbench train" \
     "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench train
 # Open MPI 5 (PRRTE) refuses --rank-by core: the socket mapping in its words
-printf '#!/bin/sh\necho "mpirun (Open MPI) 5.0.3"\n' >"$work/mpirun5"
-chmod +x "$work/mpirun5"
 expect_line "hostfile: Open MPI 5's socket mapping" \
     "$work/mpirun5 -np 16 --hostfile $H$root_flag --map-by package:nooversubscribe --rank-by fill --bind-to package -x PATH trainbench" \
     TB_MPIRUN="$work/mpirun5" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
@@ -238,6 +293,16 @@ expect_words "hostfile: PATH, LD_LIBRARY_PATH, NCCL_DEBUG exported; -n, prefix, 
     "NCCL_IB_HCA|UCX_" \
     LD_LIBRARY_PATH=/opt/lib NCCL_DEBUG=INFO TB_MPI_PREFIX=/opt/ompi TB_MPIRUN_ARGS="--mca plm_rsh_agent /x/agent.sh" \
     "$L/hostfile.sh" --hostfile "$H" -n 9 --dry-run -- trainbench
+expect_words "hostfile: TB_EXPORT with commas: each name exported, PATH and LD_LIBRARY_PATH still" \
+    "-x MY_A|-x MY_B|-x PATH|-x LD_LIBRARY_PATH" "MY_A,MY_B" \
+    TB_EXPORT="MY_A,MY_B" MY_A=1 MY_B=2 LD_LIBRARY_PATH=/opt/lib \
+    "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+# a word that is not a name made tb_is_set's eval fail in a subshell: -x PATH
+# and -x LD_LIBRARY_PATH vanished and the script still exited 0
+expect_error "hostfile: TB_EXPORT='NCCL_*' (a pattern) refused, named" "TB_EXPORT: 'NCCL_*' is not a variable name" \
+    TB_EXPORT="NCCL_*" LD_LIBRARY_PATH=/opt/lib "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_error "local: TB_EXPORT='MY_A MY-VAR' refused, named" "TB_EXPORT: 'MY-VAR' is not a variable name" \
+    TB_EXPORT="MY_A MY-VAR" TB_CORES=4 "$L/local.sh" -n 2 --dry-run -- trainbench
 expect_same_args "hostfile: printed line = what runs" \
     TB_MPIRUN="$work/fake_launcher" TB_IFACE=ib0 TB_IB_HCA="mlx5_0:1,mlx5_1:1" \
     "$L/hostfile.sh" --hostfile "$H" --fabric ib -- trainbench --results "x y.h5" "it's"
@@ -249,7 +314,26 @@ expect_error "hostfile: roce with a subnet as TB_IFACE names the subnet and the 
 expect_words "hostfile: roce, subnet for MPI, netdev for NCCL" \
     "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME==ens1f0np0" "" \
     TB_IFACE=10.1.0.0/16 TB_NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+# the header's promise: a variable already set wins, here the one roce needs
+expect_words "hostfile: roce with NCCL_SOCKET_IFNAME set and no TB_IFACE: taken as it is" \
+    "--mca pml ucx|-x NCCL_SOCKET_IFNAME" "NCCL_SOCKET_IFNAME=|oob_tcp_if_include" \
+    NCCL_SOCKET_IFNAME=ens1f0np0 "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_words "hostfile: roce, subnet for MPI, NCCL_SOCKET_IFNAME set for NCCL" \
+    "--mca oob_tcp_if_include 10.1.0.0/16|-x NCCL_SOCKET_IFNAME" "NCCL_SOCKET_IFNAME=" \
+    NCCL_SOCKET_IFNAME==ens1f0np0 TB_IFACE=10.1.0.0/16 \
+    "$L/hostfile.sh" --hostfile "$H" --fabric roce --dry-run -- trainbench
+expect_note "hostfile: tcp on a subnet says NCCL's interface is not constrained" \
+    "note: TB_IFACE '10.1.0.0/16' is a subnet, which NCCL does not take: NCCL picks its own interface" \
+    TB_IFACE=10.1.0.0/16 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
+# the launch node's CUDA_VISIBLE_DEVICES goes to every rank: one hiding every GPU is warned of
+for v in "" -1 NoDevFiles; do
+    expect_note "hostfile: CUDA_VISIBLE_DEVICES='$v' warned of" \
+        "warning: CUDA_VISIBLE_DEVICES='$v' hides every GPU, and goes to every rank on every node" \
+        CUDA_VISIBLE_DEVICES="$v" "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+done
 expect_error "hostfile: more ranks than slots" "17 ranks but" "$L/hostfile.sh" --hostfile "$H" -n 17 -- trainbench
+expect_error "hostfile: MPICH's mpirun first in PATH is refused" "is not Open MPI's" \
+    PATH="$work/mpich:$base_path" "$L/hostfile.sh" --hostfile "$H" -- trainbench
 expect_error "hostfile: unknown fabric" "unknown fabric 'eth'" "$L/hostfile.sh" --hostfile "$H" --fabric eth -- trainbench
 expect_error "hostfile: no hostfile" "--hostfile FILE (or TB_HOSTFILE) is required" "$L/hostfile.sh" -- trainbench
 expect_error "hostfile: a directory as the hostfile (awk said 'read error (Is a directory)')" \
@@ -261,6 +345,14 @@ printf 'gpu01 slots=8\r\ngpu02 slots=8\r\n' >"$work/crlf_hosts"
 expect_error "hostfile: DOS line endings named, with the fix (not 'slots must be a positive number')" \
     "line 1: ends in a carriage return (a DOS/Windows line ending): convert the file with sed -i 's/\\r\$//'" \
     "$L/hostfile.sh" --hostfile "$work/crlf_hosts" -- trainbench
+# a leading zero is a number, not text that sorts below "1" (awk compared "08" < 1 as strings)
+printf 'nodeA slots=08\nnodeB slots=010\n' >"$work/zero_hosts"
+expect_words "hostfile: slots=08 and slots=010 are 8 and 10 (as Open MPI reads them)" "-np 18" "" \
+    "$L/hostfile.sh" --hostfile "$work/zero_hosts" --dry-run -- trainbench
+printf '\357\273\277gpu01 slots=8\ngpu02 slots=8\n' >"$work/bom_hosts"
+expect_error "hostfile: a UTF-8 byte-order mark named, with the fix (not a host named <BOM>gpu01)" \
+    "line 1: starts with a UTF-8 byte-order mark (invisible), which would become part of the first host's name" \
+    "$L/hostfile.sh" --hostfile "$work/bom_hosts" -- trainbench
 printf 'gpu01 slots=8\ngpu02 slots=8\n# spare\ngpu01 slots=8\n' >"$work/twice_hosts"
 expect_error "hostfile: a host named twice (Open MPI adds up its slots)" \
     "line 4: gpu01 is named again (first on line 1); Open MPI would add up its slots" \
@@ -290,14 +382,39 @@ expect_words "slurm: roce knobs become the ranks' environment" \
     $job OMP_NUM_THREADS=6 TB_FABRIC=roce TB_IB_HCA=mlx5_0:1 TB_GID_INDEX=3 TB_IFACE=ens1f0 TB_GDR_LEVEL=PIX TB_SRUN_MPI=pmix_v4 TB_CPU_BIND=sockets \
     TB_SRUN_ARGS=--gpus-per-task=1 TB_DRY_RUN=1 sh "$L/slurm.sbatch" -- trainbench
 # shellcheck disable=SC2086
+expect_line "slurm: 8 tasks a node on 2 sockets: 4 on each" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 --ntasks-per-socket=4 trainbench" \
+    $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm: 8 tasks a node on 3 sockets: no --ntasks-per-socket" "--distribution=block:block" \
+    "ntasks-per-socket" $job TB_SOCKETS=3 TB_CORES=96 TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
 expect_same_args "slurm: printed line = what runs" \
     $job TB_SRUN="$work/fake_launcher" TB_FABRIC=ib sh "$L/slurm.sbatch" trainbench --results "x y.h5" "it's"
+# shellcheck disable=SC2086
+expect_error "slurm: no srun named" "TB_SRUN 'no-such-srun' not found" \
+    $job TB_SRUN=no-such-srun sh "$L/slurm.sbatch" trainbench
 expect_error "slurm: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # containers: pyxis's srun options, or apptainer exec --nv in front of the command
+# pyxis: the submit directory mounted and the tasks' working directory, so
+# the results file (trainbench_results.h5 there by default) outlives the
+# container; the user's mounts after it
 # shellcheck disable=SC2086
-expect_line "slurm: pyxis image and mounts" \
-    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/data:/data trainbench --data /data/train" \
-    $job TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench --data /data/train
+expect_line "slurm: pyxis image and mounts, the submit directory the working directory" \
+    "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 '--container-image=reg#trainbench:1' --container-mounts=/home/u/run:/home/u/run,/data:/data --container-workdir=/home/u/run trainbench --data /data/train" \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE='reg#trainbench:1' TB_CONTAINER_MOUNTS=/data:/data \
+    TB_DRY_RUN=1 \
+    sh "$L/slurm.sbatch" trainbench --data /data/train
+# shellcheck disable=SC2086
+expect_words "slurm: pyxis without TB_CONTAINER_MOUNTS: the submit directory alone" \
+    "--container-mounts=/home/u/run:/home/u/run|--container-workdir=/home/u/run" "," \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm: pyxis, the submit directory mounted by the user already: once" \
+    "--container-mounts=/data:/data,/home/u/run:/home/u/run:ro" "run,/data" \
+    $job SLURM_SUBMIT_DIR=/home/u/run TB_CONTAINER_IMAGE=reg#tb \
+    TB_CONTAINER_MOUNTS=/data:/data,/home/u/run:/home/u/run:ro \
+    TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
 # shellcheck disable=SC2086
 expect_line "slurm: apptainer exec --nv per task" \
     "env OMP_NUM_THREADS=12 srun --mpi=pmix --cpu-bind=cores --kill-on-bad-exit=1 --export=ALL --distribution=block:block --cpus-per-task=12 apptainer exec --nv --bind /data /img/trainbench.sif trainbench" \
@@ -305,6 +422,15 @@ expect_line "slurm: apptainer exec --nv per task" \
 # shellcheck disable=SC2086
 expect_error "slurm: two container kinds at once" "set one" \
     $job TB_SIF=/img/x.sif TB_CONTAINER_IMAGE=x TB_DRY_RUN=1 sh "$L/slurm.sbatch" trainbench
+# docker run --rm: the results file is written in the working directory,
+# which must be the host's (-w on a -v mount) or it goes with the container;
+# the image's default command must then not depend on the working directory
+checks=$((checks + 1))
+# shellcheck disable=SC2016  # $PWD as the docs write it
+grep -n 'docker run --rm --gpus' "$root/README.md" "$root/docs/building.md" "$L/container/Dockerfile" "$L/local.sh" |
+    grep -v -e '-v "$PWD":/out -w /out' | sed 's/^/FAIL docker run without -w on a mount: /' |
+    grep . && failures=$((failures + 1))
+grep -q '^CMD \["/' "$L/container/Dockerfile" || fail "Dockerfile: CMD not by its full path (docker run -w moves)"
 checks=$((checks + 1))
 for d in "--nodes=" "--ntasks-per-node=" "--gpus-per-node=" "--cpus-per-task="; do
     grep -q "^#SBATCH $d" "$L/slurm.sbatch" || fail "slurm.sbatch has no #SBATCH $d"
@@ -337,6 +463,18 @@ expect_words "slurm_mpirun: 12 CPUs a task are 6 cores on 2 threads a core" \
     "--map-by slot:PE=6|-x OMP_NUM_THREADS=12" "PE=12" \
     $job SLURM_CPUS_ON_NODE=96 TB_CORES=48 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 # shellcheck disable=SC2086
+expect_words "slurm_mpirun: 8 ranks of 12 cores on 2 x 64 cores: 4 on each socket, none across" \
+    "--map-by ppr:4:socket:PE=12" "slot:" \
+    $job TB_SOCKETS=2 TB_CORES=128 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_words "slurm_mpirun: 2 x 56 cores, 2 threads a core: 4 ranks of 6 cores on each socket" \
+    "--map-by ppr:4:socket:PE=6" "slot:" \
+    $job SLURM_CPUS_ON_NODE=224 TB_SOCKETS=2 TB_CORES=112 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+expect_note "slurm_mpirun: nodes with different task counts keep the slot mapping, and say so" \
+    "note: the nodes run different numbers of ranks: ranks take cores in order" \
+    SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-2],login3" SLURM_TASKS_PER_NODE="4(x2),2" SLURM_CPUS_PER_TASK=4 \
+    TB_SOCKETS=2 TB_CORES=16 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
 expect_words "slurm_mpirun: Slurm counting cores keeps PE=12" "--map-by slot:PE=12" "PE=6" \
     $job SLURM_CPUS_ON_NODE=96 TB_CORES=96 TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 expect_line "slurm_mpirun: uneven tasks per node, no CPUs per task" \
@@ -354,10 +492,38 @@ expect_words "slurm_mpirun: not the batch node's CUDA_VISIBLE_DEVICES (each node
 # shellcheck disable=SC2086
 expect_same_args "slurm_mpirun: printed line = what runs" \
     $job TB_MPIRUN="$work/fake_launcher" sh "$L/slurm_mpirun.sbatch" trainbench --results "x y.h5" "it's"
+# shellcheck disable=SC2086
+expect_error "slurm_mpirun: TB_EXPORT='1X' refused, named" "TB_EXPORT: '1X' is not a variable name" \
+    $job TB_EXPORT="1X" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
 expect_error "slurm_mpirun: node list and tasks disagree" "disagree" \
     SLURM_JOB_ID=7 SLURM_JOB_NODELIST="n[1-3]" SLURM_TASKS_PER_NODE="4(x2)" TB_DRY_RUN=1 \
     sh "$L/slurm_mpirun.sbatch" trainbench
+# shellcheck disable=SC2086
+expect_error "slurm_mpirun: no mpirun named" "TB_MPIRUN 'no-such-mpirun' not found" \
+    $job TB_MPIRUN=no-such-mpirun sh "$L/slurm_mpirun.sbatch" trainbench
 expect_error "slurm_mpirun: outside a job" "not inside a Slurm job" TB_DRY_RUN=1 sh "$L/slurm_mpirun.sbatch" trainbench
+
+echo "== CDPATH exported: cd prints the directory it found there, which must not join the path"
+# each script run as launch/NAME from the repository root, with CDPATH
+# pointing at the root (as a user's ~/.profile may)
+# shellcheck disable=SC2016  # expanded by the sh -c that runs it
+cd_root='cd "$0" && exec "$@"'
+expect_words "CDPATH: local.sh" "-np 1" "" \
+    CDPATH="$root" TB_CORES=4 sh -c "$cd_root" "$root" sh launch/local.sh -n 1 --dry-run -- trainbench
+expect_words "CDPATH: hostfile.sh" "-np 16" "" \
+    CDPATH="$root" sh -c "$cd_root" "$root" sh launch/hostfile.sh --hostfile "$H" --dry-run -- trainbench
+# shellcheck disable=SC2086
+expect_words "CDPATH: slurm.sbatch" "--mpi=pmix" "" \
+    $job CDPATH="$root" TB_DRY_RUN=1 sh -c "$cd_root" "$root" sh launch/slurm.sbatch trainbench
+# shellcheck disable=SC2086
+expect_words "CDPATH: slurm_mpirun.sbatch" "-np 16" "" \
+    $job CDPATH="$root" TB_DRY_RUN=1 sh -c "$cd_root" "$root" sh launch/slurm_mpirun.sbatch trainbench
+checks=$((checks + 1))
+got=$(run_clean CDPATH="$root" sh -c "$cd_root" "$root" sh launch/install_gpu.sh --dry-run --no-apt 2>&1) || true
+case $got in
+    *"-r $root/launch/cuda-wheels.txt"*) ;;
+    *) fail "CDPATH: install_gpu.sh --dry-run does not read $root/launch/cuda-wheels.txt: $got" ;;
+esac
 
 echo "# test_launch_scripts: $checks checks, $failures failed"
 [ "$failures" -eq 0 ]
