@@ -422,6 +422,7 @@ int main(int argc, char **argv) {
     expect_error("train --steps 1 --ckpt /nonexistent/dir/c.h5 --ckpt-every 1", "cannot write checkpoint '/nonexistent/dir/c.h5'");
     expect_error("train --steps 1 --resume", "--resume needs --ckpt FILE");
     expect_error("train --steps 1 --timeout -1", "--timeout expects a number in [0,");
+    expect_error("train --steps 1 --timeout 0.05", "--timeout 0.05 s is under 0.1 s");
     snprintf(cmd, sizeof cmd, "'%s' mkdata --out '%s' --classes 2 --per-class 1 --min-side 64 --max-side 80 > /dev/null",
              g_bin, path("tiny"));
     TB_CHECK(system(cmd) == 0, "mkdata for the tiny data set: %s", cmd);

@@ -82,6 +82,9 @@ static void check_flags(tb_train_run *r) {
     if (tb_loss_scale_check(f->loss_scale, why, sizeof why) != 0) tb_die("train: %s", why);
     if (f->scaling_min_s < 0 && f->scaling_min_s != -1) /* -1: not given (the backend's default) */
         tb_die("train: --scaling-min-seconds %g is negative; give 0 or more seconds", f->scaling_min_s);
+    if (f->timeout > 0 && f->timeout < 0.1) /* preflight's and allreduce-bench's least too */
+        tb_die("train: --timeout %g s is under 0.1 s, less than a start-up barrier or a checkpoint may take; give "
+               "0.1 s or more, or 0 for no watchdog", f->timeout);
     if (f->steps == 0 && f->epochs == 0) /* --steps 0 alone: 0 steps is what --epochs N leaves to the epochs */
         tb_die("train: --steps 0 without --epochs trains nothing; give --steps 1 or more, or --epochs N");
     r->prec = TB_PREC_FP32;
@@ -200,7 +203,7 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"init", TB_OPT_STRING, f->init, 0, 0, NULL, "start from this checkpoint's weights"},
         {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
         {"trace", TB_OPT_STRING, f->trace, 0, 0, NULL, "per-rank timeline of the training steps (Chrome trace JSON)"},
-        {"timeout", TB_OPT_DOUBLE, &f->timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog)"},
+        {"timeout", TB_OPT_DOUBLE, &f->timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog; else 0.1 or more)"},
         {"fuse", TB_OPT_CHOICE, f->fuse, 0, 0, "auto|graph|bn|off",
          "graph: BatchNorm statistics in the conv's epilogue and BN + ReLU in the next conv's prologue "
          "(cuDNN's graph API; what an engine is missing falls back to bn, one line says which); bn: residual "
