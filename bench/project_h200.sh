@@ -7,6 +7,7 @@
 #   nvlink4-h800+roce200x2             8 to 512 GPUs (8 per node, 2 x 200 GbE RoCE)
 #
 # each with the what-if columns (bucket size, bf16 gradients, overlap off,
+# the BatchNorm statistics broadcast off,
 # the per-rank batch), written to OUTDIR/NAME.proj.txt (the console output)
 # and OUTDIR/NAME.proj.h5 (/projection), then one markdown file,
 # OUTDIR.md, made by bench/projection_tables.py: the tables labelled
@@ -25,7 +26,7 @@ run=${1:-results/gpu_h200_2026-11-27/tb_bf16_nhwc_256_graph.h5}
 out=${2:-results/projection_h200}
 tb=${TB:-build/trainbench}
 py=${PY:-python3}
-whatif="bucket=5M,bucket=100M,bf16,no-overlap,batch=0.78,batch=0.5,batch=0.2"
+whatif="bucket=5M,bucket=100M,bf16,no-overlap,no-bn-broadcast,batch=0.78,batch=0.5,batch=0.2"
 mkdir -p "$out"
 [ -f "$out/published.tsv" ] || cp results/projection_h200/published.tsv "$out/published.tsv"
 project() { # NAME FABRIC RANKS

@@ -70,7 +70,8 @@ def label(col):
     t = col[3:]
     if t.startswith("batch_x"):
         return "batch x" + t[7:].replace("_", ".")
-    return {"bf16": "bf16 grads", "no_overlap": "overlap off"}.get(t, t.replace("_", " "))
+    return {"bf16": "bf16 grads", "no_overlap": "overlap off", "no_bn_broadcast": "BN broadcast off"}.get(
+        t, t.replace("_", " "))
 
 
 def row_index(p, n):
