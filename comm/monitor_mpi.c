@@ -49,10 +49,10 @@
 
 const char mon_ping = 1;
 
-static volatile sig_atomic_t g_sigterm = 0;
+static atomic_int g_sigterm; /* set by the handler, read by the watchdog thread: lock-free, signal-safe */
 static void on_sigterm(int s) {
     (void)s;
-    g_sigterm = 1;
+    atomic_store(&g_sigterm, 1);
 }
 
 /* After the watchdog stopped (every rank passed the last collective), a
@@ -255,7 +255,7 @@ static void *monitor_thread(void *arg) {
         int stop = m->stop;
         pthread_mutex_unlock(&m->mu);
         if (stop) break;
-        if (g_sigterm) {
+        if (atomic_load(&g_sigterm)) {
             /* a rank ending on its own error has printed its line: no second */
             if (m->rank != 0 && (atomic_load(&m->failing) || tb_log_ending(0))) _exit(1);
             /* rank 0 ending on its own error is marking its results file with
@@ -397,7 +397,13 @@ static int drain_sends(tb_monitor *m) {
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
     /* another thread is ending the process (a loader's --strict-data error)
-     * and may be using the watchdog's communicator: it ends us too */
+     * and may be using the watchdog's communicator: it ends us too. The
+     * abort path's handle is cleared first: a thread that claims the end
+     * after the check below finds no watchdog (seq_cst, both sides), one
+     * that claimed it before is seen by the check, so m is never freed under
+     * it. */
+    tb_monitor *expected = m;
+    atomic_compare_exchange_strong(&mon_running, &expected, NULL);
     tb_log_park_if_ending();
     /* from here a SIGTERM is the end's (a collective precedes stop): its line, made now, at once; one that came
      * before, which the watchdog thread may have left unsaid as it stopped, after the join */
@@ -413,13 +419,11 @@ void tb_monitor_stop(tb_monitor *m) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     if (g_running == m) g_running = NULL;
-    tb_monitor *expected = m;
-    atomic_compare_exchange_strong(&mon_running, &expected, NULL);
     pthread_mutex_lock(&m->mu);
     m->stop = 1;
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
-    if (g_sigterm) on_sigterm_at_end(SIGTERM);
+    if (atomic_load(&g_sigterm)) on_sigterm_at_end(SIGTERM);
     if (m->rank == 0) {
         MPI_CHECK(MPI_Cancel(&m->status_rq));
         MPI_CHECK(MPI_Wait(&m->status_rq, MPI_STATUS_IGNORE));

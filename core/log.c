@@ -7,18 +7,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int g_rank = -1;
-static int g_world = 1;
+/* Set once by the main thread after MPI_Init, read by any thread's message
+ * (a start-up guard may print while MPI_Init runs): the host name is written
+ * first, then published by the release store of the rank. */
+static atomic_int g_rank = -1;
+static atomic_int g_world = 1;
 static char g_host[64] = "";
-static tb_abort_hook g_abort_hook = NULL;
+static tb_abort_hook _Atomic g_abort_hook; /* static: NULL (clang takes no (void *)0 for an atomic) */
 
 void tb_log_set_identity(int rank, int world, const char *host) {
-    g_rank = rank;
-    g_world = world;
     snprintf(g_host, sizeof g_host, "%s", host ? host : "");
+    atomic_store_explicit(&g_world, world, memory_order_relaxed);
+    atomic_store_explicit(&g_rank, rank, memory_order_release);
 }
 
-int tb_log_rank(void) { return g_rank; }
+int tb_log_rank(void) { return atomic_load_explicit(&g_rank, memory_order_acquire); }
 
 /* The first of vars[0..n) set to a whole number >= min; -1 when none is. */
 static int env_first(const char *const *vars, size_t n, long min) {
@@ -50,7 +53,7 @@ static int g_usage_quiet = 0; /* a usage error waits before its line (not launch
 void tb_log_usage_errors(int on) { g_usage_quiet = on && launcher_rank() > 0; }
 const char *tb_log_host(void) { return g_host; }
 
-void tb_set_abort_hook(tb_abort_hook hook) { g_abort_hook = hook; }
+void tb_set_abort_hook(tb_abort_hook hook) { atomic_store(&g_abort_hook, hook); }
 
 /* One thread ends the process: the first to reach tb_die / TB_FATAL /
  * tb_abort prints and exits; any other thread that gets there meanwhile
@@ -67,22 +70,22 @@ static void claim_the_end(void) {
 /* Cleanups that must run before the job is torn down (ncclCommAbort on a
  * live communicator, so no rank is left inside a collective). */
 #define TB_MAX_ABORT_CLEANUPS 8
-static struct {
-    tb_abort_cleanup fn;
-    void *ctx;
+static struct { /* ctx stored before fn, fn read before ctx: a dying thread sees a pair or nothing */
+    tb_abort_cleanup _Atomic fn;
+    void *_Atomic ctx;
 } g_cleanups[TB_MAX_ABORT_CLEANUPS];
 static atomic_int g_ncleanups = 0;
 
 int tb_add_abort_cleanup(tb_abort_cleanup fn, void *ctx) {
     int i = atomic_fetch_add(&g_ncleanups, 1);
     if (i >= TB_MAX_ABORT_CLEANUPS) TB_FATAL("more than %d abort cleanups", TB_MAX_ABORT_CLEANUPS);
-    g_cleanups[i].ctx = ctx;
-    g_cleanups[i].fn = fn;
+    atomic_store(&g_cleanups[i].ctx, ctx);
+    atomic_store(&g_cleanups[i].fn, fn);
     return i;
 }
 
 void tb_remove_abort_cleanup(int id) {
-    if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) g_cleanups[id].fn = NULL;
+    if (id >= 0 && id < TB_MAX_ABORT_CLEANUPS) atomic_store(&g_cleanups[id].fn, NULL);
 }
 
 static tb_abort_cleanup _Atomic g_notice; /* static: NULL (clang takes no (void *)0 for an atomic) */
@@ -151,12 +154,15 @@ _Noreturn void tb_abort(int exit_code) {
         tb_abort_cleanup notice = atomic_load(&g_notice);
         if (notice) notice(atomic_load(&g_notice_ctx));
         int n = atomic_load(&g_ncleanups);
-        for (int i = n - 1; i >= 0; i--) /* last registered first */
-            if (i < TB_MAX_ABORT_CLEANUPS && g_cleanups[i].fn) g_cleanups[i].fn(g_cleanups[i].ctx);
+        for (int i = n - 1; i >= 0; i--) { /* last registered first */
+            tb_abort_cleanup fn = i < TB_MAX_ABORT_CLEANUPS ? atomic_load(&g_cleanups[i].fn) : NULL;
+            if (fn) fn(atomic_load(&g_cleanups[i].ctx));
+        }
         tb_run_abort_last();
         t_in_cleanups = 0;
     }
-    if (g_abort_hook) g_abort_hook(exit_code);
+    tb_abort_hook hook = atomic_load(&g_abort_hook);
+    if (hook) hook(exit_code);
     /* _exit, not exit: other threads (the loader's, the watchdog's, the
      * results snapshots', OpenBLAS's, a helper left inside ncclCommAbort)
      * are still running, and exit's handlers (HDF5's and OpenBLAS's
@@ -188,8 +194,9 @@ char *tb_escape_controls(const char *in, char *out, size_t len) {
 static void emit(const char *kind, const char *fmt, va_list ap) {
     char raw[4096], line[4096];
     size_t n;
-    if (g_rank >= 0 && g_world > 1)
-        n = (size_t)snprintf(raw, sizeof raw, "trainbench[rank %d %s]: %s", g_rank, g_host, kind);
+    int rank = atomic_load_explicit(&g_rank, memory_order_acquire); /* then g_host is whole */
+    if (rank >= 0 && atomic_load_explicit(&g_world, memory_order_relaxed) > 1)
+        n = (size_t)snprintf(raw, sizeof raw, "trainbench[rank %d %s]: %s", rank, g_host, kind);
     else
         n = (size_t)snprintf(raw, sizeof raw, "trainbench: %s", kind);
     if (n < sizeof raw) vsnprintf(raw + n, sizeof raw - n, fmt, ap);
@@ -237,7 +244,7 @@ _Noreturn void tb_die(const char *fmt, ...) {
         longjmp(tr->env, 1);
     }
     claim_the_end();
-    if (g_usage_quiet && g_rank < 0) {
+    if (g_usage_quiet && tb_log_rank() < 0) {
         /* MPI has not started: the launcher's rank 0 says it, and the
          * launcher ends the job within about 1 s of its exit, this rank
          * with it. Still here after 3 s (rank 0 did not hit this error:
@@ -300,7 +307,7 @@ void tb_warn(const char *fmt, ...) {
 }
 
 void tb_info(const char *fmt, ...) {
-    if (g_rank > 0) return;
+    if (tb_log_rank() > 0) return;
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stdout, fmt, ap);

@@ -321,10 +321,18 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         w->acc.resize_s += info.resize_s + (tb_now() - t1);
         return;
     }
-    /* every candidate from k0 on was tried (or known bad) and failed */
+    /* every candidate from k0 on was tried (or known bad) and failed; the loader's first bad file is
+     * copied under its lock (other workers merge into it) */
+    char first[sizeof ld->stats.first_bad[0]];
+    if (w->acc.first_bad[0][0]) {
+        snprintf(first, sizeof first, "%s", w->acc.first_bad[0]);
+    } else {
+        pthread_mutex_lock(&ld->mu);
+        snprintf(first, sizeof first, "%s", ld->stats.first_bad[0]);
+        pthread_mutex_unlock(&ld->mu);
+    }
     tb_die("no sample of %s decodes: all %lld files tried are bad (%s%s); the data set needs readable, valid JPEGs",
            ds->is_list ? ds->list_path : ds->root,
-           (long long)(ld->n - k0), k0 == 0 ? "the whole data set; first: " : "first: ",
-           w->acc.first_bad[0][0] ? w->acc.first_bad[0] : ld->stats.first_bad[0]);
+           (long long)(ld->n - k0), k0 == 0 ? "the whole data set; first: " : "first: ", first);
 }
 

@@ -56,7 +56,8 @@ typedef struct {
 
 void tb_run_report_init(tb_run_report *r, const char *path);
 /* The run's start-up is over and its provenance goes into attrs next (call
- * before setting status "running"): 1, or 0 when the process is ending in
+ * with the report lock held, as the snapshot thread reads `earlier` under
+ * it, before setting status "running"): 1, or 0 when the process is ending in
  * start-up (tb_run_report_close_unbegun came first): then nothing may be
  * set, and the caller waits for the end (tb_log_park). A file already at
  * the path (an earlier run's) stays until this run records its first step:
