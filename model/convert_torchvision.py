@@ -10,9 +10,11 @@ holding it under "state_dict" or "model", and DataParallel "module." names).
 The model is inferred from the keys when --model is not given, the number of
 classes from fc.weight. It writes a trainbench checkpoint (DESIGN.md,
 "Contracts other tools rely on"): /params/<state_dict key> float32 with the
-torch shape, num_batches_tracked as an int64 scalar, no /momentum (a fresh
-optimizer), root attributes model, classes, image_size, step=0, epoch=0,
-seed, trainbench_version, git_revision.
+torch shape, num_batches_tracked as an int64 scalar, /momentum/<parameter>
+zeros (a fresh optimizer: torch.optim.SGD's first step is the same from
+zeros with dampening 0), root attributes model, classes, image_size,
+step=0, epoch=0, seed, trainbench_version (the repository's version, from
+CMakeLists.txt), git_revision, converted_by.
 
 to-pt reads a trainbench checkpoint and writes a state_dict with exactly
 torchvision's key order and dtypes (num_batches_tracked int64, 0-dim) that
@@ -58,6 +60,19 @@ def listing(names, limit=3):
     names = sorted(names)
     more = len(names) - limit
     return ", ".join(names[:limit]) + (" (+%d more)" % more if more > 0 else "")
+
+
+def project_version():
+    """trainbench's version, as CMakeLists.txt's project() states it (what a trainbench build reports)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "CMakeLists.txt")
+    try:
+        with open(path) as f:
+            m = re.search(r"project\(trainbench VERSION ([0-9.]+)", f.read())
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    return "unknown"
 
 
 def git_revision():
@@ -194,7 +209,7 @@ def to_h5(a):
         raise ConvertError("not a ResNet state dict: no 2-D fc.weight")
     classes = int(sd["fc.weight"].shape[0])
     # weights saved before torch 0.4.1 have no num_batches_tracked: torch itself reads them as 0
-    _, ref = expected_state(model, classes)
+    ref_net, ref = expected_state(model, classes)
     absent = [n for n in ref if is_nbt(n) and n not in sd]
     if absent and len(absent) == sum(1 for n in ref if is_nbt(n)):
         sd = dict(sd)
@@ -213,14 +228,18 @@ def to_h5(a):
             f.attrs["step"] = np.int64(0)
             f.attrs["epoch"] = np.int64(0)
             f.attrs["seed"] = np.int64(a.seed)
-            f.attrs["trainbench_version"] = "convert_torchvision.py (torch %s)" % torch.__version__
+            f.attrs["trainbench_version"] = project_version()
             f.attrs["git_revision"] = git_revision()
+            f.attrs["converted_by"] = "model/convert_torchvision.py (torch %s)" % torch.__version__
             g = f.create_group("params", track_order=True)  # listed in state_dict order, as train writes
             for n, t in sd.items():
                 if is_nbt(n):
                     g.create_dataset(n, data=np.int64(t.item()))
                 else:
                     g.create_dataset(n, data=t.numpy())
+            mg = f.create_group("momentum", track_order=True)  # the named parameters: no BN buffer
+            for n in (n for n, _ in ref_net.named_parameters()):
+                mg.create_dataset(n, data=np.zeros(tuple(sd[n].shape), np.float32))
     atomic_output(a.output, write)
     print("%s: %s -> %s (%s, %d classes, %d tensors%s)"
           % (PROG, a.input, a.output, model, classes, len(sd), "; " + "; ".join(notes) if notes else ""))

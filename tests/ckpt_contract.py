@@ -14,7 +14,9 @@ ckpt_contract_torchvision):
   - it loads into torchvision strict=True, and `trainbench step` on it gives
     the loss, logits, BN running statistics (momentum 0.1, unbiased
     variance, eps 1e-5) and counters torchvision's train-mode step gives:
-    atol 1e-4 + rtol 1e-3 against float64.
+    atol 1e-4 + rtol 1e-3 against float64;
+  - and back: torchvision's state_dict written to HDF5 as /params/<key>
+    alone (no attribute) steps in `trainbench step` the same way.
 
   ckpt_contract.py --trainbench BIN [--model resnet18] [--classes 6]
 Exit 0 when every check holds, 1 otherwise, 77 without torch/torchvision/h5py."""
@@ -101,15 +103,26 @@ def torch_step(model, x, y):
                                           or "num_batches" in k}
 
 
-def close(what, got, ref):
+def close(what, got, ref, floor=None):
+    """|got - ref| <= 1e-4 + 1e-3 |ref| elementwise, or (floor: torchvision's own float32 result) no more
+    than 4x as far from the float64 truth as float32 torchvision is (a freshly initialised ResNet-50 at 32 px
+    is ill-conditioned: torchvision's float32 logits are 2e-4 off float64 there)."""
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
     if got.shape != ref.shape:
         return check(False, f"{what}: shape {got.shape}, torchvision {ref.shape}")
     over = np.abs(got - ref) - (1e-4 + 1e-3 * np.abs(ref))
-    return over.max(initial=-1) <= 0 or check(False, f"{what}: off by {np.abs(got - ref).max():.3g}")
+    if over.max(initial=-1) <= 0:
+        return True
+    err = np.abs(got - ref).max()
+    if floor is not None:
+        ferr = np.abs(np.asarray(floor, np.float64) - ref).max()
+        if err <= 4 * ferr:
+            return True
+        return check(False, f"{what}: off by {err:.3g}, more than 4x float32 torchvision's {ferr:.3g}")
+    return check(False, f"{what}: off by {err:.3g}")
 
 
-def check_step(a, d, ck, sd):
+def check_step(a, d, ck, sd, floor=False):
     model = getattr(torchvision.models, a.model)(num_classes=a.classes)
     with h5py.File(ck) as f:
         state = {k: torch.as_tensor(np.asarray(f["params"][k][()])).to(sd[k].dtype) for k in f["params"]}
@@ -125,10 +138,16 @@ def check_step(a, d, ck, sd):
               "--threads", "1", "--lr", "0.1", "--momentum", "0.9", "--weight-decay", "1e-4"])
     if not check(rc == 0, f"trainbench step on the checkpoint (exit {rc})"):
         return
+    f32 = None
+    if floor:
+        m32 = getattr(torchvision.models, a.model)(num_classes=a.classes)
+        m32.load_state_dict(model.state_dict(), strict=True)
+        with torch.no_grad():
+            f32 = m32.train()(torch.from_numpy(x)).numpy()
     loss, logits, bufs = torch_step(model, x, y)
     with h5py.File(out) as f:
         check(f["loss"].shape == () and close("loss", f["loss"][()], loss), f"/loss a scalar = {loss:.6f}")
-        check(close("logits", f["logits"][()], logits), f"/logits [{BATCH}, {a.classes}] = torchvision's")
+        check(close("logits", f["logits"][()], logits, f32), f"/logits [{BATCH}, {a.classes}] = torchvision's")
         check(list(f["grads"]) == [k for k, _ in model.named_parameters()],
               f"/grads: exactly named_parameters' names, in their order ({len(f['grads'])})")
         run_of = (f.attrs.get("world_size"), f.attrs.get("global_batch"))
@@ -157,6 +176,13 @@ def main():
             with h5py.File(ck) as f:
                 check_layout(f, a, sd, params)
             check_step(a, d, ck, sd)
+        # the other way: torchvision's own state_dict written to HDF5 as /params/<key>, nothing else (no
+        # trainbench attribute): trainbench infers the model and classes and steps as torchvision does
+        raw = os.path.join(d, "torchvision.h5")
+        with h5py.File(raw, "w") as f:
+            for k, v in sd.items():
+                f.create_dataset(f"params/{k}", data=v.numpy())
+        check_step(a, d, raw, sd, floor=True)
     print(f"# ckpt_contract {a.model}: {len(failures)} failed check(s)")
     sys.exit(1 if failures else 0)
 

@@ -8,7 +8,8 @@ weights and buffers:
   1. Python round trip: state_dict .pt -> to-h5 -> to-pt: every tensor
      torch.equal, same key order, dtypes and shapes; the .h5 follows the
      checkpoint contract (attributes, float32, int64 scalar
-     num_batches_tracked, no /momentum); the result loads strict=True.
+     num_batches_tracked, /momentum zeros for the named parameters); the
+     result loads strict=True.
      Also from a whole pickled model, and from a checkpoint whose string
      attributes are fixed-length.
   2. C round trip: .pt -> to-h5 -> `tb_ckpt_copy in.h5 out.h5` (loads the
@@ -73,6 +74,7 @@ def same_state(a, b, what):
 def check_h5(path, model, classes, sd):
     import h5py
     import numpy as np
+    import torchvision
     with h5py.File(path, "r") as f:
         attrs = {k: f.attrs[k] for k in f.attrs}
         m = attrs.get("model")
@@ -85,7 +87,12 @@ def check_h5(path, model, classes, sd):
             check(isinstance(attrs.get(key), np.int64), "%s: %s attribute int64" % (path, key))
         for key in ("trainbench_version", "git_revision"):
             check(isinstance(attrs.get(key), str), "%s: %s attribute is a string" % (path, key))
-        check("momentum" not in f, "%s: no /momentum (fresh optimizer)" % path)
+        names = [n for n, _ in getattr(torchvision.models, model)(num_classes=classes).named_parameters()]
+        mom = f.get("momentum")
+        check(mom is not None and list(mom) == names and all(not np.any(mom[n][()]) for n in names),
+              "%s: /momentum holds zeros for exactly the named parameters (a fresh optimizer)" % path)
+        check(attrs.get("converted_by", "").startswith("model/convert_torchvision.py"),
+              "%s: converted_by names the converter" % path)
         p = f["params"]
         check(set(p) == set(sd), "%s: /params names == state_dict keys" % path)
         # listed in the state_dict's order, as train's checkpoints are (creation order tracked)

@@ -16,13 +16,48 @@
 static const char *k_hint = "pass a trainbench checkpoint (convert torchvision weights with "
                             "model/convert_torchvision.py)";
 
+/* A torchvision state_dict written to HDF5 as /params/<key>, without trainbench's attributes (DESIGN.md: it
+ * loads into trainbench): the model from its blocks per stage and their kind, the classes from fc.weight
+ * [classes, features]. 0, or -1 when the keys are no known ResNet's. */
+static int infer_model(hid_t f, tb_ckpt_meta *meta) {
+    static const char *const names[] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"};
+    int blocks[4];
+    char key[96];
+    for (int s = 0; s < 4; s++)
+        for (blocks[s] = 0; blocks[s] < 64; blocks[s]++) {
+            snprintf(key, sizeof key, "/params/layer%d.%d.conv1.weight", s + 1, blocks[s]);
+            if (!tb_h5_exists(f, key)) break;
+        }
+    int bottleneck = tb_h5_exists(f, "/params/layer1.0.conv3.weight");
+    int64_t dims[8];
+    if (!tb_h5_exists(f, "/params/fc.weight") || tb_h5_shape(f, "/params/fc.weight", dims) != 2 || dims[0] < 1)
+        return -1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        tb_resnet_config c;
+        if (tb_resnet_config_init(&c, names[i], 1) != 0) continue;
+        if (c.bottleneck == bottleneck && memcmp(c.blocks, blocks, sizeof blocks) == 0) {
+            snprintf(meta->model, sizeof meta->model, "%s", names[i]);
+            meta->classes = dims[0];
+            return 0;
+        }
+    }
+    return -1;
+}
+
 void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     memset(meta, 0, sizeof *meta);
     hid_t f = tb_h5_open_read(path, "checkpoint", "check the path");
-    if (tb_h5_attr_read_str(f, "model", meta->model, sizeof meta->model) != 0)
-        tb_die("'%s' is not a trainbench checkpoint (no 'model' attribute); %s", path, k_hint);
-    if (tb_h5_attr_read_i64(f, "classes", &meta->classes) != 0 || meta->classes < 1)
+    if (tb_h5_attr_read_str(f, "model", meta->model, sizeof meta->model) != 0) {
+        if (H5Aexists(f, "model") > 0) /* there, but no name: a damaged checkpoint, not a bare state_dict */
+            tb_die("checkpoint '%s' has a 'model' attribute that is not a model name; %s", path, k_hint);
+        if (!tb_h5_exists(f, "/params") || infer_model(f, meta) != 0)
+            tb_die("'%s' is not a trainbench checkpoint (no 'model' attribute, and its /params are no "
+                   "torchvision ResNet's state_dict); %s", path, k_hint);
+        tb_info("# '%s': a torchvision state_dict (no trainbench attributes): %s with %lld classes, from its "
+                "parameter names and fc.weight", path, meta->model, (long long)meta->classes);
+    } else if (tb_h5_attr_read_i64(f, "classes", &meta->classes) != 0 || meta->classes < 1) {
         tb_die("checkpoint '%s' has no valid 'classes' attribute; %s", path, k_hint);
+    }
     if (!tb_h5_exists(f, "/params"))
         tb_die("checkpoint '%s' has no /params group; %s", path, k_hint);
     /* optional counters: default 0 */

@@ -99,7 +99,8 @@ void tb_provenance_cpu_dispatch(tb_attrs *a) {
     tb_attrs_str(a, "cpu_dispatch", buf);
 }
 
-/* command_line: "trainbench <sub> args..." as the user typed it. */
+/* command_line: "trainbench <sub> args...": the arguments as the user typed them, the program path shortened
+ * to its name and the subcommand written out where the default (train) was taken. */
 static void command_line(tb_attrs *a, const char *subcommand, int argc, char **argv) {
     char buf[4096];
     size_t used = (size_t)snprintf(buf, sizeof buf, "trainbench %s", subcommand);

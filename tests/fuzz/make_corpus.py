@@ -268,7 +268,12 @@ def ckpt_seeds(d):
     write_ckpt(j("ok-softlink"), override={"fc.bias": elsewhere})
 
     write_ckpt(j("bad-classes10"), classes=10)
-    write_ckpt(j("bad-no-model-attr"), attrs={"model": None})
+    # a torchvision state_dict written to HDF5 as /params alone (DESIGN.md: it loads): the model and classes
+    # inferred; without a model attribute and with a block missing, no ResNet's: refused
+    bare = {k: None for k in ("model", "classes", "image_size", "step", "epoch", "seed", "trainbench_version",
+                              "git_revision")}
+    write_ckpt(j("ok-no-model-attr-state-dict"), attrs=bare)
+    write_ckpt(j("bad-no-model-attr-no-resnet"), attrs=bare, drop=("layer4.1.conv1.weight",))
     write_ckpt(j("bad-model-int"), attrs={"model": np.int64(18)})
     write_ckpt(j("bad-model-resnet34"), attrs={"model": "resnet34"})
     write_ckpt(j("bad-classes-zero"), attrs={"classes": np.int64(0)})
