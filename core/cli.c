@@ -163,10 +163,19 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
         const tb_opt *o = opts;
         const char *eq = NULL;
         size_t len = 0;
-        if (a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] == '\0') { /* -x */
+        const char *attached = NULL; /* -b8: the value of -b, as getopt takes it */
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0') { /* -x, -xVALUE */
             for (; o->name; o++)
                 if (alias_of(aliases, o->name) == a[1]) break;
             len = 1;
+            if (a[2] != '\0') {
+                if (!o->name) /* not a one-letter flag: "-batch-size", "-5" */
+                    tb_die("%s: unexpected argument '%s'; flags start with --, see 'trainbench %s --help'", cmd, a,
+                           cmd);
+                if (o->kind == TB_OPT_FLAG)
+                    tb_die("%s: -%c (--%s) takes no value, got '%s'; give -%c alone", cmd, a[1], o->name, a, a[1]);
+                attached = a + 2;
+            }
         } else if (strncmp(a, "--", 2) == 0) {
             const char *name = a + 2;
             eq = strchr(name, '=');
@@ -186,7 +195,7 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
             *(int *)o->dst = 1;
             continue;
         }
-        const char *v = eq ? eq + 1 : NULL;
+        const char *v = eq ? eq + 1 : attached;
         if (!v) {
             if (i + 1 >= argc)
                 tb_die("%s: --%s needs a value; see 'trainbench %s --help'", cmd,

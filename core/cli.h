@@ -1,7 +1,7 @@
 /* cli.h - a small table-driven parser for each subcommand's flags.
  *
- * Accepts --name VALUE, --name=VALUE and -x VALUE for options with a
- * one-letter alias; every value is checked against its
+ * Accepts --name VALUE, --name=VALUE, and -x VALUE or -xVALUE (as getopt
+ * takes it: -b8) for options with a one-letter alias; every value is checked against its
  * type and range, and anything wrong ends the run with one line that names
  * the flag and says what is expected. --help prints the table. */
 #ifndef TB_CLI_H

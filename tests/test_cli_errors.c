@@ -480,6 +480,12 @@ int main(int argc, char **argv) {
     expect_error(a, "class_000/bad\\nname.jpg: not a JPEG file");
     /* -f is a multiplier, not a byte count */
     expect_error("allreduce-bench -f 1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
+    /* a value attached to a one-letter flag, as getopt (and nccl-tests) take it: -b8 is -b 8, read and checked
+     * (the sizes reach the -b/-e check, which runs before any MPI); a flag of no value takes none attached */
+    expect_error("allreduce-bench -b8K -e4K", "-b 8192 is larger than -e 4096");
+    expect_error("allreduce-bench -f1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
+    expect_error("allreduce-bench -bx", "--minbytes expects a byte count");
+    expect_error("allreduce-bench -z8", "unexpected argument '-z8'; flags start with --");
 
     /* no temporary files left next to the outputs */
     char ls[512];
