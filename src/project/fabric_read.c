@@ -84,6 +84,86 @@ static int tokens(char *s, char **tok, int max) {
     return n;
 }
 
+/* One run's console table as read so far (read_bench_text). */
+typedef struct {
+    const char *path;
+    int lineno;
+    int size_col, time_col;  /* in a row's tokens; -1 until the table's header */
+    int header_line;         /* the line of the "# size ... time" header, 0 before it */
+    int rank0_line;          /* the line of "#  Rank 0", 0 before it */
+    int start_line;          /* "# trainbench allreduce-bench:" or "# Collective test starting:" */
+    int nranks, nseen;       /* the table's "#  Rank N" lines; distinct hosts among them */
+    char seen[64][64];
+    tb_ar_sample *out;
+    int n, cap;
+} text_table;
+
+/* Refuses a second run in the file (-1, the line in err): appended logs
+ * (tee -a, >>) fit as the sum of their runs' ranks otherwise. */
+static int second_run(text_table *t, const char *what, int first, char *err, size_t errlen) {
+    snprintf(err, errlen,
+             "'%s' holds more than one run (%s at line %d, the first at line %d): give one run's output "
+             "(split a log that several runs were appended to)",
+             t->path, what, t->lineno, first);
+    return -1;
+}
+
+/* A "#  Rank N ... on HOST ..." line of the run's head: counted, its host noted. */
+static int text_rank(text_table *t, char **tok, int nt, int k, char *err, size_t errlen) {
+    if (t->header_line) return second_run(t, "a '#  Rank' line after the table", t->header_line, err, errlen);
+    if (k + 1 < nt && strcmp(tok[k + 1], "0") == 0) {
+        if (t->rank0_line) return second_run(t, "a second '#  Rank 0' line", t->rank0_line, err, errlen);
+        t->rank0_line = t->lineno;
+    }
+    t->nranks++;
+    for (int i = k; i + 1 < nt; i++)
+        if (strcmp(tok[i], "on") == 0) {
+            int dup = 0;
+            for (int j = 0; j < t->nseen; j++) dup |= strcmp(t->seen[j], tok[i + 1]) == 0;
+            if (!dup && t->nseen < 64) snprintf(t->seen[t->nseen++], sizeof t->seen[0], "%s", tok[i + 1]);
+            break;
+        }
+    return 0;
+}
+
+/* A comment line: a run's first line, a rank line, or the table's header
+ * ("# size count type redop [root] time algbw busbw #wrong ..."). */
+static int text_comment(text_table *t, const char *line, char **tok, int nt, char *err, size_t errlen) {
+    int k = strcmp(tok[0], "#") == 0 ? 1 : 0;
+    if (strstr(line, "# trainbench allreduce-bench:") == line || strstr(line, "# Collective test starting:") == line) {
+        if (t->start_line) return second_run(t, "a second run's first line", t->start_line, err, errlen);
+        t->start_line = t->lineno;
+    }
+    /* "#  Rank  0 on host ..." (trainbench) or "#  Rank  0 Group 0 Pid 1 on host ..." (nccl-tests) */
+    if (k < nt && strcmp(tok[k], "Rank") == 0) return text_rank(t, tok, nt, k, err, errlen);
+    if (k >= nt || strcmp(tok[k], "size") != 0) return 0;
+    int tc = -1;
+    for (int i = k; i < nt && tc < 0; i++)
+        if (strcmp(tok[i], "time") == 0) tc = i - k;
+    if (tc < 0) return 0;
+    if (t->header_line) return second_run(t, "a second table header", t->header_line, err, errlen);
+    t->header_line = t->lineno;
+    t->size_col = 0;
+    t->time_col = tc;
+    return 0;
+}
+
+/* A row of the table: bytes and time noted. */
+static void text_row(text_table *t, char **tok, int nt) {
+    if (t->time_col < 0 || nt <= t->time_col) return;
+    char *e1, *e2;
+    double bytes = strtod(tok[t->size_col], &e1), us = strtod(tok[t->time_col], &e2);
+    if (*e1 || *e2 || !isdigit((unsigned char)tok[t->size_col][0])) return;
+    if (t->n == t->cap) {
+        t->cap = t->cap ? 2 * t->cap : 64;
+        t->out = realloc(t->out, (size_t)t->cap * sizeof *t->out);
+        if (!t->out) TB_FATAL("out of host memory");
+    }
+    t->out[t->n].bytes = bytes;
+    t->out[t->n].seconds = 1e-6 * us;
+    t->n++;
+}
+
 static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int *hosts, char *err,
                            size_t errlen) {
     FILE *f = fopen(path, "r");
@@ -91,68 +171,39 @@ static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int
         snprintf(err, errlen, "cannot read all-reduce table '%s': %s", path, strerror(errno));
         return -1;
     }
-    char line[4096], copy[4096], seen[64][64];
-    int time_col = -1, size_col = -1, nranks = 0, nseen = 0, n = 0, cap = 0;
-    *out = NULL;
-    while (fgets(line, sizeof line, f)) {
+    text_table t;
+    memset(&t, 0, sizeof t);
+    t.path = path;
+    t.size_col = t.time_col = -1;
+    char line[4096], copy[4096];
+    int rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f)) {
+        t.lineno++;
         snprintf(copy, sizeof copy, "%s", line);
         char *tok[64];
         int nt = tokens(copy, tok, 64);
         if (nt == 0) continue;
-        if (tok[0][0] == '#') {
-            /* "#  Rank  0 on host ..." (trainbench) or "#  Rank  0 Group 0 Pid 1 on host ..." */
-            int k = strcmp(tok[0], "#") == 0 ? 1 : 0;
-            if (k < nt && strcmp(tok[k], "Rank") == 0) {
-                nranks++;
-                for (int i = k; i + 1 < nt; i++)
-                    if (strcmp(tok[i], "on") == 0) {
-                        int dup = 0;
-                        for (int j = 0; j < nseen; j++) dup |= strcmp(seen[j], tok[i + 1]) == 0;
-                        if (!dup && nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", tok[i + 1]);
-                        break;
-                    }
-            }
-            if (time_col < 0) { /* the header: "# size count type redop [root] time algbw ..." */
-                int sc = -1, tc = -1;
-                for (int i = k; i < nt; i++) {
-                    if (sc < 0 && strcmp(tok[i], "size") == 0) sc = i - k;
-                    if (tc < 0 && strcmp(tok[i], "time") == 0) tc = i - k;
-                }
-                if (sc >= 0 && tc > sc) {
-                    size_col = sc;
-                    time_col = tc;
-                }
-            }
-            continue;
-        }
-        if (time_col < 0 || nt <= time_col) continue;
-        char *e1, *e2;
-        double bytes = strtod(tok[size_col], &e1), us = strtod(tok[time_col], &e2);
-        if (*e1 || *e2 || !isdigit((unsigned char)tok[size_col][0])) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            *out = realloc(*out, (size_t)cap * sizeof **out);
-            if (!*out) TB_FATAL("out of host memory");
-        }
-        (*out)[n].bytes = bytes;
-        (*out)[n].seconds = 1e-6 * us;
-        n++;
+        if (tok[0][0] == '#') rc = text_comment(&t, line, tok, nt, err, errlen);
+        else text_row(&t, tok, nt);
     }
     fclose(f);
-    if (time_col < 0 || n == 0 || nranks < 2) {
-        free(*out);
-        *out = NULL;
+    if (rc == 0 && (t.time_col < 0 || t.n == 0 || t.nranks < 2)) {
         snprintf(err, errlen,
                  "'%s' is not an all-reduce table: expected the console output of 'trainbench "
                  "allreduce-bench' or nccl-tests' all_reduce_perf (a '# size ... time' header, "
                  "'#  Rank N' lines for 2 or more ranks, and rows); found %d rank line%s, %d row%s",
-                 path, nranks, nranks == 1 ? "" : "s", n, n == 1 ? "" : "s");
+                 path, t.nranks, t.nranks == 1 ? "" : "s", t.n, t.n == 1 ? "" : "s");
+        rc = -1;
+    }
+    if (rc != 0) {
+        free(t.out);
         return -1;
     }
-    for (int i = 0; i < n; i++) (*out)[i].ranks = nranks;
-    *ranks = nranks;
-    *hosts = nseen;
-    return n;
+    for (int i = 0; i < t.n; i++) t.out[i].ranks = t.nranks;
+    *out = t.out;
+    *ranks = t.nranks;
+    *hosts = t.nseen;
+    return t.n;
 }
 
 int tb_fabric_read_bench(const char *path, tb_ar_sample **out, int *ranks, int *hosts, char *err,
