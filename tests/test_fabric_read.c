@@ -228,9 +228,45 @@ static void test_appended_runs(void) {
     }
 }
 
+/* Runs that are no working all-reduce: refused, one line each (the text fit took their times). */
+static void test_failed_or_other(void) {
+    static char text[65536];
+    nccl_run r = {"all_reduce_perf", "sum", "0", "3", 8, 1}; /* 3 wrong in a row, the footer FAILED */
+    nccl_text(text, sizeof text, 0, &r);
+    refused("ar_wrong_nccl.txt", text, "3 wrong elements (#wrong) at 4096 bytes");
+    r.bad = NULL; /* the footer alone */
+    nccl_text(text, sizeof text, 0, &r);
+    refused("ar_oob_nccl.txt", text, "reports wrong values (Out of bounds values : 1 FAILED)");
+    tb_text(text, sizeof text, 0, 2, 1, "0", "1");
+    refused("ar_wrong_tb.txt", text, "1 wrong elements (#wrong) at 4096 bytes");
+    tb_text(text, sizeof text, 0, 2, 0, "0", "2"); /* the layout before the root column */
+    refused("ar_wrong_tb_old.txt", text, "2 wrong elements (#wrong) at 4096 bytes");
+    nccl_run g = {"all_gather_perf", "none", "0", NULL, 8, 0};
+    nccl_text(text, sizeof text, 0, &g);
+    refused("ag_nccl.txt", text, "the output of nccl-tests' all_gather_perf, not all_reduce_perf");
+    /* an older nccl-tests prints no test name: the redop says it */
+    char *start = strstr(text, "# Collective test starting:");
+    if (start) memcpy(start, "# Collective_test_starting:", 27);
+    refused("ag_nccl_unnamed.txt", text, "redop 'none', a collective that reduces nothing");
+    /* unchecked runs (-c 0: N/A) are read */
+    tb_ar_sample *s;
+    int ranks, hosts;
+    char err[1024] = "";
+    nccl_run na = {"./build/all_reduce_perf", "sum", "N/A", NULL, 4, 0};
+    nccl_text(text, sizeof text, 0, &na);
+    int n = read_text("ar_na_nccl.txt", text, &s, &ranks, &hosts, err, sizeof err);
+    TB_CHECK(n == 9 && ranks == 4, "an unchecked nccl-tests run: %d rows, %d ranks (%s)", n, ranks, err);
+    if (n > 0) free(s);
+    tb_text(text, sizeof text, 0, 2, 1, "N/A", NULL);
+    n = read_text("ar_na_tb.txt", text, &s, &ranks, &hosts, err, sizeof err);
+    TB_CHECK(n == 8 && ranks == 2, "an unchecked trainbench run: %d rows, %d ranks (%s)", n, ranks, err);
+    if (n > 0) free(s);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_tmp = argv[1];
     test_bench_text();
     test_appended_runs();
+    test_failed_or_other();
     return tb_test_exit("test_fabric_read");
 }

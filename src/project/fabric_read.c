@@ -89,6 +89,8 @@ typedef struct {
     const char *path;
     int lineno;
     int size_col, time_col;  /* in a row's tokens; -1 until the table's header */
+    int redop_col;           /* -1: none in the header */
+    int wrong_col[4], nwrong; /* the #wrong columns (nccl-tests: out of place, in place) */
     int header_line;         /* the line of the "# size ... time" header, 0 before it */
     int rank0_line;          /* the line of "#  Rank 0", 0 before it */
     int start_line;          /* "# trainbench allreduce-bench:" or "# Collective test starting:" */
@@ -136,6 +138,24 @@ static int text_comment(text_table *t, const char *line, char **tok, int nt, cha
     }
     /* "#  Rank  0 on host ..." (trainbench) or "#  Rank  0 Group 0 Pid 1 on host ..." (nccl-tests) */
     if (k < nt && strcmp(tok[k], "Rank") == 0) return text_rank(t, tok, nt, k, err, errlen);
+    /* nccl-tests names its test: all_gather_perf's times are no all-reduce's */
+    const char *coll = strstr(line, "# Collective test starting:");
+    if (coll == line && k + 3 < nt && !strstr(tok[k + 3], "all_reduce")) {
+        snprintf(err, errlen,
+                 "'%s' line %d: the output of nccl-tests' %s, not all_reduce_perf: its times are not all-reduces'; "
+                 "fit all_reduce_perf's output or trainbench allreduce-bench's",
+                 t->path, t->lineno, tok[k + 3]);
+        return -1;
+    }
+    /* the footer of a run whose check failed (trainbench's and nccl-tests'): "# Out of bounds values : 3 FAILED" */
+    const char *oob = strstr(line, "Out of bounds values");
+    if (oob && strstr(oob, "FAILED")) {
+        snprintf(err, errlen,
+                 "'%s' line %d: the run reports wrong values (%.*s): its times cannot describe a fabric; fit a run "
+                 "that reports 'Out of bounds values : 0 OK'",
+                 t->path, t->lineno, (int)strcspn(oob, "\r\n"), oob);
+        return -1;
+    }
     if (k >= nt || strcmp(tok[k], "size") != 0) return 0;
     int tc = -1;
     for (int i = k; i < nt && tc < 0; i++)
@@ -145,15 +165,38 @@ static int text_comment(text_table *t, const char *line, char **tok, int nt, cha
     t->header_line = t->lineno;
     t->size_col = 0;
     t->time_col = tc;
+    for (int i = k; i < nt; i++) {
+        if (strcmp(tok[i], "redop") == 0 && t->redop_col < 0) t->redop_col = i - k;
+        if (strcmp(tok[i], "#wrong") == 0 && t->nwrong < 4) t->wrong_col[t->nwrong++] = i - k;
+    }
     return 0;
 }
 
-/* A row of the table: bytes and time noted. */
-static void text_row(text_table *t, char **tok, int nt) {
-    if (t->time_col < 0 || nt <= t->time_col) return;
+/* A row of the table: bytes and time noted; -1 (the line in err) for a
+ * row of another collective or of wrong sums. */
+static int text_row(text_table *t, char **tok, int nt, char *err, size_t errlen) {
+    if (t->time_col < 0 || nt <= t->time_col) return 0;
     char *e1, *e2;
     double bytes = strtod(tok[t->size_col], &e1), us = strtod(tok[t->time_col], &e2);
-    if (*e1 || *e2 || !isdigit((unsigned char)tok[t->size_col][0])) return;
+    if (*e1 || *e2 || !isdigit((unsigned char)tok[t->size_col][0])) return 0;
+    /* nccl-tests' all_gather_perf, broadcast_perf, alltoall_perf ... reduce nothing: redop "none" */
+    if (t->redop_col >= 0 && t->redop_col < nt && strcmp(tok[t->redop_col], "none") == 0) {
+        snprintf(err, errlen,
+                 "'%s' line %d: redop 'none', a collective that reduces nothing (nccl-tests' all_gather_perf, "
+                 "broadcast_perf, ...), not an all-reduce; fit all_reduce_perf's output or trainbench "
+                 "allreduce-bench's",
+                 t->path, t->lineno);
+        return -1;
+    }
+    for (int i = 0; i < t->nwrong; i++) { /* "N/A": not checked (-c 0) */
+        const char *w = t->wrong_col[i] < nt ? tok[t->wrong_col[i]] : "N/A";
+        if (strcmp(w, "N/A") == 0 || strtod(w, NULL) == 0) continue;
+        snprintf(err, errlen,
+                 "'%s' line %d: %s wrong elements (#wrong) at %.0f bytes: the run's sums were wrong, so its times "
+                 "cannot describe a fabric; fit a run that reports 0 wrong elements",
+                 t->path, t->lineno, w, bytes);
+        return -1;
+    }
     if (t->n == t->cap) {
         t->cap = t->cap ? 2 * t->cap : 64;
         t->out = realloc(t->out, (size_t)t->cap * sizeof *t->out);
@@ -162,6 +205,7 @@ static void text_row(text_table *t, char **tok, int nt) {
     t->out[t->n].bytes = bytes;
     t->out[t->n].seconds = 1e-6 * us;
     t->n++;
+    return 0;
 }
 
 static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int *hosts, char *err,
@@ -174,7 +218,7 @@ static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int
     text_table t;
     memset(&t, 0, sizeof t);
     t.path = path;
-    t.size_col = t.time_col = -1;
+    t.size_col = t.time_col = t.redop_col = -1;
     char line[4096], copy[4096];
     int rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -184,7 +228,7 @@ static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int
         int nt = tokens(copy, tok, 64);
         if (nt == 0) continue;
         if (tok[0][0] == '#') rc = text_comment(&t, line, tok, nt, err, errlen);
-        else text_row(&t, tok, nt);
+        else rc = text_row(&t, tok, nt, err, errlen);
     }
     fclose(f);
     if (rc == 0 && (t.time_col < 0 || t.n == 0 || t.nranks < 2)) {
