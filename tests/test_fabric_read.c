@@ -263,10 +263,35 @@ static void test_failed_or_other(void) {
     if (n > 0) free(s);
 }
 
+/* trainbench's table with its root column (nccl-tests' places: time $6) and without it (older logs): the same fit */
+static void test_own_layouts(void) {
+    static char text[65536];
+    double bw[2] = {0, 0}, alpha[2] = {0, 0};
+    for (int root = 0; root < 2; root++) {
+        tb_ar_sample *s;
+        int ranks, hosts;
+        char err[1024] = "";
+        tb_text(text, sizeof text, 0, 2, root, "0", NULL);
+        int n = read_text(root ? "ar_tb_root.txt" : "ar_tb_noroot.txt", text, &s, &ranks, &hosts, err, sizeof err);
+        TB_CHECK(n == 8 && ranks == 2 && hosts == 2, "trainbench table, root column %d: %d rows, %d ranks (%s)", root,
+                 n, ranks, err);
+        tb_ab_fit fit;
+        if (n > 0 && tb_ab_fit_samples(s, n, &fit, err, sizeof err) == 0) {
+            bw[root] = fit.bw_GBps;
+            alpha[root] = fit.alpha_s;
+        }
+        if (n > 0) free(s);
+    }
+    TB_CHECK(fabs(bw[0] - 2.0) < 1e-4 && fabs(bw[1] - 2.0) < 1e-4 && fabs(alpha[0] - 10e-6) < 1e-9 &&
+                 fabs(alpha[1] - 10e-6) < 1e-9,
+             "both layouts fit 2 GB/s and 10 us: %g, %g GB/s; %g, %g us", bw[0], bw[1], 1e6 * alpha[0], 1e6 * alpha[1]);
+}
+
 int main(int argc, char **argv) {
     if (argc > 1) g_tmp = argv[1];
     test_bench_text();
     test_appended_runs();
     test_failed_or_other();
+    test_own_layouts();
     return tb_test_exit("test_fabric_read");
 }

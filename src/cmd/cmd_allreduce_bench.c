@@ -5,9 +5,12 @@
  * buffers of the GPU local rank mod visible devices, the CUDA backend's
  * path):
  *
- *   #       size         count    type   redop     time   algbw   busbw  #wrong
- *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
+ *   #       size         count    type   redop    root       time   algbw   busbw  #wrong
+ *   #        (B)    (elements)                             (us)  (GB/s)  (GB/s)
  *
+ * root: -1 (an all-reduce has none); the column keeps nccl-tests' places:
+ * time $6, algbw $7, busbw $8, #wrong $9 of a row (awk). Tables written
+ * before it (no root column) are still read by project --fabric fit:.
  * time: mean per all-reduce over --iters after --warmup, the slowest rank's
  * (mpi: host clock around each call; nccl: CUDA events around the --iters
  * collectives queued back to back on one stream, as nccl-tests times);
@@ -264,9 +267,10 @@ static void print_header(bench *b) {
             printf("#  Rank %2d on %s\n", r, b->hosts + 64 * r);
     if (b->shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", b->shared);
     if (b->a.results[0]) tb_table_init(&b->tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
-    printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
-           "#wrong");
-    printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("#\n# %12s %12s %7s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "time", "algbw",
+           "busbw", "#wrong");
+    printf("# %12s %12s %7s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)",
+           "");
 }
 
 /* With several ranks, the stall guard's next deadline: n calls of
@@ -351,8 +355,8 @@ static void sweep(bench *b) {
         if (b->info.rank == 0) {
             char wrong_s[24] = "N/A";
             if (a->check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
-            printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
-                   b->t == EL_F32 ? "float" : b->t == EL_F64 ? "double" : "bf16", "sum", dt * 1e6, algbw, busbw,
+            printf("  %12zu %12zu %7s %7s %7d %10.2f %8.3f %8.3f %7s\n", count * es, count,
+                   b->t == EL_F32 ? "float" : b->t == EL_F64 ? "double" : "bf16", "sum", -1, dt * 1e6, algbw, busbw,
                    wrong_s);
             double row[6] = {(double)(count * es), (double)count, dt * 1e6, algbw, busbw,
                              a->check ? (double)wrong : -1};
