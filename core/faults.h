@@ -49,6 +49,8 @@
  *                 slowed by other load: super-linear rows)
  *   wrong-sum     allreduce-bench: one element of this rank's sum of size
  *                 row STEP (0 the first) made wrong after the timing
+ *   slow-time     allreduce-bench: this rank's time of size row STEP taken
+ *                 as 1 s longer, before the ranks' times are combined (-a)
  *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces
  *                 of size row STEP, as their guard is armed
  *   host-mem      train's and step's host-memory check read STEP MiB as

@@ -82,6 +82,13 @@ if(TB_HAVE_MPI)
                      ${MPIEXEC_NUMPROC_FLAG})
     set_tests_properties(allreduce_bench_wrong_sum_caught_np2 PROPERTIES TIMEOUT 120 PROCESSORS 1 # 0.54 cores
                          ENVIRONMENT "${TB_MPI_TEST_ENV}")
+    # -a combines the ranks' times as nccl-tests' -a (0 rank 0, 1 mean: the default, 2 min, 3 max): one
+    # rank's time planted 1 s longer (TB_TEST_FAULT=slow-time) moves each as it should (tests/allreduce_average.sh)
+    add_test(NAME allreduce_bench_average_np2
+             COMMAND sh ${TB_TEST_DIR}/allreduce_average.sh ${TB_BIN} ${TB_PYTHON} ${MPIEXEC_EXECUTABLE}
+                     ${MPIEXEC_NUMPROC_FLAG})
+    set_tests_properties(allreduce_bench_average_np2 PROPERTIES TIMEOUT 120 PROCESSORS 1
+                         ENVIRONMENT "${TB_MPI_TEST_ENV}")
   endif()
 endif()
 

@@ -11,7 +11,11 @@
  * root: -1 (an all-reduce has none); the column keeps nccl-tests' places:
  * time $6, algbw $7, busbw $8, #wrong $9 of a row (awk). Tables written
  * before it (no root column) are still read by project --fabric fit:.
- * time: mean per all-reduce over --iters after --warmup, the slowest rank's
+ * time: mean per all-reduce over --iters after --warmup, combined over the
+ * ranks by -a as nccl-tests' -a: 0 rank 0's, 1 the mean of the ranks' (the
+ * default, as nccl-tests'), 2 the fastest rank's, 3 the slowest's (what
+ * this command reported before -a; a results file without the attribute
+ * `average` holds that); the header's first line says which
  * (mpi: host clock around each call; nccl: CUDA events around the --iters
  * collectives queued back to back on one stream, as nccl-tests times);
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
@@ -156,11 +160,17 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3 / n;
 }
 
+/* -a 0..3 as nccl-tests' (common.cu, Allreduce(..., average)): the word in the header and the results file. */
+static const char *const k_average[] = {"rank 0", "mean", "min", "max"};
+static const char *const k_average_says[] = {"rank 0's", "the mean over ranks", "the fastest rank's",
+                                             "the slowest rank's"};
+
 /* The command line. */
 typedef struct {
     size_t minb, maxb;
     int factor;           /* -f: each size is the previous one times this */
     int iters, warmup, check, share_gpu;
+    int average;          /* -a: the ranks' times combined as nccl-tests' -a (k_average) */
     double timeout;
     char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
 } bench_args;
@@ -189,7 +199,7 @@ typedef struct {
 
 static void parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                      .timeout = 300, .dtype = "float", .comm = "mpi"};
+                      .timeout = 300, .dtype = "float", .comm = "mpi", .average = 1};
     tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
@@ -197,6 +207,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {"stepfactor", TB_OPT_FACTOR, &a->factor, 2, 1024, NULL, "multiply the size by this"},
         {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
         {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
+        {"average", TB_OPT_INT, &a->average, 0, 3, NULL, "the time reported, as nccl-tests' -a: 0 rank 0's, 1 the mean over ranks, 2 the fastest rank's, 3 the slowest's"},
         {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
@@ -207,7 +218,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     };
     tb_cli_parse_aliased("allreduce-bench",
                          "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
-                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype");
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average");
     if (a->minb > a->maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", a->minb, a->maxb);
 }
 
@@ -251,8 +262,8 @@ static void open_path(bench *b, int argc, char **argv) {
 /* Rank 0: the path, the hosts and the table's head. */
 static void print_header(bench *b) {
     const tb_comm_info *info = &b->info;
-    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum", info->world, b->path, b->lib,
-           b->use_nccl ? "out of place" : "in place", b->a.dtype);
+    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum, time: %s (-a %d)", info->world, b->path,
+           b->lib, b->use_nccl ? "out of place" : "in place", b->a.dtype, k_average_says[b->a.average], b->a.average);
     if (b->use_nccl)
         printf("\n");
     else if (b->poll_s > 0)
@@ -289,7 +300,22 @@ static void guard_size(const bench *b, size_t count, int row) {
     if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
 }
 
-/* Mean seconds per all-reduce of count elements over --iters after --warmup (the slowest rank's);
+/* This rank's seconds per all-reduce combined over the ranks as -a says (0 rank 0's, 1 the mean, 2 the
+ * least, 3 the most), in place. */
+static void over_ranks(bench *b, double *dt) {
+    guard_next(b, 1);
+    switch (b->a.average) {
+    case 0: tb_comm_bcast(b->w, dt, 1, TB_FLOAT64, 0); break;
+    case 1:
+        tb_comm_allreduce_sum(b->w, dt, 1, TB_FLOAT64);
+        *dt /= b->info.world;
+        break;
+    case 2: tb_comm_allreduce_min(b->w, dt, 1, TB_FLOAT64); break;
+    default: tb_comm_allreduce_max(b->w, dt, 1, TB_FLOAT64); break;
+    }
+}
+
+/* Mean seconds per all-reduce of count elements over --iters after --warmup (over the ranks as -a says);
  * buf then holds the last timed all-reduce. */
 static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     nccl_bench *nb = &b->nb;
@@ -316,8 +342,8 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     }
     if (b->use_nccl) nb->be->copy_d2h(nb->be, buf, nb->buf, count * es);
     dt /= b->a.iters;
-    guard_next(b, 1);
-    tb_comm_allreduce_max(b->w, &dt, 1, TB_FLOAT64);
+    if (tb_fault("slow-time", b->info.rank, b->nsizes)) dt += 1.0; /* test only: this rank's time 1 s longer */
+    over_ranks(b, &dt);
     return dt;
 }
 
@@ -393,6 +419,8 @@ static void write_results(bench *b, int argc, char **argv) {
     tb_attrs_str(&a, "dtype", ar->dtype);
     tb_attrs_int(&a, "iters", ar->iters);
     tb_attrs_int(&a, "warmup", ar->warmup);
+    /* the ranks' times combined as -a: "rank 0", "mean", "min" or "max" (a file without it: max) */
+    tb_attrs_str(&a, "average", k_average[ar->average]);
     tb_attrs_str(&a, "shared_gpu", b->shared[0] ? b->shared : "no (one rank per device)");
     const tb_table *tabs[1] = {&b->tab};
     tb_results_write(ar->results, &a, tabs, 1);
