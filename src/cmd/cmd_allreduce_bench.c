@@ -11,7 +11,8 @@
  * root: -1 (an all-reduce has none); the column keeps nccl-tests' places:
  * time $6, algbw $7, busbw $8, #wrong $9 of a row (awk). Tables written
  * before it (no root column) are still read by project --fabric fit:.
- * time: mean per all-reduce over --iters after --warmup, combined over the
+ * time: mean per all-reduce over --iters after one untimed all-reduce of the
+ * size (as nccl-tests', even with -w 0) and --warmup more, combined over the
  * ranks by -a as nccl-tests' -a: 0 rank 0's, 1 the mean of the ranks' (the
  * default, as nccl-tests'), 2 the fastest rank's, 3 the slowest's (what
  * this command reported before -a; a results file without the attribute
@@ -294,7 +295,7 @@ static void guard_next(const bench *b, int n) {
 static void guard_size(const bench *b, size_t count, int row) {
     if (b->info.world < 2) return;
     char phase[256];
-    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: %d warm-up + %d timed, each with its "
+    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: 1 untimed + %d warm-up + %d timed, each with its "
              "barrier, then the sums of the time and the check)", count * b->es, row, b->a.warmup, b->a.iters);
     tb_stall_guard_phase(phase);
     if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
@@ -323,22 +324,25 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     fill(inputs, count, b->t, b->info.rank);
     if (b->use_nccl) nb->be->copy_h2d(nb->be, nb->inputs, inputs, count * es);
     double dt = 0;
+    /* untimed first: one all-reduce of the size (nccl-tests' BenchTime does one, even with -w 0: a size's
+     * first call may set up connections or buffers), then --warmup more */
+    int untimed = 1 + b->a.warmup;
     if (b->use_nccl) { /* out of place: every all-reduce sums the inputs, none grows the values */
         /* each loop: a barrier, then its all-reduces queued together */
-        if (b->a.warmup > 0) {
-            guard_next(b, b->a.warmup + 1);
-            (void)nccl_loop(nb, b->w, count, b->t, b->a.warmup);
-        }
+        guard_next(b, untimed + 1);
+        (void)nccl_loop(nb, b->w, count, b->t, untimed);
         guard_next(b, b->a.iters + 1);
         dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
     }
-    for (int i = 0; !b->use_nccl && i < b->a.warmup + b->a.iters; i++) {
+    for (int i = 0; !b->use_nccl && i < untimed + b->a.iters; i++) {
         memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
         guard_next(b, 1);
         tb_comm_barrier(b->w);
         double t0 = tb_now();
+        if (i == 0 && tb_fault("slow-first", b->info.rank, b->nsizes)) /* test only: a slow first call */
+            nanosleep(&(struct timespec){1, 0}, NULL);
         tb_comm_allreduce_sum_idle(b->w, buf, count, b->t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, b->poll_s);
-        if (i >= b->a.warmup) dt += tb_now() - t0;
+        if (i >= untimed) dt += tb_now() - t0;
     }
     if (b->use_nccl) nb->be->copy_d2h(nb->be, buf, nb->buf, count * es);
     dt /= b->a.iters;
