@@ -17,11 +17,20 @@
  * default, as nccl-tests'), 2 the fastest rank's, 3 the slowest's (what
  * this command reported before -a; a results file without the attribute
  * `average` holds that); the header's first line says which
- * (mpi: host clock around each call; nccl: CUDA events around the --iters
- * collectives queued back to back on one stream, as nccl-tests times);
+ * (mpi: host clock around each call; nccl: CUDA events on the stream
+ * around the --iters collectives queued back to back, the device's time
+ * from the first one's start to the last one's end. nccl-tests times
+ * otherwise: a host timer around its loop of queued collectives, read
+ * after a stream synchronize, so its figure also holds the host's
+ * queueing and the sync's wake-up, which tell at small sizes; it records
+ * events only with -I, per iteration);
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
- * #wrong: elements of the last timed all-reduce that differ from the exact
- * sum (inputs are small integers, so float sums are exact).
+ * #wrong: elements of the last timed all-reduce of each size that differ
+ * from the exact sum (inputs are small integers, so float sums are exact),
+ * summed over the ranks; the other all-reduces are not checked (nccl-tests
+ * checks separate, untimed ones). nccl: the output buffer is zeroed before
+ * the timed all-reduces, so a result left by the warm-up cannot pass;
+ * mpi: in place, the buffer holds the inputs again before each.
  * Sizes: -b, then times -f up to -e, each rounded down to whole elements
  * (at least one; -e below one element is refused), and a size that rounds
  * to the previous row's element count is not measured again: every row is
@@ -209,7 +218,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
         {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
         {"average", TB_OPT_INT, &a->average, 0, 3, NULL, "the time reported, as nccl-tests' -a: 0 rank 0's, 1 the mean over ranks, 2 the fastest rank's, 3 the slowest's"},
-        {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
+        {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "check the last timed all-reduce of each size against the exact sum (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
         {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "seconds an all-reduce, the start-up or the end may wait for the other ranks before the run ends"},
@@ -331,6 +340,7 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
         /* each loop: a barrier, then its all-reduces queued together */
         guard_next(b, untimed + 1);
         (void)nccl_loop(nb, b->w, count, b->t, untimed);
+        nb->be->zero(nb->be, nb->buf, count * es); /* the check reads what the timed ones wrote (before the clock) */
         guard_next(b, b->a.iters + 1);
         dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
     }
