@@ -132,6 +132,8 @@ typedef struct {
     void *buf, *inputs;          /* device */
     tb_event *e0, *e1;
     double timeout;
+    int row;                     /* the size row (test hook freeze-nccl) */
+    int rank;
 } nccl_bench;
 
 /* Waits for e, recorded after n all-reduces, with a deadline of --timeout
@@ -142,9 +144,10 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
         tb_nccl_check_async(nb->nccl, "the all-reduce");
         if (tb_now() - t0 > nb->timeout * n) {
             tb_nccl_abort_all();
-            tb_die("allreduce-bench: the NCCL all-reduce of %zu bytes did not finish within %g s (--timeout): a "
-                   "rank or the interconnect is stuck; run trainbench preflight to find which",
-                   bytes, nb->timeout);
+            tb_die("allreduce-bench: the NCCL all-reduces of %zu bytes did not finish within %g s (--timeout %g s "
+                   "for each of the %d queued together): a rank or the interconnect is stuck; run trainbench "
+                   "preflight to find which",
+                   bytes, nb->timeout * n, nb->timeout, n);
         }
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
@@ -161,6 +164,7 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     tb_backend *be = nb->be;
     be->sync(be);
     tb_comm_barrier(w);
+    if (tb_fault("freeze-nccl", nb->rank, nb->row)) raise(SIGSTOP); /* test only: past the barrier, never queues */
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
     for (int i = 0; i < n; i++)
@@ -338,6 +342,8 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     int untimed = 1 + b->a.warmup;
     if (b->use_nccl) { /* out of place: every all-reduce sums the inputs, none grows the values */
         /* each loop: a barrier, then its all-reduces queued together */
+        nb->row = b->nsizes;
+        nb->rank = b->info.rank;
         guard_next(b, untimed + 1);
         (void)nccl_loop(nb, b->w, count, b->t, untimed);
         nb->be->zero(nb->be, nb->buf, count * es); /* the check reads what the timed ones wrote (before the clock) */
