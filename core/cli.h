@@ -35,7 +35,8 @@ typedef struct {
  * the table, which ends with an entry whose name is NULL. `cmd` is the
  * subcommand name for messages; `usage` the synopsis printed by --help. */
 void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts);
-/* The same, with one-letter aliases "b=minbytes,e=maxbytes" (-b VALUE). */
+/* The same, with one-letter aliases "b=minbytes,e=maxbytes" (-b VALUE, -bVALUE) and other long
+ * spellings "warmup_iters=warmup" (--warmup_iters VALUE: another tool's name for --warmup). */
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases);
 

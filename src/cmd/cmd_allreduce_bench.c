@@ -185,6 +185,7 @@ typedef struct {
     int factor;           /* -f: each size is the previous one times this */
     int iters, warmup, check, share_gpu;
     int average;          /* -a: the ranks' times combined as nccl-tests' -a (k_average) */
+    int ngpus;            /* -g: GPUs per rank, nccl-tests' flag; 1 only */
     double timeout;
     char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
 } bench_args;
@@ -213,26 +214,32 @@ typedef struct {
 
 static void parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                      .timeout = 300, .dtype = "float", .comm = "mpi", .average = 1};
+                      .timeout = 300, .dtype = "float", .comm = "mpi", .average = 1, .ngpus = 1};
     tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
         {"maxbytes", TB_OPT_SIZE, &a->maxb, 1, 1e12, NULL, "largest message"},
         {"stepfactor", TB_OPT_FACTOR, &a->factor, 2, 1024, NULL, "multiply the size by this"},
         {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
-        {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
+        {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size, after the one every size gets first"},
         {"average", TB_OPT_INT, &a->average, 0, 3, NULL, "the time reported, as nccl-tests' -a: 0 rank 0's, 1 the mean over ranks, 2 the fastest rank's, 3 the slowest's"},
         {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "check the last timed all-reduce of each size against the exact sum (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
         {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "seconds an all-reduce, the start-up or the end may wait for the other ranks before the run ends"},
         {"results", TB_OPT_STRING, a->results, 0, 0, NULL, "also write the table to this HDF5 results file"},
+        {"ngpus", TB_OPT_INT, &a->ngpus, 1, 1e6, NULL, "GPUs per rank, as nccl-tests' -g: 1 (one GPU per rank; launch more ranks for more GPUs)"},
         {"share-gpu", TB_OPT_FLAG, &a->share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse_aliased("allreduce-bench",
                          "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
-                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average");
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average,g=ngpus,"
+                         "warmup_iters=warmup"); /* nccl-tests' spellings where the meaning is the same */
+    if (a->ngpus != 1)
+        tb_die("allreduce-bench: -g %d: one GPU per rank only (nccl-tests' -g drives several from one process); "
+               "start %d times the ranks instead (mpirun -np)",
+               a->ngpus, a->ngpus);
     if (a->minb > a->maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", a->minb, a->maxb);
 }
 
