@@ -24,6 +24,28 @@ static char alias_of(const char *aliases, const char *name) {
     return 0;
 }
 
+/* Whether entry p of an alias list ("w=warmup,warmup_iters=warmup") is a long alias of option `name`: its
+ * own name (eq - p chars) then. */
+static int long_alias_of(const char *p, const char *eq, const char *name) {
+    size_t n = strlen(name);
+    return eq - p > 1 && strncmp(eq + 1, name, n) == 0 && (eq[1 + n] == ',' || eq[1 + n] == '\0');
+}
+
+/* The option that --NAME (len chars) stands for by a long alias ("warmup_iters=warmup": another spelling, as
+ * another tool's), or NULL. */
+static const tb_opt *long_alias(const char *aliases, const tb_opt *opts, const char *name, size_t len) {
+    for (const char *p = aliases; p && *p;) {
+        const char *eq = strchr(p, '='), *comma = strchr(p, ',');
+        if (!eq) break;
+        if ((size_t)(eq - p) == len && len > 1 && strncmp(p, name, len) == 0)
+            for (const tb_opt *o = opts; o->name; o++)
+                if (long_alias_of(p, eq, o->name)) return o;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    return NULL;
+}
+
 static void print_help(const char *usage, const tb_opt *opts, const char *aliases) {
     printf("usage: %s\n\noptions:\n", usage);
     for (const tb_opt *o = opts; o->name; o++) {
@@ -53,6 +75,13 @@ static void print_help(const char *usage, const tb_opt *opts, const char *aliase
         }
         if (strstr(o->help, "(default")) def[0] = '\0'; /* the help says its own default in words */
         printf("  %-26s %s%s\n", lhs, o->help, def);
+        for (const char *p = aliases; p && *p;) { /* its other spellings */
+            const char *eq = strchr(p, '='), *comma = strchr(p, ',');
+            if (!eq) break;
+            if (long_alias_of(p, eq, o->name)) printf("  %-26s also --%.*s\n", "", (int)(eq - p), p);
+            if (!comma) break;
+            p = comma + 1;
+        }
         if (o->kind == TB_OPT_CHOICE) printf("  %-26s one of: %s\n", "", o->choices);
     }
     printf("  %-26s %s\n", "--help", "this text");
@@ -163,16 +192,27 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
         const tb_opt *o = opts;
         const char *eq = NULL;
         size_t len = 0;
-        if (a[0] == '-' && a[1] != '-' && a[1] != '\0' && a[2] == '\0') { /* -x */
+        const char *attached = NULL; /* -b8: the value of -b, as getopt takes it */
+        if (a[0] == '-' && a[1] != '-' && a[1] != '\0') { /* -x, -xVALUE */
             for (; o->name; o++)
                 if (alias_of(aliases, o->name) == a[1]) break;
             len = 1;
+            if (a[2] != '\0') {
+                if (!o->name) /* not a one-letter flag: "-batch-size", "-5" */
+                    tb_die("%s: unexpected argument '%s'; flags start with --, see 'trainbench %s --help'", cmd, a,
+                           cmd);
+                if (o->kind == TB_OPT_FLAG)
+                    tb_die("%s: -%c (--%s) takes no value, got '%s'; give -%c alone", cmd, a[1], o->name, a, a[1]);
+                attached = a + 2;
+            }
         } else if (strncmp(a, "--", 2) == 0) {
             const char *name = a + 2;
             eq = strchr(name, '=');
             len = eq ? (size_t)(eq - name) : strlen(name);
             for (; o->name; o++)
                 if (strlen(o->name) == len && strncmp(o->name, name, len) == 0) break;
+            const tb_opt *al = o->name ? NULL : long_alias(aliases, opts, name, len);
+            if (al) o = al;
         } else {
             tb_die("%s: unexpected argument '%s'; flags start with --, see "
                    "'trainbench %s --help'",
@@ -186,7 +226,7 @@ void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **a
             *(int *)o->dst = 1;
             continue;
         }
-        const char *v = eq ? eq + 1 : NULL;
+        const char *v = eq ? eq + 1 : attached;
         if (!v) {
             if (i + 1 >= argc)
                 tb_die("%s: --%s needs a value; see 'trainbench %s --help'", cmd,

@@ -1,7 +1,7 @@
 /* cli.h - a small table-driven parser for each subcommand's flags.
  *
- * Accepts --name VALUE, --name=VALUE and -x VALUE for options with a
- * one-letter alias; every value is checked against its
+ * Accepts --name VALUE, --name=VALUE, and -x VALUE or -xVALUE (as getopt
+ * takes it: -b8) for options with a one-letter alias; every value is checked against its
  * type and range, and anything wrong ends the run with one line that names
  * the flag and says what is expected. --help prints the table. */
 #ifndef TB_CLI_H
@@ -35,7 +35,8 @@ typedef struct {
  * the table, which ends with an entry whose name is NULL. `cmd` is the
  * subcommand name for messages; `usage` the synopsis printed by --help. */
 void tb_cli_parse(const char *cmd, const char *usage, int argc, char **argv, const tb_opt *opts);
-/* The same, with one-letter aliases "b=minbytes,e=maxbytes" (-b VALUE). */
+/* The same, with one-letter aliases "b=minbytes,e=maxbytes" (-b VALUE, -bVALUE) and other long
+ * spellings "warmup_iters=warmup" (--warmup_iters VALUE: another tool's name for --warmup). */
 void tb_cli_parse_aliased(const char *cmd, const char *usage, int argc, char **argv,
                           const tb_opt *opts, const char *aliases);
 

@@ -49,6 +49,14 @@
  *                 slowed by other load: super-linear rows)
  *   wrong-sum     allreduce-bench: one element of this rank's sum of size
  *                 row STEP (0 the first) made wrong after the timing
+ *   slow-time     allreduce-bench: this rank's time of size row STEP taken
+ *                 as 1 s longer, before the ranks' times are combined (-a)
+ *   slow-first    allreduce-bench: this rank sleeps 1 s in the first
+ *                 all-reduce of size row STEP (--comm mpi), as a first
+ *                 call that sets up a connection
+ *   freeze-nccl   allreduce-bench --comm nccl: SIGSTOP this rank after the
+ *                 barrier of size row STEP's first loop, before it queues
+ *                 its all-reduces: the others' never finish
  *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces
  *                 of size row STEP, as their guard is armed
  *   host-mem      train's and step's host-memory check read STEP MiB as

@@ -16,8 +16,8 @@ fail() {
   echo "FAIL: $*"
   fails=$((fails + 1))
 }
-# wrong column (the 8th) of the table's rows
-wrong_col() { awk '/^ +[0-9]/ { printf "%s ", $8 }' "$1"; }
+# wrong column of the table's rows: the 9th, as nccl-tests' (after its root column)
+wrong_col() { awk '/^ +[0-9]/ { printf "%s ", $9 }' "$1"; }
 
 TB_TEST_FAULT=wrong-sum:1:1 "$@" 2 "$tb" allreduce-bench -b 4 -e 64 -f 4 -n 2 -w 1 --results "$dir/w.h5" \
   >"$dir/w.log" 2>&1

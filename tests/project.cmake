@@ -10,6 +10,12 @@ target_link_libraries(test_project PRIVATE tb_app)
 add_test(NAME project_unit COMMAND sh -c "rm -rf project_unit.d && mkdir -p project_unit.d && exec \"$0\" project_unit.d"
                                    $<TARGET_FILE:test_project>)
 set_tests_properties(project_unit PROPERTIES TIMEOUT 120)
+# the tables fit: reads: trainbench's and nccl-tests' console output (their format strings), one run each
+add_executable(test_fabric_read test_fabric_read.c)
+target_link_libraries(test_fabric_read PRIVATE tb_app)
+add_test(NAME fabric_read_unit COMMAND sh -c "rm -rf fabric_read_unit.d && mkdir -p fabric_read_unit.d && exec \"$0\" fabric_read_unit.d"
+                                       $<TARGET_FILE:test_fabric_read>)
+set_tests_properties(fabric_read_unit PROPERTIES TIMEOUT 60)
 
 if(TB_PYTHON)
   set(TB_PROJECT_PY ${TB_PYTHON} ${TB_TEST_DIR}/test_project.py)

@@ -480,6 +480,19 @@ int main(int argc, char **argv) {
     expect_error(a, "class_000/bad\\nname.jpg: not a JPEG file");
     /* -f is a multiplier, not a byte count */
     expect_error("allreduce-bench -f 1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
+    /* a value attached to a one-letter flag, as getopt (and nccl-tests) take it: -b8 is -b 8, read and checked
+     * (the sizes reach the -b/-e check, which runs before any MPI); a flag of no value takes none attached */
+    expect_error("allreduce-bench -b8K -e4K", "-b 8192 is larger than -e 4096");
+    expect_error("allreduce-bench -f1", "--stepfactor expects a multiplier, a whole number in [2, 1024]");
+    expect_error("allreduce-bench -bx", "--minbytes expects a byte count");
+    expect_error("allreduce-bench -z8", "unexpected argument '-z8'; flags start with --");
+    /* nccl-tests' spellings where allreduce-bench means the same: --warmup_iters is --warmup (checked as it), -g 1
+     * (one GPU per rank) is a no-op, other -g values are refused with one line */
+    expect_error("allreduce-bench --warmup_iters -1", "--warmup expects an integer in [0, 1000000], got '-1'");
+    expect_error("allreduce-bench --warmup_iters=2 --iters 1 -g 1 -g1 --ngpus 1 -b 8 -e 4", "-b 8 is larger than -e 4");
+    expect_error("allreduce-bench -g 2", "allreduce-bench: -g 2: one GPU per rank only");
+    expect_error("allreduce-bench --ngpus=4", "start 4 times the ranks instead (mpirun -np)");
+    expect_error("allreduce-bench --warmup_iterations 2", "unknown option '--warmup_iterations'");
 
     /* no temporary files left next to the outputs */
     char ls[512];

@@ -2,8 +2,9 @@
  * (src/project/projection.h, src/project/fabric.h): ring, tree and hierarchical all-reduce
  * costs; bucket cutting and the overlap schedule against a hand-made
  * timeline; the projected step; the alpha-beta fit on synthetic tables
- * with known alpha and beta (exact, noisy, several rank counts, both
- * console formats); fabric files and presets; the model's gradient layout.
+ * with known alpha and beta (exact, noisy, several rank counts); fabric
+ * files and presets; the model's gradient layout. The tables the fit reads:
+ * test_fabric_read.c.
  *
  *   test_project TMPDIR */
 #include <math.h>
@@ -364,81 +365,6 @@ static void write_file(const char *path, const char *text) {
     fclose(f);
 }
 
-static void test_bench_text(void) {
-    char path[1024], err[512], text[8192];
-    tb_ar_sample *s;
-    int ranks, hosts;
-    tb_ab_fit fit;
-    /* trainbench's console table, 2 ranks on 2 hosts: 10 us, 2 GB/s */
-    int used = snprintf(text, sizeof text,
-                        "# trainbench allreduce-bench: 2 ranks, path mpi-host (Open MPI v4.1.4), in place, float sum\n"
-                        "#  Rank  0 on tbh1\n#  Rank  1 on tbh2\n#\n"
-                        "#         size        count    type   redop       time    algbw    busbw  #wrong\n"
-                        "#          (B)   (elements)                       (us)   (GB/s)   (GB/s)\n");
-    for (double b = 1024; b <= 16777216; b *= 4)
-        used += snprintf(text + used, sizeof text - (size_t)used, "  %12.0f %12.0f   float     sum %10.4f 0 0 0\n",
-                         b, b / 4, 1e6 * ring_time(2, b, 10e-6, 2e9));
-    snprintf(text + used, sizeof text - (size_t)used, "# Out of bounds values : 0 OK\n");
-    snprintf(path, sizeof path, "%s/ar_trainbench.txt", g_tmp);
-    write_file(path, text);
-    int n = tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err);
-    TB_CHECK(n == 8 && ranks == 2 && hosts == 2, "trainbench table: %d rows, %d ranks, %d hosts (%s)", n, ranks, hosts,
-             n < 0 ? err : "");
-    if (n > 0) {
-        TB_CHECK(tb_ab_fit_samples(s, n, &fit, err, sizeof err) == 0, "fit: %s", err);
-        TB_CHECK_CLOSE(fit.alpha_s, 10e-6, 0, 1e-5, "alpha from the console table");
-        TB_CHECK_CLOSE(fit.bw_GBps, 2.0, 0, 1e-6, "bandwidth from the console table");
-        tb_fabric f;
-        tb_fabric_from_fit(&f, &fit, ranks, hosts, path);
-        TB_CHECK(f.ranks_per_node == 1 && fabs(f.inter_bw_GBps - 2.0) < 1e-5 && fabs(f.alpha_inter_us - 10) < 1e-3,
-                 "one rank per host: the network's rates (rpn %d, %g GB/s, %g us)", f.ranks_per_node,
-                 f.inter_bw_GBps, f.alpha_inter_us);
-    }
-    free(s);
-    /* nccl-tests' all_reduce_perf: 8 ranks on one node, root column, out-of-place time first */
-    used = snprintf(text, sizeof text,
-                    "# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20\n"
-                    "#\n# Using devices\n");
-    for (int r = 0; r < 8; r++)
-        used += snprintf(text + used, sizeof text - (size_t)used,
-                         "#  Rank  %d Group  0 Pid  1234 on     node07 device  %d [0x1b] NVIDIA H100 80GB HBM3\n", r, r);
-    used += snprintf(text + used, sizeof text - (size_t)used,
-                     "#\n#                                                              out-of-place                       in-place\n"
-                     "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
-                     "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)\n");
-    for (double b = 8; b <= 134217728; b *= 8)
-        used += snprintf(text + used, sizeof text - (size_t)used,
-                         "  %12.0f %12.0f     float     sum      -1 %8.3f 0 0 0 99999 0 0 0\n", b, b / 4,
-                         1e6 * ring_time(8, b, 3e-6, 3.6e11));
-    snprintf(text + used, sizeof text - (size_t)used, "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 100\n");
-    snprintf(path, sizeof path, "%s/ar_nccl.txt", g_tmp);
-    write_file(path, text);
-    n = tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err);
-    TB_CHECK(n == 9 && ranks == 8 && hosts == 1, "nccl-tests table: %d rows, %d ranks, %d hosts (%s)", n, ranks, hosts,
-             n < 0 ? err : "");
-    if (n > 0) {
-        TB_CHECK(tb_ab_fit_samples(s, n, &fit, err, sizeof err) == 0, "fit: %s", err);
-        TB_CHECK_CLOSE(fit.bw_GBps, 360.0, 0, 1e-3, "bandwidth from nccl-tests' out-of-place column");
-        TB_CHECK_CLOSE(fit.alpha_s, 3e-6, 0, 2e-3, "alpha from nccl-tests' table");
-        tb_fabric f;
-        tb_fabric_from_fit(&f, &fit, ranks, hosts, path);
-        TB_CHECK(f.ranks_per_node == 8 && f.intra_bw_GBps > 359 && f.inter_bw_GBps == 0,
-                 "one host: the node's rates for the 8 ranks measured, no network (got %d a node)", f.ranks_per_node);
-        /* more ranks than the one host measured: refused, naming --ranks-per-node (it projected 4096 ranks "in one
-         * node" on the node's links) */
-        tb_ar_cost c;
-        TB_CHECK(tb_allreduce_cost(&f, 16, 1e8, &c, err, sizeof err) == -1 && strstr(err, "--ranks-per-node"),
-                 "16 ranks on a one-host fit of 8: '%s'", err);
-        TB_CHECK(tb_allreduce_cost(&f, 8, 1e8, &c, err, sizeof err) == 0, "8 ranks on it: %s", err);
-    }
-    free(s);
-    snprintf(path, sizeof path, "%s/ar_none.txt", g_tmp);
-    write_file(path, "hello\nworld\n");
-    TB_CHECK(tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err) == -1 &&
-                 strstr(err, "is not an all-reduce table"),
-             "not a table: '%s'", err);
-}
-
 static void test_fabric_files(void) {
     char path[1024], err[1024];
     tb_fabric f;
@@ -559,7 +485,6 @@ int main(int argc, char **argv) {
     test_step();
     test_empty_buckets();
     test_fit();
-    test_bench_text();
     test_fabric_files();
     test_model_ranges();
     test_profile_file();

@@ -243,8 +243,8 @@ def mode_fit(a):
     text_rows = []
     for line in open(txt):
         parts = line.split()
-        if len(parts) >= 8 and not line.startswith("#") and parts[0].isdigit():
-            text_rows.append((2, float(parts[0]), float(parts[4]) * 1e-6))
+        if len(parts) >= 9 and not line.startswith("#") and parts[0].isdigit():  # nccl-tests' columns: time 6th
+            text_rows.append((2, float(parts[0]), float(parts[5]) * 1e-6))
     if [r[1] for r in text_rows] != [r[1] for r in rows]:
         fail(f"console sizes {[r[1] for r in text_rows]} differ from the file's {[r[1] for r in rows]}")
     for (_, _, t1), (_, _, t2) in zip(text_rows, rows):

@@ -10,7 +10,9 @@ import re
 from _util import NUM, files, read, rel, row
 
 HEAD = re.compile(r"^# trainbench allreduce-bench: (\d+) ranks?, path (\S+)", re.M)
-ROW = re.compile(r"^ +(\d+) +(\d+) +(\w+) +(\w+) +(%s) +(%s) +(%s) +(\d+)\s*$" % (NUM, NUM, NUM), re.M)
+# size count type redop [root] time algbw busbw #wrong: the root column (-1) since
+# allreduce-bench keeps nccl-tests' column places; the stored runs' tables lack it
+ROW = re.compile(r"^ +(\d+) +(\d+) +(\w+) +(\w+) +(?:-?\d+ +)?(%s) +(%s) +(%s) +(\d+)\s*$" % (NUM, NUM, NUM), re.M)
 
 
 def extract(run_dir):

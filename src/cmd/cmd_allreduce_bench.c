@@ -5,15 +5,32 @@
  * buffers of the GPU local rank mod visible devices, the CUDA backend's
  * path):
  *
- *   #       size         count    type   redop     time   algbw   busbw  #wrong
- *   #        (B)    (elements)                     (us)  (GB/s)  (GB/s)
+ *   #       size         count    type   redop    root       time   algbw   busbw  #wrong
+ *   #        (B)    (elements)                             (us)  (GB/s)  (GB/s)
  *
- * time: mean per all-reduce over --iters after --warmup, the slowest rank's
- * (mpi: host clock around each call; nccl: CUDA events around the --iters
- * collectives queued back to back on one stream, as nccl-tests times);
+ * root: -1 (an all-reduce has none); the column keeps nccl-tests' places:
+ * time $6, algbw $7, busbw $8, #wrong $9 of a row (awk). Tables written
+ * before it (no root column) are still read by project --fabric fit:.
+ * time: mean per all-reduce over --iters after one untimed all-reduce of the
+ * size (as nccl-tests', even with -w 0) and --warmup more, combined over the
+ * ranks by -a as nccl-tests' -a: 0 rank 0's, 1 the mean of the ranks' (the
+ * default, as nccl-tests'), 2 the fastest rank's, 3 the slowest's (what
+ * this command reported before -a; a results file without the attribute
+ * `average` holds that); the header's first line says which
+ * (mpi: host clock around each call; nccl: CUDA events on the stream
+ * around the --iters collectives queued back to back, the device's time
+ * from the first one's start to the last one's end. nccl-tests times
+ * otherwise: a host timer around its loop of queued collectives, read
+ * after a stream synchronize, so its figure also holds the host's
+ * queueing and the sync's wake-up, which tell at small sizes; it records
+ * events only with -I, per iteration);
  * algbw = size / time; busbw = algbw * 2(n-1)/n (what each link carries);
- * #wrong: elements of the last timed all-reduce that differ from the exact
- * sum (inputs are small integers, so float sums are exact).
+ * #wrong: elements of the last timed all-reduce of each size that differ
+ * from the exact sum (inputs are small integers, so float sums are exact),
+ * summed over the ranks; the other all-reduces are not checked (nccl-tests
+ * checks separate, untimed ones). nccl: the output buffer is zeroed before
+ * the timed all-reduces, so a result left by the warm-up cannot pass;
+ * mpi: in place, the buffer holds the inputs again before each.
  * Sizes: -b, then times -f up to -e, each rounded down to whole elements
  * (at least one; -e below one element is refused), and a size that rounds
  * to the previous row's element count is not measured again: every row is
@@ -115,6 +132,8 @@ typedef struct {
     void *buf, *inputs;          /* device */
     tb_event *e0, *e1;
     double timeout;
+    int row;                     /* the size row (test hook freeze-nccl) */
+    int rank;
 } nccl_bench;
 
 /* Waits for e, recorded after n all-reduces, with a deadline of --timeout
@@ -125,9 +144,10 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
         tb_nccl_check_async(nb->nccl, "the all-reduce");
         if (tb_now() - t0 > nb->timeout * n) {
             tb_nccl_abort_all();
-            tb_die("allreduce-bench: the NCCL all-reduce of %zu bytes did not finish within %g s (--timeout): a "
-                   "rank or the interconnect is stuck; run trainbench preflight to find which",
-                   bytes, nb->timeout);
+            tb_die("allreduce-bench: the NCCL all-reduces of %zu bytes did not finish within %g s (--timeout %g s "
+                   "for each of the %d queued together): a rank or the interconnect is stuck; run trainbench "
+                   "preflight to find which",
+                   bytes, nb->timeout * n, nb->timeout, n);
         }
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
@@ -144,6 +164,7 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     tb_backend *be = nb->be;
     be->sync(be);
     tb_comm_barrier(w);
+    if (tb_fault("freeze-nccl", nb->rank, nb->row)) raise(SIGSTOP); /* test only: past the barrier, never queues */
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
     for (int i = 0; i < n; i++)
@@ -153,11 +174,18 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3 / n;
 }
 
+/* -a 0..3 as nccl-tests' (common.cu, Allreduce(..., average)): the word in the header and the results file. */
+static const char *const k_average[] = {"rank 0", "mean", "min", "max"};
+static const char *const k_average_says[] = {"rank 0's", "the mean over ranks", "the fastest rank's",
+                                             "the slowest rank's"};
+
 /* The command line. */
 typedef struct {
     size_t minb, maxb;
     int factor;           /* -f: each size is the previous one times this */
     int iters, warmup, check, share_gpu;
+    int average;          /* -a: the ranks' times combined as nccl-tests' -a (k_average) */
+    int ngpus;            /* -g: GPUs per rank, nccl-tests' flag; 1 only */
     double timeout;
     char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
 } bench_args;
@@ -186,25 +214,32 @@ typedef struct {
 
 static void parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                      .timeout = 300, .dtype = "float", .comm = "mpi"};
+                      .timeout = 300, .dtype = "float", .comm = "mpi", .average = 1, .ngpus = 1};
     tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
         {"maxbytes", TB_OPT_SIZE, &a->maxb, 1, 1e12, NULL, "largest message"},
         {"stepfactor", TB_OPT_FACTOR, &a->factor, 2, 1024, NULL, "multiply the size by this"},
         {"iters", TB_OPT_INT, &a->iters, 1, 1000000, NULL, "timed all-reduces per size"},
-        {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size"},
-        {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "verify every result (1) or not (0)"},
+        {"warmup", TB_OPT_INT, &a->warmup, 0, 1000000, NULL, "untimed all-reduces per size, after the one every size gets first"},
+        {"average", TB_OPT_INT, &a->average, 0, 3, NULL, "the time reported, as nccl-tests' -a: 0 rank 0's, 1 the mean over ranks, 2 the fastest rank's, 3 the slowest's"},
+        {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "check the last timed all-reduce of each size against the exact sum (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
         {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "seconds an all-reduce, the start-up or the end may wait for the other ranks before the run ends"},
         {"results", TB_OPT_STRING, a->results, 0, 0, NULL, "also write the table to this HDF5 results file"},
+        {"ngpus", TB_OPT_INT, &a->ngpus, 1, 1e6, NULL, "GPUs per rank, as nccl-tests' -g: 1 (one GPU per rank; launch more ranks for more GPUs)"},
         {"share-gpu", TB_OPT_FLAG, &a->share_gpu, 0, 0, NULL, "ranks may share a GPU (--comm nccl: NCCL >= 2.30, NCCL_MULTI_RANK_GPU_ENABLE=1): a test of the path, not a fabric"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
     };
     tb_cli_parse_aliased("allreduce-bench",
                          "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
-                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype");
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average,g=ngpus,"
+                         "warmup_iters=warmup"); /* nccl-tests' spellings where the meaning is the same */
+    if (a->ngpus != 1)
+        tb_die("allreduce-bench: -g %d: one GPU per rank only (nccl-tests' -g drives several from one process); "
+               "start %d times the ranks instead (mpirun -np)",
+               a->ngpus, a->ngpus);
     if (a->minb > a->maxb) tb_die("allreduce-bench: -b %zu is larger than -e %zu", a->minb, a->maxb);
 }
 
@@ -248,8 +283,8 @@ static void open_path(bench *b, int argc, char **argv) {
 /* Rank 0: the path, the hosts and the table's head. */
 static void print_header(bench *b) {
     const tb_comm_info *info = &b->info;
-    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum", info->world, b->path, b->lib,
-           b->use_nccl ? "out of place" : "in place", b->a.dtype);
+    printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum, time: %s (-a %d)", info->world, b->path,
+           b->lib, b->use_nccl ? "out of place" : "in place", b->a.dtype, k_average_says[b->a.average], b->a.average);
     if (b->use_nccl)
         printf("\n");
     else if (b->poll_s > 0)
@@ -264,9 +299,10 @@ static void print_header(bench *b) {
             printf("#  Rank %2d on %s\n", r, b->hosts + 64 * r);
     if (b->shared[0]) printf("# busbw: %s (NCCL_MULTI_RANK_GPU_ENABLE)\n", b->shared);
     if (b->a.results[0]) tb_table_init(&b->tab, "allreduce", "bytes:i,count:i,time_us,algbw_GBps,busbw_GBps,wrong:i");
-    printf("#\n# %12s %12s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time", "algbw", "busbw",
-           "#wrong");
-    printf("# %12s %12s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("#\n# %12s %12s %7s %7s %7s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "root", "time", "algbw",
+           "busbw", "#wrong");
+    printf("# %12s %12s %7s %7s %7s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)",
+           "");
 }
 
 /* With several ranks, the stall guard's next deadline: n calls of
@@ -279,13 +315,28 @@ static void guard_next(const bench *b, int n) {
 static void guard_size(const bench *b, size_t count, int row) {
     if (b->info.world < 2) return;
     char phase[256];
-    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: %d warm-up + %d timed, each with its "
+    snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: 1 untimed + %d warm-up + %d timed, each with its "
              "barrier, then the sums of the time and the check)", count * b->es, row, b->a.warmup, b->a.iters);
     tb_stall_guard_phase(phase);
     if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
 }
 
-/* Mean seconds per all-reduce of count elements over --iters after --warmup (the slowest rank's);
+/* This rank's seconds per all-reduce combined over the ranks as -a says (0 rank 0's, 1 the mean, 2 the
+ * least, 3 the most), in place. */
+static void over_ranks(bench *b, double *dt) {
+    guard_next(b, 1);
+    switch (b->a.average) {
+    case 0: tb_comm_bcast(b->w, dt, 1, TB_FLOAT64, 0); break;
+    case 1:
+        tb_comm_allreduce_sum(b->w, dt, 1, TB_FLOAT64);
+        *dt /= b->info.world;
+        break;
+    case 2: tb_comm_allreduce_min(b->w, dt, 1, TB_FLOAT64); break;
+    default: tb_comm_allreduce_max(b->w, dt, 1, TB_FLOAT64); break;
+    }
+}
+
+/* Mean seconds per all-reduce of count elements over --iters after --warmup (over the ranks as -a says);
  * buf then holds the last timed all-reduce. */
 static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     nccl_bench *nb = &b->nb;
@@ -293,27 +344,33 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
     fill(inputs, count, b->t, b->info.rank);
     if (b->use_nccl) nb->be->copy_h2d(nb->be, nb->inputs, inputs, count * es);
     double dt = 0;
+    /* untimed first: one all-reduce of the size (nccl-tests' BenchTime does one, even with -w 0: a size's
+     * first call may set up connections or buffers), then --warmup more */
+    int untimed = 1 + b->a.warmup;
     if (b->use_nccl) { /* out of place: every all-reduce sums the inputs, none grows the values */
         /* each loop: a barrier, then its all-reduces queued together */
-        if (b->a.warmup > 0) {
-            guard_next(b, b->a.warmup + 1);
-            (void)nccl_loop(nb, b->w, count, b->t, b->a.warmup);
-        }
+        nb->row = b->nsizes;
+        nb->rank = b->info.rank;
+        guard_next(b, untimed + 1);
+        (void)nccl_loop(nb, b->w, count, b->t, untimed);
+        nb->be->zero(nb->be, nb->buf, count * es); /* the check reads what the timed ones wrote (before the clock) */
         guard_next(b, b->a.iters + 1);
         dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
     }
-    for (int i = 0; !b->use_nccl && i < b->a.warmup + b->a.iters; i++) {
+    for (int i = 0; !b->use_nccl && i < untimed + b->a.iters; i++) {
         memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
         guard_next(b, 1);
         tb_comm_barrier(b->w);
         double t0 = tb_now();
+        if (i == 0 && tb_fault("slow-first", b->info.rank, b->nsizes)) /* test only: a slow first call */
+            nanosleep(&(struct timespec){1, 0}, NULL);
         tb_comm_allreduce_sum_idle(b->w, buf, count, b->t == EL_F32 ? TB_FLOAT32 : TB_FLOAT64, b->poll_s);
-        if (i >= b->a.warmup) dt += tb_now() - t0;
+        if (i >= untimed) dt += tb_now() - t0;
     }
     if (b->use_nccl) nb->be->copy_d2h(nb->be, buf, nb->buf, count * es);
     dt /= b->a.iters;
-    guard_next(b, 1);
-    tb_comm_allreduce_max(b->w, &dt, 1, TB_FLOAT64);
+    if (tb_fault("slow-time", b->info.rank, b->nsizes)) dt += 1.0; /* test only: this rank's time 1 s longer */
+    over_ranks(b, &dt);
     return dt;
 }
 
@@ -351,8 +408,8 @@ static void sweep(bench *b) {
         if (b->info.rank == 0) {
             char wrong_s[24] = "N/A";
             if (a->check) snprintf(wrong_s, sizeof wrong_s, "%lld", wrong);
-            printf("  %12zu %12zu %7s %7s %10.2f %8.3f %8.3f %7s\n", count * es, count,
-                   b->t == EL_F32 ? "float" : b->t == EL_F64 ? "double" : "bf16", "sum", dt * 1e6, algbw, busbw,
+            printf("  %12zu %12zu %7s %7s %7d %10.2f %8.3f %8.3f %7s\n", count * es, count,
+                   b->t == EL_F32 ? "float" : b->t == EL_F64 ? "double" : "bf16", "sum", -1, dt * 1e6, algbw, busbw,
                    wrong_s);
             double row[6] = {(double)(count * es), (double)count, dt * 1e6, algbw, busbw,
                              a->check ? (double)wrong : -1};
@@ -389,6 +446,8 @@ static void write_results(bench *b, int argc, char **argv) {
     tb_attrs_str(&a, "dtype", ar->dtype);
     tb_attrs_int(&a, "iters", ar->iters);
     tb_attrs_int(&a, "warmup", ar->warmup);
+    /* the ranks' times combined as -a: "rank 0", "mean", "min" or "max" (a file without it: max) */
+    tb_attrs_str(&a, "average", k_average[ar->average]);
     tb_attrs_str(&a, "shared_gpu", b->shared[0] ? b->shared : "no (one rank per device)");
     const tb_table *tabs[1] = {&b->tab};
     tb_results_write(ar->results, &a, tabs, 1);

@@ -20,7 +20,8 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step cuda_fused_refused startup_plan_cach
 # tests stage
 set(TB_NP2_TESTS dp_exact_gpu_nccl_np2 dp_exact_gpu_nccl_np2_keep dp_exact_gpu_nccl_np2_pad
     nccl_np2_resnet50_bf16_dp_exact nccl_np2_equals_staged nccl_np2_graph_equals_eager
-    allreduce_bench_nccl_np2 allreduce_bench_nccl_np2_bf16 nccl_np2_overlap_run nccl_np2_overlap
+    allreduce_bench_nccl_np2 allreduce_bench_nccl_np2_bf16 allreduce_bench_nccl_np2_deadline nccl_np2_overlap_run
+    nccl_np2_overlap
     nccl_np2_killed_in_backward nccl_np2_frozen_in_backward nccl_np2_async_error)
 if(TARGET tb_cuda)
   add_executable(tb_gpu_check gpu/tb_gpu_check.c)
@@ -391,6 +392,14 @@ if(TARGET tb_cuda)
                        -- ${MPIEXEC_EXECUTABLE} -n 2 ${TB_BIN} allreduce-bench --comm nccl --share-gpu --dtype ${dt}
                        -b 8 -e 256M -f 2 -n 5 -w 2 --timeout 120)
     endforeach()
+    # a rank that passes the barrier and never queues its all-reduces (TB_TEST_FAULT=freeze-nccl): the other's
+    # NCCL wait ends the run at the deadline it enforces, --timeout for each of the 3 queued (1 untimed + -w 2)
+    # of size row 1, and its line says that deadline (it said 10 s, --timeout, after waiting 30)
+    add_test(NAME allreduce_bench_nccl_np2_deadline
+             COMMAND ${TB_NP2_RUN} ${TB_TEST_DIR}/expect_fail.sh
+                     "did not finish within 30 s \\(--timeout 10 s for each of the 3 queued together\\)"
+                     ${MPIEXEC_EXECUTABLE} -n 2 -x TB_TEST_FAULT=freeze-nccl:1:1 ${TB_BIN} allreduce-bench
+                     --comm nccl --share-gpu -b 8 -e 16 -n 3 -w 2 --timeout 10)
     # the overlap, measured: a 2-rank ResNet-50 bf16 run over NCCL with its
     # scaling rows; /grad_ready and /buckets from CUDA events, consistent,
     # and report's overlap table (tests/test_project.py timeline)

@@ -45,7 +45,7 @@ busbw() {
     timeout "$TB_MH_TIMEOUT" "$root/launch/hostfile.sh" --hostfile "$(pwd)/shaped_hosts" --fabric tcp -n 2 -- \
         "$tb" allreduce-bench -b 4M -e 4M -n 3 -w 1 >"$1" 2>&1 9>&- || { cat "$1"; fail "allreduce-bench across 2 hosts failed"; }
     grep -q "Out of bounds values : 0 OK" "$1" || { cat "$1"; fail "allreduce-bench reported wrong values"; }
-    awk '$1 == 4194304 { printf "%.6f\n", $1 / ($5 * 1e-6) / 1e9 }' "$1"
+    awk '$1 == 4194304 { printf "%.6f\n", $1 / ($6 * 1e-6) / 1e9 }' "$1" # time: $6, as nccl-tests'
 }
 
 "$here/hosts.sh" up 2
