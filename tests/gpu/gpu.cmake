@@ -19,6 +19,7 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step cuda_fused_refused startup_plan_cach
 # np2, run by the suite's np2 stage (two tests at a time), left out of its
 # tests stage
 set(TB_NP2_TESTS dp_exact_gpu_nccl_np2 dp_exact_gpu_nccl_np2_keep dp_exact_gpu_nccl_np2_pad
+    dp_exact_gpu_nccl_np2_bcast_off
     nccl_np2_resnet50_bf16_dp_exact nccl_np2_equals_staged nccl_np2_graph_equals_eager
     allreduce_bench_nccl_np2 allreduce_bench_nccl_np2_bf16 allreduce_bench_nccl_np2_deadline nccl_np2_overlap_run
     nccl_np2_overlap
@@ -348,6 +349,12 @@ if(TARGET tb_cuda)
     add_test(NAME dp_exact_gpu_nccl_np2
              COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
                      --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 4 --steps 2 ${TB_DP_NCCL})
+    # --broadcast-buffers off: no ncclBroadcast before each forward, the same reference (training never reads
+    # the statistics; rank 0's, which the checkpoint holds, are its own either way)
+    add_test(NAME dp_exact_gpu_nccl_np2_bcast_off
+             COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
+                     --mpiexec "${MPIEXEC_EXECUTABLE}" --ranks 2 --batch 4 --steps 2 ${TB_DP_NCCL}
+                     --train-arg=--broadcast-buffers --train-arg=off)
     foreach(rule keep pad)
       add_test(NAME dp_exact_gpu_nccl_np2_${rule}
                COMMAND ${TB_NP2_RUN} ${TB_PY} ${TB_TEST_DIR}/test_data_parallel.py --trainbench ${TB_BIN}
