@@ -27,6 +27,8 @@
 #             no word that they time two workloads
 #   untimed   a run whose steps all fell within --warmup-steps: the report
 #             printed the per-rank table's header alone and no word why
+#   inf       /scaling with efficiency = inf: "inf" in the tables and the
+#             efficiency note (only nan was taken for a missing value)
 set -u
 tb=$1
 py=$2
@@ -143,6 +145,16 @@ grep -q "different workloads" "$d/out" && fail "workload: a note for one workloa
 grep -q "^# no timed step: all 2 steps fell within --warmup-steps 5" "$d/out" || fail "untimed: no note"
 grep -q "ms per step by rank" "$d/out" && fail "untimed: a per-rank table without rows"
 bad_figures "$d/out" && fail "untimed: report prints nan (above)"
+
+# inf: a value the tables cannot show, as '-' like a missing one
+edit "$run" "$d/eff_inf.h5" "f['scaling/efficiency'][1] = float('inf')" || fail "inf: h5py"
+for fmt in md csv text; do
+  "$tb" report "$d/eff_inf.h5" --format $fmt >"$d/out" 2>"$d/err" || fail "inf: report --format $fmt exit $?"
+  bad_figures "$d/out" && fail "inf: report --format $fmt prints inf (above)"
+done
+grep -q "scaling efficiency -: " "$d/out" || fail "inf: the efficiency note does not say '-'"
+"$tb" report "$d/eff_inf.h5" "$run" >"$d/out" 2>"$d/err" || fail "inf: report A B exit $?"
+bad_figures "$d/out" && fail "inf: report A B prints inf (above)"
 
 [ "$fails" -eq 0 ] && echo "ok: every odd input refused in one line or noted"
 exit "$fails"

@@ -55,7 +55,7 @@ int *tb_report_display_order(const tb_results *r) {
     return idx;
 }
 
-double tb_report_ratio(double b, double a) { return a != 0 && !isnan(a) && !isnan(b) ? b / a : NAN; }
+double tb_report_ratio(double b, double a) { return a != 0 && isfinite(a) && isfinite(b) ? b / a : NAN; }
 
 /* ---- one file ------------------------------------------------------------------------------ */
 
