@@ -29,6 +29,8 @@
 #             printed the per-rank table's header alone and no word why
 #   inf       /scaling with efficiency = inf: "inf" in the tables and the
 #             efficiency note (only nan was taken for a missing value)
+#   md        --format md: a note right after a table had no blank line
+#             between, so GitHub markdown read it as one more row
 set -u
 tb=$1
 py=$2
@@ -155,6 +157,17 @@ done
 grep -q "scaling efficiency -: " "$d/out" || fail "inf: the efficiency note does not say '-'"
 "$tb" report "$d/eff_inf.h5" "$run" >"$d/out" 2>"$d/err" || fail "inf: report A B exit $?"
 bad_figures "$d/out" && fail "inf: report A B prints inf (above)"
+
+# md: every markdown table ends in a blank line, so a note after it is not one more row
+md_table_ends() { # FILE: a table row followed by a line that is neither a row nor blank
+  awk 'prev ~ /^\|/ && $0 !~ /^\|/ && $0 != "" { print FILENAME ": " NR ": " $0; bad = 1 } { prev = $0 }
+       END { exit !bad }' "$1"
+}
+for args in "$run" "$d/untimed.h5" "$run $run" "$run $d/batch.h5"; do
+  # shellcheck disable=SC2086
+  "$tb" report $args --format md >"$d/out" 2>"$d/err"
+  md_table_ends "$d/out" && fail "md: 'report $args': a line right after a table (above)"
+done
 
 [ "$fails" -eq 0 ] && echo "ok: every odd input refused in one line or noted"
 exit "$fails"

@@ -249,6 +249,7 @@ static void print_md(const tb_tab *t, FILE *f, size_t rows) {
         for (int c = 0; c < t->ncols; c++) md_cell(f, t->cells[r * (size_t)t->ncols + (size_t)c]);
         fputc('\n', f);
     }
+    fputc('\n', f); /* a line right after the table would be read as one more row */
 }
 
 static void csv_field(FILE *f, const char *s) {
