@@ -61,10 +61,12 @@ double tb_report_ratio(double b, double a) { return a != 0 && isfinite(a) && isf
 
 /* Files of the commands that train (train, loader-bench --feed, project's
  * copy of a run) have a model, batch and ranks to name; the others
- * (loader-bench, allreduce-bench, probe) are named by their command. */
-int tb_report_has_model(const tb_results *r) {
+ * (loader-bench, allreduce-bench, probe, a --profile projection without a
+ * model) are named by their command. */
+static int has_model(const tb_results *r) {
     const char *kind = tb_results_str(r, "kind", "train");
-    return strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0;
+    return tb_results_attr(r, "model") &&
+           (strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0);
 }
 
 /* A root attribute's whole number, "?" when the file lacks it (it printed "batch nan per rank"). */
@@ -81,7 +83,7 @@ static num_text attr_count(const tb_results *r, const char *key) {
 void tb_report_run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
-    if (tb_report_has_model(r))
+    if (has_model(r))
         tb_note(f, fmt, "%s%s: %s, %s, batch %s per rank, %s px, %s rank%s on %s; backend %s (%s)", label,
                 r->path, tb_results_str(r, "model", "?"), tb_results_str(r, "precision", "?"),
                 attr_count(r, "batch_size").s, attr_count(r, "image_size").s,
@@ -94,8 +96,8 @@ void tb_report_run_line(FILE *f, tb_format fmt, const char *label, const tb_resu
                 tb_results_num(r, "world_size", 0) > 1 ? "s" : "", tb_results_str(r, "hostnames", "?"),
                 tb_results_str(r, "backend", "?"), tb_results_str(r, "device_names", "?"));
     else
-        tb_note(f, fmt, "%s%s: trainbench %s on %s", label, r->path, tb_results_str(r, "kind", "?"),
-                tb_results_str(r, "hostnames", "?"));
+        tb_note(f, fmt, "%s%s: trainbench %s%s%s", label, r->path, tb_results_str(r, "kind", "train"),
+                tb_results_attr(r, "hostnames") ? " on " : "", tb_results_str(r, "hostnames", ""));
     const char *indent = label[0] ? "    " : "";
     tb_note(f, fmt, "%sstatus %s; %s to %s; trainbench %s (%s)", indent, status,
             tb_results_str(r, "start_time", "?"), tb_results_str(r, "end_time", "?"),
@@ -277,7 +279,7 @@ static void print_scaling(FILE *f, tb_format fmt, const tb_results *r) {
         if (!label) label = tb_scaling_util_label(tb_results_str(r, "backend", ""));
         tb_scaling_write_seed(f, fmt, rows, n, tb_results_num(r, "dataset_size", NAN), label);
         tb_scaling_write_full(f, fmt, rows, n);
-    } else if (tb_report_has_model(r) && tb_results_no_scaling_asked(r)) {
+    } else if (has_model(r) && tb_results_no_scaling_asked(r)) {
         tb_note(f, fmt, "no scaling table: the run was asked for none (--scaling-steps 0)");
     }
     free(rows);

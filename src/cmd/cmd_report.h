@@ -18,8 +18,6 @@ typedef struct {
 int *tb_report_display_order(const tb_results *r);
 /* b / a, NAN where a is 0 or either is not a number. */
 double tb_report_ratio(double b, double a);
-/* Whether the file names a model, batch and ranks (train, loader-feed, projection). */
-int tb_report_has_model(const tb_results *r);
 /* The run in two lines (three with an abort reason), each line prefixed by label. */
 void tb_report_run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r);
 tb_report_steps tb_report_steps_of(const tb_results *r);
