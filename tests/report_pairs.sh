@@ -12,9 +12,12 @@
 #   projection two --profile projection files: the same, and a run line of
 #              '?, ?, batch ? per rank, ? px'
 #   allreduce  two sweeps of disjoint sizes: a table header alone, no word
-#   loader     two loader-bench files of other --threads: the same
+#   loader     two loader-bench files of other --threads: the same; and of
+#              other batch sizes: no workload note
 #   scaling    rows of one file only (ranks 2 in A, 3 in B) dropped silently
 #   same       one file twice: an empty differences table with no word
+#   zero       a phase of 0.001 ms (printed 0.00) against 3.5: 'B/A 3500.000'
+#   ranks      two runs of other rank counts: no workload note
 set -u
 tb=$1
 py=$2
@@ -64,7 +67,7 @@ report allreduce "$d/ar_a.h5" "$d/ar_b.h5"
 has allreduce '^# no all-reduce size in both: A has 4 /allreduce rows, B 3$'
 has allreduce '^# rows \(bytes\) only in A: 8, 16, 32, 64; only in B: 1024, 2048, 4096$'
 
-# loader: --threads 1 against 2
+# loader: --threads 1 against 2, then batch 4 against 8
 "$tb" mkdata --out "$d/data" --classes 2 --per-class 6 --min-side 48 --max-side 64 >/dev/null || fail "loader: mkdata"
 for t in 1 2; do
   "$tb" loader-bench --data "$d/data" --threads $t --batch-size 4 --batches 2 --warmup 1 --image-size 32 \
@@ -73,6 +76,9 @@ done
 report loader "$d/lb1.h5" "$d/lb2.h5"
 has loader '^# no thread count in both: A has 1 /loader row, B 1$'
 has loader '^# rows \(threads\) only in A: 1; only in B: 2$'
+edit "$d/lb1.h5" "$d/lb1b8.h5" "f.attrs['batch_size'] = 8" || fail "loader: h5py"
+report loader-batch "$d/lb1.h5" "$d/lb1b8.h5"
+has loader-batch '^# note: A and B load different workloads \(batch_size 4 vs 8\)'
 
 # scaling: the last row's rank count one more in B
 edit "$run" "$d/more.h5" "r = f['scaling/ranks']; n = int(r[-1]); r[-1] = n + 1" || fail "scaling: h5py"
@@ -84,6 +90,16 @@ has scaling "^# rows \(ranks\) only in A: $n; only in B: $((n + 1))$"
 report same "$run" "$run"
 has same '^# no root attribute differs: A and B hold the same [0-9]+ attributes$'
 hasnt same 'different workloads'
+
+# zero: a phase printed as 0.00 gets no ratio
+edit "$run" "$d/zero.h5" "f['ranks/optimizer_ms'][:] = 0.001" || fail "zero: h5py"
+report zero "$d/zero.h5" "$run"
+has zero '^ +optimizer ms +0\.00 +[0-9.]+ +-$'
+
+# ranks: world_size and global_batch differ
+edit "$run" "$d/world.h5" "f.attrs['world_size'] = 64; f.attrs['global_batch'] = 256" || fail "ranks: h5py"
+report ranks "$run" "$d/world.h5"
+has ranks '^# note: A and B train different workloads \(global_batch [0-9]+ vs 256, world_size [0-9]+ vs 64\)'
 
 [ "$fails" -eq 0 ] && echo "ok: every pair compared, its odd rows named"
 exit "$fails"

@@ -15,10 +15,12 @@
 #include "src/cmd/cmd_report.h"
 #include "src/results/results.h"
 
-/* b / a where both are above 0; NAN otherwise */
+/* b / a where both print as non-zero at `decimals` (< 0: 6 significant
+ * digits); NAN otherwise (it printed 'allreduce ms 0.00 / 3.53, B/A 4006.355'). */
 static double shown_ratio(double b, double a, int decimals) {
-    (void)decimals;
-    return a > 0 && b > 0 ? tb_report_ratio(b, a) : NAN;
+    double least = decimals < 0 ? 0 : 0.5 * pow(10, -decimals);
+    if (!(fabs(a) >= least && fabs(b) >= least) || a == 0 || b == 0) return NAN;
+    return tb_report_ratio(b, a);
 }
 
 /* Appends ", " (or nothing first) and a key to buf, "..." once it is full. */
@@ -153,7 +155,7 @@ static void compare_row(tb_tab *t, const char *what, double a, double b, int dec
         tb_tab_num(t, a, decimals);
         tb_tab_num(t, b, decimals);
     }
-    tb_tab_num(t, tb_report_ratio(b, a), 3);
+    tb_tab_num(t, shown_ratio(b, a, decimals), 3);
 }
 
 static void print_training_compare(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
@@ -322,11 +324,16 @@ static int print_keyed_compare(FILE *f, tb_format fmt, const cmp_spec *s, const 
     return 1;
 }
 
-/* Two training runs of another model, precision, batch or image size: their
- * B/A ratios compare two workloads, which the attribute table alone left to
- * be spotted among start times and command lines. */
+/* Two runs of another model, precision, batch, image size, data or rank
+ * count: their B/A ratios compare two workloads, which the attribute table
+ * alone left to be spotted among start times and command lines. Loader
+ * files (no model, no step) by what they load. */
 static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
-    static const char *const keys[] = {"model", "precision", "batch_size", "image_size", "data", NULL};
+    static const char *const train_keys[] = {"model", "precision", "batch_size", "global_batch", "world_size",
+                                             "image_size", "data", NULL};
+    static const char *const load_keys[] = {"batch_size", "image_size", "data", NULL};
+    int loads = strcmp(tb_results_str(a, "kind", "train"), "loader-bench") == 0;
+    const char *const *keys = loads ? load_keys : train_keys;
     char what[1024] = "";
     size_t used = 0;
     for (int i = 0; keys[i]; i++) {
@@ -340,8 +347,8 @@ static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, c
                                      va, vb);
     }
     if (used)
-        tb_note(f, fmt, "note: A and B train different workloads (%s): the B/A ratios above compare two "
-                        "workloads, not one workload's speed", what);
+        tb_note(f, fmt, "note: A and B %s different workloads (%s): the B/A ratios above compare two "
+                        "workloads, not one workload's speed", loads ? "load" : "train", what);
 }
 
 /* A training run's file: one with /steps or /ranks rows (a loader-feed or
@@ -361,14 +368,19 @@ int tb_report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_report_run_line(f, fmt, "A = ", &a);
     tb_report_run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
-    int compared = 0;
-    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++) compared |= print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
+    int compared = 0, allreduce_only = 1;
+    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++) {
+        int both = print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
+        compared |= both;
+        if (both && strcmp(k_cmp[i].group, "allreduce") != 0) allreduce_only = 0;
+    }
     if (has_training_rows(&a) && has_training_rows(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
-        note_workload_differs(f, fmt, &a, &b);
         compared = 1;
+        allreduce_only = 0;
     }
+    if (compared && !allreduce_only) note_workload_differs(f, fmt, &a, &b);
     if (!compared)
         tb_note(f, fmt, "A is a '%s' file and B a '%s' file with no table of rows that both have: only their "
                         "attributes compare",
