@@ -27,6 +27,8 @@
 #             no word that they time two workloads
 #   untimed   a run whose steps all fell within --warmup-steps: the report
 #             printed the per-rank table's header alone and no word why
+#   nostepms  /steps without step_ms: "all 6 steps fell within --warmup-steps
+#             2", which the run's steps did not
 #   inf       /scaling with efficiency = inf: "inf" in the tables and the
 #             efficiency note (only nan was taken for a missing value)
 #   md        --format md: a note right after a table had no blank line
@@ -147,6 +149,12 @@ grep -q "different workloads" "$d/out" && fail "workload: a note for one workloa
 grep -q "^# no timed step: all 2 steps fell within --warmup-steps 5" "$d/out" || fail "untimed: no note"
 grep -q "ms per step by rank" "$d/out" && fail "untimed: a per-rank table without rows"
 bad_figures "$d/out" && fail "untimed: report prints nan (above)"
+
+# nostepms: a column missing is said as such, not as the warm-up's doing
+edit "$run" "$d/nostepms.h5" "del f['steps/step_ms']" || fail "nostepms: h5py"
+"$tb" report "$d/nostepms.h5" >"$d/out" 2>"$d/err"
+grep -q "^# no timed step: /steps has no step_ms column" "$d/out" || fail "nostepms: no note: $(grep 'timed step' "$d/out")"
+grep -q "fell within --warmup-steps" "$d/out" && fail "nostepms: a note about --warmup-steps"
 
 # inf: a value the tables cannot show, as '-' like a missing one
 edit "$run" "$d/eff_inf.h5" "f['scaling/efficiency'][1] = float('inf')" || fail "inf: h5py"

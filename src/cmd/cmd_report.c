@@ -306,7 +306,9 @@ static int report_one(const char *path, tb_format fmt) {
     free(ranks);
     const tb_rtable *steps = tb_results_table(&r, "steps");
     if (steps && steps->rows > 0) print_steps(f, fmt, &r);
-    if (steps && steps->rows > 0 && tb_report_steps_of(&r).timed == 0) /* the tables above have no timed figure */
+    if (steps && steps->rows > 0 && !tb_rtable_col(steps, "step_ms")) /* not the warm-up's doing */
+        tb_note(f, fmt, "no timed step: /steps has no step_ms column, so the file gives no step time");
+    else if (steps && steps->rows > 0 && tb_report_steps_of(&r).timed == 0) /* the tables above have no timed figure */
         tb_note(f, fmt, "no timed step: all %zu steps fell within --warmup-steps %s, so the run has no step time, "
                         "img/s or per-rank row; run more steps than --warmup-steps",
                 steps->rows, attr_count(&r, "warmup_steps").s);
