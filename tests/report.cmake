@@ -131,3 +131,14 @@ if(TB_PYTHON)
            COMMAND sh ${TB_TEST_DIR}/report_pairs.sh ${TB_BIN} ${TB_PYTHON} ${TB_REPORT_B}.h5 ${PROJECT_SOURCE_DIR})
   set_tests_properties(report_pairs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 FIXTURES_REQUIRED report_b)
 endif()
+
+# bench/plot_results.py on odd input (files of one name from two folders,
+# /scaling without ranks, nan and inf points, files of kinds it does not
+# draw): a plot per file, or one line saying what is left out; no traceback
+if(TB_PYTHON)
+  add_test(NAME plot_results_odd_inputs
+           COMMAND ${TB_PYTHON} ${TB_TEST_DIR}/plot_odd_inputs.py ${TB_REPORT_B}.h5
+                   --plot ${PROJECT_SOURCE_DIR}/bench/plot_results.py --trainbench ${TB_BIN}
+                   --source ${PROJECT_SOURCE_DIR})
+  set_tests_properties(plot_results_odd_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 FIXTURES_REQUIRED report_b)
+endif()
