@@ -22,8 +22,10 @@ static const char k_usage[] =
     "trainbench report RUN.h5 [B.h5] [--format text|md|csv]\n\n"
     "Prints a results file's provenance, its scaling tables (the published shape and the full one),\n"
     "the step-time breakdown by rank, a summary of the steps and every other table in the file.\n"
-    "With two files: scaling rows present in both with B/A ratios, the step phases A vs B, and one\n"
-    "line per root attribute whose value differs; two allreduce-bench files: the sizes both measured.\n"
+    "With two files: one line per root attribute whose value differs, then each table both have, rows\n"
+    "matched on their keys with B/A: scaling rows and step phases of two training runs, /allreduce by\n"
+    "size, /loader by threads, /feed by loader configuration, /projection by ranks; the rows only one\n"
+    "file has are named under each table.\n"
     "md: markdown tables to paste into the .md files of results/; csv: each table as '# title', a\n"
     "header line, its rows, a blank line.\n"
     "Exit status 1 when a file is missing, not a results file, partial or from an aborted run.";
