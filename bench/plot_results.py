@@ -12,7 +12,9 @@ Writes, into DIR (PREFIX: the file's stem for one file, "compare" for several):
                          with the ideal 100 % line
   STEM_breakdown.png     per file: ms per step stacked by phase; per rank
                          count when /scaling has <phase>_ms_median columns,
-                         else per rank of the training run (/ranks)
+                         else per rank of the training run (/ranks); STEM:
+                         the file's name without .h5, or where two files
+                         share it, their --label or folder's name before it
   PREFIX_loss.png        training loss against step (/steps)
   PREFIX_loader.png      loader img/s against threads, with the ideal line,
                          for the files that have a /loader table (columns
@@ -25,11 +27,15 @@ Writes, into DIR (PREFIX: the file's stem for one file, "compare" for several):
                          column (if_<key>_efficiency) dashed for one file
 
 A plot whose data no file has (e.g. /scaling of an aborted run) is left out
-with a line saying so. Needs Debian's python3-matplotlib and python3-h5py;
+with a line saying so, as is a table without its key columns (/scaling
+without ranks) and every point that is nan or inf; the files of
+allreduce-bench, probe and loader-bench --feed have no plot here (one line
+each: `trainbench report` prints their tables). Needs Debian's python3-matplotlib and python3-h5py;
 exits 77 without them, 1 when nothing could be plotted or a file is
 unreadable."""
 import argparse
 import os
+import re
 import sys
 
 try:
@@ -54,20 +60,41 @@ def attr(f, key, default="?"):
     return v.decode() if isinstance(v, bytes) else v
 
 
-def table(f, group):
-    """{column: numpy array} of a results table, or None when absent or empty."""
+# the columns a plot cannot do without, per table
+NEEDS = {"scaling": ("ranks", "img_per_s", "efficiency"), "ranks": ("rank",), "steps": ("step", "loss")}
+# kinds of results file (root attribute `kind`) without a plot here, and what prints them
+NO_PLOT = {"allreduce-bench": "trainbench allreduce-bench", "probe": "trainbench probe",
+           "loader-feed": "trainbench loader-bench --feed"}
+
+
+def table(f, group, path=""):
+    """{column: numpy array} of a results table, or None when absent, empty or
+    without the columns NEEDS names (said in one line)."""
     if group not in f or not isinstance(f[group], h5py.Group):
         return None
     cols = {k: f[group][k][()] for k in f[group] if isinstance(f[group][k], h5py.Dataset)}
     if not cols or min(len(np.atleast_1d(v)) for v in cols.values()) == 0:
         return None
+    lacks = [c for c in NEEDS.get(group, ()) if c not in cols]
+    if lacks:
+        print(f"{path}: /{group} has no {', '.join(lacks)} column: left out as if absent")
+        return None
     return cols
+
+
+def finite(*arrays):
+    """The mask of the points where every array is finite."""
+    ok = np.ones(len(arrays[0]), bool)
+    for a in arrays:
+        ok &= np.isfinite(np.asarray(a, float))
+    return ok
 
 
 class Run:
     def __init__(self, path, label):
         self.path = path
         self.stem = os.path.splitext(os.path.basename(path))[0]
+        self.given_label = label
         if os.path.isdir(path):
             raise ValueError("is a directory; name a results file in it (a run's --results FILE)")
         if not os.path.exists(path):
@@ -78,6 +105,7 @@ class Run:
             if "status" not in f.attrs and not any(g in f for g in ("steps", "ranks", "scaling")):
                 raise ValueError("not a trainbench results file (no status attribute, "
                                  f"no /steps, /ranks or /scaling)")
+            self.kind = attr(f, "kind", "train")
             self.model = attr(f, "model")
             self.image = attr(f, "image_size")
             self.batch = attr(f, "batch_size")
@@ -88,9 +116,9 @@ class Run:
             self.status = attr(f, "status")
             self.hosts = attr(f, "hostnames")
             self.data = attr(f, "data")
-            self.scaling = table(f, "scaling")
-            self.ranks = table(f, "ranks")
-            self.steps = table(f, "steps")
+            self.scaling = table(f, "scaling", path)
+            self.ranks = table(f, "ranks", path)
+            self.steps = table(f, "steps", path)
             self.loader = table(f, "loader")
             self.projection = table(f, "projection")
             self.fabric = attr(f, "projection_fabric", "")
@@ -140,16 +168,24 @@ def rank_ticks(ax, values):
     ax.set_xlim(0, max(vals) * 1.15 + 0.1)
 
 
+def scaling_points(r, col):
+    """ranks and a /scaling column where both are finite (a nan or inf point left out)."""
+    n, v = r.scaling["ranks"].astype(float), r.scaling[col].astype(float)
+    ok = finite(n, v)
+    if not ok.all():
+        print(f"{r.path}: /scaling {col}: {int((~ok).sum())} row(s) of nan or inf left out of the plot")
+    return n[ok], v[ok]
+
+
 def plot_throughput(runs, out, prefix, written):
-    have = [r for r in runs if r.scaling is not None]
+    have = [r for r in runs if r.scaling is not None and finite(r.scaling["ranks"], r.scaling["img_per_s"]).any()]
     if not have:
         print("no /scaling rows in any file: no throughput or efficiency plot")
         return
     fig, ax = plt.subplots(figsize=(7, 4.6))
     allx = []
     for i, r in enumerate(have):
-        n = r.scaling["ranks"].astype(float)
-        ips = r.scaling["img_per_s"]
+        n, ips = scaling_points(r, "img_per_s")
         c = f"C{i}"
         ideal = ips[0] / n[0] * np.array([0] + list(n))
         ax.plot([0] + list(n), ideal, "--", color=c, alpha=0.6)
@@ -158,7 +194,8 @@ def plot_throughput(runs, out, prefix, written):
             ax.annotate(f"{y:.1f}", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8, color=c)
         allx += list(n)
     if len(have) == 1:
-        n, ips = have[0].scaling["ranks"], have[0].scaling["img_per_s"]
+        ok = finite(have[0].scaling["ranks"], have[0].scaling["img_per_s"])
+        n, ips = have[0].scaling["ranks"][ok], have[0].scaling["img_per_s"][ok]
         ideal = (f"ideal: {ips[0] / n[0]:.1f} img/s per rank x ranks "
                  f"({ips[0] / n[0] * n[-1]:.1f} at {int(n[-1])})")
     else:
@@ -177,13 +214,14 @@ def plot_throughput(runs, out, prefix, written):
     ax.axhline(100, color="gray", ls="--", label="ideal (100 %)")
     top = 110
     for i, r in enumerate(have):
-        n = r.scaling["ranks"].astype(float)
-        eff = 100 * r.scaling["efficiency"]
+        n, eff = scaling_points(r, "efficiency")
+        eff = 100 * eff
         ax.plot(n, eff, "o-", color=f"C{i}", label=series_label(r, have))
         for x, y in zip(n, eff):
             ax.annotate(f"{y:.1f} %", (x, y), textcoords="offset points", xytext=(6, -12), fontsize=8,
                         color=f"C{i}")
-        top = max(top, float(np.max(eff)) + 10)
+        if len(eff):
+            top = max(top, float(np.max(eff)) + 10)
     rank_ticks(ax, allx)
     ax.set_ylim(0, top)
     ax.set_xlabel("ranks (one per device)")
@@ -209,9 +247,19 @@ def plot_breakdown(r, out, written):
         parts = {p: r.ranks[f"{p}_ms"][keep] for p in PHASES if f"{p}_ms" in r.ranks}
         step = r.ranks["step_ms"][keep] if "step_ms" in r.ranks else None
         xlabel = f"rank (training run with {r.world} rank{'s' if r.world != 1 else ''})"
-        what = "per rank of the training run (/scaling has no per-phase columns)"
+        what = ("per rank of the training run ("
+                + ("no /scaling rows" if s is None else "/scaling has no per-phase columns") + ")")
     else:
         print(f"{r.path}: no timed /ranks rows and no per-phase /scaling columns: no breakdown plot")
+        return
+    ok = finite(*parts.values(), *([] if step is None else [step]))  # a bar of nan or inf: left out
+    if not ok.all():
+        print(f"{r.path}: {int((~ok).sum())} bar(s) with a phase or step of nan or inf left out of the breakdown")
+        xs = [x for x, k in zip(xs, ok) if k]
+        parts = {p: v[ok] for p, v in parts.items()}
+        step = None if step is None else step[ok]
+    if not xs:
+        print(f"{r.path}: no bar of finite phases: no breakdown plot")
         return
     fig, ax = plt.subplots(figsize=(9, 4.6))
     bottom = np.zeros(len(xs))
@@ -233,7 +281,7 @@ def plot_breakdown(r, out, written):
     handles, labels = ax.get_legend_handles_labels()  # top of the stack first, as drawn
     ax.legend(handles[::-1], labels[::-1], fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))
     ax.grid(axis="y", alpha=0.3)
-    save(fig, out, f"{r.stem}_breakdown.png", written)
+    save(fig, out, f"{r.stem}_breakdown.png", written)  # r.stem: unique among the files (unique_stems)
 
 
 def plot_loss(runs, out, prefix, written):
@@ -269,9 +317,12 @@ def plot_loader(runs, out, prefix, written):
     allx = []
     for i, r in enumerate(have):
         t = r.loader["threads"].astype(float)
-        ips = r.loader["img_per_s"]
-        order = np.argsort(t)
-        t, ips = t[order], ips[order]
+        ips = r.loader["img_per_s"].astype(float)
+        ok = finite(t, ips)
+        order = np.argsort(t[ok])
+        t, ips = t[ok][order], ips[ok][order]
+        if not len(t):
+            continue
         ax.plot([0] + list(t), ips[0] / t[0] * np.array([0] + list(t)), "--", color=f"C{i}", alpha=0.6)
         ax.plot(t, ips, "o-", color=f"C{i}", label=series_label(r, have))
         for x, y in zip(t, ips):
@@ -299,10 +350,14 @@ def plot_projection(runs, out, prefix, written):
     ax.axhline(100, color="gray", ls=":", lw=1, label="ideal (100 %)")
     allx = []
     for i, r in enumerate(have):
-        p = r.projection
+        p = {k: v for k, v in r.projection.items() if v.dtype.kind in "iuf"}
+        keep = np.isfinite(p["ranks"].astype(float))  # a row of nan or inf ranks: left out
+        p = {k: np.where(np.isfinite(v[keep]), v[keep], np.nan) for k, v in p.items()}
         n = p["ranks"].astype(float)
         order = np.argsort(n)
         n = n[order]
+        if not len(n):
+            continue
         c = f"C{i}"
         fab = r.fabric.split(":")[0] if r.fabric else "?"
         ax.plot(n, 100 * p["efficiency"][order], "-", color=c, lw=1.8,
@@ -325,6 +380,10 @@ def plot_projection(runs, out, prefix, written):
                 ax.plot(n, 100 * p[k][order], ls=styles[j % len(styles)], color=f"C{j + 1}", lw=1.2,
                         label=f"if {what}")
         allx += list(n)
+    if not allx:
+        plt.close(fig)
+        print("no /projection row of finite ranks in any file: no projection plot")
+        return
     ax.set_xscale("log", base=2)
     lo, hi = min(allx), max(allx)
     ax.set_xlim(max(0.7, lo * 0.7), max(hi * 1.25, 4096))
@@ -346,6 +405,23 @@ def plot_projection(runs, out, prefix, written):
     save(fig, out, f"{prefix}_projection.png", written)
 
 
+def unique_stems(runs):
+    """Files of one name from two folders wrote one STEM_breakdown.png, the
+    second over the first: such files are told apart by their --label, else
+    their folder's name (then a count)."""
+    names = [r.stem for r in runs]
+    for r in runs:
+        if names.count(r.stem) > 1:
+            folder = os.path.basename(os.path.dirname(os.path.abspath(r.path))) or "root"
+            base = r.given_label or f"{folder}_{r.stem}"
+            r.stem = re.sub(r"[^A-Za-z0-9._+-]+", "_", base).strip("_") or r.stem
+    seen = {}
+    for r in runs:
+        seen[r.stem] = seen.get(r.stem, 0) + 1
+        if seen[r.stem] > 1:
+            r.stem = f"{r.stem}_{seen[r.stem]}"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("files", nargs="+", metavar="RUN.h5")
@@ -363,11 +439,18 @@ def main():
             sys.exit(1)
     os.makedirs(a.out, exist_ok=True)
     prefix = a.prefix or (runs[0].stem if len(runs) == 1 else "compare")
+    unique_stems(runs)
     written = []
-    plot_throughput(runs, a.out, prefix, written)
     for r in runs:
-        plot_breakdown(r, a.out, written)
-    plot_loss(runs, a.out, prefix, written)
+        if r.kind in NO_PLOT:
+            print(f"{r.path}: kind '{r.kind}' ({NO_PLOT[r.kind]}): plot_results.py has no plot of its kind; "
+                  f"'trainbench report {r.path}' prints its tables")
+    train = [r for r in runs if r.kind == "train"]  # loader-bench: /loader; projection: /projection
+    if train:
+        plot_throughput(train, a.out, prefix, written)
+        for r in train:
+            plot_breakdown(r, a.out, written)
+        plot_loss(train, a.out, prefix, written)
     plot_loader(runs, a.out, prefix, written)
     plot_projection(runs, a.out, prefix, written)
     if not written:

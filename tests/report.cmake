@@ -121,3 +121,24 @@ if(TB_PYTHON)
   set_tests_properties(report_project_odd_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120
                        FIXTURES_REQUIRED report_b)
 endif()
+
+# report A B on pairs of each kind (stored loader-feed and projection files,
+# allreduce-bench and loader-bench sweeps, edited copies of a run): the
+# tables both have row by row, a note where no row matched, the rows only
+# one file has, the workload note
+if(TB_PYTHON)
+  add_test(NAME report_pairs
+           COMMAND sh ${TB_TEST_DIR}/report_pairs.sh ${TB_BIN} ${TB_PYTHON} ${TB_REPORT_B}.h5 ${PROJECT_SOURCE_DIR})
+  set_tests_properties(report_pairs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 FIXTURES_REQUIRED report_b)
+endif()
+
+# bench/plot_results.py on odd input (files of one name from two folders,
+# /scaling without ranks, nan and inf points, files of kinds it does not
+# draw): a plot per file, or one line saying what is left out; no traceback
+if(TB_PYTHON)
+  add_test(NAME plot_results_odd_inputs
+           COMMAND ${TB_PYTHON} ${TB_TEST_DIR}/plot_odd_inputs.py ${TB_REPORT_B}.h5
+                   --plot ${PROJECT_SOURCE_DIR}/bench/plot_results.py --trainbench ${TB_BIN}
+                   --source ${PROJECT_SOURCE_DIR})
+  set_tests_properties(plot_results_odd_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 FIXTURES_REQUIRED report_b)
+endif()

@@ -27,6 +27,12 @@
 #             no word that they time two workloads
 #   untimed   a run whose steps all fell within --warmup-steps: the report
 #             printed the per-rank table's header alone and no word why
+#   nostepms  /steps without step_ms: "all 6 steps fell within --warmup-steps
+#             2", which the run's steps did not
+#   inf       /scaling with efficiency = inf: "inf" in the tables and the
+#             efficiency note (only nan was taken for a missing value)
+#   md        --format md: a note right after a table had no blank line
+#             between, so GitHub markdown read it as one more row
 set -u
 tb=$1
 py=$2
@@ -143,6 +149,33 @@ grep -q "different workloads" "$d/out" && fail "workload: a note for one workloa
 grep -q "^# no timed step: all 2 steps fell within --warmup-steps 5" "$d/out" || fail "untimed: no note"
 grep -q "ms per step by rank" "$d/out" && fail "untimed: a per-rank table without rows"
 bad_figures "$d/out" && fail "untimed: report prints nan (above)"
+
+# nostepms: a column missing is said as such, not as the warm-up's doing
+edit "$run" "$d/nostepms.h5" "del f['steps/step_ms']" || fail "nostepms: h5py"
+"$tb" report "$d/nostepms.h5" >"$d/out" 2>"$d/err"
+grep -q "^# no timed step: /steps has no step_ms column" "$d/out" || fail "nostepms: no note: $(grep 'timed step' "$d/out")"
+grep -q "fell within --warmup-steps" "$d/out" && fail "nostepms: a note about --warmup-steps"
+
+# inf: a value the tables cannot show, as '-' like a missing one
+edit "$run" "$d/eff_inf.h5" "f['scaling/efficiency'][1] = float('inf')" || fail "inf: h5py"
+for fmt in md csv text; do
+  "$tb" report "$d/eff_inf.h5" --format $fmt >"$d/out" 2>"$d/err" || fail "inf: report --format $fmt exit $?"
+  bad_figures "$d/out" && fail "inf: report --format $fmt prints inf (above)"
+done
+grep -q "scaling efficiency -: " "$d/out" || fail "inf: the efficiency note does not say '-'"
+"$tb" report "$d/eff_inf.h5" "$run" >"$d/out" 2>"$d/err" || fail "inf: report A B exit $?"
+bad_figures "$d/out" && fail "inf: report A B prints inf (above)"
+
+# md: every markdown table ends in a blank line, so a note after it is not one more row
+md_table_ends() { # FILE: a table row followed by a line that is neither a row nor blank
+  awk 'prev ~ /^\|/ && $0 !~ /^\|/ && $0 != "" { print FILENAME ": " NR ": " $0; bad = 1 } { prev = $0 }
+       END { exit !bad }' "$1"
+}
+for args in "$run" "$d/untimed.h5" "$run $run" "$run $d/batch.h5"; do
+  # shellcheck disable=SC2086
+  "$tb" report $args --format md >"$d/out" 2>"$d/err"
+  md_table_ends "$d/out" && fail "md: 'report $args': a line right after a table (above)"
+done
 
 [ "$fails" -eq 0 ] && echo "ok: every odd input refused in one line or noted"
 exit "$fails"

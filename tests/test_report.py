@@ -290,8 +290,10 @@ def mode_compare(a):
                 continue
             close_to(row[0], ma, f"{ph} ms A")
             close_to(row[1], mb, f"{ph} ms B")
-            if ma > 0:
+            if round(ma, 2) != 0 and round(mb, 2) != 0:
                 close_to(row[2], mb / ma, f"{ph} ms B/A")
+            elif row[2].strip() != "-":  # a value printed as 0.00 has no ratio (it printed B/A 4006.355)
+                fail(f"{ph} ms B/A: '{row[2]}' beside a value printed as 0.00, not '-'")
         ips = cells.get("img/s (timed steps)")
         if ips:
             close_to(ips[0], steps_summary(A)["img_per_s"], "img/s A")

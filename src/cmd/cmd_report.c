@@ -1,14 +1,12 @@
 /* cmd_report.c - `trainbench report RUN.h5 [B.h5] [--format text|md|csv]`:
  * a results file's provenance and tables, from the file alone, printed by
- * the same code that prints them at the end of a run (scaling.h); with two
- * files, the runs side by side with ratios and one line per provenance
- * difference (two allreduce-bench files: the sizes both measured; two
- * loader-bench files: the thread counts both measured). Groups other than
- * /steps, /ranks and /scaling (a later writer's /loader or /probe) are
- * printed as they are, one column per dataset. Exit status 0 when every
- * file is a complete results file; 1 when a file is missing, unreadable or
- * not a results file (one line), or when it is partial or from an aborted
- * run (what is there is printed, then one line per missing part). */
+ * the same code that prints them at the end of a run (scaling.h); two files
+ * go to cmd_report_compare.c, side by side. Groups other than /steps,
+ * /ranks and /scaling (a later writer's /loader or /probe) are printed as
+ * they are, one column per dataset. Exit status 0 when every file is a
+ * complete results file; 1 when a file is missing, unreadable or not a
+ * results file (one line), or when it is partial or from an aborted run
+ * (what is there is printed, then one line per missing part). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +14,7 @@
 
 #include "core/cli.h"
 #include "core/log.h"
+#include "src/cmd/cmd_report.h"
 #include "src/cmd/commands.h"
 #include "src/results/results.h"
 
@@ -23,8 +22,10 @@ static const char k_usage[] =
     "trainbench report RUN.h5 [B.h5] [--format text|md|csv]\n\n"
     "Prints a results file's provenance, its scaling tables (the published shape and the full one),\n"
     "the step-time breakdown by rank, a summary of the steps and every other table in the file.\n"
-    "With two files: scaling rows present in both with B/A ratios, the step phases A vs B, and one\n"
-    "line per root attribute whose value differs; two allreduce-bench files: the sizes both measured.\n"
+    "With two files: one line per root attribute whose value differs, then each table both have, rows\n"
+    "matched on their keys with B/A: scaling rows and step phases of two training runs, /allreduce by\n"
+    "size, /loader by threads, /feed by loader configuration, /projection by ranks; the rows only one\n"
+    "file has are named under each table.\n"
     "md: markdown tables to paste into the .md files of results/; csv: each table as '# title', a\n"
     "header line, its rows, a blank line.\n"
     "Exit status 1 when a file is missing, not a results file, partial or from an aborted run.";
@@ -44,7 +45,7 @@ static int prov_rank(const char *key) {
 }
 
 /* Attribute indices in display order. */
-static int *display_order(const tb_results *r) {
+int *tb_report_display_order(const tb_results *r) {
     int *idx = malloc((size_t)(r->nattrs ? r->nattrs : 1) * sizeof *idx);
     if (!idx) TB_FATAL("out of host memory");
     int n = 0;
@@ -56,16 +57,18 @@ static int *display_order(const tb_results *r) {
     return idx;
 }
 
-static double ratio(double b, double a) { return a != 0 && !isnan(a) && !isnan(b) ? b / a : NAN; }
+double tb_report_ratio(double b, double a) { return a != 0 && isfinite(a) && isfinite(b) ? b / a : NAN; }
 
 /* ---- one file ------------------------------------------------------------------------------ */
 
 /* Files of the commands that train (train, loader-bench --feed, project's
  * copy of a run) have a model, batch and ranks to name; the others
- * (loader-bench, allreduce-bench, probe) are named by their command. */
+ * (loader-bench, allreduce-bench, probe, a --profile projection without a
+ * model) are named by their command. */
 static int has_model(const tb_results *r) {
     const char *kind = tb_results_str(r, "kind", "train");
-    return strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0;
+    return tb_results_attr(r, "model") &&
+           (strcmp(kind, "train") == 0 || strcmp(kind, "loader-feed") == 0 || strcmp(kind, "projection") == 0);
 }
 
 /* A root attribute's whole number, "?" when the file lacks it (it printed "batch nan per rank"). */
@@ -79,7 +82,7 @@ static num_text attr_count(const tb_results *r, const char *key) {
     return t;
 }
 
-static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
+void tb_report_run_line(FILE *f, tb_format fmt, const char *label, const tb_results *r) {
     const char *status = tb_results_str(r, "status", "unknown");
     const char *why = tb_results_str(r, "abort_reason", NULL);
     if (has_model(r))
@@ -95,8 +98,8 @@ static void run_line(FILE *f, tb_format fmt, const char *label, const tb_results
                 tb_results_num(r, "world_size", 0) > 1 ? "s" : "", tb_results_str(r, "hostnames", "?"),
                 tb_results_str(r, "backend", "?"), tb_results_str(r, "device_names", "?"));
     else
-        tb_note(f, fmt, "%s%s: trainbench %s on %s", label, r->path, tb_results_str(r, "kind", "?"),
-                tb_results_str(r, "hostnames", "?"));
+        tb_note(f, fmt, "%s%s: trainbench %s%s%s", label, r->path, tb_results_str(r, "kind", "train"),
+                tb_results_attr(r, "hostnames") ? " on " : "", tb_results_str(r, "hostnames", ""));
     const char *indent = label[0] ? "    " : "";
     tb_note(f, fmt, "%sstatus %s; %s to %s; trainbench %s (%s)", indent, status,
             tb_results_str(r, "start_time", "?"), tb_results_str(r, "end_time", "?"),
@@ -110,7 +113,7 @@ static void print_provenance(FILE *f, tb_format fmt, const tb_results *r) {
         {.head = "value", .key = "value", .left = 1, .gap = 2},
     };
     tb_tab *t = tb_tab_new(fmt, "provenance and settings (root attributes)", cols, 2);
-    int *idx = display_order(r);
+    int *idx = tb_report_display_order(r);
     for (int i = 0; i < r->nattrs; i++) {
         char v[8192];
         tb_rattr_format(&r->attrs[idx[i]], v, sizeof v);
@@ -120,11 +123,6 @@ static void print_provenance(FILE *f, tb_format fmt, const tb_results *r) {
     free(idx);
     tb_tab_print(t, f);
 }
-
-typedef struct {
-    int steps, timed;
-    double step_ms_mean, step_ms_median, img_per_s, loss_first, loss_last;
-} steps_summary;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -136,8 +134,8 @@ static int cmp_double(const void *a, const void *b) {
  * rank's timed seconds, from /ranks (train's '# training:' figure), or
  * where it has none all samples / the summed step times of the slowest
  * rank (samples / img_per_s of each step). */
-static steps_summary summarise_steps(const tb_results *r) {
-    steps_summary s = {0, 0, NAN, NAN, NAN, NAN, NAN};
+tb_report_steps tb_report_steps_of(const tb_results *r) {
+    tb_report_steps s = {0, 0, NAN, NAN, NAN, NAN, NAN};
     const tb_rtable *t = tb_results_table(r, "steps");
     if (!t || t->rows == 0) return s;
     s.steps = (int)t->rows;
@@ -182,7 +180,7 @@ static steps_summary summarise_steps(const tb_results *r) {
 }
 
 static void print_steps(FILE *f, tb_format fmt, const tb_results *r) {
-    steps_summary s = summarise_steps(r);
+    tb_report_steps s = tb_report_steps_of(r);
     const tb_col cols[] = {
         {.head = "steps", .key = "steps", .width = 5},
         {.head = "timed", .key = "timed_steps", .width = 5},
@@ -289,7 +287,7 @@ static void print_scaling(FILE *f, tb_format fmt, const tb_results *r) {
     free(rows);
 }
 
-static void print_problems(const tb_results *r) {
+void tb_report_problems(const tb_results *r) {
     fflush(stdout);
     for (int i = 0; i < r->nproblems; i++) tb_say_error("report: %s: %s", r->path, r->problems[i]);
 }
@@ -300,7 +298,7 @@ static int report_one(const char *path, tb_format fmt) {
     if (tb_results_load(path, &r, err, sizeof err) != 0) tb_die("report: %s", err);
     FILE *f = stdout;
     tb_note(f, fmt, "trainbench report");
-    run_line(f, fmt, "", &r);
+    tb_report_run_line(f, fmt, "", &r);
     print_provenance(f, fmt, &r);
     print_scaling(f, fmt, &r);
     tb_rank_row *ranks;
@@ -310,7 +308,9 @@ static int report_one(const char *path, tb_format fmt) {
     free(ranks);
     const tb_rtable *steps = tb_results_table(&r, "steps");
     if (steps && steps->rows > 0) print_steps(f, fmt, &r);
-    if (steps && steps->rows > 0 && summarise_steps(&r).timed == 0) /* the tables above have no timed figure */
+    if (steps && steps->rows > 0 && !tb_rtable_col(steps, "step_ms")) /* not the warm-up's doing */
+        tb_note(f, fmt, "no timed step: /steps has no step_ms column, so the file gives no step time");
+    else if (steps && steps->rows > 0 && tb_report_steps_of(&r).timed == 0) /* the tables above have no timed figure */
         tb_note(f, fmt, "no timed step: all %zu steps fell within --warmup-steps %s, so the run has no step time, "
                         "img/s or per-rank row; run more steps than --warmup-steps",
                 steps->rows, attr_count(&r, "warmup_steps").s);
@@ -324,247 +324,9 @@ static int report_one(const char *path, tb_format fmt) {
                         "which 'trainbench project %s' reads",
                 gr ? gr->rows : 0, bk ? bk->rows : 0, path);
     fflush(f);
-    print_problems(&r);
+    tb_report_problems(&r);
     int rc = r.nproblems ? 1 : 0;
     tb_results_free(&r);
-    return rc;
-}
-
-/* ---- two files ------------------------------------------------------------------------------ */
-
-static void print_differences(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
-    const tb_col cols[] = {
-        {.head = "attribute", .key = "attribute", .left = 1},
-        {.head = "A", .key = "a", .left = 1, .gap = 2},
-        {.head = "B", .key = "b", .left = 1, .gap = 2},
-    };
-    tb_tab *t = tb_tab_new(fmt, "provenance differences: every root attribute whose value differs", cols, 3);
-    int *ia = display_order(a), *ib = display_order(b);
-    char va[8192], vb[8192];
-    for (int i = 0; i < a->nattrs; i++) {
-        const tb_rattr *x = &a->attrs[ia[i]], *y = tb_results_attr(b, x->key);
-        if (y && tb_rattr_equal(x, y)) continue;
-        tb_rattr_format(x, va, sizeof va);
-        if (y) tb_rattr_format(y, vb, sizeof vb);
-        tb_tab_str(t, x->key);
-        tb_tab_str(t, va);
-        tb_tab_str(t, y ? vb : "(absent)");
-    }
-    for (int i = 0; i < b->nattrs; i++) {
-        const tb_rattr *y = &b->attrs[ib[i]];
-        if (tb_results_attr(a, y->key)) continue;
-        tb_rattr_format(y, vb, sizeof vb);
-        tb_tab_str(t, y->key);
-        tb_tab_str(t, "(absent)");
-        tb_tab_str(t, vb);
-    }
-    free(ia);
-    free(ib);
-    tb_tab_print(t, f);
-}
-
-static void print_scaling_compare(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
-    tb_scaling_row *ra, *rb;
-    int na = tb_results_scaling_rows(a, &ra), nb = tb_results_scaling_rows(b, &rb);
-    const tb_col cols[] = {
-        {.head = "ranks", .key = "ranks", .width = 5},
-        {.head = "img/s A", .key = "img_per_s_a", .width = 9},
-        {.head = "img/s B", .key = "img_per_s_b", .width = 9},
-        {.head = "B/A", .key = "ratio_b_a", .width = 6},
-        {.head = "eff % A", .key = "efficiency_pct_a", .width = 7},
-        {.head = "eff % B", .key = "efficiency_pct_b", .width = 7},
-        {.head = "epoch s A", .key = "epoch_time_s_a", .width = 10},
-        {.head = "epoch s B", .key = "epoch_time_s_b", .width = 10},
-    };
-    tb_tab *t = tb_tab_new(fmt, "scaling rows measured in both (same rank count); B/A = img/s B / img/s A",
-                           cols, 8);
-    int both = 0;
-    for (int i = 0; i < na; i++)
-        for (int j = 0; j < nb; j++) {
-            if (ra[i].ranks != rb[j].ranks) continue;
-            both++;
-            tb_tab_int(t, ra[i].ranks);
-            tb_tab_num(t, ra[i].img_per_s, 2);
-            tb_tab_num(t, rb[j].img_per_s, 2);
-            tb_tab_num(t, ratio(rb[j].img_per_s, ra[i].img_per_s), 3);
-            tb_tab_num(t, 100.0 * ra[i].efficiency, 1);
-            tb_tab_num(t, 100.0 * rb[j].efficiency, 1);
-            tb_tab_num(t, ra[i].epoch_time_s, 1);
-            tb_tab_num(t, rb[j].epoch_time_s, 1);
-            break;
-        }
-    tb_tab_print(t, f);
-    if (!both) /* an empty table said in words: one file has no rows (--scaling-steps 0), or other rank counts */
-        tb_note(f, fmt, "no scaling row in both: A has %d, B %d%s", na, nb,
-                na && nb ? ", at other rank counts" : " (a run given --scaling-steps 0, or an aborted one, has none)");
-    free(ra);
-    free(rb);
-}
-
-/* Mean over the ranks with timed steps of /ranks: step time and phases. */
-static void rank_means(const tb_results *r, double *step_ms, double *phase_ms) {
-    tb_rank_row *rows;
-    int n = tb_results_rank_rows(r, &rows), used = 0;
-    *step_ms = 0;
-    for (int p = 0; p < TB_PH_COUNT; p++) phase_ms[p] = 0;
-    for (int i = 0; i < n; i++) {
-        if (rows[i].steps == 0) continue;
-        used++;
-        *step_ms += rows[i].step_ms;
-        for (int p = 0; p < TB_PH_COUNT; p++) phase_ms[p] += rows[i].phase_ms[p];
-    }
-    *step_ms = used ? *step_ms / used : NAN;
-    for (int p = 0; p < TB_PH_COUNT; p++) phase_ms[p] = used ? phase_ms[p] / used : NAN;
-    free(rows);
-}
-
-/* decimals < 0: 6 significant digits */
-static void compare_row(tb_tab *t, const char *what, double a, double b, int decimals) {
-    tb_tab_str(t, what);
-    if (decimals < 0) {
-        tb_tab_gnum(t, a);
-        tb_tab_gnum(t, b);
-    } else {
-        tb_tab_num(t, a, decimals);
-        tb_tab_num(t, b, decimals);
-    }
-    tb_tab_num(t, ratio(b, a), 3);
-}
-
-static void print_training_compare(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
-    const tb_col cols[] = {
-        {.head = "quantity", .key = "quantity", .left = 1},
-        {.head = "A", .key = "a", .width = 10},
-        {.head = "B", .key = "b", .width = 10},
-        {.head = "B/A", .key = "ratio_b_a", .width = 6},
-    };
-    tb_tab *t = tb_tab_new(fmt,
-                           "training run: ms per timed step by phase (mean over ranks, /ranks), img/s "
-                           "and loss (/steps)",
-                           cols, 4);
-    double sa, sb, pa[TB_PH_COUNT], pb[TB_PH_COUNT];
-    rank_means(a, &sa, pa);
-    rank_means(b, &sb, pb);
-    compare_row(t, "step ms", sa, sb, 2);
-    for (int p = 0; p < TB_PH_COUNT; p++) {
-        char what[64];
-        snprintf(what, sizeof what, "%s ms", tb_phase_name[p]);
-        compare_row(t, what, pa[p], pb[p], 2);
-    }
-    steps_summary xa = summarise_steps(a), xb = summarise_steps(b);
-    compare_row(t, "img/s (timed steps)", xa.img_per_s, xb.img_per_s, 2);
-    compare_row(t, "step ms median (rank 0)", xa.step_ms_median, xb.step_ms_median, 2);
-    compare_row(t, "loss, last step", xa.loss_last, xb.loss_last, -1);
-    tb_tab_print(t, f);
-}
-
-/* Two allreduce-bench sweeps: the sizes both measured, time and busbw side by side. */
-static void print_allreduce_compare(FILE *f, tb_format fmt, const tb_rtable *a, const tb_rtable *b) {
-    const tb_col cols[] = {
-        {.head = "bytes", .key = "bytes", .width = 12},
-        {.head = "time us A", .key = "time_us_a", .width = 10},
-        {.head = "time us B", .key = "time_us_b", .width = 10},
-        {.head = "busbw A", .key = "busbw_GBps_a", .width = 9},
-        {.head = "busbw B", .key = "busbw_GBps_b", .width = 9},
-        {.head = "B/A", .key = "ratio_b_a", .width = 6},
-    };
-    tb_tab *t = tb_tab_new(fmt, "all-reduce sizes measured in both; busbw in GB/s; B/A = busbw B / busbw A "
-                                "(time A / time B on 1 rank)", cols, 6);
-    for (size_t i = 0; i < a->rows; i++)
-        for (size_t j = 0; j < b->rows; j++) {
-            double bytes = tb_rtable_num(a, "bytes", i);
-            if (tb_rtable_num(b, "bytes", j) != bytes) continue;
-            double ta = tb_rtable_num(a, "time_us", i), tb = tb_rtable_num(b, "time_us", j);
-            double ba = tb_rtable_num(a, "busbw_GBps", i), bb = tb_rtable_num(b, "busbw_GBps", j);
-            tb_tab_int(t, (long long)bytes);
-            tb_tab_num(t, ta, 2);
-            tb_tab_num(t, tb, 2);
-            tb_tab_num(t, ba, 3);
-            tb_tab_num(t, bb, 3);
-            tb_tab_num(t, ba > 0 && bb > 0 ? ratio(bb, ba) : ratio(ta, tb), 3);
-            break;
-        }
-    tb_tab_print(t, f);
-}
-
-/* Two loader-bench files: their /loader rows with the same thread count,
- * img/s and ms per batch A and B with B/A. */
-static void print_loader_compare(FILE *f, tb_format fmt, const tb_rtable *la, const tb_rtable *lb) {
-    const tb_col cols[] = {
-        {.head = "threads", .key = "threads", .width = 7},
-        {.head = "img/s A", .key = "img_per_s_a", .width = 10},
-        {.head = "img/s B", .key = "img_per_s_b", .width = 10},
-        {.head = "B/A", .key = "ratio_b_a", .width = 6},
-        {.head = "ms/batch A", .key = "ms_per_batch_a", .width = 10},
-        {.head = "ms/batch B", .key = "ms_per_batch_b", .width = 10},
-    };
-    tb_tab *t = tb_tab_new(fmt, "loader rows measured in both (same thread count); B/A = img/s B / img/s A", cols, 6);
-    for (size_t i = 0; i < la->rows; i++)
-        for (size_t j = 0; j < lb->rows; j++) {
-            double th = tb_rtable_num(la, "threads", i);
-            if (th != tb_rtable_num(lb, "threads", j)) continue;
-            double ia = tb_rtable_num(la, "img_per_s", i), ib = tb_rtable_num(lb, "img_per_s", j);
-            tb_tab_int(t, (long long)th);
-            tb_tab_num(t, ia, 1);
-            tb_tab_num(t, ib, 1);
-            tb_tab_num(t, ratio(ib, ia), 3);
-            tb_tab_num(t, tb_rtable_num(la, "ms_per_batch", i), 2);
-            tb_tab_num(t, tb_rtable_num(lb, "ms_per_batch", j), 2);
-            break;
-        }
-    tb_tab_print(t, f);
-}
-
-/* Two training runs of another model, precision, batch or image size: their
- * B/A ratios compare two workloads, which the attribute table alone left to
- * be spotted among start times and command lines. */
-static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b) {
-    static const char *const keys[] = {"model", "precision", "batch_size", "image_size", "data", NULL};
-    char what[1024] = "";
-    size_t used = 0;
-    for (int i = 0; keys[i]; i++) {
-        const tb_rattr *x = tb_results_attr(a, keys[i]), *y = tb_results_attr(b, keys[i]);
-        if (!x || !y || tb_rattr_equal(x, y)) continue;
-        char va[256], vb[256];
-        tb_rattr_format(x, va, sizeof va);
-        tb_rattr_format(y, vb, sizeof vb);
-        if (used < sizeof what)
-            used += (size_t)snprintf(what + used, sizeof what - used, "%s%s %s vs %s", used ? ", " : "", keys[i],
-                                     va, vb);
-    }
-    if (used)
-        tb_note(f, fmt, "note: A and B train different workloads (%s): the B/A ratios above compare two "
-                        "workloads, not one workload's speed", what);
-}
-
-static int report_two(const char *pa, const char *pb, tb_format fmt) {
-    tb_results a, b;
-    char err[8192];
-    if (tb_results_load(pa, &a, err, sizeof err) != 0) tb_die("report: A: %s", err);
-    if (tb_results_load(pb, &b, err, sizeof err) != 0) tb_die("report: B: %s", err);
-    FILE *f = stdout;
-    tb_note(f, fmt, "trainbench report: A vs B");
-    run_line(f, fmt, "A = ", &a);
-    run_line(f, fmt, "B = ", &b);
-    print_differences(f, fmt, &a, &b);
-    const tb_rtable *la = tb_results_table(&a, "loader"), *lb = tb_results_table(&b, "loader");
-    const tb_rtable *ara = tb_results_table(&a, "allreduce"), *arb = tb_results_table(&b, "allreduce");
-    if (la && lb) print_loader_compare(f, fmt, la, lb);
-    if (ara && arb) print_allreduce_compare(f, fmt, ara, arb);
-    if (has_model(&a) && has_model(&b)) { /* two training runs */
-        print_scaling_compare(f, fmt, &a, &b);
-        print_training_compare(f, fmt, &a, &b);
-        note_workload_differs(f, fmt, &a, &b);
-    } else if (!(la && lb) && !(ara && arb)) {
-        tb_note(f, fmt, "A is a '%s' file and B a '%s' file: only their attributes compare",
-                tb_results_str(&a, "kind", "train"), tb_results_str(&b, "kind", "train"));
-    }
-    fflush(f);
-    print_problems(&a);
-    print_problems(&b);
-    int rc = a.nproblems || b.nproblems ? 1 : 0;
-    tb_results_free(&a);
-    tb_results_free(&b);
     return rc;
 }
 
@@ -591,5 +353,5 @@ int tb_cmd_report(int argc, char **argv) {
     if (nfiles == 0) tb_die("report: name a results file: trainbench report RUN.h5 [B.h5] [--format text|md|csv]");
     tb_format fmt = TB_FMT_TEXT;
     if (tb_format_parse(format, &fmt) != 0) tb_die("report: --format expects text, md or csv");
-    return nfiles == 1 ? report_one(files[0], fmt) : report_two(files[0], files[1], fmt);
+    return nfiles == 1 ? report_one(files[0], fmt) : tb_report_two(files[0], files[1], fmt);
 }

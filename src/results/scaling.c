@@ -111,13 +111,13 @@ const char *tb_scaling_util_label(const char *backend) {
 /* "73 %", or "-" for a row whose utilisation was not measured (a window
  * too short for NVML's GPU-Util, src/device/nvml.h) */
 static void util_cell(tb_tab *t, double pct, const char *suffix) {
-    if (isnan(pct)) tb_tab_str(t, "-");
+    if (!isfinite(pct)) tb_tab_str(t, "-");
     else tb_tab_strf(t, "%.0f %%%s", pct, suffix);
 }
 
-/* "783.1 s", or "-" for a value a file read back lacks (it printed "nan s") */
+/* "783.1 s", or "-" for a value a file read back lacks (it printed "nan s") or holds as inf */
 static void unit_cell(tb_tab *t, double v, int decimals, const char *unit) {
-    if (isnan(v)) tb_tab_str(t, "-");
+    if (!isfinite(v)) tb_tab_str(t, "-");
     else tb_tab_strf(t, "%.*f%s", decimals, v, unit);
 }
 
@@ -143,7 +143,7 @@ static void write_seed_one_rank(FILE *f, tb_format fmt, const tb_scaling_row *on
     tb_tab_str(t, "scaling efficiency needs 2 or more ranks: mpirun -np N trainbench");
     tb_tab_str(t, "mean device utilisation");
     util_cell(t, one->device_util_pct, "");
-    util_note(t, util_label, isnan(one->device_util_pct));
+    util_note(t, util_label, !isfinite(one->device_util_pct));
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
     tb_tab_str(t, "all-reduce bus bandwidth in training (2 or more ranks)");
@@ -173,15 +173,15 @@ void tb_scaling_write_seed(FILE *f, tb_format fmt, const tb_scaling_row *rows, i
     tb_tab_str(t, "epoch time");
     unit_cell(t, one->epoch_time_s, 1, " s");
     unit_cell(t, n->epoch_time_s, 1, " s");
-    if (isnan(n->efficiency) || isnan(one->epoch_time_s) || isnan(n->epoch_time_s))
-        tb_tab_str(t, "scaling efficiency -: a row read from a file lacks efficiency or epoch_time_s");
+    if (!isfinite(n->efficiency) || !isfinite(one->epoch_time_s) || !isfinite(n->epoch_time_s))
+        tb_tab_str(t, "scaling efficiency -: a row read from a file lacks a finite efficiency or epoch_time_s");
     else
         tb_tab_strf(t, "scaling efficiency %.1f %% = %.1f / (%d x %.1f)%s", 100.0 * n->efficiency,
                     one->epoch_time_s, n->ranks, n->epoch_time_s, n->efficiency > 1.0 ? " (super-linear)" : "");
     tb_tab_str(t, "mean device utilisation");
     util_cell(t, one->device_util_pct, "");
     util_cell(t, n->device_util_pct, " (median)");
-    util_note(t, util_label, isnan(one->device_util_pct) || isnan(n->device_util_pct));
+    util_note(t, util_label, !isfinite(one->device_util_pct) || !isfinite(n->device_util_pct));
     tb_tab_str(t, "interconnect bandwidth");
     tb_tab_str(t, "-");
     unit_cell(t, n->allreduce_busbw_GBps, 2, " GB/s");

@@ -77,13 +77,14 @@ void tb_tab_strf(tb_tab *t, const char *fmt, ...) {
 
 static const char *missing(const tb_tab *t) { return t->fmt == TB_FMT_CSV ? "" : "-"; }
 
+/* nan (a value the file lacks) and inf (one no table can show) print as missing */
 void tb_tab_num(tb_tab *t, double v, int decimals) {
-    if (isnan(v)) tb_tab_str(t, missing(t));
+    if (!isfinite(v)) tb_tab_str(t, missing(t));
     else tb_tab_strf(t, "%.*f", decimals, v);
 }
 
 void tb_tab_gnum(tb_tab *t, double v) {
-    if (isnan(v)) tb_tab_str(t, missing(t));
+    if (!isfinite(v)) tb_tab_str(t, missing(t));
     else tb_tab_strf(t, "%.6g", v);
 }
 
@@ -93,7 +94,7 @@ void tb_tab_spread(tb_tab *t, double min, double median, double max, int decimal
     const tb_col *c = &t->cols[t->ncells % (size_t)t->ncols];
     double v[3] = {min, median, max};
     char part[3][64];
-    if (isnan(min) && isnan(median) && isnan(max)) {
+    if (!isfinite(min) && !isfinite(median) && !isfinite(max)) {
         tb_tab_str(t, t->fmt == TB_FMT_CSV ? ",," : "-");
         return;
     }
@@ -101,14 +102,14 @@ void tb_tab_spread(tb_tab *t, double min, double median, double max, int decimal
         int inner = (c->width > 8 ? c->width : 8) - 2, b = inner / 3, a = (inner - b) / 2;
         int w[3] = {a, b, inner - a - b};
         for (int i = 0; i < 3; i++) {
-            if (isnan(v[i])) snprintf(part[i], sizeof part[i], "%*s", w[i], "-");
+            if (!isfinite(v[i])) snprintf(part[i], sizeof part[i], "%*s", w[i], "-");
             else snprintf(part[i], sizeof part[i], "%*.*f", w[i], decimals, v[i]);
         }
         tb_tab_strf(t, "%s/%s/%s", part[0], part[1], part[2]);
         return;
     }
     for (int i = 0; i < 3; i++) {
-        if (isnan(v[i])) snprintf(part[i], sizeof part[i], "%s", missing(t));
+        if (!isfinite(v[i])) snprintf(part[i], sizeof part[i], "%s", missing(t));
         else snprintf(part[i], sizeof part[i], "%.*f", decimals, v[i]);
     }
     if (t->fmt == TB_FMT_MD) tb_tab_strf(t, "%s / %s / %s", part[0], part[1], part[2]);
@@ -248,6 +249,7 @@ static void print_md(const tb_tab *t, FILE *f, size_t rows) {
         for (int c = 0; c < t->ncols; c++) md_cell(f, t->cells[r * (size_t)t->ncols + (size_t)c]);
         fputc('\n', f);
     }
+    fputc('\n', f); /* a line right after the table would be read as one more row */
 }
 
 static void csv_field(FILE *f, const char *s) {
