@@ -22,6 +22,7 @@ row() { awk '/^ +[0-9]/ { printf "%s %s", $6, $9 }' "$1"; }
 for a in default 0 1 2 3; do
   flag="-a $a"
   [ "$a" = default ] && flag=""
+  # shellcheck disable=SC2086 # $flag is empty or two words
   TB_TEST_FAULT=slow-time:1:0 "$@" 2 "$tb" allreduce-bench -b 4K -e 4K -n 2 -w 0 $flag --results "$dir/$a.h5" \
     >"$dir/$a.log" 2>&1 || { cat "$dir/$a.log"; fail "allreduce-bench $flag exited non-zero"; continue; }
   got=$(row "$dir/$a.log")
