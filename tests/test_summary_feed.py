@@ -8,7 +8,6 @@ whose numbers the log's must match); the largest batch's log is read where
 there are several; a row that does not fit its header is refused, not
 misread. Exit 0 when every check holds, 1 otherwise, 77 without h5py."""
 import importlib.util
-import math
 import os
 import shutil
 import sys
@@ -83,8 +82,13 @@ def main():
                     if k in got and not abs(got[k][0] - float(v)) <= tol:
                         bad.append(f"CPU run: {k} {got[k][0]} from the log, {float(v)} in the results file")
                 if "feed_jpeg_of_resident_pct" in got:  # from the results file's rows, not feed.py's own numbers
-                    pct = 100 * float(g["img_per_s"][c]) / float(g["img_per_s"][r])
-                    if not math.isclose(got["feed_jpeg_of_resident_pct"][0], pct, rel_tol=2e-3, abs_tol=0.05):
+                    rc, rr = float(g["img_per_s"][c]), float(g["img_per_s"][r])
+                    pct = 100 * rc / rr
+                    # feed.py divides the log's img/s, printed to 0.1: each off by up to 0.05, so the ratio by up
+                    # to 100 (0.05 / r + 0.05 c / r^2) points (0.9 at 3 against 8 img/s on a loaded machine),
+                    # and the percentage is printed to 0.01 of its own
+                    tol = 100 * (0.05 / rr + 0.05 * rc / rr ** 2) + 0.005
+                    if not abs(got["feed_jpeg_of_resident_pct"][0] - pct) <= tol:
                         bad.append(f"CPU run: {got['feed_jpeg_of_resident_pct'][0]} % of resident, the results "
                                    f"file's rows give {pct}")
                 if got.get("feed_batch", (0, "", ""))[2] != os.path.join("keep", "feed_trainbench.log"):
