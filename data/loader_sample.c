@@ -241,8 +241,16 @@ void tb_loader_make_sample(worker *w, int64_t epoch, slot *s, int j, int64_t k0,
         int rendered = 0; /* a render ran (its NVTX range is open) */
         int routed = 0;   /* rendered here though --decode gpu: 1 the CPU's share, 2 a coding the GPU does not take */
         if (read_rc == 0) {
+            /* a sample at its own place draws from (seed, epoch, sample); a
+             * repeat of it in the same epoch (--last-batch pad's positions past
+             * n, or a bad file's stand-in, k > 0) also keys on the position
+             * it fills, so that it gets its own crop and flip, as a
+             * DataLoader draws afresh for every index it yields */
+            const int64_t place = s->start + j;
+            uint64_t key = tb_hash2((uint64_t)epoch, (uint64_t)sample);
+            if (k > 0 || place >= ld->n) key = tb_hash2(key ^ 0x5ea7000000000000ULL, (uint64_t)place);
             tb_rng r;
-            tb_rng_seed(&r, ld->o.seed, tb_hash2((uint64_t)epoch, (uint64_t)sample));
+            tb_rng_seed(&r, ld->o.seed, key);
             if (ld->gpu && allow_gpu) {
                 /* the CPU path's checks and draws; the GPU decodes what it takes */
                 tb_sample_plan_info pi;

@@ -226,11 +226,14 @@ static void make_list(const char *list, const char *sub, int n, int bad_every) {
     fclose(f);
 }
 
+static tb_last_batch g_last_batch = TB_LAST_KEEP; /* open_loader's --last-batch */
+
 static tb_loader *open_loader(tb_dataset *ds, int threads, int batch, int world, int rank, int train,
                               tb_out_format fmt) {
     tb_loader_opts o;
     memset(&o, 0, sizeof o);
     o.ds = ds;
+    o.last_batch = g_last_batch;
     o.batch = batch;
     o.image_size = 24;
     o.train = train;
@@ -421,6 +424,48 @@ static void test_threads_and_formats(void) {
     tb_dataset_close(&ds);
 }
 
+/* A sample used twice in one epoch (--last-batch pad's repeats, a bad
+ * file's stand-in) gets its own crop and flip each time, as a DataLoader
+ * draws afresh for every index: no two places hold the same pixels. */
+static void test_repeats_draw_afresh(void) {
+    make_list("rep.txt", "rep", 23, 7); /* files 6, 13 and 20 are bad */
+    tb_dataset ds;
+    char err[256];
+    TB_CHECK(tb_dataset_open(path("rep.txt"), &ds, err, sizeof err) == 0, "open list: %s", err);
+    g_last_batch = TB_LAST_PAD;
+    tb_loader *ld = open_loader(&ds, 2, 10, 1, 0, 1, TB_OUT_U8_NHWC); /* 3 steps: 30 places for 20 good files */
+    g_last_batch = TB_LAST_KEEP;
+    const size_t per = tb_sample_bytes(TB_OUT_U8_NHWC, 24);
+    uint8_t *img = calloc(30, per);
+    int label[30], n = 0;
+    tb_loader_start_epoch(ld, 2, 0);
+    const tb_batch *b;
+    while ((b = tb_loader_next(ld)) != NULL) {
+        for (int i = 0; i < b->n && n < 30; i++, n++) {
+            memcpy(img + (size_t)n * per, b->images + (size_t)i * per, per);
+            label[n] = b->labels[i];
+        }
+        tb_loader_release(ld, b);
+    }
+    tb_loader_destroy(ld);
+    int repeats = 0, same = 0; /* places whose sample came earlier; of them, pixel copies of an earlier place */
+    for (int q = 0; q < n; q++) {
+        int seen = 0, copy = 0;
+        for (int p = 0; p < q; p++)
+            if (label[p] == label[q]) {
+                seen = 1;
+                copy |= memcmp(img + (size_t)p * per, img + (size_t)q * per, per) == 0;
+            }
+        repeats += seen;
+        same += copy;
+    }
+    TB_CHECK(n == 30 && repeats == 10 && same == 0,
+             "pad + 3 bad files: %d places, %d repeats, %d of them the pixels of an earlier place (want 30, 10, 0)", n,
+             repeats, same);
+    free(img);
+    tb_dataset_close(&ds);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: test_data /path/to/trainbench\n");
@@ -436,6 +481,7 @@ int main(int argc, char **argv) {
     test_decode_paths();
     test_sharding();
     test_threads_and_formats();
+    test_repeats_draw_afresh();
     test_bad_files();
     test_dataset();
     char cmd[128];
