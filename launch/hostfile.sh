@@ -63,7 +63,14 @@
 #                          unset: NCCL decides (GPUDirect RDMA needs
 #                          nvidia-peermem)
 #   TB_BTL=tcp,self,vader  Open MPI BTLs for --fabric tcp
-#   TB_PE=                 cores per rank: --map-by slot:PE=K --bind-to core;
+#   TB_PE=                 cores per rank: --map-by slot:PE=K --bind-to core,
+#                          or with TB_SOCKETS=S, when every node runs T
+#                          ranks (equal slots, all used) and S divides T,
+#                          --map-by ppr:T/S:socket:PE=K (Open MPI 5:
+#                          package): T/S ranks on each socket, local ranks
+#                          0..T/S-1 on the first, where slot:PE=K fills
+#                          socket 0 first (TB_CORES=C, each node's cores:
+#                          checked that T/S ranks of K fit C/S);
 #                          unset: --map-by socket --rank-by core --bind-to
 #                          socket (Open MPI 5: --map-by package:nooversubscribe --rank-by
 #                          fill --bind-to package): each node's ranks fill
@@ -132,8 +139,9 @@ slots=$(awk '
       if (n !~ /^[0-9]+$/ || n + 0 < 1) { print "bad " NR ": " $0; err = 1; exit }  # + 0: 08 is 8, not text
       if ($1 in seen) { print "twice " NR " " $1 " " seen[$1]; err = 1; exit }
       seen[$1] = NR
-      hosts++; total += n }  # 08 and 010 as 8 and 10, as Open MPI reads them
-    END { if (!err && hosts) print total " " hosts }' "$hostfile")
+      hosts++; total += n  # 08 and 010 as 8 and 10, as Open MPI reads them
+      if (hosts == 1) each = n + 0; else if (n + 0 != each) each = 0 }
+    END { if (!err && hosts) print total " " hosts " " each }' "$hostfile")  # each: every host's slots, 0 if they differ
 case $slots in
     bom) tb_die "hostfile $hostfile line 1: starts with a UTF-8 byte-order mark (invisible), which would become" \
                 "part of the first host's name: remove it with sed -i '1s/^\xEF\xBB\xBF//' $hostfile" ;;
@@ -146,6 +154,8 @@ case $slots in
             tb_die "hostfile $hostfile line ${tb_tw%% *}: ${tb_host%% *} is named again (first on line ${tb_host#* }); Open MPI would add up its slots and put more ranks on it than it has GPUs: name each host once" ;;
     '') tb_die "hostfile $hostfile names no host" ;;
 esac
+tb_each=${slots##* }  # every host's slots (0: they differ)
+slots=${slots% *}     # "TOTAL HOSTS"
 [ -n "$np" ] || np=${slots%% *}
 tb_need_count "-n (ranks)" "$np"
 if [ "$np" -gt "${slots%% *}" ]; then
@@ -169,7 +179,21 @@ if [ "$(id -u)" = 0 ]; then
 fi
 if [ -n "${TB_PE:-}" ]; then
     tb_need_count TB_PE "$TB_PE"
-    tb_add --map-by "slot:PE=$TB_PE" --bind-to core
+    if [ -n "${TB_SOCKETS:-}" ]; then
+        # the nodes' sockets, told (this node may be a login node): each
+        # node's ranks shared evenly over them when every node runs the
+        # same number (every slot used, equal slots)
+        tb_tpn=""
+        [ "$tb_each" -gt 0 ] && [ "$np" -eq "${slots%% *}" ] && tb_tpn=$tb_each
+        tb_c=${TB_CORES:-$((TB_PE * ${tb_tpn:-1}))} # unset: not checked against the sockets' cores
+        tb_need_count TB_CORES "$tb_c"
+        tb_map_pe "$tb_tpn" "$TB_PE" "$tb_c"
+    else
+        tb_map=slot:PE=$TB_PE
+        tb_note "TB_PE=$TB_PE without TB_SOCKETS: each node's ranks take cores in order, filling socket 0 first" \
+            "(set TB_SOCKETS to the nodes' sockets to share them evenly)"
+    fi
+    tb_add --map-by "$tb_map" --bind-to core
 else
     tb_add_socket_mapping # local rank r on GPU r: 0..k-1 on the first socket
 fi

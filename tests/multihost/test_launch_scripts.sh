@@ -265,6 +265,23 @@ expect_words "hostfile: slots = 8, count=, cpu= add up to 14" "-np 14" "" \
 expect_line "hostfile: tcp on eth1, 8 cores per rank" \
     "mpirun -np 16 --hostfile $H$root_flag --map-by slot:PE=8 --bind-to core --mca pml ob1 --mca btl tcp,self,vader --mca btl_tcp_if_include eth1 --mca oob_tcp_if_include eth1 -x NCCL_IB_DISABLE=1 -x NCCL_SOCKET_IFNAME==eth1 -x PATH trainbench" \
     TB_IFACE=eth1 TB_PE=8 "$L/hostfile.sh" --hostfile "$H" --fabric tcp --dry-run -- trainbench
+expect_note "hostfile: TB_PE without TB_SOCKETS: the note says socket 0 fills first" \
+    "note: TB_PE=8 without TB_SOCKETS: each node's ranks take cores in order, filling socket 0 first" \
+    TB_SOCKETS= TB_PE=8 "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+# TB_SOCKETS: each node's 8 ranks 4 on each socket, not all 8 on socket 0
+expect_words "hostfile: TB_PE=6, TB_SOCKETS=2, 8 slots a node: 4 ranks on each socket" \
+    "--map-by ppr:4:socket:PE=6|--bind-to core" "slot:PE" \
+    TB_PE=6 TB_SOCKETS=2 TB_CORES=112 "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_words "hostfile: Open MPI 5: ppr on packages" "--map-by ppr:4:package:PE=6" "socket" \
+    TB_MPIRUN="$work/mpirun5" TB_PE=6 TB_SOCKETS=2 "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_words "hostfile: 4 ranks of 16 cores do not fit a socket of 56: slot mapping kept" "--map-by slot:PE=16" \
+    "ppr:" TB_PE=16 TB_SOCKETS=2 TB_CORES=112 "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
+expect_note "hostfile: -n 12 of 16 slots: the nodes' counts differ, slot mapping with a note" \
+    "note: the nodes run different numbers of ranks" \
+    TB_PE=6 TB_SOCKETS=2 "$L/hostfile.sh" --hostfile "$H" -n 12 --dry-run -- trainbench
+printf 'nodeA slots=8\nnodeB slots=4\n' >"$work/hosts_uneven"
+expect_words "hostfile: unequal slots: slot mapping" "--map-by slot:PE=6" "ppr:" \
+    TB_PE=6 TB_SOCKETS=2 "$L/hostfile.sh" --hostfile "$work/hosts_uneven" --dry-run -- trainbench
 expect_words "hostfile: tcp on a subnet: MPI takes it, NCCL_SOCKET_IFNAME does not" \
     "--mca btl_tcp_if_include 10.1.0.0/16|--mca oob_tcp_if_include 10.1.0.0/16|--mca btl tcp,self" \
     "NCCL_SOCKET_IFNAME" \
