@@ -22,8 +22,13 @@ typedef struct {
 } tb_comm_info;
 
 /* Starts MPI (MPI_Init_thread) or the single-process path, names this rank
- * in every later message and routes fatal errors to MPI_Abort. */
+ * in every later message and routes fatal errors to MPI_Abort. With a
+ * subcommand set (tb_comm_set_command), its first collective checks that
+ * every rank runs that one: an MPMD launch of train beside preflight ends
+ * at once, naming both, instead of at the first --timeout. */
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info);
+/* The subcommand this process runs ("train", "preflight"), before tb_comm_init. */
+void tb_comm_set_command(const char *name);
 void tb_comm_finalize(void);
 /* "Open MPI v4.1.4" or "single-process (built without MPI)" */
 void tb_comm_library_version(char *buf, size_t len);

@@ -29,6 +29,30 @@ struct tb_comm {
 
 static tb_comm g_world = {MPI_COMM_NULL, 0, 1, 0};
 static int g_initialised = 0;
+static char g_command[32] = ""; /* tb_comm_set_command's */
+
+void tb_comm_set_command(const char *name) { snprintf(g_command, sizeof g_command, "%s", name ? name : ""); }
+
+/* Every rank runs the subcommand rank 0 runs, checked before the
+ * subcommands' collectives part ways (they would wait for --timeout).
+ * Every rank reaches the same verdict, prints it and ends together. */
+static void check_same_command(void) {
+    if (g_world.size < 2) return;
+    char *all = malloc((size_t)g_world.size * sizeof g_command);
+    if (!all) TB_FATAL("out of memory for %d ranks' subcommand names", g_world.size);
+    MPI_CHECK(MPI_Allgather(g_command, (int)sizeof g_command, MPI_CHAR, all, (int)sizeof g_command, MPI_CHAR,
+                            MPI_COMM_WORLD));
+    for (int r = 1; r < g_world.size; r++) {
+        const char *c = all + (size_t)r * sizeof g_command;
+        if (strncmp(c, all, sizeof g_command) != 0) {
+            tb_say_error("launch mistake: rank %d runs 'trainbench %.31s' but rank 0 runs 'trainbench %.31s': an "
+                         "MPMD launch (A : B) started different subcommands; start every rank with the same one",
+                         r, c, all);
+            tb_comm_exit_all(&g_world, 1);
+        }
+    }
+    free(all);
+}
 
 void tb_mpi_check(int rc, const char *expr, const char *file, int line) {
     if (rc == MPI_SUCCESS) return;
@@ -217,6 +241,7 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
     info->distributed = 1;
     info->thread_level = provided;
     tb_log_set_identity(info->rank, info->world, info->host);
+    check_same_command(); /* MPI_Comm_split_type above is every subcommand's too */
     if (provided < MPI_THREAD_SERIALIZED)
         tb_die("the MPI library provides thread level %d, but trainbench's gradient thread needs "
                "at least MPI_THREAD_SERIALIZED; use an MPI built with thread support",

@@ -30,6 +30,8 @@ void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
                ws);
 }
 
+void tb_comm_set_command(const char *name) { (void)name; }
+
 void tb_comm_finalize(void) {}
 
 void tb_comm_library_version(char *buf, size_t len) {

@@ -17,6 +17,13 @@ if(TB_HAVE_MPI)
   add_test(NAME launch_other_arguments
            COMMAND ${TB_EXPECT_ALL} 2 "was started as 'preflight --bytes 8K' but rank 0 as 'preflight --bytes 4K'; start every rank with the same arguments"
                    ${MPIEXEC_EXECUTABLE} -n 1 ${TB_BIN} preflight --bytes 4K : -n 1 ${TB_BIN} preflight --bytes 8K)
+  # train beside preflight (MPMD): their collectives part ways after
+  # MPI_Init, so it waited --timeout and named a broadcast; now named at once
+  add_test(NAME launch_other_subcommand
+           COMMAND ${TB_EXPECT_ALL} 2 "launch mistake: rank 1 runs 'trainbench preflight' but rank 0 runs 'trainbench train'"
+                   ${MPIEXEC_EXECUTABLE} -n 1 ${TB_BIN} train --model resnet18 --image-size 32 --batch-size 2 --steps 1
+                   --warmup-steps 0 --scaling-steps 0 --results tb_other_subcommand.h5 --timeout 600 :
+                   -n 1 ${TB_BIN} preflight --bytes 4K --timeout 600)
   add_test(NAME launch_nccl_env_on_rank0_only
            COMMAND ${TB_EXPECT_ALL} 3 "NCCL_IB_HCA is set on rank 0 \\(mlx5_0\\) but not on rank 1"
                    ${MPIEXEC_EXECUTABLE} -n 1 env NCCL_IB_HCA=mlx5_0 ${TB_BIN} ${TB_PF} : -n 2 ${TB_BIN} ${TB_PF})
@@ -59,7 +66,7 @@ if(TB_HAVE_MPI)
   add_test(NAME preflight_stuck_barrier
            COMMAND ${TB_TEST_DIR}/expect_fail.sh "the barrier before the timed all-reduce did not complete within 3 s"
                    ${MPIEXEC_EXECUTABLE} -n 3 -x TB_TEST_FAULT=hang-barrier:1 ${TB_BIN} preflight --bytes 4K --timeout 3)
-  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments
+  set_tests_properties(launch_shared_device launch_other_binary launch_other_arguments launch_other_subcommand
                        launch_nccl_env_on_rank0_only launch_per_rank_ucx_devices launch_different_data preflight_np3
                        preflight_env_as_launched preflight_names_silent_rank
                        preflight_stuck_allreduce preflight_stuck_barrier

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "comm/comm.h"
 #include "core/cpu_dispatch.h"
 #include "core/log.h"
 #include "core/proc_limits.h"
@@ -113,9 +114,15 @@ int main(int argc, char **argv) {
         return output_checked(0);
     }
     tb_cpu_dispatch_init(); /* the vector level; a TB_CPU_LEVEL this CPU lacks ends here, in one line */
-    if (argc < 2 || argv[1][0] == '-') return output_checked(tb_cmd_train(argc - 1, argv + 1));
+    if (argc < 2 || argv[1][0] == '-') {
+        tb_comm_set_command("train");
+        return output_checked(tb_cmd_train(argc - 1, argv + 1));
+    }
     for (int i = 0; i < k_ncommands; i++)
-        if (strcmp(argv[1], k_commands[i].name) == 0) return output_checked(k_commands[i].run(argc - 2, argv + 2));
+        if (strcmp(argv[1], k_commands[i].name) == 0) {
+            tb_comm_set_command(k_commands[i].name);
+            return output_checked(k_commands[i].run(argc - 2, argv + 2));
+        }
     tb_log_usage_errors(1); /* the same on every rank: rank 0 says it */
     tb_die("unknown subcommand '%s'; run 'trainbench --help' for the list", argv[1]);
 }
