@@ -51,11 +51,13 @@ tb_is_uint() {
     case $1 in '' | *[!0-9]*) return 1 ;; *) return 0 ;; esac
 }
 
-# tb_need_count WHAT VALUE: VALUE must be a whole number >= 1
+# tb_need_count WHAT VALUE: VALUE must be a whole number >= 1; tb_n is it
+# without leading zeros (the caller keeps that: $(( )) reads 08 as octal)
 tb_need_count() {
     if ! tb_is_uint "$2" || [ "$2" -lt 1 ]; then
         tb_die "$1 must be a positive number, got '$2'"
     fi
+    tb_n=${2#"${2%%[!0]*}"}
 }
 
 # Variables passed on by name when set: NCCL_*, UCX_*, OMP_*, trainbench's
@@ -330,8 +332,8 @@ tb_physical_cores() {
 tb_sockets() {
     if [ -n "${TB_SOCKETS:-}" ]; then
         tb_need_count TB_SOCKETS "$TB_SOCKETS"
-        tb_nsock=$TB_SOCKETS
-        tb_sock_cores=$(($1 / TB_SOCKETS))
+        tb_nsock=$tb_n
+        tb_sock_cores=$(($1 / tb_nsock))
     else
         tb_c=$(tb_cpu_layout) || tb_c="0 0 0"
         tb_sock_cores=${tb_c##* }
@@ -384,11 +386,12 @@ tb_map_pe() {
 # 2 threads a core are 6 cores
 tb_slurm_pe() {
     tb_need_count SLURM_CPUS_PER_TASK "$SLURM_CPUS_PER_TASK"
+    tb_pe=$tb_n
     tb_cores=${TB_CORES:-$(tb_physical_cores)}
     tb_need_count TB_CORES "$tb_cores"
-    tb_pe=$SLURM_CPUS_PER_TASK
+    tb_cores=$tb_n
     if tb_is_uint "${SLURM_CPUS_ON_NODE:-}" && [ "$SLURM_CPUS_ON_NODE" -gt "$tb_cores" ]; then
-        tb_pe=$((SLURM_CPUS_PER_TASK * tb_cores / SLURM_CPUS_ON_NODE))
+        tb_pe=$((tb_pe * tb_cores / ${SLURM_CPUS_ON_NODE#"${SLURM_CPUS_ON_NODE%%[!0]*}"}))
         [ "$tb_pe" -ge 1 ] || tb_pe=1
     fi
 }
@@ -399,11 +402,15 @@ tb_mpi_version() {
 }
 
 # tb_mpi_major: the major version of ${TB_MPIRUN:-mpirun}'s Open MPI, from
-# its --version ("mpirun (Open MPI) 4.1.4"); 4 when it cannot tell (a dry
+# its --version ("mpirun (Open MPI) 4.1.4"; Open MPI 4's launcher under
+# another name, mpiexec or orterun, says "(OpenRTE) 4.1.4"; Open MPI 5's
+# prterun "(PRRTE) 3.0.x", which is 5 here); 4 when it cannot tell (a dry
 # run without mpirun)
 tb_mpi_major() {
     tb_mpi_version
-    tb_v=$(printf '%s\n' "$tb_mpiv" | sed -n 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
+    case $tb_mpiv in *"(PRRTE)"*) echo 5; return 0 ;; esac
+    tb_v=$(printf '%s\n' "$tb_mpiv" | sed -n -e 's/.*(Open MPI) \([0-9][0-9]*\)\..*/\1/p' \
+        -e 's/.*(OpenRTE) \([0-9][0-9]*\)\..*/\1/p' | head -n 1)
     echo "${tb_v:-4}"
 }
 
@@ -419,7 +426,7 @@ tb_check_mpirun() {
             "load your site's (module load openmpi), or set TB_MPIRUN to its mpirun"
     tb_mpi_version
     case $tb_mpiv in
-        *"(Open MPI)"*) ;;
+        *"(Open MPI)"* | *"(OpenRTE)"* | *"(PRRTE)"*) ;; # OpenRTE: Open MPI 4's mpiexec, orterun
         *) tb_die "TB_MPIRUN '$tb_l' ($(command -v "$tb_l")) is not Open MPI's (--version:" \
                "'$(printf '%s\n' "$tb_mpiv" | head -n 1)'): put Open MPI's first in PATH (module load openmpi;" \
                "apt-get install openmpi-bin) or set TB_MPIRUN to its mpirun" ;;

@@ -81,7 +81,8 @@
 #   TB_MPI_PREFIX=         Open MPI's install prefix on the nodes (--prefix),
 #                          when orted is not on the remote PATH
 #   TB_MPIRUN=mpirun       the launcher: Open MPI's mpirun (checked before a
-#                          run: it must be in PATH and say "(Open MPI)")
+#                          run: it must be in PATH and say "(Open MPI)",
+#                          or "(OpenRTE)" as mpiexec and orterun do)
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace (e.g.
 #                          "--mca plm_rsh_agent ssh --mca plm_rsh_args -p2222")
 #   TB_EXPORT=             more variable names to export, separated by spaces
@@ -158,6 +159,7 @@ tb_each=${slots##* }  # every host's slots (0: they differ)
 slots=${slots% *}     # "TOTAL HOSTS"
 [ -n "$np" ] || np=${slots%% *}
 tb_need_count "-n (ranks)" "$np"
+np=$tb_n
 if [ "$np" -gt "${slots%% *}" ]; then
     tb_die "$np ranks but $hostfile has ${slots%% *} slots on ${slots#* } nodes (one rank per GPU: raise slots= or lower -n)"
 fi
@@ -179,6 +181,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 if [ -n "${TB_PE:-}" ]; then
     tb_need_count TB_PE "$TB_PE"
+    TB_PE=$tb_n
     if [ -n "${TB_SOCKETS:-}" ]; then
         # the nodes' sockets, told (this node may be a login node): each
         # node's ranks shared evenly over them when every node runs the
@@ -187,6 +190,7 @@ if [ -n "${TB_PE:-}" ]; then
         [ "$tb_each" -gt 0 ] && [ "$np" -eq "${slots%% *}" ] && tb_tpn=$tb_each
         tb_c=${TB_CORES:-$((TB_PE * ${tb_tpn:-1}))} # unset: not checked against the sockets' cores
         tb_need_count TB_CORES "$tb_c"
+        tb_c=$tb_n
         tb_map_pe "$tb_tpn" "$TB_PE" "$tb_c"
     else
         tb_map=slot:PE=$TB_PE

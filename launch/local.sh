@@ -33,7 +33,8 @@
 # Environment (knobs, with defaults):
 #   TB_NP=                 ranks, as -n (default above)
 #   TB_MPIRUN=mpirun       the launcher: Open MPI's mpirun (checked before a
-#                          run: it must be in PATH and say "(Open MPI)")
+#                          run: it must be in PATH and say "(Open MPI)",
+#                          or "(OpenRTE)" as mpiexec and orterun do)
 #   TB_MPIRUN_ARGS=        extra mpirun arguments, split at whitespace
 #                          (e.g. "--mca btl self,vader")
 #   TB_CORES=              cores to share out (default: the physical cores
@@ -87,9 +88,10 @@ if [ -z "$np" ]; then
     [ "$np" -gt 0 ] || np=1
 fi
 tb_need_count "-n (ranks)" "$np"
-
+np=$tb_n
 cores=${TB_CORES:-$(tb_physical_cores)}
 tb_need_count TB_CORES "$cores"
+cores=$tb_n
 
 tb_check_mpirun
 tb_add "${TB_MPIRUN:-mpirun}" -np "$np"
@@ -107,6 +109,7 @@ case ${TB_BIND:-core} in
         else
             pe=${TB_PE:-$((cores / np))}
             tb_need_count TB_PE "$pe"
+            pe=$tb_n
             tb_map=${TB_MAP_BY:-}
             [ -n "$tb_map" ] || tb_map_pe "$np" "$pe" "$cores" # the sockets shared evenly when they can be
             tb_add --map-by "$tb_map" --bind-to core

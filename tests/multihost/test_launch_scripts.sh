@@ -244,6 +244,26 @@ chmod +x "$work/mpich/mpirun"
 expect_error "local: MPICH's mpirun first in PATH is refused" \
     "TB_MPIRUN 'mpirun' ($work/mpich/mpirun) is not Open MPI's (--version: 'HYDRA build details:')" \
     PATH="$work/mpich:$base_path" TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
+# Open MPI 4's launcher under its other names says (OpenRTE); Open MPI 5's
+# prterun (PRRTE) with a version of its own: both are Open MPI's
+for v in "mpiexec (OpenRTE) 4.1.4" "prterun (PRRTE) 3.0.6"; do
+    cat >"$work/other_name" <<EOF
+#!/bin/sh
+[ "\$*" != --version ] || { echo "$v"; exit 0; }
+echo "ran: \$*"
+EOF
+    chmod +x "$work/other_name"
+    expect_words "local: a launcher that says '$v' runs" "ran:|-np|2|trainbench" "" \
+        TB_MPIRUN="$work/other_name" TB_CORES=4 "$L/local.sh" -n 2 -- trainbench
+done
+expect_words "local: prterun (PRRTE 3) maps as Open MPI 5" "--map-by ppr:4:package:PE=16" "socket" \
+    TB_MPIRUN="$work/other_name" TB_SOCKETS=2 TB_CORES=128 "$L/local.sh" -n 8 --dry-run -- trainbench
+# counts with leading zeros are decimal, as Open MPI reads slots=08 ($(( ))
+# alone would read 010 as 8 and stop at 08)
+expect_words "local: TB_CORES=010, TB_SOCKETS=02: 10 cores" "-np 2|--map-by ppr:1:socket:PE=5" "" \
+    TB_SOCKETS=02 TB_CORES=010 "$L/local.sh" -n 02 --dry-run -- trainbench
+expect_words "local: TB_PE=08" "--map-by ppr:4:socket:PE=8" "" \
+    TB_SOCKETS=2 TB_CORES=112 TB_PE=08 "$L/local.sh" -n 8 --dry-run -- trainbench
 expect_error "local: -n 0" "-n (ranks) must be a positive number" "$L/local.sh" -n 0 -- trainbench
 expect_error "local: no command" "no command" "$L/local.sh" -n 2
 expect_error "local: bad option" "unknown option '--bogus'" "$L/local.sh" --bogus -- trainbench
@@ -279,6 +299,8 @@ expect_words "hostfile: 4 ranks of 16 cores do not fit a socket of 56: slot mapp
 expect_note "hostfile: -n 12 of 16 slots: the nodes' counts differ, slot mapping with a note" \
     "note: the nodes run different numbers of ranks" \
     TB_PE=6 TB_SOCKETS=2 "$L/hostfile.sh" --hostfile "$H" -n 12 --dry-run -- trainbench
+expect_words "hostfile: TB_PE=06, TB_SOCKETS=02" "--map-by ppr:4:socket:PE=6" "" \
+    TB_PE=06 TB_SOCKETS=02 "$L/hostfile.sh" --hostfile "$H" --dry-run -- trainbench
 printf 'nodeA slots=8\nnodeB slots=4\n' >"$work/hosts_uneven"
 expect_words "hostfile: unequal slots: slot mapping" "--map-by slot:PE=6" "ppr:" \
     TB_PE=6 TB_SOCKETS=2 "$L/hostfile.sh" --hostfile "$work/hosts_uneven" --dry-run -- trainbench
