@@ -252,6 +252,9 @@ def plot_breakdown(r, out, written):
     else:
         print(f"{r.path}: no timed /ranks rows and no per-phase /scaling columns: no breakdown plot")
         return
+    if not parts and step is None:
+        print(f"{r.path}: /ranks has no phase or step_ms columns: no breakdown plot")
+        return
     ok = finite(*parts.values(), *([] if step is None else [step]))  # a bar of nan or inf: left out
     if not ok.all():
         print(f"{r.path}: {int((~ok).sum())} bar(s) with a phase or step of nan or inf left out of the breakdown")

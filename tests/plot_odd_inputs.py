@@ -12,6 +12,8 @@ each case a defect once:
   kinds      an allreduce-bench, probe or loader-feed file: lines about
              /scaling, /ranks and /steps; now one line that the kind has no
              plot here
+  nophase    /ranks without phase or step_ms columns (and no /scaling):
+             an IndexError traceback; now one line, no breakdown plot
   title      the breakdown of a run without /scaling rows was titled
              '/scaling has no per-phase columns'
 
@@ -127,6 +129,16 @@ def cases(a, d):
         rc, text, got = plot(a.plot, [path], os.path.join(d, f"o_{name}"))
         check(f"kinds {name}", rc, text, got, 1, [], [f"{path}: kind '{name}' (", "has no plot of its kind"],
               ["/scaling", "/ranks", "/steps"])
+
+    # nophase: no /scaling, /ranks with its rank and steps columns only
+    def nophase(f):
+        del f["scaling"]
+        for k in list(f["ranks"].keys()):
+            if k not in ("rank", "steps"):
+                del f["ranks"][k]
+    npf = copy_edit(run, os.path.join(d, "nophase.h5"), nophase)
+    rc, text, got = plot(a.plot, [npf], os.path.join(d, "o5"))
+    check("nophase", rc, text, got, 0, None, [f"{npf}: /ranks has no phase or step_ms columns: no breakdown plot"])
 
     # title: a run without /scaling rows names that, not missing per-phase columns
     spec = importlib.util.spec_from_file_location("plot_results", a.plot)
