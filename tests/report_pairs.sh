@@ -11,7 +11,9 @@
 #              dashes, /feed never compared
 #   projection two --profile projection files: the same, and a run line of
 #              '?, ?, batch ? per rank, ? px'
-#   allreduce  two sweeps of disjoint sizes: a table header alone, no word
+#   allreduce  two sweeps of disjoint sizes: a table header alone, no word;
+#              of -a max against -a mean (or a file from before -a): B/A
+#              ratios of two statistics, with no note
 #   loader     two loader-bench files of other --threads: the same; and of
 #              other batch sizes: no workload note
 #   scaling    rows of one file only (ranks 2 in A, 3 in B) dropped silently
@@ -66,6 +68,17 @@ hasnt projection '\?|scaling row|^# training run'
 report allreduce "$d/ar_a.h5" "$d/ar_b.h5"
 has allreduce '^# no all-reduce size in both: A has 4 /allreduce rows, B 3$'
 has allreduce '^# rows \(bytes\) only in A: 8, 16, 32, 64; only in B: 1024, 2048, 4096$'
+hasnt allreduce 'measured differently|different workloads'
+# allreduce-average: -a max against the default mean, and a file from
+# before -a (no average attribute: the slowest rank's time) against a mean
+"$tb" allreduce-bench -b 8 -e 64 -n 2 -w 1 -a 3 --results "$d/ar_max.h5" >/dev/null 2>&1 || fail "allreduce: run -a 3"
+report allreduce-average "$d/ar_a.h5" "$d/ar_max.h5"
+has allreduce-average '^# note: A and B measured differently \(average mean vs max\): the time and busbw ratios'
+edit "$d/ar_max.h5" "$d/ar_old.h5" "del f.attrs['average']" || fail "allreduce-average: h5py"
+report allreduce-old "$d/ar_old.h5" "$d/ar_a.h5"
+has allreduce-old '^# note: A and B measured differently \(average max vs mean\)'
+report allreduce-old-max "$d/ar_old.h5" "$d/ar_max.h5"
+hasnt allreduce-old-max 'measured differently'
 
 # loader: --threads 1 against 2, then batch 4 against 8
 "$tb" mkdata --out "$d/data" --classes 2 --per-class 6 --min-side 48 --max-side 64 >/dev/null || fail "loader: mkdata"

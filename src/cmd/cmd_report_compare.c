@@ -332,21 +332,32 @@ static void note_workload_differs(FILE *f, tb_format fmt, const tb_results *a, c
     static const char *const train_keys[] = {"model", "precision", "batch_size", "global_batch", "world_size",
                                              "image_size", "data", NULL};
     static const char *const load_keys[] = {"batch_size", "image_size", "data", NULL};
-    int loads = strcmp(tb_results_str(a, "kind", "train"), "loader-bench") == 0;
-    const char *const *keys = loads ? load_keys : train_keys;
+    /* allreduce-bench: what time_us means (-a; a file from before -a holds the slowest rank's), the element
+     * type, the transport, the ranks */
+    static const char *const ar_keys[] = {"average", "dtype", "path", "world_size", NULL};
+    const char *kind = tb_results_str(a, "kind", "train");
+    int loads = strcmp(kind, "loader-bench") == 0;
+    int ar = strcmp(kind, "allreduce-bench") == 0 && strcmp(tb_results_str(b, "kind", "train"), kind) == 0;
+    const char *const *keys = ar ? ar_keys : loads ? load_keys : train_keys;
     char what[1024] = "";
     size_t used = 0;
     for (int i = 0; keys[i]; i++) {
         const tb_rattr *x = tb_results_attr(a, keys[i]), *y = tb_results_attr(b, keys[i]);
-        if (!x || !y || tb_rattr_equal(x, y)) continue;
-        char va[256], vb[256];
-        tb_rattr_format(x, va, sizeof va);
-        tb_rattr_format(y, vb, sizeof vb);
+        int average = ar && strcmp(keys[i], "average") == 0;
+        if ((!x || !y) && !(average && (x || y))) continue;
+        if (x && y && tb_rattr_equal(x, y)) continue;
+        char va[256] = "max", vb[256] = "max"; /* a missing average: before -a, the slowest rank's time */
+        if (x) tb_rattr_format(x, va, sizeof va);
+        if (y) tb_rattr_format(y, vb, sizeof vb);
+        if (strcmp(va, vb) == 0) continue;
         if (used < sizeof what)
             used += (size_t)snprintf(what + used, sizeof what - used, "%s%s %s vs %s", used ? ", " : "", keys[i],
                                      va, vb);
     }
-    if (used)
+    if (used && ar)
+        tb_note(f, fmt, "note: A and B measured differently (%s): the time and busbw ratios above compare two "
+                        "measures, not one all-reduce's speed", what);
+    else if (used)
         tb_note(f, fmt, "note: A and B %s different workloads (%s): the B/A ratios above compare two "
                         "workloads, not one workload's speed", loads ? "load" : "train", what);
 }
@@ -368,19 +379,14 @@ int tb_report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_report_run_line(f, fmt, "A = ", &a);
     tb_report_run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
-    int compared = 0, allreduce_only = 1;
-    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++) {
-        int both = print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
-        compared |= both;
-        if (both && strcmp(k_cmp[i].group, "allreduce") != 0) allreduce_only = 0;
-    }
+    int compared = 0;
+    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++) compared |= print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
     if (has_training_rows(&a) && has_training_rows(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
         compared = 1;
-        allreduce_only = 0;
     }
-    if (compared && !allreduce_only) note_workload_differs(f, fmt, &a, &b);
+    if (compared) note_workload_differs(f, fmt, &a, &b);
     if (!compared)
         tb_note(f, fmt, "A is a '%s' file and B a '%s' file with no table of rows that both have: only their "
                         "attributes compare",
