@@ -397,11 +397,13 @@ static int drain_sends(tb_monitor *m) {
 void tb_monitor_stop(tb_monitor *m) {
     if (!m) return;
     /* another thread is ending the process (a loader's --strict-data error)
-     * and may be using the watchdog's communicator: it ends us too. The
-     * abort path's handle is cleared first: a thread that claims the end
-     * after the check below finds no watchdog (seq_cst, both sides), one
-     * that claimed it before is seen by the check, so m is never freed under
-     * it. */
+     * and may be using the watchdog's communicator: it ends us too, and its
+     * notice still finds the watchdog to tell rank 0 why (checked before the
+     * handle is cleared). Then the abort path's handle is cleared and the
+     * check made again: a thread that claims the end after that check finds
+     * no watchdog (seq_cst, both sides), one that claimed it in between is
+     * seen by it, so m is never freed under it. */
+    tb_log_park_if_ending();
     tb_monitor *expected = m;
     atomic_compare_exchange_strong(&mon_running, &expected, NULL);
     tb_log_park_if_ending();
