@@ -38,6 +38,7 @@ static void write_file(const char *path, const char *text) {
 typedef struct {
     const char *prog, *redop, *wrong, *bad;
     int ranks, oob;
+    const char *root; /* the root column's value; NULL: -1 (an all-reduce) */
 } nccl_run;
 
 static size_t nccl_text(char *text, size_t len, size_t used, const nccl_run *r) {
@@ -60,7 +61,7 @@ static size_t nccl_text(char *text, size_t len, size_t used, const nccl_run *r) 
     for (long b = 8; b <= 134217728; b *= 8, row++) {
         double us = 1e6 * ring_time(r->ranks, (double)b, 3e-6, 3.6e11);
         const char *w1 = row == 3 && r->bad ? r->bad : r->wrong;
-        ADD("%12li  %12li  %8s  %6s  %6i", b, b / 4, "float", r->redop, -1);
+        ADD("%12li  %12li  %8s  %6s  %6s", b, b / 4, "float", r->redop, r->root ? r->root : "-1");
         ADD("  %7.2f  %6.2f  %6.2f  %6s", us, b / us * 1e-3, 0.0, w1);
         ADD("  %7.2f  %6.2f  %6.2f  %6s\n", us, b / us * 1e-3, 0.0, r->wrong);
     }
@@ -198,7 +199,7 @@ static void test_appended_runs(void) {
     size_t used = tb_text(text, sizeof text, 0, 2, 1, "0", NULL);
     tb_text(text, sizeof text, used, 2, 1, "0", NULL);
     refused("ar_two_tb.txt", text, "holds more than one run");
-    nccl_run r = {"all_reduce_perf", "sum", "0", NULL, 8, 0};
+    nccl_run r = {"all_reduce_perf", "sum", "0", NULL, 8, 0, NULL};
     used = nccl_text(text, sizeof text, 0, &r);
     nccl_text(text, sizeof text, used, &r);
     refused("ar_two_nccl.txt", text, "holds more than one run");
@@ -231,7 +232,7 @@ static void test_appended_runs(void) {
 /* Runs that are no working all-reduce: refused, one line each (the text fit took their times). */
 static void test_failed_or_other(void) {
     static char text[65536];
-    nccl_run r = {"all_reduce_perf", "sum", "0", "3", 8, 1}; /* 3 wrong in a row, the footer FAILED */
+    nccl_run r = {"all_reduce_perf", "sum", "0", "3", 8, 1, NULL}; /* 3 wrong in a row, the footer FAILED */
     nccl_text(text, sizeof text, 0, &r);
     refused("ar_wrong_nccl.txt", text, "3 wrong elements (#wrong) at 4096 bytes");
     r.bad = NULL; /* the footer alone */
@@ -241,18 +242,24 @@ static void test_failed_or_other(void) {
     refused("ar_wrong_tb.txt", text, "1 wrong elements (#wrong) at 4096 bytes");
     tb_text(text, sizeof text, 0, 2, 0, "0", "2"); /* the layout before the root column */
     refused("ar_wrong_tb_old.txt", text, "2 wrong elements (#wrong) at 4096 bytes");
-    nccl_run g = {"all_gather_perf", "none", "0", NULL, 8, 0};
+    nccl_run g = {"all_gather_perf", "none", "0", NULL, 8, 0, NULL};
     nccl_text(text, sizeof text, 0, &g);
     refused("ag_nccl.txt", text, "the output of nccl-tests' all_gather_perf, not all_reduce_perf");
     /* an older nccl-tests prints no test name: the redop says it */
     char *start = strstr(text, "# Collective test starting:");
     if (start) memcpy(start, "# Collective_test_starting:", 27);
     refused("ag_nccl_unnamed.txt", text, "redop 'none', a collective that reduces nothing");
+    /* reduce_perf sums too, to root 0: unnamed, the root column says it */
+    nccl_run rd = {"reduce_perf", "sum", "0", NULL, 8, 0, "0"};
+    nccl_text(text, sizeof text, 0, &rd);
+    start = strstr(text, "# Collective test starting:");
+    if (start) memcpy(start, "# Collective_test_starting:", 27);
+    refused("reduce_nccl_unnamed.txt", text, "root 0, a rooted collective (nccl-tests' reduce_perf)");
     /* unchecked runs (-c 0: N/A) are read */
     tb_ar_sample *s;
     int ranks, hosts;
     char err[1024] = "";
-    nccl_run na = {"./build/all_reduce_perf", "sum", "N/A", NULL, 4, 0};
+    nccl_run na = {"./build/all_reduce_perf", "sum", "N/A", NULL, 4, 0, NULL};
     nccl_text(text, sizeof text, 0, &na);
     int n = read_text("ar_na_nccl.txt", text, &s, &ranks, &hosts, err, sizeof err);
     TB_CHECK(n == 9 && ranks == 4, "an unchecked nccl-tests run: %d rows, %d ranks (%s)", n, ranks, err);
@@ -280,6 +287,17 @@ static void test_own_layouts(void) {
             bw[root] = fit.bw_GBps;
             alpha[root] = fit.alpha_s;
         }
+        if (n > 0) free(s);
+    }
+    /* hosts counted past 64 (a fixed table of 64 names once gave 128 ranks on 128 hosts as 64 hosts) */
+    {
+        tb_ar_sample *s;
+        int ranks, hosts;
+        char err[1024] = "";
+        tb_text(text, sizeof text, 0, 128, 1, "0", NULL);
+        int n = read_text("ar_tb_128.txt", text, &s, &ranks, &hosts, err, sizeof err);
+        TB_CHECK(n == 8 && ranks == 128 && hosts == 128, "128 ranks on 128 hosts: %d rows, %d ranks, %d hosts (%s)", n,
+                 ranks, hosts, err);
         if (n > 0) free(s);
     }
     TB_CHECK(fabs(bw[0] - 2.0) < 1e-4 && fabs(bw[1] - 2.0) < 1e-4 && fabs(alpha[0] - 10e-6) < 1e-9 &&

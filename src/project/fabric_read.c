@@ -89,13 +89,13 @@ typedef struct {
     const char *path;
     int lineno;
     int size_col, time_col;  /* in a row's tokens; -1 until the table's header */
-    int redop_col;           /* -1: none in the header */
+    int redop_col, root_col; /* -1: none in the header */
     int wrong_col[4], nwrong; /* the #wrong columns (nccl-tests: out of place, in place) */
     int header_line;         /* the line of the "# size ... time" header, 0 before it */
     int rank0_line;          /* the line of "#  Rank 0", 0 before it */
     int start_line;          /* "# trainbench allreduce-bench:" or "# Collective test starting:" */
-    int nranks, nseen;       /* the table's "#  Rank N" lines; distinct hosts among them */
-    char seen[64][64];
+    int nranks, nseen, capseen; /* the table's "#  Rank N" lines; distinct hosts among them */
+    char **seen;
     tb_ar_sample *out;
     int n, cap;
 } text_table;
@@ -121,8 +121,16 @@ static int text_rank(text_table *t, char **tok, int nt, int k, char *err, size_t
     for (int i = k; i + 1 < nt; i++)
         if (strcmp(tok[i], "on") == 0) {
             int dup = 0;
-            for (int j = 0; j < t->nseen; j++) dup |= strcmp(t->seen[j], tok[i + 1]) == 0;
-            if (!dup && t->nseen < 64) snprintf(t->seen[t->nseen++], sizeof t->seen[0], "%s", tok[i + 1]);
+            for (int j = 0; j < t->nseen && !dup; j++) dup = strcmp(t->seen[j], tok[i + 1]) == 0;
+            if (!dup) {
+                if (t->nseen == t->capseen) {
+                    t->capseen = t->capseen ? 2 * t->capseen : 64;
+                    t->seen = realloc(t->seen, (size_t)t->capseen * sizeof *t->seen);
+                    if (!t->seen) TB_FATAL("out of host memory");
+                }
+                t->seen[t->nseen] = strdup(tok[i + 1]);
+                if (!t->seen[t->nseen++]) TB_FATAL("out of host memory");
+            }
             break;
         }
     return 0;
@@ -167,6 +175,7 @@ static int text_comment(text_table *t, const char *line, char **tok, int nt, cha
     t->time_col = tc;
     for (int i = k; i < nt; i++) {
         if (strcmp(tok[i], "redop") == 0 && t->redop_col < 0) t->redop_col = i - k;
+        if (strcmp(tok[i], "root") == 0 && t->root_col < 0) t->root_col = i - k;
         if (strcmp(tok[i], "#wrong") == 0 && t->nwrong < 4) t->wrong_col[t->nwrong++] = i - k;
     }
     return 0;
@@ -186,6 +195,14 @@ static int text_row(text_table *t, char **tok, int nt, char *err, size_t errlen)
                  "broadcast_perf, ...), not an all-reduce; fit all_reduce_perf's output or trainbench "
                  "allreduce-bench's",
                  t->path, t->lineno);
+        return -1;
+    }
+    /* nccl-tests' reduce_perf sums too, to one root: an all-reduce's root is -1 */
+    if (t->root_col >= 0 && t->root_col < nt && strcmp(tok[t->root_col], "-1") != 0) {
+        snprintf(err, errlen,
+                 "'%s' line %d: root %s, a rooted collective (nccl-tests' reduce_perf), not an all-reduce (root "
+                 "-1); fit all_reduce_perf's output or trainbench allreduce-bench's",
+                 t->path, t->lineno, tok[t->root_col]);
         return -1;
     }
     for (int i = 0; i < t->nwrong; i++) { /* "N/A": not checked (-c 0) */
@@ -218,7 +235,7 @@ static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int
     text_table t;
     memset(&t, 0, sizeof t);
     t.path = path;
-    t.size_col = t.time_col = t.redop_col = -1;
+    t.size_col = t.time_col = t.redop_col = t.root_col = -1;
     char line[4096], copy[4096];
     int rc = 0;
     while (rc == 0 && fgets(line, sizeof line, f)) {
@@ -231,6 +248,8 @@ static int read_bench_text(const char *path, tb_ar_sample **out, int *ranks, int
         else rc = text_row(&t, tok, nt, err, errlen);
     }
     fclose(f);
+    for (int i = 0; i < t.nseen; i++) free(t.seen[i]);
+    free(t.seen);
     if (rc == 0 && (t.time_col < 0 || t.n == 0 || t.nranks < 2)) {
         snprintf(err, errlen,
                  "'%s' is not an all-reduce table: expected the console output of 'trainbench "
