@@ -494,6 +494,10 @@ int main(int argc, char **argv) {
     expect_error("allreduce-bench -g 2", "allreduce-bench: -g 2: one GPU per rank only");
     expect_error("allreduce-bench --ngpus=4", "start 4 times the ranks instead (mpirun -np)");
     expect_error("allreduce-bench --warmup_iterations 2", "unknown option '--warmup_iterations'");
+    /* nccl-tests' --datatype and -o: sum, the one reduction here, taken; others refused by name */
+    expect_error("allreduce-bench --datatype double -o sum -osum --op=sum -b 8 -e 4", "-b 8 is larger than -e 4");
+    expect_error("allreduce-bench --datatype half", "--dtype expects one of float|double|bf16, got 'half'");
+    expect_error("allreduce-bench -o max", "--op expects one of sum, got 'max'");
 
     /* no temporary files left next to the outputs */
     char ls[512];

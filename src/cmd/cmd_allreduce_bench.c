@@ -187,7 +187,7 @@ typedef struct {
     int average;          /* -a: the ranks' times combined as nccl-tests' -a (k_average) */
     int ngpus;            /* -g: GPUs per rank, nccl-tests' flag; 1 only */
     double timeout;
-    char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], t_start[32];
+    char dtype[TB_OPT_STR_MAX], results[TB_OPT_STR_MAX], comm[TB_OPT_STR_MAX], op[TB_OPT_STR_MAX], t_start[32];
 } bench_args;
 
 /* A sweep: its arguments, the path it times and what it has measured. */
@@ -214,7 +214,7 @@ typedef struct {
 
 static void parse_args(int argc, char **argv, bench_args *a) {
     *a = (bench_args){.minb = 8, .maxb = (size_t)128 << 20, .factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                      .timeout = 300, .dtype = "float", .comm = "mpi", .average = 1, .ngpus = 1};
+                      .timeout = 300, .dtype = "float", .comm = "mpi", .op = "sum", .average = 1, .ngpus = 1};
     tb_utc_now(a->t_start, sizeof a->t_start);
     const tb_opt opts[] = {
         {"minbytes", TB_OPT_SIZE, &a->minb, 1, 1e12, NULL, "smallest message"},
@@ -225,6 +225,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {"average", TB_OPT_INT, &a->average, 0, 3, NULL, "the time reported, as nccl-tests' -a: 0 rank 0's, 1 the mean over ranks, 2 the fastest rank's, 3 the slowest's"},
         {"check", TB_OPT_INT, &a->check, 0, 1, NULL, "check the last timed all-reduce of each size against the exact sum (1) or not (0)"},
         {"dtype", TB_OPT_CHOICE, a->dtype, 0, 0, "float|double|bf16", "element type (bf16: --comm nccl)"},
+        {"op", TB_OPT_CHOICE, a->op, 0, 0, "sum", "the reduction, as nccl-tests' -o: sum (the gradients')"},
         {"comm", TB_OPT_CHOICE, a->comm, 0, 0, "mpi|nccl", "mpi: host buffers over MPI (the CPU backend's path); nccl: device buffers over NCCL (the CUDA backend's)"},
         {"timeout", TB_OPT_DOUBLE, &a->timeout, 0.1, 1e7, NULL, "seconds an all-reduce, the start-up or the end may wait for the other ranks before the run ends"},
         {"results", TB_OPT_STRING, a->results, 0, 0, NULL, "also write the table to this HDF5 results file"},
@@ -234,8 +235,8 @@ static void parse_args(int argc, char **argv, bench_args *a) {
     };
     tb_cli_parse_aliased("allreduce-bench",
                          "trainbench allreduce-bench [-b MIN] [-e MAX] [-f FACTOR] [options]", argc,
-                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average,g=ngpus,"
-                         "warmup_iters=warmup"); /* nccl-tests' spellings where the meaning is the same */
+                         argv, opts, "b=minbytes,e=maxbytes,f=stepfactor,n=iters,w=warmup,c=check,d=dtype,a=average,g=ngpus,o=op,"
+                         "warmup_iters=warmup,datatype=dtype"); /* nccl-tests' spellings where the meaning is the same */
     if (a->ngpus != 1)
         tb_die("allreduce-bench: -g %d: one GPU per rank only (nccl-tests' -g drives several from one process); "
                "start %d times the ranks instead (mpirun -np)",
