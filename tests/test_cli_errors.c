@@ -156,6 +156,16 @@ static void make_fixtures(void) {
     H5_CHECK(H5Ldelete(f, "/params/layer4.1.conv1.weight", H5P_DEFAULT));
     H5_CHECK(H5Fclose(f));
 
+    copy_file(path("ok.h5"), path("wide.h5"));
+    f = open_rw(path("wide.h5")); /* no model attribute, the first 3x3 conv twice as wide (wide_resnet's) */
+    H5_CHECK(H5Adelete(f, "model"));
+    H5_CHECK(H5Ldelete(f, "/params/layer1.0.conv2.weight", H5P_DEFAULT));
+    float *ww = calloc((size_t)128 * 64 * 9, sizeof *ww);
+    int64_t dw[4] = {128, 64, 3, 3};
+    tb_h5_write_f32(f, "/params/layer1.0.conv2.weight", 4, dw, ww);
+    free(ww);
+    H5_CHECK(H5Fclose(f));
+
     /* a checkpoint cut short (a copy interrupted, a full disk elsewhere) */
     char cut[1024];
     snprintf(cut, sizeof cut, "head -c 5000 '%s' > '%s'", path("ok.h5"), path("cut.h5"));
@@ -343,6 +353,8 @@ int main(int argc, char **argv) {
     expect_error(STEP(path("cut.h5"), path("batch.h5"), ""),
                  "truncated); the file is damaged (cut short or overwritten): write it again, or give another");
     expect_error(STEP(path("noattr.h5"), path("batch.h5"), ""), "is not a trainbench checkpoint");
+    expect_error(STEP(path("wide.h5"), path("batch.h5"), ""),
+                 "is the state_dict of a wide or grouped ResNet (wide_resnet50_2, resnext50_32x4d");
     expect_error(STEP(path("ok.h5"), "/nonexistent/b.h5", ""), "cannot read batch file");
     /* checkpoint contents */
     expect_error(STEP(path("missing.h5"), path("batch.h5"), ""), "lacks /params/layer1.0.conv1.weight");

@@ -18,7 +18,8 @@ static const char *k_hint = "pass a trainbench checkpoint (convert torchvision w
 
 /* A torchvision state_dict written to HDF5 as /params/<key>, without trainbench's attributes (DESIGN.md: it
  * loads into trainbench): the model from its blocks per stage and their kind, the classes from fc.weight
- * [classes, features]. 0, or -1 when the keys are no known ResNet's. */
+ * [classes, features]. 0, -1 when the keys are no known ResNet's, -2 for a wide or grouped variant of one
+ * (wide_resnet50_2, resnext50_32x4d: the same names, the first 3x3 conv not [64, 64, 3, 3]). */
 static int infer_model(hid_t f, tb_ckpt_meta *meta) {
     static const char *const names[] = {"resnet18", "resnet34", "resnet50", "resnet101", "resnet152"};
     int blocks[4];
@@ -32,6 +33,10 @@ static int infer_model(hid_t f, tb_ckpt_meta *meta) {
     int64_t dims[8];
     if (!tb_h5_exists(f, "/params/fc.weight") || tb_h5_shape(f, "/params/fc.weight", dims) != 2 || dims[0] < 1)
         return -1;
+    int64_t c2[8];
+    if (!tb_h5_exists(f, "/params/layer1.0.conv2.weight") || tb_h5_shape(f, "/params/layer1.0.conv2.weight", c2) != 4)
+        return -1;
+    if (c2[0] != 64 || c2[1] != 64) return -2;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         tb_resnet_config c;
         if (tb_resnet_config_init(&c, names[i], 1) != 0) continue;
@@ -50,7 +55,12 @@ void tb_ckpt_read_meta(const char *path, tb_ckpt_meta *meta) {
     if (tb_h5_attr_read_str(f, "model", meta->model, sizeof meta->model) != 0) {
         if (H5Aexists(f, "model") > 0) /* there, but no name: a damaged checkpoint, not a bare state_dict */
             tb_die("checkpoint '%s' has a 'model' attribute that is not a model name; %s", path, k_hint);
-        if (!tb_h5_exists(f, "/params") || infer_model(f, meta) != 0)
+        int inferred = tb_h5_exists(f, "/params") ? infer_model(f, meta) : -1;
+        if (inferred == -2)
+            tb_die("'%s' is the state_dict of a wide or grouped ResNet (wide_resnet50_2, resnext50_32x4d: "
+                   "layer1.0.conv2.weight is not [64, 64, 3, 3]), which trainbench does not build; give a "
+                   "resnet18/34/50/101/152 state_dict", path);
+        if (inferred != 0)
             tb_die("'%s' is not a trainbench checkpoint (no 'model' attribute, and its /params are no "
                    "torchvision ResNet's state_dict); %s", path, k_hint);
         tb_info("# '%s': a torchvision state_dict (no trainbench attributes): %s with %lld classes, from its "
