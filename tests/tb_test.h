@@ -50,6 +50,17 @@ static inline char *tb_test_read_text(const char *path) {
     return s;
 }
 
+/* Writes text to path; a file that cannot be written ends the test. */
+static inline void tb_test_write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        printf("FAIL cannot write %s\n", path);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
 static inline int tb_test_exit(const char *name) {
     printf("# %s: %d checks, %d failed\n", name, tb_test_checks, tb_test_failures);
     return tb_test_failures ? 1 : 0;

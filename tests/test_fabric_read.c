@@ -22,16 +22,6 @@ static double ring_time(int n, double bytes, double alpha, double bw) {
     return 2.0 * (n - 1) * alpha + 2.0 * (n - 1) / n * bytes / bw;
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        printf("FAIL cannot write %s\n", path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 /* A run of nccl-tests' all_reduce_perf (or another of its tests: prog, redop) on `ranks` ranks of one host,
  * 8 B to 128 MiB by 8, alpha 3 us and 360 GB/s; every row's two #wrong are `wrong` ("0", "N/A"), but the
  * 4th row's out-of-place one is `bad` when given; the footer counts `oob` wrong values. Appends to text. */
@@ -111,7 +101,7 @@ static void test_bench_text(void) {
                          b, b / 4, 1e6 * ring_time(2, b, 10e-6, 2e9));
     snprintf(text + used, sizeof text - (size_t)used, "# Out of bounds values : 0 OK\n");
     snprintf(path, sizeof path, "%s/ar_trainbench.txt", g_tmp);
-    write_file(path, text);
+    tb_test_write_text(path, text);
     int n = tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err);
     TB_CHECK(n == 8 && ranks == 2 && hosts == 2, "trainbench table: %d rows, %d ranks, %d hosts (%s)", n, ranks, hosts,
              n < 0 ? err : "");
@@ -143,7 +133,7 @@ static void test_bench_text(void) {
                          1e6 * ring_time(8, b, 3e-6, 3.6e11));
     snprintf(text + used, sizeof text - (size_t)used, "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 100\n");
     snprintf(path, sizeof path, "%s/ar_nccl.txt", g_tmp);
-    write_file(path, text);
+    tb_test_write_text(path, text);
     n = tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err);
     TB_CHECK(n == 9 && ranks == 8 && hosts == 1, "nccl-tests table: %d rows, %d ranks, %d hosts (%s)", n, ranks, hosts,
              n < 0 ? err : "");
@@ -164,7 +154,7 @@ static void test_bench_text(void) {
     }
     free(s);
     snprintf(path, sizeof path, "%s/ar_none.txt", g_tmp);
-    write_file(path, "hello\nworld\n");
+    tb_test_write_text(path, "hello\nworld\n");
     TB_CHECK(tb_fabric_read_bench(path, &s, &ranks, &hosts, err, sizeof err) == -1 &&
                  strstr(err, "is not an all-reduce table"),
              "not a table: '%s'", err);
@@ -176,7 +166,7 @@ static int read_text(const char *name, const char *text, tb_ar_sample **s, int *
                      size_t errlen) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", g_tmp, name);
-    write_file(path, text);
+    tb_test_write_text(path, text);
     *s = NULL;
     return tb_fabric_read_bench(path, s, ranks, hosts, err, errlen);
 }

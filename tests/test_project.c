@@ -355,16 +355,6 @@ static void test_fit(void) {
              "one usable sample: '%s'", err);
 }
 
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        printf("FAIL cannot write %s\n", path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_fabric_files(void) {
     char path[1024], err[1024];
     tb_fabric f;
@@ -383,19 +373,19 @@ static void test_fabric_files(void) {
                  "preset %s has a source and a rate", tb_fabric_presets[i].name);
     }
     snprintf(path, sizeof path, "%s/fabric.txt", g_tmp);
-    write_file(path, "# a cluster\nname = lab\nsource = our switch's datasheet\nranks_per_node = 4\n"
+    tb_test_write_text(path, "# a cluster\nname = lab\nsource = our switch's datasheet\nranks_per_node = 4\n"
                      "intra_bw_GBps = 20   # PCIe\nalpha_intra_us = 6\ninter_bw_GBps = 12.5\nalpha_inter_us = 15\n");
     TB_CHECK(tb_fabric_resolve(path, &f, err, sizeof err) == 0 && strcmp(f.name, "lab") == 0 &&
                  f.ranks_per_node == 4 && f.intra_bw_GBps == 20 && f.alpha_intra_us == 6 && f.inter_bw_GBps == 12.5 &&
                  f.alpha_inter_us == 15 && strcmp(f.source, "our switch's datasheet") == 0,
              "fabric file (%s)", err);
-    write_file(path, "intra_bw_GBps = fast\n");
+    tb_test_write_text(path, "intra_bw_GBps = fast\n");
     TB_CHECK(tb_fabric_resolve(path, &f, err, sizeof err) == -1 && strstr(err, ":1: intra_bw_GBps wants a number"),
              "bad number: '%s'", err);
-    write_file(path, "speed = 3\n");
+    tb_test_write_text(path, "speed = 3\n");
     TB_CHECK(tb_fabric_resolve(path, &f, err, sizeof err) == -1 && strstr(err, "unknown key 'speed'"),
              "unknown key: '%s'", err);
-    write_file(path, "ranks_per_node = 2\n");
+    tb_test_write_text(path, "ranks_per_node = 2\n");
     TB_CHECK(tb_fabric_resolve(path, &f, err, sizeof err) == -1 && strstr(err, "needs a bandwidth"),
              "no bandwidth: '%s'", err);
     TB_CHECK(tb_fabric_resolve("no-such-fabric", &f, err, sizeof err) == -1 && strstr(err, "--list-fabrics"),
@@ -442,7 +432,7 @@ static void test_profile_file(void) {
     tb_proj_published pub[TB_PROJ_MAX_MEASURED];
     int npub;
     snprintf(path, sizeof path, "%s/profile.txt", g_tmp);
-    write_file(path, "name = test run\nmodel = resnet50\nclasses = 1000\nimage_size = 224\nbatch_size = 128\n"
+    tb_test_write_text(path, "name = test run\nmodel = resnet50\nclasses = 1000\nimage_size = 224\nbatch_size = 128\n"
                      "step_ms = 465\nforward_ms = 140\nbackward_ms = 280\noptimizer_ms = 10\ndata_ms = 35\n"
                      "bucket_mb = 25\nmeasured = 4:0.883:NVLink on\nmeasured = 4:0.61:NVLink off\n");
     TB_CHECK(tb_proj_profile_from_file(path, &p, pub, &npub, err, sizeof err) == 0, "profile: %s", err);
@@ -453,10 +443,10 @@ static void test_profile_file(void) {
              "published points (%d)", npub);
     TB_CHECK(fabs(p.ranges[p.nranges - 1].ready_s - 0.280) < 1e-12, "the last range is ready when backward ends");
     tb_proj_profile_free(&p);
-    write_file(path, "model = resnet50\nbatch_size = 128\nstep_ms = 465\nforward_ms = 140\n");
+    tb_test_write_text(path, "model = resnet50\nbatch_size = 128\nstep_ms = 465\nforward_ms = 140\n");
     TB_CHECK(tb_proj_profile_from_file(path, &p, pub, &npub, err, sizeof err) == -1 && strstr(err, "backward_ms"),
              "missing backward: '%s'", err);
-    write_file(path, "model = resnet50\nmeasured = 4\n");
+    tb_test_write_text(path, "model = resnet50\nmeasured = 4\n");
     TB_CHECK(tb_proj_profile_from_file(path, &p, pub, &npub, err, sizeof err) == -1 && strstr(err, ":2: measured"),
              "bad measured line: '%s'", err);
 }
