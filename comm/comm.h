@@ -23,9 +23,9 @@ typedef struct {
 
 /* Starts MPI (MPI_Init_thread) or the single-process path, names this rank
  * in every later message and routes fatal errors to MPI_Abort. With a
- * subcommand set (tb_comm_set_command), its first collective checks that
- * every rank runs that one: an MPMD launch of train beside preflight ends
- * at once, naming both, instead of at the first --timeout. */
+ * subcommand set (tb_comm_set_command), it checks right after MPI_Init
+ * that every rank runs rank 0's: an MPMD launch of train beside preflight
+ * ends at once, naming both, instead of at the first --timeout. */
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info);
 /* The subcommand this process runs ("train", "preflight"), before tb_comm_init. */
 void tb_comm_set_command(const char *name);
