@@ -380,7 +380,8 @@ int tb_report_two(const char *pa, const char *pb, tb_format fmt) {
     tb_report_run_line(f, fmt, "B = ", &b);
     print_differences(f, fmt, &a, &b);
     int compared = 0;
-    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++) compared |= print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
+    for (size_t i = 0; i < sizeof k_cmp / sizeof k_cmp[0]; i++)
+        compared |= print_keyed_compare(f, fmt, &k_cmp[i], &a, &b);
     if (has_training_rows(&a) && has_training_rows(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
