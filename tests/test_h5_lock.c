@@ -26,14 +26,18 @@
  *      watchdog, error mark) touches the file at the path.
  */
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/log.h"
 #include "core/timer.h"
 #include "src/results/h5io.h"
 #include "src/results/results.h"
@@ -366,6 +370,54 @@ static void test_unbegun(void) {
     printf("# before the run began: no writer touched the file\n");
 }
 
+/* ---- 5. a failed write is remembered for the abort cleanups ---------------------------- */
+
+/* A results write past the file-size limit ends the process naming the file;
+ * tb_h5_write_failed then says so for that path only, so the abort mark does
+ * not try the same write again (it waited 3 s for a main thread stuck on the
+ * dying writer's HDF5 lock, then said a second line). In a child: the fatal
+ * error is trapped there, and the limit stays there. */
+static void test_write_failed(void) {
+    char path[300], other[300];
+    path_of(path, sizeof path, "too_big.h5");
+    path_of(other, sizeof other, "other.h5");
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit lim = {16384, RLIM_INFINITY};
+        signal(SIGXFSZ, SIG_IGN);
+        setrlimit(RLIMIT_FSIZE, &lim);
+        int before = tb_h5_write_failed(path);
+        tb_attrs a;
+        memset(&a, 0, sizeof a);
+        tb_attrs_str(&a, "status", "complete");
+        tb_table t;
+        tb_table_init(&t, "steps", "step:i");
+        for (int i = 0; i < 20000; i++) {
+            double row[1] = {i};
+            tb_table_row(&t, row, NULL);
+        }
+        const tb_table *tabs[1] = {&t};
+        tb_fatal_trap trap;
+        if (setjmp(trap.env) == 0) {
+            tb_fatal_trap_set(&trap);
+            tb_results_write(path, &a, tabs, 1);
+            _exit(2); /* written whole under the limit: no failure to remember */
+        }
+        int ok = !before && tb_h5_write_failed(path) && !tb_h5_write_failed(other) &&
+                 strstr(trap.msg, "File too large") != NULL;
+        printf("# child: '%s'; failed(path) %d, failed(other) %d, before %d\n", trap.msg,
+               tb_h5_write_failed(path), tb_h5_write_failed(other), before);
+        fflush(stdout);
+        _exit(ok ? 0 : 1);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    TB_CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+             "a results write past the file-size limit is remembered for its path alone (child status %d)", st);
+    TB_CHECK(!tb_h5_write_failed(path), "and not in the parent, whose writes did not fail");
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s/tb_h5_lock.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(g_dir)) {
@@ -382,6 +434,7 @@ int main(void) {
     test_watchdog_wait();
     test_exit_waits();
     test_unbegun();
+    test_write_failed();
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", g_dir);

@@ -63,6 +63,19 @@ static atomic_int g_ntmp = 0;
  * while it reads it (a slot popped and pushed again under a reader would
  * hand it a half-written name); never held across a call that can die */
 static pthread_mutex_t g_tmp_mu = PTHREAD_MUTEX_INITIALIZER;
+/* the final name of the atomic write whose failure is ending the process
+ * (tb_h5_write_failed): written once, before its error line */
+static char g_failed[4096];
+static atomic_int g_failed_set = 0;
+
+static void note_failed(const char *path) {
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&g_failed_set, &expected, 2)) return;
+    snprintf(g_failed, sizeof g_failed, "%s", path);
+    atomic_store(&g_failed_set, 1);
+}
+
+int tb_h5_write_failed(const char *path) { return atomic_load(&g_failed_set) == 1 && strcmp(g_failed, path) == 0; }
 
 static void tmp_push(const tb_h5_writer *w, const char *what) {
     int n = atomic_load(&g_ntmp);
@@ -210,6 +223,7 @@ hid_t tb_h5_check(hid_t value, const char *expr, const char *file, int line) {
         if (H5Fget_vfd_handle(g_tmp[n - 1].file, H5P_DEFAULT, &fd) >= 0 && fd)
             (void)!ftruncate(*(int *)fd, 0); /* best effort: the unlink below removes the name anyway */
         unlink(g_tmp[n - 1].tmp);
+        note_failed(g_tmp[n - 1].path);
         tb_die("cannot write %s '%s': %s; %s or choose another path (--results, --ckpt, --save)", g_tmp[n - 1].what,
                g_tmp[n - 1].path, strerror(e),
                e == EFBIG ? "raise the file-size limit (ulimit -f)" : "free space there");
@@ -308,6 +322,7 @@ static void commit(tb_h5_writer *w, int sync_first) {
         snprintf(what, sizeof what, "%s", n > 0 ? g_tmp[n - 1].what : "file");
         unlink(w->tmp);
         tmp_pop(w);
+        note_failed(w->path);
         tb_h5_unlock();
         tb_die("cannot write %s '%s': its data did not reach the disk (fsync: %s); the earlier file is kept; %s",
                what, w->path, strerror(err),
@@ -318,6 +333,7 @@ static void commit(tb_h5_writer *w, int sync_first) {
         int err = errno;
         unlink(w->tmp);
         tmp_pop(w);
+        note_failed(w->path);
         tb_h5_unlock();
         tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(err));
     }

@@ -80,6 +80,11 @@ void tb_h5_abandon_atomic(tb_h5_writer *w);
  * held (a copy of a file rewritten in place): tracked as
  * tb_h5_create_atomic's are, so a failure before the commit removes it. */
 void tb_h5_track_atomic(tb_h5_writer *w, const char *what);
+/* 1 when an atomic write of `path` has failed in this process and its
+ * error is ending it (a full disk, the file-size limit): a mark written to
+ * the same path from the abort cleanups would fail the same way, or wait
+ * for a thread that waits for the dying writer's HDF5 lock. */
+int tb_h5_write_failed(const char *path);
 
 /* ---- datasets ------------------------------------------------------------------ */
 /* rank 0 (scalar) when ndim == 0 */
