@@ -30,13 +30,8 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-edit() {
-  cp "$1" "$2" && "$py" -c "
-import sys, h5py
-f = h5py.File(sys.argv[1], 'a')
-$3
-f.close()" "$2"
-}
+# shellcheck source=tests/h5_edit.sh
+. "$(dirname "$0")/h5_edit.sh" # edit SRC DST PYTHON
 # has NAME PATTERN: the report in $d/out has a line matching PATTERN (grep -E)
 has() { grep -q -E -e "$2" "$d/out" || { fail "$1: no line matching '$2'"; sed 's/^/    /' "$d/out" | cut -c1-200; }; }
 hasnt() { ! grep -E -e "$2" "$d/out" || fail "$1: a line matching '$2' (above)"; }

@@ -42,14 +42,8 @@ d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-# edit SRC DST PYTHON-STATEMENTS: a copy of SRC at DST, f the open file
-edit() {
-  cp "$1" "$2" && "$py" -c "
-import sys, h5py
-f = h5py.File(sys.argv[1], 'a')
-$3
-f.close()" "$2"
-}
+# shellcheck source=tests/h5_edit.sh
+. "$(dirname "$0")/h5_edit.sh" # edit SRC DST PYTHON
 # bad_figures FILE: a line with nan, inf or a run of 20 digits
 bad_figures() { grep -n -i -E '(^|[^a-z_])(nan|-?inf)([^a-z_]|$)|[0-9]{20}' "$1"; }
 # refused NAME WANT_TEXT CMD...: exit 1, one stderr line holding WANT_TEXT
