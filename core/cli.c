@@ -10,39 +10,46 @@
 
 #include "core/log.h"
 
-/* The one-letter alias of option `name` in "b=minbytes,e=maxbytes", or 0. */
-static char alias_of(const char *aliases, const char *name) {
-    if (!aliases) return 0;
-    size_t n = strlen(name);
-    for (const char *p = aliases; *p; ) {
-        if (p[1] == '=' && strncmp(p + 2, name, n) == 0 && (p[2 + n] == ',' || p[2 + n] == '\0'))
-            return p[0];
-        const char *comma = strchr(p, ',');
-        if (!comma) break;
-        p = comma + 1;
-    }
-    return 0;
+/* One entry of an alias list ("b=minbytes,warmup_iters=warmup"): the alias (len chars) and the option it
+ * stands for (tlen chars). */
+typedef struct {
+    const char *alias, *target;
+    size_t len, tlen;
+} alias_entry;
+
+/* Reads the entry at *p into e and moves *p past it; 0 at the list's end. */
+static int next_alias(const char **p, alias_entry *e) {
+    const char *eq = *p ? strchr(*p, '=') : NULL;
+    if (!eq) return 0;
+    const char *comma = strchr(eq, ',');
+    e->alias = *p;
+    e->len = (size_t)(eq - *p);
+    e->target = eq + 1;
+    e->tlen = comma ? (size_t)(comma - e->target) : strlen(e->target);
+    *p = comma ? comma + 1 : NULL;
+    return 1;
 }
 
-/* Whether entry p of an alias list ("w=warmup,warmup_iters=warmup") is a long alias of option `name`: its
- * own name (eq - p chars) then. */
-static int long_alias_of(const char *p, const char *eq, const char *name) {
-    size_t n = strlen(name);
-    return eq - p > 1 && strncmp(eq + 1, name, n) == 0 && (eq[1 + n] == ',' || eq[1 + n] == '\0');
+static int alias_names(const alias_entry *e, const char *name) {
+    return strlen(name) == e->tlen && strncmp(e->target, name, e->tlen) == 0;
+}
+
+/* The one-letter alias of option `name` in "b=minbytes,e=maxbytes", or 0. */
+static char alias_of(const char *aliases, const char *name) {
+    alias_entry e;
+    for (const char *p = aliases; next_alias(&p, &e);)
+        if (e.len == 1 && alias_names(&e, name)) return e.alias[0];
+    return 0;
 }
 
 /* The option that --NAME (len chars) stands for by a long alias ("warmup_iters=warmup": another spelling, as
  * another tool's), or NULL. */
 static const tb_opt *long_alias(const char *aliases, const tb_opt *opts, const char *name, size_t len) {
-    for (const char *p = aliases; p && *p;) {
-        const char *eq = strchr(p, '='), *comma = strchr(p, ',');
-        if (!eq) break;
-        if ((size_t)(eq - p) == len && len > 1 && strncmp(p, name, len) == 0)
+    alias_entry e;
+    for (const char *p = aliases; next_alias(&p, &e);)
+        if (e.len == len && len > 1 && strncmp(e.alias, name, len) == 0)
             for (const tb_opt *o = opts; o->name; o++)
-                if (long_alias_of(p, eq, o->name)) return o;
-        if (!comma) break;
-        p = comma + 1;
-    }
+                if (alias_names(&e, o->name)) return o;
     return NULL;
 }
 
@@ -75,13 +82,9 @@ static void print_help(const char *usage, const tb_opt *opts, const char *aliase
         }
         if (strstr(o->help, "(default")) def[0] = '\0'; /* the help says its own default in words */
         printf("  %-26s %s%s\n", lhs, o->help, def);
-        for (const char *p = aliases; p && *p;) { /* its other spellings */
-            const char *eq = strchr(p, '='), *comma = strchr(p, ',');
-            if (!eq) break;
-            if (long_alias_of(p, eq, o->name)) printf("  %-26s also --%.*s\n", "", (int)(eq - p), p);
-            if (!comma) break;
-            p = comma + 1;
-        }
+        alias_entry e;
+        for (const char *p = aliases; next_alias(&p, &e);) /* its other spellings */
+            if (e.len > 1 && alias_names(&e, o->name)) printf("  %-26s also --%.*s\n", "", (int)e.len, e.alias);
         if (o->kind == TB_OPT_CHOICE) printf("  %-26s one of: %s\n", "", o->choices);
     }
     printf("  %-26s %s\n", "--help", "this text");
