@@ -43,15 +43,15 @@ static int layout(const tb_fabric *f, int n, int *m, int *p, char *err, size_t e
     *p = *m > 1 ? rpn : n;
     if (*m > 1 && !(f->inter_bw_GBps > 0)) {
         if (err) {
-            char todo[200];
+            char remedy[200];
             if (strncmp(f->name, "fit", 3) == 0)
-                snprintf(todo, sizeof todo, "the fit measured one host: give --ranks-per-node N when one node holds "
+                snprintf(remedy, sizeof remedy, "the fit measured one host: give --ranks-per-node N when one node holds "
                          "them, or a preset with a network (--list-fabrics)");
             else
-                snprintf(todo, sizeof todo, "add one (--fabric %.90s+ndr400x8, or a file with inter_bw_GBps)",
+                snprintf(remedy, sizeof remedy, "add one (--fabric %.90s+ndr400x8, or a file with inter_bw_GBps)",
                          f->name);
             snprintf(err, errlen, "fabric '%s' describes one node of %d rank%s and no network, so it cannot carry %d "
-                     "ranks; %s", f->name, rpn, rpn == 1 ? "" : "s", n, todo);
+                     "ranks; %s", f->name, rpn, rpn == 1 ? "" : "s", n, remedy);
         }
         return -1;
     }
