@@ -40,8 +40,7 @@ static void check_same_command(void) {
     if (g_world.size < 2) return;
     char *all = malloc((size_t)g_world.size * sizeof g_command);
     if (!all) TB_FATAL("out of memory for %d ranks' subcommand names", g_world.size);
-    MPI_CHECK(MPI_Allgather(g_command, (int)sizeof g_command, MPI_CHAR, all, (int)sizeof g_command, MPI_CHAR,
-                            MPI_COMM_WORLD));
+    tb_comm_allgather(&g_world, g_command, all, sizeof g_command);
     for (int r = 1; r < g_world.size; r++) {
         const char *c = all + (size_t)r * sizeof g_command;
         if (strncmp(c, all, sizeof g_command) != 0) {
