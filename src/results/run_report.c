@@ -290,6 +290,9 @@ void tb_run_report_write_provisional(tb_run_report *r, const char *reason, doubl
 #define ERROR_MARK_WAIT_S 3.0
 
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason) {
+    /* the error is this file's own write failing: its line names the file, and a mark would fail the same way
+     * (or wait for the main thread, itself waiting in its final write for the dying writer's HDF5 lock) */
+    if (tb_h5_write_failed(r->path)) return;
     if (atomic_load(&r->held) && pthread_equal(r->holder, pthread_self())) {
         /* this thread died holding the tables (inside a checkpoint write,
          * or the results write itself): they are whole, and waiting for

@@ -90,7 +90,8 @@ void tb_run_report_write_provisional(tb_run_report *r, const char *reason, doubl
  * as the reason): "aborted" unless a final file was written or the run has
  * no provenance yet (start-up's first seconds: an earlier run's file stays),
  * waiting at most 3 s for HDF5, also from the thread that holds the tables
- * (tb_run_report_lock around a checkpoint write that failed). */
+ * (tb_run_report_lock around a checkpoint write that failed). Nothing when
+ * the error is this file's own write failing (tb_h5_write_failed). */
 void tb_run_report_write_on_abort(tb_run_report *r, const char *reason);
 /* Stops the snapshot thread and frees everything. */
 void tb_run_report_free(tb_run_report *r);

@@ -37,9 +37,6 @@
 
 static void mark_aborted(void *p) {
     tb_run_report *rep = p;
-    /* the error is this file's own write failing: its line names the file, and a mark would fail the same way
-     * (or wait for the main thread, itself waiting in its final write for the dying writer's HDF5 lock) */
-    if (tb_h5_write_failed(rep->path)) return;
     const char *line = tb_log_last_error(), *where = tb_monitor_fail_where();
     char why[2048]; /* with several ranks, as a peer's error reads: "rank 0 (host) failed at step N, in X: line" */
     snprintf(why, sizeof why, "%s%s%s", where, where[0] ? ": " : "", line[0] ? line : "the run ended on an error");
