@@ -10,6 +10,9 @@
  *     statistics, weights and gradients it reads (dy, and dx when it
  *     accumulates) are hashed again and must be unchanged; after backward,
  *     every activation and saved statistic must still be what forward wrote.
+ *     The weights are read-only pages from the end of forward to the end of
+ *     backward: a write to them ends the test with a line naming the op
+ *     (a planted write checks that, once).
  *     A scratch buffer, workspace or gradient-arena slot shared by two live
  *     tensors shows up here, named by node.
  *  2. Fresh buffers. Every op is run a second time, on a second CPU backend
@@ -29,6 +32,11 @@
  * and unfused.
  * Exit 0 when every check passes, 1 otherwise.
  */
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "tests/test_graph_buffers.h"
 
 tb_backend g_real;
@@ -38,6 +46,7 @@ uint64_t *g_act_hash;
 uint64_t *g_grad_hash;
 unsigned char *g_grad_valid;
 uint64_t g_params_hash;
+char g_when[160];
 int g_fwd_next;
 int g_bwd_node;
 int g_bwd_ops_left;
@@ -45,6 +54,91 @@ int g_lifetime_bad, g_fresh_bad, g_ops_checked;
 const char *g_config;
 int tb_test_failures, tb_test_checks; /* tb_test.h, shared with test_graph_buffers_wrap.c */
 uint64_t *g_stats_hash;
+
+/* ---- the weights, read-only through backward ------------------------------------- */
+
+static unsigned char *g_w_lo, *g_w_hi; /* the whole pages inside the weights; lo == hi: none */
+static uint64_t g_w_edges;             /* hash of the bytes outside them */
+
+static uint64_t edges_hash(void) {
+    const unsigned char *p = (const unsigned char *)g_m->params;
+    const unsigned char *end = p + g_m->pt.n_train * sizeof(tb_real);
+    const unsigned char *lo = g_w_lo ? g_w_lo : end, *hi = g_w_lo ? g_w_hi : end;
+    return hash_bytes(p, (size_t)(lo - p)) ^ (hash_bytes(hi, (size_t)(end - hi)) * 3);
+}
+
+/* SIGSEGV: a write to the locked pages is this test's failure, named; any
+ * other fault is a crash, as without the handler */
+static void weights_fault(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    unsigned char *a = si->si_addr;
+    if (g_w_lo && a >= g_w_lo && a < g_w_hi) {
+        static const char pre[] = "FAIL [", mid[] = "] the weights were written during ", post[] = "\n";
+        if (write(1, pre, sizeof pre - 1) < 0 || write(1, g_config, strlen(g_config)) < 0 ||
+            write(1, mid, sizeof mid - 1) < 0 || write(1, g_when, strlen(g_when)) < 0 ||
+            write(1, post, sizeof post - 1) < 0) {
+        }
+        _exit(1);
+    }
+    signal(sig, SIG_DFL); /* returns into the fault, which now ends the process as usual */
+}
+
+void weights_lock(void) {
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t p = (uintptr_t)g_m->params, end = p + g_m->pt.n_train * sizeof(tb_real);
+    uintptr_t lo = (p + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+    uintptr_t hi = end / (uintptr_t)page * (uintptr_t)page;
+    g_w_lo = g_w_hi = NULL;
+    if (hi > lo) {
+        TB_ASSERT(mprotect((void *)lo, hi - lo, PROT_READ) == 0);
+        g_w_lo = (unsigned char *)lo, g_w_hi = (unsigned char *)hi;
+    }
+    snprintf(g_when, sizeof g_when, "the loss");
+    g_w_edges = edges_hash();
+}
+
+void weights_unlock(void) {
+    if (g_w_lo) TB_ASSERT(mprotect(g_w_lo, (size_t)(g_w_hi - g_w_lo), PROT_READ | PROT_WRITE) == 0);
+    g_w_lo = g_w_hi = NULL;
+}
+
+int weights_edges_changed(void) { return edges_hash() != g_w_edges; }
+
+/* Planted, once: a write into the locked pages (a child process) must end
+ * with the line naming it and exit 1; one to the first weight must show in
+ * the edges' hash where that byte lies outside the pages, else fault too. */
+static void weights_lock_catches(void) {
+    tb_real *w = g_m->params;
+    size_t n = g_m->pt.n_train;
+    int caught = 0;
+    char line[512] = "";
+    for (int where = 0; where < 2; where++) {
+        int fd[2];
+        TB_ASSERT(pipe(fd) == 0);
+        fflush(stdout);
+        pid_t pid = fork();
+        TB_ASSERT(pid >= 0);
+        if (pid == 0) {
+            dup2(fd[1], 1);
+            weights_lock();
+            snprintf(g_when, sizeof g_when, "a planted write (%s)", where ? "the first weight" : "the middle");
+            volatile tb_real *v = w;
+            v[where ? 0 : n / 2] += 1;
+            _exit(weights_edges_changed() ? 1 : 0);
+        }
+        close(fd[1]);
+        size_t have = 0; /* the handler writes its line in pieces: read to the end */
+        for (ssize_t got; have < sizeof line - 1 && (got = read(fd[0], line + have, sizeof line - 1 - have)) > 0;)
+            have += (size_t)got;
+        line[have] = 0;
+        close(fd[0]);
+        int st = 0;
+        TB_ASSERT(waitpid(pid, &st, 0) == pid);
+        caught += WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+                  (where || strstr(line, "the weights were written during a planted write (the middle)"));
+    }
+    TB_CHECK(caught == 2, "planted writes to the locked weights: %d of 2 caught", caught);
+}
 
 /* ---- one configuration -------------------------------------------------------- */
 
@@ -143,6 +237,12 @@ static void run_case(const cut *c, int n, int h, int w, int classes, int fuse, i
         g_bwd_node = g_m->g.nnodes;
         g_bwd_ops_left = 0;
         tb_model_backward(g_m, NULL, NULL);
+        weights_unlock();
+        if (hash_bytes(g_m->params, g_m->pt.n_train * sizeof(tb_real)) != g_params_hash) {
+            g_lifetime_bad++;
+            printf("FAIL [%s] the weights changed between forward and the end of backward, step %d\n", g_config,
+                   step);
+        }
         for (int i = 0; i < g_m->g.nnodes; i++) {
             char when[160];
             snprintf(when, sizeof when, "after backward, step %d", step);
@@ -156,6 +256,7 @@ static void run_case(const cut *c, int n, int h, int w, int classes, int fuse, i
         tb_sgd_args sgd = {0.01, 0.9, 1, 1.0};
         tb_model_sgd_step(g_m, &sgd, 1e-4, 0);
     }
+    if (c->threads == 1) weights_lock_catches();
     TB_CHECK(g_lifetime_bad == lifetime0, "[%s] %d tensors changed while still needed", label,
              g_lifetime_bad - lifetime0);
     TB_CHECK(g_fresh_bad == fresh0, "[%s] %d op outputs differ on fresh buffers", label,
@@ -181,6 +282,9 @@ static void run_case(const cut *c, int n, int h, int w, int classes, int fuse, i
 }
 
 int main(void) {
+    struct sigaction sa = {.sa_sigaction = weights_fault, .sa_flags = SA_SIGINFO};
+    sigemptyset(&sa.sa_mask);
+    TB_ASSERT(sigaction(SIGSEGV, &sa, NULL) == 0);
     static const cut cuts[] = {
         {"1 thread", 1, 0, 0},
         {"2 threads (golden tests)", 2, 0, 0},

@@ -223,6 +223,7 @@ static void w_softmax_xent(tb_backend *be, const tb_tensor *logits, const int32_
                            double smoothing, tb_step_scalars *sc, const tb_tensor *dlogits) {
     /* forward is over: what backward will read is fixed from here on */
     g_params_hash = hash_bytes(g_m->params, g_m->pt.n_train * sizeof(tb_real));
+    weights_lock();
     tb_tensor L = dup_t(logits), DL = out_t(dlogits, 0);
     tb_step_scalars fsc = *sc; /* the fresh run reads the same scalars (CPU: host memory) */
     fsc.loss = NAN;
