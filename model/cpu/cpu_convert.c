@@ -31,12 +31,20 @@ void cpu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int
     const int wide = src->dtype == TB_F64 || dst->dtype == TB_F64;
     const void *sp = src->data;
     void *dp = dst->data;
+    /* one order for both (same layout, or one channel, or one pixel a
+     * channel: a weight vector, a linear layer's): element i is element i,
+     * without the index math (most of this op's time on op copies of the
+     * weights) */
+    const int same_order = src->layout == dst->layout || C == 1 || (size_t)H * W == 1;
 
 #pragma omp parallel for schedule(static) num_threads(cpu_state_of(be)->threads)
     for (size_t i = 0; i < n; i++) { /* i walks dst in its own order */
-        int nn, c, h, w;
-        tb_layout_coords(dst->layout, C, H, W, i, &nn, &c, &h, &w);
-        size_t j = tb_layout_offset(src->layout, C, H, W, nn, c, h, w);
+        size_t j = i;
+        if (!same_order) {
+            int nn, c, h, w;
+            tb_layout_coords(dst->layout, C, H, W, i, &nn, &c, &h, &w);
+            j = tb_layout_offset(src->layout, C, H, W, nn, c, h, w);
+        }
         double v = tb_host_load(sp, src->dtype, j);
         if (wide) {
             if (accumulate) v += tb_host_load(dp, dst->dtype, i);
