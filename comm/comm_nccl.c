@@ -226,7 +226,13 @@ static ncclDataType_t nccl_type(tb_dev_type t) {
     switch (t) {
     case TB_DEV_F32: return ncclFloat32;
     case TB_DEV_F64: return ncclFloat64;
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 24, 0) && !defined(__CUDA_BF16_TYPES_EXIST__)
+    /* headers before 2.24 declare ncclBfloat16 only where cuda_bf16.h defines its
+     * types (C++): the value every library since 2.10 takes for it */
+    case TB_DEV_BF16: return (ncclDataType_t)9;
+#else
     case TB_DEV_BF16: return ncclBfloat16;
+#endif
     default: return ncclInt64;
     }
 }
@@ -308,7 +314,9 @@ void tb_nccl_versions(int *compiled, int *loaded) {
 static ncclConfig_t nonblocking_config(void) {
     ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0) /* ncclConfig_t has no commName before 2.27 */
     cfg.commName = "trainbench";
+#endif
     return cfg;
 }
 
