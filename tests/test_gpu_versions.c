@@ -46,6 +46,8 @@ int main(void) {
     expect(TB_LIB_NCCL, 22809, 22809, TB_VER_MATCH, NULL);
     expect(TB_LIB_NCCL, 22809, 21903, TB_VER_WARN, "non-blocking");
     expect(TB_LIB_NCCL, 22809, 0, TB_VER_ABSENT, NULL);
+    expect(TB_LIB_NCCL, 22809, 21703, TB_VER_ERROR, "2.17.3 is loaded but trainbench needs 2.18"); /* too old to run */
+    expect(TB_LIB_NCCL, 22809, 2804, TB_VER_ERROR, "NCCL 2.8.4 is loaded"); /* the old code scheme: 2804 */
 
     /* datasheet lookup: specific names before the family */
     const tb_gpu_peak *p = tb_gpu_peak_find("NVIDIA H100 80GB HBM3");

@@ -11,6 +11,8 @@
  *            every rank, and older releases lack non-blocking init/abort) */
 #include "src/device/gpu_versions.h"
 
+#include "comm/nccl.h" /* TB_NCCL_MIN_CODE */
+
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +26,8 @@ void tb_lib_version_string(tb_lib_kind kind, int code, char *buf, int len) {
         snprintf(buf, (size_t)len, "none");
     } else if (kind == TB_LIB_DRIVER || kind == TB_LIB_CUDNN_CUDART) {
         snprintf(buf, (size_t)len, "%d.%d", cuda_major(code), cuda_minor(code));
+    } else if (kind == TB_LIB_NCCL && code < 10000) { /* NCCL before 2.9: X*1000 + Y*100 + Z */
+        snprintf(buf, (size_t)len, "%d.%d.%d", code / 1000, code % 1000 / 100, code % 100);
     } else {
         snprintf(buf, (size_t)len, "%d.%d.%d", lib_major(code), lib_minor(code), code % 100);
     }
@@ -115,6 +119,14 @@ void tb_version_judge(tb_lib_kind kind, int compiled, int loaded, tb_lib_check *
         }
         return;
     case TB_LIB_NCCL:
+        if (loaded < TB_NCCL_MIN_CODE) { /* what tb_nccl_create refuses */
+            o->verdict = TB_VER_ERROR;
+            snprintf(o->note, sizeof o->note,
+                     "NCCL %s is loaded but trainbench needs 2.18 or newer (non-blocking communicators, "
+                     "ncclCommSplit with a config): put a newer libnccl.so.2 first on LD_LIBRARY_PATH",
+                     l);
+            return;
+        }
         o->verdict = TB_VER_WARN;
         snprintf(o->note, sizeof o->note,
                  "NCCL %s is loaded but trainbench was built against %s: every rank must load the same "

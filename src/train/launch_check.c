@@ -181,7 +181,10 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
     char mpi[256], h5[32];
     tb_comm_library_version(mpi, sizeof mpi);
     tb_h5_library_version(h5, sizeof h5);
-    snprintf(libs, sizeof libs, "%s|%s|%s|%s", mpi, h5, tb_jpeg_version(), be ? be->versions : "");
+    int nccl_compiled = 0, nccl_loaded = 0; /* ranks on other NCCL libraries cannot form a communicator */
+    tb_nccl_versions(&nccl_compiled, &nccl_loaded);
+    snprintf(libs, sizeof libs, "%s|%s|%s|%s|NCCL %d", mpi, h5, tb_jpeg_version(), be ? be->versions : "",
+             nccl_loaded);
     me.libs_hash = hash_str(libs);
 
     char env[4096];
@@ -209,7 +212,7 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
                      r, f->host, f->version, z->host, z->version);
         else if (f->libs_hash != z->libs_hash)
             snprintf(why, sizeof why,
-                     "rank %d on %s loaded other MPI, HDF5, libjpeg-turbo or compute libraries "
+                     "rank %d on %s loaded other MPI, HDF5, libjpeg-turbo, NCCL or compute libraries "
                      "than rank 0 on %s; check LD_LIBRARY_PATH and the installed versions on %s "
                      "(trainbench preflight lists them)",
                      r, f->host, z->host, f->host);
