@@ -143,7 +143,13 @@ static void nccl_wait(tb_backend *be, tb_nccl *n, tb_event *e, const char *which
 static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf, size_t count, double timeout,
                              int rank, double *warm_s) {
     size_t bytes = count * sizeof *buf;
+    /* rank 0's id reaches the others in a plain broadcast: under the guard, as
+     * every collective of preflight (ncclCommInitRank then polls its own) */
+    if (tb_comm_size(w) > 1)
+        tb_stall_guard_arm(timeout, "preflight", "the NCCL communicator's set-up (rank 0's id broadcast, then "
+                           "ncclCommInitRank)");
     tb_nccl *n = tb_nccl_create(w, device, timeout);
+    tb_stall_guard_disarm();
     float *d = be->alloc(be, bytes);
     tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
     /* warm-up: NCCL sets up its connections and loads its kernels in the
