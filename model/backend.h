@@ -337,6 +337,12 @@ struct tb_backend {
     void (*event_wait)(tb_backend *be, tb_event *e);
     int (*event_done)(tb_backend *be, tb_event *e);
     double (*event_elapsed_ms)(tb_backend *be, tb_event *start, tb_event *end);
+    /* Queues a wait of ms on s (NULL: compute; the device spins, the host
+     * does not wait): what the host queues behind it in that time starts
+     * back to back, so events around it time the device, not the host's
+     * calls (allreduce-bench's NCCL loop). The CPU runs each op as it is
+     * called: nothing to hold. */
+    void (*stream_hold)(tb_backend *be, tb_stream *s, double ms);
     /* The raw cudaStream_t / cudaEvent_t, for comm/ (NCCL) which must not
      * include model/: NULL on the CPU. */
     void *(*native_stream)(tb_backend *be, tb_stream *s);

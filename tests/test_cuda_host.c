@@ -10,6 +10,7 @@
  * discovery without a device (those CUDA build checks in
  * test_cuda_host_descs.c and test_cuda_host_kernels.c). */
 #include "tests/test_cuda_host.h"
+#include "core/timer.h"
 
 tb_rng g_rng;
 int tb_test_failures, tb_test_checks; /* tb_test.h, shared with the other two files */
@@ -296,6 +297,11 @@ static void test_cpu_events(tb_backend *be) {
     double ms = be->event_elapsed_ms(be, a, b);
     TB_CHECK(ms >= 19.0 && ms < 2000.0, "elapsed between events: %.2f ms (slept 20)", ms);
     be->stream_wait(be, s, a);
+    double h0 = tb_now();
+    be->stream_hold(be, s, 500.0); /* nothing to hold: the CPU's ops run as called */
+    be->event_record(be, a, s);
+    TB_CHECK(be->event_done(be, a) && tb_now() - h0 < 0.25, "a held CPU stream: event done %d after %.3f s",
+             be->event_done(be, a), tb_now() - h0);
 
     /* the test switch: a held event stays pending until waited for or released */
     tb_cpu_event_hold(be, 1);

@@ -227,6 +227,8 @@ static double cpu_event_elapsed_ms(tb_backend *be, tb_event *a, tb_event *b) {
     return (b->t - a->t) * 1e3;
 }
 
+static void cpu_stream_hold(tb_backend *be, tb_stream *s, double ms) { (void)be, (void)s, (void)ms; }
+
 static void *cpu_native(tb_backend *be, void *obj) {
     (void)be, (void)obj;
     return NULL;
@@ -417,6 +419,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->event_wait = cpu_event_wait;
     be->event_done = cpu_event_done;
     be->event_elapsed_ms = cpu_event_elapsed_ms;
+    be->stream_hold = cpu_stream_hold;
     be->native_stream = cpu_native_stream;
     be->native_event = cpu_native_event;
 

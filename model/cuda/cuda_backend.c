@@ -228,6 +228,8 @@ static double cuda_event_elapsed_ms(tb_backend *be, tb_event *a, tb_event *b) {
     return ms;
 }
 
+static void cuda_stream_hold(tb_backend *be, tb_stream *s, double ms) { cu_hold_stream(stream_of(be, s), (float)ms); }
+
 static void *cuda_native_stream(tb_backend *be, tb_stream *s) { return (void *)stream_of(be, s); }
 static void *cuda_native_event(tb_backend *be, tb_event *e) {
     (void)be;
@@ -415,6 +417,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->event_wait = cuda_event_wait;
     be->event_done = cuda_event_done;
     be->event_elapsed_ms = cuda_event_elapsed_ms;
+    be->stream_hold = cuda_stream_hold;
     be->native_stream = cuda_native_stream;
     be->native_event = cuda_native_event;
 

@@ -18,8 +18,9 @@
  * this command reported before -a; a results file without the attribute
  * `average` holds that); the header's first line says which
  * (mpi: host clock around each call; nccl: CUDA events on the stream
- * around the --iters collectives queued back to back, the device's time
- * from the first one's start to the last one's end. nccl-tests times
+ * around the --iters collectives queued back to back behind a hold of the
+ * stream (nccl_loop), the device's time from the first one's start to the
+ * last one's end. nccl-tests times
  * otherwise: a host timer around its loop of queued collectives, read
  * after a stream synchronize, so its figure also holds the host's
  * queueing and the sync's wake-up, which tell at small sizes; it records
@@ -134,6 +135,7 @@ typedef struct {
     double timeout;
     int row;                     /* the size row (test hook freeze-nccl) */
     int rank;
+    double queue_s;              /* host seconds to queue one all-reduce, in the size's untimed loop */
 } nccl_bench;
 
 /* Waits for e, recorded after n all-reduces, with a deadline of --timeout
@@ -156,19 +158,29 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
 
 /* n all-reduces of count elements, inputs -> buf, queued back to back
  * between one pair of events: seconds per all-reduce. Each call returns
- * once NCCL has queued it (with a non-blocking communicator of several
- * ranks, from a thread of NCCL's own), so the next one is queued while the
- * device runs this one: one event pair per all-reduce would count that
- * host-side queueing as device time. */
-static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int n) {
+ * once NCCL has queued it (with a non-blocking communicator, from a thread
+ * NCCL starts for each call), so one event pair per all-reduce would count
+ * that host-side queueing as device time; and where a small all-reduce
+ * runs faster than the host queues the next, the device waits between
+ * them even when they are queued back to back. The timed loop (timed = 1)
+ * therefore queues them behind a hold of the stream 1.5 times as long as
+ * the untimed loop took to queue as many (at most 200 ms): they start
+ * back to back, and the events time the device. */
+static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int n, int timed) {
     tb_backend *be = nb->be;
     be->sync(be);
     tb_comm_barrier(w);
     if (tb_fault("freeze-nccl", nb->rank, nb->row)) raise(SIGSTOP); /* test only: past the barrier, never queues */
+    double hold_ms = timed && nb->queue_s > 0 ? fmin(200.0, 1.5e3 * n * nb->queue_s) : 0.0;
+    if (hold_ms > 0) be->stream_hold(be, NULL, hold_ms);
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
-    for (int i = 0; i < n; i++)
+    double t0 = tb_now(), first = 0;
+    for (int i = 0; i < n; i++) {
         tb_nccl_allreduce_sum(nb->nccl, nb->inputs, nb->buf, count, dt, be->native_stream(be, NULL));
+        if (i == 0) first = tb_now() - t0; /* a size's first call may set up buffers: left out where there are more */
+    }
+    if (!timed) nb->queue_s = n > 1 ? (tb_now() - t0 - first) / (n - 1) : first;
     be->event_record(be, nb->e1, NULL);
     wait_deadline(nb, nb->e1, count * el_size(t), n);
     return be->event_elapsed_ms(be, nb->e0, nb->e1) * 1e-3 / n;
@@ -287,7 +299,7 @@ static void print_header(bench *b) {
     printf("# trainbench allreduce-bench: %d ranks, path %s (%s), %s, %s sum, time: %s (-a %d)", info->world, b->path,
            b->lib, b->use_nccl ? "out of place" : "in place", b->a.dtype, k_average_says[b->a.average], b->a.average);
     if (b->use_nccl)
-        printf("\n");
+        printf(", the timed all-reduces queued behind a hold of the stream: the device's time\n");
     else if (b->poll_s > 0)
         printf(", MPI_Iallreduce tested every <= %.0f us (TB_GRAD_SYNC_POLL_US), as training's\n", 1e6 * b->poll_s);
     else
@@ -353,10 +365,10 @@ static double time_size(bench *b, void *buf, void *inputs, size_t count) {
         nb->row = b->nsizes;
         nb->rank = b->info.rank;
         guard_next(b, untimed + 1);
-        (void)nccl_loop(nb, b->w, count, b->t, untimed);
+        (void)nccl_loop(nb, b->w, count, b->t, untimed, 0);
         nb->be->zero(nb->be, nb->buf, count * es); /* the check reads what the timed ones wrote (before the clock) */
         guard_next(b, b->a.iters + 1);
-        dt = nccl_loop(nb, b->w, count, b->t, b->a.iters) * b->a.iters;
+        dt = nccl_loop(nb, b->w, count, b->t, b->a.iters, 1) * b->a.iters;
     }
     for (int i = 0; !b->use_nccl && i < untimed + b->a.iters; i++) {
         memcpy(buf, inputs, count * es); /* untimed: back to the inputs */
