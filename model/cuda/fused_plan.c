@@ -101,6 +101,13 @@ void cu_fgraph_put(cu_state *st, cu_fgraph *g) {
 
 /* ---- the problem ---------------------------------------------------------------------------------- */
 
+/* Candidates timed per graph: FG_CANDIDATES, or TB_FUSED_CANDIDATES (part
+ * of a measured plan's key: a cache made with fewer is not reused). */
+static int candidates(void) {
+    const char *env = getenv("TB_FUSED_CANDIDATES");
+    return env && atoi(env) > 0 ? atoi(env) : FG_CANDIDATES;
+}
+
 static void make_key(cu_fgraph *g, const fd_graph *d, int measure) {
     size_t used = (size_t)snprintf(g->key, sizeof g->key, "%s a", d->label);
     int roles[FD_R_COUNT], n = fd_pack_roles(d, roles);
@@ -110,7 +117,7 @@ static void make_key(cu_fgraph *g, const fd_graph *d, int measure) {
         if (d->t[i].by_value)
             used += (size_t)snprintf(g->key + used, sizeof g->key - used, " %s=%.9g", d->t[i].name, d->t[i].value);
     if (used < sizeof g->key) /* the graph itself: a saved plan runs the graph it was made for */
-        snprintf(g->key + used, sizeof g->key - used, " m%d g%016llx.%d", measure,
+        snprintf(g->key + used, sizeof g->key - used, " m%d c%d g%016llx.%d", measure, measure ? candidates() : 0,
                  (unsigned long long)fd_graph_hash(d), CU_FD_LOWER_REV);
 }
 
@@ -200,14 +207,18 @@ static int from_cache(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r) {
             else cu_be_destroy(&cfg);
         }
     }
-    int built = s == CUDNN_STATUS_SUCCESS && g->ws <= st->ws_limit;
-    if (built && r->run_once && !r->measure) s = cached_runs(st, g, r);
-    if (s != CUDNN_STATUS_SUCCESS || g->ws > st->ws_limit) {
+    const char *lost = s == CUDNN_STATUS_SUCCESS ? NULL : "builds";
+    /* the search's own workspace bounds (cu_be_search): a cached engine a fresh search would refuse is planned
+     * again, as the conv's (cuda_conv_graph.c) */
+    if (!lost && (g->ws > st->ws_limit || ((r->measure || r->run_once) && g->ws > r->tws_bytes)))
+        lost = "fits the workspace", s = CUDNN_STATUS_NOT_SUPPORTED;
+    if (!lost && r->run_once && !r->measure && (s = cached_runs(st, g, r)) != CUDNN_STATUS_SUCCESS) lost = "runs";
+    if (lost) {
         cu_be_destroy(&g->plan);
         cu_be_destroy(&g->cfg);
         tb_pc_drop(pc, ck);
         tb_info("# plan cache: %s: the cached engine %lld no longer %s here (%s); planning it again", d->label,
-                engine, built ? "runs" : "builds", cudnnGetErrorString(s));
+                engine, lost, cudnnGetErrorString(s));
         return 0;
     }
     g->engine = engine, g->ms = ms, g->rtc = rtc, g->cached = 1;
@@ -240,8 +251,7 @@ static void to_cache(cu_state *st, cu_fgraph *g) {
 static void search(cu_state *st, cu_fgraph *g, const cu_fgraph_req *r, tb_dtype dt, cu_err *err) {
     void *p[FG_UIDS];
     if (r->measure || r->run_once) gather(g, r->ptr, p);
-    const char *env = getenv("TB_FUSED_CANDIDATES");
-    int cand = env && atoi(env) > 0 ? atoi(env) : FG_CANDIDATES;
+    int cand = candidates();
     cu_be_search_req q = {dt, st->tf32, st->deterministic, 1, st->ws_limit, FG_HEUR_MAX, cand, FG_REPS,
                           r->measure, g->nuids, g->uids, p, r->tws, r->tws_bytes, !r->measure && r->run_once};
     cu_be_pick pick;
