@@ -167,6 +167,7 @@ void tb_gpu_decoder_destroy(tb_gpu_decoder *d) {
 }
 
 const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d) { return d->ops->describe(d->impl); }
+int tb_gpu_decoder_region_off(const tb_gpu_decoder *d) { return d->ops->region_off(d->impl); }
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes) { return d->ops->alloc(d->impl, bytes); }
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p) { d->ops->release(d->impl, p); }
 void *tb_gpu_decoder_host_alloc(tb_gpu_decoder *d, size_t bytes) { return d->ops->host_alloc(d->impl, bytes); }

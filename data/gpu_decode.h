@@ -145,6 +145,10 @@ tb_gpu_decoder *tb_gpu_decoder_create(const tb_gpu_decoder_opts *o, char *err, s
 void tb_gpu_decoder_destroy(tb_gpu_decoder *d);
 /* "nvJPEG 13.3.2, hardware engine, batched, ROI decode" */
 const char *tb_gpu_decoder_describe(const tb_gpu_decoder *d);
+/* 1 once this decoder has turned region decode off for the rest of the run
+ * (its calls with regions failed where whole images decode; the description
+ * above, made at creation, still says region decode); any thread. */
+int tb_gpu_decoder_region_off(const tb_gpu_decoder *d);
 /* Device memory (freed with tb_gpu_decoder_free), NULL when out of memory. */
 void *tb_gpu_decoder_alloc(tb_gpu_decoder *d, size_t bytes);
 void tb_gpu_decoder_free(tb_gpu_decoder *d, void *p);
@@ -218,6 +222,7 @@ typedef struct {
     void (*fence_sync)(void *fence);
     void *(*host_alloc)(void *impl, size_t bytes); /* pinned host rows (tb_gpu_decoder_host_alloc) */
     void (*host_free)(void *impl, void *p);
+    int (*region_off)(const void *impl); /* tb_gpu_decoder_region_off */
 } tb_gpu_decoder_ops;
 
 /* nvJPEG (data/gpu_decode_nvjpeg.c; TB_HAVE_NVJPEG), else NULL and why. */

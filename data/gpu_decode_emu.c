@@ -360,10 +360,15 @@ static void emu_host_free(void *impl, void *p) {
     free(p);
 }
 
+static int emu_region_off(const void *impl) {
+    (void)impl;
+    return 0; /* decodes whole images on the host: nothing to turn off */
+}
+
 static const tb_gpu_decoder_ops k_emu_ops = {
     emu_destroy,      emu_describe,      emu_alloc,        emu_release,     emu_download, emu_memory, emu_decode,
     emu_poll,         emu_fence_create,  emu_fence_destroy, emu_fence_record, emu_fence_order, emu_fence_sync,
-    emu_host_alloc,   emu_host_free,
+    emu_host_alloc,   emu_host_free,     emu_region_off,
 };
 
 void *tb_gpu_emu_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops) {

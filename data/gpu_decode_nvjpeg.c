@@ -285,6 +285,7 @@ static void nvj_memory(const void *impl, int64_t *device_bytes, int64_t *pinned_
 }
 
 static const char *nvj_describe(const void *impl) { return ((const nvj *)impl)->desc; }
+static int nvj_region_off(const void *impl) { return atomic_load(&((nvj *)impl)->roi_off); }
 
 /* ---- fences -------------------------------------------------------------------------------- */
 
@@ -376,6 +377,7 @@ static nvjpegStatus_t create_handle(nvj *v, const char **chosen) {
         {NVJPEG_BACKEND_HARDWARE, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_HARDWARE, "hardware engine"},
         {NVJPEG_BACKEND_GPU_HYBRID, interp | strict, TB_GPU_BACKEND_HYBRID,
          "GPU hybrid decoder, interpolated upsampling, strict bitstream checks"},
+        {NVJPEG_BACKEND_GPU_HYBRID, interp, TB_GPU_BACKEND_HYBRID, "GPU hybrid decoder, interpolated upsampling"},
         {NVJPEG_BACKEND_GPU_HYBRID, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_HYBRID, "GPU hybrid decoder"},
         {NVJPEG_BACKEND_DEFAULT, NVJPEG_FLAGS_DEFAULT, TB_GPU_BACKEND_AUTO, "default decoder"},
     };
@@ -444,7 +446,7 @@ static void describe(nvj *v, const char *chosen) {
 static const tb_gpu_decoder_ops k_nvj_ops = {
     nvj_destroy, nvj_describe, nvj_alloc, nvj_release, nvj_download, nvj_memory, tb_nvj_decode,
     nvj_poll, nvj_fence_create, nvj_fence_destroy, nvj_fence_record, nvj_fence_order, nvj_fence_sync,
-    nvj_host_alloc, nvj_host_free,
+    nvj_host_alloc, nvj_host_free, nvj_region_off,
 };
 
 void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_ops **ops, char *err,

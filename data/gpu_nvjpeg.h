@@ -5,6 +5,7 @@
 #ifndef TB_GPU_NVJPEG_H
 #define TB_GPU_NVJPEG_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include <cuda_runtime_api.h>
@@ -66,6 +67,7 @@ typedef struct {
     nvjpegJpegStream_t js;         /* header parse for the support checks */
     nvjpegDecodeParams_t *params;  /* [max_batch] per image: RGBI, region */
     int hw, roi;                   /* hardware engine; region decode in use */
+    atomic_int roi_off;            /* region decode turned off during the run (read by other threads) */
     int64_t roi_declined;          /* images the engine took whole, not as their region */
     nvjpegStatus_t roi_failed;     /* this batch: the status of a region call that failed (SUCCESS: none) */
     cudaStream_t cs;               /* the decoder's stream */

@@ -253,10 +253,8 @@ static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int6
                  * failed whole too had a damaged file in it (isolated above),
                  * and then the regions were not shown to be the trouble */
                 if (calls_ok) { /* m > 0: at least one call, every one decoded */
-                    v->roi = 0;
-                    size_t used = strlen(v->desc);
-                    snprintf(v->desc + used, sizeof v->desc - used, "; region decode refused (%s): whole images",
-                             tb_nvjpeg_status_name(v->roi_failed));
+                    v->roi = 0; /* v->desc is left as made: other threads may read it (tb_loader_decoder) */
+                    atomic_store(&v->roi_off, 1);
                     tb_info("# --decode gpu: nvjpegDecodeBatchedEx with regions failed (%s), whole images decode: "
                             "whole images from now on",
                             tb_nvjpeg_status_name(v->roi_failed));
@@ -310,6 +308,12 @@ void tb_nvj_decode(void *impl, tb_gpu_job *jobs, int n, uint8_t *dev_images, con
                    const int *host_rows, int nh, int64_t tag, const tb_gpu_sink *sink) {
     nvj *v = impl;
     const size_t row_bytes = (size_t)v->o.S * v->o.S * 3;
+    /* every table here holds max_batch entries (the loader passes at most a batch) */
+    if (n < 0 || nh < 0 || n > v->o.max_batch || nh > v->o.max_batch)
+        TB_FATAL("nvJPEG decode: %d GPU and %d CPU rows, more than the decoder's %d a batch", n, nh, v->o.max_batch);
+    for (int i = 0; i < nh; i++)
+        if (host_rows[i] < 0 || host_rows[i] >= v->o.max_batch)
+            TB_FATAL("nvJPEG decode: CPU row %d outside the batch of %d", host_rows[i], v->o.max_batch);
     TB_CUDA_CHECK(cudaSetDevice(v->device));
     tb_nvj_report(v, sink, 0); /* the batches that finished meanwhile */
     nvj_timing *t = tb_nvj_timing_begin(v, tag, sink);

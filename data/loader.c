@@ -518,7 +518,10 @@ int tb_loader_timeline_write(const tb_loader *ld, const char *path, const char *
 
 const tb_timeline *tb_loader_timeline(const tb_loader *ld) { return ld->tl; }
 
-const char *tb_loader_decoder(const tb_loader *ld) { return ld->decoder_desc; }
+const char *tb_loader_decoder(tb_loader *ld) {
+    if (ld->ngpu) tb_loader_gpu_describe(ld);
+    return ld->decoder_desc;
+}
 
 int64_t tb_loader_bad_samples(const tb_loader *ld, int64_t *out, int64_t cap) {
     int64_t k = 0;

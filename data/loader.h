@@ -223,8 +223,10 @@ const tb_timeline *tb_loader_timeline(const tb_loader *ld);
  * far, each once however often it was met, in index order: the first
  * `cap` into out (NULL: none); returns how many there are. */
 int64_t tb_loader_bad_samples(const tb_loader *ld, int64_t *out, int64_t cap);
-/* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description. */
-const char *tb_loader_decoder(const tb_loader *ld);
+/* What decodes: "libjpeg-turbo 2.1.5 (CPU)" or the GPU decoder's description,
+ * with the GPU stages that turned region decode off since (made when called,
+ * into the loader: one thread at a time). */
+const char *tb_loader_decoder(tb_loader *ld);
 /* --decode gpu: GPU stages (batches decoded on the device at once); 0 with CPU decode. */
 int tb_loader_gpu_stages(const tb_loader *ld);
 void tb_loader_destroy(tb_loader *ld);

@@ -182,8 +182,18 @@ int tb_loader_gpu_create(struct tb_loader *ld, char *err, size_t errlen) {
     ld->gpu = ld->gpus[0];
     ld->gpu_cpu_share = go.cpu_share;
     for (int i = 0; i < ld->nslots; i++) ld->slots[i].fence = tb_gpu_fence_create(ld->gpu);
-    snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; %d GPU stage%s; CPU fallback %s",
-             tb_gpu_decoder_describe(ld->gpu), ld->ngpu, ld->ngpu > 1 ? "s (own decoder and stream each)" : "",
-             tb_jpeg_version());
+    tb_loader_gpu_describe(ld);
     return 0;
+}
+
+void tb_loader_gpu_describe(struct tb_loader *ld) {
+    int off = 0; /* each stage's decoder decides on its own */
+    for (int k = 0; k < ld->ngpu; k++) off += tb_gpu_decoder_region_off(ld->gpus[k]);
+    char refused[96] = "";
+    if (off)
+        snprintf(refused, sizeof refused, "; region decode refused on %d of %d GPU stage%s: whole images since", off,
+                 ld->ngpu, ld->ngpu > 1 ? "s" : "");
+    snprintf(ld->decoder_desc, sizeof ld->decoder_desc, "%s; %d GPU stage%s; CPU fallback %s%s",
+             tb_gpu_decoder_describe(ld->gpu), ld->ngpu, ld->ngpu > 1 ? "s (own decoder and stream each)" : "",
+             tb_jpeg_version(), refused);
 }

@@ -144,5 +144,7 @@ void *tb_loader_gpu_main(void *arg);
 /* Makes the decoders (one per GPU stage) and the slots' fences; 0, or -1
  * with err set. */
 int tb_loader_gpu_create(struct tb_loader *ld, char *err, size_t errlen);
+/* ld->decoder_desc from the decoders as they are now (tb_loader_decoder). */
+void tb_loader_gpu_describe(struct tb_loader *ld);
 
 #endif
