@@ -361,18 +361,18 @@ typedef struct {
     int vector; /* 16-byte accesses along C */
 } cu_pool_path;
 
-/* Which kernels a call takes: 64-bit indices when x has 2^31 elements or
- * more, vector accesses for NHWC with C a multiple of the vector and every
+/* Which kernels a call takes: 64-bit indices when x or y has 2^31 elements
+ * or more (y can be the larger: an even window padded by half of it), vector accesses for NHWC with C a multiple of the vector and every
  * pointer 16-byte aligned; flags (tb_cuda_pool_force) force the wide and the
  * scalar ones. */
 static cu_pool_path pool_path(tb_backend *be, const cu_pool_shape *s, const void *a,
                               const void *b, const void *c, const void *d) {
     const int flags = cu_pool_force_flags(be);
-    const size_t n_in = (size_t)s->N * s->C * s->H * s->W;
+    const size_t n_in = (size_t)s->N * s->C * s->H * s->W, n_out = (size_t)s->N * s->C * s->Ho * s->Wo;
     const size_t vec = 16 / tb_dtype_size(s->dtype);
     const uintptr_t ptrs = (uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d;
     cu_pool_path p;
-    p.wide = n_in >= CU_POOL_INDEX32_LIMIT || (flags & TB_CUDA_POOL_WIDE);
+    p.wide = n_in >= CU_POOL_INDEX32_LIMIT || n_out >= CU_POOL_INDEX32_LIMIT || (flags & TB_CUDA_POOL_WIDE);
     p.vector = s->layout == TB_NHWC && (size_t)s->C % vec == 0 && ptrs % 16 == 0 &&
                !(flags & TB_CUDA_POOL_SCALAR);
     return p;
