@@ -27,7 +27,7 @@ typedef struct {
     int compiled, loaded;        /* codes as above (driver: loaded = driver's CUDA version) */
     char compiled_s[24], loaded_s[24];
     tb_ver_verdict verdict;
-    char note[512];              /* one line: what it means and what to do */
+    char note[1024];             /* one line: what it means and what to do (room for tb_cublas_load's) */
 } tb_lib_check;
 
 /* "13.0" / "9.19.0" for a code of that kind; "none" for 0. */

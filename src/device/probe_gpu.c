@@ -33,7 +33,7 @@ void tb_probe_gpu_versions(tb_probe_gpu *p) {
     tb_version_judge(TB_LIB_CUDNN, CUDNN_VERSION, (int)cudnnGetVersion(), &p->libs[p->nlibs++]);
     tb_version_judge(TB_LIB_CUDNN_CUDART, CUDART_VERSION, (int)cudnnGetCudartVersion(), &p->libs[p->nlibs++]);
     int maj = 0, min = 0, pat = 0; /* 0: cuBLAS could not be loaded, or would not say */
-    char why[512] = "";
+    char why[TB_CUBLAS_WHY_MAX] = "";
     int have = tb_cublas_load(why, sizeof why) == 0;
     if (!have || tb_cublas.cublasGetProperty(MAJOR_VERSION, &maj) != CUBLAS_STATUS_SUCCESS ||
         tb_cublas.cublasGetProperty(MINOR_VERSION, &min) != CUBLAS_STATUS_SUCCESS ||
