@@ -140,6 +140,10 @@ else()
   add_test(NAME feed_rows_written COMMAND sh -c "echo 'SKIP: feed_rows_written: no python3 found at configure time'; exit 77")
 endif()
 set_tests_properties(feed_rows_written PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "data;python")
+# NaN/Inf gradients end the feed with one line in both step modes (the
+# asynchronous one only flags them on the device, as CUDA's steps do)
+add_test(NAME feed_nonfinite COMMAND sh ${TB_TEST_DIR}/feed_nonfinite.sh ${TB_BIN})
+set_tests_properties(feed_nonfinite PROPERTIES TIMEOUT 120 LABELS "data")
 
 # --min-row-seconds: timed steps beyond --steps until a row lasts that long
 # (on a GPU the default, 1.25 s, keeps every row inside what NVML's GPU-Util

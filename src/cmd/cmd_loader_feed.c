@@ -31,6 +31,7 @@ typedef struct {
     char data[TB_OPT_STR_MAX], threads[TB_OPT_STR_MAX], prefetch[TB_OPT_STR_MAX], pinned[TB_OPT_STR_MAX];
     char backend[TB_OPT_STR_MAX], model[TB_OPT_STR_MAX], precision[TB_OPT_STR_MAX], decode[TB_OPT_STR_MAX];
     char results[TB_OPT_STR_MAX], rows[TB_OPT_STR_MAX], nvjpeg[TB_OPT_STR_MAX], timeline[TB_OPT_STR_MAX];
+    char step_mode[TB_OPT_STR_MAX];
     int feed, batch, size, steps, warmup, seed, compute_threads, strict, decode_streams;
     double lr, min_row;
     tb_feed_config rowv[MAX_ROWS];
@@ -48,6 +49,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
     snprintf(a->model, sizeof a->model, "resnet50");
     snprintf(a->precision, sizeof a->precision, "auto");
     snprintf(a->decode, sizeof a->decode, "fast");
+    snprintf(a->step_mode, sizeof a->step_mode, "auto");
     a->batch = 64, a->size = 224, a->steps = 20, a->warmup = 3, a->seed = 1, a->lr = 0.01;
     a->min_row = -1; /* --min-row-seconds; -1: 1.25 x NVML's longest period with NVML, else 0 */
     const tb_opt opts[] = {
@@ -93,6 +95,9 @@ static void parse_args(int argc, char **argv, feed_args *a) {
         {.name = "compute-threads", .kind = TB_OPT_INT, .dst = &a->compute_threads, .max = 4096,
          .help = "CPU backend threads (0: all cores)"},
         {.name = "strict-data", .kind = TB_OPT_FLAG, .dst = &a->strict, .help = "a bad file ends the run"},
+        {.name = "step-mode", .kind = TB_OPT_CHOICE, .dst = a->step_mode, .choices = "auto|sync|async",
+         .help = "as train's: auto is asynchronous on CUDA (a CUDA graph after the warm-up), synchronous on the CPU; "
+                 "async on the CPU tests that path"},
         {.name = "results", .kind = TB_OPT_STRING, .dst = a->results,
          .help = "also write the table (group /feed) and provenance to this HDF5 file"},
         {.name = NULL},
@@ -325,8 +330,11 @@ int tb_cmd_loader_feed(int argc, char **argv) {
     /* the step train runs by default: on CUDA asynchronous, captured as a
      * CUDA graph after its warm-up (src/train/trainer.h); one rank, no reduction */
     int cuda = strcmp(be->name, "cuda") == 0;
+    if (cuda && strcmp(a.step_mode, "sync") == 0)
+        tb_die("loader-bench --feed: --step-mode sync is the CPU backend's; CUDA steps are asynchronous");
+    int async = strcmp(a.step_mode, "async") == 0 || (cuda && strcmp(a.step_mode, "auto") == 0);
     tb_train_hparams hp = {.momentum = 0.9, .weight_decay = 5e-5, .bucket_bytes = (size_t)25 << 20, .overlap = 1,
-                           .transport = "mpi-host", .device = -1, .timeout_s = 300, .async = cuda, .cuda_graph = cuda,
+                           .transport = "mpi-host", .device = -1, .timeout_s = 300, .async = async, .cuda_graph = cuda,
                            .graph_warmup = 3};
     tb_trainer *tr = tb_trainer_create(m, tb_comm_world(), NULL, &hp);
     char dev_note[512];

@@ -69,6 +69,23 @@ typedef struct {
     tb_upload_stats u0;
 } row_clock;
 
+/* The finished steps' records (wait: every step queued, else those done),
+ * those from step `from` on added to rc (NULL: none). A step whose
+ * gradients held NaN/Inf ends the run: the CUDA backend's asynchronous
+ * steps skip the update on the device and go on (the flag stays set, so
+ * every later update is skipped too), where the CPU's synchronous step has
+ * already returned an error. */
+static void collect(tb_trainer *tr, row_clock *rc, int from, int wait) {
+    tb_step_record rec;
+    while (tb_trainer_collect(tr, &rec, wait)) {
+        if (rec.nonfinite)
+            tb_die("loader-bench --feed: step %lld: the gradients hold NaN/Inf (the update was skipped on the "
+                   "device); lower --lr",
+                   (long long)rec.step);
+        if (rc && rec.step >= from) rc->h2d += rec.phase[TB_PH_H2D], rc->stepsum += rec.total;
+    }
+}
+
 static void row_start(row_clock *rc, tb_source *src) {
     memset(rc, 0, sizeof *rc);
     tb_source_stats(src, &rc->s0);
@@ -157,7 +174,6 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
     row_clock rc;
     memset(&rc, 0, sizeof rc);
     char err[512];
-    tb_step_record rec;
     int warm = fs->warmup, k;
     /* fs->steps timed steps, then more until the row has lasted min_row_s */
     for (k = 0; k < warm + fs->steps || (k > warm && tb_now() - rc.t0 < fs->min_row_s); k++) {
@@ -168,8 +184,7 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
          * a full ring would add them to the row's rate */
         if (k == warm && tb_trainer_graph_pending(fs->tr)) warm += 1 + (c->resident ? 0 : c->prefetch);
         if (k == warm) {
-            while (tb_trainer_collect(fs->tr, &rec, 1)) { /* the warm-up's records, untimed */
-            }
+            collect(fs->tr, NULL, 0, 1); /* the warm-up's records, untimed */
             be->sync(be);
             if (fs->smp) tb_nvml_sampler_reset(fs->smp);
             row_start(&rc, src);
@@ -193,11 +208,9 @@ tb_feed_row tb_feed_measure(const tb_feed_setup *fs, const tb_feed_config *c) {
         }
         /* finished steps' records (asynchronous steps: the device's phase
          * times, read once the step is done; none waited for here) */
-        while (tb_trainer_collect(fs->tr, &rec, 0))
-            if (rec.step >= warm) rc.h2d += rec.phase[TB_PH_H2D], rc.stepsum += rec.total;
+        collect(fs->tr, &rc, warm, 0);
     }
-    while (tb_trainer_collect(fs->tr, &rec, 1))
-        if (rec.step >= warm) rc.h2d += rec.phase[TB_PH_H2D], rc.stepsum += rec.total;
+    collect(fs->tr, &rc, warm, 1);
     be->sync(be);
     double dt = tb_now() - rc.t0;
     tb_feed_row r;
