@@ -36,6 +36,7 @@ typedef struct {
     double samples_timed0;       /* samples_run when the clock started */
     set_aside ckpt;              /* the checkpoints (rank 0's write and every rank's wait for it) */
     set_aside eval;              /* the --val evaluations */
+    set_aside capture;           /* CUDA graph re-captures (after an evaluation), the device idle */
     /* steps queued whose records have not been flushed yet: their epochs, in order */
     int64_t *epochs;
     int nq, qhead, qcap;
@@ -354,8 +355,9 @@ static void flush(tb_train_run *r, tb_train_outcome *o, loop_clock *c) {
              * writes and evaluations; eta with them */
             double now = tb_now(), el = now - c->t_begin;
             double ips = done > c->warm_end ? (c->samples_run - c->samples_timed0) /
-                                                  (now - c->t_timed - c->ckpt.timed_s - c->eval.timed_s)
-                                            : c->samples_run / (el - c->ckpt.s - c->eval.s);
+                                                  (now - c->t_timed - c->ckpt.timed_s - c->eval.timed_s -
+                                                   c->capture.timed_s)
+                                            : c->samples_run / (el - c->ckpt.s - c->eval.s - c->capture.s);
             printf("step %6lld/%lld  epoch %lld  loss %8.4f  lr %.4g  img/s %9.2f  eta %5.0fs\n", (long long)done,
                    (long long)r->total, (long long)epoch, o->loss, q->lr, ips,
                    (double)(r->total - done) * el / (double)(done - r->start[0]));
@@ -411,6 +413,10 @@ static void checkpoint_if_behind(tb_train_run *r, tb_train_outcome *o, loop_cloc
 static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, const tb_source_batch *b,
                        int64_t epoch, int64_t *epoch_step) {
     int64_t step = o->step;
+    /* the step's CUDA graph still to be captured: the capture (host time, the
+     * device idle) stays untimed, as in the scaling rows (the same on every
+     * rank: graph decisions use only the global batch) */
+    if (step == c->warm_end && tb_trainer_graph_pending(r->tr)) c->warm_end++;
     if (step == c->warm_end) {
         flush(r, o, c); /* the untimed steps end on the device before the clock starts */
         tb_monitor_progress(r->mon, step, "timing barrier", 1);
@@ -427,7 +433,10 @@ static void train_step(tb_train_run *r, tb_train_outcome *o, loop_clock *c, cons
     char err[512];
     double lr = tb_lr_at(&r->sched, step);
     queue_epoch(c, epoch);
+    double cap0 = tb_trainer_capture_s(r->tr);
     if (tb_trainer_step(r->tr, b, step, lr, err, sizeof err) != 0) stop_noting_ckpt(r, err);
+    double cap = tb_trainer_capture_s(r->tr) - cap0;
+    if (cap > 0) set_aside_add(&c->capture, c, step + 1, cap, cap); /* timed when this step is */
     tb_source_release(r->src);
     c->samples_run += (double)b->global_n;
     step = ++o->step;
@@ -490,11 +499,14 @@ void tb_train_loop(tb_train_run *r, tb_train_outcome *o) {
     /* --ckpt: the trained state after the last step (a run shorter than --ckpt-every would otherwise end with
      * none) */
     checkpoint_if_behind(r, o, &c);
-    o->mine.elapsed_s = o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s : 0;
+    o->mine.elapsed_s =
+        o->step > c.warm_end ? tb_now() - c.t_timed - c.ckpt.timed_s - c.eval.timed_s - c.capture.timed_s : 0;
+    o->warm_end = c.warm_end;
     if (o->step > c.warm_end) { /* the CPU budget of the timed steps */
         tb_loader_stats ls;
         tb_source_stats(r->src, &ls);
-        o->mine.cpu_s = tb_process_cpu_s() - c.cpu_timed - c.ckpt.cpu_timed_s - c.eval.cpu_timed_s;
+        o->mine.cpu_s =
+            tb_process_cpu_s() - c.cpu_timed - c.ckpt.cpu_timed_s - c.eval.cpu_timed_s - c.capture.cpu_timed_s;
         o->mine.loader_cpu_s = ls.cpu_s - c.loader_cpu_timed;
     }
     if (o->step > c.warm_end) tb_train_device_summary(r, &o->mine);

@@ -103,8 +103,9 @@ static void summarise(tb_train_run *r, tb_train_outcome *o) {
             cpu_budget(r, all, ips);
         } else
             printf("#\n# training: %lld steps, loss %.4f -> %.4f; no timed step (all within "
-                   "--warmup-steps %d)\n",
-                   (long long)o->step, o->first_loss, o->loss, r->fl.warmup);
+                   "--warmup-steps %d%s)\n",
+                   (long long)o->step, o->first_loss, o->loss, r->fl.warmup,
+                   o->warm_end > r->start[0] + r->fl.warmup ? " and the CUDA graph's capture after them" : "");
         if (o->ckpts > 0) {
             printf("# checkpoints: %d written to %s in %.2f s (rank 0's writes and every rank's wait for them), "
                    "left out of the training img/s\n",

@@ -134,6 +134,7 @@ extern const char *const tb_setup_part_name[TB_SETUP_PARTS];
 typedef struct {
     tb_rank_summary mine;        /* this rank's timed steps */
     int64_t step;                /* steps done: the number of the next one */
+    int64_t warm_end;            /* the first timed step: --warmup-steps on, or later, past the CUDA graph's capture */
     int64_t epoch, epoch_step;   /* the loop's position after its last step (what a checkpoint records) */
     double loss, first_loss;     /* global mean loss of the last and first step */
     double top1, top5;           /* --val after the last full epoch, or at the end of a run that stops

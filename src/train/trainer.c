@@ -249,6 +249,8 @@ int tb_trainer_graph_pending(const tb_trainer *t) {
     return t->graph_on && (!t->graph || t->recapture) && t->pending_steps <= t->hp.graph_warmup + 1;
 }
 
+double tb_trainer_capture_s(const tb_trainer *t) { return t->capture_s; }
+
 const char *tb_trainer_graph_status(const tb_trainer *t, int *replays) {
     if (replays) *replays = t->replays;
     return t->graph_why;

@@ -132,6 +132,11 @@ void tb_trainer_force_eager(tb_trainer *t, int on);
  * every rank (graph decisions use only the global batch); 0 after
  * graph_warmup + 2 steps without a capture (no full batch comes). */
 int tb_trainer_graph_pending(const tb_trainer *t);
+/* Host seconds spent so far capturing and instantiating the step's CUDA
+ * graph (the device idle meanwhile; a failed capture's included): a caller
+ * timing steps across a re-capture (after --val's evaluation) leaves them
+ * out, as it does the evaluation. */
+double tb_trainer_capture_s(const tb_trainer *t);
 /* Why --cuda-graph is off ("" when on or not asked for), and the steps
  * replayed so far. */
 const char *tb_trainer_graph_status(const tb_trainer *t, int *replays);

@@ -11,6 +11,7 @@
 
 #include "core/faults.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "src/train/trainer_internal.h"
 
 /* Why the step cannot be captured, or "" when it can. */
@@ -61,6 +62,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
      * (stale steps named as pending, PyTorch #104487's crash in a capture). */
     m->be->sync(m->be);
     tb_dev_watch_clear();
+    double t0 = tb_now(); /* the device is idle from here to the launch */
     tb_gpu_graph *g = NULL;
     static tb_fatal_trap trap; /* static: not clobbered by the longjmp */
     if (setjmp(trap.env) == 0) {
@@ -80,6 +82,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
         m->be->sync(m->be); /* the backend's own state too (a second stream's branch left open) */
         g = NULL;
     }
+    t->capture_s += tb_now() - t0;
     if (!g) {
         if (t->world > 1)
             tb_die("--cuda-graph: capturing the training step failed on this rank (%s); the other ranks "

@@ -58,6 +58,7 @@ struct tb_trainer {
     int recapture;
     int replays;
     int pending_steps;           /* steps queued while a capture was due (tb_trainer_graph_pending) */
+    double capture_s;            /* host seconds in captures and instantiations, the device idle (tb_trainer_capture_s) */
     int force_eager;             /* tb_trainer_force_eager: no replay, no capture */
     void **gev;                  /* [nev] a launch's events */
     int nev;
