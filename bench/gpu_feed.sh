@@ -63,7 +63,7 @@
 # several epochs from disk (the set is read from the page cache).
 set -u
 : "${TB:?TB (trainbench binary) not set}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
-KEEP=$OUT/keep
+KEEP=${TB_KEEP:-$OUT/keep} # run_suite.sh: outside $OUT, packed after each stage
 mkdir -p "$KEEP"
 WORK=$(mktemp -d /tmp/tb_feed.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT

@@ -43,7 +43,7 @@
 # earlier one left out.
 set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
-KEEP=$OUT/keep/nccl
+KEEP=${TB_KEEP:-$OUT/keep}/nccl # run_suite.sh: outside $OUT, packed after each stage
 mkdir -p "$KEEP"
 BUDGET=${TB_NCCL_BUDGET:-300}
 # run_suite.sh's cap for this stage (what is left of the device call)

@@ -46,7 +46,7 @@
 # categories in bench/op_kinds.py) and trainbench's own profile tables.
 set -u
 : "${TB:?set by run_suite.sh}" "${PY:?}" "${OUT:?}" "${ROOT:?}"
-KEEP=$OUT/keep/resnet50
+KEEP=${TB_KEEP:-$OUT/keep}/resnet50 # run_suite.sh: outside $OUT, packed after each stage
 mkdir -p "$KEEP"
 # one plan cache for the stage's rows (the suite turns the default one off):
 # a row's repeats and the later rows of a shape start from the plans the

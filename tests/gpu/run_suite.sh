@@ -56,11 +56,20 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
 OUT=${OUT:-$ROOT/gpu-out}
-# keep/ afresh: on 2026-12-04 each call's $OUT came with an earlier
-# session's keep/ of the same call number (probe.txt, nccl/, ctest logs),
-# which the summary would have read as this call's
-rm -rf "$OUT/keep"
-mkdir -p "$OUT" "$OUT/keep"
+# What the stages keep goes to $KEEP, outside $OUT, packed into
+# $OUT/results.tar.gz after every stage: the device tool brings back at most
+# 8 files of $OUT, so a call cut short (its timeout, or the session's device
+# time running out) with keep/'s 30-40 files there would have returned 8
+# arbitrary ones and no archive. Afresh each call: on 2026-12-04 each call
+# came with an earlier session's keep/ of the same call number (probe.txt,
+# nccl/, ctest logs), which the summary would have read as this call's.
+KEEP=$ROOT/gpu-keep/keep
+export TB_KEEP=$KEEP
+rm -rf "$OUT/keep" "$KEEP" "$OUT/results.tar.gz"
+mkdir -p "$OUT" "$KEEP"
+pack() { # keep/ into $OUT/results.tar.gz as it is now (replaced whole, never half-written)
+  tar -czf "$OUT/results.tar.gz.tmp" -C "$(dirname "$KEEP")" keep && mv "$OUT/results.tar.gz.tmp" "$OUT/results.tar.gz"
+}
 LOG=$OUT/suite.log
 SUM=$OUT/summary.txt
 : >"$LOG"
@@ -176,7 +185,7 @@ run_probe() {
   local t
   t=$(date +%s)
   # its text in keep/ too: the summary reads probe.txt there (bench/summary/probe.py)
-  if "$TB" probe --expect-gpu --results "$OUT/keep/probe.h5" 2>&1 | tee "$OUT/keep/probe.txt"; [ "${PIPESTATUS[0]}" -eq 0 ]
+  if "$TB" probe --expect-gpu --results "$KEEP/probe.h5" 2>&1 | tee "$KEEP/probe.txt"; [ "${PIPESTATUS[0]}" -eq 0 ]
   then stage_result probe ok "$t"
   else stage_result probe FAIL "$t"; fi
 }
@@ -195,21 +204,21 @@ run_tests() { # [REGEX | --np2 | --fused]: ctest -R REGEX, the np2 or fused labe
   if [ "$STAGE_LEFT" -lt 30 ]; then stage_result "$name" FAIL "$t" "only ${STAGE_LEFT} s left for it (suite budget ${BUDGET} s): not started"; return; fi
   ctest --test-dir build-gpu "${sel[@]}" --output-on-failure --timeout 300 -j "$jobs" \
     --stop-time "$(date -d "@$stop" +%H:%M:%S)" \
-    --output-junit "$OUT/keep/ctest-junit-$name.xml" | tee "$OUT/keep/ctest-$name.log"
-  cp "$OUT/keep/ctest-$name.log" "$OUT/keep/ctest.log"
+    --output-junit "$KEEP/ctest-junit-$name.xml" | tee "$KEEP/ctest-$name.log"
+  cp "$KEEP/ctest-$name.log" "$KEEP/ctest.log"
   # every test's whole output: the junit file and --output-on-failure cut a
   # passed test's output to 1 KiB (the first H200 run lost the `#   path:`,
   # watcher and decoder lines that way); ctest's own log keeps all of it
   # (named per call: a second tests stage in one suite keeps the first's)
   for f in build-gpu/Testing/Temporary/LastTest*.log; do
-    [ -f "$f" ] && cp "$f" "$OUT/keep/ctest-full-$(date +%s)-$(basename "$f")"
+    [ -f "$f" ] && cp "$f" "$KEEP/ctest-full-$(date +%s)-$(basename "$f")"
   done
   local pass fail skip
-  pass=$(grep -c ' Passed ' "$OUT/keep/ctest.log")
+  pass=$(grep -c ' Passed ' "$KEEP/ctest.log")
   # only the progress lines (ctest lists a failed or not-run test again at the end)
-  fail=$(grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
-  skip=$(grep -c '\*\*\*Skipped' "$OUT/keep/ctest.log")
-  grep -E '^ *[0-9]+/[0-9]+ Test' "$OUT/keep/ctest.log" | sed 's/^ */           /' >>"$SUM"
+  fail=$(grep -E '^ *[0-9]+/[0-9]+ Test' "$KEEP/ctest.log" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
+  skip=$(grep -c '\*\*\*Skipped' "$KEEP/ctest.log")
+  grep -E '^ *[0-9]+/[0-9]+ Test' "$KEEP/ctest.log" | sed 's/^ */           /' >>"$SUM"
   # on a machine with a GPU, a test that skips hides a broken set-up (every test a
   # label or a tests:REGEX stage names here is a GPU test)
   if [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
@@ -263,47 +272,47 @@ run_wheels() {
   done <<< "$(printf '%s' "$MACHINE_LD_LIBRARY_PATH" | tr ':' '\n')"
   echo "driver libraries: $(ldconfig -p 2>/dev/null | grep -oE '(libcuda|libnvidia-ml)\.so\.1 .*=> \S+' | tr '\n' ';') path: $lp"
   echo "RUNPATH: $(readelf -d "$w/trainbench" | grep -E 'RUNPATH|RPATH' | grep -oE '\[.*\]')"
-  LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$OUT/keep/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
+  LD_LIBRARY_PATH=$lp ldd "$w/trainbench" | tee "$KEEP/wheels_ldd.txt" | grep -E 'cudnn|nccl|cublas|nvjpeg|not found'
   # cuBLAS is not linked but opened when the CUDA backend starts (core/cublas_lib.h): probe says the file
   for l in libcudnn.so.9 libnccl.so.2 libnvjpeg.so.13; do
-    f=$(awk -v l="$l" '$1 == l {print $3}' "$OUT/keep/wheels_ldd.txt")
+    f=$(awk -v l="$l" '$1 == l {print $3}' "$KEEP/wheels_ldd.txt")
     case "$f" in "$view"/*) echo "ok   $l => $f" ;; *) echo "FAIL $l => ${f:-not found}"; bad=1 ;; esac
   done
-  miss=$(grep -c 'not found' "$OUT/keep/wheels_ldd.txt")
+  miss=$(grep -c 'not found' "$KEEP/wheels_ldd.txt")
   rc=0
   LD_LIBRARY_PATH=$lp timeout $(( STAGE_LEFT / 3 )) "$w/trainbench" probe --expect-gpu \
-    --results "$OUT/keep/probe_wheels.h5" >"$OUT/keep/probe_wheels.log" 2>&1 || rc=$?
-  cat "$OUT/keep/probe_wheels.log"
+    --results "$KEEP/probe_wheels.h5" >"$KEEP/probe_wheels.log" 2>&1 || rc=$?
+  cat "$KEEP/probe_wheels.log"
   if [ "$rc" != 0 ]; then
     stage_result wheels FAIL "$t" "probe --expect-gpu failed: no usable GPU for the wheels build (see suite.log)"; return
   fi
-  f=$(sed -n 's/^# cuBLASLt library  *//p' "$OUT/keep/probe_wheels.log")
+  f=$(sed -n 's/^# cuBLASLt library  *//p' "$KEEP/probe_wheels.log")
   case "$f" in "$view"/*) echo "ok   libcublasLt.so.13 => $f (opened at run time)" ;;
     *) echo "FAIL libcublasLt.so.13 => ${f:-not loaded}"; bad=1 ;; esac
   # one training run; while it trains, the CUDA libraries the process has
   # mapped (trainbench itself is $pid: under timeout, $! would be timeout's
   # pid and its maps hold no CUDA library; a killer of its own bounds it)
   LD_LIBRARY_PATH=$lp "$w/trainbench" --model resnet50 --batch-size 128 --image-size 224 --steps 40 --warmup-steps 5 \
-    --scaling-steps 10 --results "$OUT/keep/train_wheels.h5" >"$OUT/keep/train_wheels.log" 2>&1 &
+    --scaling-steps 10 --results "$KEEP/train_wheels.h5" >"$KEEP/train_wheels.log" 2>&1 &
   pid=$!
   left=$(( STAGE_LEFT - ($(date +%s) - t) - 10 )); [ "$left" -lt 30 ] && left=30
   ( sleep "$left"; kill "$pid" 2>/dev/null ) &
   killer=$!
-  for _ in $(seq 240); do grep -q '^step ' "$OUT/keep/train_wheels.log" 2>/dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
-  grep -oE '/[^ ]*lib(cudnn[a-z_]*|nccl|cublas|cublasLt|nvjpeg|nvrtc|cuda)\.so[.0-9]*' "/proc/$pid/maps" 2>/dev/null | sort -u | sed 's/^/mapped: /' | tee "$OUT/keep/wheels_maps.txt"
+  for _ in $(seq 240); do grep -q '^step ' "$KEEP/train_wheels.log" 2>/dev/null && break; kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  grep -oE '/[^ ]*lib(cudnn[a-z_]*|nccl|cublas|cublasLt|nvjpeg|nvrtc|cuda)\.so[.0-9]*' "/proc/$pid/maps" 2>/dev/null | sort -u | sed 's/^/mapped: /' | tee "$KEEP/wheels_maps.txt"
   wait "$pid" || bad=1
   kill "$killer" 2>/dev/null
-  cat "$OUT/keep/train_wheels.log"
+  cat "$KEEP/train_wheels.log"
   # one file per library (by the name up to .so: libcublas.so.13 and a
   # system libcublas.so.13.1.0.3 are the same library twice), and the
   # driver's own libcuda (not a stub)
-  dup=$(sed 's/^mapped: //' "$OUT/keep/wheels_maps.txt" | while read -r f; do b=$(basename "$f"); echo "${b%%.so*} $(readlink -f "$f")"; done |
+  dup=$(sed 's/^mapped: //' "$KEEP/wheels_maps.txt" | while read -r f; do b=$(basename "$f"); echo "${b%%.so*} $(readlink -f "$f")"; done |
         sort -u | awk '{n[$1]++} END {for (k in n) if (n[k] > 1) printf "%s ", k}')
   if [ -n "$dup" ]; then echo "FAIL loaded from two files each: $dup"; bad=1; fi
-  if ! grep -qE '/libcuda\.so' "$OUT/keep/wheels_maps.txt" || grep -qE 'stubs/libcuda' "$OUT/keep/wheels_maps.txt"; then
-    echo "FAIL libcuda: not the driver's ($(grep libcuda "$OUT/keep/wheels_maps.txt" || echo 'not mapped'))"; bad=1
+  if ! grep -qE '/libcuda\.so' "$KEEP/wheels_maps.txt" || grep -qE 'stubs/libcuda' "$KEEP/wheels_maps.txt"; then
+    echo "FAIL libcuda: not the driver's ($(grep libcuda "$KEEP/wheels_maps.txt" || echo 'not mapped'))"; bad=1
   fi
-  if [ "$bad" = 0 ] && [ "$miss" = 0 ] && grep -q '^# scaling, every row' "$OUT/keep/train_wheels.log"; then
+  if [ "$bad" = 0 ] && [ "$miss" = 0 ] && grep -q '^# scaling, every row' "$KEEP/train_wheels.log"; then
     stage_result wheels ok "$t" "CUDA libraries through the RUNPATH only; probe and training ran"
   else stage_result wheels FAIL "$t" "see suite.log (ldd, probe, train_wheels.log)"; fi
 }
@@ -334,12 +343,13 @@ for spec in "${stages[@]}"; do
     wheels) run_wheels ;;
     *) stage_result "$s" FAIL "$(date +%s)" "unknown stage '$s' (env probe tests tests:REGEX np2 fused bench nccl feed wheels)" ;;
   esac
+  pack
 done
 # one summary of the call, from its logs (bench/summary/make_summary.py: key, value, unit, source log);
 # results pages quote figures from it (bench/summary/check_pages.py checks them)
-if "$PY" bench/summary/make_summary.py "$OUT/keep"; then cp "$OUT/keep/summary.tsv" "$OUT/summary.tsv"
+if "$PY" bench/summary/make_summary.py "$KEEP"; then cp "$KEEP/summary.tsv" "$OUT/summary.tsv"
 else say "summary    FAIL     bench/summary/make_summary.py failed on the logs (see suite.log)"; fi
-tar -czf "$OUT/results.tar.gz" -C "$OUT" keep && rm -rf "$OUT/keep"
+pack
 say "# suite: $(( $(date +%s) - T0 )) s"
 echo
 cat "$SUM"
