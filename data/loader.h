@@ -192,7 +192,11 @@ int tb_loader_try_next(tb_loader *ld, const tb_batch **b);
  * that work (tb_loader_batch_order: `stream`, a cudaStream_t, waits on the
  * device; the host does not) and reads on that stream, or waits on the
  * host (tb_loader_batch_sync). A batch released with neither is waited for
- * in tb_loader_release. No-ops for host batches. */
+ * in tb_loader_release. An ordered batch is not: its slot (device rows,
+ * host rows, files) is reused as soon as it is released, so the consumer
+ * releases it only once its stream's reads of it have completed (an event
+ * recorded after them, waited on: src/feed/batch_upload.c's guard). No-ops
+ * for host batches. */
 void tb_loader_batch_order(tb_loader *ld, const tb_batch *b, void *stream);
 void tb_loader_batch_sync(tb_loader *ld, const tb_batch *b);
 /* Slots in the ring (prefetch). */
