@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_feed.sh: the feed measurements (issues 15 and 31) on a lent GPU machine,
 # called by tests/gpu/run_suite.sh's `feed` stage ($TB, $PY, $OUT, $ROOT
-# exported; runs in $ROOT; what it keeps goes to $OUT/keep). Budget: about
+# exported; runs in $ROOT; what it keeps goes to $TB_KEEP: gpu-keep/keep, or $OUT/keep run alone). Budget: about
 # 3 minutes of the device's 15 (TB_FEED_BUDGET, default 200 s; run_suite's
 # cap wins when smaller); each step has a time limit and the script stops
 # starting steps when the budget runs out, saying which it left out.
@@ -40,12 +40,12 @@
 #      at least 1.25 s, CPU cores of the process and its workers
 #   (steps run in the order 1, 2 (default and CPU), 4, 5, 3, 2's --nvjpeg
 #   choices, so that the budget leaves out the diagnostics first)
-#   6. $OUT/keep/feed.md (bench/feed_table.py): the tables, the batch-256
+#   6. $KEEP/feed.md (bench/feed_table.py): the tables, the batch-256
 #      headline against the resident row, PyTorch beside them; and
-#      $OUT/keep/feed_summary.tsv (bench/summary/feed.py): the summary's
+#      $KEEP/feed_summary.tsv (bench/summary/feed.py): the summary's
 #      feed_* rows
 #   From the first decode to the last, nvidia-smi samples
-#   the engines' use (dmon: sm, mem, jpg, ... each second, $OUT/keep/dmon.log)
+#   the engines' use (dmon: sm, mem, jpg, ... each second, $KEEP/dmon.log)
 #   and the clocks, power and clock-event reasons every 0.5 s (clocks.csv):
 #   in training, the hardware decode per batch took nearly twice its time
 #   alone (2026-12-04c); whether the JPEG engines stay as busy as alone

@@ -1,7 +1,7 @@
 #!/bin/bash
 # gpu_nccl.sh - run_suite.sh's `nccl` stage: issue 14's checks on the one
 # lent GPU, and the measurements they allow there. Everything lands in
-# $OUT/keep/nccl/ and the summary (nccl.md) is printed:
+# $KEEP ($TB_KEEP/nccl: gpu-keep/keep/nccl, or $OUT/keep/nccl run alone) and the summary (nccl.md) is printed:
 #
 #  1. only with TB_NCCL_CTEST=1 (the suite's tests stage runs them already,
 #     in parallel with the rest): the GPU tests of the gradient paths

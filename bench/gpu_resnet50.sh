@@ -4,7 +4,7 @@
 # layout, batch and CUDA graph on/off, beside PyTorch (bench/torch_resnet50.py:
 # eager channels-last bf16 autocast, and torch.compile when it runs) on the
 # same GPU in the same run, and both trained side by side for a few hundred
-# steps (bench/convergence.py). Writes $OUT/keep/resnet50/resnet50.md (the
+# steps (bench/convergence.py). Writes $KEEP/resnet50.md ($TB_KEEP/resnet50, or $OUT/keep/resnet50 run alone) (the
 # table, the command of every run, what was left out and why), rows.tsv
 # (one line per row, with a header: bench/summary/resnet50.py reads it),
 # each run's log and results file, and converge_*/ (both loss curves,

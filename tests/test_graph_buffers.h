@@ -45,9 +45,9 @@ typedef struct {
 void tuned_record(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
 void tuned_match(const tb_bn_args *a, const tb_bn_grads *g);
 
-/* Four independent lanes of FNV-1a-style steps, folded at the end: the
- * whole 100 MB of ResNet-50's weights are hashed before every backward op,
- * and one lane's chain of multiplies ran at a quarter of the speed. Every
+/* Four independent lanes of FNV-1a-style steps, folded at the end (one
+ * lane's chain of multiplies ran at a quarter of the speed over ResNet-50's
+ * 100 MB of weights, hashed whole once a step). Every
  * step is a bijection of the lane's state for a given word, so a changed
  * word always changes its lane, and the fold is a bijection of each lane
  * given the others: one changed word always changes the hash. */

@@ -15,7 +15,7 @@ extractors both produce is an error, as is an extractor that fails.
 --check: write nothing; exit 1 when RUN_DIR/summary.tsv differs from what
 the logs give now (the stored summary was edited by hand or went stale).
 
-The GPU suite (tests/gpu/run_suite.sh) runs it on its $OUT/keep at the end
+The GPU suite (tests/gpu/run_suite.sh) runs it on its keep/ (gpu-keep/keep) after the last stage
 of every call; results pages quote figures from it (bench/summary/
 check_pages.py checks them). Extractors: resnet50 (bench rows), train
 (training logs: img/s, loss at start and end, scaling rows), tests (ctest

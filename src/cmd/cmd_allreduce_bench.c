@@ -164,14 +164,17 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
  * runs faster than the host queues the next, the device waits between
  * them even when they are queued back to back. The timed loop (timed = 1)
  * therefore queues them behind a hold of the stream 1.5 times as long as
- * the untimed loop took to queue as many (at most 200 ms): they start
- * back to back, and the events time the device. */
+ * the untimed loop took to queue as many (the slowest rank's, at most
+ * 200 ms): they start back to back, and the events time the device. */
 static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int n, int timed) {
     tb_backend *be = nb->be;
     be->sync(be);
+    /* the slowest rank's hold on every rank: a rank whose hold ended first
+     * would time the others' longer holds in its first all-reduce */
+    double hold_ms = timed && nb->queue_s > 0 ? fmin(200.0, 1.5e3 * n * nb->queue_s) : 0.0;
+    if (timed) tb_comm_allreduce_max(w, &hold_ms, 1, TB_FLOAT64);
     tb_comm_barrier(w);
     if (tb_fault("freeze-nccl", nb->rank, nb->row)) raise(SIGSTOP); /* test only: past the barrier, never queues */
-    double hold_ms = timed && nb->queue_s > 0 ? fmin(200.0, 1.5e3 * n * nb->queue_s) : 0.0;
     if (hold_ms > 0) be->stream_hold(be, NULL, hold_ms);
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;

@@ -15,7 +15,7 @@
  * peak (probe_cpu.h). The same goes into the results file
  * (attributes, and a /probe table).
  *
- * Exit status: 1 when a library mismatch will make CUDA fail, or with
+ * Exit status: 1 when a library mismatch will make CUDA (or NCCL) fail, or with
  * --expect-gpu when no GPU can be used; 0 otherwise (a machine without a
  * GPU is described, not failed). */
 #include <math.h>
@@ -49,7 +49,7 @@ typedef struct {
     char host[64], t_start[32];
     tb_probe_gpu p;
     tb_probe_cpu pc;
-    int errors; /* library mismatches that will make CUDA fail */
+    int errors; /* library mismatches that will make CUDA (or NCCL: older than 2.18) fail */
     char nccl_lib[1024], nccl_slim[800];
     char err[512]; /* why no GPU can be used */
     int have_gpu;
@@ -298,7 +298,7 @@ int tb_cmd_probe(int argc, char **argv) {
     if (results[0]) write_results(&s, results, argc, argv);
     tb_nvml_close(s.nv);
     if (s.errors) {
-        tb_say_error("probe: %d library mismatch%s will make CUDA fail (see the warnings above)", s.errors,
+        tb_say_error("probe: %d library mismatch%s will make CUDA or NCCL fail (see the warnings above)", s.errors,
                      s.errors > 1 ? "es" : "");
         return 1;
     }

@@ -182,7 +182,7 @@ void tb_launch_check_ranks(const tb_comm_info *info, const tb_backend *be, int d
     tb_comm_library_version(mpi, sizeof mpi);
     tb_h5_library_version(h5, sizeof h5);
     int nccl_compiled = 0, nccl_loaded = 0; /* ranks on other NCCL libraries cannot form a communicator */
-    tb_nccl_versions(&nccl_compiled, &nccl_loaded);
+    if (me.devices) tb_nccl_versions(&nccl_compiled, &nccl_loaded); /* (a CPU run makes none) */
     snprintf(libs, sizeof libs, "%s|%s|%s|%s|NCCL %d", mpi, h5, tb_jpeg_version(), be ? be->versions : "",
              nccl_loaded);
     me.libs_hash = hash_str(libs);
