@@ -346,11 +346,11 @@ tb_nccl *tb_nccl_create(tb_comm *c, int device, double timeout_s) {
     if (loaded < TB_NCCL_MIN_CODE) { /* the library found at run time */
         char lib[1024], slim[8];
         tb_nccl_library(lib, sizeof lib, slim, sizeof slim);
-        int major = loaded / 10000, minor = loaded % 10000 / 100; /* 2.9 on: X*10000 + Y*100 + Z */
-        if (loaded < 10000) major = loaded / 1000, minor = loaded % 1000 / 100; /* before: X*1000 + Y*100 + Z */
+        int major, minor, patch;
+        tb_nccl_version_parts(loaded, &major, &minor, &patch);
         tb_die("NCCL %d.%d.%d is loaded (%s); trainbench needs 2.18 or newer (non-blocking communicators, "
                "ncclCommSplit with a config): put a newer libnccl.so.2 first on LD_LIBRARY_PATH",
-               major, minor, loaded % 100, lib);
+               major, minor, patch, lib);
     }
     int rank = tb_comm_rank(c), size = tb_comm_size(c);
     ncclUniqueId id;

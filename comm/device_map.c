@@ -1,6 +1,8 @@
 /* device_map.c - the device rule and its launch mistakes (see device_map.h). */
 #include "comm/device_map.h"
 
+#include "comm/nccl.h" /* tb_nccl_version_parts */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +58,8 @@ int tb_device_map_check(const tb_devmap_row *rows, int n, int allow_shared_gpu, 
 }
 
 int tb_share_gpu_nccl_verdict(int loaded, const char *multi_rank_env, char *why, size_t len) {
-    int major = loaded / 10000, minor = loaded % 10000 / 100, patch = loaded % 100;
+    int major, minor, patch;
+    tb_nccl_version_parts(loaded, &major, &minor, &patch);
     if (loaded < TB_NCCL_MULTI_RANK_GPU_CODE) {
         snprintf(why, len,
                  "--share-gpu with --comm nccl: NCCL %d.%d.%d refuses two ranks on one GPU (\"Duplicate GPU "

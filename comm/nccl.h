@@ -36,6 +36,13 @@ size_t tb_dev_type_size(tb_dev_type t);
  * headers, tb_nccl_create an older library loaded at run time. */
 #define TB_NCCL_MIN_CODE 21800
 
+/* The release of an NCCL version code: X*10000 + Y*100 + Z from 2.9 on
+ * (22809 = 2.28.9), X*1000 + Y*100 + Z before (2804 = 2.8.4). */
+static inline void tb_nccl_version_parts(int code, int *major, int *minor, int *patch) {
+    int big = code >= 10000 ? 10000 : 1000;
+    *major = code / big, *minor = code % big / 100, *patch = code % 100;
+}
+
 /* 1 when this build has NCCL. */
 int tb_nccl_built(void);
 /* NCCL version codes (22809 = 2.28.9): compiled against and loaded; 0 / 0

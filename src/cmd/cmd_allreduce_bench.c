@@ -284,8 +284,9 @@ static void open_path(bench *b, int argc, char **argv) {
     if (b->use_nccl) {
         int c = 0, l = 0;
         tb_nccl_versions(&c, &l);
-        snprintf(b->lib, sizeof b->lib, "NCCL %d.%d.%d on %.100s", l / 10000, l % 10000 / 100, l % 100,
-                 nb->be->device);
+        int major, minor, patch;
+        tb_nccl_version_parts(l, &major, &minor, &patch);
+        snprintf(b->lib, sizeof b->lib, "NCCL %d.%d.%d on %.100s", major, minor, patch, nb->be->device);
         nb->nccl = tb_nccl_create(b->w, b->device, b->a.timeout);
         nb->buf = nb->be->alloc(nb->be, b->a.maxb + b->es);
         nb->inputs = nb->be->alloc(nb->be, b->a.maxb + b->es);

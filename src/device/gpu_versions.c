@@ -26,8 +26,10 @@ void tb_lib_version_string(tb_lib_kind kind, int code, char *buf, int len) {
         snprintf(buf, (size_t)len, "none");
     } else if (kind == TB_LIB_DRIVER || kind == TB_LIB_CUDNN_CUDART) {
         snprintf(buf, (size_t)len, "%d.%d", cuda_major(code), cuda_minor(code));
-    } else if (kind == TB_LIB_NCCL && code < 10000) { /* NCCL before 2.9: X*1000 + Y*100 + Z */
-        snprintf(buf, (size_t)len, "%d.%d.%d", code / 1000, code % 1000 / 100, code % 100);
+    } else if (kind == TB_LIB_NCCL) {
+        int major, minor, patch;
+        tb_nccl_version_parts(code, &major, &minor, &patch);
+        snprintf(buf, (size_t)len, "%d.%d.%d", major, minor, patch);
     } else {
         snprintf(buf, (size_t)len, "%d.%d.%d", lib_major(code), lib_minor(code), code % 100);
     }

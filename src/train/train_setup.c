@@ -474,8 +474,10 @@ static void print_header(const tb_train_run *r) {
     if (path && path->on_device) {
         int c = 0, l = 0;
         tb_nccl_versions(&c, &l);
+        int major, minor, patch;
+        tb_nccl_version_parts(l, &major, &minor, &patch);
         char nv[48] = "";
-        if (path->device_queued) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", l / 10000, l % 10000 / 100, l % 100);
+        if (path->device_queued) snprintf(nv, sizeof nv, " (NCCL %d.%d.%d)", major, minor, patch);
         const char *gwhy = tb_trainer_graph_status(r->tr, NULL);
         printf("# gradients: %s%s on device %d, %s on the wire; steps %s; CUDA graph %s%s\n",
                path->name, nv, r->device,
