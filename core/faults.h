@@ -5,12 +5,15 @@
  *
  *   kill          SIGKILL this rank at the start of STEP
  *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
- *   freeze-startup  SIGSTOP this rank before MPI starts, as the start-up guard
- *                 is armed (train, preflight; no step; RANK is the launcher's:
- *                 OMPI_COMM_WORLD_RANK ...), before any watchdog
+ *   freeze-startup  SIGSTOP this rank before MPI starts, just before its
+ *                 start-up guard would start (train, preflight,
+ *                 allreduce-bench; no step; RANK is the launcher's:
+ *                 OMPI_COMM_WORLD_RANK ...), before any watchdog; continued
+ *                 (SIGCONT), it stays stuck until killed
  *   freeze-end    SIGSTOP this rank after the last collective of train,
- *                 allreduce-bench or preflight, as the end guard is armed
- *                 (train's watchdog stopped; no step)
+ *                 allreduce-bench or preflight, just before its end guard
+ *                 would start (train's watchdog stopped; no step); continued,
+ *                 it stays stuck until killed
  *   interrupt     SIGINT to this rank at the start of STEP (a Ctrl-C that
  *                 reaches one rank; RANK -1: srun's to every rank)
  *   interrupt-startup  SIGINT to this rank in train's start-up, which then

@@ -42,13 +42,28 @@ frozen() {
   want=$3
   shift 3
   echo "== $name ($fault)"
-  # 35 s, then KILL 5 s later (a launcher waiting on a stopped rank may not end on TERM): a hang is
-  # reported with its case's name, within the test's own 120 s, where a case takes 5-10 s
-  TB_TEST_FAULT=$fault timeout -k 5 35 "$mpi" -np 2 "$d/trainbench" "$@" --timeout 4 >"$d/out" 2>"$d/err"
+  # 35 s, then TERM, then KILL 5 s later (a launcher waiting on a stopped rank may not end on TERM): a
+  # hang is reported with its case's name and the state of each of the job's processes (which one
+  # holds the job: a rank, or the launcher), within the test's own 120 s, where a case takes 5-10 s
+  TB_TEST_FAULT=$fault "$mpi" -np 2 "$d/trainbench" "$@" --timeout 4 >"$d/out" 2>"$d/err" &
+  job=$!
+  i=0
+  while [ $i -lt 350 ] && kill -0 $job 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+  hung=0
+  if kill -0 $job 2>/dev/null; then
+    hung=1
+    echo "the job after 35 s (pid ppid state wait-channel command):"
+    ps -o pid=,ppid=,stat=,wchan:24=,args= -p "$(pgrep -d, -f "$d/")" | cut -c1-200
+    kill -TERM $job 2>/dev/null
+    i=0
+    while [ $i -lt 50 ] && kill -0 $job 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    kill -KILL $job 2>/dev/null
+  fi
+  wait $job
   rc=$?
   grep '^trainbench' "$d/err"
   [ $rc -ne 0 ] || fail "$name: exit 0"
-  case $rc in 124 | 137) fail "$name: the job hung until the test's own timeout killed it (exit $rc)" ;; esac
+  [ $hung -eq 0 ] || fail "$name: the job hung until the test's own timeout ended it (exit $rc)"
   [ "$(grep -c "^trainbench.*error: $want" "$d/err")" -eq 1 ] || fail "$name: rank 0 did not print its line once"
   [ "$(grep -c "^trainbench.*error:" "$d/err")" -le 2 ] || fail "$name: more than one error line a rank"
   # the launcher ends the frozen rank too (SIGKILL reaches a stopped process)
