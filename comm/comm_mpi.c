@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
@@ -70,7 +71,7 @@ static void abort_job(int code) {
 }
 
 /* The settings set_default put in the environment (tb_comm_env_defaults). */
-#define OWN_MAX 4
+#define OWN_MAX 8
 static char g_own[OWN_MAX][96];
 static int g_own_n;
 
@@ -114,7 +115,15 @@ static int mpi_launched(void) {
  * too (launched or not). main raised a soft limit under these toward its
  * hard one (core/proc_limits.h); where that was not enough, one line names
  * the limit and what to do, before MPI_Init. A launcher's ranks start with
- * fewer descriptors (20 did). */
+ * fewer descriptors (20 did), and so does a singleton that starts no daemon
+ * (ess_singleton_isolated, trainbench's default: 16 did). */
+static int singleton_daemon(void) {
+    const char *v = getenv("OMPI_MCA_ess_singleton_isolated");
+    int isolated = v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
+                         strcasecmp(v, "t") == 0 || strcasecmp(v, "y") == 0 || strcasecmp(v, "enabled") == 0);
+    return !mpi_launched() && !isolated;
+}
+
 static void start_limits(void) {
     static const struct {
         int res, singleton_only;
@@ -130,7 +139,7 @@ static void start_limits(void) {
     };
     for (size_t i = 0; i < sizeof lims / sizeof *lims; i++) {
         struct rlimit rl;
-        if ((lims[i].singleton_only && mpi_launched()) || getrlimit(lims[i].res, &rl) != 0 ||
+        if ((lims[i].singleton_only && !singleton_daemon()) || getrlimit(lims[i].res, &rl) != 0 ||
             rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= lims[i].need)
             continue;
         unsigned long long per = lims[i].per_unit, usual = lims[i].usual / per;
@@ -182,6 +191,18 @@ static int lift_fsize(struct rlimit *saved) { /* "low": under 64 MiB, the defaul
 
 void tb_comm_init(int *argc, char ***argv, tb_comm_info *info) {
     memset(info, 0, sizeof *info);
+#ifdef OPEN_MPI
+    /* A run without a launcher is a singleton: one rank, no peer. Open MPI
+     * 4.1 forks a daemon for it and tries UCX's PML first; 0.38 s of every
+     * such start, against 0.05 s isolated with ob1 (an MPI_Init_thread +
+     * MPI_Finalize program here, Open MPI 4.1.4). Neither serves one rank:
+     * its collectives are local copies. Open MPI 5 starts no daemon and
+     * ignores the first; a user's own values win. */
+    if (!mpi_launched()) {
+        set_default("OMPI_MCA_ess_singleton_isolated", "1");
+        set_default("OMPI_MCA_pml", "ob1");
+    }
+#endif
     start_limits();
 #ifdef OPEN_MPI
     /* The gradient buckets are summed in place with MPI_Iallreduce
