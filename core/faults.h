@@ -5,15 +5,13 @@
  *
  *   kill          SIGKILL this rank at the start of STEP
  *   freeze        SIGSTOP this rank at the start of STEP (it stops answering)
- *   freeze-startup  SIGSTOP this rank before MPI starts, just before its
- *                 start-up guard would start (train, preflight,
+ *   freeze-startup  SIGSTOP this rank before MPI starts, where its
+ *                 start-up guard would be armed (train, preflight,
  *                 allreduce-bench; no step; RANK is the launcher's:
- *                 OMPI_COMM_WORLD_RANK ...), before any watchdog; continued
- *                 (SIGCONT), it stays stuck until killed
+ *                 OMPI_COMM_WORLD_RANK ...), before any watchdog
  *   freeze-end    SIGSTOP this rank after the last collective of train,
- *                 allreduce-bench or preflight, just before its end guard
- *                 would start (train's watchdog stopped; no step); continued,
- *                 it stays stuck until killed
+ *                 allreduce-bench or preflight, where its end guard would
+ *                 be armed (train's watchdog stopped; no step)
  *   interrupt     SIGINT to this rank at the start of STEP (a Ctrl-C that
  *                 reaches one rank; RANK -1: srun's to every rank)
  *   interrupt-startup  SIGINT to this rank in train's start-up, which then
@@ -62,6 +60,9 @@
  *                 its all-reduces: the others' never finish
  *   freeze-size   allreduce-bench: SIGSTOP this rank before the all-reduces
  *                 of size row STEP, as their guard is armed
+ *                 (freeze-startup, freeze-end, freeze-nccl, freeze-size:
+ *                 the rank's own stall guard retired, and continued, it
+ *                 stays stuck until killed: tb_stall_guard_freeze)
  *   host-mem      train's and step's host-memory check read STEP MiB as
  *                 what this host has available (STEP is a size here, not a
  *                 step: a host too small for the batch, without filling one)

@@ -87,19 +87,11 @@ void tb_stall_guard_arm(double timeout_s, const char *stage, const char *phase) 
     if (!(timeout_s > 0)) return;
     /* one rank, or none started by a launcher: nobody to wait for */
     if (strcmp(stage, "start-up") == 0 && (tb_log_launcher_rank() < 0 || tb_log_launcher_size() == 1)) return;
-    /* test-only (faults.h): this rank never gets to the others. It stops
-     * before its own guard starts, as a frozen rank has none that runs
-     * (its guard fired on the launcher's SIGCONT in about one run in two:
-     * a second line); continued, it stays stuck for the launcher's SIGTERM,
-     * as a rank in a hung driver does. Going on into MPI_Init while the
-     * launcher tore the job down hung Open MPI 4.1's mpirun in one CI run. */
+    /* test-only (faults.h): this rank never gets to the others */
     const char *fault = strcmp(stage, "end") == 0        ? "freeze-end"
                         : strcmp(stage, "start-up") == 0 ? "freeze-startup"
                                                          : NULL;
-    if (fault && tb_fault(fault, tb_fault_rank(), -1)) {
-        raise(SIGSTOP);
-        tb_log_park();
-    }
+    if (fault && tb_fault(fault, tb_fault_rank(), -1)) tb_stall_guard_freeze();
     pthread_once(&g_once, init_cv);
     pthread_mutex_lock(&g_mu);
     set_deadline(timeout_s, 1);
@@ -142,4 +134,20 @@ void tb_stall_guard_disarm(void) {
     /* a guard that fired (or another thread's error) is ending the
      * process: the caller must not go on (train returning 0 from main) */
     tb_log_park_if_ending();
+}
+
+/* A frozen rank's guard, still armed, fired on the launcher's SIGCONT (its
+ * deadline long past: a second line, in about one run in two), and the
+ * rank went on into MPI_Init or its collectives while the launcher tore the
+ * job down, which hung Open MPI 4.1's mpirun in one CI run. So the guard
+ * is retired first (a new generation: the waiting thread never fires), and
+ * once continued the rank stays where it stopped. */
+_Noreturn void tb_stall_guard_freeze(void) {
+    pthread_once(&g_once, init_cv);
+    pthread_mutex_lock(&g_mu);
+    g_on = 0;
+    g_gen++;
+    pthread_mutex_unlock(&g_mu);
+    raise(SIGSTOP);
+    tb_log_park();
 }

@@ -174,7 +174,7 @@ static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int
     double hold_ms = timed && nb->queue_s > 0 ? fmin(200.0, 1.5e3 * n * nb->queue_s) : 0.0;
     if (timed) tb_comm_allreduce_max(w, &hold_ms, 1, TB_FLOAT64);
     tb_comm_barrier(w);
-    if (tb_fault("freeze-nccl", nb->rank, nb->row)) raise(SIGSTOP); /* test only: past the barrier, never queues */
+    if (tb_fault("freeze-nccl", nb->rank, nb->row)) tb_stall_guard_freeze(); /* test only: never queues */
     if (hold_ms > 0) be->stream_hold(be, NULL, hold_ms);
     be->event_record(be, nb->e0, NULL);
     tb_dev_type dt = t == EL_F32 ? TB_DEV_F32 : t == EL_F64 ? TB_DEV_F64 : TB_DEV_BF16;
@@ -335,7 +335,7 @@ static void guard_size(const bench *b, size_t count, int row) {
     snprintf(phase, sizeof phase, "the all-reduces of %zu bytes (size row %d: 1 untimed + %d warm-up + %d timed, each with its "
              "barrier, then the sums of the time and the check)", count * b->es, row, b->a.warmup, b->a.iters);
     tb_stall_guard_phase(phase);
-    if (tb_fault("freeze-size", b->info.rank, row)) raise(SIGSTOP); /* test only: this rank stops in the sweep */
+    if (tb_fault("freeze-size", b->info.rank, row)) tb_stall_guard_freeze(); /* test only: stops in the sweep */
 }
 
 /* This rank's seconds per all-reduce combined over the ranks as -a says (0 rank 0's, 1 the mean, 2 the
