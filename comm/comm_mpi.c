@@ -12,7 +12,6 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "comm/bf16.h"
 #include "comm/comm.h"
@@ -118,10 +117,20 @@ static int mpi_launched(void) {
  * fewer descriptors (20 did), and so does a singleton that starts no daemon
  * (ess_singleton_isolated, trainbench's default: 16 did). */
 static int singleton_daemon(void) {
+    if (mpi_launched()) return 0;
     const char *v = getenv("OMPI_MCA_ess_singleton_isolated");
-    int isolated = v && (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0 || strcasecmp(v, "yes") == 0 ||
-                         strcasecmp(v, "t") == 0 || strcasecmp(v, "y") == 0 || strcasecmp(v, "enabled") == 0);
-    return !mpi_launched() && !isolated;
+    if (!v) return 1;
+    /* read as Open MPI reads a boolean (mca_base_var_enum_bool): blanks
+     * skipped, a whole integer true unless 0, else these words exactly;
+     * any other value it refuses, and its default (a daemon) stands */
+    v += strspn(v, " \t\n\v\f\r");
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (*end == '\0') return n == 0;
+    static const char *const yes[] = {"true", "t", "enabled", "yes", "y"};
+    for (size_t i = 0; i < sizeof yes / sizeof *yes; i++)
+        if (strcmp(v, yes[i]) == 0) return 0;
+    return 1;
 }
 
 static void start_limits(void) {
