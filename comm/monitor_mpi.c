@@ -108,6 +108,7 @@ void mon_answer_pings(tb_monitor *m) {
         if (MON_CHECK(m, MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PING, m->comm, MPI_STATUS_IGNORE)) !=
             MPI_SUCCESS)
             return;
+        if (m->pinged_by) m->pinged_by[st.MPI_SOURCE] = 1; /* alive: in its own teardown */
         MPI_Request rq;
         /* from the constant mon_ping, so freeing the request before it completes is safe */
         if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq)) ==

@@ -25,6 +25,12 @@ int tb_fault(const char *kind, int rank, int64_t step) {
     return strtoll(end + 1, NULL, 10) == step;
 }
 
+int tb_fault_kind(const char *kind) {
+    const char *v = getenv("TB_TEST_FAULT");
+    size_t n = strlen(kind);
+    return v && strncmp(v, kind, n) == 0 && v[n] == ':';
+}
+
 int tb_fault_nth(const char *kind, atomic_int *count) {
     if (!getenv("TB_TEST_FAULT")) return 0;
     int n = atomic_fetch_add(count, 1) + 1, rank = tb_fault_rank();
@@ -53,7 +59,7 @@ void tb_fault_process(int rank, int64_t step) {
     if (tb_fault("interrupt", rank, step)) raise(SIGINT);
     if (tb_fault("die", rank, step))
         tb_die("TB_TEST_FAULT die: this rank's own fatal error"); /* no step: the watchdog adds it */
-    if (tb_fault("exit0", rank, step)) {
+    if (tb_fault("exit0", rank, step) || tb_fault("exit0-late-pong", rank, step)) {
         fflush(stdout);
         _Exit(0);
     }

@@ -22,6 +22,9 @@
  *                 stopped (no step): an error in the end's teardown
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
+ *   exit0-late-pong  as exit0, and every other rank, in the launcher's
+ *                 teardown, answers the others' pings 0.5 s late (its
+ *                 watchdog off the CPU on a loaded host)
  *   die           tb_die at the start of STEP: this rank's own fatal error
  *                 (a bad file, a full disk), its line the job's reason
  *   kill-bwd      SIGKILL this rank inside the backward pass of STEP, once a
@@ -93,6 +96,9 @@ int tb_fault_rank(void);
 
 /* 1 when fault `kind` is set for this rank and step (step < 0: any). */
 int tb_fault(const char *kind, int rank, int64_t step);
+/* 1 when fault `kind` is set, for whichever rank (the kinds every other
+ * rank answers: exit0-late-pong). */
+int tb_fault_kind(const char *kind);
 
 /* For the kinds whose STEP counts events (no-thread, emfile): counts one
  * more of them on the caller's counter and says whether `kind` is set for

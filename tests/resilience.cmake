@@ -12,7 +12,7 @@ target_link_libraries(test_h5_lock PRIVATE tb_app)
 add_test(NAME h5_lock_threads COMMAND test_h5_lock)
 set_tests_properties(h5_lock_threads PROPERTIES TIMEOUT 120)
 
-foreach(mode killed frozen early killed-bwd frozen-bwd nan resume ckptkill ckptterm ckptterm_np2 ckptslow_np2)
+foreach(mode killed frozen early early-late-pong killed-bwd frozen-bwd nan resume ckptkill ckptterm ckptterm_np2 ckptslow_np2)
   add_test(NAME resilience_${mode}
            COMMAND ${TB_PY} ${TB_TEST_DIR}/test_resilience.py ${mode} --trainbench ${TB_BIN}
                    --mpiexec "${MPIEXEC_EXECUTABLE}" --ckpt-copy $<TARGET_FILE:tb_ckpt_copy>)

@@ -6,6 +6,9 @@ Modes (one ctest each):
   killed   mpirun -np 3, rank 1 SIGKILLed at step 5
   frozen   mpirun -np 3, rank 2 stops answering (SIGSTOP) at step 5
   early    mpirun -np 3, rank 1 exits 0 at step 5 without a word
+  early-late-pong  as early, and ranks 0 and 2 answer each other's pings in
+           the launcher's teardown 0.5 s late (a watchdog off the CPU on a
+           loaded host): each still names rank 1 alone
     -> every other rank prints one line naming the failed rank, its host and
        the step; the job exits non-zero within --timeout + GRACE seconds of
        the failure (timed from rank 0's progress line of the step before it,
@@ -320,7 +323,7 @@ def mode_ckptslow_np2(a):
 def main():
     global TIMEOUT, GRACE
     ap = argparse.ArgumentParser()
-    ap.add_argument("mode", choices=["killed", "frozen", "early", "nan", "resume", "ckptkill", "ckptterm",
+    ap.add_argument("mode", choices=["killed", "frozen", "early", "early-late-pong", "nan", "resume", "ckptkill", "ckptterm",
                                      "ckptterm_np2", "ckptslow_np2",
                                      "killed-bwd", "frozen-bwd", "nccl-abort"])
     ap.add_argument("--trainbench", required=True)
@@ -345,6 +348,8 @@ def main():
             failure_mode(a, f"freeze:{last}:5", last, others(last), "stopped answering")
         elif a.mode == "early":
             failure_mode(a, "exit0:1:5", 1, others(1), "is gone")
+        elif a.mode == "early-late-pong":
+            failure_mode(a, "exit0-late-pong:1:5", 1, others(1), "is gone")
         elif a.mode == "killed-bwd":
             failure_mode(a, "kill-bwd:1:5", 1, others(1), "is gone")
         elif a.mode == "frozen-bwd":
