@@ -108,7 +108,7 @@ void mon_answer_pings(tb_monitor *m) {
         if (MON_CHECK(m, MPI_Recv(&b, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PING, m->comm, MPI_STATUS_IGNORE)) !=
             MPI_SUCCESS)
             return;
-        if (m->pinged_by) m->pinged_by[st.MPI_SOURCE] = 1; /* alive: in its own teardown */
+        m->pinged_by[st.MPI_SOURCE] = 1; /* alive: only a rank in its teardown pings */
         MPI_Request rq;
         /* from the constant mon_ping, so freeing the request before it completes is safe */
         if (MON_CHECK(m, MPI_Isend(&mon_ping, 1, MPI_CHAR, st.MPI_SOURCE, TAG_PONG, m->comm, &rq)) ==
@@ -324,6 +324,8 @@ tb_monitor *tb_monitor_start(tb_comm *world, const char *hosts, double timeout_s
     m->hosts = malloc((size_t)size * 64);
     if (!m->hosts) TB_FATAL("out of host memory");
     memcpy(m->hosts, hosts, (size_t)size * 64);
+    m->pinged_by = calloc((size_t)size, 1);
+    if (!m->pinged_by) TB_FATAL("out of host memory");
     m->timeout = timeout_s;
     m->period = timeout_s / 10 < 0.5 ? timeout_s / 10 : 0.5;
     m->fn = fn;
@@ -443,6 +445,7 @@ void tb_monitor_stop(tb_monitor *m) {
      * be reused while a last tick may still be in flight to a peer */
     free(m->heard);
     free(m->last);
+    free(m->pinged_by);
     free(m->tick_rq);
     free(m->tick_out);
     free(m->hosts);

@@ -74,7 +74,7 @@ struct tb_monitor {
     MPI_Request status_out_rq;
     progress_msg status_out;
     int64_t sent_step;       /* step of the last status sent */
-    char *pinged_by;         /* [size] in the launcher's teardown, else NULL: the ranks whose ping came */
+    char *pinged_by;         /* [size]: the ranks whose ping came (sent only in their teardown: alive then) */
 };
 
 /* Ping and pong carry no data: sent from this constant, any number at once. */

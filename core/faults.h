@@ -23,8 +23,8 @@
  *   exit0         exit(0) at the start of STEP, without a word (a rank that
  *                 leaves early)
  *   exit0-late-pong  as exit0, and every other rank, in the launcher's
- *                 teardown, answers the others' pings 0.5 s late (its
- *                 watchdog off the CPU on a loaded host)
+ *                 teardown, answers the others' pings just after their
+ *                 window closed (its watchdog off the CPU on a loaded host)
  *   die           tb_die at the start of STEP: this rank's own fatal error
  *                 (a bad file, a full disk), its line the job's reason
  *   kill-bwd      SIGKILL this rank inside the backward pass of STEP, once a

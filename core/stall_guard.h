@@ -33,7 +33,8 @@ void tb_stall_guard_phase(const char *phase);
  * can be called before every collective. Nothing when none is armed. */
 void tb_stall_guard_extend(double timeout_s, int n);
 void tb_stall_guard_disarm(void);
-/* Test only (TB_TEST_FAULT's freeze-startup, freeze-end, freeze-size): this
+/* Test only (TB_TEST_FAULT's freeze-startup, freeze-end, freeze-size,
+ * freeze-nccl): this
  * rank stops (SIGSTOP) with no guard of its own left to fire, as a rank
  * stuck in a hung driver answers nothing; continued (the launcher's SIGCONT
  * before its SIGTERM), it stays stuck until a signal ends it. */

@@ -7,8 +7,9 @@ Modes (one ctest each):
   frozen   mpirun -np 3, rank 2 stops answering (SIGSTOP) at step 5
   early    mpirun -np 3, rank 1 exits 0 at step 5 without a word
   early-late-pong  as early, and ranks 0 and 2 answer each other's pings in
-           the launcher's teardown 0.5 s late (a watchdog off the CPU on a
-           loaded host): each still names rank 1 alone
+           the launcher's teardown just after the ping window closed (a
+           watchdog off the CPU on a loaded host): each still names rank 1
+           alone
     -> every other rank prints one line naming the failed rank, its host and
        the step; the job exits non-zero within --timeout + GRACE seconds of
        the failure (timed from rank 0's progress line of the step before it,

@@ -350,6 +350,10 @@ void tb_ckpt_save(const char *path, tb_model *m, const tb_ckpt_meta *meta) {
 }
 
 int tb_ckpt_save_checked(const char *path, tb_model *m, const tb_ckpt_meta *meta, char *bad, size_t len) {
+    /* another thread is ending the process (the watchdog holding on in the
+     * launcher's teardown, its cleanups already run): a checkpoint begun
+     * now would leave its temporary file behind */
+    tb_log_park_if_ending();
     tb_h5_writer w;
     tb_h5_create_atomic(&w, path, "checkpoint");
     if (tb_ckpt_write_checked(w.file, m, meta, bad, len)) {
