@@ -125,8 +125,9 @@ static void *early_mark_main(void *p) {
 /* How long after its teardown began a rank that said its line stays
  * (answering pings) before it exits: Open MPI 4.1's mpirun SIGKILLs every
  * other rank as soon as one of them exits (3 ranks, one gone, one exiting
- * 0.1 s after the SIGTERM: the third was killed 0.101-0.102 s after it, 3
- * runs), so a survivor that exited once its line was out took the line of
+ * 0.1 s after the SIGTERM: the third was dead 0.101-0.104 s after the
+ * SIGTERM, 5 of 5 runs; results/open_mpi4_kill), so a survivor that
+ * exited once its line was out took the line of
  * one a few ms behind it (rank 0's, in about one run in 30 of two such jobs
  * side by side on 2 cores). Each stays until shortly before the launcher's
  * own SIGKILL. */
@@ -204,10 +205,11 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
             dead[r] = 1;
     }
     /* A rank whose own teardown pinged this one is alive too, though its
-     * pong may be late: on a loaded host (ctest -j2, 2 cores) a survivor's
-     * watchdog off the CPU for 0.3 s made this rank call it gone with the
-     * one that left ("ranks 1, 2 are gone"). After the deadline, one last
-     * look: what came while this thread itself was off the CPU counts. */
+     * pong may be late: a survivor whose pong came after the window (its
+     * watchdog off the CPU; the test fault exit0-late-pong) was named gone
+     * with the one that left ("ranks 0 (vm), 1 (vm) are gone"). After the
+     * deadline, one last look: what came while this thread itself was off
+     * the CPU counts. */
     double deadline = tb_now() + TEARDOWN_PING_S;
     if (tb_fault_kind("exit0-late-pong")) sleep_s(TEARDOWN_PING_S + 0.05); /* test only (faults.h): late pongs */
     for (int last = 0; !last;) {
