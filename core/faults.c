@@ -13,22 +13,20 @@
 
 int tb_fault_rank(void) { return tb_log_rank() >= 0 ? tb_log_rank() : tb_log_launcher_rank(); }
 
-int tb_fault(const char *kind, int rank, int64_t step) {
-    const char *v = getenv("TB_TEST_FAULT");
-    if (!v) return 0;
-    size_t n = strlen(kind);
-    if (strncmp(v, kind, n) != 0 || v[n] != ':') return 0;
-    char *end;
-    long r = strtol(v + n + 1, &end, 10);
-    if (r != -1 && r != rank) return 0;
-    if (*end != ':' || step < 0) return 1;
-    return strtoll(end + 1, NULL, 10) == step;
-}
-
 int tb_fault_kind(const char *kind) {
     const char *v = getenv("TB_TEST_FAULT");
     size_t n = strlen(kind);
     return v && strncmp(v, kind, n) == 0 && v[n] == ':';
+}
+
+int tb_fault(const char *kind, int rank, int64_t step) {
+    if (!tb_fault_kind(kind)) return 0;
+    const char *v = getenv("TB_TEST_FAULT");
+    char *end;
+    long r = strtol(v + strlen(kind) + 1, &end, 10);
+    if (r != -1 && r != rank) return 0;
+    if (*end != ':' || step < 0) return 1;
+    return strtoll(end + 1, NULL, 10) == step;
 }
 
 int tb_fault_nth(const char *kind, atomic_int *count) {

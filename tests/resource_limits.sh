@@ -117,17 +117,21 @@ check "emfile-loader" $? 1 "$d/err" "cannot open .*lbset/.*: Too many open files
 # ORTE_ERROR_LOG lines, and the run with them) is raised toward the hard one
 # and the run trains; a hard limit under it: one line naming the limit and
 # what to do, exit 1, no results file
+# limited ULIMIT_ARGS OUT [VAR=VALUE]: a 2-step training under `ulimit
+# ULIMIT_ARGS` (and VAR in its environment), results to OUT; its exit status
+limited() {
+  # shellcheck disable=SC2086 # $1: ulimit's arguments; $3: empty or one assignment
+  (ulimit $1 && exec env ${3:-} timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
+    --scaling-steps 0 --synthetic --steps 2 --results "$2") >/dev/null 2>"$d/err"
+}
+# trains NAME WHAT RC OUT: the run of RC trained (exit 0, OUT written)
+trains() {
+  if [ "$3" -ne 0 ] || [ ! -f "$4" ]; then fail "$1: $2: exit $3: $(head -c 300 "$d/err")"; else echo "ok   $1: $2, trained"; fi
+}
 for c in nofile stack; do
   case $c in nofile) flag=-n val=24 name=open-files ;; *) flag=-s val=200 name=stack-size ;; esac
-  # shellcheck disable=SC3045 # ulimit -S: dash's and bash's
-  (ulimit -S $flag $val && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
-    --scaling-steps 0 --synthetic --steps 2 --results "$d/$c.h5") >/dev/null 2>"$d/err"
-  rc=$?
-  if [ $rc -ne 0 ] || [ ! -f "$d/$c.h5" ]; then
-    fail "$c: soft ulimit $flag $val: exit $rc: $(head -c 300 "$d/err")"
-  else
-    echo "ok   $c: soft ulimit $flag $val raised, trained"
-  fi
+  limited "-S $flag $val" "$d/$c.h5"
+  trains "$c" "soft ulimit $flag $val raised" $? "$d/$c.h5"
   [ "$have_mpi" = ON ] || { echo "skip $c-hard: built without MPI (the line is MPI's start's)"; continue; }
   # the descriptor floor is Open MPI 4's singleton daemon's (5 starts none; other MPIs their own way)
   mpi=$("$py" -c 'import sys, h5py; print(h5py.File(sys.argv[1], "r").attrs.get("mpi_version", ""))' "$d/$c.h5")
@@ -141,18 +145,10 @@ for c in nofile stack; do
   iso=""
   if [ $c = nofile ]; then
     iso="OMPI_MCA_ess_singleton_isolated=0"
-    (ulimit $flag $val && exec timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
-      --scaling-steps 0 --synthetic --steps 2 --results "$d/$c-iso.h5") >/dev/null 2>"$d/err"
-    rc=$?
-    if [ $rc -ne 0 ] || [ ! -f "$d/$c-iso.h5" ]; then
-      fail "$c-isolated: hard ulimit $flag $val, no daemon: exit $rc: $(head -c 300 "$d/err")"
-    else
-      echo "ok   $c-isolated: hard ulimit $flag $val, a singleton without a daemon trained"
-    fi
+    limited "$flag $val" "$d/$c-iso.h5"
+    trains "$c-isolated" "hard ulimit $flag $val, a singleton without a daemon" $? "$d/$c-iso.h5"
   fi
-  # shellcheck disable=SC2086 # $iso: empty or one assignment
-  (ulimit $flag $val && exec env $iso timeout -s KILL 60 "$tb" --model resnet18 --image-size 32 \
-    --batch-size 4 --scaling-steps 0 --synthetic --steps 2 --results "$d/$c-hard.h5") >/dev/null 2>"$d/err"
+  limited "$flag $val" "$d/$c-hard.h5" "$iso"
   check "$c-hard" $? 1 "$d/err" "the $name limit (ulimit $flag) is $val [a-zA-Z]*, its hard limit $val: .*MPI's start.* need"
   [ -e "$d/$c-hard.h5" ] && fail "$c-hard: a results file was written"
 done
