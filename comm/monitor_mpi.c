@@ -43,6 +43,7 @@
 
 #include "comm/comm_mpi.h"
 #include "comm/nccl.h"
+#include "core/faults.h"
 #include "core/log.h"
 #include "core/thread_start.h"
 #include "core/timer.h"
@@ -58,14 +59,25 @@ static void on_sigterm(int s) {
 /* After the watchdog stopped (every rank passed the last collective), a
  * SIGTERM is the launcher ending the job because another rank ended in the
  * teardown (or a scheduler's): one line, written from the handler, then the
- * exit status a SIGTERM gives. The line is made when the watchdog stops. */
+ * exit status a SIGTERM gives, after the teardown's hold (mon_teardown_hold:
+ * Open MPI 4.1's mpirun SIGKILLs the others as soon as one exits, and a
+ * rank that exited once its line was out took rank 0's, one run in 30 of
+ * end_teardown_all_ranks_say_np3 on a loaded 2-core host). The line, the
+ * hold and the test fault's delay are made when the watchdog stops: only
+ * async-signal-safe calls here (an atomic, clock_gettime, nanosleep, write). */
 static char g_end_line[600];
 static size_t g_end_len;
+static double g_end_hold, g_end_delay;
+static atomic_flag g_end_said = ATOMIC_FLAG_INIT;
 static void on_sigterm_at_end(int s) {
     (void)s;
-    if (tb_log_ending(0)) return; /* a thread of this rank is ending it with its own line (the end guard) */
+    double began = tb_now();
+    if (atomic_flag_test_and_set(&g_end_said)) return; /* a second SIGTERM: the first is being answered */
+    if (!tb_log_claim_end()) return; /* a thread of this rank is ending it with its own line (the end guard) */
+    if (g_end_delay > 0) sleep_s(g_end_delay); /* test only: die-end-late-line (faults.h) */
     ssize_t w = write(2, g_end_line, g_end_len);
     (void)w;
+    for (double left; (left = began + g_end_hold - tb_now()) > 0;) sleep_s(left);
     _exit(128 + SIGTERM);
 }
 
@@ -257,8 +269,13 @@ static void *monitor_thread(void *arg) {
         pthread_mutex_unlock(&m->mu);
         if (stop) break;
         if (atomic_load(&g_sigterm)) {
+            /* past the last collective (tb_monitor_stop has begun): its
+             * line, after the join, is the end's ("after its last
+             * collective"), not a teardown naming ranks whose watchdogs
+             * have stopped as gone */
+            if (atomic_load(&m->stopping)) break;
             /* a rank ending on its own error has printed its line: no second */
-            if (m->rank != 0 && (atomic_load(&m->failing) || tb_log_ending(0))) _exit(1);
+            if (m->rank != 0 && (atomic_load(&m->failing) || tb_log_ending(0))) mon_hold_exit(m, tb_now());
             /* rank 0 ending on its own error is marking its results file with
              * that line: the teardown's "rank N is gone" must not replace it;
              * the failing thread ends the process (or the launcher's SIGKILL) */
@@ -410,6 +427,7 @@ void tb_monitor_stop(tb_monitor *m) {
     tb_monitor *expected = m;
     atomic_compare_exchange_strong(&mon_running, &expected, NULL);
     tb_log_park_if_ending();
+    atomic_store(&m->stopping, 1);
     /* from here a SIGTERM is the end's (a collective precedes stop): its line, made now, at once; one that came
      * before, which the watchdog thread may have left unsaid as it stopped, after the join */
     int n = snprintf(g_end_line, sizeof g_end_line,
@@ -418,6 +436,10 @@ void tb_monitor_stop(tb_monitor *m) {
                      "scheduler ended the job\n",
                      tb_log_rank(), tb_log_host());
     g_end_len = n < 0 ? 0 : (size_t)n < sizeof g_end_line ? (size_t)n : sizeof g_end_line - 1;
+    g_end_hold = mon_teardown_hold();
+    /* test only (faults.h): rank 0, off the CPU when the SIGTERM comes, says its line late */
+    int late = m->rank == 0 && tb_fault_kind("die-end-late-line") && !tb_fault("die-end-late-line", 0, -1);
+    g_end_delay = late ? g_end_hold / 2 : 0;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigterm_at_end;

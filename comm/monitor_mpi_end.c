@@ -140,10 +140,19 @@ static void *early_mark_main(void *p) {
 /* The hold, or the user's longer odls_base_sigkill_timeout (mpirun --mca,
  * which reaches the ranks as OMPI_MCA_): 0.2 s short of it, for rank 0's
  * results file on a loaded machine. */
-static double teardown_hold(void) {
+double mon_teardown_hold(void) {
     const char *v = getenv("OMPI_MCA_odls_base_sigkill_timeout");
     double t = v ? strtod(v, NULL) : 0;
     return t - 0.2 > TEARDOWN_HOLD_S && t < 3600 ? t - 0.2 : TEARDOWN_HOLD_S;
+}
+
+_Noreturn void mon_hold_exit(tb_monitor *m, double began) {
+    double hold = mon_teardown_hold();
+    while (tb_now() < began + hold) { /* the others' lines first */
+        mon_answer_pings(m);
+        sleep_s(0.005);
+    }
+    _exit(1);
 }
 
 /* The launcher is tearing the job down (a rank died or left): name the
@@ -156,7 +165,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
      * rank 0's results file being marked with it): as there, no second line
      * and no teardown reason over that mark; that thread ends the process */
     if (!tb_log_claim_end()) {
-        if (m->rank != 0) _exit(1);
+        if (m->rank != 0) mon_hold_exit(m, began);
         tb_log_park();
     }
     if (m->rank == 0) {
@@ -253,12 +262,7 @@ _Noreturn void mon_on_teardown(tb_monitor *m) {
     fflush(stdout);
     fflush(stderr);
     tb_nccl_abort_all();
-    double hold = teardown_hold();
-    while (tb_now() < began + hold) { /* the others' lines first */
-        mon_answer_pings(m);
-        sleep_s(0.005);
-    }
-    _exit(1);
+    mon_hold_exit(m, began);
 }
 
 void mon_take_failures(tb_monitor *m) {

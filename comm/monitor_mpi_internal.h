@@ -47,6 +47,7 @@ struct tb_monitor {
     int rank, size;
     atomic_int ending;       /* abort_all, teardown or rank 0's own error under way: MPI failures expected */
     atomic_int failing;      /* this rank is ending on its own error (tb_die): its line went to rank 0 */
+    atomic_int stopping;     /* tb_monitor_stop has begun: the last collective is behind this rank */
     atomic_int told;         /* failing, and rank 0's reason has come back: rank 0 is ending the job */
     char *hosts;
     double timeout, period;
@@ -105,6 +106,13 @@ void mon_step_words(char *buf, size_t len, int64_t step, const char *phase);
 _Noreturn void mon_abort_all(tb_monitor *m, const char *why);
 /* The same, the job ending with exit status code (MPI_Abort's). */
 _Noreturn void mon_abort_code(tb_monitor *m, const char *why, int code);
+/* How long a rank in the launcher's teardown stays after it began
+ * (answering pings) before it exits, so that the others' lines are out
+ * first: Open MPI 4.1's mpirun SIGKILLs every rank as soon as one exits. */
+double mon_teardown_hold(void);
+/* Answers pings until mon_teardown_hold() after `began` (tb_now()), then
+ * exits with status 1. */
+_Noreturn void mon_hold_exit(tb_monitor *m, double began);
 /* The launcher is tearing the job down (a rank died or left): names the
  * ranks that no longer answer a ping, then exits. */
 _Noreturn void mon_on_teardown(tb_monitor *m);

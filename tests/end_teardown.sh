@@ -5,10 +5,13 @@
 # 1's own, and each other rank's 'the job was ended (SIGTERM) after its last
 # collective' (the launcher's SIGTERM used to end them without a word,
 # exit 143 and nothing on stderr). 3 ranks; exit non-zero.
+# A third argument, die-end-late-line, has rank 0 say its line late (off the
+# CPU on a loaded host): rank 2, prompt, must stay until it is out.
 set -u
 tb=$1
 mpi=$2
-out=$(timeout 120 "$mpi" -np 3 -x TB_TEST_FAULT=die-end:1 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
+fault=${3:-die-end}
+out=$(timeout 120 "$mpi" -np 3 -x TB_TEST_FAULT="$fault":1 "$tb" --model resnet18 --image-size 32 --batch-size 4 \
   --steps 3 --scaling-steps 0 --threads 1 --timeout 20 --results "" 2>&1)
 rc=$?
 printf '%s\n' "$out" | grep 'error'

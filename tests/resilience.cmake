@@ -160,4 +160,9 @@ if(TB_HAVE_MPI)
   add_test(NAME end_teardown_all_ranks_say_np3
            COMMAND sh ${TB_TEST_DIR}/end_teardown.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE})
   set_tests_properties(end_teardown_all_ranks_say_np3 PROPERTIES TIMEOUT 150 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+  # the same with rank 0 slow to say its line: Open MPI 4.1's mpirun SIGKILLs
+  # every rank as soon as one exits, so rank 2 stays (the teardown's hold)
+  add_test(NAME end_teardown_late_line_np3
+           COMMAND sh ${TB_TEST_DIR}/end_teardown.sh ${TB_BIN} ${MPIEXEC_EXECUTABLE} die-end-late-line)
+  set_tests_properties(end_teardown_late_line_np3 PROPERTIES TIMEOUT 150 ENVIRONMENT "${TB_MPI_TEST_ENV}")
 endif()

@@ -326,7 +326,8 @@ void tb_train_report(tb_train_run *r, tb_train_outcome *o) {
     tb_monitor_progress(r->mon, o->step, "final barrier", 1);
     tb_comm_barrier(r->world);
     tb_monitor_stop(r->mon);
-    if (tb_fault("die-end", r->info.rank, -1)) /* test only: an error in the end's teardown */
+    /* test only: an error in the end's teardown */
+    if (tb_fault("die-end", r->info.rank, -1) || tb_fault("die-end-late-line", r->info.rank, -1))
         tb_die("TB_TEST_FAULT die-end: this rank's own error after the last collective");
     /* from here to MPI_Finalize's return no watchdog runs: a rank frozen or
      * stuck at exit (a driver's teardown) would hold the others in
