@@ -147,6 +147,7 @@ double mon_teardown_hold(void) {
 }
 
 _Noreturn void mon_hold_exit(tb_monitor *m, double began) {
+    m->ending = 1; /* peers are dying: a failed call in the pings is "gone", not a verdict */
     double hold = mon_teardown_hold();
     while (tb_now() < began + hold) { /* the others' lines first */
         mon_answer_pings(m);

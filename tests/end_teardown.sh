@@ -19,6 +19,8 @@ fail=0
 [ "$rc" -ne 0 ] || { echo "FAIL: exit 0"; fail=1; }
 printf '%s\n' "$out" | grep -q "^trainbench\[rank 1 [^]]*\]: error: TB_TEST_FAULT die-end" ||
   { echo "FAIL: rank 1 did not print its own line"; fail=1; }
+n=$(printf '%s\n' "$out" | grep -c "^trainbench\[rank 1 [^]]*\]: error:")
+[ "$n" -eq 1 ] || { echo "FAIL: rank 1 printed $n error lines, want its own alone"; fail=1; }
 for r in 0 2; do
   n=$(printf '%s\n' "$out" | grep -c "^trainbench\[rank $r [^]]*\]: error: the job was ended (SIGTERM) after its last collective")
   [ "$n" -eq 1 ] || { echo "FAIL: rank $r printed $n 'ended after its last collective' lines, want 1"; fail=1; }

@@ -135,14 +135,17 @@ tb_python_test(golden_amp_rule_resnet18 600
   --compute-dtype float64 --chain ref --floor --floor-rule amp --floor-factor 3 --floor-rel 0.0078125
   --loss-scale 1024 --floor-variants cpu-bf16emu-nchw,cpu-bf16emu-nhwc --threads 2 --torch-threads 1
   --workdir ${_tb_golden_work}/amp_resnet18)
+# 2 of the case's 3 steps: step 2 is the first with a momentum buffer (and
+# Nesterov's use of it, and the planted wrong momentum); a third step took
+# ~40 s of a 2-core CI run and reached no path the second does not
 tb_python_test(golden_fp32_resnet50 1200
-  ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50} ${_tb_fp32}
+  ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50} ${_tb_fp32} --steps 2
   --workdir ${_tb_golden_work}/fp32_resnet50)
 # 1 of the case's 3 steps (from the float64 state): each further step took
 # 40-50 s of a 2-core CI run (PyTorch's float64 ResNet-50 at 96 px, rerun
 # once per layer with ReLU flips) and reached no other path: the momentum
 # buffer, Nesterov and the planted wrong momentum are checked from step 2
-# on in golden_fp32_resnet50 (3 steps, the same bottleneck model at 64x48)
+# on in golden_fp32_resnet50 (2 steps, the same bottleneck model at 64x48)
 tb_python_test(golden_fp32_resnet50_96px 1200
   ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50_96} ${_tb_fp32} --steps 1
   --workdir ${_tb_golden_work}/fp32_resnet50_96px)
