@@ -56,14 +56,17 @@ add_test(NAME fused_host COMMAND test_fused_host)
 add_executable(test_fused_step test_fused_step.c)
 target_link_libraries(test_fused_step PRIVATE tb_model)
 add_test(NAME fused_step COMMAND test_fused_step)
-add_executable(test_fused_step_fp64 test_fused_step.c ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES})
-target_compile_definitions(test_fused_step_fp64 PRIVATE TB_REAL_DOUBLE=1)
-tb_dispatch_sources(TARGET test_fused_step_fp64 SOURCES ${TB_CPU_KERN_SOURCE} DEFINITIONS TB_REAL_DOUBLE=1
-                    LIBS OpenMP::OpenMP_C)
-target_include_directories(test_fused_step_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
-target_link_libraries(test_fused_step_fp64 PRIVATE tb_core tb_blas OpenMP::OpenMP_C ${TB_LIBM})
-add_test(NAME fused_step_fp64 COMMAND test_fused_step_fp64)
-set_tests_properties(fused_host fused_step fused_step_fp64 PROPERTIES TIMEOUT 300)
+set_tests_properties(fused_host fused_step PROPERTIES TIMEOUT 300)
+if(TB_FP64)
+  add_executable(test_fused_step_fp64 test_fused_step.c ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES})
+  target_compile_definitions(test_fused_step_fp64 PRIVATE TB_REAL_DOUBLE=1)
+  tb_dispatch_sources(TARGET test_fused_step_fp64 SOURCES ${TB_CPU_KERN_SOURCE} DEFINITIONS TB_REAL_DOUBLE=1
+                      LIBS OpenMP::OpenMP_C)
+  target_include_directories(test_fused_step_fp64 PRIVATE ${PROJECT_SOURCE_DIR})
+  target_link_libraries(test_fused_step_fp64 PRIVATE tb_core tb_blas OpenMP::OpenMP_C ${TB_LIBM})
+  add_test(NAME fused_step_fp64 COMMAND test_fused_step_fp64)
+  set_tests_properties(fused_step_fp64 PROPERTIES TIMEOUT 300)
+endif()
 
 # --plan-cache (model/plan_cache.c) on the host: keys, atomic write, every
 # kind of corruption rebuilt with one line, merge, the lock's wait limit; then
