@@ -56,6 +56,15 @@ static void on_sigterm(int s) {
     atomic_store(&g_sigterm, 1);
 }
 
+/* The test fault die-end-late-line's delay: well inside the hold (0.8 s;
+ * 0.2 s under Open MPI 5, whose launcher SIGKILLs 0.24 s after its SIGTERM),
+ * and fixed, so that a hold lost fails the test. */
+#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
+#define END_LINE_LATE_S 0.1
+#else
+#define END_LINE_LATE_S 0.4
+#endif
+
 /* After the watchdog stopped (every rank passed the last collective), a
  * SIGTERM is the launcher ending the job because another rank ended in the
  * teardown (or a scheduler's): one line, written from the handler, then the
@@ -65,14 +74,6 @@ static void on_sigterm(int s) {
  * end_teardown_all_ranks_say_np3 on a loaded 2-core host). The line, the
  * hold and the test fault's delay are made when the watchdog stops: only
  * async-signal-safe calls here (an atomic, clock_gettime, nanosleep, write). */
-/* The test fault die-end-late-line's delay: well inside the hold (0.8 s;
- * 0.2 s under Open MPI 5, whose launcher SIGKILLs 0.24 s after its SIGTERM),
- * and fixed, so that a hold lost fails the test. */
-#if defined(OPEN_MPI) && defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION >= 5
-#define END_LINE_LATE_S 0.1
-#else
-#define END_LINE_LATE_S 0.4
-#endif
 static char g_end_line[600];
 static size_t g_end_len;
 static double g_end_hold, g_end_delay;
