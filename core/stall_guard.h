@@ -34,10 +34,10 @@ void tb_stall_guard_phase(const char *phase);
 void tb_stall_guard_extend(double timeout_s, int n);
 void tb_stall_guard_disarm(void);
 /* Test only (TB_TEST_FAULT's freeze-startup, freeze-end, freeze-size,
- * freeze-nccl): this
- * rank stops (SIGSTOP) with no guard of its own left to fire, as a rank
- * stuck in a hung driver answers nothing; continued (the launcher's SIGCONT
- * before its SIGTERM), it stays stuck until a signal ends it. */
+ * freeze-nccl): this rank stops (SIGSTOP) with no guard of its own left to
+ * fire, as a rank stuck in a hung driver answers nothing; continued (the
+ * launcher's SIGCONT before its SIGTERM), it stays stuck until a signal
+ * ends it. */
 _Noreturn void tb_stall_guard_freeze(void);
 
 #endif
