@@ -437,6 +437,14 @@ struct tb_backend {
      * then reading what it wrote) and writes its new choices and lets the
      * others go on at the end. */
     void (*plan_session)(tb_backend *be, const char *session);
+    /* A choice the graph made by measuring (--fuse fastest,
+     * model/graph_fused_time.c), kept with the backend's own: the CUDA
+     * backend's plan cache (its entry keys prefixed with what the backend
+     * adds to the choice: its BatchNorm kernels, its fused candidates); the
+     * CPU keeps none. get copies entry key's value into out and gives 1, or
+     * 0 for none; put sets it (written at the planning session's end). */
+    int (*choice_get)(tb_backend *be, const char *key, char *out, size_t len);
+    void (*choice_put)(tb_backend *be, const char *key, const char *value);
 
     /* ---- elementwise ---------------------------------------------------------- */
     /* y = max(x, 0) */

@@ -56,7 +56,7 @@ tb_tensor tb_graph_grad(const tb_graph *g, int id, int n) {
  * fusion, and every node's kind, geometry and activation shapes. */
 static void session_name(const tb_graph *g, char *out, size_t len) {
     uint64_t h = 0xcbf29ce484222325ULL;
-    int head[4] = {g->max_batch, (int)g->dtype, (int)g->layout, g->fuse_graph};
+    int head[4] = {g->max_batch, (int)g->dtype, (int)g->layout, g->fuse_graph + g->fuse_timed};
     const int *v = head;
     for (int i = -1; i < g->nnodes; i++) {
         int node[9];
@@ -105,9 +105,17 @@ void tb_graph_allocate(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
         if (nd->kind != TB_NODE_BN) continue;
         tb_tensor x, z, y;
         tb_bn_args a;
+        nd->plan_fcand = nd->fcand;
         tb_graph_bn_args(g, nd, p, g->max_batch, &x, &z, &y, &a); /* data pointers still NULL */
         nd->reserve_bytes = 0;
         nd->plan = be->bn_plan(be, &a, &nd->reserve_bytes);
+        if (g->fuse_timed && nd->fcand != TB_BNF_UNFUSED) { /* the unfused alternative, timed later */
+            size_t alt = 0;
+            a.stats_elsewhere = a.y_in_consumer = 0;
+            nd->plan_alt = be->bn_plan(be, &a, &alt);
+            nd->has_plan_alt = 1;
+            if (alt > nd->reserve_bytes) nd->reserve_bytes = alt; /* either may run in that space */
+        }
     }
     tb_graph_plan_memory(g, pt);
     g->act_arena = be->alloc(be, g->act_arena_bytes);
@@ -159,6 +167,7 @@ void tb_graph_free(tb_graph *g, tb_backend *be) {
         tb_node *nd = &g->nodes[i];
         if (nd->kind == TB_NODE_CONV && nd->plan) be->conv_plan_free(be, nd->plan);
         if (nd->kind == TB_NODE_BN && nd->plan) be->bn_plan_free(be, nd->plan);
+        if (nd->kind == TB_NODE_BN && nd->has_plan_alt) be->bn_plan_free(be, nd->plan_alt);
     }
     if (g->act_arena) be->release(be, g->act_arena);
     if (g->grad_arena) be->release(be, g->grad_arena);
@@ -271,8 +280,8 @@ void tb_graph_bn_args(const tb_graph *g, const tb_node *nd, const tb_graph_param
     a->plan = nd->plan;
     a->reserve = nd->reserve;
     a->reserve_bytes = nd->reserve_bytes;
-    a->stats_elsewhere = nd->fcand != TB_BNF_UNFUSED;
-    a->y_in_consumer = nd->fcand == TB_BNF_FOLD && nd->relu;
+    a->stats_elsewhere = nd->plan_fcand != TB_BNF_UNFUSED;
+    a->y_in_consumer = nd->plan_fcand == TB_BNF_FOLD && nd->relu;
 }
 
 void tb_graph_forward_node(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int train, int i) {

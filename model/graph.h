@@ -55,14 +55,21 @@ typedef struct {
     tb_real *save_mean;           /* BN [C] batch mean (device) */
     tb_real *save_invstd;         /* BN [C] batch 1/std (device) */
     void *reserve;                /* BN: what the plan keeps from forward to backward */
-    size_t reserve_bytes;         /* BN: asked for by bn_plan (0: none) */
+    size_t reserve_bytes;         /* BN: asked for by bn_plan (0: none; --fuse fastest: the
+                                     larger of its two plans') */
+    int plan_fcand;               /* BN: the fcand its plan was made for (tb_graph_bn_args:
+                                     stats_elsewhere, y_in_consumer) */
+    void *plan_alt;               /* BN, --fuse fastest: a plan for running it unfused
+                                     (made for TB_BNF_UNFUSED), until the timing chose */
+    int has_plan_alt;             /* plan_alt was made (NULL is a valid plan: the CPU's) */
     size_t state_offset;          /* BN: planned offset of save_mean (then save_invstd,
                                      then reserve) in the activation arena */
     size_t reserve_offset;        /* BN: planned offset of its reserve space (after the state) */
     /* --fuse graph (model/graph_fused.c) */
     int fcand;                    /* BN: the tb_bn_fuse_mode the node list allows */
     int fmode;                    /* BN: the mode it runs in (fcand, or less where the
-                                     backend has no engine) */
+                                     backend has no engine, or, under --fuse fastest,
+                                     where the fused ops measured slower) */
     int fpeer;                    /* BN FOLD: the conv that reads it; ZFOLD: the block-end
                                      BN that adds it; -1 none */
     int fstats;                   /* BN: the conv whose epilogue makes its statistics */
@@ -95,6 +102,8 @@ typedef struct {
     tb_dtype dtype;
     tb_layout layout;
     int fuse_graph;               /* --fuse graph: conv + BatchNorm fusion (graph_fused.c) */
+    int fuse_timed;               /* --fuse fastest: fused per BatchNorm where timed faster
+                                     (graph_fused_time.c) */
     /* device memory owned by the graph */
     void *act_arena;
     size_t act_arena_bytes;       /* planned: activations + BN state + BN reserves */

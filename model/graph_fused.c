@@ -57,7 +57,7 @@ void tb_fused_candidates(tb_graph *g) {
             nd->fpeer = c;
         }
     }
-    for (int i = 0; i < g->nnodes; i++) g->nodes[i].fmode = g->nodes[i].fcand;
+    for (int i = 0; i < g->nnodes; i++) g->nodes[i].fmode = g->nodes[i].plan_fcand = g->nodes[i].fcand;
 }
 
 void tb_fused_count(const tb_graph *g, int planned, int counts[4]) {
@@ -89,8 +89,7 @@ static tb_bn_fold fold_of(const tb_node *b, const tb_graph_params *p) {
     return f;
 }
 
-/* The finalize arguments of BN node b for a batch of n (x, z, y: scratch). */
-static void finalize_args(tb_graph *g, const tb_graph_params *p, const tb_node *b, int n, tb_bn_finalize_args *fa) {
+void tb_fused_finalize_args(tb_graph *g, const tb_graph_params *p, const tb_node *b, int n, tb_bn_finalize_args *fa) {
     tb_tensor x, z, y;
     tb_bn_args ba;
     tb_graph_bn_args(g, b, p, n, &x, &z, &y, &ba);
@@ -111,10 +110,8 @@ static void finalize_args(tb_graph *g, const tb_graph_params *p, const tb_node *
     *fa = f;
 }
 
-/* The buffers of conv node ci's fused op for a batch of n (pro: through
- * the BN folded into it): x, w, y, dy, dw, dx, dr, xp in t[]. */
-static void fconv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int pro, tb_bn_fold *f, tb_tensor t[8],
-                       tb_fconv_args *a) {
+void tb_fused_conv_args(tb_graph *g, const tb_graph_params *p, int ci, int n, int pro, tb_bn_fold *f, tb_tensor t[8],
+                        tb_fconv_args *a) {
     const tb_node *c = &g->nodes[ci], *b = pro ? &g->nodes[c->fpro] : NULL, *bo = NULL;
     if (c->fpeer >= 0 && g->nodes[c->fpeer].fmode != TB_BNF_UNFUSED) bo = &g->nodes[c->fpeer];
     memset(a, 0, sizeof *a);
@@ -172,8 +169,8 @@ static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
     tb_fconv_args a;
     tb_bn_finalize_args fa;
     unsigned want = TB_FCONV_FWD | (c->fpro >= 0 ? TB_FCONV_WGRAD | TB_FCONV_DGRAD : 0), got = 0;
-    fconv_args(g, p, ci, g->max_batch, c->fpro >= 0, &f, t, &a);
-    if (bo >= 0) finalize_args(g, p, &g->nodes[bo], g->max_batch, &fa), a.fin = &fa;
+    tb_fused_conv_args(g, p, ci, g->max_batch, c->fpro >= 0, &f, t, &a);
+    if (bo >= 0) tb_fused_finalize_args(g, p, &g->nodes[bo], g->max_batch, &fa), a.fin = &fa;
     void *plan = be->fconv_plan(be, &a, want, &got);
     if (c->fpro >= 0 && got != want) {
         tb_node *b = &g->nodes[c->fpro];
@@ -182,7 +179,7 @@ static void plan_conv(tb_graph *g, tb_backend *be, const tb_graph_params *p, int
         c->fpro = -1;
         if (plan) be->fconv_plan_free(be, plan);
         want = TB_FCONV_FWD, got = 0;
-        fconv_args(g, p, ci, g->max_batch, 0, &f, t, &a);
+        tb_fused_conv_args(g, p, ci, g->max_batch, 0, &f, t, &a);
         a.fin = bo >= 0 ? &fa : NULL;
         plan = be->fconv_plan(be, &a, want, &got);
     }
@@ -228,6 +225,7 @@ void tb_fused_plan(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     if (off.count)
         tb_info("# fuse graph: %d BatchNorm%s unfused (the %s backend has no conv + statistics for %s conv): %s",
                 off.count, off.count > 1 ? "s" : "", be->name, off.count > 1 ? "their" : "its", off.names);
+    if (g->fuse_timed) tb_fused_time(g, be, p); /* --fuse fastest: down where unfused is faster */
     char sum[192];
     tb_fused_summary(g, sum, sizeof sum);
     tb_info("# fuse graph: %s", sum);
@@ -248,35 +246,43 @@ static void conv_forward_fused(tb_graph *g, tb_backend *be, const tb_graph_param
     tb_tensor t[8];
     tb_bn_fold f;
     tb_fconv_args a;
-    fconv_args(g, p, ci, n, c->fpro >= 0, &f, t, &a);
+    tb_fused_conv_args(g, p, ci, n, c->fpro >= 0, &f, t, &a);
     tb_op_prof_begin(g->prof, c->name, TB_OPP_FORWARD, TB_OPK_CONV_FWD);
     be->fconv_forward(be, c->fplan, &a);
     tb_op_prof_end(g->prof);
     const tb_node *b = &g->nodes[c->fpeer]; /* its BN: fused whenever the plan exists */
     tb_bn_finalize_args fa;
-    finalize_args(g, p, b, n, &fa);
+    tb_fused_finalize_args(g, p, b, n, &fa);
     tb_op_prof_begin(g->prof, b->name, TB_OPP_FORWARD, TB_OPK_BN_FWD);
     be->bn_finalize(be, c->fplan, &fa);
     tb_op_prof_end(g->prof);
+}
+
+void tb_fused_apply_args(const tb_graph *g, const tb_node *nd, int n, tb_tensor t[3], tb_bn_apply_args *a) {
+    t[0] = tb_graph_act(g, nd->in, n);
+    t[1] = tb_graph_act(g, nd->out, n);
+    tb_bn_apply_args b = {&t[0], nd->fscale, nd->fbias, NULL, NULL, NULL, nd->relu, &t[1], nd->plan, nd->reserve,
+                          nd->reserve_bytes};
+    if (nd->in2 >= 0) {
+        const tb_node *zb = &g->nodes[g->acts[nd->in2].producer];
+        if (zb->kind == TB_NODE_BN && zb->fmode == TB_BNF_ZFOLD) {
+            t[2] = tb_graph_act(g, zb->in, n); /* the shortcut conv's raw output */
+            b.zscale = zb->fscale, b.zbias = zb->fbias;
+        } else {
+            t[2] = tb_graph_act(g, nd->in2, n);
+        }
+        b.z = &t[2];
+    }
+    *a = b;
 }
 
 static void bn_forward_fused(tb_graph *g, tb_backend *be, const tb_graph_params *p, int n, int i) {
     const tb_node *nd = &g->nodes[i];
     p->counters[p->table->items[nd->param + 4].offset] += 1;
     if (nd->fmode != TB_BNF_APPLY) return; /* folded: its consumer applies it */
-    tb_tensor x = tb_graph_act(g, nd->in, n), y = tb_graph_act(g, nd->out, n), z;
-    tb_bn_apply_args a = {&x, nd->fscale, nd->fbias, NULL, NULL, NULL, nd->relu, &y, nd->plan, nd->reserve,
-                          nd->reserve_bytes};
-    if (nd->in2 >= 0) {
-        const tb_node *zb = &g->nodes[g->acts[nd->in2].producer];
-        if (zb->kind == TB_NODE_BN && zb->fmode == TB_BNF_ZFOLD) {
-            z = tb_graph_act(g, zb->in, n); /* the shortcut conv's raw output */
-            a.zscale = zb->fscale, a.zbias = zb->fbias;
-        } else {
-            z = tb_graph_act(g, nd->in2, n);
-        }
-        a.z = &z;
-    }
+    tb_tensor t[3];
+    tb_bn_apply_args a;
+    tb_fused_apply_args(g, nd, n, t, &a);
     tb_op_prof_begin(g->prof, nd->name, TB_OPP_FORWARD, TB_OPK_BN_FWD);
     be->bn_apply(be, &a);
     tb_op_prof_end(g->prof);
@@ -308,7 +314,7 @@ static void conv_backward_fused(tb_graph *g, tb_backend *be, const tb_graph_para
     tb_tensor t[8];
     tb_bn_fold f;
     tb_fconv_args a;
-    fconv_args(g, p, ci, n, 1, &f, t, &a);
+    tb_fused_conv_args(g, p, ci, n, 1, &f, t, &a);
     int side = tb_graph_wgrad_begin(g, be);
     tb_op_prof_begin(g->prof, c->name, TB_OPP_BACKWARD_FILTER, TB_OPK_CONV_WGRAD);
     be->fconv_backward_filter(be, c->fplan, &a);

@@ -47,12 +47,12 @@ tb_precision tb_precision_default(const tb_backend *be) {
 void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo) { bo->tf32 = p == TB_PREC_TF32; }
 
 int tb_fuse_parse(const char *s, int *fuse) {
-    static const char *names[] = {"off", "bn", "graph"};
+    static const char *names[] = {"off", "bn", "graph", "fastest"};
     if (strcmp(s, "auto") == 0) {
         *fuse = TB_FUSE_BN;
         return 0;
     }
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (strcmp(s, names[i]) == 0) {
             *fuse = i;
             return 0;
@@ -60,7 +60,9 @@ int tb_fuse_parse(const char *s, int *fuse) {
     return -1;
 }
 
-const char *tb_fuse_name(int fuse) { return fuse == TB_FUSE_GRAPH ? "graph" : fuse == TB_FUSE_BN ? "bn" : "off"; }
+const char *tb_fuse_name(int fuse) {
+    return fuse == TB_FUSE_FASTEST ? "fastest" : fuse == TB_FUSE_GRAPH ? "graph" : fuse == TB_FUSE_BN ? "bn" : "off";
+}
 
 tb_model_opts tb_model_default_opts(void) {
     tb_model_opts o;
@@ -159,6 +161,7 @@ tb_model *tb_model_create(const tb_resnet_config *cfg, tb_backend *be, int max_b
     m->g.dtype = opts->dtype;
     m->g.layout = opts->layout;
     m->g.fuse_graph = opts->fuse >= TB_FUSE_GRAPH;
+    m->g.fuse_timed = opts->fuse == TB_FUSE_FASTEST;
     tb_resnet_build(cfg, height, width, opts->fuse != TB_FUSE_OFF, &m->pt, &m->g);
 
     /* parameters first: the graph's conv plans may run on the real buffers */

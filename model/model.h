@@ -47,10 +47,13 @@ void tb_precision_backend_opts(tb_precision p, tb_backend_opts *bo);
  * inside the BN node (bn_forward_train's BN_ADD_ACTIVATION). GRAPH: BN as
  * well, with the convolutions around it: statistics in the conv's
  * epilogue, the BN folded into the next conv's prologue
- * (model/graph_fused.h); what a backend cannot run falls back to BN. */
-enum { TB_FUSE_OFF = 0, TB_FUSE_BN = 1, TB_FUSE_GRAPH = 2 };
-/* "auto" (today BN: GRAPH has not run on a GPU yet), "graph", "bn", "off";
- * -1 for anything else. */
+ * (model/graph_fused.h); what a backend cannot run falls back to BN.
+ * FASTEST: GRAPH, then each BatchNorm kept on its conv's statistics only
+ * where, timed at start-up on the real buffers, that is faster than its
+ * unfused ops (model/graph_fused_time.c). */
+enum { TB_FUSE_OFF = 0, TB_FUSE_BN = 1, TB_FUSE_GRAPH = 2, TB_FUSE_FASTEST = 3 };
+/* "auto" (today BN: GRAPH is slower in bf16 on the H200), "fastest",
+ * "graph", "bn", "off"; -1 for anything else. */
 int tb_fuse_parse(const char *s, int *fuse);
 const char *tb_fuse_name(int fuse);
 

@@ -57,6 +57,21 @@ add_executable(test_fused_step test_fused_step.c)
 target_link_libraries(test_fused_step PRIVATE tb_model)
 add_test(NAME fused_step COMMAND test_fused_step)
 set_tests_properties(fused_host fused_step PROPERTIES TIMEOUT 300)
+# --fuse fastest from the command line on the CPU: ResNet-18's 8 folds
+# timed, then the BNs on their conv's statistics (how many depends on the
+# folds kept: real times decide here), the lines that say so, the summary
+# after them, and a training that ends well; a --fuse word that is none of
+# the five is refused with them all
+add_test(NAME fuse_fastest_cli COMMAND ${TB_TEST_DIR}/expect_pass.sh
+  "^# fuse fastest: 8 folds timed, .* \\(forward \\+ backward at batch 2; [1-8] problems, 0 of them from the plan cache\\): [0-8] applied instead"
+  "^# fuse fastest: [0-9]+ BatchNorms timed on their conv's statistics and unfused"
+  "^# fuse graph: 1?[0-9] of 20 BatchNorms on conv statistics: [0-8] folded" "^# training: 2 steps, loss"
+  -- $<TARGET_FILE:trainbench> train --backend cpu --synthetic --steps 2 --batch-size 2 --image-size 32 --threads 2
+  --fuse fastest)
+add_test(NAME fuse_word_refused COMMAND ${TB_TEST_DIR}/expect_fail.sh
+  "^trainbench: error: train: --fuse expects one of auto\\|fastest\\|graph\\|bn\\|off, got 'fast'$"
+  $<TARGET_FILE:trainbench> train --backend cpu --synthetic --steps 1 --fuse fast)
+set_tests_properties(fuse_fastest_cli fuse_word_refused PROPERTIES TIMEOUT 120)
 if(TB_FP64)
   add_executable(test_fused_step_fp64 test_fused_step.c ${TB_CPU_SOURCES} ${TB_MODEL_SOURCES})
   target_compile_definitions(test_fused_step_fp64 PRIVATE TB_REAL_DOUBLE=1)

@@ -7,6 +7,11 @@
  *    statistics at all, none for 128-channel inputs); the BatchNorms move
  *    down as model/graph_fused.h says, with one line per kind of fallback,
  *    and the step is still the unfused one.
+ *  - --fuse fastest (model/graph_fused_time.c): with the fused or the
+ *    unfused ops slowed down on purpose, the timed BatchNorms go where the
+ *    times say (block ends first, their shortcut's BN then applied), the
+ *    step stays the unfused one, and the choices kept in the backend's store
+ *    are used instead of timing (one that does not parse is timed again).
  *  - The step: loss, every gradient, the running statistics and the weights
  *    after SGD, ResNet-50 (every block kind: a BN folded into a conv whose
  *    own BN folds into the next, the shortcut's BN folded into the block
@@ -41,6 +46,22 @@ static unsigned g_refuse;     /* TB_FCONV_* bits the wrapped backend says it can
 static int g_refuse_pro_only; /* ... only for convs with a BN folded into them */
 static int g_refuse_cin;      /* ... only for convs with this many input channels (0: all) */
 static int g_plant;           /* the finalize's momentum doubled */
+/* --fuse fastest, timed on a virtual clock: while g_virtual, the events'
+ * elapsed times are g_vclock's, which only the slowed calls advance (by
+ * the ms given: the fused conv forward or, g_slow_dgrad, the fused data
+ * gradient, of convs with g_slow_cin input channels (0: all); every
+ * bn_forward_train). Every way costs 0 otherwise: a tie, which keeps the
+ * fusion. Real times never decide, so the choices are the same on a busy
+ * machine. */
+static int g_virtual, g_slow_fused_ms, g_slow_dgrad, g_slow_cin, g_slow_unfused_ms;
+static double g_vclock;
+static struct {
+    tb_event *e;
+    double t;
+} g_vev[16];
+/* the backend's store of timed choices (choice_get/_put), in memory */
+static int g_store_on, g_store_n, g_store_gets, g_store_puts;
+static char g_store_key[64][200], g_store_val[64][64];
 
 /* The ready hook as an in-place all-reduce over two identical replicas
  * does it: each range it reports is doubled at once, so an op that still
@@ -74,11 +95,75 @@ static void w_bn_finalize(tb_backend *be, void *plan, const tb_bn_finalize_args 
     g_inner.bn_finalize(be, plan, &b);
 }
 
+static void w_fconv_forward(tb_backend *be, void *plan, const tb_fconv_args *a) {
+    if (!g_slow_dgrad && (!g_slow_cin || a->g->cin == g_slow_cin)) g_vclock += g_slow_fused_ms;
+    g_inner.fconv_forward(be, plan, a);
+}
+
+static void w_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a) {
+    if (g_slow_dgrad && (!g_slow_cin || a->g->cin == g_slow_cin)) g_vclock += g_slow_fused_ms;
+    g_inner.fconv_backward_data(be, plan, a);
+}
+
+static void w_bn_forward_train(tb_backend *be, const tb_bn_args *a) {
+    g_vclock += g_slow_unfused_ms;
+    g_inner.bn_forward_train(be, a);
+}
+
+static void w_event_record(tb_backend *be, tb_event *e, tb_stream *s) {
+    g_inner.event_record(be, e, s);
+    int i = 0, free_slot = -1;
+    for (; i < 16 && g_vev[i].e != e; i++)
+        if (!g_vev[i].e && free_slot < 0) free_slot = i;
+    if (i == 16) i = free_slot;
+    if (i >= 0) g_vev[i].e = e, g_vev[i].t = g_vclock;
+}
+
+static double w_event_elapsed_ms(tb_backend *be, tb_event *a, tb_event *b) {
+    double ta = -1, tb = -1;
+    for (int i = 0; i < 16; i++) {
+        if (g_vev[i].e == a) ta = g_vev[i].t;
+        if (g_vev[i].e == b) tb = g_vev[i].t;
+    }
+    if (!g_virtual || ta < 0 || tb < 0) return g_inner.event_elapsed_ms(be, a, b);
+    return tb - ta;
+}
+
+static void w_event_destroy(tb_backend *be, tb_event *e) {
+    for (int i = 0; i < 16; i++)
+        if (g_vev[i].e == e) g_vev[i].e = NULL;
+    g_inner.event_destroy(be, e);
+}
+
+static int w_choice_get(tb_backend *be, const char *key, char *out, size_t len) {
+    (void)be;
+    if (!g_store_on) return 0;
+    g_store_gets++;
+    for (int i = 0; i < g_store_n; i++)
+        if (strcmp(g_store_key[i], key) == 0) {
+            snprintf(out, len, "%s", g_store_val[i]);
+            return 1;
+        }
+    return 0;
+}
+
+static void w_choice_put(tb_backend *be, const char *key, const char *value) {
+    (void)be;
+    if (!g_store_on) return;
+    g_store_puts++;
+    int i = 0;
+    while (i < g_store_n && strcmp(g_store_key[i], key) != 0) i++;
+    if (i == 64) return;
+    if (i == g_store_n) g_store_n++;
+    snprintf(g_store_key[i], sizeof g_store_key[i], "%s", key);
+    snprintf(g_store_val[i], sizeof g_store_val[i], "%s", value);
+}
+
 typedef struct {
     float loss;
     float *grads, *state, *params; /* every trainable gradient, running statistic, updated weight */
     size_t ng, ns;
-    char lines[2048]; /* what planning printed */
+    char lines[4096]; /* what planning printed */
     int counts[4];
 } step_out;
 
@@ -245,12 +330,128 @@ static void test_ready_order(tb_backend *be) {
     }
 }
 
+/* The stored choice whose key holds what, set to value (the test's store). */
+static int store_set(const char *what, const char *value) {
+    for (int i = 0; i < g_store_n; i++)
+        if (strstr(g_store_key[i], what)) {
+            snprintf(g_store_val[i], sizeof g_store_val[i], "%s", value);
+            return 1;
+        }
+    return 0;
+}
+
+static void check_fastest(const step_out *fu, const char *what, const int want[4], const char *line) {
+    TB_CHECK(memcmp(fu->counts, want, sizeof fu->counts) == 0 && strstr(fu->lines, line),
+             "--fuse fastest, %s: %d unfused, %d applied, %d folded, %d into the block end (want %d %d %d %d); line "
+             "\"%s\" in:\n%s",
+             what, fu->counts[0], fu->counts[1], fu->counts[2], fu->counts[3], want[0], want[1], want[2], want[3],
+             line, fu->lines);
+}
+
+/* --fuse fastest on ResNet-18 (timed on the virtual clock), with the folds
+ * refused (no fused data gradient behind a prologue), so 20 BatchNorms are
+ * timed: the 8 block ends first, then the blocks' first BNs, the 3
+ * shortcuts and the stem; then with the folds: 8 folds timed first.
+ * un: the unfused step (float64), to which each mix must be equal. */
+static void test_fastest(tb_backend *be, const step_out *un) {
+    char why[256], line[96];
+    step_out fu;
+    const int w = FP64 ? 2 : 0;
+    g_virtual = 1;
+    g_refuse = TB_FCONV_DGRAD, g_refuse_pro_only = 1;
+    /* the fused conv forward slower everywhere: every timed BN unfused */
+    g_slow_fused_ms = 10;
+    run_step(be, "resnet18", TB_FUSE_FASTEST, 2, 32, w, &fu);
+    check_fastest(&fu, "the fused ops slower", (const int[4]){20, 0, 0, 0}, "# fuse fastest: 20 BatchNorms timed");
+    TB_CHECK(strstr(fu.lines, ": 20 unfused (layer1.0.bn2, layer1.1.bn2, "), "the block ends first: %s", fu.lines);
+    if (w) TB_CHECK(same_step(&fu, un, why, sizeof why), "--fuse fastest, all unfused: the step: %s", why);
+    free_out(&fu);
+
+    /* slower fused ops only on the convs with 128 input channels; the
+     * unfused BN forward slower everywhere. Unfused: layer2.0.bn2 and
+     * layer2.1.bn2 (block ends: layer2.0's shortcut BN applied now, and
+     * fused), layer2.1.bn1, layer3.0.bn1 and layer3.0.downsample.1 */
+    g_slow_fused_ms = 12, g_slow_cin = 128, g_slow_unfused_ms = 3;
+    g_store_on = 1, g_store_n = g_store_puts = 0;
+    run_step(be, "resnet18", TB_FUSE_FASTEST, 2, 32, w, &fu);
+    check_fastest(&fu, "mixed", (const int[4]){5, 14, 0, 1}, ": 5 unfused (layer2.0.bn2, layer2.1.bn2, ");
+    snprintf(line, sizeof line, "%d problems, 0 of them from the plan cache", g_store_n);
+    TB_CHECK(strstr(fu.lines, line) && g_store_puts == g_store_n && g_store_n >= 8,
+             "each problem timed once and stored (%d stored, %d puts): \"%s\" in %s", g_store_n, g_store_puts, line,
+             fu.lines);
+    if (w) TB_CHECK(same_step(&fu, un, why, sizeof why), "--fuse fastest, mixed: the step: %s", why);
+    if (w) printf("# --fuse fastest, 5 of 20 timed BatchNorms unfused: %s\n", why);
+    free_out(&fu);
+
+    /* slowed the other way: the stored choices hold, nothing is timed */
+    g_slow_cin = 0, g_slow_unfused_ms = 0;
+    const int stored = g_store_n;
+    run_step(be, "resnet18", TB_FUSE_FASTEST, 2, 32, 0, &fu);
+    snprintf(line, sizeof line, "%d problems, %d of them from the plan cache", stored, stored);
+    check_fastest(&fu, "from the store", (const int[4]){5, 14, 0, 1}, line);
+    TB_CHECK(g_store_puts == stored, "nothing timed again: %d puts", g_store_puts - stored);
+    free_out(&fu);
+
+    /* the stem's choice no longer parses ("unfused" where its times say
+     * fused): timed again, unfused now; one line says so */
+    TB_CHECK(store_set("conv 3->64 k7", "unfused 1.0000 0.9950"), "the stem's choice is in the store");
+    run_step(be, "resnet18", TB_FUSE_FASTEST, 2, 32, 0, &fu);
+    check_fastest(&fu, "a stored choice that does not parse", (const int[4]){6, 13, 0, 1},
+                  "\"unfused 1.0000 0.9950\" is not a timed choice; timing again");
+    TB_CHECK(g_store_puts == stored + 1, "the stem timed and stored again: %d puts", g_store_puts - stored);
+    free_out(&fu);
+    g_store_on = 0;
+    g_refuse = 0, g_refuse_pro_only = 0;
+
+    /* the folds: the fused data gradient slower behind the convs with 128
+     * input channels (layer2.0.conv2, layer2.1.conv2): their BNs applied
+     * instead, the other 6 folds kept; the rest ties (fused kept) */
+    g_slow_fused_ms = 10, g_slow_dgrad = 1, g_slow_cin = 128;
+    run_step(be, "resnet18", TB_FUSE_FASTEST, 2, 32, w, &fu);
+    check_fastest(&fu, "folds", (const int[4]){0, 11, 6, 3},
+                  "# fuse fastest: 8 folds timed, the BN in the next conv's prologue against applied");
+    TB_CHECK(strstr(fu.lines, ": 2 applied instead (layer2.0.bn1, layer2.1.bn1)") &&
+                 strstr(fu.lines, "# fuse fastest: 8 BatchNorms timed on their conv's statistics"),
+             "two folds applied, then 8 timed against unfused (the stem, 3 shortcuts, the 2 applied BNs and the 2 "
+             "block ends whose conv lost its prologue): %s",
+             fu.lines);
+    if (w) TB_CHECK(same_step(&fu, un, why, sizeof why), "--fuse fastest, 2 of 8 folds applied: the step: %s", why);
+    if (w) printf("# --fuse fastest, 2 of 8 folds applied: %s\n", why);
+    free_out(&fu);
+    g_slow_fused_ms = 0, g_slow_dgrad = 0, g_slow_cin = 0, g_virtual = 0;
+
+    /* the rule and the stored value */
+    double mf, mu;
+    int u;
+    char v[64];
+    tb_fused_time_value(1.0, 0.979996, v, sizeof v); /* unfused by the raw times, fused as written (0.98) */
+    TB_CHECK(tb_fused_time_parse(v, &u, &mf, &mu) == 0 && !u && strcmp(v, "fused 1.0000 0.9800") == 0,
+             "a value's word comes from its times as written: \"%s\"", v);
+    TB_CHECK(!tb_fused_time_pick(1.0, 0.99) && tb_fused_time_pick(1.0, 0.97) && !tb_fused_time_pick(0.5, 1.0),
+             "fused keeps a tie within 2 %%");
+    TB_CHECK(tb_fused_time_parse("unfused 1.0000 0.5000", &u, &mf, &mu) == 0 && u && mf == 1.0 && mu == 0.5 &&
+                 tb_fused_time_parse("fused 1.0 0.99", &u, &mf, &mu) == 0 && !u,
+             "stored values parse");
+    static const char *bad[] = {"unfused 1.0 0.99", "fused 1.0 0.5", "fast 1 2", "fused 1 2 x",
+                                "fused nan 1",      "fused -1 2",    "fused 1",  ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        TB_CHECK(tb_fused_time_parse(bad[i], &u, &mf, &mu) == -1, "\"%s\" is refused", bad[i]);
+}
+
 static void test_steps(void) {
     tb_backend_opts bo = {.threads = 2};
     tb_backend *be = tb_cpu_backend_create(&bo);
     g_inner = *be;
     be->fconv_plan = w_fconv_plan;
     be->bn_finalize = w_bn_finalize;
+    be->fconv_forward = w_fconv_forward;
+    be->fconv_backward_data = w_fconv_backward_data;
+    be->bn_forward_train = w_bn_forward_train;
+    be->event_record = w_event_record;
+    be->event_elapsed_ms = w_event_elapsed_ms;
+    be->event_destroy = w_event_destroy;
+    be->choice_get = w_choice_get;
+    be->choice_put = w_choice_put;
     char why[256];
     step_out un, fu;
     /* ResNet-50 at 32 px, batch 4: every block kind (downsample, stride on the 3x3) */
@@ -305,6 +506,7 @@ static void test_steps(void) {
         free_out(&fu);
     }
     g_refuse = 0, g_refuse_pro_only = 0, g_refuse_cin = 0;
+    test_fastest(be, &un);
     test_ready_order(be);
     if (FP64) { /* the planted error: the finalize's momentum doubled must fail the comparison */
         g_plant = 1;

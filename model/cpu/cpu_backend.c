@@ -450,6 +450,8 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->fconv_backward_data = cpu_fconv_backward_data;
     be->bn_input_grad = cpu_bn_input_grad;
     be->plan_session = cpu_plan_session;
+    be->choice_get = cpu_choice_get;
+    be->choice_put = cpu_choice_put;
 
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;

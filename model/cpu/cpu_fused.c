@@ -39,6 +39,14 @@ void cpu_fconv_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) 
 
 void cpu_plan_session(tb_backend *be, const char *session) { (void)be, (void)session; }
 
+/* The CPU keeps no choices: each run times again (--fuse fastest). */
+int cpu_choice_get(tb_backend *be, const char *key, char *out, size_t len) {
+    (void)be, (void)key, (void)out, (void)len;
+    return 0;
+}
+
+void cpu_choice_put(tb_backend *be, const char *key, const char *value) { (void)be, (void)key, (void)value; }
+
 static void fold_check(const char *op, const tb_fconv_args *a) {
     if (!a->pro || !a->pro->scale || !a->pro->bias)
         TB_FATAL("cpu %s: the folded BatchNorm's scale and bias are missing", op);

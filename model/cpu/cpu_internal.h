@@ -95,6 +95,8 @@ void cpu_fconv_backward_filter(tb_backend *be, void *plan, const tb_fconv_args *
 void cpu_fconv_backward_data(tb_backend *be, void *plan, const tb_fconv_args *a);
 void cpu_bn_input_grad(tb_backend *be, const tb_fconv_args *a);
 void cpu_plan_session(tb_backend *be, const char *session);
+int cpu_choice_get(tb_backend *be, const char *key, char *out, size_t len);
+void cpu_choice_put(tb_backend *be, const char *key, const char *value);
 
 /* cpu_eltwise.c */
 void cpu_relu_forward(tb_backend *be, const tb_tensor *x, const tb_tensor *y);

@@ -314,6 +314,8 @@ void cu_nvrm_version_parse(const char *line, char *out, size_t len);
  * end; plans made outside a session are written when the backend goes). */
 struct tb_plan_cache *cu_plan_cache(cu_state *st);
 void cu_plan_session(tb_backend *be, const char *session);
+int cu_choice_get(tb_backend *be, const char *key, char *out, size_t len);
+void cu_choice_put(tb_backend *be, const char *key, const char *value);
 /* fused_ops.c: the fused entries of the table (and the plan cache's
  * directory from opts); fused_plan.c + cuda_plan_cache.c: their teardown. */
 void cu_fused_table(tb_backend *be, const tb_backend_opts *opts);

@@ -10,6 +10,7 @@
  * measuring or not). The precision, layout and shapes are each entry's.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/log.h"
@@ -91,6 +92,34 @@ void cu_plan_session(tb_backend *be, const char *session) {
     tb_info("# plan cache: %d choices found, %d made and %s (%d entries)%s", tb_pc_hits(c) - st->pc_hits0, made,
             tb_pc_writes(c) && !failed ? "written" : "not written", tb_pc_count(c),
             missed > made ? "; the rest have no plan here and are searched at every launch" : "");
+}
+
+/* --fuse fastest's timed choices (backend.h choice_get/_put): the entry
+ * key gets what the CUDA backend adds to them, the BatchNorm kernels
+ * (TB_BN_KERNELS, the ReLU mask) and the fused engines timed
+ * (TB_FUSED_CANDIDATES); the rest is in the cache's key line. */
+static void choice_key(const cu_state *st, const char *key, char *out, size_t len) {
+    const char *cand = getenv("TB_FUSED_CANDIDATES");
+    snprintf(out, len, "%s bn%d mask%d cand%s", key, st->bn_cudnn, st->bn_mask, cand && atoi(cand) > 0 ? cand : "-");
+}
+
+int cu_choice_get(tb_backend *be, const char *key, char *out, size_t len) {
+    cu_state *st = cu_state_of(be);
+    tb_plan_cache *c = cu_plan_cache(st);
+    char k[320];
+    choice_key(st, key, k, sizeof k);
+    const char *v = c ? tb_pc_get(c, k) : NULL;
+    if (!v) return 0;
+    snprintf(out, len, "%s", v);
+    return 1;
+}
+
+void cu_choice_put(tb_backend *be, const char *key, const char *value) {
+    cu_state *st = cu_state_of(be);
+    tb_plan_cache *c = cu_plan_cache(st);
+    char k[320];
+    choice_key(st, key, k, sizeof k);
+    if (c) tb_pc_put(c, k, value);
 }
 
 void cu_pc_conv_key(char *out, size_t len, const tb_conv_geom *g, tb_dtype dt, tb_layout l, int n, int h, int w,

@@ -15,17 +15,13 @@
  *               on synthetic sums when planned (a different convention, say
  *               the biased variance in the running update, moves the node to
  *               the own kernel with one line)
- * The prologue graphs try the fd_variant list in order (float or 16-bit
- * scale and bias; float or 16-bit intermediates): the first that plans is
- * kept, and a 16-bit scale/bias is rounded from bn_finalize's float one
- * before each run. fconv_plan reports what planned (got); the graph moves
- * nodes down where something is missing (model/graph_fused.c). A graph
- * that a smaller batch lacks runs as the unfused ops instead (the
- * "composition": the prologue materialised into xp by the apply kernel,
- * the node's conv_plan, the own statistics and BN weight-gradient kernels), so
- * every call has a path; the first time each kind of graph is missing one
- * "# cuda fused:" line names it and cuDNN's reason.
- */
+ * The prologue graphs try the fd_variant list in order (float or 16-bit scale and bias; float or 16-bit
+ * intermediates): the first that plans is kept, and a 16-bit scale/bias is rounded from bn_finalize's float one
+ * before each run. fconv_plan reports what planned (got); the graph moves nodes down where something is missing
+ * (model/graph_fused.c). A graph that a smaller batch lacks runs as the unfused ops instead (the "composition":
+ * the prologue materialised into xp by the apply kernel, the node's conv_plan, the own statistics and BN
+ * weight-gradient kernels), so every call has a path; the first time each kind of graph is missing one "# cuda
+ * fused:" line names it and cuDNN's reason. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -594,6 +590,8 @@ void cu_fused_table(tb_backend *be, const tb_backend_opts *opts) {
     be->fconv_backward_data = cu_fconv_backward_data;
     be->bn_input_grad = cu_bn_input_grad;
     be->plan_session = cu_plan_session;
+    be->choice_get = cu_choice_get;
+    be->choice_put = cu_choice_put;
 }
 
 void tb_cuda_fused_force(tb_backend *be, unsigned kinds) { cu_state_of(be)->fused_force = kinds; }

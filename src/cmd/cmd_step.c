@@ -92,9 +92,10 @@ int tb_cmd_step(int argc, char **argv) {
         {"no-autotune", TB_OPT_FLAG, &fl.no_autotune, 0, 0, NULL, "CUDA: cuDNN's heuristic conv algorithms, not measured ones"},
         {"workspace-mb", TB_OPT_INT, &fl.workspace_mb, 0, 1 << 20, NULL, "CUDA: most MiB a conv algorithm may use (0: 1024, at most 1/8 of the GPU)"},
         {"threads", TB_OPT_INT, &fl.threads, 0, 4096, NULL, "CPU threads (0: all cores)"},
-        {"fuse", TB_OPT_CHOICE, fl.fuse, 0, 0, "auto|graph|bn|off",
+        {"fuse", TB_OPT_CHOICE, fl.fuse, 0, 0, "auto|fastest|graph|bn|off",
          "graph: conv + BatchNorm fusion (statistics in the conv's epilogue, BN + ReLU in the next conv's "
-         "prologue); bn: residual add and ReLU inside the BN op; off: separate ops; auto: bn"},
+         "prologue); fastest: graph, each fusion kept only where it timed faster at start-up; bn: residual add "
+         "and ReLU inside the BN op; off: separate ops; auto: bn"},
         {"no-fuse", TB_OPT_FLAG, &fl.no_fuse, 0, 0, NULL, "the same as --fuse off"},
         {"plan-cache", TB_OPT_STRING, fl.plan_cache, 0, 0, NULL, "CUDA: plan cache directory, or off (default: $TB_PLAN_CACHE, else $XDG_CACHE_HOME/trainbench/plans, else ~/.cache/trainbench/plans)"},
         {NULL, 0, NULL, 0, 0, NULL, NULL},
@@ -146,7 +147,7 @@ int tb_cmd_step(int argc, char **argv) {
     if (fl.no_fuse && strcmp(fl.fuse, "auto") != 0 && strcmp(fl.fuse, "off") != 0)
         tb_die("step: --no-fuse is --fuse off; give one of --no-fuse and --fuse %s", fl.fuse);
     if (tb_fuse_parse(fl.no_fuse ? "off" : fl.fuse, &mo.fuse) != 0)
-        tb_die("step: --fuse %s is not auto, graph, bn or off", fl.fuse);
+        tb_die("step: --fuse %s is not auto, fastest, graph, bn or off", fl.fuse);
     if (strcmp(fl.layout, "auto") != 0) mo.layout = strcmp(fl.layout, "nhwc") == 0 ? TB_NHWC : TB_NCHW;
     tb_model *m = tb_model_create(&cfg, be, b.n, b.h, b.w, &mo);
     const char *bad = tb_model_degenerate_bn(m, b.n);

@@ -204,11 +204,11 @@ void tb_train_parse(tb_train_run *r, int argc, char **argv) {
         {"results", TB_OPT_STRING, f->results, 0, 0, NULL, "results file (HDF5) written by rank 0"},
         {"trace", TB_OPT_STRING, f->trace, 0, 0, NULL, "per-rank timeline of the training steps (Chrome trace JSON)"},
         {"timeout", TB_OPT_DOUBLE, &f->timeout, 0, 1e7, NULL, "seconds a collective or a silent rank may take (0: no watchdog; else 0.1 or more)"},
-        {"fuse", TB_OPT_CHOICE, f->fuse, 0, 0, "auto|graph|bn|off",
+        {"fuse", TB_OPT_CHOICE, f->fuse, 0, 0, "auto|fastest|graph|bn|off",
          "graph: BatchNorm statistics in the conv's epilogue and BN + ReLU in the next conv's prologue "
          "(cuDNN's graph API; what an engine is missing falls back to bn, one line says which); bn: residual "
-         "add and ReLU inside the BN op; off: separate ops; auto: bn (graph is correct but slower in bf16 on the "
-         "H200: docs/fused_conv_bn.md)"},
+         "add and ReLU inside the BN op; off: separate ops; fastest: graph, each fusion kept only where it timed "
+         "faster at start-up; auto: bn (graph is correct but slower in bf16 on the H200: docs/fused_conv_bn.md)"},
         {"no-fuse", TB_OPT_FLAG, &f->no_fuse, 0, 0, NULL, "the same as --fuse off"},
         {"plan-cache", TB_OPT_STRING, f->plan_cache, 0, 0, NULL,
          "CUDA: directory of the plan cache (measured conv algorithms and fused-graph engines, per GPU, "

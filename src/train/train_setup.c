@@ -266,7 +266,7 @@ static void make_model(tb_train_run *r) {
     const tb_train_flags *f = &r->fl;
     tb_model_opts mo = tb_model_opts_for(r->prec);
     if (tb_fuse_parse(f->no_fuse ? "off" : f->fuse, &mo.fuse) != 0)
-        tb_die("train: --fuse %s is not auto, graph, bn or off", f->fuse);
+        tb_die("train: --fuse %s is not auto, fastest, graph, bn or off", f->fuse);
     if (strcmp(f->layout, "nchw") == 0) mo.layout = TB_NCHW;
     if (strcmp(f->layout, "nhwc") == 0) mo.layout = TB_NHWC;
     if (f->loss_scale > 0) mo.loss_scaling.init_scale = f->loss_scale;
