@@ -128,10 +128,10 @@ tb() {
   selected "$name" trainbench || return
   local note="" r ips_all=() loss0="" loss1="" classes="" step="" h2d="" peak="" replays="" cmd1="" t_row timed="" steps
   case " $* " in *" --op-profile "*) note=", op profile" ;; esac
-  case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; esac
+  case " $* " in *" --fuse graph "*) note="$note, fuse graph" ;; *" --fuse fastest "*) note="$note, fuse fastest" ;; esac
   [ ${#envs[@]} -gt 0 ] && note="$note, ${envs[*]}"
   local key="$prec/$layout/$batch/plain"
-  case " $* " in *" --fuse graph "*) key="$prec/$layout/$batch/fused" ;; esac
+  case " $* " in *" --fuse graph "* | *" --fuse fastest "*) key="$prec/$layout/$batch/fused" ;; esac
   if [ -n "${WARM_EST[$key]:-}" ] && [ "${WARM_EST[$key]}" -lt "$est" ]; then est=${WARM_EST[$key]}; fi
   t_row=$(date +%s)
   steps=$(steps_for "$est_ips" "$batch")
@@ -309,6 +309,12 @@ torch    profile_bf16_nhwc_256  40 1 bf16 nhwc 256 eager --profile 5 --profile-j
 # profile took 51 s on a fresh cache (2026-12-04)
 tb       bf16_nhwc_256_fused    80 "$REPEATS" 7200 bf16 nhwc 256 on --fuse graph
 tb       fp16_nhwc_256_fused    80 "$REPEATS" 7700 fp16 nhwc 256 on --fuse graph
+# --fuse fastest: each BatchNorm on its conv's statistics only where that
+# timed faster at start-up than its unfused ops (its '# fuse fastest:' line:
+# which, and a step's time of those ops each way); after the fused rows,
+# whose plans it reuses
+tb       bf16_nhwc_256_fastest  80 "$REPEATS" 7200 bf16 nhwc 256 on --fuse fastest
+tb       fp16_nhwc_256_fastest  80 "$REPEATS" 7700 fp16 nhwc 256 on --fuse fastest
 tb       bf16_nhwc_256_fused_profile 70 1 7200 bf16 nhwc 256 on --fuse graph --op-profile 5
 tb       fp16_nhwc_256_fused_profile 70 1 7700 fp16 nhwc 256 on --fuse graph --op-profile 5
 # every BatchNorm on trainbench's own kernels (their NHWC vector path) against cuDNN's fused BN kernels
@@ -409,6 +415,14 @@ base=$(awk -F'\t' 'NR > 1 && $1 == "pytorch eager" && $2 == "bf16" && $3 == "nhw
     echo
     "$PY" "$ROOT/bench/op_profile_compare.py" --tb-log "$KEEP/tb_${prow}_r1.log" --torch-json "$PROF" || true
     grep -E '^# (fuse graph|cuda fused|cuda bn|plan cache|start-up)' "$KEEP/tb_${prow}_r1.log" 2>/dev/null
+  done
+  # --fuse fastest: what the timing chose, per precision
+  for prow in bf16_nhwc_256_fastest fp16_nhwc_256_fastest; do
+    [ -f "$KEEP/tb_${prow}_r1.log" ] || continue
+    echo
+    echo "Row ${prow} (tb_${prow}_r1.log):"
+    echo
+    grep -E '^# (fuse fastest|fuse graph)' "$KEEP/tb_${prow}_r1.log" 2>/dev/null
   done
   echo
   echo "Stage time: $(elapsed) s."

@@ -220,11 +220,12 @@ tb_python_test(ckpt_contract_torchvision_resnet50 300
 # torch) each exits 77.
 # The same 16-bit steps with --fuse graph (issue 30: the fused conv +
 # BatchNorm-statistics graphs on cuDNN's graph API), ResNet-50:
-# golden_cuda_{bf16,fp16}_resnet50_fuse_graph, in the GPU suite's fused
-# stage (label fused: planning the fused engines takes minutes).
+# golden_cuda_{bf16,fp16}_resnet50_fuse_graph, and bf16 with --fuse fastest
+# (golden_cuda_bf16_resnet50_fuse_fastest), in the GPU suite's fused stage
+# (label fused: planning the fused engines takes minutes).
 set(TB_GOLDEN_GPU_TESTS golden_cuda_fp32_resnet18 golden_cuda_fp32_resnet50 golden_cuda_tf32_resnet18
     golden_cuda_bf16_resnet18 golden_cuda_bf16_resnet50 golden_cuda_fp16_resnet18 golden_cuda_fp16_resnet50
-    golden_cuda_bf16_resnet50_fuse_graph golden_cuda_fp16_resnet50_fuse_graph)
+    golden_cuda_bf16_resnet50_fuse_graph golden_cuda_fp16_resnet50_fuse_graph golden_cuda_bf16_resnet50_fuse_fastest)
 set(_tb_r18_16 --model resnet18 --classes 10 --batch 16 --height 64 --width 64 --steps 3
   --lr 0.01 --momentum 0.9 --weight-decay 5e-4 --seed 72 --residual-gamma 0.1)
 set(_tb_r50_16 --model resnet50 --classes 7 --batch 8 --height 96 --width 96 --steps 3
@@ -260,6 +261,11 @@ if(TARGET tb_gpu_check AND TB_PYTHON)
       ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50_16} ${_tb_${p}}
       --step-arg=--fuse --step-arg=graph --workdir ${_tb_golden_work}/cuda_${p}_resnet50_fuse_graph)
   endforeach()
+  # --fuse fastest in bf16, where unfused BatchNorms were faster (2026-12-04):
+  # a mix of fused and unfused BNs, each unfused one on its second plan
+  add_test(NAME golden_cuda_bf16_resnet50_fuse_fastest COMMAND ${TB_GPU_RUN} ${TB_PYTHON}
+    ${TB_TEST_DIR}/golden_step.py --trainbench ${TB_BIN} ${_tb_r50_16} ${_tb_bf16}
+    --step-arg=--fuse --step-arg=fastest --workdir ${_tb_golden_work}/cuda_bf16_resnet50_fuse_fastest)
 else()
   foreach(t ${TB_GOLDEN_GPU_TESTS})
     add_test(NAME ${t} COMMAND sh -c
@@ -269,4 +275,4 @@ endif()
 set_tests_properties(${TB_GOLDEN_GPU_TESTS} PROPERTIES LABELS "gpu;golden;python" SKIP_RETURN_CODE 77
                      TIMEOUT 900 ENVIRONMENT "PYTHONDONTWRITEBYTECODE=1")
 set_tests_properties(golden_cuda_bf16_resnet50_fuse_graph golden_cuda_fp16_resnet50_fuse_graph
-                     PROPERTIES LABELS "gpu;golden;python;fused")
+                     golden_cuda_bf16_resnet50_fuse_fastest PROPERTIES LABELS "gpu;golden;python;fused")
