@@ -75,6 +75,8 @@ template <typename S, typename D> __global__ void convert_flat_k(size_t n_el, co
  * once per block (each by a constant offset: a parameter array indexed at
  * run time would be copied to every thread's local memory); each element
  * finds its item by bisection over the starts. */
+static_assert(CU_CVT_ITEMS <= CU_THREADS, "convert_many_k copies one item a thread into shared memory");
+static_assert(sizeof(cu_cvt_list) <= 4096, "convert_many_k's list goes by value: 4 KB of parameters before CUDA 12.1");
 template <typename S, typename D>
 __global__ void convert_many_k(const cu_cvt_list list, int acc) {
     __shared__ cu_cvt_item it[CU_CVT_ITEMS];

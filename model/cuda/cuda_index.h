@@ -1,7 +1,8 @@
 /* cuda_index.h - the own kernels' index arithmetic beyond model/layout.h,
- * written once for the device (the .cu files) and the host, so that
- * tests/test_cuda_host.c checks the arithmetic the GPU runs against brute
- * force on a machine without a GPU. Plain C (TB_HD functions). */
+ * written once for the device (the .cu files) and the host, so that the
+ * cuda_host test (tests/test_cuda_host_descs.c and _kernels.c) checks the
+ * arithmetic the GPU runs against brute force on a machine without a GPU.
+ * Plain C (TB_HD functions). */
 #ifndef TB_CUDA_INDEX_H
 #define TB_CUDA_INDEX_H
 

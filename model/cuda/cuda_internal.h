@@ -258,6 +258,10 @@ void cu_conv_pad_backward_filter(tb_backend *be, cu_conv_pad *p, const tb_conv_g
 void cu_conv_pad_describe(tb_backend *be, const cu_conv_pad *p, char *buf, size_t len);
 void *cu_conv_pad_inner(const cu_conv_pad *p);
 int cu_conv_pad_channels(const cu_conv_pad *p);
+/* ms of padding x (x_px pixels) and w (w_px) from cin to cp channels once,
+ * on s, timed on the device (the fused stem's choice, fused_ops.c) */
+float cu_pad_xw_ms(cudaStream_t s, tb_dtype dt, size_t x_px, size_t w_px, int cin, int cp, const void *x, void *xpad,
+                   const void *w, void *wpad);
 
 /* The cuDNN descriptor shapes of a conv node: x [n,cin,h,w] and y in the
  * activation layout, the filter [cout,cin,k,k] in the matching format
