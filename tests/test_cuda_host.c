@@ -443,6 +443,7 @@ int main(void) {
     test_bn_fallback_status();
     test_cuda_discovery();
     test_branch_env();
+    test_convert_many_lists();
     test_bn_tune_rules();
 #else
     printf("# this build has no CUDA backend: descriptor and discovery checks not built\n");

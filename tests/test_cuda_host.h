@@ -112,6 +112,7 @@ void test_cgraph_notes(void);
 void test_take_graph(void);
 void test_cuda_discovery(void);
 void test_branch_env(void);
+void test_convert_many_lists(void);
 void test_bn_tune_rules(void);
 #endif
 

@@ -506,4 +506,84 @@ void test_branch_env(void) {
     check_on_off_env("TB_CONVERT_MANY", cu_convert_many_from_env, 1, "0");
     check_on_off_env("TB_BN_RELU_MASK", cu_bn_mask_from_env, 1, "no");
 }
+
+/* convert_many's launches, as cuda_convert_many.c makes them: each
+ * launch's items start at 0 and follow one another, none empty, under 2^31
+ * elements in all; with check_elems, every element maps (cu_cvt_item_of,
+ * cu_cvt_src_of: the kernel's own index math) to its item and to the
+ * source element model/layout.h's 64-bit math gives. */
+typedef struct {
+    int launches, items, bad, check_elems;
+    char why[200];
+} cvt_seen;
+
+static void cvt_bad(cvt_seen *s, const char *what, int q, unsigned i) {
+    if (!s->bad++) snprintf(s->why, sizeof s->why, "launch %d: %s (item %d, element %u)", s->launches, what, q, i);
+}
+
+static void cvt_check(void *ctx, const cu_cvt_list *l) {
+    cvt_seen *s = ctx;
+    unsigned start = 0;
+    if (l->k < 1 || l->k > CU_CVT_ITEMS) cvt_bad(s, "item count out of range", l->k, 0);
+    for (int q = 0; q < l->k; q++) {
+        if (l->it[q].start != start || !l->it[q].n) cvt_bad(s, "items not back to back, or empty", q, start);
+        start += l->it[q].n;
+    }
+    if (start != l->total || (size_t)l->total >= ((size_t)1 << 31)) cvt_bad(s, "total wrong or past 2^31", l->k, 0);
+    for (unsigned i = 0; s->check_elems && i < l->total; i++) {
+        const int q = cu_cvt_item_of(l->it, l->k, i);
+        const cu_cvt_item *t = &l->it[q];
+        if (!(t->start <= i && i - t->start < t->n)) {
+            cvt_bad(s, "element found in the wrong item", q, i);
+            continue;
+        }
+        const unsigned j = i - t->start;
+        int n, c, h, w;
+        tb_layout_coords(t->dl, (int)t->C, (int)t->H, (int)t->W, j, &n, &c, &h, &w);
+        size_t want = t->flat ? j : tb_layout_offset(t->sl, (int)t->C, (int)t->H, (int)t->W, n, c, h, w);
+        if (cu_cvt_src_of(t, j) != want) cvt_bad(s, "source element differs from the 64-bit layout math", q, i);
+    }
+    s->launches++;
+    s->items += l->k;
+}
+
+/* 70 small pairs in four kinds (a layout change, 1x1, the other way, no
+ * change) with 6 empty ones among them: 2 launches (64 + 6 items), every
+ * element mapped; three pairs of 2^30 - 1 elements: 2 launches (2 + 1: a
+ * third would pass 2^31). A planted wrong start must fail the check. */
+void test_convert_many_lists(void) {
+    tb_tensor src[76], dst[76];
+    static const int shapes[4][4] = {{8, 3, 3, 3}, {16, 8, 1, 1}, {4, 5, 6, 7}, {10, 10, 1, 1}};
+    static const tb_layout from[4] = {TB_NCHW, TB_NCHW, TB_NHWC, TB_NHWC}, to[4] = {TB_NHWC, TB_NHWC, TB_NCHW, TB_NHWC};
+    for (int p = 0; p < 76; p++) {
+        const int k = p % 4, empty = p % 13 == 5;
+        tb_tensor t = {(void *)(uintptr_t)(0x10000 + 0x100 * p), empty ? 0 : shapes[k][0], shapes[k][1], shapes[k][2],
+                       shapes[k][3], TB_F32, from[k]};
+        src[p] = t;
+        dst[p] = t, dst[p].dtype = TB_BF16, dst[p].layout = to[k];
+    }
+    cvt_seen s = {0, 0, 0, 1, ""};
+    int made = cu_convert_many_lists(src, dst, 76, cvt_check, &s);
+    TB_CHECK(made == 2 && s.launches == 2 && s.items == 70 && !s.bad,
+             "convert_many, 70 small pairs and 6 empty: %d launches of %d items (want 2 of 70), %d faults: %s", made,
+             s.items, s.bad, s.why);
+    for (int p = 0; p < 3; p++) {
+        tb_tensor t = {(void *)(uintptr_t)(0x10000 + 0x100 * p), 1, 1, 1, (1 << 30) - 1, TB_F32, TB_NHWC};
+        src[p] = dst[p] = t;
+    }
+    cvt_seen big = {0, 0, 0, 0, ""};
+    made = cu_convert_many_lists(src, dst, 3, cvt_check, &big);
+    TB_CHECK(made == 2 && big.items == 3 && !big.bad,
+             "convert_many, three pairs of 2^30 - 1 elements: %d launches of %d items (want 2 of 3): %s", made,
+             big.items, big.why);
+    cu_cvt_list l;
+    memset(&l, 0, sizeof l);
+    l.k = 2, l.total = 10, l.it[0].n = 4, l.it[1].start = 5, l.it[1].n = 6; /* planted: a gap at element 4 */
+    cvt_seen plant = {0, 0, 0, 0, ""};
+    cvt_check(&plant, &l);
+    TB_CHECK(plant.bad > 0, "a launch with a gap between its items is caught");
+    printf("# convert_many: 70 pairs in 2 launches, every element mapped as the 64-bit layout math maps it; "
+           "3 x (2^30 - 1) elements in 2 launches; a planted gap caught (%s)\n",
+           plant.why);
+}
 #endif

@@ -86,21 +86,9 @@ __global__ void convert_many_k(const cu_cvt_list list, int acc) {
     __syncthreads();
     const int k = list.k;
     for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < list.total; i += gridDim.x * blockDim.x) {
-        int lo = 0, hi = k - 1;
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) / 2;
-            if (it[mid].start <= i) lo = mid;
-            else hi = mid - 1;
-        }
-        const cu_cvt_item *t = &it[lo];
+        const cu_cvt_item *t = &it[cu_cvt_item_of(it, k, i)];
         const unsigned j = i - t->start;
-        unsigned s = j;
-        if (!t->flat) {
-            unsigned n, c, h, w;
-            coords(t->dl, t->C, t->H, t->W, j, &n, &c, &h, &w);
-            s = offset(t->sl, t->C, t->H, t->W, n, c, h, w);
-        }
-        float v = cu_ld((const S *)t->src, s);
+        float v = cu_ld((const S *)t->src, cu_cvt_src_of(t, j));
         if (acc) v = __fadd_rn(v, cu_ld((const D *)t->dst, j));
         cu_st((D *)t->dst, j, v);
     }

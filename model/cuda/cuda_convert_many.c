@@ -30,6 +30,17 @@ static int one_pass(const tb_tensor *src, const tb_tensor *dst, int n) {
     return n > 0;
 }
 
+typedef struct {
+    tb_backend *be;
+    tb_dtype sdt, ddt;
+    int accumulate;
+} launch_ctx;
+
+static void launch(void *ctx, const cu_cvt_list *list) {
+    const launch_ctx *c = ctx;
+    cu_convert_many_launch(cu_stream(c->be), c->sdt, c->ddt, list, c->accumulate);
+}
+
 void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate) {
     const char *op = "convert_many";
     for (int p = 0; p < n; p++) {
@@ -43,14 +54,20 @@ void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
         for (int p = 0; p < n; p++) cu_convert(be, &src[p], &dst[p], accumulate);
         return;
     }
+    launch_ctx c = {be, src[0].dtype, dst[0].dtype, accumulate};
+    cu_state_of(be)->cvt_launches += cu_convert_many_lists(src, dst, n, launch, &c);
+}
+
+int cu_convert_many_lists(const tb_tensor *src, const tb_tensor *dst, int n, cu_cvt_emit emit, void *ctx) {
     cu_cvt_list *list = calloc(1, sizeof *list);
     if (!list) TB_FATAL("out of host memory");
+    int launches = 0;
     for (int p = 0; p <= n; p++) {
         size_t ne = p < n ? tb_tensor_numel(&src[p]) : 0;
         /* the launch so far when it is full, would pass 2^31 elements, or the list ends */
         if (list->k > 0 && (p == n || list->k == CU_CVT_ITEMS || (size_t)list->total + ne >= ((size_t)1 << 31))) {
-            cu_convert_many_launch(cu_stream(be), src[0].dtype, dst[0].dtype, list, accumulate);
-            cu_state_of(be)->cvt_launches++;
+            emit(ctx, list);
+            launches++;
             memset(list, 0, sizeof *list);
         }
         if (!ne) continue;
@@ -63,6 +80,7 @@ void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst,
         list->total += (unsigned)ne;
     }
     free(list);
+    return launches;
 }
 
 long tb_cuda_convert_many_launches(tb_backend *be) { return cu_state_of(be)->cvt_launches; }

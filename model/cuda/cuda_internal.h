@@ -46,7 +46,9 @@ extern "C" {
 #include "core/cli.h"
 #include "core/cuda_check.h"
 #include "model/backend.h"
+#include "model/layout.h"
 #include "model/cuda/cuda_backend.h"
+#include "model/cuda/cuda_convert.h"
 
 /* ---- the parts only the host-compiled files see ------------------------------- */
 #ifndef __CUDACC__
@@ -178,12 +180,6 @@ static inline cu_state *cu_state_of(tb_backend *be) { return (cu_state *)be->pri
 /* Device memory outside be->alloc (workspaces), counted in the same totals. */
 void *cu_malloc(cu_state *st, size_t bytes, const char *what);
 void cu_free(cu_state *st, void *p);
-/* cuda_convert_many.c: convert for each pair, in one launch where they share dtypes */
-void cu_convert_many(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int n, int accumulate);
-/* TB_CONVERT_MANY: on (unset, empty: 1) or off (0: each pair its own
- * convert, the path before it: an A/B, and a fallback without a rebuild);
- * anything else is one line, and the job ends. */
-int cu_convert_many_from_env(void);
 /* The shared workspace holds at least `bytes` (grown outside a capture). */
 void *cu_workspace(cu_state *st, size_t bytes);
 /* A workspace for cudnnFind*Ex: the limit, or what the device has free. */
@@ -524,25 +520,6 @@ typedef struct {
     float weight_decay;
 } cu_sgd_seg;
 
-/* convert_many's launch (cuda_convert_many.c), passed to the kernel by
- * value (3 KB of kernel parameters: no table in device memory to keep in
- * step with a captured graph): item q covers elements [start, start + n)
- * of the launch's index space (items in start order, n > 0, total under
- * 2^31); flat: the same element order on both sides (layouts equal, or
- * 1x1). */
-#define CU_CVT_ITEMS 64
-typedef struct {
-    const void *src;
-    void *dst;
-    unsigned start, n, C, H, W;
-    int flat;
-    tb_layout sl, dl;
-} cu_cvt_item;
-typedef struct {
-    cu_cvt_item it[CU_CVT_ITEMS];
-    int k;          /* items */
-    unsigned total; /* elements */
-} cu_cvt_list;
 /* cuda_memory.c: the device copy of a segment list (re-uploaded only when
  * it changes); *total = the segments' summed count. */
 const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, int nseg,
@@ -552,16 +529,10 @@ const cu_sgd_seg *cu_sgd_segments(tb_backend *be, const tb_sgd_segment *segs, in
 void cu_convert(tb_backend *be, const tb_tensor *src, const tb_tensor *dst, int accumulate);
 /* one launch: src of dtype sdt, dst of ddt */
 void cu_convert_many_launch(cudaStream_t st, tb_dtype sdt, tb_dtype ddt, const cu_cvt_list *list, int acc);
+/* cuda_convert.cu (the conversions: cuda_convert.h) */
 void cu_input_u8(tb_backend *be, const uint8_t *src, const uint8_t *flip,
                  const tb_input_norm *norm, const tb_tensor *dst);
 void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const tb_tensor *dst);
-/* dst [pixels][cout] = src [pixels][cin] then `fill` (0; other values only
- * for the planted-error test switch tb_cuda_conv_pad_fill); and back:
- * dst [pixels][ckeep] (+)= the first ckeep channels of src [pixels][cfull]. */
-void cu_pad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cin, int cout, const void *src, void *dst,
-                     float fill);
-void cu_unpad_channels(cudaStream_t st, tb_dtype dt, size_t pixels, int cfull, int ckeep, const void *src, void *dst,
-                       int accumulate);
 
 /* cuda_hold.cu: a one-thread kernel on st that ends ms after it starts
  * (nothing for ms <= 0): work queued behind it starts once the host has
