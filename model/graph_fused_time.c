@@ -469,25 +469,27 @@ static void time_applied(tb_graph *g, tb_backend *be, const tb_graph_params *p, 
     }
 }
 
+/* One line for a kind of choice: what is timed (noun, then how), what the
+ * first way, the second and those left untimed are called. */
+static void say(const ft_sum *s, int batch, const char *noun, const char *how, const char *first, const char *second,
+                const char *chose, const char *untimed) {
+    tb_info("# fuse fastest: %d %s%s timed%s (forward + backward at batch %d; %d problems, %d of them from the plan "
+            "cache): %d %s%s%s%s; these ops %.3f ms a step as chosen, %.3f ms all %s, %.3f ms all %s; %d not timed "
+            "(%s)",
+            s->timed, noun, s->timed == 1 ? "" : "s", how, batch, s->problems, s->cached, s->unfused, chose,
+            s->unfused ? " (" : "", s->names, s->unfused ? ")" : "", s->ms_chosen, s->ms_fused, first, s->ms_unfused,
+            second, s->untimed, untimed);
+}
+
 void tb_fused_time(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     ft_sum *s = calloc(2, sizeof *s); /* folds, applied */
     if (!s) TB_FATAL("out of host memory");
     time_folds(g, be, p, &s[0]);
     time_applied(g, be, p, &s[1]);
     if (s[0].timed || s[0].untimed)
-        tb_info("# fuse fastest: %d fold%s timed, the BN in the next conv's prologue against applied (forward + "
-                "backward at batch %d; %d problems, %d of them from the plan cache): %d applied instead%s%s%s; these "
-                "ops %.3f ms a step as chosen, %.3f ms all folded, %.3f ms all applied; %d not timed (no conv + "
-                "statistics without the prologue)",
-                s[0].timed, s[0].timed == 1 ? "" : "s", g->max_batch, s[0].problems, s[0].cached, s[0].unfused,
-                s[0].unfused ? " (" : "", s[0].names, s[0].unfused ? ")" : "", s[0].ms_chosen, s[0].ms_fused,
-                s[0].ms_unfused, s[0].untimed);
-    tb_info("# fuse fastest: %d BatchNorm%s timed on their conv's statistics and unfused (forward + backward at "
-            "batch %d; %d problems, %d of them from the plan cache): %d unfused%s%s%s; these ops %.3f ms a step as "
-            "chosen, %.3f ms all fused, %.3f ms all unfused; %d not timed (their conv has a BN in its prologue, or one "
-            "value per channel)",
-            s[1].timed, s[1].timed == 1 ? "" : "s", g->max_batch, s[1].problems, s[1].cached, s[1].unfused,
-            s[1].unfused ? " (" : "", s[1].names, s[1].unfused ? ")" : "", s[1].ms_chosen, s[1].ms_fused,
-            s[1].ms_unfused, s[1].untimed);
+        say(&s[0], g->max_batch, "fold", ", the BN in the next conv's prologue against applied", "folded", "applied",
+            "applied instead", "no conv + statistics without the prologue");
+    say(&s[1], g->max_batch, "BatchNorm", " on their conv's statistics and unfused", "fused", "unfused", "unfused",
+        "their conv has a BN in its prologue, or one value per channel");
     free(s);
 }

@@ -104,23 +104,18 @@ static void pad_w(tb_backend *be, cu_conv_pad *p, const tb_tensor *w) {
                     cu_state_of(be)->conv_pad_fill);
 }
 
-/* What padding adds to a step: x padded twice (forward and filter
- * gradient), w padded, dw cut back, at the planned batch (3 runs after
- * one, on the compute stream; the plan's buffers), queued behind a hold of
- * the stream so that the events time the device, as cuDNN's times are. */
-static float time_pads(tb_backend *be, cu_conv_pad *p, const tb_tensor *x, const tb_tensor *w, const tb_tensor *dw) {
-    cudaStream_t s = cu_stream(be);
+/* ms of one run of run(ctx) on s: 3 runs after one, queued behind a hold
+ * of the stream so that the events time the device, as cuDNN's times are
+ * (a run: a few launches, well under the hold's millisecond to queue). */
+static float time_runs(cudaStream_t s, void (*run)(void *ctx), void *ctx) {
     cudaEvent_t a, b;
     TB_CUDA_CHECK(cudaEventCreate(&a));
     TB_CUDA_CHECK(cudaEventCreate(&b));
     float ms = 0.0f;
-    cu_hold_stream(s, 1.0f); /* 16 launches: well under a millisecond to queue */
+    cu_hold_stream(s, 1.0f);
     for (int rep = 0; rep < 4; rep++) {
         if (rep == 1) TB_CUDA_CHECK(cudaEventRecord(a, s));
-        pad_x(be, p, x);
-        pad_w(be, p, w);
-        pad_x(be, p, x);
-        cu_unpad_channels(s, p->dt, w_pixels(p), p->cp, p->cin, p->dwpad, dw->data, 0);
+        run(ctx);
     }
     TB_CUDA_CHECK(cudaEventRecord(b, s));
     TB_CUDA_CHECK(cudaEventSynchronize(b));
@@ -130,24 +125,47 @@ static float time_pads(tb_backend *be, cu_conv_pad *p, const tb_tensor *x, const
     return ms / 3.0f;
 }
 
+typedef struct {
+    tb_backend *be;
+    cu_conv_pad *p;
+    const tb_tensor *x, *w, *dw;
+} pads_run;
+
+/* What padding adds to a step: x padded twice (forward and filter
+ * gradient), w padded, dw cut back (the plan's buffers). */
+static void run_pads(void *ctx) {
+    const pads_run *r = ctx;
+    pad_x(r->be, r->p, r->x);
+    pad_w(r->be, r->p, r->w);
+    pad_x(r->be, r->p, r->x);
+    cu_unpad_channels(cu_stream(r->be), r->p->dt, w_pixels(r->p), r->p->cp, r->p->cin, r->p->dwpad, r->dw->data, 0);
+}
+
+/* ... at the planned batch */
+static float time_pads(tb_backend *be, cu_conv_pad *p, const tb_tensor *x, const tb_tensor *w, const tb_tensor *dw) {
+    pads_run r = {be, p, x, w, dw};
+    return time_runs(cu_stream(be), run_pads, &r);
+}
+
+typedef struct {
+    cudaStream_t s;
+    tb_dtype dt;
+    size_t x_px, w_px;
+    int cin, cp;
+    const void *x, *w;
+    void *xpad, *wpad;
+} xw_run;
+
+static void run_xw(void *ctx) {
+    const xw_run *r = ctx;
+    cu_pad_channels(r->s, r->dt, r->x_px, r->cin, r->cp, r->x, r->xpad, 0.0f);
+    cu_pad_channels(r->s, r->dt, r->w_px, r->cin, r->cp, r->w, r->wpad, 0.0f);
+}
+
 float cu_pad_xw_ms(cudaStream_t s, tb_dtype dt, size_t x_px, size_t w_px, int cin, int cp, const void *x, void *xpad,
                    const void *w, void *wpad) {
-    cudaEvent_t a, b;
-    TB_CUDA_CHECK(cudaEventCreate(&a));
-    TB_CUDA_CHECK(cudaEventCreate(&b));
-    float ms = 0.0f;
-    cu_hold_stream(s, 1.0f);
-    for (int rep = 0; rep < 4; rep++) {
-        if (rep == 1) TB_CUDA_CHECK(cudaEventRecord(a, s));
-        cu_pad_channels(s, dt, x_px, cin, cp, x, xpad, 0.0f);
-        cu_pad_channels(s, dt, w_px, cin, cp, w, wpad, 0.0f);
-    }
-    TB_CUDA_CHECK(cudaEventRecord(b, s));
-    TB_CUDA_CHECK(cudaEventSynchronize(b));
-    TB_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    TB_CUDA_CHECK(cudaEventDestroy(a));
-    TB_CUDA_CHECK(cudaEventDestroy(b));
-    return ms / 3.0f;
+    xw_run r = {s, dt, x_px, w_px, cin, cp, x, w, xpad, wpad};
+    return time_runs(s, run_xw, &r);
 }
 
 /* The padded plan on cp channels: its buffers, x and w padded into them
