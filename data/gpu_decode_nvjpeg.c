@@ -293,7 +293,7 @@ static void *nvj_fence_create(void *impl) {
     nvj *v = impl;
     TB_CUDA_CHECK(cudaSetDevice(v->device));
     cudaEvent_t e;
-    TB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming | cudaEventBlockingSync));
     return (void *)e;
 }
 
@@ -400,7 +400,9 @@ static nvjpegStatus_t create_handle(nvj *v, const char **chosen) {
     return last;
 }
 
-/* The decode states, their pinned descriptors and events; the timings' events and the anchor. */
+/* The decode states, their pinned descriptors and events; the timings' events and the anchor. The
+ * events a stage's thread waits on block (cudaEventBlockingSync) rather than spin a core: the feed
+ * table counts the loader's CPU time, and a spinning wait would count as decode work. */
 static void make_states(nvj *v) {
     v->nctx = v->o.inflight > 0 ? v->o.inflight : 2;
     for (int k = 0; k < v->nctx; k++) {
@@ -408,11 +410,11 @@ static void make_states(nvj *v) {
         TB_NVJPEG_CHECK(nvjpegJpegStateCreate(v->h, &c->st));
         c->h_desc = tb_nvj_pinned_alloc(v->mem, (size_t)v->o.max_batch * sizeof *c->h_desc);
         if (!c->h_desc) TB_FATAL("--decode gpu: out of pinned host memory for the resize descriptors");
-        TB_CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming));
+        TB_CUDA_CHECK(cudaEventCreateWithFlags(&c->done, cudaEventDisableTiming | cudaEventBlockingSync));
     }
     for (int i = 0; i < NVJ_TIMINGS; i++)
-        for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreate(&v->tim[i].ev[k]));
-    TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->readers_done, cudaEventDisableTiming));
+        for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->tim[i].ev[k], cudaEventBlockingSync));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->readers_done, cudaEventDisableTiming | cudaEventBlockingSync));
     TB_CUDA_CHECK(cudaEventCreate(&v->anchor));
     double before = tb_now(); /* the anchor completes between its record and the wait's return */
     TB_CUDA_CHECK(cudaEventRecord(v->anchor, v->cs));

@@ -178,6 +178,18 @@ int tb_loader_gpu_create(struct tb_loader *ld, char *err, size_t errlen) {
             snprintf(err, errlen, "loader: %s", why);
             return -1;
         }
+        /* each stage's nvJPEG picks its backend and flags on its own: a later stage the
+         * hardware engine refused would decode otherwise, its images and its speed mixed
+         * into the row's */
+        const char *d0 = tb_gpu_decoder_describe(ld->gpus[0]), *dk = tb_gpu_decoder_describe(ld->gpus[k]);
+        if (strcmp(d0, dk) != 0) {
+            snprintf(err, errlen,
+                     "loader: GPU stage %d of %d decodes with \"%.160s\" where stage 1 has \"%.160s\": every stage "
+                     "must decode alike; use fewer stages (--decode-streams) or name one backend (--nvjpeg "
+                     "backend=hybrid)",
+                     k + 1, ld->ngpu, dk, d0);
+            return -1;
+        }
     }
     ld->gpu = ld->gpus[0];
     ld->gpu_cpu_share = go.cpu_share;

@@ -10,8 +10,8 @@
  *                filter and data gradients and bn_input_grad
  *       applied  bn_apply writes the BN's output; the conv's conv +
  *                statistics without the prologue (a second fused plan,
- *                made now; plain where it makes no statistics), its plain
- *                filter and data gradients, the BN's bn_backward
+ *                made only when this way is timed or was chosen), its
+ *                plain filter and data gradients, the BN's bn_backward
  *     Where applied is faster the BN becomes APPLY and the conv runs on the
  *     second plan. A conv whose statistics have no plan without the
  *     prologue keeps its fold, untimed.
@@ -67,8 +67,7 @@
 /* One timed choice. Apply: BN bi with its statistics from conv ci, applied
  * (way 0) or unfused (way 1). Fold: BN bi folded into conv ci's prologue
  * (way 0) or applied, ci then reading its output (way 1, on plan2: ci's
- * conv + statistics without the prologue; has_plan2 0: ci then runs
- * plain, having no statistics to make). */
+ * conv + statistics without the prologue, once has_plan2). */
 typedef struct {
     tb_graph *g;
     tb_backend *be;
@@ -119,10 +118,7 @@ static void run_fold(const ft_node *f, int apply) {
     tb_bn_apply_args aa;
     tb_fused_apply_args(g, a, f->n, at, &aa);
     be->bn_apply(be, &aa);
-    if (f->has_plan2)
-        be->fconv_forward(be, f->plan2, &ca);
-    else
-        be->conv_forward(be, d->plan, &d->conv, ca.x, ca.w, ca.y);
+    be->fconv_forward(be, f->plan2, &ca); /* has_plan2: timed only once it is made */
     be->conv_backward_filter(be, d->plan, &d->conv, ca.x, ca.dy, ca.dw, 0);
     tb_tensor dr = tb_graph_grad(g, a->out, f->n);
     be->conv_backward_data(be, d->plan, &d->conv, ca.dy, ca.w, &dr, 0);
@@ -225,10 +221,10 @@ void tb_fused_time_key(const tb_graph *g, int bi, int ci, int n, char *out, size
         const tb_node *zb = &g->nodes[g->acts[b->in2].producer];
         z = zb->kind == TB_NODE_BN && zb->fmode == TB_BNF_ZFOLD ? 2 : 1;
     }
-    snprintf(out, len, "fastest %s conv %d->%d k%d s%d p%d %dx%d->%dx%d%s bn relu%d z%d %s %s n%d",
+    snprintf(out, len, "fastest %s conv %d->%d k%d s%d p%d %dx%d->%dx%d%s bn relu%d z%d plan%d %s %s n%d",
              b->fmode == TB_BNF_FOLD ? "fold" : b->fmode == TB_BNF_ZFOLD ? "zfold" : "apply", c->conv.cin,
              c->conv.cout, c->conv.k, c->conv.stride, c->conv.pad, x->h, x->w, y->h, y->w,
-             b->fmode == TB_BNF_FOLD ? (stats ? " stats" : " plain") : "", b->relu, z,
+             b->fmode == TB_BNF_FOLD ? (stats ? " stats" : " plain") : "", b->relu, z, b->plan_fcand,
              tb_dtype_name(g->dtype), tb_layout_name(g->layout), n);
 }
 
@@ -316,12 +312,18 @@ static void ft_end(ft_node *f) {
 }
 
 /* Times (or finds in the backend's store) choice f; 1 when its second way
- * (unfused, or for a fold applied) is kept. */
-static int decide(ft_node *f, ft_sum *s) {
+ * (unfused, or for a fold applied) is kept. need (NULL: none): makes what
+ * the second way needs, only when it is timed or chosen; 0 from it keeps
+ * the first way, the choice counted as not timed. */
+static int decide(ft_node *f, ft_sum *s, int (*need)(ft_node *f)) {
     char key[200];
     tb_fused_time_key(f->g, f->bi, f->ci, f->n, key, sizeof key);
     double ms[2];
     int found = known(f->be, s, key, ms), second;
+    if (need && (!found || tb_fused_time_pick(ms[0], ms[1])) && !need(f)) {
+        s->untimed++;
+        return 0;
+    }
     if (!found) {
         char v[64];
         ft_begin(f, !f->fold);
@@ -383,7 +385,7 @@ static int plan_without_prologue(ft_node *f) {
     tb_graph *g = f->g;
     const tb_node *d = &g->nodes[f->ci];
     const int bo = d->fpeer >= 0 && g->nodes[d->fpeer].fmode != TB_BNF_UNFUSED ? d->fpeer : -1;
-    if (bo < 0) return 1; /* no statistics: ci runs plain */
+    if (bo < 0) return 0; /* a fold lives only where its conv makes statistics (plan_conv): never here */
     tb_tensor t[8];
     tb_bn_fold fold;
     tb_fconv_args a;
@@ -416,11 +418,11 @@ static void time_folds(tb_graph *g, tb_backend *be, const tb_graph_params *p, ft
         tb_node *a = &g->nodes[i];
         if (a->kind != TB_NODE_BN || a->fmode != TB_BNF_FOLD) continue;
         ft_node f = {g, be, p, i, a->fpeer, g->max_batch, 1, NULL, 0, NULL};
-        if (g->nodes[a->fpeer].fpro != i || one_per_channel(g, a) || !plan_without_prologue(&f)) {
+        if (g->nodes[a->fpeer].fpro != i || one_per_channel(g, a)) {
             s->untimed++;
             continue;
         }
-        if (decide(&f, s))
+        if (decide(&f, s, plan_without_prologue)) /* the second plan made only to be timed or run */
             to_applied(&f);
         else if (f.has_plan2)
             be->fconv_plan_free(be, f.plan2);
@@ -446,7 +448,7 @@ static void time_applied(tb_graph *g, tb_backend *be, const tb_graph_params *p, 
             if (!timed_now(g, i, pass)) continue;
             tb_node *b = &g->nodes[i];
             ft_node f = {g, be, p, i, b->fstats, g->max_batch, 0, NULL, 0, NULL};
-            if (!decide(&f, s)) continue;
+            if (!decide(&f, s, NULL)) continue;
             to_unfused(g, be, b);
             if (b->in2 < 0) continue;
             tb_node *zb = &g->nodes[g->acts[b->in2].producer]; /* its shortcut's BN: applied now */
@@ -488,7 +490,7 @@ void tb_fused_time(tb_graph *g, tb_backend *be, const tb_graph_params *p) {
     time_applied(g, be, p, &s[1]);
     if (s[0].timed || s[0].untimed)
         say(&s[0], g->max_batch, "fold", ", the BN in the next conv's prologue against applied", "folded", "applied",
-            "applied instead", "no conv + statistics without the prologue");
+            "applied instead", "no conv + statistics without the prologue, or one value per channel");
     say(&s[1], g->max_batch, "BatchNorm", " on their conv's statistics and unfused", "fused", "unfused", "unfused",
         "their conv has a BN in its prologue, or one value per channel");
     free(s);
