@@ -191,9 +191,18 @@ static void wait_stream(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
 
 /* A failed call of entries [k0, k1): each image again alone, so that only
  * the files that fail go back to the CPU. */
+/* A status no file causes: the decoder itself (memory, the device, the library). */
+static int decoder_fault(nvjpegStatus_t s) {
+    return s == NVJPEG_STATUS_NOT_INITIALIZED || s == NVJPEG_STATUS_ALLOCATOR_FAILURE ||
+           s == NVJPEG_STATUS_EXECUTION_FAILED || s == NVJPEG_STATUS_INTERNAL_ERROR ||
+           s == NVJPEG_STATUS_ARCH_MISMATCH;
+}
+
 static void isolate_failures(nvj *v, tb_gpu_job *jobs, int k0, int k1, int with_roi, nvjpegStatus_t batch_status,
                              int64_t tag, const tb_gpu_sink *sink) {
     wait_stream(v, tag, sink);
+    int faults = 0;
+    nvjpegStatus_t fault = NVJPEG_STATUS_SUCCESS;
     for (int k = k0; k < k1; k++) {
         nvj_ctx *c = tb_nvj_take_ctx(v, tag, sink);
         nvjpegStatus_t one = decode_call(v, c, k, 1, with_roi, tag, sink);
@@ -203,8 +212,15 @@ static void isolate_failures(nvj *v, tb_gpu_job *jobs, int k0, int k1, int with_
             j->status = TB_GPU_JOB_FAILED;
             snprintf(j->why, sizeof j->why, "nvJPEG: %s (the batch: %s)", tb_nvjpeg_status_name(one),
                      tb_nvjpeg_status_name(batch_status));
+            if (decoder_fault(one)) faults++, fault = one;
         }
     }
+    /* every image of the call failed alone too, with a status no file causes: the decoder is
+     * broken, and sending every batch to the CPU one image at a time would hide it */
+    if (k1 - k0 >= 2 && faults == k1 - k0)
+        TB_FATAL("--decode gpu: nvJPEG failed all %d images of a call, each alone too, with %s (the call: %s): the "
+                 "decoder on device %d, not the files; check the GPU (nvidia-smi) or run with --decode cpu",
+                 k1 - k0, tb_nvjpeg_status_name(fault), tb_nvjpeg_status_name(batch_status), v->device);
 }
 
 static int roi_trouble(nvjpegStatus_t s) {

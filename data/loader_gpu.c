@@ -40,6 +40,21 @@ static void sink_interval(void *ctx, int stage, int64_t tag, double t0, double t
  * to the CPU path from the same candidate (which may replace it, exactly as
  * without the GPU); then the slot's fence. Runs without the mutex, with w's
  * own decoder. */
+/* The first few files a GPU stage gives back to the CPU path are named
+ * with nvJPEG's reason, one line each (the feed table's gpu_to_cpu counts
+ * them all): row j of slot s. */
+#define GPU_NAMED_MAX 3
+static void name_fallback(worker *w, const slot *s, int j, const char *why) {
+    struct tb_loader *ld = w->ld;
+    int k = atomic_fetch_add(&ld->gpu_named, 1);
+    if (k >= GPU_NAMED_MAX) return;
+    char path[1024];
+    int64_t sample = ld->order[(s->start + j + s->cand[j]) % ld->n];
+    tb_dataset_path(ld->o.ds, sample, path, sizeof path);
+    tb_info("# --decode gpu: %s: %s; decoded on the CPU path instead%s", path, why[0] ? why : "nvJPEG failed",
+            k == GPU_NAMED_MAX - 1 ? " (further such files are counted, not named: gpu_to_cpu)" : "");
+}
+
 static void gpu_stage(worker *w, slot *s) {
     int nj = 0, nh = 0;
     for (int j = 0; j < s->b.n; j++) {
@@ -59,6 +74,7 @@ static void gpu_stage(worker *w, slot *s) {
         }
         if (nf == 0) tf = tb_loader_stage_begin(TB_STAGE_GPU_FALLBACK);
         int j = w->jobs[i].row;
+        name_fallback(w, s, j, w->jobs[i].why);
         w->acc.images--; /* counted again by the CPU path */
         w->acc.bytes_read -= (int64_t)w->jobs[i].len;
         w->acc.gpu_to_cpu++;

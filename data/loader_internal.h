@@ -101,6 +101,7 @@ struct tb_loader {
     worker **gpu_ws;           /* [ngpu] their state (decoder, CPU fallback renders) */
     int gpu_started;           /* GPU-stage threads running */
     int gpu_busy;              /* GPU stages running now */
+    atomic_int gpu_named;      /* files the GPU stages gave back to the CPU path, named so far */
     pthread_cond_t gpu_cond;   /* a slot reached SLOT_DECODE, or stop */
     tb_timeline *tl;           /* every stage interval (timeline_events > 0), else NULL */
     char decoder_desc[900];
