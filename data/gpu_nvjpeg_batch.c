@@ -75,6 +75,16 @@ static int plan_entry(nvj *v, tb_gpu_job *j, int i, int m, int with_roi, size_t 
         snprintf(j->why, sizeof j->why, "nvJPEG cannot parse the header: %s", tb_nvjpeg_status_name(s));
         return 0;
     }
+    /* the decode buffer is laid out from the CPU's header check: nvJPEG writes the size its
+     * own parse gives, so a file the two read differently would spill into the next image */
+    unsigned fw = 0, fh = 0;
+    s = nvjpegJpegStreamGetFrameDimensions(v->js, &fw, &fh);
+    if (s != NVJPEG_STATUS_SUCCESS || fw != (unsigned)j->width || fh != (unsigned)j->height) {
+        j->status = TB_GPU_JOB_REFUSED;
+        snprintf(j->why, sizeof j->why, "nvJPEG reads it as %ux%u where the header check reads %dx%d (%s)", fw, fh,
+                 j->width, j->height, tb_nvjpeg_status_name(s));
+        return 0;
+    }
     tb_rs_region need;
     tb_rs_plan(v->pl, &j->g, j->width, j->height, 2, j->row, &v->plan[i], &need);
     tb_rs_region dec = {0, 0, j->width, j->height};
