@@ -12,8 +12,9 @@
  *      measures by how much on real photos), most samples decoded on the GPU;
  *      with --nvjpeg cpu=50 every sample is the CPU path's bytes on the
  *      CPU's rows and the default GPU path's elsewhere; with stall=20 (a
- *      resize often still queued when the next decode call comes) the same
- *      bytes as without, the hardware call's barrier holding;
+ *      resize often still queued when the next decode call comes), alone
+ *      and with calls of 3 images, the same bytes as without, the hardware
+ *      call's barrier holding;
  *      stall=20,barrier=off (the race) reported: only its "differ" line
  *      shows that the stall check could fail on that run;
  *   2. every seed of the fuzz corpus (tests/fuzz/corpus/jpeg) through the
@@ -198,11 +199,12 @@ static void test_loader(tb_gpu_decoder *dl) {
      * with each batch's resize held 20 ms behind a spin on the decoder's
      * stream, so that it is still queued when the next batch's decode call
      * comes (the hardware engine writes when called: the barrier must hold
-     * that call back): the same arithmetic, so the same bytes. Then the
+     * that call back), and the stall with calls of 3 (the barrier between a
+     * batch's calls too): the same arithmetic, so the same bytes. Then the
      * same stall with the barrier off, the race it prevents: reported */
-    const char *alt[4] = {"sync=on,inflight=1,alloc=nvjpeg", "chunk=3,sort=off,inflight=3", "stall=20",
-                          "stall=20,barrier=off"};
-    for (int v = 0; v < 4; v++) {
+    const char *alt[5] = {"sync=on,inflight=1,alloc=nvjpeg", "chunk=3,sort=off,inflight=3", "stall=20",
+                          "chunk=3,stall=20", "stall=20,barrier=off"};
+    for (int v = 0; v < 5; v++) {
         run_out a = run(&ds, TB_DECODE_GPU, dl, alt[v]);
         /* the damaged file nvJPEG decodes without an error (the samples the
          * CPU path replaced) has no defined pixels: its bytes differ from run
@@ -227,7 +229,7 @@ static void test_loader(tb_gpu_decoder *dl) {
                 printf("#   sample %d (label %d / %d): %zu of %zu bytes differ, by up to %d\n", i, a.labels[i],
                        g.labels[i], nd, per, worst_px);
         }
-        if (v == 3) /* the planted race: what the barrier prevents, where this engine shows it */
+        if (v == 4) /* the planted race: what the barrier prevents, where this engine shows it */
             printf("# --nvjpeg %s (the barrier's planted absence): %s\n", alt[v],
                    diff ? "batches differ: a decode call overtook the queued resize, as the barrier's test must "
                           "catch"
