@@ -331,7 +331,8 @@ static int decide(ft_node *f, ft_sum *s, int (*need)(ft_node *f)) {
         ft_end(f);
         tb_fused_time_value(ms[0], ms[1], v, sizeof v);
         f->be->choice_put(f->be, key, v);
-        TB_ASSERT(tb_fused_time_parse(v, &second, &ms[0], &ms[1]) == 0); /* the times as kept */
+        if (tb_fused_time_parse(v, &second, &ms[0], &ms[1]) != 0) /* the times as kept */
+            TB_FATAL("fuse fastest: the value \"%s\" made for %s does not parse back", v, key);
         remember(s, key, ms);
     }
     second = tb_fused_time_pick(ms[0], ms[1]);
