@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "data/gpu_decode.h"
@@ -222,7 +223,9 @@ static int decode_jobs(emu *e, tb_gpu_job *jobs, int n) {
         uint64_t key = job_key(j);
         if (e->o.emulate_fail_every > 0 && key % (uint64_t)e->o.emulate_fail_every == 0) {
             j->status = TB_GPU_JOB_FAILED;
-            snprintf(j->why, sizeof j->why, "emulated nvJPEG failure");
+            /* the file's identity in the reason: a test checks that the loader names this file */
+            snprintf(j->why, sizeof j->why, "emulated nvJPEG failure (file fnv1a %016llx)",
+                     (unsigned long long)tb_fnv1a(TB_FNV1A_INIT, j->jpeg, j->len));
             continue;
         }
         tb_rgbx_region r;

@@ -12,6 +12,8 @@
  *     unordered is waited for; the device stages the GPU stage threads
  *     collect while idle match, batch for batch, a run with sync=on (the
  *     host waiting in every call), host stages and device stages counted;
+ *     the first 3 files the GPU stages give back to the CPU path named, each
+ *     the file the decoder failed (the hash of its bytes in the reason);
  *   - CPU time: the loader's own (thread CPU time) is > 0 and at most
  *     threads x wall; the process CPU time sees every thread (a spinning
  *     thread planted next to an idle loop shows as about one core more);
@@ -24,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "core/hash.h"
 #include "core/timer.h"
 #include "data/dataset.h"
 #include "data/gpu_decode.h"
@@ -175,6 +179,63 @@ static void test_cpu_timeline(const tb_dataset *ds) {
     printf("; loader CPU %.3f s = %.2f cores\n", st->cpu_s, st->cpu_s / v.wall_s);
 }
 
+/* A whole file (the caller frees), or NULL. */
+static unsigned char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0, got;
+    unsigned char *b = malloc(cap);
+    while (b && (got = fread(b + n, 1, cap - n, f)) > 0)
+        if ((n += got) == cap) b = realloc(b, cap *= 2);
+    fclose(f);
+    *len = n;
+    return b;
+}
+
+/* The first 3 files the GPU stages give back to the CPU path are named,
+ * one line each: every named file is one the emulated decoder failed (the
+ * reason carries the hash of the bytes it was given), and the third line
+ * says the rest are counted, not named. */
+static void test_gpu_named(const tb_dataset *ds) {
+    static seen got;
+    tb_loader_opts o = base_opts(ds);
+    o.decode = TB_DECODE_GPU;
+    o.gpu_emulate = 1;
+    o.gpu_emulate_fail_every = 6;
+    char out[] = "/tmp/tb_named_XXXXXX";
+    int fd = mkstemp(out), saved = dup(1);
+    fflush(stdout);
+    dup2(fd, 1);
+    consume(&o, 2, READ_ORDERED, &got, NULL);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(out, "r");
+    char line[2048];
+    int named = 0, right = 0, counted = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        char file[1024];
+        unsigned long long h = 0;
+        if (sscanf(line, "# --decode gpu: %1023[^:]: emulated nvJPEG failure (file fnv1a %llx)", file, &h) != 2)
+            continue;
+        named++;
+        counted += strstr(line, "(further such files are counted, not named: gpu_to_cpu)") != NULL;
+        size_t len = 0;
+        unsigned char *bytes = read_all(file, &len);
+        right += bytes && tb_fnv1a(TB_FNV1A_INIT, bytes, len) == h;
+        free(bytes);
+    }
+    if (f) fclose(f);
+    unlink(out);
+    TB_CHECK(named == 3 && right == 3 && counted == 1 && got.st.gpu_to_cpu > 3,
+             "GPU fallbacks named: %d lines (want 3), %d of them the failed file, %d saying the rest are counted; "
+             "%lld given back in all",
+             named, right, counted, (long long)got.st.gpu_to_cpu);
+    printf("# the first 3 of %lld files given back to the CPU path named, each the file the decoder failed\n",
+           (long long)got.st.gpu_to_cpu);
+}
+
 static void test_gpu_fences(const tb_dataset *ds) {
     static seen ref, got, blind, synced, sync_on;
     tb_loader_opts o = base_opts(ds);
@@ -311,6 +372,7 @@ int main(void) {
     test_options();
     test_cpu_timeline(&ds);
     test_gpu_fences(&ds);
+    test_gpu_named(&ds);
     test_process_cpu();
     tb_dataset_close(&ds);
     tbj_cleanup();
