@@ -199,8 +199,6 @@ static void wait_stream(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
     stage_end(sink, TB_STAGE_GPU_WAIT, tag, t0);
 }
 
-/* A failed call of entries [k0, k1): each image again alone, so that only
- * the files that fail go back to the CPU. */
 /* A status no file causes: the decoder itself (memory, the device, the library). */
 static int decoder_fault(nvjpegStatus_t s) {
     return s == NVJPEG_STATUS_NOT_INITIALIZED || s == NVJPEG_STATUS_ALLOCATOR_FAILURE ||
@@ -208,6 +206,8 @@ static int decoder_fault(nvjpegStatus_t s) {
            s == NVJPEG_STATUS_ARCH_MISMATCH;
 }
 
+/* A failed call of entries [k0, k1): each image again alone, so that only
+ * the files that fail go back to the CPU. */
 static void isolate_failures(nvj *v, tb_gpu_job *jobs, int k0, int k1, int with_roi, nvjpegStatus_t batch_status,
                              int64_t tag, const tb_gpu_sink *sink) {
     wait_stream(v, tag, sink);

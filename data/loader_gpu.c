@@ -35,11 +35,6 @@ static void sink_interval(void *ctx, int stage, int64_t tag, double t0, double t
     tb_loader_stage_add(w, track, stage, tag, t0, t1);
 }
 
-/* Once every sample of the slot is made: the GPU decodes and resizes the
- * jobs and takes up the rows rendered here; a job it cannot do goes back
- * to the CPU path from the same candidate (which may replace it, exactly as
- * without the GPU); then the slot's fence. Runs without the mutex, with w's
- * own decoder. */
 /* The first few files a GPU stage gives back to the CPU path are named
  * with nvJPEG's reason, one line each (the feed table's gpu_to_cpu counts
  * them all): row j of slot s. */
@@ -55,6 +50,11 @@ static void name_fallback(worker *w, const slot *s, int j, const char *why) {
             k == GPU_NAMED_MAX - 1 ? " (further such files are counted, not named: gpu_to_cpu)" : "");
 }
 
+/* Once every sample of the slot is made: the GPU decodes and resizes the
+ * jobs and takes up the rows rendered here; a job it cannot do goes back
+ * to the CPU path from the same candidate (which may replace it, exactly as
+ * without the GPU); then the slot's fence. Runs without the mutex, with w's
+ * own decoder. */
 static void gpu_stage(worker *w, slot *s) {
     int nj = 0, nh = 0;
     for (int j = 0; j < s->b.n; j++) {
