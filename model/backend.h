@@ -547,6 +547,14 @@ typedef struct {
                                "" for the default (model/plan_cache.h) */
 } tb_backend_opts;
 
+/* How long to hold a stream (stream_hold) in front of work the host takes
+ * queue_ms to queue, so that the work starts back to back: 1.5 times that,
+ * at most 200 ms. */
+static inline double tb_stream_hold_ms(double queue_ms) {
+    const double h = 1.5 * (queue_ms > 0.0 ? queue_ms : 0.0);
+    return h < 200.0 ? h : 200.0;
+}
+
 /* "cpu", "cuda" or "auto" (CUDA when built and a device is visible, else
  * CPU; be->choice says which and why, printed for "auto"). Returns NULL
  * with a message in err (one line) when the backend is not available in

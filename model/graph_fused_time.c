@@ -167,13 +167,6 @@ static void run_way(const ft_node *f, int unfused) {
     be->bn_backward(be, &ba, &gr);
 }
 
-/* The device held for about the time the host takes to queue a round, so
- * the events time the device's work back to back. */
-static double hold_ms(double host_ms_per_run) {
-    double h = 1.5 * host_ms_per_run * FT_REPS + 0.05;
-    return h < 200.0 ? h : 200.0;
-}
-
 /* ms[0], ms[1]: one run of the fused and the unfused way, the fastest
  * round of each. */
 static void measure(const ft_node *f, double ms[2]) {
@@ -191,7 +184,7 @@ static void measure(const ft_node *f, double ms[2]) {
     tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
     for (int r = 0; r < FT_ROUNDS; r++)
         for (int k = 0; k < 2; k++) {
-            be->stream_hold(be, NULL, hold_ms(host[k]));
+            be->stream_hold(be, NULL, tb_stream_hold_ms(host[k] * FT_REPS) + 0.05); /* the round back to back */
             be->event_record(be, e0, NULL);
             for (int i = 0; i < FT_REPS; i++) run_way(f, k);
             be->event_record(be, e1, NULL);
@@ -241,9 +234,7 @@ int tb_fused_time_parse(const char *v, int *unfused, double *ms_fused, double *m
     if (!(mf >= 0.0 && mu >= 0.0 && mf < 1e7 && mu < 1e7)) return -1;
     int u = strcmp(word, "unfused") == 0;
     if (!u && strcmp(word, "fused") != 0) return -1;
-    char again[64]; /* the word as the times stored give it, from the times as printed */
-    tb_fused_time_value(mf, mu, again, sizeof again);
-    if (strncmp(again, word, strlen(word)) != 0 || again[strlen(word)] != ' ') return -1;
+    if (u != tb_fused_time_pick(four_places(mf), four_places(mu))) return -1; /* the word its times give, as written */
     *unfused = u, *ms_fused = mf, *ms_unfused = mu;
     return 0;
 }
@@ -460,8 +451,10 @@ static void time_applied(tb_graph *g, tb_backend *be, const tb_graph_params *p, 
         if (b->kind != TB_NODE_BN || !b->has_plan_alt) continue;
         if (b->fmode == TB_BNF_UNFUSED) {
             ft_node f = {g, be, p, i, -1, g->max_batch, 0, NULL, 0, NULL};
-            ft_begin(&f, one_per_channel(g, b) ? 0 : 1); /* its second plan tuned */
-            ft_end(&f);
+            if (!one_per_channel(g, b)) { /* its second plan tuned */
+                ft_begin(&f, 1);
+                ft_end(&f);
+            }
             to_unfused(g, be, b);
             continue;
         }

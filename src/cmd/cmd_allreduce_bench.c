@@ -163,15 +163,16 @@ static void wait_deadline(nccl_bench *nb, tb_event *e, size_t bytes, int n) {
  * that host-side queueing as device time; and where a small all-reduce
  * runs faster than the host queues the next, the device waits between
  * them even when they are queued back to back. The timed loop (timed = 1)
- * therefore queues them behind a hold of the stream 1.5 times as long as
- * the untimed loop took to queue as many (the slowest rank's, at most
- * 200 ms): they start back to back, and the events time the device. */
+ * therefore queues them behind a hold of the stream for the time the
+ * untimed loop took to queue as many (the slowest rank's; backend.h's
+ * tb_stream_hold_ms): they start back to back, and the events time the
+ * device. */
 static double nccl_loop(nccl_bench *nb, tb_comm *w, size_t count, el_type t, int n, int timed) {
     tb_backend *be = nb->be;
     be->sync(be);
     /* the slowest rank's hold on every rank: a rank whose hold ended first
      * would time the others' longer holds in its first all-reduce */
-    double hold_ms = timed && nb->queue_s > 0 ? fmin(200.0, 1.5e3 * n * nb->queue_s) : 0.0;
+    double hold_ms = timed && nb->queue_s > 0 ? tb_stream_hold_ms(1e3 * n * nb->queue_s) : 0.0;
     if (timed) tb_comm_allreduce_max(w, &hold_ms, 1, TB_FLOAT64);
     tb_comm_barrier(w);
     if (tb_fault("freeze-nccl", nb->rank, nb->row)) tb_stall_guard_freeze(); /* test only: never queues */
