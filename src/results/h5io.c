@@ -330,12 +330,12 @@ static void commit(tb_h5_writer *w, int sync_first) {
                                               : "check the file system (dmesg, its server) or choose another path");
     }
     if (rename(w->tmp, w->path) != 0) {
-        int err = errno;
+        int rerr = errno;
         unlink(w->tmp);
         tmp_pop(w);
         note_failed(w->path);
         tb_h5_unlock();
-        tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(err));
+        tb_die("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(rerr));
     }
     tmp_pop(w);
     tb_h5_unlock();
