@@ -397,6 +397,9 @@ struct tb_backend {
      * it in tb_bn_args.reserve). NULL with 0 bytes is a valid plan. */
     void *(*bn_plan)(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
     void (*bn_plan_free)(tb_backend *be, void *plan);
+    /* which kernels the node runs on, and what they measured if bn_tune
+     * timed them (one line, no newline: the results file's /batchnorms) */
+    void (*bn_plan_describe)(tb_backend *be, void *plan, char *buf, size_t len);
     void (*bn_forward_train)(tb_backend *be, const tb_bn_args *a);
     void (*bn_forward_infer)(tb_backend *be, const tb_bn_args *a);
     void (*bn_backward)(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);

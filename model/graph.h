@@ -70,6 +70,10 @@ typedef struct {
     int fmode;                    /* BN: the mode it runs in (fcand, or less where the
                                      backend has no engine, or, under --fuse fastest,
                                      where the fused ops measured slower) */
+    int ftimed;                   /* BN, --fuse fastest (graph_fused_time.c): bit 0 its fold
+                                     was timed (ftime_ms[0]: folded, applied), bit 1 its
+                                     statistics (ftime_ms[1]: fused, unfused) */
+    double ftime_ms[2][2];
     int fpeer;                    /* BN FOLD: the conv that reads it; ZFOLD: the block-end
                                      BN that adds it; -1 none */
     int fstats;                   /* BN: the conv whose epilogue makes its statistics */

@@ -28,6 +28,7 @@ void tb_fused_candidates(tb_graph *g) {
     for (int i = 0; i < g->nnodes; i++) {
         tb_node *nd = &g->nodes[i];
         nd->fcand = nd->fmode = TB_BNF_UNFUSED;
+        nd->ftimed = 0;
         nd->fpeer = nd->fstats = nd->fpro = -1;
         nd->fconv = 0;
     }

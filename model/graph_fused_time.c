@@ -327,6 +327,9 @@ static int decide(ft_node *f, ft_sum *s, int (*need)(ft_node *f)) {
         remember(s, key, ms);
     }
     second = tb_fused_time_pick(ms[0], ms[1]);
+    tb_node *b = &f->g->nodes[f->bi];
+    b->ftimed |= f->fold ? 1 : 2;
+    b->ftime_ms[!f->fold][0] = ms[0], b->ftime_ms[!f->fold][1] = ms[1];
     if (found && second && !f->fold) { /* unfused from the store: its BN plan's kernels chosen before it runs */
         ft_begin(f, 1);
         ft_end(f);

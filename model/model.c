@@ -501,30 +501,6 @@ void tb_model_write_scalars(tb_model *m, const tb_step_scalars *in) {
     m->be->copy_h2d(m->be, m->sc, in, sizeof *in);
 }
 
-size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
-    size_t used = 0;
-    if (len) buf[0] = '\0';
-    /* one node: per batch size up to 4 choices of ~170 characters each on the
-     * CUDA backend (graph-api engine, its knobs, vs legacy): 1024 could cut a
-     * second or third batch size's description short */
-    char line[4096];
-    for (int i = 0; i < m->g.nnodes && used + 1 < len; i++) {
-        const tb_node *nd = &m->g.nodes[i];
-        if (nd->kind != TB_NODE_CONV) continue;
-        m->be->conv_plan_describe(m->be, nd->plan, line, sizeof line);
-        if (nd->fconv) { /* --fuse graph: what its fused op runs */
-            size_t l = strlen(line);
-            int k2 = snprintf(line + l, sizeof line - l, " | fused%s: ", nd->fpro >= 0 ? " with the prologue" : "");
-            if (k2 > 0 && (size_t)k2 < sizeof line - l)
-                m->be->fconv_plan_describe(m->be, nd->fplan, line + l + k2, sizeof line - l - (size_t)k2);
-        }
-        int k = snprintf(buf + used, len - used, "%s: %s\n", nd->name, line);
-        if (k < 0) break;
-        used += (size_t)k < len - used ? (size_t)k : len - used - 1;
-    }
-    return used;
-}
-
 float tb_model_read_loss(tb_model *m) {
     float v;
     download_f32(m, &v, m->loss, 1);

@@ -221,5 +221,12 @@ int tb_model_op_profile_capacity(const tb_model *m);
 /* The conv algorithms chosen, one line per conv node ("name: ..."), for
  * logs and the results file; returns the length written (truncated to len). */
 size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len);
+/* How each BatchNorm runs, one line per BN node ("name: MODE[ into CONV][,
+ * statistics from CONV][; timed folded A ms, applied B ms][; timed fused C
+ * ms, unfused D ms]; kernels K[ (timed: ...)]"): MODE unfused, applied,
+ * folded or "folded into the block end" (--fuse graph / fastest; the timed
+ * parts: what --fuse fastest measured at start-up), K the backend's (cpu;
+ * CUDA: cudnn or own, with bn_tune's times where it timed them). */
+size_t tb_model_describe_bns(tb_model *m, char *buf, size_t len);
 
 #endif

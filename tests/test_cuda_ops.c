@@ -297,6 +297,11 @@ static void check_bn_tune(tb_backend *gb, tb_bn_args *a, tb_bn_args *twin, pair 
     snprintf(what, sizeof what, "bn_tune timed the node; it runs on %s %s", on ? "cuDNN's path" : "the own kernels",
              tag);
     report(what, 0, 0, !tb_cuda_bn_plan_to_measure(a->plan));
+    char desc[120], want[40];
+    gb->bn_plan_describe(gb, a->plan, desc, sizeof desc);
+    snprintf(want, sizeof want, "kernels %s (timed: ", on ? "cudnn" : "own");
+    snprintf(what, sizeof what, "bn_plan_describe says the path and the times: \"%s\" %s", desc, tag);
+    report(what, 0, 0, strncmp(desc, want, strlen(want)) == 0 && strstr(desc, " ms)") != NULL);
     gb->bn_tune(gb, twin, &g);
     snprintf(what, sizeof what, "bn_tune: a second node of the problem takes the first's choice %s", tag);
     report(what, tb_cuda_bn_plan_on_cudnn(twin->plan), on,

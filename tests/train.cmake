@@ -392,3 +392,17 @@ set_tests_properties(cli_usage_error_inherited_rank PROPERTIES TIMEOUT 60)
 # refused; preflight --bytes 7 moves and reports 4 (tests/bench_sizes.sh)
 add_test(NAME bench_sizes_whole_elements COMMAND sh ${TB_TEST_DIR}/bench_sizes.sh ${TB_BIN})
 set_tests_properties(bench_sizes_whole_elements PROPERTIES TIMEOUT 120 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+
+# /batchnorms: how each BatchNorm ran (--fuse mode, what --fuse fastest
+# timed, the kernels), every rank's row, against the run's own lines and
+# the 2 % rule; --fuse off all unfused; four planted errors caught
+# (tests/check_batchnorms.py)
+if(TB_HAVE_MPI)
+  add_test(NAME batchnorms_table_np2
+           COMMAND ${TB_PY} ${TB_TEST_DIR}/check_batchnorms.py --trainbench ${TB_BIN}
+                   --mpiexec ${MPIEXEC_EXECUTABLE} --ranks 2)
+  set_tests_properties(batchnorms_table_np2 PROPERTIES PROCESSORS 2 ENVIRONMENT "${TB_MPI_TEST_ENV}")
+else()
+  add_test(NAME batchnorms_table_np2 COMMAND ${TB_PY} ${TB_TEST_DIR}/check_batchnorms.py --trainbench ${TB_BIN})
+endif()
+set_tests_properties(batchnorms_table_np2 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300)

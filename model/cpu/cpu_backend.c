@@ -435,6 +435,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
 
     be->bn_plan = cpu_bn_plan;
     be->bn_plan_free = cpu_bn_plan_free;
+    be->bn_plan_describe = cpu_bn_plan_describe;
     be->bn_forward_train = cpu_bn_forward_train;
     be->bn_forward_infer = cpu_bn_forward_infer;
     be->bn_backward = cpu_bn_backward;

@@ -9,6 +9,7 @@
  * inner loops are the vector level's.
  */
 #include <math.h>
+#include <stdio.h>
 #include <omp.h>
 
 #include "core/log.h"
@@ -40,6 +41,11 @@ void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
 
 void cpu_bn_plan_free(tb_backend *be, void *plan) {
     (void)be, (void)plan;
+}
+
+void cpu_bn_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
+    (void)be, (void)plan;
+    snprintf(buf, len, "kernels cpu");
 }
 
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a) {

@@ -79,6 +79,7 @@ void cpu_conv_backward_filter(tb_backend *be, void *plan, const tb_conv_geom *g,
 void cpu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cpu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cpu_bn_plan_free(tb_backend *be, void *plan);
+void cpu_bn_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
 void cpu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cpu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);

@@ -433,6 +433,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
 
     be->bn_plan = cu_bn_plan;
     be->bn_plan_free = cu_bn_plan_free;
+    be->bn_plan_describe = cu_bn_plan_describe;
     be->bn_forward_train = cu_bn_forward_train;
     be->bn_forward_infer = cu_bn_forward_infer;
     be->bn_backward = cu_bn_backward;

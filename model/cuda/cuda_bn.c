@@ -35,6 +35,7 @@
  * none; cuDNN's forward and the inference forward clear it), so a
  * backward never reads a mask its forward did not write.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,8 @@ typedef struct {
     int mask_n;                 /* the batch the mask holds y's ReLU for (0: none) */
     int measure;                /* 1 until bn_tune timed cuDNN's path against the own kernels
                                    (TB_BN_KERNELS=auto with autotune; cuda_bn_tune.c) */
+    float ms_cudnn, ms_own;     /* what that timing gave (-1: not timed; ms_cudnn -1 with
+                                   ms_own timed: cuDNN declined the node at run time) */
 } bn_plan;
 
 /* One line, the first time cuDNN refuses a node (later ones go quietly). */
@@ -80,6 +83,23 @@ void cu_bn_plan_use(void *plan, int cudnn, int measure) {
     bn_plan *p = plan;
     p->cudnn = cudnn;
     p->measure = measure;
+}
+
+void cu_bn_plan_timed(void *plan, float ms_cudnn, float ms_own) {
+    bn_plan *p = plan;
+    p->ms_cudnn = ms_cudnn, p->ms_own = ms_own;
+}
+
+void cu_bn_plan_describe(tb_backend *be, void *plan, char *buf, size_t len) {
+    (void)be;
+    const bn_plan *p = plan;
+    int k = snprintf(buf, len, "kernels %s", p && p->cudnn ? "cudnn" : "own");
+    if (!p || !(p->ms_own >= 0.0f) || k < 0 || (size_t)k >= len) return;
+    if (p->ms_cudnn >= 0.0f)
+        snprintf(buf + k, len - (size_t)k, " (timed: cudnn %.4f ms, own %.4f ms)", (double)p->ms_cudnn,
+                 (double)p->ms_own);
+    else
+        snprintf(buf + k, len - (size_t)k, " (timed: cudnn declined, own %.4f ms)", (double)p->ms_own);
 }
 
 static int cudnn_eligible(const cu_state *st, const tb_bn_args *a) {
@@ -108,6 +128,7 @@ void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes) {
     p->shape = s;
     p->relu = a->relu;
     p->has_z = a->z != NULL;
+    p->ms_cudnn = p->ms_own = -1.0f;
     /* the own kernels' scratch, at the largest batch: sized now, not in a step */
     cu_scratch(be, cu_bn_scratch_bytes(&s));
     if (a->relu && x->layout == TB_NHWC && !a->y_in_consumer)

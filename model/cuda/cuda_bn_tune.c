@@ -197,6 +197,7 @@ void cu_bn_tune(tb_backend *be, const tb_bn_args *a0, const tb_bn_grads *g0) {
         if (pc) tb_pc_put(pc, key, v);
     }
     cu_bn_plan_use(a0->plan, !c->own, 0);
+    cu_bn_plan_timed(a0->plan, c->ms_cudnn, c->ms_own);
     st->bn_timed++;
     st->bn_timed_own += c->own;
     st->bn_timed_cached += c->from_cache;

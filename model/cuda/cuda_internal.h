@@ -382,6 +382,7 @@ int cu_conv_take_graph(int api, int have_graph, float graph_ms, float legacy_ms)
 void cu_check_xyz(const char *op, const tb_tensor *x, const tb_tensor *y, const tb_tensor *z);
 void *cu_bn_plan(tb_backend *be, const tb_bn_args *a, size_t *reserve_bytes);
 void cu_bn_plan_free(tb_backend *be, void *plan);
+void cu_bn_plan_describe(tb_backend *be, void *plan, char *buf, size_t len);
 void cu_bn_forward_train(tb_backend *be, const tb_bn_args *a);
 void cu_bn_forward_infer(tb_backend *be, const tb_bn_args *a);
 void cu_bn_backward(tb_backend *be, const tb_bn_args *a, const tb_bn_grads *g);
@@ -405,6 +406,8 @@ int cu_bn_kernels_from_env(void);
  * kernels) and whether it is still to be timed (tb_cuda_bn_plan_to_measure:
  * a node cuDNN takes, under auto with autotune, until bn_tune ran). */
 void cu_bn_plan_use(void *plan, int cudnn, int measure);
+/* what bn_tune measured for the node's plan (cu_bn_plan_describe says it) */
+void cu_bn_plan_timed(void *plan, float ms_cudnn, float ms_own);
 
 /* cuda_bn_tune.c: under TB_BN_KERNELS=auto with autotune, bn_tune times a
  * node's training forward + backward on cuDNN's path and on the own

@@ -142,6 +142,8 @@ void tb_run_report_init(tb_run_report *r, const char *path) {
     tb_table_add_string_column(&r->devices, "bus_id");
     tb_table_init(&r->convs, "conv_algorithms", "rank:i");
     tb_table_add_string_column(&r->convs, "algorithms");
+    tb_table_init(&r->bns, "batchnorms", "rank:i");
+    tb_table_add_string_column(&r->bns, "choices");
     tb_bprof_tables_init(&r->grad_ready, &r->buckets);
     tb_opp_tables_init(&r->op_profile, &r->op_kinds);
     if (r->path[0]) {
@@ -219,12 +221,13 @@ static void write_locked(tb_run_report *r, const char *status, const char *reaso
         tb_attrs_str(&r->attrs, "end_time", t);
         tb_attrs_str(&r->attrs, "status", status);
         if (reason) tb_attrs_str(&r->attrs, "abort_reason", reason);
-        const tb_table *tabs[9] = {&r->steps, &r->ranks, &r->scaling};
+        const tb_table *tabs[10] = {&r->steps, &r->ranks, &r->scaling};
         int nt = 3;
         if (r->grad_ready.rows > 0) tabs[nt++] = &r->grad_ready;
         if (r->buckets.rows > 0) tabs[nt++] = &r->buckets;
         if (r->devices.rows > 0) tabs[nt++] = &r->devices;
         if (r->convs.rows > 0) tabs[nt++] = &r->convs;
+        if (r->bns.rows > 0) tabs[nt++] = &r->bns;
         if (r->op_profile.rows > 0) tabs[nt++] = &r->op_profile;
         if (r->op_kinds.rows > 0) tabs[nt++] = &r->op_kinds;
         if (wait_s <= 0) {
@@ -321,6 +324,7 @@ void tb_run_report_free(tb_run_report *r) {
     tb_table_free(&r->buckets);
     tb_table_free(&r->devices);
     tb_table_free(&r->convs);
+    tb_table_free(&r->bns);
     tb_table_free(&r->op_profile);
     tb_table_free(&r->op_kinds);
     pthread_cond_destroy(&r->snap_cv);

@@ -36,6 +36,7 @@ typedef struct {
     tb_table grad_ready, buckets; /* bucket_profile.h; written when they have rows */
     tb_table devices;         /* per rank: device, memory, fp16 skips, CUDA graph steps, bus id */
     tb_table convs;           /* per rank: the conv algorithms chosen (tb_model_describe_convs) */
+    tb_table bns;             /* per rank: how each BatchNorm runs (tb_model_describe_bns) */
     tb_table op_profile, op_kinds; /* --op-profile: per op row (name, phase, kind) and per op kind,
                                  ms per step; written when they have rows (src/results/op_profile_report.h) */
     atomic_int begun;         /* 0 in start-up, 1 the provenance is recorded (the file may be written from

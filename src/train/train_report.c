@@ -232,9 +232,34 @@ static void scaling(tb_train_run *r, const tb_train_outcome *o) {
     tb_run_report_unlock(&r->report);
 }
 
+/* Every rank's description (tb_model_describe_convs or _bns) to rank 0,
+ * one row per rank of table t. Collective. */
+static void gather_described(tb_train_run *r, size_t (*describe)(tb_model *, char *, size_t), tb_table *t) {
+    size_t cap = 256 * 1024;
+    char *text = malloc(cap);
+    if (!text) TB_FATAL("out of host memory");
+    size_t len = describe(r->m, text, cap);
+    size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
+    char *every = tb_comm_gather_bytes(r->world, text, len + 1, 0, counts);
+    if (r->info.rank == 0) {
+        tb_run_report_lock(&r->report);
+        size_t at = 0;
+        for (int q = 0; q < r->info.world; q++) {
+            double rq = q;
+            tb_table_row(t, &rq, every + at);
+            at += counts[q];
+        }
+        tb_run_report_unlock(&r->report);
+    }
+    free(every);
+    free(counts);
+    free(text);
+}
+
 /* Every rank's device facts to rank 0: /devices (device, memory, fp16
- * skips, bus id) and /conv_algorithms (what cuDNN was chosen to run), and
- * one line per rank on a GPU run. Collective. */
+ * skips, bus id), /conv_algorithms (what cuDNN was chosen to run) and
+ * /batchnorms (how each BatchNorm runs), and one line per rank on a GPU
+ * run. Collective. */
 static void devices(tb_train_run *r) {
     typedef struct {
         double v[9];
@@ -255,31 +280,18 @@ static void devices(tb_train_run *r) {
     dev_row *all = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *all) : NULL;
     tb_monitor_progress(r->mon, 0, "device summary gather", 1);
     tb_comm_gather(r->world, &mine, all, sizeof mine, 0);
-    size_t cap = 256 * 1024, len;
-    char *convs = malloc(cap);
-    if (!convs) TB_FATAL("out of host memory");
-    len = tb_model_describe_convs(r->m, convs, cap);
-    size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
-    char *every = tb_comm_gather_bytes(r->world, convs, len + 1, 0, counts);
+    gather_described(r, tb_model_describe_convs, &r->report.convs);
+    gather_described(r, tb_model_describe_bns, &r->report.bns);
     if (r->info.rank == 0) {
         int gpu = strcmp(r->be->name, "cpu") != 0;
         tb_run_report_lock(&r->report);
-        size_t at = 0;
-        for (int q = 0; q < r->info.world; q++) {
-            tb_table_row(&r->report.devices, all[q].v, all[q].bus);
-            double rq = q;
-            tb_table_row(&r->report.convs, &rq, every + at);
-            at += counts[q];
-        }
+        for (int q = 0; q < r->info.world; q++) tb_table_row(&r->report.devices, all[q].v, all[q].bus);
         tb_run_report_unlock(&r->report);
         if (gpu)
             for (int q = 0; q < r->info.world; q++)
                 printf("# rank %d: device %d (%s): peak %.0f MiB allocated of %.0f MiB, fp16 steps skipped %.0f\n", q,
                        (int)all[q].v[1], all[q].bus, all[q].v[3], all[q].v[5], all[q].v[7]);
     }
-    free(every);
-    free(counts);
-    free(convs);
     free(all);
 }
 
