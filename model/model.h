@@ -221,12 +221,15 @@ int tb_model_op_profile_capacity(const tb_model *m);
 /* The conv algorithms chosen, one line per conv node ("name: ..."), for
  * logs and the results file; returns the length written (truncated to len). */
 size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len);
-/* How each BatchNorm runs, one line per BN node ("name: MODE[ into CONV][,
- * statistics from CONV][; timed folded A ms, applied B ms][; timed fused C
- * ms, unfused D ms]; kernels K[ (timed: ...)]"): MODE unfused, applied,
- * folded or "folded into the block end" (--fuse graph / fastest; the timed
- * parts: what --fuse fastest measured at start-up), K the backend's (cpu;
- * CUDA: cudnn or own, with bn_tune's times where it timed them). */
+/* How each BatchNorm runs, one line per BN node ("name: MODE[ into CONV|
+ * BN][, statistics from CONV][; timed folded A ms, applied B ms][; timed
+ * fused C ms, unfused D ms]; kernels K[ (timed: ...)]"): MODE, the --fuse
+ * graph / fastest vocabulary, unfused (its own pass: --fuse off, bn, or no
+ * fused op), applied, folded into CONV or "folded into the block end" BN;
+ * the timed parts: what --fuse fastest measured at start-up; K the
+ * backend's kernels for its own pass and backward (cpu; CUDA: cudnn or own,
+ * with bn_tune's times where it timed them), "none (the fused ops)" for a
+ * BN folded into the next conv. */
 size_t tb_model_describe_bns(tb_model *m, char *buf, size_t len);
 
 #endif

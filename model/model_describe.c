@@ -62,7 +62,9 @@ static void describe_bn(const tb_graph *g, tb_backend *be, const tb_node *b, cha
         put(line, len, &l, "; timed folded %.4f ms, applied %.4f ms", b->ftime_ms[0][0], b->ftime_ms[0][1]);
     if (b->ftimed & 2)
         put(line, len, &l, "; timed fused %.4f ms, unfused %.4f ms", b->ftime_ms[1][0], b->ftime_ms[1][1]);
-    if (be->bn_plan_describe && l + 3 < len) {
+    if (b->fmode == TB_BNF_FOLD) /* its statistics, prologue and gradients: the convs' fused ops */
+        put(line, len, &l, "; kernels none (the fused ops)");
+    else if (be->bn_plan_describe && l + 3 < len) {
         put(line, len, &l, "; ");
         be->bn_plan_describe(be, b->plan, line + l, len - l);
     }

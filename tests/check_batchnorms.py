@@ -16,8 +16,14 @@ Trains ResNet-18 on the CPU twice (2 steps, batch 2, 32 px, N ranks):
   off      --fuse off: every BatchNorm unfused, nothing timed.
 Then each check must fail on a planted error in a copy of the fastest
 table: a mode changed, a line dropped, a timed pair swapped, a rank's row
-missing. Exit 0 when all hold, 1 otherwise, 77 when h5py is missing.
+missing. And `trainbench report A B` (csv) lists exactly the BatchNorms
+whose mode or kernels differ between the two runs, none for a file against
+itself, and exactly the one a copy of the file has edited (its kernels
+word). Exit 0 when all hold, 1 otherwise, 77 when h5py is missing.
 """
+import csv
+import io
+import shutil
 import argparse
 import os
 import re
@@ -37,7 +43,7 @@ LINE = re.compile(r"^(?P<name>[\w.]+): (?P<mode>folded into the block end|folded
                   r"(?: into (?P<into>[\w.]+)| (?P<end>[\w.]+))?(?:, statistics from (?P<stats>[\w.]+))?"
                   r"(?:; timed folded (?P<fa>[\d.]+) ms, applied (?P<fb>[\d.]+) ms)?"
                   r"(?:; timed fused (?P<sa>[\d.]+) ms, unfused (?P<sb>[\d.]+) ms)?"
-                  r"; kernels (?P<kernels>.+)$")
+                  r"; kernels (?P<kernels>cpu|none \(the fused ops\))$")
 
 
 def run(cmd):
@@ -71,6 +77,34 @@ def bn_names(convs_text):
     return names
 
 
+def conv_of(bn):
+    """The conv whose output BN bn normalises: bnK -> convK, downsample.1 -> downsample.0."""
+    if bn.endswith("downsample.1"):
+        return bn[:-1] + "0"
+    head, _, last = bn.rpartition(".")
+    return (head + "." if head else "") + last.replace("bn", "conv")
+
+
+def peers_ok(d, names):
+    """A line's named convs and BatchNorms as its mode says: statistics from
+    its own conv (fused modes only), folded into the next conv of its block,
+    folded into its block's last BatchNorm."""
+    n, mode = d["name"], d["mode"]
+    if (d["stats"] is not None) != (mode != "unfused") or (d["stats"] and d["stats"] != conv_of(n)):
+        return False
+    if mode == "folded":
+        head, _, last = n.rpartition(".")
+        nxt = f"{head}.conv{int(last[2:]) + 1}" if last.startswith("bn") and last[2:].isdigit() else None
+        return d["into"] == nxt and d["kernels"] == "none (the fused ops)"
+    if d["kernels"] != "cpu" or d["into"] is not None:
+        return False
+    if mode == "folded into the block end":
+        block = n.rsplit(".", 2)[0]  # layerL.B of layerL.B.downsample.1
+        last = max((b for b in names if b.startswith(block + ".bn")), default=None)
+        return n.endswith("downsample.1") and d["end"] == last
+    return d["end"] is None
+
+
 def parse(text):
     out = []
     for line in text.splitlines():
@@ -96,8 +130,9 @@ def check(bns, convs, world, summary=None, fastest=None):
         if sorted(got) != sorted(want) or len(got) != len(set(got)):
             errs.append(f"rank {rank}: BatchNorms {got} are not the model's {want}")
         for d in lines:
-            if d["kernels"] != "cpu":
-                errs.append(f"rank {rank}: {d['name']}: kernels {d['kernels']!r}, expected 'cpu'")
+            if not peers_ok(d, got):
+                errs.append(f"rank {rank}: {d['name']}: {d['mode']} with statistics from {d['stats']}, into "
+                            f"{d['into'] or d['end']}, kernels {d['kernels']!r}: not as its mode says")
             if fastest is None and (d["fa"] or d["sa"] or d["mode"] != "unfused"):
                 errs.append(f"rank {rank}: {d['name']}: {d['mode']}, timed, under --fuse off")
             if d["fa"]:  # the fold: applied kept only where more than 2 % faster than folded
@@ -136,6 +171,64 @@ def fastest_of(out):
     return (int(f.group(1)) if f else 0, int(b.group(1)) if b else 0) if f or b else None
 
 
+def choice(line):
+    """A /batchnorms line's mode and kernels, times left out (what report A B compares)."""
+    d = LINE.match(line).groupdict()
+    mode = line.split(": ", 1)[1].split(";", 1)[0]
+    return f"{mode}, kernels {d['kernels'].split(' ', 1)[0]}"
+
+
+def differing(text_a, text_b):
+    """The BatchNorms whose choice differs, from the two files' rank-0 texts."""
+    a = {l.split(": ", 1)[0]: choice(l) for l in text_a.splitlines()}
+    b = {l.split(": ", 1)[0]: choice(l) for l in text_b.splitlines()}
+    return sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+
+
+def reported(tb, path_a, path_b):
+    """(names listed by `report A B`'s /batchnorms table, its 'same way' note printed)."""
+    out = subprocess.run([tb, "report", path_a, path_b, "--format", "csv"], capture_output=True, text=True).stdout
+    lines = out.splitlines()
+    same = any(l.startswith("# /batchnorms: every BatchNorm ran the same way") for l in lines)
+    at = next((i for i, l in enumerate(lines) if l.startswith("# /batchnorms: the BatchNorms that ran")), None)
+    if at is None:
+        return [], same
+    rows = []
+    for row in csv.reader(io.StringIO("\n".join(lines[at + 1:]))):
+        if not row:
+            break
+        rows.append(row)
+    return sorted(r[0] for r in rows[1:]), same
+
+
+def check_report(tb, tmp, fast, off, bns, bns_off):
+    """report A B against the tables; the edit plant. Returns the failures."""
+    errs = []
+    want = differing(bns[0], bns_off[0])
+    got, _ = reported(tb, fast, off)
+    print(f"# report fastest off: {len(got)} BatchNorms ran another way (the tables say {len(want)})")
+    if got != want or not want:
+        errs.append(f"report A B listed {got}, the tables differ in {want}")
+    got, same = reported(tb, fast, fast)
+    if got or not same:
+        errs.append(f"report A A listed {got} (same-way note: {same})")
+    edited = os.path.join(tmp, "edited.h5")
+    shutil.copy(fast, edited)
+    lines = bns[0].splitlines()
+    at = next(i for i, l in enumerate(lines) if l.endswith("; kernels cpu"))
+    target = lines[at]
+    with h5py.File(edited, "r+") as f:
+        ranks = list(f["batchnorms/rank"][()])
+        lines[at] = target.replace("; kernels cpu", "; kernels own")
+        f["batchnorms/choices"][ranks.index(0)] = "\n".join(lines) + "\n"
+    got, _ = reported(tb, fast, edited)
+    name = target.split(": ", 1)[0]
+    print(f"# planted: {name}'s kernels edited in a copy: report lists {got}")
+    if got != [name]:
+        errs.append(f"report A edited-A listed {got}, expected [{name!r}]")
+    return errs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainbench", required=True)
@@ -170,6 +263,10 @@ def main():
         bad += bool(errs)
         print(f"# off: {len(bns_off.get(0, '').splitlines())} BatchNorms, all unfused and untimed: "
               f"{'ok' if not errs else 'no'}")
+        errs = check_report(a.trainbench, tmp, fast, off, bns, bns_off)
+        for e in errs:
+            print("FAIL (report A B): " + e)
+        bad += bool(errs)
 
         # planted errors, each in a copy of the fastest table: each must be caught
         r0 = bns.get(0, "").splitlines()
@@ -180,6 +277,13 @@ def main():
             plants["a mode changed"] = r0[:applied_line] + [r0[applied_line].replace(": applied", ": unfused", 1)] \
                 + r0[applied_line + 1:]
         plants["a line dropped"] = r0[1:]
+        stats_line = next((i for i, l in enumerate(r0) if ", statistics from " in l), None)
+        if stats_line is not None:
+            plants["a statistics conv misnamed"] = r0[:stats_line] + [re.sub(r"statistics from ([\w.]+?)(\d)(\b)",
+                                                                              lambda m: f"statistics from {m.group(1)}"
+                                                                              f"{int(m.group(2)) % 3 + 1}",
+                                                                              r0[stats_line], count=1)] \
+                + r0[stats_line + 1:]
         if timed_line is not None:
             m = re.search(r"timed (\w+) ([\d.]+) ms, (\w+) ([\d.]+) ms", r0[timed_line])
             x, y = float(m.group(2)), float(m.group(4))
@@ -199,8 +303,8 @@ def main():
         caught = check(missing, convs, a.ranks, summary, timed)
         print(f"# planted: rank {a.ranks - 1}'s row missing: {'caught: ' + caught[0] if caught else 'NOT caught'}")
         bad += not caught
-        if len(plants) < 3:
-            print(f"FAIL: only {len(plants)} of 3 table plants could be made (no applied or no timed line)")
+        if len(plants) < 4:
+            print(f"FAIL: only {len(plants)} of 4 table plants could be made (no applied, timed or fused line)")
             bad += 1
     print("PASS" if not bad else "FAIL")
     return 1 if bad else 0

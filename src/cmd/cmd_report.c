@@ -25,7 +25,7 @@ static const char k_usage[] =
     "With two files: one line per root attribute whose value differs, then each table both have, rows\n"
     "matched on their keys with B/A: scaling rows and step phases of two training runs, /allreduce by\n"
     "size, /loader by threads, /feed by loader configuration, /projection by ranks; the rows only one\n"
-    "file has are named under each table.\n"
+    "file has are named under each table; then the BatchNorms that ran another way (/batchnorms).\n"
     "md: markdown tables to paste into the .md files of results/; csv: each table as '# title', a\n"
     "header line, its rows, a blank line.\n"
     "Exit status 1 when a file is missing, not a results file, partial or from an aborted run.";

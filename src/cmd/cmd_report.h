@@ -25,5 +25,8 @@ tb_report_steps tb_report_steps_of(const tb_results *r);
 void tb_report_problems(const tb_results *r);
 /* `report A B`: exit status 0, or 1 when either file is partial or aborted. */
 int tb_report_two(const char *pa, const char *pb, tb_format fmt);
+/* `report A B`: the BatchNorms whose --fuse mode or kernels differ
+ * (/batchnorms, rank 0), or a note that none does (cmd_report_choices.c). */
+void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b);
 
 #endif
