@@ -240,6 +240,7 @@ static void gather_described(tb_train_run *r, size_t (*describe)(tb_model *, cha
     if (!text) TB_FATAL("out of host memory");
     size_t len = describe(r->m, text, cap);
     size_t *counts = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *counts) : NULL;
+    if (r->info.rank == 0 && !counts) TB_FATAL("out of host memory");
     char *every = tb_comm_gather_bytes(r->world, text, len + 1, 0, counts);
     if (r->info.rank == 0) {
         tb_run_report_lock(&r->report);
@@ -278,6 +279,7 @@ static void devices(tb_train_run *r) {
     memcpy(mine.v, row, sizeof row);
     snprintf(mine.bus, sizeof mine.bus, "%s", r->be->device_key[0] ? r->be->device_key : "-");
     dev_row *all = r->info.rank == 0 ? calloc((size_t)r->info.world, sizeof *all) : NULL;
+    if (r->info.rank == 0 && !all) TB_FATAL("out of host memory");
     tb_monitor_progress(r->mon, 0, "device summary gather", 1);
     tb_comm_gather(r->world, &mine, all, sizeof mine, 0);
     gather_described(r, tb_model_describe_convs, &r->report.convs);
