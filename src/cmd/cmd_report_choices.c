@@ -103,6 +103,9 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
         p = next_name(p, name, sizeof name);
         if (name[0] && !line_of(a, name, &n)) differ += compare_node(&t, fmt, name, a, b);
     }
-    if (t) tb_tab_print(t, f);
-    else tb_note(f, fmt, "/batchnorms: every BatchNorm ran the same way in A and B (%d, rank 0)", nodes);
+    if (t) {
+        tb_note(f, fmt, "/batchnorms: %d of %d BatchNorms ran another way in B (rank 0)", differ, nodes);
+        tb_tab_print(t, f);
+    } else
+        tb_note(f, fmt, "/batchnorms: every BatchNorm ran the same way in A and B (%d, rank 0)", nodes);
 }
