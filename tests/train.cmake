@@ -395,7 +395,8 @@ set_tests_properties(bench_sizes_whole_elements PROPERTIES TIMEOUT 120 ENVIRONME
 
 # /batchnorms: how each BatchNorm ran (--fuse mode, what --fuse fastest
 # timed, the kernels), every rank's row, against the run's own lines and
-# the 2 % rule; --fuse off all unfused; four planted errors caught; and
+# the 2 % rule and the model's structure; --fuse off all unfused; five
+# planted errors caught; and
 # `report A B`'s list of the BatchNorms that ran another way against the
 # two tables, an edited copy's one named (tests/check_batchnorms.py)
 if(TB_HAVE_MPI)
