@@ -8,34 +8,15 @@
 #include "model/graph_fused.h"
 #include "model/model.h"
 
-/* Appends one "name: text" line to buf (len bytes, used so far *used). */
-static void put_line(char *buf, size_t len, size_t *used, const char *name, const char *text) {
-    if (*used + 1 >= len) return;
-    int k = snprintf(buf + *used, len - *used, "%s: %s\n", name, text);
-    if (k < 0) return;
-    *used += (size_t)k < len - *used ? (size_t)k : len - *used - 1;
-}
-
-size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
-    size_t used = 0;
-    if (len) buf[0] = '\0';
-    /* one node: per batch size up to 4 choices of ~170 characters each on the
-     * CUDA backend (graph-api engine, its knobs, vs legacy): 1024 could cut a
-     * second or third batch size's description short */
-    char line[4096];
-    for (int i = 0; i < m->g.nnodes && used + 1 < len; i++) {
-        const tb_node *nd = &m->g.nodes[i];
-        if (nd->kind != TB_NODE_CONV) continue;
-        m->be->conv_plan_describe(m->be, nd->plan, line, sizeof line);
-        if (nd->fconv) { /* --fuse graph: what its fused op runs */
-            size_t l = strlen(line);
-            int k2 = snprintf(line + l, sizeof line - l, " | fused%s: ", nd->fpro >= 0 ? " with the prologue" : "");
-            if (k2 > 0 && (size_t)k2 < sizeof line - l)
-                m->be->fconv_plan_describe(m->be, nd->fplan, line + l + k2, sizeof line - l - (size_t)k2);
-        }
-        put_line(buf, len, &used, nd->name, line);
+/* Conv node nd's line: its plan, and with --fuse graph what its fused op runs. */
+static void describe_conv(const tb_graph *g, tb_backend *be, const tb_node *nd, char *line, size_t len) {
+    (void)g;
+    be->conv_plan_describe(be, nd->plan, line, len);
+    if (nd->fconv) {
+        size_t l = strlen(line);
+        int k2 = snprintf(line + l, len - l, " | fused%s: ", nd->fpro >= 0 ? " with the prologue" : "");
+        if (k2 > 0 && (size_t)k2 < len - l) be->fconv_plan_describe(be, nd->fplan, line + l + k2, len - l - (size_t)k2);
     }
-    return used;
 }
 
 /* Appends printf's text to line (len bytes, *l used), cut short at its end. */
@@ -70,15 +51,32 @@ static void describe_bn(const tb_graph *g, tb_backend *be, const tb_node *b, cha
     }
 }
 
-size_t tb_model_describe_bns(tb_model *m, char *buf, size_t len) {
+/* One "name: text" line per node of the kind into buf (len bytes, cut short
+ * at its end); returns the length written. */
+static size_t describe_nodes(tb_model *m, tb_node_kind kind,
+                             void (*describe)(const tb_graph *, tb_backend *, const tb_node *, char *, size_t),
+                             char *buf, size_t len) {
     size_t used = 0;
     if (len) buf[0] = '\0';
-    char line[512];
+    /* one conv node: per batch size up to 4 choices of ~170 characters each
+     * on the CUDA backend (graph-api engine, its knobs, vs legacy): 1024
+     * could cut a second or third batch size's description short */
+    char line[4096];
     for (int i = 0; i < m->g.nnodes && used + 1 < len; i++) {
         const tb_node *nd = &m->g.nodes[i];
-        if (nd->kind != TB_NODE_BN) continue;
-        describe_bn(&m->g, m->be, nd, line, sizeof line);
-        put_line(buf, len, &used, nd->name, line);
+        if (nd->kind != kind) continue;
+        describe(&m->g, m->be, nd, line, sizeof line);
+        int k = snprintf(buf + used, len - used, "%s: %s\n", nd->name, line);
+        if (k < 0) break;
+        used += (size_t)k < len - used ? (size_t)k : len - used - 1;
     }
     return used;
+}
+
+size_t tb_model_describe_convs(tb_model *m, char *buf, size_t len) {
+    return describe_nodes(m, TB_NODE_CONV, describe_conv, buf, len);
+}
+
+size_t tb_model_describe_bns(tb_model *m, char *buf, size_t len) {
+    return describe_nodes(m, TB_NODE_BN, describe_bn, buf, len);
 }
