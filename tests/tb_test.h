@@ -61,6 +61,20 @@ static inline void tb_test_write_text(const char *path, const char *text) {
     fclose(f);
 }
 
+/* A scratch path: NAME under $TMPDIR, or under /tmp without it. ctest runs
+ * every test with TMPDIR set to the build's test-scratch folder, and its
+ * last test (tests/scratch_left.sh) fails on anything a test left there.
+ * NAME may end in XXXXXX for mkdtemp or mkstemp. A path that does not fit
+ * ends the test. */
+static inline void tb_test_tmp(char *buf, size_t len, const char *name) {
+    const char *t = getenv("TMPDIR");
+    int n = snprintf(buf, len, "%s/%s", t && *t ? t : "/tmp", name);
+    if (n < 0 || (size_t)n >= len) {
+        printf("FAIL the scratch path %s/%s is longer than %zu bytes (set TMPDIR shorter)\n", t, name, len - 1);
+        exit(1);
+    }
+}
+
 static inline int tb_test_exit(const char *name) {
     printf("# %s: %d checks, %d failed\n", name, tb_test_checks, tb_test_failures);
     return tb_test_failures ? 1 : 0;

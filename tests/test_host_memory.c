@@ -34,8 +34,10 @@ static void put(const char *rel, const char *text) {
 }
 
 static void fresh_root(const char *name) {
-    snprintf(g_root, sizeof g_root, "/tmp/tb_host_memory.%d.%s", (int)getpid(), name);
-    char cmd[300];
+    char leaf[128];
+    snprintf(leaf, sizeof leaf, "tb_host_memory.%d.%s", (int)getpid(), name);
+    tb_test_tmp(g_root, sizeof g_root, leaf);
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
     TB_CHECK(system(cmd) == 0, "%s", cmd);
     mkdir(g_root, 0755);
@@ -166,9 +168,10 @@ int main(void) {
     TB_CHECK(tb_host_memory_batch_fit(100 * GIB, 1, 1, GIB) == 0, "not one sample");
     TB_CHECK(tb_host_memory_batch_fit(GIB, 64, 1, 100 * GIB) == 64, "fits: the batch itself");
 
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf /tmp/tb_host_memory.%d.*", (int)getpid());
-    TB_CHECK(system(cmd) == 0, "%s", cmd);
     test_host_cpus();
+    char all[512], cmd[600];
+    tb_test_tmp(all, sizeof all, "");
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'/tb_host_memory.%d.*", all, (int)getpid());
+    TB_CHECK(system(cmd) == 0, "%s", cmd);
     return tb_test_exit("host_memory");
 }

@@ -15,10 +15,12 @@ a run without --op-profile, which has no /op_profile at all.
   test_op_profile.py --trainbench BIN [--mpiexec MPIRUN --ranks 2] [--extra "FLAGS"]
 Exit 0 when every check holds, 1 otherwise, 77 without h5py."""
 import argparse
+import atexit
 import math
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -223,6 +225,7 @@ def main():
     a = ap.parse_args()
     a.extra = shlex.split(a.extra)
     tmp = tempfile.mkdtemp(prefix="tb_opprof_")
+    atexit.register(shutil.rmtree, tmp, True)  # gone however the test ends
     base = [a.trainbench, "--backend", "cpu", "--model", "resnet18", "--image-size", "32", "--batch-size",
             str(a.batch), "--steps", str(a.steps), "--warmup-steps", str(a.warmup), "--scaling-steps", "0",
             "--threads", "1", "--print-every", "100"] + a.extra

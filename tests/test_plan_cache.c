@@ -86,7 +86,9 @@ int fsync(int fd) {
 static const char *k_key = "gpu NVIDIA H200; sm 132; cc 9.0; driver 13000/580.95.05; cudnn 91900; opts tf32 0 det 0";
 
 static void tmp_dir(char *out, size_t len, const char *tag) {
-    snprintf(out, len, "/tmp/tb_plan_cache_%s_%ld", tag, (long)getpid());
+    char name[64];
+    snprintf(name, sizeof name, "tb_plan_cache_%s_%ld", tag, (long)getpid());
+    tb_test_tmp(out, len, name);
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
     if (system(cmd) != 0) printf("# could not clear %s\n", out);
@@ -224,9 +226,9 @@ static void not_a_cache(char *buf, size_t *n, void *ctx) {
 }
 
 static void test_round_trip_and_corruption(void) {
-    char dir[256], msg[512];
-    tmp_dir(dir, sizeof dir, "rt");
-    strcat(dir, "/a/b"); /* made with its parents */
+    char top[400], dir[512], msg[512];
+    tmp_dir(top, sizeof top, "rt");
+    snprintf(dir, sizeof dir, "%s/a/b", top); /* made with its parents */
     tb_plan_cache *c = open_say(dir, msg, sizeof msg);
     TB_CHECK(c && msg[0] == '\0' && tb_pc_count(c) == 0, "a new cache opens empty, silently");
     fill(c, 200, "v");
@@ -278,7 +280,7 @@ static void test_round_trip_and_corruption(void) {
     TB_CHECK(system(cmd) == 0, "and its temporary file is gone");
     tb_pc_drop(c, "after the disk filled");
     tb_pc_close(c);
-    rm_dir(dir);
+    rm_dir(top);
 }
 
 /* A second process adds entries while we hold none of the lock; a dropped

@@ -11,9 +11,11 @@ and with neither input it fails with one line.
   test_torch_profile.py --trainbench BIN --repo DIR
 Exit 0 when every check holds, 1 otherwise, 77 without torch/torchvision."""
 import argparse
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,7 @@ def main():
         print(f"SKIP: {e} (the PyTorch baseline needs torch and torchvision)")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb_torchprof_")
+    atexit.register(shutil.rmtree, tmp, True)  # gone however the test ends
     pj = os.path.join(tmp, "prof.jsonl")
     bad = []
     cmd = [sys.executable, os.path.join(a.repo, "bench", "torch_resnet50.py"), "--device", "cpu", "--batch", "2",
