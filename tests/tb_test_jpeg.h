@@ -14,11 +14,13 @@
 
 #include "core/rng.h"
 #include "data/dataset.h"
+#include "tests/tb_test.h"
 
-static char tbj_dir[64] = "/tmp/tb_feed_XXXXXX";
+static char tbj_dir[256];
 
 /* Creates the temporary directory (once). */
 static void tbj_init(void) {
+    tb_test_tmp(tbj_dir, sizeof tbj_dir, "tb_feed_XXXXXX");
     if (!mkdtemp(tbj_dir)) {
         perror("mkdtemp");
         exit(1);
@@ -26,7 +28,7 @@ static void tbj_init(void) {
 }
 
 static void tbj_cleanup(void) {
-    char cmd[128];
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tbj_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", tbj_dir);
 }

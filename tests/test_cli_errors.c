@@ -20,7 +20,7 @@
 #include "src/results/h5io.h"
 #include "tests/tb_test.h"
 
-static char g_dir[64] = "/tmp/tb_cli_XXXXXX";
+static char g_dir[128];
 static const char *g_bin;
 
 static char *path(const char *name) {
@@ -328,6 +328,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     g_bin = argv[1];
+    tb_test_tmp(g_dir, sizeof g_dir, "tb_cli_XXXXXX");
     TB_ASSERT(mkdtemp(g_dir) != NULL);
     tb_h5_quiet();
     make_fixtures();

@@ -8,7 +8,7 @@
  * that is removed at the end. */
 #include "tests/test_data.h"
 
-char g_dir[64] = "/tmp/tb_data_XXXXXX";
+char g_dir[256];
 const char *g_bin;
 int tb_test_failures, tb_test_checks; /* tb_test.h, shared with test_data_files.c */
 
@@ -472,6 +472,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     g_bin = argv[1];
+    tb_test_tmp(g_dir, sizeof g_dir, "tb_data_XXXXXX");
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
         return 1;
@@ -484,7 +485,7 @@ int main(int argc, char **argv) {
     test_repeats_draw_afresh();
     test_bad_files();
     test_dataset();
-    char cmd[128];
+    char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
     if (system(cmd) != 0) printf("warning: could not remove %s\n", g_dir);
     return tb_test_exit("test_data");

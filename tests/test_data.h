@@ -20,7 +20,7 @@
 #define TB_TEST_SHARED_COUNTS /* test_data.c defines them */
 #include "tests/tb_test.h"
 
-extern char g_dir[64];
+extern char g_dir[256];
 extern const char *g_bin;
 
 static inline const char *path(const char *name) {

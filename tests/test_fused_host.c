@@ -322,8 +322,10 @@ static void test_cuda_cache_text(void) {
     TB_CHECK(cu_be_parse_knobs("k1=2,", t, v, 16) < 0 && cu_be_parse_knobs("k1:2", t, v, 16) < 0 &&
                  cu_be_parse_knobs("k1=2 k3=0", t, v, 16) < 0 && cu_be_parse_knobs("k1=2,k2=3", t, v, 1) < 0,
              "malformed knob lists are refused (a trailing comma, no '=', a space, more than room)");
-    char dir[128], msg[512];
-    snprintf(dir, sizeof dir, "/tmp/tb_fused_host_pc_%ld", (long)getpid());
+    char dir[256], msg[512];
+    char name[64];
+    snprintf(name, sizeof name, "tb_fused_host_pc_%ld", (long)getpid());
+    tb_test_tmp(dir, sizeof dir, name);
     cu_state st;
     memset(&st, 0, sizeof st);
     st.plan_cache = tb_pc_open(dir, "gpu test; key", msg, sizeof msg);
@@ -358,7 +360,7 @@ static void test_cuda_cache_text(void) {
         cu_nvrm_version_parse(lines[i][0], v, sizeof v);
         TB_CHECK(strcmp(v, lines[i][1]) == 0, "kernel module version %s from line %d (%s)", v, i, lines[i][1]);
     }
-    char cmd[200];
+    char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("# could not remove %s\n", dir);
 }

@@ -175,7 +175,8 @@ static void run_step(tb_backend *be, const char *model, int fuse, int n, int hw,
     tb_resnet_config_init(&cfg, model, 10);
     tb_model_opts mo = tb_model_default_opts();
     mo.fuse = fuse;
-    char path[] = "/tmp/tb_fused_lines_XXXXXX";
+    char path[512];
+    tb_test_tmp(path, sizeof path, "tb_fused_lines_XXXXXX");
     int fd = mkstemp(path), saved = dup(1);
     fflush(stdout);
     dup2(fd, 1);

@@ -419,7 +419,7 @@ static void test_write_failed(void) {
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "%s/tb_h5_lock.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    tb_test_tmp(g_dir, sizeof g_dir, "tb_h5_lock.XXXXXX");
     if (!mkdtemp(g_dir)) {
         perror("mkdtemp");
         return 1;

@@ -202,7 +202,8 @@ static void test_gpu_named(const tb_dataset *ds) {
     o.decode = TB_DECODE_GPU;
     o.gpu_emulate = 1;
     o.gpu_emulate_fail_every = 6;
-    char out[] = "/tmp/tb_named_XXXXXX";
+    char out[512];
+    tb_test_tmp(out, sizeof out, "tb_named_XXXXXX");
     int fd = mkstemp(out), saved = dup(1);
     fflush(stdout);
     dup2(fd, 1);

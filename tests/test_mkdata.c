@@ -22,7 +22,7 @@
 
 enum { CLASSES = 6, PER = 8, MIN_SIDE = 96, MAX_SIDE = 160 };
 
-static char g_dir[64] = "/tmp/tb_mkdata_XXXXXX";
+static char g_dir[256];
 
 static unsigned char *slurp(const char *p, size_t *n) {
     FILE *f = fopen(p, "rb");
@@ -117,6 +117,7 @@ static void check_imagenet(const char *bin) {
 int main(int argc, char **argv) {
     if (argc < 2) return 2;
     const char *bin = argv[1];
+    tb_test_tmp(g_dir, sizeof g_dir, "tb_mkdata_XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     char args[1024];
     const char *common = "--classes 6 --per-class 8 --min-side 96 --max-side 160";

@@ -537,7 +537,8 @@ static void test_checkpoint_roundtrip(void) {
     a->be->copy_h2d(a->be, a->state, h, ns * sizeof *h);
     for (int i = 0; i < a->pt.n_counters; i++) a->counters[i] = 1000 + i;
 
-    char path[] = "/tmp/tb_test_ckpt_XXXXXX";
+    char path[512];
+    tb_test_tmp(path, sizeof path, "tb_test_ckpt_XXXXXX");
     int fd = mkstemp(path);
     close(fd);
     tb_ckpt_meta meta;
