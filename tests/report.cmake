@@ -142,3 +142,15 @@ if(TB_PYTHON)
                    --source ${PROJECT_SOURCE_DIR})
   set_tests_properties(plot_results_odd_inputs PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 180 FIXTURES_REQUIRED report_b)
 endif()
+
+# report A B's list of the convolutions that ran another engine or algorithm
+# (/conv_algorithms, a row per part), on stored H200 runs: two repeats that
+# read the plan cache (none), a day apart (most), --fuse graph against plain
+# (every one, the fused parts); against an independent reading of the two
+# tables; an engine, the times only, a dropped line planted in copies
+if(TB_PYTHON)
+  add_test(NAME report_conv_choices
+           COMMAND ${TB_PYTHON} ${TB_TEST_DIR}/check_report_convs.py --trainbench ${TB_BIN}
+                   --results ${PROJECT_SOURCE_DIR}/results)
+  set_tests_properties(report_conv_choices PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 120)
+endif()

@@ -28,5 +28,9 @@ int tb_report_two(const char *pa, const char *pb, tb_format fmt);
 /* `report A B`: the BatchNorms whose --fuse mode or kernels differ
  * (/batchnorms, rank 0), or a note that none does (cmd_report_choices.c). */
 void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b);
+/* `report A B`: the convolutions whose engine or algorithm differs, a row per
+ * direction and batch size (/conv_algorithms, rank 0), or a note that none
+ * does (cmd_report_choices.c). */
+void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b);
 
 #endif

@@ -1,7 +1,9 @@
-/* cmd_report_choices.c - `trainbench report A.h5 B.h5`'s list of the
- * BatchNorms that ran another way in B (/batchnorms, rank 0's row): each
- * node's --fuse mode and kernels, the times left out (they differ on every
- * run). Called by cmd_report_compare.c. */
+/* cmd_report_choices.c - `trainbench report A.h5 B.h5`'s lists of what ran
+ * another way in B, from rank 0's row: the BatchNorms (/batchnorms: each
+ * node's --fuse mode and kernels) and the convolutions (/conv_algorithms:
+ * each direction's engine or algorithm), times left out (they differ on
+ * every run). Called by cmd_report_compare.c. */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,12 +11,12 @@
 #include "src/cmd/cmd_report.h"
 #include "src/results/results.h"
 
-/* Rank 0's /batchnorms text, NULL when the file has none. */
-static const char *rank0_choices(const tb_results *r) {
-    const tb_rtable *t = tb_results_table(r, "batchnorms");
+/* Rank 0's text in column col of table name, NULL when the file has none. */
+static const char *rank0_text(const tb_results *r, const char *name, const char *col) {
+    const tb_rtable *t = tb_results_table(r, name);
     if (!t) return NULL;
     for (size_t i = 0; i < t->rows; i++)
-        if (tb_rtable_num(t, "rank", i) == 0.0) return tb_rtable_str(t, "choices", i);
+        if (tb_rtable_num(t, "rank", i) == 0.0) return tb_rtable_str(t, col, i);
     return NULL;
 }
 
@@ -83,7 +85,7 @@ static const char *next_name(const char *p, char *name, size_t len) {
 }
 
 void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
-    const char *a = rank0_choices(ra), *b = rank0_choices(rb);
+    const char *a = rank0_text(ra, "batchnorms", "choices"), *b = rank0_text(rb, "batchnorms", "choices");
     if (!a && !b) return;
     if (!a || !b) {
         tb_note(f, fmt, "/batchnorms: only %s has it (how each BatchNorm ran): nothing to compare", a ? "A" : "B");
@@ -108,4 +110,172 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
         tb_tab_print(t, f);
     } else
         tb_note(f, fmt, "/batchnorms: every BatchNorm ran the same way in A and B (%d, rank 0)", nodes);
+}
+
+/* ---- convolutions: /conv_algorithms ------------------------------------------------------------ */
+
+/* Length of s's prefix that pattern pat matches ('#': a number [0-9.]+,
+ * '@': a word [^ ]+, any other character itself), 0 when it does not. */
+static size_t match(const char *s, const char *pat) {
+    const char *p = s;
+    for (; *pat; pat++) {
+        const char *q = p;
+        if (*pat == '#')
+            while (isdigit((unsigned char)*q) || *q == '.') q++;
+        else if (*pat == '@')
+            while (*q && *q != ' ') q++;
+        else if (*q == *pat)
+            q++;
+        if (q == p) return 0;
+        p = q;
+    }
+    return (size_t)(p - s);
+}
+
+/* A conv description without what changes from run to run while the same
+ * thing runs: the times, the alternative not chosen (" vs legacy X 0.2 ms",
+ * "; graph engine N 0.3 ms") and how the choice was made ("measured",
+ * "heuristic", "from the plan cache"); the padded stem's timing too. */
+static void strip_times(const char *in, size_t n, char *out, size_t len) {
+    static const char *drop[] = {" vs legacy @ # ms", "; graph engine # # ms", ", # ms", ", measured", ", heuristic",
+                                 ", from the plan cache", " (# ms with pads # ms, against # ms on #)"};
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 1 < len;) {
+        size_t k = 0;
+        for (size_t d = 0; d < sizeof drop / sizeof drop[0] && !k; d++) k = match(in + i, drop[d]);
+        if (k && i + k <= n)
+            i += k;
+        else
+            out[o++] = in[i++];
+    }
+    out[o] = '\0';
+}
+
+/* One direction of one batch size, and what runs it: "n=256 fwd" ->
+ * "graph-api engine 62 [k2=4] (0.0 MiB)". */
+typedef struct {
+    char key[48], text[400];
+} conv_part;
+
+static int is_direction(const char *w) {
+    static const char *dirs[] = {"fwd", "data", "data+", "filter", "conv+stats", "finalize", "wgrad", "dgrad+dbn"};
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+        if (strcmp(w, dirs[i]) == 0) return 1;
+    return 0;
+}
+
+/* Splits a stripped description into its parts (at most max); words before
+ * the first direction ("input padded 3 -> 4 channels:") are the part
+ * "input"; after " | fused ...:" the keys start with "fused". */
+static int parts_of(char *desc, conv_part *part, int max) {
+    char n[24] = "", section[8] = "";
+    int np = 0, cur = -1, skip = 0;
+    for (char *save = NULL, *w = strtok_r(desc, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        size_t wl = strlen(w);
+        if (strcmp(w, "|") == 0) { /* " | fused with the prologue: n=...": the fused op's parts */
+            snprintf(section, sizeof section, "fused ");
+            cur = -1, skip = 1;
+        } else if (strncmp(w, "n=", 2) == 0 && wl > 3 && w[wl - 1] == ':') {
+            snprintf(n, sizeof n, "%.*s ", (int)(wl - 3 < 20 ? wl - 3 : 20), w + 2);
+            cur = -1, skip = 0;
+        } else if (skip) {
+            continue;
+        } else if (is_direction(w) && np < max) {
+            cur = np++;
+            snprintf(part[cur].key, sizeof part[cur].key, "%sn=%s%s", section, n, w);
+            part[cur].text[0] = '\0';
+        } else {
+            if (cur < 0 && np < max) { /* words before any direction */
+                cur = np++;
+                snprintf(part[cur].key, sizeof part[cur].key, "%sinput", section);
+                part[cur].text[0] = '\0';
+            }
+            if (cur < 0) continue;
+            size_t l = strlen(part[cur].text);
+            if (w[wl - 1] == ';') w[--wl] = '\0'; /* "...; n=64:": the batch sizes' separator */
+            snprintf(part[cur].text + l, sizeof part[cur].text - l, "%s%s", l ? " " : "", w);
+        }
+    }
+    return np;
+}
+
+static const char *part_text(const conv_part *p, int np, const char *key) {
+    for (int i = 0; i < np; i++)
+        if (strcmp(p[i].key, key) == 0) return p[i].text;
+    return NULL;
+}
+
+/* The parts of conv name in text (none when text lacks it). */
+static int conv_parts(const char *text, const char *name, conv_part *part, int max) {
+    size_t n = 0;
+    const char *line = text ? line_of(text, name, &n) : NULL;
+    if (!line) return 0;
+    char *desc = malloc(n + 1);
+    if (!desc) return 0;
+    const size_t k = strlen(name) + 2; /* "NAME: " */
+    strip_times(line + k, n - k, desc, n + 1);
+    int np = parts_of(desc, part, max);
+    free(desc);
+    return np;
+}
+
+/* Adds a row to *t for each part of conv name that differs; returns 1 when one did. */
+static int compare_conv(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b) {
+    enum { MAXP = 32 };
+    static const tb_col cols[] = {
+        {.head = "convolution", .key = "convolution", .left = 1},
+        {.head = "part", .key = "part", .left = 1, .gap = 2},
+        {.head = "A", .key = "a", .left = 1, .gap = 2},
+        {.head = "B", .key = "b", .left = 1, .gap = 2},
+    };
+    conv_part *pa = calloc(2 * MAXP, sizeof *pa), *pb = pa ? pa + MAXP : NULL;
+    if (!pa) return 0;
+    int na = conv_parts(a, name, pa, MAXP), nb = conv_parts(b, name, pb, MAXP), rows = 0;
+    for (int i = 0; i < na + nb; i++) { /* A's parts, then those only B has */
+        const conv_part *p = i < na ? &pa[i] : &pb[i - na];
+        const char *ta = part_text(pa, na, p->key), *tb = part_text(pb, nb, p->key);
+        if (i >= na && ta) continue;
+        if (ta && tb && strcmp(ta, tb) == 0) continue;
+        if (!*t)
+            *t = tb_tab_new(fmt, "/conv_algorithms: the parts that ran another engine or algorithm (rank 0; times, the "
+                                 "alternative not chosen and how the choice was made left out)", cols, 4);
+        tb_tab_str(*t, name);
+        tb_tab_str(*t, p->key);
+        tb_tab_str(*t, ta ? ta : "(absent)");
+        tb_tab_str(*t, tb ? tb : "(absent)");
+        rows++;
+    }
+    free(pa);
+    return rows > 0;
+}
+
+void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
+    const char *a = rank0_text(ra, "conv_algorithms", "algorithms");
+    const char *b = rank0_text(rb, "conv_algorithms", "algorithms");
+    if (!a && !b) return;
+    if (!a || !b) {
+        tb_note(f, fmt, "/conv_algorithms: only %s has it (what each convolution ran): nothing to compare", a ? "A" : "B");
+        return;
+    }
+    tb_tab *t = NULL;
+    int differ = 0, convs = 0;
+    char name[256];
+    size_t n;
+    for (const char *p = a; *p;) {
+        p = next_name(p, name, sizeof name);
+        if (!name[0]) continue;
+        convs++;
+        differ += compare_conv(&t, fmt, name, a, b);
+    }
+    for (const char *p = b; *p;) { /* the convolutions only B has */
+        p = next_name(p, name, sizeof name);
+        if (name[0] && !line_of(a, name, &n)) differ += compare_conv(&t, fmt, name, a, b);
+    }
+    if (t) {
+        tb_note(f, fmt, "/conv_algorithms: %d of %d convolutions ran another engine or algorithm in B (rank 0)", differ,
+                convs);
+        tb_tab_print(t, f);
+    } else
+        tb_note(f, fmt, "/conv_algorithms: every convolution ran the same engines and algorithms in A and B (%d, rank 0)",
+                convs);
 }
