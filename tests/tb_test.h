@@ -68,7 +68,8 @@ static inline void tb_test_write_text(const char *path, const char *text) {
  * ends the test. */
 static inline void tb_test_tmp(char *buf, size_t len, const char *name) {
     const char *t = getenv("TMPDIR");
-    int n = snprintf(buf, len, "%s/%s", t && *t ? t : "/tmp", name);
+    if (!t || !*t) t = "/tmp";
+    int n = snprintf(buf, len, "%s/%s", t, name);
     if (n < 0 || (size_t)n >= len) {
         printf("FAIL the scratch path %s/%s is longer than %zu bytes (set TMPDIR shorter)\n", t, name, len - 1);
         exit(1);

@@ -158,7 +158,7 @@ def main():
         envs = {n: dict(os.environ, TB_CONVERT_MANY=v) for n, v in (("switch-off", "off"), ("switch-on", "on"))}
     launch = [a.mpiexec, "-n", str(a.ranks)] if a.ranks > 1 else []
     tmp = tempfile.mkdtemp(prefix="tb_async_")
-    atexit.register(shutil.rmtree, tmp, True)  # gone however the test ends
+    atexit.register(shutil.rmtree, tmp, True)  # removed at exit, passed or failed
     out = {}
     for name, flags in pair:
         ck, res = os.path.join(tmp, f"{name}.ckpt.h5"), os.path.join(tmp, f"{name}.h5")

@@ -225,7 +225,7 @@ def main():
     a = ap.parse_args()
     a.extra = shlex.split(a.extra)
     tmp = tempfile.mkdtemp(prefix="tb_opprof_")
-    atexit.register(shutil.rmtree, tmp, True)  # gone however the test ends
+    atexit.register(shutil.rmtree, tmp, True)  # removed at exit, passed or failed
     base = [a.trainbench, "--backend", "cpu", "--model", "resnet18", "--image-size", "32", "--batch-size",
             str(a.batch), "--steps", str(a.steps), "--warmup-steps", str(a.warmup), "--scaling-steps", "0",
             "--threads", "1", "--print-every", "100"] + a.extra

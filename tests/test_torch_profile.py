@@ -33,7 +33,7 @@ def main():
         print(f"SKIP: {e} (the PyTorch baseline needs torch and torchvision)")
         sys.exit(77)
     tmp = tempfile.mkdtemp(prefix="tb_torchprof_")
-    atexit.register(shutil.rmtree, tmp, True)  # gone however the test ends
+    atexit.register(shutil.rmtree, tmp, True)  # removed at exit, passed or failed
     pj = os.path.join(tmp, "prof.jsonl")
     bad = []
     cmd = [sys.executable, os.path.join(a.repo, "bench", "torch_resnet50.py"), "--device", "cpu", "--batch", "2",
