@@ -42,7 +42,7 @@ FILES = {"r1": "gpu_h200_2026-12-04c/call1/resnet50/tb_bf16_nhwc_256_graph_r1.h5
 NUM = r"[0-9.]+"
 DROP = [rf" vs legacy \S+ {NUM} ms", rf"; graph engine {NUM} {NUM} ms", rf", {NUM} ms", ", measured", ", heuristic",
         ", from the plan cache", rf" \({NUM} ms with pads {NUM} ms, against {NUM} ms on {NUM}\)"]
-DIRS = {"fwd", "data", "data+", "filter", "conv+stats", "finalize", "wgrad", "dgrad+dbn"}
+DIRS = {"fwd", "data", "data+", "filter", "filter+", "conv+stats", "finalize", "wgrad", "dgrad+dbn"}
 
 
 def table(path):
@@ -115,7 +115,7 @@ def check_pair(tb, name, pa, pb, errs, min_rows=0):
     if got != want:
         errs.append(f"{name}: listed but not differing {sorted(got - want)[:4]}, differing but not listed "
                     f"{sorted(want - got)[:4]}")
-    n = len(table(pa))
+    n = len(set(table(pa)) | set(table(pb)))
     want_note = (f"{convs} of {n} convolutions ran another engine or algorithm in B" if convs else
                  f"every convolution ran the same engines and algorithms in A and B ({n}, rank 0)")
     if not note or want_note not in note:
@@ -126,7 +126,8 @@ def check_pair(tb, name, pa, pb, errs, min_rows=0):
 
 
 def plant(tb, src, tmp, edit, errs, what, want):
-    """Edits rank 0's table in a copy of src and checks report src copy lists exactly want."""
+    """Edits rank 0's table in a copy of src and checks report src copy lists exactly want (and counts
+    the convolutions of both files in its note)."""
     path = os.path.join(tmp, "planted.h5")
     shutil.copy(src, path)
     with h5py.File(path, "r+") as f:
@@ -135,9 +136,12 @@ def plant(tb, src, tmp, edit, errs, what, want):
         text = text.decode() if isinstance(text, bytes) else text
         f["conv_algorithms/algorithms"][ranks.index(0)] = edit(text)
     got, note = reported(tb, src, path)
-    print(f"# planted, {what}: report lists {sorted(got)}")
+    print(f"# planted, {what}: report lists {sorted(got)}; {note}")
     if got != want:
         errs.append(f"planted {what}: report listed {sorted(got)}, expected {sorted(want)}")
+    convs = len(set(table(src)) | set(table(path)))
+    if want and f"{len({c for c, _ in want})} of {convs} convolutions" not in (note or ""):
+        errs.append(f"planted {what}: the note '{note}' does not count {len({c for c, _ in want})} of {convs}")
 
 
 def main():
@@ -170,6 +174,15 @@ def main():
               {("layer2.1.conv2", "n=256 fwd")})
         plant(a.trainbench, f["r1"], tmp, lambda t: re.sub(r"(\d)\.(\d\d\d) ms", r"\2.\1 ms", t), errs,
               "every time changed", set())
+        # a second batch size (a last, partial batch): "; n=64: ..." after the line, and a filter+ part
+        plant(a.trainbench, f["r1"], tmp,
+              lambda t: t.replace(
+                  "\nlayer4.1.conv1: ", "; n=64: fwd legacy IMPLICIT_GEMM (fma, 0.0 MiB, 0.321 ms) filter graph-api "
+                  "engine 9 [] (0.0 MiB, 0.1 ms) filter+ legacy ALGO_1 (fma, 0.0 MiB, 0.2 ms)\nlayer4.1.conv1: ", 1),
+              errs, "a batch size 64 added to layer4.0.downsample.0 (the line before layer4.1.conv1)",
+              {("layer4.0.downsample.0", k) for k in ("n=64 fwd", "n=64 filter", "n=64 filter+")})
+        plant(a.trainbench, f["r1"], tmp, lambda t: t + "extra.conv: n=256: fwd graph-api engine 1 [] (0.0 MiB, 1.0 ms)\n",
+              errs, "a convolution only B has", {("extra.conv", "n=256 fwd")})
         drop = "layer3.2.conv1"
         plant(a.trainbench, f["r1"], tmp,
               lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith(drop + ": ")) + "\n", errs,

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "src/cmd/cmd_report.h"
 #include "src/results/results.h"
 
@@ -103,7 +104,9 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
     }
     for (const char *p = b; *p;) { /* the nodes only B has */
         p = next_name(p, name, sizeof name);
-        if (name[0] && !line_of(a, name, &n)) differ += compare_node(&t, fmt, name, a, b);
+        if (!name[0] || line_of(a, name, &n)) continue;
+        nodes++;
+        differ += compare_node(&t, fmt, name, a, b);
     }
     if (t) {
         tb_note(f, fmt, "/batchnorms: %d of %d BatchNorms ran another way in B (rank 0)", differ, nodes);
@@ -158,15 +161,17 @@ typedef struct {
 } conv_part;
 
 static int is_direction(const char *w) {
-    static const char *dirs[] = {"fwd", "data", "data+", "filter", "conv+stats", "finalize", "wgrad", "dgrad+dbn"};
+    static const char *dirs[] = {"fwd",        "data",     "data+", "filter",   "filter+",
+                                 "conv+stats", "finalize", "wgrad", "dgrad+dbn"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
         if (strcmp(w, dirs[i]) == 0) return 1;
     return 0;
 }
 
-/* Splits a stripped description into its parts (at most max); words before
- * the first direction ("input padded 3 -> 4 channels:") are the part
- * "input"; after " | fused ...:" the keys start with "fused". */
+/* Splits a stripped description into its parts (room for max: one per word
+ * is enough); words before the first direction ("input padded 3 -> 4
+ * channels:") are the part "input"; after " | fused ...:" the keys start
+ * with "fused". */
 static int parts_of(char *desc, conv_part *part, int max) {
     char n[24] = "", section[8] = "";
     int np = 0, cur = -1, skip = 0;
@@ -205,32 +210,34 @@ static const char *part_text(const conv_part *p, int np, const char *key) {
     return NULL;
 }
 
-/* The parts of conv name in text (none when text lacks it). */
-static int conv_parts(const char *text, const char *name, conv_part *part, int max) {
+/* The parts of conv name in text, *np of them (0 when text lacks it); free() it. */
+static conv_part *conv_parts(const char *text, const char *name, int *np) {
     size_t n = 0;
     const char *line = text ? line_of(text, name, &n) : NULL;
-    if (!line) return 0;
-    char *desc = malloc(n + 1);
-    if (!desc) return 0;
+    *np = 0;
+    if (!line) return NULL;
     const size_t k = strlen(name) + 2; /* "NAME: " */
+    int words = 1;
+    for (size_t i = k; i < n; i++) words += line[i] == ' ';
+    char *desc = malloc(n + 1);
+    conv_part *part = calloc((size_t)words, sizeof *part);
+    if (!desc || !part) tb_die("report: out of memory comparing /conv_algorithms");
     strip_times(line + k, n - k, desc, n + 1);
-    int np = parts_of(desc, part, max);
+    *np = parts_of(desc, part, words);
     free(desc);
-    return np;
+    return part;
 }
 
 /* Adds a row to *t for each part of conv name that differs; returns 1 when one did. */
 static int compare_conv(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b) {
-    enum { MAXP = 32 };
     static const tb_col cols[] = {
         {.head = "convolution", .key = "convolution", .left = 1},
         {.head = "part", .key = "part", .left = 1, .gap = 2},
         {.head = "A", .key = "a", .left = 1, .gap = 2},
         {.head = "B", .key = "b", .left = 1, .gap = 2},
     };
-    conv_part *pa = calloc(2 * MAXP, sizeof *pa), *pb = pa ? pa + MAXP : NULL;
-    if (!pa) return 0;
-    int na = conv_parts(a, name, pa, MAXP), nb = conv_parts(b, name, pb, MAXP), rows = 0;
+    int na, nb, rows = 0;
+    conv_part *pa = conv_parts(a, name, &na), *pb = conv_parts(b, name, &nb);
     for (int i = 0; i < na + nb; i++) { /* A's parts, then those only B has */
         const conv_part *p = i < na ? &pa[i] : &pb[i - na];
         const char *ta = part_text(pa, na, p->key), *tb = part_text(pb, nb, p->key);
@@ -246,6 +253,7 @@ static int compare_conv(tb_tab **t, tb_format fmt, const char *name, const char 
         rows++;
     }
     free(pa);
+    free(pb);
     return rows > 0;
 }
 
@@ -269,7 +277,9 @@ void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *ra, const
     }
     for (const char *p = b; *p;) { /* the convolutions only B has */
         p = next_name(p, name, sizeof name);
-        if (name[0] && !line_of(a, name, &n)) differ += compare_conv(&t, fmt, name, a, b);
+        if (!name[0] || line_of(a, name, &n)) continue;
+        convs++;
+        differ += compare_conv(&t, fmt, name, a, b);
     }
     if (t) {
         tb_note(f, fmt, "/conv_algorithms: %d of %d convolutions ran another engine or algorithm in B (rank 0)", differ,
