@@ -85,6 +85,25 @@ static const char *next_name(const char *p, char *name, size_t len) {
     return end ? end + 1 : p + strlen(p);
 }
 
+/* compare(&t, fmt, name, a, b) for each node of A, then each only B has:
+ * adds its rows to *t, returns 1 when the node differs. Counts the nodes
+ * into *nodes and those that differ into *differ; returns the table. */
+typedef int (*compare_fn)(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b);
+static tb_tab *compare_all(tb_format fmt, const char *a, const char *b, compare_fn compare, int *differ, int *nodes) {
+    tb_tab *t = NULL;
+    char name[256];
+    size_t n;
+    *differ = *nodes = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (const char *p = pass ? b : a; *p;) {
+            p = next_name(p, name, sizeof name);
+            if (!name[0] || (pass && line_of(a, name, &n))) continue;
+            ++*nodes;
+            *differ += compare(&t, fmt, name, a, b);
+        }
+    return t;
+}
+
 void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
     const char *a = rank0_text(ra, "batchnorms", "choices"), *b = rank0_text(rb, "batchnorms", "choices");
     if (!a && !b) return;
@@ -92,22 +111,8 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
         tb_note(f, fmt, "/batchnorms: only %s has it (how each BatchNorm ran): nothing to compare", a ? "A" : "B");
         return;
     }
-    tb_tab *t = NULL;
-    int differ = 0, nodes = 0;
-    char name[256];
-    size_t n;
-    for (const char *p = a; *p;) {
-        p = next_name(p, name, sizeof name);
-        if (!name[0]) continue;
-        nodes++;
-        differ += compare_node(&t, fmt, name, a, b);
-    }
-    for (const char *p = b; *p;) { /* the nodes only B has */
-        p = next_name(p, name, sizeof name);
-        if (!name[0] || line_of(a, name, &n)) continue;
-        nodes++;
-        differ += compare_node(&t, fmt, name, a, b);
-    }
+    int differ, nodes;
+    tb_tab *t = compare_all(fmt, a, b, compare_node, &differ, &nodes);
     if (t) {
         tb_note(f, fmt, "/batchnorms: %d of %d BatchNorms ran another way in B (rank 0)", differ, nodes);
         tb_tab_print(t, f);
@@ -265,22 +270,8 @@ void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *ra, const
         tb_note(f, fmt, "/conv_algorithms: only %s has it (what each convolution ran): nothing to compare", a ? "A" : "B");
         return;
     }
-    tb_tab *t = NULL;
-    int differ = 0, convs = 0;
-    char name[256];
-    size_t n;
-    for (const char *p = a; *p;) {
-        p = next_name(p, name, sizeof name);
-        if (!name[0]) continue;
-        convs++;
-        differ += compare_conv(&t, fmt, name, a, b);
-    }
-    for (const char *p = b; *p;) { /* the convolutions only B has */
-        p = next_name(p, name, sizeof name);
-        if (!name[0] || line_of(a, name, &n)) continue;
-        convs++;
-        differ += compare_conv(&t, fmt, name, a, b);
-    }
+    int differ, convs;
+    tb_tab *t = compare_all(fmt, a, b, compare_conv, &differ, &convs);
     if (t) {
         tb_note(f, fmt, "/conv_algorithms: %d of %d convolutions ran another engine or algorithm in B (rank 0)", differ,
                 convs);
