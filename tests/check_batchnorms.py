@@ -19,7 +19,10 @@ table: a mode changed, a line dropped, a timed pair swapped, a rank's row
 missing. And `trainbench report A B` (csv) lists exactly the BatchNorms
 whose mode or kernels differ between the two runs, none for a file against
 itself, and exactly the one a copy of the file has edited (its kernels
-word). Exit 0 when all hold, 1 otherwise, 77 when h5py is missing.
+word). `trainbench report RUN` lists, rank by rank, the BatchNorms whose
+choice differs from rank 0's (each rank times for itself on the CPU): its
+lists equal the file's rows' differences, and a copy with one BatchNorm of
+rank 1 edited lists that one too. Exit 0 when all hold, 1 otherwise, 77 when h5py is missing.
 """
 import csv
 import io
@@ -201,6 +204,49 @@ def reported(tb, path_a, path_b):
     return sorted(r[0] for r in rows[1:]), same
 
 
+def rank_listed(tb, path):
+    """report RUN's per-rank /batchnorms lists: {rank: sorted names}, and whether it said every rank ran alike."""
+    out = subprocess.run([tb, "report", path, "--format", "csv"], capture_output=True, text=True).stdout
+    lists, rank, alike = {}, None, False
+    for line in out.splitlines():
+        m = re.match(r"# /batchnorms: the BatchNorms that ran another way \(rank (\d+) against rank 0;", line)
+        alike |= line.startswith("# /batchnorms: every rank ran the same way as rank 0")
+        if m:
+            rank = int(m.group(1))
+            lists[rank] = []
+        elif rank is not None and line and not line.startswith("#") and not line.startswith("batchnorm,"):
+            lists[rank].append(line.split(",", 1)[0])
+        elif rank is not None and not line:
+            rank = None
+    return {r: sorted(v) for r, v in lists.items()}, alike
+
+
+def check_ranks(tb, tmp, fast, bns):
+    """report RUN's rank lists against the rows; one BatchNorm of rank 1 edited in a copy."""
+    errs = []
+    want = {r: differing(bns[0], bns[r]) for r in bns if r != 0 and differing(bns[0], bns[r])}
+    got, alike = rank_listed(tb, fast)
+    print(f"# report RUN: ranks listed against rank 0 {got} (the rows differ in {want}; 'every rank' note: {alike})")
+    if got != want or alike != (not want):
+        errs.append(f"report RUN listed {got} (note {alike}), the rows differ in {want}")
+    if 1 not in bns:
+        return errs
+    edited = os.path.join(tmp, "edited_rank1.h5")
+    shutil.copy(fast, edited)
+    lines = bns[1].splitlines()
+    at = next(i for i, l in enumerate(lines) if l.endswith("; kernels cpu"))
+    name = lines[at].split(": ", 1)[0]
+    lines[at] = lines[at].replace("; kernels cpu", "; kernels own")
+    with h5py.File(edited, "r+") as f:
+        ranks = list(f["batchnorms/rank"][()])
+        f["batchnorms/choices"][ranks.index(1)] = "\n".join(lines) + "\n"
+    got, _ = rank_listed(tb, edited)
+    print(f"# planted: rank 1's {name} edited in a copy: report RUN lists {got}")
+    if got.get(1) != sorted(set(want.get(1, [])) | {name}):
+        errs.append(f"report RUN on the edited copy listed {got}, expected rank 1: {name} (and {want.get(1, [])})")
+    return errs
+
+
 def check_report(tb, tmp, fast, off, bns, bns_off):
     """report A B against the tables; the edit plant. Returns the failures."""
     errs = []
@@ -266,6 +312,10 @@ def main():
         errs = check_report(a.trainbench, tmp, fast, off, bns, bns_off)
         for e in errs:
             print("FAIL (report A B): " + e)
+        bad += bool(errs)
+        errs = check_ranks(a.trainbench, tmp, fast, bns)
+        for e in errs:
+            print("FAIL (report RUN, ranks): " + e)
         bad += bool(errs)
 
         # planted errors, each in a copy of the fastest table: each must be caught

@@ -16,8 +16,13 @@ must be exactly those an independent reading of the two /conv_algorithms
 tables finds differing (times, the alternative not chosen and how the choice
 was made left out), and its note must count the convolutions. Then planted
 in a copy of r1: one direction's engine changed (exactly that row), only
-times changed (nothing), a convolution's line dropped (its parts, each
-'(absent)' in B). Exit 0 when all hold, 1 otherwise, 77 without h5py.
+times changed (nothing), a second batch size with a filter+ part (its
+three parts), a convolution only B has, a convolution's line dropped (its
+parts, each '(absent)' in B). And `report RUN` on a copy of r1 whose table
+is given four ranks (rank 1 as rank 0, rank 2 with one engine changed,
+rank 3 with a line dropped) lists exactly ranks 2 and 3's parts, each
+under its own note; r1 alone (one rank) gets no such list.
+Exit 0 when all hold, 1 otherwise, 77 without h5py.
 """
 import argparse
 import csv
@@ -144,6 +149,58 @@ def plant(tb, src, tmp, edit, errs, what, want):
         errs.append(f"planted {what}: the note '{note}' does not count {len({c for c, _ in want})} of {convs}")
 
 
+def rank_lists(tb, path):
+    """report RUN's per-rank lists: {rank: set of (conv, part)}, and its notes on /conv_algorithms ranks."""
+    out = subprocess.run([tb, "report", path, "--format", "csv"], capture_output=True, text=True).stdout
+    lists, notes, rank, header = {}, [], None, False
+    for line in out.splitlines():
+        m = re.match(r"# /conv_algorithms: the parts that ran another engine or algorithm \(rank (\d+) against rank 0;",
+                     line)
+        if m:
+            rank, header = int(m.group(1)), False
+            lists[rank] = set()
+            continue
+        if line.startswith("# /conv_algorithms:") and "rank" in line:
+            notes.append(line)
+        if rank is not None and line.startswith("convolution,part,"):
+            header = True
+        elif rank is not None and header and line and not line.startswith("#"):
+            r = next(csv.reader(io.StringIO(line)))
+            lists[rank].add((r[0], r[1]))
+        elif header:
+            rank, header = None, False
+    return lists, notes
+
+
+def check_ranks(tb, r1, tmp, errs):
+    """A four-rank copy of r1's table: ranks 2 and 3 listed, each with exactly its planted parts."""
+    text = table(r1)
+    base = "".join(f"{k}: {v}\n" for k, v in text.items())
+    r2 = base.replace("layer3.0.conv2: n=256: fwd graph-api engine ", "layer3.0.conv2: n=256: fwd graph-api engine 7", 1)
+    r3 = "".join(f"{k}: {v}\n" for k, v in text.items() if k != "conv1")
+    path = os.path.join(tmp, "ranks.h5")
+    shutil.copy(r1, path)
+    with h5py.File(path, "r+") as f:
+        g = f["conv_algorithms"]
+        del g["rank"], g["algorithms"]
+        g["rank"] = [0, 1, 2, 3]
+        g.create_dataset("algorithms", data=[base, base, r2, r3], dtype=h5py.string_dtype())
+    lists, notes = rank_lists(tb, path)
+    want = {2: {("layer3.0.conv2", "n=256 fwd")}, 3: {("conv1", k) for k in parts(text["conv1"])}}
+    print(f"# four ranks planted: report RUN lists {lists}; notes {notes}")
+    if lists != want:
+        errs.append(f"report RUN on four ranks listed {lists}, expected {want}")
+    for rank in (2, 3):
+        if not any(f"rank {rank} ran another engine or algorithm than rank 0 in 1 of 53 convolutions" in x
+                   for x in notes):
+            errs.append(f"no note 'rank {rank} ran ... in 1 of 53 convolutions': {notes}")
+    if not any("2 of the 4 ranks ran another engine or algorithm than rank 0" in x for x in notes):
+        errs.append(f"no note '2 of the 4 ranks ...': {notes}")
+    lists, notes = rank_lists(tb, r1)
+    if lists or notes:
+        errs.append(f"report RUN on a one-rank file printed rank lists {lists} {notes}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--trainbench", required=True)
@@ -183,6 +240,7 @@ def main():
               {("layer4.0.downsample.0", k) for k in ("n=64 fwd", "n=64 filter", "n=64 filter+")})
         plant(a.trainbench, f["r1"], tmp, lambda t: t + "extra.conv: n=256: fwd graph-api engine 1 [] (0.0 MiB, 1.0 ms)\n",
               errs, "a convolution only B has", {("extra.conv", "n=256 fwd")})
+        check_ranks(a.trainbench, f["r1"], tmp, errs)
         drop = "layer3.2.conv1"
         plant(a.trainbench, f["r1"], tmp,
               lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith(drop + ": ")) + "\n", errs,

@@ -21,11 +21,13 @@
 static const char k_usage[] =
     "trainbench report RUN.h5 [B.h5] [--format text|md|csv]\n\n"
     "Prints a results file's provenance, its scaling tables (the published shape and the full one),\n"
-    "the step-time breakdown by rank, a summary of the steps and every other table in the file.\n"
+    "the step-time breakdown by rank, a summary of the steps and every other table in the file, then\n"
+    "the ranks that ran a convolution or BatchNorm another way than rank 0.\n"
     "With two files: one line per root attribute whose value differs, then each table both have, rows\n"
     "matched on their keys with B/A: scaling rows and step phases of two training runs, /allreduce by\n"
     "size, /loader by threads, /feed by loader configuration, /projection by ranks; the rows only one\n"
-    "file has are named under each table; then the BatchNorms that ran another way (/batchnorms).\n"
+    "file has are named under each table; then the convolutions (/conv_algorithms) and BatchNorms\n"
+    "(/batchnorms) that ran another way in B.\n"
     "md: markdown tables to paste into the .md files of results/; csv: each table as '# title', a\n"
     "header line, its rows, a blank line.\n"
     "Exit status 1 when a file is missing, not a results file, partial or from an aborted run.";
@@ -317,6 +319,7 @@ static int report_one(const char *path, tb_format fmt) {
     print_op_profile(f, fmt, &r);
     for (int i = 0; i < r.ntables; i++)
         if (!is_known_table(r.tables[i].name)) print_generic(f, fmt, &r.tables[i]);
+    tb_report_rank_choices(f, fmt, &r); /* the ranks that ran a conv or BatchNorm unlike rank 0 */
     tb_overlap_report(f, fmt, &r); /* /buckets per rank count */
     const tb_rtable *gr = tb_results_table(&r, "grad_ready"), *bk = tb_results_table(&r, "buckets");
     if (gr || bk) /* one row per gradient range: summarised, not printed */

@@ -25,12 +25,13 @@ tb_report_steps tb_report_steps_of(const tb_results *r);
 void tb_report_problems(const tb_results *r);
 /* `report A B`: exit status 0, or 1 when either file is partial or aborted. */
 int tb_report_two(const char *pa, const char *pb, tb_format fmt);
-/* `report A B`: the BatchNorms whose --fuse mode or kernels differ
- * (/batchnorms, rank 0), or a note that none does (cmd_report_choices.c). */
+/* `report A B`: the convolutions whose engine or algorithm differs, a row
+ * per direction and batch size (/conv_algorithms), and the BatchNorms whose
+ * --fuse mode or kernels differ (/batchnorms), rank 0 of each file; or a
+ * note that none does (cmd_report_choices.c). */
 void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b);
-/* `report A B`: the convolutions whose engine or algorithm differs, a row per
- * direction and batch size (/conv_algorithms, rank 0), or a note that none
- * does (cmd_report_choices.c). */
-void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *a, const tb_results *b);
+/* `report RUN.h5`: the same lists for each rank of a run against its rank 0,
+ * or a note that every rank ran as rank 0 (files with more than one rank). */
+void tb_report_rank_choices(FILE *f, tb_format fmt, const tb_results *r);
 
 #endif

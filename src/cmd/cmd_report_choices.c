@@ -1,8 +1,9 @@
-/* cmd_report_choices.c - `trainbench report A.h5 B.h5`'s lists of what ran
- * another way in B, from rank 0's row: the BatchNorms (/batchnorms: each
- * node's --fuse mode and kernels) and the convolutions (/conv_algorithms:
- * each direction's engine or algorithm), times left out (they differ on
- * every run). Called by cmd_report_compare.c. */
+/* cmd_report_choices.c - what ran another way: the convolutions
+ * (/conv_algorithms: each direction's engine or algorithm) and the
+ * BatchNorms (/batchnorms: each node's --fuse mode and kernels), times left
+ * out (they differ on every run). `trainbench report A.h5 B.h5` compares
+ * rank 0 of B with rank 0 of A (cmd_report_compare.c); `trainbench report
+ * RUN.h5` each rank of a run with its rank 0 (cmd_report.c). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,13 +13,36 @@
 #include "src/cmd/cmd_report.h"
 #include "src/results/results.h"
 
-/* Rank 0's text in column col of table name, NULL when the file has none. */
-static const char *rank0_text(const tb_results *r, const char *name, const char *col) {
+/* Rank rank's text in column col of table name, NULL when the file has none. */
+static const char *rank_text(const tb_results *r, const char *name, const char *col, int rank) {
     const tb_rtable *t = tb_results_table(r, name);
     if (!t) return NULL;
     for (size_t i = 0; i < t->rows; i++)
-        if (tb_rtable_num(t, "rank", i) == 0.0) return tb_rtable_str(t, col, i);
+        if (tb_rtable_num(t, "rank", i) == (double)rank) return tb_rtable_str(t, col, i);
     return NULL;
+}
+
+/* One comparison of two tables' texts ("NAME: ..." lines), and its table of
+ * differences, made at its first row. */
+typedef struct {
+    tb_format fmt;
+    const char *a, *b;
+    char head_a[32], head_b[32]; /* the columns: "A" and "B", or "rank 0" and "rank 3" */
+    char scope[64];              /* in the title: "rank 0", or "rank 3 against rank 0" */
+    tb_tab *t;
+} cmp;
+
+/* The table of c, made with cols (the two last headed head_a, head_b) and
+ * the title "TABLE: WHAT (SCOPE; LEFT OUT)" at its first row. */
+static tb_tab *cmp_table(cmp *c, const tb_col *cols, int ncols, const char *what, const char *left_out) {
+    if (c->t) return c->t;
+    tb_col own[4];
+    for (int i = 0; i < ncols && i < 4; i++) own[i] = cols[i];
+    own[ncols - 2].head = c->head_a;
+    own[ncols - 1].head = c->head_b;
+    char title[256];
+    snprintf(title, sizeof title, "%s (%s; %s)", what, c->scope, left_out);
+    return c->t = tb_tab_new(c->fmt, title, own, ncols);
 }
 
 /* The line of node `name` in text (NULL: none); *n its length, newline left out. */
@@ -49,31 +73,25 @@ static void choice_of(const char *line, size_t n, char *out, size_t len) {
     snprintf(out, len, "%.*s%s%.*s", (int)mlen, mode, kern ? ", kernels " : "", (int)klen, kern ? kern + 10 : "");
 }
 
-/* The table, made at its first row. */
-static tb_tab *table(tb_tab **t, tb_format fmt) {
+/* Adds the row for BatchNorm name (of text a or b, whichever has it) to
+ * c's table when its choice differs; returns 1 when it did. */
+static int compare_bn(cmp *c, const char *name) {
     static const tb_col cols[] = {
         {.head = "batchnorm", .key = "batchnorm", .left = 1},
-        {.head = "A", .key = "a", .left = 1, .gap = 2},
-        {.head = "B", .key = "b", .left = 1, .gap = 2},
+        {.key = "a", .left = 1, .gap = 2},
+        {.key = "b", .left = 1, .gap = 2},
     };
-    if (!*t)
-        *t = tb_tab_new(fmt, "/batchnorms: the BatchNorms that ran another way (rank 0; --fuse mode and kernels, "
-                             "times left out)", cols, 3);
-    return *t;
-}
-
-/* Adds the row for node name (of text a or b, whichever has it) to *t when
- * its choice differs; returns 1 when it did. */
-static int compare_node(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b) {
     size_t na = 0, nb = 0;
-    const char *la = line_of(a, name, &na), *lb = line_of(b, name, &nb);
+    const char *la = line_of(c->a, name, &na), *lb = line_of(c->b, name, &nb);
     char ca[600] = "(absent)", cb[600] = "(absent)";
     if (la) choice_of(la, na, ca, sizeof ca);
     if (lb) choice_of(lb, nb, cb, sizeof cb);
     if (strcmp(ca, cb) == 0) return 0;
-    tb_tab_str(table(t, fmt), name);
-    tb_tab_str(*t, ca);
-    tb_tab_str(*t, cb);
+    tb_tab_str(cmp_table(c, cols, 3, "/batchnorms: the BatchNorms that ran another way", "--fuse mode and kernels, "
+                                                                                         "times left out"),
+               name);
+    tb_tab_str(c->t, ca);
+    tb_tab_str(c->t, cb);
     return 1;
 }
 
@@ -83,41 +101,6 @@ static const char *next_name(const char *p, char *name, size_t len) {
     const size_t n = colon && (!end || colon < end) ? (size_t)(colon - p) : 0;
     snprintf(name, len, "%.*s", (int)(n < len - 1 ? n : len - 1), p);
     return end ? end + 1 : p + strlen(p);
-}
-
-/* compare(&t, fmt, name, a, b) for each node of A, then each only B has:
- * adds its rows to *t, returns 1 when the node differs. Counts the nodes
- * into *nodes and those that differ into *differ; returns the table. */
-typedef int (*compare_fn)(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b);
-static tb_tab *compare_all(tb_format fmt, const char *a, const char *b, compare_fn compare, int *differ, int *nodes) {
-    tb_tab *t = NULL;
-    char name[256];
-    size_t n;
-    *differ = *nodes = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (const char *p = pass ? b : a; *p;) {
-            p = next_name(p, name, sizeof name);
-            if (!name[0] || (pass && line_of(a, name, &n))) continue;
-            ++*nodes;
-            *differ += compare(&t, fmt, name, a, b);
-        }
-    return t;
-}
-
-void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
-    const char *a = rank0_text(ra, "batchnorms", "choices"), *b = rank0_text(rb, "batchnorms", "choices");
-    if (!a && !b) return;
-    if (!a || !b) {
-        tb_note(f, fmt, "/batchnorms: only %s has it (how each BatchNorm ran): nothing to compare", a ? "A" : "B");
-        return;
-    }
-    int differ, nodes;
-    tb_tab *t = compare_all(fmt, a, b, compare_node, &differ, &nodes);
-    if (t) {
-        tb_note(f, fmt, "/batchnorms: %d of %d BatchNorms ran another way in B (rank 0)", differ, nodes);
-        tb_tab_print(t, f);
-    } else
-        tb_note(f, fmt, "/batchnorms: every BatchNorm ran the same way in A and B (%d, rank 0)", nodes);
 }
 
 /* ---- convolutions: /conv_algorithms ------------------------------------------------------------ */
@@ -233,28 +216,27 @@ static conv_part *conv_parts(const char *text, const char *name, int *np) {
     return part;
 }
 
-/* Adds a row to *t for each part of conv name that differs; returns 1 when one did. */
-static int compare_conv(tb_tab **t, tb_format fmt, const char *name, const char *a, const char *b) {
+/* Adds a row to c's table for each part of conv name that differs; returns 1 when one did. */
+static int compare_conv(cmp *c, const char *name) {
     static const tb_col cols[] = {
         {.head = "convolution", .key = "convolution", .left = 1},
         {.head = "part", .key = "part", .left = 1, .gap = 2},
-        {.head = "A", .key = "a", .left = 1, .gap = 2},
-        {.head = "B", .key = "b", .left = 1, .gap = 2},
+        {.key = "a", .left = 1, .gap = 2},
+        {.key = "b", .left = 1, .gap = 2},
     };
     int na, nb, rows = 0;
-    conv_part *pa = conv_parts(a, name, &na), *pb = conv_parts(b, name, &nb);
+    conv_part *pa = conv_parts(c->a, name, &na), *pb = conv_parts(c->b, name, &nb);
     for (int i = 0; i < na + nb; i++) { /* A's parts, then those only B has */
         const conv_part *p = i < na ? &pa[i] : &pb[i - na];
         const char *ta = part_text(pa, na, p->key), *tb = part_text(pb, nb, p->key);
         if (i >= na && ta) continue;
         if (ta && tb && strcmp(ta, tb) == 0) continue;
-        if (!*t)
-            *t = tb_tab_new(fmt, "/conv_algorithms: the parts that ran another engine or algorithm (rank 0; times, the "
-                                 "alternative not chosen and how the choice was made left out)", cols, 4);
-        tb_tab_str(*t, name);
-        tb_tab_str(*t, p->key);
-        tb_tab_str(*t, ta ? ta : "(absent)");
-        tb_tab_str(*t, tb ? tb : "(absent)");
+        tb_tab_str(cmp_table(c, cols, 4, "/conv_algorithms: the parts that ran another engine or algorithm",
+                             "times, the alternative not chosen and how the choice was made left out"),
+                   name);
+        tb_tab_str(c->t, p->key);
+        tb_tab_str(c->t, ta ? ta : "(absent)");
+        tb_tab_str(c->t, tb ? tb : "(absent)");
         rows++;
     }
     free(pa);
@@ -262,21 +244,86 @@ static int compare_conv(tb_tab **t, tb_format fmt, const char *name, const char 
     return rows > 0;
 }
 
-void tb_report_compare_convs(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
-    const char *a = rank0_text(ra, "conv_algorithms", "algorithms");
-    const char *b = rank0_text(rb, "conv_algorithms", "algorithms");
-    if (!a && !b) return;
-    if (!a || !b) {
-        tb_note(f, fmt, "/conv_algorithms: only %s has it (what each convolution ran): nothing to compare", a ? "A" : "B");
-        return;
+/* ---- the two lists ------------------------------------------------------------------------------ */
+
+/* What each table holds, and how its notes say it. */
+typedef struct {
+    const char *table, *col;
+    const char *one, *many; /* "convolution", "convolutions" */
+    const char *other;      /* "another engine or algorithm" */
+    const char *same;       /* "the same engines and algorithms" */
+    int (*compare)(cmp *c, const char *name);
+} kind;
+
+static const kind k_kinds[] = {
+    {"conv_algorithms", "algorithms", "convolution", "convolutions", "another engine or algorithm",
+     "the same engines and algorithms", compare_conv},
+    {"batchnorms", "choices", "BatchNorm", "BatchNorms", "another way", "the same way", compare_bn},
+};
+
+/* c->compare for each node of A, then each only B has: counts the nodes
+ * into *nodes and those that differ into *differ. */
+static void compare_all(cmp *c, const kind *k, int *differ, int *nodes) {
+    char name[256];
+    size_t n;
+    *differ = *nodes = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (const char *p = pass ? c->b : c->a; *p;) {
+            p = next_name(p, name, sizeof name);
+            if (!name[0] || (pass && line_of(c->a, name, &n))) continue;
+            ++*nodes;
+            *differ += k->compare(c, name);
+        }
+}
+
+void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, const tb_results *rb) {
+    for (size_t i = 0; i < sizeof k_kinds / sizeof k_kinds[0]; i++) {
+        const kind *k = &k_kinds[i];
+        cmp c = {.fmt = fmt, .a = rank_text(ra, k->table, k->col, 0), .b = rank_text(rb, k->table, k->col, 0),
+                 .head_a = "A", .head_b = "B", .scope = "rank 0"};
+        if (!c.a && !c.b) continue;
+        if (!c.a || !c.b) {
+            tb_note(f, fmt, "/%s: only %s has it (what each %s ran): nothing to compare", k->table, c.a ? "A" : "B",
+                    k->one);
+            continue;
+        }
+        int differ, nodes;
+        compare_all(&c, k, &differ, &nodes);
+        if (c.t) {
+            tb_note(f, fmt, "/%s: %d of %d %s ran %s in B (rank 0)", k->table, differ, nodes, k->many, k->other);
+            tb_tab_print(c.t, f);
+        } else
+            tb_note(f, fmt, "/%s: every %s ran %s in A and B (%d, rank 0)", k->table, k->one, k->same, nodes);
     }
-    int differ, convs;
-    tb_tab *t = compare_all(fmt, a, b, compare_conv, &differ, &convs);
-    if (t) {
-        tb_note(f, fmt, "/conv_algorithms: %d of %d convolutions ran another engine or algorithm in B (rank 0)", differ,
-                convs);
-        tb_tab_print(t, f);
-    } else
-        tb_note(f, fmt, "/conv_algorithms: every convolution ran the same engines and algorithms in A and B (%d, rank 0)",
-                convs);
+}
+
+void tb_report_rank_choices(FILE *f, tb_format fmt, const tb_results *r) {
+    for (size_t i = 0; i < sizeof k_kinds / sizeof k_kinds[0]; i++) {
+        const kind *k = &k_kinds[i];
+        const tb_rtable *t = tb_results_table(r, k->table);
+        const char *a = rank_text(r, k->table, k->col, 0);
+        if (!t || !a || t->rows < 2) continue;
+        int ranks = 1, nodes = 0, apart = 0;
+        for (size_t row = 0; row < t->rows; row++) {
+            const int rank = (int)tb_rtable_num(t, "rank", row);
+            const char *b = tb_rtable_str(t, k->col, row);
+            if (rank == 0 || !b) continue;
+            ranks++;
+            cmp c = {.fmt = fmt, .a = a, .b = b, .head_a = "rank 0"};
+            snprintf(c.head_b, sizeof c.head_b, "rank %d", rank);
+            snprintf(c.scope, sizeof c.scope, "rank %d against rank 0", rank);
+            int differ;
+            compare_all(&c, k, &differ, &nodes);
+            if (!c.t) continue;
+            apart++;
+            tb_note(f, fmt, "/%s: rank %d ran %s than rank 0 in %d of %d %s", k->table, rank, k->other, differ, nodes,
+                    k->many);
+            tb_tab_print(c.t, f);
+        }
+        if (!apart)
+            tb_note(f, fmt, "/%s: every rank ran %s as rank 0 (%d %s, %d ranks)", k->table, k->same, nodes, k->many,
+                    ranks);
+        else
+            tb_note(f, fmt, "/%s: %d of the %d ranks ran %s than rank 0 somewhere", k->table, apart, ranks, k->other);
+    }
 }

@@ -385,7 +385,6 @@ int tb_report_two(const char *pa, const char *pb, tb_format fmt) {
     if (has_training_rows(&a) && has_training_rows(&b)) { /* two training runs */
         print_scaling_compare(f, fmt, &a, &b);
         print_training_compare(f, fmt, &a, &b);
-        tb_report_compare_convs(f, fmt, &a, &b);
         tb_report_compare_choices(f, fmt, &a, &b);
         compared = 1;
     }
