@@ -21,7 +21,9 @@ three parts), a convolution only B has, a convolution's line dropped (its
 parts, each '(absent)' in B). And `report RUN` on a copy of r1 whose table
 is given four ranks (rank 1 as rank 0, rank 2 with one engine changed,
 rank 3 with a line dropped) lists exactly ranks 2 and 3's parts, each
-under its own note; r1 alone (one rank) gets no such list.
+under its own note, and with no rank 0 row says so; r1 alone (one rank)
+gets no such list; and on a stored 2-rank H100 run (two ranks on one GPU)
+it lists rank 1's differing parts.
 Exit 0 when all hold, 1 otherwise, 77 without h5py.
 """
 import argparse
@@ -43,18 +45,19 @@ except ImportError:
 FILES = {"r1": "gpu_h200_2026-12-04c/call1/resnet50/tb_bf16_nhwc_256_graph_r1.h5",
          "r2": "gpu_h200_2026-12-04c/call1/resnet50/tb_bf16_nhwc_256_graph_r2.h5",
          "nov27": "gpu_h200_2026-11-27/tb_bf16_nhwc_256_graph.h5",
-         "fused": "gpu_h200_2026-12-04b/call4/resnet50/tb_bf16_nhwc_256_fused_r1.h5"}
+         "fused": "gpu_h200_2026-12-04b/call4/resnet50/tb_bf16_nhwc_256_fused_r1.h5",
+         "two_ranks": "gpu_h100_2026-11-27/wire_bf16.h5"}
 NUM = r"[0-9.]+"
 DROP = [rf" vs legacy \S+ {NUM} ms", rf"; graph engine {NUM} {NUM} ms", rf", {NUM} ms", ", measured", ", heuristic",
         ", from the plan cache", rf" \({NUM} ms with pads {NUM} ms, against {NUM} ms on {NUM}\)"]
 DIRS = {"fwd", "data", "data+", "filter", "filter+", "conv+stats", "finalize", "wgrad", "dgrad+dbn"}
 
 
-def table(path):
-    """Rank 0's /conv_algorithms text as {conv: description}, in order."""
+def table(path, rank=0):
+    """A rank's /conv_algorithms text as {conv: description}, in order."""
     with h5py.File(path, "r") as f:
         ranks = list(f["conv_algorithms/rank"][()])
-        text = f["conv_algorithms/algorithms"][ranks.index(0)]
+        text = f["conv_algorithms/algorithms"][ranks.index(rank)]
     text = text.decode() if isinstance(text, bytes) else text
     return dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
 
@@ -194,11 +197,30 @@ def check_ranks(tb, r1, tmp, errs):
         if not any(f"rank {rank} ran another engine or algorithm than rank 0 in 1 of 53 convolutions" in x
                    for x in notes):
             errs.append(f"no note 'rank {rank} ran ... in 1 of 53 convolutions': {notes}")
-    if not any("2 of the 4 ranks ran another engine or algorithm than rank 0" in x for x in notes):
-        errs.append(f"no note '2 of the 4 ranks ...': {notes}")
+    if not any("2 of the 3 ranks besides rank 0 ran another engine or algorithm than rank 0" in x for x in notes):
+        errs.append(f"no note '2 of the 3 ranks besides rank 0 ...': {notes}")
+    with h5py.File(path, "r+") as f:  # the same rows, none of them rank 0's
+        del f["conv_algorithms/rank"]
+        f["conv_algorithms/rank"] = [1, 2, 3, 4]
+    lists, notes = rank_lists(tb, path)
+    if lists or not any("no row for rank 0: the ranks are not compared" in x for x in notes):
+        errs.append(f"report RUN on a file without rank 0's row: {lists} {notes}")
     lists, notes = rank_lists(tb, r1)
     if lists or notes:
         errs.append(f"report RUN on a one-rank file printed rank lists {lists} {notes}")
+
+
+def check_two_ranks(tb, path, errs):
+    """A stored 2-rank H100 run (two ranks on one GPU, each timing its own plans): report RUN's list of rank 1
+    equals the parts its row differs in from rank 0's; docs/results.md quotes the count."""
+    want, convs = expected(table(path, 0), table(path, 1))
+    lists, notes = rank_lists(tb, path)
+    print(f"# two ranks, one H100: report RUN lists {len(lists.get(1, ()))} parts of rank 1 "
+          f"(the rows differ in {len(want)} parts of {convs} convolutions); {notes}")
+    if lists.get(1, set()) != want or set(lists) - {1}:
+        errs.append(f"two ranks: listed {lists}, the rows differ in {sorted(want)}")
+    if convs != 13 or not any("rank 1 ran another engine or algorithm than rank 0 in 13 of 53" in x for x in notes):
+        errs.append(f"two ranks: {convs} convolutions differ; docs/results.md says 13 of 53 ({notes})")
 
 
 def main():
@@ -241,6 +263,7 @@ def main():
         plant(a.trainbench, f["r1"], tmp, lambda t: t + "extra.conv: n=256: fwd graph-api engine 1 [] (0.0 MiB, 1.0 ms)\n",
               errs, "a convolution only B has", {("extra.conv", "n=256 fwd")})
         check_ranks(a.trainbench, f["r1"], tmp, errs)
+        check_two_ranks(a.trainbench, f["two_ranks"], errs)
         drop = "layer3.2.conv1"
         plant(a.trainbench, f["r1"], tmp,
               lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith(drop + ": ")) + "\n", errs,

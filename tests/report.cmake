@@ -145,9 +145,11 @@ endif()
 
 # report A B's list of the convolutions that ran another engine or algorithm
 # (/conv_algorithms, a row per part), on stored H200 runs: two repeats that
-# read the plan cache (none), a day apart (most), --fuse graph against plain
+# read the plan cache (none), a week apart (most), --fuse graph against plain
 # (every one, the fused parts); against an independent reading of the two
-# tables; an engine, the times only, a dropped line planted in copies
+# tables; an engine, the times only, a batch size, a dropped line planted in
+# copies. report RUN's per-rank lists: four planted ranks, no rank 0 row, a
+# stored 2-rank H100 run (tests/check_report_convs.py)
 if(TB_PYTHON)
   add_test(NAME report_conv_choices
            COMMAND ${TB_PYTHON} ${TB_TEST_DIR}/check_report_convs.py --trainbench ${TB_BIN}

@@ -36,8 +36,9 @@ typedef struct {
  * the title "TABLE: WHAT (SCOPE; LEFT OUT)" at its first row. */
 static tb_tab *cmp_table(cmp *c, const tb_col *cols, int ncols, const char *what, const char *left_out) {
     if (c->t) return c->t;
-    tb_col own[4];
-    for (int i = 0; i < ncols && i < 4; i++) own[i] = cols[i];
+    tb_col own[4]; /* ncols: 3 or 4 */
+    if (ncols < 3 || ncols > 4) tb_die("report: a choices table of %d columns", ncols);
+    for (int i = 0; i < ncols; i++) own[i] = cols[i];
     own[ncols - 2].head = c->head_a;
     own[ncols - 1].head = c->head_b;
     char title[256];
@@ -250,15 +251,17 @@ static int compare_conv(cmp *c, const char *name) {
 typedef struct {
     const char *table, *col;
     const char *one, *many; /* "convolution", "convolutions" */
+    const char *held;       /* what the table holds: "what each convolution ran" */
     const char *other;      /* "another engine or algorithm" */
     const char *same;       /* "the same engines and algorithms" */
     int (*compare)(cmp *c, const char *name);
 } kind;
 
 static const kind k_kinds[] = {
-    {"conv_algorithms", "algorithms", "convolution", "convolutions", "another engine or algorithm",
-     "the same engines and algorithms", compare_conv},
-    {"batchnorms", "choices", "BatchNorm", "BatchNorms", "another way", "the same way", compare_bn},
+    {"conv_algorithms", "algorithms", "convolution", "convolutions", "what each convolution ran",
+     "another engine or algorithm", "the same engines and algorithms", compare_conv},
+    {"batchnorms", "choices", "BatchNorm", "BatchNorms", "how each BatchNorm ran", "another way", "the same way",
+     compare_bn},
 };
 
 /* c->compare for each node of A, then each only B has: counts the nodes
@@ -283,8 +286,7 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
                  .head_a = "A", .head_b = "B", .scope = "rank 0"};
         if (!c.a && !c.b) continue;
         if (!c.a || !c.b) {
-            tb_note(f, fmt, "/%s: only %s has it (what each %s ran): nothing to compare", k->table, c.a ? "A" : "B",
-                    k->one);
+            tb_note(f, fmt, "/%s: only %s has it (%s): nothing to compare", k->table, c.a ? "A" : "B", k->held);
             continue;
         }
         int differ, nodes;
@@ -297,33 +299,56 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
     }
 }
 
+/* A row's rank: a whole number >= 0, else -1. */
+static int row_rank(const tb_rtable *t, size_t row) {
+    const double v = tb_rtable_num(t, "rank", row);
+    return v >= 0.0 && v < 1e9 && v == (double)(int)v ? (int)v : -1;
+}
+
 void tb_report_rank_choices(FILE *f, tb_format fmt, const tb_results *r) {
     for (size_t i = 0; i < sizeof k_kinds / sizeof k_kinds[0]; i++) {
         const kind *k = &k_kinds[i];
         const tb_rtable *t = tb_results_table(r, k->table);
+        if (!t || t->rows < 2) continue; /* one rank: nothing to compare */
         const char *a = rank_text(r, k->table, k->col, 0);
-        if (!t || !a || t->rows < 2) continue;
-        int ranks = 1, nodes = 0, apart = 0;
+        if (!a) {
+            tb_note(f, fmt, "/%s: no row for rank 0: the ranks are not compared", k->table);
+            continue;
+        }
+        int ranks = 0, apart = 0, skipped = 0, nodes = 0;
+        for (const char *p = a; *p;) { /* rank 0's nodes */
+            char name[256];
+            p = next_name(p, name, sizeof name);
+            nodes += name[0] != '\0';
+        }
         for (size_t row = 0; row < t->rows; row++) {
-            const int rank = (int)tb_rtable_num(t, "rank", row);
+            const int rank = row_rank(t, row);
             const char *b = tb_rtable_str(t, k->col, row);
-            if (rank == 0 || !b) continue;
+            if (rank == 0) continue;
+            if (rank < 0 || !b) {
+                skipped++;
+                continue;
+            }
             ranks++;
             cmp c = {.fmt = fmt, .a = a, .b = b, .head_a = "rank 0"};
             snprintf(c.head_b, sizeof c.head_b, "rank %d", rank);
             snprintf(c.scope, sizeof c.scope, "rank %d against rank 0", rank);
-            int differ;
-            compare_all(&c, k, &differ, &nodes);
+            int differ, both;
+            compare_all(&c, k, &differ, &both);
             if (!c.t) continue;
             apart++;
-            tb_note(f, fmt, "/%s: rank %d ran %s than rank 0 in %d of %d %s", k->table, rank, k->other, differ, nodes,
+            tb_note(f, fmt, "/%s: rank %d ran %s than rank 0 in %d of %d %s", k->table, rank, k->other, differ, both,
                     k->many);
             tb_tab_print(c.t, f);
         }
-        if (!apart)
+        if (skipped)
+            tb_note(f, fmt, "/%s: %d row%s without a rank number or text, not compared", k->table, skipped,
+                    skipped == 1 ? "" : "s");
+        if (ranks && !apart)
             tb_note(f, fmt, "/%s: every rank ran %s as rank 0 (%d %s, %d ranks)", k->table, k->same, nodes, k->many,
-                    ranks);
-        else
-            tb_note(f, fmt, "/%s: %d of the %d ranks ran %s than rank 0 somewhere", k->table, apart, ranks, k->other);
+                    ranks + 1);
+        else if (ranks > 1)
+            tb_note(f, fmt, "/%s: %d of the %d ranks besides rank 0 ran %s than rank 0", k->table, apart, ranks,
+                    k->other);
     }
 }
