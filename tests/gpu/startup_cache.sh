@@ -10,7 +10,8 @@
 # with 2 ranks sharing the GPU (--share-gpu --comm mpi, half the batch
 # each): in the first launch one rank plans and the other waits for the file
 # (the cache's "another process is planning" line), and the second launch
-# is under the limit too. Each launch's "# start-up:" and "# plan cache:"
+# is under the limit too; `trainbench report` of either 2-rank run says
+# rank 1 ran every convolution and BatchNorm as rank 0. Each launch's "# start-up:" and "# plan cache:"
 # lines are printed, so the log holds both times for results/.
 set -u
 # Open MPI binds each of 2 ranks to one core by default: both ranks' CUDA
@@ -63,6 +64,20 @@ under() {
   fi
 }
 
+# same_ranks H5 WHAT: `trainbench report` of a 2-rank run says rank 1 ran every
+# convolution and BatchNorm as rank 0 did (one cache gave both ranks the same plans)
+same_ranks() {
+  out=$("$TB" report "$1" 2>&1)
+  for t in conv_algorithms batchnorms; do
+    if echo "$out" | grep -q "^# /$t: every rank ran the same"; then echo "ok: $2: rank 1 ran the /$t choices of rank 0"
+    else
+      echo "FAIL: $2: rank 1 ran other /$t choices than rank 0 (or report printed no line):"
+      echo "$out" | grep "^# /$t: " | sed 's/^/   /'
+      fail=1
+    fi
+  done
+}
+
 # shellcheck disable=SC2086
 launch "1 rank, first launch (plans, writes the cache)" "$D/r1a.log" "$TB" $ROW --batch-size 256 --plan-cache "$D/c1" \
   --results "$D/r1a.h5"
@@ -86,6 +101,8 @@ if [ -n "$MPI" ] && [ -x "$MPI" ]; then
   launch "2 ranks on the GPU, second launch" "$D/r2b.log" "$MPI" -n 2 "$TB" $ROW --batch-size 128 --share-gpu \
     --no-autotune --comm mpi --plan-cache "$D/c2" --results "$D/r2b.h5"
   under "$D/r2b.log" "the second 2-rank launch" "$sum2" "$D/c2"
+  same_ranks "$D/r2a.h5" "the first 2-rank launch"
+  same_ranks "$D/r2b.h5" "the second 2-rank launch"
 else
   echo "# no mpiexec in this build: the 2-rank part did not run"
 fi
