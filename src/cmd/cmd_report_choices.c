@@ -13,12 +13,18 @@
 #include "src/cmd/cmd_report.h"
 #include "src/results/results.h"
 
+/* A row's rank: a whole number >= 0, else -1. */
+static int row_rank(const tb_rtable *t, size_t row) {
+    const double v = tb_rtable_num(t, "rank", row);
+    return v >= 0.0 && v < 1e9 && v == (double)(int)v ? (int)v : -1;
+}
+
 /* Rank rank's text in column col of table name, NULL when the file has none. */
 static const char *rank_text(const tb_results *r, const char *name, const char *col, int rank) {
     const tb_rtable *t = tb_results_table(r, name);
     if (!t) return NULL;
     for (size_t i = 0; i < t->rows; i++)
-        if (tb_rtable_num(t, "rank", i) == (double)rank) return tb_rtable_str(t, col, i);
+        if (row_rank(t, i) == rank) return tb_rtable_str(t, col, i);
     return NULL;
 }
 
@@ -297,12 +303,6 @@ void tb_report_compare_choices(FILE *f, tb_format fmt, const tb_results *ra, con
         } else
             tb_note(f, fmt, "/%s: every %s ran %s in A and B (%d, rank 0)", k->table, k->one, k->same, nodes);
     }
-}
-
-/* A row's rank: a whole number >= 0, else -1. */
-static int row_rank(const tb_rtable *t, size_t row) {
-    const double v = tb_rtable_num(t, "rank", row);
-    return v >= 0.0 && v < 1e9 && v == (double)(int)v ? (int)v : -1;
 }
 
 void tb_report_rank_choices(FILE *f, tb_format fmt, const tb_results *r) {
