@@ -137,7 +137,8 @@ __global__ void bn_partials_nhwc(bn_term<T, BWD> t, size_t M, int C, int S, doub
 }
 
 template <typename T, int BWD>
-__global__ void bn_partials_vec(bn_term<T, BWD> t, size_t M, int C, cu_bn_vgeom g, double2 *part);
+__global__ void __launch_bounds__(CU_BN_VEC_THREADS)
+    bn_partials_vec(bn_term<T, BWD> t, size_t M, int C, cu_bn_vgeom g, double2 *part);
 
 /* g: the vector path's geometry, or NULL */
 template <typename T, int BWD>
