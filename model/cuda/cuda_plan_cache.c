@@ -96,11 +96,13 @@ void cu_plan_session(tb_backend *be, const char *session) {
 
 /* --fuse fastest's timed choices (backend.h choice_get/_put): the entry
  * key gets what the CUDA backend adds to them, the BatchNorm kernels
- * (TB_BN_KERNELS, the ReLU mask) and the fused engines timed
- * (TB_FUSED_CANDIDATES); the rest is in the cache's key line. */
+ * (TB_BN_KERNELS, the ReLU mask), the fused engines timed
+ * (TB_FUSED_CANDIDATES) and TB_STEM_PAD (the stem BatchNorm's unfused way
+ * runs the stem conv padded or not); the rest is in the cache's key line. */
 static void choice_key(const cu_state *st, const char *key, char *out, size_t len) {
     const char *cand = getenv("TB_FUSED_CANDIDATES");
-    snprintf(out, len, "%s bn%d mask%d cand%s", key, st->bn_cudnn, st->bn_mask, cand && atoi(cand) > 0 ? cand : "-");
+    snprintf(out, len, "%s bn%d mask%d cand%s pad%d", key, st->bn_cudnn, st->bn_mask,
+             cand && atoi(cand) > 0 ? cand : "-", st->conv_pad);
 }
 
 int cu_choice_get(tb_backend *be, const char *key, char *out, size_t len) {

@@ -119,14 +119,15 @@ static void plan_kind(cu_state *st, fplan *p, fentry *e, fd_kind k, const cu_fgr
 /* The stem (3 input channels, no prologue, NHWC, 16-bit): its conv + statistics on copies padded to 4
  * channels, as MLPerf pads its input, when the 3-channel graph does not plan or measures slower. */
 static void plan_pad4(cu_state *st, fplan *p, fentry *e, const cu_fgraph_req *how) {
+    if (e->g[FD_G_CONV_STATS] && !how->measure) return; /* g3 planned, nothing to time g4 against */
     size_t es = tb_dtype_size(p->dt);
     size_t xb = (size_t)p->max_n * 4 * p->h * p->w * es, wb = (size_t)p->g.cout * 4 * p->g.k * p->g.k * es;
-    if (!p->xpad) {
-        p->xpad = cu_malloc(st, xb, "the stem's 4-channel input");
-        p->wpad = cu_malloc(st, wb, "the stem's 4-channel filter");
-        TB_CUDA_CHECK(cudaMemsetAsync(p->xpad, 0, xb, st->stream)); /* the compute stream is non-blocking */
-        TB_CUDA_CHECK(cudaMemsetAsync(p->wpad, 0, wb, st->stream));
-    }
+    if (!p->xpad) p->xpad = cu_malloc(st, xb, "the stem's 4-channel input");
+    if (!p->wpad) p->wpad = cu_malloc(st, wb, "the stem's 4-channel filter");
+    /* the real x (its n) and w padded into them: g4 is measured on the values g3 was (a zero filter draws
+     * less power and may clock higher), and a forward pads them again before each run */
+    cu_pad_channels(st->stream, p->dt, (size_t)e->n * p->h * p->w, 3, 4, p->bufs[FD_R_X], p->xpad, 0.0f);
+    cu_pad_channels(st->stream, p->dt, (size_t)p->g.cout * p->g.k * p->g.k, 3, 4, p->bufs[FD_R_W], p->wpad, 0.0f);
     fd_graph d;
     fd_conv_problem q = problem(p, e->n, 0);
     char why[192];
@@ -144,8 +145,7 @@ static void plan_pad4(cu_state *st, fplan *p, fentry *e, const cu_fgraph_req *ho
         if (!g3) say_missing(d.label, FD_G_CONV_STATS, p->dt, &err);
         return;
     }
-    /* measured now (the buffers may be written): with the pads a forward adds */
-    const int timed = how->measure && g3 && cu_fgraph_ms(g4) >= 0 && cu_fgraph_ms(g3) >= 0;
+    const int timed = how->measure && g3 && cu_fgraph_ms(g4) >= 0 && cu_fgraph_ms(g3) >= 0; /* + a forward's pads */
     const float pads = timed ? cu_pad_xw_ms(st->stream, p->dt, (size_t)e->n * p->h * p->w,
                                             (size_t)p->g.cout * p->g.k * p->g.k, 3, 4, p->bufs[FD_R_X], p->xpad,
                                             p->bufs[FD_R_W], p->wpad) : 0.0f;
