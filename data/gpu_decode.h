@@ -45,7 +45,9 @@
  * event) after it, and the consumer's stream waits for that fence before it
  * reads the rows (tb_gpu_fence_order, src/feed/batch_upload.c). A decoder keeps
  * `inflight` decode states and waits on the host only before reusing one,
- * for the batch it decoded `inflight` calls ago. The emulation with
+ * for the batch it decoded `inflight` calls ago (the hardware engine's
+ * barrier, gpu_nvjpeg_batch.c hw_barrier, waits for each call before the
+ * next anyway: there one state at a time is busy). The emulation with
  * emulate_async holds a batch's rows back until its fence completes, so a
  * consumer that reads without ordering on the fence reads the old rows, as
  * it would on a GPU.

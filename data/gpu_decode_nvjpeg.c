@@ -333,6 +333,7 @@ static void nvj_destroy(void *impl) {
             if (v->tim[i].ev[k]) TB_CUDA_CHECK(cudaEventDestroy(v->tim[i].ev[k]));
     if (v->anchor) TB_CUDA_CHECK(cudaEventDestroy(v->anchor));
     if (v->readers_done) TB_CUDA_CHECK(cudaEventDestroy(v->readers_done));
+    if (v->drained) TB_CUDA_CHECK(cudaEventDestroy(v->drained));
     if (v->js) TB_NVJPEG_CHECK(nvjpegJpegStreamDestroy(v->js));
     if (v->mem) {
         tb_nvj_dev_free(v->mem, v->d_dec, v->dec_cap, v->cs);
@@ -415,6 +416,7 @@ static void make_states(nvj *v) {
     for (int i = 0; i < NVJ_TIMINGS; i++)
         for (int k = 0; k < 4; k++) TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->tim[i].ev[k], cudaEventBlockingSync));
     TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->readers_done, cudaEventDisableTiming | cudaEventBlockingSync));
+    TB_CUDA_CHECK(cudaEventCreateWithFlags(&v->drained, cudaEventDisableTiming | cudaEventBlockingSync));
     TB_CUDA_CHECK(cudaEventCreate(&v->anchor));
     double before = tb_now(); /* the anchor completes between its record and the wait's return */
     TB_CUDA_CHECK(cudaEventRecord(v->anchor, v->cs));

@@ -83,6 +83,8 @@ typedef struct {
      * (hw_barrier, gpu_nvjpeg_batch.c) */
     cudaEvent_t readers_done;
     int readers_live;              /* recorded, not waited for yet */
+    int fault_run;                 /* images in a row, across calls, failed alone with a decoder fault */
+    cudaEvent_t drained;           /* wait_stream's: the host blocks on it rather than spin in cudaStreamSynchronize */
     cudaEvent_t anchor;            /* device time 0 of the timings ... */
     double anchor_host;            /* ... at this tb_now() */
     tb_nvj_mem *mem;               /* the stream-ordered pool and pinned cache ... */

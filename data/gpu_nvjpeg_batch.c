@@ -193,9 +193,13 @@ static void hw_barrier(nvj *v, cudaEvent_t e, int64_t tag, const tb_gpu_sink *si
     if (v->hw && !v->o.no_barrier) tb_nvj_wait_busy(e, tag, sink); /* barrier=off: the race, for its test */
 }
 
+/* The host waits for everything queued on the decoder's stream, blocking
+ * on an event (cudaStreamSynchronize would spin a core under the device's
+ * default schedule, counted as the loader's work) */
 static void wait_stream(nvj *v, int64_t tag, const tb_gpu_sink *sink) {
     double t0 = stage_begin(TB_STAGE_GPU_WAIT);
-    TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+    TB_CUDA_CHECK(cudaEventRecord(v->drained, v->cs));
+    TB_CUDA_CHECK(cudaEventSynchronize(v->drained));
     stage_end(sink, TB_STAGE_GPU_WAIT, tag, t0);
 }
 
@@ -217,6 +221,7 @@ static void isolate_failures(nvj *v, tb_gpu_job *jobs, int k0, int k1, int with_
         nvj_ctx *c = tb_nvj_take_ctx(v, tag, sink);
         nvjpegStatus_t one = decode_call(v, c, k, 1, with_roi, tag, sink);
         wait_stream(v, tag, sink);
+        v->fault_run = decoder_fault(one) ? v->fault_run + 1 : 0;
         if (one != NVJPEG_STATUS_SUCCESS) {
             tb_gpu_job *j = &jobs[v->which[k]];
             j->status = TB_GPU_JOB_FAILED;
@@ -225,12 +230,14 @@ static void isolate_failures(nvj *v, tb_gpu_job *jobs, int k0, int k1, int with_
             if (decoder_fault(one)) faults++, fault = one;
         }
     }
-    /* every image of the call failed alone too, with a status no file causes: the decoder is
-     * broken, and sending every batch to the CPU one image at a time would hide it */
-    if (k1 - k0 >= 2 && faults == k1 - k0)
-        TB_FATAL("--decode gpu: nvJPEG failed all %d images of a call, each alone too, with %s (the call: %s): the "
-                 "decoder on device %d, not the files; check the GPU (nvidia-smi) or run with --decode cpu",
-                 k1 - k0, tb_nvjpeg_status_name(fault), tb_nvjpeg_status_name(batch_status), v->device);
+    /* every image of the call failed alone too, with a status no file causes, and so did the one before
+     * it where the call had one image (chunk=1): the decoder is broken, and sending every batch to the
+     * CPU one image at a time would hide it */
+    if (faults == k1 - k0 && v->fault_run >= 2)
+        TB_FATAL("--decode gpu: nvJPEG failed all %d images of a call, each alone too, with %s (the call: %s)%s: "
+                 "the decoder on device %d, not the files; check the GPU (nvidia-smi) or run with --decode cpu",
+                 k1 - k0, tb_nvjpeg_status_name(fault), tb_nvjpeg_status_name(batch_status),
+                 k1 - k0 < 2 ? ", as did the image before it" : "", v->device);
 }
 
 static int roi_trouble(nvjpegStatus_t s) {
@@ -258,13 +265,19 @@ static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int6
             last = tb_nvj_take_ctx(v, tag, sink);
             tb_nvj_timing_queued(t, 2);
             nvjpegStatus_t s = decode_call(v, last, k0, cnt, with_roi, tag, sink);
-            if (s == NVJPEG_STATUS_SUCCESS) continue;
+            if (s == NVJPEG_STATUS_SUCCESS) {
+                v->fault_run = 0;
+                continue;
+            }
             calls_ok = 0;
-            if (with_roi && roi_trouble(s) && attempt == 0) {
+            if (with_roi && (roi_trouble(s) || decoder_fault(s)) && attempt == 0) {
                 /* the batched call with regions failed although the support
                  * check took them: the batch again as whole images; if that
                  * decodes, the regions were the trouble and stay off (a
-                 * damaged file fails whole too, and leaves them on) */
+                 * damaged file fails whole too, and leaves them on). A
+                 * decoder fault too (region decode on the hardware engine
+                 * has been reported failing with INTERNAL_ERROR): tried
+                 * whole before isolate_failures can end the run on it */
                 wait_stream(v, tag, sink);
                 with_roi = 0;
                 retry_whole = 1;
