@@ -164,6 +164,10 @@ ROWS=$ROWS,4:6:on:gpu:4,16:8:on:gpu:6
 # and the batch split between the engine and the loader threads' libjpeg-turbo (--nvjpeg cpu=PCT): at 4
 # threads nvJPEG left 2 of the 4 cores idle, at 16 it used 1.7
 ROWS=$ROWS,4:4:on:gpu:2:cpu=25,16:4:on:gpu:2:cpu=60
+# and the stage threads blocking instead of spinning while they wait for the device (--nvjpeg wait=block): on
+# 2026-12-04c a stage's hardware call lasted its whole decode (~100 ms a batch) and the 2-stage rows' loader
+# used 1.9 cores where its other host stages add up to 0.6
+ROWS=$ROWS,4:4:on:gpu:2:wait=block,16:8:on:gpu:6:wait=block
 step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 
@@ -178,7 +182,7 @@ step memory_cpu 30 "$TB" loader-bench --data "$SET" --decode fast --format u8-nh
   --image-size 224 --batches 200 --warmup 5 --memory-every 20 --results "$KEEP/memory_cpu.h5"
 
 # ---- 2b. the --nvjpeg choices, decode alone, against the default (16 threads) -----------------
-for v in sync=on backend=hybrid chunk=64; do
+for v in sync=on backend=hybrid chunk=64 wait=block; do
   decode "decode_gpu_${v%%=*}" 25 --decode gpu --threads 16 --nvjpeg "$v"
 done
 # the engines' ceiling with 4 and 6 GPU stages and no training (the feed table's 4- and 6-stage rows beside it)

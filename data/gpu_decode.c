@@ -65,6 +65,14 @@ static int small_int(const char *v, int lo, int hi) {
     return end != v && *end == '\0' && x >= lo && x <= hi ? (int)x : -1;
 }
 
+static const char *const k_wait_names[] = {"auto", "spin", "yield", "block"}; /* TB_GPU_WAIT_* */
+
+static int wait_mode(const char *v) {
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, k_wait_names[i]) == 0) return i;
+    return -1;
+}
+
 /* One KEY=VALUE into o; 0, or -1 with err set. */
 static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, char *err, size_t errlen) {
     int b;
@@ -93,6 +101,8 @@ static int parse_item(const char *key, const char *val, tb_gpu_decoder_opts *o, 
         o->no_barrier = !b;
     } else if (strcmp(key, "stall") == 0 && (b = small_int(val, 0, 1000)) >= 0) {
         o->stall_ms = b;
+    } else if (strcmp(key, "wait") == 0 && (b = wait_mode(val)) >= 0) {
+        o->wait = b;
     } else {
         goto bad;
     }
@@ -102,7 +112,7 @@ bad:
              "--nvjpeg: '%s=%s' is not one of backend=auto|hardware|hybrid, roi=on|off, priority=high|default, "
              "chunk=N (0: whole batch), sync=on|off, inflight=1..4, alloc=pool|nvjpeg, sort=on|off, "
              "cpu=0..90 (percent of each batch decoded by the loader threads), barrier=on|off, stall=0..1000 "
-             "(ms; tests)",
+             "(ms; tests), wait=auto|spin|yield|block",
              key, val);
     return -1;
 }
@@ -135,10 +145,12 @@ void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t 
                      : o->backend == TB_GPU_BACKEND_HYBRID ? "hybrid"
                                                            : "auto";
     snprintf(buf, len,
-             "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s,cpu=%d,barrier=%s,stall=%d",
+             "backend=%s,roi=%s,priority=%s,chunk=%d,sync=%s,inflight=%d,alloc=%s,sort=%s,cpu=%d,barrier=%s,stall=%d,"
+             "wait=%s",
              be, o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
              o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on",
-             o->cpu_share, o->no_barrier ? "off" : "on", o->stall_ms);
+             o->cpu_share, o->no_barrier ? "off" : "on", o->stall_ms,
+             o->wait >= 0 && o->wait < 4 ? k_wait_names[o->wait] : "?");
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------ */

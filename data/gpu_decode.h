@@ -94,7 +94,14 @@ typedef struct {
                                work (wrong: the engine writes when called; its test shows the race) */
     int stall_ms;           /* a test: the decoder's stream spins this long before each resize, so
                                that it is still queued when the next batch's decode call comes */
+    int wait;               /* how host threads wait for the device while the decoder lives: TB_GPU_WAIT_*
+                               (cudaSetDeviceFlags; every thread's waits on the device, nvJPEG's blocking
+                               hardware call and the training step's included) */
 } tb_gpu_decoder_opts;
+
+/* tb_gpu_decoder_opts.wait: CUDA's default schedule (spin while the process
+ * has fewer contexts than CPUs), spin, yield, block (cudaDeviceScheduleBlockingSync) */
+enum { TB_GPU_WAIT_AUTO = 0, TB_GPU_WAIT_SPIN = 1, TB_GPU_WAIT_YIELD = 2, TB_GPU_WAIT_BLOCK = 3 };
 
 enum { TB_GPU_BACKEND_AUTO = 0, TB_GPU_BACKEND_HARDWARE = 1, TB_GPU_BACKEND_HYBRID = 2 };
 
@@ -104,8 +111,8 @@ tb_gpu_decoder_opts tb_gpu_decoder_defaults(int device, int max_batch, int side)
 
 /* Sets o's nvJPEG choices from "backend=auto|hardware|hybrid,roi=on|off,
  * priority=high|default,chunk=N,sync=on|off,inflight=N,alloc=pool|nvjpeg,
- * sort=on|off,cpu=PCT,barrier=on|off,stall=MS" (any subset, any order; "" leaves them). 0, or -1 with one
- * line in err naming the bad item. */
+ * sort=on|off,cpu=PCT,barrier=on|off,stall=MS,wait=auto|spin|yield|block" (any subset, any order; ""
+ * leaves them). 0, or -1 with one line in err naming the bad item. */
 int tb_gpu_decoder_parse(const char *spec, tb_gpu_decoder_opts *o, char *err, size_t errlen);
 /* The choices as the same KEY=VALUE list (for logs and results files). */
 void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t len);

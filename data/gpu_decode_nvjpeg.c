@@ -319,6 +319,10 @@ static void nvj_destroy(void *impl) {
     if (!v) return;
     cudaSetDevice(v->device);
     if (v->cs) TB_CUDA_CHECK(cudaStreamSynchronize(v->cs));
+    if (v->o.wait != TB_GPU_WAIT_AUTO) { /* the row's wait= ends: CUDA's default again */
+        (void)cudaSetDeviceFlags(cudaDeviceScheduleAuto);
+        (void)cudaGetLastError();
+    }
     for (int i = 0; v->params && i < v->o.max_batch; i++)
         if (v->params[i]) TB_NVJPEG_CHECK(nvjpegDecodeParamsDestroy(v->params[i]));
     for (int k = 0; k < v->nctx; k++) {
@@ -424,6 +428,21 @@ static void make_states(nvj *v) {
     v->anchor_host = 0.5 * (before + tb_now());
 }
 
+/* wait= (TB_GPU_WAIT_*): how every host thread waits for the current device, from now until the
+ * decoder ends (cudaSetDeviceFlags on an initialised device replaces its schedule); auto leaves it.
+ * A refusal is one line, and the row runs on CUDA's default. */
+static void set_wait(int wait) {
+    static const unsigned flags[] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin, cudaDeviceScheduleYield,
+                                     cudaDeviceScheduleBlockingSync};
+    if (wait <= TB_GPU_WAIT_AUTO || wait > TB_GPU_WAIT_BLOCK) return;
+    cudaError_t e = cudaSetDeviceFlags(flags[wait]);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        tb_warn("--nvjpeg wait=: cudaSetDeviceFlags refused the schedule (%s); CUDA's default stays",
+                cudaGetErrorString(e));
+    }
+}
+
 static void describe(nvj *v, const char *chosen) {
     int major = 0, minor = 0, patch = 0;
     nvjpegGetProperty(MAJOR_VERSION, &major);
@@ -474,6 +493,7 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         return NULL;
     }
     TB_CUDA_CHECK(cudaSetDevice(v->device));
+    set_wait(v->o.wait);
     v->mem = tb_nvj_mem_create(v->device);
     const char *chosen;
     nvjpegStatus_t last = create_handle(v, &chosen);

@@ -335,20 +335,30 @@ static void test_options(void) {
     tb_gpu_decoder_opts o = tb_gpu_decoder_defaults(-1, 8, 32);
     char err[512], buf[256];
     TB_CHECK(tb_gpu_decoder_parse("backend=hybrid,roi=off,priority=default,chunk=64,sync=on,inflight=3,alloc=nvjpeg,"
-                                  "sort=off,cpu=40,barrier=off,stall=25",
+                                  "sort=off,cpu=40,barrier=off,stall=25,wait=block",
                                   &o, err, sizeof err) == 0,
              "a valid --nvjpeg list refused: %s", err);
     tb_gpu_decoder_opts_string(&o, buf, sizeof buf);
     TB_CHECK(strcmp(buf, "backend=hybrid,roi=off,priority=default,chunk=64,sync=on,inflight=3,alloc=nvjpeg,sort=off,"
-                         "cpu=40,barrier=off,stall=25") == 0,
+                         "cpu=40,barrier=off,stall=25,wait=block") == 0,
              "printed back as %s", buf);
+    const char *waits[] = {"auto", "spin", "yield", "block"};
+    for (int i = 0; i < 4; i++) { /* each schedule read as its TB_GPU_WAIT_ value and printed back by name */
+        char spec[32], want[16];
+        snprintf(spec, sizeof spec, "wait=%s", waits[i]);
+        TB_CHECK(tb_gpu_decoder_parse(spec, &o, err, sizeof err) == 0 && o.wait == i, "%s read as %d", spec, o.wait);
+        tb_gpu_decoder_opts_string(&o, buf, sizeof buf);
+        snprintf(want, sizeof want, ",wait=%s", waits[i]);
+        TB_CHECK(strstr(buf, want) != NULL, "%s printed back as %s", spec, buf);
+    }
     tb_gpu_decoder_opts d = tb_gpu_decoder_defaults(-1, 8, 32);
     tb_gpu_decoder_opts_string(&d, buf, sizeof buf);
     TB_CHECK(strcmp(buf, "backend=auto,roi=on,priority=high,chunk=0,sync=off,inflight=2,alloc=pool,sort=on,cpu=0,"
-                         "barrier=on,stall=0") == 0,
+                         "barrier=on,stall=0,wait=auto") == 0,
              "defaults printed as %s", buf);
     const char *bad[] = {"backend=cpu", "inflight=5", "chunk=-1", "roi", "sync=maybe", "speed=11", "cpu=91", "cpu=-1",
-                         "cpu=half", "barrier=maybe", "stall=1001", "stall=-5", ",", "roi=on,"};
+                         "cpu=half", "barrier=maybe", "stall=1001", "stall=-5", "wait=sleep", "wait=",  ",",
+                         "roi=on,"};
     int accepted = 0;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';

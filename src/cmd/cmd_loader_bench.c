@@ -150,7 +150,7 @@ static void parse_args(int argc, char **argv, bench_args *a) {
         {.name = "nvjpeg", .kind = TB_OPT_STRING, .dst = a->nvjpeg,
          .help = "--decode gpu: backend=auto|hardware|hybrid,roi=on|off,priority=high|default,chunk=N,sync=on|off,"
                  "inflight=N,alloc=pool|nvjpeg,sort=on|off,cpu=PCT (that share of each batch on the loader threads),"
-                 "barrier=on|off,stall=MS (tests)"},
+                 "barrier=on|off,stall=MS (tests),wait=auto|spin|yield|block (how host threads wait for the GPU)"},
         {.name = "timeline", .kind = TB_OPT_STRING, .dst = a->timeline,
          .help = "write the last row's stage intervals as a Chrome trace (Perfetto, chrome://tracing)"},
         {.name = "memory-every", .kind = TB_OPT_INT, .dst = &a->memory_every, .max = 1 << 30,

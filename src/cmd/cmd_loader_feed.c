@@ -87,7 +87,7 @@ static void parse_args(int argc, char **argv, feed_args *a) {
         {.name = "nvjpeg", .kind = TB_OPT_STRING, .dst = a->nvjpeg,
          .help = "--decode gpu: backend=auto|hardware|hybrid,roi=on|off,priority=high|default,chunk=N,sync=on|off,"
                  "inflight=N,alloc=pool|nvjpeg,sort=on|off,cpu=PCT (that share of each batch on the loader threads),"
-                 "barrier=on|off,stall=MS (tests)"},
+                 "barrier=on|off,stall=MS (tests),wait=auto|spin|yield|block (how host threads wait for the GPU)"},
         {.name = "timeline", .kind = TB_OPT_STRING, .dst = a->timeline,
          .help = "write each loader row's stage timeline as a Chrome trace, FILE.rowK.json"},
         {.name = "lr", .kind = TB_OPT_DOUBLE, .dst = &a->lr, .min = 0, .max = 100, .help = "SGD learning rate"},
