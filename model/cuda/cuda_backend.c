@@ -140,7 +140,7 @@ static void cuda_memory(tb_backend *be, tb_mem_info *out) {
 }
 
 static void *cuda_host_alloc(tb_backend *be, size_t bytes) {
-    (void)be;
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device)); /* from any thread: no context made on device 0 */
     void *p = NULL;
     cudaError_t e = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocPortable);
     if (e != cudaSuccess) {
@@ -153,7 +153,7 @@ static void *cuda_host_alloc(tb_backend *be, size_t bytes) {
 }
 
 static void cuda_host_free(tb_backend *be, void *p) {
-    (void)be;
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device));
     if (p) TB_CUDA_CHECK(cudaFreeHost(p));
 }
 
@@ -178,7 +178,7 @@ static tb_stream *cuda_stream_create(tb_backend *be) {
 }
 
 static void cuda_stream_destroy(tb_backend *be, tb_stream *s) {
-    (void)be;
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device));
     if (s) TB_CUDA_CHECK(cudaStreamDestroy((cudaStream_t)s));
 }
 
@@ -192,7 +192,7 @@ static tb_event *cuda_event_create(tb_backend *be, int timing) {
 }
 
 static void cuda_event_destroy(tb_backend *be, tb_event *e) {
-    (void)be;
+    TB_CUDA_CHECK(cudaSetDevice(cu_state_of(be)->device));
     if (e) TB_CUDA_CHECK(cudaEventDestroy((cudaEvent_t)e));
 }
 
