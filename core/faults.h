@@ -41,6 +41,10 @@
  *                 error where a transport notices (sockets)
  *   nan           a NaN in this rank's gradients in STEP
  *   perturb       this rank's weights drift at the end (replica check)
+ *   fatal-in-branch  a fatal error (TB_FATAL) inside the first weight-gradient
+ *                 branch of a CUDA graph capture (TB_WGRAD_STREAM=on; no
+ *                 step): the capture is abandoned with the second stream
+ *                 forked into it, and the steps run eagerly
  *   bn-skew       this rank's BatchNorm running statistics set to 1000
  *                 before each --val evaluation (which must score with
  *                 rank 0's on every rank)

@@ -389,6 +389,12 @@ struct tb_backend {
     int (*branch_begin)(tb_backend *be);
     void (*branch_end)(tb_backend *be);
     void (*branch_join)(tb_backend *be);
+    /* A CUDA graph capture abandoned by a failure inside it (the trainer's
+     * trap): whatever the backend forked off the compute stream and has not
+     * joined (a branch left open) is joined back into it, queued, errors
+     * ignored, so that ending the capture on the compute stream ends it on
+     * every stream; nothing to do where branch_begin gives 0. */
+    void (*capture_unwind)(tb_backend *be);
 
     /* ---- batch normalisation (+ residual add + ReLU) ----------------------
      * bn_plan: per-node state (descriptors), from the args of the largest

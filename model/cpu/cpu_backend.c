@@ -251,6 +251,8 @@ static void cpu_branch_join(tb_backend *be) {
     TB_FATAL("cpu branch_join: no branch began (branch_begin gave 0)");
 }
 
+static void cpu_capture_unwind(tb_backend *be) { (void)be; /* no branches, no captures */ }
+
 static void release_locked(cpu_state *st) {
     double now = tb_now();
     for (tb_event *e = st->events; e; e = e->next)
@@ -432,6 +434,7 @@ tb_backend *tb_cpu_backend_create(const tb_backend_opts *opts) {
     be->branch_begin = cpu_branch_begin;
     be->branch_end = cpu_branch_end;
     be->branch_join = cpu_branch_join;
+    be->capture_unwind = cpu_capture_unwind;
 
     be->bn_plan = cpu_bn_plan;
     be->bn_plan_free = cpu_bn_plan_free;

@@ -430,6 +430,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     be->branch_begin = cu_branch_begin;
     be->branch_end = cu_branch_end;
     be->branch_join = cu_branch_join;
+    be->capture_unwind = cu_branch_unwind;
 
     be->bn_plan = cu_bn_plan;
     be->bn_plan_free = cu_bn_plan_free;

@@ -23,12 +23,17 @@
  * writes the shared one beside it. The two workspaces grow together
  * (cu_workspace, whichever is swapped in), so a plan made with either
  * stream's fits the other's. A capture abandoned inside a branch (a failure
- * the trainer's trap caught) leaves it open: the backend's sync closes it
- * before the step runs again eagerly.
+ * the trainer's trap caught) would leave it open, and the second stream
+ * forked into the capture but never joined back (cudaStreamEndCapture then
+ * fails with cudaErrorStreamCaptureUnjoined): the trainer calls
+ * capture_unwind (cu_branch_unwind) first, which joins it back, queued;
+ * the backend's sync still closes a branch left open otherwise before the
+ * step runs again eagerly.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/faults.h"
 #include "core/log.h"
 #include "model/cuda/cuda_internal.h"
 
@@ -112,6 +117,13 @@ int cu_branch_begin(tb_backend *be) {
     TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->side));
     swap_ws(st);
     st->in_branch = 1;
+    static int fault_fired;
+    enum cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (!fault_fired && tb_fault("fatal-in-branch", tb_fault_rank(), -1) &&
+        cudaStreamIsCapturing(st->stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive) {
+        fault_fired = 1;
+        TB_FATAL("test fault fatal-in-branch: a failure inside a weight-gradient branch of the capture");
+    }
     return 1;
 }
 
@@ -129,4 +141,22 @@ void cu_branch_join(tb_backend *be) {
     if (!st->join_pending) TB_FATAL("cuda branch_join: no branch has ended");
     TB_CUDA_CHECK(cudaStreamWaitEvent(st->stream, st->join_ev, 0));
     st->join_pending = 0;
+}
+
+/* backend.h capture_unwind: a branch still open (or ended, not joined) when
+ * a capture is abandoned joins the compute stream now, queued; the errors
+ * of an invalidated capture are ignored (the capture is being ended). */
+void cu_branch_unwind(tb_backend *be) {
+    cu_state *st = cu_state_of(be);
+    if (!st->side || (!st->in_branch && !st->join_pending)) return;
+    if (st->in_branch) (void)cudaEventRecord(st->join_ev, st->side);
+    (void)cudaStreamWaitEvent(st->stream, st->join_ev, 0);
+    (void)cudaGetLastError();
+    if (st->in_branch) {
+        swap_ws(st);
+        (void)cudnnSetStream(st->cudnn, st->stream);
+        be->compute_stream = st->stream;
+    }
+    st->in_branch = st->join_pending = 0;
+    tb_warn("cuda: the weight gradient's second stream was open when the capture was abandoned; joined back");
 }

@@ -203,6 +203,7 @@ void cu_branch_free(cu_state *st);
 int cu_branch_begin(tb_backend *be);
 void cu_branch_end(tb_backend *be);
 void cu_branch_join(tb_backend *be);
+void cu_branch_unwind(tb_backend *be);
 /* A branch left open (a capture abandoned inside it): closed, both streams
  * waited for, one line; nothing when none is (cuda_sync calls it). */
 void cu_branch_close(tb_backend *be);

@@ -78,6 +78,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     } else { /* sprung (and cleared): a call inside the capture failed */
         tb_dev_watch_capturing(0);
         snprintf(why, sizeof why, "inside the capture: %.150s", trap.msg);
+        m->be->capture_unwind(m->be); /* a second stream forked into the capture joins back first */
         tb_gpu_capture_abandon(t->stream);
         m->be->sync(m->be); /* the backend's own state too (a second stream's branch left open) */
         g = NULL;

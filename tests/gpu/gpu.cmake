@@ -8,7 +8,8 @@ set(TB_GPU_TESTS cuda_fused cuda_fused_step cuda_fused_refused startup_plan_cach
     train_cuda_bf16_loss_fell train_cuda_graph_val
     nccl_train_equals_plain staged_train_equals_plain graph_equals_eager graph_equals_eager_nccl resident_equals_host_gpu
     wgrad_stream_equals_serial wgrad_stream_equals_serial_bf16 wgrad_stream_equals_serial_nccl
-    wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch stem_pad_equals_plain
+    wgrad_stream_equals_serial_fused wgrad_stream_graph_val wgrad_stream_short_batch wgrad_stream_capture_fails
+    stem_pad_equals_plain
     stem_pad_equals_plain_fused stem_pad_graph_equals_eager stem_pad_auto_unmeasured_said relu_mask_equals_y
     relu_mask_equals_y_fused convert_many_equals_per_tensor bn_own_equals_cudnn bn_timed_equals_cudnn
     bf16_allreduce_cost_gpu allreduce_bench_nccl allreduce_bench_nccl_bf16 preflight_gpu
@@ -128,6 +129,18 @@ if(TARGET tb_cuda)
                    --graph-warmup 2 --warmup-steps 2 --scaling-steps 0 --loader-threads 2 --results "")
   set_tests_properties(wgrad_stream_graph_val wgrad_stream_short_batch PROPERTIES TIMEOUT 600
                        FIXTURES_REQUIRED mkdata_gpu)
+  # a failure inside the capture with a weight-gradient branch open (a test
+  # fault, TB_FATAL in the first branch the capture opens): the second
+  # stream joins back (capture_unwind) before the capture ends, the run says
+  # so, falls back to eager steps and trains them all
+  add_test(NAME wgrad_stream_capture_fails
+           COMMAND ${TB_GPU_RUN} env TB_WGRAD_STREAM=on TB_TEST_FAULT=fatal-in-branch:-1 ${TB_TEST_DIR}/expect_pass.sh
+                   "second stream was open when the capture was abandoned; joined back"
+                   "# cuda graph: off: inside the capture: .*test fault fatal-in-branch.*the steps run eagerly"
+                   "^# training: 6 steps"
+                   -- ${TB_BIN} --backend cuda --precision bf16 --model resnet18 --image-size 64 --batch-size 16
+                   --synthetic-size 64 --steps 6 --cuda-graph on --graph-warmup 2 --warmup-steps 2 --scaling-steps 0
+                   --results "")
 
   # --op-profile after timed steps replayed from a CUDA graph: the profiled
   # steps run eagerly (real timing events), every kind of the bf16 step is
