@@ -21,7 +21,8 @@ void tb_trainer_graph_blocker(const tb_trainer *t, char *why, size_t len) {
     else if (!t->native) snprintf(why, len, "the %s backend has no CUDA stream", t->m->be->name);
     else if (!t->async) snprintf(why, len, "the step is synchronous");
     else if (t->tr && t->tr->row->graph_blocker) snprintf(why, len, "%s", t->tr->row->graph_blocker);
-    else if (getenv("TB_TEST_FAULT")) snprintf(why, len, "TB_TEST_FAULT is set (faults are injected eagerly)");
+    else if (getenv("TB_TEST_FAULT") && !tb_fault_kind("fatal-in-branch")) /* that one fires inside a capture */
+        snprintf(why, len, "TB_TEST_FAULT is set (faults are injected eagerly)");
 }
 
 /* The step body queued eagerly (or recorded into a capture) in slot s. */
