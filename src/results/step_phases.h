@@ -27,6 +27,9 @@ typedef struct {
     int skipped_steps;           /* fp16: updates skipped for overflow so far (device counter) */
     double loss_scale;           /* fp16: the loss scale after the step (1 otherwise) */
     int graph;                   /* 1: the step ran as a CUDA graph */
+    double capture_s;            /* host seconds this step spent capturing (and instantiating) its graph, the
+                                    device idle: left out of phase[TB_PH_H2D] and total, as the run's wall
+                                    time leaves them out (trainer_graph.c) */
     tb_grad_sync_step sync;      /* bucket statistics (zeros on one rank) */
 } tb_step_record;
 

@@ -85,6 +85,7 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
         g = NULL;
     }
     t->capture_s += tb_now() - t0;
+    t->slot[s].rec.capture_s = tb_now() - t0; /* not the step's time: harvest takes it out of h2d */
     if (!g) {
         if (t->world > 1)
             tb_die("--cuda-graph: capturing the training step failed on this rank (%s); the other ranks "
@@ -109,9 +110,9 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
     t->graph_n = b->n;
     t->graph_slot = s;
     t->recapture = 0;
-    /* the host captured while the device sat idle: that time is the
-     * step's, in its h2d phase, not in the BatchNorm broadcast's (comm)
-     * interval that starts at E_H2D */
+    /* the host captured while the device sat idle: that time falls in
+     * the step's h2d phase (harvest takes rec.capture_s out of it), not in
+     * the BatchNorm broadcast's (comm) interval that starts at E_H2D */
     tb_trainer_rec_ev(t, t->slot[s].ev[E_H2D]);
     tb_gpu_graph_launch(g, t->stream, t->gev);
     if (first)

@@ -260,6 +260,10 @@ int tb_trainer_harvest(tb_trainer *t, int s, int wait) {
     r->bcast_s = EL(E_H2D, E_BN);
     r->phase[TB_PH_OPT] = EL(E_COMM, E_END);
     r->total = r->phase[TB_PH_DATA] + EL(E_START, E_END);
+    if (r->capture_s > 0) { /* a capture's host time, the device idle in h2d: no part of the step */
+        double c = r->capture_s < r->phase[TB_PH_H2D] ? r->capture_s : r->phase[TB_PH_H2D];
+        r->phase[TB_PH_H2D] -= c, r->total -= c;
+    }
     if (t->tr && t->tr->row->event_stats)
         t->tr->row->event_stats(t->tr, s, be->native_event(be, p->ev[E_FWD]), &r->sync);
     if (t->tr) r->sync.exposed_s = EL(E_BWD, E_COMM);
