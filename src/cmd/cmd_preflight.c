@@ -136,10 +136,15 @@ static void nccl_wait(tb_backend *be, tb_nccl *n, tb_event *e, const char *which
 }
 
 /* NCCL all-reduces of buf (host, count floats) on device buffers under the
- * deadline: the untimed warm-up (its host seconds in *warm_s), then, from
- * the same inputs after a barrier, the one timed with events (returned);
- * its result back into buf. A communicator that does not form or an
- * all-reduce that does not finish ends preflight with a message. */
+ * deadline: the untimed warm-up (its host seconds in *warm_s), a second
+ * untimed one whose host seconds to queue it are summed over the ranks,
+ * then, from the same inputs after a barrier, the one timed with events
+ * (returned), queued behind a hold of the stream that long (backend.h
+ * tb_stream_hold_ms; as allreduce-bench --comm nccl: the call returns once
+ * NCCL has queued it, and without the hold the events would time that
+ * host-side queueing as the transfer); its result back into buf. A
+ * communicator that does not form or an all-reduce that does not finish
+ * ends preflight with a message. */
 static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf, size_t count, double timeout,
                              int rank, double *warm_s) {
     size_t bytes = count * sizeof *buf;
@@ -161,15 +166,25 @@ static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf,
     be->event_record(be, e1, NULL);
     nccl_wait(be, n, e1, "warm-up ", bytes, timeout);
     *warm_s = tb_now() - t0;
-    /* the timed one, from the same inputs (the warm-up summed them) */
+    /* the host's time to queue one, connections made: summed over the ranks, the same hold on every rank */
+    t0 = tb_now();
+    tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
+    double queue_s = tb_now() - t0, unused;
+    be->event_record(be, e1, NULL);
+    nccl_wait(be, n, e1, "second untimed ", bytes, timeout);
+    if (tb_comm_allreduce_sum_timeout(w, &queue_s, 1, TB_FLOAT64, timeout, &unused) != 0)
+        stuck("queueing times' ", sizeof queue_s, timeout);
+    const double hold_ms = tb_stream_hold_ms(1e3 * queue_s);
+    /* the timed one, from the same inputs (the untimed ones summed them) */
     be->copy_h2d(be, d, buf, bytes);
     be->sync(be);
     maybe_hang("barrier", rank);
     start_together(w, timeout);
+    be->stream_hold(be, NULL, hold_ms);
     be->event_record(be, e0, NULL);
     tb_nccl_allreduce_sum(n, d, d, count, TB_DEV_F32, be->native_stream(be, NULL));
     be->event_record(be, e1, NULL);
-    nccl_wait(be, n, e1, "", bytes, timeout);
+    nccl_wait(be, n, e1, "", bytes, timeout + 1e-3 * hold_ms);
     double secs = be->event_elapsed_ms(be, e0, e1) * 1e-3;
     be->copy_d2h(be, buf, d, bytes);
     be->event_destroy(be, e0);
