@@ -60,5 +60,14 @@ int main(void) {
     p = tb_gpu_peak_find("NVIDIA A100-SXM4-40GB");
     TB_CHECK(p && p->hbm_gbs == 1555, "A100 40GB -> %s", p ? p->label : "none");
     TB_CHECK(tb_gpu_peak_find("NVIDIA GeForce RTX 4090") == NULL, "unknown GPU must give no ceiling");
+    /* names that hold a shorter entry's: the specific row, or none */
+    p = tb_gpu_peak_find("NVIDIA H200 NVL");
+    TB_CHECK(p && strcmp(p->label, "H200 NVL 141GB") == 0 && p->bf16_tflops < 900, "H200 NVL -> %s",
+             p ? p->label : "none");
+    p = tb_gpu_peak_find("NVIDIA H800 PCIe");
+    TB_CHECK(p && p->hbm_gbs == 2000, "H800 PCIe -> %s", p ? p->label : "none");
+    p = tb_gpu_peak_find("NVIDIA A100-PCIE-40GB");
+    TB_CHECK(p && p->hbm_gbs == 1555, "A100 PCIe 40GB -> %s", p ? p->label : "none");
+    TB_CHECK(tb_gpu_peak_find("NVIDIA GH200 480GB") == NULL, "GH200 must give no ceiling (not the H200's)");
     return tb_test_exit("gpu_versions");
 }
