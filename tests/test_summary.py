@@ -99,6 +99,10 @@ def test_new_layout():
                                "6.1021", "1000",
                                "env TB_WGRAD_STREAM=on trainbench --fuse graph --results /x/resnet50/tb_y_r1.h5"))
                     + "\n")
+            # --fuse fastest: a key of its own, not the plain row's "#2" nor the fused one's
+            f.write("\t".join(("trainbench", "bf16", "nhwc", "256", "on (300 replays), fuse fastest", "7250.0",
+                               "-", "-", "-", "1", "10.7", "35.31", "0.25", "14139", "41", "6.9312", "6.1021",
+                               "1000", "trainbench --fuse fastest --results /x/resnet50/tb_v_r1.h5")) + "\n")
             # the stem padded where faster, and a row that names TB_STEM_PAD=off: only the first gets +stempad
             f.write("\t".join(("trainbench", "fp16", "nhwc", "256", "on (300 replays), TB_STEM_PAD=auto", "7800.0",
                                "-", "-", "-", "1", "10.7", "32.82", "0.25", "14139", "41", "6.9312", "6.1021",
@@ -139,6 +143,8 @@ def test_new_layout():
               "the TB_BN_KERNELS=own row under graph+ownbn, apart from the graph row")
         check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+fused+wgrad/img_per_s", ("",))[0] == "7900.0",
               "the TB_WGRAD_STREAM=on fused row under graph+fused+wgrad")
+        check(rows.get("resnet50/trainbench/bf16/nhwc/256/graph+fastest/img_per_s", ("",))[0] == "7250.0",
+              "the --fuse fastest row under graph+fastest")
         check(rows.get("resnet50/trainbench/fp16/nhwc/256/graph+stempad/img_per_s", ("",))[0] == "7800.0" and
               rows.get("resnet50/trainbench/fp16/nhwc/128/graph/img_per_s", ("",))[0] == "7100.0",
               "the TB_STEM_PAD=auto row under graph+stempad; TB_STEM_PAD=off adds no suffix")

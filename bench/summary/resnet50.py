@@ -5,7 +5,8 @@ row's own log where the run dir has it.
 
 Keys: resnet50/<framework>/<precision>/<layout>/<batch>/<graph>/<what>, with
 framework trainbench, pytorch_eager or pytorch_compile, graph `graph`,
-`eager` or `-`, a `+fused` suffix for `--fuse graph`, `+ownbn` for every
+`eager` or `-`, a `+fused` suffix for `--fuse graph`, `+fastest` for
+`--fuse fastest`, `+ownbn` for every
 BatchNorm on the own kernels (TB_BN_KERNELS=own), `+cudnnbn` for cuDNN's
 BatchNorm untimed (TB_BN_KERNELS=cudnn), `+wgrad` for the weight
 gradients on a second stream (TB_WGRAD_STREAM=on), `+stempad` for the
@@ -56,6 +57,8 @@ def _config(r):
     g = "graph" if graph.startswith("on") else "eager" if graph.startswith("off") else "-"
     if "fuse graph" in graph:
         g += "+fused"
+    elif "fuse fastest" in graph:
+        g += "+fastest"
     if "TB_BN_KERNELS=own" in graph:
         g += "+ownbn"
     if "TB_BN_KERNELS=cudnn" in graph:
