@@ -160,14 +160,16 @@ decode decode_cpu 40 --decode fast --format u8-nhwc --threads 4,16
 ROWS=resident,16:3:on,16:4:on:gpu:2,4:3:on,4:4:on:gpu:2,8:3:on,8:4:on:gpu:2,4:4:on,4:3:on:gpu:2,16:4:on
 ROWS=$ROWS,0:2:off,8:2:off,16:2:off
 ROWS=$ROWS,16:4:on:gpu:2:sync=on,16:4:on:gpu:2:backend=hybrid
-ROWS=$ROWS,4:6:on:gpu:4,16:8:on:gpu:6
-# and the batch split between the engine and the loader threads' libjpeg-turbo (--nvjpeg cpu=PCT): at 4
+# the batch split between the engine and the loader threads' libjpeg-turbo (--nvjpeg cpu=PCT): at 4
 # threads nvJPEG left 2 of the 4 cores idle, at 16 it used 1.7
 ROWS=$ROWS,4:4:on:gpu:2:cpu=25,16:4:on:gpu:2:cpu=60
-# and the stage threads blocking instead of spinning while they wait for the device (--nvjpeg wait=block): on
+# the stage threads blocking instead of spinning while they wait for the device (--nvjpeg wait=block): on
 # 2026-12-04c a stage's hardware call lasted its whole decode (~100 ms a batch) and the 2-stage rows' loader
 # used 1.9 cores where its other host stages add up to 0.6
-ROWS=$ROWS,4:4:on:gpu:2:wait=block,16:8:on:gpu:6:wait=block
+ROWS=$ROWS,4:4:on:gpu:2:wait=block
+# 4 and 6 GPU stages last: a stage whose decoder differs from the first one's (a fifth or sixth hardware
+# handle refused) ends the process with one line naming both, and the rows before it stay in the results file
+ROWS=$ROWS,4:6:on:gpu:4,16:8:on:gpu:6,16:8:on:gpu:6:wait=block
 step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 

@@ -266,6 +266,10 @@ if(TARGET tb_cuda)
   add_test(NAME bn_timed_equals_cudnn
            COMMAND ${TB_GPU_RUN} ${TB_ASYNC} --mode bn-kernels --bn-kernels auto ${TB_STEM_PAD_ARGS} --steps 1
                    --tolerance 1e-2 --extra "--precision fp16 --layout nhwc --deterministic --plan-cache off")
+  # COST above startup_plan_cache_gpu's: the tests every bench row's figures wait on (the ops against the
+  # CPU, the BatchNorm kernels, the weights' refresh) start first, together, in a stage with a deadline
+  set_tests_properties(cuda_ops bn_own_equals_cudnn bn_timed_equals_cudnn convert_many_equals_per_tensor
+                       PROPERTIES COST 1100)
   # with a grad-ready hook (--comm nccl, one rank): each conv's bf16 weight
   # gradient is converted into the float32 flat gradients on the second
   # stream, inside its branch, before the hook hands the range to NCCL after

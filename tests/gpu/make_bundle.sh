@@ -134,7 +134,7 @@ echo "== shared-library closure"
 skip='^(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux-x86-64|libcuda|libcudnn.*|libcublas.*|libcudart|libnccl|libnvidia-ml|libstdc\+\+|libgcc_s)\.so'
 list=$stage/elfs
 find "$B/build" "$B/root" -type f | while read -r f; do
-  head -c 4 "$f" | grep -q ELF && echo "$f"
+  if head -c 4 "$f" | grep -q ELF; then echo "$f"; fi # not `&&`: a last file that is no ELF would end the loop 1 (set -e)
 done >"$list"
 : >"$stage/libs"
 while read -r f; do
