@@ -223,6 +223,14 @@ run_tests() { # [REGEX | --np2 | --fused]: ctest -R REGEX, the np2 or fused labe
   fail=$(grep -E '^ *[0-9]+/[0-9]+ Test' "$KEEP/ctest.log" | grep -cE '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception|Not Run')
   skip=$(grep -c '\*\*\*Skipped' "$KEEP/ctest.log")
   grep -E '^ *[0-9]+/[0-9]+ Test' "$KEEP/ctest.log" | sed 's/^ */           /' >>"$SUM"
+  # a test ctest never started (the stop time came first) prints no line at all: named, counted as failed
+  local n never=0
+  while read -r n; do
+    grep -qE "^ *[0-9]+/[0-9]+ Test +#[0-9]+: $n " "$KEEP/ctest.log" && continue
+    echo "           not started before the stage's stop time: $n" >>"$SUM"
+    never=$((never + 1))
+  done < <(ctest --test-dir build-gpu -N "${sel[@]}" | sed -n 's/^ *Test *#[0-9]*: //p')
+  fail=$((fail + never))
   # on a machine with a GPU, a test that skips hides a broken set-up (every test a
   # label or a tests:REGEX stage names here is a GPU test)
   if [ "$skip" -gt 0 ] && nvidia-smi -L >/dev/null 2>&1; then
