@@ -351,8 +351,9 @@ static int timed_allreduce(tb_comm *w, const tb_comm_info *info, tb_backend *be,
                use_nccl ? "NCCL, device buffers" : "MPI, host buffers", bytes, info->world, secs * 1e3, algbw, busbw,
                (long long)totals[0]);
         printf("#   timed after an untimed warm-up all-reduce of the same size (%.3f ms on the slowest rank: "
-               "connection setup%s) and a barrier\n",
-               warm * 1e3, use_nccl ? ", NCCL's kernels loaded" : "");
+               "connection setup%s) and a barrier%s\n",
+               warm * 1e3, use_nccl ? ", NCCL's kernels loaded" : "",
+               use_nccl ? ", queued behind a hold of the stream (its events time the transfer, not the queueing)" : "");
         if (nccl_bad) printf("# the NCCL library loaded does not match the one trainbench was built for (above)\n");
         printf("# preflight: %s\n", totals[0] ? "FAILED (wrong all-reduce results)" : nccl_bad ? "FAILED (NCCL library)" : "OK");
     }
