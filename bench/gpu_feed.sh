@@ -170,7 +170,7 @@ ROWS=$ROWS,4:4:on:gpu:2:wait=block
 # 4 and 6 GPU stages last: a stage whose decoder differs from the first one's (a fifth or sixth hardware
 # handle refused) ends the process with one line naming both, and the rows before it stay in the results file
 ROWS=$ROWS,4:6:on:gpu:4,16:8:on:gpu:6,16:8:on:gpu:6:wait=block
-step feed_trainbench 110 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
+step feed_trainbench 130 "$TB" loader-bench --feed --backend cuda --data "$SET" --model resnet50 --batch-size "$B" \
   --image-size 224 --rows "$ROWS" --warmup 3 --steps 8 --results "$KEEP/feed_trainbench.h5"
 
 # ---- 5. PyTorch on the same set and GPU --------------------------------------------------------

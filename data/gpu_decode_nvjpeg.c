@@ -493,7 +493,6 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         return NULL;
     }
     TB_CUDA_CHECK(cudaSetDevice(v->device));
-    set_wait(v->o.wait);
     v->mem = tb_nvj_mem_create(v->device);
     const char *chosen;
     nvjpegStatus_t last = create_handle(v, &chosen);
@@ -507,6 +506,7 @@ void *tb_gpu_nvjpeg_create(const tb_gpu_decoder_opts *o, const tb_gpu_decoder_op
         free(v);
         return NULL;
     }
+    set_wait(v->o.wait); /* made: nvj_destroy puts CUDA's default back */
     v->roi = v->hw && !o->no_roi; /* region decode: nvjpegDecodeBatchedEx, the hardware backend only */
     /* allocations padded, so that buffers grow seldom (2 MiB device, 256 KiB pinned) */
     nvjpegSetDeviceMemoryPadding((size_t)2 << 20, v->h);

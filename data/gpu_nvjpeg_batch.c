@@ -270,14 +270,17 @@ static nvj_ctx *decode_jobs(nvj *v, nvj_timing *t, tb_gpu_job *jobs, int n, int6
                 continue;
             }
             calls_ok = 0;
-            if (with_roi && (roi_trouble(s) || decoder_fault(s)) && attempt == 0) {
+            if (with_roi && (roi_trouble(s) || s == NVJPEG_STATUS_INTERNAL_ERROR ||
+                             s == NVJPEG_STATUS_EXECUTION_FAILED) && attempt == 0) {
                 /* the batched call with regions failed although the support
                  * check took them: the batch again as whole images; if that
                  * decodes, the regions were the trouble and stay off (a
-                 * damaged file fails whole too, and leaves them on). A
-                 * decoder fault too (region decode on the hardware engine
-                 * has been reported failing with INTERNAL_ERROR): tried
-                 * whole before isolate_failures can end the run on it */
+                 * damaged file fails whole too, and leaves them on). An
+                 * internal or execution failure too (region decode on the
+                 * hardware engine has been reported failing with
+                 * INTERNAL_ERROR): tried whole before isolate_failures can
+                 * end the run on it; not an allocator failure, which
+                 * whole images would not show to be the regions' */
                 wait_stream(v, tag, sink);
                 with_roi = 0;
                 retry_whole = 1;

@@ -149,8 +149,8 @@ void cu_branch_join(tb_backend *be) {
 void cu_branch_unwind(tb_backend *be) {
     cu_state *st = cu_state_of(be);
     if (!st->side || (!st->in_branch && !st->join_pending)) return;
-    if (st->in_branch) (void)cudaEventRecord(st->join_ev, st->side);
-    (void)cudaStreamWaitEvent(st->stream, st->join_ev, 0);
+    cudaError_t rec = st->in_branch ? cudaEventRecord(st->join_ev, st->side) : cudaSuccess;
+    cudaError_t join = cudaStreamWaitEvent(st->stream, st->join_ev, 0);
     (void)cudaGetLastError();
     if (st->in_branch) {
         swap_ws(st);
@@ -158,5 +158,10 @@ void cu_branch_unwind(tb_backend *be) {
         be->compute_stream = st->stream;
     }
     st->in_branch = st->join_pending = 0;
-    tb_warn("cuda: the weight gradient's second stream was open when the capture was abandoned; joined back");
+    if (rec == cudaSuccess && join == cudaSuccess)
+        tb_warn("cuda: the weight gradient's second stream was open when the capture was abandoned; joined back");
+    else
+        tb_warn("cuda: the weight gradient's second stream was open when the capture was abandoned and could not "
+                "be joined back (%s)",
+                cudaGetErrorString(rec != cudaSuccess ? rec : join));
 }

@@ -138,7 +138,8 @@ void tb_gpu_capture_abandon(void *stream) {
     if (cudaStreamIsCapturing((cudaStream_t)stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
         /* an invalidated capture returns no graph (and an error): either way it is over */
         cudaGraph_t graph = NULL;
-        (void)cudaStreamEndCapture((cudaStream_t)stream, &graph);
+        cudaError_t e = cudaStreamEndCapture((cudaStream_t)stream, &graph);
+        tb_info("# cuda graph: the abandoned capture ended: %s", e == cudaSuccess ? "no error" : cudaGetErrorString(e));
         if (graph) (void)cudaGraphDestroy(graph);
     }
     (void)cudaGetLastError();

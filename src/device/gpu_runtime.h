@@ -55,8 +55,9 @@ tb_gpu_graph *tb_gpu_capture_end(void *stream, void *const *events, int nevents,
 /* Ends a capture that a failure left open on stream (a call inside it that
  * failed or was refused: the capture may be invalidated) and throws the
  * graph away, so that the stream, and any stream the capture forked into,
- * runs eagerly again; clears the runtime's last error. Nothing when the
- * stream is not capturing. Never ends the job. */
+ * runs eagerly again; clears the runtime's last error; one line with what
+ * cudaStreamEndCapture said. Nothing when the stream is not capturing.
+ * Never ends the job. */
 void tb_gpu_capture_abandon(void *stream);
 /* Launches on stream, event node i recording events[i] (NULL: as captured). */
 void tb_gpu_graph_launch(tb_gpu_graph *g, void *stream, void *const *events);

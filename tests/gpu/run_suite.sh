@@ -11,7 +11,8 @@
 # The suite ends within TB_SUITE_BUDGET seconds (default 540; a device call
 # may last 600): each stage gets what is left of it, or less with STAGE@S.
 # The tests stage runs ctest -j TB_SUITE_JOBS (4) and stops at its deadline
-# (tests not started by then are `Not Run` and count as failures).
+# (ctest prints no line for a test not started by then: run_tests names
+# each from `ctest -N` in the summary and counts it as failed).
 #
 # Stages, in the order given:
 #   env     the machine: nvidia-smi, driver, python/torch and the CUDA
