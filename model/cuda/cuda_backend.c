@@ -370,6 +370,7 @@ tb_backend *tb_cuda_backend_create(const tb_backend_opts *opts, char *err, size_
     st->ws_limit = opts && opts->workspace_limit ? opts->workspace_limit : CU_WS_LIMIT_DEFAULT;
     if (!(opts && opts->workspace_limit) && st->ws_limit > st->total / 8) st->ws_limit = st->total / 8;
     TB_CUDA_CHECK(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking));
+    cu_hold_load(); /* stream_hold's kernel: not loaded at a first hold after a barrier */
     TB_CUDNN_CHECK(cudnnCreate(&st->cudnn));
     TB_CUDNN_CHECK(cudnnSetStream(st->cudnn, st->stream));
     /* cuDNN 9 loads libcudnn_ops / libcudnn_cnn on first use: check them now,

@@ -542,6 +542,7 @@ void cu_input_rows(tb_backend *be, const float *pool, const int32_t *rows, const
  * (nothing for ms <= 0): work queued behind it starts once the host has
  * queued it all. */
 void cu_hold_stream(cudaStream_t st, float ms);
+void cu_hold_load(void); /* its kernel loaded now (lazy loading), at the backend's creation */
 
 /* cuda_bn_kernels.cu: BatchNorm (+ add + ReLU) on own kernels, for what
  * cuDNN's fused path does not take. Partial sums: S slices per channel,

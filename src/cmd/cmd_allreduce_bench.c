@@ -293,10 +293,6 @@ static void open_path(bench *b, int argc, char **argv) {
         nb->inputs = nb->be->alloc(nb->be, b->a.maxb + b->es);
         nb->e0 = nb->be->event_create(nb->be, 1);
         nb->e1 = nb->be->event_create(nb->be, 1);
-        /* the hold's kernel launched once now: CUDA loads a module at its first launch (lazy loading, the
-         * default since 12.2), which would otherwise fall after the first size's barrier as start skew */
-        nb->be->stream_hold(nb->be, NULL, 0.01);
-        nb->be->sync(nb->be);
     }
     b->path = b->use_nccl ? "nccl-device" : "mpi-host";
     b->poll_s = tb_grad_sync_poll_s(); /* the gradient thread's call (grad_sync.h) */

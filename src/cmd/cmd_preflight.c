@@ -158,10 +158,8 @@ static double nccl_allreduce(tb_comm *w, tb_backend *be, int device, float *buf,
     float *d = be->alloc(be, bytes);
     tb_event *e0 = be->event_create(be, 1), *e1 = be->event_create(be, 1);
     /* warm-up: NCCL sets up its connections and loads its kernels in the
-     * first collective of a communicator; the hold's kernel is launched
-     * once too (CUDA loads a module at its first launch: not after the
-     * barrier below, where each rank's load would skew its start) */
-    be->stream_hold(be, NULL, 0.01);
+     * first collective of a communicator (the hold's kernel the backend
+     * loaded when it was made: cu_hold_load) */
     be->copy_h2d(be, d, buf, bytes);
     be->sync(be);
     double t0 = tb_now();
