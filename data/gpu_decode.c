@@ -66,9 +66,10 @@ static int small_int(const char *v, int lo, int hi) {
 }
 
 static const char *const k_wait_names[] = {"auto", "spin", "yield", "block"}; /* TB_GPU_WAIT_* */
+#define N_WAITS ((int)(sizeof k_wait_names / sizeof k_wait_names[0]))
 
 static int wait_mode(const char *v) {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < N_WAITS; i++)
         if (strcmp(v, k_wait_names[i]) == 0) return i;
     return -1;
 }
@@ -150,7 +151,7 @@ void tb_gpu_decoder_opts_string(const tb_gpu_decoder_opts *o, char *buf, size_t 
              be, o->no_roi ? "off" : "on", o->plain_priority ? "default" : "high", o->chunk, o->sync ? "on" : "off",
              o->inflight > 0 ? o->inflight : 2, o->nvjpeg_alloc ? "nvjpeg" : "pool", o->no_sort ? "off" : "on",
              o->cpu_share, o->no_barrier ? "off" : "on", o->stall_ms,
-             o->wait >= 0 && o->wait < 4 ? k_wait_names[o->wait] : "?");
+             o->wait >= 0 && o->wait < N_WAITS ? k_wait_names[o->wait] : "?");
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------ */

@@ -152,11 +152,7 @@ void cu_branch_unwind(tb_backend *be) {
     cudaError_t rec = st->in_branch ? cudaEventRecord(st->join_ev, st->side) : cudaSuccess;
     cudaError_t join = cudaStreamWaitEvent(st->stream, st->join_ev, 0);
     (void)cudaGetLastError();
-    if (st->in_branch) {
-        swap_ws(st);
-        (void)cudnnSetStream(st->cudnn, st->stream);
-        be->compute_stream = st->stream;
-    }
+    if (st->in_branch) back_to_main(be, st);
     st->in_branch = st->join_pending = 0;
     if (rec == cudaSuccess && join == cudaSuccess)
         tb_warn("cuda: the weight gradient's second stream was open when the capture was abandoned; joined back");

@@ -84,8 +84,9 @@ static int capture_and_launch(tb_trainer *t, const tb_source_batch *b, int64_t s
         m->be->sync(m->be); /* the backend's own state too (a second stream's branch left open) */
         g = NULL;
     }
-    t->capture_s += tb_now() - t0;
-    t->slot[s].rec.capture_s = tb_now() - t0; /* not the step's time: harvest takes it out of h2d */
+    const double captured = tb_now() - t0;
+    t->capture_s += captured;
+    t->slot[s].rec.capture_s = captured; /* not the step's time: harvest takes it out of h2d */
     if (!g) {
         if (t->world > 1)
             tb_die("--cuda-graph: capturing the training step failed on this rank (%s); the other ranks "
